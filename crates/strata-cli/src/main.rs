@@ -1,0 +1,254 @@
+//! `strata`: the command-line tool. Thin: every command is a few calls into
+//! the library crates (daemon, client, config, bench).
+
+mod daemonctl;
+mod table;
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+use strata_config::Config;
+
+#[derive(Parser)]
+#[command(name = "strata", version, about = "strata: multi-tier I/O buffering for HPC and data-heavy applications")]
+struct Cli {
+    /// Configuration file (default: $STRATA_CONFIG, else derived from this machine).
+    #[arg(long, global = true, env = "STRATA_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Start, stop or inspect the per-user daemon.
+    Daemon {
+        #[command(subcommand)]
+        cmd: DaemonCmd,
+    },
+    /// Store FILE (or stdin with `-`) as blob BLOB of bucket BUCKET.
+    Put { bucket: String, blob: String, file: String },
+    /// Write blob BLOB of BUCKET to FILE (default stdout, or `-`).
+    Get { bucket: String, blob: String, file: Option<String> },
+    /// List buckets, or the blobs of BUCKET.
+    Ls {
+        bucket: Option<String>,
+        /// Show size, score, access count and tiers per blob.
+        #[arg(long, short)]
+        long: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove blob BLOB of BUCKET, or the whole bucket with --bucket.
+    Rm {
+        bucket: String,
+        blob: Option<String>,
+        /// Remove the bucket and all its blobs.
+        #[arg(long)]
+        bucket_too: bool,
+    },
+    /// The daemon's tiers and counters as a table.
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check or print configuration.
+    Config {
+        #[command(subcommand)]
+        cmd: ConfigCmd,
+    },
+    /// Benchmarks (run against a daemon, started privately if none runs).
+    Bench {
+        #[command(subcommand)]
+        cmd: strata_bench::BenchCmd,
+    },
+    /// Put, get and list through a zero-config private daemon, printing what happened.
+    Demo,
+}
+
+#[derive(Subcommand)]
+enum DaemonCmd {
+    /// Start the daemon (detached unless --foreground).
+    Start {
+        #[arg(long)]
+        foreground: bool,
+    },
+    /// Stop the daemon (it finishes in-flight requests first).
+    Stop,
+    /// Is a daemon running? Prints its status table.
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigCmd {
+    /// Validate FILE; errors name the key and line.
+    Check { file: PathBuf },
+    /// Print the effective default configuration for this machine as YAML.
+    Default,
+}
+
+fn load_config(path: Option<&std::path::Path>) -> Result<Config> {
+    Config::load_effective(path).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("strata: error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn connect(cfg: &Config) -> Result<strata_client::Client> {
+    let socket = cfg.resolved_socket_path();
+    strata_client::Client::connect_to(&socket).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    let cfg_path = cli.config.clone();
+    match cli.cmd {
+        Cmd::Config { cmd: ConfigCmd::Check { file } } => {
+            let cfg = Config::load(&file).map_err(|e| anyhow::anyhow!("{e}"))?;
+            println!("{}: ok ({} devices, policy {})", file.display(), cfg.devices.len(), cfg.placement.policy);
+        }
+        Cmd::Config { cmd: ConfigCmd::Default } => {
+            let cfg = load_config(None)?;
+            print!("{}", cfg.to_yaml());
+        }
+        Cmd::Daemon { cmd: DaemonCmd::Start { foreground } } => {
+            let cfg = load_config(cfg_path.as_deref())?;
+            if foreground {
+                daemonctl::init_logging(&cfg);
+                strata_daemon::run(cfg, |s| eprintln!("strata daemon listening on {}", s.display()))?;
+            } else {
+                let socket = daemonctl::start_detached(cfg_path.as_deref(), &cfg)?;
+                println!("strata daemon started (socket {})", socket.display());
+            }
+        }
+        Cmd::Daemon { cmd: DaemonCmd::Stop } => {
+            let cfg = load_config(cfg_path.as_deref())?;
+            daemonctl::stop(&cfg)?;
+            println!("strata daemon stopped");
+        }
+        Cmd::Daemon { cmd: DaemonCmd::Status { json } } | Cmd::Status { json } => {
+            let cfg = load_config(cfg_path.as_deref())?;
+            let socket = cfg.resolved_socket_path();
+            let st = match strata_client::status(&socket) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("strata: no daemon running at {} ({e}); start one with `strata daemon start`", socket.display());
+                    return Ok(ExitCode::from(3));
+                }
+            };
+            if json {
+                println!("{}", serde_json::to_string_pretty(&st)?);
+            } else {
+                print!("{}", table::status_table(&st));
+            }
+        }
+        Cmd::Put { bucket, blob, file } => {
+            let cfg = load_config(cfg_path.as_deref())?;
+            let data = if file == "-" {
+                let mut v = Vec::new();
+                std::io::stdin().read_to_end(&mut v)?;
+                v
+            } else {
+                std::fs::read(&file).with_context(|| format!("cannot read {file}"))?
+            };
+            let c = connect(&cfg)?;
+            let b = c.bucket(&bucket)?;
+            b.put(&blob, &data)?;
+            eprintln!("put {bucket}/{blob}: {} bytes", data.len());
+        }
+        Cmd::Get { bucket, blob, file } => {
+            let cfg = load_config(cfg_path.as_deref())?;
+            let c = connect(&cfg)?;
+            let b = c.bucket_open(&bucket)?;
+            let data = b.get(&blob)?;
+            match file.as_deref() {
+                None | Some("-") => std::io::stdout().write_all(&data)?,
+                Some(f) => std::fs::write(f, &data).with_context(|| format!("cannot write {f}"))?,
+            }
+        }
+        Cmd::Ls { bucket, long, json } => {
+            let cfg = load_config(cfg_path.as_deref())?;
+            let c = connect(&cfg)?;
+            match bucket {
+                None => {
+                    let names = c.bucket_names()?;
+                    if json {
+                        let mut rows = Vec::new();
+                        for n in &names {
+                            let (bytes, blobs) = c.bucket_open(n)?.size()?;
+                            rows.push(serde_json::json!({"bucket": n, "bytes": bytes, "blobs": blobs}));
+                        }
+                        println!("{}", serde_json::to_string_pretty(&rows)?);
+                    } else if long {
+                        let mut t = table::Table::new(&["BUCKET", "BLOBS", "BYTES"]);
+                        for n in &names {
+                            let (bytes, blobs) = c.bucket_open(n)?.size()?;
+                            t.row(vec![n.clone(), blobs.to_string(), strata_config::format_size(bytes)]);
+                        }
+                        print!("{}", t.render());
+                    } else {
+                        for n in names {
+                            println!("{n}");
+                        }
+                    }
+                }
+                Some(bn) => {
+                    let b = c.bucket_open(&bn)?;
+                    let names = b.list()?;
+                    if long || json {
+                        let tiers: Vec<String> = c.hello().tiers.iter().map(|t| t.name.clone()).collect();
+                        let mut t = table::Table::new(&["BLOB", "SIZE", "SCORE", "ACCESSES", "TIERS", "DIRTY"]);
+                        let mut rows = Vec::new();
+                        for n in &names {
+                            let i = b.stat(n)?;
+                            let on: Vec<&str> = tiers.iter().enumerate().filter(|(k, _)| i.tier_mask & (1 << k) != 0).map(|(_, n)| n.as_str()).collect();
+                            rows.push(serde_json::json!({"blob": n, "size": i.size, "score": i.score, "user_score": i.user_score, "accesses": i.access_count, "tiers": on, "dirty": i.dirty}));
+                            t.row(vec![n.clone(), i.size.to_string(), format!("{:.3}", i.score), i.access_count.to_string(), on.join(","), if i.dirty { "yes".into() } else { "no".into() }]);
+                        }
+                        if json {
+                            println!("{}", serde_json::to_string_pretty(&rows)?);
+                        } else {
+                            print!("{}", t.render());
+                        }
+                    } else {
+                        for n in names {
+                            println!("{n}");
+                        }
+                    }
+                }
+            }
+        }
+        Cmd::Rm { bucket, blob, bucket_too } => {
+            let cfg = load_config(cfg_path.as_deref())?;
+            let c = connect(&cfg)?;
+            let b = c.bucket_open(&bucket)?;
+            match (blob, bucket_too) {
+                (Some(n), false) => b.delete(&n)?,
+                (None, true) => b.destroy()?,
+                _ => bail!("give either BLOB or --bucket-too (to remove the whole bucket)"),
+            }
+        }
+        Cmd::Bench { cmd } => {
+            let cfg = load_config(cfg_path.as_deref())?;
+            let guard = daemonctl::ensure_daemon(cfg_path.as_deref(), &cfg)?;
+            let res = strata_bench::run(cmd, &cfg.resolved_socket_path());
+            drop(guard);
+            res?;
+        }
+        Cmd::Demo => daemonctl::demo(cfg_path.as_deref())?,
+    }
+    Ok(ExitCode::SUCCESS)
+}

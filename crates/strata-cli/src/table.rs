@@ -1,0 +1,74 @@
+//! Plain-text tables for humans.
+
+use strata_config::format_size;
+use strata_proto::control::StatusReply;
+
+pub struct Table {
+    head: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    pub fn new(head: &[&str]) -> Table {
+        Table { head: head.iter().map(|s| s.to_string()).collect(), rows: Vec::new() }
+    }
+    pub fn row(&mut self, r: Vec<String>) {
+        self.rows.push(r);
+    }
+    pub fn render(&self) -> String {
+        let mut w: Vec<usize> = self.head.iter().map(|h| h.len()).collect();
+        for r in &self.rows {
+            for (i, c) in r.iter().enumerate() {
+                if i < w.len() {
+                    w[i] = w[i].max(c.chars().count());
+                }
+            }
+        }
+        let line = |cells: &[String]| -> String {
+            let mut s = String::new();
+            for (i, c) in cells.iter().enumerate() {
+                if i > 0 {
+                    s.push_str("  ");
+                }
+                let pad = w.get(i).copied().unwrap_or(0).saturating_sub(c.chars().count());
+                s.push_str(c);
+                if i + 1 < cells.len() {
+                    s.push_str(&" ".repeat(pad));
+                }
+            }
+            s.push('\n');
+            s
+        };
+        let mut out = line(&self.head);
+        for r in &self.rows {
+            out.push_str(&line(r));
+        }
+        out
+    }
+}
+
+pub fn status_table(st: &StatusReply) -> String {
+    let mut out = format!(
+        "strata daemon pid {}  node {}  up {:.0}s  socket {}\nclients {}  buckets {}/{}  blobs {}/{}  requests {}  malformed {}  policy {}\n\n",
+        st.pid, st.node_id, st.uptime_s, st.socket, st.clients, st.buckets, st.buckets_max, st.blobs, st.blobs_max, st.requests_total, st.malformed_total, st.policy
+    );
+    let mut t = Table::new(&["TIER", "KIND", "CAPACITY", "USED", "USE%", "EXTENTS", "DIRTY", "LEASED", "SPILLED", "VOLATILE", "PATH"]);
+    for tier in &st.tiers {
+        let pct = if tier.capacity_bytes > 0 { 100.0 * tier.used_bytes as f64 / tier.capacity_bytes as f64 } else { 0.0 };
+        t.row(vec![
+            tier.name.clone(),
+            tier.kind.clone(),
+            format_size(tier.capacity_bytes),
+            format_size(tier.used_bytes),
+            format!("{pct:.1}"),
+            tier.blob_count.to_string(),
+            format_size(tier.dirty_bytes),
+            format_size(tier.leased_bytes),
+            format_size(tier.spilled_bytes),
+            if tier.volatile { "yes".into() } else { "no".into() },
+            if tier.path.is_empty() { "(shared memory)".into() } else { tier.path.clone() },
+        ]);
+    }
+    out.push_str(&t.render());
+    out
+}

@@ -1,0 +1,765 @@
+//! strata-client: the native Rust API of strata — buckets (named
+//! collections) and blobs (named byte strings) stored by the node's daemon.
+//!
+//! ```no_run
+//! let client = strata_client::Client::connect()?;
+//! let bucket = client.bucket("results")?;
+//! bucket.put("step-1", b"hello")?;
+//! assert_eq!(bucket.get("step-1")?, b"hello");
+//! # Ok::<(), strata_client::Error>(())
+//! ```
+//!
+//! How it talks to the daemon: a `Hello` over the Unix socket maps three
+//! shared-memory segments (control, this client's rings, the RAM arena).
+//! Each thread then uses one *channel* (a submission ring, a completion
+//! ring and request slots). Blob bytes travel by one copy: the client
+//! copies them into arena space the daemon leased to the channel and the
+//! daemon adopts those bytes as the blob (or moves them to a slower tier);
+//! reads copy straight out of the arena or the tier's file, under a pin
+//! that stops the daemon reusing the space until the copy is done.
+//!
+//! **Architecture Invariant:** the socket connection stays open for the
+//! client's lifetime; when it closes the daemon reclaims leases and pins.
+//! **API Boundary:** no placement or metadata logic here; the daemon decides.
+
+mod channel;
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub use strata_proto::Errno;
+use strata_proto::control::{self, ControlReply, ControlRequest, HelloReply, StatusReply};
+use strata_proto::layout::{ClientHeader, ClientLayout, CtlHeader, CLIENT_MAGIC, CTL_MAGIC};
+use strata_proto::wire::{flags, Op, Request, Response, WireBlobStat, WireExtent, PROTOCOL_VERSION, TIER_HOLE};
+use strata_shm::ShmSegment;
+
+use channel::{Chan, Submitted};
+
+/// Errors of the client API: a strata error code plus context.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    pub errno: Errno,
+    pub context: String,
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.context.is_empty() {
+            write!(f, "{}", self.errno)
+        } else {
+            write!(f, "{}: {}", self.context, self.errno)
+        }
+    }
+}
+impl std::error::Error for Error {}
+impl From<Errno> for Error {
+    fn from(errno: Errno) -> Error {
+        Error { errno, context: String::new() }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+fn err(errno: Errno, context: impl Into<String>) -> Error {
+    Error { errno, context: context.into() }
+}
+
+/// Placement engine override for a put.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    MinimizeIoTime,
+    RoundRobin,
+    Random,
+}
+
+impl Placement {
+    fn flag_bits(p: Option<Placement>) -> u32 {
+        let v = match p {
+            None => 0,
+            Some(Placement::MinimizeIoTime) => 1,
+            Some(Placement::RoundRobin) => 2,
+            Some(Placement::Random) => 3,
+        };
+        v << flags::POLICY_SHIFT
+    }
+}
+
+/// Blob metadata.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BlobInfo {
+    pub size: u64,
+    pub access_count: u64,
+    pub atime_ns: u64,
+    pub mtime_ns: u64,
+    pub ctime_ns: u64,
+    pub score: f32,
+    pub user_score: Option<f32>,
+    pub stationary: bool,
+    pub extent_count: u32,
+    /// Bit i set: bytes on tier i.
+    pub tier_mask: u32,
+    pub dirty: bool,
+}
+
+/// Where the daemon listens, unless told otherwise: `STRATA_SOCKET`,
+/// `STRATA_DAEMON_SOCKET`, then the effective configuration.
+pub fn default_socket_path() -> Result<PathBuf> {
+    for var in ["STRATA_SOCKET", "STRATA_DAEMON_SOCKET"] {
+        if let Ok(v) = std::env::var(var) {
+            if !v.is_empty() {
+                return Ok(PathBuf::from(v));
+            }
+        }
+    }
+    let cfg = strata_config::Config::load_effective(None).map_err(|e| err(Errno::Inval, e.to_string()))?;
+    Ok(cfg.resolved_socket_path())
+}
+
+/// Sends one control request on a fresh connection.
+pub fn control_request(socket: &Path, req: &ControlRequest) -> Result<ControlReply> {
+    let mut s = UnixStream::connect(socket).map_err(|e| err(Errno::NoDaemon, format!("{}: {e}", socket.display())))?;
+    let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
+    control::write_frame(&mut s, req).map_err(|e| err(Errno::NoDaemon, e.to_string()))?;
+    control::read_frame(&mut s).map_err(|e| err(Errno::NoDaemon, e.to_string()))
+}
+
+/// Fetches the daemon's status table.
+pub fn status(socket: &Path) -> Result<StatusReply> {
+    match control_request(socket, &ControlRequest::Status)? {
+        ControlReply::Status(s) => Ok(s),
+        ControlReply::Error { code, message } => Err(err(Errno::from_code(code).unwrap_or(Errno::Internal), message)),
+        other => Err(err(Errno::Internal, format!("unexpected reply {other:?}"))),
+    }
+}
+
+pub(crate) struct Inner {
+    pub hello: HelloReply,
+    pub lifeline: UnixStream,
+    pub ctl: ShmSegment,
+    pub seg: ShmSegment,
+    pub arena: ShmSegment,
+    pub layout: ClientLayout,
+    pub tier_files: Vec<Option<File>>,
+    pub chans: Vec<Mutex<Chan>>,
+    pub spin: Duration,
+    pub tmp_seq: AtomicU64,
+}
+
+impl Inner {
+    pub fn ctl(&self) -> &CtlHeader {
+        unsafe { &*(self.ctl.as_ptr() as *const CtlHeader) }
+    }
+    pub fn header(&self) -> &ClientHeader {
+        unsafe { &*(self.seg.as_ptr() as *const ClientHeader) }
+    }
+    /// True while the daemon is up (its end of our lifeline is open).
+    pub fn daemon_alive(&self) -> bool {
+        if self.ctl().state.load(Ordering::SeqCst) != strata_proto::layout::DAEMON_RUNNING {
+            return false;
+        }
+        let mut b = [0u8; 1];
+        match rustix::net::recv(&self.lifeline, &mut b, rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT) {
+            Ok((0, _)) => false,
+            Ok(_) => true,
+            Err(rustix::io::Errno::AGAIN) => true,
+            Err(rustix::io::Errno::INTR) => true,
+            Err(_) => false,
+        }
+    }
+}
+
+/// A connection to the node's strata daemon. Cheap to clone; usable from
+/// many threads at once.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+static THREAD_COUNTER: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    static THREAD_INDEX: usize = THREAD_COUNTER.fetch_add(1, Ordering::Relaxed);
+}
+
+impl Client {
+    /// Connects to the daemon at the default socket.
+    pub fn connect() -> Result<Client> {
+        Client::connect_to(&default_socket_path()?)
+    }
+
+    /// Connects to the daemon listening on `socket`.
+    pub fn connect_to(socket: &Path) -> Result<Client> {
+        let mut s = UnixStream::connect(socket).map_err(|e| {
+            err(Errno::NoDaemon, format!("cannot reach the strata daemon at {} ({e}); start it with `strata daemon start`", socket.display()))
+        })?;
+        let uid = rustix::process::getuid().as_raw();
+        let hello = ControlRequest::Hello { version: PROTOCOL_VERSION, pid: std::process::id(), uid };
+        control::write_frame(&mut s, &hello).map_err(|e| err(Errno::NoDaemon, e.to_string()))?;
+        let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
+        let reply: ControlReply = control::read_frame(&mut s).map_err(|e| err(Errno::NoDaemon, e.to_string()))?;
+        let _ = s.set_read_timeout(None);
+        let hello = match reply {
+            ControlReply::Hello(h) => h,
+            ControlReply::Error { code, message } => return Err(err(Errno::from_code(code).unwrap_or(Errno::Internal), message)),
+            other => return Err(err(Errno::Internal, format!("unexpected hello reply {other:?}"))),
+        };
+        let open = |name: &str| ShmSegment::open(name).map_err(|e| err(Errno::NoDaemon, format!("cannot map /dev/shm/{name}: {e}")));
+        let ctl = open(&hello.ctl_segment)?;
+        let seg = open(&hello.client_segment)?;
+        let arena = open(&hello.arena_segment)?;
+        let layout = ClientLayout::new(hello.channels, hello.depth, hello.arg_bytes);
+        if seg.len() < layout.total_bytes || (arena.len() as u64) < hello.arena_bytes || ctl.len() < std::mem::size_of::<CtlHeader>() {
+            return Err(err(Errno::Version, "shared-memory segments smaller than announced"));
+        }
+        {
+            let h = unsafe { &*(seg.as_ptr() as *const ClientHeader) };
+            let c = unsafe { &*(ctl.as_ptr() as *const CtlHeader) };
+            if h.magic != CLIENT_MAGIC || h.version != PROTOCOL_VERSION || c.magic != CTL_MAGIC || h.client_id != hello.client_id {
+                return Err(err(Errno::Version, "client segment header does not match the hello"));
+            }
+        }
+        let mut tier_files = Vec::new();
+        for t in &hello.tiers {
+            if t.kind == "dir" {
+                let f = File::open(&t.path).map_err(|e| err(Errno::Io, format!("cannot open tier file {}: {e}", t.path)))?;
+                tier_files.push(Some(f));
+            } else {
+                tier_files.push(None);
+            }
+        }
+        let mut chans = Vec::with_capacity(layout.channels as usize);
+        for i in 0..layout.channels {
+            chans.push(Mutex::new(Chan::attach(&seg, &layout, i)?));
+        }
+        let spin = Duration::from_micros(hello.spin_us);
+        Ok(Client {
+            inner: Arc::new(Inner { hello, lifeline: s, ctl, seg, arena, layout, tier_files, chans, spin, tmp_seq: AtomicU64::new(1) }),
+        })
+    }
+
+    pub fn hello(&self) -> &HelloReply {
+        &self.inner.hello
+    }
+
+    fn chan(&self) -> std::sync::MutexGuard<'_, Chan> {
+        let n = self.inner.chans.len();
+        let i = THREAD_INDEX.with(|t| *t) % n;
+        match self.inner.chans[i].lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    /// Runs one request synchronously. `fill` writes the arg area (names, data).
+    pub(crate) fn call(&self, req: Request, args: &[&[u8]]) -> Result<(Response, Vec<u8>)> {
+        let mut ch = self.chan();
+        let sub = ch.submit(&self.inner, req, args)?;
+        let (resp, out) = ch.wait(&self.inner, sub, true)?;
+        Ok((resp, out))
+    }
+
+    fn simple(&self, op: Op, flags: u32, bucket: u64, name: &str, name2: &str) -> Result<Response> {
+        let req = Request { op: op as u32, flags, bucket, name_len: name.len() as u32, name2_len: name2.len() as u32, ..Request::default() };
+        let (resp, _) = self.call(req, &[name.as_bytes(), name2.as_bytes()])?;
+        resp.result().map_err(|e| err(e, format!("{op:?} {name}")))?;
+        Ok(resp)
+    }
+
+    /// Opens bucket `name`, creating it if needed.
+    pub fn bucket(&self, name: &str) -> Result<Bucket> {
+        self.bucket_with(name, true, false)
+    }
+
+    /// Opens an existing bucket (`NoBucket` if absent).
+    pub fn bucket_open(&self, name: &str) -> Result<Bucket> {
+        self.bucket_with(name, false, false)
+    }
+
+    /// Creates a bucket that must not exist yet (`Exists` otherwise).
+    pub fn bucket_create(&self, name: &str) -> Result<Bucket> {
+        self.bucket_with(name, true, true)
+    }
+
+    fn bucket_with(&self, name: &str, create: bool, exclusive: bool) -> Result<Bucket> {
+        let mut f = 0;
+        if create {
+            f |= flags::CREATE;
+        }
+        if exclusive {
+            f |= flags::EXCL;
+        }
+        let r = self.simple(Op::BucketOpen, f, 0, name, "")?;
+        Ok(Bucket { client: self.clone(), id: r.val0, name: Mutex::new(name.to_string()) })
+    }
+
+    /// Names of all buckets.
+    pub fn bucket_names(&self) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        let mut cursor = 0u64;
+        // Bounded: each round returns at least one name or ends.
+        for _ in 0..(1u64 << 32) {
+            let req = Request { op: Op::BucketList as u32, aux: cursor, ..Request::default() };
+            let (resp, arg) = self.call(req, &[])?;
+            resp.result().map_err(|e| err(e, "list buckets"))?;
+            for n in strata_proto::wire::unpack_strings(&arg) {
+                out.push(String::from_utf8_lossy(n).into_owned());
+            }
+            if resp.val0 == 0 {
+                break;
+            }
+            cursor = resp.val0;
+        }
+        Ok(out)
+    }
+
+    /// A no-op round trip through the rings (for benchmarks).
+    pub fn nop(&self) -> Result<()> {
+        let (resp, _) = self.call(Request { op: Op::Nop as u32, ..Request::default() }, &[])?;
+        resp.result()?;
+        Ok(())
+    }
+
+    fn read_extents(&self, exts: &[WireExtent], base: u64, dst: &mut [u8]) -> Result<()> {
+        for e in exts {
+            let at = (e.logical_off - base) as usize;
+            let len = e.len as usize;
+            let d = dst.get_mut(at..at + len).ok_or_else(|| err(Errno::Internal, "extent outside the buffer"))?;
+            if e.tier == TIER_HOLE {
+                d.fill(0);
+                continue;
+            }
+            let tier = self.inner.hello.tiers.get(e.tier as usize).ok_or_else(|| err(Errno::Malformed, "extent on unknown tier"))?;
+            if tier.kind == "ram" {
+                let end = e.phys_off.checked_add(e.len).filter(|&x| x <= self.inner.arena.len() as u64);
+                if end.is_none() {
+                    return Err(err(Errno::Malformed, "extent outside the arena"));
+                }
+                // SAFETY: bounds checked; the range is pinned by the daemon until we release it.
+                unsafe { std::ptr::copy_nonoverlapping(self.inner.arena.as_ptr().add(e.phys_off as usize), d.as_mut_ptr(), len) };
+            } else {
+                let f = self.inner.tier_files[e.tier as usize].as_ref().ok_or_else(|| err(Errno::Internal, "tier file not open"))?;
+                f.read_exact_at(d, e.phys_off).map_err(|x| err(Errno::Io, format!("reading tier {}: {x}", tier.name)))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A named collection of blobs.
+pub struct Bucket {
+    client: Client,
+    id: u64,
+    name: Mutex<String>,
+}
+
+/// Options for a put.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PutOptions {
+    pub placement: Option<Placement>,
+    /// Fail with `Exists` if the blob exists.
+    pub exclusive: bool,
+}
+
+const TMP_PREFIX: char = '\u{1}';
+
+impl Bucket {
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+    pub fn name(&self) -> String {
+        self.name.lock().map(|n| n.clone()).unwrap_or_default()
+    }
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// (total bytes, blob count)
+    pub fn size(&self) -> Result<(u64, u64)> {
+        let r = self.client.simple(Op::BucketInfo, 0, self.id, "", "")?;
+        Ok((r.val0, r.val1))
+    }
+
+    pub fn rename(&self, new_name: &str) -> Result<()> {
+        self.client.simple(Op::BucketRename, 0, self.id, new_name, "")?;
+        if let Ok(mut n) = self.name.lock() {
+            *n = new_name.to_string();
+        }
+        Ok(())
+    }
+
+    /// Destroys the bucket and every blob in it.
+    pub fn destroy(self) -> Result<()> {
+        self.client.simple(Op::BucketDestroy, 0, self.id, "", "")?;
+        Ok(())
+    }
+
+    /// Sets tag `key` to `value` (an empty value removes it).
+    pub fn tag(&self, key: &str, value: &str) -> Result<()> {
+        self.client.simple(Op::BucketTag, 0, self.id, key, value)?;
+        Ok(())
+    }
+
+    pub fn tags(&self) -> Result<Vec<(String, String)>> {
+        let req = Request { op: Op::BucketTags as u32, bucket: self.id, ..Request::default() };
+        let (resp, arg) = self.client.call(req, &[])?;
+        resp.result()?;
+        let flat = strata_proto::wire::unpack_strings(&arg);
+        Ok(flat.chunks(2).filter(|c| c.len() == 2).map(|c| (String::from_utf8_lossy(c[0]).into_owned(), String::from_utf8_lossy(c[1]).into_owned())).collect())
+    }
+
+    /// Stores `data` as blob `name`, replacing any previous contents.
+    pub fn put(&self, name: &str, data: &[u8]) -> Result<()> {
+        self.put_with(name, data, PutOptions::default())
+    }
+
+    pub fn put_with(&self, name: &str, data: &[u8], opts: PutOptions) -> Result<()> {
+        check_name(name)?;
+        let mut f = Placement::flag_bits(opts.placement);
+        if opts.exclusive {
+            f |= flags::EXCL;
+        }
+        let mut ch = self.client.chan();
+        match ch.submit_put(&self.client.inner, self.id, name, 0, data, f)? {
+            Some(sub) => {
+                let (resp, _) = ch.wait(&self.client.inner, sub, true)?;
+                resp.result().map_err(|e| err(e, format!("put {name}")))?;
+                Ok(())
+            }
+            None => {
+                drop(ch);
+                self.put_chunked(name, data, f)
+            }
+        }
+    }
+
+    /// A blob too big for any lease: written under a temporary name piece
+    /// by piece, then renamed over `name` (so readers never see half of it).
+    fn put_chunked(&self, name: &str, data: &[u8], f: u32) -> Result<()> {
+        let seq = self.client.inner.tmp_seq.fetch_add(1, Ordering::Relaxed);
+        let tmp = format!("{TMP_PREFIX}tmp.{}.{}", self.client.inner.hello.client_id, seq);
+        let res = (|| {
+            self.write_pieces(&tmp, 0, data, f & flags::POLICY_MASK)?;
+            if data.is_empty() {
+                self.put(&tmp, &[])?;
+            }
+            let replace = if f & flags::EXCL != 0 { 0 } else { flags::REPLACE };
+            self.client.simple(Op::Rename, replace, self.id, &tmp, name)?;
+            Ok(())
+        })();
+        if res.is_err() {
+            let _ = self.delete(&tmp);
+        }
+        res
+    }
+
+    /// Writes `data` at `offset` in pieces that fit a lease (or the arg area).
+    fn write_pieces(&self, name: &str, offset: u64, data: &[u8], f: u32) -> Result<u64> {
+        let mut done = 0usize;
+        let mut size = 0u64;
+        let piece_max = (self.client.inner.hello.lease_bytes as usize).max(4096);
+        // Bounded loop: every round writes at least one byte or fails.
+        while done < data.len() || (data.is_empty() && done == 0) {
+            let n = (data.len() - done).min(piece_max);
+            let piece = &data[done..done + n];
+            let mut ch = self.client.chan();
+            let fl = f | flags::PARTIAL;
+            let sub = match ch.submit_put(&self.client.inner, self.id, name, offset + done as u64, piece, fl)? {
+                Some(s) => s,
+                None => ch.submit_put_arg(&self.client.inner, self.id, name, offset + done as u64, piece, fl)?,
+            };
+            let (resp, _) = ch.wait(&self.client.inner, sub, true)?;
+            resp.result().map_err(|e| err(e, format!("put {name}")))?;
+            size = resp.val0;
+            done += sub.data_len;
+            if data.is_empty() {
+                break;
+            }
+        }
+        Ok(size)
+    }
+
+    /// Writes `data` at byte `offset` of blob `name` (created if missing;
+    /// a gap before `offset` reads as zeros). Returns the new blob size.
+    pub fn put_at(&self, name: &str, offset: u64, data: &[u8]) -> Result<u64> {
+        check_name(name)?;
+        self.write_pieces(name, offset, data, 0)
+    }
+
+    /// Appends `data` to blob `name`; returns the new size.
+    pub fn append(&self, name: &str, data: &[u8]) -> Result<u64> {
+        check_name(name)?;
+        let mut ch = self.client.chan();
+        let sub = match ch.submit_put(&self.client.inner, self.id, name, 0, data, flags::APPEND)? {
+            Some(s) => s,
+            None => {
+                drop(ch);
+                let size = self.size_of(name).unwrap_or(0);
+                return self.write_pieces(name, size, data, 0);
+            }
+        };
+        let (resp, _) = ch.wait(&self.client.inner, sub, true)?;
+        resp.result().map_err(|e| err(e, format!("append {name}")))?;
+        Ok(resp.val0)
+    }
+
+    /// Returns the whole blob.
+    pub fn get(&self, name: &str) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        self.get_range_vec(name, 0, u64::MAX, &mut out)?;
+        Ok(out)
+    }
+
+    /// Reads into `buf` from byte `offset`; returns the bytes read (short at the end of the blob).
+    pub fn get_at(&self, name: &str, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        check_name(name)?;
+        let mut done = 0usize;
+        // Bounded: each round covers ≥ 1 byte or ends.
+        while done < buf.len() {
+            let mut ch = self.client.chan();
+            let req = Request { op: Op::Get as u32, bucket: self.id, offset: offset + done as u64, len: (buf.len() - done) as u64, name_len: name.len() as u32, ..Request::default() };
+            let sub = ch.submit(&self.client.inner, req, &[name.as_bytes()])?;
+            let (resp, arg) = ch.wait(&self.client.inner, sub, true)?;
+            resp.result().map_err(|e| err(e, format!("get {name}")))?;
+            let exts = extents_of(&arg);
+            let covered = resp.val1 as usize;
+            let res = self.client.read_extents(&exts, offset + done as u64, &mut buf[done..done + covered]);
+            ch.release(resp.val2);
+            res?;
+            done += covered;
+            if covered == 0 {
+                break;
+            }
+        }
+        Ok(done)
+    }
+
+    fn get_range_vec(&self, name: &str, offset: u64, len: u64, out: &mut Vec<u8>) -> Result<()> {
+        check_name(name)?;
+        let mut at = offset;
+        let mut remaining = len;
+        for round in 0u64.. {
+            let mut ch = self.client.chan();
+            let req = Request { op: Op::Get as u32, bucket: self.id, offset: at, len: remaining, name_len: name.len() as u32, ..Request::default() };
+            let sub = ch.submit(&self.client.inner, req, &[name.as_bytes()])?;
+            let (resp, arg) = ch.wait(&self.client.inner, sub, true)?;
+            resp.result().map_err(|e| err(e, format!("get {name}")))?;
+            let size = resp.val0;
+            if round == 0 {
+                let total = size.saturating_sub(offset).min(len);
+                out.clear();
+                out.reserve_exact(total as usize);
+                remaining = total;
+            }
+            let covered = resp.val1 as usize;
+            let start = out.len();
+            // SAFETY: read_extents writes every byte of the covered range (holes as zeros).
+            #[allow(clippy::uninit_vec)]
+            unsafe {
+                out.set_len(start + covered)
+            };
+            let exts = extents_of(&arg);
+            let res = self.client.read_extents(&exts, at, &mut out[start..start + covered]);
+            ch.release(resp.val2);
+            if let Err(e) = res {
+                out.truncate(start);
+                return Err(e);
+            }
+            at += covered as u64;
+            remaining = remaining.saturating_sub(covered as u64);
+            if remaining == 0 || covered == 0 {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn delete(&self, name: &str) -> Result<()> {
+        check_name(name)?;
+        self.client.simple(Op::Delete, 0, self.id, name, "")?;
+        Ok(())
+    }
+
+    /// Renames blob `from` to `to`; fails with `Exists` unless `replace`.
+    pub fn rename_blob(&self, from: &str, to: &str, replace: bool) -> Result<()> {
+        check_name(from)?;
+        check_name(to)?;
+        self.client.simple(Op::Rename, if replace { flags::REPLACE } else { 0 }, self.id, from, to)?;
+        Ok(())
+    }
+
+    pub fn exists(&self, name: &str) -> Result<bool> {
+        match self.stat(name) {
+            Ok(_) => Ok(true),
+            Err(e) if e.errno == Errno::NoBlob => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub fn size_of(&self, name: &str) -> Result<u64> {
+        Ok(self.stat(name)?.size)
+    }
+
+    pub fn stat(&self, name: &str) -> Result<BlobInfo> {
+        check_name(name)?;
+        let req = Request { op: Op::Stat as u32, bucket: self.id, name_len: name.len() as u32, ..Request::default() };
+        let (resp, arg) = self.client.call(req, &[name.as_bytes()])?;
+        resp.result().map_err(|e| err(e, format!("stat {name}")))?;
+        if arg.len() < std::mem::size_of::<WireBlobStat>() {
+            return Err(err(Errno::Malformed, "short stat reply"));
+        }
+        let st: WireBlobStat = unsafe { std::ptr::read_unaligned(arg.as_ptr() as *const WireBlobStat) };
+        Ok(BlobInfo {
+            size: st.size,
+            access_count: st.access_count,
+            atime_ns: st.atime_ns,
+            mtime_ns: st.mtime_ns,
+            ctime_ns: st.ctime_ns,
+            score: st.score,
+            user_score: if st.user_score.is_nan() { None } else { Some(st.user_score) },
+            stationary: st.stationary != 0,
+            extent_count: st.extent_count,
+            tier_mask: st.tier_mask,
+            dirty: st.dirty != 0,
+        })
+    }
+
+    /// Names of the blobs in this bucket, sorted.
+    pub fn list(&self) -> Result<Vec<String>> {
+        let mut out: Vec<String> = Vec::new();
+        let mut last = String::new();
+        for _ in 0..(1u64 << 40) {
+            let req = Request { op: Op::BlobList as u32, bucket: self.id, aux: (!last.is_empty()) as u64, name_len: last.len() as u32, ..Request::default() };
+            let (resp, arg) = self.client.call(req, &[last.as_bytes()])?;
+            resp.result().map_err(|e| err(e, "list blobs"))?;
+            let names = strata_proto::wire::unpack_strings(&arg);
+            if let Some(l) = names.last() {
+                last = String::from_utf8_lossy(l).into_owned();
+            }
+            out.extend(names.into_iter().map(|n| String::from_utf8_lossy(n).into_owned()).filter(|n| !n.starts_with(TMP_PREFIX)));
+            if resp.val0 == 0 {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Sets (or with None clears) the user score in [0, 1]; `stationary`
+    /// pins the blob where it is (the organizer will not move it).
+    pub fn set_score(&self, name: &str, score: Option<f32>, stationary: bool) -> Result<()> {
+        check_name(name)?;
+        let bits = score.unwrap_or(f32::NAN).to_bits() as u64;
+        let req = Request { op: Op::Score as u32, flags: if stationary { flags::STATIONARY } else { 0 }, bucket: self.id, aux: bits, name_len: name.len() as u32, ..Request::default() };
+        let (resp, _) = self.client.call(req, &[name.as_bytes()])?;
+        resp.result().map_err(|e| err(e, format!("score {name}")))?;
+        Ok(())
+    }
+
+    /// Starts a put and returns at once (the bytes are already copied into
+    /// shared memory, so `data` may be reused); `wait()` collects the result.
+    pub fn put_async(&self, name: &str, data: &[u8]) -> Result<PendingPut<'_>> {
+        check_name(name)?;
+        let mut ch = self.client.chan();
+        match ch.submit_put(&self.client.inner, self.id, name, 0, data, 0)? {
+            Some(sub) => {
+                let idx = ch.index;
+                drop(ch);
+                Ok(PendingPut { bucket: self, sub: Some((idx, sub)), fallback: None })
+            }
+            None => {
+                drop(ch);
+                Ok(PendingPut { bucket: self, sub: None, fallback: Some(self.put(name, data)) })
+            }
+        }
+    }
+
+    /// Starts a get; `wait()` returns the bytes.
+    pub fn get_async(&self, name: &str) -> Result<PendingGet<'_>> {
+        check_name(name)?;
+        let mut ch = self.client.chan();
+        let req = Request { op: Op::Get as u32, bucket: self.id, offset: 0, len: u64::MAX, name_len: name.len() as u32, ..Request::default() };
+        let sub = ch.submit(&self.client.inner, req, &[name.as_bytes()])?;
+        Ok(PendingGet { bucket: self, name: name.to_string(), chan: ch.index, sub })
+    }
+}
+
+/// An in-flight put.
+pub struct PendingPut<'a> {
+    bucket: &'a Bucket,
+    sub: Option<(u32, Submitted)>,
+    fallback: Option<Result<()>>,
+}
+
+impl PendingPut<'_> {
+    pub fn wait(mut self) -> Result<()> {
+        if let Some(r) = self.fallback.take() {
+            return r;
+        }
+        let (idx, sub) = self.sub.take().expect("pending put has a submission");
+        let inner = &self.bucket.client.inner;
+        let mut ch = inner.chans[idx as usize].lock().unwrap_or_else(|p| p.into_inner());
+        let (resp, _) = ch.wait(inner, sub, true)?;
+        resp.result().map_err(|e| err(e, "put"))?;
+        Ok(())
+    }
+}
+
+impl Drop for PendingPut<'_> {
+    fn drop(&mut self) {
+        if let Some((idx, sub)) = self.sub.take() {
+            let inner = &self.bucket.client.inner;
+            let mut ch = inner.chans[idx as usize].lock().unwrap_or_else(|p| p.into_inner());
+            let _ = ch.wait(inner, sub, true);
+        }
+    }
+}
+
+/// An in-flight get.
+pub struct PendingGet<'a> {
+    bucket: &'a Bucket,
+    name: String,
+    chan: u32,
+    sub: Submitted,
+}
+
+impl PendingGet<'_> {
+    pub fn wait(self) -> Result<Vec<u8>> {
+        let inner = &self.bucket.client.inner;
+        let (resp, arg) = {
+            let mut ch = inner.chans[self.chan as usize].lock().unwrap_or_else(|p| p.into_inner());
+            ch.wait(inner, self.sub, true)?
+        };
+        resp.result().map_err(|e| err(e, format!("get {}", self.name)))?;
+        let size = resp.val0 as usize;
+        let covered = resp.val1 as usize;
+        let mut out = vec![0u8; covered];
+        let res = self.bucket.client.read_extents(&extents_of(&arg), 0, &mut out);
+        {
+            let mut ch = inner.chans[self.chan as usize].lock().unwrap_or_else(|p| p.into_inner());
+            ch.release(resp.val2);
+        }
+        res?;
+        if covered < size {
+            // Too many extents for one answer: read the rest synchronously.
+            let mut rest = Vec::new();
+            self.bucket.get_range_vec(&self.name, covered as u64, u64::MAX, &mut rest)?;
+            out.extend_from_slice(&rest);
+        }
+        Ok(out)
+    }
+}
+
+fn extents_of(arg: &[u8]) -> Vec<WireExtent> {
+    let n = arg.len() / std::mem::size_of::<WireExtent>();
+    (0..n).map(|i| unsafe { std::ptr::read_unaligned(arg.as_ptr().add(i * std::mem::size_of::<WireExtent>()) as *const WireExtent) }).collect()
+}
+
+fn check_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.contains('\0') {
+        return Err(err(Errno::Name, format!("bad blob name {name:?}")));
+    }
+    Ok(())
+}

@@ -1,0 +1,611 @@
+//! # strata-config
+//!
+//! One job: turn **one YAML file** (plus `STRATA_*` environment overrides)
+//! into a validated [`Config`] for the strata daemon and its clients, with
+//! zero-config defaults derived from the machine.
+//!
+//! ## Invariants
+//!
+//! * **A `Config` that a constructor hands out has passed [`Config::validate`].**
+//!   [`Config::from_yaml_str`], [`Config::load`], [`Config::load_effective`],
+//!   [`Config::machine_default`] and [`Config::apply_env`] all validate before
+//!   returning (`apply_env` leaves the config untouched on error). The fields
+//!   are public for reading; code that mutates them must call `validate()`
+//!   again before relying on the invariants.
+//! * Every YAML key is optional and has a default; unknown keys anywhere are
+//!   errors. Every error is a [`ConfigError`] naming the origin (file name or
+//!   `environment`), the dotted key path (`devices[1].capacity`) or the
+//!   environment variable, and — for files — the source line.
+//! * Quantities carry their unit in the field name (`capacity_bytes`,
+//!   `latency_us`, `bandwidth_mib_s`, `interval_ms`); the YAML uses short keys
+//!   with human units (`capacity: 4GiB`, `latency: 100us`), see [`parse_size`],
+//!   [`parse_duration_us`] and [`parse_bandwidth_mib_s`].
+//! * [`Config::to_yaml`] writes a fully expanded, commented file that reads
+//!   back into an equal `Config`.
+//!
+//! ## YAML schema (defaults shown)
+//!
+//! ```yaml
+//! node: { id: 0 }
+//! daemon: { socket: auto, shm_prefix: auto, log: info, clients_max: 256,
+//!           channels_per_client_max: 64, ring_depth: 64, spin: 50us, slot_arg_size: 8KiB }
+//! devices:            # absent = derived from the machine, see Config::machine_default
+//!   - { name: ram, kind: ram, capacity: 4GiB, block_size: 64B, bandwidth: 8GiB/s, latency: 1us, volatile: true }
+//!   - { name: disk0, kind: dir, path: ~/.cache/strata/tiers/disk0, capacity: 16GiB,
+//!       block_size: 4KiB, bandwidth: 2GiB/s, latency: 100us, volatile: false }
+//! placement: { policy: minimize_io_time, lease_size: 4MiB, seed: 0 }
+//! metadata: { buckets_max: 65536, blobs_max: 4194304, bucket_name_max: 4096, blob_name_max: 1024,
+//!             extents_per_blob_max: 256, tags_per_bucket_max: 64 }
+//! adapter: { page_size: 1MiB, mode: default, include: [], exclude: [],
+//!            prefixes: [ { path: /data/ckpt, mode: scratch, page_size: 4MiB } ] }
+//! flush: { enabled: true, interval: 100ms, threads: 2, bandwidth_max: 0 }
+//! organizer: { enabled: true, interval: 1s, bandwidth_max: 256MiB/s,
+//!              promote_threshold: 0.7, demote_threshold: 0.3 }
+//! ```
+//!
+//! ## Deliberately absent
+//!
+//! * No I/O besides reading the configuration file and asking the kernel
+//!   about file systems (`statvfs`, `access`) for machine-derived defaults.
+//!   Nothing is created: the daemon creates tier directories, the socket
+//!   directory and shared-memory objects, and checks that the RAM tier fits
+//!   in `/dev/shm`.
+//! * No hot reload, no merging of several files, no YAML anchors-as-merge
+//!   (`<<`) support, no writing of files (callers write [`Config::to_yaml`]).
+
+mod env;
+mod machine;
+mod read;
+mod units;
+mod validate;
+mod write;
+mod yaml;
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+pub use machine::{machine_devices, machine_dir_path, machine_ram_capacity, dir_capacity_for};
+pub use units::{
+    format_bandwidth_mib_s, format_duration_us, format_size, parse_bandwidth_mib_s, parse_duration_us, parse_size,
+};
+
+/// Origin used in errors caused by environment variables.
+pub const ENV_ORIGIN: &str = "environment";
+
+// ---------------------------------------------------------------------------
+// Errors
+
+/// A configuration error: where it is (origin, key, line) and what is wrong.
+///
+/// Displays as `strata.yaml:12: devices[1].capacity: invalid size "4GB2" (…)`;
+/// the line and the key are left out when unknown/empty.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", self.render())]
+pub struct ConfigError {
+    /// File name, or [`ENV_ORIGIN`] for environment variables; may be empty
+    /// for errors from [`Config::validate`] on a config built in code.
+    pub origin: String,
+    /// Dotted key path (`devices[1].capacity`) or environment variable name.
+    pub key: String,
+    /// 1-based line in the file, when known.
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+impl ConfigError {
+    pub(crate) fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+        ConfigError { origin: String::new(), key: key.into(), line: None, message: message.into() }
+    }
+
+    fn render(&self) -> String {
+        let mut s = String::new();
+        if !self.origin.is_empty() {
+            s.push_str(&self.origin);
+            if let Some(line) = self.line {
+                s.push_str(&format!(":{line}"));
+            }
+            s.push_str(": ");
+        } else if let Some(line) = self.line {
+            s.push_str(&format!("line {line}: "));
+        }
+        if !self.key.is_empty() {
+            s.push_str(&self.key);
+            s.push_str(": ");
+        }
+        s.push_str(&self.message);
+        s
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Enums with YAML spellings
+
+macro_rules! yaml_enum {
+    ($(#[$m:meta])* $name:ident, $what:literal { $($(#[$vm:meta])* $var:ident = $s:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        pub enum $name { $($(#[$vm])* #[serde(rename = $s)] $var),+ }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$var),+];
+            /// The YAML spelling.
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$var => $s),+ }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = String;
+            /// Case-insensitive; `-` is accepted for `_`.
+            fn from_str(s: &str) -> Result<Self, String> {
+                let norm = s.trim().to_ascii_lowercase().replace('-', "_");
+                match norm.as_str() {
+                    $($s => Ok($name::$var),)+
+                    _ => Err(format!(concat!("invalid ", $what, " {:?} (expected one of: {})"), s, [$($s),+].join(", "))),
+                }
+            }
+        }
+    };
+}
+
+yaml_enum! {
+    /// How the I/O adapter treats files under a prefix.
+    Mode, "mode" {
+        /// Buffer and flush to the final destination.
+        Default = "default",
+        /// Buffer only; data never reaches the final destination.
+        Scratch = "scratch",
+        /// Do not buffer; pass I/O straight through.
+        Bypass = "bypass",
+        /// Buffer and keep across applications of a workflow; flush at the end.
+        Workflow = "workflow",
+    }
+}
+
+yaml_enum! {
+    /// Data placement policy across tiers.
+    PlacementPolicy, "placement policy" {
+        MinimizeIoTime = "minimize_io_time",
+        RoundRobin = "round_robin",
+        Random = "random",
+    }
+}
+
+yaml_enum! {
+    /// Kind of a storage tier.
+    DeviceKind, "device kind" {
+        /// Shared memory owned by the daemon.
+        Ram = "ram",
+        /// A directory on a local file system.
+        Dir = "dir",
+    }
+}
+
+yaml_enum! {
+    /// Daemon log level.
+    LogLevel, "log level" {
+        Error = "error",
+        Warn = "warn",
+        Info = "info",
+        Debug = "debug",
+        Trace = "trace",
+    }
+}
+
+impl DeviceKind {
+    /// Default `block_size`: 64B for RAM, 4KiB for directories.
+    pub fn default_block_size_bytes(self) -> u64 {
+        match self {
+            DeviceKind::Ram => 64,
+            DeviceKind::Dir => 4096,
+        }
+    }
+    /// Default `bandwidth`: 8GiB/s for RAM, 2GiB/s for directories.
+    pub fn default_bandwidth_mib_s(self) -> f64 {
+        match self {
+            DeviceKind::Ram => 8192.0,
+            DeviceKind::Dir => 2048.0,
+        }
+    }
+    /// Default `latency`: 1us for RAM, 100us for directories.
+    pub fn default_latency_us(self) -> f64 {
+        match self {
+            DeviceKind::Ram => 1.0,
+            DeviceKind::Dir => 100.0,
+        }
+    }
+    /// Default `volatile`: true for RAM, false for directories.
+    pub fn default_volatile(self) -> bool {
+        self == DeviceKind::Ram
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The configuration
+
+/// The whole configuration. See the crate docs for the YAML schema.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Config {
+    pub node: NodeConfig,
+    pub daemon: DaemonConfig,
+    /// Ordered list of tiers (fastest first, by convention).
+    pub devices: Vec<DeviceConfig>,
+    pub placement: PlacementConfig,
+    pub metadata: MetadataConfig,
+    pub adapter: AdapterConfig,
+    pub flush: FlushConfig,
+    pub organizer: OrganizerConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct NodeConfig {
+    /// Node id, carried by bucket and blob ids.
+    pub id: u16,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DaemonConfig {
+    /// Unix socket path; `None` = `auto` (see [`Config::resolved_socket_path`]).
+    pub socket: Option<PathBuf>,
+    /// Shared-memory name prefix; `None` = `auto` (see [`Config::resolved_shm_prefix`]).
+    pub shm_prefix: Option<String>,
+    pub log: LogLevel,
+    /// 1..=4096.
+    pub clients_max: u32,
+    /// 1..=1024.
+    pub channels_per_client_max: u32,
+    /// Power of two, 2..=4096.
+    pub ring_depth: u32,
+    /// Busy-poll time before sleeping on a futex, 0..=10ms.
+    pub spin_us: f64,
+    /// Per request slot argument area, 4KiB..=1MiB, multiple of 4KiB.
+    pub slot_arg_size_bytes: u64,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        DaemonConfig {
+            socket: None,
+            shm_prefix: None,
+            log: LogLevel::Info,
+            clients_max: 256,
+            channels_per_client_max: 64,
+            ring_depth: 64,
+            spin_us: 50.0,
+            slot_arg_size_bytes: 8 << 10,
+        }
+    }
+}
+
+/// One storage tier.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeviceConfig {
+    /// `[a-z0-9_-]+`, at most 32 characters, unique.
+    pub name: String,
+    pub kind: DeviceKind,
+    /// Absolute directory (`~/` already expanded); required for `dir`, absent for `ram`.
+    pub path: Option<PathBuf>,
+    pub capacity_bytes: u64,
+    /// Power of two, 64B..=1MiB.
+    pub block_size_bytes: u64,
+    pub bandwidth_mib_s: f64,
+    pub latency_us: f64,
+    pub volatile: bool,
+}
+
+impl DeviceConfig {
+    /// A device of `kind` with the kind's defaults for block size, bandwidth,
+    /// latency and volatility.
+    pub fn new(name: impl Into<String>, kind: DeviceKind, path: Option<PathBuf>, capacity_bytes: u64) -> Self {
+        DeviceConfig {
+            name: name.into(),
+            kind,
+            path,
+            capacity_bytes,
+            block_size_bytes: kind.default_block_size_bytes(),
+            bandwidth_mib_s: kind.default_bandwidth_mib_s(),
+            latency_us: kind.default_latency_us(),
+            volatile: kind.default_volatile(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlacementConfig {
+    pub policy: PlacementPolicy,
+    /// Client lease chunk of the RAM arena, 64KiB..=1GiB, multiple of 4KiB.
+    pub lease_size_bytes: u64,
+    /// RNG seed for the random policy (0 = from time).
+    pub seed: u64,
+}
+
+impl Default for PlacementConfig {
+    fn default() -> Self {
+        PlacementConfig { policy: PlacementPolicy::MinimizeIoTime, lease_size_bytes: 4 << 20, seed: 0 }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MetadataConfig {
+    /// 1..=16777216.
+    pub buckets_max: u32,
+    /// 1..=4294967295.
+    pub blobs_max: u32,
+    /// Bytes, 1..=65536.
+    pub bucket_name_max: u32,
+    /// Bytes, 1..=65536.
+    pub blob_name_max: u32,
+    /// 1..=65536.
+    pub extents_per_blob_max: u32,
+    /// 0..=4096.
+    pub tags_per_bucket_max: u32,
+}
+
+impl Default for MetadataConfig {
+    fn default() -> Self {
+        MetadataConfig {
+            buckets_max: 65536,
+            blobs_max: 4_194_304,
+            bucket_name_max: 4096,
+            blob_name_max: 1024,
+            extents_per_blob_max: 256,
+            tags_per_bucket_max: 64,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdapterConfig {
+    /// Power of two, 4KiB..=64MiB.
+    pub page_size_bytes: u64,
+    pub mode: Mode,
+    /// Absolute path prefixes to buffer; empty = current directory at run time.
+    pub include: Vec<PathBuf>,
+    /// Absolute path prefixes never buffered.
+    pub exclude: Vec<PathBuf>,
+    /// Per-prefix overrides; longest match wins (see [`AdapterConfig::settings_for`]).
+    pub prefixes: Vec<PrefixConfig>,
+}
+
+impl Default for AdapterConfig {
+    fn default() -> Self {
+        AdapterConfig { page_size_bytes: 1 << 20, mode: Mode::Default, include: vec![], exclude: vec![], prefixes: vec![] }
+    }
+}
+
+/// Override of the adapter settings for files under `path`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PrefixConfig {
+    pub path: PathBuf,
+    /// `None` = inherit `adapter.mode`.
+    pub mode: Option<Mode>,
+    /// `None` = inherit `adapter.page_size`.
+    pub page_size_bytes: Option<u64>,
+}
+
+impl AdapterConfig {
+    /// Mode and page size for `file`: the longest `prefixes` entry that is a
+    /// path prefix of `file` (component-wise) overrides the global settings.
+    pub fn settings_for(&self, file: &Path) -> (Mode, u64) {
+        let best = self
+            .prefixes
+            .iter()
+            .filter(|p| file.starts_with(&p.path))
+            .max_by_key(|p| p.path.components().count());
+        match best {
+            Some(p) => (p.mode.unwrap_or(self.mode), p.page_size_bytes.unwrap_or(self.page_size_bytes)),
+            None => (self.mode, self.page_size_bytes),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlushConfig {
+    pub enabled: bool,
+    /// > 0 and at most one hour.
+    pub interval_ms: f64,
+    /// 1..=64.
+    pub threads: u32,
+    /// 0 = unlimited.
+    pub bandwidth_max_mib_s: f64,
+}
+
+impl Default for FlushConfig {
+    fn default() -> Self {
+        FlushConfig { enabled: true, interval_ms: 100.0, threads: 2, bandwidth_max_mib_s: 0.0 }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OrganizerConfig {
+    pub enabled: bool,
+    /// > 0 and at most one hour.
+    pub interval_ms: f64,
+    /// 0 = unlimited.
+    pub bandwidth_max_mib_s: f64,
+    /// 0..=1.
+    pub promote_threshold: f64,
+    /// 0..=1, < `promote_threshold`.
+    pub demote_threshold: f64,
+}
+
+impl Default for OrganizerConfig {
+    fn default() -> Self {
+        OrganizerConfig {
+            enabled: true,
+            interval_ms: 1000.0,
+            bandwidth_max_mib_s: 256.0,
+            promote_threshold: 0.7,
+            demote_threshold: 0.3,
+        }
+    }
+}
+
+impl FlushConfig {
+    pub fn interval(&self) -> std::time::Duration {
+        std::time::Duration::from_secs_f64(self.interval_ms / 1e3)
+    }
+}
+
+impl OrganizerConfig {
+    pub fn interval(&self) -> std::time::Duration {
+        std::time::Duration::from_secs_f64(self.interval_ms / 1e3)
+    }
+}
+
+impl DaemonConfig {
+    pub fn spin(&self) -> std::time::Duration {
+        std::time::Duration::from_secs_f64(self.spin_us / 1e6)
+    }
+}
+
+impl Config {
+    /// All defaults with the given devices (not validated).
+    fn with_devices(devices: Vec<DeviceConfig>) -> Config {
+        Config {
+            node: NodeConfig::default(),
+            daemon: DaemonConfig::default(),
+            devices,
+            placement: PlacementConfig::default(),
+            metadata: MetadataConfig::default(),
+            adapter: AdapterConfig::default(),
+            flush: FlushConfig::default(),
+            organizer: OrganizerConfig::default(),
+        }
+    }
+
+    /// Parse a YAML text, fill defaults (machine-derived devices when
+    /// `devices` is absent) and validate. `origin` names the text in errors.
+    pub fn from_yaml_str(text: &str, origin: &str) -> Result<Config, ConfigError> {
+        let root = yaml::parse(text).map_err(|(line, msg)| ConfigError {
+            origin: origin.into(),
+            key: String::new(),
+            line: Some(line),
+            message: format!("YAML syntax error: {msg}"),
+        })?;
+        let cfg = read::from_tree(root.as_ref()).map_err(|mut e| {
+            e.origin = origin.into();
+            e
+        })?;
+        cfg.validate().map_err(|mut e| {
+            e.origin = origin.into();
+            e.line = root.as_ref().and_then(|r| r.line_of(&e.key));
+            e
+        })?;
+        Ok(cfg)
+    }
+
+    /// Read and parse a file (see [`Config::from_yaml_str`]).
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            origin: origin.clone(),
+            key: String::new(),
+            line: None,
+            message: format!("cannot read the configuration file: {e}"),
+        })?;
+        Config::from_yaml_str(&text, &origin)
+    }
+
+    /// The zero-configuration default: every key at its default and the
+    /// devices derived from this machine (see [`machine_devices`]).
+    pub fn machine_default() -> Config {
+        let cfg = Config::with_devices(machine_devices());
+        debug_assert_eq!(cfg.validate(), Ok(()));
+        cfg
+    }
+
+    /// The configuration a program should use: the file at `path`, else the
+    /// file named by `$STRATA_CONFIG` (if set and non-empty), else
+    /// [`Config::machine_default`]; then `STRATA_*` environment overrides
+    /// (see [`Config::apply_env`]); validated.
+    pub fn load_effective(path: Option<&Path>) -> Result<Config, ConfigError> {
+        let from_env = std::env::var_os("STRATA_CONFIG").filter(|v| !v.is_empty()).map(PathBuf::from);
+        let mut cfg = match path.map(Path::to_path_buf).or(from_env) {
+            Some(p) => Config::load(&p)?,
+            None => Config::machine_default(),
+        };
+        cfg.apply_env(std::env::vars())?;
+        Ok(cfg)
+    }
+
+    /// Apply `STRATA_*` overrides from `vars` (other variables are ignored),
+    /// then validate. On error `self` is left unchanged.
+    ///
+    /// * Every scalar key `section.key` is `STRATA_SECTION_KEY`
+    ///   (`STRATA_DAEMON_SHM_PREFIX`, `STRATA_FLUSH_INTERVAL`, …), with the
+    ///   same value syntax as in YAML.
+    /// * `STRATA_ADAPTER_INCLUDE` / `STRATA_ADAPTER_EXCLUDE` take a
+    ///   colon-separated list of prefixes and replace the list.
+    /// * Devices by name: `STRATA_DEVICE_<NAME>_<FIELD>` with `<NAME>` the
+    ///   device name uppercased (`-` → `_`) and `<FIELD>` one of `CAPACITY`,
+    ///   `PATH`, `BLOCK_SIZE`, `BANDWIDTH`, `LATENCY`, `VOLATILE`.
+    /// * Aliases `STRATA_SOCKET`, `STRATA_LOG`, `STRATA_MODE`,
+    ///   `STRATA_INCLUDE`, `STRATA_EXCLUDE`; the full name wins if both are set.
+    /// * Variables with an empty value are ignored.
+    /// * Not configuration: `STRATA_CONFIG`, `STRATA_CLIENT_*`,
+    ///   `STRATA_INTERNAL_*`, `STRATA_RUN_*` are ignored; any other unknown
+    ///   `STRATA_*` variable is an error (with a "did you mean" hint).
+    ///
+    /// Errors have origin [`ENV_ORIGIN`], key = the variable name, no line.
+    pub fn apply_env(&mut self, vars: impl Iterator<Item = (String, String)>) -> Result<(), ConfigError> {
+        env::apply_env(self, vars)
+    }
+
+    /// Names of every environment variable that [`Config::apply_env`]
+    /// understands for this configuration (devices included).
+    pub fn env_var_names(&self) -> Vec<String> {
+        env::known_names(self)
+    }
+
+    /// Check every rule of the schema. Errors carry the dotted YAML key path
+    /// and no origin/line (the loaders fill those in).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        validate::validate(self)
+    }
+
+    /// Fully expanded, commented YAML that reads back into an equal `Config`.
+    pub fn to_yaml(&self) -> String {
+        write::to_yaml(self)
+    }
+
+    /// The daemon socket path, resolving `auto` to
+    /// `$XDG_RUNTIME_DIR/strata/daemon.sock` when `XDG_RUNTIME_DIR` is set
+    /// and writable, else `/tmp/strata-<uid>/daemon.sock`.
+    pub fn resolved_socket_path(&self) -> PathBuf {
+        match &self.daemon.socket {
+            Some(p) => p.clone(),
+            None => machine::auto_socket_path(),
+        }
+    }
+
+    /// The shared-memory object name prefix, resolving `auto` to `strata-<uid>`.
+    pub fn resolved_shm_prefix(&self) -> String {
+        match &self.daemon.shm_prefix {
+            Some(p) => p.clone(),
+            None => format!("strata-{}", machine::uid()),
+        }
+    }
+
+    /// The RAM device, if any.
+    pub fn ram_device(&self) -> Option<&DeviceConfig> {
+        self.devices.iter().find(|d| d.kind == DeviceKind::Ram)
+    }
+
+    /// The device named `name`.
+    pub fn device(&self, name: &str) -> Option<&DeviceConfig> {
+        self.devices.iter().find(|d| d.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,164 @@
+//! `Config::to_yaml`: fully expanded, commented, and readable back.
+
+use crate::*;
+use std::fmt::Write as _;
+
+const COMMENT_COLUMN: usize = 38;
+
+/// A string as a YAML scalar: plain when unambiguous, else double-quoted.
+fn yaml_str(s: &str) -> String {
+    let plain_chars = s.chars().all(|c| c.is_ascii_alphanumeric() || "_./+@-".contains(c));
+    let first_ok = s.chars().next().is_some_and(|c| c.is_ascii_alphanumeric() || c == '/' || c == '_');
+    let reserved = matches!(
+        s.to_ascii_lowercase().as_str(),
+        "null" | "true" | "false" | "yes" | "no" | "on" | "off" | "y" | "n" | "auto"
+    ) || s.parse::<f64>().is_ok();
+    if plain_chars && first_ok && !reserved {
+        return s.to_string();
+    }
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn path_str(p: &Path) -> String {
+    yaml_str(&p.to_string_lossy())
+}
+
+struct Out(String);
+
+impl Out {
+    fn line(&mut self, indent: usize, key: &str, value: &str, comment: &str) {
+        let mut l = if value.is_empty() {
+            format!("{:indent$}{key}:", "")
+        } else {
+            format!("{:indent$}{key}: {value}", "")
+        };
+        if !comment.is_empty() {
+            let pad = COMMENT_COLUMN.saturating_sub(l.len()).max(1);
+            let _ = write!(l, "{:pad$}# {comment}", "");
+        }
+        self.0.push_str(&l);
+        self.0.push('\n');
+    }
+
+    fn section(&mut self, name: &str, comment: &str) {
+        if !comment.is_empty() {
+            let _ = writeln!(self.0, "\n# {comment}");
+        } else {
+            self.0.push('\n');
+        }
+        let _ = writeln!(self.0, "{name}:");
+    }
+
+    fn path_list(&mut self, indent: usize, key: &str, list: &[PathBuf], comment: &str) {
+        if list.is_empty() {
+            self.line(indent, key, "[]", comment);
+        } else {
+            self.line(indent, key, "", comment);
+            for p in list {
+                let _ = writeln!(self.0, "{:indent$}  - {}", "", path_str(p));
+            }
+        }
+    }
+}
+
+pub(crate) fn to_yaml(c: &Config) -> String {
+    let mut o = Out(String::new());
+    o.0.push_str("# strata configuration (fully expanded: every key is shown with its value)\n");
+    o.0.push_str("# sizes: B, KiB/MiB/GiB (1024-based; K/M/G too), KB/MB/GB (1000-based)\n");
+
+    o.section("node", "");
+    o.line(2, "id", &c.node.id.to_string(), "0..=65535; carried by bucket and blob ids");
+
+    let d = &c.daemon;
+    o.section("daemon", "");
+    let socket = d.socket.as_deref().map_or("auto".to_string(), path_str);
+    o.line(2, "socket", &socket, "auto = $XDG_RUNTIME_DIR/strata/daemon.sock or /tmp/strata-<uid>/daemon.sock");
+    let shm = d.shm_prefix.as_deref().map_or("auto".to_string(), yaml_str);
+    o.line(2, "shm_prefix", &shm, "auto = strata-<uid>");
+    o.line(2, "log", d.log.as_str(), "error | warn | info | debug | trace");
+    o.line(2, "clients_max", &d.clients_max.to_string(), "1..=4096");
+    o.line(2, "channels_per_client_max", &d.channels_per_client_max.to_string(), "1..=1024");
+    o.line(2, "ring_depth", &d.ring_depth.to_string(), "power of two, 2..=4096");
+    o.line(2, "spin", &format_duration_us(d.spin_us), "busy-poll before sleeping, 0..=10ms");
+    o.line(2, "slot_arg_size", &format_size(d.slot_arg_size_bytes), "4KiB..=1MiB, multiple of 4KiB");
+
+    o.section("devices", "storage tiers, in order; at most one of kind ram");
+    for dev in &c.devices {
+        let _ = writeln!(o.0, "  - name: {}", yaml_str(&dev.name));
+        o.line(4, "kind", dev.kind.as_str(), "ram | dir");
+        if let Some(p) = &dev.path {
+            o.line(4, "path", &path_str(p), "");
+        }
+        o.line(4, "capacity", &format_size(dev.capacity_bytes), "");
+        o.line(4, "block_size", &format_size(dev.block_size_bytes), "power of two, 64B..=1MiB");
+        o.line(4, "bandwidth", &format_bandwidth_mib_s(dev.bandwidth_mib_s), "");
+        o.line(4, "latency", &format_duration_us(dev.latency_us), "");
+        o.line(4, "volatile", &dev.volatile.to_string(), "");
+    }
+
+    let p = &c.placement;
+    o.section("placement", "");
+    o.line(2, "policy", p.policy.as_str(), "minimize_io_time | round_robin | random");
+    o.line(2, "lease_size", &format_size(p.lease_size_bytes), "client lease chunk of the RAM arena, 64KiB..=1GiB");
+    o.line(2, "seed", &p.seed.to_string(), "random policy seed; 0 = from time");
+
+    let m = &c.metadata;
+    o.section("metadata", "");
+    o.line(2, "buckets_max", &m.buckets_max.to_string(), "");
+    o.line(2, "blobs_max", &m.blobs_max.to_string(), "");
+    o.line(2, "bucket_name_max", &m.bucket_name_max.to_string(), "bytes");
+    o.line(2, "blob_name_max", &m.blob_name_max.to_string(), "bytes");
+    o.line(2, "extents_per_blob_max", &m.extents_per_blob_max.to_string(), "");
+    o.line(2, "tags_per_bucket_max", &m.tags_per_bucket_max.to_string(), "");
+
+    let a = &c.adapter;
+    o.section("adapter", "");
+    o.line(2, "page_size", &format_size(a.page_size_bytes), "power of two, 4KiB..=64MiB");
+    o.line(2, "mode", a.mode.as_str(), "default | scratch | bypass | workflow");
+    o.path_list(2, "include", &a.include, "absolute prefixes to buffer; [] = current directory");
+    o.path_list(2, "exclude", &a.exclude, "");
+    if a.prefixes.is_empty() {
+        o.line(2, "prefixes", "[]", "per-prefix overrides, longest match wins");
+    } else {
+        o.line(2, "prefixes", "", "per-prefix overrides, longest match wins");
+        for pre in &a.prefixes {
+            let _ = writeln!(o.0, "    - path: {}", path_str(&pre.path));
+            if let Some(mode) = pre.mode {
+                o.line(6, "mode", mode.as_str(), "");
+            }
+            if let Some(ps) = pre.page_size_bytes {
+                o.line(6, "page_size", &format_size(ps), "");
+            }
+        }
+    }
+
+    let f = &c.flush;
+    o.section("flush", "");
+    o.line(2, "enabled", &f.enabled.to_string(), "");
+    o.line(2, "interval", &format_duration_us(f.interval_ms * 1e3), "");
+    o.line(2, "threads", &f.threads.to_string(), "1..=64");
+    o.line(2, "bandwidth_max", &format_bandwidth_mib_s(f.bandwidth_max_mib_s), "0 = unlimited");
+
+    let g = &c.organizer;
+    o.section("organizer", "");
+    o.line(2, "enabled", &g.enabled.to_string(), "");
+    o.line(2, "interval", &format_duration_us(g.interval_ms * 1e3), "");
+    o.line(2, "bandwidth_max", &format_bandwidth_mib_s(g.bandwidth_max_mib_s), "0 = unlimited");
+    o.line(2, "promote_threshold", &g.promote_threshold.to_string(), "0..=1");
+    o.line(2, "demote_threshold", &g.demote_threshold.to_string(), "0..=1, below promote_threshold");
+    o.0
+}

@@ -1,0 +1,594 @@
+//! The daemon's single-threaded core: metadata, tiers, placement, leases
+//! and pins. Every data-plane request is executed here, by the poller
+//! thread, one at a time; nothing in here blocks on a client.
+//!
+//! Invariants checked here (TigerBeetle style, on both sides of a tier):
+//! * a blob's extents cover `[0, size)` exactly (`Blob::check`), asserted
+//!   after every mutation in debug builds;
+//! * an allocation is freed exactly once, and never while a client holds a
+//!   pin on it (frees are deferred until the last unpin);
+//! * data a client hands over is taken only from inside its own lease.
+
+use std::collections::HashMap;
+
+use strata_alloc::Range;
+use strata_meta::{BlobId, BucketId, Extent, MetaStore};
+use strata_place::{Placement, PlacementEngine, Policy, TierView};
+use strata_proto::wire::{WireBlobStat, WireExtent, TIER_HOLE};
+use strata_proto::{Errno, Result};
+
+use crate::tier::Tiers;
+
+/// Where the bytes of a put come from.
+#[derive(Clone, Copy)]
+pub enum Src<'a> {
+    /// Bytes in the arena at this offset, inside the channel's lease.
+    Lease { off: u64, data: &'a [u8] },
+    /// Bytes copied into the slot's argument area.
+    Bytes(&'a [u8]),
+}
+
+impl<'a> Src<'a> {
+    fn data(&self) -> &'a [u8] {
+        match *self {
+            Src::Lease { data, .. } => data,
+            Src::Bytes(d) => d,
+        }
+    }
+}
+
+/// A client's lease: arena bytes `[cursor, end)` it may still fill.
+#[derive(Debug, Clone, Copy)]
+pub struct Lease {
+    pub cursor: u64,
+    pub end: u64,
+}
+
+pub type PinKey = (u32, u64);
+
+struct PinRec {
+    owner: (u64, u32),
+    keys: Vec<PinKey>,
+}
+
+/// Limits of the core's own tables.
+pub const PINS_PER_CHANNEL_MAX: usize = 4096;
+pub const PIECES_MAX: usize = 16;
+
+pub struct Core {
+    pub meta: MetaStore,
+    pub tiers: Tiers,
+    pub engine: PlacementEngine,
+    pub policy: Policy,
+    pub lease_bytes: u64,
+    pins: HashMap<u64, PinRec>,
+    pins_by_channel: HashMap<(u64, u32), usize>,
+    next_pin: u64,
+    pin_counts: HashMap<PinKey, u32>,
+    deferred: HashMap<PinKey, u64>,
+    pub start: std::time::Instant,
+}
+
+pub fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+impl Core {
+    pub fn new(meta: MetaStore, tiers: Tiers, policy: Policy, seed: u64, lease_bytes: u64) -> Core {
+        Core {
+            meta,
+            tiers,
+            engine: PlacementEngine::new(seed),
+            policy,
+            lease_bytes,
+            pins: HashMap::new(),
+            pins_by_channel: HashMap::new(),
+            next_pin: 1,
+            pin_counts: HashMap::new(),
+            deferred: HashMap::new(),
+            start: std::time::Instant::now(),
+        }
+    }
+
+    // ---- leases -------------------------------------------------------
+
+    /// Grants up to `want` arena bytes (at least one block) to a channel.
+    pub fn lease_grant(&mut self, want: u64) -> Option<Range> {
+        let block = self.tiers.arena.alloc.block_bytes();
+        let want = want.max(block);
+        let r = self.tiers.arena.alloc.alloc_at_most(want, block.min(want))?;
+        self.tiers.arena.leased_bytes += r.len;
+        Some(r)
+    }
+
+    /// Returns the unused rest of a lease.
+    pub fn lease_release(&mut self, lease: Lease) {
+        if lease.end > lease.cursor {
+            let r = Range { off: lease.cursor, len: lease.end - lease.cursor };
+            if let Err(e) = self.tiers.arena.alloc.free(r) {
+                tracing::error!("lease release failed: {e}");
+            }
+            self.tiers.arena.leased_bytes -= r.len;
+        }
+    }
+
+    /// Takes `[off, off+len)` out of a lease for a put: the client must
+    /// have written it there. Returns the consumed allocation.
+    pub fn lease_take(&mut self, lease: &mut Lease, off: u64, len: u64) -> Result<Range> {
+        let a = &mut self.tiers.arena.alloc;
+        let block = a.block_bytes();
+        let end = off.checked_add(len).ok_or(Errno::Malformed)?;
+        if off % block != 0 || off < lease.cursor || end > lease.end {
+            return Err(Errno::Malformed);
+        }
+        let end_rounded = (end.div_ceil(block) * block).min(lease.end);
+        if off > lease.cursor {
+            let gap = Range { off: lease.cursor, len: off - lease.cursor };
+            a.free(gap).map_err(|_| Errno::Internal)?;
+        }
+        self.tiers.arena.leased_bytes -= end_rounded - lease.cursor;
+        lease.cursor = end_rounded;
+        Ok(Range { off, len: end_rounded - off })
+    }
+
+    // ---- pins ---------------------------------------------------------
+
+    fn pin(&mut self, owner: (u64, u32), keys: Vec<PinKey>) -> Result<u64> {
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        let n = self.pins_by_channel.entry(owner).or_insert(0);
+        if *n >= PINS_PER_CHANNEL_MAX {
+            return Err(Errno::Busy);
+        }
+        *n += 1;
+        for k in &keys {
+            *self.pin_counts.entry(*k).or_insert(0) += 1;
+        }
+        let id = self.next_pin;
+        self.next_pin += 1;
+        self.pins.insert(id, PinRec { owner, keys });
+        Ok(id)
+    }
+
+    /// Releases a pin held by `owner`; unknown or foreign ids are ignored
+    /// (and reported false).
+    pub fn unpin(&mut self, owner: (u64, u32), id: u64) -> bool {
+        match self.pins.get(&id) {
+            Some(p) if p.owner == owner => {}
+            _ => return false,
+        }
+        let rec = self.pins.remove(&id).expect("checked above");
+        if let Some(n) = self.pins_by_channel.get_mut(&owner) {
+            *n -= 1;
+        }
+        for k in rec.keys {
+            let c = self.pin_counts.get_mut(&k).expect("pin count exists for a held pin");
+            *c -= 1;
+            if *c == 0 {
+                self.pin_counts.remove(&k);
+                if let Some(len) = self.deferred.remove(&k) {
+                    self.tiers.free_extent(k.0 as usize, k.1, len);
+                }
+            }
+        }
+        true
+    }
+
+    /// Drops every pin of a channel (channel closed or client gone).
+    pub fn unpin_all(&mut self, owner: (u64, u32)) {
+        let ids: Vec<u64> = self.pins.iter().filter(|(_, p)| p.owner == owner).map(|(id, _)| *id).collect();
+        for id in ids {
+            self.unpin(owner, id);
+        }
+        self.pins_by_channel.remove(&owner);
+    }
+
+    pub fn pins_held(&self) -> usize {
+        self.pins.len()
+    }
+
+    fn free_extents(&mut self, extents: &[Extent]) {
+        for e in extents {
+            if e.is_hole() {
+                continue;
+            }
+            let key = (e.tier, e.phys_off);
+            if self.pin_counts.contains_key(&key) {
+                self.deferred.insert(key, e.len);
+            } else {
+                self.tiers.free_extent(e.tier as usize, e.phys_off, e.len);
+            }
+        }
+    }
+
+    // ---- placement ----------------------------------------------------
+
+    fn tier_views(&self) -> Vec<TierView> {
+        self.tiers
+            .tiers
+            .iter()
+            .map(|t| {
+                let (free, largest) = t.free_for_blobs(&self.tiers.arena);
+                TierView {
+                    index: t.index,
+                    name: t.name.clone(),
+                    bandwidth_mib_s: t.bandwidth_mib_s,
+                    latency_us: t.latency_us,
+                    capacity_bytes: t.capacity_bytes,
+                    free_bytes: free,
+                    largest_free_bytes: largest,
+                    block_bytes: t.block_bytes,
+                }
+            })
+            .collect()
+    }
+
+    pub fn place(&mut self, policy: Policy, len: u64) -> Placement {
+        let views = self.tier_views();
+        self.engine.place(policy, len, &views, PIECES_MAX)
+    }
+
+    /// Stores `src` as new extents starting at logical offset `logical`.
+    /// Adopts lease bytes in place when the RAM tier is chosen for the
+    /// first piece; copies otherwise. Never fails for lack of space: what
+    /// does not fit is spilled onto the slowest tier.
+    fn store(&mut self, policy: Policy, logical: u64, src: Src<'_>, taken: Option<Range>) -> Result<Vec<Extent>> {
+        let mut out: Vec<Extent> = Vec::new();
+        let mut adopted_len = 0u64;
+        let res = self.store_into(policy, logical, src, taken, &mut out, &mut adopted_len);
+        if res.is_err() {
+            self.free_extents(&out);
+            out.clear();
+        }
+        // Give back the part of the lease that was not adopted.
+        if let Some(t) = taken {
+            if t.len > adopted_len {
+                let rest = Range { off: t.off + adopted_len, len: t.len - adopted_len };
+                if let Err(e) = self.tiers.arena.alloc.free(rest) {
+                    tracing::error!("freeing unadopted lease bytes failed: {e}");
+                }
+            }
+        }
+        res.map(|()| out)
+    }
+
+    fn store_into(&mut self, policy: Policy, logical: u64, src: Src<'_>, taken: Option<Range>, out: &mut Vec<Extent>, adopted_len: &mut u64) -> Result<()> {
+        let data = src.data();
+        let mut done = 0u64;
+        let total = data.len() as u64;
+        let placement = self.place(policy, total);
+        for (i, piece) in placement.pieces.iter().enumerate() {
+            if piece.len_bytes == 0 {
+                continue;
+            }
+            let bytes = &data[done as usize..(done + piece.len_bytes) as usize];
+            // Zero-copy: the first piece goes to RAM and the data already sits in the arena.
+            if let (0, Some(ram), Src::Lease { off, .. }, Some(t)) = (i, self.tiers.ram, src, taken) {
+                let tr = &mut self.tiers.tiers[ram];
+                let rounded = tr.round_up(piece.len_bytes);
+                if piece.tier == ram && rounded <= t.len && tr.blob_bytes + rounded <= tr.capacity_bytes {
+                    tr.blob_bytes += rounded;
+                    tr.blob_extents += 1;
+                    *adopted_len = rounded;
+                    out.push(Extent { logical_off: logical + done, len: piece.len_bytes, tier: ram as u32, phys_off: off });
+                    done += piece.len_bytes;
+                    continue;
+                }
+            }
+            let (tier, ranges) = if piece.spill {
+                self.tiers.alloc_spill(piece.len_bytes)?
+            } else {
+                match self.tiers.alloc_on(piece.tier, piece.len_bytes, PIECES_MAX) {
+                    Some(r) => (piece.tier, r),
+                    None => self.tiers.alloc_spill(piece.len_bytes)?,
+                }
+            };
+            let mut at = 0u64;
+            let mut pending = ranges.into_iter();
+            while let Some(r) = pending.next() {
+                let n = r.len.min(piece.len_bytes - at);
+                out.push(Extent { logical_off: logical + done + at, len: n, tier: tier as u32, phys_off: r.off });
+                if let Err(e) = self.tiers.write(tier, r.off, &bytes[at as usize..(at + n) as usize]) {
+                    for rest in pending {
+                        self.tiers.free_extent(tier, rest.off, rest.len);
+                    }
+                    return Err(e);
+                }
+                at += n;
+            }
+            done += piece.len_bytes;
+        }
+        debug_assert_eq!(done, total);
+        Ok(())
+    }
+
+    // ---- blob operations ----------------------------------------------
+
+    fn blob_or_create(&mut self, bucket: BucketId, name: &str, now: u64) -> Result<BlobId> {
+        match self.meta.blob_lookup(bucket, name) {
+            Ok(id) => Ok(id),
+            Err(Errno::NoBlob) => self.meta.blob_create(bucket, name, now),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Full put: replaces the blob's contents (creating it if needed).
+    pub fn put(&mut self, bucket: BucketId, name: &str, src: Src<'_>, taken: Option<Range>, policy: Option<Policy>, exclusive: bool) -> Result<u64> {
+        fn fail<T>(core: &mut Core, taken: Option<Range>, e: Errno) -> Result<T> {
+            if let Some(t) = taken {
+                let _ = core.tiers.arena.alloc.free(t);
+            }
+            Err(e)
+        }
+        if let Err(e) = self.meta.blob_name_ok(name) {
+            return fail(self, taken, e);
+        }
+        let existing = match self.meta.blob_lookup(bucket, name) {
+            Ok(id) => Some(id),
+            Err(Errno::NoBlob) => None,
+            Err(e) => return fail(self, taken, e),
+        };
+        if existing.is_some() && exclusive {
+            return fail(self, taken, Errno::Exists);
+        }
+        let now = now_ns();
+        let id = match existing {
+            Some(id) => id,
+            None => match self.meta.blob_create(bucket, name, now) {
+                Ok(id) => id,
+                Err(e) => return fail(self, taken, e),
+            },
+        };
+        let policy = policy.unwrap_or(self.policy);
+        let extents = match self.store(policy, 0, src, taken) {
+            Ok(x) => x,
+            Err(e) => {
+                if existing.is_none() {
+                    self.meta.blob_remove(id);
+                }
+                return Err(e);
+            }
+        };
+        let size = src.data().len() as u64;
+        let blob = self.meta.blob_mut(id).ok_or(Errno::Internal)?;
+        let old = std::mem::replace(&mut blob.extents, extents);
+        let old_size = std::mem::replace(&mut blob.size, size);
+        blob.mtime_ns = now;
+        blob.atime_ns = now;
+        blob.access_count += 1;
+        blob.dirty = true;
+        debug_assert!(blob.check().is_ok(), "{:?}", blob.check());
+        self.meta.blob_resized(bucket, old_size, size);
+        self.free_extents(&old);
+        Ok(size)
+    }
+
+    /// Writes `src` at `offset` within the blob (creating it, extending it,
+    /// filling a gap with a hole). `offset == None` appends.
+    pub fn put_at(&mut self, bucket: BucketId, name: &str, offset: Option<u64>, src: Src<'_>, taken: Option<Range>, policy: Option<Policy>) -> Result<u64> {
+        let now = now_ns();
+        let id = match self.blob_or_create(bucket, name, now) {
+            Ok(id) => id,
+            Err(e) => {
+                if let Some(t) = taken {
+                    let _ = self.tiers.arena.alloc.free(t);
+                }
+                return Err(e);
+            }
+        };
+        let policy = policy.unwrap_or(self.policy);
+        let data = src.data();
+        let (size, mut extents) = {
+            let b = self.meta.blob(id).ok_or(Errno::Internal)?;
+            (b.size, b.extents.clone())
+        };
+        let offset = offset.unwrap_or(size);
+        let end = offset.checked_add(data.len() as u64).ok_or(Errno::Inval)?;
+        let mut new_size = size;
+        if offset > size {
+            extents.push(Extent::hole(size, offset - size));
+            new_size = offset;
+        }
+        // 1. The overlap with existing bytes: write in place; holes get space.
+        let ovl_end = end.min(new_size);
+        if offset < ovl_end {
+            let mut rebuilt: Vec<Extent> = Vec::with_capacity(extents.len() + 2);
+            for e in extents.drain(..) {
+                let lo = e.logical_off.max(offset);
+                let hi = e.end().min(ovl_end);
+                if lo >= hi {
+                    rebuilt.push(e);
+                    continue;
+                }
+                let piece = &data[(lo - offset) as usize..(hi - offset) as usize];
+                if !e.is_hole() {
+                    self.tiers.write(e.tier as usize, e.phys_off + (lo - e.logical_off), piece)?;
+                    rebuilt.push(e);
+                    continue;
+                }
+                if lo > e.logical_off {
+                    rebuilt.push(Extent::hole(e.logical_off, lo - e.logical_off));
+                }
+                let filled = self.store(policy, lo, Src::Bytes(piece), None)?;
+                rebuilt.extend(filled);
+                if hi < e.end() {
+                    rebuilt.push(Extent::hole(hi, e.end() - hi));
+                }
+            }
+            extents = rebuilt;
+        }
+        // 2. The part beyond the current end: new extents (zero-copy when
+        // the whole request lies beyond the end and came through a lease).
+        let mut lease_used = false;
+        if end > new_size {
+            let from = new_size.max(offset);
+            let tail = &data[(from - offset) as usize..];
+            let tail_src = match src {
+                Src::Lease { off, .. } if from == offset => {
+                    lease_used = true;
+                    Src::Lease { off, data: tail }
+                }
+                _ => Src::Bytes(tail),
+            };
+            let fresh = self.store(policy, from, tail_src, if lease_used { taken } else { None })?;
+            extents.extend(fresh);
+            new_size = end;
+        }
+        if !lease_used {
+            if let Some(t) = taken {
+                let _ = self.tiers.arena.alloc.free(t);
+            }
+        }
+        let limit = self.meta.limits().extents_per_blob_max;
+        if extents.len() > limit {
+            extents = self.compact(&extents, new_size, policy)?;
+        }
+        let blob = self.meta.blob_mut(id).ok_or(Errno::Internal)?;
+        let old_size = blob.size;
+        blob.extents = extents;
+        blob.size = new_size;
+        blob.mtime_ns = now;
+        blob.atime_ns = now;
+        blob.access_count += 1;
+        blob.dirty = true;
+        debug_assert!(blob.check().is_ok(), "{:?}", blob.check());
+        self.meta.blob_resized(bucket, old_size, new_size);
+        Ok(new_size)
+    }
+
+    /// Rewrites a fragmented blob into few extents.
+    fn compact(&mut self, extents: &[Extent], size: u64, policy: Policy) -> Result<Vec<Extent>> {
+        let mut buf = vec![0u8; size as usize];
+        for e in extents {
+            if !e.is_hole() {
+                let dst = &mut buf[e.logical_off as usize..e.end() as usize];
+                self.tiers.read(e.tier as usize, e.phys_off, dst)?;
+            }
+        }
+        let fresh = self.store(policy, 0, Src::Bytes(&buf), None)?;
+        self.free_extents(extents);
+        Ok(fresh)
+    }
+
+    /// Extents covering `[offset, offset+len)` (clipped to the blob), as many
+    /// as fit in `max`; pins them for `owner`. Returns (size, covered, pin).
+    pub fn get(&mut self, owner: (u64, u32), bucket: BucketId, name: &str, offset: u64, len: u64, out: &mut Vec<WireExtent>, max: usize) -> Result<(u64, u64, u64)> {
+        let id = self.meta.blob_lookup(bucket, name)?;
+        let now = now_ns();
+        let blob = self.meta.blob_mut(id).ok_or(Errno::Internal)?;
+        blob.access_count += 1;
+        blob.atime_ns = now;
+        let size = blob.size;
+        let start = offset.min(size);
+        let end = offset.saturating_add(len).min(size);
+        let mut keys = Vec::new();
+        let mut covered_end = start;
+        for e in &blob.extents {
+            if e.end() <= start || e.logical_off >= end {
+                continue;
+            }
+            if out.len() >= max {
+                break;
+            }
+            let lo = e.logical_off.max(start);
+            let hi = e.end().min(end);
+            out.push(WireExtent {
+                tier: if e.is_hole() { TIER_HOLE } else { e.tier },
+                _pad: 0,
+                logical_off: lo,
+                phys_off: if e.is_hole() { 0 } else { e.phys_off + (lo - e.logical_off) },
+                len: hi - lo,
+            });
+            if !e.is_hole() {
+                keys.push((e.tier, e.phys_off));
+            }
+            covered_end = hi;
+        }
+        let pin = self.pin(owner, keys)?;
+        Ok((size, covered_end - start, pin))
+    }
+
+    pub fn delete(&mut self, bucket: BucketId, name: &str) -> Result<()> {
+        let id = self.meta.blob_lookup(bucket, name)?;
+        let blob = self.meta.blob_remove(id).ok_or(Errno::Internal)?;
+        self.free_extents(&blob.extents);
+        Ok(())
+    }
+
+    pub fn rename(&mut self, bucket: BucketId, from: &str, to: &str, replace: bool) -> Result<()> {
+        let id = self.meta.blob_lookup(bucket, from)?;
+        if let Some(old) = self.meta.blob_rename(id, to, replace)? {
+            self.free_extents(&old.extents);
+        }
+        Ok(())
+    }
+
+    pub fn stat(&self, bucket: BucketId, name: &str) -> Result<WireBlobStat> {
+        let id = self.meta.blob_lookup(bucket, name)?;
+        let b = self.meta.blob(id).ok_or(Errno::Internal)?;
+        Ok(WireBlobStat {
+            size: b.size,
+            access_count: b.access_count,
+            atime_ns: b.atime_ns,
+            mtime_ns: b.mtime_ns,
+            ctime_ns: b.ctime_ns,
+            score: self.score_of(b),
+            user_score: b.user_score.unwrap_or(f32::NAN),
+            extent_count: b.extents.len() as u32,
+            tier_mask: b.tier_mask(),
+            dirty: b.dirty as u32,
+            stationary: b.stationary as u32,
+        })
+    }
+
+    /// Placeholder-free score: the user's score if set, else one derived
+    /// from access frequency and recency (refined by the organizer issue).
+    pub fn score_of(&self, b: &strata_meta::Blob) -> f32 {
+        if let Some(s) = b.user_score {
+            return s;
+        }
+        let age_s = now_ns().saturating_sub(b.atime_ns) as f64 / 1e9;
+        let recency = 1.0 / (1.0 + age_s / 60.0);
+        let freq = 1.0 - 1.0 / (1.0 + b.access_count as f64 / 8.0);
+        (0.5 * recency + 0.5 * freq) as f32
+    }
+
+    pub fn set_score(&mut self, bucket: BucketId, name: &str, score: Option<f32>, stationary: bool) -> Result<()> {
+        if let Some(s) = score {
+            if !(0.0..=1.0).contains(&s) {
+                return Err(Errno::Inval);
+            }
+        }
+        let id = self.meta.blob_lookup(bucket, name)?;
+        let b = self.meta.blob_mut(id).ok_or(Errno::Internal)?;
+        b.user_score = score;
+        b.stationary = stationary;
+        Ok(())
+    }
+
+    pub fn bucket_destroy(&mut self, bucket: BucketId) -> Result<()> {
+        let blobs = self.meta.bucket_destroy(bucket)?;
+        for b in blobs {
+            self.free_extents(&b.extents);
+        }
+        Ok(())
+    }
+
+    /// Full consistency check (tests and debug builds).
+    pub fn check(&self) -> std::result::Result<(), String> {
+        for b in self.meta.blobs() {
+            b.check()?;
+        }
+        self.tiers.arena.alloc.check_invariants();
+        for t in &self.tiers.tiers {
+            if let Some(a) = &t.alloc {
+                a.check_invariants();
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,235 @@
+//! strata-daemon: the per-node, per-user daemon. It owns the tiers (a RAM
+//! arena in shared memory plus directory tiers), the metadata, placement,
+//! client leases and pins, and serves clients over shared-memory rings.
+//!
+//! Threads: the **poller** (runs `server::Poller`, owns `core::Core`; the
+//! only thread that touches metadata or tier allocators) and the **control
+//! plane** (accept loop plus one small thread per connection). Signals
+//! (SIGTERM/SIGINT) and `strata daemon stop` set a flag the poller checks.
+//!
+//! **Architecture Invariant:** all metadata mutation happens on the poller
+//! thread, in request order per channel; control threads only pass
+//! messages. Nothing a client writes to shared memory is trusted: requests
+//! are copied, validated, and answered with `Errno::Malformed`.
+//!
+//! **API Boundary:** no client library here (see `strata-client`), no CLI.
+
+pub mod core;
+pub mod server;
+pub mod tier;
+
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+
+use anyhow::{bail, Context};
+use strata_alloc::ExtentAllocator;
+use strata_config::{Config, DeviceKind};
+use strata_meta::{Limits, MetaStore};
+use strata_place::Policy;
+use strata_proto::control::HelloReply;
+use strata_proto::layout::{self, CtlHeader};
+use strata_proto::wire::PROTOCOL_VERSION;
+use strata_shm::ShmSegment;
+
+use crate::core::Core;
+use crate::server::{HelloTemplate, Poller, Shared};
+use crate::tier::{Arena, Backing, Tier, Tiers};
+
+/// Holds the single-instance lock for the daemon's lifetime.
+pub struct InstanceLock {
+    _file: std::fs::File,
+    pub path: PathBuf,
+}
+
+/// Takes the per-user lock next to the socket; fails if a daemon runs.
+pub fn lock_instance(socket: &Path) -> anyhow::Result<InstanceLock> {
+    let dir = socket.parent().context("socket path has no parent directory")?;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let _ = std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o700));
+    let path = socket.with_extension("lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("cannot open lock file {}", path.display()))?;
+    use std::os::fd::AsFd;
+    if rustix::fs::flock(file.as_fd(), rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+        bail!("a strata daemon is already running for this user (socket {}); use it, or stop it with `strata daemon stop`", socket.display());
+    }
+    Ok(InstanceLock { _file: file, path })
+}
+
+/// Staging reserve of the arena (leases when the RAM tier is full).
+pub fn staging_bytes(cfg: &Config) -> u64 {
+    (cfg.placement.lease_size_bytes * 8).max(64 << 20)
+}
+
+fn build_tiers(cfg: &Config, shm_prefix: &str) -> anyhow::Result<Tiers> {
+    let ram = cfg.devices.iter().position(|d| d.kind == DeviceKind::Ram);
+    let ram_bytes = ram.map(|i| cfg.devices[i].capacity_bytes).unwrap_or(0);
+    let block = ram.map(|i| cfg.devices[i].block_size_bytes).unwrap_or(64);
+    let arena_bytes = (ram_bytes + staging_bytes(cfg)).div_ceil(block) * block;
+    // Check /dev/shm can hold the arena before we promise it.
+    if let Ok(st) = rustix::fs::statvfs("/dev/shm") {
+        let free = st.f_bavail * st.f_frsize;
+        if ram_bytes > free {
+            bail!(
+                "devices[{}].capacity: the RAM tier wants {} but /dev/shm has only {} free; lower the capacity",
+                ram.unwrap_or(0),
+                strata_config::format_size(ram_bytes),
+                strata_config::format_size(free)
+            );
+        }
+    }
+    let arena_name = format!("{shm_prefix}-arena");
+    let seg = ShmSegment::create_or_replace(&arena_name, arena_bytes as usize)
+        .with_context(|| format!("cannot create shared-memory arena /dev/shm/{arena_name}"))?;
+    let arena = Arena { alloc: ExtentAllocator::new(arena_bytes, block), seg, leased_bytes: 0 };
+    let mut tiers = Vec::new();
+    for (i, d) in cfg.devices.iter().enumerate() {
+        let (backing, alloc) = match d.kind {
+            DeviceKind::Ram => (Backing::Ram, None),
+            DeviceKind::Dir => {
+                let dir = d.path.as_ref().context("dir device without path")?;
+                let (file, path) = Tier::open_dir(i, &d.name, dir, d.capacity_bytes, d.block_size_bytes)?;
+                (Backing::Dir { file, path }, Some(ExtentAllocator::new(d.capacity_bytes, d.block_size_bytes)))
+            }
+        };
+        tiers.push(Tier {
+            index: i,
+            name: d.name.clone(),
+            backing,
+            alloc,
+            capacity_bytes: d.capacity_bytes,
+            block_bytes: d.block_size_bytes,
+            bandwidth_mib_s: d.bandwidth_mib_s,
+            latency_us: d.latency_us,
+            volatile: d.volatile,
+            blob_bytes: 0,
+            blob_extents: 0,
+            dirty_bytes: 0,
+        });
+    }
+    Ok(Tiers { tiers, arena, ram })
+}
+
+fn policy_of(cfg: &Config) -> Policy {
+    cfg.placement.policy.as_str().parse().unwrap_or(Policy::MinimizeIoTime)
+}
+
+/// Removes shared-memory objects a crashed daemon of this user left behind.
+fn sweep_stale_shm(prefix: &str) {
+    if let Ok(rd) = std::fs::read_dir("/dev/shm") {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            if name.starts_with(&format!("{prefix}-")) {
+                let _ = ShmSegment::unlink(&name);
+            }
+        }
+    }
+}
+
+/// Runs a daemon in the foreground until SIGTERM/SIGINT or `daemon stop`.
+/// `ready` is called once the socket accepts connections.
+pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
+    cfg.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let socket = cfg.resolved_socket_path();
+    let prefix = cfg.resolved_shm_prefix();
+    let lock = lock_instance(&socket)?;
+    // We hold the lock: any socket or shm object left there is stale.
+    let _ = std::fs::remove_file(&socket);
+    sweep_stale_shm(&prefix);
+
+    let tiers = build_tiers(&cfg, &prefix)?;
+    let limits = Limits {
+        buckets_max: cfg.metadata.buckets_max as usize,
+        blobs_max: cfg.metadata.blobs_max as usize,
+        bucket_name_max: cfg.metadata.bucket_name_max as usize,
+        blob_name_max: cfg.metadata.blob_name_max as usize,
+        extents_per_blob_max: cfg.metadata.extents_per_blob_max as usize,
+        tags_per_bucket_max: cfg.metadata.tags_per_bucket_max as usize,
+    };
+    let meta = MetaStore::new(cfg.node.id as u32, limits);
+    let core = Core::new(meta, tiers, policy_of(&cfg), cfg.placement.seed, cfg.placement.lease_size_bytes);
+
+    let ctl_name = format!("{prefix}-ctl");
+    let ctl = ShmSegment::create_or_replace(&ctl_name, layout::CTL_SEGMENT_BYTES)
+        .with_context(|| format!("cannot create /dev/shm/{ctl_name}"))?;
+    unsafe {
+        let h = &mut *(ctl.as_ptr() as *mut CtlHeader);
+        h.magic = layout::CTL_MAGIC;
+        h.version = PROTOCOL_VERSION;
+        h.daemon_pid = std::process::id();
+        h.state.store(layout::DAEMON_RUNNING, Ordering::SeqCst);
+    }
+    let shared = Arc::new(Shared {
+        shutdown: AtomicBool::new(false),
+        msgs_pending: AtomicBool::new(false),
+        next_client: AtomicU64::new(1),
+        clients_live: AtomicU64::new(0),
+        ctl,
+    });
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        let s = shared.clone();
+        // SAFETY: the handler only does atomic stores and a futex wake.
+        unsafe {
+            signal_hook::low_level::register(sig, move || {
+                s.shutdown.store(true, Ordering::SeqCst);
+                s.bell().ring();
+            })
+        }
+        .context("cannot install signal handler")?;
+    }
+    // A client that dies mid-write must not kill us with SIGPIPE.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+
+    let hello = HelloTemplate {
+        reply: HelloReply {
+            version: PROTOCOL_VERSION,
+            client_id: 0,
+            node_id: cfg.node.id as u32,
+            ctl_segment: ctl_name.clone(),
+            client_segment: String::new(),
+            arena_segment: core.tiers.arena.seg.name().to_string(),
+            arena_bytes: core.tiers.arena.len(),
+            arena_block_bytes: core.tiers.arena.alloc.block_bytes(),
+            lease_bytes: cfg.placement.lease_size_bytes,
+            channels: cfg.daemon.channels_per_client_max,
+            depth: cfg.daemon.ring_depth,
+            arg_bytes: cfg.daemon.slot_arg_size_bytes as u32,
+            spin_us: cfg.daemon.spin_us as u64,
+            ram_tier: core.tiers.ram.map(|r| r as u32),
+            tiers: server::tier_infos(&core),
+        },
+        shm_prefix: prefix.clone(),
+        clients_max: cfg.daemon.clients_max as u64,
+    };
+
+    let listener = UnixListener::bind(&socket).with_context(|| format!("cannot bind {}", socket.display()))?;
+    let _ = std::fs::set_permissions(&socket, std::os::unix::fs::PermissionsExt::from_mode(0o600));
+    let (tx, rx) = mpsc::channel();
+    {
+        let shared = shared.clone();
+        let hello = Arc::new(hello);
+        std::thread::Builder::new()
+            .name("strata-control".into())
+            .spawn(move || server::control_loop(listener, shared, tx, hello))
+            .context("cannot spawn control thread")?;
+    }
+    tracing::info!(socket = %socket.display(), tiers = cfg.devices.len(), "strata daemon ready");
+    ready(&socket);
+
+    let mut poller = Poller::new(core, shared.clone(), rx, cfg.daemon.spin(), cfg.node.id as u32, socket.clone());
+    poller.run();
+
+    tracing::info!("strata daemon stopping");
+    let _ = std::fs::remove_file(&socket);
+    let _ = ShmSegment::unlink(&ctl_name);
+    let _ = ShmSegment::unlink(poller.core.tiers.arena.seg.name());
+    sweep_stale_shm(&prefix);
+    drop(lock);
+    Ok(())
+}

@@ -1,0 +1,676 @@
+//! The daemon's threads: the poller (owns `Core`, serves the shared-memory
+//! rings of every client) and the control plane (Unix socket: hello,
+//! status, stop; one small thread per connection, which also notices when a
+//! client dies because its connection closes).
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use strata_meta::BucketId;
+use strata_place::Policy;
+use strata_proto::control::{self, ControlReply, ControlRequest, HelloReply, StatusReply, TierInfo, TierStatus};
+use strata_proto::layout::{self, ChannelHeader, ClientHeader, ClientLayout, CtlHeader, SlotRecords};
+use strata_proto::wire::{self, flags, Op, Request, Response, WireExtent, PROTOCOL_VERSION};
+use strata_proto::Errno;
+use strata_shm::{Doorbell, Ring, ShmSegment};
+
+use crate::core::{Core, Lease, Src};
+
+/// Messages from control threads to the poller.
+pub enum Msg {
+    NewClient { id: u64, pid: u32, seg: ShmSegment, layout: ClientLayout },
+    Disconnect { id: u64 },
+    Status { reply: mpsc::Sender<StatusReply> },
+}
+
+struct Chan {
+    sq: Ring,
+    cq: Ring,
+    lease: Option<Lease>,
+}
+
+struct ClientConn {
+    id: u64,
+    pid: u32,
+    seg: ShmSegment,
+    layout: ClientLayout,
+    chans: Vec<Chan>,
+    broken: bool,
+}
+
+impl ClientConn {
+    fn header(&self) -> &ClientHeader {
+        // SAFETY: the segment was created and initialised by us with this layout.
+        unsafe { &*(self.seg.as_ptr() as *const ClientHeader) }
+    }
+    fn chan_header(&self, ch: u32) -> &ChannelHeader {
+        unsafe { &*(self.seg.as_ptr().add(self.layout.channel_off(ch)) as *const ChannelHeader) }
+    }
+    fn slot(&self, ch: u32, slot: u32) -> *mut SlotRecords {
+        unsafe { self.seg.as_ptr().add(self.layout.slot_off(ch, slot)) as *mut SlotRecords }
+    }
+    fn arg(&self, ch: u32, slot: u32) -> *mut u8 {
+        unsafe { self.seg.as_ptr().add(self.layout.arg_off(ch, slot)) }
+    }
+}
+
+/// Creates a client segment with every ring initialised.
+pub fn create_client_segment(name: &str, layout: ClientLayout, client_id: u64) -> std::io::Result<ShmSegment> {
+    let seg = ShmSegment::create_or_replace(name, layout.total_bytes)?;
+    let base = seg.as_ptr();
+    unsafe {
+        let h = &mut *(base as *mut ClientHeader);
+        h.magic = layout::CLIENT_MAGIC;
+        h.version = PROTOCOL_VERSION;
+        h.channels = layout.channels;
+        h.depth = layout.depth;
+        h.arg_bytes = layout.arg_bytes;
+        h.client_id = client_id;
+        for ch in 0..layout.channels {
+            let off = layout.channel_off(ch);
+            Ring::init(base.add(off + layout.sq_off), layout.depth);
+            Ring::init(base.add(off + layout.cq_off), layout.depth);
+        }
+    }
+    Ok(seg)
+}
+
+pub struct Shared {
+    pub shutdown: AtomicBool,
+    pub msgs_pending: AtomicBool,
+    pub next_client: AtomicU64,
+    pub clients_live: AtomicU64,
+    pub ctl: ShmSegment,
+}
+
+impl Shared {
+    pub fn ctl(&self) -> &CtlHeader {
+        unsafe { &*(self.ctl.as_ptr() as *const CtlHeader) }
+    }
+    pub fn bell(&self) -> &Doorbell {
+        &self.ctl().daemon_bell
+    }
+}
+
+pub struct Poller {
+    pub core: Core,
+    pub shared: Arc<Shared>,
+    pub rx: mpsc::Receiver<Msg>,
+    clients: HashMap<u64, ClientConn>,
+    pub spin: Duration,
+    pub node_id: u32,
+    pub socket: PathBuf,
+    pub buckets_max: u64,
+    pub blobs_max: u64,
+    requests_total: u64,
+    malformed_total: u64,
+    extents_buf: Vec<WireExtent>,
+}
+
+const POLL_SLEEP_MAX: Duration = Duration::from_millis(50);
+
+impl Poller {
+    pub fn new(core: Core, shared: Arc<Shared>, rx: mpsc::Receiver<Msg>, spin: Duration, node_id: u32, socket: PathBuf) -> Poller {
+        let limits = *core.meta.limits();
+        Poller {
+            core,
+            shared,
+            rx,
+            clients: HashMap::new(),
+            spin,
+            node_id,
+            socket,
+            buckets_max: limits.buckets_max as u64,
+            blobs_max: limits.blobs_max as u64,
+            requests_total: 0,
+            malformed_total: 0,
+            extents_buf: Vec::new(),
+        }
+    }
+
+    fn any_work(&self) -> bool {
+        if self.shared.shutdown.load(Ordering::Relaxed) || self.shared.msgs_pending.load(Ordering::Relaxed) {
+            return true;
+        }
+        for c in self.clients.values() {
+            let h = c.header();
+            for (w, word) in h.claimed.iter().enumerate() {
+                let mut bits = word.load(Ordering::Relaxed);
+                while bits != 0 {
+                    let i = w * 64 + bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    if let Some(ch) = c.chans.get(i) {
+                        if !ch.sq.is_empty() {
+                            return true;
+                        }
+                    }
+                }
+            }
+        }
+        false
+    }
+
+    /// Runs until shutdown is requested.
+    pub fn run(&mut self) {
+        loop {
+            self.drain_msgs();
+            if self.shared.shutdown.load(Ordering::SeqCst) {
+                break;
+            }
+            let did = self.poll_once();
+            if did == 0 {
+                let shared = self.shared.clone();
+                let spin = self.spin;
+                shared.bell().wait_until(|| self.any_work(), spin, Some(POLL_SLEEP_MAX));
+            }
+        }
+        // Shutdown: tell clients, drop them.
+        self.shared.ctl().state.store(layout::DAEMON_STOPPING, Ordering::SeqCst);
+        let ids: Vec<u64> = self.clients.keys().copied().collect();
+        for id in ids {
+            self.disconnect(id);
+        }
+    }
+
+    fn drain_msgs(&mut self) {
+        if !self.shared.msgs_pending.swap(false, Ordering::SeqCst) {
+            return;
+        }
+        while let Ok(m) = self.rx.try_recv() {
+            match m {
+                Msg::NewClient { id, pid, seg, layout } => {
+                    let mut chans = Vec::with_capacity(layout.channels as usize);
+                    let base = seg.as_ptr();
+                    for ch in 0..layout.channels {
+                        let off = layout.channel_off(ch);
+                        // SAFETY: we initialised these rings; attach validates them anyway.
+                        let sq = unsafe { Ring::attach(base.add(off + layout.sq_off), layout.cq_off - layout.sq_off) };
+                        let cq = unsafe { Ring::attach(base.add(off + layout.cq_off), layout.slots_off - layout.cq_off) };
+                        match (sq, cq) {
+                            (Ok(sq), Ok(cq)) => chans.push(Chan { sq, cq, lease: None }),
+                            _ => {
+                                tracing::error!(id, "client segment rings invalid at registration");
+                                continue;
+                            }
+                        }
+                    }
+                    tracing::debug!(id, pid, "client connected");
+                    self.clients.insert(id, ClientConn { id, pid, seg, layout, chans, broken: false });
+                }
+                Msg::Disconnect { id } => self.disconnect(id),
+                Msg::Status { reply } => {
+                    let _ = reply.send(self.status());
+                }
+            }
+        }
+    }
+
+    fn disconnect(&mut self, id: u64) {
+        let Some(mut c) = self.clients.remove(&id) else { return };
+        for (i, ch) in c.chans.iter_mut().enumerate() {
+            if let Some(l) = ch.lease.take() {
+                self.core.lease_release(l);
+            }
+            self.core.unpin_all((id, i as u32));
+        }
+        let _ = ShmSegment::unlink(c.seg.name());
+        self.shared.clients_live.fetch_sub(1, Ordering::SeqCst);
+        tracing::debug!(id, pid = c.pid, "client gone; leases and pins reclaimed");
+    }
+
+    /// Serves every claimed channel once; returns the number of requests handled.
+    fn poll_once(&mut self) -> usize {
+        let mut did = 0usize;
+        let mut broken = Vec::new();
+        let ids: Vec<u64> = self.clients.keys().copied().collect();
+        for id in ids {
+            let Some(mut c) = self.clients.remove(&id) else { continue };
+            let words: Vec<u64> = c.header().claimed.iter().map(|w| w.load(Ordering::Acquire)).collect();
+            for (w, mut bits) in words.into_iter().enumerate() {
+                while bits != 0 {
+                    let ch = (w * 64 + bits.trailing_zeros() as usize) as u32;
+                    bits &= bits - 1;
+                    if ch >= c.layout.channels {
+                        continue;
+                    }
+                    did += self.serve_channel(&mut c, ch);
+                }
+            }
+            if c.broken {
+                broken.push(id);
+            }
+            self.clients.insert(id, c);
+        }
+        for id in broken {
+            tracing::warn!(id, "client broke its rings; disconnecting it");
+            self.disconnect(id);
+        }
+        did
+    }
+
+    fn serve_channel(&mut self, c: &mut ClientConn, ch: u32) -> usize {
+        let depth = c.layout.depth;
+        let mut n = 0usize;
+        // A limit on every loop: at most one ring's worth per visit.
+        for _ in 0..depth {
+            let slot = match c.chans[ch as usize].sq.pop() {
+                Ok(Some(s)) => s,
+                Ok(None) => break,
+                Err(_) => {
+                    c.broken = true;
+                    break;
+                }
+            };
+            n += 1;
+            self.requests_total += 1;
+            if slot >= depth as u64 {
+                self.malformed_total += 1;
+                c.broken = true;
+                break;
+            }
+            let slot = slot as u32;
+            let rec = c.slot(ch, slot);
+            // SAFETY: in bounds by layout; volatile because the client may scribble.
+            let req: Request = unsafe { std::ptr::read_volatile(&(*rec).req) };
+            let resp = self.handle(c, ch, slot, &req);
+            if resp.status == Errno::Malformed.code() {
+                self.malformed_total += 1;
+            }
+            let resp = Response { tag: req.tag, ..resp };
+            unsafe { std::ptr::write_volatile(&mut (*rec).resp, resp) };
+            if c.chans[ch as usize].cq.push(slot as u64).is_err() {
+                c.broken = true;
+                break;
+            }
+        }
+        if n > 0 {
+            c.chan_header(ch).cq_bell.ring();
+        }
+        n
+    }
+
+    fn handle(&mut self, c: &mut ClientConn, ch: u32, slot: u32, req: &Request) -> Response {
+        match self.handle_inner(c, ch, slot, req) {
+            Ok(r) => r,
+            Err(e) => Response::err(e),
+        }
+    }
+
+    fn handle_inner(&mut self, c: &mut ClientConn, ch: u32, slot: u32, req: &Request) -> Result<Response, Errno> {
+        let owner = (c.id, ch);
+        for &p in &req.releases {
+            if p != 0 {
+                self.core.unpin(owner, p);
+            }
+        }
+        let op = Op::from_u32(req.op).ok_or(Errno::Malformed)?;
+        if req.flags & !flags::KNOWN != 0 {
+            return Err(Errno::Malformed);
+        }
+        let arg_bytes = c.layout.arg_bytes as usize;
+        let arg_ptr = c.arg(ch, slot);
+        let names_len = req.name_len as usize + req.name2_len as usize;
+        if names_len > arg_bytes {
+            return Err(Errno::Malformed);
+        }
+        // Copy names out before validating: the client may change them.
+        let mut names = vec![0u8; names_len];
+        unsafe { std::ptr::copy_nonoverlapping(arg_ptr, names.as_mut_ptr(), names_len) };
+        let name = std::str::from_utf8(&names[..req.name_len as usize]).map_err(|_| Errno::Name)?;
+        let name2 = std::str::from_utf8(&names[req.name_len as usize..]).map_err(|_| Errno::Name)?;
+        let bucket = BucketId(req.bucket);
+        // SAFETY: the arg area is ours to write while we hold the slot.
+        let arg_out = unsafe { std::slice::from_raw_parts_mut(arg_ptr, arg_bytes) };
+        let policy = match (req.flags & flags::POLICY_MASK) >> flags::POLICY_SHIFT {
+            0 => None,
+            1 => Some(Policy::MinimizeIoTime),
+            2 => Some(Policy::RoundRobin),
+            3 => Some(Policy::Random),
+            _ => return Err(Errno::Inval),
+        };
+        let mut r = Response::ok();
+        match op {
+            Op::Nop => {}
+            Op::ChannelOpen | Op::ChannelClose => {
+                if let Some(l) = c.chans[ch as usize].lease.take() {
+                    self.core.lease_release(l);
+                }
+                self.core.unpin_all(owner);
+            }
+            Op::BucketOpen => {
+                let (id, created) = self.core.meta.bucket_open(
+                    name,
+                    req.flags & flags::CREATE != 0,
+                    req.flags & flags::EXCL != 0,
+                    crate::core::now_ns(),
+                )?;
+                r.val0 = id.0;
+                r.val1 = created as u64;
+            }
+            Op::BucketInfo => {
+                let b = self.core.meta.bucket(bucket)?;
+                r.val0 = b.size_bytes;
+                r.val1 = b.blobs.len() as u64;
+            }
+            Op::BucketList => {
+                let names = self.core.meta.bucket_names();
+                let skip = req.aux as usize;
+                let (count, used) = wire::pack_strings(names.iter().skip(skip).map(|s| s.as_bytes()), arg_out);
+                if count == 0 && skip < names.len() {
+                    return Err(Errno::Range);
+                }
+                r.val0 = if skip + count < names.len() { (skip + count) as u64 } else { 0 };
+                r.val1 = count as u64;
+                r.arg_len = used as u32;
+            }
+            Op::BucketRename => self.core.meta.bucket_rename(bucket, name)?,
+            Op::BucketDestroy => self.core.bucket_destroy(bucket)?,
+            Op::BucketTag => self.core.meta.bucket_tag(bucket, name, name2)?,
+            Op::BucketTags => {
+                let b = self.core.meta.bucket(bucket)?;
+                let mut flat: Vec<&[u8]> = Vec::new();
+                for (k, v) in &b.tags {
+                    flat.push(k.as_bytes());
+                    flat.push(v.as_bytes());
+                }
+                let (count, used) = wire::pack_strings(flat.into_iter(), arg_out);
+                r.val1 = (count / 2) as u64;
+                r.arg_len = used as u32;
+            }
+            Op::Lease => {
+                let chan = &mut c.chans[ch as usize];
+                if let Some(l) = chan.lease.take() {
+                    self.core.lease_release(l);
+                }
+                let want = req.len.min(self.core.tiers.arena.len());
+                match self.core.lease_grant(want) {
+                    Some(g) => {
+                        c.chans[ch as usize].lease = Some(Lease { cursor: g.off, end: g.off + g.len });
+                        r.val0 = g.off;
+                        r.val1 = g.len;
+                    }
+                    None => {
+                        r.val0 = 0;
+                        r.val1 = 0;
+                    }
+                }
+            }
+            Op::LeaseReturn => {
+                if let Some(l) = c.chans[ch as usize].lease.take() {
+                    self.core.lease_release(l);
+                }
+            }
+            Op::Put => {
+                let src_arg = req.flags & flags::SRC_ARG != 0;
+                let (src, taken) = if src_arg {
+                    let end = names_len.checked_add(req.len as usize).ok_or(Errno::Malformed)?;
+                    if end > arg_bytes {
+                        return Err(Errno::Malformed);
+                    }
+                    let data = unsafe { std::slice::from_raw_parts(arg_ptr.add(names_len), req.len as usize) };
+                    (Src::Bytes(data), None)
+                } else {
+                    let chan = &mut c.chans[ch as usize];
+                    let lease = chan.lease.as_mut().ok_or(Errno::Malformed)?;
+                    let taken = self.core.lease_take(lease, req.data_off, req.len)?;
+                    let data = self.core.tiers.arena.slice(req.data_off, req.len).ok_or(Errno::Malformed)?;
+                    // The slice borrows the arena mapping, which outlives this call.
+                    let data: &'static [u8] = unsafe { std::mem::transmute::<&[u8], &'static [u8]>(data) };
+                    (Src::Lease { off: req.data_off, data }, Some(taken))
+                };
+                if req.flags & (flags::PARTIAL | flags::APPEND) != 0 {
+                    let off = if req.flags & flags::APPEND != 0 { None } else { Some(req.offset) };
+                    r.val0 = self.core.put_at(bucket, name, off, src, taken, policy)?;
+                } else {
+                    r.val0 = self.core.put(bucket, name, src, taken, policy, req.flags & flags::EXCL != 0)?;
+                }
+            }
+            Op::Get => {
+                let max = arg_bytes / std::mem::size_of::<WireExtent>();
+                let mut out = std::mem::take(&mut self.extents_buf);
+                out.clear();
+                let res = self.core.get(owner, bucket, name, req.offset, req.len, &mut out, max);
+                if let Ok((size, covered, pin)) = res {
+                    let bytes = out.len() * std::mem::size_of::<WireExtent>();
+                    unsafe { std::ptr::copy_nonoverlapping(out.as_ptr() as *const u8, arg_ptr, bytes) };
+                    r.val0 = size;
+                    r.val1 = covered;
+                    r.val2 = pin;
+                    r.arg_len = bytes as u32;
+                }
+                self.extents_buf = out;
+                res?;
+            }
+            Op::Delete => self.core.delete(bucket, name)?,
+            Op::Rename => self.core.rename(bucket, name, name2, req.flags & flags::REPLACE != 0)?,
+            Op::Stat => {
+                let st = self.core.stat(bucket, name)?;
+                let bytes = std::mem::size_of::<wire::WireBlobStat>();
+                unsafe { std::ptr::copy_nonoverlapping(&st as *const _ as *const u8, arg_ptr, bytes) };
+                r.arg_len = bytes as u32;
+                r.val0 = st.size;
+            }
+            Op::BlobList => {
+                let after = if req.aux == 0 || name.is_empty() { None } else { Some(name) };
+                let _ = self.core.meta.bucket(bucket)?;
+                let mut it = self.core.meta.blob_names_after(bucket, after)?.peekable();
+                let mut used = 0usize;
+                let mut count = 0u64;
+                while let Some(n) = it.peek() {
+                    let need = 4 + n.len();
+                    if used + need > arg_out.len() {
+                        break;
+                    }
+                    arg_out[used..used + 4].copy_from_slice(&(n.len() as u32).to_le_bytes());
+                    arg_out[used + 4..used + need].copy_from_slice(n.as_bytes());
+                    used += need;
+                    count += 1;
+                    it.next();
+                }
+                if count == 0 && it.peek().is_some() {
+                    return Err(Errno::Range);
+                }
+                r.val0 = it.peek().is_some() as u64;
+                r.val1 = count;
+                r.arg_len = used as u32;
+            }
+            Op::Score => {
+                let s = f32::from_bits(req.aux as u32);
+                let score = if s.is_nan() { None } else { Some(s) };
+                self.core.set_score(bucket, name, score, req.flags & flags::STATIONARY != 0)?;
+            }
+            Op::Unpin => {}
+        }
+        Ok(r)
+    }
+
+    pub fn status(&self) -> StatusReply {
+        let t = &self.core.tiers;
+        let mut dirty = vec![0u64; t.tiers.len()];
+        for b in self.core.meta.blobs() {
+            if b.dirty {
+                for e in &b.extents {
+                    if !e.is_hole() {
+                        if let Some(d) = dirty.get_mut(e.tier as usize) {
+                            *d += e.len;
+                        }
+                    }
+                }
+            }
+        }
+        let tiers = t
+            .tiers
+            .iter()
+            .enumerate()
+            .map(|(i, tier)| TierStatus {
+                name: tier.name.clone(),
+                kind: if tier.is_ram() { "ram".into() } else { "dir".into() },
+                path: tier.path(),
+                capacity_bytes: tier.capacity_bytes,
+                used_bytes: tier.blob_bytes,
+                leased_bytes: if tier.is_ram() { t.arena.leased_bytes } else { 0 },
+                spilled_bytes: t.spilled_bytes(i),
+                blob_count: tier.blob_extents,
+                dirty_bytes: dirty[i],
+                volatile: tier.volatile,
+                bandwidth_mib_s: tier.bandwidth_mib_s,
+                latency_us: tier.latency_us,
+            })
+            .collect();
+        StatusReply {
+            version: PROTOCOL_VERSION,
+            pid: std::process::id(),
+            node_id: self.node_id,
+            uptime_s: self.core.start.elapsed().as_secs_f64(),
+            socket: self.socket.display().to_string(),
+            clients: self.clients.len() as u64,
+            buckets: self.core.meta.bucket_count() as u64,
+            blobs: self.core.meta.blob_count() as u64,
+            buckets_max: self.buckets_max,
+            blobs_max: self.blobs_max,
+            requests_total: self.requests_total,
+            malformed_total: self.malformed_total,
+            policy: self.core.policy.to_string(),
+            tiers,
+        }
+    }
+}
+
+/// What the control plane needs to answer a hello.
+pub struct HelloTemplate {
+    pub reply: HelloReply,
+    pub shm_prefix: String,
+    pub clients_max: u64,
+}
+
+/// Accepts connections forever (the process exits on shutdown).
+pub fn control_loop(listener: UnixListener, shared: Arc<Shared>, tx: mpsc::Sender<Msg>, hello: Arc<HelloTemplate>) {
+    for conn in listener.incoming() {
+        let stream = match conn {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("accept failed: {e}");
+                continue;
+            }
+        };
+        if shared.shutdown.load(Ordering::SeqCst) {
+            break;
+        }
+        let shared = shared.clone();
+        let tx = tx.clone();
+        let hello = hello.clone();
+        let spawned = std::thread::Builder::new()
+            .name("strata-conn".into())
+            .stack_size(256 << 10)
+            .spawn(move || serve_conn(stream, shared, tx, hello));
+        if let Err(e) = spawned {
+            tracing::error!("cannot spawn connection thread: {e}");
+        }
+    }
+}
+
+fn send(tx: &mpsc::Sender<Msg>, shared: &Shared, m: Msg) {
+    let _ = tx.send(m);
+    shared.msgs_pending.store(true, Ordering::SeqCst);
+    shared.bell().ring();
+}
+
+fn serve_conn(mut stream: UnixStream, shared: Arc<Shared>, tx: mpsc::Sender<Msg>, hello: Arc<HelloTemplate>) {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    let req: ControlRequest = match control::read_frame(&mut stream) {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = control::write_frame(&mut stream, &ControlReply::Error { code: Errno::Malformed.code(), message: format!("bad control frame: {e}") });
+            return;
+        }
+    };
+    match req {
+        ControlRequest::Ping => {
+            let _ = control::write_frame(&mut stream, &ControlReply::Ok);
+        }
+        ControlRequest::Stop => {
+            shared.shutdown.store(true, Ordering::SeqCst);
+            shared.bell().ring();
+            let _ = control::write_frame(&mut stream, &ControlReply::Ok);
+        }
+        ControlRequest::Status => {
+            let (rtx, rrx) = mpsc::channel();
+            send(&tx, &shared, Msg::Status { reply: rtx });
+            let reply = match rrx.recv_timeout(Duration::from_secs(10)) {
+                Ok(s) => ControlReply::Status(s),
+                Err(_) => ControlReply::Error { code: Errno::Timeout.code(), message: "daemon busy: no status within 10 s".into() },
+            };
+            let _ = control::write_frame(&mut stream, &reply);
+        }
+        ControlRequest::Hello { version, pid, uid } => {
+            if version != PROTOCOL_VERSION {
+                let _ = control::write_frame(&mut stream, &ControlReply::Error { code: Errno::Version.code(), message: format!("client speaks protocol {version}, daemon {PROTOCOL_VERSION}: use matching strata builds") });
+                return;
+            }
+            if uid != rustix::process::getuid().as_raw() {
+                let _ = control::write_frame(&mut stream, &ControlReply::Error { code: Errno::Inval.code(), message: "daemon serves one user only".into() });
+                return;
+            }
+            if shared.clients_live.fetch_add(1, Ordering::SeqCst) >= hello.clients_max {
+                shared.clients_live.fetch_sub(1, Ordering::SeqCst);
+                let _ = control::write_frame(&mut stream, &ControlReply::Error { code: Errno::Limit.code(), message: format!("too many clients (daemon.clients_max = {})", hello.clients_max) });
+                return;
+            }
+            let id = shared.next_client.fetch_add(1, Ordering::SeqCst);
+            let t = &hello.reply;
+            let layout = ClientLayout::new(t.channels, t.depth, t.arg_bytes);
+            let name = format!("{}-c{}-{}", hello.shm_prefix, id, pid);
+            let seg = match create_client_segment(&name, layout, id) {
+                Ok(s) => s,
+                Err(e) => {
+                    shared.clients_live.fetch_sub(1, Ordering::SeqCst);
+                    let _ = control::write_frame(&mut stream, &ControlReply::Error { code: Errno::Io.code(), message: format!("cannot create client segment: {e}") });
+                    return;
+                }
+            };
+            send(&tx, &shared, Msg::NewClient { id, pid, seg, layout });
+            let mut reply = hello.reply.clone();
+            reply.client_id = id;
+            reply.client_segment = name;
+            if control::write_frame(&mut stream, &ControlReply::Hello(reply)).is_err() {
+                send(&tx, &shared, Msg::Disconnect { id });
+                return;
+            }
+            // The connection is the client's lifeline: EOF = client gone.
+            let _ = stream.set_read_timeout(None);
+            let mut buf = [0u8; 64];
+            loop {
+                match stream.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(_) => continue,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(_) => break,
+                }
+            }
+            send(&tx, &shared, Msg::Disconnect { id });
+        }
+    }
+}
+
+/// Describes tiers for the hello answer.
+pub fn tier_infos(core: &Core) -> Vec<TierInfo> {
+    core.tiers
+        .tiers
+        .iter()
+        .map(|t| TierInfo {
+            index: t.index as u32,
+            name: t.name.clone(),
+            kind: if t.is_ram() { "ram".into() } else { "dir".into() },
+            path: t.path(),
+            block_bytes: t.block_bytes,
+            capacity_bytes: t.capacity_bytes,
+            volatile: t.volatile,
+        })
+        .collect()
+}

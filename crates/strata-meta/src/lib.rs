@@ -1,0 +1,523 @@
+//! strata-meta: the metadata tables — buckets (named, tagged collections)
+//! and blobs (named byte strings mapped to extents on tiers).
+//!
+//! **Architecture Invariant:** every table has a named limit (`Limits`);
+//! reaching one returns `Errno::Limit`, never a panic. Ids carry the node id
+//! in their top 16 bits, and every lookup by name goes through
+//! [`owner_of`], so a later step can shard metadata across nodes by hash.
+//! A blob's extents cover `[0, size)` exactly, in logical order, without
+//! overlap (holes are explicit extents on `TIER_HOLE`).
+//!
+//! **API Boundary:** no I/O and no knowledge of tiers beyond their index;
+//! freeing the space of removed extents is the caller's job (removal
+//! functions return the removed blobs).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use strata_proto::wire::TIER_HOLE;
+use strata_proto::{Errno, Result};
+
+pub type NodeId = u32;
+
+pub const NODE_SHIFT: u32 = 48;
+pub const LOCAL_MASK: u64 = (1u64 << NODE_SHIFT) - 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BucketId(pub u64);
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BlobId(pub u64);
+
+impl BucketId {
+    pub fn node(self) -> NodeId {
+        (self.0 >> NODE_SHIFT) as NodeId
+    }
+}
+impl BlobId {
+    pub fn node(self) -> NodeId {
+        (self.0 >> NODE_SHIFT) as NodeId
+    }
+    fn local(self) -> usize {
+        (self.0 & LOCAL_MASK) as usize
+    }
+}
+
+/// FNV-1a: stable across processes and builds (unlike std's SipHash keys).
+pub fn name_hash(name: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name {
+        h ^= *b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// The one owner function: which node owns the metadata of bucket `name`
+/// among `node_count` nodes. Every lookup by name goes through it.
+pub fn owner_of(name: &[u8], node_count: u32) -> NodeId {
+    debug_assert!(node_count >= 1);
+    (name_hash(name) % node_count.max(1) as u64) as NodeId
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub buckets_max: usize,
+    pub blobs_max: usize,
+    pub bucket_name_max: usize,
+    pub blob_name_max: usize,
+    pub extents_per_blob_max: usize,
+    pub tags_per_bucket_max: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            buckets_max: 65536,
+            blobs_max: 4 << 20,
+            bucket_name_max: 4096,
+            blob_name_max: 1024,
+            extents_per_blob_max: 256,
+            tags_per_bucket_max: 64,
+        }
+    }
+}
+
+/// Bytes of a blob on one tier (or a hole).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extent {
+    pub logical_off: u64,
+    pub len: u64,
+    pub tier: u32,
+    /// Start of the allocation on the tier; the allocation is `len` rounded
+    /// up to the tier's block size.
+    pub phys_off: u64,
+}
+
+impl Extent {
+    pub fn hole(logical_off: u64, len: u64) -> Extent {
+        Extent { logical_off, len, tier: TIER_HOLE, phys_off: 0 }
+    }
+    pub fn is_hole(&self) -> bool {
+        self.tier == TIER_HOLE
+    }
+    pub fn end(&self) -> u64 {
+        self.logical_off + self.len
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Blob {
+    pub id: BlobId,
+    pub bucket: BucketId,
+    pub name: Box<str>,
+    pub size: u64,
+    pub extents: Vec<Extent>,
+    pub user_score: Option<f32>,
+    pub stationary: bool,
+    pub access_count: u64,
+    pub atime_ns: u64,
+    pub mtime_ns: u64,
+    pub ctime_ns: u64,
+    /// Modified since last persisted (the flusher clears it).
+    pub dirty: bool,
+}
+
+impl Blob {
+    /// Checks the extent invariant; returns a description of the first violation.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        let mut at = 0u64;
+        for e in &self.extents {
+            if e.logical_off != at {
+                return Err(format!("blob {}: extent at {} expected {}", self.name, e.logical_off, at));
+            }
+            if e.len == 0 {
+                return Err(format!("blob {}: empty extent at {}", self.name, at));
+            }
+            at = e.end();
+        }
+        if at != self.size {
+            return Err(format!("blob {}: extents cover {} of {} bytes", self.name, at, self.size));
+        }
+        Ok(())
+    }
+    pub fn tier_mask(&self) -> u32 {
+        self.extents.iter().filter(|e| !e.is_hole()).fold(0u32, |m, e| m | (1u32 << e.tier.min(31)))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bucket {
+    pub id: BucketId,
+    pub name: Box<str>,
+    pub tags: BTreeMap<String, String>,
+    pub blobs: HashMap<Box<str>, BlobId>,
+    /// Names in order, for paged listing.
+    pub order: BTreeSet<Box<str>>,
+    pub size_bytes: u64,
+    pub ctime_ns: u64,
+}
+
+/// All buckets and blobs of this node.
+pub struct MetaStore {
+    node_id: NodeId,
+    node_count: u32,
+    limits: Limits,
+    next_bucket: u64,
+    buckets: HashMap<BucketId, Bucket>,
+    bucket_by_name: HashMap<Box<str>, BucketId>,
+    blobs: Vec<Option<Blob>>,
+    free_blob_slots: Vec<usize>,
+    blob_count: usize,
+}
+
+impl MetaStore {
+    pub fn new(node_id: NodeId, limits: Limits) -> MetaStore {
+        assert!(node_id <= 0xFFFF, "node id must fit 16 bits");
+        MetaStore {
+            node_id,
+            node_count: 1,
+            limits,
+            next_bucket: 1,
+            buckets: HashMap::new(),
+            bucket_by_name: HashMap::new(),
+            blobs: Vec::new(),
+            free_blob_slots: Vec::new(),
+            blob_count: 0,
+        }
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+    pub fn bucket_count(&self) -> usize {
+        self.buckets.len()
+    }
+    pub fn blob_count(&self) -> usize {
+        self.blob_count
+    }
+
+    fn check_local(&self, name: &[u8]) -> Result<()> {
+        if owner_of(name, self.node_count) != self.node_id % self.node_count.max(1) {
+            // Remote ownership arrives with the distributed issue.
+            return Err(Errno::Internal);
+        }
+        Ok(())
+    }
+
+    fn bucket_name_ok(&self, name: &str) -> Result<()> {
+        if name.is_empty() || name.len() > self.limits.bucket_name_max || name.contains('\0') {
+            return Err(Errno::Name);
+        }
+        Ok(())
+    }
+    pub fn blob_name_ok(&self, name: &str) -> Result<()> {
+        if name.is_empty() || name.len() > self.limits.blob_name_max || name.contains('\0') {
+            return Err(Errno::Name);
+        }
+        Ok(())
+    }
+
+    /// Opens bucket `name`; creates it when `create`; fails with `Exists`
+    /// when `exclusive` and it exists. Returns (id, created).
+    pub fn bucket_open(&mut self, name: &str, create: bool, exclusive: bool, now_ns: u64) -> Result<(BucketId, bool)> {
+        self.bucket_name_ok(name)?;
+        self.check_local(name.as_bytes())?;
+        if let Some(id) = self.bucket_by_name.get(name) {
+            if exclusive {
+                return Err(Errno::Exists);
+            }
+            return Ok((*id, false));
+        }
+        if !create {
+            return Err(Errno::NoBucket);
+        }
+        if self.buckets.len() >= self.limits.buckets_max {
+            return Err(Errno::Limit);
+        }
+        let id = BucketId(((self.node_id as u64) << NODE_SHIFT) | self.next_bucket);
+        self.next_bucket += 1;
+        let b = Bucket {
+            id,
+            name: name.into(),
+            tags: BTreeMap::new(),
+            blobs: HashMap::new(),
+            order: BTreeSet::new(),
+            size_bytes: 0,
+            ctime_ns: now_ns,
+        };
+        self.buckets.insert(id, b);
+        self.bucket_by_name.insert(name.into(), id);
+        Ok((id, true))
+    }
+
+    pub fn bucket(&self, id: BucketId) -> Result<&Bucket> {
+        self.buckets.get(&id).ok_or(Errno::NoBucket)
+    }
+
+    pub fn bucket_by_name(&self, name: &str) -> Option<BucketId> {
+        self.bucket_by_name.get(name).copied()
+    }
+
+    /// Bucket names after `cursor` (exclusive), sorted, at most `max`.
+    pub fn bucket_names(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = self.buckets.values().map(|b| &*b.name).collect();
+        v.sort_unstable();
+        v
+    }
+
+    pub fn bucket_rename(&mut self, id: BucketId, new_name: &str) -> Result<()> {
+        self.bucket_name_ok(new_name)?;
+        self.check_local(new_name.as_bytes())?;
+        if self.bucket_by_name.contains_key(new_name) {
+            return Err(Errno::Exists);
+        }
+        let b = self.buckets.get_mut(&id).ok_or(Errno::NoBucket)?;
+        let old = std::mem::replace(&mut b.name, new_name.into());
+        self.bucket_by_name.remove(&old);
+        self.bucket_by_name.insert(new_name.into(), id);
+        Ok(())
+    }
+
+    /// Removes the bucket and returns its blobs (the caller frees their space).
+    pub fn bucket_destroy(&mut self, id: BucketId) -> Result<Vec<Blob>> {
+        let b = self.buckets.remove(&id).ok_or(Errno::NoBucket)?;
+        self.bucket_by_name.remove(&b.name);
+        let mut out = Vec::with_capacity(b.blobs.len());
+        for (_, bid) in b.blobs {
+            if let Some(blob) = self.blobs.get_mut(bid.local()).and_then(|s| s.take()) {
+                self.free_blob_slots.push(bid.local());
+                self.blob_count -= 1;
+                out.push(blob);
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn bucket_tag(&mut self, id: BucketId, key: &str, value: &str) -> Result<()> {
+        if key.is_empty() || key.len() > 256 || value.len() > 4096 {
+            return Err(Errno::Name);
+        }
+        let limit = self.limits.tags_per_bucket_max;
+        let b = self.buckets.get_mut(&id).ok_or(Errno::NoBucket)?;
+        if value.is_empty() {
+            b.tags.remove(key);
+            return Ok(());
+        }
+        if !b.tags.contains_key(key) && b.tags.len() >= limit {
+            return Err(Errno::Limit);
+        }
+        b.tags.insert(key.to_string(), value.to_string());
+        Ok(())
+    }
+
+    pub fn blob_lookup(&self, bucket: BucketId, name: &str) -> Result<BlobId> {
+        let b = self.buckets.get(&bucket).ok_or(Errno::NoBucket)?;
+        b.blobs.get(name).copied().ok_or(Errno::NoBlob)
+    }
+
+    pub fn blob(&self, id: BlobId) -> Option<&Blob> {
+        self.blobs.get(id.local()).and_then(|s| s.as_ref())
+    }
+
+    /// Mutable access; the caller must keep `bucket.size_bytes` in step via
+    /// [`MetaStore::blob_resized`] when it changes `size`.
+    pub fn blob_mut(&mut self, id: BlobId) -> Option<&mut Blob> {
+        self.blobs.get_mut(id.local()).and_then(|s| s.as_mut())
+    }
+
+    pub fn blob_resized(&mut self, bucket: BucketId, old_size: u64, new_size: u64) {
+        if let Some(b) = self.buckets.get_mut(&bucket) {
+            b.size_bytes = b.size_bytes - old_size.min(b.size_bytes) + new_size;
+        }
+    }
+
+    /// Creates an empty blob. Fails with `Exists` if the name is taken.
+    pub fn blob_create(&mut self, bucket: BucketId, name: &str, now_ns: u64) -> Result<BlobId> {
+        self.blob_name_ok(name)?;
+        if self.blob_count >= self.limits.blobs_max {
+            return Err(Errno::Limit);
+        }
+        let node = self.node_id as u64;
+        let b = self.buckets.get_mut(&bucket).ok_or(Errno::NoBucket)?;
+        if b.blobs.contains_key(name) {
+            return Err(Errno::Exists);
+        }
+        let slot = match self.free_blob_slots.pop() {
+            Some(s) => s,
+            None => {
+                self.blobs.push(None);
+                self.blobs.len() - 1
+            }
+        };
+        let id = BlobId((node << NODE_SHIFT) | slot as u64);
+        b.blobs.insert(name.into(), id);
+        b.order.insert(name.into());
+        self.blobs[slot] = Some(Blob {
+            id,
+            bucket,
+            name: name.into(),
+            size: 0,
+            extents: Vec::new(),
+            user_score: None,
+            stationary: false,
+            access_count: 0,
+            atime_ns: now_ns,
+            mtime_ns: now_ns,
+            ctime_ns: now_ns,
+            dirty: false,
+        });
+        self.blob_count += 1;
+        Ok(id)
+    }
+
+    /// Removes a blob and returns it (the caller frees its extents).
+    pub fn blob_remove(&mut self, id: BlobId) -> Option<Blob> {
+        let blob = self.blobs.get_mut(id.local()).and_then(|s| s.take())?;
+        self.free_blob_slots.push(id.local());
+        self.blob_count -= 1;
+        if let Some(b) = self.buckets.get_mut(&blob.bucket) {
+            b.blobs.remove(&blob.name);
+            b.order.remove(&blob.name);
+            b.size_bytes -= blob.size.min(b.size_bytes);
+        }
+        Some(blob)
+    }
+
+    /// Renames a blob within its bucket. With `replace`, an existing blob of
+    /// the new name is removed and returned.
+    pub fn blob_rename(&mut self, id: BlobId, new_name: &str, replace: bool) -> Result<Option<Blob>> {
+        self.blob_name_ok(new_name)?;
+        let (bucket, old_name) = {
+            let blob = self.blob(id).ok_or(Errno::NoBlob)?;
+            (blob.bucket, blob.name.clone())
+        };
+        if &*old_name == new_name {
+            return Ok(None);
+        }
+        let existing = self.buckets.get(&bucket).ok_or(Errno::NoBucket)?.blobs.get(new_name).copied();
+        let mut replaced = None;
+        if let Some(other) = existing {
+            if !replace {
+                return Err(Errno::Exists);
+            }
+            replaced = self.blob_remove(other);
+        }
+        let b = self.buckets.get_mut(&bucket).ok_or(Errno::NoBucket)?;
+        b.blobs.remove(&old_name);
+        b.order.remove(&old_name);
+        b.blobs.insert(new_name.into(), id);
+        b.order.insert(new_name.into());
+        if let Some(blob) = self.blob_mut(id) {
+            blob.name = new_name.into();
+        }
+        Ok(replaced)
+    }
+
+    /// Blob names of a bucket strictly after `after` (None = from the start).
+    pub fn blob_names_after<'a>(&'a self, bucket: BucketId, after: Option<&str>) -> Result<impl Iterator<Item = &'a str> + 'a> {
+        let b = self.buckets.get(&bucket).ok_or(Errno::NoBucket)?;
+        use std::ops::Bound;
+        let lower: Bound<&str> = match after {
+            Some(a) => Bound::Excluded(a),
+            None => Bound::Unbounded,
+        };
+        Ok(b.order.range::<str, _>((lower, Bound::Unbounded)).map(|s| &**s))
+    }
+
+    /// Iterates over all blobs (for status and consistency checks).
+    pub fn blobs(&self) -> impl Iterator<Item = &Blob> {
+        self.blobs.iter().filter_map(|s| s.as_ref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> MetaStore {
+        MetaStore::new(3, Limits { buckets_max: 4, blobs_max: 8, tags_per_bucket_max: 2, ..Limits::default() })
+    }
+
+    #[test]
+    fn ids_carry_node() {
+        let mut m = store();
+        let (b, created) = m.bucket_open("a", true, false, 0).unwrap();
+        assert!(created);
+        assert_eq!(b.node(), 3);
+        let blob = m.blob_create(b, "x", 0).unwrap();
+        assert_eq!(blob.node(), 3);
+    }
+
+    #[test]
+    fn bucket_lifecycle_and_limits() {
+        let mut m = store();
+        assert_eq!(m.bucket_open("nope", false, false, 0), Err(Errno::NoBucket));
+        let (a, _) = m.bucket_open("a", true, false, 0).unwrap();
+        assert_eq!(m.bucket_open("a", true, false, 0).unwrap(), (a, false));
+        assert_eq!(m.bucket_open("a", true, true, 0), Err(Errno::Exists));
+        for n in ["b", "c", "d"] {
+            m.bucket_open(n, true, false, 0).unwrap();
+        }
+        assert_eq!(m.bucket_open("e", true, false, 0), Err(Errno::Limit));
+        assert_eq!(m.bucket_open("", true, false, 0), Err(Errno::Name));
+        assert_eq!(m.bucket_rename(a, "b"), Err(Errno::Exists));
+        m.bucket_rename(a, "z").unwrap();
+        assert_eq!(m.bucket_by_name("z"), Some(a));
+        assert_eq!(m.bucket_by_name("a"), None);
+        m.blob_create(a, "x", 0).unwrap();
+        let removed = m.bucket_destroy(a).unwrap();
+        assert_eq!(removed.len(), 1);
+        assert_eq!(m.blob_count(), 0);
+        assert_eq!(m.bucket_destroy(a), Err(Errno::NoBucket));
+    }
+
+    #[test]
+    fn tags_limit() {
+        let mut m = store();
+        let (a, _) = m.bucket_open("a", true, false, 0).unwrap();
+        m.bucket_tag(a, "k1", "v").unwrap();
+        m.bucket_tag(a, "k2", "v").unwrap();
+        assert_eq!(m.bucket_tag(a, "k3", "v"), Err(Errno::Limit));
+        m.bucket_tag(a, "k1", "").unwrap();
+        m.bucket_tag(a, "k3", "v").unwrap();
+    }
+
+    #[test]
+    fn blobs_rename_list_limit() {
+        let mut m = store();
+        let (a, _) = m.bucket_open("a", true, false, 0).unwrap();
+        let x = m.blob_create(a, "x", 0).unwrap();
+        let y = m.blob_create(a, "y", 0).unwrap();
+        assert_eq!(m.blob_create(a, "x", 0), Err(Errno::Exists));
+        assert_eq!(m.blob_rename(x, "y", false), Err(Errno::Exists));
+        let replaced = m.blob_rename(x, "y", true).unwrap().unwrap();
+        assert_eq!(replaced.id, y);
+        assert_eq!(m.blob_lookup(a, "y"), Ok(x));
+        assert_eq!(m.blob_lookup(a, "x"), Err(Errno::NoBlob));
+        for i in 0..7 {
+            m.blob_create(a, &format!("n{i}"), 0).unwrap();
+        }
+        assert_eq!(m.blob_create(a, "full", 0), Err(Errno::Limit));
+        let after: Vec<&str> = m.blob_names_after(a, Some("n3")).unwrap().collect();
+        assert_eq!(after, vec!["n4", "n5", "n6", "y"]);
+    }
+
+    #[test]
+    fn owner_is_stable() {
+        assert_eq!(owner_of(b"/data/file", 1), 0);
+        assert_eq!(name_hash(b"abc"), name_hash(b"abc"));
+        let n = owner_of(b"/data/file", 7);
+        assert!(n < 7);
+    }
+
+    #[test]
+    fn blob_check_detects_gaps() {
+        let mut m = store();
+        let (a, _) = m.bucket_open("a", true, false, 0).unwrap();
+        let x = m.blob_create(a, "x", 0).unwrap();
+        let blob = m.blob_mut(x).unwrap();
+        blob.size = 10;
+        blob.extents.push(Extent { logical_off: 0, len: 4, tier: 0, phys_off: 0 });
+        assert!(blob.check().is_err());
+        blob.extents.push(Extent::hole(4, 6));
+        assert!(blob.check().is_ok());
+    }
+}

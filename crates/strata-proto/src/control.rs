@@ -1,0 +1,144 @@
+//! The control plane: length-prefixed JSON messages over the daemon's Unix
+//! socket. A data client sends `Hello` once and keeps the connection open
+//! for its lifetime (the daemon reclaims its leases when it closes); tools
+//! send one control request per connection.
+//!
+//! Frames are a little-endian u32 length followed by that many bytes of
+//! JSON; frames larger than `FRAME_BYTES_MAX` are refused.
+
+use serde::{Deserialize, Serialize};
+use std::io::{self, Read, Write};
+
+pub const FRAME_BYTES_MAX: usize = 16 << 20;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ControlRequest {
+    Hello { version: u32, pid: u32, uid: u32 },
+    Status,
+    Stop,
+    Ping,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TierInfo {
+    pub index: u32,
+    pub name: String,
+    pub kind: String,
+    /// Data file of a dir tier; empty for the RAM tier.
+    pub path: String,
+    pub block_bytes: u64,
+    pub capacity_bytes: u64,
+    pub volatile: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct HelloReply {
+    pub version: u32,
+    pub client_id: u64,
+    pub node_id: u32,
+    pub ctl_segment: String,
+    pub client_segment: String,
+    pub arena_segment: String,
+    pub arena_bytes: u64,
+    pub arena_block_bytes: u64,
+    pub lease_bytes: u64,
+    pub channels: u32,
+    pub depth: u32,
+    pub arg_bytes: u32,
+    pub spin_us: u64,
+    /// Index of the RAM tier in `tiers`, if there is one.
+    pub ram_tier: Option<u32>,
+    pub tiers: Vec<TierInfo>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TierStatus {
+    pub name: String,
+    pub kind: String,
+    pub path: String,
+    pub capacity_bytes: u64,
+    pub used_bytes: u64,
+    pub leased_bytes: u64,
+    pub spilled_bytes: u64,
+    pub blob_count: u64,
+    pub dirty_bytes: u64,
+    pub volatile: bool,
+    pub bandwidth_mib_s: f64,
+    pub latency_us: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StatusReply {
+    pub version: u32,
+    pub pid: u32,
+    pub node_id: u32,
+    pub uptime_s: f64,
+    pub socket: String,
+    pub clients: u64,
+    pub buckets: u64,
+    pub blobs: u64,
+    pub buckets_max: u64,
+    pub blobs_max: u64,
+    pub requests_total: u64,
+    pub malformed_total: u64,
+    pub policy: String,
+    pub tiers: Vec<TierStatus>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ControlReply {
+    Hello(HelloReply),
+    Status(StatusReply),
+    Ok,
+    Error { code: i32, message: String },
+}
+
+pub fn write_frame<W: Write, T: Serialize>(w: &mut W, msg: &T) -> io::Result<()> {
+    let body = serde_json::to_vec(msg).map_err(io::Error::other)?;
+    if body.len() > FRAME_BYTES_MAX {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "frame too large"));
+    }
+    let mut buf = Vec::with_capacity(4 + body.len());
+    buf.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    buf.extend_from_slice(&body);
+    w.write_all(&buf)
+}
+
+pub fn read_frame<R: Read, T: for<'de> Deserialize<'de>>(r: &mut R) -> io::Result<T> {
+    let mut len = [0u8; 4];
+    r.read_exact(&mut len)?;
+    let len = u32::from_le_bytes(len) as usize;
+    if len > FRAME_BYTES_MAX {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "frame too large"));
+    }
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body)?;
+    serde_json::from_slice(&body).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn frame_roundtrip() {
+        let mut buf = Vec::new();
+        write_frame(&mut buf, &ControlRequest::Hello { version: 1, pid: 2, uid: 3 }).unwrap();
+        let back: ControlRequest = read_frame(&mut buf.as_slice()).unwrap();
+        assert_eq!(back, ControlRequest::Hello { version: 1, pid: 2, uid: 3 });
+    }
+    #[test]
+    fn oversized_frame_refused() {
+        let mut buf = Vec::new();
+        buf.extend_from_slice(&(u32::MAX).to_le_bytes());
+        assert!(read_frame::<_, ControlRequest>(&mut buf.as_slice()).is_err());
+    }
+    #[test]
+    fn garbage_frame_is_an_error() {
+        let mut buf = Vec::new();
+        buf.extend_from_slice(&3u32.to_le_bytes());
+        buf.extend_from_slice(b"xyz");
+        assert!(read_frame::<_, ControlRequest>(&mut buf.as_slice()).is_err());
+    }
+}

@@ -1,0 +1,255 @@
+//! The data-plane wire format: fixed-size request and response records that
+//! live in request slots of a client's shared-memory segment.
+//!
+//! A slot is owned by the client until its index is pushed on the
+//! submission ring, by the daemon until the index comes back on the
+//! completion ring. Everything the daemon reads from a slot is validated
+//! (`Request::validate`) before use: a buggy or hostile client can write
+//! anything there.
+
+use crate::Errno;
+
+/// Bumped on any incompatible change of this module or of `layout`.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Operation codes (the `op` field of a `Request`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum Op {
+    /// No operation; answered with success (used by benchmarks and tests).
+    Nop = 1,
+    /// Claim a channel: resets the daemon's per-channel state.
+    ChannelOpen = 2,
+    /// Release a channel: returns its lease and pins.
+    ChannelClose = 3,
+    /// name = bucket name; flags CREATE/EXCL. -> val0 = bucket id, val1 = 1 if created.
+    BucketOpen = 10,
+    /// bucket -> val0 = bytes, val1 = blob count.
+    BucketInfo = 11,
+    /// aux = cursor -> arg area: packed names; val0 = next cursor (0 = end); val1 = count.
+    BucketList = 12,
+    /// bucket, name = new name.
+    BucketRename = 13,
+    /// bucket -> removes it and all its blobs.
+    BucketDestroy = 14,
+    /// bucket, name = key, name2 = value (empty value removes the tag).
+    BucketTag = 15,
+    /// bucket -> arg area: packed key, value pairs; val1 = count.
+    BucketTags = 16,
+    /// len = bytes wanted -> val0 = arena offset, val1 = bytes granted.
+    Lease = 20,
+    /// Give back the rest of the channel's lease.
+    LeaseReturn = 21,
+    /// bucket, name; data at (data_off, len) in the arena (inside the
+    /// channel's lease) or, with SRC_ARG, in the arg area after the names.
+    /// flags: REPLACE (default) | PARTIAL (write at `offset`) | APPEND | EXCL.
+    /// -> val0 = blob size after the put.
+    Put = 30,
+    /// bucket, name, offset, len -> arg area: `WireExtent`s; val0 = blob
+    /// size; val1 = bytes covered; val2 = pin id (0 = nothing pinned).
+    Get = 31,
+    /// bucket, name.
+    Delete = 32,
+    /// bucket, name -> name2; flags REPLACE.
+    Rename = 33,
+    /// bucket, name -> arg area: `WireBlobStat`.
+    Stat = 34,
+    /// bucket, aux = cursor -> arg area: packed names; val0 = next cursor.
+    BlobList = 35,
+    /// bucket, name, aux = f32 bits of the user score (NaN clears), flags STATIONARY.
+    Score = 36,
+    /// Release pins listed in `releases` only.
+    Unpin = 37,
+}
+
+impl Op {
+    pub fn from_u32(v: u32) -> Option<Op> {
+        use Op::*;
+        Some(match v {
+            1 => Nop,
+            2 => ChannelOpen,
+            3 => ChannelClose,
+            10 => BucketOpen,
+            11 => BucketInfo,
+            12 => BucketList,
+            13 => BucketRename,
+            14 => BucketDestroy,
+            15 => BucketTag,
+            16 => BucketTags,
+            20 => Lease,
+            21 => LeaseReturn,
+            30 => Put,
+            31 => Get,
+            32 => Delete,
+            33 => Rename,
+            34 => Stat,
+            35 => BlobList,
+            36 => Score,
+            37 => Unpin,
+            _ => return None,
+        })
+    }
+}
+
+pub mod flags {
+    pub const CREATE: u32 = 1 << 0;
+    pub const EXCL: u32 = 1 << 1;
+    pub const PARTIAL: u32 = 1 << 2;
+    pub const APPEND: u32 = 1 << 3;
+    pub const SRC_ARG: u32 = 1 << 4;
+    pub const REPLACE: u32 = 1 << 5;
+    pub const STATIONARY: u32 = 1 << 6;
+    /// Bits 16..20: placement policy override + 1 (0 = bucket/daemon default).
+    pub const POLICY_SHIFT: u32 = 16;
+    pub const POLICY_MASK: u32 = 0xF << POLICY_SHIFT;
+    pub const KNOWN: u32 =
+        CREATE | EXCL | PARTIAL | APPEND | SRC_ARG | REPLACE | STATIONARY | POLICY_MASK;
+}
+
+/// Number of pin ids a request can release on the side (piggy-backed).
+pub const RELEASES_MAX: usize = 4;
+
+/// A request record. `#[repr(C)]`, plain data: copied out of shared memory
+/// by the daemon with a volatile read before it is validated.
+#[derive(Debug, Clone, Copy, Default)]
+#[repr(C, align(64))]
+pub struct Request {
+    pub op: u32,
+    pub flags: u32,
+    pub bucket: u64,
+    pub offset: u64,
+    pub len: u64,
+    pub data_off: u64,
+    pub aux: u64,
+    pub name_len: u32,
+    pub name2_len: u32,
+    /// Client-chosen tag echoed in the response (sanity check).
+    pub tag: u64,
+    pub releases: [u64; RELEASES_MAX],
+}
+
+/// A response record.
+#[derive(Debug, Clone, Copy, Default)]
+#[repr(C, align(64))]
+pub struct Response {
+    /// 0 on success, else an `Errno` code.
+    pub status: i32,
+    pub arg_len: u32,
+    pub val0: u64,
+    pub val1: u64,
+    pub val2: u64,
+    pub tag: u64,
+}
+
+impl Response {
+    pub fn ok() -> Response {
+        Response::default()
+    }
+    pub fn err(e: Errno) -> Response {
+        Response { status: e.code(), ..Response::default() }
+    }
+    pub fn result(&self) -> Result<(), Errno> {
+        if self.status == 0 {
+            Ok(())
+        } else {
+            Err(Errno::from_code(self.status).unwrap_or(Errno::Internal))
+        }
+    }
+}
+
+/// Tier index used for holes (bytes never written: read as zeros).
+pub const TIER_HOLE: u32 = u32::MAX;
+
+/// One extent of a blob as sent to a client by `Get`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct WireExtent {
+    pub tier: u32,
+    pub _pad: u32,
+    /// Offset of these bytes within the blob.
+    pub logical_off: u64,
+    /// Offset within the tier (arena offset or tier-file offset).
+    pub phys_off: u64,
+    pub len: u64,
+}
+
+/// Blob metadata as sent by `Stat`.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[repr(C)]
+pub struct WireBlobStat {
+    pub size: u64,
+    pub access_count: u64,
+    pub atime_ns: u64,
+    pub mtime_ns: u64,
+    pub ctime_ns: u64,
+    pub score: f32,
+    pub user_score: f32,
+    pub extent_count: u32,
+    /// Bit i set: some bytes live on tier i.
+    pub tier_mask: u32,
+    pub dirty: u32,
+    pub stationary: u32,
+}
+
+/// Writes `items` as `u32 len` + bytes records into `out`, as many as fit.
+/// Returns how many were written and the bytes used.
+pub fn pack_strings<'a>(items: impl Iterator<Item = &'a [u8]>, out: &mut [u8]) -> (usize, usize) {
+    let mut used = 0usize;
+    let mut count = 0usize;
+    for it in items {
+        let need = 4 + it.len();
+        if used + need > out.len() {
+            break;
+        }
+        out[used..used + 4].copy_from_slice(&(it.len() as u32).to_le_bytes());
+        out[used + 4..used + need].copy_from_slice(it);
+        used += need;
+        count += 1;
+    }
+    (count, used)
+}
+
+/// Inverse of `pack_strings`; stops at the first malformed record.
+pub fn unpack_strings(buf: &[u8]) -> Vec<&[u8]> {
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    while at + 4 <= buf.len() {
+        let n = u32::from_le_bytes(buf[at..at + 4].try_into().unwrap()) as usize;
+        if at + 4 + n > buf.len() {
+            break;
+        }
+        out.push(&buf[at + 4..at + 4 + n]);
+        at += 4 + n;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn record_sizes_are_stable() {
+        assert_eq!(std::mem::size_of::<Request>(), 128);
+        assert_eq!(std::mem::size_of::<Response>(), 64);
+        assert_eq!(std::mem::size_of::<WireExtent>(), 32);
+    }
+    #[test]
+    fn op_roundtrip() {
+        for v in 0..64 {
+            if let Some(op) = Op::from_u32(v) {
+                assert_eq!(op as u32, v);
+            }
+        }
+    }
+    #[test]
+    fn pack_unpack() {
+        let names: Vec<&[u8]> = vec![b"a", b"", b"hello"];
+        let mut buf = [0u8; 64];
+        let (n, used) = pack_strings(names.iter().copied(), &mut buf);
+        assert_eq!(n, 3);
+        assert_eq!(unpack_strings(&buf[..used]), names);
+        let mut small = [0u8; 9];
+        let (n, _) = pack_strings(names.iter().copied(), &mut small);
+        assert_eq!(n, 2);
+    }
+}
