@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The whole test suite, installing what it needs (README "Quick start").
+# Usage: scripts/test.sh            (from anywhere inside the repository)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\n==> %s\n' "$*"; }
+
+need_apt=()
+command -v cc >/dev/null || need_apt+=(build-essential)
+command -v redis-server >/dev/null || need_apt+=(redis-server)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    log "installing ${need_apt[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  else
+    echo "missing: ${need_apt[*]} (install them with apt-get as root)" >&2
+  fi
+fi
+if ! command -v cargo >/dev/null; then
+  [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
+fi
+command -v cargo >/dev/null || { echo "cargo not found: install Rust (https://rustup.rs)" >&2; exit 1; }
+
+# Tests start real daemons; keep their shared memory and sockets private.
+export STRATA_LOG=${STRATA_LOG:-warn}
+
+log "build (debug, whole workspace incl. libstrata.so)"
+cargo build --workspace --all-targets
+
+log "unit, property and integration tests"
+cargo test --workspace -- --test-threads=2
+
+log "heavy integration tests (4 processes x 256 MiB with checksums)"
+cargo test -p strata-cli --test multiproc -- --ignored --test-threads=1
+
+log "C example against a real daemon"
+tmp=$(mktemp -d)
+trap 'target/debug/strata --config "$tmp/strata.yaml" daemon stop >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
+cat >"$tmp/strata.yaml" <<YAML
+daemon:
+  socket: $tmp/daemon.sock
+  shm_prefix: strata-ci-$$
+devices:
+  - name: ram
+    kind: ram
+    capacity: 256MiB
+  - name: disk
+    kind: dir
+    path: $tmp/disk
+    capacity: 1GiB
+YAML
+target/debug/strata --config "$tmp/strata.yaml" daemon start
+make -s -C examples/c LIBDIR="$PWD/target/debug"
+examples/c/example "$tmp/daemon.sock"
+
+log "benchmark smoke runs (figures are not asserted)"
+cargo build --release -p strata-cli
+target/release/strata --config "$tmp/strata.yaml" bench kv --sizes 4KiB,1MiB --threads 1 --procs 1 --seconds 1
+target/release/strata --config "$tmp/strata.yaml" bench ycsb --workloads a,c --records 10000 --ops 20000 --threads 2 --vs-redis --repeat 1
+target/debug/strata --config "$tmp/strata.yaml" daemon stop
+
+log "all tests passed"
