@@ -370,16 +370,20 @@ impl Core {
     /// Writes `src` at `offset` within the blob (creating it, extending it,
     /// filling a gap with a hole). `offset == None` appends.
     pub fn put_at(&mut self, bucket: BucketId, name: &str, offset: Option<u64>, src: Src<'_>, taken: Option<Range>, policy: Option<Policy>) -> Result<u64> {
-        let now = now_ns();
-        let id = match self.blob_or_create(bucket, name, now) {
-            Ok(id) => id,
-            Err(e) => {
-                if let Some(t) = taken {
-                    let _ = self.tiers.arena.alloc.free(t);
-                }
-                return Err(e);
+        let mut taken = taken;
+        let res = self.put_at_inner(bucket, name, offset, src, &mut taken, policy);
+        // Lease bytes not handed to `store` go back to the arena.
+        if let Some(t) = taken {
+            if let Err(e) = self.tiers.arena.alloc.free(t) {
+                tracing::error!("returning lease bytes failed: {e}");
             }
-        };
+        }
+        res
+    }
+
+    fn put_at_inner(&mut self, bucket: BucketId, name: &str, offset: Option<u64>, src: Src<'_>, taken: &mut Option<Range>, policy: Option<Policy>) -> Result<u64> {
+        let now = now_ns();
+        let id = self.blob_or_create(bucket, name, now)?;
         let policy = policy.unwrap_or(self.policy);
         let data = src.data();
         let (size, mut extents) = {
@@ -434,14 +438,9 @@ impl Core {
                 }
                 _ => Src::Bytes(tail),
             };
-            let fresh = self.store(policy, from, tail_src, if lease_used { taken } else { None })?;
+            let fresh = self.store(policy, from, tail_src, if lease_used { taken.take() } else { None })?;
             extents.extend(fresh);
             new_size = end;
-        }
-        if !lease_used {
-            if let Some(t) = taken {
-                let _ = self.tiers.arena.alloc.free(t);
-            }
         }
         let limit = self.meta.limits().extents_per_blob_max;
         if extents.len() > limit {
@@ -590,5 +589,176 @@ impl Core {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tier::{Arena, Backing, Tier};
+    use strata_alloc::ExtentAllocator;
+    use strata_meta::Limits;
+    use strata_shm::ShmSegment;
+
+    struct Fixture {
+        core: Core,
+        _dir: tempfile::TempDir,
+        arena_name: String,
+    }
+    impl Drop for Fixture {
+        fn drop(&mut self) {
+            let _ = ShmSegment::unlink(&self.arena_name);
+        }
+    }
+
+    fn fixture(ram_bytes: u64, disk_bytes: u64, staging: u64) -> Fixture {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let arena_name = format!("strata-coretest-{}-{n}", std::process::id());
+        let dir = tempfile::tempdir().unwrap();
+        let arena_bytes = ram_bytes + staging;
+        let seg = ShmSegment::create_or_replace(&arena_name, arena_bytes as usize).unwrap();
+        let arena = Arena { alloc: ExtentAllocator::new(arena_bytes, 64), seg, leased_bytes: 0 };
+        let (file, path) = Tier::open_dir(1, "disk", dir.path(), disk_bytes, 4096).unwrap();
+        let mk = |index, name: &str, backing, alloc, cap, block, bw, lat, volatile| Tier {
+            index,
+            name: name.into(),
+            backing,
+            alloc,
+            capacity_bytes: cap,
+            block_bytes: block,
+            bandwidth_mib_s: bw,
+            latency_us: lat,
+            volatile,
+            blob_bytes: 0,
+            blob_extents: 0,
+            dirty_bytes: 0,
+        };
+        let tiers = Tiers {
+            tiers: vec![
+                mk(0, "ram", Backing::Ram, None, ram_bytes, 64, 8000.0, 1.0, true),
+                mk(1, "disk", Backing::Dir { file, path }, Some(ExtentAllocator::new(disk_bytes, 4096)), disk_bytes, 4096, 2000.0, 100.0, false),
+            ],
+            arena,
+            ram: Some(0),
+        };
+        let meta = MetaStore::new(0, Limits { extents_per_blob_max: 8, ..Limits::default() });
+        Fixture { core: Core::new(meta, tiers, Policy::MinimizeIoTime, 7, 1 << 20), _dir: dir, arena_name }
+    }
+
+    fn read_all(core: &mut Core, b: BucketId, name: &str) -> Vec<u8> {
+        let mut ex = Vec::new();
+        let (size, covered, pin) = core.get((1, 0), b, name, 0, u64::MAX, &mut ex, 1024).unwrap();
+        assert_eq!(size, covered);
+        let mut out = vec![0u8; size as usize];
+        for e in ex {
+            let d = &mut out[e.logical_off as usize..(e.logical_off + e.len) as usize];
+            if e.tier != TIER_HOLE {
+                core.tiers.read(e.tier as usize, e.phys_off, d).unwrap();
+            }
+        }
+        core.unpin((1, 0), pin);
+        out
+    }
+
+    /// Simulates a client: lease, copy into the arena, put from the lease.
+    fn put_via_lease(core: &mut Core, b: BucketId, name: &str, data: &[u8]) -> Result<u64> {
+        let g = core.lease_grant(data.len() as u64).unwrap();
+        let mut lease = Lease { cursor: g.off, end: g.off + g.len };
+        core.tiers.arena.write(g.off, data).unwrap();
+        let taken = core.lease_take(&mut lease, g.off, data.len() as u64)?;
+        let src = Src::Lease { off: g.off, data: core.tiers.arena.slice(g.off, data.len() as u64).unwrap() };
+        let src: Src<'static> = unsafe { std::mem::transmute(src) };
+        let r = core.put(b, name, src, Some(taken), None, false);
+        core.lease_release(lease);
+        r
+    }
+
+    fn pattern(n: usize, seed: u8) -> Vec<u8> {
+        (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+    }
+
+    #[test]
+    fn put_adopts_lease_bytes_in_ram() {
+        let mut f = fixture(8 << 20, 64 << 20, 8 << 20);
+        let (b, _) = f.core.meta.bucket_open("b", true, false, 0).unwrap();
+        let data = pattern(100_000, 1);
+        put_via_lease(&mut f.core, b, "x", &data).unwrap();
+        assert_eq!(read_all(&mut f.core, b, "x"), data);
+        assert_eq!(f.core.tiers.tiers[0].blob_extents, 1);
+        assert_eq!(f.core.tiers.arena.leased_bytes, 0);
+        f.core.check().unwrap();
+    }
+
+    #[test]
+    fn full_ram_goes_to_disk_then_spills() {
+        let mut f = fixture(1 << 20, 2 << 20, 8 << 20);
+        let (b, _) = f.core.meta.bucket_open("b", true, false, 0).unwrap();
+        let mut all = Vec::new();
+        for i in 0..8 {
+            let data = pattern(700_000, i);
+            put_via_lease(&mut f.core, b, &format!("k{i}"), &data).unwrap();
+            all.push(data);
+        }
+        for (i, d) in all.iter().enumerate() {
+            assert_eq!(&read_all(&mut f.core, b, &format!("k{i}")), d);
+        }
+        assert!(f.core.tiers.spilled_bytes(1) > 0, "the disk tier spilled beyond capacity");
+        f.core.check().unwrap();
+    }
+
+    #[test]
+    fn partial_puts_holes_append_and_compaction() {
+        let mut f = fixture(8 << 20, 64 << 20, 8 << 20);
+        let (b, _) = f.core.meta.bucket_open("b", true, false, 0).unwrap();
+        let mut model: Vec<u8> = Vec::new();
+        // A write past the end leaves a hole that reads as zeros.
+        f.core.put_at(b, "p", Some(5000), Src::Bytes(&[7u8; 100]), None, None).unwrap();
+        model.resize(5100, 0);
+        model[5000..5100].fill(7);
+        assert_eq!(read_all(&mut f.core, b, "p"), model);
+        // Overwrite across the hole and data; many small appends force compaction.
+        f.core.put_at(b, "p", Some(4990), Src::Bytes(&[9u8; 30]), None, None).unwrap();
+        model[4990..5020].fill(9);
+        for i in 0..20u8 {
+            f.core.put_at(b, "p", None, Src::Bytes(&[i; 10]), None, None).unwrap();
+            model.extend_from_slice(&[i; 10]);
+        }
+        assert_eq!(read_all(&mut f.core, b, "p"), model);
+        let id = f.core.meta.blob_lookup(b, "p").unwrap();
+        assert!(f.core.meta.blob(id).unwrap().extents.len() <= 8);
+        f.core.check().unwrap();
+    }
+
+    #[test]
+    fn pinned_extents_are_freed_after_unpin_only() {
+        let mut f = fixture(8 << 20, 64 << 20, 8 << 20);
+        let (b, _) = f.core.meta.bucket_open("b", true, false, 0).unwrap();
+        put_via_lease(&mut f.core, b, "x", &pattern(4096, 3)).unwrap();
+        let mut ex = Vec::new();
+        let (_, _, pin) = f.core.get((9, 1), b, "x", 0, u64::MAX, &mut ex, 16).unwrap();
+        let used = f.core.tiers.tiers[0].blob_bytes;
+        f.core.delete(b, "x").unwrap();
+        assert_eq!(f.core.tiers.tiers[0].blob_bytes, used, "pinned bytes stay allocated");
+        assert!(!f.core.unpin((9, 2), pin), "someone else's pin id is refused");
+        assert!(f.core.unpin((9, 1), pin));
+        assert_eq!(f.core.tiers.tiers[0].blob_bytes, 0);
+        f.core.check().unwrap();
+    }
+
+    #[test]
+    fn lease_take_refuses_foreign_ranges() {
+        let mut f = fixture(8 << 20, 64 << 20, 8 << 20);
+        let g = f.core.lease_grant(1 << 20).unwrap();
+        let mut lease = Lease { cursor: g.off, end: g.off + g.len };
+        assert_eq!(f.core.lease_take(&mut lease, g.off + g.len, 10), Err(Errno::Malformed));
+        assert_eq!(f.core.lease_take(&mut lease, g.off + 1, 10), Err(Errno::Malformed));
+        assert_eq!(f.core.lease_take(&mut lease, g.off, g.len + 1), Err(Errno::Malformed));
+        assert_eq!(f.core.lease_take(&mut lease, u64::MAX - 5, 10), Err(Errno::Malformed));
+        let t = f.core.lease_take(&mut lease, g.off + 128, 100).unwrap();
+        assert_eq!(t.off, g.off + 128);
+        f.core.tiers.arena.alloc.free(t).unwrap();
+        f.core.lease_release(lease);
+        assert_eq!(f.core.tiers.arena.alloc.used_bytes(), 0);
     }
 }

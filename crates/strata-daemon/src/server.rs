@@ -227,27 +227,28 @@ impl Poller {
     /// Serves every claimed channel once; returns the number of requests handled.
     fn poll_once(&mut self) -> usize {
         let mut did = 0usize;
-        let mut broken = Vec::new();
-        let ids: Vec<u64> = self.clients.keys().copied().collect();
-        for id in ids {
-            let Some(mut c) = self.clients.remove(&id) else { continue };
-            let words: Vec<u64> = c.header().claimed.iter().map(|w| w.load(Ordering::Acquire)).collect();
-            for (w, mut bits) in words.into_iter().enumerate() {
+        let mut broken: Option<u64> = None;
+        // Take the table out so `self` stays usable while serving; no allocation.
+        let mut clients = std::mem::take(&mut self.clients);
+        for c in clients.values_mut() {
+            let words = c.layout.channels.div_ceil(64) as usize;
+            for w in 0..words {
+                let mut bits = c.header().claimed[w].load(Ordering::Acquire);
                 while bits != 0 {
                     let ch = (w * 64 + bits.trailing_zeros() as usize) as u32;
                     bits &= bits - 1;
-                    if ch >= c.layout.channels {
-                        continue;
+                    if ch < c.layout.channels {
+                        did += self.serve_channel(c, ch);
                     }
-                    did += self.serve_channel(&mut c, ch);
                 }
             }
-            if c.broken {
-                broken.push(id);
+            if c.broken && broken.is_none() {
+                broken = Some(c.id);
             }
-            self.clients.insert(id, c);
         }
-        for id in broken {
+        debug_assert!(self.clients.is_empty());
+        self.clients = clients;
+        if let Some(id) = broken {
             tracing::warn!(id, "client broke its rings; disconnecting it");
             self.disconnect(id);
         }
@@ -320,8 +321,16 @@ impl Poller {
             return Err(Errno::Malformed);
         }
         // Copy names out before validating: the client may change them.
-        let mut names = vec![0u8; names_len];
+        let mut names_stack = [0u8; 512];
+        let mut names_heap = Vec::new();
+        let names: &mut [u8] = if names_len <= names_stack.len() {
+            &mut names_stack[..names_len]
+        } else {
+            names_heap.resize(names_len, 0);
+            &mut names_heap[..]
+        };
         unsafe { std::ptr::copy_nonoverlapping(arg_ptr, names.as_mut_ptr(), names_len) };
+        let names: &[u8] = names;
         let name = std::str::from_utf8(&names[..req.name_len as usize]).map_err(|_| Errno::Name)?;
         let name2 = std::str::from_utf8(&names[req.name_len as usize..]).map_err(|_| Errno::Name)?;
         let bucket = BucketId(req.bucket);
