@@ -115,7 +115,7 @@ pub fn demo(config: Option<&Path>) -> Result<()> {
             "  tier {:<8} {:<4} {:>10}  {}",
             d.name,
             d.kind,
-            strata_config::format_size(d.capacity_bytes),
+            crate::table::format_size(d.capacity_bytes),
             d.path.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "(shared memory)".into())
         );
     }
@@ -143,7 +143,7 @@ pub fn demo(config: Option<&Path>) -> Result<()> {
     bucket.append("log", b"second line\n").map_err(|e| anyhow::anyhow!("{e}"))?;
     println!("  append x2 -> log = {:?}", String::from_utf8_lossy(&bucket.get("log").map_err(|e| anyhow::anyhow!("{e}"))?));
     println!("  blobs in bucket demo: {:?}", bucket.list().map_err(|e| anyhow::anyhow!("{e}"))?);
-    println!("moved {} in {:.1} ms", strata_config::format_size(total * 2), t0.elapsed().as_secs_f64() * 1e3);
+    println!("moved {} in {:.1} ms", crate::table::format_size(total * 2), t0.elapsed().as_secs_f64() * 1e3);
     let st = strata_client::status(&socket).map_err(|e| anyhow::anyhow!("{e}"))?;
     print!("\n{}", crate::table::status_table(&st));
     bucket.destroy().map_err(|e| anyhow::anyhow!("{e}"))?;

@@ -196,7 +196,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         let mut t = table::Table::new(&["BUCKET", "BLOBS", "BYTES"]);
                         for n in &names {
                             let (bytes, blobs) = c.bucket_open(n)?.size()?;
-                            t.row(vec![n.clone(), blobs.to_string(), strata_config::format_size(bytes)]);
+                            t.row(vec![n.clone(), blobs.to_string(), table::format_size(bytes)]);
                         }
                         print!("{}", t.render());
                     } else {

@@ -1,6 +1,5 @@
 //! Plain-text tables for humans.
 
-use strata_config::format_size;
 use strata_proto::control::StatusReply;
 
 pub struct Table {
@@ -71,4 +70,30 @@ pub fn status_table(st: &StatusReply) -> String {
     }
     out.push_str(&t.render());
     out
+}
+
+/// Bytes for humans: 0B, 512B, 4.0KiB, 17.1MiB, 11.8GiB.
+pub fn format_size(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if bytes < 1024 {
+        return format!("{bytes}B");
+    }
+    let mut v = bytes as f64 / 1024.0;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    format!("{v:.1}{}", UNITS[u])
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sizes() {
+        assert_eq!(super::format_size(0), "0B");
+        assert_eq!(super::format_size(1023), "1023B");
+        assert_eq!(super::format_size(4096), "4.0KiB");
+        assert_eq!(super::format_size(12052 << 20), "11.8GiB");
+    }
 }
