@@ -99,8 +99,12 @@ impl Chan {
             self.free[i] = false;
             return Ok(i as u32);
         }
-        // All slots in flight: reap completions (they stay owned by their waiters).
-        self.reap(inner, true)?;
+        // Every slot is owned by a submitted request whose owner has not
+        // collected it yet. Only `wait` frees a slot, and it needs this
+        // channel's lock, which we hold: blocking here would wait forever.
+        // Reap what has completed (the slots stay owned by their waiters)
+        // and report Busy.
+        self.reap(inner, false)?;
         match self.free.iter().position(|f| *f) {
             Some(i) => {
                 self.free[i] = false;

@@ -459,18 +459,55 @@ impl Core {
         Ok(new_size)
     }
 
-    /// Rewrites a fragmented blob into few extents.
-    fn compact(&mut self, extents: &[Extent], size: u64, policy: Policy) -> Result<Vec<Extent>> {
-        let mut buf = vec![0u8; size as usize];
-        for e in extents {
-            if !e.is_hole() {
-                let dst = &mut buf[e.logical_off as usize..e.end() as usize];
-                self.tiers.read(e.tier as usize, e.phys_off, dst)?;
+    /// Rewrites a fragmented blob into few extents: each run of adjacent
+    /// data extents becomes one stored piece, adjacent holes merge into one.
+    /// Holes are never materialised: a sparse blob may be far larger than
+    /// memory (a client can write at offset 2^50), so only data runs are
+    /// read into a buffer.
+    fn compact(&mut self, extents: &[Extent], _size: u64, policy: Policy) -> Result<Vec<Extent>> {
+        let mut out: Vec<Extent> = Vec::with_capacity(extents.len());
+        let mut fresh_all: Vec<Extent> = Vec::new();
+        let mut rewritten: Vec<Extent> = Vec::new();
+        let mut i = 0;
+        // Bounded: every round consumes at least one extent.
+        while i < extents.len() {
+            let hole = extents[i].is_hole();
+            let mut j = i + 1;
+            while j < extents.len() && extents[j].is_hole() == hole {
+                j += 1;
             }
+            let run = &extents[i..j];
+            let start = run[0].logical_off;
+            let end = run[run.len() - 1].end();
+            if hole {
+                out.push(Extent::hole(start, end - start));
+            } else if run.len() == 1 {
+                out.push(run[0]);
+            } else {
+                let res = (|| {
+                    let mut buf = vec![0u8; (end - start) as usize];
+                    for e in run {
+                        let dst = &mut buf[(e.logical_off - start) as usize..(e.end() - start) as usize];
+                        self.tiers.read(e.tier as usize, e.phys_off, dst)?;
+                    }
+                    self.store(policy, start, Src::Bytes(&buf), None)
+                })();
+                match res {
+                    Ok(fresh) => {
+                        out.extend_from_slice(&fresh);
+                        fresh_all.extend(fresh);
+                        rewritten.extend_from_slice(run);
+                    }
+                    Err(e) => {
+                        self.free_extents(&fresh_all);
+                        return Err(e);
+                    }
+                }
+            }
+            i = j;
         }
-        let fresh = self.store(policy, 0, Src::Bytes(&buf), None)?;
-        self.free_extents(extents);
-        Ok(fresh)
+        self.free_extents(&rewritten);
+        Ok(out)
     }
 
     /// Extents covering `[offset, offset+len)` (clipped to the blob), as many

@@ -264,6 +264,8 @@ impl Poller {
                 Ok(Some(s)) => s,
                 Ok(None) => break,
                 Err(_) => {
+                    // Corrupt ring indices: as malformed as a bad slot index.
+                    self.malformed_total += 1;
                     c.broken = true;
                     break;
                 }
@@ -286,6 +288,7 @@ impl Poller {
             let resp = Response { tag: req.tag, ..resp };
             unsafe { std::ptr::write_volatile(&mut (*rec).resp, resp) };
             if c.chans[ch as usize].cq.push(slot as u64).is_err() {
+                self.malformed_total += 1;
                 c.broken = true;
                 break;
             }
