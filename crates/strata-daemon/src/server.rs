@@ -400,7 +400,10 @@ impl Poller {
                 if let Some(l) = chan.lease.take() {
                     self.core.lease_release(l);
                 }
-                let want = req.len.min(self.core.tiers.arena.len());
+                // One channel may hold at most a quarter of the arena (or one
+                // lease size): a greedy client slows others, never starves them.
+                let cap = self.core.lease_bytes.max(self.core.tiers.arena.len() / 4);
+                let want = req.len.min(cap);
                 match self.core.lease_grant(want) {
                     Some(g) => {
                         c.chans[ch as usize].lease = Some(Lease { cursor: g.off, end: g.off + g.len });
