@@ -610,9 +610,10 @@ fn serve_conn(mut stream: UnixStream, shared: Arc<Shared>, tx: mpsc::Sender<Msg>
             let _ = control::write_frame(&mut stream, &ControlReply::Ok);
         }
         ControlRequest::Stop => {
+            // Answer first: the process exits soon after the flag is set.
+            let _ = control::write_frame(&mut stream, &ControlReply::Ok);
             shared.shutdown.store(true, Ordering::SeqCst);
             shared.bell().ring();
-            let _ = control::write_frame(&mut stream, &ControlReply::Ok);
         }
         ControlRequest::Status => {
             let (rtx, rrx) = mpsc::channel();
