@@ -274,6 +274,27 @@ fn round_robin_placement_uses_both_tiers() {
 }
 
 #[test]
+fn bucket_placement_policy_applies_to_its_puts() {
+    let d = small();
+    let c = d.client();
+    let b = c.bucket("rr-bucket").unwrap();
+    assert_eq!(b.tag("placement", "fastest").unwrap_err().errno, Errno::Inval);
+    b.set_placement(Some(Placement::RoundRobin)).unwrap();
+    let mut mask = 0u32;
+    for i in 0..6 {
+        b.put(&format!("k{i}"), &random_bytes(100 + i, 64 * 1024)).unwrap();
+        mask |= b.stat(&format!("k{i}")).unwrap().tier_mask;
+    }
+    assert_eq!(mask, 0b11, "the bucket's round-robin policy used both tiers");
+    // Another bucket keeps the daemon default (RAM first for small puts).
+    let other = c.bucket("default-bucket").unwrap();
+    for i in 0..6 {
+        other.put(&format!("k{i}"), &random_bytes(200 + i, 64 * 1024)).unwrap();
+        assert_eq!(other.stat(&format!("k{i}")).unwrap().tier_mask, 0b01);
+    }
+}
+
+#[test]
 fn blobs_larger_than_the_lease() {
     // Lease 1 MiB (harness). 8 MiB and 40 MiB blobs, then one larger than
     // the whole arena (ram 16 MiB + 64 MiB staging), which can only go

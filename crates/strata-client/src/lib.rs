@@ -403,6 +403,18 @@ impl Bucket {
         Ok(())
     }
 
+    /// Sets the bucket's placement engine (None: the daemon's default);
+    /// a put's own `PutOptions::placement` still wins.
+    pub fn set_placement(&self, p: Option<Placement>) -> Result<()> {
+        let v = match p {
+            None => "",
+            Some(Placement::MinimizeIoTime) => "minimize_io_time",
+            Some(Placement::RoundRobin) => "round_robin",
+            Some(Placement::Random) => "random",
+        };
+        self.tag("placement", v)
+    }
+
     pub fn tags(&self) -> Result<Vec<(String, String)>> {
         let req = Request { op: Op::BucketTags as u32, bucket: self.id, ..Request::default() };
         let (resp, arg) = self.client.call(req, &[])?;

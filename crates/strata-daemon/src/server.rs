@@ -383,7 +383,12 @@ impl Poller {
             }
             Op::BucketRename => self.core.meta.bucket_rename(bucket, name)?,
             Op::BucketDestroy => self.core.bucket_destroy(bucket)?,
-            Op::BucketTag => self.core.meta.bucket_tag(bucket, name, name2)?,
+            Op::BucketTag => {
+                if name == crate::core::BUCKET_POLICY_TAG && !name2.is_empty() && name2.parse::<Policy>().is_err() {
+                    return Err(Errno::Inval);
+                }
+                self.core.meta.bucket_tag(bucket, name, name2)?
+            }
             Op::BucketTags => {
                 let b = self.core.meta.bucket(bucket)?;
                 let mut flat: Vec<&[u8]> = Vec::new();
