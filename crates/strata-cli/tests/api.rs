@@ -9,18 +9,10 @@ use std::process::Stdio;
 
 use common::{TestDaemon, Tiers};
 use strata_client::{Errno, Placement, PutOptions};
-use util::random_bytes;
-
-/// The error code of a call expected to fail.
-fn errno_of<T>(r: strata_client::Result<T>) -> Errno {
-    match r {
-        Ok(_) => panic!("expected an error, got Ok"),
-        Err(e) => e.errno,
-    }
-}
+use util::{errno_of, random_bytes};
 
 fn small() -> TestDaemon {
-    TestDaemon::start_with(Tiers { ram: "64MiB", disk: Some("128MiB"), extra_yaml: "" })
+    TestDaemon::small()
 }
 
 #[test]

@@ -16,21 +16,13 @@ use strata_proto::control::{self, ControlReply, ControlRequest, HelloReply};
 use strata_proto::layout::{ClientHeader, ClientLayout, CtlHeader, SlotRecords};
 use strata_proto::wire::{flags, Op, Request, Response, WireExtent, PROTOCOL_VERSION};
 use strata_shm::{Ring, ShmSegment};
-use util::{checksum, random_bytes};
+use util::{checksum, errno_of, random_bytes};
 
 const CHILD_FLAG: &str = "STRATA_FAULT_CHILD";
 const HANG_GUARD: Duration = Duration::from_secs(60);
 
-/// The error code of a call expected to fail.
-fn errno_of<T>(r: strata_client::Result<T>) -> Errno {
-    match r {
-        Ok(_) => panic!("expected an error, got Ok"),
-        Err(e) => e.errno,
-    }
-}
-
 fn small() -> TestDaemon {
-    TestDaemon::start_with(Tiers { ram: "64MiB", disk: Some("128MiB"), extra_yaml: "" })
+    TestDaemon::small()
 }
 
 // ---- a client killed with SIGKILL mid-put -------------------------------

@@ -143,7 +143,6 @@ pub(crate) struct Inner {
     pub ctl: ShmSegment,
     pub seg: ShmSegment,
     pub arena: ShmSegment,
-    pub layout: ClientLayout,
     pub tier_files: Vec<Option<File>>,
     pub chans: Vec<Mutex<Chan>>,
     pub spin: Duration,
@@ -237,7 +236,7 @@ impl Client {
         }
         let spin = Duration::from_micros(hello.spin_us);
         Ok(Client {
-            inner: Arc::new(Inner { hello, lifeline: s, ctl, seg, arena, layout, tier_files, chans, spin, tmp_seq: AtomicU64::new(1) }),
+            inner: Arc::new(Inner { hello, lifeline: s, ctl, seg, arena, tier_files, chans, spin, tmp_seq: AtomicU64::new(1) }),
         })
     }
 

@@ -681,7 +681,6 @@ mod tests {
             volatile,
             blob_bytes: 0,
             blob_extents: 0,
-            dirty_bytes: 0,
         };
         let tiers = Tiers {
             tiers: vec![

@@ -110,7 +110,6 @@ fn build_tiers(cfg: &Config, shm_prefix: &str) -> anyhow::Result<Tiers> {
             volatile: d.volatile,
             blob_bytes: 0,
             blob_extents: 0,
-            dirty_bytes: 0,
         });
     }
     Ok(Tiers { tiers, arena, ram })

@@ -30,7 +30,6 @@ pub struct Tier {
     /// Bytes allocated to blob extents (block-rounded), including deferred frees.
     pub blob_bytes: u64,
     pub blob_extents: u64,
-    pub dirty_bytes: u64,
 }
 
 /// The shared-memory arena: the RAM tier's bytes plus a staging reserve

@@ -35,6 +35,11 @@ impl Default for Tiers {
 }
 
 impl TestDaemon {
+    /// RAM 64 MiB + disk 128 MiB: small enough to fill in a test.
+    pub fn small() -> TestDaemon {
+        TestDaemon::start_with(Tiers { ram: "64MiB", disk: Some("128MiB"), extra_yaml: "" })
+    }
+
     pub fn start() -> TestDaemon {
         TestDaemon::start_with(Tiers::default())
     }

@@ -89,3 +89,11 @@ pub fn eventually(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// The error code of a call expected to fail.
+pub fn errno_of<T>(r: strata_client::Result<T>) -> strata_client::Errno {
+    match r {
+        Ok(_) => panic!("expected an error, got Ok"),
+        Err(e) => e.errno,
+    }
+}
