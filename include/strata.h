@@ -49,6 +49,10 @@ extern "C" {
 #define STRATA_EINTERNAL 15  /* internal error (including a caught panic) */
 #define STRATA_ENOTEMPTY 16  /* bucket not empty */
 #define STRATA_ETIMEDOUT 17  /* operation timed out */
+#define STRATA_ENOFILE 18    /* no such file (file model of the adapters) */
+#define STRATA_ENEEDDEST 19  /* internal to the file protocol */
+#define STRATA_ENEEDFILL 20  /* internal to the file protocol */
+#define STRATA_EISDIR 21     /* is a directory */
 
 /* ---- strata_bucket_open flags. */
 #define STRATA_CREATE 1 /* create the bucket if it does not exist */

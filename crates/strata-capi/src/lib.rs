@@ -282,6 +282,10 @@ fn strerror_of(e: Errno) -> &'static CStr {
         Errno::Internal => c"internal error",
         Errno::NotEmpty => c"bucket not empty",
         Errno::Timeout => c"operation timed out",
+        Errno::NoFile => c"no such file",
+        Errno::NeedDest => c"destination state needed (client must stat the destination)",
+        Errno::NeedFill => c"page must be filled from the destination first",
+        Errno::IsDir => c"is a directory",
     }
 }
 
@@ -304,6 +308,10 @@ fn name_of(e: Errno) -> &'static CStr {
         Errno::Internal => c"STRATA_EINTERNAL",
         Errno::NotEmpty => c"STRATA_ENOTEMPTY",
         Errno::Timeout => c"STRATA_ETIMEDOUT",
+        Errno::NoFile => c"STRATA_ENOFILE",
+        Errno::NeedDest => c"STRATA_ENEEDDEST",
+        Errno::NeedFill => c"STRATA_ENEEDFILL",
+        Errno::IsDir => c"STRATA_EISDIR",
     }
 }
 

@@ -348,6 +348,17 @@ impl Poller {
         };
         let mut r = Response::ok();
         match op {
+            Op::FileOpen
+            | Op::FileStat
+            | Op::FileWrite
+            | Op::FileRead
+            | Op::FileFill
+            | Op::FileTruncate
+            | Op::FileUnlink
+            | Op::FileRename
+            | Op::FileSync
+            | Op::FileSyncState
+            | Op::FilePath => return Err(Errno::Inval),
             Op::Nop => {}
             Op::ChannelOpen | Op::ChannelClose => {
                 if let Some(l) = c.chans[ch as usize].lease.take() {
@@ -544,6 +555,7 @@ impl Poller {
             })
             .collect();
         StatusReply {
+            files: Default::default(),
             version: PROTOCOL_VERSION,
             pid: std::process::id(),
             node_id: self.node_id,
@@ -611,6 +623,10 @@ fn serve_conn(mut stream: UnixStream, shared: Arc<Shared>, tx: mpsc::Sender<Msg>
         }
     };
     match req {
+        ControlRequest::Flush { .. } | ControlRequest::FlushState { .. } => {
+            // Placeholder until the flusher lands (daemon helper replaces it).
+            let _ = control::write_frame(&mut stream, &ControlReply::Error { code: Errno::Inval.code(), message: "flush: not in this daemon yet".into() });
+        }
         ControlRequest::Ping => {
             let _ = control::write_frame(&mut stream, &ControlReply::Ok);
         }

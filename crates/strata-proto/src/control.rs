@@ -18,6 +18,42 @@ pub enum ControlRequest {
     Status,
     Stop,
     Ping,
+    /// Mark every DEFAULT file under `paths` (exact file or directory
+    /// prefix; empty = all) urgent for the flusher.
+    Flush { paths: Vec<String> },
+    /// Flush state of the files under `paths`, without side effects.
+    FlushState { paths: Vec<String> },
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct FlushError {
+    pub path: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct FlushReply {
+    pub dirty_files: u64,
+    pub dirty_bytes: u64,
+    pub flushing_files: u64,
+    pub flushed_bytes_total: u64,
+    pub errors: Vec<FlushError>,
+}
+
+/// File-model counters in `StatusReply` (totals since the daemon started).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct FileCounters {
+    pub files: u64,
+    pub dirty_files: u64,
+    pub dirty_bytes: u64,
+    pub write_bytes_total: u64,
+    /// Bytes `FileRead` served from the buffer.
+    pub read_hit_bytes_total: u64,
+    /// Bytes `FileRead` sent to the destination (read-through).
+    pub read_dest_bytes_total: u64,
+    pub flushed_bytes_total: u64,
+    pub flushed_files_total: u64,
+    pub flush_errors_total: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -84,6 +120,8 @@ pub struct StatusReply {
     pub malformed_total: u64,
     pub policy: String,
     pub tiers: Vec<TierStatus>,
+    #[serde(default)]
+    pub files: FileCounters,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -91,6 +129,7 @@ pub struct StatusReply {
 pub enum ControlReply {
     Hello(HelloReply),
     Status(StatusReply),
+    Flush(FlushReply),
     Ok,
     Error { code: i32, message: String },
 }

@@ -42,10 +42,18 @@ pub enum Errno {
     NotEmpty = 16,
     #[error("operation timed out")]
     Timeout = 17,
+    #[error("no such file")]
+    NoFile = 18,
+    #[error("destination state needed (client must stat the destination)")]
+    NeedDest = 19,
+    #[error("page must be filled from the destination first")]
+    NeedFill = 20,
+    #[error("is a directory")]
+    IsDir = 21,
 }
 
 impl Errno {
-    pub const ALL: [Errno; 17] = [
+    pub const ALL: [Errno; 21] = [
         Errno::Inval,
         Errno::NoBucket,
         Errno::NoBlob,
@@ -63,6 +71,10 @@ impl Errno {
         Errno::Internal,
         Errno::NotEmpty,
         Errno::Timeout,
+        Errno::NoFile,
+        Errno::NeedDest,
+        Errno::NeedFill,
+        Errno::IsDir,
     ];
 
     pub fn code(self) -> i32 {
@@ -93,6 +105,10 @@ impl Errno {
             Errno::Internal => "STRATA_EINTERNAL",
             Errno::NotEmpty => "STRATA_ENOTEMPTY",
             Errno::Timeout => "STRATA_ETIMEDOUT",
+            Errno::NoFile => "STRATA_ENOFILE",
+            Errno::NeedDest => "STRATA_ENEEDDEST",
+            Errno::NeedFill => "STRATA_ENEEDFILL",
+            Errno::IsDir => "STRATA_EISDIR",
         }
     }
 }

@@ -60,6 +60,39 @@ pub enum Op {
     Score = 36,
     /// Release pins listed in `releases` only.
     Unpin = 37,
+    // ---- files (the adapters' file model; see docs/ARCHITECTURE.md) ----
+    /// name = absolute path; flags CREATE/EXCL/TRUNC/DEST_INFO (a
+    /// `WireDestInfo` follows the name in the arg area); aux = mode & 0o7777 |
+    /// persist << 16 | page_shift << 24. -> val0 = file id, arg = `WireFileAttr`.
+    /// NeedDest: no record and no DEST_INFO; NoFile: absent and no CREATE.
+    FileOpen = 50,
+    /// bucket = file id (name empty) or name = path -> arg = `WireFileAttr`.
+    FileStat = 51,
+    /// bucket = file id, offset, len, data like `Put`; flag APPEND writes at
+    /// the current size. -> val0 = offset written at, val1 = size after.
+    /// NeedFill: val0 = file offset of a page to fill from the destination.
+    FileWrite = 52,
+    /// bucket = file id, offset, len -> arg = `WireExtent`s over FILE
+    /// offsets (tiers, TIER_HOLE, TIER_DEST); val0 = file size, val1 = bytes
+    /// covered, val2 = pin id.
+    FileRead = 53,
+    /// bucket = file id, offset = page start, data = the destination's bytes
+    /// of that page -> val0 = 1 if a clean page blob was inserted.
+    FileFill = 54,
+    /// bucket = file id, len = new size.
+    FileTruncate = 55,
+    /// name = path -> val0 = 1 if a record existed.
+    FileUnlink = 56,
+    /// name = from, name2 = to; flag DEST_INFO = the destination was renamed
+    /// too -> val0 = 1 if a record moved.
+    FileRename = 57,
+    /// bucket = file id -> val0 = generation to wait for (0 = nothing).
+    FileSync = 58,
+    /// bucket = file id, aux = generation -> val0 = 1 when flushed; val1 = 1
+    /// when the last flush failed (message in the arg area).
+    FileSyncState = 59,
+    /// bucket = file id -> arg = current path.
+    FilePath = 60,
 }
 
 impl Op {
@@ -86,6 +119,17 @@ impl Op {
             35 => BlobList,
             36 => Score,
             37 => Unpin,
+            50 => FileOpen,
+            51 => FileStat,
+            52 => FileWrite,
+            53 => FileRead,
+            54 => FileFill,
+            55 => FileTruncate,
+            56 => FileUnlink,
+            57 => FileRename,
+            58 => FileSync,
+            59 => FileSyncState,
+            60 => FilePath,
             _ => return None,
         })
     }
@@ -99,11 +143,16 @@ pub mod flags {
     pub const SRC_ARG: u32 = 1 << 4;
     pub const REPLACE: u32 = 1 << 5;
     pub const STATIONARY: u32 = 1 << 6;
+    /// FileOpen: truncate to 0.
+    pub const TRUNC: u32 = 1 << 7;
+    /// FileOpen: a `WireDestInfo` follows the names; FileRename: the
+    /// destination was renamed as well.
+    pub const DEST_INFO: u32 = 1 << 8;
     /// Bits 16..20: placement policy override + 1 (0 = bucket/daemon default).
     pub const POLICY_SHIFT: u32 = 16;
     pub const POLICY_MASK: u32 = 0xF << POLICY_SHIFT;
     pub const KNOWN: u32 =
-        CREATE | EXCL | PARTIAL | APPEND | SRC_ARG | REPLACE | STATIONARY | POLICY_MASK;
+        CREATE | EXCL | PARTIAL | APPEND | SRC_ARG | REPLACE | STATIONARY | TRUNC | DEST_INFO | POLICY_MASK;
 }
 
 /// Number of pin ids a request can release on the side (piggy-backed).
@@ -159,6 +208,78 @@ impl Response {
 
 /// Tier index used for holes (bytes never written: read as zeros).
 pub const TIER_HOLE: u32 = u32::MAX;
+
+/// Tier index used by `FileRead` for bytes to read from the destination
+/// file at the extent's `logical_off` (page not buffered).
+pub const TIER_DEST: u32 = u32::MAX - 1;
+
+/// Persist modes of a file record (`FileOpen` aux bits 16..24).
+pub mod persist {
+    pub const DEFAULT: u32 = 0;
+    pub const SCRATCH: u32 = 1;
+    pub const WORKFLOW: u32 = 2;
+}
+
+/// A file record as sent by `FileOpen` / `FileStat`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct WireFileAttr {
+    pub id: u64,
+    pub size: u64,
+    /// Bytes of the destination file still valid for read-through.
+    pub dest_size: u64,
+    pub page_bytes: u64,
+    pub mtime_ns: u64,
+    pub ctime_ns: u64,
+    pub atime_ns: u64,
+    /// Permission bits (the adapter adds S_IFREG).
+    pub mode: u32,
+    /// `persist::*`.
+    pub persist: u32,
+    pub uid: u32,
+    pub gid: u32,
+    /// 1 while some bytes are not yet at the destination (DEFAULT files).
+    pub dirty: u32,
+    pub _pad: u32,
+}
+
+/// What the client found at the destination, sent with `FileOpen` (flag DEST_INFO).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct WireDestInfo {
+    /// 1 if a regular file exists at the path.
+    pub exists: u32,
+    pub mode: u32,
+    pub size: u64,
+    pub mtime_ns: u64,
+    pub uid: u32,
+    pub gid: u32,
+    pub _pad: u64,
+}
+
+/// Plain-old-data records that travel through the arg area.
+///
+/// # Safety
+/// Implementors are `repr(C)`, have no padding holes with invalid values
+/// and are valid for every bit pattern.
+pub unsafe trait Pod: Copy + Default {
+    fn as_bytes(&self) -> &[u8] {
+        // SAFETY: Pod types are plain repr(C) data.
+        unsafe { std::slice::from_raw_parts(self as *const Self as *const u8, std::mem::size_of::<Self>()) }
+    }
+    /// Reads one record from the start of `b` (None if too short).
+    fn read_from(b: &[u8]) -> Option<Self> {
+        if b.len() < std::mem::size_of::<Self>() {
+            return None;
+        }
+        // SAFETY: length checked; every bit pattern is valid; unaligned read.
+        Some(unsafe { std::ptr::read_unaligned(b.as_ptr() as *const Self) })
+    }
+}
+unsafe impl Pod for WireFileAttr {}
+unsafe impl Pod for WireDestInfo {}
+unsafe impl Pod for WireExtent {}
+unsafe impl Pod for WireBlobStat {}
 
 /// One extent of a blob as sent to a client by `Get`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -232,6 +353,14 @@ mod tests {
         assert_eq!(std::mem::size_of::<Request>(), 128);
         assert_eq!(std::mem::size_of::<Response>(), 64);
         assert_eq!(std::mem::size_of::<WireExtent>(), 32);
+        assert_eq!(std::mem::size_of::<WireFileAttr>(), 80);
+        assert_eq!(std::mem::size_of::<WireDestInfo>(), 40);
+    }
+    #[test]
+    fn pod_roundtrip() {
+        let a = WireFileAttr { id: 7, size: 9, mode: 0o644, persist: persist::SCRATCH, ..Default::default() };
+        assert_eq!(WireFileAttr::read_from(a.as_bytes()), Some(a));
+        assert_eq!(WireFileAttr::read_from(&a.as_bytes()[..79]), None);
     }
     #[test]
     fn op_roundtrip() {
