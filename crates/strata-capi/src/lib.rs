@@ -94,7 +94,7 @@ fn set_last_error(msg: String) {
 }
 
 fn fail(errno: Errno, context: impl Into<String>) -> Error {
-    Error { errno, context: context.into() }
+    Error { errno, context: context.into(), os: 0 }
 }
 
 fn panic_message(p: &(dyn std::any::Any + Send)) -> String {

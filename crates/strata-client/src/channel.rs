@@ -251,6 +251,12 @@ impl Chan {
     /// Copies `data` into the lease and submits a put. Returns None when no
     /// lease large enough can be had (the caller then writes in pieces).
     pub fn submit_put(&mut self, inner: &Inner, bucket: u64, name: &str, offset: u64, data: &[u8], fl: u32) -> Result<Option<Submitted>> {
+        self.submit_data(inner, Op::Put, bucket, name, offset, data, fl)
+    }
+
+    /// `submit_put` for any data-carrying op (`Put`, `FileWrite`, `FileFill`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn submit_data(&mut self, inner: &Inner, op: Op, bucket: u64, name: &str, offset: u64, data: &[u8], fl: u32) -> Result<Option<Submitted>> {
         if !self.opened {
             self.ensure_open(inner)?;
         }
@@ -264,7 +270,7 @@ impl Chan {
         let used = (data.len() as u64).div_ceil(block).max(1) * block;
         self.lease = Some(((cur + used).min(end), end));
         let req = Request {
-            op: Op::Put as u32,
+            op: op as u32,
             flags: fl & !flags::SRC_ARG,
             bucket,
             offset,
@@ -282,13 +288,19 @@ impl Chan {
     /// resort when the arena has no room for a lease). Carries as much of
     /// `data` as fits; `data_len` says how much.
     pub fn submit_put_arg(&mut self, inner: &Inner, bucket: u64, name: &str, offset: u64, data: &[u8], fl: u32) -> Result<Submitted> {
+        self.submit_data_arg(inner, Op::Put, bucket, name, offset, data, fl)
+    }
+
+    /// `submit_put_arg` for any data-carrying op.
+    #[allow(clippy::too_many_arguments)]
+    pub fn submit_data_arg(&mut self, inner: &Inner, op: Op, bucket: u64, name: &str, offset: u64, data: &[u8], fl: u32) -> Result<Submitted> {
         let room = (self.layout.arg_bytes as usize).saturating_sub(name.len());
         if room == 0 {
             return Err(err(Errno::Name, "blob name fills the whole request"));
         }
         let n = data.len().min(room);
         let req = Request {
-            op: Op::Put as u32,
+            op: op as u32,
             flags: fl | flags::SRC_ARG,
             bucket,
             offset,

@@ -23,6 +23,7 @@
 //! **API Boundary:** no placement or metadata logic here; the daemon decides.
 
 mod channel;
+pub mod file;
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -45,6 +46,9 @@ use channel::{Chan, Submitted};
 pub struct Error {
     pub errno: Errno,
     pub context: String,
+    /// The operating-system errno behind the error (destination file
+    /// system), 0 when the error is strata's own.
+    pub os: i32,
 }
 
 impl std::fmt::Display for Error {
@@ -59,14 +63,14 @@ impl std::fmt::Display for Error {
 impl std::error::Error for Error {}
 impl From<Errno> for Error {
     fn from(errno: Errno) -> Error {
-        Error { errno, context: String::new() }
+        Error { errno, context: String::new(), os: 0 }
     }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-fn err(errno: Errno, context: impl Into<String>) -> Error {
-    Error { errno, context: context.into() }
+pub(crate) fn err(errno: Errno, context: impl Into<String>) -> Error {
+    Error { errno, context: context.into(), os: 0 }
 }
 
 /// Placement engine override for a put.
@@ -147,6 +151,8 @@ pub(crate) struct Inner {
     pub chans: Vec<Mutex<Chan>>,
     pub spin: Duration,
     pub tmp_seq: AtomicU64,
+    /// Read-only descriptors of destination files for read-through, by file id.
+    pub dest_fds: Mutex<std::collections::HashMap<u64, (String, Arc<File>)>>,
 }
 
 impl Inner {
@@ -236,7 +242,7 @@ impl Client {
         }
         let spin = Duration::from_micros(hello.spin_us);
         Ok(Client {
-            inner: Arc::new(Inner { hello, lifeline: s, ctl, seg, arena, tier_files, chans, spin, tmp_seq: AtomicU64::new(1) }),
+            inner: Arc::new(Inner { hello, lifeline: s, ctl, seg, arena, tier_files, chans, spin, tmp_seq: AtomicU64::new(1), dest_fds: Mutex::new(Default::default()) }),
         })
     }
 
@@ -244,7 +250,7 @@ impl Client {
         &self.inner.hello
     }
 
-    fn chan(&self) -> std::sync::MutexGuard<'_, Chan> {
+    pub(crate) fn chan(&self) -> std::sync::MutexGuard<'_, Chan> {
         let n = self.inner.chans.len();
         let i = THREAD_INDEX.with(|t| *t) % n;
         match self.inner.chans[i].lock() {
@@ -261,7 +267,7 @@ impl Client {
         Ok((resp, out))
     }
 
-    fn simple(&self, op: Op, flags: u32, bucket: u64, name: &str, name2: &str) -> Result<Response> {
+    pub(crate) fn simple(&self, op: Op, flags: u32, bucket: u64, name: &str, name2: &str) -> Result<Response> {
         let req = Request { op: op as u32, flags, bucket, name_len: name.len() as u32, name2_len: name2.len() as u32, ..Request::default() };
         let (resp, _) = self.call(req, &[name.as_bytes(), name2.as_bytes()])?;
         resp.result().map_err(|e| err(e, format!("{op:?} {name}")))?;
@@ -322,7 +328,7 @@ impl Client {
         Ok(())
     }
 
-    fn read_extents(&self, exts: &[WireExtent], base: u64, dst: &mut [u8]) -> Result<()> {
+    pub(crate) fn read_extents(&self, exts: &[WireExtent], base: u64, dst: &mut [u8]) -> Result<()> {
         for e in exts {
             let at = (e.logical_off - base) as usize;
             let len = e.len as usize;
@@ -763,7 +769,7 @@ impl PendingGet<'_> {
     }
 }
 
-fn extents_of(arg: &[u8]) -> Vec<WireExtent> {
+pub(crate) fn extents_of(arg: &[u8]) -> Vec<WireExtent> {
     let n = arg.len() / std::mem::size_of::<WireExtent>();
     (0..n).map(|i| unsafe { std::ptr::read_unaligned(arg.as_ptr().add(i * std::mem::size_of::<WireExtent>()) as *const WireExtent) }).collect()
 }

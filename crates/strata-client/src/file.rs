@@ -1,0 +1,552 @@
+//! The file API: what the adapters (LD_PRELOAD POSIX/STDIO, later MPI-IO
+//! and HDF5) use. A file is a bucket named by its absolute path with a file
+//! record in the daemon; its bytes are page blobs. See
+//! docs/ARCHITECTURE.md, "File model".
+//!
+//! What happens here and not in the daemon: everything that touches the
+//! destination file system on behalf of the application — `stat` of a
+//! path the daemon has no record of, permission checks, and read-through of
+//! pages that are not buffered (the client reads them itself and hands
+//! them to the daemon as clean pages). The daemon's poller never waits for
+//! the destination; only its flusher threads write there.
+//!
+//! **Architecture Invariant:** the client never writes file data to the
+//! destination; it only reads it.
+//! **API Boundary:** no path policy (what is tracked, which mode) — the
+//! adapter decides and passes `Persist` and the page size.
+
+use std::fs::File;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use strata_proto::wire::{flags, persist, Op, Pod, Request, WireDestInfo, WireFileAttr, TIER_DEST};
+use strata_proto::Errno;
+
+use crate::{err, extents_of, Client, Error, Result};
+
+/// Page sizes a file may use.
+pub const PAGE_BYTES_MIN: u64 = 4 << 10;
+pub const PAGE_BYTES_MAX: u64 = 64 << 20;
+/// Destination descriptors kept open for read-through (per client).
+const DEST_FDS_MAX: usize = 64;
+/// Longest a `file_sync` poll sleeps between two looks.
+const SYNC_POLL_SLEEP_MAX: Duration = Duration::from_millis(2);
+
+/// What becomes of a file's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Persist {
+    /// Buffered and flushed to the destination in the background.
+    Default,
+    /// Buffered, never written to the destination.
+    Scratch,
+    /// Buffered and kept until staged out.
+    Workflow,
+}
+
+impl Persist {
+    pub fn wire(self) -> u32 {
+        match self {
+            Persist::Default => persist::DEFAULT,
+            Persist::Scratch => persist::SCRATCH,
+            Persist::Workflow => persist::WORKFLOW,
+        }
+    }
+    pub fn from_wire(v: u32) -> Persist {
+        match v {
+            persist::SCRATCH => Persist::Scratch,
+            persist::WORKFLOW => Persist::Workflow,
+            _ => Persist::Default,
+        }
+    }
+}
+
+/// How a file is opened (the subset of `O_*` flags the file model cares about).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpenFlags {
+    pub read: bool,
+    pub write: bool,
+    pub create: bool,
+    pub excl: bool,
+    pub trunc: bool,
+}
+
+/// A file record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileAttr {
+    pub id: u64,
+    pub size: u64,
+    /// Permission bits (no file type bits).
+    pub mode: u32,
+    pub persist: Persist,
+    pub page_bytes: u64,
+    pub mtime_ns: u64,
+    pub ctime_ns: u64,
+    pub atime_ns: u64,
+    pub uid: u32,
+    pub gid: u32,
+    /// Some bytes are not at the destination yet.
+    pub dirty: bool,
+}
+
+impl FileAttr {
+    fn from_wire(w: &WireFileAttr) -> FileAttr {
+        FileAttr {
+            id: w.id,
+            size: w.size,
+            mode: w.mode & 0o7777,
+            persist: Persist::from_wire(w.persist),
+            page_bytes: w.page_bytes,
+            mtime_ns: w.mtime_ns,
+            ctime_ns: w.ctime_ns,
+            atime_ns: w.atime_ns,
+            uid: w.uid,
+            gid: w.gid,
+            dirty: w.dirty != 0,
+        }
+    }
+}
+
+impl Error {
+    /// The libc errno an adapter should report for this error.
+    pub fn os_errno(&self) -> i32 {
+        if self.os != 0 {
+            return self.os;
+        }
+        match self.errno {
+            Errno::NoFile | Errno::NoBucket | Errno::NoBlob => libc::ENOENT,
+            Errno::Exists => libc::EEXIST,
+            Errno::IsDir => libc::EISDIR,
+            Errno::NoSpace | Errno::Limit => libc::ENOSPC,
+            Errno::Inval | Errno::Range => libc::EINVAL,
+            Errno::Name => libc::ENAMETOOLONG,
+            Errno::Busy => libc::EAGAIN,
+            Errno::Timeout => libc::ETIMEDOUT,
+            _ => libc::EIO,
+        }
+    }
+}
+
+fn os_err(errno: Errno, e: &std::io::Error, context: String) -> Error {
+    Error { errno, context: format!("{context}: {e}"), os: e.raw_os_error().unwrap_or(libc::EIO) }
+}
+
+fn os_code(errno: Errno, code: i32, context: String) -> Error {
+    Error { errno, context, os: code }
+}
+
+fn attr_of(arg: &[u8]) -> Result<FileAttr> {
+    let w = WireFileAttr::read_from(arg).ok_or_else(|| err(Errno::Internal, "short file attributes from the daemon"))?;
+    Ok(FileAttr::from_wire(&w))
+}
+
+fn check_path(path: &str) -> Result<()> {
+    if !path.starts_with('/') || path.contains('\0') || path.len() > 4096 {
+        return Err(err(Errno::Inval, format!("file path must be absolute, without NUL, ≤ 4096 bytes: {path:?}")));
+    }
+    Ok(())
+}
+
+fn ns_of(secs: i64, nsec: i64) -> u64 {
+    (secs.max(0) as u64).saturating_mul(1_000_000_000).saturating_add(nsec.max(0) as u64)
+}
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// Looks at the destination for `FileOpen`: what is there, and may this
+/// process open it the way it asks.
+fn dest_info(path: &str, fl: OpenFlags) -> Result<WireDestInfo> {
+    match std::fs::metadata(path) {
+        Ok(md) => {
+            if md.is_dir() {
+                return Err(os_code(Errno::IsDir, libc::EISDIR, format!("{path} is a directory")));
+            }
+            if !md.is_file() {
+                // FIFOs, devices, sockets: never buffered.
+                return Err(os_code(Errno::IsDir, 0, format!("{path} is not a regular file")));
+            }
+            if fl.create && fl.excl {
+                return Err(os_code(Errno::Exists, libc::EEXIST, format!("{path} exists")));
+            }
+            let mut want = rustix::fs::Access::empty();
+            if fl.read {
+                want |= rustix::fs::Access::READ_OK;
+            }
+            if fl.write || fl.trunc {
+                want |= rustix::fs::Access::WRITE_OK;
+            }
+            if !want.is_empty() {
+                if let Err(e) = rustix::fs::access(path, want) {
+                    return Err(os_code(Errno::Inval, e.raw_os_error(), format!("{path}: {e}")));
+                }
+            }
+            Ok(WireDestInfo {
+                exists: 1,
+                mode: md.mode() & 0o7777,
+                size: md.len(),
+                mtime_ns: ns_of(md.mtime(), md.mtime_nsec()),
+                uid: md.uid(),
+                gid: md.gid(),
+                _pad: 0,
+            })
+        }
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+            if !fl.create {
+                return Err(os_code(Errno::NoFile, libc::ENOENT, format!("{path}: no such file")));
+            }
+            let parent = std::path::Path::new(path).parent().unwrap_or(std::path::Path::new("/"));
+            match std::fs::metadata(parent) {
+                Ok(pm) if pm.is_dir() => {}
+                Ok(_) => return Err(os_code(Errno::Inval, libc::ENOTDIR, format!("{} is not a directory", parent.display()))),
+                Err(e) => return Err(os_err(Errno::NoFile, &e, parent.display().to_string())),
+            }
+            if let Err(e) = rustix::fs::access(parent, rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK) {
+                return Err(os_code(Errno::Inval, e.raw_os_error(), format!("{}: {e}", parent.display())));
+            }
+            Ok(WireDestInfo::default())
+        }
+        Err(e) => Err(os_err(Errno::Io, &e, path.to_string())),
+    }
+}
+
+impl Client {
+    fn file_call(&self, req: Request, args: &[&[u8]], what: &str) -> Result<(strata_proto::wire::Response, Vec<u8>)> {
+        let (resp, arg) = self.call(req, args)?;
+        resp.result().map_err(|e| err(e, what.to_string()))?;
+        Ok((resp, arg))
+    }
+
+    /// Opens (or creates) the file at absolute `path`. Consults the
+    /// destination when the daemon has no record of it. `mode` is the
+    /// creation mode (umask applied by the caller). Errors carry the errno
+    /// to report (`Error::os_errno`); `Errno::IsDir` means "not a regular
+    /// file: do not buffer it".
+    pub fn file_open(&self, path: &str, fl: OpenFlags, mode: u32, persist: Persist, page_bytes: u64) -> Result<FileAttr> {
+        check_path(path)?;
+        if !page_bytes.is_power_of_two() || !(PAGE_BYTES_MIN..=PAGE_BYTES_MAX).contains(&page_bytes) {
+            return Err(err(Errno::Inval, format!("page size {page_bytes} must be a power of two in 4 KiB..=64 MiB")));
+        }
+        let aux = (mode & 0o7777) as u64 | (persist.wire() as u64) << 16 | (page_bytes.trailing_zeros() as u64) << 24;
+        let mut f = 0;
+        if fl.create {
+            f |= flags::CREATE;
+        }
+        if fl.excl {
+            f |= flags::EXCL;
+        }
+        if fl.trunc {
+            f |= flags::TRUNC;
+        }
+        let req = Request { op: Op::FileOpen as u32, flags: f, aux, name_len: path.len() as u32, ..Request::default() };
+        let (resp, arg) = self.call(req, &[path.as_bytes()])?;
+        let attr = match resp.result() {
+            Ok(()) => attr_of(&arg)?,
+            Err(Errno::NeedDest) => {
+                let info = dest_info(path, fl)?;
+                let req = Request { flags: f | flags::DEST_INFO, ..req };
+                let (resp, arg) = self.call(req, &[path.as_bytes(), info.as_bytes()])?;
+                match resp.result() {
+                    Ok(()) => attr_of(&arg)?,
+                    Err(e) => return Err(open_error(e, path)),
+                }
+            }
+            Err(e) => return Err(open_error(e, path)),
+        };
+        // A buffered record: honour its permission bits like the kernel would.
+        if !is_root() {
+            if fl.read && attr.mode & 0o400 == 0 {
+                return Err(os_code(Errno::Inval, libc::EACCES, format!("{path}: permission denied")));
+            }
+            if (fl.write || fl.trunc) && attr.mode & 0o200 == 0 {
+                return Err(os_code(Errno::Inval, libc::EACCES, format!("{path}: permission denied")));
+            }
+        }
+        Ok(attr)
+    }
+
+    /// The daemon's record of `path`; None when it has none (the
+    /// destination is then authoritative).
+    pub fn file_stat_path(&self, path: &str) -> Result<Option<FileAttr>> {
+        check_path(path)?;
+        let req = Request { op: Op::FileStat as u32, name_len: path.len() as u32, ..Request::default() };
+        let (resp, arg) = self.call(req, &[path.as_bytes()])?;
+        match resp.result() {
+            Ok(()) => Ok(Some(attr_of(&arg)?)),
+            Err(Errno::NoFile) => Ok(None),
+            Err(e) => Err(err(e, format!("stat {path}"))),
+        }
+    }
+
+    /// The record of an open file (`NoFile` once it was unlinked).
+    pub fn file_stat(&self, id: u64) -> Result<FileAttr> {
+        let req = Request { op: Op::FileStat as u32, bucket: id, ..Request::default() };
+        let (_, arg) = self.file_call(req, &[], "file stat")?;
+        attr_of(&arg)
+    }
+
+    /// The file's current path (it changes with renames).
+    pub fn file_path(&self, id: u64) -> Result<String> {
+        let req = Request { op: Op::FilePath as u32, bucket: id, ..Request::default() };
+        let (_, arg) = self.file_call(req, &[], "file path")?;
+        String::from_utf8(arg).map_err(|_| err(Errno::Internal, "file path not UTF-8"))
+    }
+
+    /// Writes `data` at `offset`; returns the file size afterwards.
+    pub fn file_write(&self, id: u64, offset: u64, data: &[u8]) -> Result<u64> {
+        offset.checked_add(data.len() as u64).ok_or_else(|| err(Errno::Inval, "write beyond 2^64"))?;
+        let mut size = 0;
+        let mut done = 0usize;
+        // Bounded: every round writes ≥ 1 byte (or the empty write once).
+        loop {
+            let (at, n, sz) = self.write_piece(id, Some(offset + done as u64), &data[done..])?;
+            debug_assert_eq!(at, offset + done as u64);
+            size = size.max(sz);
+            done += n;
+            if done >= data.len() {
+                return Ok(size);
+            }
+        }
+    }
+
+    /// Appends `data` at the end of the file (atomic with respect to other
+    /// appenders for writes up to a lease, 1 MiB at least); returns (offset
+    /// written at, size afterwards).
+    pub fn file_append(&self, id: u64, data: &[u8]) -> Result<(u64, u64)> {
+        let (at, n, mut size) = self.write_piece(id, None, data)?;
+        if n < data.len() {
+            size = self.file_write(id, at + n as u64, &data[n..])?;
+        }
+        Ok((at, size))
+    }
+
+    /// One FileWrite of a prefix of `data`; fills pages from the destination
+    /// when the daemon asks. Returns (offset written at, bytes, size after).
+    fn write_piece(&self, id: u64, offset: Option<u64>, data: &[u8]) -> Result<(u64, usize, u64)> {
+        let piece_max = (self.inner.hello.lease_bytes as usize).max(4096);
+        let piece = &data[..data.len().min(piece_max)];
+        let fl = if offset.is_none() { flags::APPEND } else { 0 };
+        let off = offset.unwrap_or(0);
+        // Bounded: each NeedFill fills one page of the piece; a page filled
+        // stays filled (the daemon never drops buffered pages of a live file
+        // while we hold it open, except through truncation, so allow a few more).
+        let fills_max = piece.len() / PAGE_BYTES_MIN as usize + 8;
+        for _ in 0..=fills_max {
+            let mut ch = self.chan();
+            let sub = match ch.submit_data(&self.inner, Op::FileWrite, id, "", off, piece, fl)? {
+                Some(s) => s,
+                None => ch.submit_data_arg(&self.inner, Op::FileWrite, id, "", off, piece, fl)?,
+            };
+            let (resp, _) = ch.wait(&self.inner, sub, false)?;
+            drop(ch);
+            match resp.result() {
+                Ok(()) => return Ok((resp.val0, sub.data_len, resp.val1)),
+                Err(Errno::NeedFill) => self.fill_page(id, resp.val0)?,
+                Err(e) => return Err(err(e, "file write")),
+            }
+        }
+        Err(err(Errno::Internal, "file write: the daemon keeps asking for page fills"))
+    }
+
+    /// A read-only descriptor of the file's destination.
+    fn dest_fd(&self, id: u64) -> Result<Arc<File>> {
+        let path = self.file_path(id)?;
+        {
+            let fds = self.inner.dest_fds.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((p, f)) = fds.get(&id) {
+                if *p == path {
+                    return Ok(f.clone());
+                }
+            }
+        }
+        let f = Arc::new(File::open(&path).map_err(|e| os_err(Errno::Io, &e, format!("read-through of {path}")))?);
+        let mut fds = self.inner.dest_fds.lock().unwrap_or_else(|p| p.into_inner());
+        if fds.len() >= DEST_FDS_MAX {
+            fds.clear();
+        }
+        fds.insert(id, (path, f.clone()));
+        Ok(f)
+    }
+
+    /// Reads page `page_off` from the destination (short at its end).
+    fn read_dest_page(&self, id: u64, page_off: u64, page_bytes: u64) -> Result<Vec<u8>> {
+        let f = self.dest_fd(id)?;
+        let mut buf = vec![0u8; page_bytes as usize];
+        let mut got = 0usize;
+        // Bounded: each round reads ≥ 1 byte or stops.
+        while got < buf.len() {
+            match f.read_at(&mut buf[got..], page_off + got as u64) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(os_err(Errno::Io, &e, "read-through".into())),
+            }
+        }
+        buf.truncate(got);
+        Ok(buf)
+    }
+
+    /// Hands page `page_off` of the destination to the daemon as a clean page.
+    fn fill_page(&self, id: u64, page_off: u64) -> Result<()> {
+        let attr = self.file_stat(id)?;
+        let page = attr.page_bytes;
+        if page == 0 || page_off % page != 0 {
+            return Err(err(Errno::Internal, format!("fill of unaligned page offset {page_off}")));
+        }
+        let bytes = self.read_dest_page(id, page_off, page)?;
+        self.give_page(id, page_off, &bytes)
+    }
+
+    fn give_page(&self, id: u64, page_off: u64, bytes: &[u8]) -> Result<()> {
+        let mut ch = self.chan();
+        let sub = match ch.submit_data(&self.inner, Op::FileFill, id, "", page_off, bytes, 0)? {
+            Some(s) => s,
+            None => {
+                // No arena room: the page stays unbuffered; reads go to the destination.
+                return Ok(());
+            }
+        };
+        let (resp, _) = ch.wait(&self.inner, sub, false)?;
+        resp.result().map_err(|e| err(e, "page fill"))
+    }
+
+    /// Reads into `buf` from `offset`; returns the bytes read (short at EOF).
+    pub fn file_read(&self, id: u64, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let mut done = 0usize;
+        let mut page_bytes = 0u64;
+        // Bounded: every round covers ≥ 1 byte or ends.
+        while done < buf.len() {
+            let at = offset + done as u64;
+            let mut ch = self.chan();
+            let req = Request { op: Op::FileRead as u32, bucket: id, offset: at, len: (buf.len() - done) as u64, ..Request::default() };
+            let sub = ch.submit(&self.inner, req, &[])?;
+            let (resp, arg) = ch.wait(&self.inner, sub, true)?;
+            if let Err(e) = resp.result() {
+                return Err(err(e, "file read"));
+            }
+            let covered = (resp.val1 as usize).min(buf.len() - done);
+            let exts = extents_of(&arg);
+            let dst = &mut buf[done..done + covered];
+            let mut from_dest = Vec::new();
+            let mut res = Ok(());
+            for e in &exts {
+                if e.logical_off < at || e.logical_off + e.len > at + covered as u64 {
+                    res = Err(err(Errno::Malformed, "file extent outside the requested range"));
+                    break;
+                }
+                if e.tier == TIER_DEST {
+                    from_dest.push(*e);
+                } else if let Err(x) = self.read_extents(std::slice::from_ref(e), at, dst) {
+                    res = Err(x);
+                    break;
+                }
+            }
+            ch.release(resp.val2);
+            drop(ch);
+            res?;
+            if !from_dest.is_empty() {
+                if page_bytes == 0 {
+                    page_bytes = self.file_stat(id)?.page_bytes.max(PAGE_BYTES_MIN);
+                }
+                self.read_through(id, at, dst, &from_dest, page_bytes)?;
+            }
+            done += covered;
+            if covered == 0 {
+                break;
+            }
+        }
+        Ok(done)
+    }
+
+    /// Fills the `TIER_DEST` extents of `dst` (which starts at file offset
+    /// `base`) from the destination, page by page, and offers each page to
+    /// the daemon so the next read is a hit.
+    fn read_through(&self, id: u64, base: u64, dst: &mut [u8], exts: &[strata_proto::wire::WireExtent], page_bytes: u64) -> Result<()> {
+        for e in exts {
+            let end = e.logical_off + e.len;
+            let mut page_off = e.logical_off / page_bytes * page_bytes;
+            // Bounded: one round per page of the extent.
+            while page_off < end {
+                let page = self.read_dest_page(id, page_off, page_bytes)?;
+                let lo = e.logical_off.max(page_off);
+                let hi = end.min(page_off + page_bytes);
+                let d = &mut dst[(lo - base) as usize..(hi - base) as usize];
+                let src_lo = (lo - page_off) as usize;
+                let avail = page.len().saturating_sub(src_lo).min(d.len());
+                d[..avail].copy_from_slice(&page[src_lo..src_lo + avail]);
+                d[avail..].fill(0);
+                self.give_page(id, page_off, &page)?;
+                page_off += page_bytes;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets the file size to `len` (shrinking drops bytes; growing adds zeros).
+    pub fn file_truncate(&self, id: u64, len: u64) -> Result<()> {
+        let req = Request { op: Op::FileTruncate as u32, bucket: id, len, ..Request::default() };
+        self.file_call(req, &[], "file truncate")?;
+        Ok(())
+    }
+
+    /// Removes the buffered record of `path` (not the destination file);
+    /// true if there was one.
+    pub fn file_unlink(&self, path: &str) -> Result<bool> {
+        check_path(path)?;
+        let req = Request { op: Op::FileUnlink as u32, name_len: path.len() as u32, ..Request::default() };
+        let (resp, _) = self.file_call(req, &[path.as_bytes()], "file unlink")?;
+        Ok(resp.val0 == 1)
+    }
+
+    /// Moves the buffered record of `from` to `to` (replacing a record
+    /// there); `dest_renamed` says the caller renamed the destination file
+    /// too. True if a record moved.
+    pub fn file_rename(&self, from: &str, to: &str, dest_renamed: bool) -> Result<bool> {
+        check_path(from)?;
+        check_path(to)?;
+        let f = if dest_renamed { flags::DEST_INFO } else { 0 };
+        let req = Request { op: Op::FileRename as u32, flags: f, name_len: from.len() as u32, name2_len: to.len() as u32, ..Request::default() };
+        let (resp, _) = self.file_call(req, &[from.as_bytes(), to.as_bytes()], "file rename")?;
+        Ok(resp.val0 == 1)
+    }
+
+    /// DEFAULT files: returns once every byte written before the call is at
+    /// the destination (fdatasync'ed there). SCRATCH and WORKFLOW: returns
+    /// at once. A failed flush is reported as `Io` with its reason.
+    pub fn file_sync(&self, id: u64) -> Result<()> {
+        let req = Request { op: Op::FileSync as u32, bucket: id, ..Request::default() };
+        let (resp, _) = self.file_call(req, &[], "file sync")?;
+        let target = resp.val0;
+        if target == 0 {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let mut sleep = Duration::from_micros(20);
+        // Bounded by the daemon: it answers until the flush is done or failed,
+        // and the channel reports NoDaemon if it goes away.
+        loop {
+            let req = Request { op: Op::FileSyncState as u32, bucket: id, aux: target, ..Request::default() };
+            let (resp, arg) = self.file_call(req, &[], "file sync state")?;
+            if resp.val0 == 1 {
+                return Ok(());
+            }
+            if resp.val1 == 1 {
+                let why = String::from_utf8_lossy(&arg).into_owned();
+                return Err(Error { errno: Errno::Io, context: format!("flush to the destination failed after {:?}: {why}", started.elapsed()), os: libc::EIO });
+            }
+            std::thread::sleep(sleep);
+            sleep = (sleep * 2).min(SYNC_POLL_SLEEP_MAX);
+        }
+    }
+}
+
+fn open_error(e: Errno, path: &str) -> Error {
+    let os = match e {
+        Errno::NoFile => libc::ENOENT,
+        Errno::Exists => libc::EEXIST,
+        Errno::IsDir => libc::EISDIR,
+        _ => 0,
+    };
+    Error { errno: e, context: format!("open {path}"), os }
+}
