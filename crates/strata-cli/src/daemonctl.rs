@@ -11,7 +11,10 @@ use strata_proto::control::{ControlReply, ControlRequest};
 
 /// How long a starting daemon may take to answer.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
-const STOP_TIMEOUT: Duration = Duration::from_secs(60);
+/// Generous: a stopping daemon first drains dirty DEFAULT-mode files.
+const STOP_TIMEOUT: Duration = Duration::from_secs(600);
+/// How long to wait for the winner when our daemon lost the instance lock.
+const LOST_RACE_WAIT: Duration = Duration::from_secs(10);
 
 pub fn init_logging(cfg: &Config) {
     let filter = std::env::var("STRATA_LOG").unwrap_or_else(|_| cfg.daemon.log.to_string());
@@ -27,6 +30,13 @@ pub fn ping(socket: &Path) -> bool {
 
 /// Starts a detached daemon and waits until it answers.
 pub fn start_detached(config: Option<&Path>, cfg: &Config) -> Result<PathBuf> {
+    start_detached_pid(config, cfg).map(|(s, _)| s)
+}
+
+/// Like [`start_detached`]; also returns the pid of the daemon we started, or
+/// `None` if ours lost the start race (the instance lock) to another daemon
+/// that now answers on the socket.
+pub fn start_detached_pid(config: Option<&Path>, cfg: &Config) -> Result<(PathBuf, Option<u32>)> {
     let socket = cfg.resolved_socket_path();
     if ping(&socket) {
         bail!("a strata daemon is already running (socket {}); stop it with `strata daemon stop`", socket.display());
@@ -52,9 +62,18 @@ pub fn start_detached(config: Option<&Path>, cfg: &Config) -> Result<PathBuf> {
     let started = Instant::now();
     while started.elapsed() < START_TIMEOUT {
         if ping(&socket) {
-            return Ok(socket);
+            let pid = child.id();
+            return Ok((socket, child.try_wait()?.is_none().then_some(pid)));
         }
         if let Some(status) = child.try_wait()? {
+            // Another daemon may hold the instance lock and still be starting.
+            let lost = Instant::now();
+            while lost.elapsed() < LOST_RACE_WAIT {
+                if ping(&socket) {
+                    return Ok((socket, None));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
             let tail = std::fs::read_to_string(&log_path).unwrap_or_default();
             let tail: Vec<&str> = tail.lines().rev().take(5).collect();
             bail!("the daemon exited at start ({status}); last log lines:\n{}", tail.into_iter().rev().collect::<Vec<_>>().join("\n"));

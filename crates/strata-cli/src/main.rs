@@ -2,6 +2,8 @@
 //! the library crates (daemon, client, config, bench).
 
 mod daemonctl;
+mod flush;
+mod run;
 mod table;
 
 use std::io::{Read, Write};
@@ -67,6 +69,34 @@ enum Cmd {
     },
     /// Put, get and list through a zero-config private daemon, printing what happened.
     Demo,
+    /// Run an unmodified program with its file I/O buffered by strata
+    /// (LD_PRELOAD adapter). Uses the running daemon or starts a private one;
+    /// drains DEFAULT-mode data when CMD ends and exits with CMD's status.
+    #[command(trailing_var_arg = true)]
+    Run {
+        /// Adapter mode for the included paths: default, scratch, workflow, bypass.
+        #[arg(long)]
+        mode: Option<strata_config::Mode>,
+        /// Buffer files under this path prefix (repeatable; default: the
+        /// configuration's adapter.include, else the current directory).
+        #[arg(long, value_name = "PATH")]
+        include: Vec<PathBuf>,
+        /// No summary on stderr.
+        #[arg(long, short)]
+        quiet: bool,
+        /// The command and its arguments (after `--`).
+        #[arg(required = true, allow_hyphen_values = true, value_name = "CMD")]
+        cmd: Vec<std::ffi::OsString>,
+    },
+    /// Write buffered DEFAULT-mode files under PATHs (default: all) to their
+    /// destination now.
+    Flush {
+        /// Wait until they are persisted (progress bar); exit 1 listing the
+        /// files that cannot be.
+        #[arg(long)]
+        wait: bool,
+        path: Vec<PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -249,6 +279,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             res?;
         }
         Cmd::Demo => daemonctl::demo(cfg_path.as_deref())?,
+        Cmd::Run { mode, include, quiet, cmd } => {
+            return run::run(run::RunArgs { config: cfg_path, mode, include, quiet, cmd });
+        }
+        Cmd::Flush { wait, path } => {
+            let cfg = load_config(cfg_path.as_deref())?;
+            return flush::command(&cfg.resolved_socket_path(), &path, wait);
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,325 @@
+//! `strata run [--config F] [--mode M] [--include P]… -- CMD ARGS…`: run an
+//! unmodified program with the POSIX/stdio adapter preloaded.
+//!
+//! 1. Find `libstrata_posix.so` (`$STRATA_PRELOAD_LIB`, else next to this
+//!    executable).
+//! 2. Use the daemon at the configured socket, or start a private one. Several
+//!    `strata run` on a node (e.g. MPI ranks) share one daemon: starting is
+//!    serialised by a lock file next to the socket, every run holds a shared
+//!    "users" lock for its lifetime, and a daemon started by `strata run`
+//!    (recorded in the `run-owned` marker) is stopped by the last run to
+//!    leave — the one whose upgrade to an exclusive lock succeeds. A daemon
+//!    the user started (`strata daemon start`) is never stopped.
+//! 3. Run CMD with `LD_PRELOAD`, `STRATA_SOCKET`, `STRATA_CONFIG`,
+//!    `STRATA_MODE`, `STRATA_INCLUDE`; forward SIGINT/SIGTERM/SIGHUP sent to
+//!    us (not the terminal's, which CMD receives itself).
+//! 4. Drain DEFAULT-mode files under the included prefixes, stop a private
+//!    daemon if we are the last user, print a summary, exit with CMD's code.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::os::fd::AsFd;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use rustix::fs::{flock, FlockOperation};
+use strata_config::{Config, Mode};
+use strata_proto::control::{FileCounters, StatusReply};
+
+use crate::flush;
+use crate::table::format_size;
+
+pub const PRELOAD_LIB_NAME: &str = "libstrata_posix.so";
+
+pub struct RunArgs {
+    pub config: Option<PathBuf>,
+    pub mode: Option<Mode>,
+    pub include: Vec<PathBuf>,
+    pub quiet: bool,
+    pub cmd: Vec<OsString>,
+}
+
+/// The adapter library: `$STRATA_PRELOAD_LIB`, else next to the `strata`
+/// executable (cargo builds both into target/<profile>/).
+pub fn find_preload_lib() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("STRATA_PRELOAD_LIB").filter(|v| !v.is_empty()) {
+        let p = flush::absolute(Path::new(&p))?;
+        if !p.is_file() {
+            bail!("STRATA_PRELOAD_LIB={} does not exist", p.display());
+        }
+        return Ok(p);
+    }
+    let exe = std::env::current_exe().context("cannot find the strata executable")?;
+    let dir = exe.parent().context("the strata executable has no directory")?;
+    let lib = dir.join(PRELOAD_LIB_NAME);
+    if !lib.is_file() {
+        bail!(
+            "{} not found next to {} — build it with `cargo build -p strata-posix` (same profile as strata), or set STRATA_PRELOAD_LIB to its path",
+            PRELOAD_LIB_NAME,
+            exe.display()
+        );
+    }
+    Ok(lib)
+}
+
+// ---------------------------------------------------------------------------
+// Sharing one daemon between concurrent runs
+
+fn lock_file(path: &Path) -> Result<File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .with_context(|| format!("cannot open lock file {}", path.display()))
+}
+
+/// This run's hold on the daemon: a shared lock on `<socket>.users` while
+/// CMD runs.
+struct DaemonUse {
+    socket: PathBuf,
+    cfg: Config,
+    users: File,
+    marker: PathBuf,
+    /// This run started the daemon (for the summary).
+    started: bool,
+}
+
+fn daemon_pid(socket: &Path) -> Option<u32> {
+    strata_client::status(socket).ok().map(|s| s.pid)
+}
+
+fn marker_pid(marker: &Path) -> Option<u32> {
+    std::fs::read_to_string(marker).ok()?.trim().parse().ok()
+}
+
+/// Connects to the running daemon, or starts one; race-free against other
+/// `strata run` processes of this user.
+fn acquire_daemon(config: Option<&Path>, cfg: &Config) -> Result<DaemonUse> {
+    let socket = cfg.resolved_socket_path();
+    let dir = socket.parent().context("socket has no parent directory")?;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let start_lock = lock_file(&socket.with_extension("start-lock"))?;
+    flock(start_lock.as_fd(), FlockOperation::LockExclusive).context("cannot lock the start lock")?;
+    let users = lock_file(&socket.with_extension("users"))?;
+    // Blocks while the last user of a private daemon is stopping it.
+    flock(users.as_fd(), FlockOperation::LockShared).context("cannot lock the users lock")?;
+    let marker = socket.with_extension("run-owned");
+    let mut started = false;
+    if !crate::daemonctl::ping(&socket) {
+        let (_, ours) = crate::daemonctl::start_detached_pid(config, cfg).context("cannot start a daemon for `strata run`")?;
+        // `ours` is None when a daemon started by someone else won the race.
+        if let Some(pid) = ours {
+            std::fs::write(&marker, format!("{pid}\n")).with_context(|| format!("cannot write {}", marker.display()))?;
+            started = true;
+        }
+    }
+    drop(start_lock);
+    Ok(DaemonUse { socket, cfg: cfg.clone(), users, marker, started })
+}
+
+impl DaemonUse {
+    /// Stops the daemon if it was started by `strata run` and this is its
+    /// last user. Returns whether it stopped it.
+    fn release(self) -> Result<bool> {
+        // Converting shared → exclusive without blocking succeeds only for
+        // the last user (a failed conversion drops our shared lock, which is
+        // what leaving means anyway).
+        if flock(self.users.as_fd(), FlockOperation::NonBlockingLockExclusive).is_err() {
+            return Ok(false);
+        }
+        let owned = match (marker_pid(&self.marker), daemon_pid(&self.socket)) {
+            (Some(m), Some(d)) => m == d,
+            _ => false,
+        };
+        if !owned {
+            return Ok(false);
+        }
+        crate::daemonctl::stop(&self.cfg)?;
+        let _ = std::fs::remove_file(&self.marker);
+        Ok(true)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Signals
+
+static CHILD_PID: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn forward_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+    // Signals from the terminal (si_code SI_KERNEL > 0) already reach CMD,
+    // which shares our process group; forward only those sent to us.
+    // SAFETY: the kernel passes a valid siginfo with SA_SIGINFO.
+    let code = unsafe { (*info).si_code };
+    let pid = CHILD_PID.load(Ordering::SeqCst);
+    if code <= 0 && pid > 0 {
+        // SAFETY: kill is async-signal-safe.
+        unsafe { libc::kill(pid, sig) };
+    }
+}
+
+fn install_forwarding() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: a plain sigaction with a handler that only does atomics and kill().
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = forward_signal as *const () as usize;
+            sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+fn restore_default_signals() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: resetting to the default disposition.
+        unsafe { libc::signal(sig, libc::SIG_DFL) };
+    }
+}
+
+// ---------------------------------------------------------------------------
+
+fn counters(socket: &Path) -> FileCounters {
+    strata_client::status(socket).map(|s: StatusReply| s.files).unwrap_or_default()
+}
+
+fn plural(n: u64) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+pub fn run(args: RunArgs) -> Result<ExitCode> {
+    let RunArgs { config, mode, include, quiet, cmd } = args;
+    if cmd.is_empty() {
+        bail!("no command given: strata run [--mode M] [--include P]… -- CMD ARGS…");
+    }
+    let config = match config {
+        Some(c) => Some(flush::absolute(&c)?),
+        None => None,
+    };
+    if let Some(c) = &config {
+        if !c.is_file() {
+            bail!("configuration file {} does not exist", c.display());
+        }
+    }
+    let mut cfg = crate::load_config(config.as_deref())?;
+    if let Some(m) = mode {
+        cfg.adapter.mode = m;
+    }
+    let include: Vec<PathBuf> = include.iter().map(|p| flush::absolute(p)).collect::<Result<_>>()?;
+    let set_include = !include.is_empty() || cfg.adapter.include.is_empty();
+    if !include.is_empty() {
+        cfg.adapter.include = include;
+    } else if cfg.adapter.include.is_empty() {
+        cfg.adapter.include = vec![flush::absolute(Path::new("."))?];
+    }
+    let lib = find_preload_lib()?;
+
+    let daemon = acquire_daemon(config.as_deref(), &cfg)?;
+    let socket = daemon.socket.clone();
+    let before = counters(&socket);
+    let t0 = Instant::now();
+
+    let mut preload = lib.as_os_str().to_owned();
+    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
+        preload.push(":");
+        preload.push(old);
+    }
+    let mut child_cmd = Command::new(&cmd[0]);
+    child_cmd.args(&cmd[1..]).env("LD_PRELOAD", &preload).env("STRATA_SOCKET", &socket);
+    if let Some(c) = &config {
+        child_cmd.env("STRATA_CONFIG", c);
+    }
+    if let Some(m) = mode {
+        child_cmd.env("STRATA_MODE", m.as_str());
+    }
+    if set_include {
+        let joined: Vec<String> = cfg.adapter.include.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+        child_cmd.env("STRATA_INCLUDE", joined.join(":"));
+    }
+
+    install_forwarding();
+    let status = match child_cmd.spawn() {
+        Ok(mut child) => {
+            CHILD_PID.store(child.id() as i32, Ordering::SeqCst);
+            let st = child.wait();
+            CHILD_PID.store(0, Ordering::SeqCst);
+            Some(st.context("waiting for the command")?)
+        }
+        Err(e) => {
+            eprintln!("strata: cannot run {}: {e}", Path::new(&cmd[0]).display());
+            None
+        }
+    };
+    let code: u8 = match &status {
+        None => 127,
+        Some(st) => match (st.code(), st.signal()) {
+            (Some(c), _) => c as u8,
+            (None, Some(sig)) => (128 + sig) as u8,
+            _ => 1,
+        },
+    };
+    let run_time = t0.elapsed();
+
+    // Drain DEFAULT-mode data written under the included prefixes.
+    let drains = cfg.adapter.mode == Mode::Default || cfg.adapter.prefixes.iter().any(|p| p.mode == Some(Mode::Default));
+    let mut persist_failed = false;
+    if drains {
+        match flush::drain(&socket, &cfg.adapter.include, !quiet) {
+            Ok(r) => {
+                if r.dirty_files > 0 {
+                    flush::print_errors(&r);
+                    eprintln!("strata: {} file{} could not be persisted", r.dirty_files, plural(r.dirty_files));
+                    persist_failed = true;
+                }
+            }
+            Err(e) => {
+                eprintln!("strata: warning: draining buffered data: {e:#}");
+                persist_failed = true;
+            }
+        }
+    }
+    let after = counters(&socket);
+    let total = t0.elapsed();
+    let started = daemon.started;
+    restore_default_signals();
+    let stopped = match daemon.release() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("strata: warning: stopping the private daemon: {e:#}");
+            false
+        }
+    };
+    if !quiet {
+        let d = |a: u64, b: u64| a.saturating_sub(b);
+        eprintln!(
+            "strata: {} written to the buffer, {} read from the buffer, {} read from the destination, {} flushed ({} file{}); run {:.2}s, total {:.2}s{}",
+            format_size(d(after.write_bytes_total, before.write_bytes_total)),
+            format_size(d(after.read_hit_bytes_total, before.read_hit_bytes_total)),
+            format_size(d(after.read_dest_bytes_total, before.read_dest_bytes_total)),
+            format_size(d(after.flushed_bytes_total, before.flushed_bytes_total)),
+            d(after.flushed_files_total, before.flushed_files_total),
+            plural(d(after.flushed_files_total, before.flushed_files_total)),
+            run_time.as_secs_f64(),
+            total.as_secs_f64(),
+            match (started, stopped) {
+                (_, true) => "; private daemon stopped",
+                (true, false) => "; daemon left running for other users",
+                _ => "",
+            }
+        );
+    }
+    if persist_failed && code == 0 {
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::from(code))
+}
