@@ -374,6 +374,7 @@ impl Core {
         blob.access_count += 1;
         blob.dirty = true;
         debug_assert!(blob.check().is_ok(), "{:?}", blob.check());
+        self.meta.blob_touch(id);
         self.meta.blob_resized(bucket, old_size, size);
         self.free_extents(&old);
         Ok(size)
@@ -467,6 +468,7 @@ impl Core {
         blob.access_count += 1;
         blob.dirty = true;
         debug_assert!(blob.check().is_ok(), "{:?}", blob.check());
+        self.meta.blob_touch(id);
         self.meta.blob_resized(bucket, old_size, new_size);
         Ok(new_size)
     }

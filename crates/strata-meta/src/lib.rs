@@ -50,6 +50,20 @@ pub fn name_hash(name: &[u8]) -> u64 {
     h
 }
 
+/// Formats `v` in decimal into `buf` without allocating.
+pub fn format_u64(mut v: u64, buf: &mut [u8; 20]) -> &str {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    std::str::from_utf8(&buf[i..]).expect("ascii digits")
+}
+
 /// The one owner function: which node owns the metadata of bucket `name`
 /// among `node_count` nodes. Every lookup by name goes through it.
 pub fn owner_of(name: &[u8], node_count: u32) -> NodeId {
@@ -118,6 +132,10 @@ pub struct Blob {
     pub ctime_ns: u64,
     /// Modified since last persisted (the flusher clears it).
     pub dirty: bool,
+    /// Write generation: a store-wide counter value taken at creation and on
+    /// every modification ([`MetaStore::blob_touch`]). Unique across blobs and
+    /// slot reuse, so "(id, gen) unchanged" means "bytes unchanged".
+    pub gen: u64,
 }
 
 impl Blob {
@@ -153,6 +171,185 @@ pub struct Bucket {
     pub order: BTreeSet<Box<str>>,
     pub size_bytes: u64,
     pub ctime_ns: u64,
+    /// Present when the bucket is a tracked file (its blobs are pages).
+    pub file: Option<Box<FileRecord>>,
+}
+
+/// How a file's buffered bytes reach (or never reach) its destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Persist {
+    /// Buffered and flushed to the destination in the background.
+    Default = 0,
+    /// Buffered only; never written to the destination.
+    Scratch = 1,
+    /// Buffered and kept until staged out (not flushed automatically).
+    Workflow = 2,
+}
+
+impl Persist {
+    pub fn from_u32(v: u32) -> Option<Persist> {
+        match v {
+            0 => Some(Persist::Default),
+            1 => Some(Persist::Scratch),
+            2 => Some(Persist::Workflow),
+            _ => None,
+        }
+    }
+}
+
+/// Smallest and largest page size of a file (log2).
+pub const PAGE_SHIFT_MIN: u32 = 9;
+pub const PAGE_SHIFT_MAX: u32 = 30;
+/// Page size when a client passes 0.
+pub const PAGE_SHIFT_DEFAULT: u32 = 20;
+
+/// The file record attached to a bucket that is a tracked file. Its bytes
+/// are page blobs named by page index in decimal ([`page_name`]); page `i`
+/// covers file bytes `[i*page_bytes, (i+1)*page_bytes)`.
+///
+/// **Invariants** (`check`): `page_bytes` is a power of two within
+/// `PAGE_SHIFT_MIN..=PAGE_SHIFT_MAX`; `dest_size <= size`;
+/// `flushed_gen <= mod_gen`; `synced_gen <= flushed_gen`; every dirty page
+/// lies below `size`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FileRecord {
+    pub size: u64,
+    /// Permission bits (`& 0o7777`).
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub persist: Persist,
+    pub page_bytes: u64,
+    pub mtime_ns: u64,
+    pub ctime_ns: u64,
+    pub atime_ns: u64,
+    /// Bytes of the destination still valid for read-through (absent pages
+    /// below it read the destination, above it zeros).
+    pub dest_size: u64,
+    /// The destination file exists and belongs to this record.
+    pub dest_exists: bool,
+    /// Lowest size reached by truncation since the last flush.
+    pub trunc_min: Option<u64>,
+    /// Bumped on every data or size change.
+    pub mod_gen: u64,
+    /// `mod_gen` of the last fully successful flush.
+    pub flushed_gen: u64,
+    /// `mod_gen` of the last successful flush that also synced the data.
+    pub synced_gen: u64,
+    /// Text of the last flush failure; None after a success.
+    pub flush_error: Option<String>,
+    /// Monotonic time (ns since daemon start) of the last modification.
+    pub last_write_mono_ns: u64,
+    /// Monotonic time at which the file became dirty (0 = clean).
+    pub dirty_since_mono_ns: u64,
+    /// Flush as soon as possible (FileSync, control Flush, shutdown).
+    pub urgent: bool,
+    /// The next flush must also sync the destination (FileSync).
+    pub durable: bool,
+    /// Pages whose blob is dirty (modified since last flushed).
+    pub dirty_pages: BTreeSet<u64>,
+}
+
+/// The name of page `index`'s blob.
+pub fn page_name(index: u64) -> String {
+    index.to_string()
+}
+
+/// Inverse of [`page_name`]: only canonical decimal names are pages.
+pub fn parse_page_name(name: &str) -> Option<u64> {
+    if name.is_empty() || name.len() > 20 || (name.len() > 1 && name.starts_with('0')) {
+        return None;
+    }
+    if !name.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    name.parse().ok()
+}
+
+impl FileRecord {
+    pub fn new(persist: Persist, page_shift: u32, mode: u32, now_ns: u64) -> FileRecord {
+        assert!((PAGE_SHIFT_MIN..=PAGE_SHIFT_MAX).contains(&page_shift), "page shift {page_shift} out of range");
+        FileRecord {
+            size: 0,
+            mode: mode & 0o7777,
+            uid: 0,
+            gid: 0,
+            persist,
+            page_bytes: 1u64 << page_shift,
+            mtime_ns: now_ns,
+            ctime_ns: now_ns,
+            atime_ns: now_ns,
+            dest_size: 0,
+            dest_exists: false,
+            trunc_min: None,
+            mod_gen: 0,
+            flushed_gen: 0,
+            synced_gen: 0,
+            flush_error: None,
+            last_write_mono_ns: 0,
+            dirty_since_mono_ns: 0,
+            urgent: false,
+            durable: false,
+            dirty_pages: BTreeSet::new(),
+        }
+    }
+
+    /// Index of the page holding file offset `off`.
+    pub fn page_of(&self, off: u64) -> u64 {
+        off / self.page_bytes
+    }
+
+    /// File offset where page `index` starts.
+    pub fn page_start(&self, index: u64) -> u64 {
+        index.saturating_mul(self.page_bytes)
+    }
+
+    /// The flusher has something to do for this file.
+    pub fn needs_flush(&self) -> bool {
+        self.persist == Persist::Default && (self.mod_gen > self.flushed_gen || (self.durable && self.synced_gen < self.mod_gen))
+    }
+
+    /// Records a data or size change made at `now_ns` (wall) / `mono_ns`.
+    pub fn modified(&mut self, now_ns: u64, mono_ns: u64) {
+        self.mod_gen += 1;
+        self.mtime_ns = now_ns;
+        self.ctime_ns = now_ns;
+        self.last_write_mono_ns = mono_ns;
+        if self.dirty_since_mono_ns == 0 {
+            self.dirty_since_mono_ns = mono_ns.max(1);
+        }
+    }
+
+    /// Lowers the size to `new_size`: destination bytes beyond it are no
+    /// longer valid, and the next flush must truncate the destination.
+    pub fn truncated(&mut self, new_size: u64) {
+        debug_assert!(new_size <= self.size);
+        self.size = new_size;
+        self.dest_size = self.dest_size.min(new_size);
+        self.trunc_min = Some(self.trunc_min.map_or(new_size, |t| t.min(new_size)));
+    }
+
+    pub fn check(&self) -> std::result::Result<(), String> {
+        if !self.page_bytes.is_power_of_two()
+            || self.page_bytes < (1 << PAGE_SHIFT_MIN)
+            || self.page_bytes > (1 << PAGE_SHIFT_MAX)
+        {
+            return Err(format!("page size {} invalid", self.page_bytes));
+        }
+        if self.dest_size > self.size {
+            return Err(format!("dest_size {} above size {}", self.dest_size, self.size));
+        }
+        if self.flushed_gen > self.mod_gen || self.synced_gen > self.flushed_gen {
+            return Err(format!("generations out of order: mod {} flushed {} synced {}", self.mod_gen, self.flushed_gen, self.synced_gen));
+        }
+        if let Some(last) = self.dirty_pages.last() {
+            if self.page_start(*last) >= self.size {
+                return Err(format!("dirty page {last} beyond size {}", self.size));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// All buckets and blobs of this node.
@@ -166,6 +363,9 @@ pub struct MetaStore {
     blobs: Vec<Option<Blob>>,
     free_blob_slots: Vec<usize>,
     blob_count: usize,
+    file_count: usize,
+    /// Source of blob write generations (never reused).
+    next_gen: u64,
 }
 
 impl MetaStore {
@@ -181,6 +381,8 @@ impl MetaStore {
             blobs: Vec::new(),
             free_blob_slots: Vec::new(),
             blob_count: 0,
+            file_count: 0,
+            next_gen: 1,
         }
     }
 
@@ -242,6 +444,7 @@ impl MetaStore {
             order: BTreeSet::new(),
             size_bytes: 0,
             ctime_ns: now_ns,
+            file: None,
         };
         self.buckets.insert(id, b);
         self.bucket_by_name.insert(name.into(), id);
@@ -280,6 +483,9 @@ impl MetaStore {
     pub fn bucket_destroy(&mut self, id: BucketId) -> Result<Vec<Blob>> {
         let b = self.buckets.remove(&id).ok_or(Errno::NoBucket)?;
         self.bucket_by_name.remove(&b.name);
+        if b.file.is_some() {
+            self.file_count -= 1;
+        }
         let mut out = Vec::with_capacity(b.blobs.len());
         for (_, bid) in b.blobs {
             if let Some(blob) = self.blobs.get_mut(bid.local()).and_then(|s| s.take()) {
@@ -363,9 +569,72 @@ impl MetaStore {
             mtime_ns: now_ns,
             ctime_ns: now_ns,
             dirty: false,
+            gen: self.next_gen,
         });
+        self.next_gen += 1;
         self.blob_count += 1;
         Ok(id)
+    }
+
+    /// Records a modification of blob `id`: gives it a fresh write
+    /// generation. Returns the new generation (0 if the blob is unknown).
+    pub fn blob_touch(&mut self, id: BlobId) -> u64 {
+        let gen = self.next_gen;
+        match self.blobs.get_mut(id.local()).and_then(|s| s.as_mut()) {
+            Some(b) => {
+                b.gen = gen;
+                self.next_gen += 1;
+                gen
+            }
+            None => 0,
+        }
+    }
+
+    // ---- file records -------------------------------------------------
+
+    pub fn file_count(&self) -> usize {
+        self.file_count
+    }
+
+    /// Attaches a file record to a bucket that has none.
+    pub fn file_attach(&mut self, id: BucketId, rec: FileRecord) -> Result<()> {
+        rec.check().map_err(|_| Errno::Inval)?;
+        let b = self.buckets.get_mut(&id).ok_or(Errno::NoBucket)?;
+        if b.file.is_some() {
+            return Err(Errno::Exists);
+        }
+        b.file = Some(Box::new(rec));
+        self.file_count += 1;
+        Ok(())
+    }
+
+    /// The file record of bucket `id`; `NoFile` when the bucket is gone or
+    /// is not a file.
+    pub fn file(&self, id: BucketId) -> Result<&FileRecord> {
+        self.buckets.get(&id).and_then(|b| b.file.as_deref()).ok_or(Errno::NoFile)
+    }
+
+    pub fn file_mut(&mut self, id: BucketId) -> Result<&mut FileRecord> {
+        self.buckets.get_mut(&id).and_then(|b| b.file.as_deref_mut()).ok_or(Errno::NoFile)
+    }
+
+    /// The bucket id of the file at `path`, if it has a record.
+    pub fn file_by_path(&self, path: &str) -> Option<BucketId> {
+        let id = self.bucket_by_name(path)?;
+        self.buckets.get(&id)?.file.as_ref().map(|_| id)
+    }
+
+    /// The page blobs of a file: (page index, blob id), unordered.
+    pub fn file_pages(&self, id: BucketId) -> Result<Vec<(u64, BlobId)>> {
+        let b = self.buckets.get(&id).ok_or(Errno::NoBucket)?;
+        Ok(b.blobs.iter().filter_map(|(n, bid)| parse_page_name(n).map(|i| (i, *bid))).collect())
+    }
+
+    /// The blob of page `index` of file `id`, if present.
+    pub fn page_blob(&self, id: BucketId, index: u64) -> Option<BlobId> {
+        let b = self.buckets.get(&id)?;
+        let mut buf = [0u8; 20];
+        b.blobs.get(format_u64(index, &mut buf)).copied()
     }
 
     /// Removes a blob and returns it (the caller frees its extents).
@@ -498,6 +767,92 @@ mod tests {
         assert_eq!(m.blob_create(a, "full", 0), Err(Errno::Limit));
         let after: Vec<&str> = m.blob_names_after(a, Some("n3")).unwrap().collect();
         assert_eq!(after, vec!["n4", "n5", "n6", "y"]);
+    }
+
+    #[test]
+    fn blob_generations_are_unique_and_bumped() {
+        let mut m = store();
+        let (a, _) = m.bucket_open("a", true, false, 0).unwrap();
+        let x = m.blob_create(a, "x", 0).unwrap();
+        let g0 = m.blob(x).unwrap().gen;
+        let g1 = m.blob_touch(x);
+        assert!(g1 > g0);
+        assert_eq!(m.blob(x).unwrap().gen, g1);
+        // A blob re-created in a reused slot never repeats a generation.
+        m.blob_remove(x).unwrap();
+        let y = m.blob_create(a, "x", 0).unwrap();
+        assert_eq!(y, x, "slot reused");
+        assert!(m.blob(y).unwrap().gen > g1);
+        assert_eq!(m.blob_touch(BlobId(12345)), 0);
+    }
+
+    #[test]
+    fn file_records_attach_lookup_destroy() {
+        let mut m = store();
+        let (a, _) = m.bucket_open("/d/f", true, false, 0).unwrap();
+        assert_eq!(m.file(a).err(), Some(Errno::NoFile));
+        m.file_attach(a, FileRecord::new(Persist::Default, 12, 0o100644, 5)).unwrap();
+        assert_eq!(m.file(a).unwrap().mode, 0o644);
+        assert_eq!(m.file(a).unwrap().page_bytes, 4096);
+        assert_eq!(m.file_attach(a, FileRecord::new(Persist::Scratch, 12, 0, 0)), Err(Errno::Exists));
+        assert_eq!(m.file_by_path("/d/f"), Some(a));
+        assert_eq!(m.file_count(), 1);
+        for n in ["0", "7", "x", "07"] {
+            m.blob_create(a, n, 0).unwrap();
+        }
+        let mut pages: Vec<u64> = m.file_pages(a).unwrap().into_iter().map(|p| p.0).collect();
+        pages.sort();
+        assert_eq!(pages, vec![0, 7]);
+        assert!(m.page_blob(a, 7).is_some());
+        assert!(m.page_blob(a, 1).is_none());
+        m.bucket_rename(a, "/d/g").unwrap();
+        assert_eq!(m.file_by_path("/d/g"), Some(a));
+        assert_eq!(m.file_by_path("/d/f"), None);
+        m.bucket_destroy(a).unwrap();
+        assert_eq!(m.file_count(), 0);
+        assert_eq!(m.file(a).err(), Some(Errno::NoFile));
+    }
+
+    #[test]
+    fn file_record_truncation_and_generations() {
+        let mut r = FileRecord::new(Persist::Default, 12, 0o644, 0);
+        assert!(!r.needs_flush());
+        r.size = 10_000;
+        r.dest_size = 10_000;
+        r.modified(1, 1);
+        assert!(r.needs_flush());
+        r.truncated(5000);
+        r.truncated(7000.min(r.size));
+        assert_eq!((r.size, r.dest_size, r.trunc_min), (5000, 5000, Some(5000)));
+        r.size = 9000;
+        r.truncated(6000);
+        assert_eq!(r.trunc_min, Some(5000), "the lowest size is kept");
+        r.dirty_pages.insert(1);
+        r.check().unwrap();
+        r.dirty_pages.insert(2);
+        assert!(r.check().is_err(), "page 2 starts at 8192 > size");
+        r.dirty_pages.remove(&2);
+        r.flushed_gen = r.mod_gen;
+        assert!(!r.needs_flush());
+        r.durable = true;
+        assert!(r.needs_flush(), "a requested sync is pending");
+        let s = FileRecord { persist: Persist::Scratch, ..r.clone() };
+        assert!(!s.needs_flush());
+    }
+
+    #[test]
+    fn page_names() {
+        let mut buf = [0u8; 20];
+        assert_eq!(format_u64(0, &mut buf), "0");
+        assert_eq!(format_u64(u64::MAX, &mut buf), "18446744073709551615");
+        assert_eq!(parse_page_name("0"), Some(0));
+        assert_eq!(parse_page_name("42"), Some(42));
+        assert_eq!(parse_page_name("042"), None);
+        assert_eq!(parse_page_name(""), None);
+        assert_eq!(parse_page_name("4x"), None);
+        assert_eq!(page_name(17), "17");
+        assert_eq!(Persist::from_u32(2), Some(Persist::Workflow));
+        assert_eq!(Persist::from_u32(3), None);
     }
 
     #[test]
