@@ -29,7 +29,7 @@ pub enum Src<'a> {
 }
 
 impl<'a> Src<'a> {
-    fn data(&self) -> &'a [u8] {
+    pub fn data(&self) -> &'a [u8] {
         match *self {
             Src::Lease { data, .. } => data,
             Src::Bytes(d) => d,
@@ -69,6 +69,8 @@ pub struct Core {
     pin_counts: HashMap<PinKey, u32>,
     deferred: HashMap<PinKey, u64>,
     pub start: std::time::Instant,
+    /// File-model state: counters, the flusher's dirty set, backoff.
+    pub files: crate::files::FileState,
 }
 
 pub fn now_ns() -> u64 {
@@ -92,7 +94,13 @@ impl Core {
             pin_counts: HashMap::new(),
             deferred: HashMap::new(),
             start: std::time::Instant::now(),
+            files: crate::files::FileState::default(),
         }
+    }
+
+    /// Monotonic nanoseconds since the core was created (never 0 after start).
+    pub fn mono_ns(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64 + 1
     }
 
     // ---- leases -------------------------------------------------------
@@ -138,7 +146,7 @@ impl Core {
 
     // ---- pins ---------------------------------------------------------
 
-    fn pin(&mut self, owner: (u64, u32), keys: Vec<PinKey>) -> Result<u64> {
+    pub(crate) fn pin(&mut self, owner: (u64, u32), keys: Vec<PinKey>) -> Result<u64> {
         if keys.is_empty() {
             return Ok(0);
         }
@@ -193,7 +201,7 @@ impl Core {
         self.pins.len()
     }
 
-    fn free_extents(&mut self, extents: &[Extent]) {
+    pub(crate) fn free_extents(&mut self, extents: &[Extent]) {
         for e in extents {
             if e.is_hole() {
                 continue;
@@ -621,6 +629,8 @@ impl Core {
     }
 
     pub fn bucket_destroy(&mut self, bucket: BucketId) -> Result<()> {
+        // A file bucket: its record goes too; an in-flight flush is cancelled.
+        self.file_forget(bucket);
         let blobs = self.meta.bucket_destroy(bucket)?;
         for b in blobs {
             self.free_extents(&b.extents);

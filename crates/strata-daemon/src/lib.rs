@@ -15,6 +15,8 @@
 //! **API Boundary:** no client library here (see `strata-client`), no CLI.
 
 pub mod core;
+pub mod files;
+pub mod flush;
 pub mod server;
 pub mod tier;
 
@@ -210,6 +212,7 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
     let listener = UnixListener::bind(&socket).with_context(|| format!("cannot bind {}", socket.display()))?;
     let _ = std::fs::set_permissions(&socket, std::os::unix::fs::PermissionsExt::from_mode(0o600));
     let (tx, rx) = mpsc::channel();
+    let flush_tx = tx.clone();
     {
         let shared = shared.clone();
         let hello = Arc::new(hello);
@@ -221,7 +224,17 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
     tracing::info!(socket = %socket.display(), tiers = cfg.devices.len(), "strata daemon ready");
     ready(&socket);
 
+    let flush_io = flush::FlushIo::open(&core, cfg.flush.bandwidth_max_mib_s).context("cannot open the tiers for the flusher")?;
+    let wake: Arc<dyn Fn() + Send + Sync> = {
+        let shared = shared.clone();
+        Arc::new(move || {
+            shared.msgs_pending.store(true, Ordering::SeqCst);
+            shared.bell().ring();
+        })
+    };
+    let flusher = flush::Flusher::start(flush::FlushSettings::from_config(&cfg.flush), flush_io, flush_tx, wake).context("cannot start flush threads")?;
     let mut poller = Poller::new(core, shared.clone(), rx, cfg.daemon.spin(), cfg.node.id as u32, socket.clone());
+    poller.flusher = Some(flusher);
     poller.run();
 
     tracing::info!("strata daemon stopping");

@@ -14,19 +14,28 @@ use std::time::Duration;
 
 use strata_meta::BucketId;
 use strata_place::Policy;
-use strata_proto::control::{self, ControlReply, ControlRequest, HelloReply, StatusReply, TierInfo, TierStatus};
+use strata_alloc::Range;
+use strata_proto::control::{self, ControlReply, ControlRequest, FlushReply, HelloReply, StatusReply, TierInfo, TierStatus};
 use strata_proto::layout::{self, ChannelHeader, ClientHeader, ClientLayout, CtlHeader, SlotRecords};
-use strata_proto::wire::{self, flags, Op, Request, Response, WireExtent, PROTOCOL_VERSION};
+use strata_proto::wire::{self, flags, Op, Pod, Request, Response, WireDestInfo, WireExtent, PROTOCOL_VERSION};
 use strata_proto::Errno;
 use strata_shm::{Doorbell, Ring, ShmSegment};
 
 use crate::core::{Core, Lease, Src};
+use crate::files::{OpenArgs, WriteOutcome};
+use crate::flush::{self, Flusher, JobDone};
 
 /// Messages from control threads to the poller.
 pub enum Msg {
     NewClient { id: u64, pid: u32, seg: ShmSegment, layout: ClientLayout },
     Disconnect { id: u64 },
     Status { reply: mpsc::Sender<StatusReply> },
+    /// A flush worker finished a job.
+    FlushDone(Box<JobDone>),
+    /// Control `Flush`: mark files urgent, reply with their state.
+    Flush { paths: Vec<String>, reply: mpsc::Sender<FlushReply> },
+    /// Control `FlushState`.
+    FlushState { paths: Vec<String>, reply: mpsc::Sender<FlushReply> },
 }
 
 struct Chan {
@@ -111,9 +120,15 @@ pub struct Poller {
     requests_total: u64,
     malformed_total: u64,
     extents_buf: Vec<WireExtent>,
+    /// Background writer of DEFAULT files (None: no flushing, e.g. some tests).
+    pub flusher: Option<Flusher>,
+    /// Clients are gone; only draining remains.
+    stopping: bool,
 }
 
 const POLL_SLEEP_MAX: Duration = Duration::from_millis(50);
+/// Longest sleep while some file is dirty (flush deadlines).
+const FLUSH_POLL_SLEEP: Duration = Duration::from_millis(5);
 
 impl Poller {
     pub fn new(core: Core, shared: Arc<Shared>, rx: mpsc::Receiver<Msg>, spin: Duration, node_id: u32, socket: PathBuf) -> Poller {
@@ -131,6 +146,8 @@ impl Poller {
             requests_total: 0,
             malformed_total: 0,
             extents_buf: Vec::new(),
+            flusher: None,
+            stopping: false,
         }
     }
 
@@ -156,7 +173,13 @@ impl Poller {
         false
     }
 
-    /// Runs until shutdown is requested.
+    fn flush_tick(&mut self) {
+        if let Some(f) = self.flusher.as_mut() {
+            f.tick(&mut self.core);
+        }
+    }
+
+    /// Runs until shutdown is requested, then drains dirty files.
     pub fn run(&mut self) {
         loop {
             self.drain_msgs();
@@ -164,17 +187,76 @@ impl Poller {
                 break;
             }
             let did = self.poll_once();
+            self.flush_tick();
             if did == 0 {
                 let shared = self.shared.clone();
                 let spin = self.spin;
-                shared.bell().wait_until(|| self.any_work(), spin, Some(POLL_SLEEP_MAX));
+                // Dirty files have deadlines: look again soon.
+                let max = if self.core.files.dirty.is_empty() { POLL_SLEEP_MAX } else { FLUSH_POLL_SLEEP };
+                shared.bell().wait_until(|| self.any_work() || self.core.files.kick, spin, Some(max));
             }
         }
         // Shutdown: tell clients, drop them.
+        self.stopping = true;
         self.shared.ctl().state.store(layout::DAEMON_STOPPING, Ordering::SeqCst);
         let ids: Vec<u64> = self.clients.keys().copied().collect();
         for id in ids {
             self.disconnect(id);
+        }
+        self.drain_files();
+        if let Some(f) = self.flusher.as_mut() {
+            f.stop();
+        }
+    }
+
+    /// Shutdown: flushes until no dirty DEFAULT file remains, giving up only
+    /// on files whose flush kept failing for `flush::DRAIN_GIVE_UP_NS`.
+    fn drain_files(&mut self) {
+        let Some(f) = self.flusher.as_mut() else {
+            if !self.core.files.dirty.is_empty() {
+                tracing::error!(files = self.core.files.dirty.len(), "no flusher: dirty files are not written to their destination");
+            }
+            return;
+        };
+        f.draining = true;
+        let started = std::time::Instant::now();
+        let mut last_log = started;
+        let total = self.core.files.dirty.len();
+        if total > 0 {
+            tracing::info!(files = total, "draining dirty files to their destinations");
+        }
+        // Bounded: every file either flushes or is given up after
+        // DRAIN_GIVE_UP_NS of failures; the flusher makes progress each round.
+        loop {
+            self.drain_msgs();
+            self.flush_tick();
+            let f = self.flusher.as_ref().expect("checked above");
+            if self.core.files.dirty.is_empty() && f.idle() {
+                break;
+            }
+            if f.in_flight() == 0 {
+                if let Some(lost) = f.hopeless(&self.core) {
+                    if !lost.is_empty() && f.idle() {
+                        for id in lost {
+                            let path = self.core.meta.bucket(id).map(|b| b.name.to_string()).unwrap_or_default();
+                            let why = self.core.meta.file(id).ok().and_then(|r| r.flush_error.clone()).unwrap_or_default();
+                            let bytes = self.core.file_dirty_bytes(id);
+                            tracing::error!(path, bytes, "DATA NOT WRITTEN: giving up flushing this file at shutdown: {why}");
+                        }
+                        break;
+                    }
+                }
+            }
+            if last_log.elapsed() >= Duration::from_secs(1) {
+                last_log = std::time::Instant::now();
+                let c = flush::file_counters(&self.core);
+                tracing::info!(files = c.dirty_files, bytes = c.dirty_bytes, flushing = f.in_flight(), elapsed_s = started.elapsed().as_secs(), "draining");
+            }
+            let shared = self.shared.clone();
+            shared.bell().wait_until(|| shared.msgs_pending.load(Ordering::Relaxed), Duration::ZERO, Some(FLUSH_POLL_SLEEP));
+        }
+        if total > 0 {
+            tracing::info!(files = total, elapsed_ms = started.elapsed().as_millis() as u64, "drain finished");
         }
     }
 
@@ -185,6 +267,12 @@ impl Poller {
         while let Ok(m) = self.rx.try_recv() {
             match m {
                 Msg::NewClient { id, pid, seg, layout } => {
+                    if self.stopping {
+                        // Draining: no new clients (they see DAEMON_STOPPING).
+                        let _ = ShmSegment::unlink(seg.name());
+                        self.shared.clients_live.fetch_sub(1, Ordering::SeqCst);
+                        continue;
+                    }
                     let mut chans = Vec::with_capacity(layout.channels as usize);
                     let base = seg.as_ptr();
                     for ch in 0..layout.channels {
@@ -206,6 +294,24 @@ impl Poller {
                 Msg::Disconnect { id } => self.disconnect(id),
                 Msg::Status { reply } => {
                     let _ = reply.send(self.status());
+                }
+                Msg::FlushDone(done) => match self.flusher.as_mut() {
+                    Some(f) => f.complete(&mut self.core, *done),
+                    None => tracing::error!("flush completion without a flusher"),
+                },
+                Msg::Flush { paths, reply } => {
+                    let r = match self.flusher.as_ref() {
+                        Some(f) => flush::flush_paths(&mut self.core, f, &paths),
+                        None => FlushReply::default(),
+                    };
+                    let _ = reply.send(r);
+                }
+                Msg::FlushState { paths, reply } => {
+                    let r = match self.flusher.as_ref() {
+                        Some(f) => flush::flush_state(&self.core, f, &paths),
+                        None => FlushReply::default(),
+                    };
+                    let _ = reply.send(r);
                 }
             }
         }
@@ -348,17 +454,87 @@ impl Poller {
         };
         let mut r = Response::ok();
         match op {
-            Op::FileOpen
-            | Op::FileStat
-            | Op::FileWrite
-            | Op::FileRead
-            | Op::FileFill
-            | Op::FileTruncate
-            | Op::FileUnlink
-            | Op::FileRename
-            | Op::FileSync
-            | Op::FileSyncState
-            | Op::FilePath => return Err(Errno::Inval),
+            Op::FileOpen => {
+                let mut a = OpenArgs::from_aux(req.aux);
+                a.create = req.flags & flags::CREATE != 0;
+                a.excl = req.flags & flags::EXCL != 0;
+                a.trunc = req.flags & flags::TRUNC != 0;
+                if req.flags & flags::DEST_INFO != 0 {
+                    let need = names_len + std::mem::size_of::<WireDestInfo>();
+                    if need > arg_bytes {
+                        return Err(Errno::Malformed);
+                    }
+                    // Copied out of shared memory before use.
+                    let mut raw = [0u8; std::mem::size_of::<WireDestInfo>()];
+                    unsafe { std::ptr::copy_nonoverlapping(arg_ptr.add(names_len), raw.as_mut_ptr(), raw.len()) };
+                    a.dest = WireDestInfo::read_from(&raw);
+                }
+                let id = self.core.file_open(name, &a)?;
+                let attr = self.core.file_attr(id)?;
+                r.val0 = id.0;
+                r.arg_len = put_arg(arg_out, attr.as_bytes())?;
+            }
+            Op::FileStat => {
+                let id = if req.bucket == 0 { self.core.meta.file_by_path(name).ok_or(Errno::NoFile)? } else { bucket };
+                let attr = self.core.file_attr(id)?;
+                r.val0 = attr.size;
+                r.arg_len = put_arg(arg_out, attr.as_bytes())?;
+            }
+            Op::FileWrite => {
+                self.core.meta.file(bucket)?;
+                let (src, taken) = self.data_src(c, ch, req, names_len, arg_ptr, arg_bytes)?;
+                let off = if req.flags & flags::APPEND != 0 { None } else { Some(req.offset) };
+                match self.core.file_write(bucket, off, src, taken)? {
+                    WriteOutcome::Done { at, size } => {
+                        r.val0 = at;
+                        r.val1 = size;
+                    }
+                    WriteOutcome::NeedFill { page_off } => {
+                        let mut e = Response::err(Errno::NeedFill);
+                        e.val0 = page_off;
+                        return Ok(e);
+                    }
+                }
+            }
+            Op::FileRead => {
+                let max = arg_bytes / std::mem::size_of::<WireExtent>();
+                let mut out = std::mem::take(&mut self.extents_buf);
+                out.clear();
+                let res = self.core.file_read(owner, bucket, req.offset, req.len, &mut out, max);
+                if let Ok((size, covered, pin)) = res {
+                    let bytes = out.len() * std::mem::size_of::<WireExtent>();
+                    unsafe { std::ptr::copy_nonoverlapping(out.as_ptr() as *const u8, arg_ptr, bytes) };
+                    r.val0 = size;
+                    r.val1 = covered;
+                    r.val2 = pin;
+                    r.arg_len = bytes as u32;
+                }
+                self.extents_buf = out;
+                res?;
+            }
+            Op::FileFill => {
+                self.core.meta.file(bucket)?;
+                let (src, taken) = self.data_src(c, ch, req, names_len, arg_ptr, arg_bytes)?;
+                r.val0 = self.core.file_fill(bucket, req.offset, src, taken)? as u64;
+            }
+            Op::FileTruncate => self.core.file_truncate(bucket, req.len)?,
+            Op::FileUnlink => r.val0 = self.core.file_unlink(name)? as u64,
+            Op::FileRename => r.val0 = self.core.file_rename(name, name2, req.flags & flags::DEST_INFO != 0)? as u64,
+            Op::FileSync => r.val0 = self.core.file_sync(bucket)?,
+            Op::FileSyncState => {
+                let st = self.core.file_sync_state(bucket, req.aux)?;
+                r.val0 = st.done as u64;
+                if let Some(msg) = st.error {
+                    r.val1 = 1;
+                    let n = msg.len().min(arg_out.len());
+                    arg_out[..n].copy_from_slice(&msg.as_bytes()[..n]);
+                    r.arg_len = n as u32;
+                }
+            }
+            Op::FilePath => {
+                let p = self.core.file_path(bucket)?;
+                r.arg_len = put_arg(arg_out, p.as_bytes())?;
+            }
             Op::Nop => {}
             Op::ChannelOpen | Op::ChannelClose => {
                 if let Some(l) = c.chans[ch as usize].lease.take() {
@@ -392,7 +568,18 @@ impl Poller {
                 r.val1 = count as u64;
                 r.arg_len = used as u32;
             }
-            Op::BucketRename => self.core.meta.bucket_rename(bucket, name)?,
+            Op::BucketRename => {
+                if self.core.meta.file(bucket).is_ok() {
+                    // A file moves like FileRename without its destination.
+                    if self.core.meta.bucket_by_name(name).is_some() {
+                        return Err(Errno::Exists);
+                    }
+                    let from = self.core.meta.bucket(bucket)?.name.to_string();
+                    self.core.file_rename(&from, name, false)?;
+                } else {
+                    self.core.meta.bucket_rename(bucket, name)?
+                }
+            }
             Op::BucketDestroy => self.core.bucket_destroy(bucket)?,
             Op::BucketTag => {
                 if name == crate::core::BUCKET_POLICY_TAG && !name2.is_empty() && name2.parse::<Policy>().is_err() {
@@ -438,23 +625,11 @@ impl Poller {
                 }
             }
             Op::Put => {
-                let src_arg = req.flags & flags::SRC_ARG != 0;
-                let (src, taken) = if src_arg {
-                    let end = names_len.checked_add(req.len as usize).ok_or(Errno::Malformed)?;
-                    if end > arg_bytes {
-                        return Err(Errno::Malformed);
-                    }
-                    let data = unsafe { std::slice::from_raw_parts(arg_ptr.add(names_len), req.len as usize) };
-                    (Src::Bytes(data), None)
-                } else {
-                    let chan = &mut c.chans[ch as usize];
-                    let lease = chan.lease.as_mut().ok_or(Errno::Malformed)?;
-                    let taken = self.core.lease_take(lease, req.data_off, req.len)?;
-                    let data = self.core.tiers.arena.slice(req.data_off, req.len).ok_or(Errno::Malformed)?;
-                    // The slice borrows the arena mapping, which outlives this call.
-                    let data: &'static [u8] = unsafe { std::mem::transmute::<&[u8], &'static [u8]>(data) };
-                    (Src::Lease { off: req.data_off, data }, Some(taken))
-                };
+                if self.core.meta.file(bucket).is_ok() {
+                    // Pages of a file change through the file ops only.
+                    return Err(Errno::Inval);
+                }
+                let (src, taken) = self.data_src(c, ch, req, names_len, arg_ptr, arg_bytes)?;
                 if req.flags & (flags::PARTIAL | flags::APPEND) != 0 {
                     let off = if req.flags & flags::APPEND != 0 { None } else { Some(req.offset) };
                     r.val0 = self.core.put_at(bucket, name, off, src, taken, policy)?;
@@ -478,6 +653,7 @@ impl Poller {
                 self.extents_buf = out;
                 res?;
             }
+            Op::Delete | Op::Rename if self.core.meta.file(bucket).is_ok() => return Err(Errno::Inval),
             Op::Delete => self.core.delete(bucket, name)?,
             Op::Rename => self.core.rename(bucket, name, name2, req.flags & flags::REPLACE != 0)?,
             Op::Stat => {
@@ -521,6 +697,28 @@ impl Poller {
         Ok(r)
     }
 
+    /// The bytes of a `Put`-like request: in the channel's lease (taken out
+    /// of it) or, with SRC_ARG, in the arg area after the names.
+    fn data_src(&mut self, c: &mut ClientConn, ch: u32, req: &Request, names_len: usize, arg_ptr: *mut u8, arg_bytes: usize) -> Result<(Src<'static>, Option<Range>), Errno> {
+        if req.flags & flags::SRC_ARG != 0 {
+            let end = names_len.checked_add(req.len as usize).ok_or(Errno::Malformed)?;
+            if req.len > arg_bytes as u64 || end > arg_bytes {
+                return Err(Errno::Malformed);
+            }
+            // SAFETY: in bounds of the slot's arg area, which lives as long as the client segment.
+            let data = unsafe { std::slice::from_raw_parts(arg_ptr.add(names_len), req.len as usize) };
+            Ok((Src::Bytes(data), None))
+        } else {
+            let chan = &mut c.chans[ch as usize];
+            let lease = chan.lease.as_mut().ok_or(Errno::Malformed)?;
+            let taken = self.core.lease_take(lease, req.data_off, req.len)?;
+            let data = self.core.tiers.arena.slice(req.data_off, req.len).ok_or(Errno::Malformed)?;
+            // The slice borrows the arena mapping, which outlives this call.
+            let data: &'static [u8] = unsafe { std::mem::transmute::<&[u8], &'static [u8]>(data) };
+            Ok((Src::Lease { off: req.data_off, data }, Some(taken)))
+        }
+    }
+
     pub fn status(&self) -> StatusReply {
         let t = &self.core.tiers;
         let mut dirty = vec![0u64; t.tiers.len()];
@@ -555,7 +753,7 @@ impl Poller {
             })
             .collect();
         StatusReply {
-            files: Default::default(),
+            files: flush::file_counters(&self.core),
             version: PROTOCOL_VERSION,
             pid: std::process::id(),
             node_id: self.node_id,
@@ -623,9 +821,15 @@ fn serve_conn(mut stream: UnixStream, shared: Arc<Shared>, tx: mpsc::Sender<Msg>
         }
     };
     match req {
-        ControlRequest::Flush { .. } | ControlRequest::FlushState { .. } => {
-            // Placeholder until the flusher lands (daemon helper replaces it).
-            let _ = control::write_frame(&mut stream, &ControlReply::Error { code: Errno::Inval.code(), message: "flush: not in this daemon yet".into() });
+        ControlRequest::Flush { paths } => {
+            let (rtx, rrx) = mpsc::channel();
+            send(&tx, &shared, Msg::Flush { paths, reply: rtx });
+            let _ = control::write_frame(&mut stream, &flush_reply(rrx));
+        }
+        ControlRequest::FlushState { paths } => {
+            let (rtx, rrx) = mpsc::channel();
+            send(&tx, &shared, Msg::FlushState { paths, reply: rtx });
+            let _ = control::write_frame(&mut stream, &flush_reply(rrx));
         }
         ControlRequest::Ping => {
             let _ = control::write_frame(&mut stream, &ControlReply::Ok);
@@ -710,4 +914,20 @@ pub fn tier_infos(core: &Core) -> Vec<TierInfo> {
             volatile: t.volatile,
         })
         .collect()
+}
+
+fn flush_reply(rrx: mpsc::Receiver<FlushReply>) -> ControlReply {
+    match rrx.recv_timeout(Duration::from_secs(10)) {
+        Ok(s) => ControlReply::Flush(s),
+        Err(_) => ControlReply::Error { code: Errno::Timeout.code(), message: "daemon busy: no flush state within 10 s".into() },
+    }
+}
+
+/// Copies `bytes` into the arg area; `Range` if it does not fit.
+fn put_arg(arg_out: &mut [u8], bytes: &[u8]) -> Result<u32, Errno> {
+    if bytes.len() > arg_out.len() {
+        return Err(Errno::Range);
+    }
+    arg_out[..bytes.len()].copy_from_slice(bytes);
+    Ok(bytes.len() as u32)
 }

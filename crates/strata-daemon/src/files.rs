@@ -1,0 +1,676 @@
+//! The file model on the daemon side: file records on buckets, page blobs,
+//! and the ops `FileOpen` … `FilePath` (see docs/ARCHITECTURE.md, "File
+//! model"). Everything here runs on the poller thread, on `Core`; the
+//! destination is never touched here (clients read it, the flusher writes it).
+//!
+//! Invariants kept here (checked by `Core::file_check` in tests and debug builds):
+//! * a page blob is never larger than the page, and never extends past the
+//!   file size;
+//! * a page blob overlapping `[0, dest_size)` was created from the
+//!   destination's bytes (`FileFill`) or by a write covering that whole
+//!   overlap — `FileWrite` answers `NeedFill` before modifying anything;
+//! * `dest_size <= size`; every dirty page lies below `size`;
+//! * a DEFAULT file is in `FileState::dirty` iff its record `needs_flush()`;
+//!   SCRATCH pages are never dirty; WORKFLOW pages are dirty (awaiting stage
+//!   out) but never flushed automatically.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use strata_alloc::Range;
+use strata_meta::{format_u64, BlobId, BucketId, Extent, FileRecord, Persist, PAGE_SHIFT_DEFAULT, PAGE_SHIFT_MAX, PAGE_SHIFT_MIN};
+use strata_proto::control::FileCounters;
+use strata_proto::wire::{WireDestInfo, WireExtent, WireFileAttr, TIER_DEST, TIER_HOLE};
+use strata_proto::{Errno, Result};
+
+use crate::core::{now_ns, Core, Src};
+
+/// Largest file size (and write end) accepted: POSIX `off_t` is signed.
+pub const FILE_BYTES_MAX: u64 = i64::MAX as u64;
+/// Pages one `FileRead` walks at most (the client asks again for the rest).
+pub const READ_PAGES_MAX: u64 = 1 << 16;
+/// S_IFMT / S_IFDIR of a destination mode.
+const S_IFMT: u32 = 0o170000;
+const S_IFDIR: u32 = 0o040000;
+
+/// Retry state of a file whose last flush failed.
+#[derive(Debug, Clone, Copy)]
+pub struct Backoff {
+    pub failures: u32,
+    /// Monotonic ns before which the file is not retried.
+    pub retry_at_mono_ns: u64,
+    /// Monotonic ns of the first failure in this series.
+    pub first_failure_mono_ns: u64,
+}
+
+/// File-model state owned by `Core` (poller thread only).
+#[derive(Default)]
+pub struct FileState {
+    pub counters: FileCounters,
+    /// DEFAULT files whose record `needs_flush()`: the flusher's work list.
+    pub dirty: BTreeSet<BucketId>,
+    /// Files whose last flush failed.
+    pub backoff: HashMap<BucketId, Backoff>,
+    /// Cancel flags of in-flight flush jobs (set when the record is removed
+    /// or moved while the job runs).
+    pub cancels: HashMap<BucketId, Arc<AtomicBool>>,
+    /// Something became urgent: the flusher should look now.
+    pub kick: bool,
+}
+
+/// What `FileOpen` was asked.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OpenArgs {
+    pub create: bool,
+    pub excl: bool,
+    pub trunc: bool,
+    /// Permission bits for a new file.
+    pub mode: u32,
+    pub persist: u32,
+    /// log2 of the page size; 0 = default.
+    pub page_shift: u32,
+    pub dest: Option<WireDestInfo>,
+}
+
+impl OpenArgs {
+    /// Decodes `aux = mode & 0o7777 | persist << 16 | page_shift << 24`.
+    pub fn from_aux(aux: u64) -> OpenArgs {
+        OpenArgs {
+            mode: (aux & 0o7777) as u32,
+            persist: ((aux >> 16) & 0xFF) as u32,
+            page_shift: ((aux >> 24) & 0xFF) as u32,
+            ..OpenArgs::default()
+        }
+    }
+}
+
+/// Outcome of `FileWrite`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// (file offset written at, size after).
+    Done { at: u64, size: u64 },
+    /// Nothing was modified: the page at this file offset must first be
+    /// filled from the destination.
+    NeedFill { page_off: u64 },
+}
+
+/// Outcome of `FileSyncState`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyncState {
+    pub done: bool,
+    pub error: Option<String>,
+}
+
+fn page_key(index: u64, buf: &mut [u8; 20]) -> &str {
+    format_u64(index, buf)
+}
+
+impl Core {
+    // ---- helpers ------------------------------------------------------
+
+    /// Records a data/size change of file `id` (generation, times, dirty set).
+    fn file_modified(&mut self, id: BucketId) {
+        let (now, mono) = (now_ns(), self.mono_ns());
+        let Ok(rec) = self.meta.file_mut(id) else { return };
+        rec.modified(now, mono);
+        let needs = rec.needs_flush();
+        if needs {
+            self.files.dirty.insert(id);
+        }
+    }
+
+    /// Marks page `index` (blob `blob`) as written: dirty unless SCRATCH.
+    fn page_written(&mut self, id: BucketId, index: u64, blob: BlobId) {
+        let Ok(rec) = self.meta.file_mut(id) else { return };
+        let dirty = rec.persist != Persist::Scratch;
+        if dirty {
+            rec.dirty_pages.insert(index);
+        }
+        if let Some(b) = self.meta.blob_mut(blob) {
+            b.dirty = dirty;
+        }
+    }
+
+    /// Drops the file state of bucket `id` kept outside the record (called
+    /// before its record goes away or moves): cancels an in-flight flush.
+    pub(crate) fn file_forget(&mut self, id: BucketId) {
+        if let Some(c) = self.files.cancels.get(&id) {
+            c.store(true, Ordering::SeqCst);
+        }
+        self.files.dirty.remove(&id);
+        self.files.backoff.remove(&id);
+    }
+
+    /// Removes the blob of page `index` (if any); returns whether one existed.
+    fn page_remove(&mut self, id: BucketId, index: u64) -> bool {
+        let Some(bid) = self.meta.page_blob(id, index) else { return false };
+        if let Some(blob) = self.meta.blob_remove(bid) {
+            self.free_extents(&blob.extents);
+        }
+        if let Ok(rec) = self.meta.file_mut(id) {
+            rec.dirty_pages.remove(&index);
+        }
+        true
+    }
+
+    /// The file attributes as sent on the wire.
+    pub fn file_attr(&self, id: BucketId) -> Result<WireFileAttr> {
+        let rec = self.meta.file(id)?;
+        let dirty = match rec.persist {
+            Persist::Default => rec.needs_flush() || !rec.dirty_pages.is_empty(),
+            Persist::Workflow => !rec.dirty_pages.is_empty(),
+            Persist::Scratch => false,
+        };
+        Ok(WireFileAttr {
+            id: id.0,
+            size: rec.size,
+            dest_size: rec.dest_size,
+            page_bytes: rec.page_bytes,
+            mtime_ns: rec.mtime_ns,
+            ctime_ns: rec.ctime_ns,
+            atime_ns: rec.atime_ns,
+            mode: rec.mode,
+            persist: rec.persist as u32,
+            uid: rec.uid,
+            gid: rec.gid,
+            dirty: dirty as u32,
+            _pad: 0,
+        })
+    }
+
+    /// Bytes of a file not yet at its destination (its dirty pages, clamped
+    /// to the file size).
+    pub fn file_dirty_bytes(&self, id: BucketId) -> u64 {
+        let Ok(rec) = self.meta.file(id) else { return 0 };
+        let mut total = 0u64;
+        for &p in &rec.dirty_pages {
+            if let Some(b) = self.meta.page_blob(id, p).and_then(|bid| self.meta.blob(bid)) {
+                total += b.size.min(rec.size.saturating_sub(rec.page_start(p)));
+            }
+        }
+        total
+    }
+
+    // ---- ops ------------------------------------------------------------
+
+    /// `FileOpen`: returns the file id (bucket id).
+    pub fn file_open(&mut self, path: &str, a: &OpenArgs) -> Result<BucketId> {
+        if !path.starts_with('/') || path.contains('\0') {
+            return Err(Errno::Inval);
+        }
+        if let Some(id) = self.meta.file_by_path(path) {
+            if a.create && a.excl {
+                return Err(Errno::Exists);
+            }
+            if a.trunc {
+                self.file_truncate(id, 0)?;
+            }
+            return Ok(id);
+        }
+        // No record: the client must tell us what the destination holds.
+        let Some(dest) = a.dest else { return Err(Errno::NeedDest) };
+        let persist = Persist::from_u32(a.persist).ok_or(Errno::Inval)?;
+        let shift = if a.page_shift == 0 { PAGE_SHIFT_DEFAULT } else { a.page_shift };
+        if !(PAGE_SHIFT_MIN..=PAGE_SHIFT_MAX).contains(&shift) {
+            return Err(Errno::Inval);
+        }
+        let exists = dest.exists != 0;
+        if exists && dest.mode & S_IFMT == S_IFDIR {
+            return Err(Errno::IsDir);
+        }
+        if exists && a.create && a.excl {
+            return Err(Errno::Exists);
+        }
+        if !exists && !a.create {
+            return Err(Errno::NoFile);
+        }
+        if exists && dest.size > FILE_BYTES_MAX {
+            return Err(Errno::Inval);
+        }
+        // A plain bucket may carry the name only if it is empty.
+        let existing = self.meta.bucket_by_name(path);
+        if let Some(b) = existing {
+            if !self.meta.bucket(b)?.blobs.is_empty() {
+                return Err(Errno::Exists);
+            }
+        }
+        let now = now_ns();
+        let (id, created) = self.meta.bucket_open(path, true, false, now)?;
+        let mut rec = FileRecord::new(persist, shift, if exists { dest.mode } else { a.mode }, now);
+        if exists {
+            rec.size = dest.size;
+            rec.dest_size = dest.size;
+            rec.dest_exists = true;
+            rec.uid = dest.uid;
+            rec.gid = dest.gid;
+            rec.mtime_ns = dest.mtime_ns;
+            rec.ctime_ns = dest.mtime_ns;
+        } else {
+            rec.uid = rustix::process::getuid().as_raw();
+            rec.gid = rustix::process::getgid().as_raw();
+        }
+        if let Err(e) = self.meta.file_attach(id, rec) {
+            if created {
+                let _ = self.meta.bucket_destroy(id);
+            }
+            return Err(e);
+        }
+        if exists && a.trunc {
+            self.file_truncate(id, 0)?;
+        } else if !exists {
+            // Created in the buffer: the destination must be created too.
+            self.file_modified(id);
+        }
+        Ok(id)
+    }
+
+    /// `FileWrite`: writes `src` at `offset` (None = append at the size).
+    /// Lease bytes in `taken` are adopted for whole pages when possible and
+    /// always consumed (adopted or returned to the arena).
+    pub fn file_write(&mut self, id: BucketId, offset: Option<u64>, src: Src<'_>, taken: Option<Range>) -> Result<WriteOutcome> {
+        let mut handed: Vec<Range> = Vec::new();
+        let res = self.file_write_inner(id, offset, src, taken, &mut handed);
+        // Return every lease byte not handed to a page blob.
+        if let Some(t) = taken {
+            handed.sort_by_key(|r| r.off);
+            let mut at = t.off;
+            for r in handed.iter().chain(std::iter::once(&Range { off: t.off + t.len, len: 0 })) {
+                debug_assert!(r.off >= at, "handed ranges overlap");
+                if r.off > at {
+                    if let Err(e) = self.tiers.arena.alloc.free(Range { off: at, len: r.off - at }) {
+                        tracing::error!("returning lease bytes of a file write failed: {e}");
+                    }
+                }
+                at = at.max(r.off + r.len);
+            }
+        }
+        res
+    }
+
+    fn file_write_inner(&mut self, id: BucketId, offset: Option<u64>, src: Src<'_>, taken: Option<Range>, handed: &mut Vec<Range>) -> Result<WriteOutcome> {
+        let rec = self.meta.file(id)?;
+        let (size, page, dest_size) = (rec.size, rec.page_bytes, rec.dest_size);
+        let data = src.data();
+        let len = data.len() as u64;
+        let off = offset.unwrap_or(size);
+        let end = off.checked_add(len).filter(|e| *e <= FILE_BYTES_MAX).ok_or(Errno::Inval)?;
+        if len == 0 {
+            return Ok(WriteOutcome::Done { at: off, size });
+        }
+        let first = off / page;
+        let last = (end - 1) / page;
+        // 1. Decide everything before modifying anything: fills and limits.
+        let mut absent = 0usize;
+        for p in first..=last {
+            if self.meta.page_blob(id, p).is_some() {
+                continue;
+            }
+            absent += 1;
+            let ps = p * page;
+            let overlap_end = (ps + page).min(dest_size);
+            if overlap_end > ps && !(off <= ps && end >= overlap_end) {
+                return Ok(WriteOutcome::NeedFill { page_off: ps });
+            }
+        }
+        if self.meta.blob_count() + absent > self.meta.limits().blobs_max {
+            return Err(Errno::Limit);
+        }
+        // 2. Write page by page.
+        let block = self.tiers.arena.alloc.block_bytes();
+        let mut written_end = off;
+        let mut res = Ok(());
+        let mut buf = [0u8; 20];
+        for p in first..=last {
+            let ps = p * page;
+            let lo = off.max(ps);
+            let hi = end.min(ps + page);
+            let piece = &data[(lo - off) as usize..(hi - off) as usize];
+            let name = page_key(p, &mut buf).to_string();
+            let whole = lo == ps && hi == ps + page;
+            let r = match (whole, src, taken) {
+                (true, Src::Lease { off: data_off, .. }, Some(t)) if page % block == 0 && (data_off + (lo - off)) % block == 0 => {
+                    let sub = Range { off: data_off + (lo - off), len: page };
+                    debug_assert!(sub.off >= t.off && sub.off + sub.len <= t.off + t.len);
+                    handed.push(sub);
+                    self.put(id, &name, Src::Lease { off: sub.off, data: piece }, Some(sub), None, false)
+                }
+                (true, _, _) => self.put(id, &name, Src::Bytes(piece), None, None, false),
+                (false, _, _) => self.put_at(id, &name, Some(lo - ps), Src::Bytes(piece), None, None),
+            };
+            if let Err(e) = r {
+                res = Err(e);
+                break;
+            }
+            let bid = self.meta.page_blob(id, p).ok_or(Errno::Internal)?;
+            debug_assert!(self.meta.blob(bid).map_or(0, |b| b.size) <= page, "page blob larger than its page");
+            self.page_written(id, p, bid);
+            written_end = hi;
+        }
+        if written_end > off {
+            let rec = self.meta.file_mut(id)?;
+            rec.size = rec.size.max(written_end);
+            self.files.counters.write_bytes_total += written_end - off;
+            self.file_modified(id);
+        }
+        res?;
+        let size = self.meta.file(id)?.size;
+        Ok(WriteOutcome::Done { at: off, size })
+    }
+
+    /// `FileRead`: extents over file offsets `[offset, offset+len)` clamped
+    /// at the size, at most `max`; pins buffered extents for `owner`.
+    /// Returns (size, covered, pin).
+    pub fn file_read(&mut self, owner: (u64, u32), id: BucketId, offset: u64, len: u64, out: &mut Vec<WireExtent>, max: usize) -> Result<(u64, u64, u64)> {
+        let now = now_ns();
+        let rec = self.meta.file_mut(id)?;
+        rec.atime_ns = now;
+        let (size, page, dest_size) = (rec.size, rec.page_bytes, rec.dest_size);
+        let start = offset.min(size);
+        let end = offset.saturating_add(len).min(size);
+        let mut keys = Vec::new();
+        let mut at = start;
+        let (mut hit, mut dest) = (0u64, 0u64);
+        let base = out.len();
+        // Appends one extent, merging contiguous holes / destination ranges.
+        fn push(out: &mut Vec<WireExtent>, base: usize, max: usize, e: WireExtent) -> bool {
+            if out.len() > base {
+                let last = out.last_mut().expect("non-empty");
+                if (e.tier == TIER_HOLE || e.tier == TIER_DEST) && last.tier == e.tier && last.logical_off + last.len == e.logical_off {
+                    last.len += e.len;
+                    return true;
+                }
+            }
+            if out.len() >= max {
+                return false;
+            }
+            out.push(e);
+            true
+        }
+        let mut pages = 0u64;
+        'pages: while at < end && pages < READ_PAGES_MAX {
+            pages += 1;
+            let p = at / page;
+            let ps = p * page;
+            let hi = end.min(ps + page);
+            match self.meta.page_blob(id, p).and_then(|b| self.meta.blob(b)) {
+                Some(blob) => {
+                    let data_end = (ps + blob.size).min(hi);
+                    for e in &blob.extents {
+                        let elo = ps + e.logical_off;
+                        let ehi = ps + e.end();
+                        if ehi <= at || elo >= data_end {
+                            continue;
+                        }
+                        let lo = elo.max(at);
+                        let h = ehi.min(data_end);
+                        let w = WireExtent {
+                            tier: if e.is_hole() { TIER_HOLE } else { e.tier },
+                            _pad: 0,
+                            logical_off: lo,
+                            phys_off: if e.is_hole() { 0 } else { e.phys_off + (lo - elo) },
+                            len: h - lo,
+                        };
+                        if !push(out, base, max, w) {
+                            break 'pages;
+                        }
+                        if !e.is_hole() {
+                            keys.push((e.tier, e.phys_off));
+                        }
+                        hit += h - lo;
+                        at = h;
+                    }
+                    if at < hi {
+                        // Beyond the blob's own size: zeros.
+                        if !push(out, base, max, WireExtent { tier: TIER_HOLE, _pad: 0, logical_off: at, phys_off: 0, len: hi - at }) {
+                            break 'pages;
+                        }
+                        hit += hi - at;
+                        at = hi;
+                    }
+                }
+                None => {
+                    let dend = hi.min(dest_size.max(at));
+                    if dend > at {
+                        if !push(out, base, max, WireExtent { tier: TIER_DEST, _pad: 0, logical_off: at, phys_off: at, len: dend - at }) {
+                            break 'pages;
+                        }
+                        dest += dend - at;
+                        at = dend;
+                    }
+                    if at < hi {
+                        if !push(out, base, max, WireExtent { tier: TIER_HOLE, _pad: 0, logical_off: at, phys_off: 0, len: hi - at }) {
+                            break 'pages;
+                        }
+                        hit += hi - at;
+                        at = hi;
+                    }
+                }
+            }
+        }
+        let pin = match self.pin(owner, keys) {
+            Ok(p) => p,
+            Err(e) => {
+                out.truncate(base);
+                return Err(e);
+            }
+        };
+        self.files.counters.read_hit_bytes_total += hit;
+        self.files.counters.read_dest_bytes_total += dest;
+        Ok((size, at - start, pin))
+    }
+
+    /// `FileFill`: inserts page `page_off` as a clean page made of the
+    /// destination's bytes `src` (clamped to `dest_size`). Returns whether
+    /// it was inserted (false: the page exists already or lies beyond the
+    /// destination's valid bytes). Lease bytes are always consumed.
+    pub fn file_fill(&mut self, id: BucketId, page_off: u64, src: Src<'_>, taken: Option<Range>) -> Result<bool> {
+        let give_back = |core: &mut Core| {
+            if let Some(t) = taken {
+                let _ = core.tiers.arena.alloc.free(t);
+            }
+        };
+        let rec = match self.meta.file(id) {
+            Ok(r) => r,
+            Err(e) => {
+                give_back(self);
+                return Err(e);
+            }
+        };
+        let (page, dest_size) = (rec.page_bytes, rec.dest_size);
+        let data = src.data();
+        if page_off % page != 0 || data.len() as u64 > page {
+            give_back(self);
+            return Err(Errno::Inval);
+        }
+        let index = page_off / page;
+        if page_off >= dest_size || self.meta.page_blob(id, index).is_some() {
+            give_back(self);
+            return Ok(false);
+        }
+        let keep = (dest_size - page_off).min(data.len() as u64) as usize;
+        let mut buf = [0u8; 20];
+        let name = page_key(index, &mut buf).to_string();
+        let src = match src {
+            Src::Lease { off, .. } => Src::Lease { off, data: &data[..keep] },
+            Src::Bytes(_) => Src::Bytes(&data[..keep]),
+        };
+        if keep == 0 {
+            give_back(self);
+            return Ok(false);
+        }
+        self.put(id, &name, src, taken, None, true)?;
+        let bid = self.meta.page_blob(id, index).ok_or(Errno::Internal)?;
+        // Clean: identical to the destination.
+        if let Some(b) = self.meta.blob_mut(bid) {
+            b.dirty = false;
+        }
+        Ok(true)
+    }
+
+    /// `FileTruncate`: sets the size; shrinking drops whole pages beyond it
+    /// and shortens the straddling page (bytes beyond read as zeros later).
+    pub fn file_truncate(&mut self, id: BucketId, new_size: u64) -> Result<()> {
+        if new_size > FILE_BYTES_MAX {
+            return Err(Errno::Inval);
+        }
+        let rec = self.meta.file(id)?;
+        let (size, page) = (rec.size, rec.page_bytes);
+        if new_size == size {
+            let now = now_ns();
+            let rec = self.meta.file_mut(id)?;
+            rec.mtime_ns = now;
+            rec.ctime_ns = now;
+            return Ok(());
+        }
+        if new_size < size {
+            let first_dropped = new_size.div_ceil(page);
+            let mut drop: Vec<u64> = self.meta.file_pages(id)?.into_iter().map(|(p, _)| p).filter(|p| *p >= first_dropped).collect();
+            drop.sort_unstable();
+            for p in drop {
+                self.page_remove(id, p);
+            }
+            if new_size % page != 0 {
+                let p = new_size / page;
+                let keep = new_size - p * page;
+                if let Some(bid) = self.meta.page_blob(id, p) {
+                    let blob = self.meta.blob(bid).ok_or(Errno::Internal)?;
+                    if blob.size > keep {
+                        // Copy the kept bytes (at most one page) into a fresh blob.
+                        let was_dirty = blob.dirty;
+                        let mut bytes = vec![0u8; keep as usize];
+                        let extents: Vec<Extent> = blob.extents.clone();
+                        for e in extents.iter().filter(|e| !e.is_hole() && e.logical_off < keep) {
+                            let n = e.len.min(keep - e.logical_off);
+                            let dst = &mut bytes[e.logical_off as usize..(e.logical_off + n) as usize];
+                            self.tiers.read(e.tier as usize, e.phys_off, dst)?;
+                        }
+                        let mut buf = [0u8; 20];
+                        let name = page_key(p, &mut buf).to_string();
+                        self.put(id, &name, Src::Bytes(&bytes), None, None, false)?;
+                        if let Some(b) = self.meta.blob_mut(bid) {
+                            b.dirty = was_dirty;
+                        }
+                    }
+                }
+            }
+            self.meta.file_mut(id)?.truncated(new_size);
+        } else {
+            self.meta.file_mut(id)?.size = new_size;
+        }
+        self.file_modified(id);
+        Ok(())
+    }
+
+    /// `FileUnlink`: removes the record of `path` with its pages.
+    pub fn file_unlink(&mut self, path: &str) -> Result<bool> {
+        let Some(id) = self.meta.file_by_path(path) else { return Ok(false) };
+        self.bucket_destroy(id)?;
+        Ok(true)
+    }
+
+    /// `FileRename`: moves the record at `from` to `to`, replacing a record
+    /// there. `dest_renamed`: the caller renamed the destination file too.
+    pub fn file_rename(&mut self, from: &str, to: &str, dest_renamed: bool) -> Result<bool> {
+        if !to.starts_with('/') || to.contains('\0') {
+            return Err(Errno::Inval);
+        }
+        let Some(id) = self.meta.file_by_path(from) else { return Ok(false) };
+        if from == to {
+            return Ok(true);
+        }
+        if let Some(other) = self.meta.bucket_by_name(to) {
+            if self.meta.file(other).is_err() && !self.meta.bucket(other)?.blobs.is_empty() {
+                return Err(Errno::Exists);
+            }
+            self.bucket_destroy(other)?;
+        }
+        // An in-flight flush of the old path must not count.
+        let was_dirty = self.files.dirty.contains(&id);
+        self.file_forget(id);
+        self.meta.bucket_rename(id, to)?;
+        let now = now_ns();
+        let rec = self.meta.file_mut(id)?;
+        rec.ctime_ns = now;
+        if !dest_renamed && (rec.dest_exists || rec.dest_size > 0) {
+            if rec.dest_size > 0 {
+                tracing::warn!(from, to, dest_size = rec.dest_size, "file moved without its destination: unbuffered bytes are no longer readable");
+            }
+            rec.dest_exists = false;
+            rec.dest_size = 0;
+            rec.trunc_min = None;
+        }
+        if !dest_renamed && rec.persist != Persist::Scratch {
+            // The new destination is written from scratch: every page is dirty.
+            let pages = self.meta.file_pages(id)?;
+            for (p, bid) in pages {
+                self.page_written(id, p, bid);
+            }
+            self.file_modified(id);
+        } else if was_dirty {
+            self.files.dirty.insert(id);
+        }
+        Ok(true)
+    }
+
+    /// `FileSync`: the generation to wait for (0 = nothing to wait for).
+    pub fn file_sync(&mut self, id: BucketId) -> Result<u64> {
+        let rec = self.meta.file_mut(id)?;
+        if rec.persist != Persist::Default {
+            return Ok(0);
+        }
+        if rec.mod_gen == rec.flushed_gen && rec.synced_gen >= rec.mod_gen {
+            return Ok(0);
+        }
+        rec.urgent = true;
+        rec.durable = true;
+        // A fresh attempt now; its outcome is what the caller waits for.
+        rec.flush_error = None;
+        let target = rec.mod_gen;
+        self.files.backoff.remove(&id);
+        self.files.dirty.insert(id);
+        self.files.kick = true;
+        Ok(target)
+    }
+
+    /// `FileSyncState`: whether generation `target` is at the destination.
+    pub fn file_sync_state(&self, id: BucketId, target: u64) -> Result<SyncState> {
+        let rec = self.meta.file(id)?;
+        let done = rec.persist != Persist::Default || (rec.flushed_gen >= target && rec.synced_gen >= target);
+        Ok(SyncState { done, error: if done { None } else { rec.flush_error.clone() } })
+    }
+
+    /// `FilePath`: the current path of file `id`.
+    pub fn file_path(&self, id: BucketId) -> Result<&str> {
+        self.meta.file(id)?;
+        Ok(&self.meta.bucket(id)?.name)
+    }
+
+    /// Checks the file-model invariants of every file (tests, debug builds).
+    pub fn file_check(&self) -> std::result::Result<(), String> {
+        for name in self.meta.bucket_names() {
+            let Some(id) = self.meta.file_by_path(name) else { continue };
+            let rec = self.meta.file(id).map_err(|e| e.to_string())?;
+            rec.check().map_err(|e| format!("{name}: {e}"))?;
+            for (p, bid) in self.meta.file_pages(id).map_err(|e| e.to_string())? {
+                let b = self.meta.blob(bid).ok_or("page blob missing")?;
+                if b.size > rec.page_bytes {
+                    return Err(format!("{name}: page {p} blob of {} bytes > page", b.size));
+                }
+                if rec.page_start(p) + b.size > rec.size {
+                    return Err(format!("{name}: page {p} extends past the size {}", rec.size));
+                }
+                if b.dirty != rec.dirty_pages.contains(&p) {
+                    return Err(format!("{name}: page {p} dirty flag {} disagrees with the record", b.dirty));
+                }
+                if rec.persist == Persist::Scratch && b.dirty {
+                    return Err(format!("{name}: scratch page {p} dirty"));
+                }
+            }
+            if rec.persist == Persist::Default && rec.needs_flush() != self.files.dirty.contains(&id) {
+                return Err(format!("{name}: needs_flush {} but dirty set says {}", rec.needs_flush(), self.files.dirty.contains(&id)));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,787 @@
+//! The flusher: writes dirty pages of DEFAULT files to their destination.
+//!
+//! Split by thread:
+//! * the **poller** (owns `Core`) decides *what* to flush: it keeps the set
+//!   of dirty DEFAULT files (`FileState::dirty`, no full scans), looks at
+//!   most every `TICK_NS` at a bounded slice of it, and turns an eligible
+//!   file (urgent, quiet for `flush.interval`, dirty for long, or many dirty
+//!   bytes) into a **job**: a snapshot of path, size, truncation, mode and,
+//!   per dirty page, (blob id, write generation, extents) with the extents
+//!   *pinned* under `FLUSH_OWNER` so their space cannot be reused while a
+//!   worker reads it. At most one job per file is in flight.
+//! * **workers** (`flush.threads`) do the destination I/O: open, truncate,
+//!   `pwrite` each page from the RAM arena (their own mapping) or a dir tier
+//!   (`pread` on their own descriptor), `ftruncate` to the size, `fdatasync`
+//!   when a sync was asked, then report back through the poller's message
+//!   channel and ring its bell.
+//! * on **completion** the poller unpins, clears `dirty` only for pages whose
+//!   generation did not change since the snapshot, and advances
+//!   `flushed_gen`. A failure keeps everything dirty, records the message and
+//!   retries with exponential backoff (1 s doubling to 30 s). Data is never
+//!   dropped by the flusher.
+//!
+//! **Invariant:** the poller never does destination I/O; a job's extents
+//! stay pinned until its completion has been handled.
+
+use std::collections::{HashMap, VecDeque};
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use strata_meta::{BlobId, BucketId};
+use strata_proto::control::{FileCounters, FlushError, FlushReply};
+use strata_shm::ShmSegment;
+
+use crate::core::Core;
+use crate::files::Backoff;
+use crate::server::Msg;
+use crate::tier::Backing;
+
+/// Pin owner of flush jobs (client ids never reach it).
+pub const FLUSH_OWNER: (u64, u32) = (u64::MAX, 0);
+/// Dirty pages in one job; a file with more is flushed in several jobs.
+pub const JOB_PAGES_MAX: usize = 1024;
+/// The poller looks at the dirty set at most this often (unless kicked).
+pub const TICK_NS: u64 = 2_000_000;
+/// Dirty files examined per tick.
+pub const SCAN_PER_TICK_MAX: usize = 4096;
+/// A file with this many dirty bytes is flushed without waiting to be quiet.
+pub const EAGER_DIRTY_BYTES: u64 = 64 << 20;
+/// A file dirty for this many intervals is flushed even while being written.
+pub const MAX_AGE_INTERVALS: u64 = 10;
+pub const BACKOFF_MIN_NS: u64 = 1_000_000_000;
+pub const BACKOFF_MAX_NS: u64 = 30_000_000_000;
+/// Shutdown gives up on a file whose flush has failed for this long.
+pub const DRAIN_GIVE_UP_NS: u64 = 60_000_000_000;
+/// Worker I/O chunk (also the throttle's granularity).
+const CHUNK_BYTES: usize = 1 << 20;
+/// Pending destination unlinks (of files whose record vanished mid-flush).
+const UNLINKS_PENDING_MAX: usize = 4096;
+
+/// One buffered extent of a page, as a worker reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobExtent {
+    pub tier: u32,
+    pub phys_off: u64,
+    /// Offset within the page.
+    pub page_off: u64,
+    pub len: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobPage {
+    pub index: u64,
+    pub blob: BlobId,
+    pub gen: u64,
+    pub file_off: u64,
+    /// Bytes to write: the page clamped to the file size (zeros beyond the blob).
+    pub len: u64,
+    pub extents: Vec<JobExtent>,
+}
+
+/// A snapshot of one file to write to its destination.
+#[derive(Debug)]
+pub struct Job {
+    pub id: u64,
+    pub file: BucketId,
+    pub path: String,
+    pub size: u64,
+    pub trunc_min: Option<u64>,
+    pub dest_exists: bool,
+    pub mode: u32,
+    pub durable: bool,
+    pub urgent: bool,
+    pub mod_gen: u64,
+    /// Every dirty page of the file is in this job.
+    pub complete: bool,
+    pub pages: Vec<JobPage>,
+    pub cancel: Arc<AtomicBool>,
+}
+
+/// What a worker reports.
+#[derive(Debug)]
+pub struct JobDone {
+    pub job: Job,
+    /// The destination was opened (possibly created) by this job.
+    pub touched: bool,
+    pub bytes: u64,
+    pub error: Option<String>,
+    pub cancelled: bool,
+}
+
+enum Work {
+    Flush(Job),
+    Unlink(String),
+}
+
+struct InFlight {
+    job_id: u64,
+    pin: u64,
+}
+
+/// Token bucket shared by the workers (`flush.bandwidth_max`).
+struct Throttle {
+    rate_bytes_s: f64,
+    burst_bytes: f64,
+    state: Mutex<(f64, Instant)>,
+}
+
+impl Throttle {
+    fn new(mib_s: f64) -> Option<Throttle> {
+        if mib_s <= 0.0 {
+            return None;
+        }
+        let rate = mib_s * (1u64 << 20) as f64;
+        Some(Throttle { rate_bytes_s: rate, burst_bytes: (rate / 20.0).max(CHUNK_BYTES as f64), state: Mutex::new((0.0, Instant::now())) })
+    }
+    /// Takes `n` bytes of budget, sleeping off any debt.
+    fn take(&self, n: u64) {
+        let wait_s = {
+            let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            let now = Instant::now();
+            let refill = now.duration_since(st.1).as_secs_f64() * self.rate_bytes_s;
+            st.0 = (st.0 + refill).min(self.burst_bytes) - n as f64;
+            st.1 = now;
+            if st.0 < 0.0 {
+                -st.0 / self.rate_bytes_s
+            } else {
+                0.0
+            }
+        };
+        if wait_s > 0.0 {
+            std::thread::sleep(Duration::from_secs_f64(wait_s.min(60.0)));
+        }
+    }
+}
+
+/// What workers read tier bytes through: their own arena mapping and their
+/// own read-only descriptors of the dir tier files.
+pub struct FlushIo {
+    arena: ShmSegment,
+    ram: Option<u32>,
+    /// Index = tier index; None for the RAM tier.
+    tier_files: Vec<Option<File>>,
+    throttle: Option<Throttle>,
+}
+
+impl FlushIo {
+    pub fn open(core: &Core, bandwidth_max_mib_s: f64) -> std::io::Result<FlushIo> {
+        let arena = ShmSegment::open(core.tiers.arena.seg.name())?;
+        let mut tier_files = Vec::with_capacity(core.tiers.tiers.len());
+        for t in &core.tiers.tiers {
+            tier_files.push(match &t.backing {
+                Backing::Ram => None,
+                Backing::Dir { path, .. } => Some(File::open(path)?),
+            });
+        }
+        Ok(FlushIo { arena, ram: core.tiers.ram.map(|r| r as u32), tier_files, throttle: Throttle::new(bandwidth_max_mib_s) })
+    }
+
+    fn throttle(&self, n: u64) {
+        if let Some(t) = &self.throttle {
+            t.take(n);
+        }
+    }
+
+    fn write_zeros(&self, f: &File, mut off: u64, mut len: u64) -> std::io::Result<u64> {
+        static ZEROS: [u8; 64 << 10] = [0u8; 64 << 10];
+        let total = len;
+        // Bounded: each round writes up to 64 KiB of the (≤ page) range.
+        while len > 0 {
+            let n = len.min(ZEROS.len() as u64);
+            self.throttle(n);
+            f.write_all_at(&ZEROS[..n as usize], off)?;
+            off += n;
+            len -= n;
+        }
+        Ok(total)
+    }
+
+    /// Writes one page; returns the bytes written.
+    fn write_page(&self, f: &File, pg: &JobPage, buf: &mut Vec<u8>) -> std::result::Result<u64, String> {
+        let io = |what: &str, e: std::io::Error| format!("{what}: {e}");
+        let mut pos = 0u64;
+        for e in &pg.extents {
+            // Invariant: extents are in page order, inside the clamped page.
+            if e.page_off < pos || e.page_off + e.len > pg.len || e.len == 0 {
+                return Err(format!("internal: page {} extent {e:?} outside [{pos}, {})", pg.index, pg.len));
+            }
+            if e.page_off > pos {
+                self.write_zeros(f, pg.file_off + pos, e.page_off - pos).map_err(|x| io("write", x))?;
+            }
+            let mut done = 0u64;
+            // Bounded: each round moves up to one chunk of the extent.
+            while done < e.len {
+                let n = (e.len - done).min(CHUNK_BYTES as u64);
+                let at = pg.file_off + e.page_off + done;
+                self.throttle(n);
+                if Some(e.tier) == self.ram {
+                    let end = e.phys_off.checked_add(done + n).filter(|x| *x <= self.arena.len() as u64);
+                    if end.is_none() {
+                        return Err(format!("internal: extent {e:?} outside the arena"));
+                    }
+                    // SAFETY: bounds checked; the extent is pinned, so its
+                    // space is not reused until this job completes.
+                    let src = unsafe { std::slice::from_raw_parts(self.arena.as_ptr().add((e.phys_off + done) as usize), n as usize) };
+                    f.write_all_at(src, at).map_err(|x| io("write", x))?;
+                } else {
+                    let tf = self.tier_files.get(e.tier as usize).and_then(|t| t.as_ref()).ok_or_else(|| format!("internal: no tier {}", e.tier))?;
+                    buf.resize(n as usize, 0);
+                    tf.read_exact_at(&mut buf[..n as usize], e.phys_off + done).map_err(|x| io("tier read", x))?;
+                    f.write_all_at(&buf[..n as usize], at).map_err(|x| io("write", x))?;
+                }
+                done += n;
+            }
+            pos = e.page_off + e.len;
+        }
+        if pos < pg.len {
+            self.write_zeros(f, pg.file_off + pos, pg.len - pos).map_err(|x| io("write", x))?;
+        }
+        Ok(pg.len)
+    }
+
+    /// Executes a job (worker thread).
+    pub fn run_job(&self, job: Job) -> JobDone {
+        let mut done = JobDone { job, touched: false, bytes: 0, error: None, cancelled: false };
+        let job = &done.job;
+        if job.cancel.load(Ordering::SeqCst) {
+            done.cancelled = true;
+            return done;
+        }
+        let mut opts = OpenOptions::new();
+        opts.write(true).create(true).mode(job.mode & 0o7777);
+        if !job.dest_exists {
+            opts.truncate(true);
+        }
+        let f = match opts.open(&job.path) {
+            Ok(f) => f,
+            Err(e) => {
+                done.error = Some(format!("open {}: {e}", job.path));
+                return done;
+            }
+        };
+        done.touched = true;
+        let res = (|| -> std::result::Result<(u64, bool), String> {
+            if let (true, Some(t)) = (job.dest_exists, job.trunc_min) {
+                f.set_len(t).map_err(|e| format!("truncate to {t}: {e}"))?;
+            }
+            let mut bytes = 0u64;
+            let mut buf = Vec::new();
+            for pg in &job.pages {
+                if job.cancel.load(Ordering::SeqCst) {
+                    return Ok((bytes, true));
+                }
+                bytes += self.write_page(&f, pg, &mut buf)?;
+            }
+            f.set_len(job.size).map_err(|e| format!("truncate to {}: {e}", job.size))?;
+            if job.durable {
+                f.sync_data().map_err(|e| format!("fdatasync: {e}"))?;
+            }
+            Ok((bytes, false))
+        })();
+        match res {
+            Ok((bytes, cancelled)) => {
+                done.bytes = bytes;
+                done.cancelled = cancelled;
+            }
+            Err(e) => done.error = Some(format!("{}: {e}", job.path)),
+        }
+        done
+    }
+}
+
+type Wake = Arc<dyn Fn() + Send + Sync>;
+
+fn worker(io: Arc<FlushIo>, rx: Arc<Mutex<mpsc::Receiver<Work>>>, tx: mpsc::Sender<Msg>, wake: Wake, unlinks: Arc<AtomicUsize>) {
+    loop {
+        let work = {
+            let rx = rx.lock().unwrap_or_else(|p| p.into_inner());
+            rx.recv()
+        };
+        match work {
+            Err(_) => return, // queue closed: shutdown
+            Ok(Work::Flush(job)) => {
+                let done = io.run_job(job);
+                if tx.send(Msg::FlushDone(Box::new(done))).is_err() {
+                    return;
+                }
+                wake();
+            }
+            Ok(Work::Unlink(path)) => {
+                match std::fs::remove_file(&path) {
+                    Ok(()) => tracing::info!(path, "removed the destination a flush recreated after its file was unlinked"),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => tracing::warn!(path, "cannot remove a stale destination: {e}"),
+                }
+                unlinks.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+    }
+}
+
+/// Flusher settings (from `flush.*`).
+#[derive(Debug, Clone, Copy)]
+pub struct FlushSettings {
+    /// Background flushing; urgent flushes (sync, control, shutdown) happen regardless.
+    pub enabled: bool,
+    pub interval_ns: u64,
+    pub threads: u32,
+    pub bandwidth_max_mib_s: f64,
+}
+
+impl FlushSettings {
+    pub fn from_config(c: &strata_config::FlushConfig) -> FlushSettings {
+        FlushSettings {
+            enabled: c.enabled,
+            interval_ns: (c.interval_ms * 1e6).max(1.0) as u64,
+            threads: c.threads.clamp(1, 64),
+            bandwidth_max_mib_s: c.bandwidth_max_mib_s,
+        }
+    }
+}
+
+pub struct Flusher {
+    settings: FlushSettings,
+    queue: Option<SyncSender<Work>>,
+    workers: Vec<JoinHandle<()>>,
+    in_flight: HashMap<BucketId, InFlight>,
+    in_flight_max: usize,
+    unlinks_pending: VecDeque<String>,
+    unlinks_queued: Arc<AtomicUsize>,
+    next_job: u64,
+    cursor: Option<BucketId>,
+    last_tick_mono_ns: u64,
+    /// Shutdown: every dirty file is eligible.
+    pub draining: bool,
+}
+
+impl Flusher {
+    /// Starts the workers. Completions arrive on `tx` as `Msg::FlushDone`,
+    /// followed by a call of `wake`.
+    pub fn start(settings: FlushSettings, io: FlushIo, tx: mpsc::Sender<Msg>, wake: Wake) -> std::io::Result<Flusher> {
+        let threads = settings.threads.clamp(1, 64) as usize;
+        let in_flight_max = threads * 2;
+        let (qtx, qrx) = mpsc::sync_channel::<Work>(in_flight_max + UNLINKS_PENDING_MAX.min(64));
+        let qrx = Arc::new(Mutex::new(qrx));
+        let io = Arc::new(io);
+        let unlinks_queued = Arc::new(AtomicUsize::new(0));
+        let mut workers = Vec::with_capacity(threads);
+        for i in 0..threads {
+            let (io, qrx, tx, wake, u) = (io.clone(), qrx.clone(), tx.clone(), wake.clone(), unlinks_queued.clone());
+            workers.push(std::thread::Builder::new().name(format!("strata-flush-{i}")).spawn(move || worker(io, qrx, tx, wake, u))?);
+        }
+        Ok(Flusher {
+            settings,
+            queue: Some(qtx),
+            workers,
+            in_flight: HashMap::new(),
+            in_flight_max,
+            unlinks_pending: VecDeque::new(),
+            unlinks_queued,
+            next_job: 1,
+            cursor: None,
+            last_tick_mono_ns: 0,
+            draining: false,
+        })
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    pub fn is_in_flight(&self, id: BucketId) -> bool {
+        self.in_flight.contains_key(&id)
+    }
+
+    /// Nothing queued or running (jobs and destination unlinks).
+    pub fn idle(&self) -> bool {
+        self.in_flight.is_empty() && self.unlinks_pending.is_empty() && self.unlinks_queued.load(Ordering::SeqCst) == 0
+    }
+
+    /// Closes the queue and waits for the workers (they finish queued work).
+    pub fn stop(&mut self) {
+        self.queue = None;
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+    }
+
+    /// Dispatches eligible dirty files (poller thread).
+    pub fn tick(&mut self, core: &mut Core) {
+        let now = core.mono_ns();
+        if !self.draining && !core.files.kick && now.saturating_sub(self.last_tick_mono_ns) < TICK_NS {
+            return;
+        }
+        self.last_tick_mono_ns = now;
+        core.files.kick = false;
+        let Some(queue) = self.queue.clone() else { return };
+        // Destination unlinks first (bounded by the queue's spare room).
+        while let Some(p) = self.unlinks_pending.pop_front() {
+            self.unlinks_queued.fetch_add(1, Ordering::SeqCst);
+            match queue.try_send(Work::Unlink(p)) {
+                Ok(()) => {}
+                Err(TrySendError::Full(Work::Unlink(p))) => {
+                    self.unlinks_queued.fetch_sub(1, Ordering::SeqCst);
+                    self.unlinks_pending.push_front(p);
+                    break;
+                }
+                Err(_) => {
+                    self.unlinks_queued.fetch_sub(1, Ordering::SeqCst);
+                    break;
+                }
+            }
+        }
+        if core.files.dirty.is_empty() || self.in_flight.len() >= self.in_flight_max {
+            return;
+        }
+        // A bounded slice of the dirty set, round robin from the cursor.
+        let n = core.files.dirty.len().min(SCAN_PER_TICK_MAX);
+        let mut ids: Vec<BucketId> = Vec::with_capacity(n);
+        {
+            use std::ops::Bound;
+            let lower = match self.cursor {
+                Some(c) => Bound::Excluded(c),
+                None => Bound::Unbounded,
+            };
+            ids.extend(core.files.dirty.range((lower, Bound::Unbounded)).take(n).copied());
+            if ids.len() < n {
+                let more = n - ids.len();
+                ids.extend(core.files.dirty.iter().take(more).copied().filter(|id| Some(*id) <= self.cursor));
+            }
+        }
+        for id in ids {
+            self.cursor = Some(id);
+            if self.in_flight.len() >= self.in_flight_max {
+                break;
+            }
+            if self.in_flight.contains_key(&id) {
+                continue;
+            }
+            if !self.eligible(core, id, now) {
+                continue;
+            }
+            let Some((job, pin)) = self.snapshot(core, id) else { continue };
+            let (file, cancel, job_id) = (job.file, job.cancel.clone(), job.id);
+            match queue.try_send(Work::Flush(job)) {
+                Ok(()) => {
+                    self.in_flight.insert(file, InFlight { job_id, pin });
+                    core.files.cancels.insert(file, cancel);
+                }
+                Err(TrySendError::Full(Work::Flush(job))) | Err(TrySendError::Disconnected(Work::Flush(job))) => {
+                    core.unpin(FLUSH_OWNER, pin);
+                    restore(core, &job);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// Whether file `id` should be flushed now; drops clean files from the set.
+    fn eligible(&mut self, core: &mut Core, id: BucketId, now: u64) -> bool {
+        let Ok(rec) = core.meta.file_mut(id) else {
+            core.files.dirty.remove(&id);
+            return false;
+        };
+        if !rec.needs_flush() {
+            rec.dirty_since_mono_ns = 0;
+            core.files.dirty.remove(&id);
+            return false;
+        }
+        if let Some(b) = core.files.backoff.get(&id) {
+            if now < b.retry_at_mono_ns {
+                return false;
+            }
+        }
+        if self.draining || rec.urgent {
+            return true;
+        }
+        if !self.settings.enabled {
+            return false;
+        }
+        let interval = self.settings.interval_ns;
+        now.saturating_sub(rec.last_write_mono_ns) >= interval
+            || now.saturating_sub(rec.dirty_since_mono_ns) >= interval.saturating_mul(MAX_AGE_INTERVALS)
+            || (rec.dirty_pages.len() as u64).saturating_mul(rec.page_bytes) >= EAGER_DIRTY_BYTES
+    }
+
+    /// Builds the job of file `id` and pins its extents; returns it with the pin id.
+    fn snapshot(&mut self, core: &mut Core, id: BucketId) -> Option<(Job, u64)> {
+        let path = core.meta.bucket(id).ok()?.name.to_string();
+        let rec = core.meta.file(id).ok()?;
+        let (size, page) = (rec.size, rec.page_bytes);
+        let complete = rec.dirty_pages.len() <= JOB_PAGES_MAX;
+        let indexes: Vec<u64> = rec.dirty_pages.iter().take(JOB_PAGES_MAX).copied().collect();
+        let mut pages = Vec::with_capacity(indexes.len());
+        let mut keys = Vec::new();
+        let mut lost = Vec::new();
+        for index in indexes {
+            let Some(bid) = core.meta.page_blob(id, index) else {
+                lost.push(index);
+                continue;
+            };
+            let blob = core.meta.blob(bid)?;
+            assert!(blob.size <= page, "page blob {} of {path} has {} bytes > page {page}", index, blob.size);
+            let file_off = index * page;
+            if file_off >= size {
+                lost.push(index);
+                continue;
+            }
+            let len = page.min(size - file_off);
+            let mut extents = Vec::with_capacity(blob.extents.len());
+            for e in &blob.extents {
+                if e.logical_off >= len {
+                    break;
+                }
+                if e.is_hole() {
+                    continue;
+                }
+                extents.push(JobExtent { tier: e.tier, phys_off: e.phys_off, page_off: e.logical_off, len: e.len.min(len - e.logical_off) });
+                keys.push((e.tier, e.phys_off));
+            }
+            pages.push(JobPage { index, blob: bid, gen: blob.gen, file_off, len, extents });
+        }
+        if !lost.is_empty() {
+            tracing::error!(path, ?lost, "dirty pages without a blob (dropped from the dirty list)");
+            if let Ok(rec) = core.meta.file_mut(id) {
+                for p in lost {
+                    rec.dirty_pages.remove(&p);
+                }
+            }
+        }
+        let pin = match core.pin(FLUSH_OWNER, keys) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::error!(path, "cannot pin a flush job: {e}");
+                return None;
+            }
+        };
+        let job_id = self.next_job;
+        self.next_job += 1;
+        let rec = core.meta.file_mut(id).ok()?;
+        let job = Job {
+            id: job_id,
+            file: id,
+            path,
+            size,
+            trunc_min: rec.trunc_min.take(),
+            dest_exists: rec.dest_exists,
+            mode: rec.mode,
+            durable: std::mem::take(&mut rec.durable),
+            urgent: std::mem::take(&mut rec.urgent),
+            mod_gen: rec.mod_gen,
+            complete,
+            pages,
+            cancel: Arc::new(AtomicBool::new(false)),
+        };
+        Some((job, pin))
+    }
+
+    /// Handles a worker's report (poller thread).
+    pub fn complete(&mut self, core: &mut Core, done: JobDone) {
+        let job = &done.job;
+        match self.in_flight.get(&job.file) {
+            Some(f) if f.job_id == job.id => {
+                let f = self.in_flight.remove(&job.file).expect("checked");
+                core.unpin(FLUSH_OWNER, f.pin);
+            }
+            _ => {
+                tracing::error!(path = job.path, job = job.id, "completion of an unknown flush job");
+                return;
+            }
+        }
+        if core.files.cancels.get(&job.file).is_some_and(|c| Arc::ptr_eq(c, &job.cancel)) {
+            core.files.cancels.remove(&job.file);
+        }
+        let now = core.mono_ns();
+        let current_path = core.meta.file(job.file).ok().and_then(|_| core.meta.bucket(job.file).ok()).map(|b| b.name.to_string());
+        let stale = done.cancelled || job.cancel.load(Ordering::SeqCst) || current_path.as_deref() != Some(job.path.as_str());
+        if stale {
+            // The record was unlinked or moved while the job ran: what the job
+            // wrote does not count, and a file it may have (re)created at a
+            // path no record owns any more must go.
+            if done.touched && core.meta.file_by_path(&job.path).is_none() {
+                if self.unlinks_pending.len() < UNLINKS_PENDING_MAX {
+                    self.unlinks_pending.push_back(job.path.clone());
+                } else {
+                    tracing::error!(path = job.path, "too many pending destination unlinks; leaving a stale file");
+                }
+            }
+            if current_path.is_some() {
+                restore(core, job);
+            }
+            core.files.kick = true;
+            return;
+        }
+        if let Some(err) = &done.error {
+            restore(core, job);
+            core.files.counters.flush_errors_total += 1;
+            let b = core.files.backoff.entry(job.file).or_insert(Backoff { failures: 0, retry_at_mono_ns: 0, first_failure_mono_ns: now });
+            b.failures += 1;
+            let delay = BACKOFF_MIN_NS.saturating_mul(1u64 << (b.failures - 1).min(20)).min(BACKOFF_MAX_NS);
+            b.retry_at_mono_ns = now + delay;
+            let failures = b.failures;
+            tracing::warn!(path = job.path, failures, retry_in_s = delay / 1_000_000_000, "flush failed: {err}");
+            if let Ok(rec) = core.meta.file_mut(job.file) {
+                rec.flush_error = Some(err.clone());
+            }
+            core.files.dirty.insert(job.file);
+            return;
+        }
+        // Success.
+        let mut cleaned = Vec::with_capacity(job.pages.len());
+        for pg in &job.pages {
+            if core.meta.page_blob(job.file, pg.index) != Some(pg.blob) {
+                continue;
+            }
+            if let Some(b) = core.meta.blob_mut(pg.blob) {
+                if b.gen == pg.gen {
+                    b.dirty = false;
+                    cleaned.push(pg.index);
+                }
+            }
+        }
+        core.files.backoff.remove(&job.file);
+        core.files.counters.flushed_bytes_total += done.bytes;
+        if job.complete {
+            core.files.counters.flushed_files_total += 1;
+        }
+        let Ok(rec) = core.meta.file_mut(job.file) else { return };
+        for p in cleaned {
+            rec.dirty_pages.remove(&p);
+        }
+        rec.dest_exists = true;
+        // The destination now holds the snapshot's size; a truncation since
+        // the snapshot keeps its (lower) bound.
+        let valid = match rec.trunc_min {
+            Some(t) => job.size.min(t),
+            None => job.size,
+        };
+        rec.dest_size = rec.dest_size.max(valid).min(rec.size);
+        if job.complete {
+            rec.flushed_gen = rec.flushed_gen.max(job.mod_gen);
+            if job.durable {
+                rec.synced_gen = rec.synced_gen.max(job.mod_gen);
+            }
+        } else {
+            rec.durable |= job.durable;
+            rec.urgent |= job.urgent;
+        }
+        rec.flush_error = None;
+        if rec.needs_flush() {
+            rec.dirty_since_mono_ns = now;
+            core.files.dirty.insert(job.file);
+            core.files.kick |= rec.urgent;
+        } else {
+            rec.dirty_since_mono_ns = 0;
+            core.files.dirty.remove(&job.file);
+        }
+    }
+
+    /// Files in the dirty set that kept failing for `DRAIN_GIVE_UP_NS`
+    /// (and are not in flight); None if some file is still worth waiting for.
+    pub fn hopeless(&self, core: &Core) -> Option<Vec<BucketId>> {
+        let now = core.mono_ns();
+        let mut out = Vec::new();
+        for id in &core.files.dirty {
+            if self.in_flight.contains_key(id) {
+                return None;
+            }
+            match core.files.backoff.get(id) {
+                Some(b) if now.saturating_sub(b.first_failure_mono_ns) >= DRAIN_GIVE_UP_NS => out.push(*id),
+                _ => return None,
+            }
+        }
+        Some(out)
+    }
+}
+
+impl Drop for Flusher {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Puts a job's taken state back into its record (failure, cancel).
+fn restore(core: &mut Core, job: &Job) {
+    let Ok(rec) = core.meta.file_mut(job.file) else { return };
+    if let Some(t) = job.trunc_min {
+        rec.trunc_min = Some(rec.trunc_min.map_or(t, |c| c.min(t)));
+    }
+    rec.durable |= job.durable;
+    rec.urgent |= job.urgent;
+    if rec.needs_flush() {
+        core.files.dirty.insert(job.file);
+    }
+}
+
+/// `path` is `prefix` or lies under it (directory prefix); empty = all.
+fn matches(path: &str, prefixes: &[String]) -> bool {
+    if prefixes.is_empty() {
+        return true;
+    }
+    prefixes.iter().any(|p| {
+        let p = if p.len() > 1 { p.trim_end_matches('/') } else { p.as_str() };
+        path == p || p == "/" || (path.starts_with(p) && path.as_bytes().get(p.len()) == Some(&b'/'))
+    })
+}
+
+/// Control `Flush`: marks the dirty DEFAULT files under `paths` urgent.
+pub fn flush_paths(core: &mut Core, flusher: &Flusher, paths: &[String]) -> FlushReply {
+    let ids: Vec<BucketId> = core.files.dirty.iter().copied().collect();
+    for id in ids {
+        let Ok(b) = core.meta.bucket(id) else { continue };
+        if !matches(&b.name, paths) {
+            continue;
+        }
+        if let Ok(rec) = core.meta.file_mut(id) {
+            rec.urgent = true;
+        }
+        core.files.backoff.remove(&id);
+    }
+    core.files.kick = true;
+    flush_state(core, flusher, paths)
+}
+
+/// Control `FlushState`: the flush state of the files under `paths`.
+pub fn flush_state(core: &Core, flusher: &Flusher, paths: &[String]) -> FlushReply {
+    let mut r = FlushReply { flushed_bytes_total: core.files.counters.flushed_bytes_total, ..FlushReply::default() };
+    for id in &core.files.dirty {
+        let Ok(b) = core.meta.bucket(*id) else { continue };
+        if !matches(&b.name, paths) {
+            continue;
+        }
+        let Ok(rec) = core.meta.file(*id) else { continue };
+        if !rec.needs_flush() {
+            continue;
+        }
+        r.dirty_files += 1;
+        r.dirty_bytes += core.file_dirty_bytes(*id);
+        if flusher.is_in_flight(*id) {
+            r.flushing_files += 1;
+        }
+        if let Some(m) = &rec.flush_error {
+            r.errors.push(FlushError { path: b.name.to_string(), message: m.clone() });
+        }
+    }
+    r
+}
+
+/// `StatusReply.files`.
+pub fn file_counters(core: &Core) -> FileCounters {
+    let mut c = core.files.counters.clone();
+    c.files = core.meta.file_count() as u64;
+    c.dirty_files = 0;
+    c.dirty_bytes = 0;
+    for id in &core.files.dirty {
+        if core.meta.file(*id).is_ok_and(|r| r.needs_flush()) {
+            c.dirty_files += 1;
+            c.dirty_bytes += core.file_dirty_bytes(*id);
+        }
+    }
+    c
+}
