@@ -1,0 +1,1338 @@
+//! The POSIX entry points. Each checks, allocation-free, whether its
+//! descriptor or path is tracked; if not (or inside the adapter) it calls the
+//! real function. Tracked work runs under the re-entry guard via `run`.
+
+use std::os::raw::{c_char, c_int, c_long, c_uint, c_void};
+
+use libc::{iovec, mode_t, off64_t, size_t, ssize_t};
+use strata_client::file::{FileAttr, OpenFlags, Persist};
+use strata_client::{Client, Errno};
+
+use crate::path::{tracked_path, Tracked};
+use crate::{client, copy_kind, cvt, errno, real, run, run_raw, set_errno, set_kind, set_tracked, trace, tracked_fd, Tfd, K_UNTRACKED};
+
+/// Linux's MAX_RW_COUNT: one read/write moves at most this much.
+const MAX_RW: usize = 0x7fff_f000;
+const IOV_MAX: c_int = 1024;
+const STRATA_DEV_MAJOR: u32 = 0x53;
+const STRATA_DEV_MINOR: u32 = 0x54;
+
+fn os(e: strata_client::Error) -> c_int {
+    e.os_errno()
+}
+
+fn cl() -> Result<&'static Client, c_int> {
+    client()
+}
+
+unsafe fn pos(fd: c_int) -> Result<u64, c_int> {
+    cvt(real::lseek64(fd, 0, libc::SEEK_CUR)).map(|v| v as u64)
+}
+
+unsafe fn set_pos(fd: c_int, p: u64) -> Result<(), c_int> {
+    cvt(real::lseek64(fd, p as off64_t, libc::SEEK_SET)).map(|_| ())
+}
+
+unsafe fn is_append(fd: c_int) -> bool {
+    let fl = real::fcntl(fd, libc::F_GETFL, 0);
+    fl >= 0 && fl & libc::O_APPEND != 0
+}
+
+// ---------------------------------------------------------------------------
+// Core operations on a tracked descriptor
+
+pub(crate) unsafe fn t_read(t: Tfd, buf: &mut [u8]) -> Result<ssize_t, c_int> {
+    if t.acc == libc::O_WRONLY {
+        return Err(libc::EBADF);
+    }
+    if buf.is_empty() {
+        return Ok(0);
+    }
+    let p = pos(t.fd)?;
+    let n = cl()?.file_read(t.id, p, buf).map_err(os)?;
+    set_pos(t.fd, p + n as u64)?;
+    trace!("read fd={} id={:x} off={} len={} -> {}", t.fd, t.id, p, buf.len(), n);
+    Ok(n as ssize_t)
+}
+
+pub(crate) unsafe fn t_write(t: Tfd, data: &[u8]) -> Result<ssize_t, c_int> {
+    if t.acc == libc::O_RDONLY {
+        return Err(libc::EBADF);
+    }
+    if data.is_empty() {
+        return Ok(0);
+    }
+    let c = cl()?;
+    if is_append(t.fd) {
+        let (off, size) = c.file_append(t.id, data).map_err(os)?;
+        set_pos(t.fd, off + data.len() as u64)?;
+        trace!("write(append) fd={} id={:x} len={} at={} -> size {}", t.fd, t.id, data.len(), off, size);
+    } else {
+        let p = pos(t.fd)?;
+        let size = c.file_write(t.id, p, data).map_err(os)?;
+        set_pos(t.fd, p + data.len() as u64)?;
+        trace!("write fd={} id={:x} off={} len={} -> size {}", t.fd, t.id, p, data.len(), size);
+    }
+    Ok(data.len() as ssize_t)
+}
+
+unsafe fn t_pread(t: Tfd, buf: &mut [u8], off: off64_t) -> Result<ssize_t, c_int> {
+    if off < 0 {
+        return Err(libc::EINVAL);
+    }
+    if t.acc == libc::O_WRONLY {
+        return Err(libc::EBADF);
+    }
+    if buf.is_empty() {
+        return Ok(0);
+    }
+    let n = cl()?.file_read(t.id, off as u64, buf).map_err(os)?;
+    trace!("pread fd={} id={:x} off={} len={} -> {}", t.fd, t.id, off, buf.len(), n);
+    Ok(n as ssize_t)
+}
+
+unsafe fn t_pwrite(t: Tfd, data: &[u8], off: off64_t) -> Result<ssize_t, c_int> {
+    if off < 0 {
+        return Err(libc::EINVAL);
+    }
+    if t.acc == libc::O_RDONLY {
+        return Err(libc::EBADF);
+    }
+    if data.is_empty() {
+        return Ok(0);
+    }
+    let c = cl()?;
+    // Linux: pwrite on an O_APPEND descriptor appends, whatever the offset.
+    if is_append(t.fd) {
+        c.file_append(t.id, data).map_err(os)?;
+    } else {
+        c.file_write(t.id, off as u64, data).map_err(os)?;
+    }
+    trace!("pwrite fd={} id={:x} off={} len={}", t.fd, t.id, off, data.len());
+    Ok(data.len() as ssize_t)
+}
+
+unsafe fn iov_total(iov: *const iovec, cnt: c_int) -> Result<usize, c_int> {
+    if !(0..=IOV_MAX).contains(&cnt) {
+        return Err(libc::EINVAL);
+    }
+    let mut total: usize = 0;
+    for i in 0..cnt as usize {
+        total = total.checked_add((*iov.add(i)).iov_len).ok_or(libc::EINVAL)?;
+        if total > isize::MAX as usize {
+            return Err(libc::EINVAL);
+        }
+    }
+    Ok(total.min(MAX_RW))
+}
+
+/// readv/preadv: off None = at (and advancing) the file position.
+unsafe fn t_readv(t: Tfd, iov: *const iovec, cnt: c_int, off: Option<off64_t>) -> Result<ssize_t, c_int> {
+    if matches!(off, Some(o) if o < 0) {
+        return Err(libc::EINVAL);
+    }
+    if t.acc == libc::O_WRONLY {
+        return Err(libc::EBADF);
+    }
+    let total = iov_total(iov, cnt)?;
+    if cnt == 1 {
+        let b = std::slice::from_raw_parts_mut((*iov).iov_base as *mut u8, total);
+        return match off {
+            None => t_read(t, b),
+            Some(o) => t_pread(t, b, o),
+        };
+    }
+    let mut tmp = vec![0u8; total];
+    let n = match off {
+        None => t_read(t, &mut tmp)?,
+        Some(o) => t_pread(t, &mut tmp, o)?,
+    } as usize;
+    let mut done = 0;
+    for i in 0..cnt as usize {
+        if done >= n {
+            break;
+        }
+        let v = &*iov.add(i);
+        let k = v.iov_len.min(n - done);
+        std::ptr::copy_nonoverlapping(tmp.as_ptr().add(done), v.iov_base as *mut u8, k);
+        done += k;
+    }
+    Ok(n as ssize_t)
+}
+
+unsafe fn t_writev(t: Tfd, iov: *const iovec, cnt: c_int, off: Option<off64_t>) -> Result<ssize_t, c_int> {
+    if matches!(off, Some(o) if o < 0) {
+        return Err(libc::EINVAL);
+    }
+    if t.acc == libc::O_RDONLY {
+        return Err(libc::EBADF);
+    }
+    let total = iov_total(iov, cnt)?;
+    if cnt == 1 {
+        let b = std::slice::from_raw_parts((*iov).iov_base as *const u8, total);
+        return match off {
+            None => t_write(t, b),
+            Some(o) => t_pwrite(t, b, o),
+        };
+    }
+    let mut tmp = Vec::with_capacity(total);
+    for i in 0..cnt as usize {
+        let v = &*iov.add(i);
+        let k = v.iov_len.min(total - tmp.len());
+        tmp.extend_from_slice(std::slice::from_raw_parts(v.iov_base as *const u8, k));
+    }
+    match off {
+        None => t_write(t, &tmp),
+        Some(o) => t_pwrite(t, &tmp, o),
+    }
+}
+
+unsafe fn t_lseek(t: Tfd, off: off64_t, whence: c_int) -> Result<off64_t, c_int> {
+    let r = match whence {
+        libc::SEEK_SET | libc::SEEK_CUR => cvt(real::lseek64(t.fd, off, whence))?,
+        libc::SEEK_END => {
+            let size = cl()?.file_stat(t.id).map_err(os)?.size as i64;
+            let new = size.checked_add(off).ok_or(libc::EOVERFLOW)?;
+            if new < 0 {
+                return Err(libc::EINVAL);
+            }
+            cvt(real::lseek64(t.fd, new, libc::SEEK_SET))?
+        }
+        libc::SEEK_DATA | libc::SEEK_HOLE => {
+            // the whole file is data
+            let size = cl()?.file_stat(t.id).map_err(os)?.size as i64;
+            if off < 0 || off >= size {
+                return Err(libc::ENXIO);
+            }
+            let new = if whence == libc::SEEK_DATA { off } else { size };
+            cvt(real::lseek64(t.fd, new, libc::SEEK_SET))?
+        }
+        _ => return Err(libc::EINVAL),
+    };
+    trace!("lseek fd={} off={} whence={} -> {}", t.fd, off, whence, r);
+    Ok(r)
+}
+
+fn split_ns(ns: u64) -> (i64, i64) {
+    ((ns / 1_000_000_000) as i64, (ns % 1_000_000_000) as i64)
+}
+
+pub(crate) fn fill_stat(a: &FileAttr, st: *mut libc::stat64) {
+    let mut s: libc::stat64 = unsafe { std::mem::zeroed() };
+    s.st_dev = libc::makedev(STRATA_DEV_MAJOR, STRATA_DEV_MINOR);
+    s.st_ino = a.id;
+    s.st_mode = libc::S_IFREG | (a.mode & 0o7777);
+    s.st_nlink = 1;
+    s.st_uid = a.uid;
+    s.st_gid = a.gid;
+    s.st_size = a.size as i64;
+    s.st_blksize = a.page_bytes as i64;
+    s.st_blocks = a.size.div_ceil(512) as i64;
+    (s.st_atime, s.st_atime_nsec) = split_ns(a.atime_ns);
+    (s.st_mtime, s.st_mtime_nsec) = split_ns(a.mtime_ns);
+    (s.st_ctime, s.st_ctime_nsec) = split_ns(a.ctime_ns);
+    unsafe { *st = s };
+}
+
+fn fill_statx(a: &FileAttr, st: *mut libc::statx) {
+    let mut s: libc::statx = unsafe { std::mem::zeroed() };
+    s.stx_mask = libc::STATX_BASIC_STATS;
+    s.stx_blksize = a.page_bytes.min(u32::MAX as u64) as u32;
+    s.stx_nlink = 1;
+    s.stx_uid = a.uid;
+    s.stx_gid = a.gid;
+    s.stx_mode = (libc::S_IFREG | (a.mode & 0o7777)) as u16;
+    s.stx_ino = a.id;
+    s.stx_size = a.size;
+    s.stx_blocks = a.size.div_ceil(512);
+    let ts = |ns: u64| {
+        let (sec, nsec) = split_ns(ns);
+        let mut t: libc::statx_timestamp = unsafe { std::mem::zeroed() };
+        t.tv_sec = sec;
+        t.tv_nsec = nsec as u32;
+        t
+    };
+    s.stx_atime = ts(a.atime_ns);
+    s.stx_mtime = ts(a.mtime_ns);
+    s.stx_ctime = ts(a.ctime_ns);
+    s.stx_dev_major = STRATA_DEV_MAJOR;
+    s.stx_dev_minor = STRATA_DEV_MINOR;
+    unsafe { *st = s };
+}
+
+// ---------------------------------------------------------------------------
+// open
+
+/// Opens a tracked path: Ok(Some(placeholder fd)), Ok(None) = pass the
+/// call through (a directory or other non-regular file, no daemon).
+pub(crate) unsafe fn open_tracked(t: &Tracked, flags: c_int, mode: c_uint) -> Result<Option<c_int>, c_int> {
+    let acc = flags & libc::O_ACCMODE;
+    if acc == 3 {
+        return Ok(None);
+    }
+    let c = match cl() {
+        Ok(c) => c,
+        Err(_) => return Ok(None),
+    };
+    let path = t.abs.as_str().ok_or(libc::EINVAL)?;
+    let creat = flags & libc::O_CREAT != 0;
+    let of = OpenFlags {
+        read: acc != libc::O_WRONLY,
+        write: acc != libc::O_RDONLY,
+        create: creat,
+        excl: creat && flags & libc::O_EXCL != 0,
+        trunc: flags & libc::O_TRUNC != 0,
+    };
+    let m = mode & 0o7777 & !crate::UMASK.load(std::sync::atomic::Ordering::Relaxed);
+    let a = match c.file_open(path, of, m, t.persist, t.page_bytes) {
+        Ok(a) => a,
+        Err(e) if e.errno == Errno::IsDir => {
+            trace!("open {} flags={:#o}: not a regular file, passing through", path, flags);
+            return Ok(None);
+        }
+        Err(e) => {
+            trace!("open {} flags={:#o} -> {}", path, flags, e);
+            return Err(os(e));
+        }
+    };
+    let fd = make_placeholder(a.id, acc, a.persist, flags)?;
+    trace!("open {} flags={:#o} -> fd {} id={:x} size={} persist={:?}", path, flags, fd, a.id, a.size, a.persist);
+    Ok(Some(fd))
+}
+
+pub(crate) unsafe fn make_placeholder(id: u64, acc: c_int, persist: Persist, flags: c_int) -> Result<c_int, c_int> {
+    let name = crate::placeholder_name(id, acc, persist);
+    let mfl = if flags & libc::O_CLOEXEC != 0 { libc::MFD_CLOEXEC } else { 0 };
+    let fd = cvt(libc::memfd_create(name.as_ptr(), mfl))?;
+    let keep = flags & (libc::O_APPEND | libc::O_NONBLOCK);
+    if keep != 0 {
+        real::fcntl(fd, libc::F_SETFL, keep as c_long);
+    }
+    set_tracked(fd, id, acc, persist);
+    Ok(fd)
+}
+
+unsafe fn open_impl(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+    if flags & (libc::O_DIRECTORY | libc::O_PATH) == 0 {
+        if let Some(t) = tracked_path(dirfd, path) {
+            let mut pass = false;
+            let r = run(|| match open_tracked(&t, flags, mode)? {
+                Some(fd) => Ok(fd),
+                None => {
+                    pass = true;
+                    Ok(-1)
+                }
+            });
+            if !pass {
+                return r;
+            }
+        }
+    }
+    let fd = real::openat(dirfd, path, flags, mode);
+    if fd >= 0 {
+        set_kind(fd, K_UNTRACKED);
+    }
+    fd
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn strata_posix_open(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+    if !crate::ready() || crate::guarded() {
+        return real::open(path, flags, mode);
+    }
+    open_impl(libc::AT_FDCWD, path, flags, mode)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn strata_posix_openat(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+    if !crate::ready() || crate::guarded() {
+        return real::openat(dirfd, path, flags, mode);
+    }
+    if dirfd != libc::AT_FDCWD && tracked_fd(dirfd).is_some() && !crate::c_str(path).starts_with(b"/") {
+        set_errno(libc::ENOTDIR);
+        return -1;
+    }
+    open_impl(dirfd, path, flags, mode)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn creat(path: *const c_char, mode: mode_t) -> c_int {
+    strata_posix_open(path, libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC, mode)
+}
+#[no_mangle]
+pub unsafe extern "C" fn creat64(path: *const c_char, mode: mode_t) -> c_int {
+    strata_posix_open(path, libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC, mode)
+}
+/// Fortified open without a mode (O_CREAT is rejected by the caller's checks).
+#[no_mangle]
+pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
+    strata_posix_open(path, flags, 0)
+}
+#[no_mangle]
+pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int {
+    strata_posix_open(path, flags, 0)
+}
+#[no_mangle]
+pub unsafe extern "C" fn __openat_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+    strata_posix_openat(dirfd, path, flags, 0)
+}
+#[no_mangle]
+pub unsafe extern "C" fn __openat64_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+    strata_posix_openat(dirfd, path, flags, 0)
+}
+
+// ---------------------------------------------------------------------------
+// close, dup, fcntl
+
+#[no_mangle]
+pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+    if fd >= 0 && (fd as usize) < crate::FD_MAX && crate::ready() && crate::own_process() {
+        if crate::debug_on() && !crate::guarded() && tracked_fd(fd).is_some() {
+            trace!("close fd={}", fd);
+        }
+        set_kind(fd, K_UNTRACKED);
+    }
+    real::close(fd)
+}
+
+fn forget_range(first: c_uint, last: c_uint) {
+    if !crate::ready() || !crate::own_process() {
+        return;
+    }
+    let hi = (last as u64).min(crate::FD_MAX as u64 - 1);
+    let mut fd = first as u64;
+    while fd <= hi {
+        set_kind(fd as c_int, K_UNTRACKED);
+        fd += 1;
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int {
+    let r = real::close_range(first, last, flags);
+    if r == 0 && flags & (libc::CLOSE_RANGE_CLOEXEC as c_int) == 0 {
+        forget_range(first, last);
+    }
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn closefrom(low: c_int) {
+    real::closefrom(low);
+    forget_range(low.max(0) as c_uint, c_uint::MAX);
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
+    let r = real::dup(fd);
+    if r >= 0 {
+        copy_kind(fd, r);
+    }
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn dup2(fd: c_int, to: c_int) -> c_int {
+    let r = real::dup2(fd, to);
+    if r >= 0 && fd != to {
+        copy_kind(fd, r);
+    }
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn dup3(fd: c_int, to: c_int, fl: c_int) -> c_int {
+    let r = real::dup3(fd, to, fl);
+    if r >= 0 {
+        copy_kind(fd, r);
+    }
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn strata_posix_fcntl(fd: c_int, cmd: c_int, arg: c_long) -> c_int {
+    match cmd {
+        libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => {
+            let r = real::fcntl(fd, cmd, arg);
+            if r >= 0 {
+                copy_kind(fd, r);
+            }
+            r
+        }
+        libc::F_GETFL => {
+            let r = real::fcntl(fd, cmd, arg);
+            match tracked_fd(fd) {
+                Some(t) if r >= 0 => (r & !libc::O_ACCMODE) | t.acc,
+                _ => r,
+            }
+        }
+        libc::F_SETFL => match tracked_fd(fd) {
+            // a memfd refuses O_DIRECT; buffered files ignore it
+            Some(_) => real::fcntl(fd, cmd, arg & !(libc::O_DIRECT as c_long)),
+            None => real::fcntl(fd, cmd, arg),
+        },
+        _ => real::fcntl(fd, cmd, arg),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// read / write family
+
+#[no_mangle]
+pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
+    match tracked_fd(fd) {
+        None => real::read(fd, buf, n),
+        Some(t) => run(|| t_read(t, std::slice::from_raw_parts_mut(buf as *mut u8, n.min(MAX_RW)))),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
+    match tracked_fd(fd) {
+        None => real::write(fd, buf, n),
+        Some(t) => run(|| t_write(t, std::slice::from_raw_parts(buf as *const u8, n.min(MAX_RW)))),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, n: size_t, off: off64_t) -> ssize_t {
+    pread64(fd, buf, n, off)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn pread64(fd: c_int, buf: *mut c_void, n: size_t, off: off64_t) -> ssize_t {
+    match tracked_fd(fd) {
+        None => real::pread64(fd, buf, n, off),
+        Some(t) => run(|| t_pread(t, std::slice::from_raw_parts_mut(buf as *mut u8, n.min(MAX_RW)), off)),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn pwrite(fd: c_int, buf: *const c_void, n: size_t, off: off64_t) -> ssize_t {
+    pwrite64(fd, buf, n, off)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn pwrite64(fd: c_int, buf: *const c_void, n: size_t, off: off64_t) -> ssize_t {
+    match tracked_fd(fd) {
+        None => real::pwrite64(fd, buf, n, off),
+        Some(t) => run(|| t_pwrite(t, std::slice::from_raw_parts(buf as *const u8, n.min(MAX_RW)), off)),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __read_chk(fd: c_int, buf: *mut c_void, n: size_t, buflen: size_t) -> ssize_t {
+    if n > buflen {
+        return real::__read_chk(fd, buf, n, buflen); // reports the overflow
+    }
+    read(fd, buf, n)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __pread_chk(fd: c_int, buf: *mut c_void, n: size_t, off: off64_t, buflen: size_t) -> ssize_t {
+    if n > buflen {
+        return real::__pread64_chk(fd, buf, n, off, buflen);
+    }
+    pread64(fd, buf, n, off)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __pread64_chk(fd: c_int, buf: *mut c_void, n: size_t, off: off64_t, buflen: size_t) -> ssize_t {
+    __pread_chk(fd, buf, n, off, buflen)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
+    match tracked_fd(fd) {
+        None => real::readv(fd, iov, cnt),
+        Some(t) => run(|| t_readv(t, iov, cnt, None)),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
+    match tracked_fd(fd) {
+        None => real::writev(fd, iov, cnt),
+        Some(t) => run(|| t_writev(t, iov, cnt, None)),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn preadv(fd: c_int, iov: *const iovec, cnt: c_int, off: off64_t) -> ssize_t {
+    preadv64(fd, iov, cnt, off)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn preadv64(fd: c_int, iov: *const iovec, cnt: c_int, off: off64_t) -> ssize_t {
+    match tracked_fd(fd) {
+        None => real::preadv64(fd, iov, cnt, off),
+        Some(t) => run(|| t_readv(t, iov, cnt, Some(off))),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn pwritev(fd: c_int, iov: *const iovec, cnt: c_int, off: off64_t) -> ssize_t {
+    pwritev64(fd, iov, cnt, off)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn pwritev64(fd: c_int, iov: *const iovec, cnt: c_int, off: off64_t) -> ssize_t {
+    match tracked_fd(fd) {
+        None => real::pwritev64(fd, iov, cnt, off),
+        Some(t) => run(|| t_writev(t, iov, cnt, Some(off))),
+    }
+}
+
+/// preadv2/pwritev2: offset -1 = the file position. RWF_* hints are
+/// ignored except RWF_APPEND (append) and RWF_DSYNC/RWF_SYNC (file_sync).
+#[no_mangle]
+pub unsafe extern "C" fn preadv2(fd: c_int, iov: *const iovec, cnt: c_int, off: off64_t, fl: c_int) -> ssize_t {
+    preadv64v2(fd, iov, cnt, off, fl)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn preadv64v2(fd: c_int, iov: *const iovec, cnt: c_int, off: off64_t, fl: c_int) -> ssize_t {
+    match tracked_fd(fd) {
+        None => real::preadv64v2(fd, iov, cnt, off, fl),
+        Some(t) => run(|| t_readv(t, iov, cnt, if off == -1 { None } else { Some(off) })),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn pwritev2(fd: c_int, iov: *const iovec, cnt: c_int, off: off64_t, fl: c_int) -> ssize_t {
+    pwritev64v2(fd, iov, cnt, off, fl)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn pwritev64v2(fd: c_int, iov: *const iovec, cnt: c_int, off: off64_t, fl: c_int) -> ssize_t {
+    match tracked_fd(fd) {
+        None => real::pwritev64v2(fd, iov, cnt, off, fl),
+        Some(t) => run(|| {
+            let n = if fl & libc::RWF_APPEND != 0 {
+                if t.acc == libc::O_RDONLY {
+                    return Err(libc::EBADF);
+                }
+                let total = iov_total(iov, cnt)?;
+                let mut tmp = Vec::with_capacity(total);
+                for i in 0..cnt as usize {
+                    let v = &*iov.add(i);
+                    tmp.extend_from_slice(std::slice::from_raw_parts(v.iov_base as *const u8, v.iov_len.min(total - tmp.len())));
+                }
+                if !tmp.is_empty() {
+                    let (o, _) = cl()?.file_append(t.id, &tmp).map_err(os)?;
+                    if off == -1 {
+                        set_pos(t.fd, o + tmp.len() as u64)?;
+                    }
+                }
+                tmp.len() as ssize_t
+            } else {
+                t_writev(t, iov, cnt, if off == -1 { None } else { Some(off) })?
+            };
+            if fl & (libc::RWF_DSYNC | libc::RWF_SYNC) != 0 {
+                cl()?.file_sync(t.id).map_err(os)?;
+            }
+            Ok(n)
+        }),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn lseek(fd: c_int, off: off64_t, whence: c_int) -> off64_t {
+    lseek64(fd, off, whence)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn lseek64(fd: c_int, off: off64_t, whence: c_int) -> off64_t {
+    match tracked_fd(fd) {
+        None => real::lseek64(fd, off, whence),
+        Some(t) => run(|| t_lseek(t, off, whence)),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// sync, truncate, fallocate
+
+#[no_mangle]
+pub unsafe extern "C" fn fsync(fd: c_int) -> c_int {
+    match tracked_fd(fd) {
+        None => real::fsync(fd),
+        Some(t) => run(|| {
+            cl()?.file_sync(t.id).map_err(os)?;
+            trace!("fsync fd={} id={:x}", fd, t.id);
+            Ok(0)
+        }),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fdatasync(fd: c_int) -> c_int {
+    match tracked_fd(fd) {
+        None => real::fdatasync(fd),
+        Some(t) => run(|| {
+            cl()?.file_sync(t.id).map_err(os)?;
+            trace!("fdatasync fd={} id={:x}", fd, t.id);
+            Ok(0)
+        }),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ftruncate(fd: c_int, len: off64_t) -> c_int {
+    ftruncate64(fd, len)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ftruncate64(fd: c_int, len: off64_t) -> c_int {
+    match tracked_fd(fd) {
+        None => real::ftruncate64(fd, len),
+        Some(t) => run(|| {
+            if len < 0 || t.acc == libc::O_RDONLY {
+                return Err(libc::EINVAL);
+            }
+            cl()?.file_truncate(t.id, len as u64).map_err(os)?;
+            trace!("ftruncate fd={} id={:x} len={}", fd, t.id, len);
+            Ok(0)
+        }),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn truncate(path: *const c_char, len: off64_t) -> c_int {
+    truncate64(path, len)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn truncate64(path: *const c_char, len: off64_t) -> c_int {
+    match tracked_path(libc::AT_FDCWD, path) {
+        None => real::truncate64(path, len),
+        Some(t) => run(|| {
+            if len < 0 {
+                return Err(libc::EINVAL);
+            }
+            let c = match cl() {
+                Ok(c) => c,
+                Err(_) => return cvt(real::truncate64(path, len)),
+            };
+            let p = t.abs.as_str().ok_or(libc::EINVAL)?;
+            let id = match c.file_stat_path(p).map_err(os)? {
+                Some(a) => a.id,
+                None => match c.file_open(p, OpenFlags { write: true, ..Default::default() }, 0, t.persist, t.page_bytes) {
+                    Ok(a) => a.id,
+                    Err(e) if e.errno == Errno::IsDir => return cvt(real::truncate64(path, len)),
+                    Err(e) => return Err(os(e)),
+                },
+            };
+            c.file_truncate(id, len as u64).map_err(os)?;
+            trace!("truncate {} len={}", p, len);
+            Ok(0)
+        }),
+    }
+}
+
+unsafe fn t_fallocate(t: Tfd, mode: c_int, off: off64_t, len: off64_t) -> Result<c_int, c_int> {
+    if off < 0 || len <= 0 {
+        return Err(libc::EINVAL);
+    }
+    if t.acc == libc::O_RDONLY {
+        return Err(libc::EBADF);
+    }
+    match mode {
+        0 => {
+            let c = cl()?;
+            let end = (off as u64).checked_add(len as u64).ok_or(libc::EFBIG)?;
+            let size = c.file_stat(t.id).map_err(os)?.size;
+            if end > size {
+                c.file_truncate(t.id, end).map_err(os)?;
+            }
+            trace!("fallocate fd={} off={} len={}", t.fd, off, len);
+            Ok(0)
+        }
+        libc::FALLOC_FL_KEEP_SIZE => Ok(0),
+        _ => Err(libc::EOPNOTSUPP),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fallocate(fd: c_int, mode: c_int, off: off64_t, len: off64_t) -> c_int {
+    fallocate64(fd, mode, off, len)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fallocate64(fd: c_int, mode: c_int, off: off64_t, len: off64_t) -> c_int {
+    match tracked_fd(fd) {
+        None => real::fallocate64(fd, mode, off, len),
+        Some(t) => run(|| t_fallocate(t, mode, off, len)),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn posix_fallocate(fd: c_int, off: off64_t, len: off64_t) -> c_int {
+    posix_fallocate64(fd, off, len)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn posix_fallocate64(fd: c_int, off: off64_t, len: off64_t) -> c_int {
+    match tracked_fd(fd) {
+        None => real::posix_fallocate64(fd, off, len),
+        Some(t) => run_raw(libc::EIO, || match t_fallocate(t, 0, off, len) {
+            Ok(_) => 0,
+            Err(e) => e,
+        }),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// stat family
+
+/// stat of a tracked path: the record if there is one, else `fallback`
+/// (the destination).
+unsafe fn stat_tracked(t: &Tracked, fallback: impl FnOnce() -> c_int, fill: impl FnOnce(&FileAttr)) -> Result<c_int, c_int> {
+    let c = match cl() {
+        Ok(c) => c,
+        Err(_) => return cvt(fallback()),
+    };
+    match c.file_stat_path(t.abs.as_str().ok_or(libc::EINVAL)?).map_err(os)? {
+        Some(a) => {
+            fill(&a);
+            trace!("stat {} -> size {}", t.abs.as_str().unwrap_or(""), a.size);
+            Ok(0)
+        }
+        None => cvt(fallback()),
+    }
+}
+
+unsafe fn fstat_tracked(t: Tfd, fill: impl FnOnce(&FileAttr)) -> Result<c_int, c_int> {
+    let a = cl()?.file_stat(t.id).map_err(os)?;
+    fill(&a);
+    trace!("fstat fd={} id={:x} -> size {}", t.fd, t.id, a.size);
+    Ok(0)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn stat(path: *const c_char, buf: *mut libc::stat64) -> c_int {
+    stat64(path, buf)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn stat64(path: *const c_char, buf: *mut libc::stat64) -> c_int {
+    match tracked_path(libc::AT_FDCWD, path) {
+        None => real::stat64(path, buf),
+        Some(t) => run(|| stat_tracked(&t, || real::stat64(path, buf), |a| fill_stat(a, buf))),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn lstat(path: *const c_char, buf: *mut libc::stat64) -> c_int {
+    lstat64(path, buf)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn lstat64(path: *const c_char, buf: *mut libc::stat64) -> c_int {
+    match tracked_path(libc::AT_FDCWD, path) {
+        None => real::lstat64(path, buf),
+        Some(t) => run(|| stat_tracked(&t, || real::lstat64(path, buf), |a| fill_stat(a, buf))),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fstat(fd: c_int, buf: *mut libc::stat64) -> c_int {
+    fstat64(fd, buf)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fstat64(fd: c_int, buf: *mut libc::stat64) -> c_int {
+    match tracked_fd(fd) {
+        None => real::fstat64(fd, buf),
+        Some(t) => run(|| fstat_tracked(t, |a| fill_stat(a, buf))),
+    }
+}
+
+unsafe fn fstatat_impl(dirfd: c_int, path: *const c_char, buf: *mut libc::stat64, flags: c_int, fb: impl FnOnce() -> c_int) -> c_int {
+    if flags & libc::AT_EMPTY_PATH != 0 && crate::c_str(path).is_empty() {
+        return match tracked_fd(dirfd) {
+            None => fb(),
+            Some(t) => run(|| fstat_tracked(t, |a| fill_stat(a, buf))),
+        };
+    }
+    match tracked_path(dirfd, path) {
+        None => fb(),
+        Some(t) => run(|| stat_tracked(&t, fb, |a| fill_stat(a, buf))),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fstatat(dirfd: c_int, path: *const c_char, buf: *mut libc::stat64, flags: c_int) -> c_int {
+    fstatat64(dirfd, path, buf, flags)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fstatat64(dirfd: c_int, path: *const c_char, buf: *mut libc::stat64, flags: c_int) -> c_int {
+    fstatat_impl(dirfd, path, buf, flags, || real::fstatat64(dirfd, path, buf, flags))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn newfstatat(dirfd: c_int, path: *const c_char, buf: *mut libc::stat64, flags: c_int) -> c_int {
+    fstatat64(dirfd, path, buf, flags)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn statx(dirfd: c_int, path: *const c_char, flags: c_int, mask: c_uint, buf: *mut libc::statx) -> c_int {
+    let fb = || real::statx(dirfd, path, flags, mask, buf);
+    if flags & libc::AT_EMPTY_PATH != 0 && crate::c_str(path).is_empty() {
+        return match tracked_fd(dirfd) {
+            None => fb(),
+            Some(t) => run(|| fstat_tracked(t, |a| fill_statx(a, buf))),
+        };
+    }
+    match tracked_path(dirfd, path) {
+        None => fb(),
+        Some(t) => run(|| stat_tracked(&t, fb, |a| fill_statx(a, buf))),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __xstat(ver: c_int, path: *const c_char, buf: *mut libc::stat64) -> c_int {
+    __xstat64(ver, path, buf)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __xstat64(ver: c_int, path: *const c_char, buf: *mut libc::stat64) -> c_int {
+    match tracked_path(libc::AT_FDCWD, path) {
+        None => real::__xstat64(ver, path, buf),
+        Some(t) => run(|| stat_tracked(&t, || real::__xstat64(ver, path, buf), |a| fill_stat(a, buf))),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __lxstat(ver: c_int, path: *const c_char, buf: *mut libc::stat64) -> c_int {
+    __lxstat64(ver, path, buf)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __lxstat64(ver: c_int, path: *const c_char, buf: *mut libc::stat64) -> c_int {
+    match tracked_path(libc::AT_FDCWD, path) {
+        None => real::__lxstat64(ver, path, buf),
+        Some(t) => run(|| stat_tracked(&t, || real::__lxstat64(ver, path, buf), |a| fill_stat(a, buf))),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __fxstat(ver: c_int, fd: c_int, buf: *mut libc::stat64) -> c_int {
+    __fxstat64(ver, fd, buf)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __fxstat64(ver: c_int, fd: c_int, buf: *mut libc::stat64) -> c_int {
+    match tracked_fd(fd) {
+        None => real::__fxstat64(ver, fd, buf),
+        Some(t) => run(|| fstat_tracked(t, |a| fill_stat(a, buf))),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __fxstatat(ver: c_int, dirfd: c_int, path: *const c_char, buf: *mut libc::stat64, flags: c_int) -> c_int {
+    __fxstatat64(ver, dirfd, path, buf, flags)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __fxstatat64(ver: c_int, dirfd: c_int, path: *const c_char, buf: *mut libc::stat64, flags: c_int) -> c_int {
+    fstatat_impl(dirfd, path, buf, flags, || real::__fxstatat64(ver, dirfd, path, buf, flags))
+}
+
+// ---------------------------------------------------------------------------
+// access
+
+unsafe fn access_tracked(t: &Tracked, mode: c_int, effective: bool, fallback: impl FnOnce() -> c_int) -> Result<c_int, c_int> {
+    let c = match cl() {
+        Ok(c) => c,
+        Err(_) => return cvt(fallback()),
+    };
+    let a = match c.file_stat_path(t.abs.as_str().ok_or(libc::EINVAL)?).map_err(os)? {
+        Some(a) => a,
+        None => return cvt(fallback()),
+    };
+    if mode & !(libc::R_OK | libc::W_OK | libc::X_OK) != 0 {
+        return Err(libc::EINVAL);
+    }
+    if mode == libc::F_OK {
+        return Ok(0);
+    }
+    let (uid, gid) = if effective { (libc::geteuid(), libc::getegid()) } else { (libc::getuid(), libc::getgid()) };
+    let want = (mode & 7) as u32;
+    let ok = if uid == 0 {
+        want & 1 == 0 || a.mode & 0o111 != 0
+    } else {
+        let bits = if uid == a.uid {
+            (a.mode >> 6) & 7
+        } else if gid == a.gid {
+            (a.mode >> 3) & 7
+        } else {
+            a.mode & 7
+        };
+        want & !bits == 0
+    };
+    if ok {
+        Ok(0)
+    } else {
+        Err(libc::EACCES)
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn access(path: *const c_char, mode: c_int) -> c_int {
+    match tracked_path(libc::AT_FDCWD, path) {
+        None => real::access(path, mode),
+        Some(t) => run(|| access_tracked(&t, mode, false, || real::access(path, mode))),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn faccessat(dirfd: c_int, path: *const c_char, mode: c_int, flags: c_int) -> c_int {
+    match tracked_path(dirfd, path) {
+        None => real::faccessat(dirfd, path, mode, flags),
+        Some(t) => run(|| access_tracked(&t, mode, flags & libc::AT_EACCESS != 0, || real::faccessat(dirfd, path, mode, flags))),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn euidaccess(path: *const c_char, mode: c_int) -> c_int {
+    match tracked_path(libc::AT_FDCWD, path) {
+        None => real::euidaccess(path, mode),
+        Some(t) => run(|| access_tracked(&t, mode, true, || real::euidaccess(path, mode))),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn eaccess(path: *const c_char, mode: c_int) -> c_int {
+    euidaccess(path, mode)
+}
+
+// ---------------------------------------------------------------------------
+// unlink, rename
+
+/// Removes the buffered record and the destination; success if either existed.
+unsafe fn unlink_tracked(t: &Tracked, real_rm: impl FnOnce() -> c_int) -> Result<c_int, c_int> {
+    let c = match cl() {
+        Ok(c) => c,
+        Err(_) => return cvt(real_rm()),
+    };
+    let p = t.abs.as_str().ok_or(libc::EINVAL)?;
+    let rec = c.file_unlink(p).map_err(os)?;
+    let r = real_rm();
+    let e = errno();
+    trace!("unlink {} record={} dest={}", p, rec, r == 0);
+    if r == 0 || (rec && e == libc::ENOENT) {
+        Ok(0)
+    } else {
+        Err(e)
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn unlink(path: *const c_char) -> c_int {
+    match tracked_path(libc::AT_FDCWD, path) {
+        None => real::unlink(path),
+        Some(t) => run(|| unlink_tracked(&t, || real::unlink(path))),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+    if flags & libc::AT_REMOVEDIR != 0 {
+        return real::unlinkat(dirfd, path, flags);
+    }
+    match tracked_path(dirfd, path) {
+        None => real::unlinkat(dirfd, path, flags),
+        Some(t) => run(|| unlink_tracked(&t, || real::unlinkat(dirfd, path, flags))),
+    }
+}
+
+/// glibc's remove() calls its internal unlink, so it is hooked on its own.
+#[no_mangle]
+pub unsafe extern "C" fn remove(path: *const c_char) -> c_int {
+    match tracked_path(libc::AT_FDCWD, path) {
+        None => real::remove(path),
+        Some(t) => run(|| unlink_tracked(&t, || real::remove(path))),
+    }
+}
+
+unsafe fn rename_impl(ofd: c_int, from: *const c_char, nfd: c_int, to: *const c_char, flags: c_uint) -> c_int {
+    let real_rename = || real::renameat2(ofd, from, nfd, to, flags);
+    let tf = tracked_path(ofd, from);
+    let tt = tracked_path(nfd, to);
+    if tf.is_none() && tt.is_none() {
+        return if flags == 0 { real::renameat(ofd, from, nfd, to) } else { real_rename() };
+    }
+    run(|| {
+        let c = match cl() {
+            Ok(c) => c,
+            Err(_) => return cvt(real_rename()),
+        };
+        let frec = match &tf {
+            Some(f) => c.file_stat_path(f.abs.as_str().ok_or(libc::EINVAL)?).map_err(os)?,
+            None => None,
+        };
+        let trec = match &tt {
+            Some(t) => c.file_stat_path(t.abs.as_str().ok_or(libc::EINVAL)?).map_err(os)?,
+            None => None,
+        };
+        if flags & libc::RENAME_EXCHANGE != 0 {
+            if frec.is_some() || trec.is_some() {
+                return Err(libc::EINVAL);
+            }
+            return cvt(real_rename());
+        }
+        let Some(fa) = frec else {
+            // nothing buffered at the source: the destination moves, and a
+            // record at the target is replaced by it
+            let r = cvt(real_rename())?;
+            if let (Some(t), Some(_)) = (&tt, trec) {
+                c.file_unlink(t.abs.as_str().unwrap_or("")).map_err(os)?;
+            }
+            return Ok(r);
+        };
+        let f = tf.as_ref().expect("record implies tracked");
+        if flags & libc::RENAME_NOREPLACE != 0 {
+            let mut st: libc::stat64 = std::mem::zeroed();
+            if trec.is_some() || real::fstatat64(nfd, to, &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0 {
+                return Err(libc::EEXIST);
+            }
+        }
+        match &tt {
+            Some(t) => {
+                // the target's directory must exist, as for a real rename
+                let parent = t.abs.parent();
+                let mut st: libc::stat64 = std::mem::zeroed();
+                cvt(real::stat64(parent.c().as_ptr(), &mut st))?;
+                if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+                    return Err(libc::ENOTDIR);
+                }
+                let r = real_rename();
+                let e = errno();
+                if r != 0 && e != libc::ENOENT {
+                    return Err(e);
+                }
+                let moved = c.file_rename(f.abs.as_str().unwrap_or(""), t.abs.as_str().unwrap_or(""), r == 0).map_err(os)?;
+                trace!("rename {} -> {} record={} dest={}", f.abs.as_str().unwrap_or(""), t.abs.as_str().unwrap_or(""), moved, r == 0);
+                Ok(0)
+            }
+            None => {
+                // leaving the buffer: materialise the bytes at the untracked target
+                let fd = cvt(real::openat(nfd, to, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC, fa.mode))?;
+                let res = copy_out(c, fa.id, fa.size, fd);
+                real::close(fd);
+                res?;
+                c.file_unlink(f.abs.as_str().unwrap_or("")).map_err(os)?;
+                real::unlinkat(ofd, from, 0);
+                trace!("rename {} -> untracked target: copied {} bytes", f.abs.as_str().unwrap_or(""), fa.size);
+                Ok(0)
+            }
+        }
+    })
+}
+
+/// Copies the file's bytes to `fd` (a real file) from offset 0.
+unsafe fn copy_out(c: &Client, id: u64, size: u64, fd: c_int) -> Result<(), c_int> {
+    let mut buf = vec![0u8; (1 << 20).min(size.max(1) as usize)];
+    let mut off = 0u64;
+    while off < size {
+        let want = buf.len().min((size - off) as usize);
+        let n = c.file_read(id, off, &mut buf[..want]).map_err(os)?;
+        if n == 0 {
+            break;
+        }
+        let mut done = 0;
+        while done < n {
+            let w = cvt(real::pwrite64(fd, buf[done..n].as_ptr() as *const c_void, n - done, (off + done as u64) as off64_t))?;
+            done += w as usize;
+        }
+        off += n as u64;
+    }
+    cvt(real::ftruncate64(fd, size as off64_t))?;
+    Ok(())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn rename(from: *const c_char, to: *const c_char) -> c_int {
+    if !crate::ready() || crate::guarded() {
+        return real::rename(from, to);
+    }
+    rename_impl(libc::AT_FDCWD, from, libc::AT_FDCWD, to, 0)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn renameat(ofd: c_int, from: *const c_char, nfd: c_int, to: *const c_char) -> c_int {
+    if !crate::ready() || crate::guarded() {
+        return real::renameat(ofd, from, nfd, to);
+    }
+    rename_impl(ofd, from, nfd, to, 0)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn renameat2(ofd: c_int, from: *const c_char, nfd: c_int, to: *const c_char, flags: c_uint) -> c_int {
+    if !crate::ready() || crate::guarded() {
+        return real::renameat2(ofd, from, nfd, to, flags);
+    }
+    rename_impl(ofd, from, nfd, to, flags)
+}
+
+// ---------------------------------------------------------------------------
+// mmap
+
+unsafe fn mmap_tracked(t: Tfd, addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, off: off64_t) -> Result<isize, c_int> {
+    if t.acc == libc::O_WRONLY {
+        return Err(libc::EACCES);
+    }
+    let shared_write = flags & libc::MAP_SHARED != 0 && prot & libc::PROT_WRITE != 0;
+    if shared_write && t.acc != libc::O_RDWR {
+        return Err(libc::EACCES);
+    }
+    let c = cl()?;
+    let fd = match t.persist {
+        Persist::Default => {
+            // flush, then let the kernel map the destination itself
+            c.file_sync(t.id).map_err(os)?;
+            let p = c.file_path(t.id).map_err(os)?;
+            let cp = std::ffi::CString::new(p).map_err(|_| libc::EINVAL)?;
+            cvt(real::open(cp.as_ptr(), if shared_write { libc::O_RDWR } else { libc::O_RDONLY } | libc::O_CLOEXEC, 0))?
+        }
+        _ => {
+            // SCRATCH / WORKFLOW never reach the destination: map a private copy
+            let size = c.file_stat(t.id).map_err(os)?.size;
+            let fd = cvt(libc::memfd_create(c"strata-map".as_ptr(), libc::MFD_CLOEXEC))?;
+            if let Err(e) = copy_out(c, t.id, size, fd) {
+                real::close(fd);
+                return Err(e);
+            }
+            fd
+        }
+    };
+    let r = real::mmap64(addr, len, prot, flags, fd, off);
+    let e = errno();
+    real::close(fd);
+    trace!("mmap fd={} id={:x} len={} persist={:?}", t.fd, t.id, len, t.persist);
+    if r == libc::MAP_FAILED {
+        Err(e)
+    } else {
+        Ok(r as isize)
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mmap(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off64_t) -> *mut c_void {
+    mmap64(addr, len, prot, flags, fd, off)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mmap64(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off64_t) -> *mut c_void {
+    if flags & libc::MAP_ANONYMOUS != 0 {
+        return real::mmap64(addr, len, prot, flags, fd, off);
+    }
+    match tracked_fd(fd) {
+        None => real::mmap64(addr, len, prot, flags, fd, off),
+        Some(t) => run(|| mmap_tracked(t, addr, len, prot, flags, off)) as *mut c_void,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// cwd, umask
+
+#[no_mangle]
+pub unsafe extern "C" fn chdir(path: *const c_char) -> c_int {
+    let r = real::chdir(path);
+    if r == 0 && crate::ready() && crate::own_process() {
+        let e = errno();
+        crate::path::refresh_cwd();
+        set_errno(e);
+    }
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fchdir(fd: c_int) -> c_int {
+    let r = real::fchdir(fd);
+    if r == 0 && crate::ready() && crate::own_process() {
+        crate::path::refresh_cwd();
+    }
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn umask(mask: mode_t) -> mode_t {
+    let r = real::umask(mask);
+    crate::UMASK.store(mask & 0o777, std::sync::atomic::Ordering::Relaxed);
+    r
+}
+
+// ---------------------------------------------------------------------------
+// exec: keep LD_PRELOAD and STRATA_* when the new environment drops them
+
+extern "C" {
+    static mut environ: *const *const c_char;
+}
+
+unsafe fn env_has(envp: *const *const c_char, name_eq: &[u8]) -> bool {
+    if envp.is_null() {
+        return false;
+    }
+    let mut p = envp;
+    while !(*p).is_null() {
+        if crate::c_str(*p).starts_with(name_eq) {
+            return true;
+        }
+        p = p.add(1);
+    }
+    false
+}
+
+/// None = `envp` already carries everything (no allocation).
+unsafe fn fixed_env(envp: *const *const c_char) -> Option<Vec<*const c_char>> {
+    if !crate::ready() {
+        return None;
+    }
+    let keep = &crate::state().env_keep;
+    let mut missing = Vec::new();
+    for k in keep {
+        let b = k.as_bytes();
+        let eq = b.iter().position(|&c| c == b'=').map(|i| i + 1).unwrap_or(b.len());
+        if !env_has(envp, &b[..eq]) {
+            missing.push(k.as_ptr());
+        }
+    }
+    if missing.is_empty() {
+        return None;
+    }
+    let mut v = Vec::new();
+    if !envp.is_null() {
+        let mut p = envp;
+        while !(*p).is_null() {
+            v.push(*p);
+            p = p.add(1);
+        }
+    }
+    v.extend(missing);
+    v.push(std::ptr::null());
+    Some(v)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn execve(path: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int {
+    let v = fixed_env(envp);
+    real::execve(path, argv, v.as_ref().map_or(envp, |v| v.as_ptr()))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) -> c_int {
+    execve(path, argv, environ)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn execvpe(file: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int {
+    let v = fixed_env(envp);
+    real::execvpe(file, argv, v.as_ref().map_or(envp, |v| v.as_ptr()))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
+    execvpe(file, argv, environ)
+}

@@ -1,0 +1,461 @@
+//! strata-posix: `libstrata_posix.so`, the LD_PRELOAD adapter. It buffers
+//! the POSIX and stdio file I/O of *tracked* paths in the strata daemon
+//! (through `strata_client::file`) and passes everything else straight to
+//! the C library.
+//!
+//! How it hangs together (see also README.md in this crate):
+//! * `real` — the next definitions (`dlsym(RTLD_NEXT)`), resolved in the
+//!   constructor; raw system calls before that.
+//! * a per-thread re-entry guard: while set (around all adapter and client
+//!   work), every hook passes straight through;
+//! * a static per-descriptor table (`KIND`, `ID`): unknown / untracked /
+//!   tracked. A tracked descriptor is a memfd placeholder named
+//!   `strata:<id hex>:<accmode>:<persist>` whose kernel offset is the file
+//!   position and whose `F_GETFL` carries `O_APPEND`; descriptors inherited
+//!   over exec are classified on first use by `readlink(/proc/self/fd/N)`.
+//! * `hooks` — the POSIX entry points, `stdio` — `fopencookie` streams,
+//!   `shim` + csrc/shim.c — the variadic entry points.
+//!
+//! **Architecture Invariant:** no hook allocates or locks on the path of an
+//! untracked descriptor or path; no panic crosses an exported function; the
+//! client is never dropped (fork forgets it, exit never tears it down).
+
+#![allow(clippy::missing_safety_doc)]
+
+mod hooks;
+mod path;
+mod real;
+mod shim;
+mod stdio;
+
+use std::cell::Cell;
+use std::ffi::CString;
+use std::os::raw::{c_char, c_int};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+use strata_client::file::Persist;
+use strata_client::Client;
+use strata_config::{AdapterConfig, Mode};
+
+// ---------------------------------------------------------------------------
+// Re-entry guard
+
+thread_local! {
+    static GUARD: Cell<bool> = const { Cell::new(false) };
+}
+
+#[inline]
+pub(crate) fn guarded() -> bool {
+    GUARD.with(|g| g.get())
+}
+
+/// Runs `f` with the guard set, catching panics (→ EIO). `Err(e)` sets errno
+/// and returns -1.
+pub(crate) fn run<T: From<i8>>(f: impl FnOnce() -> Result<T, c_int>) -> T {
+    let old = GUARD.with(|g| g.replace(true));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    GUARD.with(|g| g.set(old));
+    match r {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => {
+            set_errno(e);
+            T::from(-1)
+        }
+        Err(_) => {
+            set_errno(libc::EIO);
+            T::from(-1)
+        }
+    }
+}
+
+/// Like [`run`] for functions that return an error number (posix_fallocate).
+pub(crate) fn run_raw<T>(fallback: T, f: impl FnOnce() -> T) -> T {
+    let old = GUARD.with(|g| g.replace(true));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    GUARD.with(|g| g.set(old));
+    r.unwrap_or(fallback)
+}
+
+#[inline]
+pub(crate) fn set_errno(e: c_int) {
+    unsafe { *libc::__errno_location() = e };
+}
+
+#[inline]
+pub(crate) fn errno() -> c_int {
+    unsafe { *libc::__errno_location() }
+}
+
+/// `r` from a libc call: -1 → Err(errno).
+#[inline]
+pub(crate) fn cvt<T: PartialEq + From<i8>>(r: T) -> Result<T, c_int> {
+    if r == T::from(-1) {
+        Err(errno())
+    } else {
+        Ok(r)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Global state
+
+/// Set once the constructor has resolved everything and loaded the config.
+static READY: AtomicBool = AtomicBool::new(false);
+static STATE: AtomicPtr<State> = AtomicPtr::new(std::ptr::null_mut());
+static DEBUG: AtomicBool = AtomicBool::new(false);
+/// The process the client belongs to (fork/vfork children differ).
+static PID: AtomicI32 = AtomicI32::new(0);
+pub(crate) static UMASK: AtomicU32 = AtomicU32::new(0o022);
+
+pub(crate) struct State {
+    pub adapter: AdapterConfig,
+    pub include: Vec<Vec<u8>>,
+    pub exclude: Vec<Vec<u8>>,
+    pub never: Vec<Vec<u8>>,
+    pub socket: std::path::PathBuf,
+    /// `NAME=value` of LD_PRELOAD and every STRATA_* variable at start-up,
+    /// re-added to an exec's environment when it drops them.
+    pub env_keep: Vec<CString>,
+}
+
+#[inline]
+pub(crate) fn ready() -> bool {
+    READY.load(Ordering::Acquire)
+}
+
+pub(crate) fn state() -> &'static State {
+    unsafe { &*STATE.load(Ordering::Acquire) }
+}
+
+pub(crate) fn debug_on() -> bool {
+    DEBUG.load(Ordering::Relaxed)
+}
+
+const NEVER: &[&str] = &["/proc", "/sys", "/dev", "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/boot", "/run", "/var/run"];
+
+fn build_state() -> Result<State, String> {
+    let cfg = strata_config::Config::load_effective(None).map_err(|e| e.to_string())?;
+    let mut include: Vec<Vec<u8>> = cfg.adapter.include.iter().map(|p| path::normalise_owned(p.as_os_str())).collect();
+    if include.is_empty() {
+        if let Ok(cwd) = std::env::current_dir() {
+            include.push(path::normalise_owned(cwd.as_os_str()));
+            // children (exec) must agree on what "the current directory" was
+            if std::env::var_os("STRATA_INCLUDE").is_none() {
+                std::env::set_var("STRATA_INCLUDE", cwd);
+            }
+        }
+    }
+    let exclude = cfg.adapter.exclude.iter().map(|p| path::normalise_owned(p.as_os_str())).collect();
+    let mut never: Vec<Vec<u8>> = NEVER.iter().map(|s| s.as_bytes().to_vec()).collect();
+    for d in &cfg.devices {
+        if let Some(p) = &d.path {
+            never.push(path::normalise_owned(p.as_os_str()));
+        }
+    }
+    let socket = cfg.resolved_socket_path();
+    if let Some(dir) = socket.parent() {
+        if dir.as_os_str().len() > 1 {
+            never.push(path::normalise_owned(dir.as_os_str()));
+        }
+    }
+    let mut env_keep = Vec::new();
+    for (k, v) in std::env::vars_os() {
+        let ks = k.to_string_lossy();
+        if ks == "LD_PRELOAD" || ks.starts_with("STRATA_") {
+            use std::os::unix::ffi::OsStrExt;
+            let mut b = k.as_bytes().to_vec();
+            b.push(b'=');
+            b.extend_from_slice(v.as_bytes());
+            if let Ok(c) = CString::new(b) {
+                env_keep.push(c);
+            }
+        }
+    }
+    Ok(State { adapter: cfg.adapter, include, exclude, never, socket, env_keep })
+}
+
+extern "C" fn init() {
+    GUARD.with(|g| g.set(true));
+    unsafe {
+        real::resolve_all();
+        PID.store(libc::getpid(), Ordering::Relaxed);
+        let m = real::umask(0o022);
+        real::umask(m);
+        UMASK.store(m, Ordering::Relaxed);
+    }
+    let _ = std::panic::catch_unwind(|| {
+        if std::env::var("STRATA_INTERNAL_ADAPTER_DEBUG").map(|v| v == "1").unwrap_or(false) {
+            DEBUG.store(true, Ordering::Relaxed);
+        }
+        path::refresh_cwd();
+        match build_state() {
+            Ok(s) => {
+                STATE.store(Box::into_raw(Box::new(s)), Ordering::Release);
+                unsafe { libc::pthread_atfork(None, None, Some(atfork_child)) };
+                READY.store(true, Ordering::Release);
+            }
+            Err(e) => {
+                let msg = format!("strata-posix: configuration error, passing all I/O through: {e}\n");
+                unsafe { real::write(2, msg.as_ptr() as *const _, msg.len()) };
+            }
+        }
+    });
+    GUARD.with(|g| g.set(false));
+}
+
+#[used]
+#[link_section = ".init_array"]
+static INIT: extern "C" fn() = init;
+
+extern "C" fn atfork_child() {
+    // The parent's client (its channels, its socket) belongs to the parent:
+    // forget it (never drop) and reconnect on first use.
+    forget_client();
+    path::CWD_LOCK.store(false, Ordering::Release);
+    stdio::STREAMS_LOCK.store(false, Ordering::Release);
+}
+
+// ---------------------------------------------------------------------------
+// The client (one per process, connected lazily, never dropped)
+
+static CLIENT: AtomicPtr<Client> = AtomicPtr::new(std::ptr::null_mut());
+static CONNECT_LOCK: AtomicBool = AtomicBool::new(false);
+static CONNECT_FAILED: AtomicBool = AtomicBool::new(false);
+
+fn forget_client() {
+    // leaked on purpose: dropping would close the parent's connection state
+    CLIENT.store(std::ptr::null_mut(), Ordering::Release);
+    CONNECT_LOCK.store(false, Ordering::Release);
+    CONNECT_FAILED.store(false, Ordering::Release);
+    PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
+}
+
+/// The process's client, connecting on first use. Err(EIO) when the daemon
+/// cannot be reached (reported once on stderr).
+pub(crate) fn client() -> Result<&'static Client, c_int> {
+    let pid = unsafe { libc::getpid() };
+    if pid != PID.load(Ordering::Relaxed) {
+        // a child of fork/_Fork/vfork/clone that did not run our atfork handler
+        forget_client();
+    }
+    let p = CLIENT.load(Ordering::Acquire);
+    if !p.is_null() {
+        return Ok(unsafe { &*p });
+    }
+    while CONNECT_LOCK.swap(true, Ordering::Acquire) {
+        std::thread::yield_now();
+    }
+    let p = CLIENT.load(Ordering::Acquire);
+    if !p.is_null() {
+        CONNECT_LOCK.store(false, Ordering::Release);
+        return Ok(unsafe { &*p });
+    }
+    if CONNECT_FAILED.load(Ordering::Relaxed) {
+        CONNECT_LOCK.store(false, Ordering::Release);
+        return Err(libc::EIO);
+    }
+    let r = Client::connect_to(&state().socket);
+    let out = match r {
+        Ok(c) => {
+            let b = Box::into_raw(Box::new(c));
+            CLIENT.store(b, Ordering::Release);
+            Ok(unsafe { &*b })
+        }
+        Err(e) => {
+            CONNECT_FAILED.store(true, Ordering::Relaxed);
+            let msg = format!("strata-posix: {e}; tracked files pass through to their destination\n");
+            unsafe { real::write(2, msg.as_ptr() as *const _, msg.len()) };
+            Err(libc::EIO)
+        }
+    };
+    CONNECT_LOCK.store(false, Ordering::Release);
+    out
+}
+
+/// True when no client could be connected: new opens pass through.
+pub(crate) fn connect_failed() -> bool {
+    CONNECT_FAILED.load(Ordering::Relaxed) && PID.load(Ordering::Relaxed) == unsafe { libc::getpid() }
+}
+
+// ---------------------------------------------------------------------------
+// Descriptor table
+
+pub(crate) const FD_MAX: usize = 65536;
+pub(crate) const K_UNKNOWN: u8 = 0;
+pub(crate) const K_UNTRACKED: u8 = 1;
+pub(crate) const K_TRACKED: u8 = 0x80;
+
+#[allow(clippy::declare_interior_mutable_const)]
+const Z8: AtomicU8 = AtomicU8::new(0);
+#[allow(clippy::declare_interior_mutable_const)]
+const Z64: AtomicU64 = AtomicU64::new(0);
+static KIND: [AtomicU8; FD_MAX] = [Z8; FD_MAX];
+static ID: [AtomicU64; FD_MAX] = [Z64; FD_MAX];
+
+/// A tracked descriptor: the placeholder fd, file id, access mode (O_RDONLY,
+/// O_WRONLY, O_RDWR) and persist mode.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Tfd {
+    pub fd: c_int,
+    pub id: u64,
+    pub acc: c_int,
+    pub persist: Persist,
+}
+
+pub(crate) fn persist_code(p: Persist) -> u8 {
+    match p {
+        Persist::Default => 0,
+        Persist::Scratch => 1,
+        Persist::Workflow => 2,
+    }
+}
+
+fn persist_of(code: u8) -> Persist {
+    match code {
+        1 => Persist::Scratch,
+        2 => Persist::Workflow,
+        _ => Persist::Default,
+    }
+}
+
+pub(crate) fn set_tracked(fd: c_int, id: u64, acc: c_int, persist: Persist) {
+    if fd >= 0 && (fd as usize) < FD_MAX {
+        ID[fd as usize].store(id, Ordering::Relaxed);
+        KIND[fd as usize].store(K_TRACKED | (acc as u8 & 3) | (persist_code(persist) << 2), Ordering::Release);
+    }
+}
+
+pub(crate) fn set_kind(fd: c_int, k: u8) {
+    if fd >= 0 && (fd as usize) < FD_MAX {
+        KIND[fd as usize].store(k, Ordering::Release);
+    }
+}
+
+/// After dup-like calls: `to` now refers to what `from` refers to.
+pub(crate) fn copy_kind(from: c_int, to: c_int) {
+    if to < 0 || to as usize >= FD_MAX {
+        return;
+    }
+    if from >= 0 && (from as usize) < FD_MAX {
+        let k = KIND[from as usize].load(Ordering::Acquire);
+        ID[to as usize].store(ID[from as usize].load(Ordering::Relaxed), Ordering::Relaxed);
+        KIND[to as usize].store(k, Ordering::Release);
+    } else {
+        KIND[to as usize].store(K_UNKNOWN, Ordering::Release);
+    }
+}
+
+/// The tracked descriptor behind `fd`, or None (untracked, not ready, or
+/// inside the adapter). Allocation-free; unknown descriptors are classified
+/// once by their /proc link.
+#[inline]
+pub(crate) fn tracked_fd(fd: c_int) -> Option<Tfd> {
+    if fd < 0 || !ready() {
+        return None;
+    }
+    let k = if (fd as usize) < FD_MAX { KIND[fd as usize].load(Ordering::Acquire) } else { K_UNKNOWN };
+    if k == K_UNTRACKED || guarded() {
+        return None;
+    }
+    if k & K_TRACKED != 0 {
+        let id = ID[fd as usize].load(Ordering::Relaxed);
+        return Some(Tfd { fd, id, acc: (k & 3) as c_int, persist: persist_of((k >> 2) & 3) });
+    }
+    classify(fd)
+}
+
+#[cold]
+fn classify(fd: c_int) -> Option<Tfd> {
+    let mut buf = [0u8; 256];
+    let n = path::fd_link(fd, &mut buf);
+    let t = n.and_then(|n| parse_placeholder(&buf[..n])).map(|(id, acc, p)| Tfd { fd, id, acc, persist: p });
+    match t {
+        Some(t) => set_tracked(fd, t.id, t.acc, t.persist),
+        None if n.is_some() => set_kind(fd, K_UNTRACKED),
+        None => {} // not open: leave unknown
+    }
+    t
+}
+
+/// `/memfd:strata:<id hex>:<acc>:<persist> (deleted)` → (id, acc, persist).
+fn parse_placeholder(link: &[u8]) -> Option<(u64, c_int, Persist)> {
+    let rest = link.strip_prefix(b"/memfd:strata:")?;
+    let end = rest.iter().position(|&c| c == b' ').unwrap_or(rest.len());
+    let mut it = rest[..end].split(|&c| c == b':');
+    let id = u64::from_str_radix(std::str::from_utf8(it.next()?).ok()?, 16).ok()?;
+    let acc: c_int = std::str::from_utf8(it.next()?).ok()?.parse().ok()?;
+    let p: u8 = std::str::from_utf8(it.next()?).ok()?.parse().ok()?;
+    if it.next().is_some() || !(0..=2).contains(&acc) || p > 2 {
+        return None;
+    }
+    Some((id, acc, persist_of(p)))
+}
+
+/// Name of a placeholder memfd (NUL-terminated).
+pub(crate) fn placeholder_name(id: u64, acc: c_int, p: Persist) -> CString {
+    CString::new(format!("strata:{id:x}:{acc}:{}", persist_code(p))).expect("no NUL")
+}
+
+/// (mode, page bytes) → the persist mode, or None for BYPASS.
+pub(crate) fn persist_for(m: Mode) -> Option<Persist> {
+    match m {
+        Mode::Default => Some(Persist::Default),
+        Mode::Scratch => Some(Persist::Scratch),
+        Mode::Workflow => Some(Persist::Workflow),
+        Mode::Bypass => None,
+    }
+}
+
+/// False in a child that shares our memory without our atfork handler
+/// having run (vfork): such a process must not change the tables.
+pub(crate) fn own_process() -> bool {
+    unsafe { libc::getpid() == PID.load(Ordering::Relaxed) }
+}
+
+// ---------------------------------------------------------------------------
+// Debug trace (STRATA_INTERNAL_ADAPTER_DEBUG=1): one line per tracked call.
+
+pub(crate) struct StackWriter {
+    buf: [u8; 512],
+    len: usize,
+}
+
+impl StackWriter {
+    pub fn new() -> StackWriter {
+        StackWriter { buf: [0; 512], len: 0 }
+    }
+    pub fn flush(&self) {
+        unsafe { real::write(2, self.buf.as_ptr() as *const _, self.len) };
+    }
+}
+
+impl std::fmt::Write for StackWriter {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let n = s.len().min(self.buf.len() - 1 - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        Ok(())
+    }
+}
+
+macro_rules! trace {
+    ($($arg:tt)*) => {
+        if $crate::debug_on() {
+            use std::fmt::Write as _;
+            let mut w = $crate::StackWriter::new();
+            let _ = write!(w, "strata-posix[{}]: ", unsafe { libc::getpid() });
+            let _ = write!(w, $($arg)*);
+            let _ = w.write_str("\n");
+            w.flush();
+        }
+    };
+}
+pub(crate) use trace;
+
+pub(crate) fn c_str<'a>(p: *const c_char) -> &'a [u8] {
+    if p.is_null() {
+        return b"";
+    }
+    unsafe { std::ffi::CStr::from_ptr(p).to_bytes() }
+}
+

@@ -1,0 +1,225 @@
+//! Path resolution without allocation: absolute, lexically normalised paths
+//! in a stack buffer (relative paths against the cached cwd or an `openat`
+//! directory descriptor's /proc link), and the tracked-path test.
+
+use std::ffi::OsStr;
+use std::os::raw::{c_char, c_int};
+use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use strata_client::file::Persist;
+
+pub const PATH_BYTES: usize = 4096;
+
+/// An absolute, normalised path (no `.`/`..`/`//`, no trailing slash).
+pub struct AbsPath {
+    buf: [u8; PATH_BYTES],
+    len: usize,
+}
+
+impl AbsPath {
+    fn new() -> AbsPath {
+        AbsPath { buf: [0; PATH_BYTES], len: 0 }
+    }
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+    pub fn as_str(&self) -> Option<&str> {
+        std::str::from_utf8(self.bytes()).ok()
+    }
+    pub fn as_path(&self) -> &std::path::Path {
+        std::path::Path::new(OsStr::from_bytes(self.bytes()))
+    }
+    /// Appends `rel`'s components. False if it does not fit.
+    fn push(&mut self, rel: &[u8]) -> bool {
+        for comp in rel.split(|&c| c == b'/') {
+            match comp {
+                b"" | b"." => {}
+                b".." => {
+                    while self.len > 0 && self.buf[self.len - 1] != b'/' {
+                        self.len -= 1;
+                    }
+                    if self.len > 0 {
+                        self.len -= 1; // the slash
+                    }
+                }
+                c => {
+                    if self.len + 1 + c.len() > PATH_BYTES {
+                        return false;
+                    }
+                    self.buf[self.len] = b'/';
+                    self.buf[self.len + 1..self.len + 1 + c.len()].copy_from_slice(c);
+                    self.len += 1 + c.len();
+                }
+            }
+        }
+        true
+    }
+    /// The root is the empty buffer internally; present it as "/".
+    fn fix_root(&mut self) {
+        if self.len == 0 {
+            self.buf[0] = b'/';
+            self.len = 1;
+        }
+    }
+    /// The parent directory ("/" for top-level entries).
+    pub fn parent(&self) -> AbsPath {
+        let mut p = AbsPath::new();
+        let b = self.bytes();
+        let cut = b.iter().rposition(|&c| c == b'/').unwrap_or(0);
+        p.buf[..cut].copy_from_slice(&b[..cut]);
+        p.len = cut;
+        p.fix_root();
+        p
+    }
+    /// NUL-terminated copy for libc calls.
+    pub fn c(&self) -> std::ffi::CString {
+        std::ffi::CString::new(self.bytes()).unwrap_or_default()
+    }
+}
+
+/// Normalises an absolute (or cwd-relative) path into an owned byte string.
+pub fn normalise_owned(p: &OsStr) -> Vec<u8> {
+    let mut a = AbsPath::new();
+    let b = p.as_bytes();
+    if !b.starts_with(b"/") {
+        copy_cwd(&mut a);
+    }
+    a.push(b);
+    a.fix_root();
+    a.bytes().to_vec()
+}
+
+// Cached current directory (refreshed by chdir/fchdir), behind a spin lock
+// (reset in a fork child).
+pub static CWD_LOCK: AtomicBool = AtomicBool::new(false);
+static mut CWD: [u8; PATH_BYTES] = [0; PATH_BYTES];
+static mut CWD_LEN: usize = 0;
+
+fn lock_cwd() {
+    while CWD_LOCK.swap(true, Ordering::Acquire) {
+        std::hint::spin_loop();
+    }
+}
+
+pub fn refresh_cwd() {
+    let mut b = [0u8; PATH_BYTES];
+    let r = unsafe { libc::getcwd(b.as_mut_ptr() as *mut c_char, PATH_BYTES) };
+    if r.is_null() {
+        return;
+    }
+    let n = b.iter().position(|&c| c == 0).unwrap_or(0);
+    lock_cwd();
+    unsafe {
+        let cwd = &mut *std::ptr::addr_of_mut!(CWD);
+        cwd[..n].copy_from_slice(&b[..n]);
+        CWD_LEN = n;
+    }
+    CWD_LOCK.store(false, Ordering::Release);
+}
+
+fn copy_cwd(a: &mut AbsPath) -> bool {
+    lock_cwd();
+    let ok = unsafe {
+        let n = CWD_LEN;
+        let cwd = &*std::ptr::addr_of!(CWD);
+        if n > 0 {
+            a.len = 0;
+            a.push(&cwd[..n]);
+        }
+        n > 0
+    };
+    CWD_LOCK.store(false, Ordering::Release);
+    ok
+}
+
+/// readlink(/proc/self/fd/N) into `buf`; None if the descriptor is not open.
+pub fn fd_link(fd: c_int, buf: &mut [u8]) -> Option<usize> {
+    let mut name = [0u8; 32];
+    let mut w = &mut name[..];
+    use std::io::Write;
+    let _ = write!(w, "/proc/self/fd/{fd}\0");
+    let n = unsafe { libc::readlink(name.as_ptr() as *const c_char, buf.as_mut_ptr() as *mut c_char, buf.len()) };
+    if n < 0 {
+        None
+    } else {
+        Some(n as usize)
+    }
+}
+
+/// Absolute normalised form of `path` relative to `dirfd`. None when it
+/// cannot be resolved here (too long, dirfd not a directory link): the
+/// caller passes the call through and the kernel answers.
+pub fn resolve(dirfd: c_int, path: &[u8]) -> Option<AbsPath> {
+    let mut a = AbsPath::new();
+    if path.is_empty() {
+        return None;
+    }
+    if !path.starts_with(b"/") {
+        if dirfd == libc::AT_FDCWD {
+            if !copy_cwd(&mut a) {
+                return None;
+            }
+        } else {
+            let mut b = [0u8; PATH_BYTES];
+            let n = fd_link(dirfd, &mut b)?;
+            let link = &b[..n];
+            if !link.starts_with(b"/") || link.ends_with(b" (deleted)") || link.starts_with(b"/memfd:") {
+                return None;
+            }
+            if !a.push(link) {
+                return None;
+            }
+        }
+    }
+    if !a.push(path) {
+        return None;
+    }
+    a.fix_root();
+    Some(a)
+}
+
+fn under(p: &[u8], prefix: &[u8]) -> bool {
+    if prefix == b"/" {
+        return true;
+    }
+    p.starts_with(prefix) && (p.len() == prefix.len() || p[prefix.len()] == b'/')
+}
+
+/// A tracked path and how to buffer it.
+pub struct Tracked {
+    pub abs: AbsPath,
+    pub persist: Persist,
+    pub page_bytes: u64,
+}
+
+/// Whether `path` (relative to `dirfd`) is tracked. Allocation-free; None
+/// for untracked paths, before start-up, inside the adapter, and when no
+/// daemon could be reached.
+#[inline]
+pub fn tracked_path(dirfd: c_int, path: *const c_char) -> Option<Tracked> {
+    if path.is_null() || !crate::ready() || crate::guarded() || crate::connect_failed() {
+        return None;
+    }
+    classify_path(dirfd, crate::c_str(path))
+}
+
+pub fn classify_path(dirfd: c_int, path: &[u8]) -> Option<Tracked> {
+    let st = crate::state();
+    if path.ends_with(b"/") {
+        return None; // only directories end in a slash: the kernel answers
+    }
+    let abs = resolve(dirfd, path)?;
+    let p = abs.bytes();
+    if !st.include.iter().any(|i| under(p, i)) || st.exclude.iter().any(|e| under(p, e)) || st.never.iter().any(|n| under(p, n)) {
+        return None;
+    }
+    // the include prefix itself (a directory) is never a file to buffer
+    if st.include.iter().any(|i| i.as_slice() == p) {
+        return None;
+    }
+    let (mode, page_bytes) = st.adapter.settings_for(abs.as_path());
+    let persist = crate::persist_for(mode)?;
+    abs.as_str()?;
+    Some(Tracked { abs, persist, page_bytes })
+}

@@ -1,0 +1,153 @@
+//! The real (next) definitions of every intercepted function, resolved with
+//! `dlsym(RTLD_NEXT)` by the library constructor (`resolve_all`). Before
+//! that, a call falls back to the raw system call (`sys` entries) or, for
+//! the few functions that have none (stdio, exec helpers, `remove`), resolves
+//! that one function on the spot (`dl` entries: only reachable if another
+//! library's constructor calls them before ours ran).
+#![allow(non_upper_case_globals, clippy::missing_safety_doc)]
+
+use libc::{c_char, c_int, c_long, c_uint, c_void, mode_t, off64_t, size_t, ssize_t, FILE};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+unsafe fn dlnext(name: &'static str) -> usize {
+    libc::dlsym(libc::RTLD_NEXT, name.as_ptr() as *const c_char) as usize
+}
+
+macro_rules! reals {
+    ($( $kind:ident fn $name:ident ( $($a:ident : $t:ty),* ) -> $r:ty $(= $fb:expr)? ; )*) => {
+        mod ptr {
+            use std::sync::atomic::AtomicUsize;
+            $( pub static $name: AtomicUsize = AtomicUsize::new(0); )*
+        }
+        /// Resolves every real function. Called once from the constructor.
+        pub unsafe fn resolve_all() {
+            $( ptr::$name.store(dlnext(concat!(stringify!($name), "\0")), Ordering::Release); )*
+            resolve_variadic();
+        }
+        $(
+            #[inline]
+            pub unsafe fn $name($($a: $t),*) -> $r {
+                let p = ptr::$name.load(Ordering::Acquire);
+                if p != 0 {
+                    let f: unsafe extern "C" fn($($t),*) -> $r = std::mem::transmute(p);
+                    return f($($a),*);
+                }
+                reals!(@fallback $kind $name ($($a: $t),*) -> $r $(= $fb)?)
+            }
+        )*
+    };
+    (@fallback sys $name:ident ($($a:ident : $t:ty),*) -> $r:ty = $fb:expr) => { $fb };
+    (@fallback dl $name:ident ($($a:ident : $t:ty),*) -> $r:ty) => {{
+        let p = dlnext(concat!(stringify!($name), "\0"));
+        ptr::$name.store(p, Ordering::Release);
+        if p == 0 {
+            *libc::__errno_location() = libc::ENOSYS;
+            std::process::abort();
+        }
+        let f: unsafe extern "C" fn($($t),*) -> $r = std::mem::transmute(p);
+        f($($a),*)
+    }};
+}
+
+macro_rules! sc {
+    ($ty:ty, $nr:expr $(, $arg:expr)*) => { libc::syscall($nr $(, $arg)*) as $ty };
+}
+
+reals! {
+    sys fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t = sc!(ssize_t, libc::SYS_read, fd, buf, n);
+    sys fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t = sc!(ssize_t, libc::SYS_write, fd, buf, n);
+    sys fn pread64(fd: c_int, buf: *mut c_void, n: size_t, off: off64_t) -> ssize_t = sc!(ssize_t, libc::SYS_pread64, fd, buf, n, off);
+    sys fn pwrite64(fd: c_int, buf: *const c_void, n: size_t, off: off64_t) -> ssize_t = sc!(ssize_t, libc::SYS_pwrite64, fd, buf, n, off);
+    sys fn readv(fd: c_int, iov: *const libc::iovec, cnt: c_int) -> ssize_t = sc!(ssize_t, libc::SYS_readv, fd, iov, cnt);
+    sys fn writev(fd: c_int, iov: *const libc::iovec, cnt: c_int) -> ssize_t = sc!(ssize_t, libc::SYS_writev, fd, iov, cnt);
+    sys fn preadv64(fd: c_int, iov: *const libc::iovec, cnt: c_int, off: off64_t) -> ssize_t = sc!(ssize_t, libc::SYS_preadv, fd, iov, cnt, off, 0);
+    sys fn pwritev64(fd: c_int, iov: *const libc::iovec, cnt: c_int, off: off64_t) -> ssize_t = sc!(ssize_t, libc::SYS_pwritev, fd, iov, cnt, off, 0);
+    sys fn preadv64v2(fd: c_int, iov: *const libc::iovec, cnt: c_int, off: off64_t, fl: c_int) -> ssize_t = sc!(ssize_t, libc::SYS_preadv2, fd, iov, cnt, off, 0, fl);
+    sys fn pwritev64v2(fd: c_int, iov: *const libc::iovec, cnt: c_int, off: off64_t, fl: c_int) -> ssize_t = sc!(ssize_t, libc::SYS_pwritev2, fd, iov, cnt, off, 0, fl);
+    sys fn lseek64(fd: c_int, off: off64_t, whence: c_int) -> off64_t = sc!(off64_t, libc::SYS_lseek, fd, off, whence);
+    sys fn close(fd: c_int) -> c_int = sc!(c_int, libc::SYS_close, fd);
+    sys fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int = sc!(c_int, libc::SYS_close_range, first, last, flags);
+    sys fn closefrom(low: c_int) -> () = { let _ = sc!(c_int, libc::SYS_close_range, low, c_uint::MAX, 0); };
+    sys fn fsync(fd: c_int) -> c_int = sc!(c_int, libc::SYS_fsync, fd);
+    sys fn fdatasync(fd: c_int) -> c_int = sc!(c_int, libc::SYS_fdatasync, fd);
+    sys fn ftruncate64(fd: c_int, len: off64_t) -> c_int = sc!(c_int, libc::SYS_ftruncate, fd, len);
+    sys fn truncate64(path: *const c_char, len: off64_t) -> c_int = sc!(c_int, libc::SYS_truncate, path, len);
+    sys fn fallocate64(fd: c_int, mode: c_int, off: off64_t, len: off64_t) -> c_int = sc!(c_int, libc::SYS_fallocate, fd, mode, off, len);
+    dl fn posix_fallocate64(fd: c_int, off: off64_t, len: off64_t) -> c_int;
+    sys fn stat64(path: *const c_char, buf: *mut libc::stat64) -> c_int = sc!(c_int, libc::SYS_newfstatat, libc::AT_FDCWD, path, buf, 0);
+    sys fn lstat64(path: *const c_char, buf: *mut libc::stat64) -> c_int = sc!(c_int, libc::SYS_newfstatat, libc::AT_FDCWD, path, buf, libc::AT_SYMLINK_NOFOLLOW);
+    sys fn fstat64(fd: c_int, buf: *mut libc::stat64) -> c_int = sc!(c_int, libc::SYS_fstat, fd, buf);
+    sys fn fstatat64(dirfd: c_int, path: *const c_char, buf: *mut libc::stat64, flags: c_int) -> c_int = sc!(c_int, libc::SYS_newfstatat, dirfd, path, buf, flags);
+    sys fn statx(dirfd: c_int, path: *const c_char, flags: c_int, mask: c_uint, buf: *mut libc::statx) -> c_int = sc!(c_int, libc::SYS_statx, dirfd, path, flags, mask, buf);
+    sys fn __xstat64(ver: c_int, path: *const c_char, buf: *mut libc::stat64) -> c_int = { let _ = ver; sc!(c_int, libc::SYS_newfstatat, libc::AT_FDCWD, path, buf, 0) };
+    sys fn __lxstat64(ver: c_int, path: *const c_char, buf: *mut libc::stat64) -> c_int = { let _ = ver; sc!(c_int, libc::SYS_newfstatat, libc::AT_FDCWD, path, buf, libc::AT_SYMLINK_NOFOLLOW) };
+    sys fn __fxstat64(ver: c_int, fd: c_int, buf: *mut libc::stat64) -> c_int = { let _ = ver; sc!(c_int, libc::SYS_fstat, fd, buf) };
+    sys fn __fxstatat64(ver: c_int, dirfd: c_int, path: *const c_char, buf: *mut libc::stat64, flags: c_int) -> c_int = { let _ = ver; sc!(c_int, libc::SYS_newfstatat, dirfd, path, buf, flags) };
+    sys fn access(path: *const c_char, mode: c_int) -> c_int = sc!(c_int, libc::SYS_faccessat, libc::AT_FDCWD, path, mode);
+    sys fn faccessat(dirfd: c_int, path: *const c_char, mode: c_int, flags: c_int) -> c_int = sc!(c_int, libc::SYS_faccessat2, dirfd, path, mode, flags);
+    dl fn euidaccess(path: *const c_char, mode: c_int) -> c_int;
+    sys fn unlink(path: *const c_char) -> c_int = sc!(c_int, libc::SYS_unlinkat, libc::AT_FDCWD, path, 0);
+    sys fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int = sc!(c_int, libc::SYS_unlinkat, dirfd, path, flags);
+    dl fn remove(path: *const c_char) -> c_int;
+    sys fn rename(from: *const c_char, to: *const c_char) -> c_int = sc!(c_int, libc::SYS_renameat2, libc::AT_FDCWD, from, libc::AT_FDCWD, to, 0);
+    sys fn renameat(ofd: c_int, from: *const c_char, nfd: c_int, to: *const c_char) -> c_int = sc!(c_int, libc::SYS_renameat2, ofd, from, nfd, to, 0);
+    sys fn renameat2(ofd: c_int, from: *const c_char, nfd: c_int, to: *const c_char, fl: c_uint) -> c_int = sc!(c_int, libc::SYS_renameat2, ofd, from, nfd, to, fl);
+    sys fn dup(fd: c_int) -> c_int = sc!(c_int, libc::SYS_dup, fd);
+    sys fn dup2(fd: c_int, to: c_int) -> c_int = if fd == to { if sc!(c_int, libc::SYS_fcntl, fd, libc::F_GETFD) < 0 { -1 } else { fd } } else { sc!(c_int, libc::SYS_dup3, fd, to, 0) };
+    sys fn dup3(fd: c_int, to: c_int, fl: c_int) -> c_int = sc!(c_int, libc::SYS_dup3, fd, to, fl);
+    dl fn __read_chk(fd: c_int, buf: *mut c_void, n: size_t, buflen: size_t) -> ssize_t;
+    dl fn __pread64_chk(fd: c_int, buf: *mut c_void, n: size_t, off: off64_t, buflen: size_t) -> ssize_t;
+    sys fn mmap64(addr: *mut c_void, len: size_t, prot: c_int, fl: c_int, fd: c_int, off: off64_t) -> *mut c_void = sc!(isize, libc::SYS_mmap, addr, len, prot, fl, fd, off) as *mut c_void;
+    sys fn chdir(path: *const c_char) -> c_int = sc!(c_int, libc::SYS_chdir, path);
+    sys fn fchdir(fd: c_int) -> c_int = sc!(c_int, libc::SYS_fchdir, fd);
+    sys fn umask(mask: mode_t) -> mode_t = sc!(mode_t, libc::SYS_umask, mask);
+    sys fn execve(path: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int = sc!(c_int, libc::SYS_execve, path, argv, envp);
+    dl fn execvpe(file: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
+    dl fn fopen64(path: *const c_char, mode: *const c_char) -> *mut FILE;
+    dl fn freopen64(path: *const c_char, mode: *const c_char, f: *mut FILE) -> *mut FILE;
+    dl fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE;
+    dl fn fclose(f: *mut FILE) -> c_int;
+    dl fn fileno(f: *mut FILE) -> c_int;
+    dl fn fileno_unlocked(f: *mut FILE) -> c_int;
+}
+
+static open_p: AtomicUsize = AtomicUsize::new(0);
+static openat_p: AtomicUsize = AtomicUsize::new(0);
+static fcntl_p: AtomicUsize = AtomicUsize::new(0);
+
+unsafe fn resolve_variadic() {
+    open_p.store(dlnext("open64\0"), Ordering::Release);
+    openat_p.store(dlnext("openat64\0"), Ordering::Release);
+    fcntl_p.store(dlnext("fcntl64\0"), Ordering::Release);
+}
+
+type OpenFn = unsafe extern "C" fn(*const c_char, c_int, ...) -> c_int;
+type OpenatFn = unsafe extern "C" fn(c_int, *const c_char, c_int, ...) -> c_int;
+type FcntlFn = unsafe extern "C" fn(c_int, c_int, ...) -> c_int;
+
+pub unsafe fn open(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+    let p = open_p.load(Ordering::Acquire);
+    if p != 0 {
+        let f: OpenFn = std::mem::transmute(p);
+        return f(path, flags, mode);
+    }
+    sc!(c_int, libc::SYS_openat, libc::AT_FDCWD, path, flags, mode)
+}
+
+pub unsafe fn openat(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+    let p = openat_p.load(Ordering::Acquire);
+    if p != 0 {
+        let f: OpenatFn = std::mem::transmute(p);
+        return f(dirfd, path, flags, mode);
+    }
+    sc!(c_int, libc::SYS_openat, dirfd, path, flags, mode)
+}
+
+pub unsafe fn fcntl(fd: c_int, cmd: c_int, arg: c_long) -> c_int {
+    let p = fcntl_p.load(Ordering::Acquire);
+    if p != 0 {
+        let f: FcntlFn = std::mem::transmute(p);
+        return f(fd, cmd, arg);
+    }
+    sc!(c_int, libc::SYS_fcntl, fd, cmd, arg)
+}
