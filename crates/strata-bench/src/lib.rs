@@ -5,13 +5,22 @@
 //!   concurrency (`ratio_vs_memcpy`).
 //! * `ycsb` ([`ycsb`]): YCSB core workloads A, B, C, D, F on 1 KiB records,
 //!   optionally side by side with a private `redis-server` (`--vs-redis`).
+//! * `ior` ([`ior`]), `md` ([`md`]): IOR-like checkpoint/restart and
+//!   mdtest-like metadata benchmarks of plain POSIX worker processes, directly
+//!   on a directory or through the adapter (`--via-strata MODE`).
+//! * `adapters` ([`adapters`]): the issue-3 table — ior and md on tmpfs, on the
+//!   slow-pfs mount and through strata (private daemons), with ratios.
 //!
 //! Generators ([`zipf`]) are ports of YCSB's; latencies go to HDR histograms
 //! ([`hist`]). Entry point: [`run`], called by the CLI once a daemon runs.
 
+pub mod adapters;
 pub mod hist;
+pub mod ior;
 pub mod kv;
+pub mod md;
 pub mod redis_peer;
+pub mod team;
 pub mod ycsb;
 pub mod zipf;
 
@@ -23,9 +32,35 @@ pub enum BenchCmd {
     Kv(kv::KvArgs),
     /// YCSB core workloads (A, B, C, D, F) on 1 KiB records, optionally vs redis-server.
     Ycsb(ycsb::YcsbArgs),
+    /// IOR-like checkpoint/restart: N processes, file per process, write then read another's file.
+    Ior(ior::IorArgs),
+    /// mdtest-like: N processes create, stat, read and remove files in their own directories.
+    Md(md::MdArgs),
+    /// The adapter table: ior and md on tmpfs, on slow-pfs and through strata, with ratios.
+    Adapters(adapters::AdaptersArgs),
     /// Internal: one worker process of `bench kv --procs N`.
     #[command(hide = true)]
     KvWorker(kv::KvWorkerArgs),
+    /// Internal: one worker process of `bench ior` (plain POSIX I/O).
+    #[command(hide = true)]
+    IorWorker(ior::IorWorkerArgs),
+    /// Internal: one worker process of `bench md` (plain POSIX I/O).
+    #[command(hide = true)]
+    MdWorker(md::MdWorkerArgs),
+}
+
+impl BenchCmd {
+    /// Does this command talk to the daemon of the effective configuration?
+    /// (`adapters` starts private daemons; the file benchmarks without
+    /// `--via-strata` and the file workers need none.)
+    pub fn needs_daemon(&self) -> bool {
+        match self {
+            BenchCmd::Kv(_) | BenchCmd::Ycsb(_) | BenchCmd::KvWorker(_) => true,
+            BenchCmd::Ior(a) => a.via_strata.is_some(),
+            BenchCmd::Md(a) => a.via_strata.is_some(),
+            BenchCmd::Adapters(_) | BenchCmd::IorWorker(_) | BenchCmd::MdWorker(_) => false,
+        }
+    }
 }
 
 /// Runs benchmark `cmd` against the daemon listening on `socket`.
@@ -34,5 +69,10 @@ pub fn run(cmd: BenchCmd, socket: &Path) -> anyhow::Result<()> {
         BenchCmd::Kv(a) => kv::run(a, socket),
         BenchCmd::Ycsb(a) => ycsb::run(a, socket),
         BenchCmd::KvWorker(a) => kv::run_worker(a),
+        BenchCmd::Ior(a) => ior::run(a, socket),
+        BenchCmd::Md(a) => md::run(a, socket),
+        BenchCmd::Adapters(a) => adapters::run(a, socket),
+        BenchCmd::IorWorker(a) => ior::run_worker(a),
+        BenchCmd::MdWorker(a) => md::run_worker(a),
     }
 }
