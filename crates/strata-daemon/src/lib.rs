@@ -20,6 +20,13 @@ pub mod flush;
 pub mod server;
 pub mod tier;
 
+#[cfg(test)]
+mod files_tests;
+#[cfg(test)]
+mod flush_tests;
+#[cfg(test)]
+pub(crate) mod testutil;
+
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

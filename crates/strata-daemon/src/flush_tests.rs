@@ -1,0 +1,260 @@
+//! Flusher tests with real worker threads writing into a temporary
+//! directory (no timed assertions: completions are awaited).
+
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use strata_meta::BucketId;
+use strata_proto::wire::WireDestInfo;
+
+use crate::core::{Core, Src};
+use crate::files::OpenArgs;
+use crate::flush::{self, FlushIo, FlushSettings, Flusher, FLUSH_OWNER};
+use crate::server::Msg;
+use crate::testutil::{fixture, pattern, Fixture};
+
+const SHIFT: u32 = 12;
+const PAGE: usize = 4096;
+
+fn start(core: &Core, threads: u32, bandwidth_mib_s: f64) -> (Flusher, mpsc::Receiver<Msg>) {
+    let (tx, rx) = mpsc::channel();
+    let io = FlushIo::open(core, bandwidth_mib_s).unwrap();
+    let s = FlushSettings { enabled: true, interval_ns: 1, threads, bandwidth_max_mib_s: bandwidth_mib_s };
+    (Flusher::start(s, io, tx, Arc::new(|| {})).unwrap(), rx)
+}
+
+fn create(core: &mut Core, path: &str) -> BucketId {
+    let a = OpenArgs { create: true, mode: 0o644, page_shift: SHIFT, dest: Some(WireDestInfo::default()), ..OpenArgs::default() };
+    core.file_open(path, &a).unwrap()
+}
+
+fn write(core: &mut Core, id: BucketId, off: usize, data: &[u8]) {
+    core.file_write(id, Some(off as u64), Src::Bytes(data), None).unwrap();
+}
+
+/// Waits for one completion and handles it (a generous guard, not a timing check).
+fn complete_one(core: &mut Core, f: &mut Flusher, rx: &mpsc::Receiver<Msg>) {
+    match rx.recv_timeout(Duration::from_secs(120)) {
+        Ok(Msg::FlushDone(d)) => f.complete(core, *d),
+        Ok(_) => panic!("unexpected message"),
+        Err(e) => panic!("no flush completion: {e}"),
+    }
+}
+
+/// Ticks and completes until nothing is dirty or in flight.
+fn flush_all(core: &mut Core, f: &mut Flusher, rx: &mpsc::Receiver<Msg>) {
+    for _ in 0..10_000 {
+        core.files.kick = true;
+        f.tick(core);
+        if f.in_flight() == 0 {
+            assert!(core.files.dirty.is_empty(), "dirty files but nothing dispatched");
+            return;
+        }
+        complete_one(core, f, rx);
+    }
+    panic!("flush did not converge");
+}
+
+fn dest(f: &Fixture, name: &str) -> String {
+    f.dir.path().join(name).to_str().unwrap().to_string()
+}
+
+#[test]
+fn flusher_writes_pages_sizes_and_truncations() {
+    for ram in [8u64 << 20, 64 << 10] {
+        // The second run keeps pages on the dir tier (RAM too small).
+        let mut fx = fixture(ram, 64 << 20, 1 << 20);
+        let path = dest(&fx, "out.bin");
+        let (mut f, rx) = start(&fx.core, 2, 0.0);
+        let core = &mut fx.core;
+        let id = create(core, &path);
+        let mut model = pattern(5 * PAGE + 123, 1);
+        write(core, id, 0, &model);
+        // A hole (pages 7..9 never written) then a tail page.
+        write(core, id, 10 * PAGE + 5, b"tail");
+        model.resize(10 * PAGE + 9, 0);
+        model[10 * PAGE + 5..].copy_from_slice(b"tail");
+        flush_all(core, &mut f, &rx);
+        assert_eq!(std::fs::read(&path).unwrap(), model, "ram {ram}");
+        let rec = core.meta.file(id).unwrap();
+        assert!(rec.dest_exists);
+        assert_eq!(rec.dest_size, model.len() as u64);
+        assert_eq!(rec.flushed_gen, rec.mod_gen);
+        assert!(rec.dirty_pages.is_empty());
+        assert_eq!(core.pins_held(), 0, "job pins released");
+        // Truncate, extend, write: the destination follows.
+        core.file_truncate(id, 2 * PAGE as u64 + 10).unwrap();
+        core.file_truncate(id, 3 * PAGE as u64).unwrap();
+        write(core, id, 100, b"again");
+        model.truncate(2 * PAGE + 10);
+        model.resize(3 * PAGE, 0);
+        model[100..105].copy_from_slice(b"again");
+        flush_all(core, &mut f, &rx);
+        assert_eq!(std::fs::read(&path).unwrap(), model, "ram {ram}");
+        assert_eq!(core.meta.file(id).unwrap().trunc_min, None);
+        let c = flush::file_counters(core);
+        assert_eq!((c.files, c.dirty_files, c.dirty_bytes), (1, 0, 0));
+        assert!(c.flushed_bytes_total > 0 && c.flushed_files_total >= 2);
+        core.check().unwrap();
+        core.file_check().unwrap();
+    }
+}
+
+#[test]
+fn modification_during_a_flush_keeps_the_page_dirty() {
+    let mut fx = fixture(8 << 20, 64 << 20, 1 << 20);
+    let path = dest(&fx, "gen.bin");
+    let (mut f, rx) = start(&fx.core, 1, 0.0);
+    let core = &mut fx.core;
+    let id = create(core, &path);
+    let mut model = pattern(2 * PAGE, 2);
+    write(core, id, 0, &model);
+    core.files.kick = true;
+    f.tick(core);
+    assert_eq!(f.in_flight(), 1);
+    let snap_gen = core.meta.file(id).unwrap().mod_gen;
+    // Modify page 0 (a whole-page replace) while the job is in flight: its
+    // old extents stay pinned, the blob's generation changes.
+    let fresh = pattern(PAGE, 9);
+    write(core, id, 0, &fresh);
+    model[..PAGE].copy_from_slice(&fresh);
+    assert!(core.pins_held() >= 1);
+    complete_one(core, &mut f, &rx);
+    let rec = core.meta.file(id).unwrap();
+    assert_eq!(rec.dirty_pages.iter().copied().collect::<Vec<_>>(), vec![0], "page 0 changed since the snapshot");
+    assert_eq!(rec.flushed_gen, snap_gen);
+    assert!(rec.mod_gen > rec.flushed_gen);
+    assert!(core.files.dirty.contains(&id));
+    assert_eq!(core.pins_held(), 0);
+    core.file_check().unwrap();
+    flush_all(core, &mut f, &rx);
+    assert_eq!(std::fs::read(&path).unwrap(), model);
+    core.check().unwrap();
+}
+
+#[test]
+fn failed_flush_keeps_data_and_retries_after_the_fix() {
+    let mut fx = fixture(8 << 20, 64 << 20, 1 << 20);
+    let dir = fx.dir.path().join("missing");
+    let path = dir.join("f.bin").to_str().unwrap().to_string();
+    let (mut f, rx) = start(&fx.core, 2, 0.0);
+    let core = &mut fx.core;
+    let id = create(core, &path);
+    let model = pattern(3 * PAGE, 3);
+    write(core, id, 0, &model);
+    let target = core.file_sync(id).unwrap();
+    assert!(target > 0);
+    f.tick(core);
+    complete_one(core, &mut f, &rx);
+    let rec = core.meta.file(id).unwrap();
+    assert!(rec.flush_error.as_deref().unwrap().contains("open"), "{:?}", rec.flush_error);
+    assert_eq!(rec.dirty_pages.len(), 3, "nothing dropped");
+    assert!(rec.urgent && rec.durable, "still wanted");
+    let st = core.file_sync_state(id, target).unwrap();
+    assert!(!st.done && st.error.is_some());
+    assert_eq!(core.files.counters.flush_errors_total, 1);
+    let b = core.files.backoff[&id];
+    assert_eq!(b.failures, 1);
+    assert!(b.retry_at_mono_ns > core.mono_ns(), "backed off");
+    // Not retried before the backoff expires.
+    core.files.kick = true;
+    f.tick(core);
+    assert_eq!(f.in_flight(), 0);
+    let reply = flush::flush_state(core, &f, &[]);
+    assert_eq!((reply.dirty_files, reply.errors.len()), (1, 1));
+    assert_eq!(reply.dirty_bytes, 3 * PAGE as u64);
+    // Fix the destination; a new sync resets the backoff and succeeds.
+    std::fs::create_dir_all(&dir).unwrap();
+    let target = core.file_sync(id).unwrap();
+    f.tick(core);
+    complete_one(core, &mut f, &rx);
+    let st = core.file_sync_state(id, target).unwrap();
+    assert!(st.done, "{st:?}");
+    assert_eq!(std::fs::read(&path).unwrap(), model);
+    assert!(core.files.backoff.is_empty());
+    assert!(core.files.dirty.is_empty());
+    // Now clean and synced: nothing to wait for.
+    assert_eq!(core.file_sync(id).unwrap(), 0);
+    core.file_check().unwrap();
+}
+
+#[test]
+fn unlink_during_a_flush_removes_the_recreated_destination() {
+    let mut fx = fixture(8 << 20, 64 << 20, 1 << 20);
+    let path = dest(&fx, "gone.bin");
+    let (mut f, rx) = start(&fx.core, 1, 0.0);
+    let core = &mut fx.core;
+    let id = create(core, &path);
+    write(core, id, 0, &pattern(4 * PAGE, 4));
+    core.files.kick = true;
+    f.tick(core);
+    assert_eq!(f.in_flight(), 1);
+    assert!(core.file_unlink(&path).unwrap());
+    complete_one(core, &mut f, &rx);
+    assert_eq!(core.pins_held(), 0);
+    core.files.kick = true;
+    f.tick(core); // queues the destination unlink (if the job created the file)
+    f.stop(); // workers finish queued work
+    assert!(!std::path::Path::new(&path).exists(), "no stale file left at the destination");
+    assert_eq!(core.tiers.arena.alloc.used_bytes(), 0, "deferred frees done after unpin");
+    let _ = FLUSH_OWNER;
+}
+
+#[test]
+fn rename_during_a_flush_flushes_again_at_the_new_path() {
+    let mut fx = fixture(8 << 20, 64 << 20, 1 << 20);
+    let (from, to) = (dest(&fx, "a.bin"), dest(&fx, "b.bin"));
+    let (mut f, rx) = start(&fx.core, 1, 0.0);
+    let core = &mut fx.core;
+    let id = create(core, &from);
+    let model = pattern(2 * PAGE + 7, 5);
+    write(core, id, 0, &model);
+    core.files.kick = true;
+    f.tick(core);
+    assert!(core.file_rename(&from, &to, false).unwrap());
+    complete_one(core, &mut f, &rx);
+    assert!(core.files.dirty.contains(&id), "the stale job does not count");
+    flush_all(core, &mut f, &rx);
+    f.stop();
+    assert_eq!(std::fs::read(&to).unwrap(), model);
+    assert!(!std::path::Path::new(&from).exists(), "the job's file at the old path was removed");
+    core.file_check().unwrap();
+}
+
+#[test]
+fn control_flush_marks_matching_files_and_large_files_split_into_jobs() {
+    let mut fx = fixture(16 << 20, 64 << 20, 1 << 20);
+    std::fs::create_dir_all(fx.dir.path().join("sub")).unwrap();
+    let (a, b) = (dest(&fx, "sub/a"), dest(&fx, "other"));
+    let (tx, rx) = mpsc::channel();
+    let io = FlushIo::open(&fx.core, 1024.0).unwrap();
+    // Background flushing off: only urgent files go.
+    let s = FlushSettings { enabled: false, interval_ns: 1, threads: 2, bandwidth_max_mib_s: 1024.0 };
+    let mut f = Flusher::start(s, io, tx, Arc::new(|| {})).unwrap();
+    let core = &mut fx.core;
+    let ida = create(core, &a);
+    let idb = create(core, &b);
+    let big = pattern((flush::JOB_PAGES_MAX + 5) * PAGE, 6);
+    write(core, ida, 0, &big);
+    write(core, idb, 0, b"bbb");
+    core.files.kick = true;
+    f.tick(core);
+    assert_eq!(f.in_flight(), 0, "disabled: nothing urgent yet");
+    let prefix = fx.dir.path().join("sub").to_str().unwrap().to_string() + "/";
+    let r = flush::flush_paths(core, &f, &[prefix]);
+    assert_eq!(r.dirty_files, 1);
+    assert_eq!(r.dirty_bytes, big.len() as u64);
+    for _ in 0..100 {
+        f.tick(core);
+        if f.in_flight() == 0 {
+            break;
+        }
+        complete_one(core, &mut f, &rx);
+    }
+    assert_eq!(std::fs::read(&a).unwrap(), big, "two jobs wrote the whole file");
+    assert!(!std::path::Path::new(&b).exists());
+    assert!(core.files.dirty.contains(&idb) && !core.files.dirty.contains(&ida));
+    let st = flush::flush_state(core, &f, &[]);
+    assert_eq!(st.dirty_files, 1);
+}

@@ -1,0 +1,78 @@
+//! Test fixtures shared by the daemon's unit tests: a `Core` over a real
+//! shared-memory arena and a real dir tier in a temporary directory.
+
+use strata_alloc::ExtentAllocator;
+use strata_meta::{Limits, MetaStore};
+use strata_place::Policy;
+use strata_shm::ShmSegment;
+
+use crate::core::{Core, Lease, Src};
+use crate::tier::{Arena, Backing, Tier, Tiers};
+
+pub struct Fixture {
+    pub core: Core,
+    /// Holds the dir tier (and test destinations); removed on drop.
+    pub dir: tempfile::TempDir,
+    arena_name: String,
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let _ = ShmSegment::unlink(&self.arena_name);
+    }
+}
+
+/// A core with a RAM tier of `ram_bytes` (+ `staging`) and a dir tier of `disk_bytes`.
+pub fn fixture(ram_bytes: u64, disk_bytes: u64, staging: u64) -> Fixture {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let arena_name = format!("strata-dtest-{}-{n}", std::process::id());
+    let dir = tempfile::tempdir().unwrap();
+    let arena_bytes = ram_bytes + staging;
+    let seg = ShmSegment::create_or_replace(&arena_name, arena_bytes as usize).unwrap();
+    let arena = Arena { alloc: ExtentAllocator::new(arena_bytes, 64), seg, leased_bytes: 0 };
+    let (file, path) = Tier::open_dir(1, "disk", &dir.path().join("tier"), disk_bytes, 4096).unwrap();
+    let mk = |index, name: &str, backing, alloc, cap, block, bw, lat, volatile| Tier {
+        index,
+        name: name.into(),
+        backing,
+        alloc,
+        capacity_bytes: cap,
+        block_bytes: block,
+        bandwidth_mib_s: bw,
+        latency_us: lat,
+        volatile,
+        blob_bytes: 0,
+        blob_extents: 0,
+    };
+    let tiers = Tiers {
+        tiers: vec![
+            mk(0, "ram", Backing::Ram, None, ram_bytes, 64, 8000.0, 1.0, true),
+            mk(1, "disk", Backing::Dir { file, path }, Some(ExtentAllocator::new(disk_bytes, 4096)), disk_bytes, 4096, 2000.0, 100.0, false),
+        ],
+        arena,
+        ram: Some(0),
+    };
+    let meta = MetaStore::new(0, Limits { extents_per_blob_max: 8, ..Limits::default() });
+    Fixture { core: Core::new(meta, tiers, Policy::MinimizeIoTime, 7, 1 << 20), dir, arena_name }
+}
+
+pub fn pattern(n: usize, seed: u8) -> Vec<u8> {
+    (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed).wrapping_add((i >> 12) as u8)).collect()
+}
+
+/// Simulates a client writing through its lease: lease, copy into the
+/// arena, hand the range over with `f`, return the lease rest.
+pub fn via_lease<T>(core: &mut Core, data: &[u8], f: impl FnOnce(&mut Core, Src<'static>, Option<strata_alloc::Range>) -> T) -> T {
+    let g = core.lease_grant(data.len().max(1) as u64).unwrap();
+    assert!(g.len >= data.len() as u64, "test lease too small");
+    let mut lease = Lease { cursor: g.off, end: g.off + g.len };
+    core.tiers.arena.write(g.off, data).unwrap();
+    let taken = core.lease_take(&mut lease, g.off, data.len() as u64).unwrap();
+    let src = Src::Lease { off: g.off, data: core.tiers.arena.slice(g.off, data.len() as u64).unwrap() };
+    // SAFETY (test): the arena outlives the call.
+    let src: Src<'static> = unsafe { std::mem::transmute(src) };
+    let r = f(core, src, Some(taken));
+    core.lease_release(lease);
+    r
+}
