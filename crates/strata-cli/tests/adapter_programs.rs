@@ -1,0 +1,381 @@
+//! Real, unmodified programs under `strata run`, with results byte-identical
+//! to the same commands run without it: cp, cat, dd, tar, sort, sha256sum,
+//! a python3 script, sqlite3, h5dump/h5repack, fio (verify=crc32c, psync).
+//!
+//! Each program's steps run in a reference directory without strata and in
+//! a tracked directory under `strata run`, on identical inputs that exist at
+//! the destination beforehand (read-through). Standard output must match
+//! step by step; then
+//! * DEFAULT mode: after `strata flush --wait`, the tracked directory at the
+//!   destination must equal the reference directory byte for byte;
+//! * SCRATCH mode: every reference file read back through the adapter (one
+//!   `sha256sum` under `strata run`) must match, and nothing but the
+//!   untouched inputs may hold data at the destination.
+//!
+//! A missing program fails the test with "install X" unless
+//! STRATA_TEST_ALLOW_MISSING=1 (scripts/test.sh installs them all).
+
+mod adapter_util;
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use adapter_util::*;
+use common::TestDaemon;
+
+/// One step: a shell command line (run with `sh -c` in the test directory)
+/// and whether its standard output must be identical.
+struct Step {
+    sh: String,
+    same_stdout: bool,
+}
+
+fn step(sh: impl Into<String>) -> Step {
+    Step { sh: sh.into(), same_stdout: true }
+}
+
+struct Case {
+    name: &'static str,
+    /// Input files (relative path → bytes) created in both directories first.
+    inputs: Vec<(String, Vec<u8>)>,
+    steps: Vec<Step>,
+    /// Files whose bytes legitimately differ between runs (checked otherwise).
+    not_byte_identical: Vec<&'static str>,
+    /// Extra checks after the steps (DEFAULT: at the destination after flush).
+    after_default: Option<Box<dyn Fn(&Path)>>,
+}
+
+impl Case {
+    fn new(name: &'static str) -> Case {
+        Case { name, inputs: vec![], steps: vec![], not_byte_identical: vec![], after_default: None }
+    }
+    fn input(mut self, rel: &str, data: Vec<u8>) -> Case {
+        self.inputs.push((rel.to_string(), data));
+        self
+    }
+    fn step(mut self, s: Step) -> Case {
+        self.steps.push(s);
+        self
+    }
+}
+
+struct Dirs {
+    d: TestDaemon,
+    _tmp: tempfile::TempDir,
+    tracked: PathBuf,
+    reference: PathBuf,
+    scratch: PathBuf,
+}
+
+fn dirs() -> Dirs {
+    let d = TestDaemon::start();
+    let tmp = tempfile::Builder::new().prefix("strata-prog-").tempdir().unwrap();
+    let tracked = tmp.path().join("tracked");
+    let reference = tmp.path().join("reference");
+    let scratch = tmp.path().join("work");
+    for p in [&tracked, &reference, &scratch] {
+        std::fs::create_dir_all(p).unwrap();
+    }
+    Dirs { d, _tmp: tmp, tracked, reference, scratch }
+}
+
+fn run_case(case: Case, mode: Mode) {
+    let x = dirs();
+    let mut inputs = BTreeMap::new();
+    for (rel, data) in &case.inputs {
+        seed_both(&[&x.tracked, &x.reference], rel, data);
+        inputs.insert(rel.clone(), data.clone());
+    }
+    for (i, s) in case.steps.iter().enumerate() {
+        let ctx = format!("{} ({} mode) step {i} `{}`", case.name, mode.as_str(), s.sh);
+        let want = plain_run(&x.reference, &["sh", "-c", &s.sh], &x.scratch);
+        want.assert_ok(&format!("{ctx} without strata"));
+        let got = strata_run(&x.d, mode, &x.tracked, &x.tracked, &["sh", "-c", &s.sh]);
+        if !got.ok() {
+            panic!(
+                "{ctx} under strata run failed (exit {:?}, signal {:?})\n--- stdout ---\n{}\n--- stderr ---\n{}\n--- daemon log ---\n{}",
+                got.code,
+                got.signal,
+                tail(&got.stdout_str(), 40),
+                tail(&got.stderr, 60),
+                tail(&x.d.log(), 30)
+            );
+        }
+        if s.same_stdout && got.stdout != want.stdout {
+            panic!(
+                "{ctx}: standard output differs under strata run ({} bytes, want {})\n--- got ---\n{}\n--- want ---\n{}\n--- stderr ---\n{}",
+                got.stdout.len(),
+                want.stdout.len(),
+                tail(&got.stdout_str(), 30),
+                tail(&want.stdout_str(), 30),
+                tail(&got.stderr, 30)
+            );
+        }
+    }
+    let skip = |name: &str| case.not_byte_identical.iter().any(|n| *n == name);
+    match mode {
+        Mode::Default => {
+            flush_wait(&x.d, &x.tracked).assert_ok(&format!("{}: strata flush --wait", case.name));
+            assert_same_tree(&x.tracked, &x.reference, &skip, &format!("{} (DEFAULT mode, destination after flush)", case.name));
+            if let Some(f) = &case.after_default {
+                f(&x.tracked);
+            }
+        }
+        Mode::Scratch => {
+            // Read every reference file back through the adapter.
+            let files: Vec<String> = tree(&x.reference).into_iter().filter(|(n, e)| e.is_some() && !skip(n)).map(|(n, _)| n).collect();
+            if !files.is_empty() {
+                let mut argv = vec!["sha256sum", "--"];
+                argv.extend(files.iter().map(String::as_str));
+                let want = plain_run(&x.reference, &argv, &x.scratch);
+                want.assert_ok("sha256sum of the reference files");
+                let got = strata_run(&x.d, Mode::Scratch, &x.tracked, &x.tracked, &argv);
+                assert!(
+                    got.ok() && got.stdout == want.stdout,
+                    "{} (SCRATCH mode): files read back through the adapter differ from the reference (exit {:?})\n--- got ---\n{}\n--- want ---\n{}\n--- stderr ---\n{}",
+                    case.name,
+                    got.code,
+                    got.stdout_str(),
+                    want.stdout_str(),
+                    tail(&got.stderr, 30)
+                );
+            }
+            let leaks = scratch_leaks(&x.tracked, &inputs);
+            assert!(leaks.is_empty(), "{} (SCRATCH mode) wrote to the destination:\n  {}", case.name, leaks.join("\n  "));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The programs
+
+fn text_lines(seed: u64, n: usize) -> Vec<u8> {
+    let words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima"];
+    let r = bytes(seed, n * 3);
+    let mut out = String::new();
+    for i in 0..n {
+        let w = words[r[3 * i] as usize % words.len()];
+        out.push_str(&format!("{w}-{:03} {}\n", r[3 * i + 1], u16::from(r[3 * i + 2]) * 7 % 1000));
+    }
+    out.into_bytes()
+}
+
+fn cp_case() -> Option<Case> {
+    require("cp", "coreutils").then(|| {
+        Case::new("cp")
+            .input("in.bin", bytes(1, (5 << 20) + 4321))
+            .input("small.txt", text_lines(2, 100))
+            .step(step("cp in.bin out.bin"))
+            .step(step("cp out.bin out2.bin && cp small.txt small_copy.txt"))
+            .step(step("mkdir -p d && cp -r in.bin small.txt d/ && cp --sparse=always in.bin sparse.bin"))
+    })
+}
+
+fn cat_case() -> Option<Case> {
+    require("cat", "coreutils").then(|| {
+        Case::new("cat")
+            .input("in.bin", bytes(3, (3 << 20) + 77))
+            .input("small.txt", text_lines(4, 500))
+            .step(step("cat in.bin small.txt > cat_out.bin"))
+            .step(step("cat cat_out.bin | cat > piped.bin && cat small.txt"))
+            .step(step("cat small.txt >> log.txt; cat small.txt >> log.txt; cat log.txt | wc -c"))
+    })
+}
+
+fn dd_case() -> Option<Case> {
+    require("dd", "coreutils").then(|| {
+        Case::new("dd")
+            .input("in.bin", bytes(5, (4 << 20) + 999))
+            .input("small.txt", text_lines(6, 300))
+            .step(step("dd if=in.bin of=dd1.bin bs=64k status=none"))
+            .step(step("dd if=in.bin of=dd2.bin bs=1M count=3 skip=1 status=none && dd if=small.txt of=dd1.bin bs=1000 seek=7 conv=notrunc status=none"))
+            .step(step("dd if=/dev/zero of=dd3.bin bs=4096 count=10 seek=100 status=none && dd if=dd1.bin bs=777 status=none | sha256sum"))
+            .step(step("dd if=in.bin of=dd4.bin bs=3000000 iflag=fullblock status=none && dd if=dd4.bin of=dd4.bin bs=1000 count=1 seek=5000 conv=notrunc status=none"))
+    })
+}
+
+fn tar_case() -> Option<Case> {
+    require("tar", "tar").then(|| {
+        let mut c = Case::new("tar")
+            .input("src/a.bin", bytes(7, (2 << 20) + 5))
+            .input("src/b.txt", text_lines(8, 2000))
+            .input("src/empty", vec![])
+            .input("src/nested/c.bin", bytes(9, 70_000))
+            .input("src/nested/deeper/d.txt", text_lines(10, 10));
+        c = c
+            .step(step("tar --sort=name --mtime=@1700000000 --owner=0 --group=0 --numeric-owner -cf archive.tar src"))
+            .step(step("mkdir -p out && tar -xf archive.tar -C out && tar -tf archive.tar"))
+            .step(step("tar --sort=name --mtime=@1700000000 --owner=0 --group=0 --numeric-owner -czf archive.tgz out && tar -tzvf archive.tgz | wc -l"))
+            .step(step("mkdir -p out2 && tar -xzf archive.tgz -C out2 && cmp out2/out/src/a.bin src/a.bin"));
+        c
+    })
+}
+
+fn sort_case() -> Option<Case> {
+    require("sort", "coreutils").then(|| {
+        let nums: String = bytes(11, 40_000).chunks(4).map(|c| format!("{}\n", u32::from_le_bytes(c.try_into().unwrap()) % 1_000_000)).collect();
+        Case::new("sort")
+            .input("words.txt", text_lines(12, 150_000))
+            .input("nums.txt", nums.into_bytes())
+            // -S 1M -T . : temporary merge files in the tracked directory.
+            .step(step("sort -S 1M -T . -o sorted.txt words.txt"))
+            .step(step("sort -n nums.txt > nums_sorted.txt && sort -u -r words.txt | head -100"))
+            .step(step("sort -m sorted.txt sorted.txt > merged.txt && sort -c merged.txt && wc -l merged.txt"))
+    })
+}
+
+fn sha256sum_case() -> Option<Case> {
+    require("sha256sum", "coreutils").then(|| {
+        Case::new("sha256sum")
+            .input("in.bin", bytes(13, (6 << 20) + 1))
+            .input("small.txt", text_lines(14, 50))
+            .step(step("sha256sum in.bin small.txt > sums.txt && cat sums.txt"))
+            .step(step("sha256sum -c sums.txt"))
+            .step(step("head -c 1000000 in.bin > head.bin && sha256sum head.bin | tee -a sums.txt"))
+    })
+}
+
+fn python_case() -> Option<Case> {
+    require("python3", "python3").then(|| {
+        let script = adapter_src("pyio.py");
+        Case::new("python3")
+            .input("input.bin", bytes(15, 777_777))
+            .step(step(format!("python3 {}", script.display())))
+            .step(step("python3 -c \"import hashlib,sys; print(hashlib.sha256(open('transformed.bin','rb').read()).hexdigest())\""))
+    })
+}
+
+fn sqlite_case() -> Option<Case> {
+    require("sqlite3", "sqlite3").then(|| {
+        let build = "CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT, v REAL);\n\
+            WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < 30000) \
+            INSERT INTO t SELECT x, printf('name-%06d', (x*7919)%30011), x*0.5 FROM c;\n\
+            CREATE INDEX ti ON t(name);\n\
+            UPDATE t SET v = v*2 WHERE id % 3 = 0;\n\
+            DELETE FROM t WHERE id % 7 = 0;\n\
+            CREATE TABLE blobs(k INTEGER PRIMARY KEY, b BLOB);\n\
+            WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < 200) \
+            INSERT INTO blobs SELECT x, zeroblob(5000 + x) FROM c;\n";
+        Case::new("sqlite3")
+            .input("build.sql", build.as_bytes().to_vec())
+            .step(step("sqlite3 db.sqlite < build.sql"))
+            .step(step(
+                "sqlite3 db.sqlite 'SELECT count(*), sum(v), min(name), max(name) FROM t; SELECT name, v FROM t WHERE id BETWEEN 100 AND 120 ORDER BY name; SELECT sum(length(b)) FROM blobs;'",
+            ))
+            .step(step("sqlite3 db.sqlite 'BEGIN; DELETE FROM blobs WHERE k % 2 = 0; UPDATE t SET name = upper(name) WHERE id < 500; COMMIT; PRAGMA integrity_check;'"))
+            .step(step("sqlite3 db.sqlite 'VACUUM; PRAGMA integrity_check;' && sqlite3 db.sqlite .dump > dump.sql && wc -l dump.sql"))
+    })
+}
+
+fn hdf5_case(work: &Path) -> Option<Case> {
+    if !(require("h5dump", "hdf5-tools") && require("h5repack", "hdf5-tools")) {
+        return None;
+    }
+    let flags = std::process::Command::new("pkg-config").args(["--cflags", "--libs", "hdf5"]).output().ok().filter(|o| o.status.success());
+    let Some(flags) = flags else {
+        if allow_missing() {
+            eprintln!("SKIPPED: hdf5 development files missing (install libhdf5-dev pkg-config)");
+            return None;
+        }
+        panic!("pkg-config cannot find hdf5: install libhdf5-dev and pkg-config");
+    };
+    let flags = String::from_utf8_lossy(&flags.stdout).into_owned();
+    let args: Vec<&str> = flags.split_whitespace().collect();
+    let exe = compile_c(&adapter_src("mkh5.c"), &work.join("mkh5"), &args);
+    Some(
+        Case::new("hdf5")
+            .step(step(format!("{} data.h5 && h5dump -H data.h5", exe.display())))
+            .step(step("h5dump data.h5 > dump.txt && h5dump -d /simulation/temperature -s 10,10 -c 3,4 data.h5"))
+            .step(step("h5repack -f GZIP=1 data.h5 repacked.h5 && h5dump -d /ids repacked.h5 > dump2.txt"))
+            .step(step("h5repack -f NONE -l CONTI data.h5 plain.h5 && h5dump -d /simulation/temperature plain.h5 | sha256sum")),
+    )
+}
+
+fn fio_case() -> Option<Case> {
+    if !require("fio", "fio") {
+        return None;
+    }
+    let job = |name: &str, rw: &str, bs: &str, size: &str, extra: &str| {
+        format!(
+            "fio --name={name} --filename={name}.dat --rw={rw} --bs={bs} --size={size} --ioengine=psync --verify=crc32c --do_verify=1 --verify_fatal=1 --randseed=42 --output-format=terse {extra} > /dev/null"
+        )
+    };
+    let verify_only = |name: &str, rw: &str, bs: &str, size: &str| {
+        format!("fio --name={name} --filename={name}.dat --rw={rw} --bs={bs} --size={size} --ioengine=psync --verify=crc32c --verify_only --verify_fatal=1 --randseed=42 --output-format=terse > /dev/null")
+    };
+    let mut c = Case::new("fio")
+        .step(step(job("rand", "randwrite", "4k", "8m", "")))
+        .step(step(job("seq", "write", "1m", "12m", "")))
+        .step(step(job("mixed", "randwrite", "3k-200k", "6m", "--bs_unaligned=1")))
+        // A second process verifies what the first wrote.
+        .step(step(format!("{} && {}", verify_only("rand", "randwrite", "4k", "8m"), verify_only("seq", "write", "1m", "12m"))));
+    // fio's verify headers carry timestamps: compared by fio itself instead.
+    c.not_byte_identical = vec!["rand.dat", "seq.dat", "mixed.dat"];
+    c.after_default = Some(Box::new(move |tracked: &Path| {
+        // What reached the destination verifies without strata.
+        let r = plain_run(tracked, &["sh", "-c", &format!("{} && {}", verify_only("rand", "randwrite", "4k", "8m"), verify_only("seq", "write", "1m", "12m"))], tracked.parent().unwrap());
+        r.assert_ok("fio --verify_only of the flushed files at the destination");
+    }));
+    Some(c)
+}
+
+macro_rules! program_tests {
+    ($($default:ident, $scratch:ident => $make:expr;)*) => {$(
+        #[test]
+        fn $default() {
+            let work = tempfile::tempdir().unwrap();
+            #[allow(clippy::redundant_closure_call)]
+            if let Some(c) = ($make)(work.path()) {
+                run_case(c, Mode::Default);
+            }
+        }
+        #[test]
+        fn $scratch() {
+            let work = tempfile::tempdir().unwrap();
+            #[allow(clippy::redundant_closure_call)]
+            if let Some(c) = ($make)(work.path()) {
+                run_case(c, Mode::Scratch);
+            }
+        }
+    )*};
+}
+
+program_tests! {
+    cp_default, cp_scratch => |_: &Path| cp_case();
+    cat_default, cat_scratch => |_: &Path| cat_case();
+    dd_default, dd_scratch => |_: &Path| dd_case();
+    tar_default, tar_scratch => |_: &Path| tar_case();
+    sort_default, sort_scratch => |_: &Path| sort_case();
+    sha256sum_default, sha256sum_scratch => |_: &Path| sha256sum_case();
+    python3_default, python3_scratch => |_: &Path| python_case();
+    sqlite3_default, sqlite3_scratch => |_: &Path| sqlite_case();
+    hdf5_default, hdf5_scratch => |w: &Path| hdf5_case(w);
+    fio_default, fio_scratch => |_: &Path| fio_case();
+}
+
+/// Seed 000's checkpoint/restart workflow: a producer run writes a
+/// checkpoint in SCRATCH mode and exits; a later consumer run against the
+/// same (persistent) daemon reads it from the buffer; the destination never
+/// sees the data.
+#[test]
+fn checkpoint_restart_across_two_scratch_runs() {
+    let x = dirs();
+    let size = 9_000_001usize;
+    let producer = format!("head -c {size} /dev/urandom > ckpt.bin && sha256sum ckpt.bin > ckpt.sha256 && echo step=17 > ckpt.meta");
+    strata_run(&x.d, Mode::Scratch, &x.tracked, &x.tracked, &["sh", "-c", &producer]).assert_ok("producer run");
+    let before = x.d.status().files;
+    let consumer = strata_run(&x.d, Mode::Scratch, &x.tracked, &x.tracked, &["sh", "-c", "sha256sum -c ckpt.sha256 && cat ckpt.meta && wc -c < ckpt.bin"]);
+    consumer.assert_ok("consumer run");
+    assert_eq!(consumer.stdout_str(), format!("ckpt.bin: OK\nstep=17\n{size}\n"), "consumer output");
+    let after = x.d.status().files;
+    assert!(
+        after.read_hit_bytes_total - before.read_hit_bytes_total >= size as u64,
+        "the consumer should have read the checkpoint from the buffer: read_hit_bytes_total went from {} to {}",
+        before.read_hit_bytes_total,
+        after.read_hit_bytes_total
+    );
+    assert_eq!(after.read_dest_bytes_total, before.read_dest_bytes_total, "nothing should be read through from the destination");
+    let leaks = scratch_leaks(&x.tracked, &BTreeMap::new());
+    assert!(leaks.is_empty(), "SCRATCH checkpoint reached the destination:\n  {}", leaks.join("\n  "));
+}
