@@ -69,8 +69,10 @@ for f in "${files[@]}"; do
       echo "bench-fio: $f failed under strata run:" >&2; cat "$out/$name.strata.err" >&2; exit 1; }
   t2=$(now)
   rm -rf "$work/direct"/* "$work/strata"/*
+  # fio may print warnings before its JSON document.
   q='.jobs[] | [.jobname, .error, .read.bw_bytes, .write.bw_bytes] | @tsv'
-  paste <(jq -r "$q" "$out/$name.direct.json") <(jq -r "$q" "$out/$name.strata.json") |
+  js() { sed -n '/^{/,$p' "$1" | jq -r "$q"; }
+  paste <(js "$out/$name.direct.json") <(js "$out/$name.strata.json") |
   while IFS=$'\t' read -r job err rd wr _job2 err2 rd2 wr2; do
     [ "$err" = 0 ] && [ "$err2" = 0 ] || { echo "bench-fio: $name/$job reported an error (direct $err, strata $err2)" >&2; exit 1; }
     for dirn in write read; do
