@@ -1059,6 +1059,13 @@ static void compare_traces(const char *name) {
         }
         rec_t *a = &tr[0][i], *b = &tr[1][i];
         ops_compared++;
+        if (a->line != b->line || strcmp(a->label, b->label)) {
+            /* A call skipped on one side only: what follows is not comparable. */
+            printf("MISMATCH %s: traces diverge at operation %d: tracked did line %d (%s), twin line %d (%s); the previous operation differed\n", name, i,
+                   a->line, a->label, b->line, b->label);
+            mismatches++;
+            break;
+        }
         if (a->ret != b->ret || a->err != b->err) {
             mismatches++;
             if (shown++ < 25)
