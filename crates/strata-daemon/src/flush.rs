@@ -266,6 +266,11 @@ impl FlushIo {
         };
         done.touched = true;
         let res = (|| -> std::result::Result<(u64, bool), String> {
+            if !job.dest_exists {
+                // Ours from scratch: the record's mode, whatever the daemon's umask.
+                use std::os::unix::fs::PermissionsExt;
+                f.set_permissions(std::fs::Permissions::from_mode(job.mode & 0o7777)).map_err(|e| format!("chmod: {e}"))?;
+            }
             if let (true, Some(t)) = (job.dest_exists, job.trunc_min) {
                 f.set_len(t).map_err(|e| format!("truncate to {t}: {e}"))?;
             }
