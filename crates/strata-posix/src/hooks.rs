@@ -337,7 +337,10 @@ unsafe fn open_impl(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uin
 
 #[no_mangle]
 pub unsafe extern "C" fn strata_posix_open(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
-    if !crate::ready() || crate::guarded() {
+    if crate::guarded() {
+        return crate::adopt_internal(real::open(path, flags, mode));
+    }
+    if !crate::ready() {
         return real::open(path, flags, mode);
     }
     open_impl(libc::AT_FDCWD, path, flags, mode)
@@ -345,7 +348,10 @@ pub unsafe extern "C" fn strata_posix_open(path: *const c_char, flags: c_int, mo
 
 #[no_mangle]
 pub unsafe extern "C" fn strata_posix_openat(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
-    if !crate::ready() || crate::guarded() {
+    if crate::guarded() {
+        return crate::adopt_internal(real::openat(dirfd, path, flags, mode));
+    }
+    if !crate::ready() {
         return real::openat(dirfd, path, flags, mode);
     }
     if dirfd != libc::AT_FDCWD && tracked_fd(dirfd).is_some() && !crate::c_str(path).starts_with(b"/") {
@@ -385,7 +391,23 @@ pub unsafe extern "C" fn __openat64_2(dirfd: c_int, path: *const c_char, flags: 
 // close, dup, fcntl
 
 #[no_mangle]
+pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int {
+    let fd = real::socket(domain, ty, proto);
+    if crate::guarded() {
+        return crate::adopt_internal(fd);
+    }
+    if fd >= 0 {
+        set_kind(fd, K_UNTRACKED);
+    }
+    fd
+}
+
+#[no_mangle]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+    if crate::kind(fd) == crate::K_INTERNAL && !crate::guarded() {
+        // the adapter's own descriptor: the application does not own it
+        return 0;
+    }
     if fd >= 0 && (fd as usize) < crate::FD_MAX && crate::ready() && crate::own_process() {
         if crate::debug_on() && !crate::guarded() && tracked_fd(fd).is_some() {
             trace!("close fd={}", fd);
@@ -402,6 +424,9 @@ fn forget_range(first: c_uint, last: c_uint) {
     let hi = (last as u64).min(crate::FD_MAX as u64 - 1);
     let mut fd = first as u64;
     while fd <= hi {
+        if crate::kind(fd as c_int) == crate::K_INTERNAL {
+            crate::client_fd_lost();
+        }
         set_kind(fd as c_int, K_UNTRACKED);
         fd += 1;
     }
@@ -433,6 +458,9 @@ pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn dup2(fd: c_int, to: c_int) -> c_int {
+    if crate::kind(to) == crate::K_INTERNAL && fd != to && !crate::guarded() {
+        crate::client_fd_lost();
+    }
     let r = real::dup2(fd, to);
     if r >= 0 && fd != to {
         copy_kind(fd, r);
@@ -442,6 +470,9 @@ pub unsafe extern "C" fn dup2(fd: c_int, to: c_int) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn dup3(fd: c_int, to: c_int, fl: c_int) -> c_int {
+    if crate::kind(to) == crate::K_INTERNAL && !crate::guarded() {
+        crate::client_fd_lost();
+    }
     let r = real::dup3(fd, to, fl);
     if r >= 0 {
         copy_kind(fd, r);

@@ -179,6 +179,11 @@ extern "C" fn init() {
     unsafe {
         real::resolve_all();
         PID.store(libc::getpid(), Ordering::Relaxed);
+        let mut rl: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) == 0 {
+            let soft = rl.rlim_cur.min(FD_MAX as u64) as i32;
+            INTERNAL_BASE.store((soft - 256).clamp(64, 1024), Ordering::Relaxed);
+        }
         let m = real::umask(0o022);
         real::umask(m);
         UMASK.store(m, Ordering::Relaxed);
@@ -193,6 +198,7 @@ extern "C" fn init() {
                 STATE.store(Box::into_raw(Box::new(s)), Ordering::Release);
                 unsafe { libc::pthread_atfork(None, None, Some(atfork_child)) };
                 READY.store(true, Ordering::Release);
+                trace!("ready: include {:?}", state().include.iter().map(|i| String::from_utf8_lossy(i)).collect::<Vec<_>>());
             }
             Err(e) => {
                 let msg = format!("strata-posix: configuration error, passing all I/O through: {e}\n");
@@ -284,6 +290,10 @@ pub(crate) const FD_MAX: usize = 65536;
 pub(crate) const K_UNKNOWN: u8 = 0;
 pub(crate) const K_UNTRACKED: u8 = 1;
 pub(crate) const K_TRACKED: u8 = 0x80;
+/// A descriptor of the adapter's own client (socket, tier files, destination
+/// files for read-through), moved above `INTERNAL_BASE`.
+pub(crate) const K_INTERNAL: u8 = 2;
+static INTERNAL_BASE: AtomicI32 = AtomicI32::new(512);
 
 #[allow(clippy::declare_interior_mutable_const)]
 const Z8: AtomicU8 = AtomicU8::new(0);
@@ -331,6 +341,43 @@ pub(crate) fn set_kind(fd: c_int, k: u8) {
     }
 }
 
+pub(crate) fn kind(fd: c_int) -> u8 {
+    if fd >= 0 && (fd as usize) < FD_MAX {
+        KIND[fd as usize].load(Ordering::Acquire)
+    } else {
+        K_UNKNOWN
+    }
+}
+
+/// A descriptor the client just opened (under the guard): move it out of the
+/// low numbers applications dup2 onto and close blindly, and remember it.
+pub(crate) fn adopt_internal(fd: c_int) -> c_int {
+    if fd < 0 {
+        return fd;
+    }
+    let base = INTERNAL_BASE.load(Ordering::Relaxed);
+    let mut out = fd;
+    if fd < base {
+        let e = errno();
+        let n = unsafe { real::fcntl(fd, libc::F_DUPFD_CLOEXEC, base as std::os::raw::c_long) };
+        if n >= 0 {
+            unsafe { real::close(fd) };
+            out = n;
+        }
+        set_errno(e);
+    }
+    set_kind(out, K_INTERNAL);
+    out
+}
+
+/// The client lost one of its descriptors (closed or replaced by the
+/// application): drop it (leaked, never dropped) and reconnect on next use.
+pub(crate) fn client_fd_lost() {
+    if !CLIENT.load(Ordering::Acquire).is_null() {
+        CLIENT.store(std::ptr::null_mut(), Ordering::Release);
+    }
+}
+
 /// After dup-like calls: `to` now refers to what `from` refers to.
 pub(crate) fn copy_kind(from: c_int, to: c_int) {
     if to < 0 || to as usize >= FD_MAX {
@@ -354,7 +401,7 @@ pub(crate) fn tracked_fd(fd: c_int) -> Option<Tfd> {
         return None;
     }
     let k = if (fd as usize) < FD_MAX { KIND[fd as usize].load(Ordering::Acquire) } else { K_UNKNOWN };
-    if k == K_UNTRACKED || guarded() {
+    if k == K_UNTRACKED || k == K_INTERNAL || guarded() {
         return None;
     }
     if k & K_TRACKED != 0 {

@@ -92,6 +92,7 @@ reals! {
     sys fn rename(from: *const c_char, to: *const c_char) -> c_int = sc!(c_int, libc::SYS_renameat2, libc::AT_FDCWD, from, libc::AT_FDCWD, to, 0);
     sys fn renameat(ofd: c_int, from: *const c_char, nfd: c_int, to: *const c_char) -> c_int = sc!(c_int, libc::SYS_renameat2, ofd, from, nfd, to, 0);
     sys fn renameat2(ofd: c_int, from: *const c_char, nfd: c_int, to: *const c_char, fl: c_uint) -> c_int = sc!(c_int, libc::SYS_renameat2, ofd, from, nfd, to, fl);
+    sys fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int = sc!(c_int, libc::SYS_socket, domain, ty, proto);
     sys fn dup(fd: c_int) -> c_int = sc!(c_int, libc::SYS_dup, fd);
     sys fn dup2(fd: c_int, to: c_int) -> c_int = if fd == to { if sc!(c_int, libc::SYS_fcntl, fd, libc::F_GETFD) < 0 { -1 } else { fd } } else { sc!(c_int, libc::SYS_dup3, fd, to, 0) };
     sys fn dup3(fd: c_int, to: c_int, fl: c_int) -> c_int = sc!(c_int, libc::SYS_dup3, fd, to, fl);

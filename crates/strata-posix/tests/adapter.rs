@@ -1,0 +1,267 @@
+//! The adapter against a real daemon: a C program (tests/c/ops.c) runs the
+//! same sequence of file operations on a tracked directory under
+//! LD_PRELOAD and on an untracked twin without it; every return value,
+//! errno and byte must match. Plus exit without fclose, fork/exec
+//! inheritance, python3 and sh, and fsync reaching the destination.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// target/<profile>/ (the test executable lives in target/<profile>/deps/).
+fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    exe.parent().and_then(Path::parent).expect("target dir").to_path_buf()
+}
+
+fn lib() -> PathBuf {
+    let p = target_dir().join("libstrata_posix.so");
+    assert!(p.exists(), "{} not built", p.display());
+    p
+}
+
+/// The `strata` binary next to the library; built if missing (cargo test -p strata-posix).
+fn strata_bin() -> PathBuf {
+    let p = target_dir().join("strata");
+    if !p.exists() {
+        let profile = match target_dir().file_name().and_then(|s| s.to_str()) {
+            Some("debug") | None => "dev".to_string(),
+            Some(other) => other.to_string(),
+        };
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let st = Command::new(cargo).args(["build", "-p", "strata-cli", "--bin", "strata", "--profile", &profile]).status().expect("cargo build");
+        assert!(st.success(), "building the strata binary failed");
+    }
+    p
+}
+
+struct Daemon {
+    dir: tempfile::TempDir,
+    config: PathBuf,
+    socket: PathBuf,
+    child: Option<std::process::Child>,
+}
+
+impl Daemon {
+    fn start() -> Daemon {
+        let dir = tempfile::Builder::new().prefix("strata-posix-d-").tempdir().unwrap();
+        let socket = dir.path().join("daemon.sock");
+        let prefix = format!("strata-px{}-{}", std::process::id(), dir.path().file_name().unwrap().to_string_lossy().replace(['.', '-'], ""));
+        let yaml = format!(
+            "daemon:\n  socket: {}\n  shm_prefix: {}\n  log: warn\nplacement:\n  lease_size: 1MiB\ndevices:\n  - name: ram\n    kind: ram\n    capacity: 128MiB\n  - name: disk\n    kind: dir\n    path: {}\n    capacity: 256MiB\n",
+            socket.display(),
+            prefix,
+            dir.path().join("disk").display()
+        );
+        let config = dir.path().join("strata.yaml");
+        std::fs::write(&config, yaml).unwrap();
+        let log = std::fs::File::create(dir.path().join("daemon.log")).unwrap();
+        let child = Command::new(strata_bin())
+            .arg("--config")
+            .arg(&config)
+            .args(["daemon", "start", "--foreground"])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("spawn daemon");
+        let mut d = Daemon { dir, config, socket, child: Some(child) };
+        let start = Instant::now();
+        loop {
+            if std::os::unix::net::UnixStream::connect(&d.socket).is_ok() {
+                break;
+            }
+            if let Some(st) = d.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("daemon exited: {st}: {}", d.log());
+            }
+            assert!(start.elapsed() < Duration::from_secs(60), "daemon did not come up: {}", d.log());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        d
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("daemon.log")).unwrap_or_default()
+    }
+
+    /// A command under the adapter, tracking `include` in `mode`.
+    fn cmd(&self, prog: impl AsRef<std::ffi::OsStr>, include: &Path, mode: &str) -> Command {
+        let mut c = Command::new(prog);
+        c.env("LD_PRELOAD", lib())
+            .env("STRATA_CONFIG", &self.config)
+            .env("STRATA_SOCKET", &self.socket)
+            .env("STRATA_INCLUDE", include)
+            .env("STRATA_MODE", mode)
+            .env_remove("STRATA_INTERNAL_ADAPTER_DEBUG");
+        c
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(30) {
+                if c.try_wait().unwrap().is_some() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Compiles tests/c/ops.c once per test into `dir`.
+fn ops_binary(dir: &Path) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/ops.c");
+    let out = dir.join("ops");
+    let st = Command::new("cc").args(["-O1", "-Wall", "-o"]).arg(&out).arg(&src).status().expect("cc");
+    assert!(st.success(), "compiling ops.c failed");
+    out
+}
+
+fn ok(o: Output, what: &str) -> String {
+    assert!(o.status.success(), "{what} failed: {}\nstdout:\n{}\nstderr:\n{}", o.status, String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap()
+}
+
+fn entries(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    v.sort();
+    v
+}
+
+struct Dirs {
+    _root: tempfile::TempDir,
+    tracked: PathBuf,
+    plain: PathBuf,
+    bin: PathBuf,
+}
+
+fn dirs() -> Dirs {
+    let root = tempfile::Builder::new().prefix("strata-posix-w-").tempdir().unwrap();
+    let tracked = root.path().join("tracked");
+    let plain = root.path().join("plain");
+    std::fs::create_dir(&tracked).unwrap();
+    std::fs::create_dir(&plain).unwrap();
+    let bin = ops_binary(root.path());
+    Dirs { _root: root, tracked, plain, bin }
+}
+
+fn compare_ops(mode: &str) {
+    let d = Daemon::start();
+    let w = dirs();
+    let want = ok(Command::new(&w.bin).arg(&w.plain).output().unwrap(), "ops on the untracked twin");
+    let got = ok(d.cmd(&w.bin, &w.tracked, mode).arg(&w.tracked).output().unwrap(), "ops under the adapter");
+    let want = want.replace(w.plain.to_str().unwrap(), "DIR");
+    let got = got.replace(w.tracked.to_str().unwrap(), "DIR");
+    if want != got {
+        for (i, (a, b)) in want.lines().zip(got.lines()).enumerate() {
+            if a != b {
+                panic!("first difference at line {}:\n untracked: {a}\n tracked:   {b}\n(daemon log: {})", i + 1, d.log());
+            }
+        }
+        panic!("outputs differ in length:\n{want}\n----\n{got}");
+    }
+    assert!(want.lines().count() > 150, "ops printed too little:\n{want}");
+    if mode == "scratch" {
+        // nothing of a SCRATCH file reaches the destination
+        assert_eq!(entries(&w.tracked), Vec::<String>::new(), "SCRATCH files appeared at the destination");
+    }
+}
+
+#[test]
+fn ops_match_untracked_twin_scratch() {
+    compare_ops("scratch");
+}
+
+#[test]
+fn ops_match_untracked_twin_default() {
+    compare_ops("default");
+}
+
+#[test]
+fn untracked_paths_pass_through() {
+    let d = Daemon::start();
+    let w = dirs();
+    let want = ok(Command::new(&w.bin).arg(&w.plain).output().unwrap(), "ops without the adapter");
+    // preloaded, but the directory is not under the include prefix
+    let other = w.plain.parent().unwrap().join("elsewhere");
+    std::fs::create_dir(&other).unwrap();
+    let got = ok(d.cmd(&w.bin, &other, "scratch").arg(&w.plain).output().unwrap(), "ops preloaded on an untracked dir");
+    assert_eq!(want, got);
+    assert!(entries(&w.plain).contains(&"s".to_string()), "untracked files must be real files");
+}
+
+#[test]
+fn stdio_stream_flushed_at_exit_without_fclose() {
+    let d = Daemon::start();
+    let w = dirs();
+    ok(d.cmd(&w.bin, &w.tracked, "scratch").arg(&w.tracked).arg("exit").output().unwrap(), "exit without fclose");
+    let out = ok(d.cmd(&w.bin, &w.tracked, "scratch").arg(&w.tracked).args(["dump", "unflushed"]).output().unwrap(), "dump");
+    assert!(out.contains("n=19 "), "{out}");
+    let cat = ok(d.cmd("cat", &w.tracked, "scratch").arg(w.tracked.join("unflushed")).output().unwrap(), "cat");
+    assert_eq!(cat, "written at exit 42\n");
+    assert!(entries(&w.tracked).is_empty());
+}
+
+#[test]
+fn shell_python_and_exec_inheritance() {
+    let d = Daemon::start();
+    let w = dirs();
+    let t = &w.tracked;
+    // exec'd children inherit the placeholder descriptor (sh -c '... >&3' 3>file)
+    let script = format!("exec 3>{0}/inherited; echo one >&3; sh -c 'echo two >&3'; cat {0}/inherited", t.display());
+    let out = ok(d.cmd("sh", t, "scratch").arg("-c").arg(&script).output().unwrap(), "sh");
+    assert_eq!(out, "one\ntwo\n");
+    // an exec that drops the environment keeps the adapter (execve hook)
+    let script = format!("env -i /bin/sh -c 'echo clean-env > {0}/envless'; cat {0}/envless", t.display());
+    let out = ok(d.cmd("sh", t, "scratch").arg("-c").arg(&script).output().unwrap(), "env -i");
+    assert_eq!(out, "clean-env\n");
+    let py = format!(
+        r#"
+import os
+p = "{0}/py.bin"
+with open(p, "wb") as f:
+    f.write(bytes(range(256)) * 4096)
+with open(p, "r+b") as f:
+    f.seek(1000); f.write(b"XYZ"); f.seek(0, 2); print(f.tell())
+st = os.stat(p)
+data = open(p, "rb").read()
+print(st.st_size, len(data), data[999:1004])
+os.rename(p, p + ".2")
+print(os.path.exists(p), os.path.getsize(p + ".2"))
+os.truncate(p + ".2", 10)
+print(os.path.getsize(p + ".2"))
+os.unlink(p + ".2")
+print(os.path.exists(p + ".2"))
+"#,
+        t.display()
+    );
+    let out = ok(d.cmd("python3", t, "scratch").arg("-c").arg(&py).output().unwrap(), "python3");
+    assert_eq!(out, "1048576\n1048576 1048576 b'\\xe7XYZ\\xeb'\nFalse 1048576\n10\nFalse\n");
+    assert_eq!(entries(t), Vec::<String>::new(), "SCRATCH files appeared at the destination");
+}
+
+#[test]
+fn fsync_reaches_the_destination_in_default_mode() {
+    let d = Daemon::start();
+    let w = dirs();
+    let t = &w.tracked;
+    let py = format!(
+        r#"
+import os
+fd = os.open("{0}/durable", os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+os.write(fd, b"durable" * 1000)
+os.fsync(fd)
+os.close(fd)
+"#,
+        t.display()
+    );
+    ok(d.cmd("python3", t, "default").arg("-c").arg(&py).output().unwrap(), "python3 fsync");
+    // read without the adapter: fsync returned only once the bytes were there
+    assert_eq!(std::fs::read(t.join("durable")).unwrap(), b"durable".repeat(1000));
+}

@@ -1,0 +1,352 @@
+/* Adapter self-test: runs a fixed sequence of file operations in DIR and
+ * prints one line per operation (return value, errno, bytes). Run once on a
+ * tracked directory under the adapter and once on an untracked twin: the
+ * outputs must be identical.  Usage: ops DIR [SCENARIO] */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char dir[4096];
+static char pbuf[4][4200];
+static const char *P(int slot, const char *name) {
+    snprintf(pbuf[slot], sizeof pbuf[slot], "%s/%s", dir, name);
+    return pbuf[slot];
+}
+
+#define R(expr)                                                                 \
+    do {                                                                        \
+        errno = 0;                                                              \
+        long long _r = (long long)(expr);                                       \
+        int _e = errno;                                                         \
+        printf("%-60s = %lld%s%s\n", #expr, _r, _r < 0 ? " " : "",              \
+               _r < 0 ? strerrorname_np(_e) : "");                              \
+    } while (0)
+
+/* like R for calls returning a descriptor: its number is not compared */
+#define F(expr)                                                                 \
+    do {                                                                        \
+        errno = 0;                                                              \
+        long long _r = (long long)(expr);                                       \
+        int _e = errno;                                                         \
+        printf("%-60s = %s%s\n", #expr, _r < 0 ? "-1 " : "fd",                  \
+               _r < 0 ? strerrorname_np(_e) : "");                              \
+    } while (0)
+
+static uint64_t fnv(const unsigned char *b, size_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ULL;
+    return h;
+}
+
+/* Prints size and a hash of the whole content read through read(). */
+static void dump(const char *name) {
+    int fd = open(P(3, name), O_RDONLY);
+    if (fd < 0) { printf("dump %s: %s\n", name, strerrorname_np(errno)); return; }
+    static unsigned char buf[1 << 20];
+    size_t total = 0; uint64_t h = 1469598103934665603ULL; ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0) {
+        for (ssize_t i = 0; i < n; i++) h = (h ^ buf[i]) * 1099511628211ULL;
+        total += n;
+    }
+    struct stat st; fstat(fd, &st);
+    printf("dump %s: n=%zu hash=%016llx st_size=%lld reg=%d\n", name, total, (unsigned long long)h,
+           (long long)st.st_size, S_ISREG(st.st_mode));
+    close(fd);
+}
+
+static void basic(void) {
+    int fd; char buf[256];
+    F(fd = open(P(0, "a"), O_CREAT | O_WRONLY | O_TRUNC, 0644));
+    R(write(fd, "hello ", 6));
+    R(write(fd, "world\n", 6));
+    R(write(fd, "", 0));
+    R(read(fd, buf, 10));                         /* EBADF: write-only */
+    R(lseek(fd, 0, SEEK_CUR));
+    R(fcntl(fd, F_GETFL) & (O_ACCMODE | O_APPEND));
+    R(close(fd));
+    F(fd = open(P(0, "a"), O_RDONLY));
+    memset(buf, 0, sizeof buf);
+    R(read(fd, buf, 100));
+    printf("content: %s", buf);
+    R(read(fd, buf, 100));                        /* EOF */
+    R(write(fd, "x", 1));                         /* EBADF: read-only */
+    R(fcntl(fd, F_GETFL) & O_ACCMODE);
+    R(close(fd));
+    R(close(fd));                                 /* EBADF */
+    F(open(P(0, "missing"), O_RDONLY));           /* ENOENT */
+    F(open(P(0, "a"), O_CREAT | O_EXCL | O_WRONLY, 0644)); /* EEXIST */
+    F(open(P(0, "nodir/x"), O_CREAT | O_WRONLY, 0644));    /* ENOENT */
+    F(open(dir, O_WRONLY));                        /* EISDIR */
+    F(fd = open(dir, O_RDONLY | O_DIRECTORY));
+    R(close(fd));
+    dump("a");
+}
+
+static void positional(void) {
+    int fd; unsigned char buf[20000];
+    F(fd = open(P(0, "p"), O_CREAT | O_RDWR | O_TRUNC, 0600));
+    R(pwrite(fd, "tail!", 5, 10000));             /* hole [0,10000) */
+    R(lseek(fd, 0, SEEK_CUR));
+    R(pread(fd, buf, sizeof buf, 0));
+    printf("hole hash %016llx\n", (unsigned long long)fnv(buf, 10005));
+    R(pread(fd, buf, 10, 20000));                 /* past EOF */
+    R(pread(fd, buf, 10, -1));                    /* EINVAL */
+    R(pwrite(fd, "abc", 3, -5));                  /* EINVAL */
+    R(pwrite(fd, "mid", 3, 5000));
+    R(lseek(fd, -3, SEEK_END));
+    R(read(fd, buf, 10));
+    R(lseek(fd, -1, SEEK_SET));                   /* EINVAL */
+    R(lseek(fd, 100, SEEK_SET));
+    R(lseek(fd, 50, SEEK_CUR));
+    R(lseek(fd, -200, SEEK_CUR));                 /* EINVAL */
+    R(lseek(fd, 5, SEEK_END));
+    R(lseek(fd, 0, 99));                          /* EINVAL */
+    R(write(fd, "Z", 1));                         /* extends with a hole */
+    R(lseek(fd, 0, SEEK_END));
+    R(close(fd));
+    dump("p");
+    /* dense file: SEEK_DATA / SEEK_HOLE */
+    F(fd = open(P(0, "d"), O_CREAT | O_RDWR | O_TRUNC, 0600));
+    memset(buf, 7, 8192);
+    R(write(fd, buf, 8192));
+    R(lseek(fd, 100, SEEK_DATA));
+    R(lseek(fd, 100, SEEK_HOLE));
+    R(lseek(fd, 9000, SEEK_DATA));                /* ENXIO */
+    R(close(fd));
+}
+
+static void append_trunc(void) {
+    int fd; char buf[64];
+    F(fd = open(P(0, "ap"), O_CREAT | O_WRONLY | O_TRUNC | O_APPEND, 0644));
+    R(write(fd, "one\n", 4));
+    R(lseek(fd, 0, SEEK_SET));
+    R(write(fd, "two\n", 4));                     /* still appends */
+    R(lseek(fd, 0, SEEK_CUR));
+    R(pwrite(fd, "three\n", 6, 0));               /* Linux: appends */
+    R(lseek(fd, 0, SEEK_CUR));
+    R(fcntl(fd, F_GETFL) & (O_ACCMODE | O_APPEND));
+    R(fcntl(fd, F_SETFL, 0));
+    R(fcntl(fd, F_GETFL) & O_APPEND);
+    R(pwrite(fd, "ONE", 3, 0));                   /* now in place */
+    R(close(fd));
+    dump("ap");
+    F(fd = open(P(0, "ap"), O_RDWR | O_TRUNC));
+    R(read(fd, buf, 64));
+    R(write(fd, "new", 3));
+    R(ftruncate(fd, 10));
+    R(lseek(fd, 0, SEEK_END));
+    R(ftruncate(fd, 2));
+    R(ftruncate(fd, -1));                         /* EINVAL */
+    R(close(fd));
+    dump("ap");
+    F(fd = open(P(0, "ap"), O_RDONLY));
+    R(ftruncate(fd, 0));                          /* EINVAL: not writable */
+    R(close(fd));
+    R(truncate(P(0, "ap"), 5));
+    R(truncate(P(0, "nothere"), 5));              /* ENOENT */
+    dump("ap");
+    struct stat st;
+    R(stat(P(0, "ap"), &st));
+    printf("stat size=%lld reg=%d nlink=%lu mode=%o\n", (long long)st.st_size, S_ISREG(st.st_mode),
+           (unsigned long)st.st_nlink, st.st_mode & 0777);
+    R(lstat(P(0, "ap"), &st));
+    R(stat(P(0, "nothere"), &st));                /* ENOENT */
+    R(fstatat(AT_FDCWD, P(0, "ap"), &st, 0));
+    struct statx sx;
+    R(statx(AT_FDCWD, P(0, "ap"), 0, STATX_BASIC_STATS, &sx));
+    printf("statx size=%llu\n", (unsigned long long)sx.stx_size);
+    R(access(P(0, "ap"), F_OK));
+    R(access(P(0, "ap"), R_OK | W_OK));
+    R(access(P(0, "nothere"), F_OK));             /* ENOENT */
+    F(fd = open(P(0, "ap"), O_RDWR));
+    R(posix_fallocate(fd, 0, 100));
+    R(fstat(fd, &st));
+    printf("after fallocate size=%lld\n", (long long)st.st_size);
+    R(close(fd));
+}
+
+static void names(void) {
+    int fd, dfd;
+    F(fd = open(P(0, "r1"), O_CREAT | O_WRONLY | O_TRUNC, 0644));
+    R(write(fd, "renamed", 7));
+    R(close(fd));
+    R(rename(P(0, "r1"), P(1, "r2")));
+    R(access(P(0, "r1"), F_OK));                  /* ENOENT */
+    dump("r2");
+    R(rename(P(0, "r1"), P(1, "r3")));            /* ENOENT */
+    R(unlink(P(0, "r2")));
+    R(unlink(P(0, "r2")));                        /* ENOENT */
+    R(access(P(0, "r2"), F_OK));                  /* ENOENT */
+    F(dfd = open(dir, O_RDONLY | O_DIRECTORY));
+    F(fd = openat(dfd, "at", O_CREAT | O_RDWR | O_TRUNC, 0644));
+    R(write(fd, "via openat", 10));
+    R(close(fd));
+    struct stat st;
+    R(fstatat(dfd, "at", &st, 0));
+    printf("fstatat size=%lld\n", (long long)st.st_size);
+    R(renameat(dfd, "at", dfd, "at2"));
+    R(unlinkat(dfd, "at2", 0));
+    R(unlinkat(dfd, "at2", 0));                   /* ENOENT */
+    R(close(dfd));
+    F(fd = creat(P(0, "cr"), 0644));
+    R(write(fd, "creat", 5));
+    R(close(fd));
+    R(remove(P(0, "cr")));
+    R(access(P(0, "cr"), F_OK));                  /* ENOENT */
+}
+
+static void fds(void) {
+    int fd, fd2; char buf[64];
+    F(fd = open(P(0, "dup"), O_CREAT | O_RDWR | O_TRUNC, 0644));
+    R(write(fd, "0123456789", 10));
+    F(fd2 = dup(fd));
+    R(lseek(fd2, 2, SEEK_SET));
+    R(read(fd, buf, 3));                          /* shared offset */
+    R(lseek(fd2, 0, SEEK_CUR));
+    R(dup2(fd, 20));
+    R(read(20, buf, 2));
+    R(fcntl(fd, F_DUPFD_CLOEXEC, 30) >= 30);
+    R(close(20));
+    R(close(fd2));
+    struct iovec iov[3] = {{"ab", 2}, {"", 0}, {"cde", 3}};
+    R(lseek(fd, 0, SEEK_SET));
+    R(writev(fd, iov, 3));
+    char x[2], y[4];
+    struct iovec in[2] = {{x, 2}, {y, 4}};
+    R(lseek(fd, 0, SEEK_SET));
+    R(readv(fd, in, 2));
+    printf("readv %.2s|%.4s\n", x, y);
+    R(preadv(fd, in, 2, 4));
+    printf("preadv %.2s|%.4s\n", x, y);
+    R(pwritev(fd, iov, 3, 8));
+    R(close(fd));
+    dump("dup");
+    /* fork: the child writes through the inherited descriptor */
+    F(fd = open(P(0, "fork"), O_CREAT | O_RDWR | O_TRUNC, 0644));
+    R(write(fd, "parent;", 7));
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        write(fd, "child;", 6);
+        int c = open(P(1, "forkchild"), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+        write(c, "made by child", 13);
+        close(c);
+        _exit(0);
+    }
+    int status; waitpid(pid, &status, 0);
+    R(lseek(fd, 0, SEEK_CUR));                    /* child advanced the shared offset */
+    R(write(fd, "parent2", 7));
+    R(close(fd));
+    dump("fork");
+    dump("forkchild");
+    /* exec: a shell appends to an inherited descriptor */
+    F(fd = open(P(0, "exec"), O_CREAT | O_WRONLY | O_TRUNC, 0644));
+    R(write(fd, "before\n", 7));
+    R(dup2(fd, 3) == 3 || fd == 3);
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) {
+        char *argv[] = {"sh", "-c", "echo from-exec >&3; echo second >&3", NULL};
+        execvp("sh", argv);
+        _exit(127);
+    }
+    waitpid(pid, &status, 0);
+    R(WEXITSTATUS(status));
+    R(write(fd, "after\n", 6));
+    if (fd != 3) close(3);
+    R(close(fd));
+    dump("exec");
+    /* mmap of a buffered file */
+    F(fd = open(P(0, "map"), O_CREAT | O_RDWR | O_TRUNC, 0644));
+    R(write(fd, "mapped bytes", 12));
+    char *m = mmap(NULL, 12, PROT_READ, MAP_PRIVATE, fd, 0);
+    R(m != MAP_FAILED);
+    if (m != MAP_FAILED) { printf("mmap: %.12s\n", m); munmap(m, 12); }
+    R(close(fd));
+}
+
+static void stdio_ops(void) {
+    FILE *f; char line[256];
+    R((f = fopen(P(0, "s"), "w")) != NULL);
+    if (!f) exit(1);
+    R(fprintf(f, "line %d\n", 1));
+    R(fputs("line two\n", f));
+    R(fwrite("raw\n", 1, 4, f));
+    R(ftell(f));
+    R(fileno(f) >= 0);
+    R(fclose(f));
+    R((f = fopen(P(0, "s"), "r")) != NULL);
+    while (fgets(line, sizeof line, f)) printf("fgets: %s", line);
+    R(feof(f) != 0);
+    R(ferror(f));
+    clearerr(f);
+    R(feof(f));
+    R(fseek(f, 5, SEEK_SET));
+    R(ftell(f));
+    R(fgetc(f));
+    rewind(f);
+    char *gl = NULL; size_t cap = 0;
+    R(getline(&gl, &cap, f));
+    printf("getline: %s", gl);
+    free(gl);
+    fpos_t pos;
+    R(fgetpos(f, &pos));
+    R(fread(line, 1, 4, f));
+    R(fsetpos(f, &pos));
+    R(fread(line, 1, 4, f));
+    R(fseeko(f, -4, SEEK_END));
+    R(ftello(f));
+    struct stat st;
+    R(fstat(fileno(f), &st));
+    printf("fstat(fileno) size=%lld\n", (long long)st.st_size);
+    R(fclose(f));
+    R((f = fopen(P(0, "s"), "a+")) != NULL);
+    R(fputs("appended\n", f));
+    R(fflush(f));
+    R(fseek(f, 0, SEEK_SET));
+    R(fread(line, 1, 6, f));
+    R(fclose(f));
+    R(fopen(P(0, "s"), "wx") == NULL);            /* EEXIST */
+    R(fopen(P(0, "nothere"), "r") == NULL);       /* ENOENT */
+    R((f = fopen(P(0, "s"), "r+")) != NULL);
+    R(fputs("LINE", f));
+    R(fclose(f));
+    int fd;
+    F(fd = open(P(0, "s"), O_RDONLY));
+    R((f = fdopen(fd, "r")) != NULL);
+    R(fgets(line, sizeof line, f) != NULL);
+    printf("fdopen: %s", line);
+    R(fclose(f));
+    dump("s");
+}
+
+/* exits without fclose: glibc flushes the stream at exit */
+static void exit_unflushed(void) {
+    FILE *f = fopen(P(0, "unflushed"), "w");
+    fprintf(f, "written at exit %d\n", 42);
+    exit(0);
+}
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    snprintf(dir, sizeof dir, "%s", argv[1]);
+    const char *s = argc > 2 ? argv[2] : "all";
+    if (!strcmp(s, "exit")) exit_unflushed();
+    if (!strcmp(s, "dump")) { dump(argv[3]); return 0; }
+    if (!strcmp(s, "all") || !strcmp(s, "basic")) basic();
+    if (!strcmp(s, "all") || !strcmp(s, "positional")) positional();
+    if (!strcmp(s, "all") || !strcmp(s, "append")) append_trunc();
+    if (!strcmp(s, "all") || !strcmp(s, "names")) names();
+    if (!strcmp(s, "all") || !strcmp(s, "fds")) fds();
+    if (!strcmp(s, "all") || !strcmp(s, "stdio")) stdio_ops();
+    return 0;
+}
