@@ -552,7 +552,7 @@ impl Config {
     /// * Aliases `STRATA_SOCKET`, `STRATA_LOG`, `STRATA_MODE`,
     ///   `STRATA_INCLUDE`, `STRATA_EXCLUDE`; the full name wins if both are set.
     /// * Variables with an empty value are ignored.
-    /// * Not configuration: `STRATA_CONFIG`, `STRATA_CLIENT_*`,
+    /// * Not configuration: `STRATA_CONFIG`, `STRATA_PRELOAD_LIB`, `STRATA_CLIENT_*`,
     ///   `STRATA_INTERNAL_*`, `STRATA_RUN_*` are ignored; any other unknown
     ///   `STRATA_*` variable is an error (with a "did you mean" hint).
     ///
