@@ -9,6 +9,14 @@ log() { printf '\n==> %s\n' "$*"; }
 need_apt=()
 command -v cc >/dev/null || need_apt+=(build-essential)
 command -v redis-server >/dev/null || need_apt+=(redis-server)
+# Programs the adapter tests run under `strata run` (crates/strata-cli/tests/adapter_programs.rs).
+command -v pkg-config >/dev/null || need_apt+=(pkg-config)
+command -v sqlite3 >/dev/null || need_apt+=(sqlite3)
+command -v h5dump >/dev/null || need_apt+=(hdf5-tools)
+{ [ -f /usr/include/hdf5/serial/hdf5.h ] || [ -f /usr/include/hdf5.h ]; } || need_apt+=(libhdf5-dev)
+command -v fio >/dev/null || need_apt+=(fio)
+command -v python3 >/dev/null || need_apt+=(python3)
+command -v tar >/dev/null || need_apt+=(tar)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     log "installing ${need_apt[*]}"
@@ -27,8 +35,9 @@ command -v cargo >/dev/null || { echo "cargo not found: install Rust (https://ru
 # Tests start real daemons; keep their shared memory and sockets private.
 export STRATA_LOG=${STRATA_LOG:-warn}
 
-log "build (debug, whole workspace incl. libstrata.so)"
+log "build (debug, whole workspace incl. libstrata.so and libstrata_posix.so)"
 cargo build --workspace --all-targets
+cargo build -p strata-posix
 
 log "unit, property and integration tests"
 cargo test --workspace -- --test-threads=2
