@@ -483,6 +483,27 @@ impl Client {
         Ok(())
     }
 
+    /// Names (not paths) of the files with a buffered record directly in
+    /// directory `dir` (absolute, normalised), sorted.
+    pub fn file_list_dir(&self, dir: &str) -> Result<Vec<String>> {
+        check_path(dir)?;
+        let mut out: Vec<String> = Vec::new();
+        // Bounded: every round returns ≥ 1 name or ends; names are unique and sorted.
+        loop {
+            let after = out.last().cloned().unwrap_or_default();
+            let req = Request { op: Op::FileList as u32, name_len: dir.len() as u32, name2_len: after.len() as u32, ..Request::default() };
+            let (resp, arg) = self.file_call(req, &[dir.as_bytes(), after.as_bytes()], "file list")?;
+            let names = strata_proto::wire::unpack_strings(&arg);
+            let got = names.len();
+            for n in names {
+                out.push(String::from_utf8_lossy(n).into_owned());
+            }
+            if resp.val0 == 0 || got == 0 {
+                return Ok(out);
+            }
+        }
+    }
+
     /// Sets the file size to `len` (shrinking drops bytes; growing adds zeros).
     pub fn file_truncate(&self, id: u64, len: u64) -> Result<()> {
         let req = Request { op: Op::FileTruncate as u32, bucket: id, len, ..Request::default() };

@@ -535,6 +535,15 @@ impl Poller {
                 let p = self.core.file_path(bucket)?;
                 r.arg_len = put_arg(arg_out, p.as_bytes())?;
             }
+            Op::FileList => {
+                let (names, more) = self.core.file_list(name, name2, crate::files_list::LIST_NAMES_MAX)?;
+                let (count, used) = wire::pack_strings(names.iter().map(|s| s.as_bytes()), arg_out);
+                if count == 0 && !names.is_empty() {
+                    return Err(Errno::Range);
+                }
+                r.val0 = (more || count < names.len()) as u64;
+                r.arg_len = used as u32;
+            }
             Op::Nop => {}
             Op::ChannelOpen | Op::ChannelClose => {
                 if let Some(l) = c.chans[ch as usize].lease.take() {

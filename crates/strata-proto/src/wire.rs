@@ -93,6 +93,10 @@ pub enum Op {
     FileSyncState = 59,
     /// bucket = file id -> arg = current path.
     FilePath = 60,
+    /// name = directory path, name2 = resume after this child name (empty:
+    /// from the start) -> arg = packed names (sorted) of the files with a
+    /// record directly in that directory; val0 = 1 if more follow.
+    FileList = 61,
 }
 
 impl Op {
@@ -130,6 +134,7 @@ impl Op {
             58 => FileSync,
             59 => FileSyncState,
             60 => FilePath,
+            61 => FileList,
             _ => return None,
         })
     }
