@@ -5,7 +5,8 @@
 # Usage: scripts/bench-fio.sh [--dir DIR] [--mode scratch|default|workflow]
 #                             [--size SIZE] [--size-4k SIZE] [--jobs N]
 #                             [--strata BIN] [JOB.fio ...]
-#   --dir      destination directory (default: $TMPDIR or /tmp, a fresh subdirectory)
+#   --dir      destination directory (default: $TMPDIR or /tmp, a fresh subdirectory;
+#              not under /dev, /run, /proc, /sys: the adapter never buffers those)
 #   --mode     strata mode of the buffered run (default: scratch)
 #   --size     bytes per fio job for the 1 MiB sequential jobs (default 256M)
 #   --size-4k  bytes per fio job for the 4 KiB and verify jobs (default 32M)
@@ -59,7 +60,11 @@ export FIO_SIZE=$size FIO_SIZE_4K=$size4k FIO_JOBS=$jobs
 now() { date +%s.%N; }
 echo "fio $(fio --version) — $jobs jobs, $size per 1 MiB job, $size4k per 4 KiB/verify job; direct vs strata run --mode $mode; destination $work; load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-10s %-14s %6s %12s %12s %8s\n' FILE JOB DIR 'DIRECT MiB/s' 'STRATA MiB/s' RATIO
-for f in "${files[@]}"; do
+strata=$(realpath "$strata")
+abs=()
+for f in "${files[@]}"; do abs+=("$(realpath "$f")"); done
+cd "$work"   # fio may leave state files in its working directory
+for f in "${abs[@]}"; do
   name=$(basename "$f" .fio)
   t0=$(now)
   FIO_DIR=$work/direct fio --output-format=json "$f" >"$out/$name.direct.json"
@@ -84,4 +89,7 @@ for f in "${files[@]}"; do
   done
   awk -v n="$name" -v a="$t0" -v b="$t1" -v c="$t2" 'BEGIN { printf "%-10s wall time: direct %.2f s, strata run %.2f s (including its drain and daemon start/stop)\n", n, b-a, c-b }'
   grep '^strata:' "$out/$name.strata.err" | sed "s/^/$name      /" || true
+  if grep -q '^strata: 0B written to the buffer' "$out/$name.strata.err"; then
+    echo "bench-fio: WARNING: nothing went through the buffer — is $work tracked (not under /dev, /run, the tiers or the socket directory)?" >&2
+  fi
 done

@@ -56,6 +56,10 @@ pub struct AdaptersArgs {
     /// The slow-pfs mount (default: $SLOW_PFS_ROOT/mnt, else /tmp/slow-pfs/mnt, as `slow-pfs up` mounts it).
     #[arg(long)]
     pub slow_pfs: Option<PathBuf>,
+    /// Destination of the strata setups (default: the slow-pfs mount if mounted, else a
+    /// directory under $TMPDIR or /tmp; never /dev/shm, which the adapter does not buffer).
+    #[arg(long)]
+    pub dest: Option<PathBuf>,
     /// tmpfs directory for the tmpfs baseline.
     #[arg(long, default_value = "/dev/shm")]
     pub tmpfs: PathBuf,
@@ -386,8 +390,16 @@ pub fn run(a: AdaptersArgs, _socket: &Path) -> Result<()> {
             slow_mnt.display()
         ));
     }
-    let dest_base = slow_base.clone().unwrap_or_else(|| tmpfs_base.join("dest"));
-    let dest_kind = if slow_ok { "slow-pfs" } else { "tmpfs (slow-pfs absent)" };
+    // The adapter never buffers paths under /dev (so not /dev/shm): without the
+    // slow-pfs mount the strata setups write to a directory on the temp file system.
+    let (dest_base, dest_kind) = match (&a.dest, &slow_base) {
+        (Some(d), _) => (d.join(format!("strata-bench-adapters-{pid}")), if team::is_tmpfs(d) { "tmpfs, given" } else { "given" }),
+        (None, Some(b)) => (b.clone(), "slow-pfs"),
+        (None, None) => {
+            let t = std::env::temp_dir();
+            (t.join(format!("strata-bench-adapters-{pid}")), if team::is_tmpfs(&t) { "tmpfs (slow-pfs absent)" } else { "temp dir, not tmpfs (slow-pfs absent)" })
+        }
+    };
     let setups: Vec<Setup> = ALL_SETUPS.iter().filter(|s| want_setup(s.key) && (s.how != How::SlowPfs || slow_ok)).cloned().collect();
     if setups.is_empty() {
         bail!("no setup left to run");
@@ -476,6 +488,10 @@ pub fn run(a: AdaptersArgs, _socket: &Path) -> Result<()> {
                         _ => None,
                     };
                     let tag = format!("r{rep} {} {w}", s.key);
+                    let before = match &daemon {
+                        Some((d, _)) => Some(d.status()?),
+                        None => None,
+                    };
                     let mut push = |metric: &str, value: f64, lat: Option<(f64, f64)>| {
                         samples.push(Sample {
                             setup: s.key.into(),
@@ -515,6 +531,19 @@ pub fn run(a: AdaptersArgs, _socket: &Path) -> Result<()> {
                             }
                         }
                     }
+                    // Guard: the workload must have gone through the daemon.
+                    if let (Some(b), Some((d, _))) = (&before, &daemon) {
+                        let after = d.status()?;
+                        let reqs = after.requests_total.saturating_sub(b.requests_total);
+                        let wrote = after.files.write_bytes_total.saturating_sub(b.files.write_bytes_total);
+                        let files = a.md_files * a.procs as u64;
+                        if (w.starts_with("ior") && wrote == 0) || (*w == "md" && reqs < files) {
+                            bail!(
+                                "{tag}: the workload did not go through strata ({wrote} bytes written to the buffer, {reqs} requests): is {} tracked by the adapter (not under /dev, /run, the tiers or the socket directory)?",
+                                dir.display()
+                            );
+                        }
+                    }
                     let _ = std::fs::remove_dir_all(&dir);
                     pb.inc(1);
                 }
@@ -537,6 +566,7 @@ pub fn run(a: AdaptersArgs, _socket: &Path) -> Result<()> {
     if let Some(b) = &slow_base {
         let _ = std::fs::remove_dir_all(b);
     }
+    let _ = std::fs::remove_dir_all(&dest_base);
     result?;
     let load_after = loadavg();
     let elapsed = started.elapsed().as_secs_f64();

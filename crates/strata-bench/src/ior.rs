@@ -266,10 +266,14 @@ pub fn run(a: IorArgs, socket: &Path) -> Result<()> {
         Some(m) => strata_env(socket, m, &dir)?,
     };
     let drain_socket = (a.via_strata == Some(ViaMode::Default)).then_some(socket);
+    let before = a.via_strata.map(|_| team::file_counters(socket)).transpose()?;
     let pb = spinner();
     let res = run_spec(&spec, &env, drain_socket, &pb, "ior");
     pb.finish_and_clear();
     let res = res?;
+    if let Some(b) = before {
+        team::check_went_through(socket, &b, &dir, 1)?;
+    }
     if a.json {
         println!(
             "{}",

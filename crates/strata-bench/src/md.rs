@@ -142,10 +142,14 @@ pub fn run(a: MdArgs, socket: &Path) -> Result<()> {
         None => WorkerEnv::Direct { socket: Some(socket.to_path_buf()) },
         Some(m) => strata_env(socket, m, &dir)?,
     };
+    let before = a.via_strata.map(|_| team::file_counters(socket)).transpose()?;
     let pb = spinner();
     let res = run_spec(&spec, &env, &pb, "md");
     pb.finish_and_clear();
     let res = res?;
+    if let Some(b) = before {
+        team::check_went_through(socket, &b, &dir, spec.files * spec.procs as u64)?;
+    }
     if a.json {
         println!("{}", serde_json::to_string(&serde_json::json!({"bench": "md", "how": env.describe(), "spec": spec, "result": res}))?);
         return Ok(());

@@ -438,6 +438,26 @@ pub fn ping(socket: &Path) -> bool {
     matches!(control(socket, &ControlRequest::Ping), Ok(ControlReply::Ok))
 }
 
+/// (requests_total, files.write_bytes_total) of the daemon at `socket`.
+pub fn file_counters(socket: &Path) -> Result<(u64, u64)> {
+    let st = strata_client::status(socket).map_err(|e| anyhow!("status of the daemon at {}: {e}", socket.display()))?;
+    Ok((st.requests_total, st.files.write_bytes_total))
+}
+
+/// Fails when a run through strata left no trace in the daemon: fewer than
+/// `min_requests` requests and no byte written to the buffer.
+pub fn check_went_through(socket: &Path, before: &(u64, u64), dir: &Path, min_requests: u64) -> Result<()> {
+    let after = file_counters(socket)?;
+    let (reqs, wrote) = (after.0.saturating_sub(before.0), after.1.saturating_sub(before.1));
+    if reqs < min_requests && wrote == 0 {
+        bail!(
+            "the run did not go through strata ({reqs} requests, nothing written to the buffer): is {} tracked by the adapter (not under /dev, /run, the tiers' or the socket's directory)?",
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
 /// Result of [`drain`].
 #[derive(Debug, Clone, Serialize)]
 pub struct Drain {
