@@ -352,7 +352,7 @@ struct Context_ {
     header: Vec<String>,
 }
 
-pub fn run(a: AdaptersArgs, _socket: &Path) -> Result<()> {
+pub fn run(a: AdaptersArgs, socket: &Path) -> Result<()> {
     if a.repeat == 0 || a.repeat > 100 {
         bail!("--repeat must be 1..=100");
     }
@@ -481,7 +481,8 @@ pub fn run(a: AdaptersArgs, _socket: &Path) -> Result<()> {
                             mode,
                             include: dir.clone(),
                         },
-                        _ => WorkerEnv::Direct { socket: None },
+                        // The socket only lets the workers' CLI find a running daemon instead of starting one.
+                        _ => WorkerEnv::Direct { socket: Some(socket.to_path_buf()) },
                     };
                     let drain_socket = match (s.how, &daemon) {
                         (How::Strata { mode: ViaMode::Default, .. }, Some((d, _))) => Some(d.socket.clone()),
