@@ -90,6 +90,9 @@ pub struct AdaptersArgs {
     /// Markdown tables (for BENCHMARKS.md) instead of the plain table.
     #[arg(long)]
     pub markdown: bool,
+    /// Also write the JSON document to FILE (whatever is printed).
+    #[arg(long)]
+    pub save: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -585,7 +588,7 @@ pub fn run(a: AdaptersArgs, socket: &Path) -> Result<()> {
         }
     }
     notes.push(format!("load average before {load_before}, after {load_after}; {elapsed:.0} s in all"));
-    if a.json {
+    {
         let doc = serde_json::json!({
             "bench": "adapters",
             "settings": {
@@ -600,9 +603,16 @@ pub fn run(a: AdaptersArgs, socket: &Path) -> Result<()> {
             "targets": tgts,
             "daemon_counters": daemon_counters,
             "notes": notes,
+            "command": std::env::args().collect::<Vec<_>>().join(" "),
         });
-        println!("{}", serde_json::to_string_pretty(&doc)?);
-        return Ok(());
+        let text = serde_json::to_string_pretty(&doc)?;
+        if let Some(f) = &a.save {
+            std::fs::write(f, &text).with_context(|| format!("cannot write {}", f.display()))?;
+        }
+        if a.json {
+            println!("{text}");
+            return Ok(());
+        }
     }
     if a.markdown {
         print_markdown(&ctx, &summary, &tgts, &notes);
