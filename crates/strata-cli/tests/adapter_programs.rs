@@ -35,6 +35,9 @@ fn step(sh: impl Into<String>) -> Step {
     Step { sh: sh.into(), same_stdout: true }
 }
 
+/// A check of the tracked directory at the destination (DEFAULT mode).
+type AfterCheck = Box<dyn Fn(&Path)>;
+
 struct Case {
     name: &'static str,
     /// Input files (relative path → bytes) created in both directories first.
@@ -43,7 +46,7 @@ struct Case {
     /// Files whose bytes legitimately differ between runs (checked otherwise).
     not_byte_identical: Vec<&'static str>,
     /// Extra checks after the steps (DEFAULT: at the destination after flush).
-    after_default: Option<Box<dyn Fn(&Path)>>,
+    after_default: Option<AfterCheck>,
 }
 
 impl Case {
@@ -113,7 +116,7 @@ fn run_case(case: Case, mode: Mode) {
             );
         }
     }
-    let skip = |name: &str| case.not_byte_identical.iter().any(|n| *n == name);
+    let skip = |name: &str| case.not_byte_identical.contains(&name);
     match mode {
         Mode::Default => {
             flush_wait(&x.d, &x.tracked).assert_ok(&format!("{}: strata flush --wait", case.name));
