@@ -93,6 +93,9 @@ pub struct AdaptersArgs {
     /// Also write the JSON document to FILE (whatever is printed).
     #[arg(long)]
     pub save: Option<PathBuf>,
+    /// Measure nothing: print the tables of a run saved with --save (with --markdown or --json).
+    #[arg(long)]
+    pub from: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,7 +121,7 @@ const ALL_SETUPS: [Setup; 5] = [
 const ALL_WORKLOADS: [&str; 3] = ["ior", "ior+fsync", "md"];
 
 /// One measured value.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 struct Sample {
     setup: String,
     metric: String,
@@ -355,7 +358,40 @@ struct Context_ {
     header: Vec<String>,
 }
 
+/// `--from FILE`: the tables of a saved run.
+fn render_saved(a: &AdaptersArgs, file: &Path) -> Result<()> {
+    let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let doc: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", file.display()))?;
+    if doc["bench"] != "adapters" {
+        bail!("{} is not a document saved by `strata bench adapters --save`", file.display());
+    }
+    let samples: Vec<Sample> = serde_json::from_value(doc["samples"].clone()).context("samples")?;
+    let strings = |k: &str| -> Vec<String> {
+        doc[k].as_array().map(|v| v.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default()
+    };
+    let mut header = strings("header");
+    if let Some(c) = doc["command"].as_str() {
+        header.push(format!("command: {c}"));
+    }
+    let ctx = Context_ { header };
+    let setups: Vec<Setup> = ALL_SETUPS.iter().filter(|s| samples.iter().any(|x| x.setup == s.key)).cloned().collect();
+    let summary = summarize(&samples, &setups);
+    let tgts = targets(&samples);
+    let notes = strings("notes");
+    if a.json {
+        println!("{text}");
+    } else if a.markdown {
+        print_markdown(&ctx, &summary, &tgts, &notes);
+    } else {
+        print_plain(&ctx, &summary, &tgts, &notes);
+    }
+    Ok(())
+}
+
 pub fn run(a: AdaptersArgs, socket: &Path) -> Result<()> {
+    if let Some(f) = &a.from {
+        return render_saved(&a, f);
+    }
     if a.repeat == 0 || a.repeat > 100 {
         bail!("--repeat must be 1..=100");
     }
