@@ -115,7 +115,7 @@ impl IorSpec {
         if self.transfer_size > 1 << 30 {
             bail!("--transfer-size must be ≤ 1 GiB");
         }
-        if self.block_size % self.transfer_size != 0 {
+        if self.block_size / self.transfer_size * self.transfer_size != self.block_size {
             bail!(
                 "--block-size ({}) must be a multiple of --transfer-size ({})",
                 format_size(self.block_size),
@@ -352,7 +352,7 @@ fn file_of(dir: &Path, rank: usize) -> PathBuf {
 pub fn run_worker(a: IorWorkerArgs) -> Result<()> {
     let t = a.transfer_size as usize;
     let setup = || -> Result<(Vec<u8>, Vec<u8>, Vec<u8>)> {
-        if a.procs == 0 || a.rank >= a.procs || t < 32 || a.block_size % a.transfer_size != 0 {
+        if a.procs == 0 || a.rank >= a.procs || t < 32 || a.block_size / a.transfer_size * a.transfer_size != a.block_size {
             bail!("bad worker arguments {a:?}");
         }
         let own = file_of(&a.dir, a.rank);
