@@ -71,6 +71,27 @@ pub struct OpenFlags {
     pub trunc: bool,
 }
 
+/// Outcome of `file_unlink_ex`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unlinked {
+    /// There was a buffered record.
+    pub existed: bool,
+    /// A destination file may exist for it: unlink the destination too.
+    /// (False for a file created in the buffer and never flushed.)
+    pub dest_may_exist: bool,
+    /// Still open somewhere: its bytes live on, unnamed, until closed.
+    pub still_open: bool,
+}
+
+/// Attribute changes for `file_set_attr` (None = leave as is).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SetAttr {
+    /// Permission bits.
+    pub mode: Option<u32>,
+    pub mtime_ns: Option<u64>,
+    pub atime_ns: Option<u64>,
+}
+
 /// A file record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileAttr {
@@ -155,6 +176,27 @@ fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
+/// Directories this process found to exist and be writable when it
+/// created a file in them: the next create there skips two round trips to
+/// the destination (what makes creates on a slow PFS cheap). A directory
+/// removed behind our back surfaces as a flush error, not a lost file.
+static PARENTS_OK: std::sync::Mutex<Option<std::collections::HashSet<std::path::PathBuf>>> = std::sync::Mutex::new(None);
+const PARENTS_OK_MAX: usize = 4096;
+
+fn parent_known_ok(dir: &std::path::Path) -> bool {
+    let g = PARENTS_OK.lock().unwrap_or_else(|p| p.into_inner());
+    g.as_ref().is_some_and(|s| s.contains(dir))
+}
+
+fn remember_parent_ok(dir: &std::path::Path) {
+    let mut g = PARENTS_OK.lock().unwrap_or_else(|p| p.into_inner());
+    let s = g.get_or_insert_with(Default::default);
+    if s.len() >= PARENTS_OK_MAX {
+        s.clear();
+    }
+    s.insert(dir.to_path_buf());
+}
+
 /// Looks at the destination for `FileOpen`: what is there, and may this
 /// process open it the way it asks.
 fn dest_info(path: &str, fl: OpenFlags) -> Result<WireDestInfo> {
@@ -197,6 +239,9 @@ fn dest_info(path: &str, fl: OpenFlags) -> Result<WireDestInfo> {
                 return Err(os_code(Errno::NoFile, libc::ENOENT, format!("{path}: no such file")));
             }
             let parent = std::path::Path::new(path).parent().unwrap_or(std::path::Path::new("/"));
+            if parent_known_ok(parent) {
+                return Ok(WireDestInfo::default());
+            }
             match std::fs::metadata(parent) {
                 Ok(pm) if pm.is_dir() => {}
                 Ok(_) => return Err(os_code(Errno::Inval, libc::ENOTDIR, format!("{} is not a directory", parent.display()))),
@@ -205,6 +250,7 @@ fn dest_info(path: &str, fl: OpenFlags) -> Result<WireDestInfo> {
             if let Err(e) = rustix::fs::access(parent, rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK) {
                 return Err(os_code(Errno::Inval, e.raw_os_error(), format!("{}: {e}", parent.display())));
             }
+            remember_parent_ok(parent);
             Ok(WireDestInfo::default())
         }
         Err(e) => Err(os_err(Errno::Io, &e, path.to_string())),
@@ -518,6 +564,71 @@ impl Client {
         let req = Request { op: Op::FileUnlink as u32, name_len: path.len() as u32, ..Request::default() };
         let (resp, _) = self.file_call(req, &[path.as_bytes()], "file unlink")?;
         Ok(resp.val0 == 1)
+    }
+
+    /// Unlinks the buffered record of `path` with POSIX semantics: a file
+    /// still open somewhere (by any client) stays readable and writable
+    /// through its descriptors until the last one closes.
+    pub fn file_unlink_ex(&self, path: &str) -> Result<Unlinked> {
+        check_path(path)?;
+        let req = Request { op: Op::FileUnlink as u32, name_len: path.len() as u32, ..Request::default() };
+        let (resp, _) = self.file_call(req, &[path.as_bytes()], "file unlink")?;
+        Ok(Unlinked { existed: resp.val0 == 1, dest_may_exist: resp.val1 == 1, still_open: resp.val2 == 1 })
+    }
+
+    /// This process holds file `id` open through a descriptor it inherited
+    /// (`file_open` holds implicitly). Until `file_close` or the process
+    /// ends, an unlink keeps the file's bytes.
+    pub fn file_hold(&self, id: u64) -> Result<()> {
+        let req = Request { op: Op::FileHold as u32, bucket: id, ..Request::default() };
+        self.file_call(req, &[], "file hold")?;
+        Ok(())
+    }
+
+    /// This process's last descriptor of file `id` closed.
+    pub fn file_close(&self, id: u64) -> Result<()> {
+        let req = Request { op: Op::FileClose as u32, bucket: id, ..Request::default() };
+        self.file_call(req, &[], "file close")?;
+        Ok(())
+    }
+
+    /// chmod / utimes of a buffered file (by id, or by path with `id` 0).
+    /// Returns its persist mode, or None when there is no record (the
+    /// destination is then authoritative). The flusher sets the record's
+    /// times on the destination after writing data.
+    pub fn file_set_attr(&self, id: u64, path: &str, a: SetAttr) -> Result<Option<Persist>> {
+        let mut f = 0;
+        if a.mode.is_some() {
+            f |= flags::SET_MODE;
+        }
+        if a.mtime_ns.is_some() {
+            f |= flags::SET_MTIME;
+        }
+        if a.atime_ns.is_some() {
+            f |= flags::SET_ATIME;
+        }
+        let name = if id == 0 {
+            check_path(path)?;
+            path
+        } else {
+            ""
+        };
+        let req = Request {
+            op: Op::FileSetAttr as u32,
+            flags: f,
+            bucket: id,
+            aux: a.mode.unwrap_or(0) as u64 & 0o7777,
+            offset: a.mtime_ns.unwrap_or(0),
+            len: a.atime_ns.unwrap_or(0),
+            name_len: name.len() as u32,
+            ..Request::default()
+        };
+        let (resp, _) = self.call(req, &[name.as_bytes()])?;
+        match resp.result() {
+            Ok(()) => Ok(Some(Persist::from_wire(resp.val0 as u32))),
+            Err(Errno::NoFile) => Ok(None),
+            Err(e) => Err(err(e, format!("set attributes of {path}"))),
+        }
     }
 
     /// Moves the buffered record of `from` to `to` (replacing a record

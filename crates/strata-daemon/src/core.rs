@@ -71,6 +71,8 @@ pub struct Core {
     pub start: std::time::Instant,
     /// File-model state: counters, the flusher's dirty set, backoff.
     pub files: crate::files::FileState,
+    /// Which clients hold which files open (unlink-while-open).
+    pub holds: crate::files_hold::Holders,
 }
 
 pub fn now_ns() -> u64 {
@@ -95,6 +97,7 @@ impl Core {
             deferred: HashMap::new(),
             start: std::time::Instant::now(),
             files: crate::files::FileState::default(),
+            holds: Default::default(),
         }
     }
 
@@ -631,6 +634,13 @@ impl Core {
     pub fn bucket_destroy(&mut self, bucket: BucketId) -> Result<()> {
         // A file bucket: its record goes too; an in-flight flush is cancelled.
         self.file_forget(bucket);
+        if let Some(clients) = self.holds.by_file.remove(&bucket) {
+            for c in clients {
+                if let Some(set) = self.holds.by_client.get_mut(&c) {
+                    set.remove(&bucket);
+                }
+            }
+        }
         let blobs = self.meta.bucket_destroy(bucket)?;
         for b in blobs {
             self.free_extents(&b.extents);

@@ -93,6 +93,10 @@ pub struct Job {
     pub trunc_min: Option<u64>,
     pub dest_exists: bool,
     pub mode: u32,
+    /// The record's access and modification times, set on the destination
+    /// after the data (the application's times, not the flush's).
+    pub atime_ns: u64,
+    pub mtime_ns: u64,
     pub durable: bool,
     pub urgent: bool,
     pub mod_gen: u64,
@@ -283,6 +287,11 @@ impl FlushIo {
                 bytes += self.write_page(&f, pg, &mut buf)?;
             }
             f.set_len(job.size).map_err(|e| format!("truncate to {}: {e}", job.size))?;
+            let ts = |ns: u64| rustix::fs::Timespec { tv_sec: (ns / 1_000_000_000) as i64, tv_nsec: (ns % 1_000_000_000) as _ };
+            if job.mtime_ns > 0 {
+                let times = rustix::fs::Timestamps { last_access: ts(job.atime_ns.max(1)), last_modification: ts(job.mtime_ns) };
+                rustix::fs::futimens(&f, &times).map_err(|e| format!("set times: {e}"))?;
+            }
             if job.durable {
                 f.sync_data().map_err(|e| format!("fdatasync: {e}"))?;
             }
@@ -576,6 +585,8 @@ impl Flusher {
             trunc_min: rec.trunc_min.take(),
             dest_exists: rec.dest_exists,
             mode: rec.mode,
+            atime_ns: rec.atime_ns,
+            mtime_ns: rec.mtime_ns,
             durable: std::mem::take(&mut rec.durable),
             urgent: std::mem::take(&mut rec.urgent),
             mod_gen: rec.mod_gen,

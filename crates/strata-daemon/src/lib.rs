@@ -16,6 +16,7 @@
 
 pub mod core;
 pub mod files;
+pub mod files_hold;
 pub mod files_list;
 pub mod flush;
 pub mod server;

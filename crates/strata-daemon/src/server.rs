@@ -325,6 +325,7 @@ impl Poller {
             }
             self.core.unpin_all((id, i as u32));
         }
+        self.core.file_client_gone(id);
         let _ = ShmSegment::unlink(c.seg.name());
         self.shared.clients_live.fetch_sub(1, Ordering::SeqCst);
         tracing::debug!(id, pid = c.pid, "client gone; leases and pins reclaimed");
@@ -470,6 +471,7 @@ impl Poller {
                     a.dest = WireDestInfo::read_from(&raw);
                 }
                 let id = self.core.file_open(name, &a)?;
+                self.core.file_hold(id, c.id)?;
                 let attr = self.core.file_attr(id)?;
                 r.val0 = id.0;
                 r.arg_len = put_arg(arg_out, attr.as_bytes())?;
@@ -518,7 +520,24 @@ impl Poller {
                 r.val0 = self.core.file_fill(bucket, req.offset, src, taken)? as u64;
             }
             Op::FileTruncate => self.core.file_truncate(bucket, req.len)?,
-            Op::FileUnlink => r.val0 = self.core.file_unlink(name)? as u64,
+            Op::FileUnlink => {
+                let u = self.core.file_unlink_held(name)?;
+                r.val0 = u.existed as u64;
+                r.val1 = u.dest_may_exist as u64;
+                r.val2 = u.orphaned as u64;
+            }
+            Op::FileHold => self.core.file_hold(bucket, c.id)?,
+            Op::FileClose => self.core.file_release(bucket, c.id)?,
+            Op::FileSetAttr => {
+                let id = if req.bucket == 0 { self.core.meta.file_by_path(name).ok_or(Errno::NoFile)? } else { bucket };
+                let a = crate::files_hold::SetAttr {
+                    mode: (req.flags & flags::SET_MODE != 0).then_some(req.aux as u32),
+                    mtime_ns: (req.flags & flags::SET_MTIME != 0).then_some(req.offset),
+                    atime_ns: (req.flags & flags::SET_ATIME != 0).then_some(req.len),
+                };
+                self.core.file_set_attr(id, a)?;
+                r.val0 = self.core.meta.file(id)?.persist as u64;
+            }
             Op::FileRename => r.val0 = self.core.file_rename(name, name2, req.flags & flags::DEST_INFO != 0)? as u64,
             Op::FileSync => r.val0 = self.core.file_sync(bucket)?,
             Op::FileSyncState => {

@@ -81,7 +81,9 @@ pub enum Op {
     FileFill = 54,
     /// bucket = file id, len = new size.
     FileTruncate = 55,
-    /// name = path -> val0 = 1 if a record existed.
+    /// name = path -> val0 = 1 if a record existed; val1 = 1 if a
+    /// destination file may exist (the caller unlinks it too); val2 = 1 if
+    /// the file is still open somewhere (kept, unnamed, until closed).
     FileUnlink = 56,
     /// name = from, name2 = to; flag DEST_INFO = the destination was renamed
     /// too -> val0 = 1 if a record moved.
@@ -97,6 +99,15 @@ pub enum Op {
     /// from the start) -> arg = packed names (sorted) of the files with a
     /// record directly in that directory; val0 = 1 if more follow.
     FileList = 61,
+    /// bucket = file id: the caller holds the file open (an inherited
+    /// descriptor); `FileOpen` does this implicitly.
+    FileHold = 62,
+    /// bucket = file id: the caller's last descriptor of it closed.
+    FileClose = 63,
+    /// bucket = file id, or name = path (bucket 0); flags SET_MODE (aux =
+    /// mode), SET_MTIME (offset = ns), SET_ATIME (len = ns). -> val0 = persist.
+    /// NoFile when there is no record (the destination is authoritative).
+    FileSetAttr = 64,
 }
 
 impl Op {
@@ -135,6 +146,9 @@ impl Op {
             59 => FileSyncState,
             60 => FilePath,
             61 => FileList,
+            62 => FileHold,
+            63 => FileClose,
+            64 => FileSetAttr,
             _ => return None,
         })
     }
@@ -153,11 +167,15 @@ pub mod flags {
     /// FileOpen: a `WireDestInfo` follows the names; FileRename: the
     /// destination was renamed as well.
     pub const DEST_INFO: u32 = 1 << 8;
+    /// FileSetAttr fields.
+    pub const SET_MODE: u32 = 1 << 9;
+    pub const SET_MTIME: u32 = 1 << 10;
+    pub const SET_ATIME: u32 = 1 << 11;
     /// Bits 16..20: placement policy override + 1 (0 = bucket/daemon default).
     pub const POLICY_SHIFT: u32 = 16;
     pub const POLICY_MASK: u32 = 0xF << POLICY_SHIFT;
     pub const KNOWN: u32 =
-        CREATE | EXCL | PARTIAL | APPEND | SRC_ARG | REPLACE | STATIONARY | TRUNC | DEST_INFO | POLICY_MASK;
+        CREATE | EXCL | PARTIAL | APPEND | SRC_ARG | REPLACE | STATIONARY | TRUNC | DEST_INFO | SET_MODE | SET_MTIME | SET_ATIME | POLICY_MASK;
 }
 
 /// Number of pin ids a request can release on the side (piggy-backed).

@@ -1,0 +1,222 @@
+//! Open files that outlive their name, and attribute changes.
+//!
+//! POSIX lets a process keep reading and writing a file after it was
+//! unlinked. The daemon therefore remembers which *clients* hold a file
+//! (`FileOpen` / `FileHold` add the caller, `FileClose` and the client's
+//! disconnection remove it). `FileUnlink` of a held file turns its record
+//! into an **orphan**: the bucket is renamed to a hidden name (so the path
+//! is free at once, and a new file can be created there), it is never
+//! flushed again (persist = SCRATCH), and it is destroyed when its last
+//! holder lets go. A file nobody holds is destroyed at once.
+//!
+//! **Invariant:** `holders[f]` contains c iff `held_by[c]` contains f; an
+//! orphan is never in the flusher's dirty set.
+
+use std::collections::{HashMap, HashSet};
+
+use strata_meta::{BucketId, Persist};
+use strata_proto::{Errno, Result};
+
+use crate::core::{now_ns, Core};
+
+/// Hidden bucket-name prefix of unlinked-but-open files (not a path).
+pub const ORPHAN_PREFIX: &str = "\u{1}unlinked/";
+/// Clients remembered per file; beyond this a file is simply not tracked
+/// for more holders (an orphan then lives until the remembered ones go).
+pub const HOLDERS_PER_FILE_MAX: usize = 1024;
+
+/// Who holds which file open (poller thread only).
+#[derive(Default)]
+pub struct Holders {
+    pub by_file: HashMap<BucketId, Vec<u64>>,
+    pub by_client: HashMap<u64, HashSet<BucketId>>,
+}
+
+/// Outcome of `FileUnlink`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unlinked {
+    pub existed: bool,
+    /// A destination file may exist for this record (came from there or
+    /// was flushed): the caller must unlink the destination too.
+    pub dest_may_exist: bool,
+    /// Still open somewhere: kept as an orphan until closed.
+    pub orphaned: bool,
+}
+
+/// Attribute changes of `FileSetAttr`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SetAttr {
+    pub mode: Option<u32>,
+    pub mtime_ns: Option<u64>,
+    pub atime_ns: Option<u64>,
+}
+
+impl Core {
+    /// Is bucket `id` an unlinked-but-open file?
+    pub fn file_is_orphan(&self, id: BucketId) -> bool {
+        self.meta.bucket(id).is_ok_and(|b| b.name.starts_with(ORPHAN_PREFIX))
+    }
+
+    /// `FileOpen` / `FileHold`: client `client` holds file `id`.
+    pub fn file_hold(&mut self, id: BucketId, client: u64) -> Result<()> {
+        self.meta.file(id)?;
+        let h = self.holds.by_file.entry(id).or_default();
+        if h.contains(&client) || h.len() >= HOLDERS_PER_FILE_MAX {
+            return Ok(());
+        }
+        h.push(client);
+        self.holds.by_client.entry(client).or_default().insert(id);
+        Ok(())
+    }
+
+    /// `FileClose`: client `client` no longer holds file `id` (its last
+    /// descriptor of it closed). Destroys an orphan nobody holds.
+    pub fn file_release(&mut self, id: BucketId, client: u64) -> Result<()> {
+        if let Some(set) = self.holds.by_client.get_mut(&client) {
+            set.remove(&id);
+            if set.is_empty() {
+                self.holds.by_client.remove(&client);
+            }
+        }
+        self.drop_holder(id, client);
+        Ok(())
+    }
+
+    /// A client disconnected: it holds nothing any more.
+    pub fn file_client_gone(&mut self, client: u64) {
+        let Some(files) = self.holds.by_client.remove(&client) else { return };
+        for id in files {
+            self.drop_holder(id, client);
+        }
+    }
+
+    fn drop_holder(&mut self, id: BucketId, client: u64) {
+        let empty = match self.holds.by_file.get_mut(&id) {
+            Some(h) => {
+                h.retain(|&c| c != client);
+                h.is_empty()
+            }
+            None => true,
+        };
+        if empty {
+            self.holds.by_file.remove(&id);
+            if self.file_is_orphan(id) {
+                if let Err(e) = self.bucket_destroy(id) {
+                    tracing::error!(?id, "cannot destroy an unlinked file: {e}");
+                }
+            }
+        }
+    }
+
+    /// `FileUnlink` with POSIX semantics for files still open.
+    pub fn file_unlink_held(&mut self, path: &str) -> Result<Unlinked> {
+        let Some(id) = self.meta.file_by_path(path) else {
+            return Ok(Unlinked { existed: false, dest_may_exist: false, orphaned: false });
+        };
+        let rec = self.meta.file(id)?;
+        let dest_may_exist = rec.dest_exists || rec.dest_size > 0 || rec.flushed_gen > 0;
+        let held = self.holds.by_file.get(&id).is_some_and(|h| !h.is_empty());
+        if !held {
+            self.bucket_destroy(id)?;
+            return Ok(Unlinked { existed: true, dest_may_exist, orphaned: false });
+        }
+        // Keep the bytes for the holders; free the name; never flush again.
+        self.file_forget(id);
+        let hidden = format!("{ORPHAN_PREFIX}{}", id.0);
+        self.meta.bucket_rename(id, &hidden)?;
+        let pages = self.meta.file_pages(id)?;
+        for (_, bid) in pages {
+            if let Some(b) = self.meta.blob_mut(bid) {
+                b.dirty = false;
+            }
+        }
+        let rec = self.meta.file_mut(id)?;
+        rec.persist = Persist::Scratch;
+        rec.dirty_pages.clear();
+        rec.dest_exists = false;
+        rec.ctime_ns = now_ns();
+        Ok(Unlinked { existed: true, dest_may_exist, orphaned: true })
+    }
+
+    /// `FileSetAttr`: chmod / utimes of a buffered file. The flusher
+    /// applies mode and times to the destination after each job.
+    pub fn file_set_attr(&mut self, id: BucketId, a: SetAttr) -> Result<()> {
+        let rec = self.meta.file_mut(id)?;
+        if let Some(m) = a.mode {
+            if m & !0o7777 != 0 {
+                return Err(Errno::Inval);
+            }
+            rec.mode = m;
+        }
+        if let Some(t) = a.mtime_ns {
+            rec.mtime_ns = t;
+        }
+        if let Some(t) = a.atime_ns {
+            rec.atime_ns = t;
+        }
+        rec.ctime_ns = now_ns();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::files::OpenArgs;
+    use crate::testutil::{fixture, via_lease};
+    use strata_proto::wire::WireDestInfo;
+
+    fn create(core: &mut Core, path: &str, persist: u32) -> BucketId {
+        let a = OpenArgs { create: true, mode: 0o644, persist, page_shift: 12, dest: Some(WireDestInfo::default()), ..OpenArgs::default() };
+        core.file_open(path, &a).unwrap()
+    }
+
+    #[test]
+    fn unlinked_open_file_stays_readable_until_last_close() {
+        let mut fx = fixture(64 << 20, 0, 0);
+        let core = &mut fx.core;
+        let id = create(core, "/d/f", 0);
+        core.file_hold(id, 7).unwrap();
+        core.file_hold(id, 8).unwrap();
+        via_lease(core, b"hello", |c, src, taken| c.file_write(id, Some(0), src, taken)).unwrap();
+        let u = core.file_unlink_held("/d/f").unwrap();
+        assert!(u.existed && u.orphaned);
+        assert!(core.meta.file_by_path("/d/f").is_none(), "the name is free at once");
+        assert!(!core.files.dirty.contains(&id), "an orphan is never flushed");
+        // A new file can take the name.
+        let id2 = create(core, "/d/f", 0);
+        assert_ne!(id, id2);
+        assert_eq!(core.file_attr(id).unwrap().size, 5);
+        core.file_release(id, 7).unwrap();
+        assert!(core.meta.file(id).is_ok(), "client 8 still holds it");
+        core.file_client_gone(8);
+        assert!(core.meta.file(id).is_err(), "destroyed with its last holder");
+        assert!(core.meta.file(id2).is_ok());
+        core.check().unwrap();
+        core.file_check().unwrap();
+    }
+
+    #[test]
+    fn unlink_of_unheld_file_destroys_it_and_reports_destination() {
+        let mut fx = fixture(64 << 20, 0, 0);
+        let core = &mut fx.core;
+        create(core, "/d/new", 1);
+        let u = core.file_unlink_held("/d/new").unwrap();
+        assert_eq!(u, Unlinked { existed: true, dest_may_exist: false, orphaned: false });
+        let dest = WireDestInfo { exists: 1, mode: 0o600, size: 10, ..WireDestInfo::default() };
+        core.file_open("/d/old", &OpenArgs { page_shift: 12, dest: Some(dest), ..OpenArgs::default() }).unwrap();
+        assert!(core.file_unlink_held("/d/old").unwrap().dest_may_exist);
+        assert!(!core.file_unlink_held("/d/none").unwrap().existed);
+    }
+
+    #[test]
+    fn set_attr_changes_mode_and_times() {
+        let mut fx = fixture(64 << 20, 0, 0);
+        let core = &mut fx.core;
+        let id = create(core, "/d/a", 0);
+        core.file_set_attr(id, SetAttr { mode: Some(0o755), mtime_ns: Some(42), atime_ns: None }).unwrap();
+        let a = core.file_attr(id).unwrap();
+        assert_eq!((a.mode, a.mtime_ns), (0o755, 42));
+        assert_eq!(core.file_set_attr(id, SetAttr { mode: Some(0o170000), ..SetAttr::default() }), Err(Errno::Inval));
+    }
+}
