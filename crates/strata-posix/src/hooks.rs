@@ -312,7 +312,7 @@ pub(crate) unsafe fn make_placeholder(id: u64, acc: c_int, persist: Persist, fla
     Ok(fd)
 }
 
-unsafe fn open_impl(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+unsafe fn open_impl_inner(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
     if flags & (libc::O_DIRECTORY | libc::O_PATH) == 0 {
         if let Some(t) = tracked_path(dirfd, path) {
             let mut pass = false;
@@ -331,6 +331,18 @@ unsafe fn open_impl(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uin
     let fd = real::openat(dirfd, path, flags, mode);
     if fd >= 0 {
         set_kind(fd, K_UNTRACKED);
+    }
+    fd
+}
+
+/// open/openat of a tracked path.
+unsafe fn open_impl(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+    let fd = open_impl_inner(dirfd, path, flags, mode);
+    if (0..=2).contains(&fd) {
+        // close(1); open("file") — the classic redirection
+        let e = errno();
+        crate::stdio::std_sync(fd);
+        set_errno(e);
     }
     fd
 }
@@ -404,17 +416,55 @@ pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int
 
 #[no_mangle]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
-    if crate::kind(fd) == crate::K_INTERNAL && !crate::guarded() {
+    let k = crate::kind(fd);
+    if k == crate::K_INTERNAL && !crate::guarded() {
         // the adapter's own descriptor: the application does not own it
         return 0;
     }
+    if fd <= 2 {
+        crate::stdio::std_before_change(fd);
+    }
     if fd >= 0 && (fd as usize) < crate::FD_MAX && crate::ready() && crate::own_process() {
-        if crate::debug_on() && !crate::guarded() && tracked_fd(fd).is_some() {
+        if k & crate::K_TRACKED != 0 && !crate::guarded() {
             trace!("close fd={}", fd);
+            check_bypass(fd, crate::tracked_id(fd));
         }
         set_kind(fd, K_UNTRACKED);
     }
-    real::close(fd)
+    let r = real::close(fd);
+    if fd <= 2 {
+        let e = errno();
+        crate::stdio::std_sync(fd);
+        set_errno(e);
+    }
+    r
+}
+
+/// Safety net: a placeholder's own bytes were written around the adapter
+/// (a raw system call, an unhooked libc-internal write, sendfile/splice
+/// into it...). They are not in the buffer: say so on stderr, once.
+pub(crate) unsafe fn check_bypass(fd: c_int, id: u64) {
+    let mut st: libc::stat64 = std::mem::zeroed();
+    if real::fstat64(fd, &mut st) != 0 || st.st_size <= 0 {
+        return;
+    }
+    // only a placeholder (a stale table entry must never truncate a real file)
+    let mut link = [0u8; 256];
+    match crate::path::fd_link(fd, &mut link) {
+        Some(n) if link[..n].starts_with(b"/memfd:strata:") => {}
+        _ => return,
+    }
+    let e = errno();
+    let size = st.st_size;
+    let path = crate::run_raw(None, || cl().ok().and_then(|c| c.file_path(id).ok()));
+    let msg = format!(
+        "strata-posix: warning: {size} bytes written to descriptor {fd} of {} bypassed the adapter (a raw system call or unhooked write); they are not in the buffer\n",
+        path.as_deref().unwrap_or("<unknown file>")
+    );
+    real::write(2, msg.as_ptr() as *const c_void, msg.len());
+    // warned: do not report the same bytes again through another descriptor
+    real::ftruncate64(fd, 0);
+    set_errno(e);
 }
 
 fn forget_range(first: c_uint, last: c_uint) {
@@ -434,24 +484,53 @@ fn forget_range(first: c_uint, last: c_uint) {
 
 #[no_mangle]
 pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int {
+    let std = flags & (libc::CLOSE_RANGE_CLOEXEC as c_int) == 0 && first <= 2;
+    if std {
+        for fd in first as c_int..=(last.min(2) as c_int) {
+            crate::stdio::std_before_change(fd);
+        }
+    }
     let r = real::close_range(first, last, flags);
     if r == 0 && flags & (libc::CLOSE_RANGE_CLOEXEC as c_int) == 0 {
         forget_range(first, last);
+        if std {
+            for fd in first as c_int..=(last.min(2) as c_int) {
+                crate::stdio::std_sync(fd);
+            }
+        }
     }
     r
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn closefrom(low: c_int) {
+    let low = low.max(0);
+    for fd in low..=2 {
+        crate::stdio::std_before_change(fd);
+    }
     real::closefrom(low);
-    forget_range(low.max(0) as c_uint, c_uint::MAX);
+    forget_range(low as c_uint, c_uint::MAX);
+    for fd in low..=2 {
+        crate::stdio::std_sync(fd);
+    }
+}
+
+/// After a call that made `fd` a copy of another descriptor.
+#[inline]
+unsafe fn after_dup(from: c_int, fd: c_int) {
+    copy_kind(from, fd);
+    if fd <= 2 {
+        let e = errno();
+        crate::stdio::std_sync(fd);
+        set_errno(e);
+    }
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
     let r = real::dup(fd);
     if r >= 0 {
-        copy_kind(fd, r);
+        after_dup(fd, r);
     }
     r
 }
@@ -461,9 +540,12 @@ pub unsafe extern "C" fn dup2(fd: c_int, to: c_int) -> c_int {
     if crate::kind(to) == crate::K_INTERNAL && fd != to && !crate::guarded() {
         crate::client_fd_lost();
     }
+    if to <= 2 && fd != to {
+        crate::stdio::std_before_change(to);
+    }
     let r = real::dup2(fd, to);
     if r >= 0 && fd != to {
-        copy_kind(fd, r);
+        after_dup(fd, r);
     }
     r
 }
@@ -473,9 +555,12 @@ pub unsafe extern "C" fn dup3(fd: c_int, to: c_int, fl: c_int) -> c_int {
     if crate::kind(to) == crate::K_INTERNAL && !crate::guarded() {
         crate::client_fd_lost();
     }
+    if to <= 2 && fd != to {
+        crate::stdio::std_before_change(to);
+    }
     let r = real::dup3(fd, to, fl);
     if r >= 0 {
-        copy_kind(fd, r);
+        after_dup(fd, r);
     }
     r
 }
@@ -486,7 +571,7 @@ pub unsafe extern "C" fn strata_posix_fcntl(fd: c_int, cmd: c_int, arg: c_long) 
         libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => {
             let r = real::fcntl(fd, cmd, arg);
             if r >= 0 {
-                copy_kind(fd, r);
+                after_dup(fd, r);
             }
             r
         }
@@ -1070,7 +1155,7 @@ pub unsafe extern "C" fn unlink(path: *const c_char) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
     if flags & libc::AT_REMOVEDIR != 0 {
-        return real::unlinkat(dirfd, path, flags);
+        return crate::dirs::rmdir_at(dirfd, path, flags);
     }
     match tracked_path(dirfd, path) {
         None => real::unlinkat(dirfd, path, flags),

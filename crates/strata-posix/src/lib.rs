@@ -22,6 +22,7 @@
 
 #![allow(clippy::missing_safety_doc)]
 
+mod dirs;
 mod hooks;
 mod path;
 mod real;
@@ -207,11 +208,36 @@ extern "C" fn init() {
         }
     });
     GUARD.with(|g| g.set(false));
+    if ready() {
+        // `prog > tracked-file`: stdio of inherited tracked descriptors
+        let _ = std::panic::catch_unwind(|| unsafe { stdio::std_init() });
+    }
 }
 
 #[used]
 #[link_section = ".init_array"]
 static INIT: extern "C" fn() = init;
+
+/// At exit (before glibc flushes the streams through our cookies): report
+/// placeholders that received bytes around the adapter.
+extern "C" fn fini() {
+    if !ready() || guarded() || !own_process() {
+        return;
+    }
+    let _ = std::panic::catch_unwind(|| {
+        for fd in 0..FD_MAX as c_int {
+            let k = KIND[fd as usize].load(Ordering::Acquire);
+            let k = if k == K_UNKNOWN && fd <= 2 { tracked_fd(fd).map_or(K_UNKNOWN, |_| K_TRACKED) } else { k };
+            if k & K_TRACKED != 0 {
+                unsafe { hooks::check_bypass(fd, tracked_id(fd)) };
+            }
+        }
+    });
+}
+
+#[used]
+#[link_section = ".fini_array"]
+static FINI: extern "C" fn() = fini;
 
 extern "C" fn atfork_child() {
     // The parent's client (its channels, its socket) belongs to the parent:
@@ -219,6 +245,7 @@ extern "C" fn atfork_child() {
     forget_client();
     path::CWD_LOCK.store(false, Ordering::Release);
     stdio::STREAMS_LOCK.store(false, Ordering::Release);
+    dirs::DIRS_LOCK.store(false, Ordering::Release);
 }
 
 // ---------------------------------------------------------------------------
@@ -338,6 +365,15 @@ pub(crate) fn set_tracked(fd: c_int, id: u64, acc: c_int, persist: Persist) {
 pub(crate) fn set_kind(fd: c_int, k: u8) {
     if fd >= 0 && (fd as usize) < FD_MAX {
         KIND[fd as usize].store(k, Ordering::Release);
+    }
+}
+
+/// The file id recorded for a tracked descriptor.
+pub(crate) fn tracked_id(fd: c_int) -> u64 {
+    if fd >= 0 && (fd as usize) < FD_MAX {
+        ID[fd as usize].load(Ordering::Relaxed)
+    } else {
+        0
     }
 }
 

@@ -223,3 +223,47 @@ pub fn classify_path(dirfd: c_int, path: &[u8]) -> Option<Tracked> {
     abs.as_str()?;
     Some(Tracked { abs, persist, page_bytes })
 }
+
+/// Whether `path` (relative to `dirfd`) names a directory that may hold
+/// buffered files: the directory itself is under an include prefix (or is
+/// one), under no exclude/never prefix, and its mode is not BYPASS.
+/// Allocation-free; None in the same cases as [`tracked_path`].
+pub fn tracked_dir(dirfd: c_int, path: *const c_char) -> Option<AbsPath> {
+    if path.is_null() || !crate::ready() || crate::guarded() || crate::connect_failed() {
+        return None;
+    }
+    let abs = resolve(dirfd, crate::c_str(path))?;
+    tracked_dir_abs(abs)
+}
+
+/// [`tracked_dir`] for an absolute path already resolved.
+pub fn tracked_dir_abs(abs: AbsPath) -> Option<AbsPath> {
+    let st = crate::state();
+    let p = abs.bytes();
+    if !st.include.iter().any(|i| under(p, i)) || st.exclude.iter().any(|e| under(p, e)) || st.never.iter().any(|n| under(p, n)) {
+        return None;
+    }
+    let (mode, _) = st.adapter.settings_for(abs.as_path());
+    crate::persist_for(mode)?;
+    abs.as_str()?;
+    Some(abs)
+}
+
+/// The directory a descriptor refers to (its /proc link), if tracked.
+pub fn tracked_dir_fd(fd: c_int) -> Option<AbsPath> {
+    if !crate::ready() || crate::guarded() || crate::connect_failed() {
+        return None;
+    }
+    let mut b = [0u8; PATH_BYTES];
+    let n = fd_link(fd, &mut b)?;
+    let link = &b[..n];
+    if !link.starts_with(b"/") || link.ends_with(b" (deleted)") {
+        return None;
+    }
+    let mut a = AbsPath::new();
+    if !a.push(link) {
+        return None;
+    }
+    a.fix_root();
+    tracked_dir_abs(a)
+}

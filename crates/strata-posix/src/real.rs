@@ -110,6 +110,17 @@ reals! {
     dl fn fclose(f: *mut FILE) -> c_int;
     dl fn fileno(f: *mut FILE) -> c_int;
     dl fn fileno_unlocked(f: *mut FILE) -> c_int;
+    sys fn rmdir(path: *const c_char) -> c_int = sc!(c_int, libc::SYS_unlinkat, libc::AT_FDCWD, path, libc::AT_REMOVEDIR);
+    dl fn opendir(path: *const c_char) -> *mut libc::DIR;
+    dl fn fdopendir(fd: c_int) -> *mut libc::DIR;
+    dl fn readdir64(d: *mut libc::DIR) -> *mut libc::dirent64;
+    dl fn readdir64_r(d: *mut libc::DIR, e: *mut libc::dirent64, res: *mut *mut libc::dirent64) -> c_int;
+    dl fn closedir(d: *mut libc::DIR) -> c_int;
+    dl fn rewinddir(d: *mut libc::DIR) -> ();
+    dl fn seekdir(d: *mut libc::DIR, loc: c_long) -> ();
+    dl fn telldir(d: *mut libc::DIR) -> c_long;
+    dl fn scandir64(path: *const c_char, list: *mut *mut *mut libc::dirent64, filter: usize, compar: usize) -> c_int;
+    dl fn scandirat64(dirfd: c_int, path: *const c_char, list: *mut *mut *mut libc::dirent64, filter: usize, compar: usize) -> c_int;
 }
 
 static open_p: AtomicUsize = AtomicUsize::new(0);

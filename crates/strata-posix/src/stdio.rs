@@ -7,7 +7,7 @@
 //! FILE* → descriptor table because a cookie stream has none of its own.
 
 use std::os::raw::{c_char, c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 
 use libc::{off64_t, size_t, ssize_t, FILE};
 
@@ -35,6 +35,8 @@ extern "C" {
 struct Cookie {
     fd: c_int,
     buf: *mut c_char,
+    /// The stream itself (set right after fopencookie).
+    file: *mut FILE,
 }
 
 // FILE* → fd of the cookie streams (a spin lock; reset in a fork child).
@@ -90,6 +92,14 @@ unsafe extern "C" fn ck_seek(c: *mut c_void, off: *mut off64_t, whence: c_int) -
 
 unsafe extern "C" fn ck_close(c: *mut c_void) -> c_int {
     let ck = Box::from_raw(c as *mut Cookie);
+    if ck.fd < 0 {
+        // a retired standard stream: its descriptor is not ours to close
+        if !ck.buf.is_null() {
+            libc::free(ck.buf as *mut c_void);
+        }
+        return 0;
+    }
+    std_closing(ck.fd, ck.file);
     let r = hooks::close(ck.fd);
     let e = errno();
     if !ck.buf.is_null() {
@@ -123,22 +133,33 @@ fn mode_flags(mode: &[u8]) -> Option<(c_int, &'static [u8])> {
 
 /// Wraps the tracked descriptor `fd` in a cookie stream (which owns it).
 unsafe fn make_stream(fd: c_int, cmode: &[u8]) -> *mut FILE {
-    let ck = Box::into_raw(Box::new(Cookie { fd, buf: std::ptr::null_mut() }));
+    make_stream_buf(fd, cmode, libc::_IOFBF).0
+}
+
+/// `make_stream` with a buffering mode (`_IOFBF` or `_IONBF`); also returns
+/// the cookie.
+unsafe fn make_stream_buf(fd: c_int, cmode: &[u8], buffering: c_int) -> (*mut FILE, *mut Cookie) {
+    let ck = Box::into_raw(Box::new(Cookie { fd, buf: std::ptr::null_mut(), file: std::ptr::null_mut() }));
     let io = CookieIo { read: Some(ck_read), write: Some(ck_write), seek: Some(ck_seek), close: Some(ck_close) };
     let f = fopencookie(ck as *mut c_void, cmode.as_ptr() as *const c_char, io);
     if f.is_null() {
         let e = errno();
         drop(Box::from_raw(ck));
         set_errno(e);
-        return f;
+        return (f, std::ptr::null_mut());
     }
-    let buf = libc::malloc(STREAM_BUF) as *mut c_char;
-    if !buf.is_null() {
-        (*ck).buf = buf;
-        libc::setvbuf(f, buf, libc::_IOFBF, STREAM_BUF);
+    (*ck).file = f;
+    if buffering == libc::_IONBF {
+        libc::setvbuf(f, std::ptr::null_mut(), libc::_IONBF, 0);
+    } else {
+        let buf = libc::malloc(STREAM_BUF) as *mut c_char;
+        if !buf.is_null() {
+            (*ck).buf = buf;
+            libc::setvbuf(f, buf, libc::_IOFBF, STREAM_BUF);
+        }
     }
     with_streams(|s| s.push((f as usize, fd)));
-    f
+    (f, ck)
 }
 
 unsafe fn fopen_tracked(path: *const c_char, mode: *const c_char) -> Option<*mut FILE> {
@@ -266,5 +287,134 @@ pub unsafe extern "C" fn fileno_unlocked(f: *mut FILE) -> c_int {
     match stream_fd(f) {
         Some(fd) => fd,
         None => real::fileno_unlocked(f),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Standard streams on tracked descriptors
+//
+// `prog > file` under a shell: the shell opens the tracked file (a memfd
+// placeholder), moves it onto descriptor 1 and execs `prog`, whose stdio
+// then writes with glibc's internal write straight into the placeholder,
+// seen by no hook. So whenever descriptor 0, 1 or 2 is a tracked
+// placeholder — at start-up, and after open/dup2/dup3/dup/close change
+// them — the matching `stdin`/`stdout`/`stderr` variable is pointed at a
+// cookie stream on that descriptor (buffered like glibc would for a file:
+// stdin and stdout fully, stderr not at all). glibc flushes it at exit like
+// any stream. When the descriptor stops being tracked, the cookie stream is
+// flushed (before the change), retired and the original stream restored.
+
+#[allow(clippy::declare_interior_mutable_const)]
+const NULL_FILE: AtomicPtr<FILE> = AtomicPtr::new(std::ptr::null_mut());
+#[allow(clippy::declare_interior_mutable_const)]
+const NULL_CK: AtomicPtr<Cookie> = AtomicPtr::new(std::ptr::null_mut());
+/// Our cookie stream installed as stdin/stdout/stderr, per descriptor.
+static STD_COOKIE: [AtomicPtr<FILE>; 3] = [NULL_FILE; 3];
+static STD_CK: [AtomicPtr<Cookie>; 3] = [NULL_CK; 3];
+/// The stream the variable held before (glibc's own).
+static STD_ORIG: [AtomicPtr<FILE>; 3] = [NULL_FILE; 3];
+/// Bit fd set while STD_COOKIE[fd] is installed.
+static STD_ACTIVE: AtomicU8 = AtomicU8::new(0);
+
+unsafe fn std_var(fd: c_int) -> *mut *mut FILE {
+    match fd {
+        0 => std::ptr::addr_of_mut!(stdin),
+        1 => std::ptr::addr_of_mut!(stdout),
+        _ => std::ptr::addr_of_mut!(stderr),
+    }
+}
+
+#[inline]
+fn std_applicable(fd: c_int) -> bool {
+    (0..=2).contains(&fd) && crate::ready() && !crate::guarded() && crate::own_process()
+}
+
+/// Before descriptor `fd` (0–2) is closed or replaced: our stream on it
+/// writes out what it holds while the descriptor still is the file.
+pub(crate) unsafe fn std_before_change(fd: c_int) {
+    if fd < 1 || fd > 2 || STD_ACTIVE.load(Ordering::Acquire) & (1 << fd) == 0 || !std_applicable(fd) {
+        return;
+    }
+    let ck = STD_COOKIE[fd as usize].load(Ordering::Acquire);
+    if !ck.is_null() && *std_var(fd) == ck {
+        libc::fflush(ck);
+    }
+}
+
+/// After descriptor `fd` (0–2) may have changed: install or retire our
+/// stream so that the variable matches what the descriptor is.
+pub(crate) unsafe fn std_sync(fd: c_int) {
+    if !std_applicable(fd) {
+        return;
+    }
+    let active = STD_ACTIVE.load(Ordering::Acquire) & (1 << fd) != 0;
+    let t = crate::tracked_fd(fd);
+    let var = std_var(fd);
+    let i = fd as usize;
+    match t {
+        Some(t) => {
+            // already ours (the cookie addresses the descriptor by number),
+            // or the program installed a stream of its own (freopen, fdopen)
+            if active || stream_fd(*var) == Some(fd) {
+                return;
+            }
+            let cmode: &[u8] = match t.acc {
+                libc::O_RDONLY => b"r\0",
+                libc::O_WRONLY => b"w\0",
+                _ => b"r+\0",
+            };
+            let buffering = if fd == 2 { libc::_IONBF } else { libc::_IOFBF };
+            let (f, ck) = make_stream_buf(fd, cmode, buffering);
+            if f.is_null() {
+                return;
+            }
+            if !active {
+                STD_ORIG[i].store(*var, Ordering::Release);
+            }
+            STD_COOKIE[i].store(f, Ordering::Release);
+            STD_CK[i].store(ck, Ordering::Release);
+            STD_ACTIVE.fetch_or(1 << fd, Ordering::AcqRel);
+            *var = f;
+            trace!("std stream {} now goes through the adapter (id={:x})", fd, t.id);
+        }
+        None => {
+            if !active {
+                return;
+            }
+            let f = STD_COOKIE[i].swap(std::ptr::null_mut(), Ordering::AcqRel);
+            let ck = STD_CK[i].swap(std::ptr::null_mut(), Ordering::AcqRel);
+            STD_ACTIVE.fetch_and(!(1 << fd), Ordering::AcqRel);
+            if *var == f {
+                *var = STD_ORIG[i].load(Ordering::Acquire);
+            }
+            if !ck.is_null() && !f.is_null() {
+                // the descriptor belongs to someone else now: never close it
+                (*ck).fd = -1;
+                fclose(f);
+            }
+            trace!("std stream {} restored", fd);
+        }
+    }
+}
+
+/// A cookie stream is being closed (fclose): if it is one of the standard
+/// streams, forget it and point the variable back at the original stream.
+unsafe fn std_closing(fd: c_int, f: *mut FILE) {
+    if !(0..=2).contains(&fd) || f.is_null() || STD_COOKIE[fd as usize].load(Ordering::Acquire) != f {
+        return;
+    }
+    STD_COOKIE[fd as usize].store(std::ptr::null_mut(), Ordering::Release);
+    STD_CK[fd as usize].store(std::ptr::null_mut(), Ordering::Release);
+    STD_ACTIVE.fetch_and(!(1 << fd), Ordering::AcqRel);
+    let var = std_var(fd);
+    if *var == f {
+        *var = STD_ORIG[fd as usize].load(Ordering::Acquire);
+    }
+}
+
+/// Start-up: standard descriptors inherited as tracked placeholders.
+pub(crate) unsafe fn std_init() {
+    for fd in 0..=2 {
+        std_sync(fd);
     }
 }

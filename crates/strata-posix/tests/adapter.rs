@@ -265,3 +265,121 @@ os.close(fd)
     // read without the adapter: fsync returned only once the bytes were there
     assert_eq!(std::fs::read(t.join("durable")).unwrap(), b"durable".repeat(1000));
 }
+
+/// Programs whose standard streams are tracked files they inherited over
+/// exec (`prog > file`): their stdio writes must reach the buffer.
+const STDIO_SCRIPT: &str = r#"
+set -e
+seq 1 100000 > seq.txt
+/usr/bin/printf '%s\n' alpha beta gamma > printf.txt
+python3 -c 'print("py" * 1000)' > py.txt
+seq 1000 -1 1 > unsorted
+sort unsorted > sorted.txt
+sort < unsorted > sorted2.txt
+mkdir tdir
+seq 1 500 > tdir/a
+echo b > tdir/b
+tar --sort=name --mtime=2020-01-01 --owner=0 --group=0 --numeric-owner -cf - tdir > out.tar
+cat seq.txt printf.txt > cat.txt
+exec 3> fd3.txt
+echo x >&3
+/usr/bin/printf 'y\n' >&3
+exec 3>&-
+"$OPS" "$PWD" stdout-exit > exit.txt 2> exit.err
+"$OPS" "$PWD" stdout-return > return.txt 2> return.err
+"#;
+
+const STDIO_FILES: &[&str] = &[
+    "seq.txt", "printf.txt", "py.txt", "sorted.txt", "sorted2.txt", "out.tar", "cat.txt", "fd3.txt", "exit.txt", "exit.err", "return.txt", "return.err",
+];
+
+fn sha256_lines(out: &str) -> Vec<String> {
+    out.lines().map(|l| l.to_string()).collect()
+}
+
+fn inherited_stdio(mode: &str) {
+    let d = Daemon::start();
+    let w = dirs();
+    let plain = ok(Command::new("sh").arg("-c").arg(STDIO_SCRIPT).env("OPS", &w.bin).current_dir(&w.plain).output().unwrap(), "script untracked");
+    assert_eq!(plain, "");
+    let o = d.cmd("sh", &w.tracked, mode).arg("-c").arg(STDIO_SCRIPT).env("OPS", &w.bin).current_dir(&w.tracked).output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    ok(o, "script under the adapter");
+    assert!(!stderr.contains("strata-posix"), "adapter warnings:\n{stderr}");
+    let want = ok(Command::new("sha256sum").args(STDIO_FILES).current_dir(&w.plain).output().unwrap(), "sha256sum untracked");
+    // read back through the adapter (SCRATCH files exist only in the buffer)
+    let got = ok(d.cmd("sha256sum", &w.tracked, mode).args(STDIO_FILES).current_dir(&w.tracked).output().unwrap(), "sha256sum tracked");
+    assert_eq!(sha256_lines(&got), sha256_lines(&want));
+    assert!(std::fs::metadata(w.plain.join("exit.txt")).unwrap().len() > 400_000);
+    if mode == "scratch" {
+        assert_eq!(entries(&w.tracked), vec!["tdir".to_string()], "SCRATCH files appeared at the destination");
+    }
+}
+
+#[test]
+fn inherited_stdio_streams_scratch() {
+    inherited_stdio("scratch");
+}
+
+#[test]
+fn inherited_stdio_streams_default() {
+    inherited_stdio("default");
+}
+
+#[test]
+fn bytes_written_around_the_adapter_are_reported() {
+    let d = Daemon::start();
+    let w = dirs();
+    let o = d.cmd(&w.bin, &w.tracked, "scratch").arg(&w.tracked).arg("bypass").output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    ok(o, "bypass");
+    for name in ["bypassed", "bypassed-open"] {
+        let p = format!("{}/{name} ", w.tracked.display());
+        assert!(stderr.lines().any(|l| l.contains("bypassed the adapter") && l.contains(&p)), "no warning for {name}:\n{stderr}");
+    }
+}
+
+/// Listings of directories holding files that exist only in the buffer.
+const DIR_SCRIPT: &str = r#"
+mkdir -p d/sub d/empty
+echo 1 > d/a
+echo 2 > d/sub/b
+echo 3 > d/c
+ls d
+ls -R d
+find d | sort
+python3 -c '
+import os
+print(sorted(os.listdir("d")))
+print(sorted(e.name for e in os.scandir("d")), sorted(e.name for e in os.scandir("d") if e.is_file()))
+print(sorted((r, sorted(ds), sorted(fs)) for r, ds, fs in os.walk("d")))
+'
+tar cf - d | tar tf - | sort
+cp -r d d2
+diff -r d d2 && echo same
+mkdir x && tar cf - d | (cd x && tar xf -) && diff -r d x/d && echo extracted
+rmdir d/sub || echo rmdir refused
+rm -r d d2 x
+ls
+"#;
+
+fn dir_listings(mode: &str) {
+    let d = Daemon::start();
+    let w = dirs();
+    let want = Command::new("sh").arg("-c").arg(DIR_SCRIPT).current_dir(&w.plain).output().unwrap();
+    let got = d.cmd("sh", &w.tracked, mode).arg("-c").arg(DIR_SCRIPT).current_dir(&w.tracked).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&got.stdout), String::from_utf8_lossy(&want.stdout));
+    assert_eq!(String::from_utf8_lossy(&got.stderr), String::from_utf8_lossy(&want.stderr));
+    assert!(String::from_utf8_lossy(&want.stdout).contains("extracted"));
+    assert_eq!(entries(&w.tracked), Vec::<String>::new());
+}
+
+#[test]
+fn directory_listings_include_buffered_files_scratch() {
+    dir_listings("scratch");
+}
+
+#[test]
+fn directory_listings_include_buffered_files_default() {
+    dir_listings("default");
+}

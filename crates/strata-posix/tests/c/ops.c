@@ -3,13 +3,16 @@
  * tracked directory under the adapter and once on an untracked twin: the
  * outputs must be identical.  Usage: ops DIR [SCENARIO] */
 #define _GNU_SOURCE
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations" /* readdir_r */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -329,6 +332,136 @@ static void stdio_ops(void) {
     dump("s");
 }
 
+
+/* stdout re-pointed at a tracked file with dup2 and back (bash builtins,
+ * programs redirecting themselves): stdio must follow the descriptor */
+static void std_redirect(void) {
+    int fd, save;
+    fflush(stdout);
+    F(save = dup(1));
+    F(fd = open(P(0, "redir"), O_CREAT | O_WRONLY | O_TRUNC, 0644));
+    dup2(fd, 1);
+    printf("redirected %d\n", 7);
+    fputs("via fputs\n", stdout);
+    fflush(stdout);
+    dup2(save, 1);
+    close(save);
+    R(close(fd));
+    printf("back on the original stdout\n");
+    /* close(1) + open: the new file gets descriptor 1 */
+    fflush(stdout);
+    F(save = dup(1));
+    close(1);
+    F(fd = open(P(0, "redir2"), O_CREAT | O_WRONLY | O_TRUNC, 0644));
+    printf("lowest descriptor %d\n", fd);
+    fflush(stdout);
+    dup2(save, 1);
+    close(save);
+    dump("redir");
+    dump("redir2");
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* names of DIR's entries through readdir, sorted, on one line */
+static void list(const char *what, DIR *d) {
+    char *names[256]; int n = 0; struct dirent *e;
+    while ((e = readdir(d)) && n < 256) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        names[n++] = strdup(e->d_name);
+    }
+    qsort(names, n, sizeof names[0], cmp_str);
+    printf("%s:", what);
+    for (int i = 0; i < n; i++) { printf(" %s", names[i]); free(names[i]); }
+    printf("\n");
+}
+
+static int not_dots(const struct dirent *e) { return strcmp(e->d_name, ".") && strcmp(e->d_name, ".."); }
+
+/* directory listings include files that exist only in the buffer */
+static void dirs(void) {
+    int fd; DIR *d; struct dirent *e;
+    R(mkdir(P(0, "dl"), 0755));
+    R(mkdir(P(0, "dl/sub"), 0755));
+    const char *files[] = {"dl/f1", "dl/f2", "dl/sub/g", "dl/f3"};
+    for (int i = 0; i < 4; i++) {
+        F(fd = open(P(0, files[i]), O_CREAT | O_WRONLY | O_TRUNC, 0644));
+        R(write(fd, "x", 1));
+        R(close(fd));
+    }
+    R((d = opendir(P(0, "dl"))) != NULL);
+    list("readdir", d);
+    rewinddir(d);
+    list("after rewinddir", d);
+    rewinddir(d);
+    long start = telldir(d);
+    int count = 0;
+    while ((e = readdir(d))) count++;
+    printf("entries with dots: %d\n", count);
+    seekdir(d, start);
+    list("after seekdir", d);
+    R(closedir(d));
+    /* a buffered file's type and inode as readdir reports them */
+    R((d = opendir(P(0, "dl"))) != NULL);
+    while ((e = readdir(d)))
+        if (!strcmp(e->d_name, "f2")) printf("f2: d_type=%d\n", e->d_type);
+    R(closedir(d));
+    /* readdir_r */
+    R((d = opendir(P(0, "dl/sub"))) != NULL);
+    struct dirent ent, *res; int n = 0;
+    while (readdir_r(d, &ent, &res) == 0 && res)
+        if (strcmp(ent.d_name, ".") && strcmp(ent.d_name, "..")) { printf("readdir_r: %s\n", ent.d_name); n++; }
+    R(n);
+    R(closedir(d));
+    /* fdopendir (fts, find, rm -r) */
+    int dfd;
+    F(dfd = open(P(0, "dl"), O_RDONLY | O_DIRECTORY));
+    R((d = fdopendir(dfd)) != NULL);
+    list("fdopendir", d);
+    R(closedir(d));
+    /* scandir (glibc's own readdir loop) */
+    struct dirent **nl;
+    n = scandir(P(0, "dl"), &nl, not_dots, alphasort);
+    R(n);
+    for (int i = 0; i < n; i++) { printf("scandir: %s type=%d\n", nl[i]->d_name, nl[i]->d_type); free(nl[i]); }
+    if (n >= 0) free(nl);
+    /* rmdir of a directory holding only buffered files */
+    R(rmdir(P(0, "dl/sub")));                     /* ENOTEMPTY */
+    R(unlinkat(AT_FDCWD, P(0, "dl/sub"), AT_REMOVEDIR)); /* ENOTEMPTY */
+    R(unlink(P(0, "dl/sub/g")));
+    R(rmdir(P(0, "dl/sub")));
+    R((d = opendir(P(0, "dl"))) != NULL);
+    list("after rmdir", d);
+    R(closedir(d));
+    R(rename(P(0, "dl/f3"), P(1, "dl/f4")));
+    R((d = opendir(P(0, "dl"))) != NULL);
+    list("after rename", d);
+    R(closedir(d));
+    R(unlink(P(0, "dl/f1")));
+    R(unlink(P(0, "dl/f2")));
+    R(unlink(P(0, "dl/f4")));
+    R(rmdir(P(0, "dl")));
+    R(opendir(P(0, "dl")) == NULL ? -1 : 0);      /* ENOENT */
+}
+
+/* stdout is a tracked file (sh -c 'ops DIR stdout-exit > FILE'): glibc
+ * flushes it at exit, through the adapter */
+static void stdout_lines(void) {
+    for (int i = 0; i < 20000; i++) printf("line %d of stdout\n", i);
+    fputs("stderr unbuffered\n", stderr);
+    fwrite("partial", 1, 7, stdout);
+}
+
+/* bytes written around the adapter (a raw system call) are reported */
+static void bypass(void) {
+    int fd = open(P(0, "bypassed"), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    syscall(SYS_write, fd, "raw", 3);
+    close(fd);
+    fd = open(P(0, "bypassed-open"), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    syscall(SYS_write, fd, "raw", 3);
+    exit(0);
+}
+
 /* exits without fclose: glibc flushes the stream at exit */
 static void exit_unflushed(void) {
     FILE *f = fopen(P(0, "unflushed"), "w");
@@ -337,9 +470,12 @@ static void exit_unflushed(void) {
 }
 
 int main(int argc, char **argv) {
-    setvbuf(stdout, NULL, _IOLBF, 0);
     snprintf(dir, sizeof dir, "%s", argv[1]);
     const char *s = argc > 2 ? argv[2] : "all";
+    if (!strcmp(s, "stdout-exit")) { stdout_lines(); exit(0); }
+    if (!strcmp(s, "stdout-return")) { stdout_lines(); return 0; }
+    if (!strcmp(s, "bypass")) bypass();
+    setvbuf(stdout, NULL, _IOLBF, 0);
     if (!strcmp(s, "exit")) exit_unflushed();
     if (!strcmp(s, "dump")) { dump(argv[3]); return 0; }
     if (!strcmp(s, "all") || !strcmp(s, "basic")) basic();
@@ -348,5 +484,7 @@ int main(int argc, char **argv) {
     if (!strcmp(s, "all") || !strcmp(s, "names")) names();
     if (!strcmp(s, "all") || !strcmp(s, "fds")) fds();
     if (!strcmp(s, "all") || !strcmp(s, "stdio")) stdio_ops();
+    if (!strcmp(s, "all") || !strcmp(s, "redirect")) std_redirect();
+    if (!strcmp(s, "all") || !strcmp(s, "dirs")) dirs();
     return 0;
 }
