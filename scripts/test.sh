@@ -69,6 +69,19 @@ log "benchmark smoke runs (figures are not asserted)"
 cargo build --release -p strata-cli
 target/release/strata --config "$tmp/strata.yaml" bench kv --sizes 4KiB,1MiB --threads 1 --procs 1 --seconds 1
 target/release/strata --config "$tmp/strata.yaml" bench ycsb --workloads a,c --records 10000 --ops 20000 --threads 2 --vs-redis --repeat 1
+
+log "file benchmark smoke runs: ior / md directly and through the adapter (figures are not asserted)"
+bdir=$(mktemp -d)   # outside $tmp: the adapter never buffers the socket's directory
+S="target/debug/strata --config $tmp/strata.yaml"
+$S bench ior --dir "$bdir/ior" --procs 2 --block-size 4MiB --transfer-size 1MiB --verify full
+$S bench ior --dir "$bdir/ior" --procs 2 --block-size 1MiB --transfer-size 64KiB --fsync
+$S bench md  --dir "$bdir/md"  --procs 2 --files 50 --write-bytes 4KiB
+$S bench ior --dir "$bdir/via" --via-strata scratch  --procs 2 --block-size 4MiB --verify full
+$S bench ior --dir "$bdir/via" --via-strata default  --procs 2 --block-size 2MiB --transfer-size 256KiB --fsync
+$S bench ior --dir "$bdir/via" --via-strata workflow --procs 2 --block-size 2MiB
+$S bench md  --dir "$bdir/via-md" --via-strata default --procs 2 --files 50 --write-bytes 4KiB
+$S bench adapters --repeat 1 --block-size 4MiB --md-files 20 --setups tmpfs,scratch-ram,default-ram,default-ram+disk
+rm -rf "$bdir"
 target/debug/strata --config "$tmp/strata.yaml" daemon stop
 
 log "all tests passed"

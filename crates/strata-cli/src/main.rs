@@ -273,7 +273,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Cmd::Bench { cmd } => {
             let cfg = load_config(cfg_path.as_deref())?;
-            let guard = daemonctl::ensure_daemon(cfg_path.as_deref(), &cfg)?;
+            // Benches that start their own daemons (or run directly on a
+            // directory) do not need one here.
+            let guard = if cmd.needs_daemon() { Some(daemonctl::ensure_daemon(cfg_path.as_deref(), &cfg)?) } else { None };
             let res = strata_bench::run(cmd, &cfg.resolved_socket_path());
             drop(guard);
             res?;
