@@ -5,7 +5,7 @@
 use std::os::raw::{c_char, c_int, c_long, c_uint, c_void};
 
 use libc::{iovec, mode_t, off64_t, size_t, ssize_t};
-use strata_client::file::{FileAttr, OpenFlags, Persist};
+use strata_client::file::{FileAttr, OpenFlags, Persist, SetAttr};
 use strata_client::{Client, Errno};
 
 use crate::path::{tracked_path, Tracked};
@@ -901,19 +901,38 @@ pub unsafe extern "C" fn posix_fallocate64(fd: c_int, off: off64_t, len: off64_t
 // stat family
 
 /// stat of a tracked path: the record if there is one, else `fallback`
-/// (the destination).
-unsafe fn stat_tracked(t: &Tracked, fallback: impl FnOnce() -> c_int, fill: impl FnOnce(&FileAttr)) -> Result<c_int, c_int> {
+/// (the destination). A regular file at the destination gets its record
+/// made now (as an open would), so that a stat by path and an fstat of the
+/// opened file report the same identity (st_dev/st_ino): cp, for one,
+/// refuses to copy a file whose identity changed between the two.
+unsafe fn stat_tracked(t: &Tracked, fallback: impl FnOnce() -> c_int, is_reg: impl FnOnce() -> bool, fill: impl FnOnce(&FileAttr)) -> Result<c_int, c_int> {
     let c = match cl() {
         Ok(c) => c,
         Err(_) => return cvt(fallback()),
     };
-    match c.file_stat_path(t.abs.as_str().ok_or(libc::EINVAL)?).map_err(os)? {
+    let p = t.abs.as_str().ok_or(libc::EINVAL)?;
+    match c.file_stat_path(p).map_err(os)? {
         Some(a) => {
             fill(&a);
-            trace!("stat {} -> size {}", t.abs.as_str().unwrap_or(""), a.size);
+            trace!("stat {} -> size {}", p, a.size);
             Ok(0)
         }
-        None => cvt(fallback()),
+        None => {
+            let r = cvt(fallback())?;
+            if !is_reg() {
+                return Ok(r);
+            }
+            match c.file_open(p, OpenFlags::default(), 0, t.persist, t.page_bytes) {
+                Ok(a) => {
+                    // the open's implicit hold is not a descriptor of ours
+                    let _ = c.file_close(a.id);
+                    fill(&a);
+                    trace!("stat {} -> record made from the destination, size {}", p, a.size);
+                }
+                Err(e) => trace!("stat {}: no record ({}), destination answers", p, e),
+            }
+            Ok(r)
+        }
     }
 }
 
@@ -933,7 +952,7 @@ pub unsafe extern "C" fn stat(path: *const c_char, buf: *mut libc::stat64) -> c_
 pub unsafe extern "C" fn stat64(path: *const c_char, buf: *mut libc::stat64) -> c_int {
     match tracked_path(libc::AT_FDCWD, path) {
         None => real::stat64(path, buf),
-        Some(t) => run(|| stat_tracked(&t, || real::stat64(path, buf), |a| fill_stat(a, buf))),
+        Some(t) => run(|| stat_tracked(&t, || real::stat64(path, buf), || ((*buf).st_mode & libc::S_IFMT) == libc::S_IFREG, |a| fill_stat(a, buf))),
     }
 }
 
@@ -946,7 +965,7 @@ pub unsafe extern "C" fn lstat(path: *const c_char, buf: *mut libc::stat64) -> c
 pub unsafe extern "C" fn lstat64(path: *const c_char, buf: *mut libc::stat64) -> c_int {
     match tracked_path(libc::AT_FDCWD, path) {
         None => real::lstat64(path, buf),
-        Some(t) => run(|| stat_tracked(&t, || real::lstat64(path, buf), |a| fill_stat(a, buf))),
+        Some(t) => run(|| stat_tracked(&t, || real::lstat64(path, buf), || ((*buf).st_mode & libc::S_IFMT) == libc::S_IFREG, |a| fill_stat(a, buf))),
     }
 }
 
@@ -972,7 +991,7 @@ unsafe fn fstatat_impl(dirfd: c_int, path: *const c_char, buf: *mut libc::stat64
     }
     match tracked_path(dirfd, path) {
         None => fb(),
-        Some(t) => run(|| stat_tracked(&t, fb, |a| fill_stat(a, buf))),
+        Some(t) => run(|| stat_tracked(&t, fb, || ((*buf).st_mode & libc::S_IFMT) == libc::S_IFREG, |a| fill_stat(a, buf))),
     }
 }
 
@@ -1002,7 +1021,7 @@ pub unsafe extern "C" fn statx(dirfd: c_int, path: *const c_char, flags: c_int, 
     }
     match tracked_path(dirfd, path) {
         None => fb(),
-        Some(t) => run(|| stat_tracked(&t, fb, |a| fill_statx(a, buf))),
+        Some(t) => run(|| stat_tracked(&t, fb, || ((*buf).stx_mode as u32 & libc::S_IFMT) == libc::S_IFREG, |a| fill_statx(a, buf))),
     }
 }
 
@@ -1015,7 +1034,7 @@ pub unsafe extern "C" fn __xstat(ver: c_int, path: *const c_char, buf: *mut libc
 pub unsafe extern "C" fn __xstat64(ver: c_int, path: *const c_char, buf: *mut libc::stat64) -> c_int {
     match tracked_path(libc::AT_FDCWD, path) {
         None => real::__xstat64(ver, path, buf),
-        Some(t) => run(|| stat_tracked(&t, || real::__xstat64(ver, path, buf), |a| fill_stat(a, buf))),
+        Some(t) => run(|| stat_tracked(&t, || real::__xstat64(ver, path, buf), || ((*buf).st_mode & libc::S_IFMT) == libc::S_IFREG, |a| fill_stat(a, buf))),
     }
 }
 
@@ -1028,7 +1047,7 @@ pub unsafe extern "C" fn __lxstat(ver: c_int, path: *const c_char, buf: *mut lib
 pub unsafe extern "C" fn __lxstat64(ver: c_int, path: *const c_char, buf: *mut libc::stat64) -> c_int {
     match tracked_path(libc::AT_FDCWD, path) {
         None => real::__lxstat64(ver, path, buf),
-        Some(t) => run(|| stat_tracked(&t, || real::__lxstat64(ver, path, buf), |a| fill_stat(a, buf))),
+        Some(t) => run(|| stat_tracked(&t, || real::__lxstat64(ver, path, buf), || ((*buf).st_mode & libc::S_IFMT) == libc::S_IFREG, |a| fill_stat(a, buf))),
     }
 }
 
@@ -1451,4 +1470,298 @@ pub unsafe extern "C" fn execvpe(file: *const c_char, argv: *const *const c_char
 #[no_mangle]
 pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
     execvpe(file, argv, environ)
+}
+
+// ---------------------------------------------------------------------------
+// chmod, utimes: the record's attributes (and the destination's, for a
+// DEFAULT file or a file without a record)
+
+fn now_ns() -> u64 {
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// (atime, mtime) from a utimensat-style array (NULL = both now).
+unsafe fn times_of(ts: *const libc::timespec) -> Result<SetAttr, c_int> {
+    if ts.is_null() {
+        let n = now_ns();
+        return Ok(SetAttr { mode: None, atime_ns: Some(n), mtime_ns: Some(n) });
+    }
+    let one = |t: &libc::timespec| -> Result<Option<u64>, c_int> {
+        match t.tv_nsec {
+            libc::UTIME_OMIT => Ok(None),
+            libc::UTIME_NOW => Ok(Some(now_ns())),
+            n if (0..1_000_000_000).contains(&n) && t.tv_sec >= 0 => Ok(Some(t.tv_sec as u64 * 1_000_000_000 + n as u64)),
+            n if (0..1_000_000_000).contains(&n) => Ok(Some(0)),
+            _ => Err(libc::EINVAL),
+        }
+    };
+    Ok(SetAttr { mode: None, atime_ns: one(&*ts)?, mtime_ns: one(&*ts.add(1))? })
+}
+
+unsafe fn timeval_times(tv: *const libc::timeval, buf: &mut [libc::timespec; 2]) -> *const libc::timespec {
+    if tv.is_null() {
+        return std::ptr::null();
+    }
+    for (i, b) in buf.iter_mut().enumerate() {
+        let t = &*tv.add(i);
+        *b = libc::timespec { tv_sec: t.tv_sec, tv_nsec: t.tv_usec * 1000 };
+    }
+    buf.as_ptr()
+}
+
+/// Applies `a` to the record of a tracked path (id 0) or descriptor, and
+/// runs `real_op` on the destination when there is no record or the file is
+/// DEFAULT and its destination exists.
+unsafe fn set_attr_tracked(id: u64, path: &str, a: SetAttr, real_op: impl FnOnce() -> c_int) -> Result<c_int, c_int> {
+    let c = match cl() {
+        Ok(c) => c,
+        Err(_) => return cvt(real_op()),
+    };
+    match c.file_set_attr(id, path, a).map_err(os)? {
+        None => cvt(real_op()),
+        Some(p) => {
+            trace!("setattr id={:x} {} {:?}", id, path, a);
+            if p == Persist::Default {
+                let e = errno();
+                real_op(); // the destination may not exist yet: the flusher sets times
+                set_errno(e);
+            }
+            Ok(0)
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn chmod(path: *const c_char, mode: mode_t) -> c_int {
+    match tracked_path(libc::AT_FDCWD, path) {
+        None => real::chmod(path, mode),
+        Some(t) => run(|| set_attr_tracked(0, t.abs.as_str().ok_or(libc::EINVAL)?, SetAttr { mode: Some(mode & 0o7777), ..Default::default() }, || real::chmod(path, mode))),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fchmodat(dirfd: c_int, path: *const c_char, mode: mode_t, flags: c_int) -> c_int {
+    match tracked_path(dirfd, path) {
+        None => real::fchmodat(dirfd, path, mode, flags),
+        Some(t) => run(|| set_attr_tracked(0, t.abs.as_str().ok_or(libc::EINVAL)?, SetAttr { mode: Some(mode & 0o7777), ..Default::default() }, || real::fchmodat(dirfd, path, mode, flags))),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fchmod(fd: c_int, mode: mode_t) -> c_int {
+    match tracked_fd(fd) {
+        None => real::fchmod(fd, mode),
+        Some(t) => run(|| {
+            let r = cl()?.file_set_attr(t.id, "", SetAttr { mode: Some(mode & 0o7777), ..Default::default() }).map_err(os)?;
+            trace!("fchmod fd={} id={:x} mode={:o}", fd, t.id, mode);
+            if r == Some(Persist::Default) {
+                chmod_dest(t.id, mode);
+            }
+            Ok(0)
+        }),
+    }
+}
+
+/// chmod of a DEFAULT file's destination (best effort: it may not exist yet).
+unsafe fn chmod_dest(id: u64, mode: mode_t) {
+    if let Ok(p) = cl().and_then(|c| c.file_path(id).map_err(os)) {
+        if let Ok(cp) = std::ffi::CString::new(p) {
+            let e = errno();
+            real::chmod(cp.as_ptr(), mode);
+            set_errno(e);
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn utimensat(dirfd: c_int, path: *const c_char, ts: *const libc::timespec, flags: c_int) -> c_int {
+    if path.is_null() {
+        // futimens via utimensat(fd, NULL, ...)
+        return match tracked_fd(dirfd) {
+            None => real::utimensat(dirfd, path, ts, flags),
+            Some(_) => futimens(dirfd, ts),
+        };
+    }
+    if flags & libc::AT_EMPTY_PATH != 0 && crate::c_str(path).is_empty() && tracked_fd(dirfd).is_some() {
+        return futimens(dirfd, ts);
+    }
+    match tracked_path(dirfd, path) {
+        None => real::utimensat(dirfd, path, ts, flags),
+        Some(t) => run(|| set_attr_tracked(0, t.abs.as_str().ok_or(libc::EINVAL)?, times_of(ts)?, || real::utimensat(dirfd, path, ts, flags))),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn futimens(fd: c_int, ts: *const libc::timespec) -> c_int {
+    match tracked_fd(fd) {
+        None => real::futimens(fd, ts),
+        Some(t) => run(|| {
+            let a = times_of(ts)?;
+            let r = cl()?.file_set_attr(t.id, "", a).map_err(os)?;
+            trace!("futimens fd={} id={:x} {:?}", fd, t.id, a);
+            if r == Some(Persist::Default) {
+                // best effort: the destination may not exist yet (the flusher sets times)
+                if let Ok(p) = cl().and_then(|c| c.file_path(t.id).map_err(os)) {
+                    if let Ok(cp) = std::ffi::CString::new(p) {
+                        let e = errno();
+                        real::utimensat(libc::AT_FDCWD, cp.as_ptr(), ts, 0);
+                        set_errno(e);
+                    }
+                }
+            }
+            Ok(0)
+        }),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn utimes(path: *const c_char, tv: *const libc::timeval) -> c_int {
+    match tracked_path(libc::AT_FDCWD, path) {
+        None => real::utimes(path, tv),
+        Some(_) => {
+            let mut b: [libc::timespec; 2] = std::mem::zeroed();
+            utimensat(libc::AT_FDCWD, path, timeval_times(tv, &mut b), 0)
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn lutimes(path: *const c_char, tv: *const libc::timeval) -> c_int {
+    match tracked_path(libc::AT_FDCWD, path) {
+        None => real::lutimes(path, tv),
+        Some(_) => {
+            let mut b: [libc::timespec; 2] = std::mem::zeroed();
+            utimensat(libc::AT_FDCWD, path, timeval_times(tv, &mut b), libc::AT_SYMLINK_NOFOLLOW)
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn futimes(fd: c_int, tv: *const libc::timeval) -> c_int {
+    match tracked_fd(fd) {
+        None => real::futimes(fd, tv),
+        Some(_) => {
+            let mut b: [libc::timespec; 2] = std::mem::zeroed();
+            futimens(fd, timeval_times(tv, &mut b))
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn utime(path: *const c_char, t: *const libc::utimbuf) -> c_int {
+    match tracked_path(libc::AT_FDCWD, path) {
+        None => real::utime(path, t),
+        Some(_) => {
+            let mut b: [libc::timespec; 2] = std::mem::zeroed();
+            let ts = if t.is_null() {
+                std::ptr::null()
+            } else {
+                b[0].tv_sec = (*t).actime;
+                b[1].tv_sec = (*t).modtime;
+                b.as_ptr()
+            };
+            utimensat(libc::AT_FDCWD, path, ts, 0)
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Access ACLs (cp -p, tar --acls set permissions with
+// setxattr("system.posix_acl_access")): a buffered file keeps the
+// permission bits the ACL implies.
+
+const ACL_XATTR: &[u8] = b"system.posix_acl_access";
+
+/// Permission bits of a POSIX ACL in its xattr form (version 2; entries of
+/// tag u16, perm u16, id u32). None if malformed.
+fn acl_mode(v: &[u8]) -> Option<u32> {
+    if v.len() < 4 || u32::from_le_bytes(v[0..4].try_into().ok()?) != 2 || (v.len() - 4) % 8 != 0 {
+        return None;
+    }
+    let (mut user, mut group, mut other, mut mask) = (None, None, None, None);
+    for e in v[4..].chunks(8) {
+        let tag = u16::from_le_bytes([e[0], e[1]]);
+        let perm = (u16::from_le_bytes([e[2], e[3]]) & 7) as u32;
+        match tag {
+            0x01 => user = Some(perm),
+            0x04 => group = Some(perm),
+            0x10 => mask = Some(perm),
+            0x20 => other = Some(perm),
+            _ => {}
+        }
+    }
+    Some(user? << 6 | mask.or(group)? << 3 | other?)
+}
+
+/// Ok(None) = not an access ACL of a buffered file: pass through.
+unsafe fn acl_set(id: u64, path: &str, name: *const c_char, v: *const c_void, n: size_t) -> Result<Option<c_int>, c_int> {
+    if crate::c_str(name) != ACL_XATTR || v.is_null() {
+        return Ok(None);
+    }
+    let Some(bits) = acl_mode(std::slice::from_raw_parts(v as *const u8, n)) else { return Err(libc::EINVAL) };
+    let c = match cl() {
+        Ok(c) => c,
+        Err(_) => return Ok(None),
+    };
+    let cur = if id != 0 { Some(c.file_stat(id).map_err(os)?) } else { c.file_stat_path(path).map_err(os)? };
+    let Some(cur) = cur else { return Ok(None) };
+    let mode = (cur.mode & 0o7000) | bits;
+    c.file_set_attr(cur.id, "", SetAttr { mode: Some(mode), ..Default::default() }).map_err(os)?;
+    trace!("acl -> chmod id={:x} {:o}", cur.id, mode);
+    Ok(Some(0))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fsetxattr(fd: c_int, name: *const c_char, v: *const c_void, n: size_t, fl: c_int) -> c_int {
+    match tracked_fd(fd) {
+        None => real::fsetxattr(fd, name, v, n, fl),
+        Some(t) => {
+            let mut pass = false;
+            let r = run(|| match acl_set(t.id, "", name, v, n)? {
+                Some(r) => Ok(r),
+                None => {
+                    pass = true;
+                    Ok(0)
+                }
+            });
+            if pass {
+                real::fsetxattr(fd, name, v, n, fl)
+            } else {
+                r
+            }
+        }
+    }
+}
+
+unsafe fn setxattr_impl(path: *const c_char, name: *const c_char, v: *const c_void, n: size_t, fb: impl FnOnce() -> c_int) -> c_int {
+    match tracked_path(libc::AT_FDCWD, path) {
+        None => fb(),
+        Some(t) => {
+            let mut pass = false;
+            let r = run(|| match acl_set(0, t.abs.as_str().ok_or(libc::EINVAL)?, name, v, n)? {
+                Some(r) => Ok(r),
+                None => {
+                    pass = true;
+                    Ok(0)
+                }
+            });
+            if pass {
+                fb()
+            } else {
+                r
+            }
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn setxattr(path: *const c_char, name: *const c_char, v: *const c_void, n: size_t, fl: c_int) -> c_int {
+    setxattr_impl(path, name, v, n, || real::setxattr(path, name, v, n, fl))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn lsetxattr(path: *const c_char, name: *const c_char, v: *const c_void, n: size_t, fl: c_int) -> c_int {
+    setxattr_impl(path, name, v, n, || real::lsetxattr(path, name, v, n, fl))
 }

@@ -110,6 +110,18 @@ reals! {
     dl fn fclose(f: *mut FILE) -> c_int;
     dl fn fileno(f: *mut FILE) -> c_int;
     dl fn fileno_unlocked(f: *mut FILE) -> c_int;
+    sys fn chmod(path: *const c_char, mode: mode_t) -> c_int = sc!(c_int, libc::SYS_fchmodat, libc::AT_FDCWD, path, mode);
+    sys fn fchmod(fd: c_int, mode: mode_t) -> c_int = sc!(c_int, libc::SYS_fchmod, fd, mode);
+    dl fn fchmodat(dirfd: c_int, path: *const c_char, mode: mode_t, flags: c_int) -> c_int;
+    sys fn utimensat(dirfd: c_int, path: *const c_char, ts: *const libc::timespec, flags: c_int) -> c_int = sc!(c_int, libc::SYS_utimensat, dirfd, path, ts, flags);
+    sys fn futimens(fd: c_int, ts: *const libc::timespec) -> c_int = sc!(c_int, libc::SYS_utimensat, fd, std::ptr::null::<c_char>(), ts, 0);
+    dl fn utimes(path: *const c_char, tv: *const libc::timeval) -> c_int;
+    dl fn lutimes(path: *const c_char, tv: *const libc::timeval) -> c_int;
+    dl fn futimes(fd: c_int, tv: *const libc::timeval) -> c_int;
+    dl fn utime(path: *const c_char, t: *const libc::utimbuf) -> c_int;
+    sys fn fsetxattr(fd: c_int, name: *const c_char, v: *const c_void, n: size_t, fl: c_int) -> c_int = sc!(c_int, libc::SYS_fsetxattr, fd, name, v, n, fl);
+    sys fn setxattr(path: *const c_char, name: *const c_char, v: *const c_void, n: size_t, fl: c_int) -> c_int = sc!(c_int, libc::SYS_setxattr, path, name, v, n, fl);
+    sys fn lsetxattr(path: *const c_char, name: *const c_char, v: *const c_void, n: size_t, fl: c_int) -> c_int = sc!(c_int, libc::SYS_lsetxattr, path, name, v, n, fl);
     sys fn rmdir(path: *const c_char) -> c_int = sc!(c_int, libc::SYS_unlinkat, libc::AT_FDCWD, path, libc::AT_REMOVEDIR);
     dl fn opendir(path: *const c_char) -> *mut libc::DIR;
     dl fn fdopendir(fd: c_int) -> *mut libc::DIR;

@@ -383,3 +383,45 @@ fn directory_listings_include_buffered_files_scratch() {
 fn directory_listings_include_buffered_files_default() {
     dir_listings("default");
 }
+
+/// A file that exists at the destination only (no record yet): stat by path
+/// and fstat of the opened file agree on its identity (cp checks), and
+/// chmod/touch/cp -p act on what stat reports.
+const ATTR_SCRIPT: &str = r#"
+set -e
+cp pre.txt copy.txt
+stat -c '%a %s' copy.txt
+chmod 640 copy.txt
+stat -c '%a' copy.txt
+touch -d @1600000000 copy.txt
+stat -c '%Y %X %a' copy.txt
+: > new
+chmod 751 new
+touch -m -d @1500000000 new
+stat -c '%a %Y' new
+python3 -c 'import os; os.utime("new", (1400000000, 1400000001)); st = os.stat("new"); print(st.st_atime, st.st_mtime)'
+cp -p copy.txt copy2.txt
+stat -c '%a %Y' copy2.txt
+cmp pre.txt copy2.txt
+"#;
+
+fn attrs(mode: &str) {
+    let d = Daemon::start();
+    let w = dirs();
+    for dir in [&w.plain, &w.tracked] {
+        std::fs::write(dir.join("pre.txt"), "at the destination\n".repeat(100)).unwrap();
+    }
+    let want = ok(Command::new("sh").arg("-c").arg(ATTR_SCRIPT).current_dir(&w.plain).output().unwrap(), "attrs untracked");
+    let got = ok(d.cmd("sh", &w.tracked, mode).arg("-c").arg(ATTR_SCRIPT).current_dir(&w.tracked).output().unwrap(), "attrs under the adapter");
+    assert_eq!(got, want);
+}
+
+#[test]
+fn identity_modes_and_times_scratch() {
+    attrs("scratch");
+}
+
+#[test]
+fn identity_modes_and_times_default() {
+    attrs("default");
+}

@@ -462,6 +462,37 @@ static void bypass(void) {
     exit(0);
 }
 
+
+/* chmod and utimes of buffered files */
+static void attrs(void) {
+    int fd; struct stat st;
+    struct timespec ts[2] = {{100, 5}, {200, 7}};
+    F(fd = open(P(0, "at"), O_CREAT | O_WRONLY | O_TRUNC, 0644));
+    R(fchmod(fd, 0600));
+    R(fstat(fd, &st));
+    printf("fchmod: mode=%o\n", st.st_mode & 07777);
+    R(futimens(fd, ts));
+    R(fstat(fd, &st));
+    printf("futimens: atime=%lld.%ld mtime=%lld.%ld\n", (long long)st.st_atim.tv_sec, st.st_atim.tv_nsec, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+    R(close(fd));
+    R(chmod(P(0, "at"), 0640));
+    R(stat(P(0, "at"), &st));
+    printf("chmod: mode=%o\n", st.st_mode & 07777);
+    R(fchmodat(AT_FDCWD, P(0, "at"), 0604, 0));
+    R(stat(P(0, "at"), &st));
+    printf("fchmodat: mode=%o\n", st.st_mode & 07777);
+    struct timespec ts2[2] = {{300, 0}, {0, UTIME_OMIT}};
+    R(utimensat(AT_FDCWD, P(0, "at"), ts2, 0));
+    R(stat(P(0, "at"), &st));
+    printf("utimensat: atime=%lld mtime=%lld\n", (long long)st.st_atim.tv_sec, (long long)st.st_mtim.tv_sec);
+    struct timeval tv[2] = {{400, 0}, {500, 0}};
+    R(utimes(P(0, "at"), tv));
+    R(stat(P(0, "at"), &st));
+    printf("utimes: atime=%lld mtime=%lld\n", (long long)st.st_atim.tv_sec, (long long)st.st_mtim.tv_sec);
+    R(chmod(P(0, "nothere"), 0600));               /* ENOENT */
+    R(unlink(P(0, "at")));
+}
+
 /* exits without fclose: glibc flushes the stream at exit */
 static void exit_unflushed(void) {
     FILE *f = fopen(P(0, "unflushed"), "w");
@@ -486,5 +517,6 @@ int main(int argc, char **argv) {
     if (!strcmp(s, "all") || !strcmp(s, "stdio")) stdio_ops();
     if (!strcmp(s, "all") || !strcmp(s, "redirect")) std_redirect();
     if (!strcmp(s, "all") || !strcmp(s, "dirs")) dirs();
+    if (!strcmp(s, "all") || !strcmp(s, "attrs")) attrs();
     return 0;
 }
