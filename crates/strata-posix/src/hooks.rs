@@ -1765,3 +1765,43 @@ pub unsafe extern "C" fn setxattr(path: *const c_char, name: *const c_char, v: *
 pub unsafe extern "C" fn lsetxattr(path: *const c_char, name: *const c_char, v: *const c_void, n: size_t, fl: c_int) -> c_int {
     setxattr_impl(path, name, v, n, || real::lsetxattr(path, name, v, n, fl))
 }
+
+/// getxattr/listxattr of a tracked path: the destination's answer, except
+/// that a buffered file missing at the destination has no attributes
+/// (ENODATA / an empty list) instead of not existing (ls -l asks for ACLs).
+unsafe fn xattr_read(path: *const c_char, empty: ssize_t, real_op: impl FnOnce() -> ssize_t) -> ssize_t {
+    let r = real_op();
+    if r >= 0 || errno() != libc::ENOENT {
+        return r;
+    }
+    let Some(t) = tracked_path(libc::AT_FDCWD, path) else { return r };
+    let has = run_raw(false, || cl().ok().and_then(|c| c.file_stat_path(t.abs.as_str()?).ok().flatten()).is_some());
+    if !has {
+        set_errno(libc::ENOENT);
+        return -1;
+    }
+    if empty < 0 {
+        set_errno(libc::ENODATA);
+    }
+    empty
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn getxattr(path: *const c_char, name: *const c_char, v: *mut c_void, n: size_t) -> ssize_t {
+    xattr_read(path, -1, || real::getxattr(path, name, v, n))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn lgetxattr(path: *const c_char, name: *const c_char, v: *mut c_void, n: size_t) -> ssize_t {
+    xattr_read(path, -1, || real::lgetxattr(path, name, v, n))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn listxattr(path: *const c_char, list: *mut c_char, n: size_t) -> ssize_t {
+    xattr_read(path, 0, || real::listxattr(path, list, n))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn llistxattr(path: *const c_char, list: *mut c_char, n: size_t) -> ssize_t {
+    xattr_read(path, 0, || real::llistxattr(path, list, n))
+}

@@ -122,6 +122,10 @@ reals! {
     sys fn fsetxattr(fd: c_int, name: *const c_char, v: *const c_void, n: size_t, fl: c_int) -> c_int = sc!(c_int, libc::SYS_fsetxattr, fd, name, v, n, fl);
     sys fn setxattr(path: *const c_char, name: *const c_char, v: *const c_void, n: size_t, fl: c_int) -> c_int = sc!(c_int, libc::SYS_setxattr, path, name, v, n, fl);
     sys fn lsetxattr(path: *const c_char, name: *const c_char, v: *const c_void, n: size_t, fl: c_int) -> c_int = sc!(c_int, libc::SYS_lsetxattr, path, name, v, n, fl);
+    sys fn getxattr(path: *const c_char, name: *const c_char, v: *mut c_void, n: size_t) -> ssize_t = sc!(ssize_t, libc::SYS_getxattr, path, name, v, n);
+    sys fn lgetxattr(path: *const c_char, name: *const c_char, v: *mut c_void, n: size_t) -> ssize_t = sc!(ssize_t, libc::SYS_lgetxattr, path, name, v, n);
+    sys fn listxattr(path: *const c_char, list: *mut c_char, n: size_t) -> ssize_t = sc!(ssize_t, libc::SYS_listxattr, path, list, n);
+    sys fn llistxattr(path: *const c_char, list: *mut c_char, n: size_t) -> ssize_t = sc!(ssize_t, libc::SYS_llistxattr, path, list, n);
     sys fn rmdir(path: *const c_char) -> c_int = sc!(c_int, libc::SYS_unlinkat, libc::AT_FDCWD, path, libc::AT_REMOVEDIR);
     dl fn opendir(path: *const c_char) -> *mut libc::DIR;
     dl fn fdopendir(fd: c_int) -> *mut libc::DIR;

@@ -345,7 +345,9 @@ mkdir -p d/sub d/empty
 echo 1 > d/a
 echo 2 > d/sub/b
 echo 3 > d/c
+chmod 750 d/a
 ls d
+ls -l d | tail -n +2 | awk '{print $1, $5, $NF}'
 ls -R d
 find d | sort
 python3 -c '
