@@ -144,6 +144,37 @@ fn sweep_stale_shm(prefix: &str) {
 
 /// Runs a daemon in the foreground until SIGTERM/SIGINT or `daemon stop`.
 /// `ready` is called once the socket accepts connections.
+/// Arena bytes pre-faulted in the background at start (from offset 0, where
+/// best-fit allocation starts): the first writes then find their pages
+/// allocated and zeroed instead of faulting them in on the write path.
+pub const PREFAULT_BYTES_MAX: u64 = 2 << 30;
+/// One `MADV_POPULATE_WRITE` call of the pre-fault thread.
+const PREFAULT_CHUNK_BYTES: usize = 32 << 20;
+
+/// Pre-faults the first `PREFAULT_BYTES_MAX` of the arena on a low-priority
+/// thread with its own mapping (the pages are shared: every mapping sees
+/// them). Stops at shutdown. Best effort: failures only cost speed.
+fn spawn_prefault(arena_name: &str, arena_bytes: u64, shared: Arc<server::Shared>) {
+    let name = arena_name.to_string();
+    let end = arena_bytes.min(PREFAULT_BYTES_MAX) as usize;
+    let res = std::thread::Builder::new().name("strata-prefault".into()).spawn(move || {
+        // Lowest priority for this thread only (Linux: per-thread nice).
+        unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) };
+        let Ok(seg) = ShmSegment::open(&name) else { return };
+        let mut at = 0usize;
+        // Bounded: end / chunk rounds.
+        while at < end && !shared.shutdown.load(Ordering::Relaxed) {
+            let next = (at + PREFAULT_CHUNK_BYTES).min(end);
+            seg.populate(at..next);
+            at = next;
+        }
+        tracing::debug!(bytes = at, "arena pre-faulted");
+    });
+    if let Err(e) = res {
+        tracing::warn!("cannot start the arena pre-fault thread: {e}");
+    }
+}
+
 pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
     cfg.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
     let socket = cfg.resolved_socket_path();
@@ -230,6 +261,7 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
             .spawn(move || server::control_loop(listener, shared, tx, hello))
             .context("cannot spawn control thread")?;
     }
+    spawn_prefault(core.tiers.arena.seg.name(), core.tiers.arena.len(), shared.clone());
     tracing::info!(socket = %socket.display(), tiers = cfg.devices.len(), "strata daemon ready");
     ready(&socket);
 
