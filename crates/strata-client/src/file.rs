@@ -197,9 +197,93 @@ fn remember_parent_ok(dir: &std::path::Path) {
     s.insert(dir.to_path_buf());
 }
 
+/// Names present at the destination in directories where this process
+/// creates files, listed once (one `readdir` instead of a `stat` per
+/// create: what makes creating many files on a slow PFS cheap). Only
+/// *absence* is trusted: a listed name is still stat'ed. Files strata
+/// creates there have records (the daemon answers before we are asked), so
+/// the listing only goes stale if a program outside strata creates files in
+/// the same directory meanwhile (docs/ARCHITECTURE.md, known gaps).
+struct Listings {
+    dirs: std::collections::HashMap<std::path::PathBuf, std::collections::HashSet<std::ffi::OsString>>,
+    names: usize,
+}
+static LISTINGS: std::sync::Mutex<Option<Listings>> = std::sync::Mutex::new(None);
+/// Directories and names remembered per process; a directory with more
+/// entries than `LISTING_NAMES_MAX` is not listed (its creates stat).
+const LISTING_DIRS_MAX: usize = 256;
+const LISTING_NAMES_MAX: usize = 1 << 20;
+
+/// The listing decides only creates that discard or refuse an existing file
+/// (`O_CREAT|O_EXCL`, `O_CREAT|O_TRUNC`): if a file appeared behind our back
+/// (a program's `mkstemp` uses glibc-internal `open`, which no hook sees),
+/// trusting a stale listing could otherwise drop its bytes.
+fn listing_usable(fl: OpenFlags) -> bool {
+    fl.create && (fl.excl || fl.trunc)
+}
+
+/// True when `path` is known not to exist at the destination. With
+/// `may_list`, lists its directory first if that was not done yet.
+fn known_absent(path: &str, may_list: bool) -> bool {
+    let p = std::path::Path::new(path);
+    let (Some(dir), Some(name)) = (p.parent(), p.file_name()) else { return false };
+    {
+        let g = LISTINGS.lock().unwrap_or_else(|x| x.into_inner());
+        if let Some(set) = g.as_ref().and_then(|l| l.dirs.get(dir)) {
+            return !set.contains(name);
+        }
+    }
+    if !may_list {
+        return false;
+    }
+    let Ok(rd) = std::fs::read_dir(dir) else { return false };
+    let mut set = std::collections::HashSet::new();
+    // Bounded by LISTING_NAMES_MAX.
+    for e in rd {
+        let Ok(e) = e else { return false };
+        if set.len() >= LISTING_NAMES_MAX {
+            return false;
+        }
+        set.insert(e.file_name());
+    }
+    let absent = !set.contains(name);
+    let mut g = LISTINGS.lock().unwrap_or_else(|x| x.into_inner());
+    let l = g.get_or_insert_with(|| Listings { dirs: Default::default(), names: 0 });
+    if l.dirs.len() >= LISTING_DIRS_MAX || l.names + set.len() > LISTING_NAMES_MAX {
+        l.dirs.clear();
+        l.names = 0;
+    }
+    l.names += set.len();
+    l.dirs.insert(dir.to_path_buf(), set);
+    absent
+}
+
+/// May a file be created in `path`'s directory (exists, is a directory,
+/// writable and searchable)? Cached per process once true.
+fn check_parent(path: &str) -> Result<()> {
+    let parent = std::path::Path::new(path).parent().unwrap_or(std::path::Path::new("/"));
+    if parent_known_ok(parent) {
+        return Ok(());
+    }
+    match std::fs::metadata(parent) {
+        Ok(pm) if pm.is_dir() => {}
+        Ok(_) => return Err(os_code(Errno::Inval, libc::ENOTDIR, format!("{} is not a directory", parent.display()))),
+        Err(e) => return Err(os_err(Errno::NoFile, &e, parent.display().to_string())),
+    }
+    if let Err(e) = rustix::fs::access(parent, rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK) {
+        return Err(os_code(Errno::Inval, e.raw_os_error(), format!("{}: {e}", parent.display())));
+    }
+    remember_parent_ok(parent);
+    Ok(())
+}
+
 /// Looks at the destination for `FileOpen`: what is there, and may this
 /// process open it the way it asks.
 fn dest_info(path: &str, fl: OpenFlags) -> Result<WireDestInfo> {
+    if listing_usable(fl) && known_absent(path, true) {
+        check_parent(path)?;
+        return Ok(WireDestInfo::default());
+    }
     match std::fs::metadata(path) {
         Ok(md) => {
             if md.is_dir() {
@@ -238,19 +322,7 @@ fn dest_info(path: &str, fl: OpenFlags) -> Result<WireDestInfo> {
             if !fl.create {
                 return Err(os_code(Errno::NoFile, libc::ENOENT, format!("{path}: no such file")));
             }
-            let parent = std::path::Path::new(path).parent().unwrap_or(std::path::Path::new("/"));
-            if parent_known_ok(parent) {
-                return Ok(WireDestInfo::default());
-            }
-            match std::fs::metadata(parent) {
-                Ok(pm) if pm.is_dir() => {}
-                Ok(_) => return Err(os_code(Errno::Inval, libc::ENOTDIR, format!("{} is not a directory", parent.display()))),
-                Err(e) => return Err(os_err(Errno::NoFile, &e, parent.display().to_string())),
-            }
-            if let Err(e) = rustix::fs::access(parent, rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK) {
-                return Err(os_code(Errno::Inval, e.raw_os_error(), format!("{}: {e}", parent.display())));
-            }
-            remember_parent_ok(parent);
+            check_parent(path)?;
             Ok(WireDestInfo::default())
         }
         Err(e) => Err(os_err(Errno::Io, &e, path.to_string())),
@@ -286,6 +358,18 @@ impl Client {
             f |= flags::TRUNC;
         }
         let req = Request { op: Op::FileOpen as u32, flags: f, aux, name_len: path.len() as u32, ..Request::default() };
+        // A create where this process already knows the destination has no
+        // such file: send that along (a record, if the daemon has one, wins),
+        // saving the NeedDest round trip.
+        if listing_usable(fl) && known_absent(path, false) && check_parent(path).is_ok() {
+            let info = WireDestInfo::default();
+            let req = Request { flags: f | flags::DEST_INFO, ..req };
+            let (resp, arg) = self.call(req, &[path.as_bytes(), info.as_bytes()])?;
+            return match resp.result() {
+                Ok(()) => self.check_access(path, fl, attr_of(&arg)?),
+                Err(e) => Err(open_error(e, path)),
+            };
+        }
         let (resp, arg) = self.call(req, &[path.as_bytes()])?;
         let attr = match resp.result() {
             Ok(()) => attr_of(&arg)?,
@@ -300,7 +384,11 @@ impl Client {
             }
             Err(e) => return Err(open_error(e, path)),
         };
-        // A buffered record: honour its permission bits like the kernel would.
+        self.check_access(path, fl, attr)
+    }
+
+    /// A buffered record: honour its permission bits like the kernel would.
+    fn check_access(&self, path: &str, fl: OpenFlags, attr: FileAttr) -> Result<FileAttr> {
         if !is_root() {
             if fl.read && attr.mode & 0o400 == 0 {
                 return Err(os_code(Errno::Inval, libc::EACCES, format!("{path}: permission denied")));
