@@ -53,6 +53,12 @@ pub struct AdaptersArgs {
     /// Repeats of everything (median and min–max reported).
     #[arg(long, default_value_t = 3)]
     pub repeat: usize,
+    /// Before measuring a strata setup, run one untimed ior (SCRATCH, same
+    /// sizes, files removed afterwards) against its fresh daemon: measures a
+    /// warm daemon (RAM tier pages already faulted in, as in a long-running
+    /// node daemon) instead of a cold start.
+    #[arg(long)]
+    pub warm_up: bool,
     /// The slow-pfs mount (default: $SLOW_PFS_ROOT/mnt, else /tmp/slow-pfs/mnt, as `slow-pfs up` mounts it).
     #[arg(long)]
     pub slow_pfs: Option<PathBuf>,
@@ -469,8 +475,9 @@ pub fn run(a: AdaptersArgs, socket: &Path) -> Result<()> {
             ),
             format!("tmpfs baseline: {}; slow-pfs baseline: {}", tmpfs_base.display(), slow_base.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "skipped (not mounted)".into())),
             format!(
-                "strata setups: destination {} ({dest_kind}); private daemon per setup and repeat; RAM tier {} (RAM-only) / {} + dir tier {} under {} (RAM+disk)",
+                "strata setups: destination {} ({dest_kind}); private daemon per setup and repeat{}; RAM tier {} (RAM-only) / {} + dir tier {} under {} (RAM+disk)",
                 dest_base.display(),
+                if a.warm_up { ", warmed up by one untimed SCRATCH ior" } else { ", measured cold (fresh daemon)" },
                 format_size(ram_capacity),
                 format_size(tiered_ram),
                 format_size(disk_capacity),
@@ -507,6 +514,32 @@ pub fn run(a: AdaptersArgs, socket: &Path) -> Result<()> {
                     }
                     _ => None,
                 };
+                if let (true, Some((d, _))) = (a.warm_up, &daemon) {
+                    pb.set_message(format!("r{rep} {}: warm-up", s.key));
+                    let dir = base.join(format!("{}-r{rep}-warmup", s.key.replace('+', "_")));
+                    let _ = std::fs::remove_dir_all(&dir);
+                    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+                    let dir = std::fs::canonicalize(&dir)?;
+                    let env = WorkerEnv::Strata {
+                        preload: preload.clone().context("adapter")?,
+                        socket: d.socket.clone(),
+                        config: Some(d.config.clone()),
+                        mode: ViaMode::Scratch,
+                        include: dir.clone(),
+                    };
+                    let spec = IorSpec {
+                        dir: dir.clone(),
+                        procs: a.procs,
+                        transfer_size: a.transfer_size,
+                        block_size: a.block_size,
+                        fsync: false,
+                        verify: a.verify,
+                        keep: false,
+                        timeout_s: a.timeout,
+                    };
+                    ior::run_spec(&spec, &env, None, &pb, &format!("r{rep} {} warm-up", s.key))?;
+                    let _ = std::fs::remove_dir_all(&dir);
+                }
                 for w in &workloads {
                     let dir = base.join(format!("{}-r{rep}-{}", s.key.replace('+', "_"), w.replace('+', "_")));
                     let _ = std::fs::remove_dir_all(&dir);
