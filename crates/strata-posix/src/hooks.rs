@@ -4,6 +4,8 @@
 
 use std::os::raw::{c_char, c_int, c_long, c_uint, c_void};
 
+use std::sync::atomic::Ordering;
+
 use libc::{iovec, mode_t, off64_t, size_t, ssize_t};
 use strata_client::file::{FileAttr, OpenFlags, Persist, SetAttr};
 use strata_client::{Client, Errno};
@@ -33,11 +35,6 @@ unsafe fn set_pos(fd: c_int, p: u64) -> Result<(), c_int> {
     cvt(real::lseek64(fd, p as off64_t, libc::SEEK_SET)).map(|_| ())
 }
 
-unsafe fn is_append(fd: c_int) -> bool {
-    let fl = real::fcntl(fd, libc::F_GETFL, 0);
-    fl >= 0 && fl & libc::O_APPEND != 0
-}
-
 // ---------------------------------------------------------------------------
 // Core operations on a tracked descriptor
 
@@ -63,7 +60,7 @@ pub(crate) unsafe fn t_write(t: Tfd, data: &[u8]) -> Result<ssize_t, c_int> {
         return Ok(0);
     }
     let c = cl()?;
-    if is_append(t.fd) {
+    if t.append {
         let (off, size) = c.file_append(t.id, data).map_err(os)?;
         set_pos(t.fd, off + data.len() as u64)?;
         trace!("write(append) fd={} id={:x} len={} at={} -> size {}", t.fd, t.id, data.len(), off, size);
@@ -103,7 +100,7 @@ unsafe fn t_pwrite(t: Tfd, data: &[u8], off: off64_t) -> Result<ssize_t, c_int> 
     }
     let c = cl()?;
     // Linux: pwrite on an O_APPEND descriptor appends, whatever the offset.
-    if is_append(t.fd) {
+    if t.append {
         c.file_append(t.id, data).map_err(os)?;
     } else {
         c.file_write(t.id, off as u64, data).map_err(os)?;
@@ -283,9 +280,14 @@ pub(crate) unsafe fn open_tracked(t: &Tracked, flags: c_int, mode: c_uint) -> Re
         excl: creat && flags & libc::O_EXCL != 0,
         trunc: flags & libc::O_TRUNC != 0,
     };
-    let m = mode & 0o7777 & !crate::UMASK.load(std::sync::atomic::Ordering::Relaxed);
-    let a = match c.file_open(path, of, m, t.persist, t.page_bytes) {
-        Ok(a) => a,
+    let m = mode & 0o7777 & !crate::UMASK.load(Ordering::Relaxed);
+    // the file is held by this client from file_open until its table entry
+    // exists: a racing close of the same file must not release it unseen
+    crate::OPENS_IN_FLIGHT.fetch_add(1, Ordering::AcqRel);
+    let r = c.file_open(path, of, m, t.persist, t.page_bytes).map(|a| (a, make_placeholder(a.id, acc, a.persist, flags)));
+    crate::OPENS_IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
+    let (a, fd) = match r {
+        Ok(x) => x,
         Err(e) if e.errno == Errno::IsDir => {
             trace!("open {} flags={:#o}: not a regular file, passing through", path, flags);
             return Ok(None);
@@ -295,7 +297,13 @@ pub(crate) unsafe fn open_tracked(t: &Tracked, flags: c_int, mode: c_uint) -> Re
             return Err(os(e));
         }
     };
-    let fd = make_placeholder(a.id, acc, a.persist, flags)?;
+    let fd = match fd {
+        Ok(fd) => fd,
+        Err(e) => {
+            crate::release_hold(a.id);
+            return Err(e);
+        }
+    };
     trace!("open {} flags={:#o} -> fd {} id={:x} size={} persist={:?}", path, flags, fd, a.id, a.size, a.persist);
     Ok(Some(fd))
 }
@@ -308,7 +316,7 @@ pub(crate) unsafe fn make_placeholder(id: u64, acc: c_int, persist: Persist, fla
     if keep != 0 {
         real::fcntl(fd, libc::F_SETFL, keep as c_long);
     }
-    set_tracked(fd, id, acc, persist);
+    set_tracked(fd, id, acc, persist, true, flags & libc::O_APPEND != 0);
     Ok(fd)
 }
 
@@ -424,14 +432,30 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     if fd <= 2 {
         crate::stdio::std_before_change(fd);
     }
-    if fd >= 0 && (fd as usize) < crate::FD_MAX && crate::ready() && crate::own_process() {
-        if k & crate::K_TRACKED != 0 && !crate::guarded() {
-            trace!("close fd={}", fd);
-            check_bypass(fd, crate::tracked_id(fd));
+    let mut release = None;
+    if k & crate::K_TRACKED != 0 && crate::ready() {
+        crate::sync_process();
+    }
+    let k = crate::kind(fd);
+    // (an untracked descriptor stays untracked: no getpid for those)
+    if fd >= 0 && (fd as usize) < crate::FD_MAX && k != K_UNTRACKED && crate::ready() && crate::own_process() {
+        if k & crate::K_TRACKED != 0 {
+            let id = crate::tracked_id(fd);
+            if !crate::guarded() {
+                trace!("close fd={}", fd);
+                check_bypass(fd, id);
+            }
+            if k & crate::K_HELD != 0 {
+                release = Some(id);
+            }
         }
         set_kind(fd, K_UNTRACKED);
     }
     let r = real::close(fd);
+    if let Some(id) = release {
+        // this process's last descriptor of the file: let the daemon know
+        crate::release_hold(id);
+    }
     if fd <= 2 {
         let e = errno();
         crate::stdio::std_sync(fd);
@@ -473,12 +497,42 @@ fn forget_range(first: c_uint, last: c_uint) {
     }
     let hi = (last as u64).min(crate::FD_MAX as u64 - 1);
     let mut fd = first as u64;
+    let mut released: Vec<u64> = Vec::new();
     while fd <= hi {
-        if crate::kind(fd as c_int) == crate::K_INTERNAL {
+        let k = crate::kind(fd as c_int);
+        if k == crate::K_INTERNAL {
             crate::client_fd_lost();
         }
-        set_kind(fd as c_int, K_UNTRACKED);
+        if k & crate::K_TRACKED != 0 && k & crate::K_HELD != 0 {
+            let id = crate::tracked_id(fd as c_int);
+            if !released.contains(&id) {
+                released.push(id);
+            }
+        }
+        if k != K_UNTRACKED {
+            set_kind(fd as c_int, K_UNTRACKED);
+        }
         fd += 1;
+    }
+    for id in released {
+        crate::release_hold(id);
+    }
+}
+
+/// Before `to` is replaced by a dup: the file it refers to, if held.
+#[inline]
+fn held_id(to: c_int) -> Option<u64> {
+    let k = crate::kind(to);
+    (k & crate::K_TRACKED != 0 && k & crate::K_HELD != 0 && crate::ready()).then(|| crate::tracked_id(to))
+}
+
+/// After `to` was replaced (dup2/dup3): release the file it referred to.
+#[inline]
+fn after_replace(old: Option<u64>) {
+    if let Some(id) = old {
+        if crate::own_process() {
+            crate::release_hold(id);
+        }
     }
 }
 
@@ -543,9 +597,11 @@ pub unsafe extern "C" fn dup2(fd: c_int, to: c_int) -> c_int {
     if to <= 2 && fd != to {
         crate::stdio::std_before_change(to);
     }
+    let old = if fd != to { held_id(to) } else { None };
     let r = real::dup2(fd, to);
     if r >= 0 && fd != to {
         after_dup(fd, r);
+        after_replace(old);
     }
     r
 }
@@ -558,9 +614,11 @@ pub unsafe extern "C" fn dup3(fd: c_int, to: c_int, fl: c_int) -> c_int {
     if to <= 2 && fd != to {
         crate::stdio::std_before_change(to);
     }
+    let old = if fd != to { held_id(to) } else { None };
     let r = real::dup3(fd, to, fl);
     if r >= 0 {
         after_dup(fd, r);
+        after_replace(old);
     }
     r
 }
@@ -584,7 +642,15 @@ pub unsafe extern "C" fn strata_posix_fcntl(fd: c_int, cmd: c_int, arg: c_long) 
         }
         libc::F_SETFL => match tracked_fd(fd) {
             // a memfd refuses O_DIRECT; buffered files ignore it
-            Some(_) => real::fcntl(fd, cmd, arg & !(libc::O_DIRECT as c_long)),
+            Some(_) => {
+                let r = real::fcntl(fd, cmd, arg & !(libc::O_DIRECT as c_long));
+                if r >= 0 {
+                    let e = errno();
+                    crate::refresh_status(fd);
+                    set_errno(e);
+                }
+                r
+            }
             None => real::fcntl(fd, cmd, arg),
         },
         _ => real::fcntl(fd, cmd, arg),
@@ -830,15 +896,20 @@ pub unsafe extern "C" fn truncate64(path: *const c_char, len: off64_t) -> c_int 
                 Err(_) => return cvt(real::truncate64(path, len)),
             };
             let p = t.abs.as_str().ok_or(libc::EINVAL)?;
-            let id = match c.file_stat_path(p).map_err(os)? {
-                Some(a) => a.id,
+            let (id, opened) = match c.file_stat_path(p).map_err(os)? {
+                Some(a) => (a.id, false),
                 None => match c.file_open(p, OpenFlags { write: true, ..Default::default() }, 0, t.persist, t.page_bytes) {
-                    Ok(a) => a.id,
+                    Ok(a) => (a.id, true),
                     Err(e) if e.errno == Errno::IsDir => return cvt(real::truncate64(path, len)),
                     Err(e) => return Err(os(e)),
                 },
             };
-            c.file_truncate(id, len as u64).map_err(os)?;
+            let r = c.file_truncate(id, len as u64).map_err(os);
+            if opened {
+                // the open's implicit hold is not a descriptor of ours
+                crate::release_hold(id);
+            }
+            r?;
             trace!("truncate {} len={}", p, len);
             Ok(0)
         }),
@@ -925,7 +996,8 @@ unsafe fn stat_tracked(t: &Tracked, fallback: impl FnOnce() -> c_int, is_reg: im
             match c.file_open(p, OpenFlags::default(), 0, t.persist, t.page_bytes) {
                 Ok(a) => {
                     // the open's implicit hold is not a descriptor of ours
-                    let _ = c.file_close(a.id);
+                    // (unless one of ours refers to the file by now)
+                    crate::release_hold(a.id);
                     fill(&a);
                     trace!("stat {} -> record made from the destination, size {}", p, a.size);
                 }
@@ -1145,18 +1217,27 @@ pub unsafe extern "C" fn eaccess(path: *const c_char, mode: c_int) -> c_int {
 // ---------------------------------------------------------------------------
 // unlink, rename
 
-/// Removes the buffered record and the destination; success if either existed.
+/// Removes the buffered record (a file still open somewhere lives on,
+/// unnamed, until closed) and the destination file. A record that never
+/// reached the destination (created in the buffer, never flushed) has no
+/// destination file: the real unlink is skipped (a slow-PFS round trip per
+/// remove). Success if the record existed or the real unlink succeeded;
+/// a destination that may exist but cannot be removed reports the error.
 unsafe fn unlink_tracked(t: &Tracked, real_rm: impl FnOnce() -> c_int) -> Result<c_int, c_int> {
     let c = match cl() {
         Ok(c) => c,
         Err(_) => return cvt(real_rm()),
     };
     let p = t.abs.as_str().ok_or(libc::EINVAL)?;
-    let rec = c.file_unlink(p).map_err(os)?;
+    let u = c.file_unlink_ex(p).map_err(os)?;
+    if u.existed && !u.dest_may_exist {
+        trace!("unlink {} record (buffer only, still open: {})", p, u.still_open);
+        return Ok(0);
+    }
     let r = real_rm();
     let e = errno();
-    trace!("unlink {} record={} dest={}", p, rec, r == 0);
-    if r == 0 || (rec && e == libc::ENOENT) {
+    trace!("unlink {} record={} still_open={} dest={}", p, u.existed, u.still_open, r == 0);
+    if r == 0 || (u.existed && e == libc::ENOENT) {
         Ok(0)
     } else {
         Err(e)
@@ -1257,8 +1338,10 @@ unsafe fn rename_impl(ofd: c_int, from: *const c_char, nfd: c_int, to: *const c_
                 let res = copy_out(c, fa.id, fa.size, fd);
                 real::close(fd);
                 res?;
-                c.file_unlink(f.abs.as_str().unwrap_or("")).map_err(os)?;
-                real::unlinkat(ofd, from, 0);
+                let u = c.file_unlink_ex(f.abs.as_str().unwrap_or("")).map_err(os)?;
+                if u.dest_may_exist {
+                    real::unlinkat(ofd, from, 0);
+                }
                 trace!("rename {} -> untracked target: copied {} bytes", f.abs.as_str().unwrap_or(""), fa.size);
                 Ok(0)
             }

@@ -106,6 +106,11 @@ static STATE: AtomicPtr<State> = AtomicPtr::new(std::ptr::null_mut());
 static DEBUG: AtomicBool = AtomicBool::new(false);
 /// The process the client belongs to (fork/vfork children differ).
 static PID: AtomicI32 = AtomicI32::new(0);
+/// A page mapped with `MADV_WIPEONFORK` whose first word is 1 in the
+/// process the client belongs to: a child of fork/_Fork/clone (without
+/// CLONE_VM) reads 0 — one memory load instead of a getpid per call. Null
+/// when the kernel lacks the advice: getpid is compared instead.
+static FORK_MARK: AtomicPtr<AtomicU32> = AtomicPtr::new(std::ptr::null_mut());
 pub(crate) static UMASK: AtomicU32 = AtomicU32::new(0o022);
 
 pub(crate) struct State {
@@ -180,6 +185,7 @@ extern "C" fn init() {
     unsafe {
         real::resolve_all();
         PID.store(libc::getpid(), Ordering::Relaxed);
+        init_fork_mark();
         let mut rl: libc::rlimit = std::mem::zeroed();
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) == 0 {
             let soft = rl.rlim_cur.min(FD_MAX as u64) as i32;
@@ -239,10 +245,58 @@ extern "C" fn fini() {
 #[link_section = ".fini_array"]
 static FINI: extern "C" fn() = fini;
 
+unsafe fn init_fork_mark() {
+    let p = libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0);
+    if p == libc::MAP_FAILED {
+        return;
+    }
+    if libc::madvise(p, 4096, libc::MADV_WIPEONFORK) != 0 {
+        libc::munmap(p, 4096);
+        return;
+    }
+    let m = p as *mut AtomicU32;
+    (*m).store(1, Ordering::Relaxed);
+    FORK_MARK.store(m, Ordering::Release);
+}
+
+/// True in a child process (fork, _Fork, clone without CLONE_VM) that has
+/// not taken over the adapter's state yet. vfork children share our memory
+/// and are not detected (see `own_process`).
+#[inline]
+fn process_changed() -> bool {
+    let m = FORK_MARK.load(Ordering::Relaxed);
+    if m.is_null() {
+        unsafe { libc::getpid() != PID.load(Ordering::Relaxed) }
+    } else {
+        unsafe { (*m).load(Ordering::Relaxed) == 0 }
+    }
+}
+
+/// A child that did not run our atfork handler (_Fork, clone) takes over
+/// the adapter's state before it changes the descriptor table.
+#[inline]
+pub(crate) fn sync_process() {
+    if process_changed() {
+        new_process();
+    }
+}
+
+/// In a new process: forget the parent's client and holds.
+#[cold]
+fn new_process() {
+    forget_client();
+    forget_holds();
+    let m = FORK_MARK.load(Ordering::Relaxed);
+    if !m.is_null() {
+        unsafe { (*m).store(1, Ordering::Relaxed) };
+    }
+}
+
 extern "C" fn atfork_child() {
     // The parent's client (its channels, its socket) belongs to the parent:
-    // forget it (never drop) and reconnect on first use.
-    forget_client();
+    // forget it (never drop) and reconnect on first use; its holds on open
+    // files are the parent's too (ours are taken on first use).
+    new_process();
     path::CWD_LOCK.store(false, Ordering::Release);
     stdio::STREAMS_LOCK.store(false, Ordering::Release);
     dirs::DIRS_LOCK.store(false, Ordering::Release);
@@ -266,10 +320,9 @@ fn forget_client() {
 /// The process's client, connecting on first use. Err(EIO) when the daemon
 /// cannot be reached (reported once on stderr).
 pub(crate) fn client() -> Result<&'static Client, c_int> {
-    let pid = unsafe { libc::getpid() };
-    if pid != PID.load(Ordering::Relaxed) {
-        // a child of fork/_Fork/vfork/clone that did not run our atfork handler
-        forget_client();
+    if process_changed() {
+        // a child of fork/_Fork/clone that did not run our atfork handler
+        new_process();
     }
     let p = CLIENT.load(Ordering::Acquire);
     if !p.is_null() {
@@ -307,7 +360,16 @@ pub(crate) fn client() -> Result<&'static Client, c_int> {
 
 /// True when no client could be connected: new opens pass through.
 pub(crate) fn connect_failed() -> bool {
-    CONNECT_FAILED.load(Ordering::Relaxed) && PID.load(Ordering::Relaxed) == unsafe { libc::getpid() }
+    CONNECT_FAILED.load(Ordering::Relaxed) && !process_changed()
+}
+
+/// The connected client, without connecting (None after fork until used).
+fn current_client() -> Option<&'static Client> {
+    if process_changed() {
+        return None;
+    }
+    let p = CLIENT.load(Ordering::Acquire);
+    (!p.is_null()).then(|| unsafe { &*p })
 }
 
 // ---------------------------------------------------------------------------
@@ -317,6 +379,12 @@ pub(crate) const FD_MAX: usize = 65536;
 pub(crate) const K_UNKNOWN: u8 = 0;
 pub(crate) const K_UNTRACKED: u8 = 1;
 pub(crate) const K_TRACKED: u8 = 0x80;
+/// (with K_TRACKED) the current client holds the file open (`file_open` /
+/// `file_hold`); cleared for every descriptor when the client changes.
+pub(crate) const K_HELD: u8 = 0x40;
+/// (with K_TRACKED) cached `O_APPEND` of the open file description
+/// (refreshed by the F_SETFL hook).
+pub(crate) const K_APPEND: u8 = 0x20;
 /// A descriptor of the adapter's own client (socket, tier files, destination
 /// files for read-through), moved above `INTERNAL_BASE`.
 pub(crate) const K_INTERNAL: u8 = 2;
@@ -328,6 +396,10 @@ const Z8: AtomicU8 = AtomicU8::new(0);
 const Z64: AtomicU64 = AtomicU64::new(0);
 static KIND: [AtomicU8; FD_MAX] = [Z8; FD_MAX];
 static ID: [AtomicU64; FD_MAX] = [Z64; FD_MAX];
+/// One past the highest descriptor ever made tracked: scans stop there.
+static TRACKED_END: AtomicI32 = AtomicI32::new(0);
+/// Tracked opens between `file_open` and their table entry (see `release_hold`).
+pub(crate) static OPENS_IN_FLIGHT: AtomicU32 = AtomicU32::new(0);
 
 /// A tracked descriptor: the placeholder fd, file id, access mode (O_RDONLY,
 /// O_WRONLY, O_RDWR) and persist mode.
@@ -337,6 +409,8 @@ pub(crate) struct Tfd {
     pub id: u64,
     pub acc: c_int,
     pub persist: Persist,
+    /// O_APPEND (the status flag cached in the table)
+    pub append: bool,
 }
 
 pub(crate) fn persist_code(p: Persist) -> u8 {
@@ -355,10 +429,111 @@ fn persist_of(code: u8) -> Persist {
     }
 }
 
-pub(crate) fn set_tracked(fd: c_int, id: u64, acc: c_int, persist: Persist) {
+/// `fd` is a placeholder of file `id`; `held`: this client holds the file
+/// (it just opened it); `append`: its O_APPEND status flag.
+pub(crate) fn set_tracked(fd: c_int, id: u64, acc: c_int, persist: Persist, held: bool, append: bool) {
     if fd >= 0 && (fd as usize) < FD_MAX {
         ID[fd as usize].store(id, Ordering::Relaxed);
-        KIND[fd as usize].store(K_TRACKED | (acc as u8 & 3) | (persist_code(persist) << 2), Ordering::Release);
+        let mut k = K_TRACKED | (acc as u8 & 3) | (persist_code(persist) << 2);
+        if held {
+            k |= K_HELD;
+        }
+        if append {
+            k |= K_APPEND;
+        }
+        KIND[fd as usize].store(k, Ordering::Release);
+        TRACKED_END.fetch_max(fd + 1, Ordering::AcqRel);
+        if held {
+            mark_held(id);
+        }
+    }
+}
+
+fn tracked_end() -> usize {
+    (TRACKED_END.load(Ordering::Acquire).max(0) as usize).min(FD_MAX)
+}
+
+/// Another descriptor than `except` is a placeholder of file `id`.
+pub(crate) fn id_in_use(id: u64, except: c_int) -> bool {
+    (0..tracked_end()).any(|fd| fd as c_int != except && KIND[fd].load(Ordering::Acquire) & K_TRACKED != 0 && ID[fd].load(Ordering::Relaxed) == id)
+}
+
+/// Every descriptor of file `id`: held by the current client.
+fn mark_held(id: u64) {
+    for fd in 0..tracked_end() {
+        let k = KIND[fd].load(Ordering::Acquire);
+        if k & K_TRACKED != 0 && k & K_HELD == 0 && ID[fd].load(Ordering::Relaxed) == id {
+            let _ = KIND[fd].compare_exchange(k, k | K_HELD, Ordering::AcqRel, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The client changed (fork child, reconnection): it holds nothing yet.
+fn forget_holds() {
+    for slot in KIND.iter().take(tracked_end()) {
+        let k = slot.load(Ordering::Acquire);
+        if k & K_HELD != 0 {
+            let _ = slot.compare_exchange(k, k & !K_HELD, Ordering::AcqRel, Ordering::Relaxed);
+        }
+    }
+}
+
+/// First use of a placeholder this client does not hold yet (inherited over
+/// fork or exec): hold the file so that an unlink keeps its bytes while the
+/// descriptor is open. Marked held even when the daemon refuses (the file
+/// is gone: the call itself reports it), so this happens once.
+#[cold]
+fn acquire_hold(id: u64) {
+    let e = errno();
+    run_raw((), || {
+        if let Ok(c) = client() {
+            let r = c.file_hold(id);
+            trace!("hold id={:x} -> {:?}", id, r.as_ref().map_err(|e| e.to_string()));
+        }
+    });
+    mark_held(id);
+    set_errno(e);
+}
+
+/// Descriptor(s) of file `id` were closed or replaced. When no descriptor
+/// of this process refers to it any more, the client's hold is released
+/// (an unlinked file is destroyed with its last holder). An open of the
+/// same file racing with this (its hold taken before our release reached
+/// the daemon) is re-held once it is in the table.
+pub(crate) fn release_hold(id: u64) {
+    if id_in_use(id, -1) {
+        return;
+    }
+    let Some(c) = current_client() else { return };
+    let e = errno();
+    run_raw((), || {
+        let r = c.file_close(id);
+        trace!("release id={:x} -> {:?}", id, r.as_ref().map_err(|e| e.to_string()));
+        let mut spins = 0u32;
+        while OPENS_IN_FLIGHT.load(Ordering::Acquire) != 0 && spins < 100_000 {
+            std::thread::yield_now();
+            spins += 1;
+        }
+        if id_in_use(id, -1) {
+            let _ = c.file_hold(id);
+        }
+    });
+    set_errno(e);
+}
+
+/// After F_SETFL on `fd`: refresh the cached O_APPEND of every descriptor
+/// of the same file (dups share the open file description).
+pub(crate) fn refresh_status(fd: c_int) {
+    let id = tracked_id(fd);
+    for d in 0..tracked_end() {
+        let k = KIND[d].load(Ordering::Acquire);
+        if k & K_TRACKED != 0 && ID[d].load(Ordering::Relaxed) == id {
+            let fl = unsafe { real::fcntl(d as c_int, libc::F_GETFL, 0) };
+            if fl >= 0 {
+                let nk = if fl & libc::O_APPEND != 0 { k | K_APPEND } else { k & !K_APPEND };
+                let _ = KIND[d].compare_exchange(k, nk, Ordering::AcqRel, Ordering::Relaxed);
+            }
+        }
     }
 }
 
@@ -411,6 +586,8 @@ pub(crate) fn adopt_internal(fd: c_int) -> c_int {
 pub(crate) fn client_fd_lost() {
     if !CLIENT.load(Ordering::Acquire).is_null() {
         CLIENT.store(std::ptr::null_mut(), Ordering::Release);
+        // the new connection holds nothing yet
+        forget_holds();
     }
 }
 
@@ -423,6 +600,9 @@ pub(crate) fn copy_kind(from: c_int, to: c_int) {
         let k = KIND[from as usize].load(Ordering::Acquire);
         ID[to as usize].store(ID[from as usize].load(Ordering::Relaxed), Ordering::Relaxed);
         KIND[to as usize].store(k, Ordering::Release);
+        if k & K_TRACKED != 0 {
+            TRACKED_END.fetch_max(to + 1, Ordering::AcqRel);
+        }
     } else {
         KIND[to as usize].store(K_UNKNOWN, Ordering::Release);
     }
@@ -440,24 +620,41 @@ pub(crate) fn tracked_fd(fd: c_int) -> Option<Tfd> {
     if k == K_UNTRACKED || k == K_INTERNAL || guarded() {
         return None;
     }
-    if k & K_TRACKED != 0 {
-        let id = ID[fd as usize].load(Ordering::Relaxed);
-        return Some(Tfd { fd, id, acc: (k & 3) as c_int, persist: persist_of((k >> 2) & 3) });
+    if k & K_TRACKED == 0 {
+        return classify(fd);
     }
-    classify(fd)
+    if process_changed() {
+        new_process();
+    }
+    let id = ID[fd as usize].load(Ordering::Relaxed);
+    let k = KIND[fd as usize].load(Ordering::Acquire);
+    if k & K_HELD == 0 && k & K_TRACKED != 0 {
+        acquire_hold(id);
+    }
+    Some(Tfd { fd, id, acc: (k & 3) as c_int, persist: persist_of((k >> 2) & 3), append: k & K_APPEND != 0 })
 }
 
 #[cold]
 fn classify(fd: c_int) -> Option<Tfd> {
     let mut buf = [0u8; 256];
     let n = path::fd_link(fd, &mut buf);
-    let t = n.and_then(|n| parse_placeholder(&buf[..n])).map(|(id, acc, p)| Tfd { fd, id, acc, persist: p });
+    let t = n.and_then(|n| parse_placeholder(&buf[..n]));
     match t {
-        Some(t) => set_tracked(fd, t.id, t.acc, t.persist),
-        None if n.is_some() => set_kind(fd, K_UNTRACKED),
-        None => {} // not open: leave unknown
+        Some((id, acc, p)) => {
+            // inherited over exec: this process holds the file from now on
+            let fl = unsafe { real::fcntl(fd, libc::F_GETFL, 0) };
+            set_tracked(fd, id, acc, p, false, fl >= 0 && fl & libc::O_APPEND != 0);
+            acquire_hold(id);
+            let k = KIND[fd as usize].load(Ordering::Acquire);
+            Some(Tfd { fd, id, acc, persist: p, append: k & K_APPEND != 0 })
+        }
+        None => {
+            if n.is_some() {
+                set_kind(fd, K_UNTRACKED);
+            } // else not open: leave unknown
+            None
+        }
     }
-    t
 }
 
 /// `/memfd:strata:<id hex>:<acc>:<persist> (deleted)` → (id, acc, persist).
