@@ -30,6 +30,8 @@ pub const PAGE_BYTES_MIN: u64 = 4 << 10;
 pub const PAGE_BYTES_MAX: u64 = 64 << 20;
 /// Destination descriptors kept open for read-through (per client).
 const DEST_FDS_MAX: usize = 64;
+/// Longest an unlink waits for a running flush job of the same path.
+const PATH_IDLE_WAIT_MAX: Duration = Duration::from_secs(60);
 /// Longest a `file_sync` poll sleeps between two looks.
 const SYNC_POLL_SLEEP_MAX: Duration = Duration::from_millis(2);
 
@@ -661,7 +663,31 @@ impl Client {
         check_path(path)?;
         let req = Request { op: Op::FileUnlink as u32, name_len: path.len() as u32, ..Request::default() };
         let (resp, _) = self.file_call(req, &[path.as_bytes()], "file unlink")?;
-        Ok(Unlinked { existed: resp.val0 == 1, dest_may_exist: resp.val1 == 1, still_open: resp.val2 == 1 })
+        if resp.val2 & 2 != 0 {
+            // A flush job of this path is running: let it finish (and the
+            // daemon remove what it may have created) before the caller
+            // unlinks the destination, or the file could come back.
+            self.wait_path_idle(path)?;
+        }
+        Ok(Unlinked { existed: resp.val0 == 1, dest_may_exist: resp.val1 == 1, still_open: resp.val2 & 1 == 1 })
+    }
+
+    fn wait_path_idle(&self, path: &str) -> Result<()> {
+        let started = Instant::now();
+        let mut sleep = Duration::from_micros(20);
+        // Bounded: a flush job ends (success, error or cancel) in bounded
+        // time; past PATH_IDLE_WAIT_MAX we go on and report nothing worse
+        // than a file that may reappear (logged by the daemon).
+        while started.elapsed() < PATH_IDLE_WAIT_MAX {
+            let req = Request { op: Op::FileIdle as u32, name_len: path.len() as u32, ..Request::default() };
+            let (resp, _) = self.file_call(req, &[path.as_bytes()], "file idle")?;
+            if resp.val0 == 1 {
+                return Ok(());
+            }
+            std::thread::sleep(sleep);
+            sleep = (sleep * 2).min(SYNC_POLL_SLEEP_MAX);
+        }
+        Ok(())
     }
 
     /// This process holds file `id` open through a descriptor it inherited

@@ -125,6 +125,8 @@ enum Work {
 struct InFlight {
     job_id: u64,
     pin: u64,
+    /// Destination path the job writes.
+    path: String,
 }
 
 /// Token bucket shared by the workers (`flush.bandwidth_max`).
@@ -411,6 +413,13 @@ impl Flusher {
         self.in_flight.contains_key(&id)
     }
 
+    /// No job writes `path` and no clean-up unlink is pending (a client
+    /// unlinking the destination waits for this, so a job overtaken by the
+    /// unlink cannot re-create the file after it).
+    pub fn path_idle(&self, path: &str) -> bool {
+        !self.in_flight.values().any(|f| f.path == path) && !self.unlinks_pending.iter().any(|p| p == path) && self.unlinks_queued.load(Ordering::SeqCst) == 0
+    }
+
     /// Nothing queued or running (jobs and destination unlinks).
     pub fn idle(&self) -> bool {
         self.in_flight.is_empty() && self.unlinks_pending.is_empty() && self.unlinks_queued.load(Ordering::SeqCst) == 0
@@ -479,10 +488,10 @@ impl Flusher {
                 continue;
             }
             let Some((job, pin)) = self.snapshot(core, id) else { continue };
-            let (file, cancel, job_id) = (job.file, job.cancel.clone(), job.id);
+            let (file, cancel, job_id, path) = (job.file, job.cancel.clone(), job.id, job.path.clone());
             match queue.try_send(Work::Flush(job)) {
                 Ok(()) => {
-                    self.in_flight.insert(file, InFlight { job_id, pin });
+                    self.in_flight.insert(file, InFlight { job_id, pin, path });
                     core.files.cancels.insert(file, cancel);
                 }
                 Err(TrySendError::Full(Work::Flush(job))) | Err(TrySendError::Disconnected(Work::Flush(job))) => {

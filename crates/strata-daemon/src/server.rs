@@ -521,11 +521,13 @@ impl Poller {
             }
             Op::FileTruncate => self.core.file_truncate(bucket, req.len)?,
             Op::FileUnlink => {
+                let busy = self.flusher.as_ref().is_some_and(|f| !f.path_idle(name));
                 let u = self.core.file_unlink_held(name)?;
                 r.val0 = u.existed as u64;
-                r.val1 = u.dest_may_exist as u64;
-                r.val2 = u.orphaned as u64;
+                r.val1 = (u.dest_may_exist || busy) as u64;
+                r.val2 = u.orphaned as u64 | (busy as u64) << 1;
             }
+            Op::FileIdle => r.val0 = self.flusher.as_ref().is_none_or(|f| f.path_idle(name)) as u64,
             Op::FileHold => self.core.file_hold(bucket, c.id)?,
             Op::FileClose => self.core.file_release(bucket, c.id)?,
             Op::FileSetAttr => {

@@ -82,8 +82,10 @@ pub enum Op {
     /// bucket = file id, len = new size.
     FileTruncate = 55,
     /// name = path -> val0 = 1 if a record existed; val1 = 1 if a
-    /// destination file may exist (the caller unlinks it too); val2 = 1 if
-    /// the file is still open somewhere (kept, unnamed, until closed).
+    /// destination file may exist (the caller unlinks it too); val2 bit 0:
+    /// the file is still open somewhere (kept, unnamed, until closed); bit 1:
+    /// a flush job still writes the path (wait for `FileIdle` before
+    /// unlinking the destination).
     FileUnlink = 56,
     /// name = from, name2 = to; flag DEST_INFO = the destination was renamed
     /// too -> val0 = 1 if a record moved.
@@ -108,6 +110,9 @@ pub enum Op {
     /// mode), SET_MTIME (offset = ns), SET_ATIME (len = ns). -> val0 = persist.
     /// NoFile when there is no record (the destination is authoritative).
     FileSetAttr = 64,
+    /// name = path -> val0 = 1 when no flush job writes that path and no
+    /// clean-up unlink of it is pending.
+    FileIdle = 65,
 }
 
 impl Op {
@@ -149,6 +154,7 @@ impl Op {
             62 => FileHold,
             63 => FileClose,
             64 => FileSetAttr,
+            65 => FileIdle,
             _ => return None,
         })
     }
