@@ -37,6 +37,9 @@ pub struct Chan {
     free: Vec<bool>,
     /// Bit i: slot i completed, response not yet consumed.
     done: Vec<bool>,
+    /// Bit i: nobody waits for slot i's response (fire-and-forget); it is
+    /// freed when reaped.
+    unwaited: Vec<bool>,
     next_tag: u64,
     lease: Option<(u64, u64)>,
     releases: Vec<u64>,
@@ -65,6 +68,7 @@ impl Chan {
             layout: *layout,
             free: vec![true; layout.depth as usize],
             done: vec![false; layout.depth as usize],
+            unwaited: vec![false; layout.depth as usize],
             next_tag: 1,
             lease: None,
             releases: Vec::new(),
@@ -105,6 +109,14 @@ impl Chan {
         // Reap what has completed (the slots stay owned by their waiters)
         // and report Busy.
         self.reap(inner, false)?;
+        // Fire-and-forget requests complete without anyone's help: wait for
+        // one (bounded: each round reaps ≥ 1 completion or fails).
+        for _ in 0..self.unwaited.len() {
+            if self.free.iter().any(|f| *f) || !self.unwaited.iter().any(|u| *u) {
+                break;
+            }
+            self.reap(inner, true)?;
+        }
         match self.free.iter().position(|f| *f) {
             Some(i) => {
                 self.free[i] = false;
@@ -173,7 +185,13 @@ impl Chan {
         loop {
             match self.cq.pop() {
                 Ok(Some(s)) if (s as usize) < self.done.len() => {
-                    self.done[s as usize] = true;
+                    let i = s as usize;
+                    if self.unwaited[i] {
+                        self.unwaited[i] = false;
+                        self.free[i] = true;
+                    } else {
+                        self.done[i] = true;
+                    }
                     got = true;
                 }
                 Ok(Some(_)) | Err(_) => return Err(err(Errno::Internal, "completion ring corrupt")),
@@ -220,6 +238,16 @@ impl Chan {
             return Err(err(Errno::Internal, "response does not match its request"));
         }
         Ok((resp, out))
+    }
+
+    /// Submits `req` and does not wait for its response (errors of the
+    /// request itself are dropped): for notifications such as `FileClose`.
+    /// Ordered with the channel's later requests like any other.
+    pub fn submit_unwaited(&mut self, inner: &Inner, req: Request) -> Result<()> {
+        let sub = self.submit(inner, req, &[])?;
+        self.unwaited[sub.slot as usize] = true;
+        // Collect what already completed so slots do not pile up.
+        self.reap(inner, false)
     }
 
     /// Makes sure the lease has `len` bytes (block-rounded) free; returns

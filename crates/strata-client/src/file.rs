@@ -699,11 +699,14 @@ impl Client {
         Ok(())
     }
 
-    /// This process's last descriptor of file `id` closed.
+    /// This process's last descriptor of file `id` closed. Does not wait
+    /// for the daemon (a notification: later requests of this thread are
+    /// ordered after it; if the process exits first, its disconnection
+    /// releases the hold anyway).
     pub fn file_close(&self, id: u64) -> Result<()> {
         let req = Request { op: Op::FileClose as u32, bucket: id, ..Request::default() };
-        self.file_call(req, &[], "file close")?;
-        Ok(())
+        let mut ch = self.chan();
+        ch.submit_unwaited(&self.inner, req)
     }
 
     /// chmod / utimes of a buffered file (by id, or by path with `id` 0).

@@ -129,6 +129,10 @@ static void hold(void) {
     wait_line();
     expect(fd, "held bytes", "read after unlink");
     CHECK(close(fd) == 0, "close");
+    /* close notifies the daemon without waiting; any later request of this
+     * thread is ordered after it (a stat of the now absent name is one). */
+    struct stat st;
+    CHECK(stat(pth("h"), &st) != 0, "stat after close");
     printf("closed\n");
     fflush(stdout);
     wait_line();
