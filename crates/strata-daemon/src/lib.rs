@@ -135,9 +135,38 @@ fn sweep_stale_shm(prefix: &str) {
     if let Ok(rd) = std::fs::read_dir("/dev/shm") {
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().to_string();
-            if name.starts_with(&format!("{prefix}-")) {
+            if is_own_segment(prefix, &name) {
                 let _ = ShmSegment::unlink(&name);
             }
+        }
+    }
+}
+
+/// Names this daemon's instance creates: `<prefix>-ctl`, `<prefix>-arena`
+/// and client segments `<prefix>-c<id>-<pid>`. Only those are swept, never
+/// another daemon's whose prefix merely starts with ours (`strata-x-b`
+/// vs `strata-x`).
+fn is_own_segment(prefix: &str, name: &str) -> bool {
+    let Some(rest) = name.strip_prefix(prefix).and_then(|r| r.strip_prefix('-')) else { return false };
+    if rest == "ctl" || rest == "arena" {
+        return true;
+    }
+    let Some(ids) = rest.strip_prefix('c') else { return false };
+    let mut parts = ids.split('-');
+    let (Some(id), Some(pid), None) = (parts.next(), parts.next(), parts.next()) else { return false };
+    !id.is_empty() && !pid.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) && pid.bytes().all(|b| b.is_ascii_digit())
+}
+
+#[cfg(test)]
+mod sweep_tests {
+    use super::is_own_segment;
+    #[test]
+    fn sweeps_only_its_own_segment_names() {
+        for n in ["strata-x-ctl", "strata-x-arena", "strata-x-c12-3456"] {
+            assert!(is_own_segment("strata-x", n), "{n}");
+        }
+        for n in ["strata-x-b-ctl", "strata-x-b-arena", "strata-x-b-c1-2", "strata-x-c1", "strata-x-c1-2-3", "strata-x-cx-1", "strata-xy-ctl", "strata-x", "other"] {
+            assert!(!is_own_segment("strata-x", n), "{n}");
         }
     }
 }
