@@ -16,11 +16,13 @@ use common::{strata_bin, TestDaemon};
 fn private_config(dir: &Path) -> std::path::PathBuf {
     let yaml = format!(
         "daemon:\n  socket: {sock}\n  shm_prefix: strata-run{pid}-{n}\n  log: warn\nplacement:\n  lease_size: 1MiB\ndevices:\n  - name: ram\n    kind: ram\n    capacity: 128MiB\n  - name: disk\n    kind: dir\n    path: {disk}\n    capacity: 256MiB\n",
-        sock = dir.join("daemon.sock").display(),
+        // The socket's directory is never buffered: keep it apart from the work dirs.
+        sock = dir.join("daemon").join("daemon.sock").display(),
         pid = std::process::id(),
         n = dir.file_name().unwrap().to_string_lossy().replace(|c: char| !c.is_ascii_alphanumeric(), ""),
         disk = dir.join("disk").display()
     );
+    std::fs::create_dir_all(dir.join("daemon")).unwrap();
     let p = dir.join("strata.yaml");
     std::fs::write(&p, yaml).unwrap();
     p
@@ -100,7 +102,7 @@ fn missing_preload_library_names_the_fix() {
 fn private_daemon_is_started_and_stopped() {
     let tmp = tempfile::tempdir().unwrap();
     let config = private_config(tmp.path());
-    let socket = tmp.path().join("daemon.sock");
+    let socket = tmp.path().join("daemon").join("daemon.sock");
     let work = tmp.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
     assert!(!daemon_answers(&socket));
@@ -108,6 +110,7 @@ fn private_daemon_is_started_and_stopped() {
     r.assert_ok("strata run with a private daemon");
     assert_eq!(r.stdout_str(), "hello\n");
     assert!(r.stderr.contains("private daemon stopped"), "{}", r.stderr);
+    assert!(!r.stderr.contains(" 0B written to the buffer"), "nothing went through the buffer: {}", r.stderr);
     assert!(!daemon_answers(&socket), "the private daemon is still running");
     // DEFAULT mode: drained before the daemon stopped.
     assert_eq!(std::fs::read_to_string(work.join("f.txt")).unwrap(), "hello\n");
@@ -117,7 +120,7 @@ fn private_daemon_is_started_and_stopped() {
 fn concurrent_runs_share_one_private_daemon() {
     let tmp = tempfile::tempdir().unwrap();
     let config = private_config(tmp.path());
-    let socket = tmp.path().join("daemon.sock");
+    let socket = tmp.path().join("daemon").join("daemon.sock");
     let barrier = tmp.path().join("barrier");
     std::fs::create_dir_all(&barrier).unwrap();
     let n = 4;
@@ -155,6 +158,10 @@ fn concurrent_runs_share_one_private_daemon() {
     assert!(pids.iter().all(|p| p == &pids[0] && !p.is_empty()), "ranks saw different daemons: {pids:?}");
     let stopped = (0..n).filter(|i| std::fs::read_to_string(tmp.path().join(format!("stderr{i}"))).unwrap().contains("private daemon stopped")).count();
     assert_eq!(stopped, 1, "exactly one rank (the last) stops the private daemon");
+    for i in 0..n {
+        let err = std::fs::read_to_string(tmp.path().join(format!("stderr{i}"))).unwrap();
+        assert!(err.contains("written to the buffer") && !err.contains(" 0B written to the buffer"), "rank {i} did not go through the buffer: {err}");
+    }
     assert!(!daemon_answers(&socket), "the private daemon is still running");
     for i in 0..n {
         assert_eq!(std::fs::read_to_string(tmp.path().join(format!("rank{i}/out.txt"))).unwrap(), format!("rank {i}\n"));
