@@ -2,6 +2,7 @@
 //! the library crates (daemon, client, config, bench).
 
 mod daemonctl;
+mod drain;
 mod flush;
 mod run;
 mod table;
@@ -96,6 +97,49 @@ enum Cmd {
         #[arg(long)]
         wait: bool,
         path: Vec<PathBuf>,
+    },
+    /// Per-file drain state of DEFAULT-mode files (dirty, flushing,
+    /// persisted, failed), waiting for it, and the flusher's event log.
+    Drain {
+        #[command(subcommand)]
+        cmd: DrainCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum DrainCmd {
+    /// A table of the DEFAULT files under PATHs (default: all): PATH, STATE,
+    /// SIZE, DIRTY, FLUSHED, ERROR, and a summary line.
+    Status {
+        #[arg(long)]
+        json: bool,
+        path: Vec<PathBuf>,
+    },
+    /// Flush the DEFAULT files under PATHs (default: all) and block until
+    /// every one is persisted (progress bar of dirty bytes on stderr). Exit 1
+    /// listing the failed files when only failures are left; exit 2 on
+    /// --timeout.
+    Wait {
+        path: Vec<PathBuf>,
+        /// Give up after SECS seconds.
+        #[arg(long, value_name = "SECS")]
+        timeout: Option<f64>,
+        /// Only wait: do not ask for an immediate flush.
+        #[arg(long)]
+        no_flush: bool,
+        /// No progress bar.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Print the path of the event log (`<socket>.drain.log`: ENQUEUE,
+    /// DEQUEUE, DONE, ERROR lines), or its last lines, or follow it.
+    Log {
+        /// Print the last N lines.
+        #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "10")]
+        tail: Option<usize>,
+        /// Keep printing new lines (until interrupted).
+        #[arg(long, short)]
+        follow: bool,
     },
 }
 
@@ -287,6 +331,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Flush { wait, path } => {
             let cfg = load_config(cfg_path.as_deref())?;
             return flush::command(&cfg.resolved_socket_path(), &path, wait);
+        }
+        Cmd::Drain { cmd } => {
+            let cfg = load_config(cfg_path.as_deref())?;
+            let socket = cfg.resolved_socket_path();
+            return match cmd {
+                DrainCmd::Status { json, path } => drain::status_command(&socket, &path, json),
+                DrainCmd::Wait { path, timeout, no_flush, quiet } => drain::wait_command(&socket, &path, timeout, no_flush, quiet),
+                DrainCmd::Log { tail, follow } => drain::log_command(&socket, tail, follow),
+            };
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -37,6 +37,7 @@ use strata_proto::control::{FileCounters, FlushError, FlushReply};
 use strata_shm::ShmSegment;
 
 use crate::core::Core;
+use crate::drain::{EventLog, EventSink};
 use crate::files::Backoff;
 use crate::server::Msg;
 use crate::tier::Backing;
@@ -312,7 +313,11 @@ impl FlushIo {
 
 type Wake = Arc<dyn Fn() + Send + Sync>;
 
-fn worker(io: Arc<FlushIo>, rx: Arc<Mutex<mpsc::Receiver<Work>>>, tx: mpsc::Sender<Msg>, wake: Wake, unlinks: Arc<AtomicUsize>) {
+fn job_bytes(job: &Job) -> u64 {
+    job.pages.iter().map(|p| p.len).sum()
+}
+
+fn worker(io: Arc<FlushIo>, rx: Arc<Mutex<mpsc::Receiver<Work>>>, tx: mpsc::Sender<Msg>, wake: Wake, unlinks: Arc<AtomicUsize>, log: Option<EventSink>) {
     loop {
         let work = {
             let rx = rx.lock().unwrap_or_else(|p| p.into_inner());
@@ -321,6 +326,9 @@ fn worker(io: Arc<FlushIo>, rx: Arc<Mutex<mpsc::Receiver<Work>>>, tx: mpsc::Send
         match work {
             Err(_) => return, // queue closed: shutdown
             Ok(Work::Flush(job)) => {
+                if let Some(l) = &log {
+                    l.event("DEQUEUE", &job.path, job_bytes(&job));
+                }
                 let done = io.run_job(job);
                 if tx.send(Msg::FlushDone(Box::new(done))).is_err() {
                     return;
@@ -373,12 +381,21 @@ pub struct Flusher {
     last_tick_mono_ns: u64,
     /// Shutdown: every dirty file is eligible.
     pub draining: bool,
+    /// The drain event log (`<socket>.drain.log`), if one could be opened.
+    log: Option<EventLog>,
+    sink: Option<EventSink>,
 }
 
 impl Flusher {
     /// Starts the workers. Completions arrive on `tx` as `Msg::FlushDone`,
     /// followed by a call of `wake`.
     pub fn start(settings: FlushSettings, io: FlushIo, tx: mpsc::Sender<Msg>, wake: Wake) -> std::io::Result<Flusher> {
+        Flusher::start_with_log(settings, io, tx, wake, None)
+    }
+
+    /// `start`, with the poller and the workers appending to the event log `log`.
+    pub fn start_with_log(settings: FlushSettings, io: FlushIo, tx: mpsc::Sender<Msg>, wake: Wake, log: Option<EventLog>) -> std::io::Result<Flusher> {
+        let sink = log.as_ref().and_then(|l| l.sink());
         let threads = settings.threads.clamp(1, 64) as usize;
         let in_flight_max = threads * 2;
         let (qtx, qrx) = mpsc::sync_channel::<Work>(in_flight_max + UNLINKS_PENDING_MAX.min(64));
@@ -387,8 +404,8 @@ impl Flusher {
         let unlinks_queued = Arc::new(AtomicUsize::new(0));
         let mut workers = Vec::with_capacity(threads);
         for i in 0..threads {
-            let (io, qrx, tx, wake, u) = (io.clone(), qrx.clone(), tx.clone(), wake.clone(), unlinks_queued.clone());
-            workers.push(std::thread::Builder::new().name(format!("strata-flush-{i}")).spawn(move || worker(io, qrx, tx, wake, u))?);
+            let (io, qrx, tx, wake, u, l) = (io.clone(), qrx.clone(), tx.clone(), wake.clone(), unlinks_queued.clone(), sink.clone());
+            workers.push(std::thread::Builder::new().name(format!("strata-flush-{i}")).spawn(move || worker(io, qrx, tx, wake, u, l))?);
         }
         Ok(Flusher {
             settings,
@@ -402,7 +419,14 @@ impl Flusher {
             cursor: None,
             last_tick_mono_ns: 0,
             draining: false,
+            log,
+            sink,
         })
+    }
+
+    /// The event log's file, if there is one.
+    pub fn log_path(&self) -> Option<&std::path::Path> {
+        self.log.as_ref().map(|l| l.path.as_path())
     }
 
     pub fn in_flight(&self) -> usize {
@@ -430,6 +454,11 @@ impl Flusher {
         self.queue = None;
         for w in self.workers.drain(..) {
             let _ = w.join();
+        }
+        // The workers' sinks are gone; the writer ends after the last line.
+        self.sink = None;
+        if let Some(mut l) = self.log.take() {
+            l.stop();
         }
     }
 
@@ -489,12 +518,19 @@ impl Flusher {
             }
             let Some((job, pin)) = self.snapshot(core, id) else { continue };
             let (file, cancel, job_id, path) = (job.file, job.cancel.clone(), job.id, job.path.clone());
+            // Logged before the send so that it precedes the worker's DEQUEUE.
+            if let Some(l) = &self.sink {
+                l.event("ENQUEUE", &path, job_bytes(&job));
+            }
             match queue.try_send(Work::Flush(job)) {
                 Ok(()) => {
                     self.in_flight.insert(file, InFlight { job_id, pin, path });
                     core.files.cancels.insert(file, cancel);
                 }
                 Err(TrySendError::Full(Work::Flush(job))) | Err(TrySendError::Disconnected(Work::Flush(job))) => {
+                    if let Some(l) = &self.sink {
+                        l.error(&job.path, 0, "not queued: the flush queue is full (retried)");
+                    }
                     core.unpin(FLUSH_OWNER, pin);
                     restore(core, &job);
                     break;
@@ -626,6 +662,9 @@ impl Flusher {
         let current_path = core.meta.file(job.file).ok().and_then(|_| core.meta.bucket(job.file).ok()).map(|b| b.name.to_string());
         let stale = done.cancelled || job.cancel.load(Ordering::SeqCst) || current_path.as_deref() != Some(job.path.as_str());
         if stale {
+            if let Some(l) = &self.sink {
+                l.error(&job.path, done.bytes, "cancelled: the file was unlinked or renamed while it was flushed");
+            }
             // The record was unlinked or moved while the job ran: what the job
             // wrote does not count, and a file it may have (re)created at a
             // path no record owns any more must go.
@@ -643,6 +682,9 @@ impl Flusher {
             return;
         }
         if let Some(err) = &done.error {
+            if let Some(l) = &self.sink {
+                l.error(&job.path, done.bytes, err);
+            }
             restore(core, job);
             core.files.counters.flush_errors_total += 1;
             let b = core.files.backoff.entry(job.file).or_insert(Backoff { failures: 0, retry_at_mono_ns: 0, first_failure_mono_ns: now });
@@ -658,6 +700,9 @@ impl Flusher {
             return;
         }
         // Success.
+        if let Some(l) = &self.sink {
+            l.event("DONE", &job.path, done.bytes);
+        }
         let mut cleaned = Vec::with_capacity(job.pages.len());
         for pg in &job.pages {
             if core.meta.page_blob(job.file, pg.index) != Some(pg.blob) {
@@ -676,6 +721,7 @@ impl Flusher {
             core.files.counters.flushed_files_total += 1;
         }
         let Ok(rec) = core.meta.file_mut(job.file) else { return };
+        rec.flushed_bytes_total += done.bytes;
         for p in cleaned {
             rec.dirty_pages.remove(&p);
         }
@@ -745,7 +791,7 @@ fn restore(core: &mut Core, job: &Job) {
 }
 
 /// `path` is `prefix` or lies under it (directory prefix); empty = all.
-fn matches(path: &str, prefixes: &[String]) -> bool {
+pub(crate) fn matches(path: &str, prefixes: &[String]) -> bool {
     if prefixes.is_empty() {
         return true;
     }

@@ -15,6 +15,7 @@
 //! **API Boundary:** no client library here (see `strata-client`), no CLI.
 
 pub mod core;
+pub mod drain;
 pub mod files;
 pub mod files_hold;
 pub mod files_list;
@@ -24,6 +25,8 @@ pub mod tier;
 
 #[cfg(test)]
 mod files_tests;
+#[cfg(test)]
+mod drain_tests;
 #[cfg(test)]
 mod flush_tests;
 #[cfg(test)]
@@ -302,7 +305,15 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
             shared.bell().ring();
         })
     };
-    let flusher = flush::Flusher::start(flush::FlushSettings::from_config(&cfg.flush), flush_io, flush_tx, wake).context("cannot start flush threads")?;
+    let log_path = drain::event_log_path(&socket);
+    let log = match drain::EventLog::start(&log_path) {
+        Ok(l) => Some(l),
+        Err(e) => {
+            tracing::warn!(path = %log_path.display(), "cannot open the drain event log: {e}");
+            None
+        }
+    };
+    let flusher = flush::Flusher::start_with_log(flush::FlushSettings::from_config(&cfg.flush), flush_io, flush_tx, wake, log).context("cannot start flush threads")?;
     let mut poller = Poller::new(core, shared.clone(), rx, cfg.daemon.spin(), cfg.node.id as u32, socket.clone());
     poller.flusher = Some(flusher);
     poller.run();

@@ -15,7 +15,7 @@ use std::time::Duration;
 use strata_meta::BucketId;
 use strata_place::Policy;
 use strata_alloc::Range;
-use strata_proto::control::{self, ControlReply, ControlRequest, FlushReply, HelloReply, StatusReply, TierInfo, TierStatus};
+use strata_proto::control::{self, ControlReply, ControlRequest, DrainReply, FlushReply, HelloReply, StatusReply, TierInfo, TierStatus};
 use strata_proto::layout::{self, ChannelHeader, ClientHeader, ClientLayout, CtlHeader, SlotRecords};
 use strata_proto::wire::{self, flags, Op, Pod, Request, Response, WireDestInfo, WireExtent, PROTOCOL_VERSION};
 use strata_proto::Errno;
@@ -36,6 +36,8 @@ pub enum Msg {
     Flush { paths: Vec<String>, reply: mpsc::Sender<FlushReply> },
     /// Control `FlushState`.
     FlushState { paths: Vec<String>, reply: mpsc::Sender<FlushReply> },
+    /// Control `DrainStatus`.
+    DrainStatus { paths: Vec<String>, reply: mpsc::Sender<DrainReply> },
 }
 
 struct Chan {
@@ -312,6 +314,9 @@ impl Poller {
                         None => FlushReply::default(),
                     };
                     let _ = reply.send(r);
+                }
+                Msg::DrainStatus { paths, reply } => {
+                    let _ = reply.send(crate::drain::drain_status(&self.core, self.flusher.as_ref(), &paths));
                 }
             }
         }
@@ -860,6 +865,15 @@ fn serve_conn(mut stream: UnixStream, shared: Arc<Shared>, tx: mpsc::Sender<Msg>
             let (rtx, rrx) = mpsc::channel();
             send(&tx, &shared, Msg::FlushState { paths, reply: rtx });
             let _ = control::write_frame(&mut stream, &flush_reply(rrx));
+        }
+        ControlRequest::DrainStatus { paths } => {
+            let (rtx, rrx) = mpsc::channel();
+            send(&tx, &shared, Msg::DrainStatus { paths, reply: rtx });
+            let reply = match rrx.recv_timeout(Duration::from_secs(10)) {
+                Ok(r) => ControlReply::Drain(r),
+                Err(_) => ControlReply::Error { code: Errno::Timeout.code(), message: "daemon busy: no drain status within 10 s".into() },
+            };
+            let _ = control::write_frame(&mut stream, &reply);
         }
         ControlRequest::Ping => {
             let _ = control::write_frame(&mut stream, &ControlReply::Ok);

@@ -249,6 +249,9 @@ pub struct FileRecord {
     pub durable: bool,
     /// Pages whose blob is dirty (modified since last flushed).
     pub dirty_pages: BTreeSet<u64>,
+    /// Bytes the flusher wrote to the destination for this file (successful
+    /// jobs only), since the record was created.
+    pub flushed_bytes_total: u64,
 }
 
 /// The name of page `index`'s blob.
@@ -292,6 +295,7 @@ impl FileRecord {
             urgent: false,
             durable: false,
             dirty_pages: BTreeSet::new(),
+            flushed_bytes_total: 0,
         }
     }
 
@@ -616,6 +620,11 @@ impl MetaStore {
 
     pub fn file_mut(&mut self, id: BucketId) -> Result<&mut FileRecord> {
         self.buckets.get_mut(&id).and_then(|b| b.file.as_deref_mut()).ok_or(Errno::NoFile)
+    }
+
+    /// Every file record with its bucket id and name (unordered).
+    pub fn files(&self) -> impl Iterator<Item = (BucketId, &str, &FileRecord)> + '_ {
+        self.buckets.values().filter_map(|b| b.file.as_deref().map(|f| (b.id, &*b.name, f)))
     }
 
     /// The bucket id of the file at `path`, if it has a record.

@@ -23,6 +23,9 @@ pub enum ControlRequest {
     Flush { paths: Vec<String> },
     /// Flush state of the files under `paths`, without side effects.
     FlushState { paths: Vec<String> },
+    /// Per-file drain state of the DEFAULT files under `paths` (exact file or
+    /// directory prefix; empty = all), without side effects.
+    DrainStatus { paths: Vec<String> },
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -132,6 +135,83 @@ pub enum ControlReply {
     Flush(FlushReply),
     Ok,
     Error { code: i32, message: String },
+    Drain(DrainReply),
+}
+
+/// Where a DEFAULT file stands on its way to the destination.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum DrainState {
+    /// Has unflushed bytes (or a pending truncation/sync); no job in flight.
+    Dirty,
+    /// A flush job of the file is in flight.
+    Flushing,
+    /// Clean: the destination holds everything written.
+    Persisted,
+    /// The last attempt failed; retried at `retry_in_ms`.
+    Failed,
+}
+
+impl DrainState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DrainState::Dirty => "dirty",
+            DrainState::Flushing => "flushing",
+            DrainState::Persisted => "persisted",
+            DrainState::Failed => "failed",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DrainFile {
+    pub path: String,
+    pub state: DrainState,
+    pub size_bytes: u64,
+    pub dirty_bytes: u64,
+    /// Bytes the flusher wrote for this file since the daemon started.
+    #[serde(default)]
+    pub flushed_bytes_total: u64,
+    /// Text of the last flush failure (kept until a flush succeeds).
+    #[serde(default)]
+    pub error: Option<String>,
+    /// `failed`: milliseconds until the next attempt (0 = due now).
+    #[serde(default)]
+    pub retry_in_ms: Option<u64>,
+    /// Consecutive failed attempts.
+    #[serde(default)]
+    pub failures: u32,
+}
+
+/// Answer to `DrainStatus`. The counts cover every matching file, also
+/// those left out of `files` when `truncated`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct DrainReply {
+    pub files: Vec<DrainFile>,
+    /// More files matched than `files` holds (row or byte limit).
+    #[serde(default)]
+    pub truncated: bool,
+    #[serde(default)]
+    pub dirty_files: u64,
+    #[serde(default)]
+    pub flushing_files: u64,
+    #[serde(default)]
+    pub failed_files: u64,
+    #[serde(default)]
+    pub persisted_files: u64,
+    /// Dirty bytes of all matching files.
+    #[serde(default)]
+    pub dirty_bytes: u64,
+    /// The daemon's event log (`<socket>.drain.log`); empty if it has none.
+    #[serde(default)]
+    pub log_path: String,
+}
+
+impl DrainReply {
+    /// Files not yet persisted.
+    pub fn pending_files(&self) -> u64 {
+        self.dirty_files + self.flushing_files + self.failed_files
+    }
 }
 
 pub fn write_frame<W: Write, T: Serialize>(w: &mut W, msg: &T) -> io::Result<()> {
@@ -166,6 +246,15 @@ mod tests {
         write_frame(&mut buf, &ControlRequest::Hello { version: 1, pid: 2, uid: 3 }).unwrap();
         let back: ControlRequest = read_frame(&mut buf.as_slice()).unwrap();
         assert_eq!(back, ControlRequest::Hello { version: 1, pid: 2, uid: 3 });
+    }
+    #[test]
+    fn drain_reply_defaults() {
+        let r: ControlReply = serde_json::from_str(r#"{"type":"drain","files":[{"path":"/a","state":"failed","size_bytes":1,"dirty_bytes":1}]}"#).unwrap();
+        let ControlReply::Drain(d) = r else { panic!("{r:?}") };
+        assert_eq!(d.files[0].state, DrainState::Failed);
+        assert!(!d.truncated && d.files[0].error.is_none());
+        let q: ControlRequest = serde_json::from_str(r#"{"type":"drain_status","paths":[]}"#).unwrap();
+        assert_eq!(q, ControlRequest::DrainStatus { paths: vec![] });
     }
     #[test]
     fn oversized_frame_refused() {
