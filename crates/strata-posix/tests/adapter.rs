@@ -116,10 +116,15 @@ impl Drop for Daemon {
 
 /// Compiles tests/c/ops.c once per test into `dir`.
 fn ops_binary(dir: &Path) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/ops.c");
-    let out = dir.join("ops");
-    let st = Command::new("cc").args(["-O1", "-Wall", "-o"]).arg(&out).arg(&src).status().expect("cc");
-    assert!(st.success(), "compiling ops.c failed");
+    c_binary(dir, "ops", &[])
+}
+
+/// Compiles tests/c/NAME.c into `dir/NAME`.
+fn c_binary(dir: &Path, name: &str, libs: &[&str]) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
+    let out = dir.join(name);
+    let st = Command::new("cc").args(["-O1", "-Wall", "-o"]).arg(&out).arg(&src).args(libs).status().expect("cc");
+    assert!(st.success(), "compiling {name}.c failed");
     out
 }
 
@@ -428,13 +433,34 @@ fn identity_modes_and_times_default() {
     attrs("default");
 }
 
-/// Compiles tests/c/holds.c into `dir`.
 fn holds_binary(dir: &Path) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/holds.c");
-    let out = dir.join("holds");
-    let st = Command::new("cc").args(["-O1", "-Wall", "-o"]).arg(&out).arg(&src).status().expect("cc");
-    assert!(st.success(), "compiling holds.c failed");
-    out
+    c_binary(dir, "holds", &[])
+}
+
+/// Threads writing one shared file and their own files, posix_spawn with an
+/// inherited tracked stdout, and vfork + exec: everything read back through
+/// the adapter; in SCRATCH mode nothing may reach the destination.
+fn threads_and_spawn(mode: &str) {
+    let d = Daemon::start();
+    let w = dirs();
+    let bin = c_binary(w.tracked.parent().unwrap(), "spawn", &["-pthread"]);
+    let o = d.cmd(&bin, &w.tracked, mode).arg(&w.tracked).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(ok(o, "spawn"), "ok threads\nok posix_spawn\nok vfork\n");
+    assert!(!err.contains("bypass"), "bytes went around the adapter: {err}");
+    if mode == "scratch" {
+        assert_eq!(entries(&w.tracked), Vec::<String>::new(), "SCRATCH files reached the destination");
+    }
+}
+
+#[test]
+fn threads_and_spawn_scratch() {
+    threads_and_spawn("scratch");
+}
+
+#[test]
+fn threads_and_spawn_default() {
+    threads_and_spawn("default");
 }
 
 fn buckets(d: &Daemon) -> u64 {
