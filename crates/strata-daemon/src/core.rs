@@ -666,55 +666,7 @@ impl Core {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tier::{Arena, Backing, Tier};
-    use strata_alloc::ExtentAllocator;
-    use strata_meta::Limits;
-    use strata_shm::ShmSegment;
-
-    struct Fixture {
-        core: Core,
-        _dir: tempfile::TempDir,
-        arena_name: String,
-    }
-    impl Drop for Fixture {
-        fn drop(&mut self) {
-            let _ = ShmSegment::unlink(&self.arena_name);
-        }
-    }
-
-    fn fixture(ram_bytes: u64, disk_bytes: u64, staging: u64) -> Fixture {
-        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let arena_name = format!("strata-coretest-{}-{n}", std::process::id());
-        let dir = tempfile::tempdir().unwrap();
-        let arena_bytes = ram_bytes + staging;
-        let seg = ShmSegment::create_or_replace(&arena_name, arena_bytes as usize).unwrap();
-        let arena = Arena { alloc: ExtentAllocator::new(arena_bytes, 64), seg, leased_bytes: 0 };
-        let (file, path) = Tier::open_dir(1, "disk", dir.path(), disk_bytes, 4096).unwrap();
-        let mk = |index, name: &str, backing, alloc, cap, block, bw, lat, volatile| Tier {
-            index,
-            name: name.into(),
-            backing,
-            alloc,
-            capacity_bytes: cap,
-            block_bytes: block,
-            bandwidth_mib_s: bw,
-            latency_us: lat,
-            volatile,
-            blob_bytes: 0,
-            blob_extents: 0,
-        };
-        let tiers = Tiers {
-            tiers: vec![
-                mk(0, "ram", Backing::Ram, None, ram_bytes, 64, 8000.0, 1.0, true),
-                mk(1, "disk", Backing::Dir { file, path }, Some(ExtentAllocator::new(disk_bytes, 4096)), disk_bytes, 4096, 2000.0, 100.0, false),
-            ],
-            arena,
-            ram: Some(0),
-        };
-        let meta = MetaStore::new(0, Limits { extents_per_blob_max: 8, ..Limits::default() });
-        Fixture { core: Core::new(meta, tiers, Policy::MinimizeIoTime, 7, 1 << 20), _dir: dir, arena_name }
-    }
+    use crate::testutil::fixture;
 
     fn read_all(core: &mut Core, b: BucketId, name: &str) -> Vec<u8> {
         let mut ex = Vec::new();
