@@ -14,7 +14,6 @@
 //! to drain what is still dirty after the write phase is measured separately.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -22,7 +21,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
 use crate::kv::{format_size, parse_size};
-use crate::team::{self, cpath, errno, mono_ns, Drain, PhaseOutcome, Team, ViaMode, WorkerEnv, WorkerReport};
+use crate::team::{self, cpath, errno, mono_ns, Drain, PhaseOutcome, Team, ViaMode, WorkerEnv, WorkerReport, worker_cmds};
 use crate::zipf::Rng;
 
 /// Upper bound of transfers per process (a limit on every loop).
@@ -172,33 +171,16 @@ pub struct IorResult {
 pub fn run_spec(spec: &IorSpec, env: &WorkerEnv, drain_socket: Option<&Path>, pb: &ProgressBar, tag: &str) -> Result<IorResult> {
     spec.check()?;
     std::fs::create_dir_all(&spec.dir).with_context(|| format!("cannot create {}", spec.dir.display()))?;
-    let exe = std::env::current_exe().context("cannot find this executable to spawn workers")?;
-    let cmds: Vec<Command> = (0..spec.procs)
-        .map(|rank| {
-            let mut c = Command::new(&exe);
-            env.apply(&mut c);
-            c.args(["bench", "ior-worker", "--dir"]).arg(&spec.dir).args([
-                "--rank",
-                &rank.to_string(),
-                "--procs",
-                &spec.procs.to_string(),
-                "--transfer-size",
-                &spec.transfer_size.to_string(),
-                "--block-size",
-                &spec.block_size.to_string(),
-                "--verify",
-                match spec.verify {
-                    Verify::None => "none",
-                    Verify::Cheap => "cheap",
-                    Verify::Full => "full",
-                },
-            ]);
-            if spec.fsync {
-                c.arg("--fsync");
-            }
-            c
-        })
-        .collect();
+    let verify = match spec.verify {
+        Verify::None => "none",
+        Verify::Cheap => "cheap",
+        Verify::Full => "full",
+    };
+    let mut args: Vec<String> = ["--transfer-size", &spec.transfer_size.to_string(), "--block-size", &spec.block_size.to_string(), "--verify", verify].map(String::from).to_vec();
+    if spec.fsync {
+        args.push("--fsync".into());
+    }
+    let cmds = worker_cmds("ior-worker", &spec.dir, spec.procs, env, &args)?;
     let timeout = Duration::from_secs(spec.timeout_s);
     pb.set_message(format!("{tag}: starting {} workers", spec.procs));
     let mut team = Team::spawn("ior", cmds, Duration::from_secs(120))?;

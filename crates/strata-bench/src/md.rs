@@ -8,7 +8,6 @@
 //! own files). Rates are aggregate ops/s: files / (slowest end − common start).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -16,7 +15,7 @@ use indicatif::ProgressBar;
 use serde::Serialize;
 
 use crate::ior::{absolute_dir, spinner, strata_env, PhaseStats};
-use crate::team::{self, cpath, errno, mono_ns, Team, ViaMode, WorkerEnv, WorkerReport};
+use crate::team::{self, cpath, errno, mono_ns, Team, ViaMode, WorkerEnv, WorkerReport, worker_cmds};
 
 /// Upper bound of files per process.
 const MAX_FILES: u64 = 10_000_000;
@@ -102,24 +101,8 @@ pub struct MdResult {
 pub fn run_spec(spec: &MdSpec, env: &WorkerEnv, pb: &ProgressBar, tag: &str) -> Result<MdResult> {
     spec.check()?;
     std::fs::create_dir_all(&spec.dir).with_context(|| format!("cannot create {}", spec.dir.display()))?;
-    let exe = std::env::current_exe().context("cannot find this executable to spawn workers")?;
-    let cmds: Vec<Command> = (0..spec.procs)
-        .map(|rank| {
-            let mut c = Command::new(&exe);
-            env.apply(&mut c);
-            c.args(["bench", "md-worker", "--dir"]).arg(&spec.dir).args([
-                "--rank",
-                &rank.to_string(),
-                "--procs",
-                &spec.procs.to_string(),
-                "--files",
-                &spec.files.to_string(),
-                "--write-bytes",
-                &spec.write_bytes.to_string(),
-            ]);
-            c
-        })
-        .collect();
+    let args = ["--files", &spec.files.to_string(), "--write-bytes", &spec.write_bytes.to_string()].map(String::from);
+    let cmds = worker_cmds("md-worker", &spec.dir, spec.procs, env, &args)?;
     let timeout = Duration::from_secs(spec.timeout_s);
     pb.set_message(format!("{tag}: starting {} workers", spec.procs));
     let mut team = Team::spawn("md", cmds, Duration::from_secs(120))?;

@@ -111,6 +111,22 @@ impl WorkerEnv {
 }
 
 /// `libstrata_posix.so`: `$STRATA_PRELOAD_LIB`, else next to this executable.
+/// One command per rank running the hidden worker subcommand `worker` of
+/// this executable (`bench <worker> --dir DIR --rank R --procs N` + `args`),
+/// with the workers' environment applied.
+pub fn worker_cmds(worker: &str, dir: &Path, procs: usize, env: &WorkerEnv, args: &[String]) -> Result<Vec<Command>> {
+    let exe = std::env::current_exe().context("cannot find this executable to spawn workers")?;
+    Ok((0..procs)
+        .map(|rank| {
+            let mut c = Command::new(&exe);
+            env.apply(&mut c);
+            c.args(["bench", worker, "--dir"]).arg(dir);
+            c.args(["--rank", &rank.to_string(), "--procs", &procs.to_string()]).args(args);
+            c
+        })
+        .collect())
+}
+
 pub fn find_preload_lib() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("STRATA_PRELOAD_LIB").filter(|v| !v.is_empty()) {
         let p = PathBuf::from(p);
