@@ -411,6 +411,34 @@ impl Poller {
         n
     }
 
+    /// Runs a read (`Get`, `FileRead`) that lists extents, copies them into
+    /// the slot's arg area (at most what fits) and fills size, bytes covered
+    /// and pin id into `r`.
+    fn reply_extents(
+        &mut self,
+        r: &mut Response,
+        arg_ptr: *mut u8,
+        arg_bytes: usize,
+        read: impl FnOnce(&mut Core, &mut Vec<WireExtent>, usize) -> Result<(u64, u64, u64), Errno>,
+    ) -> Result<(), Errno> {
+        let max = arg_bytes / std::mem::size_of::<WireExtent>();
+        let mut out = std::mem::take(&mut self.extents_buf);
+        out.clear();
+        let res = read(&mut self.core, &mut out, max);
+        if let Ok((size, covered, pin)) = res {
+            let bytes = out.len() * std::mem::size_of::<WireExtent>();
+            debug_assert!(bytes <= arg_bytes);
+            // SAFETY: `out` holds at most `max` extents, which fit the arg area.
+            unsafe { std::ptr::copy_nonoverlapping(out.as_ptr() as *const u8, arg_ptr, bytes) };
+            r.val0 = size;
+            r.val1 = covered;
+            r.val2 = pin;
+            r.arg_len = bytes as u32;
+        }
+        self.extents_buf = out;
+        res.map(|_| ())
+    }
+
     fn handle(&mut self, c: &mut ClientConn, ch: u32, slot: u32, req: &Request) -> Response {
         match self.handle_inner(c, ch, slot, req) {
             Ok(r) => r,
@@ -504,20 +532,7 @@ impl Poller {
                 }
             }
             Op::FileRead => {
-                let max = arg_bytes / std::mem::size_of::<WireExtent>();
-                let mut out = std::mem::take(&mut self.extents_buf);
-                out.clear();
-                let res = self.core.file_read(owner, bucket, req.offset, req.len, &mut out, max);
-                if let Ok((size, covered, pin)) = res {
-                    let bytes = out.len() * std::mem::size_of::<WireExtent>();
-                    unsafe { std::ptr::copy_nonoverlapping(out.as_ptr() as *const u8, arg_ptr, bytes) };
-                    r.val0 = size;
-                    r.val1 = covered;
-                    r.val2 = pin;
-                    r.arg_len = bytes as u32;
-                }
-                self.extents_buf = out;
-                res?;
+                self.reply_extents(&mut r, arg_ptr, arg_bytes, |core, out, max| core.file_read(owner, bucket, req.offset, req.len, out, max))?;
             }
             Op::FileFill => {
                 self.core.meta.file(bucket)?;
@@ -673,20 +688,7 @@ impl Poller {
                 }
             }
             Op::Get => {
-                let max = arg_bytes / std::mem::size_of::<WireExtent>();
-                let mut out = std::mem::take(&mut self.extents_buf);
-                out.clear();
-                let res = self.core.get(owner, bucket, name, req.offset, req.len, &mut out, max);
-                if let Ok((size, covered, pin)) = res {
-                    let bytes = out.len() * std::mem::size_of::<WireExtent>();
-                    unsafe { std::ptr::copy_nonoverlapping(out.as_ptr() as *const u8, arg_ptr, bytes) };
-                    r.val0 = size;
-                    r.val1 = covered;
-                    r.val2 = pin;
-                    r.arg_len = bytes as u32;
-                }
-                self.extents_buf = out;
-                res?;
+                self.reply_extents(&mut r, arg_ptr, arg_bytes, |core, out, max| core.get(owner, bucket, name, req.offset, req.len, out, max))?;
             }
             Op::Delete | Op::Rename if self.core.meta.file(bucket).is_ok() => return Err(Errno::Inval),
             Op::Delete => self.core.delete(bucket, name)?,
