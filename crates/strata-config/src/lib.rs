@@ -244,6 +244,8 @@ pub struct Config {
     pub adapter: AdapterConfig,
     pub flush: FlushConfig,
     pub organizer: OrganizerConfig,
+    #[serde(default)]
+    pub journal: JournalConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -390,6 +392,11 @@ pub struct PrefixConfig {
     pub mode: Option<Mode>,
     /// `None` = inherit `adapter.page_size`.
     pub page_size_bytes: Option<u64>,
+    /// `fsync: relaxed` lets fsync of files under this prefix return once the
+    /// data is in the buffer (even RAM); the default (`durable`) waits until
+    /// it is journaled on a non-volatile tier or at the destination.
+    #[serde(default)]
+    pub fsync_relaxed: bool,
 }
 
 impl AdapterConfig {
@@ -450,6 +457,42 @@ impl Default for OrganizerConfig {
     }
 }
 
+/// The write-ahead journal of metadata of data on non-volatile tiers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JournalConfig {
+    /// `None` (`auto`) = on when some tier is non-volatile.
+    pub enabled: Option<bool>,
+    /// Unsynced journal records are fdatasync'ed at least this often; > 0, ≤ 1 min.
+    pub sync_interval_ms: f64,
+    /// The journal is compacted when it exceeds this size and twice its live records.
+    pub compact_min_bytes: u64,
+}
+
+impl Default for JournalConfig {
+    fn default() -> Self {
+        JournalConfig { enabled: None, sync_interval_ms: 100.0, compact_min_bytes: 64 << 20 }
+    }
+}
+
+impl Config {
+    /// Whether the daemon keeps a journal: `journal.enabled`, else whether
+    /// some configured tier is non-volatile.
+    pub fn journal_enabled(&self) -> bool {
+        self.journal.enabled.unwrap_or_else(|| self.devices.iter().any(|d| !d.volatile))
+    }
+}
+
+impl AdapterConfig {
+    /// Whether fsync of `file` is relaxed (`fsync: relaxed` on the longest matching prefix).
+    pub fn fsync_relaxed_for(&self, file: &Path) -> bool {
+        self.prefixes
+            .iter()
+            .filter(|p| file.starts_with(&p.path))
+            .max_by_key(|p| p.path.components().count())
+            .is_some_and(|p| p.fsync_relaxed)
+    }
+}
+
 impl FlushConfig {
     pub fn interval(&self) -> std::time::Duration {
         std::time::Duration::from_secs_f64(self.interval_ms / 1e3)
@@ -480,6 +523,7 @@ impl Config {
             adapter: AdapterConfig::default(),
             flush: FlushConfig::default(),
             organizer: OrganizerConfig::default(),
+            journal: JournalConfig::default(),
         }
     }
 

@@ -36,6 +36,9 @@ pub(crate) const SCALAR_KEYS: &[&str] = &[
     "organizer.bandwidth_max",
     "organizer.promote_threshold",
     "organizer.demote_threshold",
+    "journal.enabled",
+    "journal.sync_interval",
+    "journal.compact_min",
 ];
 
 /// Keys of the `adapter` section that hold lists of paths.
@@ -44,7 +47,7 @@ pub(crate) const LIST_KEYS: &[&str] = &["adapter.include", "adapter.exclude"];
 /// Keys of a device entry, besides `name` and `kind`.
 pub(crate) const DEVICE_FIELDS: &[&str] = &["path", "capacity", "block_size", "bandwidth", "latency", "volatile"];
 
-const SECTIONS: &[&str] = &["node", "daemon", "devices", "placement", "metadata", "adapter", "flush", "organizer"];
+const SECTIONS: &[&str] = &["node", "daemon", "devices", "placement", "metadata", "adapter", "flush", "organizer", "journal"];
 
 // ---------------------------------------------------------------------------
 // Scalar parsers (value text → typed value)
@@ -145,6 +148,9 @@ pub(crate) fn set_scalar(cfg: &mut Config, path: &str, v: &str) -> Result<(), St
         "organizer.bandwidth_max" => cfg.organizer.bandwidth_max_mib_s = parse_bandwidth_max(v)?,
         "organizer.promote_threshold" => cfg.organizer.promote_threshold = parse_fraction(v)?,
         "organizer.demote_threshold" => cfg.organizer.demote_threshold = parse_fraction(v)?,
+        "journal.enabled" => cfg.journal.enabled = if v.trim() == "auto" { None } else { Some(parse_bool(v)?) },
+        "journal.sync_interval" => cfg.journal.sync_interval_ms = parse_duration_us(v)? / 1e3,
+        "journal.compact_min" => cfg.journal.compact_min_bytes = parse_size(v)?,
         _ => return Err(format!("unknown key {path}")),
     }
     Ok(())
@@ -279,7 +285,14 @@ fn read_prefixes(e: &Entry<'_>) -> Result<Vec<PrefixConfig>, ConfigError> {
         let mut t = Table::new(Some(item), &path, item.line)?;
         let p = t.take("path").ok_or_else(|| err(&path, item.line, "missing key `path`"))?;
         let prefix_path = parse_path(scalar(p.node, &p.path, p.line)?).map_err(|m| err(&p.path, p.line, m))?;
-        let mut prefix = PrefixConfig { path: prefix_path, mode: None, page_size_bytes: None };
+        let mut prefix = PrefixConfig { path: prefix_path, mode: None, page_size_bytes: None, fsync_relaxed: false };
+        if let Some(f) = t.take("fsync") {
+            prefix.fsync_relaxed = match scalar(f.node, &f.path, f.line)?.trim() {
+                "durable" => false,
+                "relaxed" => true,
+                other => return Err(err(&f.path, f.line, format!("expected `durable` or `relaxed`, found {other:?}"))),
+            };
+        }
         if let Some(m) = t.take("mode") {
             prefix.mode = Some(scalar(m.node, &m.path, m.line)?.parse().map_err(|s: String| err(&m.path, m.line, s))?);
         }

@@ -218,6 +218,15 @@ pub(crate) fn validate(c: &Config) -> R {
             return fail(key, format!("{v} is out of range (0..=1)"));
         }
     }
+    // journal
+    let j = &c.journal;
+    if !(j.sync_interval_ms.is_finite() && j.sync_interval_ms > 0.0 && j.sync_interval_ms <= 60_000.0) {
+        return fail("journal.sync_interval", format!("{} is out of range (greater than 0, at most 1m)", format_duration_us(j.sync_interval_ms * 1e3)));
+    }
+    range_u64("journal.compact_min", j.compact_min_bytes, 1 << 20, 1 << 40, int)?;
+    if j.enabled == Some(true) && c.devices.iter().all(|d| d.volatile) {
+        return fail("journal.enabled", "the journal needs a non-volatile device (a `dir` device with `volatile: false`)".to_string());
+    }
     if o.demote_threshold >= o.promote_threshold {
         return fail(
             "organizer.demote_threshold",

@@ -143,6 +143,9 @@ pub(crate) fn to_yaml(c: &Config) -> String {
             if let Some(ps) = pre.page_size_bytes {
                 o.line(6, "page_size", &format_size(ps), "");
             }
+            if pre.fsync_relaxed {
+                o.line(6, "fsync", "relaxed", "fsync returns once buffered (not durable!)");
+            }
         }
     }
 
@@ -160,5 +163,12 @@ pub(crate) fn to_yaml(c: &Config) -> String {
     o.line(2, "bandwidth_max", &format_bandwidth_mib_s(g.bandwidth_max_mib_s), "0 = unlimited");
     o.line(2, "promote_threshold", &g.promote_threshold.to_string(), "0..=1");
     o.line(2, "demote_threshold", &g.demote_threshold.to_string(), "0..=1, below promote_threshold");
+
+    let j = &c.journal;
+    o.section("journal", "metadata of data on non-volatile tiers, replayed after a crash");
+    let en = j.enabled.map_or("auto".to_string(), |b| b.to_string());
+    o.line(2, "enabled", &en, "auto = on when a device is non-volatile");
+    o.line(2, "sync_interval", &format_duration_us(j.sync_interval_ms * 1e3), "unsynced records are fdatasync'ed this often");
+    o.line(2, "compact_min", &format_size(j.compact_min_bytes), "compact beyond this size (and 2x live records)");
     o.0
 }
