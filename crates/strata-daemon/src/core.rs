@@ -540,7 +540,7 @@ impl Core {
     pub fn get(&mut self, owner: (u64, u32), bucket: BucketId, name: &str, offset: u64, len: u64, out: &mut Vec<WireExtent>, max: usize) -> Result<(u64, u64, u64)> {
         let id = self.meta.blob_lookup(bucket, name)?;
         let now = now_ns();
-        let blob = self.meta.blob_mut(id).ok_or(Errno::Internal)?;
+        let blob = self.meta.blob_stats_mut(id).ok_or(Errno::Internal)?;
         blob.access_count += 1;
         blob.atime_ns = now;
         let size = blob.size;
@@ -625,7 +625,7 @@ impl Core {
             }
         }
         let id = self.meta.blob_lookup(bucket, name)?;
-        let b = self.meta.blob_mut(id).ok_or(Errno::Internal)?;
+        let b = self.meta.blob_stats_mut(id).ok_or(Errno::Internal)?;
         b.user_score = score;
         b.stationary = stationary;
         Ok(())

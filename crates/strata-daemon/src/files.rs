@@ -363,7 +363,7 @@ impl Core {
     /// Returns (size, covered, pin).
     pub fn file_read(&mut self, owner: (u64, u32), id: BucketId, offset: u64, len: u64, out: &mut Vec<WireExtent>, max: usize) -> Result<(u64, u64, u64)> {
         let now = now_ns();
-        let rec = self.meta.file_mut(id)?;
+        let rec = self.meta.file_stats_mut(id)?;
         rec.atime_ns = now;
         let (size, page, dest_size) = (rec.size, rec.page_bytes, rec.dest_size);
         let start = offset.min(size);

@@ -12,7 +12,7 @@
 //! freeing the space of removed extents is the caller's job (removal
 //! functions return the removed blobs).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use strata_proto::wire::TIER_HOLE;
 use strata_proto::{Errno, Result};
 
@@ -136,6 +136,9 @@ pub struct Blob {
     /// every modification ([`MetaStore::blob_touch`]). Unique across blobs and
     /// slot reuse, so "(id, gen) unchanged" means "bytes unchanged".
     pub gen: u64,
+    /// CRC-32C of the bytes `[0, size)` when they were sealed on a
+    /// non-volatile tier (fsync); cleared by every modification.
+    pub sealed_crc: Option<u32>,
 }
 
 impl Blob {
@@ -370,6 +373,36 @@ pub struct MetaStore {
     file_count: usize,
     /// Source of blob write generations (never reused).
     next_gen: u64,
+    /// What changed since the journal last looked (only tracked when on).
+    pub touched: Touched,
+}
+
+/// Blobs and buckets changed since the last [`MetaStore::take_touched`]:
+/// the daemon's journal turns them into records. Tracking costs one set
+/// insert per mutation and is off unless the daemon keeps a journal.
+#[derive(Debug, Default)]
+pub struct Touched {
+    pub on: bool,
+    pub blobs: HashSet<BlobId>,
+    pub buckets: HashSet<BucketId>,
+}
+
+impl Touched {
+    #[inline]
+    pub fn blob(&mut self, id: BlobId) {
+        if self.on {
+            self.blobs.insert(id);
+        }
+    }
+    #[inline]
+    pub fn bucket(&mut self, id: BucketId) {
+        if self.on {
+            self.buckets.insert(id);
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.blobs.is_empty() && self.buckets.is_empty()
+    }
 }
 
 impl MetaStore {
@@ -387,6 +420,7 @@ impl MetaStore {
             blob_count: 0,
             file_count: 0,
             next_gen: 1,
+            touched: Touched::default(),
         }
     }
 
@@ -452,6 +486,7 @@ impl MetaStore {
         };
         self.buckets.insert(id, b);
         self.bucket_by_name.insert(name.into(), id);
+        self.touched.bucket(id);
         Ok((id, true))
     }
 
@@ -478,6 +513,10 @@ impl MetaStore {
         }
         let b = self.buckets.get_mut(&id).ok_or(Errno::NoBucket)?;
         let old = std::mem::replace(&mut b.name, new_name.into());
+        if self.touched.on {
+            self.touched.buckets.insert(id);
+            self.touched.blobs.extend(b.blobs.values().copied());
+        }
         self.bucket_by_name.remove(&old);
         self.bucket_by_name.insert(new_name.into(), id);
         Ok(())
@@ -487,6 +526,10 @@ impl MetaStore {
     pub fn bucket_destroy(&mut self, id: BucketId) -> Result<Vec<Blob>> {
         let b = self.buckets.remove(&id).ok_or(Errno::NoBucket)?;
         self.bucket_by_name.remove(&b.name);
+        if self.touched.on {
+            self.touched.buckets.insert(id);
+            self.touched.blobs.extend(b.blobs.values().copied());
+        }
         if b.file.is_some() {
             self.file_count -= 1;
         }
@@ -507,6 +550,7 @@ impl MetaStore {
         }
         let limit = self.limits.tags_per_bucket_max;
         let b = self.buckets.get_mut(&id).ok_or(Errno::NoBucket)?;
+        self.touched.bucket(id);
         if value.is_empty() {
             b.tags.remove(key);
             return Ok(());
@@ -528,9 +572,21 @@ impl MetaStore {
     }
 
     /// Mutable access; the caller must keep `bucket.size_bytes` in step via
-    /// [`MetaStore::blob_resized`] when it changes `size`.
+    /// [`MetaStore::blob_resized`] when it changes `size`. Counts as a change
+    /// for the journal.
     pub fn blob_mut(&mut self, id: BlobId) -> Option<&mut Blob> {
+        self.touched.blob(id);
         self.blobs.get_mut(id.local()).and_then(|s| s.as_mut())
+    }
+
+    /// Mutable access for access statistics and scores only (not journaled).
+    pub fn blob_stats_mut(&mut self, id: BlobId) -> Option<&mut Blob> {
+        self.blobs.get_mut(id.local()).and_then(|s| s.as_mut())
+    }
+
+    /// Drains the change sets (the journal's batch).
+    pub fn take_touched(&mut self) -> (HashSet<BlobId>, HashSet<BucketId>) {
+        (std::mem::take(&mut self.touched.blobs), std::mem::take(&mut self.touched.buckets))
     }
 
     pub fn blob_resized(&mut self, bucket: BucketId, old_size: u64, new_size: u64) {
@@ -574,7 +630,9 @@ impl MetaStore {
             ctime_ns: now_ns,
             dirty: false,
             gen: self.next_gen,
+            sealed_crc: None,
         });
+        self.touched.blob(id);
         self.next_gen += 1;
         self.blob_count += 1;
         Ok(id)
@@ -587,7 +645,9 @@ impl MetaStore {
         match self.blobs.get_mut(id.local()).and_then(|s| s.as_mut()) {
             Some(b) => {
                 b.gen = gen;
+                b.sealed_crc = None;
                 self.next_gen += 1;
+                self.touched.blob(id);
                 gen
             }
             None => 0,
@@ -607,6 +667,7 @@ impl MetaStore {
         if b.file.is_some() {
             return Err(Errno::Exists);
         }
+        self.touched.bucket(id);
         b.file = Some(Box::new(rec));
         self.file_count += 1;
         Ok(())
@@ -618,7 +679,13 @@ impl MetaStore {
         self.buckets.get(&id).and_then(|b| b.file.as_deref()).ok_or(Errno::NoFile)
     }
 
+    /// Mutable access for access times only (not journaled).
+    pub fn file_stats_mut(&mut self, id: BucketId) -> Result<&mut FileRecord> {
+        self.buckets.get_mut(&id).and_then(|b| b.file.as_deref_mut()).ok_or(Errno::NoFile)
+    }
+
     pub fn file_mut(&mut self, id: BucketId) -> Result<&mut FileRecord> {
+        self.touched.bucket(id);
         self.buckets.get_mut(&id).and_then(|b| b.file.as_deref_mut()).ok_or(Errno::NoFile)
     }
 
@@ -649,6 +716,7 @@ impl MetaStore {
     /// Removes a blob and returns it (the caller frees its extents).
     pub fn blob_remove(&mut self, id: BlobId) -> Option<Blob> {
         let blob = self.blobs.get_mut(id.local()).and_then(|s| s.take())?;
+        self.touched.blob(id);
         self.free_blob_slots.push(id.local());
         self.blob_count -= 1;
         if let Some(b) = self.buckets.get_mut(&blob.bucket) {
@@ -686,6 +754,7 @@ impl MetaStore {
         if let Some(blob) = self.blob_mut(id) {
             blob.name = new_name.into();
         }
+        self.touched.blob(id);
         Ok(replaced)
     }
 
