@@ -5,6 +5,7 @@ mod daemonctl;
 mod drain;
 mod flush;
 mod run;
+mod stage;
 mod table;
 
 use std::io::{Read, Write};
@@ -104,6 +105,14 @@ enum Cmd {
         #[command(subcommand)]
         cmd: DrainCmd,
     },
+    /// Read files or directory trees from their destination into the buffer
+    /// (in parallel, with a progress bar), so a job's reads hit the buffer.
+    /// Exit 1 listing the files that failed.
+    StageIn(stage::StageInArgs),
+    /// Write the buffered WORKFLOW (and DEFAULT) files under PATHs to their
+    /// destination and wait until persisted (progress bar); --evict then
+    /// drops them from the buffer. Exit 1 listing the files that failed.
+    StageOut(stage::StageOutArgs),
 }
 
 #[derive(Subcommand)]
@@ -331,6 +340,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Flush { wait, path } => {
             let cfg = load_config(cfg_path.as_deref())?;
             return flush::command(&cfg.resolved_socket_path(), &path, wait);
+        }
+        Cmd::StageIn(args) => {
+            let cfg = load_config(cfg_path.as_deref())?;
+            return stage::stage_in_command(&cfg, &args);
+        }
+        Cmd::StageOut(args) => {
+            let cfg = load_config(cfg_path.as_deref())?;
+            return stage::stage_out_command(&cfg, &args);
         }
         Cmd::Drain { cmd } => {
             let cfg = load_config(cfg_path.as_deref())?;

@@ -24,6 +24,7 @@
 
 mod channel;
 pub mod file;
+pub mod stage;
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -153,6 +154,8 @@ pub(crate) struct Inner {
     pub tmp_seq: AtomicU64,
     /// Read-only descriptors of destination files for read-through, by file id.
     pub dest_fds: Mutex<std::collections::HashMap<u64, (String, Arc<File>)>>,
+    /// The daemon's socket (control requests such as stage-out).
+    pub socket: PathBuf,
 }
 
 impl Inner {
@@ -242,12 +245,17 @@ impl Client {
         }
         let spin = Duration::from_micros(hello.spin_us);
         Ok(Client {
-            inner: Arc::new(Inner { hello, lifeline: s, ctl, seg, arena, tier_files, chans, spin, tmp_seq: AtomicU64::new(1), dest_fds: Mutex::new(Default::default()) }),
+            inner: Arc::new(Inner { hello, lifeline: s, ctl, seg, arena, tier_files, chans, spin, tmp_seq: AtomicU64::new(1), dest_fds: Mutex::new(Default::default()), socket: socket.to_path_buf() }),
         })
     }
 
     pub fn hello(&self) -> &HelloReply {
         &self.inner.hello
+    }
+
+    /// The socket this client is connected to.
+    pub fn socket_path(&self) -> &Path {
+        &self.inner.socket
     }
 
     pub(crate) fn chan(&self) -> std::sync::MutexGuard<'_, Chan> {

@@ -21,6 +21,7 @@ pub mod files_hold;
 pub mod files_list;
 pub mod flush;
 pub mod server;
+pub mod stage;
 pub mod tier;
 
 #[cfg(test)]

@@ -38,6 +38,9 @@ pub enum Msg {
     FlushState { paths: Vec<String>, reply: mpsc::Sender<FlushReply> },
     /// Control `DrainStatus`.
     DrainStatus { paths: Vec<String>, reply: mpsc::Sender<DrainReply> },
+    /// Control `StageOut` / `StageState` (crate::stage).
+    StageOut { paths: Vec<String>, evict: bool, reply: mpsc::Sender<strata_proto::control::StageReply> },
+    StageState { paths: Vec<String>, reply: mpsc::Sender<strata_proto::control::StageReply> },
 }
 
 struct Chan {
@@ -317,6 +320,12 @@ impl Poller {
                 }
                 Msg::DrainStatus { paths, reply } => {
                     let _ = reply.send(crate::drain::drain_status(&self.core, self.flusher.as_ref(), &paths));
+                }
+                Msg::StageOut { paths, evict, reply } => {
+                    let _ = reply.send(crate::stage::stage_out(&mut self.core, self.flusher.as_ref(), &paths, evict));
+                }
+                Msg::StageState { paths, reply } => {
+                    let _ = reply.send(crate::stage::stage_state(&self.core, self.flusher.as_ref(), &paths));
                 }
             }
         }
@@ -842,6 +851,14 @@ pub fn control_loop(listener: UnixListener, shared: Arc<Shared>, tx: mpsc::Sende
     }
 }
 
+/// The poller's answer to a staging request, or a timeout error.
+fn stage_reply(rrx: mpsc::Receiver<strata_proto::control::StageReply>) -> ControlReply {
+    match rrx.recv_timeout(Duration::from_secs(10)) {
+        Ok(r) => ControlReply::Stage(r),
+        Err(_) => ControlReply::Error { code: Errno::Timeout.code(), message: "daemon busy: no staging answer within 10 s".into() },
+    }
+}
+
 fn send(tx: &mpsc::Sender<Msg>, shared: &Shared, m: Msg) {
     let _ = tx.send(m);
     shared.msgs_pending.store(true, Ordering::SeqCst);
@@ -876,6 +893,16 @@ fn serve_conn(mut stream: UnixStream, shared: Arc<Shared>, tx: mpsc::Sender<Msg>
                 Err(_) => ControlReply::Error { code: Errno::Timeout.code(), message: "daemon busy: no drain status within 10 s".into() },
             };
             let _ = control::write_frame(&mut stream, &reply);
+        }
+        ControlRequest::StageOut { paths, evict } => {
+            let (rtx, rrx) = mpsc::channel();
+            send(&tx, &shared, Msg::StageOut { paths, evict, reply: rtx });
+            let _ = control::write_frame(&mut stream, &stage_reply(rrx));
+        }
+        ControlRequest::StageState { paths } => {
+            let (rtx, rrx) = mpsc::channel();
+            send(&tx, &shared, Msg::StageState { paths, reply: rtx });
+            let _ = control::write_frame(&mut stream, &stage_reply(rrx));
         }
         ControlRequest::Ping => {
             let _ = control::write_frame(&mut stream, &ControlReply::Ok);

@@ -255,6 +255,9 @@ pub struct FileRecord {
     /// Bytes the flusher wrote to the destination for this file (successful
     /// jobs only), since the record was created.
     pub flushed_bytes_total: u64,
+    /// A WORKFLOW file was staged out (`strata stage-out`): from then on the
+    /// flusher writes it like a DEFAULT file. Never set on other modes.
+    pub stage_out: bool,
 }
 
 /// The name of page `index`'s blob.
@@ -299,6 +302,7 @@ impl FileRecord {
             durable: false,
             dirty_pages: BTreeSet::new(),
             flushed_bytes_total: 0,
+            stage_out: false,
         }
     }
 
@@ -314,7 +318,12 @@ impl FileRecord {
 
     /// The flusher has something to do for this file.
     pub fn needs_flush(&self) -> bool {
-        self.persist == Persist::Default && (self.mod_gen > self.flushed_gen || (self.durable && self.synced_gen < self.mod_gen))
+        self.flushed_like_default() && (self.mod_gen > self.flushed_gen || (self.durable && self.synced_gen < self.mod_gen))
+    }
+
+    /// The flusher writes this file: DEFAULT, or WORKFLOW once staged out.
+    pub fn flushed_like_default(&self) -> bool {
+        self.persist == Persist::Default || (self.persist == Persist::Workflow && self.stage_out)
     }
 
     /// Records a data or size change made at `now_ns` (wall) / `mono_ns`.

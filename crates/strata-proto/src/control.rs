@@ -26,6 +26,15 @@ pub enum ControlRequest {
     /// Per-file drain state of the DEFAULT files under `paths` (exact file or
     /// directory prefix; empty = all), without side effects.
     DrainStatus { paths: Vec<String> },
+    /// Stage out the WORKFLOW and DEFAULT files under `paths` (exact file or
+    /// directory prefix; empty = all): WORKFLOW files are flushed from now on
+    /// like DEFAULT files, all of them urgently and durably. With `evict`,
+    /// the clean pages of files already persisted are dropped from the
+    /// buffer (reads then go to the destination). Answered with `Stage`.
+    StageOut { paths: Vec<String>, #[serde(default)] evict: bool },
+    /// Staging state of the DEFAULT and WORKFLOW files under `paths`,
+    /// without side effects. Answered with `Stage`.
+    StageState { paths: Vec<String> },
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -136,6 +145,7 @@ pub enum ControlReply {
     Ok,
     Error { code: i32, message: String },
     Drain(DrainReply),
+    Stage(StageReply),
 }
 
 /// Where a DEFAULT file stands on its way to the destination.
@@ -214,6 +224,66 @@ impl DrainReply {
     }
 }
 
+/// One file in a `Stage` answer.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StageFile {
+    pub path: String,
+    /// Persist mode: `default` or `workflow`.
+    pub mode: String,
+    /// `persisted` once the destination holds everything written; a WORKFLOW
+    /// file not staged out with unflushed bytes is `dirty`.
+    pub state: DrainState,
+    /// The file was staged out (WORKFLOW files; DEFAULT files are always flushed).
+    #[serde(default)]
+    pub staged_out: bool,
+    pub size_bytes: u64,
+    /// Bytes not yet at the destination.
+    pub dirty_bytes: u64,
+    /// Bytes of the file held in the buffer (its page blobs).
+    #[serde(default)]
+    pub buffered_bytes: u64,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// Answer to `StageOut` / `StageState`. Counts cover every matching file,
+/// also those left out of `files` when `truncated`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct StageReply {
+    pub files: Vec<StageFile>,
+    #[serde(default)]
+    pub truncated: bool,
+    #[serde(default)]
+    pub dirty_files: u64,
+    #[serde(default)]
+    pub flushing_files: u64,
+    #[serde(default)]
+    pub failed_files: u64,
+    #[serde(default)]
+    pub persisted_files: u64,
+    /// SCRATCH files under the paths (never staged out; not in `files`).
+    #[serde(default)]
+    pub scratch_files: u64,
+    #[serde(default)]
+    pub dirty_bytes: u64,
+    /// Buffered bytes of every matching file (SCRATCH ones included).
+    #[serde(default)]
+    pub buffered_bytes: u64,
+    /// `StageOut`: files newly marked for stage-out or made urgent.
+    #[serde(default)]
+    pub marked_files: u64,
+    /// `StageOut` with `evict`: bytes of clean pages dropped from the buffer.
+    #[serde(default)]
+    pub evicted_bytes: u64,
+}
+
+impl StageReply {
+    /// Files not yet persisted.
+    pub fn pending_files(&self) -> u64 {
+        self.dirty_files + self.flushing_files + self.failed_files
+    }
+}
+
 pub fn write_frame<W: Write, T: Serialize>(w: &mut W, msg: &T) -> io::Result<()> {
     let body = serde_json::to_vec(msg).map_err(io::Error::other)?;
     if body.len() > FRAME_BYTES_MAX {
@@ -255,6 +325,16 @@ mod tests {
         assert!(!d.truncated && d.files[0].error.is_none());
         let q: ControlRequest = serde_json::from_str(r#"{"type":"drain_status","paths":[]}"#).unwrap();
         assert_eq!(q, ControlRequest::DrainStatus { paths: vec![] });
+    }
+    #[test]
+    fn stage_messages_roundtrip() {
+        let q: ControlRequest = serde_json::from_str(r#"{"type":"stage_out","paths":["/a"]}"#).unwrap();
+        assert_eq!(q, ControlRequest::StageOut { paths: vec!["/a".into()], evict: false });
+        let r = ControlReply::Stage(StageReply { dirty_files: 2, failed_files: 1, ..StageReply::default() });
+        let back: ControlReply = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
+        let ControlReply::Stage(s) = back else { panic!() };
+        assert_eq!(s.pending_files(), 3);
     }
     #[test]
     fn oversized_frame_refused() {
