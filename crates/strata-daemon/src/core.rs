@@ -73,6 +73,12 @@ pub struct Core {
     pub files: crate::files::FileState,
     /// Which clients hold which files open (unlink-while-open).
     pub holds: crate::files_hold::Holders,
+    /// The journal of non-volatile data (None: no journal).
+    pub journal: Option<crate::jpoller::Journal>,
+    /// The stash (fsync onto a non-volatile tier) in flight, per file.
+    pub stash: crate::stash::StashState,
+    /// Path prefixes whose fsync returns once buffered (`fsync: relaxed`).
+    pub fsync_relaxed: Vec<String>,
 }
 
 pub fn now_ns() -> u64 {
@@ -98,6 +104,9 @@ impl Core {
             start: std::time::Instant::now(),
             files: crate::files::FileState::default(),
             holds: Default::default(),
+            journal: None,
+            stash: Default::default(),
+            fsync_relaxed: Vec::new(),
         }
     }
 
@@ -184,7 +193,7 @@ impl Core {
             if *c == 0 {
                 self.pin_counts.remove(&k);
                 if let Some(len) = self.deferred.remove(&k) {
-                    self.tiers.free_extent(k.0 as usize, k.1, len);
+                    self.release_extent(k.0, k.1, len);
                 }
             }
         }
@@ -204,6 +213,11 @@ impl Core {
         self.pins.len()
     }
 
+    /// Whether the allocation at (`tier`, `phys_off`) is pinned (its free would be deferred).
+    pub(crate) fn extent_pinned(&self, tier: u32, phys_off: u64) -> bool {
+        self.pin_counts.contains_key(&(tier, phys_off))
+    }
+
     pub(crate) fn free_extents(&mut self, extents: &[Extent]) {
         for e in extents {
             if e.is_hole() {
@@ -213,8 +227,17 @@ impl Core {
             if self.pin_counts.contains_key(&key) {
                 self.deferred.insert(key, e.len);
             } else {
-                self.tiers.free_extent(e.tier as usize, e.phys_off, e.len);
+                self.release_extent(e.tier, e.phys_off, e.len);
             }
+        }
+    }
+
+    /// Returns an unpinned extent's space: at once, or — on a non-volatile
+    /// tier with a journal — once the journal recording the free is durable.
+    fn release_extent(&mut self, tier: u32, off: u64, len: u64) {
+        match self.journal.as_mut() {
+            Some(j) if j.is_nonvolatile(tier) => j.quarantine(tier, off, len),
+            _ => self.tiers.free_extent(tier as usize, off, len),
         }
     }
 

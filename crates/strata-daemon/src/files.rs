@@ -57,6 +57,8 @@ pub struct FileState {
     pub cancels: HashMap<BucketId, Arc<AtomicBool>>,
     /// Something became urgent: the flusher should look now.
     pub kick: bool,
+    /// Capacity pressure: write-throughs in progress (files_evict.rs).
+    pub evict: crate::files_evict::EvictState,
 }
 
 /// What `FileOpen` was asked.
@@ -300,6 +302,8 @@ impl Core {
         }
         let first = off / page;
         let last = (end - 1) / page;
+        // 0. Capacity pressure (files_evict.rs): evict clean pages, or WriteThrough.
+        self.pressure_write(id, off, end, taken.map_or(0, |t| t.len))?;
         // 1. Decide everything before modifying anything: fills and limits.
         let mut absent = 0usize;
         for p in first..=last {
@@ -495,7 +499,7 @@ impl Core {
             Src::Lease { off, .. } => Src::Lease { off, data: &data[..keep] },
             Src::Bytes(_) => Src::Bytes(&data[..keep]),
         };
-        if keep == 0 {
+        if keep == 0 || !self.pressure_fill(id, page_off, keep as u64, taken.map_or(0, |t| t.len)) {
             give_back(self);
             return Ok(false);
         }
@@ -614,13 +618,39 @@ impl Core {
     }
 
     /// `FileSync`: the generation to wait for (0 = nothing to wait for).
+    ///
+    /// With a journal, the file's dirty pages are *stashed* (copied to a
+    /// non-volatile tier, journaled, synced: `crate::stash`) and the sync is
+    /// done when the journal is durable; otherwise the flusher writes and
+    /// fdatasyncs the destination. Paths under an `fsync: relaxed` prefix
+    /// return at once.
     pub fn file_sync(&mut self, id: BucketId) -> Result<u64> {
+        let relaxed = !self.fsync_relaxed.is_empty() && {
+            let path = &self.meta.bucket(id)?.name;
+            crate::flush::matches(path, &self.fsync_relaxed)
+        };
+        let journal = self.journal.as_ref().is_some_and(|j| j.usable()) && self.stash.running();
         let rec = self.meta.file_mut(id)?;
-        if rec.persist != Persist::Default {
+        if rec.persist == Persist::Scratch || (rec.persist == Persist::Workflow && !journal) {
             return Ok(0);
         }
-        if rec.mod_gen == rec.flushed_gen && rec.synced_gen >= rec.mod_gen {
+        if relaxed {
+            if let Some(j) = self.journal.as_mut() {
+                j.relaxed_syncs += 1;
+            }
             return Ok(0);
+        }
+        if rec.persist == Persist::Default && rec.mod_gen == rec.flushed_gen && rec.synced_gen >= rec.mod_gen {
+            return Ok(0);
+        }
+        if journal {
+            let target = rec.mod_gen;
+            let done = self.journal.as_ref().is_some_and(|j| j.jsynced(id) >= target && j.jsynced.contains_key(&id));
+            if done || target == 0 {
+                return Ok(0);
+            }
+            self.stash.want(id);
+            return Ok(target);
         }
         rec.urgent = true;
         rec.durable = true;
@@ -636,7 +666,11 @@ impl Core {
     /// `FileSyncState`: whether generation `target` is at the destination.
     pub fn file_sync_state(&self, id: BucketId, target: u64) -> Result<SyncState> {
         let rec = self.meta.file(id)?;
-        let done = rec.persist != Persist::Default || (rec.flushed_gen >= target && rec.synced_gen >= target);
+        let journaled = self.journal.as_ref().is_some_and(|j| j.jsynced.get(&id).is_some_and(|g| *g >= target));
+        let done = rec.persist == Persist::Scratch
+            || journaled
+            || (rec.persist == Persist::Workflow && !self.stash.running())
+            || (rec.persist == Persist::Default && rec.flushed_gen >= target && rec.synced_gen >= target);
         Ok(SyncState { done, error: if done { None } else { rec.flush_error.clone() } })
     }
 

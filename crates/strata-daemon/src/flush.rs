@@ -632,7 +632,9 @@ impl Flusher {
             mode: rec.mode,
             atime_ns: rec.atime_ns,
             mtime_ns: rec.mtime_ns,
-            durable: std::mem::take(&mut rec.durable),
+            // Every job ends with fdatasync at the destination: a page is
+            // marked clean (and may be evicted) only once it is durable there.
+            durable: { rec.durable = false; true },
             urgent: std::mem::take(&mut rec.urgent),
             mod_gen: rec.mod_gen,
             complete,

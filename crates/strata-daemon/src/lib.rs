@@ -17,10 +17,15 @@
 pub mod core;
 pub mod drain;
 pub mod files;
+pub mod files_evict;
 pub mod files_hold;
 pub mod files_list;
 pub mod flush;
+pub mod journal;
+pub mod jpoller;
+pub mod jreplay;
 pub mod server;
+pub mod stash;
 pub mod stage;
 pub mod tier;
 
@@ -30,6 +35,8 @@ mod files_tests;
 mod drain_tests;
 #[cfg(test)]
 mod flush_tests;
+#[cfg(test)]
+mod journal_tests;
 #[cfg(test)]
 pub(crate) mod testutil;
 
@@ -208,6 +215,40 @@ fn spawn_prefault(arena_name: &str, arena_bytes: u64, shared: Arc<server::Shared
     }
 }
 
+/// Reads the journal of the first non-volatile tier and restores what it
+/// describes into the (empty) core; keeps the journal in the core.
+fn replay_journal(core: &mut Core) -> anyhow::Result<()> {
+    let Some(dir) = core.tiers.tiers.iter().find(|t| !t.volatile && !t.is_ram()).map(|t| t.path()) else {
+        return Ok(());
+    };
+    let path = Path::new(&dir).parent().map(|d| d.join(journal::JOURNAL_NAME)).context("tier file without a directory")?;
+    let scan = journal::read(&path).with_context(|| format!("cannot read the journal {}", path.display()))?;
+    if !scan.corrupt.is_empty() {
+        // Keep the damaged journal for inspection; the rewrite replaces it.
+        let keep = path.with_extension(format!("journal.corrupt-{}", core::now_ns() / 1_000_000_000));
+        if let Err(e) = std::fs::copy(&path, &keep) {
+            tracing::warn!("cannot keep a copy of the corrupt journal: {e}");
+        } else {
+            tracing::error!(copy = %keep.display(), "the journal had corrupt records (kept a copy)");
+        }
+    }
+    let nonvolatile: Vec<bool> = core.tiers.tiers.iter().map(|t| !t.volatile && !t.is_ram()).collect();
+    core.journal = Some(jpoller::Journal::new(path.clone(), nonvolatile, Default::default()));
+    core.meta.touched.on = true;
+    let report = jreplay::replay(core, &scan);
+    if report.blobs > 0 || report.buckets > 0 || report.corrupt_ranges > 0 || report.dropped_blobs > 0 {
+        tracing::info!(
+            buckets = report.buckets, files = report.files, blobs = report.blobs, bytes = report.bytes, dirty_files = report.dirty_files,
+            corrupt = report.corrupt_ranges, dropped = report.dropped_blobs, crc_mismatches = report.crc_mismatches, ms = report.elapsed_ms,
+            "journal replayed"
+        );
+    }
+    if let Some(j) = core.journal.as_mut() {
+        j.report = report;
+    }
+    Ok(())
+}
+
 pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
     cfg.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
     let socket = cfg.resolved_socket_path();
@@ -227,7 +268,16 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
         tags_per_bucket_max: cfg.metadata.tags_per_bucket_max as usize,
     };
     let meta = MetaStore::new(cfg.node.id as u32, limits);
-    let core = Core::new(meta, tiers, policy_of(&cfg), cfg.placement.seed, cfg.placement.lease_size_bytes);
+    let mut core = Core::new(meta, tiers, policy_of(&cfg), cfg.placement.seed, cfg.placement.lease_size_bytes);
+    core.fsync_relaxed = cfg.adapter.prefixes.iter().filter(|p| p.fsync_relaxed).map(|p| p.path.display().to_string()).collect();
+    for p in &core.fsync_relaxed {
+        tracing::warn!(prefix = p, "fsync is RELAXED under this prefix: it returns once data is buffered, not when it is durable");
+    }
+    if cfg.journal_enabled() {
+        replay_journal(&mut core)?;
+    } else if core.tiers.tiers.iter().any(|t| !t.volatile) {
+        tracing::warn!("journal disabled: buffered data on non-volatile tiers is lost if the daemon crashes; fsync waits for the destination");
+    }
 
     let ctl_name = format!("{prefix}-ctl");
     let ctl = ShmSegment::create_or_replace(&ctl_name, layout::CTL_SEGMENT_BYTES)
@@ -295,10 +345,6 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
             .context("cannot spawn control thread")?;
     }
     spawn_prefault(core.tiers.arena.seg.name(), core.tiers.arena.len(), shared.clone());
-    tracing::info!(socket = %socket.display(), tiers = cfg.devices.len(), "strata daemon ready");
-    ready(&socket);
-
-    let flush_io = flush::FlushIo::open(&core, cfg.flush.bandwidth_max_mib_s).context("cannot open the tiers for the flusher")?;
     let wake: Arc<dyn Fn() + Send + Sync> = {
         let shared = shared.clone();
         Arc::new(move || {
@@ -306,6 +352,18 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
             shared.bell().ring();
         })
     };
+    if core.journal.is_some() {
+        let settings = journal::WriterSettings {
+            sync_interval: std::time::Duration::from_secs_f64(cfg.journal.sync_interval_ms / 1e3),
+            compact_min_bytes: cfg.journal.compact_min_bytes,
+        };
+        jpoller::Journal::start(&mut core, settings, wake.clone()).context("cannot write the journal")?;
+        stash::start(&mut core, flush_tx.clone(), wake.clone()).context("cannot start the stash thread")?;
+    }
+    tracing::info!(socket = %socket.display(), tiers = cfg.devices.len(), "strata daemon ready");
+    ready(&socket);
+
+    let flush_io = flush::FlushIo::open(&core, cfg.flush.bandwidth_max_mib_s).context("cannot open the tiers for the flusher")?;
     let log_path = drain::event_log_path(&socket);
     let log = match drain::EventLog::start(&log_path) {
         Ok(l) => Some(l),

@@ -32,6 +32,8 @@ pub enum Msg {
     Status { reply: mpsc::Sender<StatusReply> },
     /// A flush worker finished a job.
     FlushDone(Box<JobDone>),
+    /// The stash thread finished a job (crate::stash).
+    StashDone(Box<crate::stash::StashDone>),
     /// Control `Flush`: mark files urgent, reply with their state.
     Flush { paths: Vec<String>, reply: mpsc::Sender<FlushReply> },
     /// Control `FlushState`.
@@ -134,6 +136,8 @@ pub struct Poller {
 const POLL_SLEEP_MAX: Duration = Duration::from_millis(50);
 /// Longest sleep while some file is dirty (flush deadlines).
 const FLUSH_POLL_SLEEP: Duration = Duration::from_millis(5);
+/// Longest sleep while journal records wait to be emitted or synced.
+const JOURNAL_POLL_SLEEP: Duration = Duration::from_millis(1);
 
 impl Poller {
     pub fn new(core: Core, shared: Arc<Shared>, rx: mpsc::Receiver<Msg>, spin: Duration, node_id: u32, socket: PathBuf) -> Poller {
@@ -182,6 +186,8 @@ impl Poller {
         if let Some(f) = self.flusher.as_mut() {
             f.tick(&mut self.core);
         }
+        crate::stash::tick(&mut self.core);
+        crate::jpoller::Journal::round(&mut self.core);
     }
 
     /// Runs until shutdown is requested, then drains dirty files.
@@ -197,7 +203,14 @@ impl Poller {
                 let shared = self.shared.clone();
                 let spin = self.spin;
                 // Dirty files have deadlines: look again soon.
-                let max = if self.core.files.dirty.is_empty() { POLL_SLEEP_MAX } else { FLUSH_POLL_SLEEP };
+                let journal_busy = !self.core.meta.touched.is_empty() || self.core.journal.as_ref().is_some_and(|j| j.busy()) || self.core.stash.busy();
+                let max = if journal_busy {
+                    JOURNAL_POLL_SLEEP
+                } else if self.core.files.dirty.is_empty() {
+                    POLL_SLEEP_MAX
+                } else {
+                    FLUSH_POLL_SLEEP
+                };
                 shared.bell().wait_until(|| self.any_work() || self.core.files.kick, spin, Some(max));
             }
         }
@@ -212,6 +225,7 @@ impl Poller {
         if let Some(f) = self.flusher.as_mut() {
             f.stop();
         }
+        crate::jpoller::Journal::stop(&mut self.core);
     }
 
     /// Shutdown: flushes until no dirty DEFAULT file remains, giving up only
@@ -300,6 +314,7 @@ impl Poller {
                 Msg::Status { reply } => {
                     let _ = reply.send(self.status());
                 }
+                Msg::StashDone(done) => crate::stash::complete(&mut self.core, *done),
                 Msg::FlushDone(done) => match self.flusher.as_mut() {
                     Some(f) => f.complete(&mut self.core, *done),
                     None => tracing::error!("flush completion without a flusher"),
@@ -340,6 +355,7 @@ impl Poller {
             self.core.unpin_all((id, i as u32));
         }
         self.core.file_client_gone(id);
+        self.core.through_client_gone(id);
         let _ = ShmSegment::unlink(c.seg.name());
         self.shared.clients_live.fetch_sub(1, Ordering::SeqCst);
         tracing::debug!(id, pid = c.pid, "client gone; leases and pins reclaimed");
@@ -534,6 +550,7 @@ impl Poller {
                         r.val1 = size;
                     }
                     WriteOutcome::NeedFill { page_off } => {
+                        self.core.through_note_read(owner, bucket);
                         let mut e = Response::err(Errno::NeedFill);
                         e.val0 = page_off;
                         return Ok(e);
@@ -542,12 +559,38 @@ impl Poller {
             }
             Op::FileRead => {
                 self.reply_extents(&mut r, arg_ptr, arg_bytes, |core, out, max| core.file_read(owner, bucket, req.offset, req.len, out, max))?;
+                self.core.through_note_read(owner, bucket);
             }
             Op::FileFill => {
                 self.core.meta.file(bucket)?;
                 let (src, taken) = self.data_src(c, ch, req, names_len, arg_ptr, arg_bytes)?;
-                r.val0 = self.core.file_fill(bucket, req.offset, src, taken)? as u64;
+                r.val0 = if self.core.through_fill_ok(owner, bucket) {
+                    self.core.file_fill(bucket, req.offset, src, taken)? as u64
+                } else {
+                    self.core.through_refuse_fill(taken);
+                    0
+                };
             }
+            Op::FileThrough => {
+                let off = if req.flags & flags::APPEND != 0 { None } else { Some(req.offset) };
+                match self.core.file_through(c.id, bucket, off, req.len, req.aux == 1)? {
+                    crate::files_evict::ThroughAnswer::Granted { at, mode, path } => {
+                        r.val0 = 1;
+                        r.val1 = at;
+                        r.val2 = mode as u64;
+                        r.arg_len = put_arg(arg_out, path.as_bytes())?;
+                    }
+                    crate::files_evict::ThroughAnswer::Wait { failed } => {
+                        if let Some(msg) = failed {
+                            r.val1 = 1;
+                            let n = msg.len().min(arg_out.len());
+                            arg_out[..n].copy_from_slice(&msg.as_bytes()[..n]);
+                            r.arg_len = n as u32;
+                        }
+                    }
+                }
+            }
+            Op::FileThroughDone => r.val0 = self.core.file_through_done(c.id, bucket, req.offset, req.len)?,
             Op::FileTruncate => self.core.file_truncate(bucket, req.len)?,
             Op::FileUnlink => {
                 let busy = self.flusher.as_ref().is_some_and(|f| !f.path_idle(name));
@@ -814,6 +857,7 @@ impl Poller {
             malformed_total: self.malformed_total,
             policy: self.core.policy.to_string(),
             tiers,
+            journal: self.core.journal.as_ref().map(|j| j.status()),
         }
     }
 }

@@ -16,6 +16,14 @@ pub struct Fixture {
     arena_name: String,
 }
 
+impl Fixture {
+    /// Ends this core (its RAM is gone) but keeps the directory.
+    pub fn crash(mut self) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::mem::replace(&mut self.dir, dir)
+    }
+}
+
 impl Drop for Fixture {
     fn drop(&mut self) {
         let _ = ShmSegment::unlink(&self.arena_name);
@@ -24,10 +32,15 @@ impl Drop for Fixture {
 
 /// A core with a RAM tier of `ram_bytes` (+ `staging`) and a dir tier of `disk_bytes`.
 pub fn fixture(ram_bytes: u64, disk_bytes: u64, staging: u64) -> Fixture {
+    fixture_in(tempfile::tempdir().unwrap(), ram_bytes, disk_bytes, staging)
+}
+
+/// Like [`fixture`] over an existing directory (a daemon restarted on the
+/// same tier directory).
+pub fn fixture_in(dir: tempfile::TempDir, ram_bytes: u64, disk_bytes: u64, staging: u64) -> Fixture {
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let arena_name = format!("strata-dtest-{}-{n}", std::process::id());
-    let dir = tempfile::tempdir().unwrap();
     let arena_bytes = ram_bytes + staging;
     let seg = ShmSegment::create_or_replace(&arena_name, arena_bytes as usize).unwrap();
     let arena = Arena { alloc: ExtentAllocator::new(arena_bytes, 64), seg, leased_bytes: 0 };

@@ -66,6 +66,12 @@ pub struct FileCounters {
     pub flushed_bytes_total: u64,
     pub flushed_files_total: u64,
     pub flush_errors_total: u64,
+    /// Bytes of clean pages dropped from the buffer under capacity pressure.
+    #[serde(default)]
+    pub evicted_bytes_total: u64,
+    /// Bytes clients wrote straight to the destination (buffer full).
+    #[serde(default)]
+    pub write_through_bytes_total: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -134,6 +140,53 @@ pub struct StatusReply {
     pub tiers: Vec<TierStatus>,
     #[serde(default)]
     pub files: FileCounters,
+    /// The write-ahead journal (None: no non-volatile tier or disabled).
+    #[serde(default)]
+    pub journal: Option<JournalStatus>,
+}
+
+/// The journal of metadata of data on non-volatile tiers.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct JournalStatus {
+    pub path: String,
+    pub file_bytes: u64,
+    pub live_records: u64,
+    pub written_seq: u64,
+    pub synced_seq: u64,
+    pub syncs: u64,
+    pub compactions: u64,
+    /// Freed non-volatile space waiting for the journal to sync.
+    pub quarantined_bytes: u64,
+    /// fsyncs answered by journaling on a non-volatile tier.
+    pub journal_syncs: u64,
+    /// fsyncs answered at once because their path has `fsync: relaxed`.
+    pub relaxed_syncs: u64,
+    pub failed: bool,
+    pub error: Option<String>,
+    pub replay: ReplayReport,
+}
+
+/// What the daemon recovered from the journal at start.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ReplayReport {
+    pub journal_bytes: u64,
+    pub records: u64,
+    pub buckets: u64,
+    pub files: u64,
+    pub blobs: u64,
+    pub bytes: u64,
+    pub dirty_files: u64,
+    /// Ranges of the journal that held no valid record (corruption).
+    pub corrupt_ranges: u64,
+    pub corrupt_bytes: u64,
+    /// Incomplete last record (a crash while appending): expected, harmless.
+    pub torn_tail_bytes: u64,
+    /// Blob records not applied (unknown tier, out of range, overlap, no bucket).
+    pub dropped_blobs: u64,
+    /// Sealed blobs whose bytes no longer match their checksum (kept, reported).
+    pub crc_mismatches: u64,
+    pub elapsed_ms: u64,
+    pub messages: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -1,0 +1,249 @@
+//! Tests of the journal: record codec, fold, torn tails, corruption, and
+//! the whole cycle on a real core (write → fsync via the stash → "crash" →
+//! replay → identical bytes, dirty pages resumed).
+
+use std::sync::{mpsc, Arc};
+
+use strata_meta::{Extent, Persist};
+use strata_proto::wire::WireDestInfo;
+
+use crate::core::{Core, Src};
+use crate::files::OpenArgs;
+use crate::journal::{self, FileImage, Record, State};
+use crate::jpoller::Journal;
+use crate::server::Msg;
+use crate::testutil::{fixture, fixture_in, pattern, Fixture};
+
+fn sample() -> Vec<Record> {
+    let file = FileImage {
+        size: 10_000,
+        mode: 0o640,
+        uid: 1,
+        gid: 2,
+        persist: 0,
+        page_bytes: 4096,
+        mtime_ns: 5,
+        ctime_ns: 6,
+        atime_ns: 7,
+        dest_size: 100,
+        dest_exists: true,
+        trunc_min: Some(50),
+    };
+    vec![
+        Record::Tier { index: 1, path: "/x/strata-tier.data".into() },
+        Record::BucketSet { name: "b".into(), tags: vec![("placement".into(), "random".into())], file: None },
+        Record::BucketSet { name: "/d/f".into(), tags: vec![], file: Some(file) },
+        Record::BlobSet { bucket: "b".into(), name: "k".into(), size: 10, dirty: false, crc: None, extents: vec![Extent { logical_off: 0, len: 10, tier: 1, phys_off: 4096 }] },
+        Record::BlobSet { bucket: "/d/f".into(), name: "0".into(), size: 4096, dirty: true, crc: Some(0xdead), extents: vec![Extent { logical_off: 0, len: 4096, tier: 1, phys_off: 8192 }] },
+        Record::BlobDrop { bucket: "b".into(), name: "k".into() },
+        Record::BlobSet { bucket: "b".into(), name: "k2".into(), size: 0, dirty: false, crc: None, extents: vec![] },
+        Record::BucketDrop { name: "/d/f".into() },
+    ]
+}
+
+fn encode(records: &[Record]) -> Vec<u8> {
+    let mut out = journal::FILE_MAGIC.to_vec();
+    for r in records {
+        r.encode(&mut out);
+    }
+    out
+}
+
+fn fold(records: &[Record]) -> State {
+    let mut s = State::default();
+    for r in records {
+        s.apply(r.clone());
+    }
+    s
+}
+
+fn same(a: &State, b: &State) -> bool {
+    a.tiers == b.tiers && a.buckets == b.buckets && a.blobs == b.blobs
+}
+
+#[test]
+fn records_round_trip_and_fold_keeps_the_last_state() {
+    let recs = sample();
+    let scan = journal::scan_bytes(&encode(&recs));
+    assert_eq!(scan.records, recs.len() as u64);
+    assert!(scan.corrupt.is_empty() && scan.torn_tail_bytes == 0);
+    assert!(same(&scan.state, &fold(&recs)));
+    // The drop of the file bucket took its page with it; k was dropped, k2 lives.
+    assert!(scan.state.buckets.contains_key("b") && !scan.state.buckets.contains_key("/d/f"));
+    assert_eq!(scan.state.blobs.keys().cloned().collect::<Vec<_>>(), vec![("b".to_string(), "k2".to_string())]);
+}
+
+#[test]
+fn a_torn_tail_yields_exactly_a_prefix_of_the_records() {
+    let recs = sample();
+    let bytes = encode(&recs);
+    // Every possible crash point while appending.
+    for cut in journal::FILE_MAGIC.len()..bytes.len() {
+        let scan = journal::scan_bytes(&bytes[..cut]);
+        assert!(scan.corrupt.is_empty(), "cut {cut}: a torn tail is not corruption");
+        let k = scan.records as usize;
+        assert!(same(&scan.state, &fold(&recs[..k])), "cut {cut}: state is not the fold of the first {k} records");
+        assert_eq!(encode(&recs[..k]).len() as u64 + scan.torn_tail_bytes, cut as u64, "cut {cut}: the torn tail is what follows the last whole record");
+    }
+}
+
+#[test]
+fn a_corrupt_record_is_reported_and_never_applied() {
+    let recs = sample();
+    let mut bytes = encode(&recs);
+    // Flip one payload byte of the fourth record (the blob "k").
+    let mut at = journal::FILE_MAGIC.len();
+    for r in &recs[..3] {
+        let mut v = Vec::new();
+        r.encode(&mut v);
+        at += v.len();
+    }
+    bytes[at + journal::HEADER_BYTES + 3] ^= 0x40;
+    let scan = journal::scan_bytes(&bytes);
+    assert_eq!(scan.corrupt.len(), 1, "one corrupt range: {:?}", scan.corrupt);
+    assert!(scan.corrupt[0].2.contains("checksum"), "{:?}", scan.corrupt);
+    assert_eq!(scan.records, recs.len() as u64 - 1, "the records after it are still applied");
+    let mut expect = recs.clone();
+    expect.remove(3);
+    assert!(same(&scan.state, &fold(&expect)));
+    // A damaged file magic is reported too.
+    let mut b2 = encode(&recs);
+    b2[0] = b'X';
+    assert!(!journal::scan_bytes(&b2).corrupt.is_empty());
+}
+
+// ---- the full cycle on a real core ---------------------------------------
+
+const SHIFT: u32 = 12;
+
+fn journal_on(fx: &mut Fixture) -> mpsc::Receiver<Msg> {
+    let core = &mut fx.core;
+    let path = fx.dir.path().join("tier").join(journal::JOURNAL_NAME);
+    let scan = journal::read(&path).unwrap();
+    let nonvolatile = core.tiers.tiers.iter().map(|t| !t.volatile).collect();
+    core.journal = Some(Journal::new(path, nonvolatile, Default::default()));
+    core.meta.touched.on = true;
+    let report = crate::jreplay::replay(core, &scan);
+    core.journal.as_mut().unwrap().report = report;
+    let (tx, rx) = mpsc::channel();
+    let wake: Arc<dyn Fn() + Send + Sync> = Arc::new(|| {});
+    let settings = journal::WriterSettings { sync_interval: std::time::Duration::from_millis(5), compact_min_bytes: 1 << 20 };
+    Journal::start(core, settings, wake.clone()).unwrap();
+    crate::stash::start(core, tx, wake).unwrap();
+    rx
+}
+
+/// Runs poller rounds until `done` (bounded).
+fn pump(core: &mut Core, rx: &mpsc::Receiver<Msg>, mut done: impl FnMut(&mut Core) -> bool) {
+    for _ in 0..20_000 {
+        crate::stash::tick(core);
+        Journal::round(core);
+        while let Ok(m) = rx.try_recv() {
+            if let Msg::StashDone(d) = m {
+                crate::stash::complete(core, *d);
+            }
+        }
+        Journal::round(core);
+        if done(core) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    panic!("condition not reached");
+}
+
+fn create(core: &mut Core, path: &str, persist: u32) -> strata_meta::BucketId {
+    let a = OpenArgs { create: true, mode: 0o640, persist, page_shift: SHIFT, dest: Some(WireDestInfo::default()), ..OpenArgs::default() };
+    core.file_open(path, &a).unwrap()
+}
+
+fn read_file(core: &mut Core, path: &str) -> Vec<u8> {
+    let id = core.meta.file_by_path(path).expect("file restored");
+    let size = core.meta.file(id).unwrap().size;
+    let mut out = vec![0u8; size as usize];
+    let mut ex = Vec::new();
+    let (_, covered, pin) = core.file_read((1, 0), id, 0, size, &mut ex, 4096).unwrap();
+    assert_eq!(covered, size);
+    for e in &ex {
+        let d = &mut out[e.logical_off as usize..(e.logical_off + e.len) as usize];
+        if e.tier == strata_proto::wire::TIER_HOLE {
+            d.fill(0);
+        } else {
+            core.tiers.read(e.tier as usize, e.phys_off, d).unwrap();
+        }
+    }
+    core.unpin((1, 0), pin);
+    out
+}
+
+#[test]
+fn fsync_stashes_ram_pages_and_a_restarted_core_gets_them_back() {
+    let mut fx = fixture(4 << 20, 64 << 20, 1 << 20);
+    let rx = journal_on(&mut fx);
+    let core = &mut fx.core;
+    let data = pattern(10_000, 3);
+    let id = create(core, "/dest/ckpt", Persist::Default as u32);
+    core.file_write(id, Some(0), Src::Bytes(&data), None).unwrap();
+    // The pages are in RAM: volatile.
+    let page0 = core.meta.page_blob(id, 0).unwrap();
+    assert_eq!(core.meta.blob(page0).unwrap().extents[0].tier, 0);
+    let target = core.file_sync(id).unwrap();
+    assert!(target > 0);
+    pump(core, &rx, |c| c.file_sync_state(id, target).unwrap().done);
+    // Now on the dir tier, sealed, still dirty (the destination never saw it).
+    let b = core.meta.blob(page0).unwrap();
+    assert!(b.extents.iter().all(|e| e.tier == 1) && b.sealed_crc.is_some() && b.dirty);
+    // Another file that was never fsync'ed and lives in RAM is lost at a crash.
+    let other = create(core, "/dest/unsynced", Persist::Default as u32);
+    core.file_write(other, Some(0), Src::Bytes(&data[..100]), None).unwrap();
+    // A SCRATCH file on the dir tier is not journaled either.
+    let dir = fx.crash();
+
+    let mut fx = fixture_in(dir, 4 << 20, 64 << 20, 1 << 20);
+    let _rx = journal_on(&mut fx);
+    let core = &mut fx.core;
+    let rep = core.journal.as_ref().unwrap().report.clone();
+    assert_eq!((rep.files, rep.dirty_files, rep.corrupt_ranges, rep.dropped_blobs, rep.crc_mismatches), (1, 1, 0, 0, 0), "{rep:?}");
+    assert_eq!(read_file(core, "/dest/ckpt"), data);
+    let id = core.meta.file_by_path("/dest/ckpt").unwrap();
+    let rec = core.meta.file(id).unwrap();
+    assert_eq!(rec.dirty_pages.len(), 3);
+    assert!(rec.needs_flush() && core.files.dirty.contains(&id), "the flusher resumes it");
+    assert!(core.meta.file_by_path("/dest/unsynced").is_none());
+    core.check().unwrap();
+    core.file_check().unwrap();
+}
+
+#[test]
+fn native_blobs_on_the_dir_tier_survive_and_ram_blobs_do_not() {
+    // A RAM tier too small for the big blob: it goes to the dir tier.
+    let mut fx = fixture(64 << 10, 64 << 20, 1 << 20);
+    let rx = journal_on(&mut fx);
+    let core = &mut fx.core;
+    let (b, _) = core.meta.bucket_open("data", true, false, 0).unwrap();
+    let big = pattern(1 << 20, 9);
+    core.put(b, "big", Src::Bytes(&big), None, None, false).unwrap();
+    core.put(b, "small", Src::Bytes(b"tiny"), None, None, false).unwrap();
+    core.put(b, "gone", Src::Bytes(&big[..200_000]), None, None, false).unwrap();
+    core.delete(b, "gone").unwrap();
+    let big_tier = core.meta.blob(core.meta.blob_lookup(b, "big").unwrap()).unwrap().extents[0].tier;
+    assert_eq!(big_tier, 1, "the big blob is on the dir tier");
+    let seq = core.journal.as_ref().unwrap().shared.written_seq.load(std::sync::atomic::Ordering::SeqCst);
+    pump(core, &rx, |c| c.journal.as_ref().unwrap().shared.synced_seq.load(std::sync::atomic::Ordering::SeqCst) > seq);
+    let dir = fx.crash();
+
+    let mut fx = fixture_in(dir, 64 << 10, 64 << 20, 1 << 20);
+    let _rx = journal_on(&mut fx);
+    let core = &mut fx.core;
+    let b = core.meta.bucket_by_name("data").expect("bucket restored");
+    let id = core.meta.blob_lookup(b, "big").expect("big restored");
+    let blob = core.meta.blob(id).unwrap().clone();
+    let mut got = vec![0u8; blob.size as usize];
+    for e in &blob.extents {
+        core.tiers.read(e.tier as usize, e.phys_off, &mut got[e.logical_off as usize..e.end() as usize]).unwrap();
+    }
+    assert_eq!(got, big);
+    assert!(core.meta.blob_lookup(b, "gone").is_err());
+    assert!(core.meta.blob_lookup(b, "small").is_err(), "RAM blobs are volatile");
+    core.check().unwrap();
+}

@@ -1,0 +1,402 @@
+//! The poller's side of the journal: turns the metadata changes of a round
+//! (`MetaStore::touched`) into journal records, keeps space freed on
+//! non-volatile tiers in quarantine until the journal is durable, and
+//! resolves fsyncs waiting for a journal sync.
+//!
+//! **Shadow.** `shadow_blobs` / `shadow_buckets` remember, per id, the key
+//! (bucket name, blob name) under which the journal currently holds a
+//! record, so a blob that moved to RAM, was renamed, deleted, or whose
+//! bucket was renamed gets its old key dropped. What is journaled:
+//! * a blob whose bytes are all on non-volatile tiers, in a native bucket,
+//!   a WORKFLOW file, or a DEFAULT file when the page is dirty;
+//! * a native bucket always; a file bucket (not an orphan) that is WORKFLOW
+//!   or a DEFAULT file needing a flush, when it has journaled pages or a
+//!   journal sync.
+//!
+//! **Invariant:** records of a batch are ordered bucket drops, blob drops,
+//! bucket sets, blob sets, so the fold never sees a blob before its bucket.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use strata_meta::{Blob, BlobId, Bucket, BucketId, Persist};
+use strata_proto::control::{JournalStatus, ReplayReport};
+
+use crate::core::Core;
+use crate::journal::{self, FileImage, Handle, Record};
+
+/// Batches are emitted at most this often unless a sync is waiting.
+pub const EMIT_INTERVAL_NS: u64 = 1_000_000;
+/// Waiting journal syncs (fsyncs in flight); more fall back to the destination.
+pub const SYNC_WAITS_MAX: usize = 65_536;
+/// Prefix of orphan buckets (unlinked while open): never journaled.
+const ORPHAN_PREFIX: char = '\u{1}';
+
+struct ShadowBlob {
+    bucket: BucketId,
+    bucket_name: Arc<str>,
+    name: Box<str>,
+}
+
+struct ShadowBucket {
+    name: Arc<str>,
+    hash: u32,
+}
+
+pub struct Journal {
+    /// The journal thread; None until `start` (replay builds the first state without it).
+    handle: Option<Handle>,
+    pub path: std::path::PathBuf,
+    pub shared: Arc<journal::Shared>,
+    next_seq: u64,
+    shadow_blobs: HashMap<BlobId, ShadowBlob>,
+    shadow_buckets: HashMap<BucketId, ShadowBucket>,
+    blob_counts: HashMap<BucketId, u64>,
+    /// (batch seq that records the free, tier, offset, length).
+    quarantine: VecDeque<(u64, u32, u64, u64)>,
+    pub quarantined_bytes: u64,
+    nonvolatile: Vec<bool>,
+    last_emit: std::time::Instant,
+    force: bool,
+    /// Files with a journal sync: the highest `mod_gen` known durable
+    /// through the journal (0 while the first is pending).
+    pub jsynced: HashMap<BucketId, u64>,
+    /// (file, generation, batch seq to be synced).
+    waits: Vec<(BucketId, u64, u64)>,
+    pub journal_syncs: u64,
+    pub relaxed_syncs: u64,
+    pub report: ReplayReport,
+}
+
+fn bucket_record(b: &Bucket) -> Record {
+    let file = b.file.as_deref().map(|r| FileImage {
+        size: r.size,
+        mode: r.mode,
+        uid: r.uid,
+        gid: r.gid,
+        persist: r.persist as u32,
+        page_bytes: r.page_bytes,
+        mtime_ns: r.mtime_ns,
+        ctime_ns: r.ctime_ns,
+        atime_ns: r.atime_ns,
+        dest_size: r.dest_size,
+        dest_exists: r.dest_exists,
+        trunc_min: r.trunc_min,
+    });
+    Record::BucketSet { name: b.name.to_string(), tags: b.tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect(), file }
+}
+
+impl Journal {
+    pub fn new(path: std::path::PathBuf, nonvolatile: Vec<bool>, report: ReplayReport) -> Journal {
+        Journal {
+            handle: None,
+            path,
+            shared: Arc::new(journal::Shared::default()),
+            next_seq: 1,
+            shadow_blobs: HashMap::new(),
+            shadow_buckets: HashMap::new(),
+            blob_counts: HashMap::new(),
+            quarantine: VecDeque::new(),
+            quarantined_bytes: 0,
+            nonvolatile,
+            last_emit: std::time::Instant::now(),
+            force: false,
+            jsynced: HashMap::new(),
+            waits: Vec::new(),
+            journal_syncs: 0,
+            relaxed_syncs: 0,
+            report,
+        }
+    }
+
+    /// Whether fsync may be answered through the journal.
+    pub fn usable(&self) -> bool {
+        self.handle.is_some() && !self.shared.failed.load(Ordering::Relaxed)
+    }
+
+    /// Writes the journal afresh from the current state of `core` (after
+    /// replay: exactly what was restored), atomically, and starts the
+    /// journal thread appending to it.
+    pub fn start(core: &mut Core, settings: journal::WriterSettings, wake: Arc<dyn Fn() + Send + Sync>) -> std::io::Result<()> {
+        let Some(mut j) = core.journal.take() else { return Ok(()) };
+        Journal::touch_all(core);
+        let records = j.collect(core);
+        let mut state = journal::State::default();
+        for (i, t) in core.tiers.tiers.iter().enumerate() {
+            if !t.is_ram() {
+                state.apply(Record::Tier { index: i as u32, path: t.path() });
+            }
+        }
+        for r in records {
+            state.apply(r);
+        }
+        let res = journal::Writer::create(&j.path, state, settings, j.shared.clone(), wake).and_then(Handle::start);
+        match res {
+            Ok(h) => j.handle = Some(h),
+            Err(e) => {
+                core.journal = Some(j);
+                return Err(e);
+            }
+        }
+        core.journal = Some(j);
+        Ok(())
+    }
+
+    /// Stops the journal thread after it synced everything (shutdown).
+    pub fn stop(core: &mut Core) {
+        let Some(mut j) = core.journal.take() else { return };
+        j.emit(core);
+        if let Some(mut h) = j.handle.take() {
+            h.stop();
+        }
+        // Everything is durable now: quarantined space is free.
+        while let Some((_, tier, off, len)) = j.quarantine.pop_front() {
+            core.tiers.free_extent(tier as usize, off, len);
+        }
+        j.quarantined_bytes = 0;
+        core.journal = Some(j);
+    }
+
+    pub fn is_nonvolatile(&self, tier: u32) -> bool {
+        self.nonvolatile.get(tier as usize).copied().unwrap_or(false)
+    }
+
+    /// Space of a non-volatile tier freed now: reusable once the batch that
+    /// records the free is durable.
+    pub fn quarantine(&mut self, tier: u32, off: u64, len: u64) {
+        self.quarantine.push_back((self.next_seq, tier, off, len));
+        self.quarantined_bytes += len;
+    }
+
+    /// Journals the sync of file `id` at generation `gen`: its state is
+    /// emitted now; `jsynced` reaches `gen` once that batch is durable.
+    pub fn sync_file(&mut self, id: BucketId, gen: u64) -> bool {
+        if self.waits.len() >= SYNC_WAITS_MAX {
+            return false;
+        }
+        self.jsynced.entry(id).or_insert(0);
+        self.waits.push((id, gen, self.next_seq));
+        self.force = true;
+        true
+    }
+
+    pub fn jsynced(&self, id: BucketId) -> u64 {
+        self.jsynced.get(&id).copied().unwrap_or(0)
+    }
+
+    fn blob_worthy(&self, core: &Core, blob: &Blob) -> bool {
+        let Ok(b) = core.meta.bucket(blob.bucket) else { return false };
+        if b.name.starts_with(ORPHAN_PREFIX) {
+            return false;
+        }
+        let kind_ok = match b.file.as_deref() {
+            None => true,
+            Some(rec) => match rec.persist {
+                Persist::Scratch => false,
+                Persist::Workflow => true,
+                Persist::Default => blob.dirty,
+            },
+        };
+        kind_ok && blob.extents.iter().all(|e| e.is_hole() || self.is_nonvolatile(e.tier))
+    }
+
+    fn bucket_worthy(&self, b: &Bucket) -> bool {
+        if b.name.starts_with(ORPHAN_PREFIX) {
+            return false;
+        }
+        let has = self.blob_counts.get(&b.id).copied().unwrap_or(0) > 0 || self.jsynced.contains_key(&b.id);
+        match b.file.as_deref() {
+            None => true,
+            Some(rec) => match rec.persist {
+                Persist::Scratch => false,
+                Persist::Workflow => has,
+                Persist::Default => rec.needs_flush() && has,
+            },
+        }
+    }
+
+    fn count(&mut self, bucket: BucketId, delta: i64) {
+        let c = self.blob_counts.entry(bucket).or_insert(0);
+        *c = (*c as i64 + delta).max(0) as u64;
+        if *c == 0 {
+            self.blob_counts.remove(&bucket);
+        }
+    }
+
+    /// Turns the changes since the last batch into records and sends them.
+    pub fn emit(&mut self, core: &mut Core) {
+        let records = self.collect(core);
+        let quarantine_waits = self.quarantine.back().is_some_and(|q| q.0 >= self.next_seq);
+        let sync_waits = self.waits.last().is_some_and(|w| w.2 >= self.next_seq);
+        if records.is_empty() && !quarantine_waits && !sync_waits {
+            return;
+        }
+        let Some(h) = self.handle.as_ref() else { return };
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        if h.tx.send(journal::Msg::Batch { seq, records }).is_err() {
+            tracing::error!("journal thread gone: fsync falls back to the destination");
+            self.shared.failed.store(true, Ordering::SeqCst);
+        }
+        if sync_waits {
+            self.shared.sync_wanted.fetch_max(seq, Ordering::SeqCst);
+            let _ = h.tx.send(journal::Msg::Kick);
+        }
+        self.last_emit = std::time::Instant::now();
+        self.force = false;
+    }
+
+    /// The records describing the changes since the last call (updates the shadow).
+    fn collect(&mut self, core: &mut Core) -> Vec<Record> {
+        let (blobs, mut buckets) = core.meta.take_touched();
+        let (mut bucket_drops, mut blob_drops, mut bucket_sets, mut blob_sets) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for id in blobs {
+            let cur = core.meta.blob(id);
+            let worthy = cur.is_some_and(|b| self.blob_worthy(core, b));
+            let cur_bucket_name = cur.and_then(|b| core.meta.bucket(b.bucket).ok()).map(|b| &*b.name);
+            if let Some(old) = self.shadow_blobs.get(&id) {
+                let same = worthy && cur.is_some_and(|b| b.bucket == old.bucket && b.name == old.name) && cur_bucket_name == Some(&*old.bucket_name);
+                if !same {
+                    blob_drops.push(Record::BlobDrop { bucket: old.bucket_name.to_string(), name: old.name.to_string() });
+                    let old_bucket = old.bucket;
+                    self.shadow_blobs.remove(&id);
+                    self.count(old_bucket, -1);
+                    buckets.insert(old_bucket);
+                }
+            }
+            if let (true, Some(b), Some(bname)) = (worthy, cur, cur_bucket_name) {
+                blob_sets.push(Record::BlobSet {
+                    bucket: bname.to_string(),
+                    name: b.name.to_string(),
+                    size: b.size,
+                    dirty: b.dirty,
+                    crc: b.sealed_crc,
+                    extents: b.extents.iter().filter(|e| !e.is_hole()).copied().collect(),
+                });
+                if !self.shadow_blobs.contains_key(&id) {
+                    self.shadow_blobs.insert(id, ShadowBlob { bucket: b.bucket, bucket_name: bname.into(), name: b.name.clone() });
+                    self.count(b.bucket, 1);
+                    buckets.insert(b.bucket);
+                }
+            }
+        }
+        for id in buckets {
+            let cur = core.meta.bucket(id).ok();
+            let worthy = cur.is_some_and(|b| self.bucket_worthy(b));
+            if cur.is_none() {
+                self.jsynced.remove(&id);
+            }
+            if let Some(old) = self.shadow_buckets.get(&id) {
+                if !worthy || cur.is_some_and(|b| *b.name != *old.name) {
+                    bucket_drops.push(Record::BucketDrop { name: old.name.to_string() });
+                    self.shadow_buckets.remove(&id);
+                    if !worthy && self.blob_counts.contains_key(&id) {
+                        // Its blob records died with the bucket record.
+                        self.shadow_blobs.retain(|_, s| s.bucket != id);
+                        self.blob_counts.remove(&id);
+                    }
+                }
+            }
+            let Some(b) = cur else { continue };
+            if !worthy {
+                if b.file.as_deref().is_some_and(|r| r.persist == Persist::Default && !r.needs_flush()) {
+                    self.jsynced.remove(&id);
+                }
+                continue;
+            }
+            let rec = bucket_record(b);
+            let mut enc = Vec::new();
+            rec.encode(&mut enc);
+            let hash = crc32fast::hash(&enc);
+            match self.shadow_buckets.get(&id) {
+                Some(s) if s.hash == hash => {}
+                _ => {
+                    self.shadow_buckets.insert(id, ShadowBucket { name: b.name.clone().into(), hash });
+                    bucket_sets.push(rec);
+                }
+            }
+        }
+        let mut records = bucket_drops;
+        records.append(&mut blob_drops);
+        records.append(&mut bucket_sets);
+        records.append(&mut blob_sets);
+        records
+    }
+
+    /// Once per poller round: emits when due, releases quarantined space
+    /// and resolves waiting syncs whose batch is durable.
+    pub fn round(core: &mut Core) {
+        let Some(mut j) = core.journal.take() else { return };
+        let pending = !core.meta.touched.is_empty() || j.quarantine.back().is_some_and(|q| q.0 >= j.next_seq);
+        if j.force || (pending && j.last_emit.elapsed().as_nanos() as u64 >= EMIT_INTERVAL_NS) || core.meta.touched.blobs.len() >= 65_536 {
+            j.emit(core);
+        }
+        let synced = j.shared.synced_seq.load(Ordering::SeqCst);
+        // Bounded by the queue length; stops at the first entry not yet durable.
+        while let Some(&(seq, tier, off, len)) = j.quarantine.front() {
+            if seq > synced {
+                break;
+            }
+            j.quarantine.pop_front();
+            j.quarantined_bytes -= len;
+            core.tiers.free_extent(tier as usize, off, len);
+        }
+        if !j.waits.is_empty() {
+            let mut i = 0;
+            while i < j.waits.len() {
+                let (id, gen, seq) = j.waits[i];
+                if seq <= synced {
+                    let e = j.jsynced.entry(id).or_insert(0);
+                    *e = (*e).max(gen);
+                    j.waits.swap_remove(i);
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        core.journal = Some(j);
+    }
+
+    /// Whether the poller should come back soon (pending emission or syncs).
+    pub fn busy(&self) -> bool {
+        self.force || !self.waits.is_empty() || !self.quarantine.is_empty()
+    }
+
+    pub fn status(&self) -> JournalStatus {
+        let s = &self.shared;
+        JournalStatus {
+            path: self.path.display().to_string(),
+            file_bytes: s.file_bytes.load(Ordering::Relaxed),
+            live_records: s.live_records.load(Ordering::Relaxed),
+            written_seq: s.written_seq.load(Ordering::Relaxed),
+            synced_seq: s.synced_seq.load(Ordering::Relaxed),
+            syncs: s.syncs.load(Ordering::Relaxed),
+            compactions: s.compactions.load(Ordering::Relaxed),
+            quarantined_bytes: self.quarantined_bytes,
+            journal_syncs: self.journal_syncs,
+            relaxed_syncs: self.relaxed_syncs,
+            failed: s.failed.load(Ordering::Relaxed),
+            error: s.last_error.lock().map(|e| e.clone()).unwrap_or(None),
+            replay: self.report.clone(),
+        }
+    }
+
+    /// Marks every restored blob and bucket as changed, so the first batch
+    /// re-establishes the shadow (after replay).
+    pub fn touch_all(core: &mut Core) {
+        let ids: Vec<BlobId> = core.meta.blobs().map(|b| b.id).collect();
+        let buckets: HashSet<BucketId> = core.meta.blobs().map(|b| b.bucket).collect();
+        for id in ids {
+            core.meta.touched.blob(id);
+        }
+        for b in buckets {
+            core.meta.touched.bucket(b);
+        }
+        for name in core.meta.bucket_names().into_iter().map(str::to_string).collect::<Vec<_>>() {
+            if let Some(id) = core.meta.bucket_by_name(&name) {
+                core.meta.touched.bucket(id);
+            }
+        }
+    }
+}

@@ -1,0 +1,296 @@
+//! Start-up replay: applies the folded journal to an empty `Core`.
+//!
+//! Every blob record is verified before it is applied: its tier must exist
+//! (matched by the tier file's path, so reordering devices in the config is
+//! harmless) and be non-volatile, its extents must be block-aligned, lie
+//! inside the tier file and not overlap anything already restored (the
+//! allocator's `reserve` refuses overlaps), and a sealed blob (fsync'ed)
+//! must still match its checksum — a mismatch is reported and the bytes
+//! kept (they are the newest the application wrote). A record that fails
+//! is not applied and is reported; nothing is applied silently.
+//!
+//! DEFAULT files come back only with their dirty pages (clean pages are at
+//! the destination) and only if they still need a flush; the flusher then
+//! drains them as usual.
+
+use std::collections::{BTreeSet, HashMap};
+
+use strata_alloc::Range;
+use strata_meta::{parse_page_name, Extent, FileRecord, Persist, PAGE_SHIFT_MAX, PAGE_SHIFT_MIN};
+use strata_proto::control::ReplayReport;
+
+use crate::core::{now_ns, Core};
+use crate::journal::{self, Record, Scan, REPORT_MESSAGES_MAX};
+use crate::tier::Backing;
+
+fn note(r: &mut ReplayReport, msg: String) {
+    tracing::warn!("journal replay: {msg}");
+    if r.messages.len() < REPORT_MESSAGES_MAX {
+        r.messages.push(msg);
+    }
+}
+
+/// Applies `scan` to `core` (which must be empty); returns what happened.
+pub fn replay(core: &mut Core, scan: &Scan) -> ReplayReport {
+    let started = std::time::Instant::now();
+    let mut r = ReplayReport { journal_bytes: scan.bytes, records: scan.records, torn_tail_bytes: scan.torn_tail_bytes, ..Default::default() };
+    for (off, len, why) in &scan.corrupt {
+        r.corrupt_ranges += 1;
+        r.corrupt_bytes += len;
+        tracing::error!(offset = off, bytes = len, "journal replay: corrupt record ({why}); not applied");
+        if r.messages.len() < REPORT_MESSAGES_MAX {
+            r.messages.push(format!("corrupt journal bytes at offset {off} (+{len}): {why}; not applied"));
+        }
+    }
+    if scan.torn_tail_bytes > 0 {
+        tracing::info!(bytes = scan.torn_tail_bytes, "journal replay: incomplete last record ignored (crash while appending)");
+    }
+    // Old tier index → current tier index, by tier file path.
+    let mut tier_map: HashMap<u32, usize> = HashMap::new();
+    for (old, path) in &scan.state.tiers {
+        match core.tiers.tiers.iter().position(|t| !t.is_ram() && t.path() == *path) {
+            Some(i) => {
+                tier_map.insert(*old, i);
+            }
+            None => note(&mut r, format!("tier {old} ({path}) is no longer configured: its blobs cannot be restored")),
+        }
+    }
+    let now = now_ns();
+    let mono = core.mono_ns();
+    let mut buf = Vec::new();
+    for (name, rec) in &scan.state.buckets {
+        let Record::BucketSet { tags, file, .. } = rec else { continue };
+        let blobs: Vec<&Record> = scan.state.blobs_of(name).map(|(_, b)| b).collect();
+        // DEFAULT files: only what still has to reach the destination.
+        let persist = file.as_ref().map(|f| Persist::from_u32(f.persist));
+        if let Some(None) = persist {
+            note(&mut r, format!("{name}: unknown persist mode; file not restored"));
+            continue;
+        }
+        let persist = persist.flatten();
+        let wanted = |b: &Record| match (persist, b) {
+            (Some(Persist::Default), Record::BlobSet { dirty, .. }) => *dirty,
+            (Some(Persist::Scratch), _) => false,
+            _ => true,
+        };
+        if let (Some(Persist::Default), Some(f)) = (persist, file) {
+            let any_dirty = blobs.iter().any(|b| wanted(b));
+            if !any_dirty && f.trunc_min.is_none() && f.dest_exists && f.dest_size == f.size {
+                continue;
+            }
+        }
+        if persist == Some(Persist::Scratch) {
+            continue;
+        }
+        let id = match core.meta.bucket_open(name, true, true, now) {
+            Ok((id, _)) => id,
+            Err(e) => {
+                note(&mut r, format!("{name}: cannot recreate bucket: {e}"));
+                continue;
+            }
+        };
+        for (k, v) in tags {
+            if let Err(e) = core.meta.bucket_tag(id, k, v) {
+                note(&mut r, format!("{name}: tag {k}: {e}"));
+            }
+        }
+        let mut page_bytes = 0u64;
+        if let Some(f) = file {
+            let shift = f.page_bytes.trailing_zeros();
+            if !f.page_bytes.is_power_of_two() || !(PAGE_SHIFT_MIN..=PAGE_SHIFT_MAX).contains(&shift) {
+                note(&mut r, format!("{name}: bad page size {}; file not restored", f.page_bytes));
+                let _ = core.meta.bucket_destroy(id);
+                continue;
+            }
+            page_bytes = f.page_bytes;
+            let mut fr = FileRecord::new(persist.expect("file has a persist mode"), shift, f.mode, now);
+            fr.uid = f.uid;
+            fr.gid = f.gid;
+            fr.mtime_ns = f.mtime_ns;
+            fr.ctime_ns = f.ctime_ns;
+            fr.atime_ns = f.atime_ns;
+            fr.size = f.size;
+            fr.dest_size = f.dest_size.min(f.size);
+            fr.dest_exists = f.dest_exists;
+            fr.trunc_min = f.trunc_min;
+            if let Err(e) = core.meta.file_attach(id, fr) {
+                note(&mut r, format!("{name}: cannot restore file record: {e}"));
+                let _ = core.meta.bucket_destroy(id);
+                continue;
+            }
+            r.files += 1;
+        }
+        r.buckets += 1;
+        let mut dirty_pages = BTreeSet::new();
+        let mut end_max = 0u64;
+        for b in blobs {
+            if !wanted(b) {
+                continue;
+            }
+            let Record::BlobSet { name: bname, size, dirty, crc, extents, .. } = b else { continue };
+            let page = if file.is_some() {
+                match parse_page_name(bname) {
+                    Some(p) if *size <= page_bytes => Some(p),
+                    _ => {
+                        r.dropped_blobs += 1;
+                        note(&mut r, format!("{name}: blob {bname:?} is not a valid page; not restored"));
+                        continue;
+                    }
+                }
+            } else {
+                None
+            };
+            match restore_blob(core, &tier_map, *size, extents, *crc, &mut buf) {
+                Ok((exts, crc_ok)) => {
+                    let bid = match core.meta.blob_create(id, bname, now) {
+                        Ok(b) => b,
+                        Err(e) => {
+                            core.free_extents(&exts);
+                            r.dropped_blobs += 1;
+                            note(&mut r, format!("{name}/{bname}: cannot recreate blob: {e}"));
+                            continue;
+                        }
+                    };
+                    if let Some(bl) = core.meta.blob_mut(bid) {
+                        bl.size = *size;
+                        bl.extents = exts;
+                        bl.dirty = *dirty && persist.is_some();
+                        bl.sealed_crc = if crc_ok { *crc } else { None };
+                    }
+                    core.meta.blob_resized(id, 0, *size);
+                    if !crc_ok {
+                        r.crc_mismatches += 1;
+                        note(&mut r, format!("{name}/{bname}: bytes differ from the checksum sealed at fsync (changed after it, or damaged); kept as found"));
+                    }
+                    r.blobs += 1;
+                    r.bytes += size;
+                    if let Some(p) = page {
+                        if *dirty {
+                            dirty_pages.insert(p);
+                        }
+                        end_max = end_max.max(p * page_bytes + size);
+                    }
+                }
+                Err(why) => {
+                    r.dropped_blobs += 1;
+                    note(&mut r, format!("{name}/{bname}: {why}; not restored"));
+                }
+            }
+        }
+        if let Ok(rec) = core.meta.file_mut(id) {
+            if end_max > rec.size {
+                // A page reached the tier after the last record of the size.
+                rec.size = end_max;
+            }
+            rec.dest_size = rec.dest_size.min(rec.size);
+            let needs = !dirty_pages.is_empty() || rec.trunc_min.is_some() || !rec.dest_exists || rec.dest_size != rec.size;
+            rec.dirty_pages = dirty_pages;
+            if rec.persist == Persist::Default && needs {
+                rec.mod_gen = 1;
+                rec.last_write_mono_ns = mono;
+                rec.dirty_since_mono_ns = mono;
+                core.files.dirty.insert(id);
+                r.dirty_files += 1;
+            }
+        }
+    }
+    for (_, b) in scan.state.blobs.iter().filter(|((bucket, _), _)| !scan.state.buckets.contains_key(bucket)) {
+        if let Record::BlobSet { bucket, name, .. } = b {
+            r.dropped_blobs += 1;
+            note(&mut r, format!("{bucket}/{name}: no bucket record; not restored"));
+        }
+    }
+    if let Err(e) = core.check() {
+        note(&mut r, format!("consistency check after replay failed: {e}"));
+    }
+    if let Err(e) = core.file_check() {
+        note(&mut r, format!("file consistency check after replay failed: {e}"));
+    }
+    r.elapsed_ms = started.elapsed().as_millis() as u64;
+    r
+}
+
+/// Validates and reserves a blob's extents; returns them with holes made
+/// explicit and whether the sealed checksum (if any) matches.
+fn restore_blob(core: &mut Core, tier_map: &HashMap<u32, usize>, size: u64, extents: &[Extent], crc: Option<u32>, buf: &mut Vec<u8>) -> Result<(Vec<Extent>, bool), String> {
+    let mut out: Vec<Extent> = Vec::with_capacity(extents.len());
+    let mut at = 0u64;
+    let mut reserved: Vec<(usize, Range)> = Vec::new();
+    let undo = |core: &mut Core, reserved: &[(usize, Range)]| {
+        for (t, rg) in reserved {
+            if let Some(a) = core.tiers.tiers[*t].alloc.as_mut() {
+                let _ = a.free(*rg);
+            }
+        }
+    };
+    for e in extents {
+        let fail = |why: String| -> Result<(Vec<Extent>, bool), String> { Err(why) };
+        if e.len == 0 || e.logical_off < at || e.logical_off.checked_add(e.len).is_none_or(|x| x > size) {
+            undo(core, &reserved);
+            return fail(format!("extent {e:?} out of order or past the size {size}"));
+        }
+        let Some(&t) = tier_map.get(&e.tier) else {
+            undo(core, &reserved);
+            return fail(format!("extent on unknown tier {}", e.tier));
+        };
+        let tier = &core.tiers.tiers[t];
+        let (file_len, volatile, name, rounded, block) = match &tier.backing {
+            Backing::Dir { file, .. } => (file.metadata().map(|m| m.len()).unwrap_or(0), tier.volatile, tier.name.clone(), tier.round_up(e.len), tier.block_bytes),
+            Backing::Ram => (0, true, tier.name.clone(), 0, 1),
+        };
+        if volatile {
+            undo(core, &reserved);
+            return fail(format!("extent on volatile tier {name}"));
+        }
+        if e.phys_off % block != 0 || e.phys_off.checked_add(e.len).is_none_or(|x| x > file_len) {
+            undo(core, &reserved);
+            return fail(format!("extent {e:?} outside the tier file ({file_len} bytes) or misaligned"));
+        }
+        let a = core.tiers.tiers[t].alloc.as_mut().expect("dir tiers have an allocator");
+        if e.phys_off + rounded > a.capacity_bytes() {
+            a.grow(e.phys_off + rounded);
+        }
+        let rg = Range { off: e.phys_off, len: rounded };
+        if let Err(x) = a.reserve(rg) {
+            undo(core, &reserved);
+            return fail(format!("extent {e:?} overlaps restored data ({x})"));
+        }
+        reserved.push((t, rg));
+        if e.logical_off > at {
+            out.push(Extent::hole(at, e.logical_off - at));
+        }
+        out.push(Extent { tier: t as u32, ..*e });
+        at = e.end();
+    }
+    if at < size {
+        out.push(Extent::hole(at, size - at));
+    }
+    for (t, rg) in &reserved {
+        let tier = &mut core.tiers.tiers[*t];
+        tier.blob_bytes += rg.len;
+        tier.blob_extents += 1;
+    }
+    let mut crc_ok = true;
+    if let Some(want) = crc {
+        let mut h = crc32fast::Hasher::new();
+        for e in &out {
+            if e.is_hole() {
+                let mut left = e.len;
+                while left > 0 {
+                    let n = left.min(1 << 20) as usize;
+                    buf.clear();
+                    buf.resize(n, 0);
+                    h.update(&buf[..n]);
+                    left -= n as u64;
+                }
+                continue;
+            }
+            let Backing::Dir { file, .. } = &core.tiers.tiers[e.tier as usize].backing else { continue };
+            if journal::crc_of_file_range(file, e.phys_off, e.len, &mut h, buf).is_err() {
+                crc_ok = false;
+            }
+        }
+        crc_ok &= h.finalize() == want;
+    }
+    Ok((out, crc_ok))
+}

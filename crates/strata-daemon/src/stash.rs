@@ -1,0 +1,447 @@
+//! The **stash**: how `fsync` becomes durable without waiting for the
+//! destination. For a file whose fsync is pending, the poller snapshots its
+//! dirty pages; pages with bytes in RAM get fresh space on the fastest
+//! non-volatile tier with room. The stash thread copies them there (one
+//! copy, from its own arena mapping), checksums them, and `fdatasync`s
+//! every tier file involved. Back on the poller, each page whose
+//! generation did not change moves to its new extents (RAM freed, CRC
+//! sealed), the file's state goes into the journal, and the fsync is
+//! answered once that journal batch is synced.
+//!
+//! A page rewritten meanwhile makes the stash retry (at most
+//! `STASH_RETRIES_MAX` times); no room on any non-volatile tier, an I/O
+//! error or a failed journal fall back to the destination (the flusher's
+//! urgent durable flush) — fsync is never answered early.
+//!
+//! **Invariant:** source extents stay pinned (`STASH_OWNER`) and the
+//! target space is owned by the job until its completion is handled on
+//! the poller.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::sync::mpsc;
+use std::sync::Arc;
+
+use strata_alloc::Range;
+use strata_meta::{BlobId, BucketId, Extent, Persist};
+use strata_shm::ShmSegment;
+
+use crate::core::{Core, PIECES_MAX};
+use crate::server::Msg;
+use crate::tier::Backing;
+
+/// Pin owner of stash jobs (client ids never reach it).
+pub const STASH_OWNER: (u64, u32) = (u64::MAX, 1);
+/// Pages per stash job; more are stashed by follow-up jobs.
+pub const STASH_PAGES_MAX: usize = 4096;
+/// Jobs in flight at once.
+pub const STASH_JOBS_MAX: usize = 4;
+/// Attempts before a file whose pages keep changing falls back to the destination.
+pub const STASH_RETRIES_MAX: u32 = 8;
+const CHUNK_BYTES: usize = 1 << 20;
+
+pub struct StashPage {
+    pub blob: BlobId,
+    pub gen: u64,
+    pub size: u64,
+    /// The blob's extents (holes included) at the snapshot.
+    pub src: Vec<Extent>,
+    /// Target space when the page has bytes on a volatile tier.
+    pub dst: Option<(u32, Vec<Range>)>,
+}
+
+pub struct StashJob {
+    pub id: u64,
+    pub file: BucketId,
+    /// `mod_gen` of the file at the snapshot.
+    pub gen: u64,
+    /// All dirty pages are in this job.
+    pub complete: bool,
+    pub pages: Vec<StashPage>,
+    /// Tier files to fdatasync besides the targets (pages already there).
+    pub sync_tiers: Vec<u32>,
+}
+
+pub struct StashDone {
+    pub job: StashJob,
+    pub crcs: Vec<Option<u32>>,
+    pub bytes: u64,
+    pub error: Option<String>,
+}
+
+struct InFlight {
+    job_id: u64,
+    pin: u64,
+}
+
+/// The poller's stash bookkeeping (in `Core`).
+#[derive(Default)]
+pub struct StashState {
+    wanted: VecDeque<BucketId>,
+    wanted_set: HashSet<BucketId>,
+    in_flight: HashMap<BucketId, InFlight>,
+    retries: HashMap<BucketId, u32>,
+    next_job: u64,
+    tx: Option<mpsc::Sender<StashJob>>,
+    pub stashed_bytes_total: u64,
+    pub jobs_total: u64,
+    pub fallbacks_total: u64,
+}
+
+impl StashState {
+    pub fn running(&self) -> bool {
+        self.tx.is_some()
+    }
+    /// Asks for a stash of file `id` (its fsync waits for it).
+    pub fn want(&mut self, id: BucketId) {
+        if self.wanted_set.insert(id) {
+            self.wanted.push_back(id);
+        }
+    }
+    pub fn busy(&self) -> bool {
+        !self.wanted.is_empty() || !self.in_flight.is_empty()
+    }
+}
+
+/// The stash thread's view of the tiers: its own arena mapping and its own
+/// read-write descriptors of the dir tier files.
+struct StashIo {
+    arena: ShmSegment,
+    files: Vec<Option<File>>,
+}
+
+impl StashIo {
+    fn read(&self, e: &Extent, off: u64, out: &mut [u8]) -> std::io::Result<()> {
+        match &self.files[e.tier as usize] {
+            None => {
+                let start = e.phys_off + off;
+                let end = start + out.len() as u64;
+                if end > self.arena.len() as u64 {
+                    return Err(std::io::Error::other(format!("extent {e:?} outside the arena")));
+                }
+                // SAFETY: bounds checked; the extent is pinned until the
+                // job's completion is handled.
+                let src = unsafe { std::slice::from_raw_parts(self.arena.as_ptr().add(start as usize), out.len()) };
+                out.copy_from_slice(src);
+                Ok(())
+            }
+            Some(f) => f.read_exact_at(out, e.phys_off + off),
+        }
+    }
+
+    /// Copies one page into its target ranges; returns its CRC.
+    fn copy_page(&self, pg: &StashPage, buf: &mut Vec<u8>) -> std::io::Result<u32> {
+        let (tier, ranges) = pg.dst.as_ref().expect("copy pages have a target");
+        let f = self.files[*tier as usize].as_ref().ok_or_else(|| std::io::Error::other("target tier is not a directory tier"))?;
+        let mut h = crc32fast::Hasher::new();
+        let mut logical = 0u64;
+        let (mut ri, mut roff) = (0usize, 0u64);
+        // Bounded: each round moves up to CHUNK_BYTES of the page.
+        while logical < pg.size {
+            let e = pg.src.iter().find(|e| e.logical_off <= logical && logical < e.end()).copied().unwrap_or(Extent::hole(logical, pg.size - logical));
+            let n = (e.end().min(pg.size) - logical).min(CHUNK_BYTES as u64) as usize;
+            buf.clear();
+            buf.resize(n, 0);
+            if !e.is_hole() {
+                self.read(&e, logical - e.logical_off, &mut buf[..n])?;
+            }
+            h.update(&buf[..n]);
+            let mut done = 0usize;
+            while done < n {
+                let r = ranges.get(ri).ok_or_else(|| std::io::Error::other("stash target too small"))?;
+                let m = ((r.len - roff) as usize).min(n - done);
+                f.write_all_at(&buf[done..done + m], r.off + roff)?;
+                done += m;
+                roff += m as u64;
+                if roff == r.len {
+                    ri += 1;
+                    roff = 0;
+                }
+            }
+            logical += n as u64;
+        }
+        Ok(h.finalize())
+    }
+
+    fn run(&self, job: StashJob) -> StashDone {
+        let mut done = StashDone { crcs: Vec::with_capacity(job.pages.len()), bytes: 0, error: None, job };
+        let mut buf = Vec::new();
+        let mut sync: HashSet<u32> = done.job.sync_tiers.iter().copied().collect();
+        for pg in &done.job.pages {
+            match &pg.dst {
+                None => done.crcs.push(None),
+                Some((t, _)) => match self.copy_page(pg, &mut buf) {
+                    Ok(c) => {
+                        done.crcs.push(Some(c));
+                        done.bytes += pg.size;
+                        sync.insert(*t);
+                    }
+                    Err(e) => {
+                        done.error = Some(format!("copy to the tier: {e}"));
+                        return done;
+                    }
+                },
+            }
+        }
+        for t in sync {
+            if let Some(Some(f)) = self.files.get(t as usize) {
+                if let Err(e) = f.sync_data() {
+                    done.error = Some(format!("fdatasync of tier {t}: {e}"));
+                    return done;
+                }
+            }
+        }
+        done
+    }
+}
+
+/// Starts the stash thread; its reports arrive as `Msg::StashDone`.
+pub fn start(core: &mut Core, tx: mpsc::Sender<Msg>, wake: Arc<dyn Fn() + Send + Sync>) -> std::io::Result<()> {
+    let arena = ShmSegment::open(core.tiers.arena.seg.name())?;
+    let mut files = Vec::with_capacity(core.tiers.tiers.len());
+    for t in &core.tiers.tiers {
+        files.push(match &t.backing {
+            Backing::Ram => None,
+            Backing::Dir { path, .. } => Some(OpenOptions::new().read(true).write(true).open(path)?),
+        });
+    }
+    let io = StashIo { arena, files };
+    let (jtx, jrx) = mpsc::channel::<StashJob>();
+    std::thread::Builder::new().name("strata-stash".into()).spawn(move || {
+        // Bounded by the channel: ends when the poller drops its sender.
+        while let Ok(job) = jrx.recv() {
+            let done = io.run(job);
+            if tx.send(Msg::StashDone(Box::new(done))).is_err() {
+                return;
+            }
+            wake();
+        }
+    })?;
+    core.stash.tx = Some(jtx);
+    Ok(())
+}
+
+/// Gives up on the stash of `file`: its fsync waits for the destination.
+fn fall_back(core: &mut Core, file: BucketId, why: &str) {
+    core.stash.fallbacks_total += 1;
+    core.stash.retries.remove(&file);
+    let path = core.meta.bucket(file).map(|b| b.name.to_string()).unwrap_or_default();
+    tracing::warn!(path, "fsync through the journal not possible ({why}); waiting for the destination");
+    if let Ok(rec) = core.meta.file_mut(file) {
+        if rec.persist == Persist::Default {
+            rec.urgent = true;
+            rec.durable = true;
+            rec.flush_error = None;
+            core.files.backoff.remove(&file);
+            core.files.dirty.insert(file);
+            core.files.kick = true;
+        }
+    }
+}
+
+/// Space for `len` bytes on the fastest non-volatile tier with room.
+fn alloc_target(core: &mut Core, len: u64) -> Option<(u32, Vec<Range>)> {
+    let n = core.tiers.tiers.len();
+    for t in 0..n {
+        if core.tiers.tiers[t].volatile || core.tiers.tiers[t].is_ram() {
+            continue;
+        }
+        if let Some(r) = core.tiers.alloc_on(t, len, PIECES_MAX) {
+            return Some((t as u32, r));
+        }
+    }
+    let slowest = &core.tiers.tiers[n - 1];
+    if !slowest.volatile && !slowest.is_ram() {
+        return core.tiers.alloc_spill(len).ok().map(|(t, r)| (t as u32, r));
+    }
+    None
+}
+
+fn free_target(core: &mut Core, dst: &(u32, Vec<Range>)) {
+    for r in &dst.1 {
+        core.tiers.free_extent(dst.0 as usize, r.off, r.len);
+    }
+}
+
+/// Once per poller round: starts stash jobs for files that want one.
+pub fn tick(core: &mut Core) {
+    // Bounded: at most STASH_JOBS_MAX jobs in flight, one pass over `wanted`.
+    let mut rounds = core.stash.wanted.len();
+    while core.stash.in_flight.len() < STASH_JOBS_MAX && rounds > 0 {
+        rounds -= 1;
+        let Some(file) = core.stash.wanted.pop_front() else { break };
+        if core.stash.in_flight.contains_key(&file) {
+            core.stash.wanted.push_back(file);
+            continue;
+        }
+        core.stash.wanted_set.remove(&file);
+        start_job(core, file);
+    }
+}
+
+fn start_job(core: &mut Core, file: BucketId) {
+    let journal_ok = core.journal.as_ref().is_some_and(|j| j.usable());
+    let Some(tx) = core.stash.tx.clone().filter(|_| journal_ok) else {
+        fall_back(core, file, "no journal");
+        return;
+    };
+    let Ok(rec) = core.meta.file(file) else { return };
+    if rec.persist == Persist::Scratch {
+        return;
+    }
+    let gen = rec.mod_gen;
+    let complete = rec.dirty_pages.len() <= STASH_PAGES_MAX;
+    let indexes: Vec<u64> = rec.dirty_pages.iter().take(STASH_PAGES_MAX).copied().collect();
+    let mut pages = Vec::with_capacity(indexes.len());
+    let mut keys = Vec::new();
+    let mut sync_tiers: Vec<u32> = Vec::new();
+    for index in indexes {
+        let Some(bid) = core.meta.page_blob(file, index) else { continue };
+        let Some(b) = core.meta.blob(bid) else { continue };
+        let (size, src, blob_gen) = (b.size, b.extents.clone(), b.gen);
+        let volatile = src.iter().any(|e| !e.is_hole() && !core.journal.as_ref().is_some_and(|j| j.is_nonvolatile(e.tier)));
+        for e in src.iter().filter(|e| !e.is_hole()) {
+            keys.push((e.tier, e.phys_off));
+            if !volatile && !sync_tiers.contains(&e.tier) {
+                sync_tiers.push(e.tier);
+            }
+        }
+        let dst = if volatile && size > 0 {
+            match alloc_target(core, size) {
+                Some(d) => Some(d),
+                None => {
+                    for p in &pages {
+                        if let StashPage { dst: Some(d), .. } = p {
+                            free_target(core, d);
+                        }
+                    }
+                    fall_back(core, file, "no room on a non-volatile tier");
+                    return;
+                }
+            }
+        } else {
+            None
+        };
+        pages.push(StashPage { blob: bid, gen: blob_gen, size, src, dst });
+    }
+    let pin = match core.pin(STASH_OWNER, keys) {
+        Ok(p) => p,
+        Err(e) => {
+            for p in &pages {
+                if let Some(d) = &p.dst {
+                    free_target(core, d);
+                }
+            }
+            fall_back(core, file, &format!("cannot pin: {e}"));
+            return;
+        }
+    };
+    let id = core.stash.next_job;
+    core.stash.next_job += 1;
+    core.stash.in_flight.insert(file, InFlight { job_id: id, pin });
+    if let Err(mpsc::SendError(job)) = tx.send(StashJob { id, file, gen, complete, pages, sync_tiers }) {
+        core.stash.in_flight.remove(&file);
+        core.unpin(STASH_OWNER, pin);
+        for p in &job.pages {
+            if let Some(d) = &p.dst {
+                free_target(core, d);
+            }
+        }
+        core.stash.tx = None;
+        fall_back(core, file, "stash thread gone");
+    }
+}
+
+/// Handles the stash thread's report (poller thread).
+pub fn complete(core: &mut Core, done: StashDone) {
+    let job = done.job;
+    match core.stash.in_flight.get(&job.file) {
+        Some(f) if f.job_id == job.id => {
+            let f = core.stash.in_flight.remove(&job.file).expect("checked");
+            core.unpin(STASH_OWNER, f.pin);
+        }
+        _ => {
+            tracing::error!(job = job.id, "completion of an unknown stash job");
+            return;
+        }
+    }
+    core.stash.jobs_total += 1;
+    if let Some(err) = done.error {
+        for p in &job.pages {
+            if let Some(d) = &p.dst {
+                free_target(core, d);
+            }
+        }
+        fall_back(core, job.file, &err);
+        return;
+    }
+    let mut all = true;
+    for (pg, crc) in job.pages.iter().zip(done.crcs) {
+        let current = core.meta.blob(pg.blob).is_some_and(|b| b.gen == pg.gen && b.bucket == job.file);
+        match (&pg.dst, current) {
+            (Some(d), true) => {
+                // Move the page onto its stashed copy.
+                let mut exts = Vec::with_capacity(d.1.len());
+                let mut at = 0u64;
+                for r in &d.1 {
+                    if at >= pg.size {
+                        break;
+                    }
+                    let n = r.len.min(pg.size - at);
+                    exts.push(Extent { logical_off: at, len: n, tier: d.0, phys_off: r.off });
+                    at += n;
+                }
+                // Ranges past the size (should not happen) are returned.
+                for r in d.1.iter().skip(exts.len()) {
+                    core.tiers.free_extent(d.0 as usize, r.off, r.len);
+                }
+                let old = match core.meta.blob_mut(pg.blob) {
+                    Some(b) => {
+                        b.sealed_crc = crc;
+                        std::mem::replace(&mut b.extents, exts)
+                    }
+                    None => Vec::new(),
+                };
+                core.free_extents(&old);
+                core.stash.stashed_bytes_total += pg.size;
+            }
+            (Some(d), false) => {
+                free_target(core, d);
+                all = false;
+            }
+            (None, ok) => all &= ok,
+        }
+    }
+    let all_pages_ok = all;
+    if core.meta.file(job.file).is_err() {
+        return;
+    }
+    if all_pages_ok && !job.complete {
+        // More dirty pages than one job: go on with the rest.
+        core.stash.want(job.file);
+        return;
+    }
+    if !all_pages_ok {
+        let n = core.stash.retries.entry(job.file).or_insert(0);
+        *n += 1;
+        if *n > STASH_RETRIES_MAX {
+            fall_back(core, job.file, "pages kept changing");
+        } else {
+            core.stash.want(job.file);
+        }
+        return;
+    }
+    core.stash.retries.remove(&job.file);
+    core.meta.touched.bucket(job.file);
+    let queued = match core.journal.as_mut() {
+        Some(j) => {
+            j.journal_syncs += 1;
+            j.sync_file(job.file, job.gen)
+        }
+        None => false,
+    };
+    if !queued {
+        fall_back(core, job.file, "too many journal syncs waiting");
+    }
+}
