@@ -53,6 +53,7 @@ extern "C" {
 #define STRATA_ENEEDDEST 19  /* internal to the file protocol */
 #define STRATA_ENEEDFILL 20  /* internal to the file protocol */
 #define STRATA_EISDIR 21     /* is a directory */
+#define STRATA_EWRITETHROUGH 22 /* internal to the file protocol: buffer full, write to the destination */
 
 /* ---- strata_bucket_open flags. */
 #define STRATA_CREATE 1 /* create the bucket if it does not exist */

@@ -286,6 +286,7 @@ fn strerror_of(e: Errno) -> &'static CStr {
         Errno::NeedDest => c"destination state needed (client must stat the destination)",
         Errno::NeedFill => c"page must be filled from the destination first",
         Errno::IsDir => c"is a directory",
+        Errno::WriteThrough => c"no room in the buffer: write through to the destination",
     }
 }
 
@@ -312,6 +313,7 @@ fn name_of(e: Errno) -> &'static CStr {
         Errno::NeedDest => c"STRATA_ENEEDDEST",
         Errno::NeedFill => c"STRATA_ENEEDFILL",
         Errno::IsDir => c"STRATA_EISDIR",
+        Errno::WriteThrough => c"STRATA_EWRITETHROUGH",
     }
 }
 

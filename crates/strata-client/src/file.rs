@@ -10,8 +10,9 @@
 //! them to the daemon as clean pages). The daemon's poller never waits for
 //! the destination; only its flusher threads write there.
 //!
-//! **Architecture Invariant:** the client never writes file data to the
-//! destination; it only reads it.
+//! **Architecture Invariant:** the client writes file data to the
+//! destination only when the daemon grants it a write-through
+//! (`FileThrough`, the buffer is full); otherwise it only reads it.
 //! **API Boundary:** no path policy (what is tracked, which mode) — the
 //! adapter decides and passes `Persist` and the page size.
 
@@ -468,6 +469,7 @@ impl Client {
         // stays filled (the daemon never drops buffered pages of a live file
         // while we hold it open, except through truncation, so allow a few more).
         let fills_max = piece.len() / PAGE_BYTES_MIN as usize + 8;
+        let mut refused: Option<u64> = None;
         for _ in 0..=fills_max {
             let mut ch = self.chan();
             let sub = match ch.submit_data(&self.inner, Op::FileWrite, id, "", off, piece, fl)? {
@@ -478,11 +480,72 @@ impl Client {
             drop(ch);
             match resp.result() {
                 Ok(()) => return Ok((resp.val0, sub.data_len, resp.val1)),
-                Err(Errno::NeedFill) => self.fill_page(id, resp.val0)?,
+                Err(Errno::NeedFill) => {
+                    if !self.fill_page(id, resp.val0)? {
+                        // The page could not be buffered (no room, or a
+                        // write-through intervened); it may also have been
+                        // filled by someone else: retry once, then write
+                        // to the destination.
+                        if refused == Some(resp.val0) {
+                            return self.write_through(id, offset, piece);
+                        }
+                        refused = Some(resp.val0);
+                    }
+                }
+                Err(Errno::WriteThrough) => return self.write_through(id, offset, piece),
                 Err(e) => return Err(err(e, "file write")),
             }
         }
         Err(err(Errno::Internal, "file write: the daemon keeps asking for page fills"))
+    }
+
+    /// The buffer is full (`WriteThrough`): writes `data` at `offset` (None:
+    /// at the end) straight to the destination once the daemon grants it
+    /// (`FileThrough`; it first flushes what the file has buffered), then
+    /// reports it (`FileThroughDone`). Returns (offset written at, bytes, size after).
+    fn write_through(&self, id: u64, offset: Option<u64>, data: &[u8]) -> Result<(u64, usize, u64)> {
+        let fl = if offset.is_none() { flags::APPEND } else { 0 };
+        let req = Request { op: Op::FileThrough as u32, flags: fl, bucket: id, offset: offset.unwrap_or(0), len: data.len() as u64, aux: 1, ..Request::default() };
+        let started = Instant::now();
+        let mut sleep = Duration::from_micros(20);
+        let mut req = req;
+        // Bounded by the daemon: it grants once the file's flush is done, or
+        // reports the flush's failure; the channel reports NoDaemon if it goes away.
+        let (at, mode, path) = loop {
+            let (resp, arg) = self.file_call(req, &[], "write through")?;
+            if resp.val0 == 1 {
+                let path = String::from_utf8(arg).map_err(|_| err(Errno::Internal, "file path not UTF-8"))?;
+                break (resp.val1, resp.val2 as u32, path);
+            }
+            if resp.val1 == 1 {
+                let why = String::from_utf8_lossy(&arg).into_owned();
+                return Err(Error { errno: Errno::Io, context: format!("buffer full and the flush before a write-through failed after {:?}: {why}", started.elapsed()), os: libc::EIO });
+            }
+            req.aux = 0;
+            std::thread::sleep(sleep);
+            sleep = (sleep * 2).min(SYNC_POLL_SLEEP_MAX);
+        };
+        let mut written = 0usize;
+        let res = (|| -> std::io::Result<()> {
+            use std::os::unix::fs::OpenOptionsExt;
+            let f = std::fs::OpenOptions::new().write(true).create(true).mode(mode & 0o7777).custom_flags(libc::O_CLOEXEC).open(&path)?;
+            // Bounded: each round writes ≥ 1 byte or fails.
+            while written < data.len() {
+                match f.write_at(&data[written..], at + written as u64) {
+                    Ok(0) => return Err(std::io::Error::from_raw_os_error(libc::EIO)),
+                    Ok(n) => written += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(())
+        })();
+        let done = Request { op: Op::FileThroughDone as u32, bucket: id, offset: at, len: written as u64, ..Request::default() };
+        let (resp, _) = self.file_call(done, &[], "write through done")?;
+        match res {
+            Ok(()) => Ok((at, data.len(), resp.val0)),
+            Err(e) => Err(os_err(Errno::Io, &e, format!("write-through to {path}"))),
+        }
     }
 
     /// A read-only descriptor of the file's destination.
@@ -523,8 +586,9 @@ impl Client {
         Ok(buf)
     }
 
-    /// Hands page `page_off` of the destination to the daemon as a clean page.
-    fn fill_page(&self, id: u64, page_off: u64) -> Result<()> {
+    /// Hands page `page_off` of the destination to the daemon as a clean
+    /// page; false if the daemon did not take it.
+    fn fill_page(&self, id: u64, page_off: u64) -> Result<bool> {
         let attr = self.file_stat(id)?;
         let page = attr.page_bytes;
         if page == 0 || page_off % page != 0 {
@@ -534,17 +598,19 @@ impl Client {
         self.give_page(id, page_off, &bytes)
     }
 
-    fn give_page(&self, id: u64, page_off: u64, bytes: &[u8]) -> Result<()> {
+    /// Offers a destination page to the daemon; true if it was buffered.
+    fn give_page(&self, id: u64, page_off: u64, bytes: &[u8]) -> Result<bool> {
         let mut ch = self.chan();
         let sub = match ch.submit_data(&self.inner, Op::FileFill, id, "", page_off, bytes, 0)? {
             Some(s) => s,
             None => {
                 // No arena room: the page stays unbuffered; reads go to the destination.
-                return Ok(());
+                return Ok(false);
             }
         };
         let (resp, _) = ch.wait(&self.inner, sub, false)?;
-        resp.result().map_err(|e| err(e, "page fill"))
+        resp.result().map_err(|e| err(e, "page fill"))?;
+        Ok(resp.val0 == 1)
     }
 
     /// Reads into `buf` from `offset`; returns the bytes read (short at EOF).
@@ -612,7 +678,8 @@ impl Client {
                 let avail = page.len().saturating_sub(src_lo).min(d.len());
                 d[..avail].copy_from_slice(&page[src_lo..src_lo + avail]);
                 d[avail..].fill(0);
-                self.give_page(id, page_off, &page)?;
+                // Not taken (no room, or a write-through intervened): fine, reads stay correct.
+                let _ = self.give_page(id, page_off, &page)?;
                 page_off += page_bytes;
             }
         }

@@ -50,10 +50,12 @@ pub enum Errno {
     NeedFill = 20,
     #[error("is a directory")]
     IsDir = 21,
+    #[error("no room in the buffer: write through to the destination (FileThrough)")]
+    WriteThrough = 22,
 }
 
 impl Errno {
-    pub const ALL: [Errno; 21] = [
+    pub const ALL: [Errno; 22] = [
         Errno::Inval,
         Errno::NoBucket,
         Errno::NoBlob,
@@ -75,6 +77,7 @@ impl Errno {
         Errno::NeedDest,
         Errno::NeedFill,
         Errno::IsDir,
+        Errno::WriteThrough,
     ];
 
     pub fn code(self) -> i32 {
@@ -109,6 +112,7 @@ impl Errno {
             Errno::NeedDest => "STRATA_ENEEDDEST",
             Errno::NeedFill => "STRATA_ENEEDFILL",
             Errno::IsDir => "STRATA_EISDIR",
+            Errno::WriteThrough => "STRATA_EWRITETHROUGH",
         }
     }
 }

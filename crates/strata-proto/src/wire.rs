@@ -113,6 +113,17 @@ pub enum Op {
     /// name = path -> val0 = 1 when no flush job writes that path and no
     /// clean-up unlink of it is pending.
     FileIdle = 65,
+    /// bucket = file id, offset, len; flag APPEND: the daemon picks the
+    /// offset; aux = 1 on the first call of a write (a fresh flush attempt).
+    /// Asked after `WriteThrough`. -> val0 = 1: granted, the caller writes
+    /// `len` bytes at val1 to the destination itself (val2 = mode, arg =
+    /// path), then sends `FileThroughDone`; val0 = 0: the file must first be
+    /// flushed (urgent flush started; ask again), val1 = 1 when the last
+    /// flush failed (message in the arg area).
+    FileThrough = 66,
+    /// bucket = file id, offset, len = bytes written at the destination
+    /// (0 after a failure) -> val0 = size after.
+    FileThroughDone = 67,
 }
 
 impl Op {
@@ -155,6 +166,8 @@ impl Op {
             63 => FileClose,
             64 => FileSetAttr,
             65 => FileIdle,
+            66 => FileThrough,
+            67 => FileThroughDone,
             _ => return None,
         })
     }
