@@ -54,6 +54,7 @@ extern "C" {
 #define STRATA_ENEEDFILL 20  /* internal to the file protocol */
 #define STRATA_EISDIR 21     /* is a directory */
 #define STRATA_EWRITETHROUGH 22 /* internal to the file protocol: buffer full, write to the destination */
+#define STRATA_ENOTDURABLE 23 /* flush(durable) impossible: no non-volatile tier (journal) */
 
 /* ---- strata_bucket_open flags. */
 #define STRATA_CREATE 1 /* create the bucket if it does not exist */
@@ -117,6 +118,10 @@ int strata_get_alloc(strata_bucket *bucket, const char *name, void **data, size_
 void strata_free(void *data);
 /* Deletes blob name. */
 int strata_delete(strata_bucket *bucket, const char *name);
+/* durable != 0: returns once the bucket's blobs are on a non-volatile tier,
+ * journaled and synced (they survive a daemon crash); STRATA_ENOTDURABLE
+ * when the daemon has no non-volatile tier. durable == 0: no-op. */
+int strata_flush(strata_bucket *bucket, int durable);
 /* Renames blob from to to; -STRATA_EEXIST if to exists and replace is 0. */
 int strata_rename(strata_bucket *bucket, const char *from, const char *to, int replace);
 /* Sets *exists to 1 if blob name exists, else 0. */
@@ -127,6 +132,38 @@ int strata_blob_size(strata_bucket *bucket, const char *name, uint64_t *size);
 int strata_blob_list(strata_bucket *bucket, strata_name_cb cb, void *ctx);
 /* Sets blob name's user score in [0, 1] (NAN clears it); nonzero stationary pins it on its tier. */
 int strata_set_score(strata_bucket *bucket, const char *name, float score, int stationary);
+
+/* ---- Staging (files at their destination <-> the buffer). */
+
+#define STRATA_MODE_DEFAULT 0   /* flushed to the destination in the background when modified */
+#define STRATA_MODE_SCRATCH 1   /* never written back */
+#define STRATA_MODE_WORKFLOW 2  /* kept in the buffer until staged out */
+#define STRATA_STAGE_EVICT 1    /* strata_stage_out: drop the files' clean pages once persisted */
+#define STRATA_STAGE_NO_WAIT 2  /* strata_stage_out: mark the files, do not wait */
+
+typedef struct strata_stage_report {
+    uint64_t files;          /* files staged (stage-in: read; stage-out: persisted) */
+    uint64_t bytes;          /* bytes moved */
+    uint64_t failed;         /* files that failed */
+    uint64_t buffered_bytes; /* bytes of the paths held in the buffer afterwards */
+    uint64_t evicted_bytes;  /* stage-out with STRATA_STAGE_EVICT: bytes dropped from the buffer */
+    double seconds;
+} strata_stage_report;
+
+/* Progress: called from the library's threads (one call at a time), never after the call returned. */
+typedef void (*strata_stage_cb)(uint64_t files_done, uint64_t files_total, uint64_t bytes_done, uint64_t bytes_total, void *ctx);
+
+/* Reads npaths files or directories (recursively) from their destination into the buffer, jobs files in
+ * parallel (0 = 4); new records get mode STRATA_MODE_*. Other files are staged when some fail: the report
+ * is filled and the first failure's code returned (its path in strata_last_error_message). */
+int strata_stage_in(strata_client *client, const char *const *paths, size_t npaths, int mode, unsigned jobs,
+                    strata_stage_cb cb_or_null, void *ctx, strata_stage_report *report_or_null);
+/* Writes the buffered WORKFLOW and DEFAULT files under paths to their destination and, unless
+ * STRATA_STAGE_NO_WAIT, waits until persisted (at most timeout_s seconds, 0 = no limit; -STRATA_ETIMEDOUT);
+ * STRATA_STAGE_EVICT then drops them from the buffer. A path neither buffered nor at the destination
+ * fails with -STRATA_ENOFILE. */
+int strata_stage_out(strata_client *client, const char *const *paths, size_t npaths, int flags, double timeout_s,
+                     strata_stage_cb cb_or_null, void *ctx, strata_stage_report *report_or_null);
 
 #ifdef __cplusplus
 }

@@ -287,6 +287,7 @@ fn strerror_of(e: Errno) -> &'static CStr {
         Errno::NeedFill => c"page must be filled from the destination first",
         Errno::IsDir => c"is a directory",
         Errno::WriteThrough => c"no room in the buffer: write through to the destination",
+        Errno::NotDurable => c"durability impossible: no non-volatile tier (journal) and no destination",
     }
 }
 
@@ -314,6 +315,7 @@ fn name_of(e: Errno) -> &'static CStr {
         Errno::NeedFill => c"STRATA_ENEEDFILL",
         Errno::IsDir => c"STRATA_EISDIR",
         Errno::WriteThrough => c"STRATA_EWRITETHROUGH",
+        Errno::NotDurable => c"STRATA_ENOTDURABLE",
     }
 }
 
@@ -658,6 +660,20 @@ pub unsafe extern "C" fn strata_delete(bucket: *mut strata_bucket, name: *const 
     })
 }
 
+/// Makes the bucket's blobs durable when `durable` is non-zero: returns once
+/// they are on a non-volatile tier, journaled and synced
+/// (`STRATA_ENOTDURABLE` when the daemon has no non-volatile tier).
+///
+/// # Safety
+/// `bucket` is NULL or a valid handle.
+#[no_mangle]
+pub unsafe extern "C" fn strata_flush(bucket: *mut strata_bucket, durable: c_int) -> c_int {
+    ffi("strata_flush", || {
+        let b = unsafe { arg_bucket(bucket)? };
+        b.flush(durable != 0)
+    })
+}
+
 /// Renames blob `from` to `to`; `STRATA_EEXIST` if `to` exists unless `replace`.
 ///
 /// # Safety
@@ -739,6 +755,8 @@ pub unsafe extern "C" fn strata_set_score(bucket: *mut strata_bucket, name: *con
         b.set_score(n, s, stationary != 0)
     })
 }
+
+pub mod stage;
 
 #[cfg(test)]
 mod tests;

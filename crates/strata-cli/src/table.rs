@@ -69,7 +69,68 @@ pub fn status_table(st: &StatusReply) -> String {
         ]);
     }
     out.push_str(&t.render());
+    out.push_str(&journal_lines(st));
     out
+}
+
+/// What `status` says about durability: the journal, or why there is none.
+fn journal_lines(st: &StatusReply) -> String {
+    let Some(j) = &st.journal else {
+        let volatile_only = st.tiers.iter().all(|t| t.volatile);
+        return if volatile_only {
+            "
+journal  none: every tier is volatile — buffered data is lost if the daemon dies; fsync waits for the destination
+".into()
+        } else {
+            "
+journal  disabled (journal.enabled: false) — data on non-volatile tiers is lost if the daemon dies
+".into()
+        };
+    };
+    let mut s = format!(
+        "
+journal  {}  {}  {} records  synced {}/{}  {} fsyncs journaled  {} relaxed  {} compactions{}
+",
+        j.path,
+        format_size(j.file_bytes),
+        j.live_records,
+        j.synced_seq,
+        j.written_seq,
+        j.journal_syncs,
+        j.relaxed_syncs,
+        j.compactions,
+        if j.quarantined_bytes > 0 { format!("  {} freed space awaiting sync", format_size(j.quarantined_bytes)) } else { String::new() }
+    );
+    if j.failed {
+        s.push_str(&format!("journal  FAILED: {} — fsync waits for the destination
+", j.error.as_deref().unwrap_or("unknown error")));
+    }
+    let r = &j.replay;
+    if r.records > 0 || r.corrupt_ranges > 0 {
+        s.push_str(&format!(
+            "replayed {} records at start in {} ms: {} buckets ({} files, {} to flush), {} blobs, {}{}{}{}
+",
+            r.records,
+            r.elapsed_ms,
+            r.buckets,
+            r.files,
+            r.dirty_files,
+            r.blobs,
+            format_size(r.bytes),
+            if r.torn_tail_bytes > 0 { format!(", incomplete last record ignored ({} B)", r.torn_tail_bytes) } else { String::new() },
+            if r.dropped_blobs > 0 { format!(", {} blobs NOT restored", r.dropped_blobs) } else { String::new() },
+            if r.crc_mismatches > 0 { format!(", {} checksum mismatches", r.crc_mismatches) } else { String::new() },
+        ));
+        if r.corrupt_ranges > 0 {
+            s.push_str(&format!("WARNING  the journal had {} corrupt ranges ({} bytes), not applied; a copy is kept next to it
+", r.corrupt_ranges, r.corrupt_bytes));
+        }
+        for m in &r.messages {
+            s.push_str(&format!("  {m}
+"));
+        }
+    }
+    s
 }
 
 /// Bytes for humans: 0B, 512B, 4.0KiB, 17.1MiB, 11.8GiB.

@@ -33,6 +33,8 @@ pub const PAGE_BYTES_MAX: u64 = 64 << 20;
 const DEST_FDS_MAX: usize = 64;
 /// Longest an unlink waits for a running flush job of the same path.
 const PATH_IDLE_WAIT_MAX: Duration = Duration::from_secs(60);
+/// Most bytes one write-through (`FileThrough`, pwrite, fdatasync) moves.
+const THROUGH_BYTES_MAX: usize = 64 << 20;
 /// Longest a `file_sync` poll sleeps between two looks.
 const SYNC_POLL_SLEEP_MAX: Duration = Duration::from_millis(2);
 
@@ -492,7 +494,7 @@ impl Client {
                         refused = Some(resp.val0);
                     }
                 }
-                Err(Errno::WriteThrough) => return self.write_through(id, offset, piece),
+                Err(Errno::WriteThrough) => return self.write_through(id, offset, &data[..data.len().min(THROUGH_BYTES_MAX)]),
                 Err(e) => return Err(err(e, "file write")),
             }
         }
@@ -538,9 +540,12 @@ impl Client {
                     Err(e) => return Err(e),
                 }
             }
-            Ok(())
+            // Durable before it counts: the record then says "flushed and
+            // synced" for these bytes, so a later fsync has nothing to wait for.
+            f.sync_data()
         })();
-        let done = Request { op: Op::FileThroughDone as u32, bucket: id, offset: at, len: written as u64, ..Request::default() };
+        let synced = res.is_ok() as u64;
+        let done = Request { op: Op::FileThroughDone as u32, bucket: id, offset: at, len: written as u64, aux: synced, ..Request::default() };
         let (resp, _) = self.file_call(done, &[], "write through done")?;
         match res {
             Ok(()) => Ok((at, data.len(), resp.val0)),
@@ -833,7 +838,18 @@ impl Client {
     pub fn file_sync(&self, id: u64) -> Result<()> {
         let req = Request { op: Op::FileSync as u32, bucket: id, ..Request::default() };
         let (resp, _) = self.file_call(req, &[], "file sync")?;
-        let target = resp.val0;
+        self.sync_wait(id, resp.val0)
+    }
+
+    /// `Bucket::flush(true)`: makes the blobs of bucket `id` durable.
+    pub(crate) fn bucket_flush(&self, id: u64) -> Result<()> {
+        let req = Request { op: Op::BucketFlush as u32, bucket: id, ..Request::default() };
+        let (resp, _) = self.file_call(req, &[], "durable flush")?;
+        self.sync_wait(id, resp.val0)
+    }
+
+    /// Polls `FileSyncState` until generation `target` of `id` is durable.
+    fn sync_wait(&self, id: u64, target: u64) -> Result<()> {
         if target == 0 {
             return Ok(());
         }

@@ -616,6 +616,18 @@ impl Bucket {
         Ok(())
     }
 
+    /// Makes this bucket's blobs durable. With `durable`, returns once every
+    /// blob is on a non-volatile tier, recorded in the daemon's journal and
+    /// synced — it survives a daemon crash (`NotDurable` when the daemon has
+    /// no non-volatile tier). Without, there is nothing to do: a blob is in
+    /// the buffer when `put` returns.
+    pub fn flush(&self, durable: bool) -> Result<()> {
+        if !durable {
+            return Ok(());
+        }
+        self.client.bucket_flush(self.id)
+    }
+
     pub fn exists(&self, name: &str) -> Result<bool> {
         match self.stat(name) {
             Ok(_) => Ok(true),

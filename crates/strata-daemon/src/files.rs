@@ -665,13 +665,19 @@ impl Core {
 
     /// `FileSyncState`: whether generation `target` is at the destination.
     pub fn file_sync_state(&self, id: BucketId, target: u64) -> Result<SyncState> {
-        let rec = self.meta.file(id)?;
         let journaled = self.journal.as_ref().is_some_and(|j| j.jsynced.get(&id).is_some_and(|g| *g >= target));
+        if self.meta.bucket(id).is_ok_and(|b| b.file.is_none()) {
+            // A native bucket (`BucketFlush`).
+            let error = if journaled { None } else { self.stash.failed.get(&id).cloned() };
+            return Ok(SyncState { done: journaled, error });
+        }
+        let rec = self.meta.file(id)?;
         let done = rec.persist == Persist::Scratch
             || journaled
             || (rec.persist == Persist::Workflow && !self.stash.running())
             || (rec.persist == Persist::Default && rec.flushed_gen >= target && rec.synced_gen >= target);
-        Ok(SyncState { done, error: if done { None } else { rec.flush_error.clone() } })
+        let error = if done { None } else { self.stash.failed.get(&id).cloned().or_else(|| rec.flush_error.clone()) };
+        Ok(SyncState { done, error })
     }
 
     /// `FilePath`: the current path of file `id`.

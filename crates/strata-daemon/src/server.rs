@@ -590,7 +590,7 @@ impl Poller {
                     }
                 }
             }
-            Op::FileThroughDone => r.val0 = self.core.file_through_done(c.id, bucket, req.offset, req.len)?,
+            Op::FileThroughDone => r.val0 = self.core.file_through_done(c.id, bucket, req.offset, req.len, req.aux == 1)?,
             Op::FileTruncate => self.core.file_truncate(bucket, req.len)?,
             Op::FileUnlink => {
                 let busy = self.flusher.as_ref().is_some_and(|f| !f.path_idle(name));
@@ -614,6 +614,7 @@ impl Poller {
             }
             Op::FileRename => r.val0 = self.core.file_rename(name, name2, req.flags & flags::DEST_INFO != 0)? as u64,
             Op::FileSync => r.val0 = self.core.file_sync(bucket)?,
+            Op::BucketFlush => r.val0 = crate::stash::bucket_flush(&mut self.core, bucket)?,
             Op::FileSyncState => {
                 let st = self.core.file_sync_state(bucket, req.aux)?;
                 r.val0 = st.done as u64;

@@ -84,6 +84,8 @@ pub struct StashState {
     retries: HashMap<BucketId, u32>,
     next_job: u64,
     tx: Option<mpsc::Sender<StashJob>>,
+    /// Why the last durable flush of a native bucket or WORKFLOW file failed.
+    pub failed: HashMap<BucketId, String>,
     pub stashed_bytes_total: u64,
     pub jobs_total: u64,
     pub fallbacks_total: u64,
@@ -95,6 +97,7 @@ impl StashState {
     }
     /// Asks for a stash of file `id` (its fsync waits for it).
     pub fn want(&mut self, id: BucketId) {
+        self.failed.remove(&id);
         if self.wanted_set.insert(id) {
             self.wanted.push_back(id);
         }
@@ -227,6 +230,15 @@ fn fall_back(core: &mut Core, file: BucketId, why: &str) {
     core.stash.fallbacks_total += 1;
     core.stash.retries.remove(&file);
     let path = core.meta.bucket(file).map(|b| b.name.to_string()).unwrap_or_default();
+    let default_file = core.meta.file(file).is_ok_and(|r| r.persist == Persist::Default);
+    if !default_file {
+        // No destination to fall back to: the waiter gets the error.
+        tracing::error!(path, "durable flush failed: {why}");
+        if core.stash.failed.len() < 65_536 {
+            core.stash.failed.insert(file, why.to_string());
+        }
+        return;
+    }
     tracing::warn!(path, "fsync through the journal not possible ({why}); waiting for the destination");
     if let Ok(rec) = core.meta.file_mut(file) {
         if rec.persist == Persist::Default {
@@ -286,21 +298,25 @@ fn start_job(core: &mut Core, file: BucketId) {
         fall_back(core, file, "no journal");
         return;
     };
-    let Ok(rec) = core.meta.file(file) else { return };
-    if rec.persist == Persist::Scratch {
-        return;
-    }
-    let gen = rec.mod_gen;
-    let complete = rec.dirty_pages.len() <= STASH_PAGES_MAX;
-    let indexes: Vec<u64> = rec.dirty_pages.iter().take(STASH_PAGES_MAX).copied().collect();
-    let mut pages = Vec::with_capacity(indexes.len());
+    let Ok(bucket) = core.meta.bucket(file) else { return };
+    // The blobs to make durable: a file's dirty pages, a native bucket's blobs.
+    let (gen, candidates): (u64, Vec<BlobId>) = match bucket.file.as_deref() {
+        Some(rec) if rec.persist == Persist::Scratch => return,
+        Some(rec) => (rec.mod_gen, rec.dirty_pages.iter().filter_map(|p| core.meta.page_blob(file, *p)).collect()),
+        None => (core.meta.current_gen(), bucket.blobs.values().copied().collect()),
+    };
+    let mut complete = true;
+    let mut pages = Vec::new();
     let mut keys = Vec::new();
     let mut sync_tiers: Vec<u32> = Vec::new();
-    for index in indexes {
-        let Some(bid) = core.meta.page_blob(file, index) else { continue };
+    for bid in candidates {
         let Some(b) = core.meta.blob(bid) else { continue };
         let (size, src, blob_gen) = (b.size, b.extents.clone(), b.gen);
         let volatile = src.iter().any(|e| !e.is_hole() && !core.journal.as_ref().is_some_and(|j| j.is_nonvolatile(e.tier)));
+        if volatile && pages.len() >= STASH_PAGES_MAX {
+            complete = false;
+            continue;
+        }
         for e in src.iter().filter(|e| !e.is_hole()) {
             keys.push((e.tier, e.phys_off));
             if !volatile && !sync_tiers.contains(&e.tier) {
@@ -351,6 +367,24 @@ fn start_job(core: &mut Core, file: BucketId) {
         core.stash.tx = None;
         fall_back(core, file, "stash thread gone");
     }
+}
+
+/// `BucketFlush`: asks for the stash of bucket (or file) `id`; returns the
+/// generation to wait for with `FileSyncState` (0: nothing to wait for).
+pub fn bucket_flush(core: &mut Core, id: BucketId) -> strata_proto::Result<u64> {
+    let b = core.meta.bucket(id)?;
+    if b.file.is_some() {
+        return core.file_sync(id);
+    }
+    if !(core.stash.running() && core.journal.as_ref().is_some_and(|j| j.usable())) {
+        return Err(strata_proto::Errno::NotDurable);
+    }
+    let target = core.meta.current_gen().max(1);
+    if core.journal.as_ref().is_some_and(|j| j.jsynced.get(&id).is_some_and(|g| *g >= target)) {
+        return Ok(0);
+    }
+    core.stash.want(id);
+    Ok(target)
 }
 
 /// Handles the stash thread's report (poller thread).
@@ -414,7 +448,7 @@ pub fn complete(core: &mut Core, done: StashDone) {
         }
     }
     let all_pages_ok = all;
-    if core.meta.file(job.file).is_err() {
+    if core.meta.bucket(job.file).is_err() {
         return;
     }
     if all_pages_ok && !job.complete {

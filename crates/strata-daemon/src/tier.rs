@@ -86,6 +86,13 @@ impl Tier {
             .open(&path)
             .map_err(|e| anyhow::anyhow!("cannot open tier file {} for device {name}: {e}", path.display()))?;
         let _ = (index, block_bytes);
+        // One daemon per tier file: its extents and journal are this daemon's alone.
+        if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+            anyhow::bail!(
+                "tier file {} of device {name} is in use by another strata daemon; give each daemon its own device path",
+                path.display()
+            );
+        }
         // Sparse: space is used only as extents are written.
         if file.metadata()?.len() < capacity_bytes {
             file.set_len(capacity_bytes)?;

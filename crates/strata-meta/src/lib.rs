@@ -647,6 +647,11 @@ impl MetaStore {
         Ok(id)
     }
 
+    /// The last write generation handed out (0 before the first).
+    pub fn current_gen(&self) -> u64 {
+        self.next_gen - 1
+    }
+
     /// Records a modification of blob `id`: gives it a fresh write
     /// generation. Returns the new generation (0 if the blob is unknown).
     pub fn blob_touch(&mut self, id: BlobId) -> u64 {

@@ -52,10 +52,12 @@ pub enum Errno {
     IsDir = 21,
     #[error("no room in the buffer: write through to the destination (FileThrough)")]
     WriteThrough = 22,
+    #[error("durability impossible: no non-volatile tier (journal) and no destination")]
+    NotDurable = 23,
 }
 
 impl Errno {
-    pub const ALL: [Errno; 22] = [
+    pub const ALL: [Errno; 23] = [
         Errno::Inval,
         Errno::NoBucket,
         Errno::NoBlob,
@@ -78,6 +80,7 @@ impl Errno {
         Errno::NeedFill,
         Errno::IsDir,
         Errno::WriteThrough,
+        Errno::NotDurable,
     ];
 
     pub fn code(self) -> i32 {
@@ -113,6 +116,7 @@ impl Errno {
             Errno::NeedFill => "STRATA_ENEEDFILL",
             Errno::IsDir => "STRATA_EISDIR",
             Errno::WriteThrough => "STRATA_EWRITETHROUGH",
+            Errno::NotDurable => "STRATA_ENOTDURABLE",
         }
     }
 }

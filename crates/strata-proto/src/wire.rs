@@ -122,8 +122,14 @@ pub enum Op {
     /// flush failed (message in the arg area).
     FileThrough = 66,
     /// bucket = file id, offset, len = bytes written at the destination
-    /// (0 after a failure) -> val0 = size after.
+    /// (0 after a failure), aux = 1 when they were fdatasync'ed there
+    /// -> val0 = size after.
     FileThroughDone = 67,
+    /// bucket = id (a native bucket or a file): make its blobs durable on a
+    /// non-volatile tier through the journal -> val0 = generation to wait
+    /// for with `FileSyncState` (0 = already durable). `NotDurable` without
+    /// a journal.
+    BucketFlush = 68,
 }
 
 impl Op {
@@ -168,6 +174,7 @@ impl Op {
             65 => FileIdle,
             66 => FileThrough,
             67 => FileThroughDone,
+            68 => BucketFlush,
             _ => return None,
         })
     }
