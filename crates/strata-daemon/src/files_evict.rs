@@ -24,9 +24,13 @@
 //!   flush (no dirty page, no pending truncation, no flush job in flight);
 //!   otherwise it starts an urgent flush and the client asks again. Granting
 //!   drops the (clean) pages overlapping the range and counts the writer.
-//! * `FileThroughDone{id, off, len}` updates size / `dest_size` / times and
-//!   the generations: the bytes are at the destination (flushed) but not
-//!   synced, so a later `fsync` still makes the flusher `fdatasync` them.
+//! * The client `pwrite`s and `fdatasync`s the destination, then
+//!   `FileThroughDone{id, off, len}` updates size / `dest_size` / times and
+//!   the generations: the bytes are flushed and synced (a later `fsync` has
+//!   nothing to wait for; if the sync failed, `synced_gen` stays behind and
+//!   a later `fsync` makes the flusher `fdatasync` them).
+//! * The flusher does not start a job of a file while a write-through of it
+//!   runs (its `ftruncate` to the recorded size would cut the new bytes).
 //! * While a write-through is in progress, and for a reader that looked at a
 //!   file before a write-through started or ended, `FileFill` is refused
 //!   (the destination bytes the reader saw may be stale): `seen` remembers,
@@ -382,8 +386,9 @@ impl Core {
     }
 
     /// `FileThroughDone`: client `client` wrote `len` bytes at `off` to the
-    /// destination (0 after a failure). Returns the file size.
-    pub fn file_through_done(&mut self, client: u64, id: BucketId, off: u64, len: u64) -> Result<u64> {
+    /// destination (0 after a failure), `synced` = and fdatasync'ed them.
+    /// Returns the file size.
+    pub fn file_through_done(&mut self, client: u64, id: BucketId, off: u64, len: u64, synced: bool) -> Result<u64> {
         let end = off.checked_add(len).filter(|e| *e <= FILE_BYTES_MAX).ok_or(Errno::Inval)?;
         let known = match self.files.evict.through.get_mut(&id) {
             Some(t) => match t.clients.iter().position(|c| *c == client) {
@@ -419,8 +424,13 @@ impl Core {
             rec.size = rec.size.max(end);
             rec.dest_size = rec.dest_size.min(rec.size);
             rec.dest_exists = true;
+            // At the destination: flushed; synced too when the client
+            // fdatasync'ed (that covers every byte of the file written there).
             rec.mod_gen += 1;
             rec.flushed_gen = rec.mod_gen;
+            if synced {
+                rec.synced_gen = rec.mod_gen;
+            }
             rec.mtime_ns = now;
             rec.ctime_ns = now;
             rec.last_write_mono_ns = mono;
@@ -472,5 +482,296 @@ impl Core {
             }
         }
         self.files.evict.seen.retain(|((c, _), _), _| *c != client);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use strata_meta::BucketId;
+    use strata_proto::wire::{WireDestInfo, TIER_DEST, TIER_HOLE};
+    use strata_proto::Errno;
+
+    use super::ThroughAnswer;
+    use crate::core::{Core, Src};
+    use crate::files::{OpenArgs, WriteOutcome};
+    use crate::testutil::{fixture, pattern};
+
+    const PAGE: u64 = 4096;
+    const SHIFT: u32 = 12;
+    const OWNER: (u64, u32) = (1, 0);
+    const CLIENT: u64 = 1;
+
+    fn create(core: &mut Core, path: &str, persist: u32) -> BucketId {
+        let a = OpenArgs { create: true, mode: 0o640, persist, page_shift: SHIFT, dest: Some(WireDestInfo::default()), ..OpenArgs::default() };
+        core.file_open(path, &a).unwrap()
+    }
+
+    fn write(core: &mut Core, id: BucketId, off: u64, data: &[u8]) -> Result<WriteOutcome, Errno> {
+        core.file_write(id, Some(off), Src::Bytes(data), None)
+    }
+
+    /// What the flusher does, against a fake destination (`dest`): writes
+    /// every dirty page there, marks the file clean and synced.
+    fn fake_flush(core: &mut Core, id: BucketId, dest: &mut Vec<u8>) {
+        let rec = core.meta.file(id).unwrap().clone();
+        dest.resize(rec.size as usize, 0);
+        if let Some(t) = rec.trunc_min {
+            dest[t as usize..].fill(0);
+        }
+        for &p in &rec.dirty_pages {
+            let bid = core.meta.page_blob(id, p).unwrap();
+            let blob = core.meta.blob(bid).unwrap().clone();
+            let ps = p * PAGE;
+            let len = PAGE.min(rec.size - ps) as usize;
+            let mut buf = vec![0u8; len];
+            for e in blob.extents.iter().filter(|e| !e.is_hole()) {
+                let n = e.len.min(len as u64 - e.logical_off.min(len as u64));
+                core.tiers.read(e.tier as usize, e.phys_off, &mut buf[e.logical_off as usize..(e.logical_off + n) as usize]).unwrap();
+            }
+            dest[ps as usize..ps as usize + len].copy_from_slice(&buf);
+            core.meta.blob_mut(bid).unwrap().dirty = false;
+        }
+        let rec = core.meta.file_mut(id).unwrap();
+        rec.dirty_pages.clear();
+        rec.trunc_min = None;
+        rec.dest_exists = true;
+        rec.dest_size = rec.size;
+        rec.flushed_gen = rec.mod_gen;
+        rec.synced_gen = rec.mod_gen;
+        rec.urgent = false;
+        rec.durable = false;
+        rec.dirty_since_mono_ns = 0;
+        core.files.dirty.remove(&id);
+    }
+
+    /// Reads the whole file: buffer extents, zeros, and `dest` for TIER_DEST.
+    fn read_all(core: &mut Core, id: BucketId, dest: &[u8]) -> Vec<u8> {
+        let size = core.meta.file(id).unwrap().size;
+        let mut out = vec![0xEEu8; size as usize];
+        let mut at = 0u64;
+        while at < size {
+            let mut ex = Vec::new();
+            let (_, covered, pin) = core.file_read(OWNER, id, at, size - at, &mut ex, 64).unwrap();
+            assert!(covered > 0);
+            for e in &ex {
+                let d = &mut out[e.logical_off as usize..(e.logical_off + e.len) as usize];
+                match e.tier {
+                    TIER_HOLE => d.fill(0),
+                    TIER_DEST => d.copy_from_slice(&dest[e.logical_off as usize..(e.logical_off + e.len) as usize]),
+                    t => core.tiers.read(t as usize, e.phys_off, d).unwrap(),
+                }
+            }
+            core.unpin(OWNER, pin);
+            at += covered;
+        }
+        out
+    }
+
+    fn check(core: &Core) {
+        core.check().unwrap();
+        core.file_check().unwrap();
+    }
+
+    /// Bytes of all pages that are dirty, as (file, page) -> bytes.
+    fn dirty_snapshot(core: &mut Core, ids: &[BucketId]) -> Vec<(BucketId, u64, Vec<u8>)> {
+        let mut out = Vec::new();
+        for &id in ids {
+            let pages: Vec<u64> = core.meta.file(id).unwrap().dirty_pages.iter().copied().collect();
+            for p in pages {
+                let bid = core.meta.page_blob(id, p).expect("a dirty page has a blob");
+                let blob = core.meta.blob(bid).unwrap().clone();
+                let mut buf = vec![0u8; blob.size as usize];
+                for e in blob.extents.iter().filter(|e| !e.is_hole()) {
+                    core.tiers.read(e.tier as usize, e.phys_off, &mut buf[e.logical_off as usize..e.end() as usize]).unwrap();
+                }
+                out.push((id, p, buf));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn eviction_frees_clean_pages_lru_and_never_a_dirty_one() {
+        // 64 KiB RAM + 64 KiB disk = 32 pages of 4 KiB.
+        let mut f = fixture(64 << 10, 64 << 10, 64 << 10);
+        let core = &mut f.core;
+        let (a, b) = (create(core, "/e/a", 0), create(core, "/e/b", 0));
+        let (mut dest_a, mut dest_b) = (Vec::new(), Vec::new());
+        let mut model_a = pattern(12 * PAGE as usize, 1);
+        write(core, a, 0, &model_a).unwrap();
+        fake_flush(core, a, &mut dest_a);
+        // Pages 0..4 of a dirty again.
+        let over = pattern(4 * PAGE as usize, 9);
+        write(core, a, 0, &over).unwrap();
+        model_a[..over.len()].copy_from_slice(&over);
+        let dirty_before = dirty_snapshot(core, &[a]);
+        assert_eq!(dirty_before.len(), 4);
+        // b fills the rest and then some: clean pages of a must go, dirty ones stay.
+        let mut model_b = Vec::new();
+        let mut through = false;
+        for i in 0..40u8 {
+            let d = pattern(PAGE as usize, 100 + i);
+            match write(core, b, i as u64 * PAGE, &d) {
+                Ok(WriteOutcome::Done { .. }) => model_b.extend_from_slice(&d),
+                Err(Errno::WriteThrough) => {
+                    through = true;
+                    break;
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+            check(core);
+        }
+        assert!(through, "once only dirty pages are left, writes go through");
+        assert_eq!(model_b.len() as u64, 28 * PAGE, "b got the 20 free pages and the 8 evicted ones");
+        assert_eq!(core.files.counters.evicted_bytes_total, 8 * PAGE, "the 8 clean pages of a were evicted");
+        assert_eq!(dirty_snapshot(core, &[a]), dirty_before, "dirty pages untouched");
+        for p in 4..12 {
+            assert!(core.meta.page_blob(a, p).is_none(), "clean page {p} evicted");
+        }
+        assert_eq!(core.tiers.spilled_bytes(1), 0, "nothing spilled beyond capacity");
+        assert_eq!(read_all(core, a, &dest_a), model_a, "evicted pages read through from the destination");
+        assert_eq!(read_all(core, b, &dest_b), model_b);
+        fake_flush(core, b, &mut dest_b);
+        check(core);
+    }
+
+    #[test]
+    fn full_of_dirty_pages_answers_write_through_before_changing_anything() {
+        let mut f = fixture(32 << 10, 32 << 10, 64 << 10);
+        let core = &mut f.core;
+        let a = create(core, "/w/a", 0);
+        let mut dest = Vec::new();
+        let mut model = Vec::new();
+        let mut refused = None;
+        for i in 0..32u64 {
+            let d = pattern(PAGE as usize, i as u8);
+            match write(core, a, i * PAGE, &d) {
+                Ok(_) => model.extend_from_slice(&d),
+                Err(Errno::WriteThrough) => {
+                    refused = Some(i);
+                    break;
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        let i = refused.expect("16 pages fit, then WriteThrough");
+        assert_eq!(i, 16);
+        let rec = core.meta.file(a).unwrap();
+        assert_eq!((rec.size, rec.dirty_pages.len()), (16 * PAGE, 16), "the refused write changed nothing");
+        check(core);
+        // FileThrough: the file must first be flushed.
+        let data = pattern(PAGE as usize * 2 + 100, 77);
+        let at = 16 * PAGE;
+        assert_eq!(core.file_through(CLIENT, a, Some(at), data.len() as u64, true).unwrap(), ThroughAnswer::Wait { failed: None });
+        assert!(core.meta.file(a).unwrap().urgent && core.files.dirty.contains(&a));
+        fake_flush(core, a, &mut dest);
+        let ThroughAnswer::Granted { at: got, mode, path } = core.file_through(CLIENT, a, Some(at), data.len() as u64, false).unwrap() else {
+            panic!("not granted after the flush")
+        };
+        assert_eq!((got, mode, path.as_str()), (at, 0o640, "/w/a"));
+        // Meanwhile: writes of the file go through too, fills are refused.
+        assert_eq!(write(core, a, 0, b"x"), Err(Errno::WriteThrough));
+        assert!(!core.through_fill_ok(OWNER, a));
+        // The client writes the destination itself.
+        dest.resize((at as usize + data.len()).max(dest.len()), 0);
+        dest[at as usize..at as usize + data.len()].copy_from_slice(&data);
+        model.extend_from_slice(&data);
+        assert_eq!(core.file_through_done(CLIENT, a, at, data.len() as u64, true).unwrap(), at + data.len() as u64);
+        let rec = core.meta.file(a).unwrap();
+        assert_eq!((rec.size, rec.dest_size), (model.len() as u64, model.len() as u64));
+        assert!(!rec.needs_flush() && rec.synced_gen == rec.mod_gen, "at the destination and synced");
+        assert!(!core.files.dirty.contains(&a));
+        assert_eq!(core.files.counters.write_through_bytes_total, data.len() as u64);
+        assert_eq!(core.file_sync(a).unwrap(), 0, "fsync has nothing to wait for");
+        check(core);
+        assert_eq!(read_all(core, a, &dest), model);
+        core.through_note_read(OWNER, a); // the poller does this after a FileRead
+        // A channel that read before the write-through may not fill (stale bytes);
+        // after reading again it may.
+        assert!(!core.through_fill_ok((2, 0), a));
+        assert!(core.through_fill_ok(OWNER, a), "OWNER read after the write-through");
+        // Overwriting a clean region through the buffer evicts clean pages and is buffered again.
+        assert!(matches!(write(core, a, 0, &pattern(PAGE as usize, 5)), Ok(WriteOutcome::Done { .. })));
+        model[..PAGE as usize].copy_from_slice(&pattern(PAGE as usize, 5));
+        assert!(core.files.counters.evicted_bytes_total > 0);
+        assert_eq!(read_all(core, a, &dest), model);
+        check(core);
+    }
+
+    #[test]
+    fn write_through_drops_clean_pages_it_overlaps_and_appends_get_distinct_offsets() {
+        let mut f = fixture(64 << 10, 64 << 10, 64 << 10);
+        let core = &mut f.core;
+        let a = create(core, "/t/a", 0);
+        let mut dest = Vec::new();
+        let mut model = pattern(3 * PAGE as usize, 3);
+        write(core, a, 0, &model).unwrap();
+        fake_flush(core, a, &mut dest);
+        // Overwrite in the middle of page 1: pages 1 and 2 overlap, page 0 stays.
+        let ThroughAnswer::Granted { at, .. } = core.file_through(CLIENT, a, Some(PAGE + 10), PAGE, true).unwrap() else { panic!() };
+        assert!(core.meta.page_blob(a, 0).is_some());
+        assert!(core.meta.page_blob(a, 1).is_none() && core.meta.page_blob(a, 2).is_none());
+        // Two appenders: distinct offsets past the end.
+        let ThroughAnswer::Granted { at: x, .. } = core.file_through(2, a, None, 100, true).unwrap() else { panic!() };
+        let ThroughAnswer::Granted { at: y, .. } = core.file_through(3, a, None, 50, true).unwrap() else { panic!() };
+        assert_eq!((x, y), (3 * PAGE, 3 * PAGE + 100));
+        let over = pattern(PAGE as usize, 44);
+        dest[at as usize..(at + PAGE) as usize].copy_from_slice(&over);
+        model[at as usize..(at + PAGE) as usize].copy_from_slice(&over);
+        core.file_through_done(CLIENT, a, at, PAGE, true).unwrap();
+        // Appender 3 dies before it is done; appender 2 finishes.
+        core.through_client_gone(3);
+        dest.resize((3 * PAGE + 100) as usize, 0);
+        dest[(3 * PAGE) as usize..].copy_from_slice(&[7u8; 100]);
+        model.extend_from_slice(&[7u8; 100]);
+        core.file_through_done(2, a, x, 100, true).unwrap();
+        assert_eq!(core.file_through_done(3, a, y, 50, true), Err(Errno::Inval), "a forgotten grant does not count");
+        assert!(core.files.evict.through.is_empty());
+        assert_eq!(core.meta.file(a).unwrap().size, 3 * PAGE + 100);
+        assert_eq!(read_all(core, a, &dest), model);
+        // The dead client's grant made the file dirty: the next flush truncates the destination to the size.
+        assert!(core.files.dirty.contains(&a));
+        check(core);
+    }
+
+    #[test]
+    fn scratch_and_workflow_spill_instead_of_write_through() {
+        let mut f = fixture(16 << 10, 16 << 10, 64 << 10);
+        let core = &mut f.core;
+        let s = create(core, "/s/scratch", 1);
+        let w = create(core, "/s/workflow", 2);
+        let data = pattern(16 * PAGE as usize, 1);
+        assert!(matches!(write(core, s, 0, &data), Ok(WriteOutcome::Done { .. })));
+        assert!(matches!(write(core, w, 0, &data), Ok(WriteOutcome::Done { .. })));
+        assert!(core.tiers.spilled_bytes(1) > 0);
+        assert_eq!(core.files.counters.evicted_bytes_total, 0);
+        assert_eq!(core.file_through(CLIENT, s, Some(0), 1, true), Err(Errno::Inval));
+        check(core);
+    }
+
+    #[test]
+    fn pinned_and_partially_valid_pages_are_not_evicted() {
+        let mut f = fixture(64 << 10, 64 << 10, 64 << 10);
+        let core = &mut f.core;
+        let a = create(core, "/p/a", 0);
+        let mut dest = Vec::new();
+        write(core, a, 0, &pattern(2 * PAGE as usize, 1)).unwrap();
+        fake_flush(core, a, &mut dest);
+        assert!(core.evictable(a, 0) && core.evictable(a, 1));
+        // A reader pins page 0.
+        let mut ex = Vec::new();
+        let (_, _, pin) = core.file_read(OWNER, a, 0, 10, &mut ex, 8).unwrap();
+        assert!(!core.evictable(a, 0), "pinned");
+        core.unpin(OWNER, pin);
+        assert!(core.evictable(a, 0));
+        // The file grows past what the destination holds: the last page is no longer evictable.
+        write(core, a, 2 * PAGE - 10, &[1u8; 20]).unwrap();
+        assert!(!core.evictable(a, 1), "dirty");
+        fake_flush(core, a, &mut dest);
+        core.file_truncate(a, 2 * PAGE + 20).unwrap();
+        assert!(!core.evictable(a, 2) && core.meta.page_blob(a, 2).is_some_and(|_| true));
+        core.meta.file_mut(a).unwrap().dest_size = PAGE + 5;
+        assert!(!core.evictable(a, 1), "page above dest_size");
+        check(core);
     }
 }

@@ -551,6 +551,10 @@ impl Flusher {
             core.files.dirty.remove(&id);
             return false;
         }
+        // A client writes this file's destination itself (files_evict.rs): not now.
+        if core.files.evict.through.get(&id).is_some_and(|t| t.active > 0) {
+            return false;
+        }
         if let Some(b) = core.files.backoff.get(&id) {
             if now < b.retry_at_mono_ns {
                 return false;
