@@ -51,12 +51,23 @@ fn header_flags_match() {
     let d = defines();
     assert_eq!(d["STRATA_CREATE"], STRATA_CREATE.to_string());
     assert_eq!(d["STRATA_EXCL"], STRATA_EXCL.to_string());
+    use crate::stage::*;
+    for (name, v) in [
+        ("STRATA_MODE_DEFAULT", STRATA_MODE_DEFAULT),
+        ("STRATA_MODE_SCRATCH", STRATA_MODE_SCRATCH),
+        ("STRATA_MODE_WORKFLOW", STRATA_MODE_WORKFLOW),
+        ("STRATA_STAGE_EVICT", STRATA_STAGE_EVICT),
+        ("STRATA_STAGE_NO_WAIT", STRATA_STAGE_NO_WAIT),
+    ] {
+        assert_eq!(d[name], v.to_string(), "{name}");
+    }
 }
 
 #[test]
 fn header_declares_exactly_the_exported_functions() {
     let mut exported: Vec<String> = SOURCE
         .lines()
+        .chain(include_str!("stage.rs").lines())
         .filter_map(|l| l.trim().strip_prefix("pub unsafe extern \"C\" fn ").or_else(|| l.trim().strip_prefix("pub extern \"C\" fn ")))
         .map(|rest| rest.split('(').next().unwrap().to_string())
         .collect();
