@@ -286,7 +286,7 @@ fn strerror_of(e: Errno) -> &'static CStr {
         Errno::NeedDest => c"destination state needed (client must stat the destination)",
         Errno::NeedFill => c"page must be filled from the destination first",
         Errno::IsDir => c"is a directory",
-        Errno::WriteThrough => c"no room in the buffer: write through to the destination",
+        Errno::WriteThrough => c"no room in the buffer: write through to the destination (FileThrough)",
         Errno::NotDurable => c"durability impossible: no non-volatile tier (journal) and no destination",
     }
 }
