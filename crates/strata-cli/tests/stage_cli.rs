@@ -294,3 +294,26 @@ fn c_api_stage_in_and_out() {
     assert!(out.contains("missing rc=STRATA_ENOFILE msg=names-path"), "{out}");
     assert!(out.contains("badmode rc=STRATA_EINVAL"), "{out}");
 }
+
+#[test]
+fn stage_out_failure_is_reported_then_retried() {
+    let d = TestDaemon::start();
+    let work = tempfile::Builder::new().prefix("strata-stage-").tempdir().unwrap();
+    let w = work.path();
+    strata_run(&d, "workflow", w, w, &["sh", "-c", "mkdir -p out && printf payload > out/x"]).assert_ok("workflow run");
+    // The destination directory is replaced by a file: the flush cannot open out/x.
+    std::fs::rename(w.join("out"), w.join("out.away")).unwrap();
+    std::fs::write(w.join("out"), b"not a directory").unwrap();
+    let r = strata(&d, w, &["stage-out", "-q", "out/x"]);
+    assert_eq!(r.code, Some(1), "{}\n{}", r.stdout_str(), r.stderr);
+    assert!(r.stderr.contains("out/x") && r.stderr.contains("cannot persist"), "{}", r.stderr);
+    assert!(r.stdout_str().contains("1 failed"), "{}", r.stdout_str());
+    let s = stage_state(&d, &w.join("out/x"));
+    assert_eq!(s.failed_files, 1, "{s:?}");
+    assert!(s.files[0].error.is_some());
+    // Restored: stage-out retries at once and succeeds.
+    std::fs::remove_file(w.join("out")).unwrap();
+    std::fs::rename(w.join("out.away"), w.join("out")).unwrap();
+    strata(&d, w, &["stage-out", "out/x"]).assert_ok("stage-out after the fix");
+    assert_eq!(std::fs::read(w.join("out/x")).unwrap(), b"payload");
+}
