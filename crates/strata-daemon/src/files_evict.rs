@@ -42,7 +42,7 @@
 //! Known limit: a truncation of the file racing a write-through from another
 //! thread is serialised as "write, then truncate".
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use strata_alloc::Range;
 use strata_meta::{BucketId, Persist};
@@ -82,6 +82,14 @@ pub struct EvictState {
     /// (channel owner, file) -> generation seen by that channel's last
     /// `FileRead` / `NeedFill` of the file (only files in `gens`).
     pub seen: HashMap<((u64, u32), BucketId), u64>,
+    /// Eviction candidates of the last scan, least recently used first
+    /// (re-checked when taken; a new scan when exhausted).
+    pub queue: VecDeque<(BucketId, u64)>,
+    /// Fills accepted so far (fills and flush completions make clean pages).
+    pub fills: u64,
+    /// (flushed bytes, fills) when a scan last found no candidate: no new
+    /// scan until one of them moves.
+    pub empty_scan_at: Option<(u64, u64)>,
 }
 
 /// Answer to `FileThrough`.
@@ -198,9 +206,39 @@ impl Core {
     /// are free by capacity or no candidate is left; never touches pages
     /// `keep` = (file, first page, last page). Returns the bytes evicted.
     pub fn evict_clean(&mut self, want: u64, lease: u64, keep: Option<(BucketId, u64, u64)>) -> u64 {
-        if self.capacity_free(lease) >= want {
-            return 0;
+        let mut evicted = 0u64;
+        let mut scanned = false;
+        let mut kept: Vec<(BucketId, u64)> = Vec::new();
+        // Bounded: each round takes a queue entry; a scan refills the queue at most once.
+        while self.capacity_free(lease) < want {
+            let Some((id, p)) = self.files.evict.queue.pop_front() else {
+                let mark = (self.files.counters.flushed_bytes_total, self.files.evict.fills);
+                if scanned || self.files.evict.empty_scan_at == Some(mark) {
+                    break;
+                }
+                scanned = true;
+                kept.clear();
+                self.evict_scan();
+                if self.files.evict.queue.is_empty() {
+                    self.files.evict.empty_scan_at = Some(mark);
+                }
+                continue;
+            };
+            if keep.is_some_and(|(k, a, b)| k == id && (a..=b).contains(&p)) {
+                kept.push((id, p));
+                continue;
+            }
+            evicted += self.evict_page(id, p);
         }
+        // Pages of the request stay candidates for later ones.
+        for e in kept.into_iter().rev() {
+            self.files.evict.queue.push_front(e);
+        }
+        evicted
+    }
+
+    /// Lists every evictable page into the queue, least recently used first.
+    fn evict_scan(&mut self) {
         let mut cands: Vec<Candidate> = Vec::new();
         for (id, _, rec) in self.meta.files() {
             if rec.persist != Persist::Default || !rec.dest_exists || rec.dest_size == 0 {
@@ -209,9 +247,6 @@ impl Core {
             let file_key = rec.atime_ns.max(rec.mtime_ns);
             let Ok(pages) = self.meta.file_pages(id) else { continue };
             for (p, bid) in pages {
-                if keep.is_some_and(|(k, a, b)| k == id && (a..=b).contains(&p)) {
-                    continue;
-                }
                 if !self.evictable(id, p) {
                     continue;
                 }
@@ -220,14 +255,7 @@ impl Core {
             }
         }
         cands.sort_unstable_by_key(|c| c.key);
-        let mut evicted = 0u64;
-        for c in cands {
-            if self.capacity_free(lease) >= want {
-                break;
-            }
-            evicted += self.evict_page(c.file, c.page);
-        }
-        evicted
+        self.files.evict.queue = cands.into_iter().map(|c| (c.file, c.page)).collect();
     }
 
     /// Drops page `index` of file `id` if it is evictable; returns its bytes.
@@ -281,12 +309,13 @@ impl Core {
         let page = rec.page_bytes;
         let block = self.block_max();
         let need = len.div_ceil(block) * block;
-        if self.capacity_free(lease) >= need {
-            return true;
-        }
         let index = page_off / page;
-        self.evict_clean(need, lease, Some((id, index, index)));
-        self.capacity_free(lease) >= need
+        if self.capacity_free(lease) < need {
+            self.evict_clean(need, lease, Some((id, index, index)));
+        }
+        let ok = self.capacity_free(lease) >= need;
+        self.files.evict.fills += ok as u64;
+        ok
     }
 
     /// Whether channel `owner` may fill pages of file `id` (false while a
@@ -530,6 +559,7 @@ mod tests {
             }
             dest[ps as usize..ps as usize + len].copy_from_slice(&buf);
             core.meta.blob_mut(bid).unwrap().dirty = false;
+            core.files.counters.flushed_bytes_total += len as u64;
         }
         let rec = core.meta.file_mut(id).unwrap();
         rec.dirty_pages.clear();
@@ -731,6 +761,40 @@ mod tests {
         assert_eq!(read_all(core, a, &dest), model);
         // The dead client's grant made the file dirty: the next flush truncates the destination to the size.
         assert!(core.files.dirty.contains(&a));
+        check(core);
+    }
+
+    #[test]
+    fn least_recently_used_file_goes_first_and_an_empty_scan_is_not_repeated() {
+        let mut f = fixture(32 << 10, 32 << 10, 64 << 10);
+        let core = &mut f.core;
+        let (x, y, z) = (create(core, "/l/x", 0), create(core, "/l/y", 0), create(core, "/l/z", 0));
+        let (mut dx, mut dy, mut dz) = (Vec::new(), Vec::new(), Vec::new());
+        write(core, x, 0, &pattern(4 * PAGE as usize, 1)).unwrap();
+        write(core, y, 0, &pattern(4 * PAGE as usize, 2)).unwrap();
+        fake_flush(core, x, &mut dx);
+        fake_flush(core, y, &mut dy);
+        core.meta.file_mut(x).unwrap().atime_ns = 1; // x: long ago
+        core.meta.file_mut(y).unwrap().atime_ns = u64::MAX / 2; // y: just read
+        // z takes the 8 free pages, then 4 more: x's pages must go, y's stay.
+        for i in 0..12u64 {
+            assert!(matches!(write(core, z, i * PAGE, &pattern(PAGE as usize, 9)), Ok(WriteOutcome::Done { .. })), "page {i}");
+        }
+        assert!((0..4).all(|p| core.meta.page_blob(x, p).is_none()), "x evicted");
+        assert!((0..4).all(|p| core.meta.page_blob(y, p).is_some()), "y kept");
+        // 4 more: y goes; then only dirty pages are left.
+        for i in 12..16u64 {
+            assert!(matches!(write(core, z, i * PAGE, &pattern(PAGE as usize, 9)), Ok(WriteOutcome::Done { .. })));
+        }
+        assert_eq!(write(core, z, 16 * PAGE, &[1u8; 10]), Err(Errno::WriteThrough));
+        let mark = core.files.evict.empty_scan_at;
+        assert!(mark.is_some(), "the scan found nothing and said so");
+        assert_eq!(write(core, z, 16 * PAGE, &[1u8; 10]), Err(Errno::WriteThrough));
+        // A flush makes clean pages: the next shortfall scans again and evicts.
+        fake_flush(core, z, &mut dz);
+        assert!(matches!(write(core, z, 16 * PAGE, &[1u8; 10]), Ok(WriteOutcome::Done { .. })));
+        assert_eq!(read_all(core, x, &dx), pattern(4 * PAGE as usize, 1));
+        assert_eq!(read_all(core, y, &dy), pattern(4 * PAGE as usize, 2));
         check(core);
     }
 
