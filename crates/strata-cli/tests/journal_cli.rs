@@ -62,11 +62,14 @@ fn a_corrupt_journal_record_is_reported_and_not_applied() {
         b.flush(true).unwrap();
     }
     d.kill9();
-    // Flip one byte inside the record of blob "first" (its name is in the payload).
+    // Flip one byte inside every record of blob "first" (its name is in the payload).
     let path = d.path().join("disk").join("strata.journal");
     let mut bytes = std::fs::read(&path).unwrap();
-    let at = bytes.windows(5).rposition(|w| w == b"first").expect("record of blob first");
-    bytes[at + 2] ^= 0x20;
+    let hits: Vec<usize> = bytes.windows(5).enumerate().filter(|(_, w)| *w == b"first").map(|(i, _)| i).collect();
+    assert!(!hits.is_empty(), "a record of blob first");
+    for at in hits {
+        bytes[at + 2] ^= 0x20;
+    }
     std::fs::write(&path, &bytes).unwrap();
     d.spawn();
     let rep = d.status().journal.expect("journal").replay;

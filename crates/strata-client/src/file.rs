@@ -838,18 +838,26 @@ impl Client {
     pub fn file_sync(&self, id: u64) -> Result<()> {
         let req = Request { op: Op::FileSync as u32, bucket: id, ..Request::default() };
         let (resp, _) = self.file_call(req, &[], "file sync")?;
-        self.sync_wait(id, resp.val0)
+        self.sync_wait(id, resp.val0, 0)
+    }
+
+    /// Like `file_sync`, but only the destination counts (the journal does
+    /// not): returns once the file's data is written and synced there.
+    pub fn file_sync_dest(&self, id: u64) -> Result<()> {
+        let req = Request { op: Op::FileSync as u32, flags: flags::SYNC_DEST, bucket: id, ..Request::default() };
+        let (resp, _) = self.file_call(req, &[], "file sync")?;
+        self.sync_wait(id, resp.val0, flags::SYNC_DEST)
     }
 
     /// `Bucket::flush(true)`: makes the blobs of bucket `id` durable.
     pub(crate) fn bucket_flush(&self, id: u64) -> Result<()> {
         let req = Request { op: Op::BucketFlush as u32, bucket: id, ..Request::default() };
         let (resp, _) = self.file_call(req, &[], "durable flush")?;
-        self.sync_wait(id, resp.val0)
+        self.sync_wait(id, resp.val0, 0)
     }
 
     /// Polls `FileSyncState` until generation `target` of `id` is durable.
-    fn sync_wait(&self, id: u64, target: u64) -> Result<()> {
+    fn sync_wait(&self, id: u64, target: u64, flags: u32) -> Result<()> {
         if target == 0 {
             return Ok(());
         }
@@ -858,7 +866,7 @@ impl Client {
         // Bounded by the daemon: it answers until the flush is done or failed,
         // and the channel reports NoDaemon if it goes away.
         loop {
-            let req = Request { op: Op::FileSyncState as u32, bucket: id, aux: target, ..Request::default() };
+            let req = Request { op: Op::FileSyncState as u32, flags, bucket: id, aux: target, ..Request::default() };
             let (resp, arg) = self.file_call(req, &[], "file sync state")?;
             if resp.val0 == 1 {
                 return Ok(());

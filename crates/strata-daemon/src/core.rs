@@ -236,7 +236,10 @@ impl Core {
     /// tier with a journal — once the journal recording the free is durable.
     fn release_extent(&mut self, tier: u32, off: u64, len: u64) {
         match self.journal.as_mut() {
-            Some(j) if j.is_nonvolatile(tier) => j.quarantine(tier, off, len),
+            Some(j) if j.is_nonvolatile(tier) => {
+                let rounded = self.tiers.tiers[tier as usize].round_up(len);
+                j.quarantine(tier, off, len, rounded)
+            }
             _ => self.tiers.free_extent(tier as usize, off, len),
         }
     }

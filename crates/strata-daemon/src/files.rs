@@ -625,11 +625,17 @@ impl Core {
     /// fdatasyncs the destination. Paths under an `fsync: relaxed` prefix
     /// return at once.
     pub fn file_sync(&mut self, id: BucketId) -> Result<u64> {
-        let relaxed = !self.fsync_relaxed.is_empty() && {
+        self.file_sync_ex(id, false)
+    }
+
+    /// `FileSync`; with `dest`, the data must reach the destination (the
+    /// journal does not count), e.g. before an mmap of the destination.
+    pub fn file_sync_ex(&mut self, id: BucketId, dest: bool) -> Result<u64> {
+        let relaxed = !dest && !self.fsync_relaxed.is_empty() && {
             let path = &self.meta.bucket(id)?.name;
             crate::flush::matches(path, &self.fsync_relaxed)
         };
-        let journal = self.journal.as_ref().is_some_and(|j| j.usable()) && self.stash.running();
+        let journal = !dest && self.journal.as_ref().is_some_and(|j| j.usable()) && self.stash.running();
         let rec = self.meta.file_mut(id)?;
         if rec.persist == Persist::Scratch || (rec.persist == Persist::Workflow && !journal) {
             return Ok(0);
@@ -665,7 +671,12 @@ impl Core {
 
     /// `FileSyncState`: whether generation `target` is at the destination.
     pub fn file_sync_state(&self, id: BucketId, target: u64) -> Result<SyncState> {
-        let journaled = self.journal.as_ref().is_some_and(|j| j.jsynced.get(&id).is_some_and(|g| *g >= target));
+        self.file_sync_state_ex(id, target, false)
+    }
+
+    /// `FileSyncState`; with `dest`, only the destination counts.
+    pub fn file_sync_state_ex(&self, id: BucketId, target: u64, dest: bool) -> Result<SyncState> {
+        let journaled = !dest && self.journal.as_ref().is_some_and(|j| j.jsynced.get(&id).is_some_and(|g| *g >= target));
         if self.meta.bucket(id).is_ok_and(|b| b.file.is_none()) {
             // A native bucket (`BucketFlush`).
             let error = if journaled { None } else { self.stash.failed.get(&id).cloned() };

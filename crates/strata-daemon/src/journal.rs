@@ -435,8 +435,14 @@ pub fn scan_bytes(data: &[u8]) -> Scan {
                         s.corrupt.push((at as u64, (n - at) as u64, why));
                         at = n;
                     }
-                    None => {
+                    None if why.starts_with("truncated") => {
+                        // An append cut short by the crash: expected.
                         s.torn_tail_bytes = (data.len() - at) as u64;
+                        break;
+                    }
+                    None => {
+                        // A whole frame that fails its checksum is damage, not a torn append.
+                        s.corrupt.push((at as u64, (data.len() - at) as u64, why));
                         break;
                     }
                 }

@@ -30,6 +30,8 @@ use crate::journal::{self, FileImage, Handle, Record};
 pub const EMIT_INTERVAL_NS: u64 = 1_000_000;
 /// Waiting journal syncs (fsyncs in flight); more fall back to the destination.
 pub const SYNC_WAITS_MAX: usize = 65_536;
+/// Quarantined bytes beyond which the journal is synced at once.
+pub const QUARANTINE_SYNC_BYTES: u64 = 16 << 20;
 /// Prefix of orphan buckets (unlinked while open): never journaled.
 const ORPHAN_PREFIX: char = '\u{1}';
 
@@ -56,6 +58,9 @@ pub struct Journal {
     /// (batch seq that records the free, tier, offset, length).
     quarantine: VecDeque<(u64, u32, u64, u64)>,
     pub quarantined_bytes: u64,
+    /// Per tier: (allocated bytes, extents) in quarantine — freed from the
+    /// user's point of view, not yet reusable.
+    pub quarantined_per_tier: Vec<(u64, u64)>,
     nonvolatile: Vec<bool>,
     last_emit: std::time::Instant,
     force: bool,
@@ -99,6 +104,7 @@ impl Journal {
             blob_counts: HashMap::new(),
             quarantine: VecDeque::new(),
             quarantined_bytes: 0,
+            quarantined_per_tier: Vec::new(),
             nonvolatile,
             last_emit: std::time::Instant::now(),
             force: false,
@@ -155,6 +161,7 @@ impl Journal {
             core.tiers.free_extent(tier as usize, off, len);
         }
         j.quarantined_bytes = 0;
+        j.quarantined_per_tier.clear();
         core.journal = Some(j);
     }
 
@@ -164,9 +171,15 @@ impl Journal {
 
     /// Space of a non-volatile tier freed now: reusable once the batch that
     /// records the free is durable.
-    pub fn quarantine(&mut self, tier: u32, off: u64, len: u64) {
+    pub fn quarantine(&mut self, tier: u32, off: u64, len: u64, rounded: u64) {
         self.quarantine.push_back((self.next_seq, tier, off, len));
         self.quarantined_bytes += len;
+        let t = tier as usize;
+        if self.quarantined_per_tier.len() <= t {
+            self.quarantined_per_tier.resize(t + 1, (0, 0));
+        }
+        self.quarantined_per_tier[t].0 += rounded;
+        self.quarantined_per_tier[t].1 += 1;
     }
 
     /// Journals the sync of file `id` at generation `gen`: its state is
@@ -239,7 +252,8 @@ impl Journal {
             tracing::error!("journal thread gone: fsync falls back to the destination");
             self.shared.failed.store(true, Ordering::SeqCst);
         }
-        if sync_waits {
+        // Much freed space waiting: sync soon instead of at the interval.
+        if sync_waits || (quarantine_waits && self.quarantined_bytes >= QUARANTINE_SYNC_BYTES) {
             self.shared.sync_wanted.fetch_max(seq, Ordering::SeqCst);
             let _ = h.tx.send(journal::Msg::Kick);
         }
@@ -340,6 +354,11 @@ impl Journal {
             }
             j.quarantine.pop_front();
             j.quarantined_bytes -= len;
+            let rounded = core.tiers.tiers[tier as usize].round_up(len);
+            if let Some(q) = j.quarantined_per_tier.get_mut(tier as usize) {
+                q.0 = q.0.saturating_sub(rounded);
+                q.1 = q.1.saturating_sub(1);
+            }
             core.tiers.free_extent(tier as usize, off, len);
         }
         if !j.waits.is_empty() {

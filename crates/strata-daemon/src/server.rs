@@ -613,10 +613,10 @@ impl Poller {
                 r.val0 = self.core.meta.file(id)?.persist as u64;
             }
             Op::FileRename => r.val0 = self.core.file_rename(name, name2, req.flags & flags::DEST_INFO != 0)? as u64,
-            Op::FileSync => r.val0 = self.core.file_sync(bucket)?,
+            Op::FileSync => r.val0 = self.core.file_sync_ex(bucket, req.flags & flags::SYNC_DEST != 0)?,
             Op::BucketFlush => r.val0 = crate::stash::bucket_flush(&mut self.core, bucket)?,
             Op::FileSyncState => {
-                let st = self.core.file_sync_state(bucket, req.aux)?;
+                let st = self.core.file_sync_state_ex(bucket, req.aux, req.flags & flags::SYNC_DEST != 0)?;
                 r.val0 = st.done as u64;
                 if let Some(msg) = st.error {
                     r.val1 = 1;
@@ -823,6 +823,8 @@ impl Poller {
                 }
             }
         }
+        // Space in the journal's quarantine is freed for the user (not yet reusable).
+        let quarantined = |i: usize| self.core.journal.as_ref().and_then(|j| j.quarantined_per_tier.get(i).copied()).unwrap_or((0, 0));
         let tiers = t
             .tiers
             .iter()
@@ -832,10 +834,10 @@ impl Poller {
                 kind: if tier.is_ram() { "ram".into() } else { "dir".into() },
                 path: tier.path(),
                 capacity_bytes: tier.capacity_bytes,
-                used_bytes: tier.blob_bytes,
+                used_bytes: tier.blob_bytes - quarantined(i).0.min(tier.blob_bytes),
                 leased_bytes: if tier.is_ram() { t.arena.leased_bytes } else { 0 },
-                spilled_bytes: t.spilled_bytes(i),
-                blob_count: tier.blob_extents,
+                spilled_bytes: (tier.blob_bytes - quarantined(i).0.min(tier.blob_bytes)).saturating_sub(tier.capacity_bytes).min(t.spilled_bytes(i)),
+                blob_count: tier.blob_extents - quarantined(i).1.min(tier.blob_extents),
                 dirty_bytes: dirty[i],
                 volatile: tier.volatile,
                 bandwidth_mib_s: tier.bandwidth_mib_s,

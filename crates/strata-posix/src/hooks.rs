@@ -1409,7 +1409,7 @@ unsafe fn mmap_tracked(t: Tfd, addr: *mut c_void, len: size_t, prot: c_int, flag
     let fd = match t.persist {
         Persist::Default => {
             // flush, then let the kernel map the destination itself
-            c.file_sync(t.id).map_err(os)?;
+            c.file_sync_dest(t.id).map_err(os)?;
             let p = c.file_path(t.id).map_err(os)?;
             let cp = std::ffi::CString::new(p).map_err(|_| libc::EINVAL)?;
             cvt(real::open(cp.as_ptr(), if shared_write { libc::O_RDWR } else { libc::O_RDONLY } | libc::O_CLOEXEC, 0))?

@@ -44,6 +44,11 @@ struct Daemon {
 
 impl Daemon {
     fn start() -> Daemon {
+        Daemon::start_with("")
+    }
+
+    /// With `extra` YAML appended to the configuration.
+    fn start_with(extra: &str) -> Daemon {
         let dir = tempfile::Builder::new().prefix("strata-posix-d-").tempdir().unwrap();
         let socket = dir.path().join("daemon.sock");
         let prefix = format!("strata-px{}-{}", std::process::id(), dir.path().file_name().unwrap().to_string_lossy().replace(['.', '-'], ""));
@@ -54,7 +59,7 @@ impl Daemon {
             dir.path().join("disk").display()
         );
         let config = dir.path().join("strata.yaml");
-        std::fs::write(&config, yaml).unwrap();
+        std::fs::write(&config, yaml + extra).unwrap();
         let log = std::fs::File::create(dir.path().join("daemon.log")).unwrap();
         let child = Command::new(strata_bin())
             .arg("--config")
@@ -253,7 +258,8 @@ print(os.path.exists(p + ".2"))
 
 #[test]
 fn fsync_reaches_the_destination_in_default_mode() {
-    let d = Daemon::start();
+    // Without a journal, fsync is durable only at the destination.
+    let d = Daemon::start_with("journal:\n  enabled: false\nflush:\n  interval: 1h\n");
     let w = dirs();
     let t = &w.tracked;
     let py = format!(
@@ -269,6 +275,24 @@ os.close(fd)
     ok(d.cmd("python3", t, "default").arg("-c").arg(&py).output().unwrap(), "python3 fsync");
     // read without the adapter: fsync returned only once the bytes were there
     assert_eq!(std::fs::read(t.join("durable")).unwrap(), b"durable".repeat(1000));
+}
+
+#[test]
+fn fsync_with_a_journal_is_durable_on_the_dir_tier() {
+    // No background flush during the test: only fsync can make the data durable.
+    let d = Daemon::start_with("flush:\n  interval: 1h\n");
+    let w = dirs();
+    let t = &w.tracked;
+    let py = format!("import os\nfd = os.open('{0}/j', os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)\nos.write(fd, b'journaled' * 100000)\nos.fsync(fd)\nos.close(fd)\n", t.display());
+    ok(d.cmd("python3", t, "default").arg("-c").arg(&py).output().unwrap(), "python3 fsync");
+    let st = strata_client::status(&d.socket).expect("status");
+    let j = st.journal.expect("a journal with a dir tier");
+    assert!(j.journal_syncs >= 1, "fsync went through the journal: {j:?}");
+    let disk = st.tiers.iter().find(|t| !t.volatile).unwrap();
+    assert!(disk.dirty_bytes >= 900_000, "the fsync'ed pages are on the dir tier, dirty: {disk:?}");
+    // The flusher still delivers them.
+    ok(Command::new(strata_bin()).arg("--config").arg(&d.config).args(["flush", "--wait"]).output().unwrap(), "strata flush --wait");
+    assert_eq!(std::fs::read(t.join("j")).unwrap(), b"journaled".repeat(100000));
 }
 
 /// Programs whose standard streams are tracked files they inherited over
@@ -546,6 +570,8 @@ fn remove_of_a_buffer_only_file_skips_the_destination() {
     assert_eq!(run(&["rm", "buf"]), format!("unlink=-1 errno={}\n", libc::ENOENT));
     // a flushed DEFAULT file: its destination is removed with the record
     ok(d.cmd(&bin, t, "default").arg(t).args(["sync", "dur"]).output().unwrap(), "sync");
+    // fsync made it durable in the journal; the flusher delivers it.
+    ok(Command::new(strata_bin()).arg("--config").arg(&d.config).args(["flush", "--wait"]).output().unwrap(), "strata flush --wait");
     assert_eq!(std::fs::read_to_string(t.join("dur")).unwrap(), "durable\n");
     assert_eq!(ok(d.cmd(&bin, t, "default").arg(t).args(["rm", "dur"]).output().unwrap(), "rm dur"), "unlink=0 errno=0\n");
     assert_eq!(entries(t), Vec::<String>::new(), "a flushed file's destination must be removed");

@@ -197,11 +197,14 @@ pub mod flags {
     pub const SET_MODE: u32 = 1 << 9;
     pub const SET_MTIME: u32 = 1 << 10;
     pub const SET_ATIME: u32 = 1 << 11;
+    /// FileSync / FileSyncState: the data must be at the destination (not
+    /// only journaled), e.g. before the destination is mmap'ed.
+    pub const SYNC_DEST: u32 = 1 << 12;
     /// Bits 16..20: placement policy override + 1 (0 = bucket/daemon default).
     pub const POLICY_SHIFT: u32 = 16;
     pub const POLICY_MASK: u32 = 0xF << POLICY_SHIFT;
     pub const KNOWN: u32 =
-        CREATE | EXCL | PARTIAL | APPEND | SRC_ARG | REPLACE | STATIONARY | TRUNC | DEST_INFO | SET_MODE | SET_MTIME | SET_ATIME | POLICY_MASK;
+        CREATE | EXCL | PARTIAL | APPEND | SRC_ARG | REPLACE | STATIONARY | TRUNC | DEST_INFO | SET_MODE | SET_MTIME | SET_ATIME | SYNC_DEST | POLICY_MASK;
 }
 
 /// Number of pin ids a request can release on the side (piggy-backed).
