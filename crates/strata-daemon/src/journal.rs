@@ -75,6 +75,8 @@ pub struct FileImage {
     pub dest_size: u64,
     pub dest_exists: bool,
     pub trunc_min: Option<u64>,
+    /// A WORKFLOW file marked for stage-out (flushed like DEFAULT).
+    pub stage_out: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -184,6 +186,7 @@ impl Record {
                                 e.u64(t);
                             }
                         }
+                        e.u8(f.stage_out as u8);
                     }
                 }
                 K_BUCKET_SET
@@ -259,6 +262,7 @@ impl Record {
                             0 => None,
                             _ => Some(d.u64()?),
                         },
+                        stage_out: d.u8()? != 0,
                     }),
                     x => return Err(format!("bad file flag {x}")),
                 };

@@ -28,6 +28,7 @@ fn sample() -> Vec<Record> {
         dest_size: 100,
         dest_exists: true,
         trunc_min: Some(50),
+        stage_out: true,
     };
     vec![
         Record::Tier { index: 1, path: "/x/strata-tier.data".into() },

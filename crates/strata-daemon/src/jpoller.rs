@@ -88,6 +88,7 @@ fn bucket_record(b: &Bucket) -> Record {
         dest_size: r.dest_size,
         dest_exists: r.dest_exists,
         trunc_min: r.trunc_min,
+        stage_out: r.stage_out,
     });
     Record::BucketSet { name: b.name.to_string(), tags: b.tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect(), file }
 }

@@ -113,6 +113,7 @@ pub fn replay(core: &mut Core, scan: &Scan) -> ReplayReport {
             fr.dest_size = f.dest_size.min(f.size);
             fr.dest_exists = f.dest_exists;
             fr.trunc_min = f.trunc_min;
+            fr.stage_out = f.stage_out;
             if let Err(e) = core.meta.file_attach(id, fr) {
                 note(&mut r, format!("{name}: cannot restore file record: {e}"));
                 let _ = core.meta.bucket_destroy(id);
@@ -185,7 +186,7 @@ pub fn replay(core: &mut Core, scan: &Scan) -> ReplayReport {
             rec.dest_size = rec.dest_size.min(rec.size);
             let needs = !dirty_pages.is_empty() || rec.trunc_min.is_some() || !rec.dest_exists || rec.dest_size != rec.size;
             rec.dirty_pages = dirty_pages;
-            if rec.persist == Persist::Default && needs {
+            if rec.flushed_like_default() && needs {
                 rec.mod_gen = 1;
                 rec.last_write_mono_ns = mono;
                 rec.dirty_since_mono_ns = mono;
