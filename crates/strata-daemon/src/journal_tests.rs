@@ -248,3 +248,42 @@ fn native_blobs_on_the_dir_tier_survive_and_ram_blobs_do_not() {
     assert!(core.meta.blob_lookup(b, "small").is_err(), "RAM blobs are volatile");
     core.check().unwrap();
 }
+
+#[test]
+fn the_writer_compacts_to_the_live_records_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(journal::JOURNAL_NAME);
+    let shared = Arc::new(journal::Shared::default());
+    let settings = journal::WriterSettings { sync_interval: std::time::Duration::from_millis(1), compact_min_bytes: 64 << 10 };
+    let w = journal::Writer::create(&path, State::default(), settings, shared.clone(), Arc::new(|| {})).unwrap();
+    let mut h = journal::Handle::start(w).unwrap();
+    let mut expect = State::default();
+    // 2000 batches rewriting 10 blobs: the live state is small, the log is not.
+    for seq in 1..=2000u64 {
+        let mut recs = vec![Record::BucketSet { name: "b".into(), tags: vec![], file: None }];
+        let k = seq % 10;
+        recs.push(Record::BlobSet {
+            bucket: "b".into(),
+            name: format!("k{k}"),
+            size: seq,
+            dirty: false,
+            crc: None,
+            extents: vec![Extent { logical_off: 0, len: seq, tier: 1, phys_off: seq * 4096 }],
+        });
+        if seq % 7 == 0 {
+            recs.push(Record::BlobDrop { bucket: "b".into(), name: format!("k{}", (k + 1) % 10) });
+        }
+        for r in &recs {
+            expect.apply(r.clone());
+        }
+        h.tx.send(journal::Msg::Batch { seq, records: recs }).unwrap();
+    }
+    h.stop();
+    assert!(shared.compactions.load(std::sync::atomic::Ordering::SeqCst) >= 1, "compacted at least once");
+    assert_eq!(shared.synced_seq.load(std::sync::atomic::Ordering::SeqCst), 2000);
+    let len = std::fs::metadata(&path).unwrap().len();
+    assert!(len < 200 << 10, "journal stays small: {len} bytes");
+    let scan = journal::read(&path).unwrap();
+    assert!(scan.corrupt.is_empty() && scan.torn_tail_bytes == 0);
+    assert!(same(&scan.state, &expect), "replay after compaction equals the fold of everything written");
+}
