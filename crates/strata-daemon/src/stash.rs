@@ -167,10 +167,11 @@ impl StashIo {
         Ok(h.finalize())
     }
 
-    fn run(&self, job: StashJob) -> StashDone {
+    /// Copies a job's pages; adds the tiers it needs synced to `sync`.
+    fn copy(&self, job: StashJob, sync: &mut HashSet<u32>) -> StashDone {
         let mut done = StashDone { crcs: Vec::with_capacity(job.pages.len()), bytes: 0, error: None, job };
         let mut buf = Vec::new();
-        let mut sync: HashSet<u32> = done.job.sync_tiers.iter().copied().collect();
+        sync.extend(done.job.sync_tiers.iter().copied());
         for pg in &done.job.pages {
             match &pg.dst {
                 None => done.crcs.push(None),
@@ -187,15 +188,19 @@ impl StashIo {
                 },
             }
         }
+        done
+    }
+
+    /// fdatasyncs the tier files in `sync`; the first error.
+    fn sync(&self, sync: &HashSet<u32>) -> Option<String> {
         for t in sync {
-            if let Some(Some(f)) = self.files.get(t as usize) {
+            if let Some(Some(f)) = self.files.get(*t as usize) {
                 if let Err(e) = f.sync_data() {
-                    done.error = Some(format!("fdatasync of tier {t}: {e}"));
-                    return done;
+                    return Some(format!("fdatasync of tier {t}: {e}"));
                 }
             }
         }
-        done
+        None
     }
 }
 
@@ -214,9 +219,23 @@ pub fn start(core: &mut Core, tx: mpsc::Sender<Msg>, wake: Arc<dyn Fn() + Send +
     std::thread::Builder::new().name("strata-stash".into()).spawn(move || {
         // Bounded by the channel: ends when the poller drops its sender.
         while let Ok(job) = jrx.recv() {
-            let done = io.run(job);
-            if tx.send(Msg::StashDone(Box::new(done))).is_err() {
-                return;
+            // Group commit: the jobs queued meanwhile share one fdatasync per tier.
+            let mut sync = HashSet::new();
+            let mut dones = vec![io.copy(job, &mut sync)];
+            while dones.len() < STASH_JOBS_MAX {
+                match jrx.try_recv() {
+                    Ok(j) => dones.push(io.copy(j, &mut sync)),
+                    Err(_) => break,
+                }
+            }
+            let err = io.sync(&sync);
+            for mut done in dones {
+                if done.error.is_none() {
+                    done.error = err.clone();
+                }
+                if tx.send(Msg::StashDone(Box::new(done))).is_err() {
+                    return;
+                }
             }
             wake();
         }
