@@ -37,6 +37,9 @@ const PATH_IDLE_WAIT_MAX: Duration = Duration::from_secs(60);
 const THROUGH_BYTES_MAX: usize = 64 << 20;
 /// Longest a `file_sync` poll sleeps between two looks.
 const SYNC_POLL_SLEEP_MAX: Duration = Duration::from_millis(2);
+/// For the first `SYNC_POLL_FINE` of a sync wait, polls are at most this far apart.
+const SYNC_POLL_SLEEP_FINE_MAX: Duration = Duration::from_micros(100);
+const SYNC_POLL_FINE: Duration = Duration::from_millis(50);
 
 /// What becomes of a file's bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -876,7 +879,9 @@ impl Client {
                 return Err(Error { errno: Errno::Io, context: format!("flush to the destination failed after {:?}: {why}", started.elapsed()), os: libc::EIO });
             }
             std::thread::sleep(sleep);
-            sleep = (sleep * 2).min(SYNC_POLL_SLEEP_MAX);
+            // A journaled fsync takes about a millisecond: poll finely at first.
+            let cap = if started.elapsed() < SYNC_POLL_FINE { SYNC_POLL_SLEEP_FINE_MAX } else { SYNC_POLL_SLEEP_MAX };
+            sleep = (sleep * 5 / 4).min(cap);
         }
     }
 }
