@@ -238,7 +238,7 @@ impl Core {
         match self.journal.as_mut() {
             Some(j) if j.is_nonvolatile(tier) => {
                 let rounded = self.tiers.tiers[tier as usize].round_up(len);
-                j.quarantine(tier, off, len, rounded)
+                j.release(tier, off, len, rounded)
             }
             _ => self.tiers.free_extent(tier as usize, off, len),
         }

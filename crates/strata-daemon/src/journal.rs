@@ -77,6 +77,9 @@ pub struct FileImage {
     pub trunc_min: Option<u64>,
     /// A WORKFLOW file marked for stage-out (flushed like DEFAULT).
     pub stage_out: bool,
+    /// The size at the file's last journal sync (fsync): replay never goes
+    /// below it, nor above the larger of it and the restored pages.
+    pub synced_size: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -187,6 +190,7 @@ impl Record {
                             }
                         }
                         e.u8(f.stage_out as u8);
+                        e.u64(f.synced_size);
                     }
                 }
                 K_BUCKET_SET
@@ -263,6 +267,7 @@ impl Record {
                             _ => Some(d.u64()?),
                         },
                         stage_out: d.u8()? != 0,
+                        synced_size: d.u64()?,
                     }),
                     x => return Err(format!("bad file flag {x}")),
                 };

@@ -29,6 +29,7 @@ fn sample() -> Vec<Record> {
         dest_exists: true,
         trunc_min: Some(50),
         stage_out: true,
+        synced_size: 9000,
     };
     vec![
         Record::Tier { index: 1, path: "/x/strata-tier.data".into() },
@@ -286,4 +287,36 @@ fn the_writer_compacts_to_the_live_records_and_loses_nothing() {
     let scan = journal::read(&path).unwrap();
     assert!(scan.corrupt.is_empty() && scan.torn_tail_bytes == 0);
     assert!(same(&scan.state, &expect), "replay after compaction equals the fold of everything written");
+}
+
+#[test]
+fn a_page_rewritten_in_ram_after_fsync_comes_back_as_its_fsynced_version() {
+    let mut fx = fixture(4 << 20, 64 << 20, 1 << 20);
+    let rx = journal_on(&mut fx);
+    let core = &mut fx.core;
+    let v1 = pattern(8192, 1);
+    let id = create(core, "/dest/f", Persist::Default as u32);
+    core.file_write(id, Some(0), Src::Bytes(&v1), None).unwrap();
+    let target = core.file_sync(id).unwrap();
+    pump(core, &rx, |c| c.file_sync_state(id, target).unwrap().done);
+    // Rewrite both pages (the new version lands in RAM) and extend the file,
+    // without fsync; let the journal see it all.
+    let v2 = pattern(8192 + 4096, 2);
+    crate::testutil::via_lease(core, &v2, |core, src, taken| core.file_write(id, Some(0), src, taken).unwrap());
+    assert!(core.meta.blob(core.meta.page_blob(id, 0).unwrap()).unwrap().extents.iter().any(|e| e.tier == 0), "v2 is in RAM");
+    let seq = core.journal.as_ref().unwrap().shared.written_seq.load(std::sync::atomic::Ordering::SeqCst);
+    pump(core, &rx, |c| {
+        Journal::round(c);
+        c.journal.as_ref().unwrap().shared.synced_seq.load(std::sync::atomic::Ordering::SeqCst) > seq
+    });
+    let dir = fx.crash();
+
+    let mut fx = fixture_in(dir, 4 << 20, 64 << 20, 1 << 20);
+    let _rx = journal_on(&mut fx);
+    let core = &mut fx.core;
+    let rep = core.journal.as_ref().unwrap().report.clone();
+    assert_eq!((rep.corrupt_ranges, rep.dropped_blobs, rep.crc_mismatches), (0, 0, 0), "{rep:?}");
+    assert_eq!(read_file(core, "/dest/f"), v1, "the fsync'ed version, not zeros and not the unsynced extension");
+    core.check().unwrap();
+    core.file_check().unwrap();
 }

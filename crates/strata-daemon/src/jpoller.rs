@@ -39,6 +39,9 @@ struct ShadowBlob {
     bucket: BucketId,
     bucket_name: Arc<str>,
     name: Box<str>,
+    /// (tier, offset) of the extents the journaled record points to: held
+    /// (never reused) while the record is live.
+    extents: Vec<(u32, u64)>,
 }
 
 struct ShadowBucket {
@@ -61,12 +64,19 @@ pub struct Journal {
     /// Per tier: (allocated bytes, extents) in quarantine — freed from the
     /// user's point of view, not yet reusable.
     pub quarantined_per_tier: Vec<(u64, u64)>,
+    /// Extents some live record points to → its blob.
+    held: HashMap<(u32, u64), BlobId>,
+    /// Held extents their blob no longer uses (length): freed, via the
+    /// quarantine, once the record pointing to them is superseded.
+    held_free: HashMap<(u32, u64), u64>,
     nonvolatile: Vec<bool>,
     last_emit: std::time::Instant,
     force: bool,
     /// Files with a journal sync: the highest `mod_gen` known durable
     /// through the journal (0 while the first is pending).
     pub jsynced: HashMap<BucketId, u64>,
+    /// Size of each file at its last journal sync.
+    synced_size: HashMap<BucketId, u64>,
     /// (file, generation, batch seq to be synced).
     waits: Vec<(BucketId, u64, u64)>,
     pub journal_syncs: u64,
@@ -74,7 +84,7 @@ pub struct Journal {
     pub report: ReplayReport,
 }
 
-fn bucket_record(b: &Bucket) -> Record {
+fn bucket_record(b: &Bucket, synced_size: u64) -> Record {
     let file = b.file.as_deref().map(|r| FileImage {
         size: r.size,
         mode: r.mode,
@@ -89,6 +99,7 @@ fn bucket_record(b: &Bucket) -> Record {
         dest_exists: r.dest_exists,
         trunc_min: r.trunc_min,
         stage_out: r.stage_out,
+        synced_size,
     });
     Record::BucketSet { name: b.name.to_string(), tags: b.tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect(), file }
 }
@@ -106,10 +117,13 @@ impl Journal {
             quarantine: VecDeque::new(),
             quarantined_bytes: 0,
             quarantined_per_tier: Vec::new(),
+            held: HashMap::new(),
+            held_free: HashMap::new(),
             nonvolatile,
             last_emit: std::time::Instant::now(),
             force: false,
             jsynced: HashMap::new(),
+            synced_size: HashMap::new(),
             waits: Vec::new(),
             journal_syncs: 0,
             relaxed_syncs: 0,
@@ -170,9 +184,44 @@ impl Journal {
         self.nonvolatile.get(tier as usize).copied().unwrap_or(false)
     }
 
-    /// Space of a non-volatile tier freed now: reusable once the batch that
-    /// records the free is durable.
-    pub fn quarantine(&mut self, tier: u32, off: u64, len: u64, rounded: u64) {
+    /// Space of a non-volatile tier freed by its blob: kept while a live
+    /// record points to it, then reusable once the batch that records the
+    /// free is durable.
+    pub fn release(&mut self, tier: u32, off: u64, len: u64, rounded: u64) {
+        if self.held.contains_key(&(tier, off)) {
+            self.held_free.insert((tier, off), len);
+            self.account(tier, rounded as i64, 1);
+            return;
+        }
+        self.quarantine(tier, off, len, rounded);
+    }
+
+    fn account(&mut self, tier: u32, bytes: i64, extents: i64) {
+        let t = tier as usize;
+        if self.quarantined_per_tier.len() <= t {
+            self.quarantined_per_tier.resize(t + 1, (0, 0));
+        }
+        let q = &mut self.quarantined_per_tier[t];
+        q.0 = (q.0 as i64 + bytes).max(0) as u64;
+        q.1 = (q.1 as i64 + extents).max(0) as u64;
+    }
+
+    /// The record of `id` stops pointing to `extents`: those its blob freed
+    /// meanwhile go to the quarantine of the batch being built.
+    fn unhold(&mut self, id: BlobId, extents: &[(u32, u64)], core: &Core) {
+        for k in extents {
+            if self.held.get(k) == Some(&id) {
+                self.held.remove(k);
+                if let Some(len) = self.held_free.remove(k) {
+                    let rounded = core.tiers.tiers[k.0 as usize].round_up(len);
+                    self.account(k.0, -(rounded as i64), -1);
+                    self.quarantine(k.0, k.1, len, rounded);
+                }
+            }
+        }
+    }
+
+    fn quarantine(&mut self, tier: u32, off: u64, len: u64, rounded: u64) {
         self.quarantine.push_back((self.next_seq, tier, off, len));
         self.quarantined_bytes += len;
         let t = tier as usize;
@@ -183,12 +232,29 @@ impl Journal {
         self.quarantined_per_tier[t].1 += 1;
     }
 
+    /// The blob still belongs to what is journaled (ignoring where its bytes are).
+    fn blob_kind_ok(&self, core: &Core, blob: &Blob) -> bool {
+        let Ok(b) = core.meta.bucket(blob.bucket) else { return false };
+        if b.name.starts_with(ORPHAN_PREFIX) {
+            return false;
+        }
+        match b.file.as_deref() {
+            None => true,
+            Some(rec) => match rec.persist {
+                Persist::Scratch => false,
+                Persist::Workflow => true,
+                Persist::Default => blob.dirty,
+            },
+        }
+    }
+
     /// Journals the sync of file `id` at generation `gen`: its state is
     /// emitted now; `jsynced` reaches `gen` once that batch is durable.
-    pub fn sync_file(&mut self, id: BucketId, gen: u64) -> bool {
+    pub fn sync_file(&mut self, id: BucketId, gen: u64, size: u64) -> bool {
         if self.waits.len() >= SYNC_WAITS_MAX {
             return false;
         }
+        self.synced_size.insert(id, size);
         self.jsynced.entry(id).or_insert(0);
         self.waits.push((id, gen, self.next_seq));
         self.force = true;
@@ -200,19 +266,7 @@ impl Journal {
     }
 
     fn blob_worthy(&self, core: &Core, blob: &Blob) -> bool {
-        let Ok(b) = core.meta.bucket(blob.bucket) else { return false };
-        if b.name.starts_with(ORPHAN_PREFIX) {
-            return false;
-        }
-        let kind_ok = match b.file.as_deref() {
-            None => true,
-            Some(rec) => match rec.persist {
-                Persist::Scratch => false,
-                Persist::Workflow => true,
-                Persist::Default => blob.dirty,
-            },
-        };
-        kind_ok && blob.extents.iter().all(|e| e.is_hole() || self.is_nonvolatile(e.tier))
+        self.blob_kind_ok(core, blob) && blob.extents.iter().all(|e| e.is_hole() || self.is_nonvolatile(e.tier))
     }
 
     fn bucket_worthy(&self, b: &Bucket) -> bool {
@@ -271,16 +325,30 @@ impl Journal {
             let worthy = cur.is_some_and(|b| self.blob_worthy(core, b));
             let cur_bucket_name = cur.and_then(|b| core.meta.bucket(b.bucket).ok()).map(|b| &*b.name);
             if let Some(old) = self.shadow_blobs.get(&id) {
-                let same = worthy && cur.is_some_and(|b| b.bucket == old.bucket && b.name == old.name) && cur_bucket_name == Some(&*old.bucket_name);
-                if !same {
+                let same_key = cur.is_some_and(|b| b.bucket == old.bucket && b.name == old.name) && cur_bucket_name == Some(&*old.bucket_name);
+                // A newer version only in RAM: the record keeps pointing to the
+                // last durable one (its extents stay held) until a newer one is.
+                if same_key && !worthy && cur.is_some_and(|b| self.blob_kind_ok(core, b)) {
+                    continue;
+                }
+                if !(same_key && worthy) {
                     blob_drops.push(Record::BlobDrop { bucket: old.bucket_name.to_string(), name: old.name.to_string() });
-                    let old_bucket = old.bucket;
-                    self.shadow_blobs.remove(&id);
-                    self.count(old_bucket, -1);
-                    buckets.insert(old_bucket);
+                    let old = self.shadow_blobs.remove(&id).expect("checked");
+                    self.unhold(id, &old.extents, core);
+                    self.count(old.bucket, -1);
+                    buckets.insert(old.bucket);
                 }
             }
             if let (true, Some(b), Some(bname)) = (worthy, cur, cur_bucket_name) {
+                let extents: Vec<(u32, u64)> = b.extents.iter().filter(|e| !e.is_hole()).map(|e| (e.tier, e.phys_off)).collect();
+                if let Some(old) = self.shadow_blobs.get_mut(&id) {
+                    let gone: Vec<(u32, u64)> = old.extents.iter().filter(|k| !extents.contains(k)).copied().collect();
+                    old.extents = extents.clone();
+                    self.unhold(id, &gone, core);
+                }
+                for k in &extents {
+                    self.held.insert(*k, id);
+                }
                 blob_sets.push(Record::BlobSet {
                     bucket: bname.to_string(),
                     name: b.name.to_string(),
@@ -290,7 +358,7 @@ impl Journal {
                     extents: b.extents.iter().filter(|e| !e.is_hole()).copied().collect(),
                 });
                 if !self.shadow_blobs.contains_key(&id) {
-                    self.shadow_blobs.insert(id, ShadowBlob { bucket: b.bucket, bucket_name: bname.into(), name: b.name.clone() });
+                    self.shadow_blobs.insert(id, ShadowBlob { bucket: b.bucket, bucket_name: bname.into(), name: b.name.clone(), extents });
                     self.count(b.bucket, 1);
                     buckets.insert(b.bucket);
                 }
@@ -301,6 +369,7 @@ impl Journal {
             let worthy = cur.is_some_and(|b| self.bucket_worthy(b));
             if cur.is_none() {
                 self.jsynced.remove(&id);
+                self.synced_size.remove(&id);
             }
             if let Some(old) = self.shadow_buckets.get(&id) {
                 if !worthy || cur.is_some_and(|b| *b.name != *old.name) {
@@ -308,7 +377,12 @@ impl Journal {
                     self.shadow_buckets.remove(&id);
                     if !worthy && self.blob_counts.contains_key(&id) {
                         // Its blob records died with the bucket record.
-                        self.shadow_blobs.retain(|_, s| s.bucket != id);
+                        let dead: Vec<BlobId> = self.shadow_blobs.iter().filter(|(_, s)| s.bucket == id).map(|(b, _)| *b).collect();
+                        for b in dead {
+                            if let Some(s) = self.shadow_blobs.remove(&b) {
+                                self.unhold(b, &s.extents, core);
+                            }
+                        }
                         self.blob_counts.remove(&id);
                     }
                 }
@@ -320,7 +394,7 @@ impl Journal {
                 }
                 continue;
             }
-            let rec = bucket_record(b);
+            let rec = bucket_record(b, self.synced_size.get(&id).copied().unwrap_or(0));
             let mut enc = Vec::new();
             rec.encode(&mut enc);
             let hash = crc32fast::hash(&enc);

@@ -179,10 +179,12 @@ pub fn replay(core: &mut Core, scan: &Scan) -> ReplayReport {
             }
         }
         if let Ok(rec) = core.meta.file_mut(id) {
-            if end_max > rec.size {
-                // A page reached the tier after the last record of the size.
-                rec.size = end_max;
-            }
+            let f = file.as_ref().expect("a file record");
+            // Bytes past what was synced, the restored pages and the
+            // destination's valid bytes never reached a non-volatile tier:
+            // the file ends where its durable bytes do.
+            let durable_end = f.synced_size.max(end_max).max(if f.dest_exists { f.dest_size } else { 0 });
+            rec.size = rec.size.min(durable_end).max(end_max);
             rec.dest_size = rec.dest_size.min(rec.size);
             let needs = !dirty_pages.is_empty() || rec.trunc_min.is_some() || !rec.dest_exists || rec.dest_size != rec.size;
             rec.dirty_pages = dirty_pages;

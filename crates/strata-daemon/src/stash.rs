@@ -487,10 +487,11 @@ pub fn complete(core: &mut Core, done: StashDone) {
     }
     core.stash.retries.remove(&job.file);
     core.meta.touched.bucket(job.file);
+    let size = core.meta.file(job.file).map(|r| r.size).unwrap_or(0);
     let queued = match core.journal.as_mut() {
         Some(j) => {
             j.journal_syncs += 1;
-            j.sync_file(job.file, job.gen)
+            j.sync_file(job.file, job.gen, size)
         }
         None => false,
     };
