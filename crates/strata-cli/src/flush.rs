@@ -2,7 +2,7 @@
 //! daemon to flush the DEFAULT-mode files under some paths now, then poll
 //! their flush state until nothing is dirty (or only failed files remain).
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
@@ -17,18 +17,7 @@ const BAR_AFTER: Duration = Duration::from_millis(500);
 /// normalised: no `.`, no `..`, no trailing or doubled `/`. Symbolic links
 /// are not resolved — the file model names files the same way.
 pub fn absolute(path: &Path) -> Result<PathBuf> {
-    let joined = if path.is_absolute() { path.to_path_buf() } else { std::env::current_dir()?.join(path) };
-    let mut out = PathBuf::from("/");
-    for c in joined.components() {
-        match c {
-            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::Normal(n) => out.push(n),
-        }
-    }
-    Ok(out)
+    Ok(strata_client::stage::absolute(path)?)
 }
 
 fn path_strings(paths: &[PathBuf]) -> Vec<String> {
