@@ -1,0 +1,157 @@
+//! A destination that fails and then recovers loses nothing: writes and
+//! fsyncs succeed from the buffer (journaled on the dir tier), the flusher
+//! reports the failure (`strata drain status`: failed + the error) and keeps
+//! retrying, and once the destination is back `strata drain wait` delivers
+//! every byte. Three ways to fail: out of space (a size-limited tmpfs that is
+//! then grown), read-only (a read-only bind mount, since we may run as root
+//! and permission bits do not stop root), and unreachable (the destination
+//! directory moved away). The mounts need CAP_SYS_ADMIN: without it those
+//! cases print SKIP.
+
+mod adapter_util;
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use adapter_util::*;
+use common::{TestDaemon, Tiers};
+
+/// No background flushing: flushes happen when the test asks.
+const TIERS: Tiers = Tiers { ram: "64MiB", disk: Some("256MiB"), extra_yaml: "flush:\n  interval: 1h\n" };
+
+const WRITER_PY: &str = r#"
+import os, sys
+d = sys.argv[1]
+for name, n, seed in (("small", 100, 1), ("medium", 1 << 20, 2), ("large", 6 << 20, 3)):
+    data = bytes((i * seed + (i >> 12)) % 251 for i in range(n))
+    fd = os.open(os.path.join(d, name), os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+    os.write(fd, data)
+    os.fsync(fd)
+    os.close(fd)
+print("written")
+"#;
+
+fn expected() -> Vec<(&'static str, Vec<u8>)> {
+    [("small", 100usize, 1usize), ("medium", 1 << 20, 2), ("large", 6 << 20, 3)]
+        .iter()
+        .map(|&(name, n, seed)| (name, (0..n).map(|i| ((i * seed + (i >> 12)) % 251) as u8).collect()))
+        .collect()
+}
+
+fn sh(cmd: &str) -> bool {
+    Command::new("sh").arg("-c").arg(cmd).status().map(|s| s.success()).unwrap_or(false)
+}
+
+fn write_files(d: &TestDaemon, dir: &Path) {
+    let mut c = Command::new("python3");
+    c.arg("-c")
+        .arg(WRITER_PY)
+        .arg(dir)
+        .env("LD_PRELOAD", preload_lib())
+        .env("STRATA_CONFIG", &d.config)
+        .env("STRATA_SOCKET", &d.socket)
+        .env("STRATA_INCLUDE", dir)
+        .env("STRATA_MODE", "default");
+    let out = c.output().unwrap();
+    assert!(out.status.success(), "writer failed: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Asks for a flush and waits (bounded) until `drain status` reports a
+/// failed file; returns its error text.
+fn flush_until_failed(d: &TestDaemon) -> String {
+    let started = Instant::now();
+    loop {
+        let _ = d.cmd().args(["flush"]).output().unwrap();
+        let out = d.cmd().args(["drain", "status", "--json"]).output().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+        if v["failed_files"].as_u64().unwrap_or(0) > 0 {
+            let files = v["files"].as_array().cloned().unwrap_or_default();
+            let f = files.iter().find(|f| f["state"] == "failed").expect("a failed row");
+            return f["error"].as_str().unwrap_or("").to_string();
+        }
+        assert!(started.elapsed() < Duration::from_secs(120), "the failure was never reported: {}", String::from_utf8_lossy(&out.stdout));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn drain_and_check(d: &TestDaemon, dir: &Path) {
+    let out = d.cmd().args(["drain", "wait", "--timeout", "300"]).output().unwrap();
+    assert!(out.status.success(), "drain wait after recovery: {} {}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    for (name, want) in expected() {
+        let got = std::fs::read(dir.join(name)).unwrap_or_default();
+        assert!(got == want, "{name}: {} bytes at the destination, want {}", got.len(), want.len());
+    }
+    let st = d.status();
+    assert_eq!(st.files.dirty_files, 0, "{:?}", st.files);
+}
+
+#[test]
+fn out_of_space_then_grown() {
+    if !require("python3", "python3") {
+        return;
+    }
+    let d = TestDaemon::start_with(TIERS);
+    let base = tempfile::tempdir().unwrap();
+    let dir = base.path().join("pfs");
+    std::fs::create_dir(&dir).unwrap();
+    if !sh(&format!("mount -t tmpfs -o size=4m strata-test {}", dir.display())) {
+        eprintln!("SKIP out_of_space_then_grown: mounting a tmpfs needs CAP_SYS_ADMIN");
+        return;
+    }
+    struct Umount(std::path::PathBuf);
+    impl Drop for Umount {
+        fn drop(&mut self) {
+            sh(&format!("umount -l {}", self.0.display()));
+        }
+    }
+    let _u = Umount(dir.clone());
+    write_files(&d, &dir);
+    let err = flush_until_failed(&d);
+    assert!(err.contains("space") || err.contains("ENOSPC") || err.contains("28"), "the error names the cause: {err:?}");
+    assert!(sh(&format!("mount -o remount,size=64m {}", dir.display())), "grow the tmpfs");
+    drain_and_check(&d, &dir);
+}
+
+#[test]
+fn read_only_then_writable() {
+    if !require("python3", "python3") {
+        return;
+    }
+    let d = TestDaemon::start_with(TIERS);
+    let base = tempfile::tempdir().unwrap();
+    let dir = base.path().join("pfs");
+    std::fs::create_dir(&dir).unwrap();
+    write_files(&d, &dir);
+    if !sh(&format!("mount --bind {0} {0} && mount -o remount,ro,bind {0}", dir.display())) {
+        sh(&format!("umount {} 2>/dev/null", dir.display()));
+        eprintln!("SKIP read_only_then_writable: a read-only bind mount needs CAP_SYS_ADMIN");
+        return;
+    }
+    let err = flush_until_failed(&d);
+    let _ = sh(&format!("mount -o remount,rw,bind {}", dir.display()));
+    let _ = sh(&format!("umount {}", dir.display()));
+    assert!(err.to_lowercase().contains("read-only") || err.contains("EROFS") || err.contains("30"), "the error names the cause: {err:?}");
+    drain_and_check(&d, &dir);
+}
+
+#[test]
+fn unreachable_then_back() {
+    if !require("python3", "python3") {
+        return;
+    }
+    let d = TestDaemon::start_with(TIERS);
+    let base = tempfile::tempdir().unwrap();
+    let dir = base.path().join("pfs");
+    std::fs::create_dir(&dir).unwrap();
+    write_files(&d, &dir);
+    let away = base.path().join("pfs.away");
+    std::fs::rename(&dir, &away).unwrap();
+    let err = flush_until_failed(&d);
+    assert!(!err.is_empty(), "the error is reported");
+    // Nothing was written anywhere else meanwhile.
+    assert!(!dir.exists(), "the flusher must not recreate a vanished destination directory");
+    std::fs::rename(&away, &dir).unwrap();
+    drain_and_check(&d, &dir);
+}
