@@ -63,6 +63,9 @@ pub fn summary(r: &DrainReply) -> String {
     s
 }
 
+/// A flush in flight this long is shown as stalled (the daemon logs it too).
+const STALLED_MS: u64 = 10_000;
+
 pub fn table(r: &DrainReply) -> String {
     let mut t = Table::new(&["PATH", "STATE", "SIZE", "DIRTY", "FLUSHED", "ERROR"]);
     for f in &r.files {
@@ -71,7 +74,11 @@ pub fn table(r: &DrainReply) -> String {
             (Some(e), None) => e.clone(),
             (None, _) => String::new(),
         };
-        t.row(vec![f.path.clone(), f.state.as_str().to_string(), format_size(f.size_bytes), format_size(f.dirty_bytes), format_size(f.flushed_bytes_total), err]);
+        let state = match f.flushing_ms {
+            Some(ms) if f.state == DrainState::Flushing && ms >= STALLED_MS => format!("flushing (stalled {} s)", ms / 1000),
+            _ => f.state.as_str().to_string(),
+        };
+        t.row(vec![f.path.clone(), state, format_size(f.size_bytes), format_size(f.dirty_bytes), format_size(f.flushed_bytes_total), err]);
     }
     t.render()
 }
@@ -218,7 +225,7 @@ mod tests {
     use strata_proto::control::DrainFile;
 
     fn file(path: &str, state: DrainState) -> DrainFile {
-        DrainFile { path: path.into(), state, size_bytes: 10, dirty_bytes: 4, flushed_bytes_total: 6, error: None, retry_in_ms: None, failures: 0 }
+        DrainFile { path: path.into(), state, size_bytes: 10, dirty_bytes: 4, flushed_bytes_total: 6, error: None, retry_in_ms: None, failures: 0, flushing_ms: None }
     }
 
     #[test]
@@ -241,6 +248,17 @@ mod tests {
         assert!(t.starts_with("PATH"), "{t}");
         assert!(t.contains("failed") && t.contains("attempt 2, retry in 1.5s"), "{t}");
         assert_eq!(summary(&r), "2 files: 1 persisted, 0 dirty, 0 flushing, 1 failed; 4B not yet persisted");
+    }
+
+    #[test]
+    fn a_long_flush_shows_as_stalled() {
+        let mut f = file("/a/h", DrainState::Flushing);
+        f.flushing_ms = Some(42_500);
+        let mut g = file("/a/g", DrainState::Flushing);
+        g.flushing_ms = Some(300);
+        let t = table(&DrainReply { files: vec![f, g], flushing_files: 2, ..Default::default() });
+        assert!(t.contains("flushing (stalled 42 s)"), "{t}");
+        assert_eq!(t.matches("stalled").count(), 1, "{t}");
     }
 
     #[test]

@@ -217,6 +217,7 @@ fn drain_file(core: &Core, flusher: Option<&Flusher>, id: strata_meta::BucketId,
             _ => None,
         },
         failures: backoff.map_or(0, |b| b.failures),
+        flushing_ms: flusher.and_then(|f| f.in_flight_for_ns(id, now)).map(|ns| ns / 1_000_000),
     }
 }
 

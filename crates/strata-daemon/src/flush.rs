@@ -128,7 +128,15 @@ struct InFlight {
     pin: u64,
     /// Destination path the job writes.
     path: String,
+    /// When the job was queued (monotonic ns).
+    since_mono_ns: u64,
+    /// A stall warning was logged for this job.
+    warned: bool,
 }
+
+/// A job in flight for longer than this is reported as stalled (a hung
+/// destination mount): logged once, shown by `strata drain status`.
+pub const STALL_WARN_NS: u64 = 10_000_000_000;
 
 /// Token bucket shared by the workers (`flush.bandwidth_max`).
 struct Throttle {
@@ -437,6 +445,23 @@ impl Flusher {
         self.in_flight.contains_key(&id)
     }
 
+    /// How long the job of file `id` has been in flight (ns), if one is.
+    pub fn in_flight_for_ns(&self, id: BucketId, now_mono_ns: u64) -> Option<u64> {
+        self.in_flight.get(&id).map(|f| now_mono_ns.saturating_sub(f.since_mono_ns))
+    }
+
+    /// Logs, once per job, the jobs in flight for longer than `STALL_WARN_NS`.
+    fn warn_stalled(&mut self, now: u64) {
+        // Bounded: at most 2 × flush.threads jobs are in flight.
+        for f in self.in_flight.values_mut() {
+            let age = now.saturating_sub(f.since_mono_ns);
+            if !f.warned && age >= STALL_WARN_NS {
+                f.warned = true;
+                tracing::warn!(path = f.path, seconds = age / 1_000_000_000, "flush stalled: the destination has not answered (hung mount?); other files keep flushing on the other threads");
+            }
+        }
+    }
+
     /// No job writes `path` and no clean-up unlink is pending (a client
     /// unlinking the destination waits for this, so a job overtaken by the
     /// unlink cannot re-create the file after it).
@@ -470,6 +495,7 @@ impl Flusher {
         }
         self.last_tick_mono_ns = now;
         core.files.kick = false;
+        self.warn_stalled(now);
         let Some(queue) = self.queue.clone() else { return };
         // Destination unlinks first (bounded by the queue's spare room).
         while let Some(p) = self.unlinks_pending.pop_front() {
@@ -524,7 +550,7 @@ impl Flusher {
             }
             match queue.try_send(Work::Flush(job)) {
                 Ok(()) => {
-                    self.in_flight.insert(file, InFlight { job_id, pin, path });
+                    self.in_flight.insert(file, InFlight { job_id, pin, path, since_mono_ns: now, warned: false });
                     core.files.cancels.insert(file, cancel);
                 }
                 Err(TrySendError::Full(Work::Flush(job))) | Err(TrySendError::Disconnected(Work::Flush(job))) => {

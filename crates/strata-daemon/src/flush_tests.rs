@@ -258,3 +258,47 @@ fn control_flush_marks_matching_files_and_large_files_split_into_jobs() {
     let st = flush::flush_state(core, &f, &[]);
     assert_eq!(st.dirty_files, 1);
 }
+
+#[test]
+fn a_hung_destination_does_not_stop_other_files_and_is_reported() {
+    let mut fx = fixture(8 << 20, 64 << 20, 1 << 20);
+    let hung = dest(&fx, "hung");
+    let fine = dest(&fx, "fine");
+    let (mut f, rx) = start(&fx.core, 2, 0.0);
+    let core = &mut fx.core;
+    let h = create(core, &hung);
+    write(core, h, 0, b"stuck");
+    // A FIFO with no reader: opening it for writing blocks like a hung mount.
+    let c = std::ffi::CString::new(hung.clone()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    core.files.kick = true;
+    f.tick(core);
+    assert!(f.is_in_flight(h));
+    // Another file flushes on the other worker meanwhile.
+    let ok = create(core, &fine);
+    write(core, ok, 0, b"fine");
+    for _ in 0..10_000 {
+        core.files.kick = true;
+        f.tick(core);
+        if std::fs::read(&fine).is_ok_and(|b| b == b"fine") && !f.is_in_flight(ok) {
+            break;
+        }
+        complete_one(core, &mut f, &rx);
+    }
+    assert_eq!(std::fs::read(&fine).unwrap(), b"fine");
+    // The hung one is still flushing, and drain status says for how long.
+    let r = crate::drain::drain_status(core, Some(&f), &[hung.clone()]);
+    assert_eq!(r.files.len(), 1);
+    assert_eq!(r.files[0].state, strata_proto::control::DrainState::Flushing);
+    assert!(r.files[0].flushing_ms.is_some());
+    // Unblock it (a reader appears), then let it finish or fail; data stays.
+    let reader = std::fs::File::open(&hung).unwrap();
+    complete_one(core, &mut f, &rx);
+    drop(reader);
+    std::fs::remove_file(&hung).unwrap();
+    // A failed attempt waits for its backoff; `strata flush` skips it.
+    crate::flush::flush_paths(core, &f, &[]);
+    flush_all(core, &mut f, &rx);
+    assert_eq!(std::fs::read(&hung).unwrap(), b"stuck", "retried onto a regular file once the FIFO is gone");
+    f.stop();
+}

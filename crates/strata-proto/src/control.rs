@@ -244,6 +244,10 @@ pub struct DrainFile {
     /// Consecutive failed attempts.
     #[serde(default)]
     pub failures: u32,
+    /// `flushing`: milliseconds since its job was queued (a large value
+    /// means a stalled destination, e.g. a hung mount).
+    #[serde(default)]
+    pub flushing_ms: Option<u64>,
 }
 
 /// Answer to `DrainStatus`. The counts cover every matching file, also
