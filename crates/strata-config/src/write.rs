@@ -153,7 +153,7 @@ pub(crate) fn to_yaml(c: &Config) -> String {
     o.section("flush", "");
     o.line(2, "enabled", &f.enabled.to_string(), "");
     o.line(2, "interval", &format_duration_us(f.interval_ms * 1e3), "");
-    o.line(2, "threads", &f.threads.to_string(), "1..=64");
+    o.line(2, "threads", &f.threads.to_string(), "1..=64; the flusher adapts how many run at once to the destination");
     o.line(2, "bandwidth_max", &format_bandwidth_mib_s(f.bandwidth_max_mib_s), "0 = unlimited");
 
     let g = &c.organizer;

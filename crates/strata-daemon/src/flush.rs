@@ -382,6 +382,8 @@ pub struct Flusher {
     workers: Vec<JoinHandle<()>>,
     in_flight: HashMap<BucketId, InFlight>,
     in_flight_max: usize,
+    /// Bandwidth-aware limit on concurrent jobs (`flush_conc`).
+    conc: crate::flush_conc::Concurrency,
     unlinks_pending: VecDeque<String>,
     unlinks_queued: Arc<AtomicUsize>,
     next_job: u64,
@@ -421,6 +423,7 @@ impl Flusher {
             workers,
             in_flight: HashMap::new(),
             in_flight_max,
+            conc: crate::flush_conc::Concurrency::new(threads, 0),
             unlinks_pending: VecDeque::new(),
             unlinks_queued,
             next_job: 1,
@@ -439,6 +442,17 @@ impl Flusher {
 
     pub fn in_flight(&self) -> usize {
         self.in_flight.len()
+    }
+
+    /// Jobs that may be in flight now: the adaptive limit (all threads
+    /// while draining at shutdown would not be faster than the best found).
+    fn jobs_limit(&self) -> usize {
+        self.conc.limit().min(self.in_flight_max)
+    }
+
+    /// The current adaptive limit on concurrent flush jobs.
+    pub fn concurrency(&self) -> usize {
+        self.conc.limit()
     }
 
     pub fn is_in_flight(&self, id: BucketId) -> bool {
@@ -513,7 +527,8 @@ impl Flusher {
                 }
             }
         }
-        if core.files.dirty.is_empty() || self.in_flight.len() >= self.in_flight_max {
+        let limit = self.jobs_limit();
+        if core.files.dirty.is_empty() || self.in_flight.len() >= limit {
             return;
         }
         // A bounded slice of the dirty set, round robin from the cursor.
@@ -533,7 +548,7 @@ impl Flusher {
         }
         for id in ids {
             self.cursor = Some(id);
-            if self.in_flight.len() >= self.in_flight_max {
+            if self.in_flight.len() >= limit {
                 break;
             }
             if self.in_flight.contains_key(&id) {
@@ -676,6 +691,12 @@ impl Flusher {
 
     /// Handles a worker's report (poller thread).
     pub fn complete(&mut self, core: &mut Core, done: JobDone) {
+        let before = self.conc.limit();
+        let backlog = core.files.dirty.len() > self.in_flight.len();
+        let limit = self.conc.observe(done.bytes, backlog, core.mono_ns());
+        if limit != before {
+            tracing::debug!(from = before, to = limit, mib_s = self.conc.last_mib_s().unwrap_or(0.0), "flush concurrency adapted to the destination");
+        }
         let job = &done.job;
         match self.in_flight.get(&job.file) {
             Some(f) if f.job_id == job.id => {

@@ -21,6 +21,7 @@ pub mod files_evict;
 pub mod files_hold;
 pub mod files_list;
 pub mod flush;
+pub mod flush_conc;
 pub mod journal;
 pub mod jpoller;
 pub mod jreplay;
