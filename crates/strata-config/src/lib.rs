@@ -424,11 +424,15 @@ pub struct FlushConfig {
     pub threads: u32,
     /// 0 = unlimited.
     pub bandwidth_max_mib_s: f64,
+    /// Read every flushed page back and compare checksums (a mismatch is a
+    /// failed flush, retried).
+    #[serde(default)]
+    pub verify: bool,
 }
 
 impl Default for FlushConfig {
     fn default() -> Self {
-        FlushConfig { enabled: true, interval_ms: 100.0, threads: 4, bandwidth_max_mib_s: 0.0 }
+        FlushConfig { enabled: true, interval_ms: 100.0, threads: 4, bandwidth_max_mib_s: 0.0, verify: false }
     }
 }
 

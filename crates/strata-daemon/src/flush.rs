@@ -181,6 +181,8 @@ pub struct FlushIo {
     /// Index = tier index; None for the RAM tier.
     tier_files: Vec<Option<File>>,
     throttle: Option<Throttle>,
+    /// `flush.verify`: read every written page back and compare checksums.
+    pub verify: bool,
 }
 
 impl FlushIo {
@@ -193,7 +195,7 @@ impl FlushIo {
                 Backing::Dir { path, .. } => Some(File::open(path)?),
             });
         }
-        Ok(FlushIo { arena, ram: core.tiers.ram.map(|r| r as u32), tier_files, throttle: Throttle::new(bandwidth_max_mib_s) })
+        Ok(FlushIo { arena, ram: core.tiers.ram.map(|r| r as u32), tier_files, throttle: Throttle::new(bandwidth_max_mib_s), verify: false })
     }
 
     fn throttle(&self, n: u64) {
@@ -259,6 +261,51 @@ impl FlushIo {
         Ok(pg.len)
     }
 
+    /// CRC32 of page `pg` as the buffer holds it (gaps are zeros).
+    fn source_crc(&self, pg: &JobPage, buf: &mut Vec<u8>) -> std::result::Result<u32, String> {
+        let mut h = crc32fast::Hasher::new();
+        let zeros = |h: &mut crc32fast::Hasher, mut n: u64| {
+            static Z: [u8; 64 << 10] = [0u8; 64 << 10];
+            // Bounded: 64 KiB per round.
+            while n > 0 {
+                let k = n.min(Z.len() as u64);
+                h.update(&Z[..k as usize]);
+                n -= k;
+            }
+        };
+        let mut pos = 0u64;
+        for e in &pg.extents {
+            zeros(&mut h, e.page_off - pos);
+            buf.resize(e.len as usize, 0);
+            if Some(e.tier) == self.ram {
+                let end = e.phys_off.checked_add(e.len).filter(|x| *x <= self.arena.len() as u64).ok_or("internal: extent outside the arena")?;
+                // SAFETY: bounds checked; the extent is pinned until the job completes.
+                let src = unsafe { std::slice::from_raw_parts(self.arena.as_ptr().add(e.phys_off as usize), (end - e.phys_off) as usize) };
+                h.update(src);
+            } else {
+                let tf = self.tier_files.get(e.tier as usize).and_then(|t| t.as_ref()).ok_or("internal: no tier file")?;
+                tf.read_exact_at(&mut buf[..], e.phys_off).map_err(|x| format!("tier read: {x}"))?;
+                h.update(buf);
+            }
+            pos = e.page_off + e.len;
+        }
+        zeros(&mut h, pg.len - pos);
+        Ok(h.finalize())
+    }
+
+    /// `flush.verify`: reads page `pg` back from the destination and
+    /// compares its checksum with the buffer's; a mismatch fails the job.
+    pub(crate) fn verify_page(&self, f: &File, pg: &JobPage, buf: &mut Vec<u8>) -> std::result::Result<(), String> {
+        let want = self.source_crc(pg, buf)?;
+        buf.resize(pg.len as usize, 0);
+        f.read_exact_at(&mut buf[..], pg.file_off).map_err(|e| format!("read back of page {}: {e}", pg.index))?;
+        let got = crc32fast::hash(buf);
+        if got != want {
+            return Err(format!("read back of page {} (offset {}): checksum {got:08x} differs from the buffer's {want:08x}", pg.index, pg.file_off));
+        }
+        Ok(())
+    }
+
     /// Executes a job (worker thread).
     pub fn run_job(&self, job: Job) -> JobDone {
         let mut done = JobDone { job, touched: false, bytes: 0, error: None, cancelled: false };
@@ -268,7 +315,7 @@ impl FlushIo {
             return done;
         }
         let mut opts = OpenOptions::new();
-        opts.write(true).create(true).mode(job.mode & 0o7777);
+        opts.write(true).read(self.verify).create(true).mode(job.mode & 0o7777);
         if !job.dest_exists {
             opts.truncate(true);
         }
@@ -305,6 +352,11 @@ impl FlushIo {
             }
             if job.durable {
                 f.sync_data().map_err(|e| format!("fdatasync: {e}"))?;
+            }
+            if self.verify {
+                for pg in &job.pages {
+                    self.verify_page(&f, pg, &mut buf)?;
+                }
             }
             Ok((bytes, false))
         })();

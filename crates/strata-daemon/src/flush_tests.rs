@@ -302,3 +302,42 @@ fn a_hung_destination_does_not_stop_other_files_and_is_reported() {
     assert_eq!(std::fs::read(&hung).unwrap(), b"stuck", "retried onto a regular file once the FIFO is gone");
     f.stop();
 }
+
+#[test]
+fn verify_reads_pages_back_and_catches_a_mismatch() {
+    let mut fx = fixture(8 << 20, 64 << 20, 1 << 20);
+    let path = dest(&fx, "v.bin");
+    // Positive path: a flush with read-back succeeds and the bytes are right.
+    let (tx, rx) = mpsc::channel();
+    let mut io = FlushIo::open(&fx.core, 0.0).unwrap();
+    io.verify = true;
+    let s = FlushSettings { enabled: true, interval_ns: 1, threads: 2, bandwidth_max_mib_s: 0.0 };
+    let mut f = Flusher::start(s, io, tx, Arc::new(|| {})).unwrap();
+    let core = &mut fx.core;
+    let id = create(core, &path);
+    let model = pattern(3 * PAGE + 10, 5);
+    write(core, id, 0, &model);
+    flush_all(core, &mut f, &rx);
+    assert_eq!(std::fs::read(&path).unwrap(), model);
+    assert!(core.meta.file(id).unwrap().flush_error.is_none());
+    f.stop();
+    // The check itself: a page whose destination bytes differ is refused.
+    let bid = core.meta.page_blob(id, 1).unwrap();
+    let e = core.meta.blob(bid).unwrap().extents[0];
+    let pg = flush::JobPage {
+        index: 1,
+        blob: bid,
+        gen: 0,
+        file_off: PAGE as u64,
+        len: PAGE as u64,
+        extents: vec![flush::JobExtent { tier: e.tier, phys_off: e.phys_off, page_off: 0, len: PAGE as u64 }],
+    };
+    let mut io = FlushIo::open(core, 0.0).unwrap();
+    io.verify = true;
+    let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+    let mut buf = Vec::new();
+    io.verify_page(&file, &pg, &mut buf).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&file, b"X", PAGE as u64 + 17).unwrap();
+    let err = io.verify_page(&file, &pg, &mut buf).unwrap_err();
+    assert!(err.contains("checksum"), "{err}");
+}

@@ -364,7 +364,8 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
     tracing::info!(socket = %socket.display(), tiers = cfg.devices.len(), "strata daemon ready");
     ready(&socket);
 
-    let flush_io = flush::FlushIo::open(&core, cfg.flush.bandwidth_max_mib_s).context("cannot open the tiers for the flusher")?;
+    let mut flush_io = flush::FlushIo::open(&core, cfg.flush.bandwidth_max_mib_s).context("cannot open the tiers for the flusher")?;
+    flush_io.verify = cfg.flush.verify;
     let log_path = drain::event_log_path(&socket);
     let log = match drain::EventLog::start(&log_path) {
         Ok(l) => Some(l),
