@@ -28,7 +28,6 @@ use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use strata_meta::Persist;
 use strata_proto::control::{DrainFile, DrainReply, DrainState};
 
 use crate::core::Core;
@@ -233,7 +232,7 @@ pub fn drain_status_limited(core: &Core, flusher: Option<&Flusher>, paths: &[Str
     let mut ids: Vec<(&str, strata_meta::BucketId)> = core
         .meta
         .files()
-        .filter(|(id, name, rec)| rec.persist == Persist::Default && !core.file_is_orphan(*id) && matches(name, paths))
+        .filter(|(id, name, rec)| rec.flushed_like_default() && !core.file_is_orphan(*id) && matches(name, paths))
         .map(|(id, name, _)| (name, id))
         .collect();
     ids.sort_unstable();
