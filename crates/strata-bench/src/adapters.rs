@@ -509,6 +509,7 @@ pub fn run(a: AdaptersArgs, socket: &Path) -> Result<()> {
                         let spec = DaemonSpec {
                             ram_bytes: if disk { tiered_ram } else { ram_capacity },
                             disk: disk.then(|| (tier_base.join(format!("strata-bench-tier-{pid}-{rep}")), disk_capacity)),
+                            extra_yaml: String::new(),
                         };
                         Some((PrivateDaemon::start(&spec)?, spec))
                     }

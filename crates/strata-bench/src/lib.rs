@@ -15,6 +15,7 @@
 //! ([`hist`]). Entry point: [`run`], called by the CLI once a daemon runs.
 
 pub mod adapters;
+pub mod drain;
 pub mod hist;
 pub mod ior;
 pub mod kv;
@@ -38,6 +39,8 @@ pub enum BenchCmd {
     Md(md::MdArgs),
     /// The adapter table: ior and md on tmpfs, on slow-pfs and through strata, with ratios.
     Adapters(adapters::AdaptersArgs),
+    /// Drain throughput of strata vs the destination's raw bandwidth, same run.
+    Drain(drain::DrainArgs),
     /// Internal: one worker process of `bench kv --procs N`.
     #[command(hide = true)]
     KvWorker(kv::KvWorkerArgs),
@@ -58,7 +61,7 @@ impl BenchCmd {
             BenchCmd::Kv(_) | BenchCmd::Ycsb(_) | BenchCmd::KvWorker(_) => true,
             BenchCmd::Ior(a) => a.via_strata.is_some(),
             BenchCmd::Md(a) => a.via_strata.is_some(),
-            BenchCmd::Adapters(_) | BenchCmd::IorWorker(_) | BenchCmd::MdWorker(_) => false,
+            BenchCmd::Adapters(_) | BenchCmd::Drain(_) | BenchCmd::IorWorker(_) | BenchCmd::MdWorker(_) => false,
         }
     }
 }
@@ -72,6 +75,7 @@ pub fn run(cmd: BenchCmd, socket: &Path) -> anyhow::Result<()> {
         BenchCmd::Ior(a) => ior::run(a, socket),
         BenchCmd::Md(a) => md::run(a, socket),
         BenchCmd::Adapters(a) => adapters::run(a, socket),
+        BenchCmd::Drain(a) => drain::run(a),
         BenchCmd::IorWorker(a) => ior::run_worker(a),
         BenchCmd::MdWorker(a) => md::run_worker(a),
     }

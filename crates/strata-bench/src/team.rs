@@ -530,6 +530,8 @@ pub struct DaemonSpec {
     pub ram_bytes: u64,
     /// A dir tier: (directory, capacity).
     pub disk: Option<(PathBuf, u64)>,
+    /// Appended to the generated configuration (e.g. a `flush:` section).
+    pub extra_yaml: String,
 }
 
 /// A daemon with a generated configuration; stopped (and its files removed) on drop.
@@ -565,6 +567,7 @@ impl PrivateDaemon {
                 cap.div_ceil(1 << 20)
             ));
         }
+        yaml.push_str(&spec.extra_yaml);
         std::fs::write(&config, yaml)?;
         let log = std::fs::File::create(dir.join("daemon.log"))?;
         let exe = std::env::current_exe().context("cannot find the strata executable")?;

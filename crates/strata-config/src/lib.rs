@@ -38,7 +38,7 @@
 //!             extents_per_blob_max: 256, tags_per_bucket_max: 64 }
 //! adapter: { page_size: 1MiB, mode: default, include: [], exclude: [],
 //!            prefixes: [ { path: /data/ckpt, mode: scratch, page_size: 4MiB } ] }
-//! flush: { enabled: true, interval: 100ms, threads: 4, bandwidth_max: 0 }
+//! flush: { enabled: true, interval: 100ms, threads: 8, bandwidth_max: 0 }
 //! organizer: { enabled: true, interval: 1s, bandwidth_max: 256MiB/s,
 //!              promote_threshold: 0.7, demote_threshold: 0.3 }
 //! ```

@@ -4,10 +4,9 @@
 //! and punishes too much (contention, seeks, a saturated link). The
 //! controller measures the destination throughput the flusher achieves over
 //! windows of at least `WINDOW_NS` *while there is a backlog* (idle windows
-//! say nothing about the destination) and hill-climbs: keep moving the limit
-//! in the direction that raised throughput by more than `GAIN_MIN`, turn
-//! around when it fell by more than that, stay otherwise — within
-//! `1..=threads`. Pure logic with an explicit clock, so it is unit-tested
+//! say nothing about the destination) and hill-climbs by probing: move the
+//! limit one step, keep going while throughput rises by more than
+//! `GAIN_MIN`, step back and hold when it falls — within `1..=threads`. Pure logic with an explicit clock, so it is unit-tested
 //! with a simulated destination.
 
 /// Shortest measurement window.
@@ -17,12 +16,19 @@ pub const WINDOW_BYTES_MIN: u64 = 8 << 20;
 /// Relative change of throughput that counts as better or worse.
 pub const GAIN_MIN: f64 = 0.05;
 
+/// Windows to stay put after a probe that did not pay off.
+pub const HOLD_WINDOWS: u32 = 6;
+
 #[derive(Debug, Clone)]
 pub struct Concurrency {
     limit: usize,
     max: usize,
-    /// +1 or -1: the direction of the last move.
+    /// +1 or -1: the direction of the next probe.
     dir: i64,
+    /// The last window ended with a probing move; `before` is the rate before it.
+    moved: bool,
+    before: f64,
+    hold: u32,
     window_start_ns: u64,
     window_bytes: u64,
     backlog_all_window: bool,
@@ -33,7 +39,7 @@ impl Concurrency {
     /// Starts at `max` (the configured `flush.threads`), the best guess for a PFS.
     pub fn new(max: usize, now_ns: u64) -> Concurrency {
         let max = max.max(1);
-        Concurrency { limit: max, max, dir: -1, window_start_ns: now_ns, window_bytes: 0, backlog_all_window: true, last_mib_s: None }
+        Concurrency { limit: max, max, dir: -1, moved: false, before: 0.0, hold: 0, window_start_ns: now_ns, window_bytes: 0, backlog_all_window: true, last_mib_s: None }
     }
 
     pub fn limit(&self) -> usize {
@@ -45,8 +51,22 @@ impl Concurrency {
         self.last_mib_s
     }
 
+    fn try_move(&mut self, d: i64) -> bool {
+        let next = self.limit as i64 + d;
+        if next < 1 || next > self.max as i64 {
+            return false;
+        }
+        self.limit = next as usize;
+        true
+    }
+
     /// Records a finished job of `bytes`; `backlog` says whether dirty files
     /// were waiting for a slot. Returns the (possibly new) limit.
+    ///
+    /// After a probing move, a window that is better by `GAIN_MIN` keeps
+    /// going the same way, a worse one moves back and holds for
+    /// `HOLD_WINDOWS`, a neutral one holds; when the hold is over, the next
+    /// probe goes in the current direction (turning at the bounds).
     pub fn observe(&mut self, bytes: u64, backlog: bool, now_ns: u64) -> usize {
         self.window_bytes += bytes;
         self.backlog_all_window &= backlog;
@@ -57,14 +77,27 @@ impl Concurrency {
         let counts = self.backlog_all_window && self.window_bytes >= WINDOW_BYTES_MIN && self.max > 1;
         if counts {
             let rate = self.window_bytes as f64 / (1 << 20) as f64 / (elapsed as f64 / 1e9);
-            match self.last_mib_s {
-                Some(prev) if rate > prev * (1.0 + GAIN_MIN) => self.step(),
-                Some(prev) if rate < prev * (1.0 - GAIN_MIN) => {
+            if self.moved {
+                self.moved = false;
+                if rate > self.before * (1.0 + GAIN_MIN) {
+                    self.before = rate;
+                    self.moved = self.try_move(self.dir);
+                } else if rate < self.before * (1.0 - GAIN_MIN) {
                     self.dir = -self.dir;
-                    self.step();
+                    self.try_move(self.dir);
+                    self.hold = HOLD_WINDOWS;
+                } else {
+                    self.hold = HOLD_WINDOWS;
                 }
-                Some(_) => {}
-                None => self.step(),
+            } else if self.hold > 0 {
+                self.hold -= 1;
+            } else {
+                self.before = rate;
+                if !self.try_move(self.dir) {
+                    self.dir = -self.dir;
+                    self.try_move(self.dir);
+                }
+                self.moved = true;
             }
             self.last_mib_s = Some(rate);
         }
@@ -72,14 +105,6 @@ impl Concurrency {
         self.window_bytes = 0;
         self.backlog_all_window = true;
         self.limit
-    }
-
-    fn step(&mut self) {
-        let next = self.limit as i64 + self.dir;
-        if next < 1 || next > self.max as i64 {
-            self.dir = -self.dir;
-        }
-        self.limit = (self.limit as i64 + self.dir).clamp(1, self.max as i64) as usize;
     }
 }
 
