@@ -432,7 +432,7 @@ pub struct FlushConfig {
 
 impl Default for FlushConfig {
     fn default() -> Self {
-        FlushConfig { enabled: true, interval_ms: 100.0, threads: 4, bandwidth_max_mib_s: 0.0, verify: false }
+        FlushConfig { enabled: true, interval_ms: 100.0, threads: 8, bandwidth_max_mib_s: 0.0, verify: false }
     }
 }
 
