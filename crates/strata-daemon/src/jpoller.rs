@@ -27,7 +27,7 @@ use crate::core::Core;
 use crate::journal::{self, FileImage, Handle, Record};
 
 /// Batches are emitted at most this often unless a sync is waiting.
-pub const EMIT_INTERVAL_NS: u64 = 1_000_000;
+pub const EMIT_INTERVAL_NS: u64 = 10_000_000;
 /// Waiting journal syncs (fsyncs in flight); more fall back to the destination.
 pub const SYNC_WAITS_MAX: usize = 65_536;
 /// Quarantined bytes beyond which the journal is synced at once.
