@@ -63,9 +63,6 @@ pub fn summary(r: &DrainReply) -> String {
     s
 }
 
-/// A flush in flight this long is shown as stalled (the daemon logs it too).
-const STALLED_MS: u64 = 10_000;
-
 pub fn table(r: &DrainReply) -> String {
     let mut t = Table::new(&["PATH", "STATE", "SIZE", "DIRTY", "FLUSHED", "ERROR"]);
     for f in &r.files {
@@ -74,8 +71,10 @@ pub fn table(r: &DrainReply) -> String {
             (Some(e), None) => e.clone(),
             (None, _) => String::new(),
         };
+        // `stalled`: in flight for longer than the daemon's `flush.stall_warn` (it logs it too).
         let state = match f.flushing_ms {
-            Some(ms) if f.state == DrainState::Flushing && ms >= STALLED_MS => format!("flushing (stalled {} s)", ms / 1000),
+            Some(ms) if f.state == DrainState::Flushing && f.stalled => format!("flushing (stalled {} s)", ms / 1000),
+            _ if f.state == DrainState::Persisted && f.verified => "persisted (verified)".to_string(),
             _ => f.state.as_str().to_string(),
         };
         t.row(vec![f.path.clone(), state, format_size(f.size_bytes), format_size(f.dirty_bytes), format_size(f.flushed_bytes_total), err]);
@@ -225,7 +224,7 @@ mod tests {
     use strata_proto::control::DrainFile;
 
     fn file(path: &str, state: DrainState) -> DrainFile {
-        DrainFile { path: path.into(), state, size_bytes: 10, dirty_bytes: 4, flushed_bytes_total: 6, error: None, retry_in_ms: None, failures: 0, flushing_ms: None }
+        DrainFile { path: path.into(), state, size_bytes: 10, dirty_bytes: 4, flushed_bytes_total: 6, error: None, retry_in_ms: None, failures: 0, flushing_ms: None, stalled: false, verified: false }
     }
 
     #[test]
@@ -254,11 +253,16 @@ mod tests {
     fn a_long_flush_shows_as_stalled() {
         let mut f = file("/a/h", DrainState::Flushing);
         f.flushing_ms = Some(42_500);
+        f.stalled = true;
         let mut g = file("/a/g", DrainState::Flushing);
         g.flushing_ms = Some(300);
         let t = table(&DrainReply { files: vec![f, g], flushing_files: 2, ..Default::default() });
         assert!(t.contains("flushing (stalled 42 s)"), "{t}");
         assert_eq!(t.matches("stalled").count(), 1, "{t}");
+        let mut v = file("/a/v", DrainState::Persisted);
+        v.verified = true;
+        let t = table(&DrainReply { files: vec![v, file("/a/w", DrainState::Persisted)], persisted_files: 2, ..Default::default() });
+        assert_eq!(t.matches("persisted (verified)").count(), 1, "{t}");
     }
 
     #[test]

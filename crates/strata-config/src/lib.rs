@@ -428,11 +428,20 @@ pub struct FlushConfig {
     /// failed flush, retried).
     #[serde(default)]
     pub verify: bool,
+    /// A flush job in flight this long is reported as stalled (a hung
+    /// destination mount): logged, and shown by `strata drain status`.
+    /// > 0 and at most one hour.
+    #[serde(default = "stall_warn_ms_default")]
+    pub stall_warn_ms: f64,
+}
+
+fn stall_warn_ms_default() -> f64 {
+    10_000.0
 }
 
 impl Default for FlushConfig {
     fn default() -> Self {
-        FlushConfig { enabled: true, interval_ms: 100.0, threads: 8, bandwidth_max_mib_s: 0.0, verify: false }
+        FlushConfig { enabled: true, interval_ms: 100.0, threads: 8, bandwidth_max_mib_s: 0.0, verify: false, stall_warn_ms: stall_warn_ms_default() }
     }
 }
 

@@ -460,3 +460,12 @@ fn load_reads_files() {
     assert!(missing.message.contains("cannot read"), "{missing}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn flush_stall_warn() {
+    assert_eq!(parse("").unwrap().flush.stall_warn_ms, 10_000.0, "default 10 s");
+    let c = parse(&format!("{GOOD_DEVICES}flush:\n  stall_warn: 250ms\n")).unwrap();
+    assert_eq!(c.flush.stall_warn_ms, 250.0);
+    expect_err("flush:\n  stall_warn: 0s\n", "flush.stall_warn", Some(2));
+    expect_err("flush:\n  stall_warn: 2h\n", "flush.stall_warn", Some(2));
+}

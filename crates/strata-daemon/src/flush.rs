@@ -121,6 +121,9 @@ pub struct JobDone {
     pub bytes: u64,
     pub error: Option<String>,
     pub cancelled: bool,
+    /// Every page of the job was read back after the fdatasync and matched
+    /// the buffer's CRC32C (`flush.verify`).
+    pub verified: bool,
 }
 
 enum Work {
@@ -140,8 +143,12 @@ struct InFlight {
 }
 
 /// A job in flight for longer than this is reported as stalled (a hung
-/// destination mount): logged once, shown by `strata drain status`.
+/// destination mount): logged once, shown by `strata drain status`. The
+/// default of `flush.stall_warn` (`Flusher::set_stall_warn_ns`).
 pub const STALL_WARN_NS: u64 = 10_000_000_000;
+/// Entries of `Flusher::verified` beyond the number of files before dead
+/// ones are pruned.
+const VERIFIED_SLACK: usize = 1024;
 
 /// Token bucket shared by the workers (`flush.bandwidth_max`).
 struct Throttle {
@@ -322,10 +329,10 @@ impl FlushIo {
         Ok(pg.len)
     }
 
-    /// CRC32 of page `pg` as the buffer holds it (gaps are zeros).
+    /// CRC32C of page `pg` as the buffer holds it (gaps are zeros).
     fn source_crc(&self, pg: &JobPage, buf: &mut Vec<u8>) -> std::result::Result<u32, String> {
-        let mut h = crc32fast::Hasher::new();
-        let zeros = |h: &mut crc32fast::Hasher, mut n: u64| {
+        let mut h = Crc32c::new();
+        let zeros = |h: &mut Crc32c, mut n: u64| {
             static Z: [u8; 64 << 10] = [0u8; 64 << 10];
             // Bounded: 64 KiB per round.
             while n > 0 {
@@ -360,7 +367,9 @@ impl FlushIo {
         let want = self.source_crc(pg, buf)?;
         buf.resize(pg.len as usize, 0);
         f.read_exact_at(&mut buf[..], pg.file_off).map_err(|e| format!("read back of page {}: {e}", pg.index))?;
-        let got = crc32fast::hash(buf);
+        let mut h = Crc32c::new();
+        h.update(buf);
+        let got = h.finalize();
         if got != want {
             return Err(format!("read back of page {} (offset {}): checksum {got:08x} differs from the buffer's {want:08x}", pg.index, pg.file_off));
         }
@@ -369,7 +378,7 @@ impl FlushIo {
 
     /// Executes a job (worker thread).
     pub fn run_job(&self, job: Job) -> JobDone {
-        let mut done = JobDone { job, touched: false, bytes: 0, error: None, cancelled: false };
+        let mut done = JobDone { job, touched: false, bytes: 0, error: None, cancelled: false, verified: false };
         let job = &done.job;
         if job.cancel.load(Ordering::SeqCst) {
             done.cancelled = true;
@@ -435,6 +444,7 @@ impl FlushIo {
             Ok((bytes, cancelled)) => {
                 done.bytes = bytes;
                 done.cancelled = cancelled;
+                done.verified = self.verify && !cancelled;
             }
             Err(e) => done.error = Some(format!("{}: {e}", job.path)),
         }
@@ -517,6 +527,14 @@ pub struct Flusher {
     /// The drain event log (`<socket>.drain.log`), if one could be opened.
     log: Option<EventLog>,
     sink: Option<EventSink>,
+    /// `flush.stall_warn` in ns.
+    stall_warn_ns: u64,
+    /// File → its `flushed_gen` after its last complete flush whose pages
+    /// were all read back and matched (`flush.verify`). A file is reported
+    /// `verified` while it is persisted at exactly that generation (a
+    /// write-through or an unverified flush moves `flushed_gen` or drops the
+    /// entry).
+    verified: HashMap<BucketId, u64>,
 }
 
 impl Flusher {
@@ -555,7 +573,25 @@ impl Flusher {
             draining: false,
             log,
             sink,
+            stall_warn_ns: STALL_WARN_NS,
+            verified: HashMap::new(),
         })
+    }
+
+    /// Sets `flush.stall_warn` (ns, at least 1).
+    pub fn set_stall_warn_ns(&mut self, ns: u64) {
+        self.stall_warn_ns = ns.max(1);
+    }
+
+    /// The job of file `id` has been in flight for `flush.stall_warn` or longer.
+    pub fn is_stalled(&self, id: BucketId, now_mono_ns: u64) -> bool {
+        self.in_flight_for_ns(id, now_mono_ns).is_some_and(|ns| ns >= self.stall_warn_ns)
+    }
+
+    /// File `id` (record `rec`) was last persisted by flushes whose every
+    /// page was read back and matched.
+    pub fn is_verified(&self, id: BucketId, rec: &strata_meta::FileRecord) -> bool {
+        !rec.needs_flush() && self.verified.get(&id) == Some(&rec.flushed_gen)
     }
 
     /// The event log's file, if there is one.
@@ -587,12 +623,12 @@ impl Flusher {
         self.in_flight.get(&id).map(|f| now_mono_ns.saturating_sub(f.since_mono_ns))
     }
 
-    /// Logs, once per job, the jobs in flight for longer than `STALL_WARN_NS`.
+    /// Logs, once per job, the jobs in flight for longer than `flush.stall_warn`.
     fn warn_stalled(&mut self, now: u64) {
         // Bounded: at most 2 × flush.threads jobs are in flight.
         for f in self.in_flight.values_mut() {
             let age = now.saturating_sub(f.since_mono_ns);
-            if !f.warned && age >= STALL_WARN_NS {
+            if !f.warned && age >= self.stall_warn_ns {
                 f.warned = true;
                 tracing::warn!(path = f.path, seconds = age / 1_000_000_000, "flush stalled: the destination has not answered (hung mount?); other files keep flushing on the other threads");
             }
@@ -814,6 +850,9 @@ impl Flusher {
 
     /// Handles a worker's report (poller thread).
     pub fn complete(&mut self, core: &mut Core, done: JobDone) {
+        if self.verified.len() > core.meta.file_count() + VERIFIED_SLACK {
+            self.verified.retain(|id, _| core.meta.file(*id).is_ok());
+        }
         let before = self.conc.limit();
         let backlog = core.files.dirty.len() > self.in_flight.len();
         let limit = self.conc.observe(done.bytes, backlog, core.mono_ns());
@@ -896,6 +935,9 @@ impl Flusher {
         if job.complete {
             core.files.counters.flushed_files_total += 1;
         }
+        if !done.verified {
+            self.verified.remove(&job.file);
+        }
         let Ok(rec) = core.meta.file_mut(job.file) else { return };
         rec.flushed_bytes_total += done.bytes;
         for p in cleaned {
@@ -913,6 +955,9 @@ impl Flusher {
             rec.flushed_gen = rec.flushed_gen.max(job.mod_gen);
             if job.durable {
                 rec.synced_gen = rec.synced_gen.max(job.mod_gen);
+            }
+            if done.verified {
+                self.verified.insert(job.file, rec.flushed_gen);
             }
         } else {
             rec.durable |= job.durable;
@@ -1029,6 +1074,83 @@ pub fn file_counters(core: &Core) -> FileCounters {
             c.dirty_files += 1;
             c.dirty_bytes += core.file_dirty_bytes(*id);
         }
+    }
+    c
+}
+
+/// CRC32C (Castagnoli, the iSCSI / ext4 checksum) of the read-back check:
+/// SSE4.2 `crc32` instructions when the CPU has them, else a table.
+#[derive(Debug, Clone, Copy)]
+pub struct Crc32c {
+    state: u32,
+}
+
+/// Reflected Castagnoli polynomial.
+const CRC32C_POLY: u32 = 0x82F6_3B78;
+
+const CRC32C_TABLE: [u32; 256] = {
+    let mut t = [0u32; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut c = i as u32;
+        let mut k = 0;
+        while k < 8 {
+            c = if c & 1 != 0 { (c >> 1) ^ CRC32C_POLY } else { c >> 1 };
+            k += 1;
+        }
+        t[i] = c;
+        i += 1;
+    }
+    t
+};
+
+impl Default for Crc32c {
+    fn default() -> Self {
+        Crc32c::new()
+    }
+}
+
+impl Crc32c {
+    pub fn new() -> Crc32c {
+        Crc32c { state: !0 }
+    }
+
+    pub fn update(&mut self, data: &[u8]) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("sse4.2") {
+                // SAFETY: the CPU supports SSE4.2 (checked above).
+                self.state = unsafe { crc32c_sse42(self.state, data) };
+                return;
+            }
+        }
+        self.state = crc32c_table(self.state, data);
+    }
+
+    pub fn finalize(&self) -> u32 {
+        !self.state
+    }
+}
+
+pub(crate) fn crc32c_table(mut c: u32, data: &[u8]) -> u32 {
+    for &b in data {
+        c = CRC32C_TABLE[((c ^ b as u32) & 0xff) as usize] ^ (c >> 8);
+    }
+    c
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse4.2")]
+unsafe fn crc32c_sse42(c: u32, data: &[u8]) -> u32 {
+    use std::arch::x86_64::{_mm_crc32_u64, _mm_crc32_u8};
+    let mut words = data.chunks_exact(8);
+    let mut c64 = c as u64;
+    for w in &mut words {
+        c64 = _mm_crc32_u64(c64, u64::from_le_bytes(w.try_into().expect("8 bytes")));
+    }
+    let mut c = c64 as u32;
+    for &b in words.remainder() {
+        c = _mm_crc32_u8(c, b);
     }
     c
 }

@@ -265,6 +265,8 @@ fn a_hung_destination_does_not_stop_other_files_and_is_reported() {
     let hung = dest(&fx, "hung");
     let fine = dest(&fx, "fine");
     let (mut f, rx) = start(&fx.core, 2, 0.0);
+    // `flush.stall_warn` of 1 ns: any job still in flight counts as stalled.
+    f.set_stall_warn_ns(1);
     let core = &mut fx.core;
     let h = create(core, &hung);
     write(core, h, 0, b"stuck");
@@ -291,6 +293,9 @@ fn a_hung_destination_does_not_stop_other_files_and_is_reported() {
     assert_eq!(r.files.len(), 1);
     assert_eq!(r.files[0].state, strata_proto::control::DrainState::Flushing);
     assert!(r.files[0].flushing_ms.is_some());
+    assert!(r.files[0].stalled, "{r:?}");
+    let r = crate::drain::drain_status(core, Some(&f), &[fine.clone()]);
+    assert!(r.files[0].state == strata_proto::control::DrainState::Persisted && !r.files[0].stalled, "{r:?}");
     // Unblock it (a reader appears), then let it finish or fail; data stays.
     let reader = std::fs::File::open(&hung).unwrap();
     complete_one(core, &mut f, &rx);
@@ -320,7 +325,20 @@ fn verify_reads_pages_back_and_catches_a_mismatch() {
     flush_all(core, &mut f, &rx);
     assert_eq!(std::fs::read(&path).unwrap(), model);
     assert!(core.meta.file(id).unwrap().flush_error.is_none());
+    let verified = |core: &Core, f: &Flusher| crate::drain::drain_status(core, Some(f), &[path.clone()]).files[0].verified;
+    assert!(verified(core, &f), "persisted after a read-back: verified");
+    // Dirty again: not verified until the next verified flush.
+    write(core, id, 5, b"again");
+    assert!(!verified(core, &f));
+    flush_all(core, &mut f, &rx);
+    assert!(verified(core, &f));
     f.stop();
+    // Without `flush.verify` nothing is reported verified.
+    let (mut g, grx) = start(core, 1, 0.0);
+    write(core, id, 7, b"plain");
+    flush_all(core, &mut g, &grx);
+    assert!(!verified(core, &g));
+    g.stop();
     // The check itself: a page whose destination bytes differ is refused.
     let bid = core.meta.page_blob(id, 1).unwrap();
     let e = core.meta.blob(bid).unwrap().extents[0];
@@ -340,4 +358,29 @@ fn verify_reads_pages_back_and_catches_a_mismatch() {
     std::os::unix::fs::FileExt::write_all_at(&file, b"X", PAGE as u64 + 17).unwrap();
     let err = io.verify_page(&file, &pg, &mut buf).unwrap_err();
     assert!(err.contains("checksum"), "{err}");
+}
+
+#[test]
+fn crc32c_matches_the_reference_values() {
+    let crc = |data: &[u8]| {
+        let mut h = flush::Crc32c::new();
+        h.update(data);
+        h.finalize()
+    };
+    // RFC 3720 B.4 and the usual check value.
+    assert_eq!(crc(b"123456789"), 0xE306_9283);
+    assert_eq!(crc(&[0u8; 32]), 0x8A91_36AA);
+    assert_eq!(crc(&[0xffu8; 32]), 0x62A8_AB43);
+    assert_eq!(crc(&(0u8..32).collect::<Vec<_>>()), 0x46DD_794E);
+    assert_eq!(crc(b""), 0);
+    // Streaming in odd pieces equals one call (exercises the 8-byte words and tails).
+    let data = pattern(100_003, 9);
+    let mut h = flush::Crc32c::new();
+    for piece in data.chunks(777) {
+        h.update(piece);
+    }
+    assert_eq!(h.finalize(), crc(&data));
+    // The table fallback (CPUs without SSE4.2) agrees.
+    assert_eq!(!flush::crc32c_table(!0, b"123456789"), 0xE306_9283);
+    assert_eq!(!flush::crc32c_table(!0, &data), crc(&data));
 }

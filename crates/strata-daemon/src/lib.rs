@@ -374,7 +374,8 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
             None
         }
     };
-    let flusher = flush::Flusher::start_with_log(flush::FlushSettings::from_config(&cfg.flush), flush_io, flush_tx, wake, log).context("cannot start flush threads")?;
+    let mut flusher = flush::Flusher::start_with_log(flush::FlushSettings::from_config(&cfg.flush), flush_io, flush_tx, wake, log).context("cannot start flush threads")?;
+    flusher.set_stall_warn_ns((cfg.flush.stall_warn_ms * 1e6) as u64);
     let mut poller = Poller::new(core, shared.clone(), rx, cfg.daemon.spin(), cfg.node.id as u32, socket.clone());
     poller.flusher = Some(flusher);
     poller.run();

@@ -248,6 +248,13 @@ pub struct DrainFile {
     /// means a stalled destination, e.g. a hung mount).
     #[serde(default)]
     pub flushing_ms: Option<u64>,
+    /// `flushing` for longer than the daemon's `flush.stall_warn`.
+    #[serde(default)]
+    pub stalled: bool,
+    /// `persisted`, and every byte was read back from the destination and
+    /// matched the buffer's checksum (`flush.verify`).
+    #[serde(default)]
+    pub verified: bool,
 }
 
 /// Answer to `DrainStatus`. The counts cover every matching file, also
