@@ -1,5 +1,6 @@
-//! Drain status: where each DEFAULT file stands on its way to the
-//! destination (control `DrainStatus`), and the flusher's **event log**.
+//! Drain status: where each file the flusher writes (DEFAULT, and WORKFLOW
+//! once staged out: `FileRecord::flushed_like_default`) stands on its way to
+//! the destination (control `DrainStatus`), and the flusher's **event log**.
 //!
 //! The event log is a text file next to the socket (`<socket>.drain.log`),
 //! one line per event:
@@ -217,10 +218,12 @@ fn drain_file(core: &Core, flusher: Option<&Flusher>, id: strata_meta::BucketId,
         },
         failures: backoff.map_or(0, |b| b.failures),
         flushing_ms: flusher.and_then(|f| f.in_flight_for_ns(id, now)).map(|ns| ns / 1_000_000),
+        stalled: flusher.is_some_and(|f| f.is_stalled(id, now)),
+        verified: state == DrainState::Persisted && flusher.is_some_and(|f| f.is_verified(id, rec)),
     }
 }
 
-/// Control `DrainStatus`: one row per DEFAULT file under `paths` (sorted by
+/// Control `DrainStatus`: one row per DEFAULT or staged-out WORKFLOW file under `paths` (sorted by
 /// path, at most `DRAIN_ROWS_MAX` rows / `DRAIN_REPLY_BYTES_MAX` bytes).
 pub fn drain_status(core: &Core, flusher: Option<&Flusher>, paths: &[String]) -> DrainReply {
     drain_status_limited(core, flusher, paths, DRAIN_ROWS_MAX)

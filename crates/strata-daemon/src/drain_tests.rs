@@ -236,3 +236,38 @@ fn event_log_is_capped_and_counts_dropped_lines() {
     let dropped: u64 = text.lines().filter(|l| l.contains(" NOTE ") && l.contains("dropped")).map(|l| l.split(' ').nth(2).unwrap().parse::<u64>().unwrap()).sum();
     assert_eq!(written + dropped, sent, "{written} written, {dropped} dropped");
 }
+
+#[test]
+fn staged_out_workflow_files_are_listed_until_persisted() {
+    let mut fx = fixture(8 << 20, 64 << 20, 1 << 20);
+    let pw = fx.dir.path().join("w.bin").to_str().unwrap().to_string();
+    let pk = fx.dir.path().join("kept.bin").to_str().unwrap().to_string();
+    let (mut f, rx, log) = start(&fx);
+    let core = &mut fx.core;
+    let w = create(core, &pw, strata_meta::Persist::Workflow);
+    let k = create(core, &pk, strata_meta::Persist::Workflow);
+    let data = pattern(PAGE + 99, 7);
+    write(core, w, 0, &data);
+    write(core, k, 0, b"stays in the buffer");
+    // WORKFLOW files are not the flusher's business until staged out.
+    let r = status(core, &f, &[]);
+    assert!(r.files.is_empty() && r.pending_files() == 0, "{r:?}");
+    crate::stage::stage_out(core, Some(&f), std::slice::from_ref(&pw), false);
+    let r = status(core, &f, &[]);
+    assert_eq!(r.files.len(), 1, "only the staged-out file: {r:?}");
+    let x = row(&r, &pw);
+    assert_eq!((x.state, x.dirty_bytes), (DrainState::Dirty, data.len() as u64));
+    // `strata drain wait` waits on exactly these counts.
+    assert_eq!(r.pending_files(), 1);
+    core.files.kick = true;
+    f.tick(core);
+    assert_eq!(status(core, &f, &[&pw]).files[0].state, DrainState::Flushing);
+    complete_one(core, &mut f, &rx);
+    let r = status(core, &f, &[]);
+    assert_eq!((row(&r, &pw).state, r.persisted_files, r.pending_files()), (DrainState::Persisted, 1, 0));
+    assert_eq!(std::fs::read(&pw).unwrap(), data);
+    assert!(!std::path::Path::new(&pk).exists());
+    let _ = k;
+    f.stop();
+    assert!(events(&log).iter().any(|e| e.0 == "DONE" && e.1 == pw));
+}
