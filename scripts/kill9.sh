@@ -17,20 +17,20 @@
 # drain wait` drains, and every ACKed file must be at the destination with
 # exactly its acknowledged bytes (the log: its acknowledged prefix).
 #
-# Binaries: $STRATA_BIN (default target/release/strata, else target/debug)
-# and libstrata_posix.so next to it ($STRATA_PRELOAD_LIB overrides).
+# Binaries: $KILL9_BIN (default target/release/strata, else target/debug)
+# and libstrata_posix.so next to it ($KILL9_LIB overrides).
 set -euo pipefail
 
 ITER=${1:-100}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BIN=${STRATA_BIN:-}
+BIN=${KILL9_BIN:-}
 if [[ -z $BIN ]]; then
     for b in "$ROOT/target/release/strata" "$ROOT/target/debug/strata"; do
         if [[ -x $b && -f $(dirname "$b")/libstrata_posix.so ]]; then BIN=$b; break; fi
     done
 fi
 [[ -n $BIN && -x $BIN ]] || { echo "kill9: no strata binary (cargo build --release -p strata-cli -p strata-posix)" >&2; exit 2; }
-LIB=${STRATA_PRELOAD_LIB:-$(dirname "$BIN")/libstrata_posix.so}
+LIB=${KILL9_LIB:-$(dirname "$BIN")/libstrata_posix.so}
 [[ -f $LIB ]] || { echo "kill9: no $LIB (cargo build -p strata-posix)" >&2; exit 2; }
 command -v python3 >/dev/null || { echo "kill9: needs python3" >&2; exit 2; }
 

@@ -49,7 +49,7 @@ log "heavy integration tests (4 processes x 256 MiB with checksums)"
 cargo test -p strata-cli --test multiproc -- --ignored --test-threads=1
 
 log "crash test: SIGKILL of the daemon during fsync'ed checkpoints, restart, every acknowledged byte checked (scripts/kill9.sh 100 by hand)"
-STRATA_BIN="$PWD/target/debug/strata" scripts/kill9.sh 6
+KILL9_BIN="$PWD/target/debug/strata" scripts/kill9.sh 6
 
 log "C example against a real daemon"
 tmp=$(mktemp -d)
