@@ -6,7 +6,9 @@
 //! then grown), read-only (a read-only bind mount, since we may run as root
 //! and permission bits do not stop root), and unreachable (the destination
 //! directory moved away). The mounts need CAP_SYS_ADMIN: without it those
-//! cases print SKIP.
+//! cases print SKIP. A hung destination (a FIFO without a reader: opening it
+//! blocks like a hung mount) is reported as stalled while other files keep
+//! flushing, and is persisted once it answers again.
 
 mod adapter_util;
 mod common;
@@ -85,6 +87,14 @@ fn drain_and_check(d: &TestDaemon, dir: &Path) {
     }
     let st = d.status();
     assert_eq!(st.files.dirty_files, 0, "{:?}", st.files);
+    let out = d.cmd().args(["drain", "status", "--json"]).arg(dir).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for (name, _) in expected() {
+        let p = dir.join(name);
+        let row = v["files"].as_array().unwrap().iter().find(|f| f["path"] == p.to_str().unwrap()).unwrap_or_else(|| panic!("{name} not in {v:#}"));
+        assert_eq!(row["state"], "persisted", "{row:#}");
+        assert!(row["error"].is_null(), "the error is cleared once persisted: {row:#}");
+    }
 }
 
 #[test]
@@ -154,4 +164,110 @@ fn unreachable_then_back() {
     assert!(!dir.exists(), "the flusher must not recreate a vanished destination directory");
     std::fs::rename(&away, &dir).unwrap();
     drain_and_check(&d, &dir);
+}
+
+const HUNG_PY: &str = r#"
+import os, sys
+d = sys.argv[1]
+for name, data in (("hung", b"stuck " * 50000), ("fine", b"fine " * 70000)):
+    fd = os.open(os.path.join(d, name), os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+    os.write(fd, data)
+    os.close(fd)
+"#;
+
+/// Opens a FIFO for reading without blocking when dropped: a writer blocked
+/// in `open` (the flush worker) is released even if the test fails early.
+struct Unblock(std::path::PathBuf);
+impl Drop for Unblock {
+    fn drop(&mut self) {
+        use std::os::unix::fs::OpenOptionsExt;
+        let _ = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&self.0);
+    }
+}
+
+fn drain_json(d: &TestDaemon, path: &Path) -> serde_json::Value {
+    let out = d.cmd().args(["drain", "status", "--json"]).arg(path).output().unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+#[test]
+fn hung_destination_is_reported_stalled_while_others_flush() {
+    if !require("python3", "python3") {
+        return;
+    }
+    let d = TestDaemon::start_with(Tiers { ram: "64MiB", disk: Some("256MiB"), extra_yaml: "flush:\n  interval: 1h\n  stall_warn: 200ms\n" });
+    let base = tempfile::tempdir().unwrap();
+    let dir = base.path().join("pfs");
+    std::fs::create_dir(&dir).unwrap();
+    let mut c = Command::new("python3");
+    c.arg("-c").arg(HUNG_PY).arg(&dir);
+    c.env("LD_PRELOAD", preload_lib()).env("STRATA_CONFIG", &d.config).env("STRATA_SOCKET", &d.socket).env("STRATA_INCLUDE", &dir).env("STRATA_MODE", "default");
+    let out = c.output().unwrap();
+    assert!(out.status.success(), "writer failed: {}", String::from_utf8_lossy(&out.stderr));
+    let (hung, fine) = (dir.join("hung"), dir.join("fine"));
+    assert!(!hung.exists() && !fine.exists(), "nothing flushed yet");
+    // The destination of `hung` becomes a FIFO without a reader.
+    let cpath = std::ffi::CString::new(hung.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(cpath.as_ptr(), 0o644) }, 0);
+    let unblock = Unblock(hung.clone());
+    assert!(d.cmd().arg("flush").arg(&hung).output().unwrap().status.success());
+
+    // Reported as stalled once in flight for longer than flush.stall_warn.
+    let started = Instant::now();
+    loop {
+        let v = drain_json(&d, &hung);
+        let row = &v["files"][0];
+        if row["stalled"] == true {
+            assert_eq!(row["state"], "flushing", "{row:#}");
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(120), "never reported as stalled: {v:#}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let table = d.cmd().args(["drain", "status"]).arg(&hung).output().unwrap();
+    let table = String::from_utf8_lossy(&table.stdout).into_owned();
+    assert!(table.contains("flushing (stalled "), "{table}");
+
+    // Another file flushes on another worker meanwhile.
+    let out = d.cmd().args(["drain", "wait", "--timeout", "300"]).arg(&fine).output().unwrap();
+    assert!(out.status.success(), "drain wait of the other file: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read(&fine).unwrap(), b"fine ".repeat(70000));
+    assert_eq!(drain_json(&d, &hung)["files"][0]["state"], "flushing", "still hung");
+    // The daemon logged the stall (bounded wait: the log line is written by the poller).
+    let started = Instant::now();
+    while !d.log().contains("flush stalled") {
+        assert!(started.elapsed() < Duration::from_secs(120), "no stall in the daemon log:\n{}", d.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // The mount answers again: a reader takes what the worker sends (the
+    // attempt fails on a FIFO and is retried later), then the FIFO goes.
+    let reader = {
+        let hung = hung.clone();
+        std::thread::spawn(move || {
+            let mut f = std::fs::File::open(&hung).unwrap();
+            let mut sink = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut f, &mut sink);
+        })
+    };
+    reader.join().unwrap();
+    drop(unblock);
+    // The failed attempt is reported before the FIFO goes (so that `drain
+    // wait` below asks for the retry instead of seeing the failure after).
+    let started = Instant::now();
+    loop {
+        let v = drain_json(&d, &hung);
+        if v["files"][0]["state"] == "failed" {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(120), "the attempt on the FIFO never ended: {v:#}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::fs::remove_file(&hung).unwrap();
+    let out = d.cmd().args(["drain", "wait", "--timeout", "300"]).arg(&dir).output().unwrap();
+    assert!(out.status.success(), "drain wait after the mount answers: {} {}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read(&hung).unwrap(), b"stuck ".repeat(50000), "every byte of the hung file arrived");
+    let v = drain_json(&d, &dir);
+    assert_eq!(v["persisted_files"], 2, "{v:#}");
+    assert!(v["files"].as_array().unwrap().iter().all(|f| f["stalled"] == false), "{v:#}");
 }

@@ -195,6 +195,10 @@ pub struct FlushIo {
     throttle: Option<Throttle>,
     /// `flush.verify`: read every written page back and compare checksums.
     pub verify: bool,
+    /// Tests: the next this many jobs get one destination byte flipped after
+    /// their fdatasync (a destination that corrupts data), before read-back.
+    #[cfg(test)]
+    pub(crate) corrupt_jobs: AtomicUsize,
 }
 
 impl FlushIo {
@@ -207,7 +211,15 @@ impl FlushIo {
                 Backing::Dir { path, .. } => Some(File::open(path)?),
             });
         }
-        Ok(FlushIo { arena, ram: core.tiers.ram.map(|r| r as u32), tier_files, throttle: Throttle::new(bandwidth_max_mib_s), verify: false })
+        Ok(FlushIo {
+            arena,
+            ram: core.tiers.ram.map(|r| r as u32),
+            tier_files,
+            throttle: Throttle::new(bandwidth_max_mib_s),
+            verify: false,
+            #[cfg(test)]
+            corrupt_jobs: AtomicUsize::new(0),
+        })
     }
 
     fn throttle(&self, n: u64) {
@@ -433,6 +445,12 @@ impl FlushIo {
             if job.durable {
                 f.sync_data().map_err(|e| format!("fdatasync: {e}"))?;
             }
+            #[cfg(test)]
+            if job.size > 0 && self.corrupt_jobs.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok() {
+                let mut b = [0u8; 1];
+                f.read_exact_at(&mut b, 0).map_err(|e| format!("test corruption: {e}"))?;
+                f.write_all_at(&[!b[0]], 0).map_err(|e| format!("test corruption: {e}"))?;
+            }
             if self.verify {
                 for pg in &job.pages {
                     self.verify_page(&f, pg, &mut buf)?;
@@ -513,6 +531,11 @@ pub struct Flusher {
     settings: FlushSettings,
     queue: Option<SyncSender<Work>>,
     workers: Vec<JoinHandle<()>>,
+    /// Starts one more worker (named by its index) on the same queue.
+    spawn: Box<dyn Fn(usize) -> std::io::Result<JoinHandle<()>> + Send>,
+    /// `flush.threads`: workers started at once; up to as many spares join
+    /// while jobs are stalled (`add_spare_workers`).
+    threads: usize,
     in_flight: HashMap<BucketId, InFlight>,
     in_flight_max: usize,
     /// Bandwidth-aware limit on concurrent jobs (`flush_conc`).
@@ -553,15 +576,23 @@ impl Flusher {
         let qrx = Arc::new(Mutex::new(qrx));
         let io = Arc::new(io);
         let unlinks_queued = Arc::new(AtomicUsize::new(0));
+        let spawn = {
+            let (io, qrx, u, l) = (io, qrx, unlinks_queued.clone(), sink.clone());
+            Box::new(move |i: usize| {
+                let (io, qrx, tx, wake, u, l) = (io.clone(), qrx.clone(), tx.clone(), wake.clone(), u.clone(), l.clone());
+                std::thread::Builder::new().name(format!("strata-flush-{i}")).spawn(move || worker(io, qrx, tx, wake, u, l))
+            }) as Box<dyn Fn(usize) -> std::io::Result<JoinHandle<()>> + Send>
+        };
         let mut workers = Vec::with_capacity(threads);
         for i in 0..threads {
-            let (io, qrx, tx, wake, u, l) = (io.clone(), qrx.clone(), tx.clone(), wake.clone(), unlinks_queued.clone(), sink.clone());
-            workers.push(std::thread::Builder::new().name(format!("strata-flush-{i}")).spawn(move || worker(io, qrx, tx, wake, u, l))?);
+            workers.push(spawn(i)?);
         }
         Ok(Flusher {
             settings,
             queue: Some(qtx),
             workers,
+            spawn,
+            threads,
             in_flight: HashMap::new(),
             in_flight_max,
             conc: crate::flush_conc::Concurrency::new(threads, 0),
@@ -623,6 +654,37 @@ impl Flusher {
         self.in_flight.get(&id).map(|f| now_mono_ns.saturating_sub(f.since_mono_ns))
     }
 
+    /// Jobs in flight for `flush.stall_warn` or longer.
+    fn stalled_count(&self, now: u64) -> usize {
+        self.in_flight.values().filter(|f| now.saturating_sub(f.since_mono_ns) >= self.stall_warn_ns).count()
+    }
+
+    /// Worker threads (`flush.threads` plus spares started for stalled jobs).
+    pub fn workers(&self) -> usize {
+        self.workers.len()
+    }
+
+    /// A stalled job (a hung destination) blocks its worker, possibly for
+    /// good: so that `flush.threads` workers stay free for the other files,
+    /// a spare worker is started per stalled job, at most `flush.threads`
+    /// spares in all (they stay for the daemon's lifetime).
+    fn add_spare_workers(&mut self, stalled: usize) {
+        let want = (self.threads + stalled).min(2 * self.threads);
+        // Bounded: at most flush.threads spares over the daemon's lifetime.
+        while self.queue.is_some() && self.workers.len() < want {
+            match (self.spawn)(self.workers.len()) {
+                Ok(h) => {
+                    self.workers.push(h);
+                    tracing::info!(workers = self.workers.len(), stalled, "started a spare flush worker (stalled jobs hold the others)");
+                }
+                Err(e) => {
+                    tracing::warn!("cannot start a spare flush worker: {e}");
+                    break;
+                }
+            }
+        }
+    }
+
     /// Logs, once per job, the jobs in flight for longer than `flush.stall_warn`.
     fn warn_stalled(&mut self, now: u64) {
         // Bounded: at most 2 × flush.threads jobs are in flight.
@@ -669,6 +731,10 @@ impl Flusher {
         self.last_tick_mono_ns = now;
         core.files.kick = false;
         self.warn_stalled(now);
+        // Stalled jobs do not count against the concurrency limit: the
+        // other files keep flushing (on spare workers if need be).
+        let stalled = self.stalled_count(now);
+        self.add_spare_workers(stalled);
         let Some(queue) = self.queue.clone() else { return };
         // Destination unlinks first (bounded by the queue's spare room).
         while let Some(p) = self.unlinks_pending.pop_front() {
@@ -686,7 +752,7 @@ impl Flusher {
                 }
             }
         }
-        let limit = self.jobs_limit();
+        let limit = (self.jobs_limit() + stalled).min(self.in_flight_max + self.workers.len() - self.threads);
         if core.files.dirty.is_empty() || self.in_flight.len() >= limit {
             return;
         }

@@ -339,6 +339,28 @@ fn verify_reads_pages_back_and_catches_a_mismatch() {
     flush_all(core, &mut g, &grx);
     assert!(!verified(core, &g));
     g.stop();
+    // A destination that corrupts what it was given: the read-back fails
+    // the job (data kept dirty, error reported), the retry succeeds.
+    let (tx, rx) = mpsc::channel();
+    let mut io = FlushIo::open(core, 0.0).unwrap();
+    io.verify = true;
+    io.corrupt_jobs.store(1, std::sync::atomic::Ordering::SeqCst);
+    let mut h = Flusher::start(s, io, tx, Arc::new(|| {})).unwrap();
+    let model = pattern(2 * PAGE + 1, 11);
+    write(core, id, 0, &model);
+    core.files.kick = true;
+    h.tick(core);
+    complete_one(core, &mut h, &rx);
+    let row = crate::drain::drain_status(core, Some(&h), &[path.clone()]).files[0].clone();
+    assert_eq!(row.state, strata_proto::control::DrainState::Failed, "{row:?}");
+    assert!(row.error.as_deref().is_some_and(|e| e.contains("checksum")) && !row.verified, "{row:?}");
+    assert!(core.files.dirty.contains(&id));
+    flush::flush_paths(core, &h, &[]);
+    flush_all(core, &mut h, &rx);
+    assert_eq!(&std::fs::read(&path).unwrap()[..model.len()], &model[..], "the retry wrote the right bytes");
+    assert!(verified(core, &h));
+    assert!(core.meta.file(id).unwrap().flush_error.is_none());
+    h.stop();
     // The check itself: a page whose destination bytes differ is refused.
     let bid = core.meta.page_blob(id, 1).unwrap();
     let e = core.meta.blob(bid).unwrap().extents[0];
