@@ -452,6 +452,11 @@ impl Journal {
         core.journal = Some(j);
     }
 
+    /// Journal syncs still waiting for their batch to be durable.
+    pub fn syncs_waiting(&self) -> bool {
+        !self.waits.is_empty()
+    }
+
     /// Whether the poller should come back soon (pending emission or syncs).
     pub fn busy(&self) -> bool {
         self.force || !self.waits.is_empty() || !self.quarantine.is_empty()

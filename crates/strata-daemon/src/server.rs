@@ -136,6 +136,8 @@ pub struct Poller {
 const POLL_SLEEP_MAX: Duration = Duration::from_millis(50);
 /// Longest sleep while some file is dirty (flush deadlines).
 const FLUSH_POLL_SLEEP: Duration = Duration::from_millis(5);
+/// Longest a shutdown waits to keep WORKFLOW files on the dir tier.
+const KEEP_WORKFLOW_WAIT: Duration = Duration::from_secs(120);
 /// Longest sleep while journal records wait to be emitted or synced.
 const JOURNAL_POLL_SLEEP: Duration = Duration::from_millis(1);
 
@@ -222,10 +224,50 @@ impl Poller {
             self.disconnect(id);
         }
         self.drain_files();
+        self.keep_workflow_files();
         if let Some(f) = self.flusher.as_mut() {
             f.stop();
         }
         crate::jpoller::Journal::stop(&mut self.core);
+    }
+
+    /// Shutdown: WORKFLOW files wait for their stage-out, so their pages in
+    /// RAM are stashed onto the dir tier and journaled — the next daemon on
+    /// these tiers has them. (Bounded by `KEEP_WORKFLOW_WAIT`.)
+    fn keep_workflow_files(&mut self) {
+        if !self.core.stash.running() {
+            return;
+        }
+        let ids: Vec<strata_meta::BucketId> = self
+            .core
+            .meta
+            .files()
+            .filter(|(id, _, rec)| rec.persist == strata_meta::Persist::Workflow && !rec.dirty_pages.is_empty() && !self.core.file_is_orphan(*id))
+            .map(|(id, _, _)| id)
+            .collect();
+        if ids.is_empty() {
+            return;
+        }
+        tracing::info!(files = ids.len(), "keeping WORKFLOW files on the dir tier for the next daemon");
+        for id in &ids {
+            self.core.stash.want(*id);
+        }
+        let started = std::time::Instant::now();
+        loop {
+            self.drain_msgs();
+            crate::stash::tick(&mut self.core);
+            crate::jpoller::Journal::round(&mut self.core);
+            let waiting = self.core.stash.busy() || self.core.journal.as_ref().is_some_and(|j| j.syncs_waiting());
+            if !waiting {
+                break;
+            }
+            if started.elapsed() > KEEP_WORKFLOW_WAIT {
+                tracing::error!("WORKFLOW files not all kept on the dir tier within {KEEP_WORKFLOW_WAIT:?}: what is only in RAM is lost");
+                break;
+            }
+            let shared = self.shared.clone();
+            shared.bell().wait_until(|| shared.msgs_pending.load(Ordering::Relaxed), Duration::ZERO, Some(JOURNAL_POLL_SLEEP));
+        }
     }
 
     /// Shutdown: flushes until no dirty DEFAULT file remains, giving up only
