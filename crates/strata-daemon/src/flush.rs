@@ -717,6 +717,8 @@ impl Flusher {
         }
         // The workers' sinks are gone; the writer ends after the last line.
         self.sink = None;
+        // The spawner holds a sink too: drop it, or the writer never ends.
+        self.spawn = Box::new(|_| Err(std::io::Error::other("flusher stopped")));
         if let Some(mut l) = self.log.take() {
             l.stop();
         }
