@@ -1,6 +1,8 @@
-//! `strata drain status|wait|log`: per-file drain state of DEFAULT-mode
-//! files (dirty → flushing → persisted, or failed), waiting until files are
-//! persisted, and the daemon's event log (`<socket>.drain.log`).
+//! `strata drain status|wait|log`: per-file drain state of the files the
+//! flusher writes — DEFAULT mode, and WORKFLOW once staged out — (dirty →
+//! flushing → persisted, or failed; `stalled` flushes and `verified`
+//! persisted files marked), waiting until files are persisted, and the
+//! daemon's event log (`<socket>.drain.log`).
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -113,7 +115,7 @@ fn print_failed(r: &DrainReply) {
 
 /// `strata drain wait [PATH…] [--timeout SECS] [--no-flush]`: asks for a
 /// flush of the paths (unless `no_flush`), then polls until every DEFAULT
-/// file under them is persisted (exit 0), only failed files remain (exit 1,
+/// (or staged-out WORKFLOW) file under them is persisted (exit 0), only failed files remain (exit 1,
 /// listing them) or the timeout expires (exit `EXIT_TIMEOUT`).
 pub fn wait_command(socket: &Path, paths: &[PathBuf], timeout: Option<f64>, no_flush: bool, quiet: bool) -> Result<ExitCode> {
     let paths = absolute_all(paths)?;

@@ -99,8 +99,9 @@ enum Cmd {
         wait: bool,
         path: Vec<PathBuf>,
     },
-    /// Per-file drain state of DEFAULT-mode files (dirty, flushing,
-    /// persisted, failed), waiting for it, and the flusher's event log.
+    /// Per-file drain state of DEFAULT-mode files and staged-out WORKFLOW
+    /// files (dirty, flushing, persisted, failed), waiting for it, and the
+    /// flusher's event log.
     Drain {
         #[command(subcommand)]
         cmd: DrainCmd,
