@@ -8,7 +8,8 @@
 # Each iteration: a fresh destination and tier directory; a daemon with a
 # small RAM tier (64 MiB) and a dir tier; a DEFAULT-mode checkpoint run under
 # the adapter (python3, seeded): files of random sizes written in random
-# chunks, fsync after each file, plus a log file appended with an fdatasync
+# chunks (one in four overwrites an earlier file with O_TRUNC), fsync after
+# each file, plus a log file appended with an fdatasync
 # after every record (pages rewritten after their fsync); the writer prints
 # "SYNC n" before each sync and, after it returns, an ACK line (path, length,
 # sha256 of the acknowledged bytes, whether the descriptor was a strata
@@ -105,7 +106,12 @@ log_fd = os.open(os.path.join(dest, "log"), os.O_CREAT | os.O_WRONLY | os.O_APPE
 log_tracked = tracked(log_fd)
 log_h, log_len = hashlib.sha256(), 0
 for i in range(10_000):
-    path = os.path.join(dest, f"ck{i:05d}")
+    # One file in four overwrites (O_TRUNC) an earlier, acknowledged one.
+    # "OPEN" first: until its next ACK the file may hold old or new bytes.
+    j = rnd.randrange(i) if i and rnd.random() < 0.25 else i
+    path = os.path.join(dest, f"ck{j:05d}")
+    if j != i:
+        say(f"OPEN {path}")
     size = rnd.choice([0, 1, 4095, 4096, 70_000, 1 << 20, 3 << 20, rnd.randrange(1, 9 << 20)])
     data = rnd.randbytes(size)
     fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
@@ -142,6 +148,8 @@ for line in open(acks, errors="replace"):
         log = (int(p[1]), p[2], p[3] == "1")
     elif len(p) == 2 and p[0] == "SYNC":
         syncs = int(p[1])
+    elif len(p) == 2 and p[0] == "OPEN":
+        files.pop(p[1], None)  # being overwritten: no promise until its ACK
 bad, nbytes, tfiles, tbytes = [], 0, 0, 0
 for path, (size, digest, t) in files.items():
     try:
