@@ -542,6 +542,10 @@ pub struct Flusher {
     conc: crate::flush_conc::Concurrency,
     unlinks_pending: VecDeque<String>,
     unlinks_queued: Arc<AtomicUsize>,
+    /// Paths of destination unlinks sent to the workers since
+    /// `unlinks_queued` was last seen at 0 (some may still run): a flush of
+    /// such a path waits, so that the unlink cannot remove what it writes.
+    unlinks_sent: VecDeque<String>,
     next_job: u64,
     cursor: Option<BucketId>,
     last_tick_mono_ns: u64,
@@ -598,6 +602,7 @@ impl Flusher {
             conc: crate::flush_conc::Concurrency::new(threads, 0),
             unlinks_pending: VecDeque::new(),
             unlinks_queued,
+            unlinks_sent: VecDeque::new(),
             next_job: 1,
             cursor: None,
             last_tick_mono_ns: 0,
@@ -704,6 +709,18 @@ impl Flusher {
         !self.in_flight.values().any(|f| f.path == path) && !self.unlinks_pending.iter().any(|p| p == path) && self.unlinks_queued.load(Ordering::SeqCst) == 0
     }
 
+    /// A destination unlink of file `id`'s path is pending or may still be
+    /// running (a stale job's clean-up): its flush waits, so that the unlink
+    /// cannot remove what the new job writes (program order per path).
+    fn unlink_blocks(&self, core: &Core, id: BucketId) -> bool {
+        if self.unlinks_pending.is_empty() && self.unlinks_sent.is_empty() {
+            return false;
+        }
+        let Ok(b) = core.meta.bucket(id) else { return false };
+        let path: &str = &b.name;
+        self.unlinks_pending.iter().any(|u| u == path) || self.unlinks_sent.iter().any(|u| u == path)
+    }
+
     /// Nothing queued or running (jobs and destination unlinks).
     pub fn idle(&self) -> bool {
         self.in_flight.is_empty() && self.unlinks_pending.is_empty() && self.unlinks_queued.load(Ordering::SeqCst) == 0
@@ -739,10 +756,19 @@ impl Flusher {
         self.add_spare_workers(stalled);
         let Some(queue) = self.queue.clone() else { return };
         // Destination unlinks first (bounded by the queue's spare room).
+        if self.unlinks_queued.load(Ordering::SeqCst) == 0 {
+            self.unlinks_sent.clear();
+        }
         while let Some(p) = self.unlinks_pending.pop_front() {
             self.unlinks_queued.fetch_add(1, Ordering::SeqCst);
+            let sent = p.clone();
             match queue.try_send(Work::Unlink(p)) {
-                Ok(()) => {}
+                Ok(()) => {
+                    if self.unlinks_sent.len() >= UNLINKS_PENDING_MAX {
+                        self.unlinks_sent.pop_front();
+                    }
+                    self.unlinks_sent.push_back(sent);
+                }
                 Err(TrySendError::Full(Work::Unlink(p))) => {
                     self.unlinks_queued.fetch_sub(1, Ordering::SeqCst);
                     self.unlinks_pending.push_front(p);
@@ -782,6 +808,9 @@ impl Flusher {
                 continue;
             }
             if !self.eligible(core, id, now) {
+                continue;
+            }
+            if self.unlink_blocks(core, id) {
                 continue;
             }
             let Some((job, pin)) = self.snapshot(core, id) else { continue };

@@ -202,6 +202,54 @@ fn unlink_during_a_flush_removes_the_recreated_destination() {
 }
 
 #[test]
+fn a_new_file_waits_for_the_stale_unlink_of_its_path() {
+    // Two workers: without the ordering, the stale unlink and the new file's
+    // job would run at once and the unlink could remove the new file.
+    let mut fx = fixture(8 << 20, 64 << 20, 1 << 20);
+    let path = dest(&fx, "reused.bin");
+    let (mut f, rx) = start(&fx.core, 2, 0.0);
+    let core = &mut fx.core;
+    let old = create(core, &path);
+    write(core, old, 0, &pattern(4 * PAGE, 4));
+    core.files.kick = true;
+    f.tick(core);
+    assert!(f.is_in_flight(old));
+    // Once the job has created the destination (bounded wait), the file is
+    // unlinked: the job is stale and its file must be removed.
+    for _ in 0..60_000 {
+        if std::path::Path::new(&path).exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(core.file_unlink(&path).unwrap());
+    complete_one(core, &mut f, &rx);
+    assert!(!f.path_idle(&path), "the stale job's file is to be removed");
+    // A new file at the same path, dirty before the unlink went out.
+    let new = create(core, &path);
+    let model = pattern(PAGE + 3, 9);
+    write(core, new, 0, &model);
+    core.files.kick = true;
+    f.tick(core);
+    assert!(!f.is_in_flight(new), "a flush of a path waits for its pending destination unlink");
+    // The unlink runs on a worker; the poller is not told (bounded wait).
+    for _ in 0..60_000 {
+        core.files.kick = true;
+        f.tick(core);
+        if f.is_in_flight(new) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(f.is_in_flight(new), "flushed once the unlink is done");
+    complete_one(core, &mut f, &rx);
+    flush_all(core, &mut f, &rx);
+    f.stop();
+    assert_eq!(std::fs::read(&path).unwrap(), model, "the new file survives the old one's clean-up");
+    core.file_check().unwrap();
+}
+
+#[test]
 fn rename_during_a_flush_flushes_again_at_the_new_path() {
     let mut fx = fixture(8 << 20, 64 << 20, 1 << 20);
     let (from, to) = (dest(&fx, "a.bin"), dest(&fx, "b.bin"));
