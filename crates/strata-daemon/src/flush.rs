@@ -452,6 +452,11 @@ impl FlushIo {
                 f.write_all_at(&[!b[0]], 0).map_err(|e| format!("test corruption: {e}"))?;
             }
             if self.verify {
+                // Read back what the destination stored, not the page cache
+                // just written: the fdatasync made those pages clean, so the
+                // kernel can drop them (best effort; NFS/Lustre clients
+                // revalidate their cache).
+                let _ = rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed);
                 for pg in &job.pages {
                     self.verify_page(&f, pg, &mut buf)?;
                 }
