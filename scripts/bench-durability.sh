@@ -11,8 +11,8 @@
 #            runs alternated.
 # It mounts the slow-pfs emulation (../shared/tools/slow-pfs up) and unmounts it
 # at the end only if it was not mounted before; builds the release binaries
-# (DUR_BIN=path/to/strata skips the build); prints the machine, the commit and
-# every command before its output.
+# (DUR_BIN=path/to/strata skips the build, DUR_COMMIT names what it was built
+# from); prints the machine, the commit and every command before its output.
 #
 # Usage: scripts/bench-durability.sh [drain] [fsync] [journal]   (default: all)
 # Environment: REPEAT (default 3), DRAIN_SIZE (1GiB), TIER_DIR (where the dir
@@ -57,7 +57,9 @@ trap cleanup EXIT
 run() { printf '\n$ %s\n' "$*"; "$@"; }
 
 echo "== machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), $(free -g | awk '/Mem:/ {print $2}') GiB RAM, kernel $(uname -r)"
-echo "== commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- crates 2>/dev/null || echo ' (+ uncommitted changes under crates/)'); binary $BIN"
+if [[ -n ${DUR_COMMIT:-} ]]; then commit=$DUR_COMMIT; else
+    commit="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- crates || echo ' (+ uncommitted changes under crates/)')"; fi
+echo "== commit: $commit; binary $BIN"
 echo "== destination: $mnt ($(findmnt -no FSTYPE "$mnt")); dir tiers under $TIER_DIR ($(df --output=source "$TIER_DIR" | tail -1), $(findmnt -no FSTYPE -T "$TIER_DIR"))"
 echo "== load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 t0=$(date +%s)

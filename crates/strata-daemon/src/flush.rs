@@ -1256,3 +1256,7 @@ unsafe fn crc32c_sse42(c: u32, data: &[u8]) -> u32 {
     }
     c
 }
+
+#[cfg(test)]
+#[path = "flush_stall_tests.rs"]
+mod stall_tests;
