@@ -261,6 +261,14 @@ impl Journal {
         true
     }
 
+    /// A file restored by replay: its restored state counts as synced
+    /// (durable in the journal) at generation `gen` and size `size`, so it
+    /// keeps its record until flushed even when it holds no page.
+    pub fn restored(&mut self, id: BucketId, gen: u64, size: u64) {
+        self.synced_size.insert(id, size);
+        self.jsynced.insert(id, gen);
+    }
+
     pub fn jsynced(&self, id: BucketId) -> u64 {
         self.jsynced.get(&id).copied().unwrap_or(0)
     }

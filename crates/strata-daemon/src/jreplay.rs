@@ -188,12 +188,21 @@ pub fn replay(core: &mut Core, scan: &Scan) -> ReplayReport {
             rec.dest_size = rec.dest_size.min(rec.size);
             let needs = !dirty_pages.is_empty() || rec.trunc_min.is_some() || !rec.dest_exists || rec.dest_size != rec.size;
             rec.dirty_pages = dirty_pages;
-            if rec.flushed_like_default() && needs {
+            let (gen, size) = (rec.mod_gen, rec.size);
+            let owed = rec.flushed_like_default() && needs;
+            if owed {
                 rec.mod_gen = 1;
                 rec.last_write_mono_ns = mono;
                 rec.dirty_since_mono_ns = mono;
                 core.files.dirty.insert(id);
                 r.dirty_files += 1;
+            }
+            // What was restored came from the journal, so it was durable
+            // there: it stays journaled (even with no page, e.g. an fsync'ed
+            // empty file or a truncation) until the destination has it, or a
+            // second crash before the flush would lose it.
+            if let Some(j) = core.journal.as_mut() {
+                j.restored(id, if owed { 1 } else { gen }, size);
             }
         }
     }
