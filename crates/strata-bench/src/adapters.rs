@@ -201,16 +201,16 @@ struct TargetRow {
     met: Option<bool>,
 }
 
-fn loadavg() -> String {
+pub(crate) fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg").map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" ")).unwrap_or_default()
 }
 
-fn default_slow_pfs() -> PathBuf {
+pub(crate) fn default_slow_pfs() -> PathBuf {
     let root = std::env::var_os("SLOW_PFS_ROOT").filter(|v| !v.is_empty()).map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/tmp/slow-pfs"));
     root.join("mnt")
 }
 
-fn default_tier_base() -> Result<PathBuf> {
+pub(crate) fn default_tier_base() -> Result<PathBuf> {
     let mut cands = Vec::new();
     if let Some(t) = std::env::var_os("TMPDIR").filter(|v| !v.is_empty()) {
         cands.push(PathBuf::from(t));
@@ -324,7 +324,7 @@ fn checks_text(t: &TargetRow) -> String {
 }
 
 /// Thousands separated by thin spaces, like BENCHMARKS.md.
-fn num(v: f64) -> String {
+pub(crate) fn num(v: f64) -> String {
     if !v.is_finite() {
         return "-".into();
     }

@@ -10,6 +10,9 @@
 //!   on a directory or through the adapter (`--via-strata MODE`).
 //! * `adapters` ([`adapters`]): the issue-3 table — ior and md on tmpfs, on the
 //!   slow-pfs mount and through strata (private daemons), with ratios.
+//! * `tiers` ([`tiers`], workers in [`vpic`]): the issue-5 experiments —
+//!   VPIC/BD-CATS-like I/O on 1, 2 and 3 tiers, the placement engines, the
+//!   organizer and prefetcher on a working set larger than RAM ([`tiers_org`]).
 //!
 //! Generators ([`zipf`]) are ports of YCSB's; latencies go to HDR histograms
 //! ([`hist`]). Entry point: [`run`], called by the CLI once a daemon runs.
@@ -22,6 +25,9 @@ pub mod kv;
 pub mod md;
 pub mod redis_peer;
 pub mod team;
+pub mod tiers;
+pub mod tiers_org;
+pub mod vpic;
 pub mod ycsb;
 pub mod zipf;
 
@@ -41,6 +47,8 @@ pub enum BenchCmd {
     Adapters(adapters::AdaptersArgs),
     /// Drain throughput of strata vs the destination's raw bandwidth, same run.
     Drain(drain::DrainArgs),
+    /// The tiering experiments: VPIC/BD-CATS-like I/O on 1, 2, 3 tiers; placement engines compared.
+    Tiers(tiers::TiersArgs),
     /// Internal: one worker process of `bench kv --procs N`.
     #[command(hide = true)]
     KvWorker(kv::KvWorkerArgs),
@@ -50,6 +58,9 @@ pub enum BenchCmd {
     /// Internal: one worker process of `bench md` (plain POSIX I/O).
     #[command(hide = true)]
     MdWorker(md::MdWorkerArgs),
+    /// Internal: one VPIC/BD-CATS worker process of `bench tiers`.
+    #[command(hide = true)]
+    VpicWorker(vpic::VpicWorkerArgs),
 }
 
 impl BenchCmd {
@@ -61,7 +72,7 @@ impl BenchCmd {
             BenchCmd::Kv(_) | BenchCmd::Ycsb(_) | BenchCmd::KvWorker(_) => true,
             BenchCmd::Ior(a) => a.via_strata.is_some(),
             BenchCmd::Md(a) => a.via_strata.is_some(),
-            BenchCmd::Adapters(_) | BenchCmd::Drain(_) | BenchCmd::IorWorker(_) | BenchCmd::MdWorker(_) => false,
+            BenchCmd::Adapters(_) | BenchCmd::Drain(_) | BenchCmd::Tiers(_) | BenchCmd::VpicWorker(_) | BenchCmd::IorWorker(_) | BenchCmd::MdWorker(_) => false,
         }
     }
 }
@@ -78,5 +89,7 @@ pub fn run(cmd: BenchCmd, socket: &Path) -> anyhow::Result<()> {
         BenchCmd::Drain(a) => drain::run(a),
         BenchCmd::IorWorker(a) => ior::run_worker(a),
         BenchCmd::MdWorker(a) => md::run_worker(a),
+        BenchCmd::Tiers(a) => tiers::run(a, socket),
+        BenchCmd::VpicWorker(a) => vpic::run_worker(a),
     }
 }

@@ -1,0 +1,211 @@
+//! Experiment `organizer` of `strata bench tiers`: a read workload whose
+//! working set is larger than the RAM tier, with the buffer organizer and the
+//! prefetcher switched on and off through the private daemon's configuration.
+//!
+//! Load: `--org-data` bytes of `--org-size` blobs are put into a RAM + dir tier
+//! daemon (the RAM tier holds a quarter by default; MinimizeIoTime fills RAM
+//! first, the rest lands on the disk tier). The *hot set* is `--org-hot` bytes of
+//! blobs that landed on the disk tier, read in one fixed shuffled order every
+//! pass (a training epoch, a clustering sweep); after every 4 hot reads one
+//! random cold blob is read (noise). `--org-think-us` of "compute" separate
+//! reads (the time an organizer or prefetcher has to act). Before every pass
+//! the dir tier's data file is written back and dropped from the page cache
+//! (fdatasync + `POSIX_FADV_DONTNEED`), so a read from the disk tier reads the
+//! disk, not pages the kernel cached.
+//!
+//! Per setup: read throughput over the I/O time of passes 2..N (the first pass
+//! is the learning pass, reported apart), and the RAM hit rate — the share of
+//! bytes whose blob was wholly in RAM (a `stat` just before each `get`, not
+//! timed).
+//!
+//! | setup | configuration |
+//! |---|---|
+//! | `off` | organizer and prefetcher disabled |
+//! | `organizer` | organizer only |
+//! | `prefetch` | trace + prefetcher only |
+//! | `both` | organizer + trace + prefetcher |
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Result};
+use indicatif::ProgressBar;
+
+use crate::kv::format_size;
+use crate::team::{self, DaemonSpec, PrivateDaemon, MIB};
+use crate::tiers::{Sample, TiersArgs};
+use crate::zipf::Rng;
+
+pub const ORG_SETUPS: [&str; 4] = ["off", "organizer", "prefetch", "both"];
+/// Passes over the hot set (a limit on the loop).
+pub const PASSES_MAX: usize = 1000;
+
+/// The configuration fragment of a setup.
+pub fn setup_yaml(setup: &str, prefetch_known: bool) -> String {
+    let org = matches!(setup, "organizer" | "both");
+    let pf = matches!(setup, "prefetch" | "both");
+    let mut y = format!("organizer:\n  enabled: {org}\n");
+    if org {
+        y.push_str("  interval: 100ms\n");
+    }
+    if prefetch_known {
+        y.push_str(&format!("trace:\n  enabled: {pf}\nprefetch:\n  enabled: {pf}\n"));
+    }
+    y
+}
+
+/// Does this build's configuration know `fragment` (keys of components that may not exist yet)?
+pub fn config_knows(fragment: &str) -> bool {
+    let yaml = format!("devices:\n  - name: ram\n    kind: ram\n    capacity: 256MiB\n{fragment}");
+    strata_config::Config::from_yaml_str(&yaml, "bench tiers").is_ok()
+}
+
+fn se(e: strata_client::Error) -> anyhow::Error {
+    anyhow!("{e}")
+}
+
+/// Writes back and drops the page cache of a dir tier's data file.
+pub fn drop_file_cache(path: &Path) {
+    if let Ok(f) = std::fs::File::open(path) {
+        use std::os::fd::AsRawFd;
+        let _ = f.sync_data();
+        // SAFETY: valid descriptor; advice only.
+        unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    }
+}
+
+/// Data files of the dir tiers of the daemon.
+pub fn dir_tier_files(d: &PrivateDaemon) -> Result<Vec<std::path::PathBuf>> {
+    Ok(d.status()?.tiers.iter().filter(|t| t.kind == "dir" && !t.path.is_empty()).map(|t| std::path::PathBuf::from(&t.path)).collect())
+}
+
+fn stamp(buf: &mut [u8], i: u64) {
+    buf[..8].copy_from_slice(&(i ^ 0x0c9a_11ed).to_le_bytes());
+}
+
+/// One setup, one repeat.
+#[allow(clippy::too_many_arguments)]
+pub fn org_run(setup: &str, rep: usize, a: &TiersArgs, tier_base: &Path, prefetch_known: bool, timeout: Duration, pb: &ProgressBar, counters: &mut Vec<serde_json::Value>) -> Result<Vec<Sample>> {
+    let pid = std::process::id();
+    let tier_dir = tier_base.join(format!("strata-bench-tiers-{pid}-org-{setup}-r{rep}"));
+    let ram = a.org_ram.unwrap_or((a.org_data / 4).max(64 << 20));
+    let spec = DaemonSpec { ram_bytes: ram, disk: Some((tier_dir.clone(), 2 * a.org_data + (256 << 20))), extra_yaml: setup_yaml(setup, prefetch_known) };
+    let tag = format!("r{rep} organizer/{setup}");
+    pb.set_message(format!("{tag}: starting a private daemon"));
+    let mut d = PrivateDaemon::start(&spec)?;
+    let size = a.org_size as usize;
+    let n = a.org_data / a.org_size;
+    let res = (|| -> Result<Vec<Sample>> {
+        let client = strata_client::Client::connect_to(&d.socket).map_err(se)?;
+        let bucket = client.bucket("strata-bench-tiers-org").map_err(se)?;
+        let deadline = Instant::now() + timeout;
+        pb.set_message(format!("{tag}: load {}", format_size(n * a.org_size)));
+        let mut data = vec![0u8; size];
+        Rng::new(0x0c9a).fill(&mut data);
+        for i in 0..n {
+            stamp(&mut data, i);
+            bucket.put(&format!("b{i}"), &data).map_err(se)?;
+        }
+        // The hot set: blobs the load left off RAM, in a fixed shuffled order.
+        let mut on_disk = Vec::new();
+        for i in 0..n {
+            if bucket.stat(&format!("b{i}")).map_err(se)?.tier_mask != 1 {
+                on_disk.push(i);
+            }
+        }
+        let hot_n = ((a.org_hot / a.org_size) as usize).min(on_disk.len());
+        if hot_n == 0 {
+            bail!("no blob landed on the disk tier: raise --org-data or lower --org-ram");
+        }
+        let mut rng = Rng::new(0x5eed + rep as u64);
+        let mut hot: Vec<u64> = on_disk[on_disk.len() - hot_n..].to_vec();
+        for i in (1..hot.len()).rev() {
+            let j = (rng.next_u64() % (i as u64 + 1)) as usize;
+            hot.swap(i, j);
+        }
+        let cold: Vec<u64> = (0..n).filter(|i| !hot.contains(i)).collect();
+        let tier_files = dir_tier_files(&d)?;
+        let mut buf = vec![0u8; size];
+        // Per pass: (io seconds, bytes, bytes read from RAM).
+        let mut passes: Vec<(f64, u64, u64)> = Vec::new();
+        let think = Duration::from_micros(a.org_think_us);
+        for p in 0..a.org_passes.min(PASSES_MAX) {
+            pb.set_message(format!("{tag}: pass {}/{}", p + 1, a.org_passes));
+            for f in &tier_files {
+                drop_file_cache(f);
+            }
+            let (mut io, mut bytes, mut ram_bytes) = (0f64, 0u64, 0u64);
+            let mut cold_rng = Rng::new(0xc01d + p as u64);
+            for (k, &h) in hot.iter().enumerate() {
+                let mut ids = vec![h];
+                if k % 4 == 3 && !cold.is_empty() {
+                    ids.push(cold[(cold_rng.next_u64() % cold.len() as u64) as usize]);
+                }
+                for i in ids {
+                    let name = format!("b{i}");
+                    let in_ram = bucket.stat(&name).map_err(se)?.tier_mask == 1;
+                    let t0 = Instant::now();
+                    let got = bucket.get_at(&name, 0, &mut buf).map_err(se)?;
+                    io += t0.elapsed().as_secs_f64();
+                    if got != size || buf[..8] != (i ^ 0x0c9a_11ed).to_le_bytes() {
+                        bail!("blob {name} came back different");
+                    }
+                    bytes += got as u64;
+                    if in_ram {
+                        ram_bytes += got as u64;
+                    }
+                    if !think.is_zero() {
+                        std::thread::sleep(think);
+                    }
+                }
+                if Instant::now() > deadline {
+                    bail!("the read passes exceeded their time limit");
+                }
+            }
+            passes.push((io, bytes, ram_bytes));
+        }
+        let st = d.status()?;
+        counters.push(serde_json::json!({"exp": "organizer", "setup": setup, "rep": rep, "tiers": st.tiers, "passes": passes}));
+        let mut out = Vec::new();
+        let mut push = |metric: &str, value: f64| out.push(Sample { exp: "organizer".into(), setup: setup.into(), metric: metric.into(), rep, value });
+        let (io1, b1, r1) = passes[0];
+        push("read pass 1", b1 as f64 / MIB / io1.max(1e-9));
+        push("RAM hit pass 1", 100.0 * r1 as f64 / b1.max(1) as f64);
+        let later = &passes[1.min(passes.len() - 1)..];
+        let (io, b, r) = later.iter().fold((0.0, 0u64, 0u64), |acc, x| (acc.0 + x.0, acc.1 + x.1, acc.2 + x.2));
+        push("read", b as f64 / MIB / io.max(1e-9));
+        push("RAM hit", 100.0 * r as f64 / b.max(1) as f64);
+        let (io_last, b_last, r_last) = passes[passes.len() - 1];
+        push("read last pass", b_last as f64 / MIB / io_last.max(1e-9));
+        push("RAM hit last pass", 100.0 * r_last as f64 / b_last.max(1) as f64);
+        Ok(out)
+    })();
+    pb.set_message(format!("{tag}: stopping the daemon"));
+    let stopped = d.stop();
+    let _ = std::fs::remove_dir_all(&tier_dir);
+    let out = res?;
+    stopped?;
+    let _ = team::MIB;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn setup_configs_parse() {
+        // The organizer keys exist in every build; the prefetch keys only once the prefetcher landed.
+        for s in ORG_SETUPS {
+            assert!(config_knows(&setup_yaml(s, false)), "{s}");
+        }
+        let pk = config_knows("prefetch:\n  enabled: false\n");
+        if pk {
+            for s in ORG_SETUPS {
+                assert!(config_knows(&setup_yaml(s, true)), "{s}");
+            }
+        }
+        assert!(setup_yaml("off", true).contains("organizer:\n  enabled: false"));
+        assert!(setup_yaml("both", true).contains("prefetch:\n  enabled: true"));
+    }
+}

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Plots of `strata bench tiers --save FILE` (BENCHMARKS.md, "Tiering (issue 5)").
+
+Usage: scripts/plot-tiers.py bench/results/tiers.json [OUT_DIR]   (default OUT_DIR: next to the JSON)
+
+Writes tiers-speedup.png (VPIC write / BD-CATS read per number of tiers, with the
+tmpfs and disk references), tiers-placement.png (placement engines: put time,
+bytes per tier, get throughput) and, when the run has it, tiers-organizer.png.
+Bars are medians over the repeats, whiskers the min–max range. Needs matplotlib
+(pip install matplotlib).
+"""
+import json
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def stats(samples, exp, setup, metric):
+    v = sorted(s["value"] for s in samples if s["exp"] == exp and s["setup"] == setup and s["metric"] == metric)
+    if not v:
+        return None
+    n = len(v)
+    med = v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+    return med, v[0], v[-1]
+
+
+def bars(ax, labels, triples, color, ylabel, title, annotate=None):
+    xs = range(len(labels))
+    meds = [t[0] if t else 0 for t in triples]
+    lo = [t[0] - t[1] if t else 0 for t in triples]
+    hi = [t[2] - t[0] if t else 0 for t in triples]
+    ax.bar(xs, meds, yerr=[lo, hi], capsize=4, color=color, edgecolor="black", linewidth=0.6)
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels(labels)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(axis="y", alpha=0.3)
+    if annotate:
+        for x, m, txt in zip(xs, meds, annotate):
+            if txt:
+                ax.annotate(txt, (x, m), textcoords="offset points", xytext=(0, 4), ha="center", fontsize=9, fontweight="bold")
+
+
+def speedup_plot(doc, samples, out):
+    setups = [("1-tier", "1 tier\n(slow-pfs only)"), ("2-tiers", "2 tiers\n(RAM + slow-pfs)"), ("3-tiers", "3 tiers\n(RAM + disk + slow-pfs)")]
+    have = [(k, l) for k, l in setups if stats(samples, "tiering", k, "write")]
+    if not have:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    for ax, metric, title in [(axes[0], "write", "VPIC-like write"), (axes[1], "read", "BD-CATS-like read")]:
+        trip = [stats(samples, "tiering", k, metric) for k, _ in have]
+        base = stats(samples, "tiering", "1-tier", metric)
+        ann = [f"{t[0] / base[0]:.1f}×" if (t and base) else "" for t in trip]
+        bars(ax, [l for _, l in have], trip, ["#b0b0b0", "#6fa8dc", "#3d85c6"][: len(have)], "MiB/s (median, min–max)", title, ann)
+        for ref, style in [("tmpfs", "--"), ("disk", ":")]:
+            r = stats(samples, "tiering", ref, metric)
+            if r:
+                ax.axhline(r[0], linestyle=style, color="darkred", linewidth=1)
+                ax.annotate(f"{ref} direct {r[0]:.0f}", (len(have) - 0.5, r[0]), textcoords="offset points", xytext=(0, 3), ha="right", fontsize=8, color="darkred")
+        if metric == "write":
+            wd = [stats(samples, "tiering", k, "write+drain") for k, _ in have]
+            xs = [i for i, t in enumerate(wd) if t]
+            if xs:
+                ax.scatter(xs, [wd[i][0] for i in xs], marker="D", color="black", zorder=3, label="write + drain to slow-pfs")
+                ax.legend(fontsize=8, loc="upper left")
+    s = doc.get("settings", {})
+    fig.suptitle(f"Impact of tiering: {s.get('data', 0) / 2**30:.1f} GiB, {s.get('procs')} processes, RAM tier {s.get('ram', 0) / 2**20:.0f} MiB (speedup vs 1 tier)", fontsize=11)
+    fig.tight_layout()
+    p = os.path.join(out, "tiers-speedup.png")
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    return p
+
+
+def placement_plot(doc, samples, out):
+    pols = [p for p in ["minimize_io_time", "round_robin", "random"] if stats(samples, "placement", p, "put")]
+    if not pols:
+        return None
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4.2))
+    labels = [p.replace("_", "\n", 1) if p == "minimize_io_time" else p.replace("_", " ") for p in pols]
+    bars(axes[0], labels, [stats(samples, "placement", p, "put time") for p in pols], "#93c47d", "seconds (median, min–max)", "put time (lower is better)")
+    ram = [stats(samples, "placement", p, "RAM used") for p in pols]
+    disk = [stats(samples, "placement", p, "disk used") for p in pols]
+    xs = range(len(pols))
+    r = [t[0] if t else 0 for t in ram]
+    d = [t[0] if t else 0 for t in disk]
+    axes[1].bar(xs, r, color="#3d85c6", edgecolor="black", linewidth=0.6, label="RAM tier")
+    axes[1].bar(xs, d, bottom=r, color="#e69138", edgecolor="black", linewidth=0.6, label="disk tier")
+    axes[1].set_xticks(list(xs))
+    axes[1].set_xticklabels(labels)
+    axes[1].set_ylabel("MiB after the puts (median)")
+    axes[1].set_title("bytes per tier")
+    axes[1].legend(fontsize=8)
+    axes[1].grid(axis="y", alpha=0.3)
+    bars(axes[2], labels, [stats(samples, "placement", p, "get") for p in pols], "#8e7cc3", "MiB/s (median, min–max)", "get all blobs back")
+    s = doc.get("settings", {})
+    fig.suptitle(f"Placement engines: {s.get('put_threads')} threads put {s.get('put_data', 0) / 2**30:.1f} GiB of {s.get('put_size', 0) / 2**20:.0f} MiB blobs, RAM tier {s.get('put_ram', 0) / 2**20:.0f} MiB + disk tier", fontsize=11)
+    fig.tight_layout()
+    p = os.path.join(out, "tiers-placement.png")
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    return p
+
+
+def organizer_plot(doc, samples, out):
+    order = ["off", "organizer", "prefetch", "both"]
+    have = [k for k in order if stats(samples, "organizer", k, "read")]
+    if not have:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+    base = stats(samples, "organizer", "off", "read")
+    trip = [stats(samples, "organizer", k, "read") for k in have]
+    ann = [f"{t[0] / base[0]:.2f}×" if (t and base) else "" for t in trip]
+    bars(axes[0], have, trip, "#6fa8dc", "MiB/s (median, min–max)", "read throughput (timed passes)", ann)
+    bars(axes[1], have, [stats(samples, "organizer", k, "RAM hit") for k in have], "#93c47d", "% of bytes read from RAM", "RAM hit rate")
+    fig.suptitle("Working set larger than RAM: organizer / prefetcher on vs off", fontsize=11)
+    fig.tight_layout()
+    p = os.path.join(out, "tiers-organizer.png")
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    return p
+
+
+def main():
+    if len(sys.argv) < 2:
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
+    src = sys.argv[1]
+    out = sys.argv[2] if len(sys.argv) > 2 else os.path.dirname(os.path.abspath(src))
+    with open(src) as f:
+        doc = json.load(f)
+    if doc.get("bench") != "tiers":
+        sys.exit(f"{src} is not saved by `strata bench tiers --save`")
+    os.makedirs(out, exist_ok=True)
+    samples = doc["samples"]
+    for fn in (speedup_plot, placement_plot, organizer_plot):
+        p = fn(doc, samples, out)
+        if p:
+            print(p)
+
+
+if __name__ == "__main__":
+    main()
