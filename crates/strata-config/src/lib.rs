@@ -41,6 +41,9 @@
 //! flush: { enabled: true, interval: 100ms, threads: 8, bandwidth_max: 0 }
 //! organizer: { enabled: true, interval: 1s, bandwidth_max: 256MiB/s,
 //!              promote_threshold: 0.7, demote_threshold: 0.3 }
+//! trace: { enabled: false, path: auto, size_max: 64MiB }      # the I/O log
+//! prefetch: { enabled: true, readahead_pages: 4, threads: 2, predict: true,
+//!             successors_max: 4, min_count: 2 }
 //! ```
 //!
 //! ## Deliberately absent
@@ -246,6 +249,10 @@ pub struct Config {
     pub organizer: OrganizerConfig,
     #[serde(default)]
     pub journal: JournalConfig,
+    #[serde(default)]
+    pub trace: TraceConfig,
+    #[serde(default)]
+    pub prefetch: PrefetchConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -487,7 +494,61 @@ impl Default for JournalConfig {
     }
 }
 
+/// The I/O log: an optional trace of operations written by the daemon.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TraceConfig {
+    pub enabled: bool,
+    /// Absolute file path; `None` = `auto` (`<socket>.trace`, see [`Config::resolved_trace_path`]).
+    pub path: Option<PathBuf>,
+    /// The trace file and its one rotated predecessor (`<path>.1`) together stay
+    /// below this size; 1MiB..=64GiB.
+    pub size_max_bytes: u64,
+}
+
+impl Default for TraceConfig {
+    fn default() -> Self {
+        TraceConfig { enabled: false, path: None, size_max_bytes: 64 << 20 }
+    }
+}
+
+/// The prefetcher: sequential read-ahead of files and trace-driven promotion of blobs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PrefetchConfig {
+    /// Master switch (false: neither read-ahead nor prediction).
+    pub enabled: bool,
+    /// Pages read ahead of a detected sequential reader of a file; 0 = no
+    /// read-ahead; 0..=1024.
+    pub readahead_pages: u32,
+    /// Threads reading the destination ahead of readers, 1..=16.
+    pub threads: u32,
+    /// Trace-driven prediction for the native API: promote the likely
+    /// successors of a blob that is read.
+    pub predict: bool,
+    /// Successors remembered per blob, 1..=16.
+    pub successors_max: u32,
+    /// Times a successor must have followed before it is promoted, 1..=1000000.
+    pub min_count: u32,
+}
+
+impl Default for PrefetchConfig {
+    fn default() -> Self {
+        PrefetchConfig { enabled: true, readahead_pages: 4, threads: 2, predict: true, successors_max: 4, min_count: 2 }
+    }
+}
+
 impl Config {
+    /// The trace file, resolving `auto` to `<socket>.trace`.
+    pub fn resolved_trace_path(&self) -> PathBuf {
+        match &self.trace.path {
+            Some(p) => p.clone(),
+            None => {
+                let mut s = self.resolved_socket_path().into_os_string();
+                s.push(".trace");
+                PathBuf::from(s)
+            }
+        }
+    }
+
     /// Whether the daemon keeps a journal: `journal.enabled`, else whether
     /// some configured tier is non-volatile.
     pub fn journal_enabled(&self) -> bool {
@@ -537,6 +598,8 @@ impl Config {
             flush: FlushConfig::default(),
             organizer: OrganizerConfig::default(),
             journal: JournalConfig::default(),
+            trace: TraceConfig::default(),
+            prefetch: PrefetchConfig::default(),
         }
     }
 

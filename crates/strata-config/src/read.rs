@@ -41,6 +41,15 @@ pub(crate) const SCALAR_KEYS: &[&str] = &[
     "journal.enabled",
     "journal.sync_interval",
     "journal.compact_min",
+    "trace.enabled",
+    "trace.path",
+    "trace.size_max",
+    "prefetch.enabled",
+    "prefetch.readahead_pages",
+    "prefetch.threads",
+    "prefetch.predict",
+    "prefetch.successors_max",
+    "prefetch.min_count",
 ];
 
 /// Keys of the `adapter` section that hold lists of paths.
@@ -49,7 +58,7 @@ pub(crate) const LIST_KEYS: &[&str] = &["adapter.include", "adapter.exclude"];
 /// Keys of a device entry, besides `name` and `kind`.
 pub(crate) const DEVICE_FIELDS: &[&str] = &["path", "capacity", "block_size", "bandwidth", "latency", "volatile"];
 
-const SECTIONS: &[&str] = &["node", "daemon", "devices", "placement", "metadata", "adapter", "flush", "organizer", "journal"];
+const SECTIONS: &[&str] = &["node", "daemon", "devices", "placement", "metadata", "adapter", "flush", "organizer", "journal", "trace", "prefetch"];
 
 // ---------------------------------------------------------------------------
 // Scalar parsers (value text → typed value)
@@ -155,6 +164,15 @@ pub(crate) fn set_scalar(cfg: &mut Config, path: &str, v: &str) -> Result<(), St
         "journal.enabled" => cfg.journal.enabled = if v.trim() == "auto" { None } else { Some(parse_bool(v)?) },
         "journal.sync_interval" => cfg.journal.sync_interval_ms = parse_duration_us(v)? / 1e3,
         "journal.compact_min" => cfg.journal.compact_min_bytes = parse_size(v)?,
+        "trace.enabled" => cfg.trace.enabled = parse_bool(v)?,
+        "trace.path" => cfg.trace.path = if v.trim() == "auto" { None } else { Some(parse_path(v)?) },
+        "trace.size_max" => cfg.trace.size_max_bytes = parse_size(v)?,
+        "prefetch.enabled" => cfg.prefetch.enabled = parse_bool(v)?,
+        "prefetch.readahead_pages" => cfg.prefetch.readahead_pages = parse_u32(v)?,
+        "prefetch.threads" => cfg.prefetch.threads = parse_u32(v)?,
+        "prefetch.predict" => cfg.prefetch.predict = parse_bool(v)?,
+        "prefetch.successors_max" => cfg.prefetch.successors_max = parse_u32(v)?,
+        "prefetch.min_count" => cfg.prefetch.min_count = parse_u32(v)?,
         _ => return Err(format!("unknown key {path}")),
     }
     Ok(())

@@ -469,3 +469,33 @@ fn flush_stall_warn() {
     expect_err("flush:\n  stall_warn: 0s\n", "flush.stall_warn", Some(2));
     expect_err("flush:\n  stall_warn: 2h\n", "flush.stall_warn", Some(2));
 }
+
+#[test]
+fn trace_and_prefetch_keys() {
+    let c = parse("trace:\n  enabled: true\n  path: /tmp/x.trace\n  size_max: 8MiB\nprefetch:\n  readahead_pages: 16\n  predict: false\n").unwrap();
+    assert!(c.trace.enabled);
+    assert_eq!(c.resolved_trace_path(), Path::new("/tmp/x.trace"));
+    assert_eq!(c.trace.size_max_bytes, 8 << 20);
+    assert_eq!(c.prefetch.readahead_pages, 16);
+    assert!(!c.prefetch.predict && c.prefetch.enabled);
+    // Defaults: trace off, read-ahead on; `auto` path next to the socket.
+    let d = parse("daemon:\n  socket: /tmp/s.sock\n").unwrap();
+    assert!(!d.trace.enabled);
+    assert_eq!(d.resolved_trace_path(), Path::new("/tmp/s.sock.trace"));
+    assert_eq!(d.prefetch, PrefetchConfig::default());
+    // Errors name key and line.
+    expect_err("trace:\n  size_max: 1KiB\n", "trace.size_max", Some(2));
+    expect_err("trace:\n  enabled: true\n  path: rel/x\n", "trace.path", Some(3));
+    expect_err("prefetch:\n  threads: 0\n", "prefetch.threads", Some(2));
+    expect_err("prefetch:\n  readahead_pages: 5000\n", "prefetch.readahead_pages", Some(2));
+    expect_err("prefetch:\n  readahed_pages: 4\n", "prefetch.readahed_pages", Some(2));
+    // Environment overrides are generic.
+    let mut e = d.clone();
+    e.apply_env(vars(&[("STRATA_TRACE_ENABLED", "true"), ("STRATA_PREFETCH_READAHEAD_PAGES", "0")])).unwrap();
+    assert!(e.trace.enabled);
+    assert_eq!(e.prefetch.readahead_pages, 0);
+    // The written file reads back equal.
+    let back = parse(&c.to_yaml()).unwrap();
+    assert_eq!(back.trace, c.trace);
+    assert_eq!(back.prefetch, c.prefetch);
+}

@@ -230,6 +230,18 @@ pub(crate) fn validate(c: &Config) -> R {
     if j.enabled == Some(true) && c.devices.iter().all(|d| d.volatile) {
         return fail("journal.enabled", "the journal needs a non-volatile device (a `dir` device with `volatile: false`)".to_string());
     }
+    // trace
+    let t = &c.trace;
+    if let Some(p) = &t.path {
+        absolute("trace.path", p)?;
+    }
+    size_in("trace.size_max", t.size_max_bytes, MIB, 64 * GIB)?;
+    // prefetch
+    let p = &c.prefetch;
+    range_u64("prefetch.readahead_pages", p.readahead_pages.into(), 0, 1024, int)?;
+    range_u64("prefetch.threads", p.threads.into(), 1, 16, int)?;
+    range_u64("prefetch.successors_max", p.successors_max.into(), 1, 16, int)?;
+    range_u64("prefetch.min_count", p.min_count.into(), 1, 1_000_000, int)?;
     if o.demote_threshold >= o.promote_threshold {
         return fail(
             "organizer.demote_threshold",

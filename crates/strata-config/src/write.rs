@@ -172,5 +172,21 @@ pub(crate) fn to_yaml(c: &Config) -> String {
     o.line(2, "enabled", &en, "auto = on when a device is non-volatile");
     o.line(2, "sync_interval", &format_duration_us(j.sync_interval_ms * 1e3), "unsynced records are fdatasync'ed this often");
     o.line(2, "compact_min", &format_size(j.compact_min_bytes), "compact beyond this size (and 2x live records)");
+
+    let t = &c.trace;
+    o.section("trace", "the I/O log (strata trace)");
+    o.line(2, "enabled", &t.enabled.to_string(), "");
+    let tp = t.path.as_ref().map_or("auto".to_string(), |p| p.display().to_string());
+    o.line(2, "path", &tp, "auto = <socket>.trace");
+    o.line(2, "size_max", &format_size(t.size_max_bytes), "the file and its rotated predecessor <path>.1 together");
+
+    let p = &c.prefetch;
+    o.section("prefetch", "");
+    o.line(2, "enabled", &p.enabled.to_string(), "");
+    o.line(2, "readahead_pages", &p.readahead_pages.to_string(), "pages read ahead of a sequential file reader; 0 = off");
+    o.line(2, "threads", &p.threads.to_string(), "1..=16 destination readers");
+    o.line(2, "predict", &p.predict.to_string(), "promote the blobs that usually follow a blob that is read");
+    o.line(2, "successors_max", &p.successors_max.to_string(), "successors remembered per blob");
+    o.line(2, "min_count", &p.min_count.to_string(), "times a successor must have followed before it is promoted");
     o.0
 }
