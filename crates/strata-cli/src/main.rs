@@ -7,6 +7,7 @@ mod flush;
 mod run;
 mod stage;
 mod table;
+mod trace;
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -114,6 +115,10 @@ enum Cmd {
     /// destination and wait until persisted (progress bar); --evict then
     /// drops them from the buffer. Exit 1 listing the files that failed.
     StageOut(stage::StageOutArgs),
+    /// The daemon's I/O log (`trace.enabled: true`): time, pid, op, tier,
+    /// size, offset, bucket/blob per operation, as a table or JSON lines;
+    /// filters by bucket and op; --follow keeps printing.
+    Trace(trace::TraceArgs),
 }
 
 #[derive(Subcommand)]
@@ -349,6 +354,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::StageOut(args) => {
             let cfg = load_config(cfg_path.as_deref())?;
             return stage::stage_out_command(&cfg, &args);
+        }
+        Cmd::Trace(args) => {
+            let cfg = load_config(cfg_path.as_deref())?;
+            return trace::command(&cfg, &args);
         }
         Cmd::Drain { cmd } => {
             let cfg = load_config(cfg_path.as_deref())?;

@@ -70,6 +70,7 @@ pub fn status_table(st: &StatusReply) -> String {
     }
     out.push_str(&t.render());
     out.push_str(&journal_lines(st));
+    out.push_str(&crate::trace::status_lines(st));
     out
 }
 

@@ -79,6 +79,10 @@ pub struct Core {
     pub stash: crate::stash::StashState,
     /// Path prefixes whose fsync returns once buffered (`fsync: relaxed`).
     pub fsync_relaxed: Vec<String>,
+    /// The I/O log (crate::trace).
+    pub trace: crate::trace::Tracer,
+    /// Read-ahead and predicted promotions (crate::prefetch).
+    pub prefetch: crate::prefetch::Prefetch,
 }
 
 pub fn now_ns() -> u64 {
@@ -107,6 +111,8 @@ impl Core {
             journal: None,
             stash: Default::default(),
             fsync_relaxed: Vec::new(),
+            trace: Default::default(),
+            prefetch: Default::default(),
         }
     }
 

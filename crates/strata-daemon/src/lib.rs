@@ -25,10 +25,12 @@ pub mod flush_conc;
 pub mod journal;
 pub mod jpoller;
 pub mod jreplay;
+pub mod prefetch;
 pub mod server;
 pub mod stash;
 pub mod stage;
 pub mod tier;
+pub mod trace;
 
 #[cfg(test)]
 mod files_tests;
@@ -361,6 +363,12 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
         jpoller::Journal::start(&mut core, settings, wake.clone()).context("cannot write the journal")?;
         stash::start(&mut core, flush_tx.clone(), wake.clone()).context("cannot start the stash thread")?;
     }
+    if cfg.trace.enabled {
+        let path = cfg.resolved_trace_path();
+        let names = core.tiers.tiers.iter().map(|t| t.name.clone()).collect();
+        core.trace = trace::Tracer::start(&path, cfg.trace.size_max_bytes, names).with_context(|| format!("cannot open the trace file {}", path.display()))?;
+    }
+    prefetch::Prefetch::start(&mut core, prefetch::Settings::from_config(&cfg.prefetch), flush_tx.clone(), wake.clone()).context("cannot start the read-ahead threads")?;
     tracing::info!(socket = %socket.display(), tiers = cfg.devices.len(), "strata daemon ready");
     ready(&socket);
 

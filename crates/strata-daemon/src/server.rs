@@ -43,6 +43,8 @@ pub enum Msg {
     /// Control `StageOut` / `StageState` (crate::stage).
     StageOut { paths: Vec<String>, evict: bool, reply: mpsc::Sender<strata_proto::control::StageReply> },
     StageState { paths: Vec<String>, reply: mpsc::Sender<strata_proto::control::StageReply> },
+    /// A read-ahead worker finished a page (crate::prefetch).
+    PrefetchDone(Box<crate::prefetch::Done>),
 }
 
 struct Chan {
@@ -190,6 +192,7 @@ impl Poller {
         }
         crate::stash::tick(&mut self.core);
         crate::jpoller::Journal::round(&mut self.core);
+        crate::prefetch::tick(&mut self.core);
     }
 
     /// Runs until shutdown is requested, then drains dirty files.
@@ -229,6 +232,8 @@ impl Poller {
             f.stop();
         }
         crate::jpoller::Journal::stop(&mut self.core);
+        self.core.prefetch.stop();
+        self.core.trace.stop();
     }
 
     /// Shutdown: WORKFLOW files wait for their stage-out, so their pages in
@@ -357,6 +362,7 @@ impl Poller {
                     let _ = reply.send(self.status());
                 }
                 Msg::StashDone(done) => crate::stash::complete(&mut self.core, *done),
+                Msg::PrefetchDone(done) => crate::prefetch::complete(&mut self.core, *done),
                 Msg::FlushDone(done) => match self.flusher.as_mut() {
                     Some(f) => f.complete(&mut self.core, *done),
                     None => tracing::error!("flush completion without a flusher"),
@@ -460,7 +466,12 @@ impl Poller {
             let rec = c.slot(ch, slot);
             // SAFETY: in bounds by layout; volatile because the client may scribble.
             let req: Request = unsafe { std::ptr::read_volatile(&(*rec).req) };
+            // The I/O log and the prefetcher (crate::trace): names are copied before the request runs.
+            let observed = crate::trace::wants(&self.core, &req).then(|| crate::trace::name_of(c.arg(ch, slot), c.layout.arg_bytes as usize, &req));
             let resp = self.handle(c, ch, slot, &req);
+            if let Some(name) = observed {
+                crate::trace::observe(&mut self.core, c.id, ch, c.pid, &req, name, &resp, c.arg(ch, slot));
+            }
             if resp.status == Errno::Malformed.code() {
                 self.malformed_total += 1;
             }
@@ -903,6 +914,8 @@ impl Poller {
             policy: self.core.policy.to_string(),
             tiers,
             journal: self.core.journal.as_ref().map(|j| j.status()),
+            trace: self.core.trace.status(),
+            prefetch: self.core.prefetch.status(),
         }
     }
 }

@@ -143,6 +143,86 @@ pub struct StatusReply {
     /// The write-ahead journal (None: no non-volatile tier or disabled).
     #[serde(default)]
     pub journal: Option<JournalStatus>,
+    /// The I/O log (None: `trace.enabled` is false).
+    #[serde(default)]
+    pub trace: Option<TraceStatus>,
+    /// Read-ahead and trace-driven prefetching.
+    #[serde(default)]
+    pub prefetch: PrefetchStatus,
+}
+
+/// The I/O log's state (`trace:` in the configuration).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct TraceStatus {
+    /// The trace file; its rotated predecessor is `<path>.1`.
+    pub path: String,
+    pub size_max_bytes: u64,
+    /// Events queued for the writer.
+    pub events_total: u64,
+    /// Events dropped because the writer's queue was full (never blocks the poller).
+    pub dropped_total: u64,
+}
+
+/// The prefetcher's counters. *Prefetched* bytes were brought into the
+/// buffer (read-ahead from the destination) or promoted to the fastest tier
+/// (prediction) before anyone asked; each ends up *used* (read afterwards),
+/// *unused* (dropped, overwritten or evicted before any read) or is still
+/// *pending*.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct PrefetchStatus {
+    pub enabled: bool,
+    pub readahead_pages: u32,
+    pub predict: bool,
+    /// Sequential streams being followed.
+    pub streams: u64,
+    /// Pages asked from the destination ahead of readers.
+    pub readahead_pages_total: u64,
+    /// Bytes read ahead and inserted into the buffer.
+    pub readahead_bytes_total: u64,
+    /// Read-ahead pages discarded on arrival (the page appeared, the file
+    /// changed, an I/O error, no room).
+    pub readahead_discarded_total: u64,
+    /// Promotions asked of the organizer for blobs that usually follow a blob just read.
+    pub promote_requests_total: u64,
+    /// Of those, blobs seen on the fastest tier afterwards.
+    pub promoted_blobs_total: u64,
+    pub promoted_bytes_total: u64,
+    /// Blobs with a successor list in the model.
+    pub model_blobs: u64,
+    pub prefetched_bytes_total: u64,
+    pub used_bytes_total: u64,
+    pub unused_bytes_total: u64,
+    pub pending_bytes: u64,
+}
+
+/// One line of the I/O log (JSON lines in the trace file; `strata trace`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct TraceRecord {
+    /// Unix time, nanoseconds.
+    pub t_ns: u64,
+    /// Process id of the client (0: the daemon itself, e.g. `readahead`).
+    pub pid: u32,
+    /// `put`, `get`, `delete`, `rename`, `open`, `read`, `write`, `fill`,
+    /// `truncate`, `unlink`, `sync`, `readahead`, `promote`, or `dropped`
+    /// (`size` = events lost because the queue was full).
+    pub op: String,
+    /// Bucket name (a file's path for file ops).
+    pub bucket: String,
+    /// Blob name (empty for file ops and bucket-level ops).
+    #[serde(default)]
+    pub blob: String,
+    /// Offset in the blob or file.
+    #[serde(default)]
+    pub off: u64,
+    /// Bytes asked for (or written).
+    #[serde(default)]
+    pub size: u64,
+    /// Tier that served or received the bytes (`dest`: the destination; empty: none).
+    #[serde(default)]
+    pub tier: String,
+    /// Error name when the op failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub err: Option<String>,
 }
 
 /// The journal of metadata of data on non-volatile tiers.

@@ -1,0 +1,801 @@
+//! The prefetcher (`prefetch:` in the configuration).
+//!
+//! **Read-ahead** (files). The poller watches `FileRead`s ([`on_file_read`]):
+//! [`StreamTable`] keeps a few *streams* per file (where the next sequential
+//! read should start); a read that continues a stream (within one page of
+//! its expected offset) lengthens it, anything else starts a new one. Once a
+//! stream has [`SEQ_READS_MIN`] reads, the next `readahead_pages` pages
+//! beyond the read that are absent from the buffer and below `dest_size` are
+//! asked from the destination: the poller reserves arena space for each page
+//! (counted as leased) and queues a job; `prefetch.threads` workers `pread`
+//! the destination straight into that space and report back
+//! (`Msg::PrefetchDone`); the poller then inserts the page exactly like a
+//! client's read-through fill (`Core::file_fill`: only if the page is still
+//! absent, clamped to `dest_size`, under capacity pressure rules) — and only
+//! if the file did not change meanwhile (same path, same `mod_gen`, no
+//! write-through since the job was issued). Otherwise the space is freed and
+//! the page counted as discarded. A page that became dirty is never touched.
+//!
+//! **Prediction** (native API). Every successful `Get` feeds a
+//! [`SuccessorModel`]: for each client the previously read blob and the one
+//! just read form a pair; each blob keeps its last `successors_max`
+//! successors with counts. When a blob is read, its successors seen at least
+//! `min_count` times are asked to be promoted to the fastest tier
+//! ([`take_promote_requests`]: the organizer takes them and moves the blobs)
+//! before they are read.
+//!
+//! **Accounting.** Every prefetched page or promoted blob is remembered as
+//! *pending* with its (blob id, generation) until it is read (*used*), or a
+//! periodic sweep finds it gone, rewritten or demoted, or it ages out of the
+//! bounded table (*unused*).
+//!
+//! **Architecture Invariants:** the poller never does destination I/O (the
+//! workers do); a prefetched page is inserted only where no page blob
+//! exists, so dirty data is never overwritten; every queue and table is
+//! bounded (`READAHEAD_*`, `STREAM_*`, `MODEL_BLOBS_MAX`, `PENDING_MAX`).
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::os::unix::fs::FileExt;
+use std::sync::mpsc::{self, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+
+use strata_alloc::Range;
+use strata_meta::{BlobId, BucketId};
+use strata_proto::control::PrefetchStatus;
+use strata_shm::ShmSegment;
+
+use crate::core::{Core, Src};
+use crate::server::Msg;
+
+/// Reads a stream needs before it is read ahead.
+pub const SEQ_READS_MIN: u32 = 2;
+/// Streams followed per file.
+pub const STREAMS_PER_FILE: usize = 8;
+/// Files whose streams are followed (least recently read dropped first).
+pub const STREAM_FILES_MAX: usize = 4096;
+/// Read-ahead bytes in flight (arena space reserved for workers).
+pub const READAHEAD_IN_FLIGHT_BYTES_MAX: u64 = 64 << 20;
+/// Read-ahead jobs queued for the workers.
+pub const READAHEAD_QUEUE_MAX: usize = 1024;
+/// Blobs with a successor list.
+pub const MODEL_BLOBS_MAX: usize = 65_536;
+/// Clients whose last read blob is remembered.
+pub const LAST_READ_CLIENTS_MAX: usize = 4096;
+/// Prefetched pages/blobs awaiting their first read; the oldest ages out (unused).
+pub const PENDING_MAX: usize = 65_536;
+/// Pending entries the sweep checks per tick.
+const SWEEP_PER_TICK: usize = 4096;
+/// How often the sweep runs.
+const SWEEP_INTERVAL_NS: u64 = 100_000_000;
+/// Promotions asked for and not yet seen done.
+pub const PROMOTE_REQUESTS_MAX: usize = 1024;
+/// Successor counts are halved when one reaches this (old habits fade).
+const COUNT_MAX: u32 = 1 << 16;
+/// The owner under which read-ahead notes a file for write-through checks.
+const READAHEAD_OWNER: (u64, u32) = (u64::MAX, u32::MAX);
+
+// ---------------------------------------------------------------------------
+// Stream detection (pure)
+
+#[derive(Debug, Clone, Copy)]
+struct Stream {
+    /// Where the next sequential read starts.
+    next_off: u64,
+    /// Sequential reads so far.
+    run: u32,
+    /// Pages below this were already asked for.
+    ahead_end_page: u64,
+    /// Logical time of the last read (least recently used is replaced).
+    used: u64,
+}
+
+#[derive(Debug, Default)]
+struct FileStreams {
+    streams: Vec<Stream>,
+    used: u64,
+}
+
+/// Sequential streams per file, bounded; no clock, no I/O.
+#[derive(Debug, Default)]
+pub struct StreamTable {
+    files: HashMap<BucketId, FileStreams>,
+    clock: u64,
+}
+
+impl StreamTable {
+    /// A read of `[off, off+len)` of `file` (pages of `page` bytes); returns
+    /// the page indices to read ahead (at most `depth`), if any.
+    pub fn on_read(&mut self, file: BucketId, off: u64, len: u64, page: u64, depth: u32) -> Option<std::ops::Range<u64>> {
+        if len == 0 || page == 0 {
+            return None;
+        }
+        self.clock += 1;
+        let now = self.clock;
+        if !self.files.contains_key(&file) && self.files.len() >= STREAM_FILES_MAX {
+            // Bounded scan, only when a new file arrives at a full table.
+            if let Some(old) = self.files.iter().min_by_key(|(_, f)| f.used).map(|(id, _)| *id) {
+                self.files.remove(&old);
+            }
+        }
+        let fs = self.files.entry(file).or_default();
+        fs.used = now;
+        let end = off.saturating_add(len);
+        let near = |s: &Stream| off.saturating_add(page) >= s.next_off && off <= s.next_off.saturating_add(page);
+        let i = match fs.streams.iter().position(near) {
+            Some(i) => {
+                let s = &mut fs.streams[i];
+                if end > s.next_off {
+                    s.run = s.run.saturating_add(1);
+                    s.next_off = end;
+                }
+                s.used = now;
+                i
+            }
+            None => {
+                let s = Stream { next_off: end, run: 1, ahead_end_page: 0, used: now };
+                if fs.streams.len() < STREAMS_PER_FILE {
+                    fs.streams.push(s);
+                    fs.streams.len() - 1
+                } else {
+                    let lru = fs.streams.iter().enumerate().min_by_key(|(_, s)| s.used).map(|(i, _)| i).unwrap_or(0);
+                    fs.streams[lru] = s;
+                    lru
+                }
+            }
+        };
+        let s = &mut fs.streams[i];
+        if s.run < SEQ_READS_MIN || depth == 0 {
+            return None;
+        }
+        let next_page = (end - 1) / page + 1;
+        let want_end = next_page.saturating_add(depth as u64);
+        // Refill once less than half the depth is still ahead (batches the asks).
+        if s.ahead_end_page >= next_page.saturating_add((depth as u64).div_ceil(2)) {
+            return None;
+        }
+        let from = s.ahead_end_page.max(next_page);
+        s.ahead_end_page = want_end;
+        (from < want_end).then_some(from..want_end)
+    }
+
+    /// Streams followed.
+    pub fn count(&self) -> usize {
+        self.files.values().map(|f| f.streams.len()).sum()
+    }
+
+    pub fn forget(&mut self, file: BucketId) {
+        self.files.remove(&file);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Successor model (pure)
+
+/// Which blobs follow which: per blob its last `successors_max` successors
+/// with counts; at most `MODEL_BLOBS_MAX` blobs (oldest entry dropped first).
+#[derive(Debug)]
+pub struct SuccessorModel {
+    table: HashMap<BlobId, Vec<(BlobId, u32)>>,
+    order: VecDeque<BlobId>,
+    successors_max: usize,
+    blobs_max: usize,
+}
+
+impl SuccessorModel {
+    pub fn new(successors_max: usize, blobs_max: usize) -> SuccessorModel {
+        assert!(successors_max >= 1 && blobs_max >= 1);
+        SuccessorModel { table: HashMap::new(), order: VecDeque::new(), successors_max, blobs_max }
+    }
+
+    /// `next` was read right after `prev` (by the same client).
+    pub fn record(&mut self, prev: BlobId, next: BlobId) {
+        if prev == next {
+            return;
+        }
+        if !self.table.contains_key(&prev) {
+            // Bounded: each round removes one entry of the FIFO.
+            while self.table.len() >= self.blobs_max {
+                match self.order.pop_front() {
+                    Some(old) => {
+                        self.table.remove(&old);
+                    }
+                    None => break,
+                }
+            }
+            self.table.insert(prev, Vec::with_capacity(self.successors_max));
+            self.order.push_back(prev);
+        }
+        let list = self.table.get_mut(&prev).expect("inserted above");
+        if let Some(e) = list.iter_mut().find(|(b, _)| *b == next) {
+            e.1 += 1;
+            if e.1 >= COUNT_MAX {
+                for e in list.iter_mut() {
+                    e.1 /= 2;
+                }
+            }
+        } else if list.len() < self.successors_max {
+            list.push((next, 1));
+        } else {
+            // Replace the weakest successor (the latest among equals).
+            let weakest = list.iter().enumerate().rev().min_by_key(|(_, (_, c))| *c).map(|(i, _)| i).unwrap_or(0);
+            list[weakest] = (next, 1);
+        }
+        list.sort_by_key(|e| std::cmp::Reverse(e.1));
+    }
+
+    /// Successors of `b` seen at least `min_count` times, most frequent first.
+    pub fn likely(&self, b: BlobId, min_count: u32) -> Vec<BlobId> {
+        self.table.get(&b).map(|l| l.iter().filter(|(_, c)| *c >= min_count).map(|(s, _)| *s).collect()).unwrap_or_default()
+    }
+
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The prefetcher's state on the poller
+
+/// What `prefetch:` says (copied from the configuration).
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    pub enabled: bool,
+    pub readahead_pages: u32,
+    pub threads: u32,
+    pub predict: bool,
+    pub successors_max: u32,
+    pub min_count: u32,
+}
+
+impl Settings {
+    pub fn from_config(c: &strata_config::PrefetchConfig) -> Settings {
+        Settings { enabled: c.enabled, readahead_pages: c.readahead_pages, threads: c.threads, predict: c.predict, successors_max: c.successors_max, min_count: c.min_count }
+    }
+    pub fn off() -> Settings {
+        Settings { enabled: false, readahead_pages: 0, threads: 1, predict: false, successors_max: 1, min_count: 1 }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Key {
+    Page(BucketId, u64),
+    Blob(BlobId),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    blob: BlobId,
+    gen: u64,
+    bytes: u64,
+}
+
+/// A page to read from the destination into arena space.
+pub struct Job {
+    file: BucketId,
+    path: String,
+    page: u64,
+    page_off: u64,
+    len: u64,
+    arena: Range,
+    mod_gen: u64,
+}
+
+/// A worker's answer.
+pub struct Done {
+    job: Job,
+    got: Result<u64, String>,
+}
+
+pub struct Prefetch {
+    pub settings: Settings,
+    streams: StreamTable,
+    model: SuccessorModel,
+    last_read: HashMap<u64, BlobId>,
+    in_flight: HashSet<(BucketId, u64)>,
+    in_flight_bytes: u64,
+    jobs: Option<SyncSender<Job>>,
+    workers: Vec<std::thread::JoinHandle<()>>,
+    pending: HashMap<Key, Pending>,
+    pending_order: VecDeque<Key>,
+    /// Promotions asked for (blob → its generation then), until seen done.
+    requested: HashMap<BlobId, u64>,
+    /// Promotions not yet taken by the organizer.
+    promote_queue: VecDeque<BlobId>,
+    last_sweep_ns: u64,
+    pub counters: PrefetchStatus,
+}
+
+impl Default for Prefetch {
+    fn default() -> Self {
+        Prefetch::new(Settings::off())
+    }
+}
+
+impl Prefetch {
+    pub fn new(settings: Settings) -> Prefetch {
+        Prefetch {
+            settings,
+            streams: StreamTable::default(),
+            model: SuccessorModel::new(settings.successors_max.max(1) as usize, MODEL_BLOBS_MAX),
+            last_read: HashMap::new(),
+            in_flight: HashSet::new(),
+            in_flight_bytes: 0,
+            jobs: None,
+            workers: Vec::new(),
+            pending: HashMap::new(),
+            pending_order: VecDeque::new(),
+            requested: HashMap::new(),
+            promote_queue: VecDeque::new(),
+            last_sweep_ns: 0,
+            counters: PrefetchStatus::default(),
+        }
+    }
+
+    /// Whether reads are observed at all.
+    pub fn active(&self) -> bool {
+        self.settings.enabled && (self.readahead_on() || self.settings.predict)
+    }
+
+    fn readahead_on(&self) -> bool {
+        self.settings.enabled && self.settings.readahead_pages > 0 && self.jobs.is_some()
+    }
+
+    /// Starts the read-ahead workers; they report through `tx` and `wake`.
+    pub fn start(core: &mut Core, settings: Settings, tx: mpsc::Sender<Msg>, wake: Arc<dyn Fn() + Send + Sync>) -> std::io::Result<()> {
+        core.prefetch = Prefetch::new(settings);
+        if !settings.enabled || settings.readahead_pages == 0 {
+            return Ok(());
+        }
+        let (jtx, jrx) = mpsc::sync_channel::<Job>(READAHEAD_QUEUE_MAX);
+        let jrx = Arc::new(Mutex::new(jrx));
+        let arena_name = core.tiers.arena.seg.name().to_string();
+        for i in 0..settings.threads.max(1) {
+            let arena = ShmSegment::open(&arena_name)?;
+            let (jrx, tx, wake) = (jrx.clone(), tx.clone(), wake.clone());
+            let h = std::thread::Builder::new().name(format!("strata-readahead-{i}")).spawn(move || worker(arena, jrx, tx, wake))?;
+            core.prefetch.workers.push(h);
+        }
+        core.prefetch.jobs = Some(jtx);
+        Ok(())
+    }
+
+    /// Stops the workers (shutdown): they end once their current read
+    /// returns (not joined: a hung destination must not hang the shutdown).
+    pub fn stop(&mut self) {
+        self.jobs = None;
+        self.workers.clear();
+    }
+
+    fn remember(&mut self, key: Key, p: Pending) {
+        if self.pending.insert(key, p).is_none() {
+            self.pending_order.push_back(key);
+        }
+        self.counters.prefetched_bytes_total += p.bytes;
+        self.counters.pending_bytes += p.bytes;
+        // Bounded: the oldest entries age out as unused.
+        while self.pending.len() > PENDING_MAX {
+            let Some(old) = self.pending_order.pop_front() else { break };
+            if let Some(o) = self.pending.remove(&old) {
+                self.unused(o.bytes);
+            }
+        }
+    }
+
+    fn used(&mut self, bytes: u64) {
+        self.counters.used_bytes_total += bytes;
+        self.counters.pending_bytes -= bytes.min(self.counters.pending_bytes);
+    }
+
+    fn unused(&mut self, bytes: u64) {
+        self.counters.unused_bytes_total += bytes;
+        self.counters.pending_bytes -= bytes.min(self.counters.pending_bytes);
+    }
+
+    pub fn status(&self) -> PrefetchStatus {
+        PrefetchStatus {
+            enabled: self.settings.enabled,
+            readahead_pages: if self.settings.enabled { self.settings.readahead_pages } else { 0 },
+            predict: self.settings.enabled && self.settings.predict,
+            streams: self.streams.count() as u64,
+            model_blobs: self.model.len() as u64,
+            ..self.counters.clone()
+        }
+    }
+}
+
+impl Drop for Prefetch {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn worker(arena: ShmSegment, jobs: Arc<Mutex<mpsc::Receiver<Job>>>, tx: mpsc::Sender<Msg>, wake: Arc<dyn Fn() + Send + Sync>) {
+    let mut cached: Option<(String, std::fs::File)> = None;
+    loop {
+        let job = {
+            let rx = jobs.lock().unwrap_or_else(|p| p.into_inner());
+            match rx.recv() {
+                Ok(j) => j,
+                Err(_) => return,
+            }
+        };
+        let got = read_page(&arena, &mut cached, &job);
+        if tx.send(Msg::PrefetchDone(Box::new(Done { job, got }))).is_err() {
+            return;
+        }
+        wake();
+    }
+}
+
+/// Reads the job's page from the destination into its arena space.
+fn read_page(arena: &ShmSegment, cached: &mut Option<(String, std::fs::File)>, job: &Job) -> Result<u64, String> {
+    if job.arena.off.checked_add(job.len).is_none_or(|e| e > arena.len() as u64) || job.len > job.arena.len {
+        return Err("arena space outside the mapping".into());
+    }
+    if cached.as_ref().is_none_or(|(p, _)| *p != job.path) {
+        let f = std::fs::File::open(&job.path).map_err(|e| format!("{}: {e}", job.path))?;
+        *cached = Some((job.path.clone(), f));
+    }
+    let f = &cached.as_ref().expect("opened above").1;
+    // SAFETY: the poller reserved `job.arena` for this job alone until it answers.
+    let buf = unsafe { std::slice::from_raw_parts_mut(arena.as_ptr().add(job.arena.off as usize), job.len as usize) };
+    let mut got = 0usize;
+    // Bounded: each round reads ≥ 1 byte or stops.
+    while got < buf.len() {
+        match f.read_at(&mut buf[got..], job.page_off + got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(format!("{}: {e}", job.path)),
+        }
+    }
+    Ok(got as u64)
+}
+
+// ---------------------------------------------------------------------------
+// Hooks (poller thread)
+
+/// A `FileRead` of `[off, off+covered)` of `file` by channel `owner` succeeded.
+pub fn on_file_read(core: &mut Core, owner: (u64, u32), file: BucketId, off: u64, covered: u64) {
+    let _ = owner;
+    let Ok(rec) = core.meta.file(file) else { return };
+    let (page, dest_size, mod_gen) = (rec.page_bytes, rec.dest_size, rec.mod_gen);
+    // Pages read that were prefetched: used.
+    if covered > 0 && !core.prefetch.pending.is_empty() {
+        let (first, last) = (off / page, (off + covered - 1) / page);
+        for p in first..=last.min(first + crate::files::READ_PAGES_MAX) {
+            if let Some(pd) = core.prefetch.pending.remove(&Key::Page(file, p)) {
+                let same = core.meta.page_blob(file, p).and_then(|b| core.meta.blob(b)).is_some_and(|b| b.id == pd.blob && b.gen == pd.gen);
+                if same {
+                    core.prefetch.used(pd.bytes);
+                } else {
+                    core.prefetch.unused(pd.bytes);
+                }
+            }
+        }
+    }
+    if !core.prefetch.readahead_on() {
+        return;
+    }
+    let depth = core.prefetch.settings.readahead_pages;
+    let Some(pages) = core.prefetch.streams.on_read(file, off, covered, page, depth) else { return };
+    let Ok(path) = core.meta.bucket(file).map(|b| b.name.to_string()) else { return };
+    if core.file_is_orphan(file) {
+        return;
+    }
+    core.through_note_read(READAHEAD_OWNER, file);
+    for p in pages {
+        let page_off = p * page;
+        if page_off >= dest_size {
+            break;
+        }
+        if core.meta.page_blob(file, p).is_some() || core.prefetch.in_flight.contains(&(file, p)) {
+            continue;
+        }
+        let len = page.min(dest_size - page_off);
+        if core.prefetch.in_flight_bytes + len > READAHEAD_IN_FLIGHT_BYTES_MAX {
+            break;
+        }
+        let Some(arena) = core.tiers.arena.alloc.alloc(len) else { break };
+        let job = Job { file, path: path.clone(), page: p, page_off, len, arena, mod_gen };
+        let Some(jobs) = core.prefetch.jobs.as_ref() else { break };
+        match jobs.try_send(job) {
+            Ok(()) => {
+                core.tiers.arena.leased_bytes += arena.len;
+                core.prefetch.in_flight.insert((file, p));
+                core.prefetch.in_flight_bytes += len;
+                core.prefetch.counters.readahead_pages_total += 1;
+            }
+            Err(TrySendError::Full(j)) | Err(TrySendError::Disconnected(j)) => {
+                if let Err(e) = core.tiers.arena.alloc.free(j.arena) {
+                    tracing::error!("returning read-ahead space failed: {e}");
+                }
+                break;
+            }
+        }
+    }
+}
+
+/// A worker finished a read-ahead job: insert the page if still valid.
+pub fn complete(core: &mut Core, done: Done) {
+    let Done { job, got } = done;
+    core.prefetch.in_flight.remove(&(job.file, job.page));
+    core.prefetch.in_flight_bytes -= job.len.min(core.prefetch.in_flight_bytes);
+    core.tiers.arena.leased_bytes -= job.arena.len.min(core.tiers.arena.leased_bytes);
+    let discard = |core: &mut Core, why: &str| {
+        tracing::trace!(file = job.file.0, page = job.page, "read-ahead discarded: {why}");
+        if let Err(e) = core.tiers.arena.alloc.free(job.arena) {
+            tracing::error!("returning read-ahead space failed: {e}");
+        }
+        core.prefetch.counters.readahead_discarded_total += 1;
+    };
+    let got = match got {
+        Ok(n) if n > 0 => n,
+        Ok(_) => return discard(core, "nothing at the destination"),
+        Err(e) => return discard(core, &e),
+    };
+    // Still the same file, unchanged since the job was issued, no write-through.
+    let same_file = core.meta.bucket(job.file).is_ok_and(|b| *b.name == *job.path);
+    let unchanged = core.meta.file(job.file).is_ok_and(|r| r.mod_gen == job.mod_gen && job.page_off < r.dest_size);
+    if !same_file || !unchanged || core.file_is_orphan(job.file) || !core.through_fill_ok(READAHEAD_OWNER, job.file) {
+        return discard(core, "the file changed");
+    }
+    if core.meta.page_blob(job.file, job.page).is_some() {
+        return discard(core, "the page is buffered already");
+    }
+    let Some(data) = core.tiers.arena.slice(job.arena.off, got) else {
+        return discard(core, "arena range");
+    };
+    // The slice borrows the arena mapping, which outlives this call.
+    let data: &'static [u8] = unsafe { std::mem::transmute::<&[u8], &'static [u8]>(data) };
+    // `file_fill` consumes the reserved space whatever it decides.
+    match core.file_fill(job.file, job.page_off, Src::Lease { off: job.arena.off, data }, Some(job.arena)) {
+        Ok(true) => {
+            let Some(b) = core.meta.page_blob(job.file, job.page).and_then(|b| core.meta.blob(b)) else { return };
+            let (blob, gen, bytes, tier) = (b.id, b.gen, b.size, b.extents.first().map(|e| e.tier));
+            debug_assert!(!b.dirty, "a read-ahead page is clean");
+            core.prefetch.counters.readahead_bytes_total += bytes;
+            core.prefetch.remember(Key::Page(job.file, job.page), Pending { blob, gen, bytes });
+            crate::trace::record_internal(core, "readahead", job.file, "", job.page_off, bytes, tier);
+        }
+        Ok(false) => core.prefetch.counters.readahead_discarded_total += 1,
+        Err(e) => {
+            tracing::debug!(file = job.file.0, page = job.page, "read-ahead fill failed: {e}");
+            core.prefetch.counters.readahead_discarded_total += 1;
+        }
+    }
+}
+
+/// A native `Get` of `bucket`/`name` by `client` succeeded.
+pub fn on_get(core: &mut Core, client: u64, bucket: BucketId, name: &str) {
+    let Ok(id) = core.meta.blob_lookup(bucket, name) else { return };
+    if core.prefetch.requested.contains_key(&id) {
+        if on_fastest(core, id) {
+            promoted(core, id);
+        } else {
+            // Read before the organizer moved it: the request is moot.
+            core.prefetch.requested.remove(&id);
+        }
+    }
+    if let Some(pd) = core.prefetch.pending.remove(&Key::Blob(id)) {
+        let same = core.meta.blob(id).is_some_and(|b| b.gen == pd.gen);
+        if same {
+            core.prefetch.used(pd.bytes);
+        } else {
+            core.prefetch.unused(pd.bytes);
+        }
+    }
+    if !core.prefetch.settings.predict {
+        return;
+    }
+    let p = &mut core.prefetch;
+    if p.last_read.len() >= LAST_READ_CLIENTS_MAX && !p.last_read.contains_key(&client) {
+        p.last_read.clear();
+    }
+    if let Some(prev) = p.last_read.insert(client, id) {
+        p.model.record(prev, id);
+    }
+    let min = p.settings.min_count;
+    let max = p.settings.successors_max as usize;
+    let next: Vec<BlobId> = p.model.likely(id, min).into_iter().take(max).collect();
+    for s in next {
+        if on_fastest(core, s) || core.prefetch.requested.contains_key(&s) {
+            continue;
+        }
+        let Some(gen) = core.meta.blob(s).map(|b| b.gen) else { continue };
+        let p = &mut core.prefetch;
+        if p.requested.len() >= PROMOTE_REQUESTS_MAX {
+            continue;
+        }
+        p.requested.insert(s, gen);
+        p.promote_queue.push_back(s);
+        p.counters.promote_requests_total += 1;
+    }
+}
+
+/// Whether every byte of blob `id` lives on the fastest tier (or it is gone).
+fn on_fastest(core: &Core, id: BlobId) -> bool {
+    let Some(b) = core.meta.blob(id) else { return true };
+    b.extents.iter().all(|e| e.is_hole() || e.tier == 0)
+}
+
+/// **API Boundary** with the organizer: the promotions the prefetcher asks
+/// for, oldest first (at most `PROMOTE_REQUESTS_MAX` outstanding). The
+/// organizer moves them to the fastest tier when it can; the prefetcher sees
+/// the result in the metadata (tier of the blob's extents).
+pub fn take_promote_requests(core: &mut Core) -> Vec<BlobId> {
+    core.prefetch.promote_queue.drain(..).collect()
+}
+
+/// A promotion asked for arrived (the blob is now on the fastest tier):
+/// it counts as prefetched.
+fn promoted(core: &mut Core, id: BlobId) {
+    core.prefetch.requested.remove(&id);
+    let Some(b) = core.meta.blob(id) else { return };
+    let (gen, bucket, name, bytes, tier) = (b.gen, b.bucket, b.name.to_string(), b.size, b.extents.first().map(|e| e.tier));
+    core.prefetch.counters.promoted_blobs_total += 1;
+    core.prefetch.counters.promoted_bytes_total += bytes;
+    core.prefetch.remember(Key::Blob(id), Pending { blob: id, gen, bytes });
+    crate::trace::record_internal(core, "promote", bucket, &name, 0, bytes, tier);
+}
+
+/// Periodic work (poller tick): sweeps pending entries for pages and blobs
+/// that went away, changed or were demoted before being read.
+pub fn tick(core: &mut Core) {
+    if core.prefetch.pending.is_empty() && core.prefetch.requested.is_empty() {
+        return;
+    }
+    let now = core.mono_ns();
+    if now.saturating_sub(core.prefetch.last_sweep_ns) < SWEEP_INTERVAL_NS {
+        return;
+    }
+    core.prefetch.last_sweep_ns = now;
+    // Requested promotions: arrived (count them), or moot (the blob changed).
+    let arrived: Vec<BlobId> = core
+        .prefetch
+        .requested
+        .iter()
+        .filter(|(id, gen)| core.meta.blob(**id).is_none_or(|b| b.gen != **gen) || on_fastest(core, **id))
+        .map(|(id, _)| *id)
+        .collect();
+    for id in arrived {
+        let gen = core.prefetch.requested.get(&id).copied();
+        if core.meta.blob(id).is_some_and(|b| Some(b.gen) == gen) {
+            promoted(core, id);
+        } else {
+            core.prefetch.requested.remove(&id);
+        }
+    }
+    let n = core.prefetch.pending_order.len().min(SWEEP_PER_TICK);
+    for _ in 0..n {
+        let Some(key) = core.prefetch.pending_order.pop_front() else { break };
+        let Some(pd) = core.prefetch.pending.get(&key).copied() else { continue };
+        let blob = match key {
+            Key::Page(f, p) => core.meta.page_blob(f, p).and_then(|b| core.meta.blob(b)),
+            Key::Blob(b) => core.meta.blob(b),
+        };
+        let alive = blob.is_some_and(|b| b.id == pd.blob && b.gen == pd.gen) && (matches!(key, Key::Page(..)) || on_fastest(core, pd.blob));
+        if alive {
+            core.prefetch.pending_order.push_back(key);
+        } else {
+            core.prefetch.pending.remove(&key);
+            core.prefetch.unused(pd.bytes);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const P: u64 = 1 << 20;
+
+    #[test]
+    fn sequential_reads_start_read_ahead_after_two_reads() {
+        let mut t = StreamTable::default();
+        let f = BucketId(1);
+        assert_eq!(t.on_read(f, 0, P, P, 4), None, "one read is not a stream");
+        assert_eq!(t.on_read(f, P, P, P, 4), Some(2..6));
+        // Still enough ahead: nothing new until less than half the depth remains.
+        assert_eq!(t.on_read(f, 2 * P, P, P, 4), None);
+        assert_eq!(t.on_read(f, 3 * P, P, P, 4), None);
+        assert_eq!(t.on_read(f, 4 * P, P, P, 4), Some(6..9));
+        assert_eq!(t.count(), 1);
+    }
+
+    #[test]
+    fn small_reads_within_pages_count_as_sequential() {
+        let mut t = StreamTable::default();
+        let f = BucketId(1);
+        let mut asked = Vec::new();
+        for i in 0..(3 * P / 4096) {
+            if let Some(r) = t.on_read(f, i * 4096, 4096, P, 2) {
+                asked.push(r);
+            }
+        }
+        // Pages 1..3 asked at the second read, then one more once page 1 is reached, …
+        assert_eq!(asked.first(), Some(&(1..3)));
+        assert!(asked.iter().all(|r| r.start >= 1 && r.end <= 5), "{asked:?}");
+        let mut covered: Vec<u64> = asked.iter().flat_map(|r| r.clone()).collect();
+        covered.dedup();
+        assert_eq!(covered, (1..5).collect::<Vec<_>>(), "each page asked once");
+    }
+
+    #[test]
+    fn random_reads_never_read_ahead_and_streams_are_bounded() {
+        let mut t = StreamTable::default();
+        let f = BucketId(1);
+        let mut x: u64 = 12345;
+        for _ in 0..1000 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let page = (x >> 33) % 100_000;
+            assert_eq!(t.on_read(f, page * 10 * P, 4096, P, 8), None);
+        }
+        assert!(t.count() <= STREAMS_PER_FILE);
+        // Many files: bounded too.
+        for i in 0..(STREAM_FILES_MAX as u64 + 10) {
+            t.on_read(BucketId(100 + i), 0, 4096, P, 8);
+        }
+        assert!(t.files.len() <= STREAM_FILES_MAX);
+    }
+
+    #[test]
+    fn interleaved_streams_of_one_file_are_told_apart() {
+        let mut t = StreamTable::default();
+        let f = BucketId(1);
+        let far = 1000 * P;
+        let mut a = Vec::new();
+        let mut b = Vec::new();
+        for i in 0..4 {
+            a.extend(t.on_read(f, i * P, P, P, 2));
+            b.extend(t.on_read(f, far + i * P, P, P, 2));
+        }
+        assert_eq!(a.first(), Some(&(2..4)));
+        assert_eq!(b.first(), Some(&(1002..1004)));
+        // A jump backwards starts a new stream, no read-ahead.
+        assert_eq!(t.on_read(f, 500 * P, P, P, 2), None);
+    }
+
+    #[test]
+    fn successor_model_learns_and_forgets() {
+        let mut m = SuccessorModel::new(2, 3);
+        let (a, b, c, d) = (BlobId(1), BlobId(2), BlobId(3), BlobId(4));
+        m.record(a, b);
+        assert_eq!(m.likely(a, 2), vec![]);
+        m.record(a, b);
+        assert_eq!(m.likely(a, 2), vec![b]);
+        m.record(a, c);
+        assert_eq!(m.likely(a, 1), vec![b, c], "most frequent first");
+        // A third successor replaces the weakest one (c), not b.
+        m.record(a, d);
+        assert_eq!(m.likely(a, 1), vec![b, d]);
+        m.record(a, a);
+        assert_eq!(m.likely(a, 1).len(), 2, "self-successions are ignored");
+        // Bounded table: the oldest blob's list goes first.
+        m.record(b, c);
+        m.record(c, d);
+        m.record(d, a);
+        assert_eq!(m.len(), 3);
+        assert_eq!(m.likely(a, 1), vec![], "a was the oldest entry");
+        assert_eq!(m.likely(d, 1), vec![a]);
+    }
+
+    #[test]
+    fn successor_counts_halve_at_the_cap() {
+        let mut m = SuccessorModel::new(2, 8);
+        let (a, b, c) = (BlobId(1), BlobId(2), BlobId(3));
+        for _ in 0..10 {
+            m.record(a, c);
+        }
+        for _ in 0..COUNT_MAX {
+            m.record(a, b);
+        }
+        let l = &m.table[&a];
+        assert!(l.iter().all(|(_, n)| *n < COUNT_MAX));
+        assert_eq!(m.likely(a, 5), vec![b, c]);
+    }
+}
