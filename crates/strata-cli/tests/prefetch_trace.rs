@@ -192,3 +192,46 @@ fn a_blob_that_always_follows_is_asked_for_promotion() {
     assert_eq!(st.prefetch.promote_requests_total, 1, "{:?}", st.prefetch);
     assert_eq!(b.get("B").unwrap(), b_bytes);
 }
+
+#[test]
+fn trace_follow_prints_new_records() {
+    use std::io::BufRead;
+    let d = TestDaemon::start_with(Tiers { extra_yaml: "trace:\n  enabled: true\n", ..Tiers::default() });
+    let c = d.client();
+    let b = c.bucket("fb").unwrap();
+    b.put("before", b"1").unwrap();
+    let mut child = d.cmd().args(["trace", "--json", "--follow", "--op", "put"]).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(out).lines() {
+            let Ok(l) = l else { break };
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    // The initial dump (read before it prints) ends with the earlier put;
+    // everything after that comes from following the file.
+    let first: TraceRecord = serde_json::from_str(&rx.recv_timeout(Duration::from_secs(60)).expect("initial dump")).unwrap();
+    assert_eq!(first.blob, "before");
+    let start = Instant::now();
+    let mut i = 0;
+    let found = 'outer: loop {
+        b.put(&format!("after-{i}"), b"2").unwrap();
+        i += 1;
+        while let Ok(l) = rx.recv_timeout(Duration::from_millis(100)) {
+            let r: TraceRecord = serde_json::from_str(&l).unwrap();
+            assert_eq!(r.op, "put", "{l}");
+            if r.blob.starts_with("after-") {
+                break 'outer true;
+            }
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            break false;
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(found, "strata trace --follow printed no new record");
+}
