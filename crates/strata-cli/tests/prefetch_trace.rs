@@ -235,3 +235,30 @@ fn trace_follow_prints_new_records() {
     let _ = child.wait();
     assert!(found, "strata trace --follow printed no new record");
 }
+
+#[test]
+fn the_model_is_warmed_from_the_io_log_of_an_earlier_run() {
+    let mut d = TestDaemon::start_with(Tiers { extra_yaml: "trace:\n  enabled: true\nprefetch:\n  readahead_pages: 0\n  min_count: 2\n", ..Tiers::default() });
+    {
+        let c = d.client();
+        let b = c.bucket("warm").unwrap();
+        b.put("A", &[1u8; 5000]).unwrap();
+        b.put("B", &[2u8; 7000]).unwrap();
+        b.flush(true).unwrap();
+        for _ in 0..2 {
+            b.get("A").unwrap();
+            b.get("B").unwrap();
+        }
+    }
+    // Graceful stop: the trace writer empties its queue; the blobs are journaled.
+    d.stop();
+    d.spawn();
+    let c = d.client();
+    let b = c.bucket_open("warm").unwrap();
+    assert_eq!(b.stat("B").unwrap().size, 7000, "B restored");
+    let st = d.status();
+    assert!(st.prefetch.model_blobs >= 1, "{:?}", st.prefetch);
+    // The first read of A in this run already asks for B.
+    assert_eq!(b.get("A").unwrap(), vec![1u8; 5000]);
+    assert_eq!(d.status().prefetch.promote_requests_total, 1, "{:?}\n{}", d.status().prefetch, d.log());
+}

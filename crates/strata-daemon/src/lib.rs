@@ -363,12 +363,19 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
         jpoller::Journal::start(&mut core, settings, wake.clone()).context("cannot write the journal")?;
         stash::start(&mut core, flush_tx.clone(), wake.clone()).context("cannot start the stash thread")?;
     }
+    prefetch::Prefetch::start(&mut core, prefetch::Settings::from_config(&cfg.prefetch), flush_tx.clone(), wake.clone()).context("cannot start the read-ahead threads")?;
     if cfg.trace.enabled {
         let path = cfg.resolved_trace_path();
+        if core.prefetch.settings.enabled && core.prefetch.settings.predict {
+            // The successor model starts from what the I/O log of earlier runs says.
+            let pairs = prefetch::warm_from_trace(&mut core, &path);
+            if pairs > 0 {
+                tracing::info!(pairs, path = %path.display(), "prefetch model warmed from the I/O log");
+            }
+        }
         let names = core.tiers.tiers.iter().map(|t| t.name.clone()).collect();
         core.trace = trace::Tracer::start(&path, cfg.trace.size_max_bytes, names).with_context(|| format!("cannot open the trace file {}", path.display()))?;
     }
-    prefetch::Prefetch::start(&mut core, prefetch::Settings::from_config(&cfg.prefetch), flush_tx.clone(), wake.clone()).context("cannot start the read-ahead threads")?;
     tracing::info!(socket = %socket.display(), tiers = cfg.devices.len(), "strata daemon ready");
     ready(&socket);
 

@@ -643,6 +643,59 @@ fn promoted(core: &mut Core, id: BlobId) {
     crate::trace::record_internal(core, "promote", bucket, &name, 0, bytes, tier);
 }
 
+/// Bytes of the I/O log read at start to warm the successor model (the newest).
+pub const WARM_BYTES_MAX: u64 = 64 << 20;
+
+/// The last `max` bytes of `path` from the start of a line (empty if absent).
+fn tail_text(path: &std::path::Path, max: u64) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else { return String::new() };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let from = len.saturating_sub(max);
+    if f.seek(SeekFrom::Start(from)).is_err() {
+        return String::new();
+    }
+    let mut buf = Vec::new();
+    if f.take(max).read_to_end(&mut buf).is_err() {
+        return String::new();
+    }
+    let mut text = String::from_utf8_lossy(&buf).into_owned();
+    if from > 0 {
+        // Drop the partial first line.
+        let cut = text.find('\n').map_or(text.len(), |i| i + 1);
+        text.drain(..cut);
+    }
+    text
+}
+
+/// Feeds the successor model with the `get`s of the I/O log at `path` (its
+/// rotated predecessor first; at most the newest `WARM_BYTES_MAX` bytes),
+/// per process, for blobs that exist now. Returns the pairs learned.
+pub fn warm_from_trace(core: &mut Core, path: &std::path::Path) -> usize {
+    let cur = tail_text(path, WARM_BYTES_MAX);
+    let old = tail_text(&crate::trace::rotated_path(path), WARM_BYTES_MAX.saturating_sub(cur.len() as u64));
+    let mut last: HashMap<u32, BlobId> = HashMap::new();
+    let mut pairs = 0usize;
+    for line in old.lines().chain(cur.lines()) {
+        let Ok(r) = serde_json::from_str::<strata_proto::control::TraceRecord>(line) else { continue };
+        if r.op != "get" || r.err.is_some() || r.pid == 0 {
+            continue;
+        }
+        let Some(b) = core.meta.bucket_by_name(&r.bucket) else { continue };
+        let Ok(id) = core.meta.blob_lookup(b, &r.blob) else { continue };
+        if last.len() >= LAST_READ_CLIENTS_MAX && !last.contains_key(&r.pid) {
+            last.clear();
+        }
+        if let Some(prev) = last.insert(r.pid, id) {
+            if prev != id {
+                core.prefetch.model.record(prev, id);
+                pairs += 1;
+            }
+        }
+    }
+    pairs
+}
+
 /// Periodic work (poller tick): sweeps pending entries for pages and blobs
 /// that went away, changed or were demoted before being read.
 pub fn tick(core: &mut Core) {
