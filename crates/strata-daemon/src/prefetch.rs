@@ -414,7 +414,6 @@ impl Drop for Prefetch {
 }
 
 fn worker(arena: ShmSegment, jobs: Arc<Mutex<mpsc::Receiver<Job>>>, tx: mpsc::Sender<Msg>, wake: Arc<dyn Fn() + Send + Sync>) {
-    let mut cached: Option<(String, std::fs::File)> = None;
     loop {
         let job = {
             let rx = jobs.lock().unwrap_or_else(|p| p.into_inner());
@@ -423,7 +422,7 @@ fn worker(arena: ShmSegment, jobs: Arc<Mutex<mpsc::Receiver<Job>>>, tx: mpsc::Se
                 Err(_) => return,
             }
         };
-        let got = read_page(&arena, &mut cached, &job);
+        let got = read_page(&arena, &job);
         if tx.send(Msg::PrefetchDone(Box::new(Done { job, got }))).is_err() {
             return;
         }
@@ -431,16 +430,14 @@ fn worker(arena: ShmSegment, jobs: Arc<Mutex<mpsc::Receiver<Job>>>, tx: mpsc::Se
     }
 }
 
-/// Reads the job's page from the destination into its arena space.
-fn read_page(arena: &ShmSegment, cached: &mut Option<(String, std::fs::File)>, job: &Job) -> Result<u64, String> {
+/// Reads the job's page from the destination into its arena space. The
+/// file is opened per job: a descriptor kept across jobs could point at a
+/// file since replaced at that path.
+fn read_page(arena: &ShmSegment, job: &Job) -> Result<u64, String> {
     if job.arena.off.checked_add(job.len).is_none_or(|e| e > arena.len() as u64) || job.len > job.arena.len {
         return Err("arena space outside the mapping".into());
     }
-    if cached.as_ref().is_none_or(|(p, _)| *p != job.path) {
-        let f = std::fs::File::open(&job.path).map_err(|e| format!("{}: {e}", job.path))?;
-        *cached = Some((job.path.clone(), f));
-    }
-    let f = &cached.as_ref().expect("opened above").1;
+    let f = std::fs::File::open(&job.path).map_err(|e| format!("{}: {e}", job.path))?;
     // SAFETY: the poller reserved `job.arena` for this job alone until it answers.
     let buf = unsafe { std::slice::from_raw_parts_mut(arena.as_ptr().add(job.arena.off as usize), job.len as usize) };
     let mut got = 0usize;
