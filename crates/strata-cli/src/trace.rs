@@ -3,6 +3,7 @@
 //! the prefetch/trace lines of `strata status`.
 
 use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -170,31 +171,48 @@ pub fn command(cfg: &Config, args: &TraceArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let mut carry = String::new();
-    // Runs until interrupted; a rotated file is read from its start.
+    let mut ino = std::fs::metadata(&path).map(|m| m.ino()).unwrap_or(0);
+    // Runs until interrupted. On rotation the rest of the old file (now
+    // `<path>.1`) is read before the new one, from its start.
     loop {
         std::thread::sleep(FOLLOW_POLL);
-        let Ok(mut f) = std::fs::File::open(&path) else { continue };
-        let len = f.metadata()?.len();
-        if len < pos {
+        let Ok(meta) = std::fs::metadata(&path) else { continue };
+        if meta.ino() != ino {
+            let old = rotated(&path);
+            if std::fs::metadata(&old).is_ok_and(|m| m.ino() == ino) {
+                read_from(&old, &mut pos, &mut carry, &mut out, args)?;
+            }
+            ino = meta.ino();
+            pos = 0;
+            carry.clear();
+        } else if meta.len() < pos {
             pos = 0;
             carry.clear();
         }
-        if len == pos {
-            continue;
-        }
-        f.seek(SeekFrom::Start(pos))?;
-        let mut buf = Vec::new();
-        f.take((len - pos).min(FOLLOW_CHUNK_BYTES)).read_to_end(&mut buf)?;
-        pos += buf.len() as u64;
-        carry.push_str(&String::from_utf8_lossy(&buf));
-        let Some(end) = carry.rfind('\n') else { continue };
-        let (recs, _) = parse(&carry[..end + 1]);
-        carry.drain(..end + 1);
-        for r in recs.iter().filter(|r| args.matches(r)) {
-            emit(&mut out, args, r)?;
-        }
-        out.flush()?;
+        read_from(&path, &mut pos, &mut carry, &mut out, args)?;
     }
+}
+
+/// Prints the whole records of `path` after `pos` (bounded per call) and advances `pos`.
+fn read_from(path: &Path, pos: &mut u64, carry: &mut String, out: &mut impl Write, args: &TraceArgs) -> Result<()> {
+    let Ok(mut f) = std::fs::File::open(path) else { return Ok(()) };
+    let len = f.metadata()?.len();
+    if len <= *pos {
+        return Ok(());
+    }
+    f.seek(SeekFrom::Start(*pos))?;
+    let mut buf = Vec::new();
+    f.take((len - *pos).min(FOLLOW_CHUNK_BYTES)).read_to_end(&mut buf)?;
+    *pos += buf.len() as u64;
+    carry.push_str(&String::from_utf8_lossy(&buf));
+    let Some(end) = carry.rfind('\n') else { return Ok(()) };
+    let (recs, _) = parse(&carry[..end + 1]);
+    carry.drain(..end + 1);
+    for r in recs.iter().filter(|r| args.matches(r)) {
+        emit(out, args, r)?;
+    }
+    out.flush()?;
+    Ok(())
 }
 
 /// The prefetcher and I/O-log lines of `strata status`.
