@@ -14,8 +14,8 @@
 # Usage: scripts/bench-tiers.sh [extra arguments for strata bench tiers]
 # Environment: REPEAT (default 3), DATA (VPIC bytes, default 2GiB), PUT_DATA
 # (placement bytes, default 2GiB), TIER_DIR (dir tiers; default target/bench-tiers,
-# must not be tmpfs), OUT (default bench/results), PLOT (default 1: run the plots;
-# needs python3 with matplotlib).
+# must not be tmpfs), OUT (default bench/results), NAME (default tiers: the JSON is
+# $OUT/$NAME.json), PLOT (default 1: run the plots; needs python3 with matplotlib).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -24,6 +24,7 @@ DATA=${DATA:-2GiB}
 PUT_DATA=${PUT_DATA:-2GiB}
 TIER_DIR=${TIER_DIR:-$ROOT/target/bench-tiers}
 OUT=${OUT:-bench/results}
+NAME=${NAME:-tiers}
 PLOT=${PLOT:-1}
 
 slow=../shared/tools/slow-pfs
@@ -57,11 +58,11 @@ echo "== load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 t0=$(date +%s)
 
 run "$BIN" bench tiers --slow-pfs "$mnt" --tier-dir "$TIER_DIR" --repeat "$REPEAT" --data "$DATA" --put-data "$PUT_DATA" \
-    --save "$OUT/tiers.json" --markdown "$@"
+    --save "$OUT/$NAME.json" --markdown "$@"
 
 if [[ $PLOT == 1 ]]; then
     echo
-    run python3 scripts/plot-tiers.py "$OUT/tiers.json" "$OUT"
+    run python3 scripts/plot-tiers.py "$OUT/$NAME.json" "$OUT"
 fi
 
 echo; echo "== load average after: $(cut -d' ' -f1-3 /proc/loadavg); $(( $(date +%s) - t0 )) s"

@@ -77,28 +77,32 @@ def speedup_plot(doc, samples, out):
 
 
 def placement_plot(doc, samples, out):
-    pols = [p for p in ["minimize_io_time", "round_robin", "random"] if stats(samples, "placement", p, "put")]
-    if not pols:
+    exps = [e for e in ["placement", "placement-fit"] if any(s["exp"] == e for s in samples)]
+    if not exps:
         return None
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4.2))
-    labels = [p.replace("_", "\n", 1) if p == "minimize_io_time" else p.replace("_", " ") for p in pols]
-    bars(axes[0], labels, [stats(samples, "placement", p, "put time") for p in pols], "#93c47d", "seconds (median, min–max)", "put time (lower is better)")
-    ram = [stats(samples, "placement", p, "RAM used") for p in pols]
-    disk = [stats(samples, "placement", p, "disk used") for p in pols]
-    xs = range(len(pols))
-    r = [t[0] if t else 0 for t in ram]
-    d = [t[0] if t else 0 for t in disk]
-    axes[1].bar(xs, r, color="#3d85c6", edgecolor="black", linewidth=0.6, label="RAM tier")
-    axes[1].bar(xs, d, bottom=r, color="#e69138", edgecolor="black", linewidth=0.6, label="disk tier")
-    axes[1].set_xticks(list(xs))
-    axes[1].set_xticklabels(labels)
-    axes[1].set_ylabel("MiB after the puts (median)")
-    axes[1].set_title("bytes per tier")
-    axes[1].legend(fontsize=8)
-    axes[1].grid(axis="y", alpha=0.3)
-    bars(axes[2], labels, [stats(samples, "placement", p, "get") for p in pols], "#8e7cc3", "MiB/s (median, min–max)", "get all blobs back")
-    s = doc.get("settings", {})
-    fig.suptitle(f"Placement engines: {s.get('put_threads')} threads put {s.get('put_data', 0) / 2**30:.1f} GiB of {s.get('put_size', 0) / 2**20:.0f} MiB blobs, RAM tier {s.get('put_ram', 0) / 2**20:.0f} MiB + disk tier", fontsize=11)
+    st = doc.get("settings", {})
+    fig, axes = plt.subplots(len(exps), 3, figsize=(13, 4.2 * len(exps)), squeeze=False)
+    for row, exp in zip(axes, exps):
+        pols = [p for p in ["minimize_io_time", "round_robin", "random"] if stats(samples, exp, p, "put")]
+        labels = [p.replace("_", "\n", 1) if p == "minimize_io_time" else p.replace("_", " ") for p in pols]
+        ram_mib = (st.get("put_ram_fit", 0) if exp == "placement-fit" else st.get("put_ram", 0)) / 2**20
+        where = f"RAM tier {ram_mib:.0f} MiB" + (" (data fits)" if exp == "placement-fit" else " (data = 2 x RAM)")
+        bars(row[0], labels, [stats(samples, exp, p, "put time") for p in pols], "#93c47d", "seconds (median, min–max)", f"put time, {where}")
+        ram = [stats(samples, exp, p, "RAM used") for p in pols]
+        disk = [stats(samples, exp, p, "disk used") for p in pols]
+        xs = range(len(pols))
+        r = [t[0] if t else 0 for t in ram]
+        d = [t[0] if t else 0 for t in disk]
+        row[1].bar(xs, r, color="#3d85c6", edgecolor="black", linewidth=0.6, label="RAM tier")
+        row[1].bar(xs, d, bottom=r, color="#e69138", edgecolor="black", linewidth=0.6, label="disk tier")
+        row[1].set_xticks(list(xs))
+        row[1].set_xticklabels(labels)
+        row[1].set_ylabel("MiB after the puts (median)")
+        row[1].set_title("bytes per tier")
+        row[1].legend(fontsize=8)
+        row[1].grid(axis="y", alpha=0.3)
+        bars(row[2], labels, [stats(samples, exp, p, "get") for p in pols], "#8e7cc3", "MiB/s (median, min–max)", "get all blobs back (disk cache dropped)")
+    fig.suptitle(f"Placement engines: {st.get('put_threads')} threads put {st.get('put_data', 0) / 2**30:.1f} GiB of {st.get('put_size', 0) / 2**20:.0f} MiB blobs into RAM + disk tiers", fontsize=11)
     fig.tight_layout()
     p = os.path.join(out, "tiers-placement.png")
     fig.savefig(p, dpi=110)

@@ -53,7 +53,8 @@ use crate::zipf::Rng;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct TiersArgs {
-    /// Experiments to run (default: all): tiering, placement, organizer.
+    /// Experiments to run (default: all): tiering, placement (data twice the RAM tier),
+    /// placement-fit (the same puts with a RAM tier 1.25 × the data), organizer.
     #[arg(long, value_delimiter = ',')]
     pub experiments: Vec<String>,
     /// Repeats of everything (median [min–max] reported).
@@ -149,7 +150,7 @@ pub struct TiersArgs {
     pub from: Option<PathBuf>,
 }
 
-pub const EXPERIMENTS: [&str; 3] = ["tiering", "placement", "organizer"];
+pub const EXPERIMENTS: [&str; 4] = ["tiering", "placement", "placement-fit", "organizer"];
 pub const TIER_SETUPS: [&str; 5] = ["tmpfs", "disk", "1-tier", "2-tiers", "3-tiers"];
 pub const POLICIES: [&str; 3] = ["minimize_io_time", "round_robin", "random"];
 
@@ -242,17 +243,35 @@ fn setup_order(exp: &str) -> &'static [&'static str] {
     }
 }
 
+/// The metric table of an experiment (placement-fit shares placement's).
+fn family(exp: &str) -> &str {
+    if exp == "placement-fit" {
+        "placement"
+    } else {
+        exp
+    }
+}
+
 pub fn summarize(samples: &[Sample]) -> Vec<Row> {
     let mut rows = Vec::new();
-    for m in METRICS {
-        for s in setup_order(m.exp) {
-            let v = values(samples, m.exp, s, m.name);
+    for exp in EXPERIMENTS {
+        for m in METRICS.iter().filter(|m| m.exp == family(exp)) {
+            summarize_metric(samples, exp, m, &mut rows);
+        }
+    }
+    rows
+}
+
+fn summarize_metric(samples: &[Sample], exp: &str, m: &Metric, rows: &mut Vec<Row>) {
+    {
+        for s in setup_order(exp) {
+            let v = values(samples, exp, s, m.name);
             if v.is_empty() {
                 continue;
             }
             let (med, lo, hi) = median_min_max(&v.iter().map(|x| x.1).collect::<Vec<_>>());
             rows.push(Row {
-                exp: m.exp.into(),
+                exp: exp.into(),
                 metric: m.name.into(),
                 unit: m.unit.into(),
                 setup: (*s).into(),
@@ -260,11 +279,10 @@ pub fn summarize(samples: &[Sample]) -> Vec<Row> {
                 min: lo,
                 max: hi,
                 n: v.len(),
-                ratio: m.baseline.and_then(|b| ratio(samples, m.exp, s, m.name, b)),
+                ratio: m.baseline.and_then(|b| ratio(samples, exp, s, m.name, b)),
             });
         }
     }
-    rows
 }
 
 fn med(samples: &[Sample], exp: &str, setup: &str, metric: &str) -> Option<f64> {
@@ -426,13 +444,13 @@ fn se(e: strata_client::Error) -> anyhow::Error {
 
 /// One placement engine: a fresh daemon, T threads put their blobs, then get them back.
 #[allow(clippy::too_many_arguments)]
-fn placement_run(policy: &str, rep: usize, a: &TiersArgs, ram: u64, tier_base: &Path, timeout: Duration, pb: &ProgressBar, counters: &mut Vec<serde_json::Value>) -> Result<Vec<Sample>> {
+fn placement_run(exp: &str, policy: &str, rep: usize, a: &TiersArgs, ram: u64, tier_base: &Path, timeout: Duration, pb: &ProgressBar, counters: &mut Vec<serde_json::Value>) -> Result<Vec<Sample>> {
     let pid = std::process::id();
-    let tier_dir = tier_base.join(format!("strata-bench-tiers-{pid}-{policy}-r{rep}"));
+    let tier_dir = tier_base.join(format!("strata-bench-tiers-{pid}-{exp}-{policy}-r{rep}"));
     let spec = DaemonSpec { ram_bytes: ram, disk: Some((tier_dir.clone(), 2 * a.put_data + (256 << 20))), extra_yaml: format!("placement:\n  policy: {policy}\n  seed: {}\n", 7 + rep) };
     pb.set_message(format!("r{rep} {policy}: starting a private daemon"));
     let mut d = PrivateDaemon::start(&spec)?;
-    let tag = format!("r{rep} {policy}");
+    let tag = format!("r{rep} {exp}/{policy}");
     let threads = a.put_threads;
     let per_thread = a.put_data / a.put_size / threads as u64;
     let size = a.put_size as usize;
@@ -472,6 +490,10 @@ fn placement_run(policy: &str, rep: usize, a: &TiersArgs, ram: u64, tier_base: &
         let st = d.status()?;
         let used = |kind: &str| st.tiers.iter().filter(|t| t.kind == kind).map(|t| t.used_bytes).sum::<u64>() as f64 / MIB;
         let bytes = (per_thread * threads as u64 * a.put_size) as f64;
+        // Gets from the disk tier read the disk, not the page cache the puts left.
+        for f in tiers_org::dir_tier_files(&d)? {
+            tiers_org::drop_file_cache(&f);
+        }
         pb.set_message(format!("{tag}: get"));
         let t1 = Instant::now();
         std::thread::scope(|s| -> Result<()> {
@@ -498,9 +520,9 @@ fn placement_run(policy: &str, rep: usize, a: &TiersArgs, ram: u64, tier_base: &
             Ok(())
         })?;
         let get_secs = t1.elapsed().as_secs_f64();
-        counters.push(serde_json::json!({"exp": "placement", "setup": policy, "rep": rep, "tiers": st.tiers}));
+        counters.push(serde_json::json!({"exp": exp, "setup": policy, "rep": rep, "tiers": st.tiers}));
         let mut out = Vec::new();
-        let mut push = |metric: &str, value: f64| out.push(Sample { exp: "placement".into(), setup: policy.into(), metric: metric.into(), rep, value });
+        let mut push = |metric: &str, value: f64| out.push(Sample { exp: exp.into(), setup: policy.into(), metric: metric.into(), rep, value });
         push("put", bytes / MIB / put_secs);
         push("put time", put_secs);
         push("put p50", hist.p50_us());
@@ -609,7 +631,8 @@ pub fn run(a: TiersArgs, socket: &Path) -> Result<()> {
         tier_base: tier_base.clone(),
     };
     let run_tiering = want("tiering") && !setups.is_empty();
-    let run_placement = want("placement") && !policies.is_empty();
+    let place_exps: Vec<(&str, u64)> = [("placement", put_ram), ("placement-fit", a.put_data + a.put_data / 4)].into_iter().filter(|(e, _)| want(e) && !policies.is_empty()).collect();
+    let run_placement = !place_exps.is_empty();
     let org_setups: Vec<&str> = ORG_SETUPS.iter().copied().filter(|s| a.org_setups.is_empty() || a.org_setups.iter().any(|x| x == s)).collect();
     let run_org = want("organizer") && !org_setups.is_empty();
     let prefetch_known = tiers_org::config_knows("trace:\n  enabled: false\nprefetch:\n  enabled: false\n");
@@ -645,11 +668,12 @@ pub fn run(a: TiersArgs, socket: &Path) -> Result<()> {
     }
     if run_placement {
         header.push(format!(
-            "placement: {} threads put {} in {} blobs (native API), then get them all; RAM tier {} + dir tier {} under {}; one private daemon per engine and repeat",
+            "placement: {} threads put {} in {} blobs (native API), then get them all (dir tier dropped from the page cache first); RAM tier {} (placement-fit: {}) + dir tier {} under {}; one private daemon per engine and repeat",
             a.put_threads,
             format_size(a.put_data / a.put_size / a.put_threads as u64 * a.put_threads as u64 * a.put_size),
             format_size(a.put_size),
             format_size(put_ram),
+            format_size(a.put_data + a.put_data / 4),
             format_size(2 * a.put_data + (256 << 20)),
             tier_base.display()
         ));
@@ -665,7 +689,7 @@ pub fn run(a: TiersArgs, socket: &Path) -> Result<()> {
             a.org_think_us
         ));
     }
-    let steps = a.repeat as u64 * (if run_tiering { setups.len() } else { 0 } + if run_placement { policies.len() } else { 0 } + if run_org { org_setups.len() } else { 0 }) as u64;
+    let steps = a.repeat as u64 * (if run_tiering { setups.len() } else { 0 } + place_exps.len() * policies.len() + if run_org { org_setups.len() } else { 0 }) as u64;
     if steps == 0 {
         bail!("nothing to run");
     }
@@ -684,9 +708,9 @@ pub fn run(a: TiersArgs, socket: &Path) -> Result<()> {
                     pb.inc(1);
                 }
             }
-            if run_placement {
+            for (e, ram) in &place_exps {
                 for p in &policies {
-                    samples.extend(placement_run(p, rep, &a, put_ram, &tier_base, timeout, &pb, &mut counters).with_context(|| format!("placement r{rep} {p}"))?);
+                    samples.extend(placement_run(e, p, rep, &a, *ram, &tier_base, timeout, &pb, &mut counters).with_context(|| format!("{e} r{rep} {p}"))?);
                     pb.inc(1);
                 }
             }
@@ -714,7 +738,7 @@ pub fn run(a: TiersArgs, socket: &Path) -> Result<()> {
         "settings": {
             "repeat": a.repeat, "procs": g.procs, "timesteps": g.timesteps, "slice": g.slice, "read_size": g.read_size,
             "data": data, "ram": ram, "disk": disk, "destination": dirs.dest, "destination_kind": dest_kind, "tier_dir": tier_base,
-            "put_data": a.put_data, "put_size": a.put_size, "put_threads": a.put_threads, "put_ram": put_ram,
+            "put_data": a.put_data, "put_size": a.put_size, "put_threads": a.put_threads, "put_ram": put_ram, "put_ram_fit": a.put_data + a.put_data / 4,
             "org_data": a.org_data, "org_size": a.org_size, "org_ram": a.org_ram.unwrap_or((a.org_data / 4).max(64 << 20)), "org_hot": a.org_hot,
             "org_passes": a.org_passes, "org_think_us": a.org_think_us, "prefetch_configurable": prefetch_known,
         },
