@@ -5,7 +5,8 @@ Usage: scripts/plot-tiers.py bench/results/tiers.json [OUT_DIR]   (default OUT_D
 
 Writes tiers-speedup.png (VPIC write / BD-CATS read per number of tiers, with the
 tmpfs and disk references), tiers-placement.png (placement engines: put time,
-bytes per tier, get throughput) and, when the run has it, tiers-organizer.png.
+bytes per tier, get throughput), tiers-readahead.png and tiers-organizer.png —
+each only when the run has that experiment.
 Bars are medians over the repeats, whiskers the min–max range. Needs matplotlib
 (pip install matplotlib).
 """
@@ -37,7 +38,7 @@ def bars(ax, labels, triples, color, ylabel, title, annotate=None):
     ax.set_xticks(list(xs))
     ax.set_xticklabels(labels)
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set_title(title, fontsize=10)
     ax.grid(axis="y", alpha=0.3)
     if annotate:
         for x, m, txt in zip(xs, meds, annotate):
@@ -110,6 +111,28 @@ def placement_plot(doc, samples, out):
     return p
 
 
+def readahead_plot(doc, samples, out):
+    exps = [e for e in ["readahead", "readahead-io"] if any(s["exp"] == e for s in samples)]
+    if not exps:
+        return None
+    st = doc.get("settings", {})
+    fig, axes = plt.subplots(1, 2 * len(exps), figsize=(5.2 * len(exps) * 2 / 2 + 1, 4.2), squeeze=False)
+    for k, exp in enumerate(exps):
+        think = st.get("ra_think_us" if exp == "readahead" else "ra_io_think_us", 0) / 1000
+        have = [s for s in ["off", "readahead"] if stats(samples, exp, s, "run time")]
+        base = stats(samples, exp, "off", "run time")
+        trip = [stats(samples, exp, s, "run time") for s in have]
+        ann = [f"{t[0] / base[0]:.2f}×" if (t and base) else "" for t in trip]
+        bars(axes[0][2 * k], have, trip, "#6fa8dc", "seconds (median, min–max)", f"run time, {think:g} ms compute / MiB", ann)
+        bars(axes[0][2 * k + 1], have, [stats(samples, exp, s, "read from buffer") for s in have], "#93c47d", "% of bytes read from the buffer", f"buffer hits, {think:g} ms compute / MiB")
+    fig.suptitle(f"Read-ahead: {st.get('ra_files')} readers, {st.get('ra_data', 0) / 2**20:.0f} MiB of files on slow-pfs, RAM tier {st.get('ra_ram', 0) / 2**20:.0f} MiB, readahead_pages {st.get('ra_pages')}", fontsize=11)
+    fig.tight_layout()
+    p = os.path.join(out, "tiers-readahead.png")
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    return p
+
+
 def organizer_plot(doc, samples, out):
     order = ["off", "organizer", "prefetch", "both"]
     have = [k for k in order if stats(samples, "organizer", k, "read")]
@@ -141,7 +164,7 @@ def main():
         sys.exit(f"{src} is not saved by `strata bench tiers --save`")
     os.makedirs(out, exist_ok=True)
     samples = doc["samples"]
-    for fn in (speedup_plot, placement_plot, organizer_plot):
+    for fn in (speedup_plot, placement_plot, readahead_plot, organizer_plot):
         p = fn(doc, samples, out)
         if p:
             print(p)

@@ -47,14 +47,15 @@ use crate::adapters::{default_slow_pfs, default_tier_base, loadavg, num};
 use crate::hist::Hist;
 use crate::kv::{format_size, parse_size};
 use crate::team::{self, median_min_max, worker_cmds, DaemonSpec, PrivateDaemon, Team, ViaMode, WorkerEnv, MIB};
-use crate::tiers_org::{self, ORG_SETUPS};
+use crate::tiers_org::{self, ORG_SETUPS, RA_SETUPS};
 use crate::vpic::{self, Geometry};
 use crate::zipf::Rng;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct TiersArgs {
     /// Experiments to run (default: all): tiering, placement (data twice the RAM tier),
-    /// placement-fit (the same puts with a RAM tier 1.25 × the data), organizer.
+    /// placement-fit (the same puts with a RAM tier 1.25 × the data), readahead (compute-bound
+    /// readers), readahead-io (I/O-bound readers), organizer.
     #[arg(long, value_delimiter = ',')]
     pub experiments: Vec<String>,
     /// Repeats of everything (median [min–max] reported).
@@ -114,12 +115,32 @@ pub struct TiersArgs {
     /// organizer: passes over the hot set (the first one is reported apart).
     #[arg(long, default_value_t = 6)]
     pub org_passes: usize,
-    /// organizer: "compute" between two reads, µs (time the organizer and prefetcher get to act).
+    /// organizer and readahead: "compute" between two reads, µs (time the organizer and prefetcher get to act).
     #[arg(long, default_value_t = 2000)]
     pub org_think_us: u64,
     /// organizer setups (default all): off, organizer, prefetch, both.
     #[arg(long, value_delimiter = ',')]
     pub org_setups: Vec<String>,
+    // ------------------------------------------------ readahead
+    /// readahead: bytes of destination files read sequentially (one reader thread per file).
+    #[arg(long, default_value = "1GiB", value_parser = parse_size)]
+    pub ra_data: u64,
+    /// readahead: files (= readers).
+    #[arg(long, default_value_t = 2)]
+    pub ra_files: usize,
+    /// readahead: RAM tier (default: a quarter of --ra-data).
+    #[arg(long, value_parser = parse_size)]
+    pub ra_ram: Option<u64>,
+    /// readahead: "compute" between two 1 MiB reads, µs (10 ms: 100 MiB/s per reader, below
+    /// what the destination delivers).
+    #[arg(long, default_value_t = 10_000)]
+    pub ra_think_us: u64,
+    /// readahead-io: the same with this compute time (1 ms: the readers want more than the destination delivers).
+    #[arg(long, default_value_t = 1_000)]
+    pub ra_io_think_us: u64,
+    /// readahead: prefetch.readahead_pages of the `readahead` setup.
+    #[arg(long, default_value_t = 8)]
+    pub ra_pages: u32,
     // ------------------------------------------------ where
     /// The slow-pfs mount (default: $SLOW_PFS_ROOT/mnt, else /tmp/slow-pfs/mnt).
     #[arg(long)]
@@ -150,7 +171,7 @@ pub struct TiersArgs {
     pub from: Option<PathBuf>,
 }
 
-pub const EXPERIMENTS: [&str; 4] = ["tiering", "placement", "placement-fit", "organizer"];
+pub const EXPERIMENTS: [&str; 6] = ["tiering", "placement", "placement-fit", "readahead", "readahead-io", "organizer"];
 pub const TIER_SETUPS: [&str; 5] = ["tmpfs", "disk", "1-tier", "2-tiers", "3-tiers"];
 pub const POLICIES: [&str; 3] = ["minimize_io_time", "round_robin", "random"];
 
@@ -187,6 +208,11 @@ const METRICS: &[Metric] = &[
     Metric { exp: "placement", name: "get", unit: "MiB/s", baseline: Some(("minimize_io_time", "get")) },
     Metric { exp: "placement", name: "RAM used", unit: "MiB", baseline: None },
     Metric { exp: "placement", name: "disk used", unit: "MiB", baseline: None },
+    Metric { exp: "readahead", name: "read", unit: "MiB/s", baseline: Some(("off", "read")) },
+    Metric { exp: "readahead", name: "run time", unit: "s", baseline: Some(("off", "run time")) },
+    Metric { exp: "readahead", name: "read from buffer", unit: "%", baseline: None },
+    Metric { exp: "readahead", name: "read ahead", unit: "MiB", baseline: None },
+    Metric { exp: "readahead", name: "read ahead unused", unit: "MiB", baseline: None },
     Metric { exp: "organizer", name: "read", unit: "MiB/s", baseline: Some(("off", "read")) },
     Metric { exp: "organizer", name: "RAM hit", unit: "%", baseline: None },
     Metric { exp: "organizer", name: "read pass 1", unit: "MiB/s", baseline: Some(("off", "read pass 1")) },
@@ -239,6 +265,7 @@ fn setup_order(exp: &str) -> &'static [&'static str] {
     match exp {
         "tiering" => &TIER_SETUPS,
         "organizer" => &ORG_SETUPS,
+        "readahead" | "readahead-io" => &RA_SETUPS,
         _ => &POLICIES,
     }
 }
@@ -247,6 +274,8 @@ fn setup_order(exp: &str) -> &'static [&'static str] {
 fn family(exp: &str) -> &str {
     if exp == "placement-fit" {
         "placement"
+    } else if exp == "readahead-io" {
+        "readahead"
     } else {
         exp
     }
@@ -636,6 +665,16 @@ pub fn run(a: TiersArgs, socket: &Path) -> Result<()> {
     let org_setups: Vec<&str> = ORG_SETUPS.iter().copied().filter(|s| a.org_setups.is_empty() || a.org_setups.iter().any(|x| x == s)).collect();
     let run_org = want("organizer") && !org_setups.is_empty();
     let prefetch_known = tiers_org::config_knows("trace:\n  enabled: false\nprefetch:\n  enabled: false\n");
+    let ra_exps: Vec<(&str, u64)> = [("readahead", a.ra_think_us), ("readahead-io", a.ra_io_think_us)].into_iter().filter(|(e, _)| want(e)).collect();
+    let run_ra = !ra_exps.is_empty();
+    if run_ra {
+        if !prefetch_known {
+            bail!("experiment readahead: this build has no `prefetch:` configuration (leave it out with --experiments)");
+        }
+        if a.ra_files == 0 || a.ra_files > 64 || a.ra_data / (a.ra_files as u64) < 1 << 20 || a.ra_think_us > 1_000_000 || a.ra_io_think_us > 1_000_000 {
+            bail!("--ra-files 1..=64 with ≥ 1 MiB each, --ra-think-us and --ra-io-think-us ≤ 1 s");
+        }
+    }
     if run_org {
         if a.org_size < 16 || a.org_size > 64 << 20 || a.org_data / a.org_size < 4 || a.org_passes == 0 || a.org_passes > tiers_org::PASSES_MAX || a.org_think_us > 1_000_000 {
             bail!("--org-size 16 B..=64 MiB, --org-data ≥ 4 blobs, --org-passes 1..={}, --org-think-us ≤ 1 s", tiers_org::PASSES_MAX);
@@ -689,7 +728,18 @@ pub fn run(a: TiersArgs, socket: &Path) -> Result<()> {
             a.org_think_us
         ));
     }
-    let steps = a.repeat as u64 * (if run_tiering { setups.len() } else { 0 } + place_exps.len() * policies.len() + if run_org { org_setups.len() } else { 0 }) as u64;
+    if run_ra {
+        header.push(format!(
+            "readahead: {} readers each read one {} file at the destination sequentially in 1 MiB reads through the client file API (the adapter's path: read-through + fill), compute between reads {} µs (readahead) / {} µs (readahead-io); RAM tier {} (no disk tier); off = prefetch disabled, readahead = prefetch.readahead_pages {}",
+            a.ra_files,
+            format_size(a.ra_data / a.ra_files as u64 / (1 << 20) * (1 << 20)),
+            a.ra_think_us,
+            a.ra_io_think_us,
+            format_size(a.ra_ram.unwrap_or((a.ra_data / 4).max(64 << 20))),
+            a.ra_pages
+        ));
+    }
+    let steps = a.repeat as u64 * (ra_exps.len() * RA_SETUPS.len() + if run_tiering { setups.len() } else { 0 } + place_exps.len() * policies.len() + if run_org { org_setups.len() } else { 0 }) as u64;
     if steps == 0 {
         bail!("nothing to run");
     }
@@ -712,6 +762,18 @@ pub fn run(a: TiersArgs, socket: &Path) -> Result<()> {
                 for p in &policies {
                     samples.extend(placement_run(e, p, rep, &a, *ram, &tier_base, timeout, &pb, &mut counters).with_context(|| format!("{e} r{rep} {p}"))?);
                     pb.inc(1);
+                }
+            }
+            if run_ra {
+                if rep == 0 {
+                    pb.set_message(format!("readahead: writing {} of files at the destination", format_size(a.ra_data)));
+                    tiers_org::ra_prepare(&dirs.dest.join("readahead"), a.ra_files, a.ra_data / a.ra_files as u64 / (1 << 20) * (1 << 20))?;
+                }
+                for (e, think) in &ra_exps {
+                    for s in RA_SETUPS {
+                        samples.extend(tiers_org::ra_run(e, s, rep, &a, *think, &dirs.dest.join("readahead"), timeout, &pb, &mut counters).with_context(|| format!("{e} r{rep} {s}"))?);
+                        pb.inc(1);
+                    }
                 }
             }
             if run_org {
@@ -741,6 +803,8 @@ pub fn run(a: TiersArgs, socket: &Path) -> Result<()> {
             "put_data": a.put_data, "put_size": a.put_size, "put_threads": a.put_threads, "put_ram": put_ram, "put_ram_fit": a.put_data + a.put_data / 4,
             "org_data": a.org_data, "org_size": a.org_size, "org_ram": a.org_ram.unwrap_or((a.org_data / 4).max(64 << 20)), "org_hot": a.org_hot,
             "org_passes": a.org_passes, "org_think_us": a.org_think_us, "prefetch_configurable": prefetch_known,
+            "ra_data": a.ra_data, "ra_files": a.ra_files, "ra_ram": a.ra_ram.unwrap_or((a.ra_data / 4).max(64 << 20)), "ra_pages": a.ra_pages,
+            "ra_think_us": a.ra_think_us, "ra_io_think_us": a.ra_io_think_us,
         },
         "header": header,
         "samples": samples,
@@ -766,7 +830,7 @@ fn ratio_text(r: &Option<Ratio>) -> String {
 fn baseline_of(exp: &str) -> &'static str {
     match exp {
         "tiering" => "vs 1-tier",
-        "organizer" => "vs off",
+        "organizer" | "readahead" | "readahead-io" => "vs off",
         _ => "vs minimize_io_time",
     }
 }

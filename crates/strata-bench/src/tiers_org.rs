@@ -28,7 +28,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use indicatif::ProgressBar;
 
 use crate::kv::format_size;
@@ -189,6 +189,129 @@ pub fn org_run(setup: &str, rep: usize, a: &TiersArgs, tier_base: &Path, prefetc
     Ok(out)
 }
 
+// ---------------------------------------------------------------- readahead (files)
+
+pub const RA_SETUPS: [&str; 2] = ["off", "readahead"];
+
+/// The configuration fragment of a read-ahead setup.
+pub fn ra_yaml(setup: &str, pages: u32) -> String {
+    match setup {
+        "readahead" => format!("prefetch:\n  enabled: true\n  readahead_pages: {pages}\n  predict: false\n"),
+        _ => "prefetch:\n  enabled: false\n".into(),
+    }
+}
+
+fn ra_file(dir: &Path, i: usize) -> std::path::PathBuf {
+    dir.join(format!("ra.{i}"))
+}
+
+const RA_CHUNK: usize = 4 << 20;
+
+/// Writes the read-ahead experiment's files directly at the destination (untimed, synced).
+pub fn ra_prepare(dir: &Path, files: usize, file_bytes: u64) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    std::fs::create_dir_all(dir)?;
+    let mut buf = vec![0u8; RA_CHUNK];
+    Rng::new(0x4ead).fill(&mut buf);
+    for i in 0..files {
+        let p = ra_file(dir, i);
+        let f = std::fs::File::create(&p).with_context(|| format!("create {}", p.display()))?;
+        let mut at = 0u64;
+        // Bounded: file_bytes / RA_CHUNK rounds.
+        while at < file_bytes {
+            let n = (file_bytes - at).min(RA_CHUNK as u64) as usize;
+            for (k, c) in buf[..n].chunks_mut(1 << 20).enumerate() {
+                c[..8].copy_from_slice(&(i as u64 ^ (at + (k as u64) * (1 << 20)) ^ 0x4ead).to_le_bytes());
+            }
+            f.write_all_at(&buf[..n], at)?;
+            at += n as u64;
+        }
+        f.sync_all()?;
+    }
+    Ok(())
+}
+
+/// One read-ahead setup: `files` readers (threads, client file API = the adapter's path)
+/// each read one destination file sequentially in 1 MiB reads with `think` between reads.
+#[allow(clippy::too_many_arguments)]
+pub fn ra_run(exp: &str, setup: &str, rep: usize, a: &TiersArgs, think_us: u64, dir: &Path, timeout: Duration, pb: &ProgressBar, counters: &mut Vec<serde_json::Value>) -> Result<Vec<Sample>> {
+    use strata_client::file::{OpenFlags, Persist};
+    let files = a.ra_files;
+    let file_bytes = a.ra_data / files as u64 / (1 << 20) * (1 << 20);
+    for i in 0..files {
+        drop_file_cache(&ra_file(dir, i));
+    }
+    let ram = a.ra_ram.unwrap_or((a.ra_data / 4).max(64 << 20));
+    let spec = DaemonSpec { ram_bytes: ram, disk: None, extra_yaml: ra_yaml(setup, a.ra_pages) };
+    let tag = format!("r{rep} {exp}/{setup}");
+    pb.set_message(format!("{tag}: starting a private daemon"));
+    let mut d = PrivateDaemon::start(&spec)?;
+    let think = Duration::from_micros(think_us);
+    let res = (|| -> Result<Vec<Sample>> {
+        let client = strata_client::Client::connect_to(&d.socket).map_err(se)?;
+        let before = d.status()?;
+        let deadline = Instant::now() + timeout;
+        pb.set_message(format!("{tag}: {files} readers × {}", format_size(file_bytes)));
+        let t0 = Instant::now();
+        let io = std::thread::scope(|s| -> Result<Vec<f64>> {
+            let hs: Vec<_> = (0..files)
+                .map(|i| {
+                    let client = &client;
+                    s.spawn(move || -> Result<f64> {
+                        let p = ra_file(dir, i);
+                        let fl = OpenFlags { read: true, write: false, create: false, excl: false, trunc: false };
+                        let at = client.file_open(p.to_str().context("path")?, fl, 0, Persist::Default, 1 << 20).map_err(se)?;
+                        let mut buf = vec![0u8; 1 << 20];
+                        let mut io = 0f64;
+                        let mut off = 0u64;
+                        // Bounded: file_bytes / 1 MiB reads.
+                        while off < file_bytes {
+                            let t = Instant::now();
+                            let n = client.file_read(at.id, off, &mut buf).map_err(se)?;
+                            io += t.elapsed().as_secs_f64();
+                            if n != buf.len() || buf[..8] != (i as u64 ^ off ^ 0x4ead).to_le_bytes() {
+                                bail!("{} at {off}: wrong bytes ({n} read)", p.display());
+                            }
+                            off += n as u64;
+                            if !think.is_zero() {
+                                std::thread::sleep(think);
+                            }
+                            if Instant::now() > deadline {
+                                bail!("readers exceeded their time limit");
+                            }
+                        }
+                        client.file_close(at.id).map_err(se)?;
+                        Ok(io)
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().map_err(|_| anyhow!("reader panicked"))?).collect()
+        })?;
+        let wall = t0.elapsed().as_secs_f64();
+        let st = d.status()?;
+        let hit = st.files.read_hit_bytes_total.saturating_sub(before.files.read_hit_bytes_total) as f64;
+        let dest = st.files.read_dest_bytes_total.saturating_sub(before.files.read_dest_bytes_total) as f64;
+        let pf = serde_json::to_value(&st).ok().map(|v| v["prefetch"].clone()).unwrap_or_default();
+        counters.push(serde_json::json!({"exp": exp, "setup": setup, "rep": rep, "files": st.files, "prefetch": pf, "io_s": io, "wall_s": wall}));
+        let bytes = (file_bytes * files as u64) as f64;
+        let io_mean = io.iter().sum::<f64>() / io.len() as f64;
+        let mut out = Vec::new();
+        let mut push = |metric: &str, value: f64| out.push(Sample { exp: exp.into(), setup: setup.into(), metric: metric.into(), rep, value });
+        push("read", bytes / MIB / io_mean.max(1e-9));
+        push("run time", wall);
+        push("read from buffer", if hit + dest > 0.0 { 100.0 * hit / (hit + dest) } else { 0.0 });
+        let mib = |k: &str| pf[k].as_u64().unwrap_or(0) as f64 / MIB;
+        push("read ahead", mib("readahead_bytes_total"));
+        push("read ahead unused", mib("unused_bytes_total"));
+        Ok(out)
+    })();
+    pb.set_message(format!("{tag}: stopping the daemon"));
+    let stopped = d.stop();
+    let out = res?;
+    stopped?;
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,5 +330,10 @@ mod tests {
         }
         assert!(setup_yaml("off", true).contains("organizer:\n  enabled: false"));
         assert!(setup_yaml("both", true).contains("prefetch:\n  enabled: true"));
+        if pk {
+            for s in RA_SETUPS {
+                assert!(config_knows(&ra_yaml(s, 8)), "{s}");
+            }
+        }
     }
 }
