@@ -4,6 +4,7 @@
 mod daemonctl;
 mod drain;
 mod flush;
+mod ls;
 mod run;
 mod stage;
 mod table;
@@ -41,7 +42,7 @@ enum Cmd {
     /// List buckets, or the blobs of BUCKET.
     Ls {
         bucket: Option<String>,
-        /// Show size, score, access count and tiers per blob.
+        /// Per blob: size, tiers, score, user score, stationary, dirty, accesses.
         #[arg(long, short)]
         long: bool,
         #[arg(long)]
@@ -299,19 +300,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     let names = b.list()?;
                     if long || json {
                         let tiers: Vec<String> = c.hello().tiers.iter().map(|t| t.name.clone()).collect();
-                        let mut t = table::Table::new(&["BLOB", "SIZE", "SCORE", "ACCESSES", "TIERS", "DIRTY"]);
-                        let mut rows = Vec::new();
-                        for n in &names {
-                            let i = b.stat(n)?;
-                            let on: Vec<&str> = tiers.iter().enumerate().filter(|(k, _)| i.tier_mask & (1 << k) != 0).map(|(_, n)| n.as_str()).collect();
-                            rows.push(serde_json::json!({"blob": n, "size": i.size, "score": i.score, "user_score": i.user_score, "accesses": i.access_count, "tiers": on, "dirty": i.dirty}));
-                            t.row(vec![n.clone(), i.size.to_string(), format!("{:.3}", i.score), i.access_count.to_string(), on.join(","), if i.dirty { "yes".into() } else { "no".into() }]);
-                        }
-                        if json {
-                            println!("{}", serde_json::to_string_pretty(&rows)?);
-                        } else {
-                            print!("{}", t.render());
-                        }
+                        print!("{}", ls::blobs(&b, &names, &tiers, json)?);
                     } else {
                         for n in names {
                             println!("{n}");

@@ -71,7 +71,32 @@ pub fn status_table(st: &StatusReply) -> String {
     out.push_str(&t.render());
     out.push_str(&journal_lines(st));
     out.push_str(&crate::trace::status_lines(st));
+    out.push_str(&organizer_line(st));
     out
+}
+
+/// What `status` says about the buffer organizer.
+pub fn organizer_line(st: &StatusReply) -> String {
+    let Some(o) = &st.organizer else { return String::new() };
+    if !o.enabled {
+        return "organizer  off (organizer.enabled: false, or a single tier)\n".into();
+    }
+    let bw = if o.bandwidth_max_mib_s > 0.0 { format!("{:.0} MiB/s max", o.bandwidth_max_mib_s) } else { "unlimited".into() };
+    let scores: Vec<String> = o.tier_scores.iter().map(|s| format!("{s:.3}")).collect();
+    format!(
+        "organizer  promoted {} ({})  demoted {} ({})  discarded {}  failed {}  requests {} ({} dropped, {} queued)  {}  tier scores {}\n",
+        o.promoted_blobs,
+        format_size(o.promoted_bytes),
+        o.demoted_blobs,
+        format_size(o.demoted_bytes),
+        o.discarded_moves,
+        o.failed_moves,
+        o.requests_total,
+        o.requests_dropped,
+        o.requests_queued,
+        bw,
+        scores.join("/"),
+    )
 }
 
 /// What `status` says about durability: the journal, or why there is none.

@@ -40,7 +40,8 @@
 //!            prefixes: [ { path: /data/ckpt, mode: scratch, page_size: 4MiB } ] }
 //! flush: { enabled: true, interval: 100ms, threads: 8, bandwidth_max: 0 }
 //! organizer: { enabled: true, interval: 1s, bandwidth_max: 256MiB/s,
-//!              promote_threshold: 0.7, demote_threshold: 0.3 }
+//!              promote_threshold: 0.7, demote_threshold: 0.3,
+//!              recency_window: 1m, frequency_window: 5m, high_water: 0.9, low_water: 0.75 }
 //! trace: { enabled: false, path: auto, size_max: 64MiB }      # the I/O log
 //! prefetch: { enabled: true, readahead_pages: 4, threads: 2, predict: true,
 //!             successors_max: 4, min_count: 2 }
@@ -463,6 +464,32 @@ pub struct OrganizerConfig {
     pub promote_threshold: f64,
     /// 0..=1, < `promote_threshold`.
     pub demote_threshold: f64,
+    /// Half-life of a blob's recency in its score; > 0, at most one day.
+    #[serde(default = "recency_window_ms_default")]
+    pub recency_window_ms: f64,
+    /// Half-life of a blob's decayed access count in its score; > 0, at most one day.
+    #[serde(default = "frequency_window_ms_default")]
+    pub frequency_window_ms: f64,
+    /// A tier above this fraction of its capacity demotes its coldest blobs;
+    /// promotions never fill a tier beyond it. `low_water` < it ≤ 1.
+    #[serde(default = "high_water_default")]
+    pub high_water: f64,
+    /// Demotion under pressure stops at this fraction of the capacity; 0..1.
+    #[serde(default = "low_water_default")]
+    pub low_water: f64,
+}
+
+fn recency_window_ms_default() -> f64 {
+    60_000.0
+}
+fn frequency_window_ms_default() -> f64 {
+    300_000.0
+}
+fn high_water_default() -> f64 {
+    0.9
+}
+fn low_water_default() -> f64 {
+    0.75
 }
 
 impl Default for OrganizerConfig {
@@ -473,6 +500,10 @@ impl Default for OrganizerConfig {
             bandwidth_max_mib_s: 256.0,
             promote_threshold: 0.7,
             demote_threshold: 0.3,
+            recency_window_ms: recency_window_ms_default(),
+            frequency_window_ms: frequency_window_ms_default(),
+            high_water: high_water_default(),
+            low_water: low_water_default(),
         }
     }
 }
@@ -576,6 +607,12 @@ impl FlushConfig {
 impl OrganizerConfig {
     pub fn interval(&self) -> std::time::Duration {
         std::time::Duration::from_secs_f64(self.interval_ms / 1e3)
+    }
+    pub fn recency_window_ns(&self) -> u64 {
+        (self.recency_window_ms * 1e6) as u64
+    }
+    pub fn frequency_window_ns(&self) -> u64 {
+        (self.frequency_window_ms * 1e6) as u64
     }
 }
 

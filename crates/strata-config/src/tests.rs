@@ -498,4 +498,22 @@ fn trace_and_prefetch_keys() {
     let back = parse(&c.to_yaml()).unwrap();
     assert_eq!(back.trace, c.trace);
     assert_eq!(back.prefetch, c.prefetch);
+fn organizer_windows_and_water_marks() {
+    let c = Config::from_yaml_str(
+        &format!("{GOOD_DEVICES}organizer:\n  recency_window: 250ms\n  frequency_window: 2s\n  high_water: 0.8\n  low_water: 0.5\n"),
+        "t.yaml",
+    )
+    .unwrap();
+    assert_eq!(c.organizer.recency_window_ns(), 250_000_000);
+    assert_eq!(c.organizer.frequency_window_ns(), 2_000_000_000);
+    assert_eq!((c.organizer.high_water, c.organizer.low_water), (0.8, 0.5));
+    let d = OrganizerConfig::default();
+    assert_eq!((d.recency_window_ms, d.frequency_window_ms, d.high_water, d.low_water), (60_000.0, 300_000.0, 0.9, 0.75));
+    expect_err("organizer:\n  recency_window: 0s\n", "organizer.recency_window", Some(2));
+    expect_err("organizer:\n  frequency_window: 2d\n", "organizer.frequency_window", Some(2));
+    expect_err("organizer:\n  frequency_window: soon\n", "organizer.frequency_window", Some(2));
+    expect_err("organizer:\n  high_water: 1.5\n", "organizer.high_water", Some(2));
+    expect_err("organizer:\n  low_water: -0.1\n", "organizer.low_water", Some(2));
+    let e = expect_err("organizer:\n  high_water: 0.5\n  low_water: 0.6\n", "organizer.low_water", Some(3));
+    assert!(e.message.contains("less than"), "{e}");
 }

@@ -51,6 +51,7 @@ const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
 const HOUR_MS: f64 = 3_600_000.0;
+const DAY_MS: f64 = 86_400_000.0;
 
 #[allow(clippy::manual_is_multiple_of)] // u64::is_multiple_of needs Rust 1.87
 pub(crate) fn validate(c: &Config) -> R {
@@ -220,6 +221,20 @@ pub(crate) fn validate(c: &Config) -> R {
         if !(0.0..=1.0).contains(&v) {
             return fail(key, format!("{v} is out of range (0..=1)"));
         }
+    }
+    for (key, v) in [("organizer.recency_window", o.recency_window_ms), ("organizer.frequency_window", o.frequency_window_ms)] {
+        if !(v.is_finite() && v > 0.0 && v <= DAY_MS) {
+            return fail(key, format!("{} is out of range (greater than 0, at most 24h)", format_duration_us(v * 1e3)));
+        }
+    }
+    if !(o.high_water > 0.0 && o.high_water <= 1.0) {
+        return fail("organizer.high_water", format!("{} is out of range (greater than 0, at most 1)", o.high_water));
+    }
+    if !(0.0..1.0).contains(&o.low_water) {
+        return fail("organizer.low_water", format!("{} is out of range (0 to less than 1)", o.low_water));
+    }
+    if o.low_water >= o.high_water {
+        return fail("organizer.low_water", format!("low_water ({}) must be less than high_water ({})", o.low_water, o.high_water));
     }
     // journal
     let j = &c.journal;

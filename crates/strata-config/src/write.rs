@@ -165,6 +165,10 @@ pub(crate) fn to_yaml(c: &Config) -> String {
     o.line(2, "bandwidth_max", &format_bandwidth_mib_s(g.bandwidth_max_mib_s), "0 = unlimited");
     o.line(2, "promote_threshold", &g.promote_threshold.to_string(), "0..=1");
     o.line(2, "demote_threshold", &g.demote_threshold.to_string(), "0..=1, below promote_threshold");
+    o.line(2, "recency_window", &format_duration_us(g.recency_window_ms * 1e3), "half-life of recency in a blob's score");
+    o.line(2, "frequency_window", &format_duration_us(g.frequency_window_ms * 1e3), "half-life of the decayed access count in a blob's score");
+    o.line(2, "high_water", &g.high_water.to_string(), "a tier fuller than this demotes its coldest blobs; promotions stop here");
+    o.line(2, "low_water", &g.low_water.to_string(), "demotion under pressure stops here; below high_water");
 
     let j = &c.journal;
     o.section("journal", "metadata of data on non-volatile tiers, replayed after a crash");

@@ -83,6 +83,8 @@ pub struct Core {
     pub trace: crate::trace::Tracer,
     /// Read-ahead and predicted promotions (crate::prefetch).
     pub prefetch: crate::prefetch::Prefetch,
+    /// The buffer organizer (scores, moves between tiers, promotion requests).
+    pub org: crate::organizer::Organizer,
 }
 
 pub fn now_ns() -> u64 {
@@ -113,6 +115,7 @@ impl Core {
             fsync_relaxed: Vec::new(),
             trace: Default::default(),
             prefetch: Default::default(),
+            org: Default::default(),
         }
     }
 
@@ -409,12 +412,12 @@ impl Core {
             }
         };
         let size = src.data().len() as u64;
+        let params = self.org.params;
         let blob = self.meta.blob_mut(id).ok_or(Errno::Internal)?;
         let old = std::mem::replace(&mut blob.extents, extents);
         let old_size = std::mem::replace(&mut blob.size, size);
         blob.mtime_ns = now;
-        blob.atime_ns = now;
-        blob.access_count += 1;
+        crate::organizer::record_access(blob, now, &params);
         blob.dirty = true;
         debug_assert!(blob.check().is_ok(), "{:?}", blob.check());
         self.meta.blob_touch(id);
@@ -502,13 +505,13 @@ impl Core {
         if extents.len() > limit {
             extents = self.compact(&extents, new_size, policy)?;
         }
+        let params = self.org.params;
         let blob = self.meta.blob_mut(id).ok_or(Errno::Internal)?;
         let old_size = blob.size;
         blob.extents = extents;
         blob.size = new_size;
         blob.mtime_ns = now;
-        blob.atime_ns = now;
-        blob.access_count += 1;
+        crate::organizer::record_access(blob, now, &params);
         blob.dirty = true;
         debug_assert!(blob.check().is_ok(), "{:?}", blob.check());
         self.meta.blob_touch(id);
@@ -572,9 +575,9 @@ impl Core {
     pub fn get(&mut self, owner: (u64, u32), bucket: BucketId, name: &str, offset: u64, len: u64, out: &mut Vec<WireExtent>, max: usize) -> Result<(u64, u64, u64)> {
         let id = self.meta.blob_lookup(bucket, name)?;
         let now = now_ns();
+        let params = self.org.params;
         let blob = self.meta.blob_stats_mut(id).ok_or(Errno::Internal)?;
-        blob.access_count += 1;
-        blob.atime_ns = now;
+        crate::organizer::record_access(blob, now, &params);
         let size = blob.size;
         let start = offset.min(size);
         let end = offset.saturating_add(len).min(size);
@@ -636,18 +639,6 @@ impl Core {
             dirty: b.dirty as u32,
             stationary: b.stationary as u32,
         })
-    }
-
-    /// Placeholder-free score: the user's score if set, else one derived
-    /// from access frequency and recency (refined by the organizer issue).
-    pub fn score_of(&self, b: &strata_meta::Blob) -> f32 {
-        if let Some(s) = b.user_score {
-            return s;
-        }
-        let age_s = now_ns().saturating_sub(b.atime_ns) as f64 / 1e9;
-        let recency = 1.0 / (1.0 + age_s / 60.0);
-        let freq = 1.0 - 1.0 / (1.0 + b.access_count as f64 / 8.0);
-        (0.5 * recency + 0.5 * freq) as f32
     }
 
     pub fn set_score(&mut self, bucket: BucketId, name: &str, score: Option<f32>, stationary: bool) -> Result<()> {

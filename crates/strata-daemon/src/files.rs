@@ -461,6 +461,7 @@ impl Core {
         };
         self.files.counters.read_hit_bytes_total += hit;
         self.files.counters.read_dest_bytes_total += dest;
+        self.record_page_reads(id, start, at, page, now);
         Ok((size, at - start, pin))
     }
 

@@ -26,6 +26,7 @@ pub mod journal;
 pub mod jpoller;
 pub mod jreplay;
 pub mod prefetch;
+pub mod organizer;
 pub mod server;
 pub mod stash;
 pub mod stage;
@@ -40,6 +41,8 @@ mod drain_tests;
 mod flush_tests;
 #[cfg(test)]
 mod journal_tests;
+#[cfg(test)]
+mod organizer_tests;
 #[cfg(test)]
 pub(crate) mod testutil;
 
@@ -376,6 +379,7 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
         let names = core.tiers.tiers.iter().map(|t| t.name.clone()).collect();
         core.trace = trace::Tracer::start(&path, cfg.trace.size_max_bytes, names).with_context(|| format!("cannot open the trace file {}", path.display()))?;
     }
+    organizer::start(&mut core, &cfg.organizer, flush_tx.clone(), wake.clone()).context("cannot start the organizer thread")?;
     tracing::info!(socket = %socket.display(), tiers = cfg.devices.len(), "strata daemon ready");
     ready(&socket);
 

@@ -34,6 +34,8 @@ pub enum Msg {
     FlushDone(Box<JobDone>),
     /// The stash thread finished a job (crate::stash).
     StashDone(Box<crate::stash::StashDone>),
+    /// The organizer thread finished a batch of moves (crate::organizer).
+    OrganizerDone(Box<crate::organizer::MoveDone>),
     /// Control `Flush`: mark files urgent, reply with their state.
     Flush { paths: Vec<String>, reply: mpsc::Sender<FlushReply> },
     /// Control `FlushState`.
@@ -191,6 +193,7 @@ impl Poller {
             f.tick(&mut self.core);
         }
         crate::stash::tick(&mut self.core);
+        crate::organizer::tick(&mut self.core);
         crate::jpoller::Journal::round(&mut self.core);
         crate::prefetch::tick(&mut self.core);
     }
@@ -208,7 +211,7 @@ impl Poller {
                 let shared = self.shared.clone();
                 let spin = self.spin;
                 // Dirty files have deadlines: look again soon.
-                let journal_busy = !self.core.meta.touched.is_empty() || self.core.journal.as_ref().is_some_and(|j| j.busy()) || self.core.stash.busy();
+                let journal_busy = !self.core.meta.touched.is_empty() || self.core.journal.as_ref().is_some_and(|j| j.busy()) || self.core.stash.busy() || self.core.org.busy();
                 let max = if journal_busy {
                     JOURNAL_POLL_SLEEP
                 } else if self.core.files.dirty.is_empty() {
@@ -363,6 +366,7 @@ impl Poller {
                 }
                 Msg::StashDone(done) => crate::stash::complete(&mut self.core, *done),
                 Msg::PrefetchDone(done) => crate::prefetch::complete(&mut self.core, *done),
+                Msg::OrganizerDone(done) => crate::organizer::complete(&mut self.core, *done),
                 Msg::FlushDone(done) => match self.flusher.as_mut() {
                     Some(f) => f.complete(&mut self.core, *done),
                     None => tracing::error!("flush completion without a flusher"),
@@ -916,6 +920,7 @@ impl Poller {
             journal: self.core.journal.as_ref().map(|j| j.status()),
             trace: self.core.trace.status(),
             prefetch: self.core.prefetch.status(),
+            organizer: Some(self.core.org.status()),
         }
     }
 }

@@ -127,6 +127,9 @@ pub struct Blob {
     pub user_score: Option<f32>,
     pub stationary: bool,
     pub access_count: u64,
+    /// Access count decayed exponentially (organizer.frequency_window), as
+    /// of `atime_ns`; maintained by the daemon's organizer (score).
+    pub heat: f32,
     pub atime_ns: u64,
     pub mtime_ns: u64,
     pub ctime_ns: u64,
@@ -634,6 +637,7 @@ impl MetaStore {
             user_score: None,
             stationary: false,
             access_count: 0,
+            heat: 0.0,
             atime_ns: now_ns,
             mtime_ns: now_ns,
             ctime_ns: now_ns,

@@ -149,6 +149,9 @@ pub struct StatusReply {
     /// Read-ahead and trace-driven prefetching.
     #[serde(default)]
     pub prefetch: PrefetchStatus,
+    /// The buffer organizer's counters (None: an older daemon).
+    #[serde(default)]
+    pub organizer: Option<OrganizerStatus>,
 }
 
 /// The I/O log's state (`trace:` in the configuration).
@@ -223,6 +226,36 @@ pub struct TraceRecord {
     /// Error name when the op failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub err: Option<String>,
+}
+
+/// The buffer organizer: blobs moved between tiers by score.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct OrganizerStatus {
+    /// Running (`organizer.enabled` and at least two tiers).
+    pub enabled: bool,
+    /// 0 = unlimited.
+    pub bandwidth_max_mib_s: f64,
+    /// Per tier, from bandwidth and latency (1.0 = fastest).
+    pub tier_scores: Vec<f64>,
+    pub rounds: u64,
+    pub promoted_blobs: u64,
+    pub promoted_bytes: u64,
+    pub demoted_blobs: u64,
+    pub demoted_bytes: u64,
+    /// Copies thrown away because the blob changed meanwhile.
+    pub discarded_moves: u64,
+    /// Copies that failed (I/O error, CRC mismatch).
+    pub failed_moves: u64,
+    /// Planned moves not started (no room on the target, extent limit).
+    pub skipped_moves: u64,
+    /// Promotion requests (prefetcher), dropped when the queue was full,
+    /// and promotions done for them (included in `promoted_*`).
+    pub requests_total: u64,
+    pub requests_dropped: u64,
+    pub requested_promotions: u64,
+    pub requests_queued: u64,
+    pub in_flight: bool,
 }
 
 /// The journal of metadata of data on non-volatile tiers.

@@ -1,0 +1,547 @@
+//! The **buffer organizer**: moves blobs between tiers by score, in the
+//! background, without blocking readers or writers.
+//!
+//! The poller owns all metadata. Once per `organizer.interval` (sooner when
+//! promotions were requested) it scores a window of blobs, asks
+//! `strata_organize::plan` for a bounded list of moves, allocates the target
+//! space, pins the source extents (`ORGANIZER_OWNER`) and hands the batch
+//! to the organizer thread. That thread copies the bytes (its own arena
+//! mapping and tier descriptors, throttled by `organizer.bandwidth_max`
+//! through a token bucket), checks the sealed CRC of fsync'ed blobs,
+//! fdatasyncs the target tier files and reports back. On the poller each
+//! move commits only if the blob's generation and extents are unchanged —
+//! then the blob points at the copy and the old extents are freed through
+//! `Core::free_extents` (deferred while pinned, quarantined / held by the
+//! journal on non-volatile tiers) — otherwise the copy is discarded and its
+//! space returned.
+//!
+//! **Invariants.**
+//! * A move changes where a blob's bytes are, never the bytes, its size,
+//!   its generation or its dirty flag: a dirty blob stays dirty and the
+//!   flusher still persists it.
+//! * Target space is owned by the batch until its completion is handled; it
+//!   becomes visible only by the commit, after the copy is fdatasync'ed.
+//! * A blob promoted off a non-volatile tier keeps its last journal record
+//!   and the extents it points to (jpoller's *held* extents), so data that
+//!   was durable stays durable.
+//! * Stationary blobs never move; a blob with a user score is promoted only
+//!   if that score is ≥ `promote_threshold` and never demoted while it is.
+//! * One batch in flight; at most `MOVES_PER_ROUND_MAX` moves per batch;
+//!   `REQUESTS_MAX` queued promotion requests (more are dropped, counted).
+
+use std::collections::{HashSet, VecDeque};
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::sync::{mpsc, Arc};
+
+use strata_config::OrganizerConfig;
+use strata_meta::{Blob, BlobId, Extent};
+use strata_organize::{BlobState, MoveKind, PlanLimits, ScoreParams, TierState, TokenBucket};
+use strata_proto::control::OrganizerStatus;
+use strata_shm::ShmSegment;
+
+use crate::core::{now_ns, Core};
+use crate::server::Msg;
+use crate::tier::Backing;
+
+/// Pin owner of organizer batches (client ids never reach it).
+pub const ORGANIZER_OWNER: (u64, u32) = (u64::MAX, 2);
+/// Queued promotion requests (prefetcher); more are dropped and counted.
+pub const REQUESTS_MAX: usize = 4096;
+/// Blobs scored per round (a rotating window over the blob table).
+pub const SCAN_BLOBS_MAX: usize = 65_536;
+/// Moves per round (one batch).
+pub const MOVES_PER_ROUND_MAX: usize = 64;
+/// Bytes per round when the bandwidth is unlimited.
+pub const ROUND_BYTES_MAX: u64 = 1 << 30;
+/// Pieces a moved extent may be split into on its target tier.
+const TARGET_PIECES_MAX: usize = 4;
+/// Copy unit of the organizer thread (and its token bucket's burst).
+const CHUNK_BYTES: usize = 1 << 20;
+/// Requested promotions wait at most this long for a round.
+const REQUEST_ROUND_NS: u64 = 5_000_000;
+
+/// One blob's move, as handed to the organizer thread.
+pub struct MoveJob {
+    pub blob: BlobId,
+    pub gen: u64,
+    pub size: u64,
+    pub kind: MoveKind,
+    pub to: u32,
+    /// The blob's extents at the snapshot (pinned).
+    pub src: Vec<Extent>,
+    /// The same logical ranges on the target tier (holes kept).
+    pub dst: Vec<Extent>,
+    /// The blob's sealed CRC (fsync'ed): the copy must match it.
+    pub crc: Option<u32>,
+}
+
+pub struct MoveBatch {
+    pub id: u64,
+    pub jobs: Vec<MoveJob>,
+}
+
+pub struct MoveDone {
+    pub batch: MoveBatch,
+    /// Per job: None when copied (and synced), else why not.
+    pub errors: Vec<Option<String>>,
+}
+
+/// The organizer's state on the poller (in `Core`).
+pub struct Organizer {
+    pub enabled: bool,
+    pub params: ScoreParams,
+    cfg: OrganizerConfig,
+    tier_scores: Vec<f64>,
+    requests: VecDeque<BlobId>,
+    requested: HashSet<BlobId>,
+    tx: Option<mpsc::Sender<MoveBatch>>,
+    /// (batch id, pin) in flight.
+    in_flight: Option<(u64, u64)>,
+    next_batch: u64,
+    last_round_ns: u64,
+    scan_cursor: usize,
+    pub status: OrganizerStatus,
+}
+
+impl Default for Organizer {
+    fn default() -> Self {
+        let cfg = OrganizerConfig::default();
+        Organizer {
+            enabled: false,
+            params: ScoreParams { recency_window_ns: cfg.recency_window_ns(), frequency_window_ns: cfg.frequency_window_ns() },
+            cfg,
+            tier_scores: Vec::new(),
+            requests: VecDeque::new(),
+            requested: HashSet::new(),
+            tx: None,
+            in_flight: None,
+            next_batch: 1,
+            last_round_ns: 0,
+            scan_cursor: 0,
+            status: OrganizerStatus::default(),
+        }
+    }
+}
+
+impl Organizer {
+    /// Takes the score windows from the configuration (the thread starts in [`start`]).
+    pub fn configure(&mut self, cfg: &OrganizerConfig) {
+        self.params = ScoreParams { recency_window_ns: cfg.recency_window_ns(), frequency_window_ns: cfg.frequency_window_ns() };
+        self.cfg = cfg.clone();
+        self.status.bandwidth_max_mib_s = cfg.bandwidth_max_mib_s;
+    }
+
+    pub fn running(&self) -> bool {
+        self.enabled && self.tx.is_some()
+    }
+
+    /// Whether the poller should come back soon.
+    pub fn busy(&self) -> bool {
+        self.running() && !self.requests.is_empty()
+    }
+
+    pub fn status(&self) -> OrganizerStatus {
+        let mut s = self.status.clone();
+        s.enabled = self.running();
+        s.requests_queued = self.requests.len() as u64;
+        s.in_flight = self.in_flight.is_some();
+        s
+    }
+}
+
+/// Updates a blob's access statistics (count, time, decayed heat).
+pub fn record_access(b: &mut Blob, now: u64, p: &ScoreParams) {
+    b.heat = strata_organize::heat_after_access(b.heat, b.atime_ns, now, p);
+    b.access_count += 1;
+    b.atime_ns = now;
+}
+
+impl Core {
+    /// A blob's score now: its user score if set, else from heat and recency.
+    pub fn score_of(&self, b: &Blob) -> f32 {
+        strata_organize::blob_score(b.heat, b.atime_ns, now_ns(), b.user_score, &self.org.params)
+    }
+
+    /// Records a read of the page blobs of file `id` covering `[start, end)` (FileRead).
+    pub(crate) fn record_page_reads(&mut self, id: strata_meta::BucketId, start: u64, end: u64, page: u64, now: u64) {
+        if end <= start || page == 0 {
+            return;
+        }
+        let p = self.org.params;
+        // Bounded by the pages one FileRead walks.
+        for pg in start / page..=(end - 1) / page {
+            if let Some(b) = self.meta.page_blob(id, pg).and_then(|b| self.meta.blob_stats_mut(b)) {
+                record_access(b, now, &p);
+            }
+        }
+    }
+
+    /// **The prefetcher's entry point**: asks the organizer to promote blob
+    /// `id` to the fastest tier with room, in its next round (within
+    /// milliseconds). Returns false when the organizer is off, the blob is
+    /// unknown, or the queue (`REQUESTS_MAX`) is full (counted as dropped).
+    /// Stationary blobs and blobs whose user score is below
+    /// `promote_threshold` are left where they are.
+    pub fn request_promote(&mut self, id: BlobId) -> bool {
+        if !self.org.running() || self.meta.blob(id).is_none() {
+            return false;
+        }
+        let o = &mut self.org;
+        o.status.requests_total += 1;
+        if o.requested.contains(&id) {
+            return true;
+        }
+        if o.requests.len() >= REQUESTS_MAX {
+            o.status.requests_dropped += 1;
+            return false;
+        }
+        o.requested.insert(id);
+        o.requests.push_back(id);
+        true
+    }
+}
+
+/// The organizer thread's view of the tiers: its own arena mapping and its
+/// own read-write descriptors of the dir tier files.
+struct OrgIo {
+    arena: ShmSegment,
+    files: Vec<Option<File>>,
+    bucket: TokenBucket,
+    start: std::time::Instant,
+}
+
+impl OrgIo {
+    fn now(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+
+    fn read(&self, tier: u32, off: u64, out: &mut [u8]) -> std::io::Result<()> {
+        match &self.files[tier as usize] {
+            None => {
+                let end = off + out.len() as u64;
+                if end > self.arena.len() as u64 {
+                    return Err(std::io::Error::other(format!("read {off}+{} outside the arena", out.len())));
+                }
+                // SAFETY: bounds checked; the extent is pinned until the batch's completion is handled.
+                let src = unsafe { std::slice::from_raw_parts(self.arena.as_ptr().add(off as usize), out.len()) };
+                out.copy_from_slice(src);
+                Ok(())
+            }
+            Some(f) => f.read_exact_at(out, off),
+        }
+    }
+
+    fn write(&self, tier: u32, off: u64, data: &[u8]) -> std::io::Result<()> {
+        match &self.files[tier as usize] {
+            None => {
+                let end = off + data.len() as u64;
+                if end > self.arena.len() as u64 {
+                    return Err(std::io::Error::other(format!("write {off}+{} outside the arena", data.len())));
+                }
+                // SAFETY: bounds checked; the target space belongs to this batch
+                // and is not visible to any client before the commit.
+                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.arena.as_ptr().add(off as usize), data.len()) };
+                Ok(())
+            }
+            Some(f) => f.write_all_at(data, off),
+        }
+    }
+
+    /// Copies one blob; checks the sealed CRC when there is one.
+    fn copy(&mut self, job: &MoveJob, buf: &mut Vec<u8>) -> Result<(), String> {
+        let mut h = crc32fast::Hasher::new();
+        for d in &job.dst {
+            // Bounded: each round moves up to CHUNK_BYTES of the extent.
+            let mut at = 0u64;
+            while at < d.len {
+                let n = (d.len - at).min(CHUNK_BYTES as u64) as usize;
+                buf.clear();
+                buf.resize(n, 0);
+                if !d.is_hole() {
+                    let logical = d.logical_off + at;
+                    let s = job.src.iter().find(|s| s.logical_off <= logical && logical + n as u64 <= s.end()).ok_or("source extent missing")?;
+                    if s.is_hole() {
+                        return Err("target data over a source hole".into());
+                    }
+                    let wait = self.bucket.take(n as u64, self.now());
+                    if wait > 0 {
+                        std::thread::sleep(std::time::Duration::from_nanos(wait));
+                    }
+                    self.read(s.tier, s.phys_off + (logical - s.logical_off), buf).map_err(|e| format!("read tier {}: {e}", s.tier))?;
+                    self.write(d.tier, d.phys_off + at, buf).map_err(|e| format!("write tier {}: {e}", d.tier))?;
+                }
+                if job.crc.is_some() {
+                    h.update(buf);
+                }
+                at += n as u64;
+            }
+        }
+        if let Some(want) = job.crc {
+            let got = h.finalize();
+            if got != want {
+                return Err(format!("copy CRC {got:08x} differs from the sealed {want:08x}"));
+            }
+        }
+        Ok(())
+    }
+
+    fn run(&mut self, batch: MoveBatch) -> MoveDone {
+        let mut buf = Vec::with_capacity(CHUNK_BYTES);
+        let mut errors: Vec<Option<String>> = batch.jobs.iter().map(|j| self.copy(j, &mut buf).err()).collect();
+        // The copies must be durable before a journal record can point to them.
+        let mut targets: Vec<u32> = batch.jobs.iter().zip(&errors).filter(|(_, e)| e.is_none()).map(|(j, _)| j.to).collect();
+        targets.sort_unstable();
+        targets.dedup();
+        for t in targets {
+            let Some(Some(f)) = self.files.get(t as usize) else { continue };
+            if let Err(err) = f.sync_data() {
+                let msg = format!("fdatasync of tier {t}: {err}");
+                for (j, e) in batch.jobs.iter().zip(errors.iter_mut()) {
+                    if j.to == t && e.is_none() {
+                        *e = Some(msg.clone());
+                    }
+                }
+            }
+        }
+        MoveDone { batch, errors }
+    }
+}
+
+/// Starts the organizer thread when `organizer.enabled` and there are at
+/// least two tiers; its reports arrive as `Msg::OrganizerDone`.
+pub fn start(core: &mut Core, cfg: &OrganizerConfig, tx: mpsc::Sender<Msg>, wake: Arc<dyn Fn() + Send + Sync>) -> std::io::Result<()> {
+    core.org.configure(cfg);
+    core.org.tier_scores = strata_organize::tier_scores(&core.tiers.tiers.iter().map(|t| (t.bandwidth_mib_s, t.latency_us)).collect::<Vec<_>>());
+    core.org.status.tier_scores = core.org.tier_scores.clone();
+    if !cfg.enabled || core.tiers.tiers.len() < 2 {
+        core.org.enabled = false;
+        return Ok(());
+    }
+    let arena = ShmSegment::open(core.tiers.arena.seg.name())?;
+    let mut files = Vec::with_capacity(core.tiers.tiers.len());
+    for t in &core.tiers.tiers {
+        files.push(match &t.backing {
+            Backing::Ram => None,
+            Backing::Dir { path, .. } => Some(OpenOptions::new().read(true).write(true).open(path)?),
+        });
+    }
+    let rate = cfg.bandwidth_max_mib_s * 1024.0 * 1024.0;
+    let mut io = OrgIo { arena, files, bucket: TokenBucket::new(rate, CHUNK_BYTES as u64, 0), start: std::time::Instant::now() };
+    let (btx, brx) = mpsc::channel::<MoveBatch>();
+    std::thread::Builder::new().name("strata-organizer".into()).spawn(move || {
+        // Ends when the poller drops its sender.
+        while let Ok(batch) = brx.recv() {
+            let done = io.run(batch);
+            if tx.send(Msg::OrganizerDone(Box::new(done))).is_err() {
+                return;
+            }
+            wake();
+        }
+    })?;
+    core.org.tx = Some(btx);
+    core.org.enabled = true;
+    Ok(())
+}
+
+/// Bytes a blob's data extents occupy on a tier with blocks of `block` bytes.
+fn data_bytes(b: &Blob, block: u64) -> u64 {
+    b.extents.iter().filter(|e| !e.is_hole()).map(|e| e.len.div_ceil(block) * block).sum()
+}
+
+/// Once per poller round: plans and starts a batch when one is due.
+pub fn tick(core: &mut Core) {
+    // The prefetcher's predicted promotions (bounded by its own queue).
+    for id in crate::prefetch::take_promote_requests(core) {
+        core.request_promote(id);
+    }
+    if !core.org.running() || core.org.in_flight.is_some() {
+        return;
+    }
+    let now_mono = core.mono_ns();
+    let since = now_mono.saturating_sub(core.org.last_round_ns);
+    let interval_ns = (core.org.cfg.interval_ms * 1e6) as u64;
+    let due = core.org.last_round_ns == 0 || since >= interval_ns || (!core.org.requests.is_empty() && since >= REQUEST_ROUND_NS);
+    if !due {
+        return;
+    }
+    core.org.last_round_ns = now_mono;
+    core.org.status.rounds += 1;
+    let now = now_ns();
+    let n_tiers = core.tiers.tiers.len();
+    let block = core.tiers.tiers.iter().map(|t| t.block_bytes).max().unwrap_or(4096).max(1);
+    let quarantined = |i: usize| core.journal.as_ref().and_then(|j| j.quarantined_per_tier.get(i).copied()).map_or(0, |q| q.0);
+    let tiers: Vec<TierState> = core
+        .tiers
+        .tiers
+        .iter()
+        .enumerate()
+        .map(|(i, t)| TierState { score: core.org.tier_scores.get(i).copied().unwrap_or(0.0), capacity_bytes: t.capacity_bytes, used_bytes: t.blob_bytes.saturating_sub(quarantined(i)) })
+        .collect();
+    // A rotating window of the blob table, plus the requested blobs.
+    let p = core.org.params;
+    let state = |b: &Blob| BlobState {
+        id: b.id.0,
+        bytes: data_bytes(b, block),
+        tier_mask: b.tier_mask() as u64 & ((1u64 << n_tiers) - 1),
+        score: strata_organize::blob_score(b.heat, b.atime_ns, now, b.user_score, &p),
+        stationary: b.stationary,
+        user_score: b.user_score,
+    };
+    let total = core.meta.blob_count();
+    if core.org.scan_cursor >= total {
+        core.org.scan_cursor = 0;
+    }
+    let mut blobs: Vec<BlobState> = core.meta.blobs().skip(core.org.scan_cursor).take(SCAN_BLOBS_MAX).filter(|b| b.size > 0).map(state).collect();
+    core.org.scan_cursor += SCAN_BLOBS_MAX;
+    let requests: Vec<BlobId> = core.org.requests.drain(..).collect();
+    core.org.requested.clear();
+    let in_window: HashSet<u64> = if requests.is_empty() { HashSet::new() } else { blobs.iter().map(|b| b.id).collect() };
+    for id in &requests {
+        if !in_window.contains(&id.0) {
+            if let Some(b) = core.meta.blob(*id) {
+                blobs.push(state(b));
+            }
+        }
+    }
+    let c = &core.org.cfg;
+    let round_bytes = if c.bandwidth_max_mib_s > 0.0 { ((c.bandwidth_max_mib_s * 1024.0 * 1024.0) * c.interval_ms / 1e3) as u64 } else { ROUND_BYTES_MAX };
+    let limits = PlanLimits {
+        moves_max: MOVES_PER_ROUND_MAX,
+        bytes_max: round_bytes.max(1),
+        high_water: c.high_water,
+        low_water: c.low_water,
+        promote_threshold: c.promote_threshold as f32,
+        demote_threshold: c.demote_threshold as f32,
+    };
+    let req_ids: Vec<u64> = requests.iter().map(|b| b.0).collect();
+    let moves = strata_organize::plan(&tiers, &blobs, &req_ids, &limits);
+    if moves.is_empty() {
+        return;
+    }
+    start_batch(core, moves);
+}
+
+/// Allocates targets, pins sources and hands the batch to the thread.
+fn start_batch(core: &mut Core, moves: Vec<strata_organize::Move>) {
+    let limit = core.meta.limits().extents_per_blob_max;
+    let mut jobs = Vec::with_capacity(moves.len());
+    let mut keys = Vec::new();
+    for m in moves {
+        let id = BlobId(m.blob);
+        let Some(b) = core.meta.blob(id) else { continue };
+        if b.tier_mask() as u64 != m.from_mask {
+            continue;
+        }
+        let (src, gen, size, crc) = (b.extents.clone(), b.gen, b.size, b.sealed_crc);
+        let to = m.to;
+        let mut dst: Vec<Extent> = Vec::with_capacity(src.len());
+        let mut ok = true;
+        for e in &src {
+            if e.is_hole() {
+                dst.push(*e);
+                continue;
+            }
+            let Some(ranges) = core.tiers.alloc_on(to, e.len, TARGET_PIECES_MAX) else {
+                ok = false;
+                break;
+            };
+            let mut at = 0u64;
+            for r in ranges {
+                let n = r.len.min(e.len - at);
+                dst.push(Extent { logical_off: e.logical_off + at, len: n, tier: to as u32, phys_off: r.off });
+                at += n;
+            }
+            debug_assert_eq!(at, e.len, "target ranges cover the extent");
+        }
+        if !ok || dst.len() > limit {
+            free_dst(core, &dst);
+            core.org.status.skipped_moves += 1;
+            continue;
+        }
+        keys.extend(src.iter().filter(|e| !e.is_hole()).map(|e| (e.tier, e.phys_off)));
+        jobs.push(MoveJob { blob: id, gen, size, kind: m.kind, to: to as u32, src, dst, crc });
+    }
+    if jobs.is_empty() {
+        return;
+    }
+    let pin = match core.pin(ORGANIZER_OWNER, keys) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!("organizer cannot pin its sources: {e}");
+            for j in &jobs {
+                free_dst(core, &j.dst);
+            }
+            return;
+        }
+    };
+    let id = core.org.next_batch;
+    core.org.next_batch += 1;
+    let Some(tx) = core.org.tx.clone() else { return };
+    core.org.in_flight = Some((id, pin));
+    if let Err(mpsc::SendError(batch)) = tx.send(MoveBatch { id, jobs }) {
+        tracing::error!("organizer thread gone: the organizer stops");
+        core.org.in_flight = None;
+        core.unpin(ORGANIZER_OWNER, pin);
+        for j in &batch.jobs {
+            free_dst(core, &j.dst);
+        }
+        core.org.tx = None;
+    }
+}
+
+/// Returns target space that no blob points to (never journaled: freed at once).
+fn free_dst(core: &mut Core, dst: &[Extent]) {
+    for e in dst.iter().filter(|e| !e.is_hole()) {
+        core.tiers.free_extent(e.tier as usize, e.phys_off, e.len);
+    }
+}
+
+/// Handles the organizer thread's report (poller thread): commits each
+/// move whose blob did not change meanwhile, discards the others.
+pub fn complete(core: &mut Core, done: MoveDone) {
+    match core.org.in_flight {
+        Some((id, pin)) if id == done.batch.id => {
+            core.org.in_flight = None;
+            core.unpin(ORGANIZER_OWNER, pin);
+        }
+        _ => {
+            tracing::error!(batch = done.batch.id, "completion of an unknown organizer batch");
+            return;
+        }
+    }
+    for (job, err) in done.batch.jobs.into_iter().zip(done.errors) {
+        if let Some(e) = err {
+            tracing::warn!(blob = job.blob.0, "organizer move failed: {e}");
+            core.org.status.failed_moves += 1;
+            free_dst(core, &job.dst);
+            continue;
+        }
+        let unchanged = core.meta.blob(job.blob).is_some_and(|b| b.gen == job.gen && b.size == job.size && b.extents == job.src);
+        if !unchanged {
+            core.org.status.discarded_moves += 1;
+            free_dst(core, &job.dst);
+            continue;
+        }
+        let Some(b) = core.meta.blob_mut(job.blob) else { continue };
+        let old = std::mem::replace(&mut b.extents, job.dst);
+        debug_assert!(b.check().is_ok(), "{:?}", b.check());
+        debug_assert_eq!(b.gen, job.gen);
+        core.free_extents(&old);
+        let s = &mut core.org.status;
+        let bytes = job.size;
+        match job.kind {
+            MoveKind::Promote | MoveKind::Requested => {
+                s.promoted_blobs += 1;
+                s.promoted_bytes += bytes;
+                if job.kind == MoveKind::Requested {
+                    s.requested_promotions += 1;
+                }
+            }
+            MoveKind::Demote => {
+                s.demoted_blobs += 1;
+                s.demoted_bytes += bytes;
+            }
+        }
+    }
+}

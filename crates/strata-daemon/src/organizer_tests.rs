@@ -1,0 +1,218 @@
+//! Tests of the organizer on a real core (RAM arena + dir tier) with the
+//! organizer thread running: promotion, demotion, discarded copies, user
+//! wishes, and durability of a promoted journaled blob across a "crash".
+//! Scores are steered through the blobs' access times (a fake clock for the
+//! score), never by waiting.
+
+use std::sync::{mpsc, Arc};
+
+use strata_meta::{BlobId, BucketId};
+
+use crate::core::{now_ns, Core, Src};
+use crate::journal;
+use crate::jpoller::Journal;
+use crate::server::Msg;
+use crate::testutil::{fixture, fixture_in, pattern, Fixture};
+
+const MIB: u64 = 1 << 20;
+const HOUR_NS: u64 = 3_600_000_000_000;
+
+fn org_cfg() -> strata_config::OrganizerConfig {
+    strata_config::OrganizerConfig { interval_ms: 0.001, bandwidth_max_mib_s: 0.0, ..Default::default() }
+}
+
+/// Starts the organizer (and, with `journal`, the journal and stash) on `fx`.
+fn start(fx: &mut Fixture, with_journal: bool) -> mpsc::Receiver<Msg> {
+    let core = &mut fx.core;
+    let (tx, rx) = mpsc::channel();
+    let wake: Arc<dyn Fn() + Send + Sync> = Arc::new(|| {});
+    if with_journal {
+        let path = fx.dir.path().join("tier").join(journal::JOURNAL_NAME);
+        let scan = journal::read(&path).unwrap();
+        let nonvolatile = core.tiers.tiers.iter().map(|t| !t.volatile).collect();
+        core.journal = Some(Journal::new(path, nonvolatile, Default::default()));
+        core.meta.touched.on = true;
+        let report = crate::jreplay::replay(core, &scan);
+        core.journal.as_mut().unwrap().report = report;
+        let settings = journal::WriterSettings { sync_interval: std::time::Duration::from_millis(5), compact_min_bytes: 1 << 20 };
+        Journal::start(core, settings, wake.clone()).unwrap();
+        crate::stash::start(core, tx.clone(), wake.clone()).unwrap();
+    }
+    crate::organizer::start(core, &org_cfg(), tx, wake).unwrap();
+    rx
+}
+
+/// Poller rounds until `done` (bounded; the guard is generous, nothing is timed).
+fn pump(core: &mut Core, rx: &mpsc::Receiver<Msg>, mut done: impl FnMut(&mut Core) -> bool) {
+    for _ in 0..50_000 {
+        crate::organizer::tick(core);
+        crate::stash::tick(core);
+        Journal::round(core);
+        while let Ok(m) = rx.try_recv() {
+            match m {
+                Msg::OrganizerDone(d) => crate::organizer::complete(core, *d),
+                Msg::StashDone(d) => crate::stash::complete(core, *d),
+                _ => {}
+            }
+        }
+        Journal::round(core);
+        if done(core) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    panic!("condition not reached");
+}
+
+fn read_blob(core: &mut Core, b: BucketId, name: &str) -> Vec<u8> {
+    let mut ex = Vec::new();
+    let (size, covered, pin) = core.get((1, 0), b, name, 0, u64::MAX, &mut ex, 1024).unwrap();
+    assert_eq!(size, covered);
+    let mut out = vec![0u8; size as usize];
+    for e in ex {
+        if e.tier != strata_proto::wire::TIER_HOLE {
+            core.tiers.read(e.tier as usize, e.phys_off, &mut out[e.logical_off as usize..(e.logical_off + e.len) as usize]).unwrap();
+        }
+    }
+    core.unpin((1, 0), pin);
+    out
+}
+
+fn mask(core: &Core, id: BlobId) -> u32 {
+    core.meta.blob(id).unwrap().tier_mask()
+}
+
+/// Makes a blob look untouched for an hour (score near 0).
+fn make_cold(core: &mut Core, id: BlobId) {
+    let b = core.meta.blob_stats_mut(id).unwrap();
+    b.atime_ns = now_ns() - HOUR_NS;
+    b.heat = 0.0;
+}
+
+#[test]
+fn hot_blob_is_promoted_and_cold_one_demoted_with_identical_bytes() {
+    let mut fx = fixture(4 * MIB, 64 * MIB, MIB);
+    let rx = start(&mut fx, false);
+    let core = &mut fx.core;
+    let (b, _) = core.meta.bucket_open("b", true, false, 0).unwrap();
+    let (cold_data, hot_data) = (pattern(3 * MIB as usize, 1), pattern(3 * MIB as usize + 1234, 2));
+    core.put(b, "cold", Src::Bytes(&cold_data), None, None, false).unwrap();
+    core.put(b, "hot", Src::Bytes(&hot_data), None, None, false).unwrap();
+    let (cold, hot) = (core.meta.blob_lookup(b, "cold").unwrap(), core.meta.blob_lookup(b, "hot").unwrap());
+    assert_eq!((mask(core, cold), mask(core, hot)), (0b01, 0b10), "cold in RAM, hot on the dir tier");
+    make_cold(core, cold);
+    for _ in 0..4 {
+        read_blob(core, b, "hot");
+    }
+    assert!(core.score_of(core.meta.blob(hot).unwrap()) >= 0.7);
+    assert!(core.score_of(core.meta.blob(cold).unwrap()) < 0.3);
+    // Cold goes down first (room), then hot comes up.
+    pump(core, &rx, |c| {
+        read_blob(c, b, "hot");
+        mask(c, hot) == 0b01 && mask(c, cold) == 0b10
+    });
+    assert_eq!(read_blob(core, b, "hot"), hot_data);
+    assert_eq!(read_blob(core, b, "cold"), cold_data);
+    let s = core.org.status();
+    assert!(s.promoted_blobs >= 1 && s.demoted_blobs >= 1 && s.promoted_bytes >= hot_data.len() as u64, "{s:?}");
+    assert!(core.meta.blob(hot).unwrap().dirty, "a move keeps the dirty flag");
+    core.check().unwrap();
+}
+
+#[test]
+fn a_blob_written_during_its_copy_is_not_moved() {
+    let mut fx = fixture(8 * MIB, 64 * MIB, MIB);
+    let rx = start(&mut fx, false);
+    let core = &mut fx.core;
+    let (b, _) = core.meta.bucket_open("b", true, false, 0).unwrap();
+    let data = pattern(2 * MIB as usize, 5);
+    // On the dir tier: the RAM tier is full when it is written.
+    core.put(b, "filler", Src::Bytes(&pattern(7 * MIB as usize, 1)), None, None, false).unwrap();
+    core.put(b, "x", Src::Bytes(&data), None, None, false).unwrap();
+    core.delete(b, "filler").unwrap();
+    let x = core.meta.blob_lookup(b, "x").unwrap();
+    assert_eq!(mask(core, x), 0b10);
+    let disk_used = core.tiers.tiers[1].blob_bytes;
+    let ram_used = core.tiers.tiers[0].blob_bytes;
+    assert!(core.request_promote(x));
+    crate::organizer::tick(core);
+    assert!(core.org.status().in_flight, "the batch is with the organizer thread");
+    // A write in place while the copy runs: the move must not commit.
+    core.put_at(b, "x", Some(100), Src::Bytes(b"NEW BYTES"), None, None).unwrap();
+    let mut want = data.clone();
+    want[100..109].copy_from_slice(b"NEW BYTES");
+    let m = rx.recv_timeout(std::time::Duration::from_secs(600)).expect("organizer thread reports");
+    let Msg::OrganizerDone(d) = m else { panic!("unexpected message") };
+    crate::organizer::complete(core, *d);
+    assert_eq!(core.org.status().discarded_moves, 1);
+    assert_eq!(mask(core, x), 0b10, "still on the dir tier");
+    assert_eq!(read_blob(core, b, "x"), want);
+    assert_eq!((core.tiers.tiers[0].blob_bytes, core.tiers.tiers[1].blob_bytes), (ram_used, disk_used), "the copy's space is returned");
+    // Asked again, it moves.
+    assert!(core.request_promote(x));
+    pump(core, &rx, |c| mask(c, x) == 0b01);
+    assert_eq!(read_blob(core, b, "x"), want);
+    assert_eq!(core.tiers.tiers[1].blob_bytes, disk_used - 2 * MIB, "the old extents are freed (no journal)");
+    core.check().unwrap();
+}
+
+#[test]
+fn user_wishes_hold_stationary_and_low_user_scores_stay_put() {
+    let mut fx = fixture(8 * MIB, 64 * MIB, MIB);
+    let rx = start(&mut fx, false);
+    let core = &mut fx.core;
+    let (b, _) = core.meta.bucket_open("b", true, false, 0).unwrap();
+    core.put(b, "filler", Src::Bytes(&pattern(15 * MIB as usize / 2, 1)), None, None, false).unwrap();
+    for n in ["still", "low", "free"] {
+        core.put(b, n, Src::Bytes(&pattern(MIB as usize, 3)), None, None, false).unwrap();
+    }
+    core.delete(b, "filler").unwrap();
+    let ids: Vec<BlobId> = ["still", "low", "free"].iter().map(|n| core.meta.blob_lookup(b, n).unwrap()).collect();
+    assert!(ids.iter().all(|i| mask(core, *i) == 0b10));
+    core.set_score(b, "still", Some(1.0), true).unwrap();
+    core.set_score(b, "low", Some(0.1), false).unwrap();
+    for i in &ids {
+        assert!(core.request_promote(*i));
+    }
+    pump(core, &rx, |c| mask(c, ids[2]) == 0b01);
+    // Let a few more rounds run: the others never move.
+    let rounds = core.org.status().rounds;
+    pump(core, &rx, |c| c.org.status().rounds > rounds + 20);
+    assert_eq!((mask(core, ids[0]), mask(core, ids[1])), (0b10, 0b10));
+    assert_eq!(core.org.status().promoted_blobs, 1);
+}
+
+#[test]
+fn a_promoted_durable_blob_survives_a_crash_from_its_dir_tier_record() {
+    let mut fx = fixture(64 << 10, 64 * MIB, MIB);
+    let rx = start(&mut fx, true);
+    let core = &mut fx.core;
+    let (b, _) = core.meta.bucket_open("data", true, false, 0).unwrap();
+    let big = pattern(MIB as usize, 9);
+    core.put(b, "big", Src::Bytes(&big), None, None, false).unwrap();
+    let id = core.meta.blob_lookup(b, "big").unwrap();
+    assert_eq!(mask(core, id), 0b10);
+    // Durable: fsync of the bucket (the journal record is synced).
+    let target = crate::stash::bucket_flush(core, b).unwrap();
+    pump(core, &rx, |c| c.journal.as_ref().unwrap().jsynced(b) >= target);
+    // The RAM tier grows room for it: make the promotion possible.
+    core.tiers.tiers[0].capacity_bytes = 4 * MIB;
+    assert!(core.request_promote(id));
+    pump(core, &rx, |c| mask(c, id) == 0b01);
+    // Make sure whatever the journal does after the move is durable, then crash.
+    let seq = core.journal.as_ref().unwrap().shared.written_seq.load(std::sync::atomic::Ordering::SeqCst);
+    pump(core, &rx, |c| {
+        Journal::round(c);
+        c.journal.as_ref().unwrap().shared.synced_seq.load(std::sync::atomic::Ordering::SeqCst) >= seq
+    });
+    assert_eq!(read_blob(core, b, "big"), big);
+    let dir = fx.crash();
+
+    let mut fx = fixture_in(dir, 64 << 10, 64 * MIB, MIB);
+    let _rx = start(&mut fx, true);
+    let core = &mut fx.core;
+    let b = core.meta.bucket_by_name("data").expect("bucket restored");
+    assert!(core.meta.blob_lookup(b, "big").is_ok(), "the fsync'ed blob is back after its promotion to RAM and a crash");
+    assert_eq!(read_blob(core, b, "big"), big);
+    core.check().unwrap();
+}
