@@ -4,7 +4,7 @@
 use anyhow::Result;
 use strata_client::{BlobInfo, Bucket};
 
-use crate::table::{format_size, Table};
+use crate::table::Table;
 
 /// Names of the tiers whose bit is set in `mask`.
 fn tiers_of<'a>(tiers: &'a [String], mask: u32) -> Vec<&'a str> {
@@ -20,7 +20,7 @@ fn row(name: &str, i: &BlobInfo, tiers: &[String]) -> Vec<String> {
     let on = tiers_of(tiers, i.tier_mask);
     vec![
         name.to_string(),
-        format_size(i.size),
+        i.size.to_string(),
         if on.is_empty() { "-".into() } else { on.join(",") },
         format!("{:.3}", i.score),
         i.user_score.map_or("-".into(), |u| format!("{u:.3}")),
@@ -68,7 +68,7 @@ mod tests {
             tier_mask: 0b11,
             dirty: false,
         };
-        assert_eq!(row("b", &i, &tiers), vec!["b", "3.0MiB", "ram,disk0", "0.712", "0.900", "yes", "no", "7"]);
+        assert_eq!(row("b", &i, &tiers), vec!["b", "3145728", "ram,disk0", "0.712", "0.900", "yes", "no", "7"]);
         let j = BlobInfo { user_score: None, stationary: false, tier_mask: 0, dirty: true, ..i };
         assert_eq!(row("e", &j, &tiers)[2..7], ["-", "0.712", "-", "no", "yes"]);
     }

@@ -498,6 +498,9 @@ fn trace_and_prefetch_keys() {
     let back = parse(&c.to_yaml()).unwrap();
     assert_eq!(back.trace, c.trace);
     assert_eq!(back.prefetch, c.prefetch);
+}
+
+#[test]
 fn organizer_windows_and_water_marks() {
     let c = Config::from_yaml_str(
         &format!("{GOOD_DEVICES}organizer:\n  recency_window: 250ms\n  frequency_window: 2s\n  high_water: 0.8\n  low_water: 0.5\n"),
