@@ -228,6 +228,9 @@ impl Core {
     }
 
     pub(crate) fn free_extents(&mut self, extents: &[Extent]) {
+        if self.org.moving() {
+            crate::organizer::cancel_for(self, extents);
+        }
         for e in extents {
             if e.is_hole() {
                 continue;

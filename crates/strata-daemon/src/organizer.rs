@@ -29,10 +29,10 @@
 //! * One batch in flight; at most `MOVES_PER_ROUND_MAX` moves per batch;
 //!   `REQUESTS_MAX` queued promotion requests (more are dropped, counted).
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Mutex};
 
 use strata_config::OrganizerConfig;
 use strata_meta::{Blob, BlobId, Extent};
@@ -58,6 +58,8 @@ pub const ROUND_BYTES_MAX: u64 = 1 << 30;
 const TARGET_PIECES_MAX: usize = 4;
 /// Copy unit of the organizer thread (and its token bucket's burst).
 const CHUNK_BYTES: usize = 1 << 20;
+/// The error of a job cancelled by the poller.
+const CANCELLED: &str = "cancelled";
 /// Requested promotions wait at most this long for a round.
 const REQUEST_ROUND_NS: u64 = 5_000_000;
 
@@ -74,6 +76,25 @@ pub struct MoveJob {
     pub dst: Vec<Extent>,
     /// The blob's sealed CRC (fsync'ed): the copy must match it.
     pub crc: Option<u32>,
+    /// Set by the poller when the blob's extents are freed meanwhile: the
+    /// thread writes no more target bytes (it checks under the lock).
+    pub cancel: Arc<Mutex<bool>>,
+}
+
+/// The poller's record of a job in flight.
+struct Slot {
+    cancel: Arc<Mutex<bool>>,
+    pin: u64,
+    dst: Vec<Extent>,
+    /// Target freed and source unpinned already (cancelled).
+    done: bool,
+}
+
+struct InFlight {
+    id: u64,
+    slots: Vec<Slot>,
+    /// Source extent → its job: a free of one of them cancels the job.
+    src_keys: HashMap<(u32, u64), usize>,
 }
 
 pub struct MoveBatch {
@@ -96,8 +117,7 @@ pub struct Organizer {
     requests: VecDeque<BlobId>,
     requested: HashSet<BlobId>,
     tx: Option<mpsc::Sender<MoveBatch>>,
-    /// (batch id, pin) in flight.
-    in_flight: Option<(u64, u64)>,
+    in_flight: Option<InFlight>,
     next_batch: u64,
     last_round_ns: u64,
     scan_cursor: usize,
@@ -130,6 +150,11 @@ impl Organizer {
         self.params = ScoreParams { recency_window_ns: cfg.recency_window_ns(), frequency_window_ns: cfg.frequency_window_ns() };
         self.cfg = cfg.clone();
         self.status.bandwidth_max_mib_s = cfg.bandwidth_max_mib_s;
+    }
+
+    /// A batch is in flight (its sources are watched by `free_extents`).
+    pub fn moving(&self) -> bool {
+        self.in_flight.is_some()
     }
 
     pub fn running(&self) -> bool {
@@ -269,7 +294,13 @@ impl OrgIo {
                         std::thread::sleep(std::time::Duration::from_nanos(wait));
                     }
                     self.read(s.tier, s.phys_off + (logical - s.logical_off), buf).map_err(|e| format!("read tier {}: {e}", s.tier))?;
+                    // The target belongs to the job only while it is not cancelled.
+                    let cancelled = job.cancel.lock().unwrap_or_else(|e| e.into_inner());
+                    if *cancelled {
+                        return Err(CANCELLED.into());
+                    }
                     self.write(d.tier, d.phys_off + at, buf).map_err(|e| format!("write tier {}: {e}", d.tier))?;
+                    drop(cancelled);
                 }
                 if job.crc.is_some() {
                     h.update(buf);
@@ -425,8 +456,7 @@ pub fn tick(core: &mut Core) {
 /// Allocates targets, pins sources and hands the batch to the thread.
 fn start_batch(core: &mut Core, moves: Vec<strata_organize::Move>) {
     let limit = core.meta.limits().extents_per_blob_max;
-    let mut jobs = Vec::with_capacity(moves.len());
-    let mut keys = Vec::new();
+    let mut jobs: Vec<(u64, MoveJob)> = Vec::with_capacity(moves.len());
     for m in moves {
         let id = BlobId(m.blob);
         let Some(b) = core.meta.blob(id) else { continue };
@@ -459,34 +489,67 @@ fn start_batch(core: &mut Core, moves: Vec<strata_organize::Move>) {
             core.org.status.skipped_moves += 1;
             continue;
         }
-        keys.extend(src.iter().filter(|e| !e.is_hole()).map(|e| (e.tier, e.phys_off)));
-        jobs.push(MoveJob { blob: id, gen, size, kind: m.kind, to: to as u32, src, dst, crc });
+        let keys: Vec<(u32, u64)> = src.iter().filter(|e| !e.is_hole()).map(|e| (e.tier, e.phys_off)).collect();
+        let pin = match core.pin(ORGANIZER_OWNER, keys) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!("organizer cannot pin its sources: {e}");
+                free_dst(core, &dst);
+                continue;
+            }
+        };
+        jobs.push((pin, MoveJob { blob: id, gen, size, kind: m.kind, to: to as u32, src, dst, crc, cancel: Arc::new(Mutex::new(false)) }));
     }
     if jobs.is_empty() {
         return;
     }
-    let pin = match core.pin(ORGANIZER_OWNER, keys) {
-        Ok(p) => p,
-        Err(e) => {
-            tracing::warn!("organizer cannot pin its sources: {e}");
-            for j in &jobs {
-                free_dst(core, &j.dst);
-            }
-            return;
-        }
-    };
     let id = core.org.next_batch;
     core.org.next_batch += 1;
-    let Some(tx) = core.org.tx.clone() else { return };
-    core.org.in_flight = Some((id, pin));
-    if let Err(mpsc::SendError(batch)) = tx.send(MoveBatch { id, jobs }) {
-        tracing::error!("organizer thread gone: the organizer stops");
-        core.org.in_flight = None;
-        core.unpin(ORGANIZER_OWNER, pin);
-        for j in &batch.jobs {
-            free_dst(core, &j.dst);
+    let mut flight = InFlight { id, slots: Vec::with_capacity(jobs.len()), src_keys: HashMap::new() };
+    let mut batch = MoveBatch { id, jobs: Vec::with_capacity(jobs.len()) };
+    for (i, (pin, job)) in jobs.into_iter().enumerate() {
+        for e in job.src.iter().filter(|e| !e.is_hole()) {
+            flight.src_keys.insert((e.tier, e.phys_off), i);
         }
+        flight.slots.push(Slot { cancel: job.cancel.clone(), pin, dst: job.dst.clone(), done: false });
+        batch.jobs.push(job);
+    }
+    core.org.in_flight = Some(flight);
+    let sent = core.org.tx.as_ref().map(|tx| tx.send(batch));
+    if !matches!(sent, Some(Ok(()))) {
+        tracing::error!("organizer thread gone: the organizer stops");
         core.org.tx = None;
+        if let Some(f) = core.org.in_flight.take() {
+            for slot in f.slots {
+                core.unpin(ORGANIZER_OWNER, slot.pin);
+                free_dst(core, &slot.dst);
+            }
+        }
+    }
+}
+
+/// `Core::free_extents` is about to free `extents`: a job copying any of
+/// them is cancelled at once — its target space returned, its source
+/// unpinned — so a deleted or rewritten blob's space comes back without
+/// waiting for the copy.
+pub(crate) fn cancel_for(core: &mut Core, extents: &[Extent]) {
+    let Some(f) = core.org.in_flight.as_mut() else { return };
+    let mut hit: Vec<usize> = extents.iter().filter(|e| !e.is_hole()).filter_map(|e| f.src_keys.get(&(e.tier, e.phys_off)).copied()).collect();
+    hit.sort_unstable();
+    hit.dedup();
+    for i in hit {
+        let Some(f) = core.org.in_flight.as_mut() else { return };
+        let slot = &mut f.slots[i];
+        if slot.done {
+            continue;
+        }
+        // Waits at most for one chunk the thread is writing.
+        *slot.cancel.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        slot.done = true;
+        let (pin, dst) = (slot.pin, std::mem::take(&mut slot.dst));
+        core.org.status.discarded_moves += 1;
+        core.unpin(ORGANIZER_OWNER, pin);
+        free_dst(core, &dst);
     }
 }
 
@@ -500,17 +563,19 @@ fn free_dst(core: &mut Core, dst: &[Extent]) {
 /// Handles the organizer thread's report (poller thread): commits each
 /// move whose blob did not change meanwhile, discards the others.
 pub fn complete(core: &mut Core, done: MoveDone) {
-    match core.org.in_flight {
-        Some((id, pin)) if id == done.batch.id => {
-            core.org.in_flight = None;
-            core.unpin(ORGANIZER_OWNER, pin);
-        }
-        _ => {
+    let flight = match core.org.in_flight.take() {
+        Some(f) if f.id == done.batch.id => f,
+        other => {
+            core.org.in_flight = other;
             tracing::error!(batch = done.batch.id, "completion of an unknown organizer batch");
             return;
         }
-    }
-    for (job, err) in done.batch.jobs.into_iter().zip(done.errors) {
+    };
+    for ((job, err), slot) in done.batch.jobs.into_iter().zip(done.errors).zip(flight.slots) {
+        if slot.done {
+            continue; // cancelled: space returned, counted
+        }
+        core.unpin(ORGANIZER_OWNER, slot.pin);
         if let Some(e) = err {
             tracing::warn!(blob = job.blob.0, "organizer move failed: {e}");
             core.org.status.failed_moves += 1;

@@ -216,3 +216,28 @@ fn a_promoted_durable_blob_survives_a_crash_from_its_dir_tier_record() {
     assert_eq!(read_blob(core, b, "big"), big);
     core.check().unwrap();
 }
+
+#[test]
+fn deleting_a_blob_during_its_copy_returns_all_space_at_once() {
+    let mut fx = fixture(8 * MIB, 64 * MIB, MIB);
+    let rx = start(&mut fx, false);
+    let core = &mut fx.core;
+    let (b, _) = core.meta.bucket_open("b", true, false, 0).unwrap();
+    core.put(b, "filler", Src::Bytes(&pattern(15 * MIB as usize / 2, 1)), None, None, false).unwrap();
+    core.put(b, "x", Src::Bytes(&pattern(3 * MIB as usize, 2)), None, None, false).unwrap();
+    core.delete(b, "filler").unwrap();
+    let x = core.meta.blob_lookup(b, "x").unwrap();
+    assert_eq!(mask(core, x), 0b10);
+    assert!(core.request_promote(x));
+    crate::organizer::tick(core);
+    assert!(core.org.status().in_flight);
+    core.delete(b, "x").unwrap();
+    // No waiting for the organizer thread: target freed, source unpinned.
+    assert_eq!((core.tiers.tiers[0].blob_bytes, core.tiers.tiers[1].blob_bytes), (0, 0));
+    assert_eq!(core.org.status().discarded_moves, 1);
+    let Msg::OrganizerDone(d) = rx.recv_timeout(std::time::Duration::from_secs(600)).expect("report") else { panic!() };
+    crate::organizer::complete(core, *d);
+    assert!(!core.org.status().in_flight);
+    assert_eq!((core.tiers.tiers[0].blob_bytes, core.tiers.tiers[1].blob_bytes), (0, 0), "nothing freed twice or leaked");
+    core.check().unwrap();
+}
