@@ -113,7 +113,7 @@ pub struct TiersArgs {
     #[arg(long, default_value = "128MiB", value_parser = parse_size)]
     pub org_hot: u64,
     /// organizer: passes over the hot set (the first one is reported apart).
-    #[arg(long, default_value_t = 6)]
+    #[arg(long, default_value_t = 8)]
     pub org_passes: usize,
     /// organizer and readahead: "compute" between two reads, µs (time the organizer and prefetcher get to act).
     #[arg(long, default_value_t = 2000)]
@@ -664,7 +664,8 @@ pub fn run(a: TiersArgs, socket: &Path) -> Result<()> {
     let run_placement = !place_exps.is_empty();
     let org_setups: Vec<&str> = ORG_SETUPS.iter().copied().filter(|s| a.org_setups.is_empty() || a.org_setups.iter().any(|x| x == s)).collect();
     let run_org = want("organizer") && !org_setups.is_empty();
-    let prefetch_known = tiers_org::config_knows("trace:\n  enabled: false\nprefetch:\n  enabled: false\n");
+    let known = tiers_org::Known::probe();
+    let prefetch_known = known.prefetch;
     let ra_exps: Vec<(&str, u64)> = [("readahead", a.ra_think_us), ("readahead-io", a.ra_io_think_us)].into_iter().filter(|(e, _)| want(e)).collect();
     let run_ra = !ra_exps.is_empty();
     if run_ra {
@@ -681,6 +682,9 @@ pub fn run(a: TiersArgs, socket: &Path) -> Result<()> {
         }
         if !prefetch_known {
             notes.push("organizer: this build has no `prefetch:`/`trace:` configuration (the prefetcher has not landed): the prefetch setup equals off and both equals organizer".into());
+        }
+        if !known.windows {
+            notes.push("organizer: this build has no organizer.recency_window/frequency_window (the organizer has not landed?): the organizer runs with its defaults".into());
         }
     }
     let load_before = loadavg();
@@ -719,13 +723,14 @@ pub fn run(a: TiersArgs, socket: &Path) -> Result<()> {
     }
     if run_org {
         header.push(format!(
-            "organizer: {} of {} blobs loaded into RAM tier {} + dir tier (MinimizeIoTime); hot set {} of blobs that landed on disk, read in a fixed shuffled order {} times (+1 random cold read per 4), {} µs compute between reads; dir tier written back and dropped from the page cache before every pass; 1 reader thread",
+            "organizer: {} of {} blobs loaded into RAM tier {} + dir tier (MinimizeIoTime); hot set {} of blobs that landed on disk, read in a fixed shuffled order {} times (+1 random cold read per 4), {} µs compute between reads; dir tier written back and dropped from the page cache before every pass; 1 reader thread; organizer on = organizer.interval 100ms{}",
             format_size(a.org_data / a.org_size * a.org_size),
             format_size(a.org_size),
             format_size(a.org_ram.unwrap_or((a.org_data / 4).max(64 << 20))),
             format_size(a.org_hot),
             a.org_passes,
-            a.org_think_us
+            a.org_think_us,
+            if known.windows { ", recency_window 1s, frequency_window 5s" } else { "" }
         ));
     }
     if run_ra {
@@ -778,7 +783,7 @@ pub fn run(a: TiersArgs, socket: &Path) -> Result<()> {
             }
             if run_org {
                 for s in &org_setups {
-                    samples.extend(tiers_org::org_run(s, rep, &a, &tier_base, prefetch_known, timeout, &pb, &mut counters).with_context(|| format!("organizer r{rep} {s}"))?);
+                    samples.extend(tiers_org::org_run(s, rep, &a, &tier_base, known, timeout, &pb, &mut counters).with_context(|| format!("organizer r{rep} {s}"))?);
                     pb.inc(1);
                 }
             }
@@ -802,7 +807,7 @@ pub fn run(a: TiersArgs, socket: &Path) -> Result<()> {
             "data": data, "ram": ram, "disk": disk, "destination": dirs.dest, "destination_kind": dest_kind, "tier_dir": tier_base,
             "put_data": a.put_data, "put_size": a.put_size, "put_threads": a.put_threads, "put_ram": put_ram, "put_ram_fit": a.put_data + a.put_data / 4,
             "org_data": a.org_data, "org_size": a.org_size, "org_ram": a.org_ram.unwrap_or((a.org_data / 4).max(64 << 20)), "org_hot": a.org_hot,
-            "org_passes": a.org_passes, "org_think_us": a.org_think_us, "prefetch_configurable": prefetch_known,
+            "org_passes": a.org_passes, "org_think_us": a.org_think_us, "prefetch_configurable": prefetch_known, "organizer_windows_configurable": known.windows,
             "ra_data": a.ra_data, "ra_files": a.ra_files, "ra_ram": a.ra_ram.unwrap_or((a.ra_data / 4).max(64 << 20)), "ra_pages": a.ra_pages,
             "ra_think_us": a.ra_think_us, "ra_io_think_us": a.ra_io_think_us,
         },

@@ -40,15 +40,38 @@ pub const ORG_SETUPS: [&str; 4] = ["off", "organizer", "prefetch", "both"];
 /// Passes over the hot set (a limit on the loop).
 pub const PASSES_MAX: usize = 1000;
 
+/// What this build's configuration knows (components may land after the bench).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Known {
+    /// `prefetch:` and `trace:`.
+    pub prefetch: bool,
+    /// `organizer.recency_window` / `frequency_window`.
+    pub windows: bool,
+}
+
+impl Known {
+    pub fn probe() -> Known {
+        Known {
+            prefetch: config_knows("trace:\n  enabled: false\nprefetch:\n  enabled: false\n"),
+            windows: config_knows("organizer:\n  recency_window: 1s\n  frequency_window: 5s\n"),
+        }
+    }
+}
+
 /// The configuration fragment of a setup.
-pub fn setup_yaml(setup: &str, prefetch_known: bool) -> String {
+pub fn setup_yaml(setup: &str, known: Known) -> String {
     let org = matches!(setup, "organizer" | "both");
     let pf = matches!(setup, "prefetch" | "both");
     let mut y = format!("organizer:\n  enabled: {org}\n");
     if org {
         y.push_str("  interval: 100ms\n");
     }
-    if prefetch_known {
+    if org && known.windows {
+        // Windows scaled to the benchmark's time scale: the load happened seconds, not
+        // minutes, before the reads (defaults: 1 min recency, 5 min frequency).
+        y.push_str("  recency_window: 1s\n  frequency_window: 5s\n");
+    }
+    if known.prefetch {
         y.push_str(&format!("trace:\n  enabled: {pf}\nprefetch:\n  enabled: {pf}\n"));
     }
     y
@@ -85,11 +108,11 @@ fn stamp(buf: &mut [u8], i: u64) {
 
 /// One setup, one repeat.
 #[allow(clippy::too_many_arguments)]
-pub fn org_run(setup: &str, rep: usize, a: &TiersArgs, tier_base: &Path, prefetch_known: bool, timeout: Duration, pb: &ProgressBar, counters: &mut Vec<serde_json::Value>) -> Result<Vec<Sample>> {
+pub fn org_run(setup: &str, rep: usize, a: &TiersArgs, tier_base: &Path, known: Known, timeout: Duration, pb: &ProgressBar, counters: &mut Vec<serde_json::Value>) -> Result<Vec<Sample>> {
     let pid = std::process::id();
     let tier_dir = tier_base.join(format!("strata-bench-tiers-{pid}-org-{setup}-r{rep}"));
     let ram = a.org_ram.unwrap_or((a.org_data / 4).max(64 << 20));
-    let spec = DaemonSpec { ram_bytes: ram, disk: Some((tier_dir.clone(), 2 * a.org_data + (256 << 20))), extra_yaml: setup_yaml(setup, prefetch_known) };
+    let spec = DaemonSpec { ram_bytes: ram, disk: Some((tier_dir.clone(), 2 * a.org_data + (256 << 20))), extra_yaml: setup_yaml(setup, known) };
     let tag = format!("r{rep} organizer/{setup}");
     pb.set_message(format!("{tag}: starting a private daemon"));
     let mut d = PrivateDaemon::start(&spec)?;
@@ -165,7 +188,8 @@ pub fn org_run(setup: &str, rep: usize, a: &TiersArgs, tier_base: &Path, prefetc
             passes.push((io, bytes, ram_bytes));
         }
         let st = d.status()?;
-        counters.push(serde_json::json!({"exp": "organizer", "setup": setup, "rep": rep, "tiers": st.tiers, "passes": passes}));
+        let stv = serde_json::to_value(&st).unwrap_or_default();
+        counters.push(serde_json::json!({"exp": "organizer", "setup": setup, "rep": rep, "tiers": st.tiers, "organizer": stv["organizer"], "prefetch": stv["prefetch"], "passes": passes}));
         let mut out = Vec::new();
         let mut push = |metric: &str, value: f64| out.push(Sample { exp: "organizer".into(), setup: setup.into(), metric: metric.into(), rep, value });
         let (io1, b1, r1) = passes[0];
@@ -319,17 +343,17 @@ mod tests {
     #[test]
     fn setup_configs_parse() {
         // The organizer keys exist in every build; the prefetch keys only once the prefetcher landed.
+        let known = Known::probe();
         for s in ORG_SETUPS {
-            assert!(config_knows(&setup_yaml(s, false)), "{s}");
+            assert!(config_knows(&setup_yaml(s, Known::default())), "{s}");
+            assert!(config_knows(&setup_yaml(s, known)), "{s}");
         }
-        let pk = config_knows("prefetch:\n  enabled: false\n");
-        if pk {
-            for s in ORG_SETUPS {
-                assert!(config_knows(&setup_yaml(s, true)), "{s}");
-            }
-        }
-        assert!(setup_yaml("off", true).contains("organizer:\n  enabled: false"));
-        assert!(setup_yaml("both", true).contains("prefetch:\n  enabled: true"));
+        let pk = known.prefetch;
+        let all = Known { prefetch: true, windows: true };
+        assert!(setup_yaml("off", all).contains("organizer:\n  enabled: false"));
+        assert!(setup_yaml("both", all).contains("prefetch:\n  enabled: true"));
+        assert!(setup_yaml("organizer", all).contains("recency_window: 1s"));
+        assert!(!setup_yaml("off", all).contains("recency_window"));
         if pk {
             for s in RA_SETUPS {
                 assert!(config_knows(&ra_yaml(s, 8)), "{s}");
