@@ -262,3 +262,31 @@ fn the_model_is_warmed_from_the_io_log_of_an_earlier_run() {
     assert_eq!(b.get("A").unwrap(), vec![1u8; 5000]);
     assert_eq!(d.status().prefetch.promote_requests_total, 1, "{:?}\n{}", d.status().prefetch, d.log());
 }
+
+#[test]
+fn an_io_bound_reader_waits_for_read_ahead_instead_of_reading_twice() {
+    let d = TestDaemon::start_with(Tiers { extra_yaml: "prefetch:\n  readahead_pages: 8\n  threads: 2\n", ..Tiers::default() });
+    const PAGE: usize = 256 << 10;
+    let pages = 64;
+    let data: Vec<u8> = (0..pages * PAGE).map(|i| ((i * 7) ^ (i >> 10)) as u8).collect();
+    let path = d.path().join("io.bin");
+    std::fs::write(&path, &data).unwrap();
+    let c = d.client();
+    let ro = OpenFlags { read: true, ..OpenFlags::default() };
+    let f = c.file_open(path.to_str().unwrap(), ro, 0, Persist::Default, PAGE as u64).unwrap();
+    let mut got = vec![0u8; data.len()];
+    // As fast as possible, one page per read: the reader keeps running into
+    // pages being read ahead and waits for them.
+    for p in 0..pages {
+        assert_eq!(c.file_read(f.id, (p * PAGE) as u64, &mut got[p * PAGE..(p + 1) * PAGE]).unwrap(), PAGE);
+    }
+    assert!(got == data, "bytes differ");
+    let st = d.status();
+    let p = &st.prefetch;
+    // No page crossed from the destination twice: what the reader read itself
+    // and what was read ahead add up to at most the file.
+    assert_eq!(p.readahead_discarded_total, 0, "{p:?}");
+    assert!(st.files.read_dest_bytes_total + p.readahead_bytes_total <= data.len() as u64, "{:?} {p:?}", st.files);
+    assert!(p.readahead_bytes_total >= (data.len() / 2) as u64, "{p:?}");
+    assert_eq!(p.used_bytes_total, p.readahead_bytes_total, "every page read ahead was read: {p:?}");
+}

@@ -21,7 +21,7 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use strata_proto::wire::{flags, persist, Op, Pod, Request, WireDestInfo, WireFileAttr, TIER_DEST};
+use strata_proto::wire::{flags, persist, Op, Pod, Request, WireDestInfo, WireExtent, WireFileAttr, TIER_DEST, TIER_PENDING};
 use strata_proto::Errno;
 
 use crate::{err, extents_of, Client, Error, Result};
@@ -40,6 +40,12 @@ const SYNC_POLL_SLEEP_MAX: Duration = Duration::from_millis(2);
 /// For the first `SYNC_POLL_FINE` of a sync wait, polls are at most this far apart.
 const SYNC_POLL_SLEEP_FINE_MAX: Duration = Duration::from_micros(100);
 const SYNC_POLL_FINE: Duration = Duration::from_millis(50);
+/// Longest one `file_read` waits for pages the daemon is reading ahead
+/// (then it reads them from the destination itself).
+const PENDING_WAIT_MAX: Duration = Duration::from_secs(5);
+/// Backoff between two looks at a page being read ahead.
+const PENDING_BACKOFF_MIN: Duration = Duration::from_micros(20);
+const PENDING_BACKOFF_MAX: Duration = Duration::from_millis(1);
 
 /// What becomes of a file's bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -622,10 +628,18 @@ impl Client {
     }
 
     /// Reads into `buf` from `offset`; returns the bytes read (short at EOF).
+    ///
+    /// A page the daemon's read-ahead is fetching (`TIER_PENDING`) is waited
+    /// for (asking again with a short backoff) instead of read from the
+    /// destination a second time; after `PENDING_WAIT_MAX` of waiting in one
+    /// call the client reads it itself.
     pub fn file_read(&self, id: u64, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let mut done = 0usize;
         let mut page_bytes = 0u64;
-        // Bounded: every round covers ≥ 1 byte or ends.
+        let mut waited = std::time::Duration::ZERO;
+        let mut backoff = PENDING_BACKOFF_MIN;
+        // Bounded: every round covers ≥ 1 byte, ends, or waits (at most
+        // PENDING_WAIT_MAX in total).
         while done < buf.len() {
             let at = offset + done as u64;
             let mut ch = self.chan();
@@ -635,9 +649,8 @@ impl Client {
             if let Err(e) = resp.result() {
                 return Err(err(e, "file read"));
             }
-            let covered = (resp.val1 as usize).min(buf.len() - done);
+            let mut covered = (resp.val1 as usize).min(buf.len() - done);
             let exts = extents_of(&arg);
-            let dst = &mut buf[done..done + covered];
             let mut from_dest = Vec::new();
             let mut res = Ok(());
             for e in &exts {
@@ -645,9 +658,16 @@ impl Client {
                     res = Err(err(Errno::Malformed, "file extent outside the requested range"));
                     break;
                 }
-                if e.tier == TIER_DEST {
+                if e.tier == TIER_PENDING {
+                    if waited < PENDING_WAIT_MAX {
+                        // Stop before it: what follows is asked again.
+                        covered = (e.logical_off - at) as usize;
+                        break;
+                    }
+                    from_dest.push(WireExtent { tier: TIER_DEST, ..*e });
+                } else if e.tier == TIER_DEST {
                     from_dest.push(*e);
-                } else if let Err(x) = self.read_extents(std::slice::from_ref(e), at, dst) {
+                } else if let Err(x) = self.read_extents(std::slice::from_ref(e), at, &mut buf[done..done + covered]) {
                     res = Err(x);
                     break;
                 }
@@ -655,6 +675,7 @@ impl Client {
             ch.release(resp.val2);
             drop(ch);
             res?;
+            let dst = &mut buf[done..done + covered];
             if !from_dest.is_empty() {
                 if page_bytes == 0 {
                     page_bytes = self.file_stat(id)?.page_bytes.max(PAGE_BYTES_MIN);
@@ -663,8 +684,15 @@ impl Client {
             }
             done += covered;
             if covered == 0 {
+                if exts.last().is_some_and(|e| e.tier == TIER_PENDING) && waited < PENDING_WAIT_MAX {
+                    std::thread::sleep(backoff);
+                    waited += backoff;
+                    backoff = (backoff * 2).min(PENDING_BACKOFF_MAX);
+                    continue;
+                }
                 break;
             }
+            backoff = PENDING_BACKOFF_MIN;
         }
         Ok(done)
     }

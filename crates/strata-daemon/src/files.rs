@@ -21,7 +21,7 @@ use std::sync::Arc;
 use strata_alloc::Range;
 use strata_meta::{format_u64, BlobId, BucketId, Extent, FileRecord, Persist, PAGE_SHIFT_DEFAULT, PAGE_SHIFT_MAX, PAGE_SHIFT_MIN};
 use strata_proto::control::FileCounters;
-use strata_proto::wire::{WireDestInfo, WireExtent, WireFileAttr, TIER_DEST, TIER_HOLE};
+use strata_proto::wire::{WireDestInfo, WireExtent, WireFileAttr, TIER_DEST, TIER_HOLE, TIER_PENDING};
 use strata_proto::{Errno, Result};
 
 use crate::core::{now_ns, Core, Src};
@@ -435,6 +435,13 @@ impl Core {
                 }
                 None => {
                     let dend = hi.min(dest_size.max(at));
+                    if dend > at && self.prefetch.page_in_flight(id, p) {
+                        // Read-ahead is fetching this page: the client waits
+                        // for it instead of reading the destination twice.
+                        let _ = push(out, base, max, WireExtent { tier: TIER_PENDING, _pad: 0, logical_off: at, phys_off: at, len: dend - at });
+                        at = dend;
+                        break 'pages;
+                    }
                     if dend > at {
                         if !push(out, base, max, WireExtent { tier: TIER_DEST, _pad: 0, logical_off: at, phys_off: at, len: dend - at }) {
                             break 'pages;

@@ -335,6 +335,11 @@ impl Prefetch {
         }
     }
 
+    /// Whether read-ahead is fetching page `page` of `file` now.
+    pub fn page_in_flight(&self, file: BucketId, page: u64) -> bool {
+        !self.in_flight.is_empty() && self.in_flight.contains(&(file, page))
+    }
+
     /// Whether reads are observed at all.
     pub fn active(&self) -> bool {
         self.settings.enabled && (self.readahead_on() || self.settings.predict)
@@ -735,6 +740,94 @@ pub fn tick(core: &mut Core) {
             core.prefetch.pending.remove(&key);
             core.prefetch.unused(pd.bytes);
         }
+    }
+}
+
+#[cfg(test)]
+mod core_tests {
+    //! The read-ahead path on a real `Core`, with the test as the worker.
+    use super::*;
+    use crate::files::{OpenArgs, WriteOutcome};
+    use crate::testutil::{fixture, pattern};
+    use strata_proto::wire::{WireDestInfo, TIER_DEST, TIER_PENDING};
+
+    const PAGE: u64 = 4096;
+    const OWNER: (u64, u32) = (1, 0);
+
+    fn settings() -> Settings {
+        Settings { enabled: true, readahead_pages: 4, threads: 1, predict: false, successors_max: 1, min_count: 1 }
+    }
+
+    fn read(core: &mut Core, id: BucketId, off: u64, len: u64) -> Vec<WireExtent> {
+        let mut ex = Vec::new();
+        let (_, _, pin) = core.file_read(OWNER, id, off, len, &mut ex, 64).unwrap();
+        core.unpin(OWNER, pin);
+        ex
+    }
+
+    use strata_proto::wire::WireExtent;
+
+    #[test]
+    fn pages_read_ahead_are_waited_for_arrive_clean_and_never_overwrite_a_write() {
+        let mut f = fixture(8 << 20, 64 << 20, 8 << 20);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("src.bin");
+        let dest = pattern(16 * PAGE as usize, 9);
+        std::fs::write(&path, &dest).unwrap();
+        let path = path.to_str().unwrap().to_string();
+        let core = &mut f.core;
+        core.prefetch = Prefetch::new(settings());
+        let (jtx, jrx) = mpsc::sync_channel(64);
+        core.prefetch.jobs = Some(jtx);
+        let info = WireDestInfo { exists: 1, mode: 0o600, size: dest.len() as u64, ..WireDestInfo::default() };
+        let id = core.file_open(&path, &OpenArgs { page_shift: 12, dest: Some(info), ..OpenArgs::default() }).unwrap();
+        // Two sequential reads, as the poller's hook sees them: pages 2..6 are asked.
+        on_file_read(core, OWNER, id, 0, PAGE);
+        assert!(jrx.try_recv().is_err(), "one read is no stream");
+        on_file_read(core, OWNER, id, PAGE, PAGE);
+        let jobs: Vec<Job> = jrx.try_iter().collect();
+        assert_eq!(jobs.iter().map(|j| j.page).collect::<Vec<_>>(), vec![2, 3, 4, 5]);
+        assert_eq!(core.tiers.arena.leased_bytes, 4 * PAGE, "reserved space counts as leased");
+        // A reader reaching page 2 is told to wait, not to read the destination.
+        let ex = read(core, id, 2 * PAGE, 2 * PAGE);
+        assert_eq!(ex.len(), 1, "{ex:?}");
+        assert_eq!((ex[0].tier, ex[0].logical_off, ex[0].len), (TIER_PENDING, 2 * PAGE, PAGE));
+        let arena = ShmSegment::open(core.tiers.arena.seg.name()).unwrap();
+        let mut jobs = jobs.into_iter();
+        // Page 2 arrives: buffered, clean, identical to the destination.
+        let j = jobs.next().unwrap();
+        let got = read_page(&arena, &j);
+        assert_eq!(got, Ok(PAGE));
+        complete(core, Done { job: j, got });
+        let ex = read(core, id, 2 * PAGE, PAGE);
+        assert!(ex.len() == 1 && ex[0].tier == 0, "{ex:?}");
+        let mut buf = vec![0u8; PAGE as usize];
+        core.tiers.read(0, ex[0].phys_off, &mut buf).unwrap();
+        assert!(buf[..] == dest[2 * PAGE as usize..3 * PAGE as usize]);
+        let bid = core.meta.page_blob(id, 2).unwrap();
+        assert!(!core.meta.blob(bid).unwrap().dirty);
+        on_file_read(core, OWNER, id, 2 * PAGE, PAGE);
+        assert_eq!(core.prefetch.counters.used_bytes_total, PAGE);
+        // Page 4 is written while pages 3..6 are in flight: they all arrive
+        // after the write and are discarded; the written bytes stay.
+        let mine = vec![0xABu8; PAGE as usize];
+        assert!(matches!(core.file_write(id, Some(4 * PAGE), Src::Bytes(&mine), None).unwrap(), WriteOutcome::Done { .. }));
+        for j in jobs {
+            let got = read_page(&arena, &j);
+            complete(core, Done { job: j, got });
+        }
+        assert_eq!(core.prefetch.counters.readahead_discarded_total, 3);
+        let ex = read(core, id, 4 * PAGE, PAGE);
+        core.tiers.read(ex[0].tier as usize, ex[0].phys_off, &mut buf).unwrap();
+        assert!(buf == mine, "a write is never overwritten by read-ahead");
+        assert!(core.meta.file(id).unwrap().dirty_pages.contains(&4));
+        let ex = read(core, id, 3 * PAGE, PAGE);
+        assert_eq!(ex[0].tier, TIER_DEST, "a discarded page is read from the destination again");
+        // Everything reserved came back.
+        assert_eq!(core.tiers.arena.leased_bytes, 0);
+        assert!(core.prefetch.in_flight.is_empty() && core.prefetch.in_flight_bytes == 0);
+        core.file_check().unwrap();
+        core.check().unwrap();
     }
 }
 

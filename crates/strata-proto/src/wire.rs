@@ -73,7 +73,7 @@ pub enum Op {
     /// NeedFill: val0 = file offset of a page to fill from the destination.
     FileWrite = 52,
     /// bucket = file id, offset, len -> arg = `WireExtent`s over FILE
-    /// offsets (tiers, TIER_HOLE, TIER_DEST); val0 = file size, val1 = bytes
+    /// offsets (tiers, TIER_HOLE, TIER_DEST, TIER_PENDING); val0 = file size, val1 = bytes
     /// covered, val2 = pin id.
     FileRead = 53,
     /// bucket = file id, offset = page start, data = the destination's bytes
@@ -264,6 +264,12 @@ pub const TIER_HOLE: u32 = u32::MAX;
 /// Tier index used by `FileRead` for bytes to read from the destination
 /// file at the extent's `logical_off` (page not buffered).
 pub const TIER_DEST: u32 = u32::MAX - 1;
+
+/// Tier index used by `FileRead` for bytes of a page the daemon's read-ahead
+/// is fetching from the destination right now: the client should ask again
+/// shortly (the page will be buffered) rather than read the destination
+/// itself; it is always the last extent of the answer.
+pub const TIER_PENDING: u32 = u32::MAX - 2;
 
 /// Persist modes of a file record (`FileOpen` aux bits 16..24).
 pub mod persist {
