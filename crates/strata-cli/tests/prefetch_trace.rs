@@ -166,15 +166,21 @@ fn a_write_meanwhile_is_never_overwritten_by_read_ahead() {
     assert!(all == model);
 }
 
+/// The organizer never promotes by score here (scores stay below 1.0), so
+/// every move it makes is one the prefetcher asked for.
+const PREDICT_ONLY: &str = "prefetch:\n  readahead_pages: 0\n  min_count: 2\norganizer:\n  promote_threshold: 1.0\n  demote_threshold: 0.0\n";
+
 #[test]
-fn a_blob_that_always_follows_is_asked_for_promotion() {
-    let d = TestDaemon::start_with(Tiers { extra_yaml: "prefetch:\n  readahead_pages: 0\n  min_count: 2\n", ..Tiers::default() });
+fn a_blob_that_always_follows_is_promoted_before_it_is_read() {
+    let yaml = format!("trace:\n  enabled: true\n{PREDICT_ONLY}");
+    let d = TestDaemon::start_with(Tiers { extra_yaml: Box::leak(yaml.into_boxed_str()), ..Tiers::default() });
     let c = d.client();
     let b = c.bucket("pairs").unwrap();
     let a_bytes = vec![3u8; 200_000];
-    let b_bytes = vec![4u8; 300_000];
+    let b_bytes: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
     b.put("A", &a_bytes).unwrap();
     b.put("B", &b_bytes).unwrap();
+    b.put("C", &[5u8; 1000]).unwrap();
     // Durable flush moves the bucket's blobs from RAM to the disk tier.
     b.flush(true).unwrap();
     assert_eq!(b.stat("B").unwrap().tier_mask, 0b10, "B starts on the disk tier");
@@ -182,15 +188,64 @@ fn a_blob_that_always_follows_is_asked_for_promotion() {
     for _ in 0..2 {
         assert_eq!(b.get("A").unwrap(), a_bytes);
         assert_eq!(b.get("B").unwrap(), b_bytes);
+        assert_eq!(b.get("C").unwrap().len(), 1000);
     }
     let st = d.status();
     assert!(st.prefetch.model_blobs >= 2, "{:?}", st.prefetch);
     assert_eq!(st.prefetch.promote_requests_total, 0, "{:?}", st.prefetch);
-    // Reading A now asks for B's promotion.
+    assert_eq!(b.stat("B").unwrap().tier_mask, 0b10, "nothing moved B yet");
+    // Reading A now asks for B's promotion (and C's, which follows B, not A: not asked).
     assert_eq!(b.get("A").unwrap(), a_bytes);
-    let st = d.status();
-    assert_eq!(st.prefetch.promote_requests_total, 1, "{:?}", st.prefetch);
+    assert_eq!(d.status().prefetch.promote_requests_total, 1, "{:?}", d.status().prefetch);
+    // The organizer moves B to RAM before anyone reads it.
+    let st = wait_status(&d, "B promoted", |s| s.prefetch.promoted_blobs_total >= 1);
+    assert_eq!(st.prefetch.promoted_bytes_total, 300_000, "{:?}", st.prefetch);
+    assert_eq!(st.prefetch.pending_bytes, 300_000, "{:?}", st.prefetch);
+    assert_eq!(b.stat("B").unwrap().tier_mask, 0b01, "B is on the RAM tier now");
+    assert_eq!(b.stat("C").unwrap().tier_mask, 0b10, "C was not predicted after A");
+    // Reading B: identical bytes, the prefetched bytes count as used.
     assert_eq!(b.get("B").unwrap(), b_bytes);
+    let p = d.status().prefetch;
+    assert_eq!((p.used_bytes_total, p.pending_bytes, p.unused_bytes_total), (300_000, 0, 0), "{p:?}");
+    let promotes = trace_json(&d, &["--op", "promote"]);
+    assert!(promotes.iter().any(|r| r.blob == "B" && r.tier == "ram" && r.pid == 0), "{promotes:?}");
+}
+
+#[test]
+fn a_promoted_blob_rewritten_before_its_read_counts_as_unused() {
+    let d = TestDaemon::start_with(Tiers { extra_yaml: PREDICT_ONLY, ..Tiers::default() });
+    let c = d.client();
+    let b = c.bucket("p2").unwrap();
+    b.put("A", &[1u8; 4096]).unwrap();
+    b.put("B", &[2u8; 8192]).unwrap();
+    b.flush(true).unwrap();
+    for _ in 0..2 {
+        b.get("A").unwrap();
+        b.get("B").unwrap();
+    }
+    b.get("A").unwrap();
+    wait_status(&d, "B promoted", |s| s.prefetch.promoted_blobs_total >= 1);
+    b.put("B", &[7u8; 100]).unwrap();
+    let st = wait_status(&d, "B counted unused", |s| s.prefetch.unused_bytes_total >= 8192);
+    assert_eq!((st.prefetch.used_bytes_total, st.prefetch.pending_bytes), (0, 0), "{:?}", st.prefetch);
+    assert_eq!(b.get("B").unwrap(), vec![7u8; 100]);
+}
+
+#[test]
+fn without_the_organizer_nothing_is_asked() {
+    let d = TestDaemon::start_with(Tiers { extra_yaml: "organizer:\n  enabled: false\n", ..Tiers::default() });
+    let c = d.client();
+    let b = c.bucket("p3").unwrap();
+    b.put("A", &[1u8; 4096]).unwrap();
+    b.put("B", &[2u8; 8192]).unwrap();
+    b.flush(true).unwrap();
+    for _ in 0..3 {
+        b.get("A").unwrap();
+        b.get("B").unwrap();
+    }
+    let p = d.status().prefetch;
+    assert!(p.model_blobs >= 2, "the model still learns: {p:?}");
+    assert_eq!(p.promote_requests_total, 0, "{p:?}");
 }
 
 #[test]

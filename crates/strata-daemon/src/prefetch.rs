@@ -69,6 +69,8 @@ const SWEEP_PER_TICK: usize = 4096;
 const SWEEP_INTERVAL_NS: u64 = 100_000_000;
 /// Promotions asked for and not yet seen done.
 pub const PROMOTE_REQUESTS_MAX: usize = 1024;
+/// A promotion not seen done within this is forgotten (its slot is freed).
+const REQUEST_TTL_NS: u64 = 10_000_000_000;
 /// Successor counts are halved when one reaches this (old habits fade).
 const COUNT_MAX: u32 = 1 << 16;
 /// The owner under which read-ahead notes a file for write-through checks.
@@ -271,6 +273,17 @@ struct Pending {
     blob: BlobId,
     gen: u64,
     bytes: u64,
+    /// A promoted blob's slowest tier after the promotion (pages: 0).
+    tier: u32,
+}
+
+/// A promotion asked of the organizer.
+#[derive(Debug, Clone, Copy)]
+struct Request {
+    gen: u64,
+    /// The blob's slowest tier when asked.
+    slowest: u32,
+    at_ns: u64,
 }
 
 /// A page to read from the destination into arena space.
@@ -302,7 +315,7 @@ pub struct Prefetch {
     pending: HashMap<Key, Pending>,
     pending_order: VecDeque<Key>,
     /// Promotions asked for (blob → its generation then), until seen done.
-    requested: HashMap<BlobId, u64>,
+    requested: HashMap<BlobId, Request>,
     /// Promotions not yet taken by the organizer.
     promote_queue: VecDeque<BlobId>,
     last_sweep_ns: u64,
@@ -561,7 +574,7 @@ pub fn complete(core: &mut Core, done: Done) {
             let (blob, gen, bytes, tier) = (b.id, b.gen, b.size, b.extents.first().map(|e| e.tier));
             debug_assert!(!b.dirty, "a read-ahead page is clean");
             core.prefetch.counters.readahead_bytes_total += bytes;
-            core.prefetch.remember(Key::Page(job.file, job.page), Pending { blob, gen, bytes });
+            core.prefetch.remember(Key::Page(job.file, job.page), Pending { blob, gen, bytes, tier: 0 });
             crate::trace::record_internal(core, "readahead", job.file, "", job.page_off, bytes, tier);
         }
         Ok(false) => core.prefetch.counters.readahead_discarded_total += 1,
@@ -575,12 +588,11 @@ pub fn complete(core: &mut Core, done: Done) {
 /// A native `Get` of `bucket`/`name` by `client` succeeded.
 pub fn on_get(core: &mut Core, client: u64, bucket: BucketId, name: &str) {
     let Ok(id) = core.meta.blob_lookup(bucket, name) else { return };
-    if core.prefetch.requested.contains_key(&id) {
-        if on_fastest(core, id) {
+    if let Some(r) = core.prefetch.requested.remove(&id) {
+        // Moved before this read: it counts (and is used right below).
+        // Not yet moved: the request is moot.
+        if has_risen(core, id, &r) {
             promoted(core, id);
-        } else {
-            // Read before the organizer moved it: the request is moot.
-            core.prefetch.requested.remove(&id);
         }
     }
     if let Some(pd) = core.prefetch.pending.remove(&Key::Blob(id)) {
@@ -601,47 +613,58 @@ pub fn on_get(core: &mut Core, client: u64, bucket: BucketId, name: &str) {
     if let Some(prev) = p.last_read.insert(client, id) {
         p.model.record(prev, id);
     }
+    // Only the organizer moves blobs: without it there is nothing to ask.
+    if !core.org.running() {
+        return;
+    }
     let min = p.settings.min_count;
     let max = p.settings.successors_max as usize;
     let next: Vec<BlobId> = p.model.likely(id, min).into_iter().take(max).collect();
+    let now = core.mono_ns();
     for s in next {
-        if on_fastest(core, s) || core.prefetch.requested.contains_key(&s) {
+        if core.prefetch.requested.contains_key(&s) || core.prefetch.requested.len() >= PROMOTE_REQUESTS_MAX {
             continue;
         }
-        let Some(gen) = core.meta.blob(s).map(|b| b.gen) else { continue };
+        let Some(b) = core.meta.blob(s) else { continue };
+        let gen = b.gen;
+        // Wholly on the fastest tier (or all holes): nothing to promote.
+        let Some(slowest) = slowest_tier(b).filter(|t| *t > 0) else { continue };
         let p = &mut core.prefetch;
-        if p.requested.len() >= PROMOTE_REQUESTS_MAX {
-            continue;
-        }
-        p.requested.insert(s, gen);
+        p.requested.insert(s, Request { gen, slowest, at_ns: now });
         p.promote_queue.push_back(s);
         p.counters.promote_requests_total += 1;
     }
 }
 
-/// Whether every byte of blob `id` lives on the fastest tier (or it is gone).
-fn on_fastest(core: &Core, id: BlobId) -> bool {
-    let Some(b) = core.meta.blob(id) else { return true };
-    b.extents.iter().all(|e| e.is_hole() || e.tier == 0)
+/// The slowest tier holding bytes of `b` (tiers are ordered fastest first);
+/// None when it holds no bytes.
+fn slowest_tier(b: &strata_meta::Blob) -> Option<u32> {
+    b.extents.iter().filter(|e| !e.is_hole()).map(|e| e.tier).max()
+}
+
+/// Whether the blob of request `r` is unchanged and now on faster tiers than when asked.
+fn has_risen(core: &Core, id: BlobId, r: &Request) -> bool {
+    core.meta.blob(id).is_some_and(|b| b.gen == r.gen && slowest_tier(b).is_some_and(|t| t < r.slowest))
 }
 
 /// **API Boundary** with the organizer: the promotions the prefetcher asks
 /// for, oldest first (at most `PROMOTE_REQUESTS_MAX` outstanding). The
-/// organizer moves them to the fastest tier when it can; the prefetcher sees
-/// the result in the metadata (tier of the blob's extents).
+/// organizer (`Core::request_promote`) moves them to the fastest tier with
+/// room when it can; the prefetcher sees the result in the metadata (the
+/// tiers of the blob's extents).
 pub fn take_promote_requests(core: &mut Core) -> Vec<BlobId> {
     core.prefetch.promote_queue.drain(..).collect()
 }
 
-/// A promotion asked for arrived (the blob is now on the fastest tier):
-/// it counts as prefetched.
+/// A promotion asked for arrived (the blob moved to a faster tier): it
+/// counts as prefetched until read, rewritten or demoted again.
 fn promoted(core: &mut Core, id: BlobId) {
     core.prefetch.requested.remove(&id);
     let Some(b) = core.meta.blob(id) else { return };
-    let (gen, bucket, name, bytes, tier) = (b.gen, b.bucket, b.name.to_string(), b.size, b.extents.first().map(|e| e.tier));
+    let (gen, bucket, name, bytes, tier) = (b.gen, b.bucket, b.name.to_string(), b.size, slowest_tier(b));
     core.prefetch.counters.promoted_blobs_total += 1;
     core.prefetch.counters.promoted_bytes_total += bytes;
-    core.prefetch.remember(Key::Blob(id), Pending { blob: id, gen, bytes });
+    core.prefetch.remember(Key::Blob(id), Pending { blob: id, gen, bytes, tier: tier.unwrap_or(0) });
     crate::trace::record_internal(core, "promote", bucket, &name, 0, bytes, tier);
 }
 
@@ -709,17 +732,24 @@ pub fn tick(core: &mut Core) {
         return;
     }
     core.prefetch.last_sweep_ns = now;
-    // Requested promotions: arrived (count them), or moot (the blob changed).
-    let arrived: Vec<BlobId> = core
+    // Requested promotions: arrived (count them), moot (the blob changed
+    // or went away), or expired (the organizer did not move it in time).
+    let settled: Vec<(BlobId, bool)> = core
         .prefetch
         .requested
         .iter()
-        .filter(|(id, gen)| core.meta.blob(**id).is_none_or(|b| b.gen != **gen) || on_fastest(core, **id))
-        .map(|(id, _)| *id)
+        .filter_map(|(id, r)| {
+            if has_risen(core, *id, r) {
+                Some((*id, true))
+            } else if core.meta.blob(*id).is_none_or(|b| b.gen != r.gen) || now.saturating_sub(r.at_ns) > REQUEST_TTL_NS {
+                Some((*id, false))
+            } else {
+                None
+            }
+        })
         .collect();
-    for id in arrived {
-        let gen = core.prefetch.requested.get(&id).copied();
-        if core.meta.blob(id).is_some_and(|b| Some(b.gen) == gen) {
+    for (id, arrived) in settled {
+        if arrived {
             promoted(core, id);
         } else {
             core.prefetch.requested.remove(&id);
@@ -733,7 +763,8 @@ pub fn tick(core: &mut Core) {
             Key::Page(f, p) => core.meta.page_blob(f, p).and_then(|b| core.meta.blob(b)),
             Key::Blob(b) => core.meta.blob(b),
         };
-        let alive = blob.is_some_and(|b| b.id == pd.blob && b.gen == pd.gen) && (matches!(key, Key::Page(..)) || on_fastest(core, pd.blob));
+        // A promoted blob demoted again before its read counts as unused.
+        let alive = blob.is_some_and(|b| b.id == pd.blob && b.gen == pd.gen && (matches!(key, Key::Page(..)) || slowest_tier(b).unwrap_or(0) <= pd.tier));
         if alive {
             core.prefetch.pending_order.push_back(key);
         } else {
