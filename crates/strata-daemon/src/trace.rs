@@ -413,7 +413,8 @@ mod tests {
     fn full_queue_drops_and_counts_never_blocks() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.trace");
-        let mut t = Tracer::start_with_queue(&path, 1 << 20, vec![], 1).unwrap();
+        // A cap the run cannot reach (no rotation: every line stays in one file).
+        let mut t = Tracer::start_with_queue(&path, 64 << 20, vec![], 1).unwrap();
         // Far more than the writer can take between two sends of a tight loop.
         for i in 0..100_000 {
             t.record(ev(i));
@@ -422,6 +423,7 @@ mod tests {
         t.stop();
         assert_eq!(st.events_total, 100_000);
         assert!(st.dropped_total > 0, "a queue of 1 must overflow");
+        assert!(!rotated_path(&path).exists());
         let r = records(&path);
         let written = r.iter().filter(|r| r.op == "get").count() as u64;
         let noted: u64 = r.iter().filter(|r| r.op == "dropped").map(|r| r.size).sum();
