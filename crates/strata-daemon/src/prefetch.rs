@@ -431,7 +431,11 @@ impl Drop for Prefetch {
     }
 }
 
+/// Destination descriptors a read-ahead worker keeps open.
+const WORKER_FDS_MAX: usize = 16;
+
 fn worker(arena: ShmSegment, jobs: Arc<Mutex<mpsc::Receiver<Job>>>, tx: mpsc::Sender<Msg>, wake: Arc<dyn Fn() + Send + Sync>) {
+    let mut fds = DestFds::default();
     loop {
         let job = {
             let rx = jobs.lock().unwrap_or_else(|p| p.into_inner());
@@ -440,7 +444,7 @@ fn worker(arena: ShmSegment, jobs: Arc<Mutex<mpsc::Receiver<Job>>>, tx: mpsc::Se
                 Err(_) => return,
             }
         };
-        let got = read_page(&arena, &job);
+        let got = fds.get(&job.path).and_then(|f| read_page(&arena, f, &job));
         if tx.send(Msg::PrefetchDone(Box::new(Done { job, got }))).is_err() {
             return;
         }
@@ -448,14 +452,37 @@ fn worker(arena: ShmSegment, jobs: Arc<Mutex<mpsc::Receiver<Job>>>, tx: mpsc::Se
     }
 }
 
-/// Reads the job's page from the destination into its arena space. The
-/// file is opened per job: a descriptor kept across jobs could point at a
-/// file since replaced at that path.
-fn read_page(arena: &ShmSegment, job: &Job) -> Result<u64, String> {
+/// A worker's open destination files. A descriptor is reused only while
+/// the path still names the same file (same device and inode; `stat` is
+/// served from the attribute cache of network file systems, `open` is not),
+/// so a file since replaced at that path is never read.
+#[derive(Default)]
+struct DestFds {
+    open: HashMap<String, (std::fs::File, u64, u64)>,
+}
+
+impl DestFds {
+    fn get(&mut self, path: &str) -> Result<&std::fs::File, String> {
+        use std::os::unix::fs::MetadataExt;
+        let now = std::fs::metadata(path).map_err(|e| format!("{path}: {e}"))?;
+        let same = self.open.get(path).is_some_and(|(_, dev, ino)| *dev == now.dev() && *ino == now.ino());
+        if !same {
+            let f = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
+            let m = f.metadata().map_err(|e| format!("{path}: {e}"))?;
+            if self.open.len() >= WORKER_FDS_MAX && !self.open.contains_key(path) {
+                self.open.clear();
+            }
+            self.open.insert(path.to_string(), (f, m.dev(), m.ino()));
+        }
+        Ok(&self.open.get(path).expect("inserted above").0)
+    }
+}
+
+/// Reads the job's page from the destination file `f` into its arena space.
+fn read_page(arena: &ShmSegment, f: &std::fs::File, job: &Job) -> Result<u64, String> {
     if job.arena.off.checked_add(job.len).is_none_or(|e| e > arena.len() as u64) || job.len > job.arena.len {
         return Err("arena space outside the mapping".into());
     }
-    let f = std::fs::File::open(&job.path).map_err(|e| format!("{}: {e}", job.path))?;
     // SAFETY: the poller reserved `job.arena` for this job alone until it answers.
     let buf = unsafe { std::slice::from_raw_parts_mut(arena.as_ptr().add(job.arena.off as usize), job.len as usize) };
     let mut got = 0usize;
@@ -827,7 +854,7 @@ mod core_tests {
         let mut jobs = jobs.into_iter();
         // Page 2 arrives: buffered, clean, identical to the destination.
         let j = jobs.next().unwrap();
-        let got = read_page(&arena, &j);
+        let got = DestFds::default().get(&j.path).and_then(|f| read_page(&arena, f, &j));
         assert_eq!(got, Ok(PAGE));
         complete(core, Done { job: j, got });
         let ex = read(core, id, 2 * PAGE, PAGE);
@@ -844,7 +871,7 @@ mod core_tests {
         let mine = vec![0xABu8; PAGE as usize];
         assert!(matches!(core.file_write(id, Some(4 * PAGE), Src::Bytes(&mine), None).unwrap(), WriteOutcome::Done { .. }));
         for j in jobs {
-            let got = read_page(&arena, &j);
+            let got = DestFds::default().get(&j.path).and_then(|f| read_page(&arena, f, &j));
             complete(core, Done { job: j, got });
         }
         assert_eq!(core.prefetch.counters.readahead_discarded_total, 3);
