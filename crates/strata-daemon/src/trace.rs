@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use strata_meta::BucketId;
 use strata_proto::control::{TraceRecord, TraceStatus};
-use strata_proto::wire::{Op, Request, Response, WireExtent, TIER_DEST, TIER_HOLE};
+use strata_proto::wire::{Op, Request, Response, WireExtent, TIER_DEST, TIER_HOLE, TIER_PENDING};
 use strata_proto::Errno;
 
 use crate::core::{now_ns, Core};
@@ -164,6 +164,7 @@ impl Writer {
         match t {
             None | Some(TIER_HOLE) => String::new(),
             Some(TIER_DEST) => "dest".into(),
+            Some(TIER_PENDING) => "pending".into(),
             Some(i) => self.tiers.get(i as usize).cloned().unwrap_or_else(|| i.to_string()),
         }
     }
@@ -283,8 +284,8 @@ fn reply_tier(arg: *const u8, resp: &Response) -> Option<u32> {
     for i in 0..n.min(4096) {
         // SAFETY: the daemon wrote `arg_len` bytes of extents there itself, just now.
         let e: WireExtent = unsafe { std::ptr::read_unaligned((arg as *const WireExtent).add(i)) };
-        if e.tier == TIER_DEST {
-            return Some(TIER_DEST);
+        if e.tier == TIER_DEST || e.tier == TIER_PENDING {
+            return Some(e.tier);
         }
         if e.tier != TIER_HOLE && first.is_none() {
             first = Some(e.tier);
@@ -373,13 +374,15 @@ mod tests {
         let mut t = Tracer::start(&path, 1 << 20, vec!["ram".into(), "disk".into()]).unwrap();
         t.record(ev(1));
         t.record(Event { tier: Some(TIER_DEST), op: "read", ..ev(2) });
+        t.record(Event { tier: Some(TIER_PENDING), op: "read", ..ev(4) });
         t.record(Event { tier: Some(1), err: Some("NoBlob"), ..ev(3) });
         t.stop();
         let r = records(&path);
-        assert_eq!(r.len(), 3);
+        assert_eq!(r.len(), 4);
+        assert_eq!(r[2].tier, "pending");
         assert_eq!((r[0].op.as_str(), r[0].tier.as_str(), r[0].blob.as_str(), r[0].pid), ("get", "ram", "k1", 7));
         assert_eq!(r[1].tier, "dest");
-        assert_eq!((r[2].tier.as_str(), r[2].err.as_deref()), ("disk", Some("NoBlob")));
+        assert_eq!((r[3].tier.as_str(), r[3].err.as_deref()), ("disk", Some("NoBlob")));
         assert_eq!(t.status().map(|s| s.events_total), None, "a stopped tracer is off");
     }
 

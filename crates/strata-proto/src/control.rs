@@ -220,7 +220,8 @@ pub struct TraceRecord {
     /// Bytes asked for (or written).
     #[serde(default)]
     pub size: u64,
-    /// Tier that served or received the bytes (`dest`: the destination; empty: none).
+    /// Tier that served or received the bytes (`dest`: the destination;
+    /// `pending`: a page being read ahead, the reader asks again; empty: none).
     #[serde(default)]
     pub tier: String,
     /// Error name when the op failed.
