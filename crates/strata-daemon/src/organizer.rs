@@ -152,6 +152,13 @@ impl Organizer {
         self.status.bandwidth_max_mib_s = cfg.bandwidth_max_mib_s;
     }
 
+    /// Shutdown: no new rounds (a batch in flight still completes or is cancelled).
+    pub fn shutdown(&mut self) {
+        self.enabled = false;
+        self.requests.clear();
+        self.requested.clear();
+    }
+
     /// A batch is in flight (its sources are watched by `free_extents`).
     pub fn moving(&self) -> bool {
         self.in_flight.is_some()

@@ -224,6 +224,7 @@ impl Poller {
         }
         // Shutdown: tell clients, drop them.
         self.stopping = true;
+        self.core.org.shutdown();
         self.shared.ctl().state.store(layout::DAEMON_STOPPING, Ordering::SeqCst);
         let ids: Vec<u64> = self.clients.keys().copied().collect();
         for id in ids {
