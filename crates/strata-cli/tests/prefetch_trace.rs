@@ -345,3 +345,50 @@ fn an_io_bound_reader_waits_for_read_ahead_instead_of_reading_twice() {
     assert!(p.readahead_bytes_total >= (data.len() / 2) as u64, "{p:?}");
     assert_eq!(p.used_bytes_total, p.readahead_bytes_total, "every page read ahead was read: {p:?}");
 }
+
+#[test]
+fn successors_are_learned_per_client_thread() {
+    use std::sync::mpsc;
+    let d = TestDaemon::start_with(Tiers { extra_yaml: PREDICT_ONLY, ..Tiers::default() });
+    let c = std::sync::Arc::new(d.client());
+    let b = c.bucket("threads").unwrap();
+    for n in ["A", "B", "X", "Y"] {
+        b.put(n, &[7u8; 5000]).unwrap();
+    }
+    b.flush(true).unwrap();
+    // Two threads of one client, strictly interleaved: A X B Y A X B Y A.
+    // Globally B never follows A; within the first thread it always does.
+    let spawn = |c: std::sync::Arc<strata_client::Client>| {
+        let (tx, rx) = mpsc::channel::<&'static str>();
+        let (done_tx, done_rx) = mpsc::channel::<()>();
+        let h = std::thread::spawn(move || {
+            let b = c.bucket_open("threads").unwrap();
+            for n in rx {
+                assert_eq!(b.get(n).unwrap().len(), 5000);
+                done_tx.send(()).unwrap();
+            }
+        });
+        (tx, done_rx, h)
+    };
+    let (t1, d1, h1) = spawn(c.clone());
+    let (t2, d2, h2) = spawn(c.clone());
+    let get = |t: &mpsc::Sender<&'static str>, d: &mpsc::Receiver<()>, n| {
+        t.send(n).unwrap();
+        d.recv().unwrap();
+    };
+    for _ in 0..2 {
+        get(&t1, &d1, "A");
+        get(&t2, &d2, "X");
+        get(&t1, &d1, "B");
+        get(&t2, &d2, "Y");
+    }
+    assert_eq!(d.status().prefetch.promote_requests_total, 0);
+    get(&t1, &d1, "A");
+    let st = wait_status(&d, "B promoted", |s| s.prefetch.promoted_blobs_total >= 1);
+    assert_eq!(st.prefetch.promote_requests_total, 1, "{:?}", st.prefetch);
+    assert_eq!(b.stat("B").unwrap().tier_mask, 0b01);
+    assert_eq!(b.stat("X").unwrap().tier_mask, 0b10, "X follows A only globally");
+    drop((t1, t2));
+    h1.join().unwrap();
+    h2.join().unwrap();
+}

@@ -17,7 +17,7 @@
 //! the page counted as discarded. A page that became dirty is never touched.
 //!
 //! **Prediction** (native API). Every successful `Get` feeds a
-//! [`SuccessorModel`]: for each client the previously read blob and the one
+//! [`SuccessorModel`]: for each client thread (channel) the previously read blob and the one
 //! just read form a pair; each blob keeps its last `successors_max`
 //! successors with counts. When a blob is read, its successors seen at least
 //! `min_count` times are asked to be promoted to the fastest tier
@@ -59,7 +59,7 @@ pub const READAHEAD_IN_FLIGHT_BYTES_MAX: u64 = 64 << 20;
 pub const READAHEAD_QUEUE_MAX: usize = 1024;
 /// Blobs with a successor list.
 pub const MODEL_BLOBS_MAX: usize = 65_536;
-/// Clients whose last read blob is remembered.
+/// Client threads (channels) whose last read blob is remembered.
 pub const LAST_READ_CLIENTS_MAX: usize = 4096;
 /// Prefetched pages/blobs awaiting their first read; the oldest ages out (unused).
 pub const PENDING_MAX: usize = 65_536;
@@ -307,7 +307,8 @@ pub struct Prefetch {
     pub settings: Settings,
     streams: StreamTable,
     model: SuccessorModel,
-    last_read: HashMap<u64, BlobId>,
+    /// The blob each client thread (channel) read last.
+    last_read: HashMap<(u64, u32), BlobId>,
     in_flight: HashSet<(BucketId, u64)>,
     in_flight_bytes: u64,
     jobs: Option<SyncSender<Job>>,
@@ -612,8 +613,8 @@ pub fn complete(core: &mut Core, done: Done) {
     }
 }
 
-/// A native `Get` of `bucket`/`name` by `client` succeeded.
-pub fn on_get(core: &mut Core, client: u64, bucket: BucketId, name: &str) {
+/// A native `Get` of `bucket`/`name` by channel `owner` (a client thread) succeeded.
+pub fn on_get(core: &mut Core, owner: (u64, u32), bucket: BucketId, name: &str) {
     let Ok(id) = core.meta.blob_lookup(bucket, name) else { return };
     if let Some(r) = core.prefetch.requested.remove(&id) {
         // Moved before this read: it counts (and is used right below).
@@ -634,10 +635,10 @@ pub fn on_get(core: &mut Core, client: u64, bucket: BucketId, name: &str) {
         return;
     }
     let p = &mut core.prefetch;
-    if p.last_read.len() >= LAST_READ_CLIENTS_MAX && !p.last_read.contains_key(&client) {
+    if p.last_read.len() >= LAST_READ_CLIENTS_MAX && !p.last_read.contains_key(&owner) {
         p.last_read.clear();
     }
-    if let Some(prev) = p.last_read.insert(client, id) {
+    if let Some(prev) = p.last_read.insert(owner, id) {
         p.model.record(prev, id);
     }
     // Only the organizer moves blobs: without it there is nothing to ask.

@@ -305,7 +305,7 @@ pub(crate) fn observe(core: &mut Core, client: u64, ch: u32, pid: u32, req: &Req
     // The prefetcher first: it sees every successful read.
     if ok && core.prefetch.active() {
         match op {
-            Op::Get => crate::prefetch::on_get(core, client, bucket, &name),
+            Op::Get => crate::prefetch::on_get(core, (client, ch), bucket, &name),
             Op::FileRead => crate::prefetch::on_file_read(core, (client, ch), bucket, req.offset, resp.val1),
             _ => {}
         }
