@@ -16,7 +16,7 @@
  *     A bucket keeps its connection alive, so the order does not matter.
  *   - Handles may be used from several threads at once, except that a
  *     close/destroy/disconnect must not race other calls on the same handle.
- *   - Not (yet) in the C API: asynchronous put/get, full stat records, reading
+ *   - Not (yet) in the C API: asynchronous put/get, reading
  *     tags, placement overrides, daemon status/control requests.
  */
 #ifndef STRATA_H
@@ -132,6 +132,24 @@ int strata_blob_size(strata_bucket *bucket, const char *name, uint64_t *size);
 int strata_blob_list(strata_bucket *bucket, strata_name_cb cb, void *ctx);
 /* Sets blob name's user score in [0, 1] (NAN clears it); nonzero stationary pins it on its tier. */
 int strata_set_score(strata_bucket *bucket, const char *name, float score, int stationary);
+
+/* A blob's metadata, as the buffer organizer sees it. */
+typedef struct strata_blob_stat {
+    uint64_t size;
+    uint64_t access_count;   /* reads and writes */
+    uint64_t atime_ns;       /* last access, ns since the epoch */
+    uint64_t mtime_ns;
+    uint64_t ctime_ns;
+    float score;             /* in [0, 1]: the user score if set, else from access frequency and recency */
+    float user_score;        /* NAN when none */
+    uint32_t tier_mask;      /* bit i: bytes on tier i (tier 0 is the fastest) */
+    uint32_t extent_count;
+    int32_t stationary;      /* 1: the organizer never moves it */
+    int32_t dirty;           /* 1: modified since last persisted */
+} strata_blob_stat;
+
+/* Fills *out with the metadata of blob name. */
+int strata_stat(strata_bucket *bucket, const char *name, strata_blob_stat *out);
 
 /* ---- Staging (files at their destination <-> the buffer). */
 

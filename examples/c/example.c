@@ -137,7 +137,14 @@ int main(int argc, char **argv) {
 
     /* Scores, rename, exists, size. */
     check_rc("set_score big 0.9 stationary", strata_set_score(bucket, "big", 0.9f, 1), STRATA_OK);
+    strata_blob_stat st;
+    check_rc("stat big", strata_stat(bucket, "big", &st), STRATA_OK);
+    check("stat: size, user score, stationary, score = user score, on some tier",
+          st.size == big_len && st.user_score == 0.9f && st.stationary == 1 && st.score == 0.9f && st.tier_mask != 0 && st.access_count >= 2);
     check_rc("clear score of big", strata_set_score(bucket, "big", NAN, 0), STRATA_OK);
+    check_rc("stat big again", strata_stat(bucket, "big", &st), STRATA_OK);
+    check("cleared: no user score, not stationary, organizer score in [0, 1]", isnan(st.user_score) && st.stationary == 0 && st.score >= 0.0f && st.score <= 1.0f);
+    check_rc("stat of a missing blob", strata_stat(bucket, "nope", &st), -STRATA_ENOBLOB);
     check_rc("rename hello -> greeting", strata_rename(bucket, "hello", "greeting", 0), STRATA_OK);
     check_rc("rename log -> greeting without replace -> EEXIST", strata_rename(bucket, "log", "greeting", 0), -STRATA_EEXIST);
     int exists = -1;

@@ -756,6 +756,51 @@ pub unsafe extern "C" fn strata_set_score(bucket: *mut strata_bucket, name: *con
     })
 }
 
+/// `strata_blob_stat` of `include/strata.h`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct strata_blob_stat {
+    pub size: u64,
+    pub access_count: u64,
+    pub atime_ns: u64,
+    pub mtime_ns: u64,
+    pub ctime_ns: u64,
+    pub score: f32,
+    /// NAN when none.
+    pub user_score: f32,
+    pub tier_mask: u32,
+    pub extent_count: u32,
+    pub stationary: i32,
+    pub dirty: i32,
+}
+
+/// # Safety
+/// Pointers are NULL or valid; strings NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn strata_stat(bucket: *mut strata_bucket, name: *const c_char, out: *mut strata_blob_stat) -> c_int {
+    ffi("strata_stat", || {
+        let out = arg_out(out, "out")?;
+        let b = unsafe { arg_bucket(bucket)? };
+        let n = unsafe { arg_name(name, "blob name")? };
+        let i = b.stat(n)?;
+        let st = strata_blob_stat {
+            size: i.size,
+            access_count: i.access_count,
+            atime_ns: i.atime_ns,
+            mtime_ns: i.mtime_ns,
+            ctime_ns: i.ctime_ns,
+            score: i.score,
+            user_score: i.user_score.unwrap_or(f32::NAN),
+            tier_mask: i.tier_mask,
+            extent_count: i.extent_count,
+            stationary: i.stationary as i32,
+            dirty: i.dirty as i32,
+        };
+        unsafe { put_out(out, st) };
+        Ok(())
+    })
+}
+
 pub mod stage;
 
 #[cfg(test)]

@@ -212,6 +212,12 @@ int main(int argc, char **argv) {
     EXPECT(strata_set_score(b, NULL, 0.5f, 0), -STRATA_EINVAL);
     EXPECT(strata_set_score(b, "nope", 0.5f, 0), -STRATA_ENOBLOB);
     EXPECT(strata_set_score(b, "x", NAN, 0), STRATA_OK);
+    strata_blob_stat bst;
+    EXPECT(strata_stat(b, "x", NULL), -STRATA_EINVAL);
+    EXPECT(strata_stat(b, NULL, &bst), -STRATA_EINVAL);
+    EXPECT(strata_stat(NULL, "x", &bst), -STRATA_EINVAL);
+    EXPECT(strata_stat(b, bad_utf8, &bst), -STRATA_ENAME);
+    EXPECT(strata_stat(b, "nope", &bst), -STRATA_ENOBLOB);
 
     /* Bucket-level arguments. */
     EXPECT(strata_bucket_size(b, NULL, &v), -STRATA_EINVAL);
