@@ -436,7 +436,8 @@ fn tiering_run(setup: &str, rep: usize, g: &Geometry, dirs: &Dirs, ram: u64, dis
             let hit = st.files.read_hit_bytes_total.saturating_sub(b.files.read_hit_bytes_total) as f64;
             let dest = st.files.read_dest_bytes_total.saturating_sub(b.files.read_dest_bytes_total) as f64;
             push("read from buffer", if hit + dest > 0.0 { 100.0 * hit / (hit + dest) } else { 0.0 });
-            counters.push(serde_json::json!({"exp": "tiering", "setup": setup, "rep": rep, "files": st.files, "tiers": st.tiers}));
+            let stv = serde_json::to_value(&st).unwrap_or_default();
+            counters.push(serde_json::json!({"exp": "tiering", "setup": setup, "rep": rep, "files": st.files, "tiers": st.tiers, "organizer": stv["organizer"], "prefetch": stv["prefetch"], "write_s": w.secs(), "read_s": r.secs()}));
         }
         pb.set_message(format!("{tag}: cleanup"));
         team.phase("cleanup", timeout)?;
@@ -695,7 +696,7 @@ pub fn run(a: TiersArgs, socket: &Path) -> Result<()> {
     )];
     if run_tiering {
         header.push(format!(
-            "tiering: VPIC-like write of {} ({} processes × {} timesteps × {} variables × {} slices, ≤ {} per pwrite) then BD-CATS-like strided read ({} blocks); destination {} ({dest_kind}); RAM tier {}, dir tier {} under {}; strata setups in DEFAULT mode through the adapter, one private daemon per setup and repeat",
+            "tiering: VPIC-like write of {} ({} processes × {} timesteps × {} variables × {} slices, ≤ {} per pwrite) then BD-CATS-like strided read ({} blocks); destination {} ({dest_kind}); RAM tier {}, dir tier {} under {}; strata setups in DEFAULT mode through the adapter with the default organizer and prefetch settings, one private daemon per setup and repeat",
             format_size(data),
             g.procs,
             g.timesteps,
