@@ -69,6 +69,8 @@ const SWEEP_PER_TICK: usize = 4096;
 const SWEEP_INTERVAL_NS: u64 = 100_000_000;
 /// Promotions asked for and not yet seen done.
 pub const PROMOTE_REQUESTS_MAX: usize = 1024;
+/// Reads that pass without read-ahead after a page found no room in the buffer.
+const READAHEAD_PAUSE_READS: u32 = 256;
 /// A promotion not seen done within this is forgotten (its slot is freed).
 const REQUEST_TTL_NS: u64 = 10_000_000_000;
 /// Successor counts are halved when one reaches this (old habits fade).
@@ -320,6 +322,8 @@ pub struct Prefetch {
     /// Promotions not yet taken by the organizer.
     promote_queue: VecDeque<BlobId>,
     last_sweep_ns: u64,
+    /// Reads to let pass without read-ahead (a page found no room).
+    paused_reads: u32,
     pub counters: PrefetchStatus,
 }
 
@@ -345,6 +349,7 @@ impl Prefetch {
             requested: HashMap::new(),
             promote_queue: VecDeque::new(),
             last_sweep_ns: 0,
+            paused_reads: 0,
             counters: PrefetchStatus::default(),
         }
     }
@@ -524,6 +529,10 @@ pub fn on_file_read(core: &mut Core, owner: (u64, u32), file: BucketId, off: u64
     if !core.prefetch.readahead_on() {
         return;
     }
+    if core.prefetch.paused_reads > 0 {
+        core.prefetch.paused_reads -= 1;
+        return;
+    }
     let depth = core.prefetch.settings.readahead_pages;
     let Some(pages) = core.prefetch.streams.on_read(file, off, covered, page, depth) else { return };
     let Ok(path) = core.meta.bucket(file).map(|b| b.name.to_string()) else { return };
@@ -605,7 +614,12 @@ pub fn complete(core: &mut Core, done: Done) {
             core.prefetch.remember(Key::Page(job.file, job.page), Pending { blob, gen, bytes, tier: 0 });
             crate::trace::record_internal(core, "readahead", job.file, "", job.page_off, bytes, tier);
         }
-        Ok(false) => core.prefetch.counters.readahead_discarded_total += 1,
+        Ok(false) => {
+            // The page was absent (checked above): no room in the buffer.
+            // Reading ahead now would only read the destination for nothing.
+            core.prefetch.counters.readahead_discarded_total += 1;
+            core.prefetch.paused_reads = READAHEAD_PAUSE_READS;
+        }
         Err(e) => {
             tracing::debug!(file = job.file.0, page = job.page, "read-ahead fill failed: {e}");
             core.prefetch.counters.readahead_discarded_total += 1;
@@ -887,6 +901,47 @@ mod core_tests {
         assert!(core.prefetch.in_flight.is_empty() && core.prefetch.in_flight_bytes == 0);
         core.file_check().unwrap();
         core.check().unwrap();
+    }
+
+    #[test]
+    fn a_full_buffer_pauses_read_ahead() {
+        let mut f = fixture(16 * PAGE, 16 * PAGE, 1 << 20);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("src.bin");
+        let dest = pattern(16 * PAGE as usize, 3);
+        std::fs::write(&path, &dest).unwrap();
+        let path = path.to_str().unwrap().to_string();
+        let core = &mut f.core;
+        core.prefetch = Prefetch::new(settings());
+        let (jtx, jrx) = mpsc::sync_channel(64);
+        core.prefetch.jobs = Some(jtx);
+        // Every tier full of dirty pages of another file: nothing may be evicted.
+        let other = OpenArgs { create: true, mode: 0o600, page_shift: 12, dest: Some(WireDestInfo::default()), ..OpenArgs::default() };
+        let w = core.file_open(&format!("{path}.dirty"), &other).unwrap();
+        let full = pattern(32 * PAGE as usize, 1);
+        assert!(matches!(core.file_write(w, Some(0), Src::Bytes(&full), None).unwrap(), WriteOutcome::Done { .. }));
+        let info = WireDestInfo { exists: 1, mode: 0o600, size: dest.len() as u64, ..WireDestInfo::default() };
+        let id = core.file_open(&path, &OpenArgs { page_shift: 12, dest: Some(info), ..OpenArgs::default() }).unwrap();
+        on_file_read(core, OWNER, id, 0, PAGE);
+        on_file_read(core, OWNER, id, PAGE, PAGE);
+        let jobs: Vec<Job> = jrx.try_iter().collect();
+        assert_eq!(jobs.len(), 4);
+        let arena = ShmSegment::open(core.tiers.arena.seg.name()).unwrap();
+        for j in jobs {
+            let got = DestFds::default().get(&j.path).and_then(|f| read_page(&arena, f, &j));
+            complete(core, Done { job: j, got });
+        }
+        assert_eq!(core.prefetch.counters.readahead_discarded_total, 4, "no room: {:?}", core.prefetch.counters);
+        assert_eq!(core.prefetch.counters.readahead_bytes_total, 0);
+        // The reader goes on; nothing more is asked for the next reads.
+        for p in 2..16 {
+            on_file_read(core, OWNER, id, p * PAGE, PAGE);
+        }
+        assert!(jrx.try_recv().is_err(), "read-ahead paused");
+        assert_eq!(core.prefetch.paused_reads, READAHEAD_PAUSE_READS - 14);
+        assert_eq!(core.tiers.arena.leased_bytes, 0);
+        assert!(core.meta.file(w).unwrap().dirty_pages.len() == 32, "dirty pages untouched");
+        core.file_check().unwrap();
     }
 }
 
