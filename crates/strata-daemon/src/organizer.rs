@@ -451,6 +451,7 @@ pub fn tick(core: &mut Core) {
         low_water: c.low_water,
         promote_threshold: c.promote_threshold as f32,
         demote_threshold: c.demote_threshold as f32,
+        swap_margin: strata_organize::SWAP_MARGIN,
     };
     let req_ids: Vec<u64> = requests.iter().map(|b| b.0).collect();
     let moves = strata_organize::plan(&tiers, &blobs, &req_ids, &limits);

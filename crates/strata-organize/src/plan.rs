@@ -9,9 +9,12 @@
 //!    low-water mark;
 //! 3. **promotion** of hot blobs (score ≥ `promote_threshold`), hottest
 //!    first, to the fastest faster tier under its high-water mark; when
-//!    none has room, cold blobs (score < `demote_threshold`) of the fastest
-//!    faster tier are demoted to make room — the promotion itself follows
-//!    in a later round, once their space is free.
+//!    none has room, colder blobs of the fastest tier are demoted to make
+//!    room — those below `demote_threshold`, and those below
+//!    `promote_threshold` that are at least `swap_margin` colder than the
+//!    hot blob (so a RAM tier full of lukewarm blobs still yields to a hot
+//!    one, without ping-pong between blobs of similar scores); the
+//!    promotion itself follows in a later round, once their space is free.
 //!
 //! Space is counted conservatively: bytes leaving a tier are not reused in
 //! the same plan (they are freed only when the move commits).
@@ -53,7 +56,13 @@ pub struct PlanLimits {
     pub low_water: f64,
     pub promote_threshold: f32,
     pub demote_threshold: f32,
+    /// A blob below `promote_threshold` at least this much colder than a hot
+    /// blob waiting for its tier is demoted to make room for it.
+    pub swap_margin: f32,
 }
+
+/// The organizer's default `swap_margin`.
+pub const SWAP_MARGIN: f32 = 0.2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MoveKind {
@@ -242,10 +251,11 @@ pub fn plan(tiers: &[TierState], blobs: &[BlobState], requested: &[u64], limits:
             continue;
         }
         let need = (p.proj[top] + b.bytes).saturating_sub(high);
+        let cold_below = limits.demote_threshold.max((b.score - limits.swap_margin).min(limits.promote_threshold));
         let cold: Vec<&BlobState> = coldest
             .iter()
             .copied()
-            .take_while(|c| c.score < limits.demote_threshold)
+            .take_while(|c| c.score < cold_below)
             .filter(|c| c.tier_mask & (1 << top) != 0 && p.home(c.tier_mask) == Some(top) && p.may_demote(c))
             .collect();
         let available: u64 = cold.iter().map(|c| c.bytes).sum();
@@ -265,7 +275,7 @@ mod tests {
     const MIB: u64 = 1 << 20;
 
     fn limits() -> PlanLimits {
-        PlanLimits { moves_max: 64, bytes_max: 1 << 40, high_water: 0.9, low_water: 0.75, promote_threshold: 0.7, demote_threshold: 0.3 }
+        PlanLimits { moves_max: 64, bytes_max: 1 << 40, high_water: 0.9, low_water: 0.75, promote_threshold: 0.7, demote_threshold: 0.3, swap_margin: SWAP_MARGIN }
     }
     fn tier(score: f64, cap: u64, used: u64) -> TierState {
         TierState { score, capacity_bytes: cap, used_bytes: used }
@@ -313,9 +323,28 @@ mod tests {
     }
 
     #[test]
+    fn lukewarm_blobs_yield_to_a_much_hotter_one_but_not_to_a_similar_one() {
+        let tiers = [tier(1.0, 100 * MIB, 88 * MIB), tier(0.2, 1000 * MIB, 20 * MIB)];
+        let mut blobs: Vec<BlobState> = (10..21).map(|i| blob(i, 8 * MIB, 0, 0.6 + i as f32 / 1000.0)).collect();
+        blobs.push(blob(1, 10 * MIB, 1, 0.75));
+        // 0.6 + 0.2 > 0.75: no swap.
+        assert!(plan(&tiers, &blobs, &[], &limits()).is_empty());
+        blobs.last_mut().unwrap().score = 0.95;
+        let m = plan(&tiers, &blobs, &[], &limits());
+        // 88 + 10 - 90 = 8 MiB: the coldest lukewarm blob goes down.
+        assert_eq!(m.iter().map(|m| (m.blob, m.kind)).collect::<Vec<_>>(), vec![(10, MoveKind::Demote)]);
+        // Hot blobs are never swapped out for hotter ones.
+        for b in blobs.iter_mut().filter(|b| b.id != 1) {
+            b.score = 0.71;
+        }
+        assert!(plan(&tiers, &blobs, &[], &limits()).is_empty());
+    }
+
+    #[test]
     fn no_swap_without_enough_cold_bytes() {
         let tiers = [tier(1.0, 100 * MIB, 88 * MIB), tier(0.2, 1000 * MIB, 20 * MIB)];
-        let blobs = vec![blob(1, 20 * MIB, 1, 0.95), blob(2, 8 * MIB, 0, 0.1), blob(3, 80 * MIB, 0, 0.6)];
+        // Blob 3 is hot itself: only blob 2 may go, and 8 MiB < the 18 MiB needed.
+        let blobs = vec![blob(1, 20 * MIB, 1, 0.95), blob(2, 8 * MIB, 0, 0.1), blob(3, 80 * MIB, 0, 0.8)];
         assert!(plan(&tiers, &blobs, &[], &limits()).is_empty());
     }
 
@@ -372,13 +401,14 @@ mod tests {
             let blob = (1u64..40, 1u64..(1 << n), 0.0f32..1.0, any::<bool>(), prop::option::of(0.0f32..1.0));
             let blobs = prop::collection::vec(blob, nblobs);
             let req = prop::collection::vec(0u64..80, 0..10);
-            let lim = (0.5f64..1.0, 0.1f64..0.5, 0.5f32..1.0, 0.0f32..0.5).prop_map(move |(hw, lw, pt, dt)| PlanLimits {
+            let lim = (0.5f64..1.0, 0.1f64..0.5, 0.5f32..1.0, 0.0f32..0.5, 0.0f32..0.5).prop_map(move |(hw, lw, pt, dt, sm)| PlanLimits {
                 moves_max,
                 bytes_max: bytes_max * MIB,
                 high_water: hw,
                 low_water: lw,
                 promote_threshold: pt,
                 demote_threshold: dt,
+                swap_margin: sm,
             });
             (Just(tiers), blobs, req, lim).prop_map(|(tiers, blobs, req, lim)| {
                 let blobs = blobs
