@@ -822,7 +822,7 @@ mod core_tests {
     use super::*;
     use crate::files::{OpenArgs, WriteOutcome};
     use crate::testutil::{fixture, pattern};
-    use strata_proto::wire::{WireDestInfo, TIER_DEST, TIER_PENDING};
+    use strata_proto::wire::{WireDestInfo, WireExtent, TIER_DEST, TIER_PENDING};
 
     const PAGE: u64 = 4096;
     const OWNER: (u64, u32) = (1, 0);
@@ -837,8 +837,6 @@ mod core_tests {
         core.unpin(OWNER, pin);
         ex
     }
-
-    use strata_proto::wire::WireExtent;
 
     #[test]
     fn pages_read_ahead_are_waited_for_arrive_clean_and_never_overwrite_a_write() {
