@@ -71,13 +71,13 @@ impl Geometry {
         if self.timesteps == 0 || self.timesteps > TIMESTEPS_MAX {
             bail!("timesteps must be 1..={TIMESTEPS_MAX}");
         }
-        if self.slice == 0 || self.slice % STAMP_UNIT != 0 || self.slice > SLICE_MAX {
+        if self.slice == 0 || !self.slice.is_multiple_of(STAMP_UNIT) || self.slice > SLICE_MAX {
             bail!("the per-process slice ({} B) must be a positive multiple of 64 KiB", self.slice);
         }
-        if self.read_size == 0 || self.read_size % STAMP_UNIT != 0 || self.read_size > WRITE_MAX * 4 {
+        if self.read_size == 0 || !self.read_size.is_multiple_of(STAMP_UNIT) || self.read_size > WRITE_MAX * 4 {
             bail!("the read size must be a multiple of 64 KiB, at most 16 MiB");
         }
-        if (self.procs * self.slice) % self.read_size != 0 {
+        if !(self.procs * self.slice).is_multiple_of(self.read_size) {
             bail!("a variable ({} B) must be a multiple of the read size ({} B)", self.procs * self.slice, self.read_size);
         }
         Ok(())
