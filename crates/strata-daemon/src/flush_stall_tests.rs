@@ -43,7 +43,10 @@ fn complete_one(core: &mut Core, f: &mut Flusher, rx: &mpsc::Receiver<Msg>) {
 /// A FIFO without a reader: opening it for writing blocks like a hung
 /// mount. Dropping this opens it for reading (non-blocking), which releases
 /// a worker blocked in `open` even when the test fails early — declare it
-/// after the flusher so that it is dropped first.
+/// after the flusher so that it is dropped first. The read end stays open
+/// (leaked until the test process ends): a worker that reaches its `open`
+/// only after the drop must not block forever on a reader already gone
+/// (that race hung this test about one run in five).
 struct Fifo(String);
 impl Fifo {
     fn new(path: &str) -> Fifo {
@@ -55,7 +58,9 @@ impl Fifo {
 impl Drop for Fifo {
     fn drop(&mut self) {
         use std::os::unix::fs::OpenOptionsExt;
-        let _ = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&self.0);
+        if let Ok(reader) = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&self.0) {
+            std::mem::forget(reader);
+        }
     }
 }
 
