@@ -241,3 +241,46 @@ fn deleting_a_blob_during_its_copy_returns_all_space_at_once() {
     assert_eq!((core.tiers.tiers[0].blob_bytes, core.tiers.tiers[1].blob_bytes), (0, 0), "nothing freed twice or leaked");
     core.check().unwrap();
 }
+
+#[test]
+fn dirty_file_pages_demoted_under_pressure_stay_dirty_and_read_back_identical() {
+    use crate::files::OpenArgs;
+    use strata_proto::wire::WireDestInfo;
+    let mut fx = fixture(4 * MIB, 64 * MIB, MIB);
+    let rx = start(&mut fx, false);
+    let core = &mut fx.core;
+    // 64 KiB pages; 3.5 MiB written while the RAM tier holds 4 MiB.
+    let a = OpenArgs { create: true, mode: 0o640, persist: strata_meta::Persist::Default as u32, page_shift: 16, dest: Some(WireDestInfo::default()), ..OpenArgs::default() };
+    let id = core.file_open("/dest/f", &a).unwrap();
+    let data = pattern(7 * MIB as usize / 2, 4);
+    core.file_write(id, Some(0), Src::Bytes(&data), None).unwrap();
+    let pages = data.len() as u64 / (64 << 10);
+    let on = |c: &Core, mask: u32| (0..pages).filter(|p| c.meta.page_blob(id, *p).is_some_and(|b| c.meta.blob(b).unwrap().tier_mask() == mask)).count();
+    // Placement fills RAM up to ~90 %; a lower high-water mark keeps headroom for new writes.
+    assert!(core.tiers.tiers[0].blob_bytes as f64 > 0.8 * (4 * MIB) as f64, "{}", core.tiers.tiers[0].blob_bytes);
+    core.org.configure(&strata_config::OrganizerConfig { high_water: 0.8, low_water: 0.6, ..org_cfg() });
+    // Nothing read since: cold pages go down until low water (60 %).
+    for p in 0..pages {
+        make_cold(core, core.meta.page_blob(id, p).unwrap());
+    }
+    pump(core, &rx, |c| c.tiers.tiers[0].blob_bytes as f64 <= 0.6 * (4 * MIB) as f64);
+    let demoted = on(core, 0b10);
+    assert!(demoted > 0 && core.org.status().demoted_blobs as usize == demoted);
+    for p in 0..pages {
+        let b = core.meta.blob(core.meta.page_blob(id, p).unwrap()).unwrap();
+        assert!(b.dirty, "page {p} keeps its dirty flag");
+    }
+    assert!(core.files.dirty.contains(&id), "the file still waits for the flusher");
+    core.file_check().unwrap();
+    // The bytes read back identical through the file path.
+    let mut ex = Vec::new();
+    let (size, covered, pin) = core.file_read((1, 0), id, 0, data.len() as u64, &mut ex, 4096).unwrap();
+    assert_eq!((size, covered), (data.len() as u64, data.len() as u64));
+    let mut got = vec![0u8; data.len()];
+    for e in &ex {
+        core.tiers.read(e.tier as usize, e.phys_off, &mut got[e.logical_off as usize..(e.logical_off + e.len) as usize]).unwrap();
+    }
+    core.unpin((1, 0), pin);
+    assert_eq!(got, data);
+    core.check().unwrap();
+}
