@@ -421,6 +421,7 @@ impl Core {
         let old_size = std::mem::replace(&mut blob.size, size);
         blob.mtime_ns = now;
         crate::organizer::record_access(blob, now, &params);
+        self.org.accessed(id);
         blob.dirty = true;
         debug_assert!(blob.check().is_ok(), "{:?}", blob.check());
         self.meta.blob_touch(id);
@@ -515,6 +516,7 @@ impl Core {
         blob.size = new_size;
         blob.mtime_ns = now;
         crate::organizer::record_access(blob, now, &params);
+        self.org.accessed(id);
         blob.dirty = true;
         debug_assert!(blob.check().is_ok(), "{:?}", blob.check());
         self.meta.blob_touch(id);
@@ -581,6 +583,7 @@ impl Core {
         let params = self.org.params;
         let blob = self.meta.blob_stats_mut(id).ok_or(Errno::Internal)?;
         crate::organizer::record_access(blob, now, &params);
+        self.org.accessed(id);
         let size = blob.size;
         let start = offset.min(size);
         let end = offset.saturating_add(len).min(size);

@@ -48,8 +48,12 @@ use crate::tier::Backing;
 pub const ORGANIZER_OWNER: (u64, u32) = (u64::MAX, 2);
 /// Queued promotion requests (prefetcher); more are dropped and counted.
 pub const REQUESTS_MAX: usize = 4096;
-/// Blobs scored per round (a rotating window over the blob table).
-pub const SCAN_BLOBS_MAX: usize = 65_536;
+/// Blobs scored per round from a rotating window over the blob table
+/// (≈ 2 ms of poller time), besides the recently accessed ones.
+pub const SCAN_BLOBS_MAX: usize = 16_384;
+/// Blobs accessed since the last round that are scored in it (more are
+/// left to the rotating window).
+pub const RECENT_MAX: usize = 16_384;
 /// Moves per round (one batch).
 pub const MOVES_PER_ROUND_MAX: usize = 64;
 /// Bytes per round when the bandwidth is unlimited.
@@ -116,6 +120,8 @@ pub struct Organizer {
     tier_scores: Vec<f64>,
     requests: VecDeque<BlobId>,
     requested: HashSet<BlobId>,
+    /// Blobs accessed since the last round (≤ `RECENT_MAX`, may repeat).
+    recent: Vec<BlobId>,
     tx: Option<mpsc::Sender<MoveBatch>>,
     in_flight: Option<InFlight>,
     next_batch: u64,
@@ -134,6 +140,7 @@ impl Default for Organizer {
             tier_scores: Vec::new(),
             requests: VecDeque::new(),
             requested: HashSet::new(),
+            recent: Vec::new(),
             tx: None,
             in_flight: None,
             next_batch: 1,
@@ -150,6 +157,14 @@ impl Organizer {
         self.params = ScoreParams { recency_window_ns: cfg.recency_window_ns(), frequency_window_ns: cfg.frequency_window_ns() };
         self.cfg = cfg.clone();
         self.status.bandwidth_max_mib_s = cfg.bandwidth_max_mib_s;
+    }
+
+    /// Notes an access of `id` so the next round scores it (hot blobs are
+    /// found at once however many blobs there are).
+    pub fn accessed(&mut self, id: BlobId) {
+        if self.enabled && self.recent.len() < RECENT_MAX {
+            self.recent.push(id);
+        }
     }
 
     /// Shutdown: no new rounds (a batch in flight still completes or is cancelled).
@@ -205,6 +220,7 @@ impl Core {
         for pg in start / page..=(end - 1) / page {
             if let Some(b) = self.meta.page_blob(id, pg).and_then(|b| self.meta.blob_stats_mut(b)) {
                 record_access(b, now, &p);
+                self.org.accessed(b.id);
             }
         }
     }
@@ -434,10 +450,11 @@ pub fn tick(core: &mut Core) {
     core.org.scan_cursor += SCAN_BLOBS_MAX;
     let requests: Vec<BlobId> = core.org.requests.drain(..).collect();
     core.org.requested.clear();
-    let in_window: HashSet<u64> = if requests.is_empty() { HashSet::new() } else { blobs.iter().map(|b| b.id).collect() };
-    for id in &requests {
-        if !in_window.contains(&id.0) {
-            if let Some(b) = core.meta.blob(*id) {
+    let recent = std::mem::take(&mut core.org.recent);
+    let mut seen: HashSet<u64> = if requests.is_empty() && recent.is_empty() { HashSet::new() } else { blobs.iter().map(|b| b.id).collect() };
+    for id in requests.iter().chain(recent.iter()) {
+        if seen.insert(id.0) {
+            if let Some(b) = core.meta.blob(*id).filter(|b| b.size > 0) {
                 blobs.push(state(b));
             }
         }

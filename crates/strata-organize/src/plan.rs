@@ -63,6 +63,9 @@ pub struct PlanLimits {
 
 /// The organizer's default `swap_margin`.
 pub const SWAP_MARGIN: f32 = 0.2;
+/// Hot blobs per plan that may look for colder blobs to displace (each look
+/// is linear in the blobs given, so a plan stays O(n log n)).
+pub const SWAP_TRIES_MAX: usize = 4;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MoveKind {
@@ -229,6 +232,7 @@ pub fn plan(tiers: &[TierState], blobs: &[BlobState], requested: &[u64], limits:
     // 3. Promotions of hot blobs, hottest first; room made by demoting cold ones.
     let mut hot: Vec<&BlobState> = blobs.iter().filter(valid).filter(|b| b.score >= limits.promote_threshold).collect();
     hot.sort_by(|a, b| b.score.partial_cmp(&a.score).unwrap_or(std::cmp::Ordering::Equal).then(a.bytes.cmp(&b.bytes)));
+    let mut swap_tries = 0usize;
     for b in hot {
         if p.full() {
             break;
@@ -247,9 +251,10 @@ pub fn plan(tiers: &[TierState], blobs: &[BlobState], requested: &[u64], limits:
         // No room above: make room on the fastest tier by demoting cold blobs.
         let top = p.order[0];
         let high = p.limit(top, limits.high_water);
-        if b.bytes > high {
+        if b.bytes > high || swap_tries >= SWAP_TRIES_MAX {
             continue;
         }
+        swap_tries += 1;
         let need = (p.proj[top] + b.bytes).saturating_sub(high);
         let cold_below = limits.demote_threshold.max((b.score - limits.swap_margin).min(limits.promote_threshold));
         let cold: Vec<&BlobState> = coldest
@@ -337,6 +342,16 @@ mod tests {
         for b in blobs.iter_mut().filter(|b| b.id != 1) {
             b.score = 0.71;
         }
+        assert!(plan(&tiers, &blobs, &[], &limits()).is_empty());
+    }
+
+    #[test]
+    fn swap_looks_are_bounded_per_plan() {
+        // Many hot blobs, each needing more room than the cold blobs give: at
+        // most SWAP_TRIES_MAX of them look for blobs to displace (else O(n²)).
+        let tiers = [tier(1.0, 1000 * MIB, 890 * MIB), tier(0.2, 100_000 * MIB, 0)];
+        let mut blobs: Vec<BlobState> = (0..2000).map(|i| blob(i, 64 << 10, 0, 0.1)).collect();
+        blobs.extend((2000..4000).map(|i| blob(i, 500 * MIB, 1, 0.95)));
         assert!(plan(&tiers, &blobs, &[], &limits()).is_empty());
     }
 
