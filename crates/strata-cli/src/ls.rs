@@ -7,7 +7,7 @@ use strata_client::{BlobInfo, Bucket};
 use crate::table::Table;
 
 /// Names of the tiers whose bit is set in `mask`.
-fn tiers_of<'a>(tiers: &'a [String], mask: u32) -> Vec<&'a str> {
+fn tiers_of(tiers: &[String], mask: u32) -> Vec<&str> {
     tiers.iter().enumerate().filter(|(k, _)| mask & (1 << k) != 0).map(|(_, n)| n.as_str()).collect()
 }
 

@@ -178,7 +178,7 @@ impl Planner<'_> {
 /// One round's moves. `requested` are blob ids asked to be promoted (in order).
 pub fn plan(tiers: &[TierState], blobs: &[BlobState], requested: &[u64], limits: &PlanLimits) -> Vec<Move> {
     let n = tiers.len();
-    if n < 2 || n > 64 || limits.moves_max == 0 {
+    if !(2..=64).contains(&n) || limits.moves_max == 0 {
         return Vec::new();
     }
     let mut order: Vec<usize> = (0..n).collect();
