@@ -427,7 +427,10 @@ pub fn run(a: AdaptersArgs, socket: &Path) -> Result<()> {
     let pid = std::process::id();
     let tmpfs_base = a.tmpfs.join(format!("strata-bench-adapters-{pid}"));
     let slow_mnt = a.slow_pfs.clone().unwrap_or_else(default_slow_pfs);
-    let slow_ok = slow_mnt.is_dir() && (a.slow_pfs.is_some() || team::is_mountpoint(&slow_mnt));
+    if a.slow_pfs.is_some() && a.dest.is_none() && !team::is_mountpoint(&slow_mnt) {
+        bail!("--slow-pfs {}: not a mount point (mount it with ../shared/tools/slow-pfs up, or give a plain directory with --dest)", slow_mnt.display());
+    }
+    let slow_ok = slow_mnt.is_dir() && team::is_mountpoint(&slow_mnt);
     let slow_base = slow_ok.then(|| slow_mnt.join(format!("strata-bench-adapters-{pid}")));
     if !slow_ok {
         notes.push(format!(

@@ -634,7 +634,10 @@ pub fn run(a: TiersArgs, socket: &Path) -> Result<()> {
     // Directories.
     let pid = std::process::id();
     let slow_mnt = a.slow_pfs.clone().unwrap_or_else(default_slow_pfs);
-    let slow_ok = slow_mnt.is_dir() && (a.slow_pfs.is_some() || team::is_mountpoint(&slow_mnt));
+    if a.slow_pfs.is_some() && a.dest.is_none() && !team::is_mountpoint(&slow_mnt) {
+        bail!("--slow-pfs {}: not a mount point (mount it with ../shared/tools/slow-pfs up, or give a plain directory with --dest)", slow_mnt.display());
+    }
+    let slow_ok = slow_mnt.is_dir() && team::is_mountpoint(&slow_mnt);
     let (dest_root, dest_kind) = match (&a.dest, slow_ok) {
         (Some(d), _) => (d.clone(), if team::is_tmpfs(d) { "tmpfs, given" } else { "given" }),
         (None, true) => (slow_mnt.clone(), "slow-pfs"),
