@@ -135,3 +135,43 @@ fn ram_only_buffer_writes_through_instead_of_enospc() {
     let f = d.status().files;
     assert!(f.write_through_bytes_total > 0 && f.evicted_bytes_total > 0, "{f:?}");
 }
+
+/// Scan resistance: a file read once that is three times the buffer must
+/// not push the pages the application wrote (flushed, clean) out of it —
+/// read-through and read-ahead pages replace each other. (That a page
+/// missed twice gets in is a unit test of `files_evict`.)
+#[test]
+fn a_large_read_does_not_flush_written_pages_out_of_the_buffer() {
+    let d = TestDaemon::start_with(Tiers { ram: "16MiB", disk: None, extra_yaml: "" });
+    let tmp = tempfile::Builder::new().prefix("strata-pressure-scan-").tempdir().unwrap();
+    let work = tmp.path().join("work");
+    let refs = tmp.path().join("ref");
+    for dir in [&work, &refs] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    let w = bytes(21, 8 << 20);
+    let big = bytes(22, 48 << 20);
+    std::fs::write(refs.join("w"), &w).unwrap();
+    std::fs::write(refs.join("big"), &big).unwrap();
+    // Written by a program outside strata: only at the destination.
+    std::fs::write(work.join("big"), &big).unwrap();
+    let run = |script: &str, what: &str| {
+        let script = format!("set -e\n{script}");
+        strata_run(&d, Mode::Default, &work, &work, &["sh", "-c", &script]).assert_ok(what);
+    };
+    run(&format!("cp {r}/w w\n", r = refs.display()), "write w");
+    let after_write = d.status().files;
+    assert_eq!(after_write.dirty_bytes, 0, "strata run drained: {after_write:?}");
+    run(&format!("cmp big {r}/big\n", r = refs.display()), "read big once");
+    let after_scan = d.status().files;
+    assert!(after_scan.read_dest_bytes_total > after_write.read_dest_bytes_total, "big was read from the destination: {after_scan:?}");
+    assert!(after_scan.evicted_bytes_total >= 16 << 20, "big's pages replaced each other: {after_scan:?}");
+    run(&format!("cmp w {r}/w\n", r = refs.display()), "read w");
+    let after_w = d.status().files;
+    assert_eq!(after_w.read_dest_bytes_total, after_scan.read_dest_bytes_total, "w is still wholly in the buffer: {after_w:?}");
+    assert!(after_w.read_hit_bytes_total >= after_scan.read_hit_bytes_total + w.len() as u64, "{after_w:?}");
+    run(&format!("cmp big {r}/big\n", r = refs.display()), "read big again");
+    assert_eq!(std::fs::read(work.join("w")).unwrap(), w, "w at the destination");
+    let log = d.log();
+    assert!(!log.contains("ERROR"), "daemon errors:\n{log}");
+}

@@ -609,13 +609,16 @@ impl Client {
             return Err(err(Errno::Internal, format!("fill of unaligned page offset {page_off}")));
         }
         let bytes = self.read_dest_page(id, page_off, page)?;
-        self.give_page(id, page_off, &bytes)
+        // The write needs the page: keep it even under capacity pressure.
+        self.give_page(id, page_off, &bytes, flags::FILL_KEEP)
     }
 
     /// Offers a destination page to the daemon; true if it was buffered.
-    fn give_page(&self, id: u64, page_off: u64, bytes: &[u8]) -> Result<bool> {
+    /// `fl`: 0 or `FILL_KEEP` (the daemon otherwise keeps a page only if
+    /// that does not evict written data, or the page was missed before).
+    fn give_page(&self, id: u64, page_off: u64, bytes: &[u8], fl: u32) -> Result<bool> {
         let mut ch = self.chan();
-        let sub = match ch.submit_data(&self.inner, Op::FileFill, id, "", page_off, bytes, 0)? {
+        let sub = match ch.submit_data(&self.inner, Op::FileFill, id, "", page_off, bytes, fl)? {
             Some(s) => s,
             None => {
                 // No arena room: the page stays unbuffered; reads go to the destination.
@@ -634,6 +637,12 @@ impl Client {
     /// destination a second time; after `PENDING_WAIT_MAX` of waiting in one
     /// call the client reads it itself.
     pub fn file_read(&self, id: u64, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        self.file_read_fill(id, offset, buf, 0)
+    }
+
+    /// `file_read`, offering the pages read from the destination with
+    /// `fill_flags` (`FILL_KEEP` for stage-in).
+    pub(crate) fn file_read_fill(&self, id: u64, offset: u64, buf: &mut [u8], fill_flags: u32) -> Result<usize> {
         let mut done = 0usize;
         let mut page_bytes = 0u64;
         let mut waited = std::time::Duration::ZERO;
@@ -680,7 +689,7 @@ impl Client {
                 if page_bytes == 0 {
                     page_bytes = self.file_stat(id)?.page_bytes.max(PAGE_BYTES_MIN);
                 }
-                self.read_through(id, at, dst, &from_dest, page_bytes)?;
+                self.read_through(id, at, dst, &from_dest, page_bytes, fill_flags)?;
             }
             done += covered;
             if covered == 0 {
@@ -700,7 +709,7 @@ impl Client {
     /// Fills the `TIER_DEST` extents of `dst` (which starts at file offset
     /// `base`) from the destination, page by page, and offers each page to
     /// the daemon so the next read is a hit.
-    fn read_through(&self, id: u64, base: u64, dst: &mut [u8], exts: &[strata_proto::wire::WireExtent], page_bytes: u64) -> Result<()> {
+    fn read_through(&self, id: u64, base: u64, dst: &mut [u8], exts: &[strata_proto::wire::WireExtent], page_bytes: u64, fill_flags: u32) -> Result<()> {
         for e in exts {
             let end = e.logical_off + e.len;
             let mut page_off = e.logical_off / page_bytes * page_bytes;
@@ -715,7 +724,7 @@ impl Client {
                 d[..avail].copy_from_slice(&page[src_lo..src_lo + avail]);
                 d[avail..].fill(0);
                 // Not taken (no room, or a write-through intervened): fine, reads stay correct.
-                let _ = self.give_page(id, page_off, &page)?;
+                let _ = self.give_page(id, page_off, &page, fill_flags)?;
                 page_off += page_bytes;
             }
         }

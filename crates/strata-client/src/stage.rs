@@ -378,7 +378,8 @@ impl Client {
         let res = (|| {
             // Bounded: each round reads ≥ 1 byte or ends (EOF).
             loop {
-                let n = self.file_read(attr.id, off, buf).map_err(|e| err(e.errno, format!("read at {off}: {e}")))?;
+                // Stage-in asks for the data to stay: keep it even if that evicts written pages.
+                let n = self.file_read_fill(attr.id, off, buf, strata_proto::wire::flags::FILL_KEEP).map_err(|e| err(e.errno, format!("read at {off}: {e}")))?;
                 if n == 0 {
                     return Ok(());
                 }

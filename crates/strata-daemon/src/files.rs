@@ -25,6 +25,7 @@ use strata_proto::wire::{WireDestInfo, WireExtent, WireFileAttr, TIER_DEST, TIER
 use strata_proto::{Errno, Result};
 
 use crate::core::{now_ns, Core, Src};
+use crate::files_evict::FillFrom;
 
 /// Largest file size (and write end) accepted: POSIX `off_t` is signed.
 pub const FILE_BYTES_MAX: u64 = i64::MAX as u64;
@@ -475,8 +476,9 @@ impl Core {
     /// `FileFill`: inserts page `page_off` as a clean page made of the
     /// destination's bytes `src` (clamped to `dest_size`). Returns whether
     /// it was inserted (false: the page exists already or lies beyond the
-    /// destination's valid bytes). Lease bytes are always consumed.
-    pub fn file_fill(&mut self, id: BucketId, page_off: u64, src: Src<'_>, taken: Option<Range>) -> Result<bool> {
+    /// destination's valid bytes, or capacity pressure declined it: see
+    /// `pressure_fill`). Lease bytes are always consumed.
+    pub fn file_fill(&mut self, id: BucketId, page_off: u64, src: Src<'_>, taken: Option<Range>, from: FillFrom) -> Result<bool> {
         let give_back = |core: &mut Core| {
             if let Some(t) = taken {
                 let _ = core.tiers.arena.alloc.free(t);
@@ -500,22 +502,28 @@ impl Core {
             give_back(self);
             return Ok(false);
         }
-        let keep = (dest_size - page_off).min(data.len() as u64) as usize;
+        let keep_len = (dest_size - page_off).min(data.len() as u64) as usize;
         let mut buf = [0u8; 20];
         let name = page_key(index, &mut buf).to_string();
         let src = match src {
-            Src::Lease { off, .. } => Src::Lease { off, data: &data[..keep] },
-            Src::Bytes(_) => Src::Bytes(&data[..keep]),
+            Src::Lease { off, .. } => Src::Lease { off, data: &data[..keep_len] },
+            Src::Bytes(_) => Src::Bytes(&data[..keep_len]),
         };
-        if keep == 0 || !self.pressure_fill(id, page_off, keep as u64, taken.map_or(0, |t| t.len)) {
+        let probation = match keep_len {
+            0 => None,
+            n => self.pressure_fill(id, page_off, n as u64, taken.map_or(0, |t| t.len), from),
+        };
+        let Some(probation) = probation else {
             give_back(self);
             return Ok(false);
-        }
+        };
         self.put(id, &name, src, taken, None, true)?;
         let bid = self.meta.page_blob(id, index).ok_or(Errno::Internal)?;
-        // Clean: identical to the destination.
+        // Clean: identical to the destination; on probation until rewritten
+        // (unless admitted as a page read again, or to keep).
         if let Some(b) = self.meta.blob_mut(bid) {
             b.dirty = false;
+            b.fill_gen = probation.then_some(b.gen);
         }
         Ok(true)
     }

@@ -16,6 +16,22 @@
 //! (`max(atime, mtime)` of the record, which `FileRead` and writes update),
 //! then by the page blob's own last write/fill time.
 //!
+//! **Scan-resistant admission of fills** (`pressure_fill`). A page filled
+//! from the destination (client read-through, read-ahead) is *on probation*
+//! while it holds exactly the filled bytes (`Blob::fill_gen == gen`). When
+//! the buffer is full, a fill may evict only pages on probation; pages the
+//! application wrote (clean once flushed) stay, and the fill is declined
+//! (the reader has its bytes anyway; counted in
+//! `fill_declined_bytes_total`) and its page remembered in a bounded *ghost*
+//! list. A later fill of a ghost page — the page was missed twice, so it is
+//! being re-read — may evict any evictable page, least recently used first.
+//! So one large read of data that does not fit (a scan) cannot flush the
+//! written working set out of the buffer (without this, a cyclic scan of
+//! twice the buffer gets 0 % hits under LRU), while a working set read again
+//! still gets in. Fills the client marks `FILL_KEEP` (stage-in, and the page
+//! a partial write needs first) are admitted like a ghost hit. Writes evict
+//! any evictable page, as before.
+//!
 //! Write-through protocol (all on the poller thread):
 //! * `FileWrite` answers `WriteThrough` before modifying anything when the
 //!   write does not fit after eviction, and always while a write-through of
@@ -42,7 +58,7 @@
 //! Known limit: a truncation of the file racing a write-through from another
 //! thread is serialised as "write, then truncate".
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use strata_alloc::Range;
 use strata_meta::{BucketId, Persist};
@@ -60,6 +76,9 @@ const EVICT_SLACK_MAX: u64 = 256 << 20;
 const SEEN_MAX: usize = 1 << 16;
 /// Files remembered in `gens` before forgotten files are pruned.
 const GENS_PRUNE_AT: usize = 4096;
+/// Declined fills remembered (file, page) — the ghost list; the oldest is
+/// forgotten first. 65 536 pages: 64 GiB of 1 MiB pages.
+pub const GHOST_PAGES_MAX: usize = 1 << 16;
 
 /// A write-through in progress on one file.
 #[derive(Debug, Default, Clone)]
@@ -85,11 +104,20 @@ pub struct EvictState {
     /// Eviction candidates of the last scan, least recently used first
     /// (re-checked when taken; a new scan when exhausted).
     pub queue: VecDeque<(BucketId, u64)>,
+    /// The candidates of the same scan that were on probation (filled from
+    /// the destination and not rewritten since), least recently used first.
+    pub queue_filled: VecDeque<(BucketId, u64)>,
+    /// Declined fills (file, page), for scan-resistant admission; at most
+    /// `GHOST_PAGES_MAX`, oldest first in `ghost_order`.
+    pub ghost: HashSet<(BucketId, u64)>,
+    pub ghost_order: VecDeque<(BucketId, u64)>,
     /// Fills accepted so far (fills and flush completions make clean pages).
     pub fills: u64,
     /// (flushed bytes, fills) when a scan last found no candidate: no new
     /// scan until one of them moves.
     pub empty_scan_at: Option<(u64, u64)>,
+    /// The same for candidates on probation.
+    pub empty_filled_scan_at: Option<(u64, u64)>,
 }
 
 /// Answer to `FileThrough`.
@@ -101,11 +129,26 @@ pub enum ThroughAnswer {
     Wait { failed: Option<String> },
 }
 
+/// Who fills a page, for scan-resistant admission (`Core::pressure_fill`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FillFrom {
+    /// A client's read-through: declined fills are remembered (ghosts), a
+    /// ghost's second fill may evict any clean page.
+    Read,
+    /// The daemon's read-ahead: evicts only pages on probation and leaves
+    /// the ghost list alone (the reader's own fill decides).
+    ReadAhead,
+    /// `FILL_KEEP` (stage-in, the page a partial write needs): may evict
+    /// any clean page.
+    Keep,
+}
+
 /// One eviction candidate.
 struct Candidate {
     key: (u64, u64),
     file: BucketId,
     page: u64,
+    probation: bool,
 }
 
 impl Core {
@@ -204,23 +247,31 @@ impl Core {
 
     /// Evicts clean pages (least recently used first) until `want` bytes
     /// are free by capacity or no candidate is left; never touches pages
-    /// `keep` = (file, first page, last page). Returns the bytes evicted.
-    pub fn evict_clean(&mut self, want: u64, lease: u64, keep: Option<(BucketId, u64, u64)>) -> u64 {
+    /// `keep` = (file, first page, last page); `probation_only`: only pages
+    /// on probation (see the module documentation). Returns the bytes evicted.
+    pub fn evict_clean(&mut self, want: u64, lease: u64, keep: Option<(BucketId, u64, u64)>, probation_only: bool) -> u64 {
         let mut evicted = 0u64;
         let mut scanned = false;
         let mut kept: Vec<(BucketId, u64)> = Vec::new();
         // Bounded: each round takes a queue entry; a scan refills the queue at most once.
         while self.capacity_free(lease) < want {
-            let Some((id, p)) = self.files.evict.queue.pop_front() else {
+            let ev = &mut self.files.evict;
+            let next = if probation_only { ev.queue_filled.pop_front() } else { ev.queue.pop_front() };
+            let Some((id, p)) = next else {
                 let mark = (self.files.counters.flushed_bytes_total, self.files.evict.fills);
-                if scanned || self.files.evict.empty_scan_at == Some(mark) {
+                let empty_at = if probation_only { self.files.evict.empty_filled_scan_at } else { self.files.evict.empty_scan_at };
+                if scanned || empty_at == Some(mark) {
                     break;
                 }
                 scanned = true;
                 kept.clear();
                 self.evict_scan();
-                if self.files.evict.queue.is_empty() {
-                    self.files.evict.empty_scan_at = Some(mark);
+                let ev = &mut self.files.evict;
+                if ev.queue.is_empty() {
+                    ev.empty_scan_at = Some(mark);
+                }
+                if ev.queue_filled.is_empty() {
+                    ev.empty_filled_scan_at = Some(mark);
                 }
                 continue;
             };
@@ -228,18 +279,30 @@ impl Core {
                 kept.push((id, p));
                 continue;
             }
+            if probation_only && !self.on_probation(id, p) {
+                // Rewritten since the scan: a candidate of `queue` only.
+                continue;
+            }
             evicted += self.evict_page(id, p);
         }
         // Pages of the request stay candidates for later ones.
+        let q = if probation_only { &mut self.files.evict.queue_filled } else { &mut self.files.evict.queue };
         for e in kept.into_iter().rev() {
-            self.files.evict.queue.push_front(e);
+            q.push_front(e);
         }
         evicted
+    }
+
+    /// Whether page `index` of file `id` holds exactly the bytes it was
+    /// filled with from the destination (see the module documentation).
+    pub fn on_probation(&self, id: BucketId, index: u64) -> bool {
+        self.meta.page_blob(id, index).and_then(|b| self.meta.blob(b)).is_some_and(|b| b.fill_gen == Some(b.gen))
     }
 
     /// Lists every evictable page into the queue, least recently used first.
     fn evict_scan(&mut self) {
         let mut cands: Vec<Candidate> = Vec::new();
+        // Bounded by the store's blob limit (`metadata.blobs_max`).
         for (id, _, rec) in self.meta.files() {
             if rec.persist != Persist::Default || !rec.dest_exists || rec.dest_size == 0 {
                 continue;
@@ -250,11 +313,12 @@ impl Core {
                 if !self.evictable(id, p) {
                     continue;
                 }
-                let page_key = self.meta.blob(bid).map_or(0, |b| b.atime_ns.max(b.mtime_ns));
-                cands.push(Candidate { key: (file_key, page_key), file: id, page: p });
+                let (page_key, probation) = self.meta.blob(bid).map_or((0, false), |b| (b.atime_ns.max(b.mtime_ns), b.fill_gen == Some(b.gen)));
+                cands.push(Candidate { key: (file_key, page_key), file: id, page: p, probation });
             }
         }
         cands.sort_unstable_by_key(|c| c.key);
+        self.files.evict.queue_filled = cands.iter().filter(|c| c.probation).map(|c| (c.file, c.page)).collect();
         self.files.evict.queue = cands.into_iter().map(|c| (c.file, c.page)).collect();
     }
 
@@ -295,27 +359,62 @@ impl Core {
         }
         let slack = (self.capacity_total() / EVICT_SLACK_DIVISOR).min(EVICT_SLACK_MAX);
         let keep = (end > off).then(|| (id, off / page, (end - 1) / page));
-        self.evict_clean(need.saturating_add(slack), lease, keep);
+        self.evict_clean(need.saturating_add(slack), lease, keep, false);
         if default && self.capacity_free(lease) < need {
             return Err(Errno::WriteThrough);
         }
         Ok(())
     }
 
-    /// Hook of `FileFill` of `len` bytes: evicts clean pages to make room;
-    /// false = no room (the fill is refused rather than spilled).
-    pub(crate) fn pressure_fill(&mut self, id: BucketId, page_off: u64, len: u64, lease: u64) -> bool {
-        let Ok(rec) = self.meta.file(id) else { return false };
+    /// Hook of `FileFill` of `len` bytes: makes room by evicting pages on
+    /// probation, or any clean page for `FillFrom::Keep` and for a client's
+    /// fill of a page declined before (a ghost). None = declined (the fill
+    /// is refused rather than spilled); Some(probation): admitted, on
+    /// probation unless it was a ghost hit or `Keep`. See the module
+    /// documentation.
+    pub(crate) fn pressure_fill(&mut self, id: BucketId, page_off: u64, len: u64, lease: u64, from: FillFrom) -> Option<bool> {
+        let Ok(rec) = self.meta.file(id) else { return None };
         let page = rec.page_bytes;
         let block = self.block_max();
         let need = len.div_ceil(block) * block;
         let index = page_off / page;
+        let here = Some((id, index, index));
         if self.capacity_free(lease) < need {
-            self.evict_clean(need, lease, Some((id, index, index)));
+            self.evict_clean(need, lease, here, true);
+        }
+        let any = match from {
+            FillFrom::Keep => true,
+            FillFrom::Read => self.files.evict.ghost.remove(&(id, index)),
+            FillFrom::ReadAhead => false,
+        };
+        if any && self.capacity_free(lease) < need {
+            self.evict_clean(need, lease, here, false);
         }
         let ok = self.capacity_free(lease) >= need;
         self.files.evict.fills += ok as u64;
-        ok
+        if !ok {
+            self.files.counters.fill_declined_bytes_total += len;
+            if from == FillFrom::Read {
+                self.ghost_note(id, index);
+            }
+            return None;
+        }
+        Some(!any)
+    }
+
+    /// Remembers a declined fill (bounded: the oldest is forgotten).
+    fn ghost_note(&mut self, id: BucketId, index: u64) {
+        let ev = &mut self.files.evict;
+        if !ev.ghost.insert((id, index)) {
+            return;
+        }
+        ev.ghost_order.push_back((id, index));
+        // Bounded: entries removed by a ghost hit are skipped here once.
+        while ev.ghost_order.len() > GHOST_PAGES_MAX {
+            if let Some(old) = ev.ghost_order.pop_front() {
+                ev.ghost.remove(&old);
+            }
+        }
     }
 
     /// Whether channel `owner` may fill pages of file `id` (false while a
@@ -663,6 +762,77 @@ mod tests {
         assert_eq!(read_all(core, b, &dest_b), model_b);
         fake_flush(core, b, &mut dest_b);
         check(core);
+    }
+
+    /// A file of `pages` pages at the (fake) destination, not buffered.
+    fn dest_file(core: &mut Core, path: &str, pages: u64) -> BucketId {
+        let dest = WireDestInfo { exists: 1, mode: 0o640, size: pages * PAGE, ..WireDestInfo::default() };
+        let a = OpenArgs { create: true, mode: 0o640, persist: 0, page_shift: SHIFT, dest: Some(dest), ..OpenArgs::default() };
+        core.file_open(path, &a).unwrap()
+    }
+
+    fn fill(core: &mut Core, id: BucketId, page: u64, from: super::FillFrom) -> bool {
+        core.file_fill(id, page * PAGE, Src::Bytes(&pattern(PAGE as usize, 50 + page as u8)), None, from).unwrap()
+    }
+
+    fn buffered(core: &Core, id: BucketId, pages: u64) -> Vec<u64> {
+        (0..pages).filter(|&p| core.meta.page_blob(id, p).is_some()).collect()
+    }
+
+    #[test]
+    fn a_scan_does_not_evict_written_pages_but_a_page_missed_twice_gets_in() {
+        use super::FillFrom::{Keep, Read, ReadAhead};
+        // 32 KiB RAM + 32 KiB disk = 16 pages of 4 KiB.
+        let mut f = fixture(32 << 10, 32 << 10, 64 << 10);
+        let core = &mut f.core;
+        // The application writes 12 pages (then flushed: clean, evictable).
+        let w = create(core, "/s/w", 0);
+        let mut dest_w = Vec::new();
+        let model_w = pattern(12 * PAGE as usize, 3);
+        write(core, w, 0, &model_w).unwrap();
+        fake_flush(core, w, &mut dest_w);
+        assert!((0..12).all(|p| core.evictable(w, p) && !core.on_probation(w, p)));
+        // A scan of a 32-page file: the 4 free pages take fills (on probation) ...
+        let r = dest_file(core, "/s/r", 32);
+        for p in 0..4 {
+            assert!(fill(core, r, p, Read), "free room: page {p} kept");
+            assert!(core.on_probation(r, p));
+        }
+        // ... and later fills evict only those, never the written pages.
+        for p in 4..12 {
+            assert!(fill(core, r, p, Read), "page {p} replaces an older page of the scan");
+            check(core);
+        }
+        assert_eq!(buffered(core, r, 32), vec![8, 9, 10, 11], "least recently filled evicted first");
+        assert_eq!(buffered(core, w, 12).len(), 12, "written pages untouched");
+        assert_eq!(core.files.counters.fill_declined_bytes_total, 0);
+        // Written pages and pages kept for a reason fill the buffer: fills are declined.
+        let k = dest_file(core, "/s/k", 4);
+        for p in 0..4 {
+            assert!(fill(core, k, p, Keep), "FILL_KEEP evicts the scan's pages");
+            assert!(!core.on_probation(k, p));
+        }
+        assert!(buffered(core, r, 32).is_empty());
+        assert!(!fill(core, r, 20, ReadAhead), "read-ahead never evicts written pages");
+        assert!(!fill(core, r, 21, Read), "nor does a first miss");
+        assert_eq!(core.files.counters.fill_declined_bytes_total, 2 * PAGE);
+        assert_eq!(core.files.evict.ghost.len(), 1, "only the client's miss is remembered");
+        assert_eq!((buffered(core, w, 12).len(), buffered(core, k, 4).len()), (12, 4));
+        assert!(!fill(core, r, 20, Read), "read-ahead left no ghost");
+        // The second miss of a page gets in, evicting the least recently used written page.
+        assert!(fill(core, r, 21, Read), "a page missed twice is kept");
+        assert!(!core.on_probation(r, 21), "kept as re-read, not on probation");
+        assert_eq!(buffered(core, w, 12).len(), 11);
+        assert_eq!(core.files.counters.evicted_bytes_total, 13 * PAGE, "8 + 4 pages of the scan, then 1 written page");
+        check(core);
+        // A filled page the application rewrites leaves probation.
+        core.evict_file(w);
+        assert!(fill(core, r, 0, ReadAhead) && core.on_probation(r, 0));
+        write(core, r, 10, b"rewritten").unwrap();
+        assert!(!core.on_probation(r, 0), "rewritten");
+        check(core);
+        // Bytes: the written file reads back whole (evicted pages from the destination).
+        assert_eq!(read_all(core, w, &dest_w), model_w);
     }
 
     #[test]

@@ -128,9 +128,9 @@ fn need_fill_is_decided_before_anything_changes() {
     // The last page: covering the whole overlap [8192, 10000) is enough.
     assert!(matches!(write(core, id, 2 * PAGE, &vec![3u8; 10_000 - 2 * PAGE as usize + 50]), WriteOutcome::Done { .. }));
     // Fill page 0, then the partial write goes through.
-    assert!(via_lease(core, &dest[..PAGE as usize], |c, s, t| c.file_fill(id, 0, s, t).unwrap()));
-    assert!(!core.file_fill(id, 0, Src::Bytes(&dest[..PAGE as usize]), None).unwrap(), "already present");
-    assert_eq!(core.file_fill(id, 100, Src::Bytes(b"x"), None), Err(Errno::Inval), "unaligned");
+    assert!(via_lease(core, &dest[..PAGE as usize], |c, s, t| c.file_fill(id, 0, s, t, crate::files_evict::FillFrom::Read).unwrap()));
+    assert!(!core.file_fill(id, 0, Src::Bytes(&dest[..PAGE as usize]), None, crate::files_evict::FillFrom::Read).unwrap(), "already present");
+    assert_eq!(core.file_fill(id, 100, Src::Bytes(b"x"), None, crate::files_evict::FillFrom::Read), Err(Errno::Inval), "unaligned");
     assert!(matches!(write(core, id, 100, b"xyz"), WriteOutcome::Done { .. }));
     let mut model = dest.clone();
     model[100..103].copy_from_slice(b"xyz");
@@ -267,7 +267,7 @@ fn rename_and_unlink() {
     assert_eq!(read_all(core, a, &[]).0, pattern(5000, 1));
     // Moving without the destination: it will be written from scratch.
     let c = open_from_dest(core, "/r/c", 3 * PAGE);
-    core.file_fill(c, 0, Src::Bytes(&[7u8; PAGE as usize]), None).unwrap();
+    core.file_fill(c, 0, Src::Bytes(&[7u8; PAGE as usize]), None, crate::files_evict::FillFrom::Read).unwrap();
     assert!(core.meta.file(c).unwrap().dirty_pages.is_empty());
     assert!(core.file_rename("/r/c", "/r/d", false).unwrap());
     let r = core.meta.file(c).unwrap();

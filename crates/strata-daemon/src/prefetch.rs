@@ -605,7 +605,7 @@ pub fn complete(core: &mut Core, done: Done) {
     // The slice borrows the arena mapping, which outlives this call.
     let data: &'static [u8] = unsafe { std::mem::transmute::<&[u8], &'static [u8]>(data) };
     // `file_fill` consumes the reserved space whatever it decides.
-    match core.file_fill(job.file, job.page_off, Src::Lease { off: job.arena.off, data }, Some(job.arena)) {
+    match core.file_fill(job.file, job.page_off, Src::Lease { off: job.arena.off, data }, Some(job.arena), crate::files_evict::FillFrom::ReadAhead) {
         Ok(true) => {
             let Some(b) = core.meta.page_blob(job.file, job.page).and_then(|b| core.meta.blob(b)) else { return };
             let (blob, gen, bytes, tier) = (b.id, b.gen, b.size, b.extents.first().map(|e| e.tier));

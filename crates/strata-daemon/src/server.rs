@@ -23,6 +23,7 @@ use strata_shm::{Doorbell, Ring, ShmSegment};
 
 use crate::core::{Core, Lease, Src};
 use crate::files::{OpenArgs, WriteOutcome};
+use crate::files_evict::FillFrom;
 use crate::flush::{self, Flusher, JobDone};
 
 /// Messages from control threads to the poller.
@@ -623,7 +624,7 @@ impl Poller {
                 self.core.meta.file(bucket)?;
                 let (src, taken) = self.data_src(c, ch, req, names_len, arg_ptr, arg_bytes)?;
                 r.val0 = if self.core.through_fill_ok(owner, bucket) {
-                    self.core.file_fill(bucket, req.offset, src, taken)? as u64
+                    self.core.file_fill(bucket, req.offset, src, taken, if req.flags & flags::FILL_KEEP != 0 { FillFrom::Keep } else { FillFrom::Read })? as u64
                 } else {
                     self.core.through_refuse_fill(taken);
                     0

@@ -142,6 +142,12 @@ pub struct Blob {
     /// CRC-32C of the bytes `[0, size)` when they were sealed on a
     /// non-volatile tier (fsync); cleared by every modification.
     pub sealed_crc: Option<u32>,
+    /// `gen` when the daemon filled this file page from the destination
+    /// (read-through, read-ahead). While it equals `gen` the page holds
+    /// exactly what was filled and is *on probation*: other fills may evict
+    /// it, whereas pages the application wrote are evicted only for writes
+    /// or a fill of a page missed before (scan resistance).
+    pub fill_gen: Option<u64>,
 }
 
 impl Blob {
@@ -644,6 +650,7 @@ impl MetaStore {
             dirty: false,
             gen: self.next_gen,
             sealed_crc: None,
+            fill_gen: None,
         });
         self.touched.blob(id);
         self.next_gen += 1;

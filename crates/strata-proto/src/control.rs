@@ -72,6 +72,10 @@ pub struct FileCounters {
     /// Bytes clients wrote straight to the destination (buffer full).
     #[serde(default)]
     pub write_through_bytes_total: u64,
+    /// Bytes of read-through and read-ahead pages not kept because keeping
+    /// them would have evicted pages not on probation (scan resistance).
+    #[serde(default)]
+    pub fill_declined_bytes_total: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

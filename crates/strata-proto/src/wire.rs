@@ -200,11 +200,15 @@ pub mod flags {
     /// FileSync / FileSyncState: the data must be at the destination (not
     /// only journaled), e.g. before the destination is mmap'ed.
     pub const SYNC_DEST: u32 = 1 << 12;
+    /// FileFill: keep the page even if that evicts pages not on probation
+    /// (stage-in, and the fill a write needs first), see the daemon's
+    /// scan-resistant admission of read-through pages.
+    pub const FILL_KEEP: u32 = 1 << 13;
     /// Bits 16..20: placement policy override + 1 (0 = bucket/daemon default).
     pub const POLICY_SHIFT: u32 = 16;
     pub const POLICY_MASK: u32 = 0xF << POLICY_SHIFT;
     pub const KNOWN: u32 =
-        CREATE | EXCL | PARTIAL | APPEND | SRC_ARG | REPLACE | STATIONARY | TRUNC | DEST_INFO | SET_MODE | SET_MTIME | SET_ATIME | SYNC_DEST | POLICY_MASK;
+        CREATE | EXCL | PARTIAL | APPEND | SRC_ARG | REPLACE | STATIONARY | TRUNC | DEST_INFO | SET_MODE | SET_MTIME | SET_ATIME | SYNC_DEST | FILL_KEEP | POLICY_MASK;
 }
 
 /// Number of pin ids a request can release on the side (piggy-backed).
