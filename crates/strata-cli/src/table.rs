@@ -69,10 +69,33 @@ pub fn status_table(st: &StatusReply) -> String {
         ]);
     }
     out.push_str(&t.render());
+    out.push_str(&files_line(st));
     out.push_str(&journal_lines(st));
     out.push_str(&crate::trace::status_lines(st));
     out.push_str(&organizer_line(st));
     out
+}
+
+/// What `status` says about files (the adapters' file model), totals since the start.
+pub fn files_line(st: &StatusReply) -> String {
+    let f = &st.files;
+    let read = f.read_hit_bytes_total + f.read_dest_bytes_total;
+    let hit = if read > 0 { format!(" ({:.1} % hits)", 100.0 * f.read_hit_bytes_total as f64 / read as f64) } else { String::new() };
+    format!(
+        "\nfiles  {} ({} dirty, {})  written {}  read from buffer {} / destination {}{}  flushed {}  evicted {}  written through {}  fills declined {}{}\n",
+        f.files,
+        f.dirty_files,
+        format_size(f.dirty_bytes),
+        format_size(f.write_bytes_total),
+        format_size(f.read_hit_bytes_total),
+        format_size(f.read_dest_bytes_total),
+        hit,
+        format_size(f.flushed_bytes_total),
+        format_size(f.evicted_bytes_total),
+        format_size(f.write_through_bytes_total),
+        format_size(f.fill_declined_bytes_total),
+        if f.flush_errors_total > 0 { format!("  FLUSH ERRORS {} (see `strata drain status`)", f.flush_errors_total) } else { String::new() },
+    )
 }
 
 /// What `status` says about the buffer organizer.
