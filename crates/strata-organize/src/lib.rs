@@ -27,5 +27,5 @@ mod plan;
 mod bucket;
 
 pub use bucket::TokenBucket;
-pub use plan::{plan, BlobState, Move, MoveKind, PlanLimits, TierState, SWAP_MARGIN, SWAP_TRIES_MAX};
+pub use plan::{plan, BlobState, Move, MoveKind, PlanLimits, TierState, SWAP_MARGIN};
 pub use score::{blob_score, heat_after_access, heat_now, tier_scores, ScoreParams};

@@ -63,9 +63,6 @@ pub struct PlanLimits {
 
 /// The organizer's default `swap_margin`.
 pub const SWAP_MARGIN: f32 = 0.2;
-/// Hot blobs per plan that may look for colder blobs to displace (each look
-/// is linear in the blobs given, so a plan stays O(n log n)).
-pub const SWAP_TRIES_MAX: usize = 4;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MoveKind {
@@ -151,13 +148,16 @@ impl Planner<'_> {
             self.fits(*u, bytes, frac)
         })
     }
-    /// Demotes cold candidates on tier `t` (coldest first) until `enough` says stop.
-    fn shed(&mut self, t: usize, cands: &[&BlobState], mut enough: impl FnMut(&Planner, u64) -> bool) -> u64 {
+    /// Demotes cold candidates on tier `t` (coldest first) until `enough` says
+    /// stop. Returns the bytes freed and how many candidates were looked at.
+    fn shed(&mut self, t: usize, cands: &[&BlobState], mut enough: impl FnMut(&Planner, u64) -> bool) -> (u64, usize) {
         let mut freed = 0u64;
+        let mut looked = 0usize;
         for b in cands {
             if enough(self, freed) || self.full() {
                 break;
             }
+            looked += 1;
             if !self.may_demote(b) {
                 continue;
             }
@@ -171,7 +171,7 @@ impl Planner<'_> {
                 }
             }
         }
-        freed
+        (freed, looked)
     }
 }
 
@@ -232,7 +232,26 @@ pub fn plan(tiers: &[TierState], blobs: &[BlobState], requested: &[u64], limits:
     // 3. Promotions of hot blobs, hottest first; room made by demoting cold ones.
     let mut hot: Vec<&BlobState> = blobs.iter().filter(valid).filter(|b| b.score >= limits.promote_threshold).collect();
     hot.sort_by(|a, b| b.score.partial_cmp(&a.score).unwrap_or(std::cmp::Ordering::Equal).then(a.bytes.cmp(&b.bytes)));
-    let mut swap_tries = 0usize;
+    // Blobs a swap may displace: wholly on the fastest tier, movable, coldest
+    // first, with prefix sums of their bytes. The hot blobs come hottest
+    // first, so the score below which a victim must lie never rises: each
+    // swap takes victims from where the previous one stopped (`cursor`), and
+    // all swaps of a plan cost O(n) after the sorts (O(n log n)).
+    let top = p.order[0];
+    let victims: Vec<&BlobState> = coldest
+        .iter()
+        .copied()
+        .filter(|c| c.tier_mask & (1 << top) != 0 && p.home(c.tier_mask) == Some(top) && p.may_demote(c))
+        .collect();
+    let mut prefix = Vec::with_capacity(victims.len() + 1);
+    prefix.push(0u64);
+    for v in &victims {
+        prefix.push(prefix.last().copied().unwrap_or(0).saturating_add(v.bytes));
+    }
+    let mut cursor = 0usize;
+    // Room on the fastest tier set aside (by earlier swaps of this plan) for
+    // hot blobs that move up in a later round.
+    let mut reserved = 0u64;
     for b in hot {
         if p.full() {
             break;
@@ -248,26 +267,29 @@ pub fn plan(tiers: &[TierState], blobs: &[BlobState], requested: &[u64], limits:
             p.admit(b, t, MoveKind::Promote);
             continue;
         }
-        // No room above: make room on the fastest tier by demoting cold blobs.
-        let top = p.order[0];
+        // No room above: make room on the fastest tier by demoting cold blobs
+        // (this round; the hot blob moves up in a later one, once they left).
         let high = p.limit(top, limits.high_water);
-        if b.bytes > high || swap_tries >= SWAP_TRIES_MAX {
+        if b.bytes > high {
             continue;
         }
-        swap_tries += 1;
-        let need = (p.proj[top] + b.bytes).saturating_sub(high);
+        let need = (p.proj[top] + reserved + b.bytes).saturating_sub(p.out[top]).saturating_sub(high);
+        if need == 0 {
+            // Blobs leaving in this plan already make room for it.
+            reserved += b.bytes;
+            continue;
+        }
         let cold_below = limits.demote_threshold.max((b.score - limits.swap_margin).min(limits.promote_threshold));
-        let cold: Vec<&BlobState> = coldest
-            .iter()
-            .copied()
-            .take_while(|c| c.score < cold_below)
-            .filter(|c| c.tier_mask & (1 << top) != 0 && p.home(c.tier_mask) == Some(top) && p.may_demote(c))
-            .collect();
-        let available: u64 = cold.iter().map(|c| c.bytes).sum();
-        if available < need {
+        let end = victims.partition_point(|c| c.score < cold_below).max(cursor);
+        // Bytes of the victims left (an upper bound: some may have moved in this plan).
+        if prefix[end] - prefix[cursor] < need {
             continue;
         }
-        p.shed(top, &cold, |_, freed| freed >= need);
+        let (freed, looked) = p.shed(top, &victims[cursor..end], |_, freed| freed >= need);
+        cursor += looked;
+        if freed >= need {
+            reserved += b.bytes;
+        }
     }
     p.moves
 }
@@ -347,12 +369,32 @@ mod tests {
 
     #[test]
     fn swap_looks_are_bounded_per_plan() {
-        // Many hot blobs, each needing more room than the cold blobs give: at
-        // most SWAP_TRIES_MAX of them look for blobs to displace (else O(n²)).
+        // Many hot blobs, each needing more room than the cold blobs give:
+        // none displaces anything (and the plan stays O(n log n)).
         let tiers = [tier(1.0, 1000 * MIB, 890 * MIB), tier(0.2, 100_000 * MIB, 0)];
-        let mut blobs: Vec<BlobState> = (0..2000).map(|i| blob(i, 64 << 10, 0, 0.1)).collect();
-        blobs.extend((2000..4000).map(|i| blob(i, 500 * MIB, 1, 0.95)));
+        // 65 536 blobs (the organizer's scan size): O(n²) would take minutes.
+        let mut blobs: Vec<BlobState> = (0..32_768).map(|i| blob(i, 4 << 10, 0, 0.1)).collect();
+        blobs.extend((32_768..65_536).map(|i| blob(i, 500 * MIB, 1, 0.95)));
         assert!(plan(&tiers, &blobs, &[], &limits()).is_empty());
+    }
+
+    #[test]
+    fn one_plan_makes_room_for_many_hot_blobs_each_its_own() {
+        // RAM at high water with 90 cold 1 MiB blobs; 30 hot ones on disk.
+        let tiers = [tier(1.0, 100 * MIB, 90 * MIB), tier(0.2, 1000 * MIB, 30 * MIB)];
+        let mut blobs: Vec<BlobState> = (0..90).map(|i| blob(i, MIB, 0, 0.05 + i as f32 / 1000.0)).collect();
+        blobs.extend((100..130).map(|i| blob(i, MIB, 1, 0.95)));
+        let m = plan(&tiers, &blobs, &[], &limits());
+        // Each hot blob gets its own MiB: the 30 coldest go down in one round.
+        assert_eq!(m.iter().map(|m| (m.blob, m.to, m.kind)).collect::<Vec<_>>(), (0..30).map(|i| (i, 1, MoveKind::Demote)).collect::<Vec<_>>());
+        // Next round: all 30 move up.
+        let tiers = [tier(1.0, 100 * MIB, 60 * MIB), tier(0.2, 1000 * MIB, 60 * MIB)];
+        for b in blobs.iter_mut().filter(|b| b.id < 30) {
+            b.tier_mask = 2;
+        }
+        let m = plan(&tiers, &blobs, &[], &limits());
+        assert_eq!(m.len(), 30);
+        assert!(m.iter().all(|m| m.blob >= 100 && m.to == 0 && m.kind == MoveKind::Promote), "{m:?}");
     }
 
     #[test]
