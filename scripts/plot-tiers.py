@@ -70,8 +70,13 @@ def speedup_plot(doc, samples, out):
                 ax.legend(fontsize=8, loc="upper left")
     s = doc.get("settings", {})
     fig.suptitle(f"Impact of tiering: {s.get('data', 0) / 2**30:.1f} GiB, {s.get('procs')} processes, RAM tier {s.get('ram', 0) / 2**20:.0f} MiB (speedup vs 1 tier)", fontsize=11)
+    return save(fig, out, "tiers-speedup.png")
+
+
+def save(fig, out, name):
+    """Lays out, writes out/name (PNG) and closes the figure; returns the path."""
     fig.tight_layout()
-    p = os.path.join(out, "tiers-speedup.png")
+    p = os.path.join(out, name)
     fig.savefig(p, dpi=110)
     plt.close(fig)
     return p
@@ -104,11 +109,7 @@ def placement_plot(doc, samples, out):
         row[1].grid(axis="y", alpha=0.3)
         bars(row[2], labels, [stats(samples, exp, p, "get") for p in pols], "#8e7cc3", "MiB/s (median, min–max)", "get all blobs back (disk cache dropped)")
     fig.suptitle(f"Placement engines: {st.get('put_threads')} threads put {st.get('put_data', 0) / 2**30:.1f} GiB of {st.get('put_size', 0) / 2**20:.0f} MiB blobs into RAM + disk tiers", fontsize=11)
-    fig.tight_layout()
-    p = os.path.join(out, "tiers-placement.png")
-    fig.savefig(p, dpi=110)
-    plt.close(fig)
-    return p
+    return save(fig, out, "tiers-placement.png")
 
 
 def readahead_plot(doc, samples, out):
@@ -126,11 +127,7 @@ def readahead_plot(doc, samples, out):
         bars(axes[0][2 * k], have, trip, "#6fa8dc", "seconds (median, min–max)", f"run time, {think:g} ms compute / MiB", ann)
         bars(axes[0][2 * k + 1], have, [stats(samples, exp, s, "read from buffer") for s in have], "#93c47d", "% of bytes read from the buffer", f"buffer hits, {think:g} ms compute / MiB")
     fig.suptitle(f"Read-ahead: {st.get('ra_files')} readers, {st.get('ra_data', 0) / 2**20:.0f} MiB of files on slow-pfs, RAM tier {st.get('ra_ram', 0) / 2**20:.0f} MiB, readahead_pages {st.get('ra_pages')}", fontsize=11)
-    fig.tight_layout()
-    p = os.path.join(out, "tiers-readahead.png")
-    fig.savefig(p, dpi=110)
-    plt.close(fig)
-    return p
+    return save(fig, out, "tiers-readahead.png")
 
 
 def organizer_plot(doc, samples, out):
@@ -173,11 +170,7 @@ def organizer_plot(doc, samples, out):
         f"Working set larger than RAM: {st.get('org_data', 0) / 2**20:.0f} MiB of blobs, RAM tier {st.get('org_ram', 0) / 2**20:.0f} MiB, hot set {st.get('org_hot', 0) / 2**20:.0f} MiB on disk, organizer / prefetcher on vs off",
         fontsize=11,
     )
-    fig.tight_layout()
-    p = os.path.join(out, "tiers-organizer.png")
-    fig.savefig(p, dpi=110)
-    plt.close(fig)
-    return p
+    return save(fig, out, "tiers-organizer.png")
 
 
 def main():

@@ -210,6 +210,18 @@ pub(crate) fn default_slow_pfs() -> PathBuf {
     root.join("mnt")
 }
 
+/// The slow-pfs mount point (`--slow-pfs`, else the default) and whether it
+/// is mounted. An explicit `--slow-pfs` that is not a mount point is an
+/// error unless `--dest` replaces it (`dest_given`).
+pub(crate) fn slow_pfs_mount(given: Option<&Path>, dest_given: bool) -> Result<(PathBuf, bool)> {
+    let mnt = given.map(Path::to_path_buf).unwrap_or_else(default_slow_pfs);
+    let mounted = mnt.is_dir() && team::is_mountpoint(&mnt);
+    if given.is_some() && !dest_given && !mounted {
+        bail!("--slow-pfs {}: not a mount point (mount it with ../shared/tools/slow-pfs up, or give a plain directory with --dest)", mnt.display());
+    }
+    Ok((mnt, mounted))
+}
+
 pub(crate) fn default_tier_base() -> Result<PathBuf> {
     let mut cands = Vec::new();
     if let Some(t) = std::env::var_os("TMPDIR").filter(|v| !v.is_empty()) {
@@ -426,11 +438,7 @@ pub fn run(a: AdaptersArgs, socket: &Path) -> Result<()> {
     }
     let pid = std::process::id();
     let tmpfs_base = a.tmpfs.join(format!("strata-bench-adapters-{pid}"));
-    let slow_mnt = a.slow_pfs.clone().unwrap_or_else(default_slow_pfs);
-    if a.slow_pfs.is_some() && a.dest.is_none() && !team::is_mountpoint(&slow_mnt) {
-        bail!("--slow-pfs {}: not a mount point (mount it with ../shared/tools/slow-pfs up, or give a plain directory with --dest)", slow_mnt.display());
-    }
-    let slow_ok = slow_mnt.is_dir() && team::is_mountpoint(&slow_mnt);
+    let (slow_mnt, slow_ok) = slow_pfs_mount(a.slow_pfs.as_deref(), a.dest.is_some())?;
     let slow_base = slow_ok.then(|| slow_mnt.join(format!("strata-bench-adapters-{pid}")));
     if !slow_ok {
         notes.push(format!(

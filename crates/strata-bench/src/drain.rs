@@ -26,7 +26,7 @@ use strata_client::file::{OpenFlags, Persist};
 use strata_proto::control::{ControlReply, ControlRequest};
 
 use crate::kv::{format_size, parse_size};
-use crate::team::{self, DaemonSpec, PrivateDaemon, MIB};
+use crate::team::{DaemonSpec, PrivateDaemon, MIB};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct DrainArgs {
@@ -248,6 +248,5 @@ pub fn run(a: DrainArgs) -> Result<()> {
     let (fm, fl, fh) = col(|r| r.end_to_end_ratio);
     writeln!(out, "median [min–max]: raw {rm:.1} [{rl:.1}–{rh:.1}] MiB/s, drain {dm:.1} [{dl:.1}–{dh:.1}] MiB/s, ratio {qm:.2} [{ql:.2}–{qh:.2}] (target ≥ 0.90: {})", if qm >= 0.9 { "met" } else { "not met" })?;
     writeln!(out, "end to end (strata write + drain): {em:.1} [{el:.1}–{eh:.1}] MiB/s, {fm:.2} [{fl:.2}–{fh:.2}] of raw")?;
-    let _ = team::MIB;
     Ok(())
 }

@@ -400,11 +400,23 @@ pub fn errno() -> std::io::Error {
 }
 
 /// Writes all of `buf` at the current offset (retrying short writes and EINTR).
-pub fn write_all(fd: i32, mut buf: &[u8]) -> std::io::Result<()> {
+pub fn write_all(fd: i32, buf: &[u8]) -> std::io::Result<()> {
+    write_all_at(fd, buf, None)
+}
+
+/// Writes all of `buf` at file offset `at` (`pwrite`), or at the current
+/// offset if None (`write`), retrying short writes and EINTR.
+pub fn write_all_at(fd: i32, mut buf: &[u8], mut at: Option<u64>) -> std::io::Result<()> {
     let mut spins = 0u32;
+    // Bounded: every round writes ≥ 1 byte or fails (EINTR retried ≤ 1000 times).
     while !buf.is_empty() {
         // SAFETY: buf is a valid readable slice.
-        let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+        let n = unsafe {
+            match at {
+                Some(off) => libc::pwrite(fd, buf.as_ptr().cast(), buf.len(), off as libc::off_t),
+                None => libc::write(fd, buf.as_ptr().cast(), buf.len()),
+            }
+        };
         if n < 0 {
             let e = errno();
             if e.kind() == std::io::ErrorKind::Interrupted && spins < 1000 {
@@ -417,17 +429,31 @@ pub fn write_all(fd: i32, mut buf: &[u8]) -> std::io::Result<()> {
             return Err(std::io::Error::new(std::io::ErrorKind::WriteZero, "write returned 0"));
         }
         buf = &buf[n as usize..];
+        at = at.map(|o| o + n as u64);
     }
     Ok(())
 }
 
 /// Reads until `buf` is full or EOF; returns the bytes read.
 pub fn read_full(fd: i32, buf: &mut [u8]) -> std::io::Result<usize> {
+    read_full_at(fd, buf, None)
+}
+
+/// Reads from file offset `at` (`pread`), or from the current offset if
+/// None (`read`), until `buf` is full or EOF; returns the bytes read.
+pub fn read_full_at(fd: i32, buf: &mut [u8], at: Option<u64>) -> std::io::Result<usize> {
     let mut got = 0;
     let mut spins = 0u32;
+    // Bounded: every round reads ≥ 1 byte, stops at EOF or fails (EINTR retried ≤ 1000 times).
     while got < buf.len() {
+        let tail = &mut buf[got..];
         // SAFETY: the tail of buf is a valid writable slice.
-        let n = unsafe { libc::read(fd, buf[got..].as_mut_ptr().cast(), buf.len() - got) };
+        let n = unsafe {
+            match at {
+                Some(off) => libc::pread(fd, tail.as_mut_ptr().cast(), tail.len(), (off + got as u64) as libc::off_t),
+                None => libc::read(fd, tail.as_mut_ptr().cast(), tail.len()),
+            }
+        };
         if n < 0 {
             let e = errno();
             if e.kind() == std::io::ErrorKind::Interrupted && spins < 1000 {

@@ -43,7 +43,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
-use crate::adapters::{default_slow_pfs, default_tier_base, loadavg, num};
+use crate::adapters::{default_tier_base, loadavg, num, slow_pfs_mount};
 use crate::hist::Hist;
 use crate::kv::{format_size, parse_size};
 use crate::team::{self, median_min_max, worker_cmds, DaemonSpec, PrivateDaemon, Team, ViaMode, WorkerEnv, MIB};
@@ -443,13 +443,9 @@ fn tiering_run(setup: &str, rep: usize, g: &Geometry, dirs: &Dirs, ram: u64, dis
         team.phase("cleanup", timeout)?;
         Ok(())
     })();
-    if let Some(mut d) = daemon {
-        pb.set_message(format!("{tag}: stopping the daemon"));
-        let stopped = d.stop();
-        let _ = std::fs::remove_dir_all(&tier_dir);
-        res.and(stopped)?;
-    } else {
-        res?;
+    match daemon {
+        Some(mut d) => finish(pb, &tag, &mut d, Some(&tier_dir), res)?,
+        None => res?,
     }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(out)
@@ -562,9 +558,17 @@ fn placement_run(exp: &str, policy: &str, rep: usize, a: &TiersArgs, ram: u64, t
         push("disk used", used("dir"));
         Ok(out)
     })();
+    finish(pb, &tag, &mut d, Some(&tier_dir), res)
+}
+
+/// The end of one setup's run: stops its private daemon and removes its dir
+/// tier (if any) whatever the outcome; the run's own error is reported first.
+pub(crate) fn finish<T>(pb: &ProgressBar, tag: &str, d: &mut PrivateDaemon, tier_dir: Option<&Path>, res: Result<T>) -> Result<T> {
     pb.set_message(format!("{tag}: stopping the daemon"));
     let stopped = d.stop();
-    let _ = std::fs::remove_dir_all(&tier_dir);
+    if let Some(t) = tier_dir {
+        let _ = std::fs::remove_dir_all(t);
+    }
     let out = res?;
     stopped?;
     Ok(out)
@@ -633,11 +637,7 @@ pub fn run(a: TiersArgs, socket: &Path) -> Result<()> {
     let mut notes: Vec<String> = Vec::new();
     // Directories.
     let pid = std::process::id();
-    let slow_mnt = a.slow_pfs.clone().unwrap_or_else(default_slow_pfs);
-    if a.slow_pfs.is_some() && a.dest.is_none() && !team::is_mountpoint(&slow_mnt) {
-        bail!("--slow-pfs {}: not a mount point (mount it with ../shared/tools/slow-pfs up, or give a plain directory with --dest)", slow_mnt.display());
-    }
-    let slow_ok = slow_mnt.is_dir() && team::is_mountpoint(&slow_mnt);
+    let (slow_mnt, slow_ok) = slow_pfs_mount(a.slow_pfs.as_deref(), a.dest.is_some())?;
     let (dest_root, dest_kind) = match (&a.dest, slow_ok) {
         (Some(d), _) => (d.clone(), if team::is_tmpfs(d) { "tmpfs, given" } else { "given" }),
         (None, true) => (slow_mnt.clone(), "slow-pfs"),

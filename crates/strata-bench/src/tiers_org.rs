@@ -32,7 +32,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use indicatif::ProgressBar;
 
 use crate::kv::format_size;
-use crate::team::{self, DaemonSpec, PrivateDaemon, MIB};
+use crate::team::{DaemonSpec, PrivateDaemon, MIB};
 use crate::tiers::{Sample, TiersArgs};
 use crate::zipf::Rng;
 
@@ -204,13 +204,7 @@ pub fn org_run(setup: &str, rep: usize, a: &TiersArgs, tier_base: &Path, known: 
         push("RAM hit last pass", 100.0 * r_last as f64 / b_last.max(1) as f64);
         Ok(out)
     })();
-    pb.set_message(format!("{tag}: stopping the daemon"));
-    let stopped = d.stop();
-    let _ = std::fs::remove_dir_all(&tier_dir);
-    let out = res?;
-    stopped?;
-    let _ = team::MIB;
-    Ok(out)
+    crate::tiers::finish(pb, &tag, &mut d, Some(&tier_dir), res)
 }
 
 // ---------------------------------------------------------------- readahead (files)
@@ -329,11 +323,7 @@ pub fn ra_run(exp: &str, setup: &str, rep: usize, a: &TiersArgs, think_us: u64, 
         push("read ahead unused", mib("unused_bytes_total"));
         Ok(out)
     })();
-    pb.set_message(format!("{tag}: stopping the daemon"));
-    let stopped = d.stop();
-    let out = res?;
-    stopped?;
-    Ok(out)
+    crate::tiers::finish(pb, &tag, &mut d, None, res)
 }
 
 #[cfg(test)]

@@ -135,51 +135,6 @@ pub fn check(buf: &[u8], t: u64, off: u64) -> Result<()> {
     Ok(())
 }
 
-fn pwrite_all(fd: i32, mut buf: &[u8], mut off: u64) -> std::io::Result<()> {
-    // Bounded: every round writes ≥ 1 byte or fails (EINTR retried ≤ 1000 times).
-    let mut spins = 0u32;
-    while !buf.is_empty() {
-        // SAFETY: buf is a valid readable slice.
-        let n = unsafe { libc::pwrite(fd, buf.as_ptr().cast(), buf.len(), off as libc::off_t) };
-        if n < 0 {
-            let e = errno();
-            if e.kind() == std::io::ErrorKind::Interrupted && spins < 1000 {
-                spins += 1;
-                continue;
-            }
-            return Err(e);
-        }
-        if n == 0 {
-            return Err(std::io::Error::new(std::io::ErrorKind::WriteZero, "pwrite returned 0"));
-        }
-        buf = &buf[n as usize..];
-        off += n as u64;
-    }
-    Ok(())
-}
-
-fn pread_full(fd: i32, buf: &mut [u8], off: u64) -> std::io::Result<usize> {
-    let mut got = 0usize;
-    let mut spins = 0u32;
-    while got < buf.len() {
-        // SAFETY: the tail of buf is a valid writable slice.
-        let n = unsafe { libc::pread(fd, buf[got..].as_mut_ptr().cast(), buf.len() - got, (off + got as u64) as libc::off_t) };
-        if n < 0 {
-            let e = errno();
-            if e.kind() == std::io::ErrorKind::Interrupted && spins < 1000 {
-                spins += 1;
-                continue;
-            }
-            return Err(e);
-        }
-        if n == 0 {
-            break;
-        }
-        got += n as usize;
-    }
-    Ok(got)
-}
-
 /// `strata bench vpic-worker`: one process of the tiering experiment.
 pub fn run_worker(a: VpicWorkerArgs) -> Result<()> {
     let g = Geometry { procs: a.procs as u64, timesteps: a.timesteps, slice: a.slice, read_size: a.read_size };
@@ -218,7 +173,7 @@ pub fn run_worker(a: VpicWorkerArgs) -> Result<()> {
                                 let buf = &mut wbuf[..n as usize];
                                 stamp(buf, t, base + done);
                                 let t0 = mono_ns();
-                                pwrite_all(fd, buf, base + done).with_context(|| format!("pwrite at {} of timestep {t}", base + done))?;
+                                team::write_all_at(fd, buf, Some(base + done)).with_context(|| format!("pwrite at {} of timestep {t}", base + done))?;
                                 hist.record_ns(mono_ns() - t0);
                                 done += n;
                                 ops += 1;
@@ -249,7 +204,7 @@ pub fn run_worker(a: VpicWorkerArgs) -> Result<()> {
                             for b in g.reader_blocks(rank) {
                                 let off = v * var_bytes + b * g.read_size;
                                 let t0 = mono_ns();
-                                let got = pread_full(fd, &mut rbuf, off).with_context(|| format!("pread at {off} of timestep {t}"))?;
+                                let got = team::read_full_at(fd, &mut rbuf, Some(off)).with_context(|| format!("pread at {off} of timestep {t}"))?;
                                 hist.record_ns(mono_ns() - t0);
                                 if got != rbuf.len() {
                                     bail!("short read at {off} of timestep {t}: {got} of {} bytes", rbuf.len());

@@ -543,7 +543,7 @@ impl Default for TraceConfig {
 }
 
 /// The prefetcher: sequential read-ahead of files and trace-driven promotion of blobs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PrefetchConfig {
     /// Master switch (false: neither read-ahead nor prediction).
     pub enabled: bool,

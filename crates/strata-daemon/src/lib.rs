@@ -366,7 +366,7 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
         jpoller::Journal::start(&mut core, settings, wake.clone()).context("cannot write the journal")?;
         stash::start(&mut core, flush_tx.clone(), wake.clone()).context("cannot start the stash thread")?;
     }
-    prefetch::Prefetch::start(&mut core, prefetch::Settings::from_config(&cfg.prefetch), flush_tx.clone(), wake.clone()).context("cannot start the read-ahead threads")?;
+    prefetch::Prefetch::start(&mut core, cfg.prefetch, flush_tx.clone(), wake.clone()).context("cannot start the read-ahead threads")?;
     if cfg.trace.enabled {
         let path = cfg.resolved_trace_path();
         if core.prefetch.settings.enabled && core.prefetch.settings.predict {

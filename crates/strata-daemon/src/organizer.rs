@@ -30,19 +30,16 @@
 //!   `REQUESTS_MAX` queued promotion requests (more are dropped, counted).
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::FileExt;
 use std::sync::{mpsc, Arc, Mutex};
 
 use strata_config::OrganizerConfig;
 use strata_meta::{Blob, BlobId, Extent};
 use strata_organize::{BlobState, MoveKind, PlanLimits, ScoreParams, TierState, TokenBucket};
 use strata_proto::control::OrganizerStatus;
-use strata_shm::ShmSegment;
 
 use crate::core::{now_ns, Core};
 use crate::server::Msg;
-use crate::tier::Backing;
+use crate::tier::TierIo;
 
 /// Pin owner of organizer batches (client ids never reach it).
 pub const ORGANIZER_OWNER: (u64, u32) = (u64::MAX, 2);
@@ -250,11 +247,9 @@ impl Core {
     }
 }
 
-/// The organizer thread's view of the tiers: its own arena mapping and its
-/// own read-write descriptors of the dir tier files.
+/// The organizer thread's view of the tiers, with its bandwidth limit.
 struct OrgIo {
-    arena: ShmSegment,
-    files: Vec<Option<File>>,
+    tiers: TierIo,
     bucket: TokenBucket,
     start: std::time::Instant,
 }
@@ -262,38 +257,6 @@ struct OrgIo {
 impl OrgIo {
     fn now(&self) -> u64 {
         self.start.elapsed().as_nanos() as u64
-    }
-
-    fn read(&self, tier: u32, off: u64, out: &mut [u8]) -> std::io::Result<()> {
-        match &self.files[tier as usize] {
-            None => {
-                let end = off + out.len() as u64;
-                if end > self.arena.len() as u64 {
-                    return Err(std::io::Error::other(format!("read {off}+{} outside the arena", out.len())));
-                }
-                // SAFETY: bounds checked; the extent is pinned until the batch's completion is handled.
-                let src = unsafe { std::slice::from_raw_parts(self.arena.as_ptr().add(off as usize), out.len()) };
-                out.copy_from_slice(src);
-                Ok(())
-            }
-            Some(f) => f.read_exact_at(out, off),
-        }
-    }
-
-    fn write(&self, tier: u32, off: u64, data: &[u8]) -> std::io::Result<()> {
-        match &self.files[tier as usize] {
-            None => {
-                let end = off + data.len() as u64;
-                if end > self.arena.len() as u64 {
-                    return Err(std::io::Error::other(format!("write {off}+{} outside the arena", data.len())));
-                }
-                // SAFETY: bounds checked; the target space belongs to this batch
-                // and is not visible to any client before the commit.
-                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.arena.as_ptr().add(off as usize), data.len()) };
-                Ok(())
-            }
-            Some(f) => f.write_all_at(data, off),
-        }
     }
 
     /// Copies one blob; checks the sealed CRC when there is one.
@@ -316,13 +279,13 @@ impl OrgIo {
                     if wait > 0 {
                         std::thread::sleep(std::time::Duration::from_nanos(wait));
                     }
-                    self.read(s.tier, s.phys_off + (logical - s.logical_off), buf).map_err(|e| format!("read tier {}: {e}", s.tier))?;
+                    self.tiers.read(s.tier, s.phys_off + (logical - s.logical_off), buf).map_err(|e| format!("read tier {}: {e}", s.tier))?;
                     // The target belongs to the job only while it is not cancelled.
                     let cancelled = job.cancel.lock().unwrap_or_else(|e| e.into_inner());
                     if *cancelled {
                         return Err(CANCELLED.into());
                     }
-                    self.write(d.tier, d.phys_off + at, buf).map_err(|e| format!("write tier {}: {e}", d.tier))?;
+                    self.tiers.write(d.tier, d.phys_off + at, buf).map_err(|e| format!("write tier {}: {e}", d.tier))?;
                     drop(cancelled);
                 }
                 if job.crc.is_some() {
@@ -348,7 +311,7 @@ impl OrgIo {
         targets.sort_unstable();
         targets.dedup();
         for t in targets {
-            let Some(Some(f)) = self.files.get(t as usize) else { continue };
+            let Some(f) = self.tiers.file(t) else { continue };
             if let Err(err) = f.sync_data() {
                 let msg = format!("fdatasync of tier {t}: {err}");
                 for (j, e) in batch.jobs.iter().zip(errors.iter_mut()) {
@@ -372,16 +335,8 @@ pub fn start(core: &mut Core, cfg: &OrganizerConfig, tx: mpsc::Sender<Msg>, wake
         core.org.enabled = false;
         return Ok(());
     }
-    let arena = ShmSegment::open(core.tiers.arena.seg.name())?;
-    let mut files = Vec::with_capacity(core.tiers.tiers.len());
-    for t in &core.tiers.tiers {
-        files.push(match &t.backing {
-            Backing::Ram => None,
-            Backing::Dir { path, .. } => Some(OpenOptions::new().read(true).write(true).open(path)?),
-        });
-    }
     let rate = cfg.bandwidth_max_mib_s * 1024.0 * 1024.0;
-    let mut io = OrgIo { arena, files, bucket: TokenBucket::new(rate, CHUNK_BYTES as u64, 0), start: std::time::Instant::now() };
+    let mut io = OrgIo { tiers: TierIo::open(&core.tiers)?, bucket: TokenBucket::new(rate, CHUNK_BYTES as u64, 0), start: std::time::Instant::now() };
     let (btx, brx) = mpsc::channel::<MoveBatch>();
     std::thread::Builder::new().name("strata-organizer".into()).spawn(move || {
         // Ends when the poller drops its sender.

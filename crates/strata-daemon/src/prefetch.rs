@@ -244,25 +244,8 @@ impl SuccessorModel {
 // ---------------------------------------------------------------------------
 // The prefetcher's state on the poller
 
-/// What `prefetch:` says (copied from the configuration).
-#[derive(Debug, Clone, Copy)]
-pub struct Settings {
-    pub enabled: bool,
-    pub readahead_pages: u32,
-    pub threads: u32,
-    pub predict: bool,
-    pub successors_max: u32,
-    pub min_count: u32,
-}
-
-impl Settings {
-    pub fn from_config(c: &strata_config::PrefetchConfig) -> Settings {
-        Settings { enabled: c.enabled, readahead_pages: c.readahead_pages, threads: c.threads, predict: c.predict, successors_max: c.successors_max, min_count: c.min_count }
-    }
-    pub fn off() -> Settings {
-        Settings { enabled: false, readahead_pages: 0, threads: 1, predict: false, successors_max: 1, min_count: 1 }
-    }
-}
+/// What `prefetch:` says.
+pub type Settings = strata_config::PrefetchConfig;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Key {
@@ -329,7 +312,7 @@ pub struct Prefetch {
 
 impl Default for Prefetch {
     fn default() -> Self {
-        Prefetch::new(Settings::off())
+        Prefetch::new(Settings { enabled: false, readahead_pages: 0, predict: false, ..Settings::default() })
     }
 }
 

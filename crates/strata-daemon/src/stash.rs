@@ -18,18 +18,16 @@
 //! the poller.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::sync::mpsc;
 use std::sync::Arc;
 
 use strata_alloc::Range;
 use strata_meta::{BlobId, BucketId, Extent, Persist};
-use strata_shm::ShmSegment;
 
 use crate::core::{Core, PIECES_MAX};
 use crate::server::Msg;
-use crate::tier::Backing;
+use crate::tier::TierIo;
 
 /// Pin owner of stash jobs (client ids never reach it).
 pub const STASH_OWNER: (u64, u32) = (u64::MAX, 1);
@@ -107,36 +105,16 @@ impl StashState {
     }
 }
 
-/// The stash thread's view of the tiers: its own arena mapping and its own
-/// read-write descriptors of the dir tier files.
+/// The stash thread's view of the tiers.
 struct StashIo {
-    arena: ShmSegment,
-    files: Vec<Option<File>>,
+    tiers: TierIo,
 }
 
 impl StashIo {
-    fn read(&self, e: &Extent, off: u64, out: &mut [u8]) -> std::io::Result<()> {
-        match &self.files[e.tier as usize] {
-            None => {
-                let start = e.phys_off + off;
-                let end = start + out.len() as u64;
-                if end > self.arena.len() as u64 {
-                    return Err(std::io::Error::other(format!("extent {e:?} outside the arena")));
-                }
-                // SAFETY: bounds checked; the extent is pinned until the
-                // job's completion is handled.
-                let src = unsafe { std::slice::from_raw_parts(self.arena.as_ptr().add(start as usize), out.len()) };
-                out.copy_from_slice(src);
-                Ok(())
-            }
-            Some(f) => f.read_exact_at(out, e.phys_off + off),
-        }
-    }
-
     /// Copies one page into its target ranges; returns its CRC.
     fn copy_page(&self, pg: &StashPage, buf: &mut Vec<u8>) -> std::io::Result<u32> {
         let (tier, ranges) = pg.dst.as_ref().expect("copy pages have a target");
-        let f = self.files[*tier as usize].as_ref().ok_or_else(|| std::io::Error::other("target tier is not a directory tier"))?;
+        let f = self.tiers.file(*tier).ok_or_else(|| std::io::Error::other("target tier is not a directory tier"))?;
         let mut h = crc32fast::Hasher::new();
         let mut logical = 0u64;
         let (mut ri, mut roff) = (0usize, 0u64);
@@ -147,7 +125,7 @@ impl StashIo {
             buf.clear();
             buf.resize(n, 0);
             if !e.is_hole() {
-                self.read(&e, logical - e.logical_off, &mut buf[..n])?;
+                self.tiers.read(e.tier, e.phys_off + (logical - e.logical_off), &mut buf[..n])?;
             }
             h.update(&buf[..n]);
             let mut done = 0usize;
@@ -194,7 +172,7 @@ impl StashIo {
     /// fdatasyncs the tier files in `sync`; the first error.
     fn sync(&self, sync: &HashSet<u32>) -> Option<String> {
         for t in sync {
-            if let Some(Some(f)) = self.files.get(*t as usize) {
+            if let Some(f) = self.tiers.file(*t) {
                 if let Err(e) = f.sync_data() {
                     return Some(format!("fdatasync of tier {t}: {e}"));
                 }
@@ -206,15 +184,7 @@ impl StashIo {
 
 /// Starts the stash thread; its reports arrive as `Msg::StashDone`.
 pub fn start(core: &mut Core, tx: mpsc::Sender<Msg>, wake: Arc<dyn Fn() + Send + Sync>) -> std::io::Result<()> {
-    let arena = ShmSegment::open(core.tiers.arena.seg.name())?;
-    let mut files = Vec::with_capacity(core.tiers.tiers.len());
-    for t in &core.tiers.tiers {
-        files.push(match &t.backing {
-            Backing::Ram => None,
-            Backing::Dir { path, .. } => Some(OpenOptions::new().read(true).write(true).open(path)?),
-        });
-    }
-    let io = StashIo { arena, files };
+    let io = StashIo { tiers: TierIo::open(&core.tiers)? };
     let (jtx, jrx) = mpsc::channel::<StashJob>();
     std::thread::Builder::new().name("strata-stash".into()).spawn(move || {
         // Bounded by the channel: ends when the poller drops its sender.

@@ -220,3 +220,68 @@ impl Tiers {
         }
     }
 }
+
+/// A worker thread's own view of the tiers (stash, organizer): its own
+/// mapping of the arena and its own read-write descriptors of the dir tier
+/// files, so it moves bytes without touching the poller's state. The caller
+/// guarantees the ranges are its to use: sources pinned, targets allocated to
+/// its job and not yet visible to clients.
+pub struct TierIo {
+    arena: ShmSegment,
+    /// Index = tier index; None for the RAM tier (the arena).
+    files: Vec<Option<File>>,
+}
+
+impl TierIo {
+    pub fn open(tiers: &Tiers) -> std::io::Result<TierIo> {
+        let arena = ShmSegment::open(tiers.arena.seg.name())?;
+        let mut files = Vec::with_capacity(tiers.tiers.len());
+        for t in &tiers.tiers {
+            files.push(match &t.backing {
+                Backing::Ram => None,
+                Backing::Dir { path, .. } => Some(OpenOptions::new().read(true).write(true).open(path)?),
+            });
+        }
+        Ok(TierIo { arena, files })
+    }
+
+    /// The data file of dir tier `tier` (None: the RAM tier or no such tier).
+    pub fn file(&self, tier: u32) -> Option<&File> {
+        self.files.get(tier as usize).and_then(|f| f.as_ref())
+    }
+
+    fn arena_range(&self, off: u64, len: usize) -> std::io::Result<usize> {
+        match off.checked_add(len as u64) {
+            Some(end) if end <= self.arena.len() as u64 => Ok(off as usize),
+            _ => Err(std::io::Error::other(format!("{off}+{len} outside the arena"))),
+        }
+    }
+
+    /// Reads `out.len()` bytes at `off` of tier `tier`.
+    pub fn read(&self, tier: u32, off: u64, out: &mut [u8]) -> std::io::Result<()> {
+        match self.files.get(tier as usize).ok_or_else(|| std::io::Error::other(format!("no tier {tier}")))? {
+            None => {
+                let at = self.arena_range(off, out.len())?;
+                // SAFETY: bounds checked; the caller's range is pinned (see the type's documentation).
+                let src = unsafe { std::slice::from_raw_parts(self.arena.as_ptr().add(at), out.len()) };
+                out.copy_from_slice(src);
+                Ok(())
+            }
+            Some(f) => f.read_exact_at(out, off),
+        }
+    }
+
+    /// Writes `data` at `off` of tier `tier`.
+    pub fn write(&self, tier: u32, off: u64, data: &[u8]) -> std::io::Result<()> {
+        match self.files.get(tier as usize).ok_or_else(|| std::io::Error::other(format!("no tier {tier}")))? {
+            None => {
+                let at = self.arena_range(off, data.len())?;
+                // SAFETY: bounds checked; the target belongs to the caller's
+                // job and no client sees it before the commit.
+                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.arena.as_ptr().add(at), data.len()) };
+                Ok(())
+            }
+            Some(f) => f.write_all_at(data, off),
+        }
+    }
+}
