@@ -55,6 +55,8 @@ extern "C" {
 #define STRATA_EISDIR 21     /* is a directory */
 #define STRATA_EWRITETHROUGH 22 /* internal to the file protocol: buffer full, write to the destination */
 #define STRATA_ENOTDURABLE 23 /* flush(durable) impossible: no non-volatile tier (journal) */
+#define STRATA_EPERM 24      /* permission denied: the daemon belongs to another user */
+#define STRATA_ETOOBIG 25    /* size beyond the configured maximum (metadata.blob_size_max) */
 
 /* ---- strata_bucket_open flags. */
 #define STRATA_CREATE 1 /* create the bucket if it does not exist */

@@ -288,6 +288,8 @@ fn strerror_of(e: Errno) -> &'static CStr {
         Errno::IsDir => c"is a directory",
         Errno::WriteThrough => c"no room in the buffer: write through to the destination (FileThrough)",
         Errno::NotDurable => c"durability impossible: no non-volatile tier (journal) and no destination",
+        Errno::Perm => c"permission denied: the daemon belongs to another user",
+        Errno::TooBig => c"size beyond the configured maximum",
     }
 }
 
@@ -316,6 +318,8 @@ fn name_of(e: Errno) -> &'static CStr {
         Errno::IsDir => c"STRATA_EISDIR",
         Errno::WriteThrough => c"STRATA_EWRITETHROUGH",
         Errno::NotDurable => c"STRATA_ENOTDURABLE",
+        Errno::Perm => c"STRATA_EPERM",
+        Errno::TooBig => c"STRATA_ETOOBIG",
     }
 }
 

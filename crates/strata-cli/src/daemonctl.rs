@@ -1,5 +1,6 @@
 //! Starting, finding and stopping the daemon from the CLI.
 
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -21,6 +22,8 @@ pub fn init_logging(cfg: &Config) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .with_writer(std::io::stderr)
+        // daemon.log is a file: colour codes only on a terminal.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
 }
 
@@ -42,9 +45,9 @@ pub fn start_detached_pid(config: Option<&Path>, cfg: &Config) -> Result<(PathBu
         bail!("a strata daemon is already running (socket {}); stop it with `strata daemon stop`", socket.display());
     }
     let dir = socket.parent().context("socket has no parent directory")?;
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    strata_daemon::identity::private_dir(dir, "runtime directory", false)?;
     let log_path = socket.with_extension("log");
-    let log = std::fs::OpenOptions::new().create(true).append(true).open(&log_path).with_context(|| format!("cannot open {}", log_path.display()))?;
+    let log = std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(&log_path).with_context(|| format!("cannot open {}", log_path.display()))?;
     let exe = std::env::current_exe().context("cannot find the strata executable")?;
     let mut cmd = Command::new(exe);
     if let Some(c) = config {

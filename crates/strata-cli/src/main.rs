@@ -187,7 +187,26 @@ fn load_config(path: Option<&std::path::Path>) -> Result<Config> {
     Config::load_effective(path).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
+/// A closed stdout (`strata … | head -1`) ends the command quietly, as
+/// ripgrep does, instead of a panic of `println!` (exit 101).
+fn quiet_on_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.contains("failed printing to stdout") && msg.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
+}
+
 fn main() -> ExitCode {
+    quiet_on_broken_pipe();
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,

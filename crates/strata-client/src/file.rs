@@ -157,6 +157,8 @@ impl Error {
             Errno::Name => libc::ENAMETOOLONG,
             Errno::Busy => libc::EAGAIN,
             Errno::Timeout => libc::ETIMEDOUT,
+            Errno::Perm => libc::EACCES,
+            Errno::TooBig => libc::EFBIG,
             _ => libc::EIO,
         }
     }

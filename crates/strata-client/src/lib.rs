@@ -125,9 +125,25 @@ pub fn default_socket_path() -> Result<PathBuf> {
     Ok(cfg.resolved_socket_path())
 }
 
+/// Refuses a daemon socket served by another user's process (`SO_PEERCRED`):
+/// whoever listens on the path would receive our requests and data.
+fn check_daemon_peer(s: &UnixStream, socket: &Path) -> Result<()> {
+    let me = rustix::process::getuid().as_raw();
+    let cred = rustix::net::sockopt::socket_peercred(s).map_err(|e| err(Errno::NoDaemon, format!("{}: cannot check who serves it: {e}", socket.display())))?;
+    let uid = cred.uid.as_raw();
+    if uid != me {
+        return Err(err(
+            Errno::Perm,
+            format!("{} is served by a process of uid {uid}, not by your own daemon (uid {me}); refusing to use it — remove it or set STRATA_SOCKET", socket.display()),
+        ));
+    }
+    Ok(())
+}
+
 /// Sends one control request on a fresh connection.
 pub fn control_request(socket: &Path, req: &ControlRequest) -> Result<ControlReply> {
     let mut s = UnixStream::connect(socket).map_err(|e| err(Errno::NoDaemon, format!("{}: {e}", socket.display())))?;
+    check_daemon_peer(&s, socket)?;
     let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
     control::write_frame(&mut s, req).map_err(|e| err(Errno::NoDaemon, e.to_string()))?;
     control::read_frame(&mut s).map_err(|e| err(Errno::NoDaemon, e.to_string()))
@@ -204,6 +220,7 @@ impl Client {
         let mut s = UnixStream::connect(socket).map_err(|e| {
             err(Errno::NoDaemon, format!("cannot reach the strata daemon at {} ({e}); start it with `strata daemon start`", socket.display()))
         })?;
+        check_daemon_peer(&s, socket)?;
         let uid = rustix::process::getuid().as_raw();
         let hello = ControlRequest::Hello { version: PROTOCOL_VERSION, pid: std::process::id(), uid };
         control::write_frame(&mut s, &hello).map_err(|e| err(Errno::NoDaemon, e.to_string()))?;

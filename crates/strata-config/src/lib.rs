@@ -745,11 +745,20 @@ impl Config {
         }
     }
 
-    /// The shared-memory object name prefix, resolving `auto` to `strata-<uid>`.
+    /// The shared-memory object name prefix, resolving `auto` to
+    /// `strata-<uid>-<hash of the socket path>`: daemons with different
+    /// sockets never share shared memory (the daemon also locks the prefix).
     pub fn resolved_shm_prefix(&self) -> String {
         match &self.daemon.shm_prefix {
             Some(p) => p.clone(),
-            None => format!("strata-{}", machine::uid()),
+            None => {
+                // FNV-1a of the socket path: stable across builds and runs.
+                let mut h: u32 = 0x811c_9dc5;
+                for b in self.resolved_socket_path().as_os_str().as_encoded_bytes() {
+                    h = (h ^ u32::from(*b)).wrapping_mul(0x0100_0193);
+                }
+                format!("strata-{}-{h:08x}", machine::uid())
+            }
         }
     }
 

@@ -88,7 +88,7 @@ pub(crate) fn to_yaml(c: &Config) -> String {
     let socket = d.socket.as_deref().map_or("auto".to_string(), path_str);
     o.line(2, "socket", &socket, "auto = $XDG_RUNTIME_DIR/strata/daemon.sock or /tmp/strata-<uid>/daemon.sock");
     let shm = d.shm_prefix.as_deref().map_or("auto".to_string(), yaml_str);
-    o.line(2, "shm_prefix", &shm, "auto = strata-<uid>");
+    o.line(2, "shm_prefix", &shm, "auto = strata-<uid>-<hash of the socket path>");
     o.line(2, "log", d.log.as_str(), "error | warn | info | debug | trace");
     o.line(2, "clients_max", &d.clients_max.to_string(), "1..=4096");
     o.line(2, "channels_per_client_max", &d.channels_per_client_max.to_string(), "1..=1024");

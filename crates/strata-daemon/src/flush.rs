@@ -199,6 +199,10 @@ pub struct FlushIo {
     /// their fdatasync (a destination that corrupts data), before read-back.
     #[cfg(test)]
     pub(crate) corrupt_jobs: AtomicUsize,
+    /// Tests: jobs for this path wait until the flag turns false (a hung
+    /// destination mount).
+    #[cfg(test)]
+    pub(crate) gate: Option<(String, Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>)>,
 }
 
 impl FlushIo {
@@ -219,6 +223,8 @@ impl FlushIo {
             verify: false,
             #[cfg(test)]
             corrupt_jobs: AtomicUsize::new(0),
+            #[cfg(test)]
+            gate: None,
         })
     }
 
@@ -396,11 +402,19 @@ impl FlushIo {
             done.cancelled = true;
             return done;
         }
-        let mut opts = OpenOptions::new();
-        opts.write(true).read(self.verify).create(true).mode(job.mode & 0o7777);
-        if !job.dest_exists {
-            opts.truncate(true);
+        #[cfg(test)]
+        if let Some((path, g)) = &self.gate {
+            if *path == job.path {
+                let mut closed = g.0.lock().unwrap();
+                while *closed {
+                    closed = g.1.wait(closed).unwrap();
+                }
+            }
         }
+        let mut opts = OpenOptions::new();
+        // O_NONBLOCK: a FIFO (or device) at the path must never block a
+        // flush thread in open(); anything but a regular file is refused.
+        opts.write(true).read(self.verify).create(true).mode(job.mode & 0o7777).custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC);
         let f = match opts.open(&job.path) {
             Ok(f) => f,
             Err(e) => {
@@ -408,6 +422,24 @@ impl FlushIo {
                 return done;
             }
         };
+        match f.metadata() {
+            Ok(md) if md.is_file() => {}
+            Ok(md) => {
+                let kind = file_kind(&md);
+                done.error = Some(format!("{} is a {kind} at the destination, not a regular file: not overwritten (remove it to let the buffered file be persisted)", job.path));
+                return done;
+            }
+            Err(e) => {
+                done.error = Some(format!("fstat {}: {e}", job.path));
+                return done;
+            }
+        }
+        if !job.dest_exists {
+            if let Err(e) = f.set_len(0) {
+                done.error = Some(format!("truncate {}: {e}", job.path));
+                return done;
+            }
+        }
         done.touched = true;
         let res = (|| -> std::result::Result<(u64, bool), String> {
             if !job.dest_exists {
@@ -1260,3 +1292,24 @@ unsafe fn crc32c_sse42(c: u32, data: &[u8]) -> u32 {
 #[cfg(test)]
 #[path = "flush_stall_tests.rs"]
 mod stall_tests;
+
+/// "fifo", "socket", "directory", … for messages about a destination path.
+pub fn file_kind(md: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = md.file_type();
+    if t.is_dir() {
+        "directory"
+    } else if t.is_fifo() {
+        "FIFO"
+    } else if t.is_socket() {
+        "socket"
+    } else if t.is_char_device() {
+        "character device"
+    } else if t.is_block_device() {
+        "block device"
+    } else if t.is_symlink() {
+        "symbolic link"
+    } else {
+        "regular file"
+    }
+}

@@ -1,6 +1,7 @@
 //! Flusher tests with real worker threads writing into a temporary
 //! directory (no timed assertions: completions are awaited).
 
+use std::os::unix::fs::OpenOptionsExt;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -312,15 +313,20 @@ fn a_hung_destination_does_not_stop_other_files_and_is_reported() {
     let mut fx = fixture(8 << 20, 64 << 20, 1 << 20);
     let hung = dest(&fx, "hung");
     let fine = dest(&fx, "fine");
-    let (mut f, rx) = start(&fx.core, 2, 0.0);
+    // Jobs for `hung` block before open() like a hung mount, until released.
+    let gate = Arc::new((std::sync::Mutex::new(true), std::sync::Condvar::new()));
+    let (mut f, rx) = {
+        let (tx, rx) = mpsc::channel();
+        let mut io = FlushIo::open(&fx.core, 0.0).unwrap();
+        io.gate = Some((hung.clone(), gate.clone()));
+        let s = FlushSettings { enabled: true, interval_ns: 1, threads: 2, bandwidth_max_mib_s: 0.0 };
+        (Flusher::start(s, io, tx, Arc::new(|| {})).unwrap(), rx)
+    };
     // `flush.stall_warn` of 1 ns: any job still in flight counts as stalled.
     f.set_stall_warn_ns(1);
     let core = &mut fx.core;
     let h = create(core, &hung);
     write(core, h, 0, b"stuck");
-    // A FIFO with no reader: opening it for writing blocks like a hung mount.
-    let c = std::ffi::CString::new(hung.clone()).unwrap();
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
     core.files.kick = true;
     f.tick(core);
     assert!(f.is_in_flight(h));
@@ -344,15 +350,50 @@ fn a_hung_destination_does_not_stop_other_files_and_is_reported() {
     assert!(r.files[0].stalled, "{r:?}");
     let r = crate::drain::drain_status(core, Some(&f), &[fine.clone()]);
     assert!(r.files[0].state == strata_proto::control::DrainState::Persisted && !r.files[0].stalled, "{r:?}");
-    // Unblock it (a reader appears), then let it finish or fail; data stays.
-    let reader = std::fs::File::open(&hung).unwrap();
-    complete_one(core, &mut f, &rx);
-    drop(reader);
-    std::fs::remove_file(&hung).unwrap();
-    // A failed attempt waits for its backoff; `strata flush` skips it.
-    crate::flush::flush_paths(core, &f, &[]);
+    // The mount comes back: the job finishes.
+    *gate.0.lock().unwrap() = false;
+    gate.1.notify_all();
     flush_all(core, &mut f, &rx);
-    assert_eq!(std::fs::read(&hung).unwrap(), b"stuck", "retried onto a regular file once the FIFO is gone");
+    assert_eq!(std::fs::read(&hung).unwrap(), b"stuck");
+    f.stop();
+}
+
+/// Issue 12 item 22: a FIFO at the destination path never blocks a flush
+/// thread (it blocked in open() forever, and unlink/stop with it); the job
+/// fails at once naming the FIFO, the data stays dirty, and once the FIFO is
+/// gone the retry writes a regular file.
+#[test]
+fn a_fifo_at_the_destination_fails_the_job_instead_of_blocking() {
+    let mut fx = fixture(8 << 20, 64 << 20, 1 << 20);
+    let p = dest(&fx, "fifo");
+    let (mut f, rx) = start(&fx.core, 1, 0.0);
+    let core = &mut fx.core;
+    let id = create(core, &p);
+    write(core, id, 0, b"kept");
+    let c = std::ffi::CString::new(p.clone()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    // Once without a reader (open would block) and once with one (open succeeds).
+    for with_reader in [false, true] {
+        let reader = with_reader.then(|| std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&p).unwrap());
+        core.files.kick = true;
+        f.tick(core);
+        assert!(f.is_in_flight(id));
+        match rx.recv_timeout(Duration::from_secs(120)) {
+            Ok(Msg::FlushDone(d)) => {
+                let err = d.error.clone().expect("flush onto a FIFO must fail");
+                assert!(err.contains("FIFO") || err.contains("No such device"), "{err}");
+                f.complete(core, *d);
+            }
+            _ => panic!("the flush thread blocked on the FIFO"),
+        }
+        drop(reader);
+        assert!(core.files.dirty.contains(&id), "data stays dirty");
+        // Skip the retry backoff.
+        crate::flush::flush_paths(core, &f, &[]);
+    }
+    std::fs::remove_file(&p).unwrap();
+    flush_all(core, &mut f, &rx);
+    assert_eq!(std::fs::read(&p).unwrap(), b"kept");
     f.stop();
 }
 

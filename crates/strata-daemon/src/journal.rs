@@ -35,7 +35,7 @@
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -522,7 +522,9 @@ pub fn rewrite(path: &Path, state: &State) -> std::io::Result<u64> {
     buf.extend_from_slice(FILE_MAGIC);
     state.encode_all(&mut buf);
     {
-        let mut f = OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
+        let mut f = OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+        // A journal names every buffered path: readable by its owner only.
+        f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
         f.write_all(&buf)?;
         f.sync_data()?;
     }

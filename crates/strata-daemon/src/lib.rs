@@ -22,6 +22,7 @@ pub mod files_hold;
 pub mod files_list;
 pub mod flush;
 pub mod flush_conc;
+pub mod identity;
 pub mod journal;
 pub mod jpoller;
 pub mod jreplay;
@@ -47,7 +48,7 @@ mod organizer_tests;
 pub(crate) mod testutil;
 
 use std::os::unix::net::UnixListener;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 
@@ -64,31 +65,6 @@ use strata_shm::ShmSegment;
 use crate::core::Core;
 use crate::server::{HelloTemplate, Poller, Shared};
 use crate::tier::{Arena, Backing, Tier, Tiers};
-
-/// Holds the single-instance lock for the daemon's lifetime.
-pub struct InstanceLock {
-    _file: std::fs::File,
-    pub path: PathBuf,
-}
-
-/// Takes the per-user lock next to the socket; fails if a daemon runs.
-pub fn lock_instance(socket: &Path) -> anyhow::Result<InstanceLock> {
-    let dir = socket.parent().context("socket path has no parent directory")?;
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let _ = std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o700));
-    let path = socket.with_extension("lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .with_context(|| format!("cannot open lock file {}", path.display()))?;
-    use std::os::fd::AsFd;
-    if rustix::fs::flock(file.as_fd(), rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
-        bail!("a strata daemon is already running for this user (socket {}); use it, or stop it with `strata daemon stop`", socket.display());
-    }
-    Ok(InstanceLock { _file: file, path })
-}
 
 /// Staging reserve of the arena (leases when the RAM tier is full).
 pub fn staging_bytes(cfg: &Config) -> u64 {
@@ -257,10 +233,11 @@ fn replay_journal(core: &mut Core) -> anyhow::Result<()> {
 
 pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
     cfg.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
-    let socket = cfg.resolved_socket_path();
-    let prefix = cfg.resolved_shm_prefix();
-    let lock = lock_instance(&socket)?;
-    // We hold the lock: any socket or shm object left there is stale.
+    // Every lock (socket, shm prefix, tiers) before anything is swept or replaced.
+    let identity = identity::acquire(&cfg)?;
+    let socket = identity.socket.clone();
+    let prefix = identity.prefix.clone();
+    // We hold the locks: any socket or shm object left there is stale.
     let _ = std::fs::remove_file(&socket);
     sweep_stale_shm(&prefix);
 
@@ -404,6 +381,6 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
     let _ = ShmSegment::unlink(&ctl_name);
     let _ = ShmSegment::unlink(poller.core.tiers.arena.seg.name());
     sweep_stale_shm(&prefix);
-    drop(lock);
+    identity.release();
     Ok(())
 }

@@ -974,8 +974,29 @@ fn send(tx: &mpsc::Sender<Msg>, shared: &Shared, m: Msg) {
     shared.bell().ring();
 }
 
+/// The uid of the process at the other end of `stream` (`SO_PEERCRED`: the
+/// kernel's word, not what the client says).
+pub fn peer_uid(stream: &UnixStream) -> std::io::Result<u32> {
+    Ok(rustix::net::sockopt::socket_peercred(stream)?.uid.as_raw())
+}
+
 fn serve_conn(mut stream: UnixStream, shared: Arc<Shared>, tx: mpsc::Sender<Msg>, hello: Arc<HelloTemplate>) {
     let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    // One user per daemon: every request (stop and status included) comes
+    // from a process of our own uid, as the kernel reports it.
+    let me = rustix::process::getuid().as_raw();
+    match peer_uid(&stream) {
+        Ok(uid) if uid == me => {}
+        Ok(uid) => {
+            tracing::warn!(peer_uid = uid, "refused a connection from another user");
+            let _ = control::write_frame(&mut stream, &ControlReply::Error { code: Errno::Perm.code(), message: format!("this strata daemon belongs to uid {me}; uid {uid} may not use it") });
+            return;
+        }
+        Err(e) => {
+            tracing::warn!("refused a connection whose peer is unknown: {e}");
+            return;
+        }
+    }
     let req: ControlRequest = match control::read_frame(&mut stream) {
         Ok(r) => r,
         Err(e) => {
@@ -1036,7 +1057,7 @@ fn serve_conn(mut stream: UnixStream, shared: Arc<Shared>, tx: mpsc::Sender<Msg>
                 let _ = control::write_frame(&mut stream, &ControlReply::Error { code: Errno::Version.code(), message: format!("client speaks protocol {version}, daemon {PROTOCOL_VERSION}: use matching strata builds") });
                 return;
             }
-            if uid != rustix::process::getuid().as_raw() {
+            if uid != me {
                 let _ = control::write_frame(&mut stream, &ControlReply::Error { code: Errno::Inval.code(), message: "daemon serves one user only".into() });
                 return;
             }

@@ -3,7 +3,7 @@
 //! writes and reads of tier bytes by the daemon go through here.
 
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::PathBuf;
 
 use strata_alloc::{ExtentAllocator, Range};
@@ -83,8 +83,14 @@ impl Tier {
             .write(true)
             .create(true)
             .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&path)
             .map_err(|e| anyhow::anyhow!("cannot open tier file {} for device {name}: {e}", path.display()))?;
+        // Buffered bytes of private files: readable by the owner only (also
+        // when an older version created the file 0644).
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| anyhow::anyhow!("cannot make tier file {} private: {e}", path.display()))?;
         let _ = (index, block_bytes);
         // One daemon per tier file: its extents and journal are this daemon's alone.
         if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {

@@ -54,10 +54,14 @@ pub enum Errno {
     WriteThrough = 22,
     #[error("durability impossible: no non-volatile tier (journal) and no destination")]
     NotDurable = 23,
+    #[error("permission denied: the daemon belongs to another user")]
+    Perm = 24,
+    #[error("size beyond the configured maximum")]
+    TooBig = 25,
 }
 
 impl Errno {
-    pub const ALL: [Errno; 23] = [
+    pub const ALL: [Errno; 25] = [
         Errno::Inval,
         Errno::NoBucket,
         Errno::NoBlob,
@@ -81,6 +85,8 @@ impl Errno {
         Errno::IsDir,
         Errno::WriteThrough,
         Errno::NotDurable,
+        Errno::Perm,
+        Errno::TooBig,
     ];
 
     pub fn code(self) -> i32 {
@@ -117,6 +123,8 @@ impl Errno {
             Errno::IsDir => "STRATA_EISDIR",
             Errno::WriteThrough => "STRATA_EWRITETHROUGH",
             Errno::NotDurable => "STRATA_ENOTDURABLE",
+            Errno::Perm => "STRATA_EPERM",
+            Errno::TooBig => "STRATA_ETOOBIG",
         }
     }
 }

@@ -1,0 +1,50 @@
+//! Issue 12, small CLI items: a closed stdout ends the command quietly
+//! (item 16), the daemon log has no colour codes (item 17).
+
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::process::{Command, Stdio};
+
+mod common;
+use common::{strata_bin, TestDaemon};
+
+/// A pipe whose read end is already closed: the first write gets EPIPE.
+fn closed_pipe() -> OwnedFd {
+    let mut fds = [0i32; 2];
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    unsafe { libc::close(fds[0]) };
+    unsafe { OwnedFd::from_raw_fd(fds[1]) }
+}
+
+#[test]
+fn a_closed_stdout_is_not_a_panic() {
+    let d = TestDaemon::start();
+    for args in [vec!["config", "default"], vec!["status"], vec!["drain", "status"]] {
+        let out = Command::new(strata_bin())
+            .arg("--config")
+            .arg(&d.config)
+            .args(&args)
+            .stdout(Stdio::from(closed_pipe()))
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn the_daemon_log_has_no_colour_codes() {
+    // `log: info` so the daemon logs its start line into <socket>.log.
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("run/daemon.sock");
+    let cfg = dir.path().join("c.yaml");
+    std::fs::write(&cfg, format!("daemon:\n  socket: {}\n  shm_prefix: strata-ansi{}\n  log: info\ndevices:\n  - name: ram\n    kind: ram\n    capacity: 32MiB\n", sock.display(), std::process::id())).unwrap();
+    let st = Command::new(strata_bin()).arg("--config").arg(&cfg).args(["daemon", "start"]).status().unwrap();
+    assert!(st.success());
+    let st = Command::new(strata_bin()).arg("--config").arg(&cfg).args(["daemon", "stop"]).status().unwrap();
+    assert!(st.success());
+    let log = std::fs::read_to_string(sock.with_extension("log")).unwrap();
+    assert!(log.contains("strata daemon ready"), "{log}");
+    assert!(!log.contains('\u{1b}'), "ANSI escape in daemon.log: {log:?}");
+}
