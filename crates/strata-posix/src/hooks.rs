@@ -389,6 +389,93 @@ pub unsafe extern "C" fn creat(path: *const c_char, mode: mode_t) -> c_int {
 pub unsafe extern "C" fn creat64(path: *const c_char, mode: mode_t) -> c_int {
     strata_posix_open(path, libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC, mode)
 }
+// ---------------------------------------------------------------------------
+// mkstemp family: glibc creates the file with its internal `__open`, which
+// no hook sees (issue 12 item 10: `sed -i` under SCRATCH left its output at
+// the destination). For a template in a buffered directory the name is
+// generated here and the file created through our open.
+
+/// Most names tried before EEXIST (glibc tries up to TMP_MAX = 238 328).
+const MKSTEMP_TRIES_MAX: u32 = 10_000;
+
+unsafe fn mkstemp_impl(template: *mut c_char, suffix_len: c_int, flags: c_int) -> c_int {
+    if template.is_null() || suffix_len < 0 {
+        set_errno(libc::EINVAL);
+        return -1;
+    }
+    let len = libc::strlen(template);
+    let suffix = suffix_len as usize;
+    if len < 6 + suffix {
+        set_errno(libc::EINVAL);
+        return -1;
+    }
+    let xs = std::slice::from_raw_parts_mut(template as *mut u8, len);
+    let at = len - suffix - 6;
+    if &xs[at..at + 6] != b"XXXXXX" {
+        set_errno(libc::EINVAL);
+        return -1;
+    }
+    const CHARS: &[u8; 62] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    let mut seed: u64 = {
+        let mut b = [0u8; 8];
+        if libc::getrandom(b.as_mut_ptr() as *mut c_void, 8, libc::GRND_NONBLOCK) != 8 {
+            let mut ts: libc::timespec = std::mem::zeroed();
+            libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+            b = ((ts.tv_nsec as u64) ^ ((libc::getpid() as u64) << 32) ^ (ts.tv_sec as u64)).to_le_bytes();
+        }
+        u64::from_le_bytes(b)
+    };
+    let fl = (flags & !libc::O_ACCMODE) | libc::O_RDWR | libc::O_CREAT | libc::O_EXCL;
+    for _ in 0..MKSTEMP_TRIES_MAX {
+        for slot in &mut xs[at..at + 6] {
+            // xorshift64*: different names on every try.
+            seed ^= seed >> 12;
+            seed ^= seed << 25;
+            seed ^= seed >> 27;
+            *slot = CHARS[(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 58) as usize % CHARS.len()];
+        }
+        let fd = strata_posix_open(template, fl, 0o600);
+        if fd >= 0 || errno() != libc::EEXIST {
+            return fd;
+        }
+    }
+    set_errno(libc::EEXIST);
+    -1
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mkstemp(template: *mut c_char) -> c_int {
+    mkstemp_impl(template, 0, 0)
+}
+#[no_mangle]
+pub unsafe extern "C" fn mkstemp64(template: *mut c_char) -> c_int {
+    mkstemp_impl(template, 0, 0)
+}
+#[no_mangle]
+pub unsafe extern "C" fn mkostemp(template: *mut c_char, flags: c_int) -> c_int {
+    mkstemp_impl(template, 0, flags)
+}
+#[no_mangle]
+pub unsafe extern "C" fn mkostemp64(template: *mut c_char, flags: c_int) -> c_int {
+    mkstemp_impl(template, 0, flags)
+}
+#[no_mangle]
+pub unsafe extern "C" fn mkstemps(template: *mut c_char, suffix_len: c_int) -> c_int {
+    mkstemp_impl(template, suffix_len, 0)
+}
+#[no_mangle]
+pub unsafe extern "C" fn mkstemps64(template: *mut c_char, suffix_len: c_int) -> c_int {
+    mkstemp_impl(template, suffix_len, 0)
+}
+#[no_mangle]
+pub unsafe extern "C" fn mkostemps(template: *mut c_char, suffix_len: c_int, flags: c_int) -> c_int {
+    mkstemp_impl(template, suffix_len, flags)
+}
+#[no_mangle]
+pub unsafe extern "C" fn mkostemps64(template: *mut c_char, suffix_len: c_int, flags: c_int) -> c_int {
+    mkstemp_impl(template, suffix_len, flags)
+}
+
 /// Fortified open without a mode (O_CREAT is rejected by the caller's checks).
 #[no_mangle]
 pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
@@ -1533,10 +1620,78 @@ unsafe fn fixed_env(envp: *const *const c_char) -> Option<Vec<*const c_char>> {
     Some(v)
 }
 
+/// Makes a buffered file executable by the kernel before `execve`,
+/// `posix_spawn` or `dlopen` of `path` (issue 12 item 9: a program just
+/// written under `strata run` was "required file not found"):
+/// - not buffered: `Ok(None)`, the kernel finds it as it is;
+/// - DEFAULT: its bytes are flushed and synced at the destination, `Ok(None)`;
+/// - SCRATCH/WORKFLOW (never at the destination): a memfd holding its bytes
+///   and mode, `Ok(Some(fd))`, to be run as `/proc/self/fd/<fd>` (inherited,
+///   so an interpreter started for a `#!` script can open it too).
+unsafe fn exec_prepare(path: *const c_char) -> Result<Option<c_int>, c_int> {
+    let Some(t) = tracked_path(libc::AT_FDCWD, path) else { return Ok(None) };
+    let r: c_int = run(|| {
+        let c = match cl() {
+            Ok(c) => c,
+            Err(_) => return Ok(-2),
+        };
+        let p = t.abs.as_str().ok_or(libc::EINVAL)?;
+        let Some(a) = c.file_stat_path(p).map_err(os)? else { return Ok(-2) };
+        if a.persist == Persist::Default {
+            if a.dirty {
+                c.file_sync_dest(a.id).map_err(os)?;
+            }
+            trace!("exec {}: made real at the destination", p);
+            return Ok(-2);
+        }
+        if a.mode & 0o111 == 0 {
+            return Err(libc::EACCES);
+        }
+        let fd = cvt(libc::memfd_create(c"strata-exec".as_ptr(), 0))?;
+        if let Err(e) = copy_out(c, a.id, a.size, fd) {
+            real::close(fd);
+            return Err(e);
+        }
+        real::fchmod(fd, a.mode as mode_t);
+        trace!("exec {}: from a private copy (fd {})", p, fd);
+        Ok(fd)
+    });
+    match r {
+        -2 => Ok(None),
+        -1 => Err(errno()),
+        fd => Ok(Some(fd)),
+    }
+}
+
+/// `/proc/self/fd/<fd>` as a C string.
+fn fd_path(fd: c_int) -> std::ffi::CString {
+    std::ffi::CString::new(format!("/proc/self/fd/{fd}")).unwrap_or_default()
+}
+
+/// Runs `f` with the path to execute: `path` itself, or the private copy.
+unsafe fn with_exec_path(path: *const c_char, f: impl FnOnce(*const c_char) -> c_int) -> c_int {
+    match exec_prepare(path) {
+        Err(e) => {
+            set_errno(e);
+            -1
+        }
+        Ok(None) => f(path),
+        Ok(Some(fd)) => {
+            let p = fd_path(fd);
+            let r = f(p.as_ptr());
+            let e = errno();
+            real::close(fd);
+            set_errno(e);
+            r
+        }
+    }
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn execve(path: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int {
     let v = fixed_env(envp);
-    real::execve(path, argv, v.as_ref().map_or(envp, |v| v.as_ptr()))
+    let envp = v.as_ref().map_or(envp, |v| v.as_ptr());
+    with_exec_path(path, |p| real::execve(p, argv, envp))
 }
 
 #[no_mangle]
@@ -1544,8 +1699,16 @@ pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) 
     execve(path, argv, environ)
 }
 
+/// A file name with a slash is a path (no PATH search).
+unsafe fn has_slash(file: *const c_char) -> bool {
+    !file.is_null() && crate::c_str(file).contains(&b'/')
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn execvpe(file: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int {
+    if has_slash(file) {
+        return execve(file, argv, envp);
+    }
     let v = fixed_env(envp);
     real::execvpe(file, argv, v.as_ref().map_or(envp, |v| v.as_ptr()))
 }
@@ -1553,6 +1716,51 @@ pub unsafe extern "C" fn execvpe(file: *const c_char, argv: *const *const c_char
 #[no_mangle]
 pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
     execvpe(file, argv, environ)
+}
+
+/// glibc's posix_spawn execs with its internal `__execve`, which no hook
+/// sees: the file is prepared and the environment fixed here.
+#[no_mangle]
+pub unsafe extern "C" fn posix_spawn(pid: *mut libc::pid_t, path: *const c_char, acts: *const c_void, attr: *const c_void, argv: *const *const c_char, envp: *const *const c_char) -> c_int {
+    let v = fixed_env(envp);
+    let envp = v.as_ref().map_or(envp, |v| v.as_ptr());
+    match exec_prepare(path) {
+        Err(e) => e,
+        Ok(None) => real::posix_spawn(pid, path, acts, attr, argv, envp),
+        Ok(Some(fd)) => {
+            let p = fd_path(fd);
+            let r = real::posix_spawn(pid, p.as_ptr(), acts, attr, argv, envp);
+            real::close(fd);
+            r
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn posix_spawnp(pid: *mut libc::pid_t, file: *const c_char, acts: *const c_void, attr: *const c_void, argv: *const *const c_char, envp: *const *const c_char) -> c_int {
+    if has_slash(file) {
+        return posix_spawn(pid, file, acts, attr, argv, envp);
+    }
+    let v = fixed_env(envp);
+    real::posix_spawnp(pid, file, acts, attr, argv, v.as_ref().map_or(envp, |v| v.as_ptr()))
+}
+
+/// A shared object just written under strata: made real (DEFAULT) or loaded
+/// from a private copy (SCRATCH/WORKFLOW) before the loader opens it.
+#[no_mangle]
+pub unsafe extern "C" fn dlopen(file: *const c_char, mode: c_int) -> *mut c_void {
+    if file.is_null() || !crate::ready() || crate::guarded() || !has_slash(file) {
+        return real::dlopen(file, mode);
+    }
+    let mut out: *mut c_void = std::ptr::null_mut();
+    let r = with_exec_path(file, |p| {
+        out = real::dlopen(p, mode);
+        0
+    });
+    if r != 0 {
+        return std::ptr::null_mut();
+    }
+    out
 }
 
 // ---------------------------------------------------------------------------

@@ -22,6 +22,7 @@
 
 #![allow(clippy::missing_safety_doc)]
 
+mod aio;
 mod dirs;
 mod hooks;
 mod path;

@@ -121,7 +121,7 @@ impl Drop for Daemon {
 
 /// Compiles tests/c/ops.c once per test into `dir`.
 fn ops_binary(dir: &Path) -> PathBuf {
-    c_binary(dir, "ops", &[])
+    c_binary(dir, "ops", &["-pthread", "-lrt"])
 }
 
 /// Compiles tests/c/NAME.c into `dir/NAME`.
