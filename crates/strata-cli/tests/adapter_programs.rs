@@ -354,6 +354,23 @@ fn sed_case() -> Option<Case> {
     })
 }
 
+/// Issue 12 item 2: renaming a directory carries the buffered files beneath
+/// it (they stayed at the old path, were retried forever and lost); a
+/// target directory holding only buffered files is not empty; recreating
+/// the old directory shows no ghosts; a tree leaving the buffer is made real.
+fn dir_rename_case() -> Option<Case> {
+    (require("mv", "coreutils") && require("python3", "python3")).then(|| {
+        Case::new("dir-rename")
+            .step(step("mkdir -p a/sub/deep && echo x > a/s && echo y > a/sub/t && seq 1 100000 > a/sub/deep/big && mv a b && cat b/s b/sub/t && wc -l b/sub/deep/big && test -e a/s; echo \"old name: $?\""))
+            .step(step("mkdir a && ls -A a; echo new > a/s && cat a/s b/s && rmdir a 2>/dev/null; echo \"rmdir non-empty: $?\""))
+            .step(step("mkdir -p c d && echo z > c/f && mv -T c d && cat d/f && ls -A"))
+            .step(step("mkdir -p e g && echo 1 > e/f && echo 2 > g/h && mv -T e g 2>/dev/null; echo \"over non-empty: $?\"; cat g/h e/f"))
+            .step(step("mkdir in && seq 1 3000 > in/old.txt && sync && echo more >> in/old.txt && mv in out && tail -2 out/old.txt && mkdir -p deep/x/y && mv out deep/x/y/ && tail -1 deep/x/y/out/old.txt"))
+            .step(step("mkdir -p o && echo out > o/f && D=$(mktemp -d) && mv o $D/o && cat $D/o/f && rm -rf $D && test -e o; echo \"gone: $?\""))
+            .step(step("python3 -c \"import os\nos.mkdir('dd'); open('ff','w').write('q')\ntry:\n    os.rename('ff','dd')\nexcept OSError as e: print('file over dir:', e.errno)\""))
+    })
+}
+
 macro_rules! program_tests {
     ($($default:ident, $scratch:ident => $make:expr;)*) => {$(
         #[test]
@@ -388,6 +405,7 @@ program_tests! {
     fio_default, fio_scratch => |_: &Path| fio_case();
     exec_default, exec_scratch => |_: &Path| exec_case();
     sed_default, sed_scratch => |_: &Path| sed_case();
+    dir_rename_default, dir_rename_scratch => |_: &Path| dir_rename_case();
 }
 
 /// Seed 000's checkpoint/restart workflow: a producer run writes a

@@ -874,6 +874,18 @@ impl Client {
         Ok(resp.val0 == 1)
     }
 
+    /// A directory `from` was renamed to `to` (`dest_renamed`: at the
+    /// destination too): every buffered record beneath it moves with it, in
+    /// one step of the daemon. Returns how many records moved.
+    pub fn file_rename_tree(&self, from: &str, to: &str, dest_renamed: bool) -> Result<u64> {
+        check_path(from)?;
+        check_path(to)?;
+        let f = flags::TREE | if dest_renamed { flags::DEST_INFO } else { 0 };
+        let req = Request { op: Op::FileRename as u32, flags: f, name_len: from.len() as u32, name2_len: to.len() as u32, ..Request::default() };
+        let (resp, _) = self.file_call(req, &[from.as_bytes(), to.as_bytes()], "directory rename")?;
+        Ok(resp.val0)
+    }
+
     /// DEFAULT files: returns once every byte written before the call is at
     /// the destination (fdatasync'ed there). SCRATCH and WORKFLOW: returns
     /// at once. A failed flush is reported as `Io` with its reason.

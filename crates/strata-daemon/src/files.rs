@@ -633,6 +633,35 @@ impl Core {
         Ok(true)
     }
 
+    /// `FileRename` with `TREE` (a directory renamed): every record beneath
+    /// `from/` moves to the same relative place beneath `to/`, in one poller
+    /// step, so no flush job is dispatched for a half-moved tree; jobs in
+    /// flight for the old paths count for nothing (`file_rename`). Returns
+    /// how many records moved.
+    pub fn file_rename_tree(&mut self, from: &str, to: &str, dest_renamed: bool) -> Result<u64> {
+        let (from, to) = (from.trim_end_matches('/'), to.trim_end_matches('/'));
+        if !from.starts_with('/') || !to.starts_with('/') || to.contains('\0') || from.is_empty() || to.is_empty() {
+            return Err(Errno::Inval);
+        }
+        if from == to {
+            return Ok(0);
+        }
+        let prefix = format!("{from}/");
+        if to.starts_with(&prefix) {
+            return Err(Errno::Inval); // into its own subtree, as rename(2) says
+        }
+        // Bounded by the number of buckets (a metadata limit).
+        let names: Vec<String> = self.meta.bucket_names().into_iter().filter(|n| n.starts_with(&prefix) && self.meta.file_by_path(n).is_some()).map(str::to_string).collect();
+        let mut moved = 0u64;
+        for name in names {
+            let new = format!("{to}/{}", &name[prefix.len()..]);
+            if self.file_rename(&name, &new, dest_renamed)? {
+                moved += 1;
+            }
+        }
+        Ok(moved)
+    }
+
     /// `FileSync`: the generation to wait for (0 = nothing to wait for).
     ///
     /// With a journal, the file's dirty pages are *stashed* (copied to a

@@ -59,4 +59,26 @@ mod tests {
         assert_eq!(core.file_list("/d/sub", "", 10).unwrap().0, vec!["x"]);
         assert!(core.file_list("relative", "", 10).is_err());
     }
+
+    #[test]
+    fn a_directory_rename_moves_every_record_beneath_it_and_nothing_else() {
+        let mut fx = testutil::fixture(64 << 20, 0, 0);
+        let core = &mut fx.core;
+        let a = OpenArgs { create: true, mode: 0o644, page_shift: 12, dest: Some(WireDestInfo::default()), ..OpenArgs::default() };
+        for p in ["/d/a", "/d/sub/x", "/d/sub/deep/y", "/dx/keep", "/e/a"] {
+            core.file_open(p, &a).unwrap();
+        }
+        assert_eq!(core.file_rename_tree("/d", "/n/m", true).unwrap(), 3);
+        for p in ["/n/m/a", "/n/m/sub/x", "/n/m/sub/deep/y", "/dx/keep", "/e/a"] {
+            assert!(core.meta.file_by_path(p).is_some(), "{p}");
+        }
+        for p in ["/d/a", "/d/sub/x", "/d/sub/deep/y"] {
+            assert!(core.meta.file_by_path(p).is_none(), "{p}");
+        }
+        assert_eq!(core.file_list("/n/m/sub", "", 10).unwrap().0, vec!["x"]);
+        // Into its own subtree: refused, nothing moved.
+        assert!(core.file_rename_tree("/n", "/n/m/z", true).is_err());
+        assert!(core.meta.file_by_path("/n/m/a").is_some());
+        core.file_check().unwrap();
+    }
 }

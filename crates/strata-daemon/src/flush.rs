@@ -199,10 +199,12 @@ pub struct FlushIo {
     /// their fdatasync (a destination that corrupts data), before read-back.
     #[cfg(test)]
     pub(crate) corrupt_jobs: AtomicUsize,
-    /// Tests: jobs for this path wait until the flag turns false (a hung
-    /// destination mount).
-    #[cfg(test)]
-    pub(crate) gate: Option<(String, Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>)>,
+    /// Fault injection (debug builds only: tests of hung destinations): a
+    /// job waits before opening its destination while `<path><marker>`
+    /// exists, like a hung mount (a FIFO no longer hangs the flusher).
+    /// From `STRATA_INTERNAL_FAULT_FLUSH_HANG`.
+    #[cfg(debug_assertions)]
+    pub(crate) hang_marker: Option<String>,
 }
 
 impl FlushIo {
@@ -223,8 +225,8 @@ impl FlushIo {
             verify: false,
             #[cfg(test)]
             corrupt_jobs: AtomicUsize::new(0),
-            #[cfg(test)]
-            gate: None,
+            #[cfg(debug_assertions)]
+            hang_marker: std::env::var("STRATA_INTERNAL_FAULT_FLUSH_HANG").ok().filter(|m| !m.is_empty()),
         })
     }
 
@@ -402,13 +404,12 @@ impl FlushIo {
             done.cancelled = true;
             return done;
         }
-        #[cfg(test)]
-        if let Some((path, g)) = &self.gate {
-            if *path == job.path {
-                let mut closed = g.0.lock().unwrap();
-                while *closed {
-                    closed = g.1.wait(closed).unwrap();
-                }
+        #[cfg(debug_assertions)]
+        if let Some(m) = &self.hang_marker {
+            let marker = format!("{}{m}", job.path);
+            // Bounded by the test that removes the marker (or cancels the job).
+            while std::path::Path::new(&marker).exists() && !job.cancel.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(5));
             }
         }
         let mut opts = OpenOptions::new();

@@ -313,12 +313,13 @@ fn a_hung_destination_does_not_stop_other_files_and_is_reported() {
     let mut fx = fixture(8 << 20, 64 << 20, 1 << 20);
     let hung = dest(&fx, "hung");
     let fine = dest(&fx, "fine");
-    // Jobs for `hung` block before open() like a hung mount, until released.
-    let gate = Arc::new((std::sync::Mutex::new(true), std::sync::Condvar::new()));
+    // Jobs for `hung` block before open() like a hung mount while the marker exists.
+    let marker = format!("{hung}.hang");
+    std::fs::write(&marker, b"").unwrap();
     let (mut f, rx) = {
         let (tx, rx) = mpsc::channel();
         let mut io = FlushIo::open(&fx.core, 0.0).unwrap();
-        io.gate = Some((hung.clone(), gate.clone()));
+        io.hang_marker = Some(".hang".into());
         let s = FlushSettings { enabled: true, interval_ns: 1, threads: 2, bandwidth_max_mib_s: 0.0 };
         (Flusher::start(s, io, tx, Arc::new(|| {})).unwrap(), rx)
     };
@@ -351,8 +352,7 @@ fn a_hung_destination_does_not_stop_other_files_and_is_reported() {
     let r = crate::drain::drain_status(core, Some(&f), &[fine.clone()]);
     assert!(r.files[0].state == strata_proto::control::DrainState::Persisted && !r.files[0].stalled, "{r:?}");
     // The mount comes back: the job finishes.
-    *gate.0.lock().unwrap() = false;
-    gate.1.notify_all();
+    std::fs::remove_file(&marker).unwrap();
     flush_all(core, &mut f, &rx);
     assert_eq!(std::fs::read(&hung).unwrap(), b"stuck");
     f.stop();

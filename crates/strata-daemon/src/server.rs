@@ -671,6 +671,7 @@ impl Poller {
                 self.core.file_set_attr(id, a)?;
                 r.val0 = self.core.meta.file(id)?.persist as u64;
             }
+            Op::FileRename if req.flags & flags::TREE != 0 => r.val0 = self.core.file_rename_tree(name, name2, req.flags & flags::DEST_INFO != 0)?,
             Op::FileRename => r.val0 = self.core.file_rename(name, name2, req.flags & flags::DEST_INFO != 0)? as u64,
             Op::FileSync => r.val0 = self.core.file_sync_ex(bucket, req.flags & flags::SYNC_DEST != 0)?,
             Op::BucketFlush => r.val0 = crate::stash::bucket_flush(&mut self.core, bucket)?,

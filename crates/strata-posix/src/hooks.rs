@@ -1359,6 +1359,85 @@ pub unsafe extern "C" fn remove(path: *const c_char) -> c_int {
     }
 }
 
+/// Whether `path` (relative to `dirfd`) is a directory, without following
+/// a final symlink.
+unsafe fn is_dir_at(dirfd: c_int, path: *const c_char) -> bool {
+    let mut st: libc::stat64 = std::mem::zeroed();
+    real::fstatat64(dirfd, path, &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFDIR
+}
+
+/// Deepest directory level a rename of a buffered tree walks.
+const TREE_DEPTH_MAX: usize = 256;
+
+/// After a buffered tree `from` was renamed to the untracked directory
+/// `to`: every buffered file beneath `from` is written at its new path
+/// beneath `to` and its record dropped (the tree left the buffer).
+/// Subdirectories are real (mkdir is not buffered), so the walk follows the
+/// moved tree at `to`.
+unsafe fn materialise_tree(c: &Client, from: &str, to: &str, depth: usize) -> Result<(), c_int> {
+    if depth > TREE_DEPTH_MAX {
+        return Err(libc::ELOOP);
+    }
+    for name in c.file_list_dir(from).map_err(os)? {
+        let old = format!("{from}/{name}");
+        let Some(a) = c.file_stat_path(&old).map_err(os)? else { continue };
+        let new = std::ffi::CString::new(format!("{to}/{name}")).map_err(|_| libc::EINVAL)?;
+        let fd = cvt(real::open(new.as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC | libc::O_NOFOLLOW, a.mode))?;
+        let res = copy_out(c, a.id, a.size, fd).and_then(|_| if a.persist == Persist::Default { cvt(libc::fdatasync(fd)).map(|_| ()) } else { Ok(()) });
+        real::close(fd);
+        res?;
+        c.file_unlink_ex(&old).map_err(os)?;
+    }
+    let Ok(rd) = std::fs::read_dir(to) else { return Ok(()) };
+    for e in rd.flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            let n = e.file_name();
+            let Some(n) = n.to_str() else { continue };
+            materialise_tree(c, &format!("{from}/{n}"), &format!("{to}/{n}"), depth + 1)?;
+        }
+    }
+    Ok(())
+}
+
+/// rename(2) of a directory under the adapter (issue 12 item 2: the
+/// buffered files beneath it stayed at the old path, the flusher retried
+/// them forever and they were lost at shutdown).
+unsafe fn rename_dir(c: &Client, f: &crate::path::Tracked, t: Option<&crate::path::Tracked>, nfd: c_int, to: *const c_char, real_rename: impl Fn() -> c_int) -> Result<c_int, c_int> {
+    let from = f.abs.as_str().ok_or(libc::EINVAL)?;
+    // `rename("a", "b/")`: the target is the directory b.
+    let to_bytes = crate::c_str(to);
+    let stripped = {
+        let mut n = to_bytes.len();
+        while n > 1 && to_bytes[n - 1] == b'/' {
+            n -= 1;
+        }
+        &to_bytes[..n]
+    };
+    let t_owned = if t.is_none() && stripped.len() != to_bytes.len() { crate::path::classify_path(nfd, stripped) } else { None };
+    match t.or(t_owned.as_ref()) {
+        Some(t) => {
+            let tabs = t.abs.as_str().ok_or(libc::EINVAL)?;
+            // A target directory holding only buffered files looks empty to
+            // the kernel, which would replace it and orphan them.
+            if is_dir_at(nfd, to) && tabs != from && !c.file_list_dir(tabs).map_err(os)?.is_empty() {
+                return Err(libc::ENOTEMPTY);
+            }
+            cvt(real_rename())?;
+            let n = c.file_rename_tree(from, tabs, true).map_err(os)?;
+            trace!("rename dir {} -> {}: {} buffered files moved", from, tabs, n);
+            Ok(0)
+        }
+        None => {
+            cvt(real_rename())?;
+            let target = crate::path::resolve(nfd, stripped).ok_or(libc::ENAMETOOLONG)?;
+            let target = target.as_str().ok_or(libc::EINVAL)?;
+            materialise_tree(c, from, target, 0)?;
+            trace!("rename dir {} -> untracked {}: buffered files made real", from, target);
+            Ok(0)
+        }
+    }
+}
+
 unsafe fn rename_impl(ofd: c_int, from: *const c_char, nfd: c_int, to: *const c_char, flags: c_uint) -> c_int {
     let real_rename = || real::renameat2(ofd, from, nfd, to, flags);
     let tf = tracked_path(ofd, from);
@@ -1386,6 +1465,10 @@ unsafe fn rename_impl(ofd: c_int, from: *const c_char, nfd: c_int, to: *const c_
             return cvt(real_rename());
         }
         let Some(fa) = frec else {
+            // A directory: the buffered files beneath it move with it.
+            if let Some(f) = tf.as_ref().filter(|_| is_dir_at(ofd, from)) {
+                return rename_dir(c, f, tt.as_ref(), nfd, to, real_rename);
+            }
             // nothing buffered at the source: the destination moves, and a
             // record at the target is replaced by it
             let r = cvt(real_rename())?;
@@ -1403,6 +1486,11 @@ unsafe fn rename_impl(ofd: c_int, from: *const c_char, nfd: c_int, to: *const c_
         }
         match &tt {
             Some(t) => {
+                // A file never replaces a directory (the kernel's answer even
+                // when the file exists only in the buffer).
+                if is_dir_at(nfd, to) {
+                    return Err(libc::EISDIR);
+                }
                 // the target's directory must exist, as for a real rename
                 let parent = t.abs.parent();
                 let mut st: libc::stat64 = std::mem::zeroed();

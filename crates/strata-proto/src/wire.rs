@@ -204,11 +204,15 @@ pub mod flags {
     /// (stage-in, and the fill a write needs first), see the daemon's
     /// scan-resistant admission of read-through pages.
     pub const FILL_KEEP: u32 = 1 << 13;
+    /// FileRename: `from` and `to` are directories; every record beneath
+    /// `from/` moves to the same place beneath `to/` in one step (val0 =
+    /// how many moved).
+    pub const TREE: u32 = 1 << 14;
     /// Bits 16..20: placement policy override + 1 (0 = bucket/daemon default).
     pub const POLICY_SHIFT: u32 = 16;
     pub const POLICY_MASK: u32 = 0xF << POLICY_SHIFT;
     pub const KNOWN: u32 =
-        CREATE | EXCL | PARTIAL | APPEND | SRC_ARG | REPLACE | STATIONARY | TRUNC | DEST_INFO | SET_MODE | SET_MTIME | SET_ATIME | SYNC_DEST | FILL_KEEP | POLICY_MASK;
+        CREATE | EXCL | PARTIAL | APPEND | SRC_ARG | REPLACE | STATIONARY | TRUNC | DEST_INFO | SET_MODE | SET_MTIME | SET_ATIME | SYNC_DEST | FILL_KEEP | TREE | POLICY_MASK;
 }
 
 /// Number of pin ids a request can release on the side (piggy-backed).
