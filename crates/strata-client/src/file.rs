@@ -892,7 +892,7 @@ impl Client {
     pub fn file_sync(&self, id: u64) -> Result<()> {
         let req = Request { op: Op::FileSync as u32, bucket: id, ..Request::default() };
         let (resp, _) = self.file_call(req, &[], "file sync")?;
-        self.sync_wait(id, resp.val0, 0)
+        self.sync_wait(id, resp.val0, 0, "durable flush of the file")
     }
 
     /// Like `file_sync`, but only the destination counts (the journal does
@@ -900,18 +900,18 @@ impl Client {
     pub fn file_sync_dest(&self, id: u64) -> Result<()> {
         let req = Request { op: Op::FileSync as u32, flags: flags::SYNC_DEST, bucket: id, ..Request::default() };
         let (resp, _) = self.file_call(req, &[], "file sync")?;
-        self.sync_wait(id, resp.val0, flags::SYNC_DEST)
+        self.sync_wait(id, resp.val0, flags::SYNC_DEST, "flush to the destination")
     }
 
     /// `Bucket::flush(true)`: makes the blobs of bucket `id` durable.
     pub(crate) fn bucket_flush(&self, id: u64) -> Result<()> {
         let req = Request { op: Op::BucketFlush as u32, bucket: id, ..Request::default() };
         let (resp, _) = self.file_call(req, &[], "durable flush")?;
-        self.sync_wait(id, resp.val0, 0)
+        self.sync_wait(id, resp.val0, 0, "durable flush of the bucket to a non-volatile tier")
     }
 
     /// Polls `FileSyncState` until generation `target` of `id` is durable.
-    fn sync_wait(&self, id: u64, target: u64, flags: u32) -> Result<()> {
+    fn sync_wait(&self, id: u64, target: u64, flags: u32, what: &str) -> Result<()> {
         if target == 0 {
             return Ok(());
         }
@@ -927,7 +927,7 @@ impl Client {
             }
             if resp.val1 == 1 {
                 let why = String::from_utf8_lossy(&arg).into_owned();
-                return Err(Error { errno: Errno::Io, context: format!("flush to the destination failed after {:?}: {why}", started.elapsed()), os: libc::EIO });
+                return Err(Error { errno: Errno::Io, context: format!("{what} failed after {:?}: {why}", started.elapsed()), os: libc::EIO });
             }
             std::thread::sleep(sleep);
             // A journaled fsync takes about a millisecond: poll finely at first.

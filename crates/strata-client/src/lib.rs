@@ -593,7 +593,13 @@ impl Bucket {
             if round == 0 {
                 let total = size.saturating_sub(offset).min(len);
                 out.clear();
-                out.reserve_exact(total as usize);
+                // A blob larger than this process can hold is an error, not
+                // an abort of the process (use get_at with a buffer of your own).
+                let fits = usize::try_from(total).ok().is_some_and(|t| out.try_reserve_exact(t).is_ok());
+                if !fits {
+                    ch.release(resp.val2);
+                    return Err(err(Errno::TooBig, format!("get {name}: {total} bytes do not fit in this process's memory; read it in pieces with get_at")));
+                }
                 remaining = total;
             }
             let covered = resp.val1 as usize;

@@ -35,7 +35,7 @@
 //!       block_size: 4KiB, bandwidth: 2GiB/s, latency: 100us, volatile: false }
 //! placement: { policy: minimize_io_time, lease_size: 4MiB, seed: 0 }
 //! metadata: { buckets_max: 65536, blobs_max: 4194304, bucket_name_max: 4096, blob_name_max: 1024,
-//!             extents_per_blob_max: 256, tags_per_bucket_max: 64 }
+//!             extents_per_blob_max: 256, tags_per_bucket_max: 64, blob_size_max: 1TiB }
 //! adapter: { page_size: 1MiB, mode: default, include: [], exclude: [],
 //!            prefixes: [ { path: /data/ckpt, mode: scratch, page_size: 4MiB } ] }
 //! flush: { enabled: true, interval: 100ms, threads: 8, bandwidth_max: 0 }
@@ -358,6 +358,9 @@ pub struct MetadataConfig {
     pub extents_per_blob_max: u32,
     /// 0..=4096.
     pub tags_per_bucket_max: u32,
+    /// Largest size of one native blob (a sparse `put_at` far beyond the end
+    /// is refused with `TooBig`), 1MiB..=1PiB.
+    pub blob_size_max_bytes: u64,
 }
 
 impl Default for MetadataConfig {
@@ -369,6 +372,7 @@ impl Default for MetadataConfig {
             blob_name_max: 1024,
             extents_per_blob_max: 256,
             tags_per_bucket_max: 64,
+            blob_size_max_bytes: 1 << 40,
         }
     }
 }

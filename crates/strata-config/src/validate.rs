@@ -173,6 +173,7 @@ pub(crate) fn validate(c: &Config) -> R {
     range_u64("metadata.bucket_name_max", m.bucket_name_max.into(), 1, 65536, int)?;
     range_u64("metadata.blob_name_max", m.blob_name_max.into(), 1, 65536, int)?;
     range_u64("metadata.extents_per_blob_max", m.extents_per_blob_max.into(), 1, 65536, int)?;
+    size_in("metadata.blob_size_max", m.blob_size_max_bytes, 1 << 20, 1 << 50)?;
     range_u64("metadata.tags_per_bucket_max", m.tags_per_bucket_max.into(), 0, 4096, int)?;
 
     // adapter

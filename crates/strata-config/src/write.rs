@@ -124,6 +124,7 @@ pub(crate) fn to_yaml(c: &Config) -> String {
     o.line(2, "blob_name_max", &m.blob_name_max.to_string(), "bytes");
     o.line(2, "extents_per_blob_max", &m.extents_per_blob_max.to_string(), "");
     o.line(2, "tags_per_bucket_max", &m.tags_per_bucket_max.to_string(), "");
+    o.line(2, "blob_size_max", &format_size(m.blob_size_max_bytes), "largest native blob, 1MiB..=1PiB");
 
     let a = &c.adapter;
     o.section("adapter", "");

@@ -446,6 +446,11 @@ impl Core {
 
     fn put_at_inner(&mut self, bucket: BucketId, name: &str, offset: Option<u64>, src: Src<'_>, taken: &mut Option<Range>, policy: Option<Policy>) -> Result<u64> {
         let now = now_ns();
+        // Refused before anything is created (a failed call changes nothing).
+        let limit = self.meta.limits().blob_size_max_bytes;
+        if offset.is_some_and(|o| o.checked_add(src.data().len() as u64).is_none_or(|e| e > limit)) {
+            return Err(Errno::TooBig);
+        }
         let id = self.blob_or_create(bucket, name, now)?;
         let policy = policy.unwrap_or_else(|| self.bucket_policy(bucket));
         let data = src.data();
@@ -454,7 +459,10 @@ impl Core {
             (b.size, b.extents.clone())
         };
         let offset = offset.unwrap_or(size);
-        let end = offset.checked_add(data.len() as u64).ok_or(Errno::Inval)?;
+        let end = offset.checked_add(data.len() as u64).ok_or(Errno::TooBig)?;
+        if end > self.meta.limits().blob_size_max_bytes {
+            return Err(Errno::TooBig);
+        }
         let mut new_size = size;
         if offset > size {
             extents.push(Extent::hole(size, offset - size));

@@ -249,6 +249,7 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
         blob_name_max: cfg.metadata.blob_name_max as usize,
         extents_per_blob_max: cfg.metadata.extents_per_blob_max as usize,
         tags_per_bucket_max: cfg.metadata.tags_per_bucket_max as usize,
+        blob_size_max_bytes: cfg.metadata.blob_size_max_bytes,
     };
     let meta = MetaStore::new(cfg.node.id as u32, limits);
     let mut core = Core::new(meta, tiers, policy_of(&cfg), cfg.placement.seed, cfg.placement.lease_size_bytes);

@@ -47,6 +47,8 @@ pub struct StashPage {
     pub src: Vec<Extent>,
     /// Target space when the page has bytes on a volatile tier.
     pub dst: Option<(u32, Vec<Range>)>,
+    /// Block size of the target tier (data extents start aligned to it).
+    pub block: u64,
 }
 
 pub struct StashJob {
@@ -111,36 +113,28 @@ struct StashIo {
 }
 
 impl StashIo {
-    /// Copies one page into its target ranges; returns its CRC.
+    /// Copies one page's data (never its holes) into its target ranges;
+    /// returns the CRC of its data bytes in logical order (the sealed CRC).
     fn copy_page(&self, pg: &StashPage, buf: &mut Vec<u8>) -> std::io::Result<u32> {
         let (tier, ranges) = pg.dst.as_ref().expect("copy pages have a target");
         let f = self.tiers.file(*tier).ok_or_else(|| std::io::Error::other("target tier is not a directory tier"))?;
         let mut h = crc32fast::Hasher::new();
-        let mut logical = 0u64;
-        let (mut ri, mut roff) = (0usize, 0u64);
-        // Bounded: each round moves up to CHUNK_BYTES of the page.
-        while logical < pg.size {
-            let e = pg.src.iter().find(|e| e.logical_off <= logical && logical < e.end()).copied().unwrap_or(Extent::hole(logical, pg.size - logical));
-            let n = (e.end().min(pg.size) - logical).min(CHUNK_BYTES as u64) as usize;
-            buf.clear();
-            buf.resize(n, 0);
-            if !e.is_hole() {
-                self.tiers.read(e.tier, e.phys_off + (logical - e.logical_off), &mut buf[..n])?;
-            }
-            h.update(&buf[..n]);
-            let mut done = 0usize;
-            while done < n {
-                let r = ranges.get(ri).ok_or_else(|| std::io::Error::other("stash target too small"))?;
-                let m = ((r.len - roff) as usize).min(n - done);
-                f.write_all_at(&buf[done..done + m], r.off + roff)?;
-                done += m;
-                roff += m as u64;
-                if roff == r.len {
-                    ri += 1;
-                    roff = 0;
+        // Bounded: one round per target extent, each in CHUNK_BYTES pieces.
+        for ne in packed_extents(&pg.src, pg.size, *tier, pg.block, ranges).iter().filter(|e| !e.is_hole()) {
+            let mut logical = ne.logical_off;
+            while logical < ne.end() {
+                let e = pg.src.iter().find(|e| e.logical_off <= logical && logical < e.end()).copied().ok_or_else(|| std::io::Error::other("stash source has no extent for a data range"))?;
+                if e.is_hole() {
+                    return Err(std::io::Error::other("stash target data over a source hole"));
                 }
+                let n = (e.end().min(ne.end()) - logical).min(CHUNK_BYTES as u64) as usize;
+                buf.clear();
+                buf.resize(n, 0);
+                self.tiers.read(e.tier, e.phys_off + (logical - e.logical_off), &mut buf[..n])?;
+                h.update(&buf[..n]);
+                f.write_all_at(&buf[..n], ne.phys_off + (logical - ne.logical_off))?;
+                logical += n as u64;
             }
-            logical += n as u64;
         }
         Ok(h.finalize())
     }
@@ -156,7 +150,7 @@ impl StashIo {
                 Some((t, _)) => match self.copy_page(pg, &mut buf) {
                     Ok(c) => {
                         done.crcs.push(Some(c));
-                        done.bytes += pg.size;
+                        done.bytes += data_bytes(&pg.src, pg.size);
                         sync.insert(*t);
                     }
                     Err(e) => {
@@ -242,6 +236,63 @@ fn fall_back(core: &mut Core, file: BucketId, why: &str) {
 }
 
 /// Space for `len` bytes on the fastest non-volatile tier with room.
+/// Data bytes of a blob (holes excluded) below `size`, each data extent
+/// rounded up to `block` (every extent starts block-aligned on a tier).
+fn data_bytes_in(src: &[Extent], size: u64, block: u64) -> u64 {
+    src.iter().filter(|e| !e.is_hole() && e.logical_off < size).map(|e| (e.end().min(size) - e.logical_off).div_ceil(block) * block).sum()
+}
+
+fn data_bytes(src: &[Extent], size: u64) -> u64 {
+    data_bytes_in(src, size, 1)
+}
+
+/// The extents of a page moved onto `ranges` of `tier`: holes stay holes,
+/// data ranges are packed into the target ranges in logical order.
+/// Each data extent starts on a `block` boundary of the target.
+pub(crate) fn packed_extents(src: &[Extent], size: u64, tier: u32, block: u64, ranges: &[Range]) -> Vec<Extent> {
+    let mut out = Vec::with_capacity(src.len() + ranges.len());
+    let (mut ri, mut roff) = (0usize, 0u64);
+    let mut at = 0u64;
+    // Bounded: every round consumes a source extent or a target range.
+    for e in src {
+        if e.logical_off >= size {
+            break;
+        }
+        let end = e.end().min(size);
+        if e.logical_off > at {
+            out.push(Extent::hole(at, e.logical_off - at));
+        }
+        if e.is_hole() {
+            out.push(Extent::hole(e.logical_off, end - e.logical_off));
+            at = end;
+            continue;
+        }
+        let mut l = e.logical_off;
+        while l < end {
+            let Some(r) = ranges.get(ri) else { return out };
+            let n = (r.len - roff).min(end - l);
+            out.push(Extent { logical_off: l, len: n, tier, phys_off: r.off + roff });
+            l += n;
+            roff += n;
+            if roff == r.len {
+                ri += 1;
+                roff = 0;
+            }
+        }
+        // The next data extent starts block-aligned.
+        roff = roff.div_ceil(block.max(1)) * block.max(1);
+        if ranges.get(ri).is_some_and(|r| roff >= r.len) {
+            ri += 1;
+            roff = 0;
+        }
+        at = end;
+    }
+    if at < size {
+        out.push(Extent::hole(at, size - at));
+    }
+    out
+}
+
 fn alloc_target(core: &mut Core, len: u64) -> Option<(u32, Vec<Range>)> {
     let n = core.tiers.tiers.len();
     for t in 0..n {
@@ -312,8 +363,11 @@ fn start_job(core: &mut Core, file: BucketId) {
                 sync_tiers.push(e.tier);
             }
         }
-        let dst = if volatile && size > 0 {
-            match alloc_target(core, size) {
+        let block = core.tiers.tiers.iter().filter(|t| !t.is_ram()).map(|t| t.block_bytes).max().unwrap_or(1);
+        let data = data_bytes_in(&src, size, block);
+        let dst = if volatile && data > 0 {
+            // Only the data: a sparse blob's holes are never materialised.
+            match alloc_target(core, data) {
                 Some(d) => Some(d),
                 None => {
                     for p in &pages {
@@ -328,7 +382,8 @@ fn start_job(core: &mut Core, file: BucketId) {
         } else {
             None
         };
-        pages.push(StashPage { blob: bid, gen: blob_gen, size, src, dst });
+        let block = dst.as_ref().map_or(1, |d| core.tiers.tiers[d.0 as usize].block_bytes);
+        pages.push(StashPage { blob: bid, gen: blob_gen, size, src, dst, block });
     }
     let pin = match core.pin(STASH_OWNER, keys) {
         Ok(p) => p,
@@ -404,20 +459,14 @@ pub fn complete(core: &mut Core, done: StashDone) {
         let current = core.meta.blob(pg.blob).is_some_and(|b| b.gen == pg.gen && b.bucket == job.file);
         match (&pg.dst, current) {
             (Some(d), true) => {
-                // Move the page onto its stashed copy.
-                let mut exts = Vec::with_capacity(d.1.len());
-                let mut at = 0u64;
+                // Move the page onto its stashed copy (holes stay holes).
+                let block = core.tiers.tiers[d.0 as usize].block_bytes;
+                let exts = packed_extents(&pg.src, pg.size, d.0, block, &d.1);
+                // Target ranges no extent landed in go back to the tier.
                 for r in &d.1 {
-                    if at >= pg.size {
-                        break;
+                    if !exts.iter().any(|e| !e.is_hole() && e.phys_off >= r.off && e.phys_off < r.off + r.len) {
+                        core.tiers.free_extent(d.0 as usize, r.off, r.len);
                     }
-                    let n = r.len.min(pg.size - at);
-                    exts.push(Extent { logical_off: at, len: n, tier: d.0, phys_off: r.off });
-                    at += n;
-                }
-                // Ranges past the size (should not happen) are returned.
-                for r in d.1.iter().skip(exts.len()) {
-                    core.tiers.free_extent(d.0 as usize, r.off, r.len);
                 }
                 let old = match core.meta.blob_mut(pg.blob) {
                     Some(b) => {
@@ -427,7 +476,7 @@ pub fn complete(core: &mut Core, done: StashDone) {
                     None => Vec::new(),
                 };
                 core.free_extents(&old);
-                core.stash.stashed_bytes_total += pg.size;
+                core.stash.stashed_bytes_total += data_bytes(&pg.src, pg.size);
             }
             (Some(d), false) => {
                 free_target(core, d);
@@ -467,5 +516,41 @@ pub fn complete(core: &mut Core, done: StashDone) {
     };
     if !queued {
         fall_back(core, job.file, "too many journal syncs waiting");
+    }
+}
+
+#[cfg(test)]
+mod packed_tests {
+    use super::packed_extents;
+    use strata_alloc::Range;
+    use strata_meta::Extent;
+
+    fn data(l: u64, n: u64) -> Extent {
+        Extent { logical_off: l, len: n, tier: 0, phys_off: 8192 * l }
+    }
+
+    #[test]
+    fn holes_stay_holes_and_data_extents_start_aligned() {
+        // 1 byte at 1 TiB: one 4 KiB block of target space, a 1 TiB hole.
+        let src = vec![Extent::hole(0, 1 << 40), data(1 << 40, 1)];
+        let out = packed_extents(&src, (1 << 40) + 1, 3, 4096, &[Range { off: 8192, len: 4096 }]);
+        assert_eq!(out, vec![Extent::hole(0, 1 << 40), Extent { logical_off: 1 << 40, len: 1, tier: 3, phys_off: 8192 }]);
+        // Two data extents around a hole, one range: the second starts on a block.
+        let src = vec![data(0, 100), Extent::hole(100, 900), data(1000, 5000)];
+        let out = packed_extents(&src, 6000, 1, 4096, &[Range { off: 0, len: 4096 }, Range { off: 40960, len: 8192 }]);
+        assert_eq!(
+            out,
+            vec![
+                Extent { logical_off: 0, len: 100, tier: 1, phys_off: 0 },
+                Extent::hole(100, 900),
+                Extent { logical_off: 1000, len: 5000, tier: 1, phys_off: 40960 },
+            ]
+        );
+        for e in out.iter().filter(|e| !e.is_hole()) {
+            assert_eq!(e.phys_off % 4096, 0);
+        }
+        // A trailing hole up to the size.
+        let out = packed_extents(&[data(0, 10)], 50, 0, 4096, &[Range { off: 4096, len: 4096 }]);
+        assert_eq!(out, vec![Extent { logical_off: 0, len: 10, tier: 0, phys_off: 4096 }, Extent::hole(10, 40)]);
     }
 }

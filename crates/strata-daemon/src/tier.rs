@@ -204,6 +204,17 @@ impl Tiers {
         let t = &mut self.tiers[tier];
         t.blob_bytes = t.blob_bytes.saturating_sub(rounded);
         t.blob_extents = t.blob_extents.saturating_sub(1);
+        // The space goes back to the file system (nobody reads a freed
+        // extent: frees wait for the last unpin).
+        if let Backing::Dir { file, .. } = &t.backing {
+            let fl = rustix::fs::FallocateFlags::PUNCH_HOLE | rustix::fs::FallocateFlags::KEEP_SIZE;
+            if let Err(e) = rustix::fs::fallocate(file, fl, off, rounded) {
+                static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+                if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    tracing::warn!(tier, "cannot punch freed space out of the tier file ({e}); its disk space is reused but not returned");
+                }
+            }
+        }
     }
 
     pub fn write(&self, tier: usize, off: u64, src: &[u8]) -> Result<()> {

@@ -79,6 +79,8 @@ pub struct Limits {
     pub blob_name_max: usize,
     pub extents_per_blob_max: usize,
     pub tags_per_bucket_max: usize,
+    /// Largest blob size (`Errno::TooBig` beyond).
+    pub blob_size_max_bytes: u64,
 }
 
 impl Default for Limits {
@@ -90,6 +92,7 @@ impl Default for Limits {
             blob_name_max: 1024,
             extents_per_blob_max: 256,
             tags_per_bucket_max: 64,
+            blob_size_max_bytes: 1 << 40,
         }
     }
 }
