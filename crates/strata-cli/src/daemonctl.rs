@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use strata_config::Config;
-use strata_proto::control::{ControlReply, ControlRequest};
+use strata_proto::control::{ControlReply, ControlRequest, StopReport};
 
 /// How long a starting daemon may take to answer.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -86,18 +86,66 @@ pub fn start_detached_pid(config: Option<&Path>, cfg: &Config) -> Result<(PathBu
     bail!("the daemon did not answer within {:?}; see {}", START_TIMEOUT, log_path.display())
 }
 
-pub fn stop(cfg: &Config) -> Result<()> {
+/// Stops the daemon and returns what happened to data it could not write
+/// to the destination (an error when the daemon refused to stop).
+pub fn stop(cfg: &Config) -> Result<StopReport> {
+    stop_with(cfg, false, false)
+}
+
+/// `discard`: drop what cannot be persisted; `progress`: show the drain on
+/// stderr while waiting.
+pub fn stop_with(cfg: &Config, discard: bool, progress: bool) -> Result<StopReport> {
     let socket = cfg.resolved_socket_path();
-    let reply = strata_client::control_request(&socket, &ControlRequest::Stop)
-        .map_err(|e| anyhow::anyhow!("no daemon to stop at {} ({e})", socket.display()))?;
+    let report_path = strata_proto::control::stop_report_path(&socket);
+    let _ = std::fs::remove_file(&report_path);
+    let req = if discard { ControlRequest::StopDiscard } else { ControlRequest::Stop };
+    let reply = strata_client::control_request(&socket, &req).map_err(|e| anyhow::anyhow!("no daemon to stop at {} ({e})", socket.display()))?;
     if !matches!(reply, ControlReply::Ok) {
         bail!("daemon refused to stop: {reply:?}");
     }
+    let bar = progress.then(|| {
+        let b = indicatif::ProgressBar::new_spinner();
+        b.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        b.enable_steady_tick(Duration::from_millis(200));
+        b.set_message("stopping the daemon");
+        b
+    });
+    let read_report = || -> Option<StopReport> { std::fs::read(&report_path).ok().and_then(|b| serde_json::from_slice(&b).ok()) };
     let started = Instant::now();
-    // The daemon removes its socket when it has finished.
+    let mut last_poll = Instant::now() - Duration::from_secs(1);
+    // The daemon removes its socket when it has finished, or writes a
+    // "refused" report and serves on.
     while started.elapsed() < STOP_TIMEOUT {
         if !socket.exists() {
-            return Ok(());
+            if let Some(b) = &bar {
+                b.finish_and_clear();
+            }
+            return Ok(read_report().unwrap_or_else(|| StopReport { outcome: "stopped".into(), files: vec![] }));
+        }
+        if let Some(r) = read_report().filter(|r| r.outcome == "refused") {
+            if let Some(b) = &bar {
+                b.finish_and_clear();
+            }
+            let _ = std::fs::remove_file(&report_path);
+            let mut msg = format!("the daemon did not stop: {} file(s) cannot be written to the destination and no non-volatile tier can keep them:\n", r.files.len());
+            for f in r.files.iter().filter(|f| !f.kept) {
+                msg.push_str(&format!("  {} ({} not persisted): {}\n", f.path, strata_config::format_size(f.bytes), f.error));
+            }
+            msg.push_str("it keeps running and retrying; fix the destination (see `strata drain status`), or stop with `strata daemon stop --discard` to drop this data");
+            bail!("{msg}");
+        }
+        if let Some(b) = &bar {
+            if last_poll.elapsed() >= Duration::from_millis(500) {
+                last_poll = Instant::now();
+                if let Ok(ControlReply::Drain(d)) = strata_client::control_request(&socket, &ControlRequest::DrainStatus { paths: vec![] }) {
+                    b.set_message(format!(
+                        "stopping: draining {} file(s), {} to write{}",
+                        d.dirty_files,
+                        strata_config::format_size(d.dirty_bytes),
+                        if d.failed_files > 0 { format!(", {} failing", d.failed_files) } else { String::new() }
+                    ));
+                }
+            }
         }
         std::thread::sleep(Duration::from_millis(10));
     }

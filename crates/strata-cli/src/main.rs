@@ -166,8 +166,14 @@ enum DaemonCmd {
         #[arg(long)]
         foreground: bool,
     },
-    /// Stop the daemon (it finishes in-flight requests first).
-    Stop,
+    /// Stop the daemon: it drains every buffered file to its destination
+    /// first. Data the destination does not take is kept on a non-volatile
+    /// tier (journal) for the next daemon, else the stop is refused.
+    Stop {
+        /// Stop even if unpersisted data must be dropped.
+        #[arg(long)]
+        discard: bool,
+    },
     /// Is a daemon running? Prints its status table.
     Status {
         #[arg(long)]
@@ -243,10 +249,27 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 println!("strata daemon started (socket {})", socket.display());
             }
         }
-        Cmd::Daemon { cmd: DaemonCmd::Stop } => {
+        Cmd::Daemon { cmd: DaemonCmd::Stop { discard } } => {
             let cfg = load_config(cfg_path.as_deref())?;
-            daemonctl::stop(&cfg)?;
-            println!("strata daemon stopped");
+            let r = daemonctl::stop_with(&cfg, discard, std::io::IsTerminal::is_terminal(&std::io::stderr()))?;
+            match r.outcome.as_str() {
+                "kept" => {
+                    eprintln!("strata: {} file(s) could not be written to the destination; they are kept on the dir tier (journal) and the next daemon on these tiers flushes them:", r.files.len());
+                    for f in &r.files {
+                        eprintln!("  {} ({}): {}", f.path, strata_config::format_size(f.bytes), f.error);
+                    }
+                    println!("strata daemon stopped (data kept, not at the destination)");
+                    return Ok(ExitCode::from(2));
+                }
+                "discarded" => {
+                    eprintln!("strata: discarded as asked, never written to the destination:");
+                    for f in r.files.iter().filter(|f| !f.kept) {
+                        eprintln!("  {} ({}): {}", f.path, strata_config::format_size(f.bytes), f.error);
+                    }
+                    println!("strata daemon stopped (data discarded)");
+                }
+                _ => println!("strata daemon stopped"),
+            }
         }
         Cmd::Daemon { cmd: DaemonCmd::Status { json } } | Cmd::Status { json } => {
             let cfg = load_config(cfg_path.as_deref())?;

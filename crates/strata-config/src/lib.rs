@@ -445,6 +445,15 @@ pub struct FlushConfig {
     /// > 0 and at most one hour.
     #[serde(default = "stall_warn_ms_default")]
     pub stall_warn_ms: f64,
+    /// At stop, how long a file's flush may keep failing before the daemon
+    /// stops trying: the data is then kept on a non-volatile tier (journal),
+    /// or the stop is refused unless `--discard`. > 0, at most one day.
+    #[serde(default = "stop_give_up_ms_default")]
+    pub stop_give_up_ms: f64,
+}
+
+fn stop_give_up_ms_default() -> f64 {
+    60_000.0
 }
 
 fn stall_warn_ms_default() -> f64 {
@@ -453,7 +462,7 @@ fn stall_warn_ms_default() -> f64 {
 
 impl Default for FlushConfig {
     fn default() -> Self {
-        FlushConfig { enabled: true, interval_ms: 100.0, threads: 8, bandwidth_max_mib_s: 0.0, verify: false, stall_warn_ms: stall_warn_ms_default() }
+        FlushConfig { enabled: true, interval_ms: 100.0, threads: 8, bandwidth_max_mib_s: 0.0, verify: false, stall_warn_ms: stall_warn_ms_default(), stop_give_up_ms: stop_give_up_ms_default() }
     }
 }
 

@@ -208,6 +208,9 @@ pub(crate) fn validate(c: &Config) -> R {
     }
     range_u64("flush.threads", f.threads.into(), 1, 64, int)?;
     finite_non_negative("flush.bandwidth_max", f.bandwidth_max_mib_s, "bandwidth_max")?;
+    if !(f.stop_give_up_ms.is_finite() && f.stop_give_up_ms > 0.0 && f.stop_give_up_ms <= 24.0 * HOUR_MS) {
+        return fail("flush.stop_give_up", format!("{} is out of range (greater than 0, at most 24h)", format_duration_us(f.stop_give_up_ms * 1e3)));
+    }
     if !(f.stall_warn_ms.is_finite() && f.stall_warn_ms > 0.0 && f.stall_warn_ms <= HOUR_MS) {
         return fail("flush.stall_warn", format!("{} is out of range (greater than 0, at most 1h)", format_duration_us(f.stall_warn_ms * 1e3)));
     }

@@ -158,6 +158,7 @@ pub(crate) fn to_yaml(c: &Config) -> String {
     o.line(2, "bandwidth_max", &format_bandwidth_mib_s(f.bandwidth_max_mib_s), "0 = unlimited");
     o.line(2, "verify", &f.verify.to_string(), "read flushed pages back and compare checksums");
     o.line(2, "stall_warn", &format_duration_us(f.stall_warn_ms * 1e3), "a flush in flight this long is reported as stalled (hung mount)");
+    o.line(2, "stop_give_up", &format_duration_us(f.stop_give_up_ms * 1e3), "at stop, a file failing this long is kept in the journal, or the stop refused");
 
     let g = &c.organizer;
     o.section("organizer", "");

@@ -184,6 +184,13 @@ impl Core {
 
     /// Bytes of a file not yet at its destination (its dirty pages, clamped
     /// to the file size).
+    /// Every byte of file `id` written so far is durable on a non-volatile
+    /// tier through the journal (the next daemon on these tiers has it).
+    pub fn file_durable_in_journal(&self, id: BucketId) -> bool {
+        let Ok(rec) = self.meta.file(id) else { return false };
+        self.journal.as_ref().is_some_and(|j| j.jsynced.contains_key(&id) && j.jsynced(id) >= rec.mod_gen)
+    }
+
     pub fn file_dirty_bytes(&self, id: BucketId) -> u64 {
         let Ok(rec) = self.meta.file(id) else { return 0 };
         let mut total = 0u64;

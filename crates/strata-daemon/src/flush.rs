@@ -594,6 +594,8 @@ pub struct Flusher {
     sink: Option<EventSink>,
     /// `flush.stall_warn` in ns.
     stall_warn_ns: u64,
+    /// `flush.stop_give_up` in ns.
+    give_up_ns: u64,
     /// File → its `flushed_gen` after its last complete flush whose pages
     /// were all read back and matched (`flush.verify`). A file is reported
     /// `verified` while it is persisted at exactly that generation (a
@@ -648,8 +650,14 @@ impl Flusher {
             log,
             sink,
             stall_warn_ns: STALL_WARN_NS,
+            give_up_ns: DRAIN_GIVE_UP_NS,
             verified: HashMap::new(),
         })
+    }
+
+    /// Sets `flush.stop_give_up` (ns, at least 1).
+    pub fn set_give_up_ns(&mut self, ns: u64) {
+        self.give_up_ns = ns.max(1);
     }
 
     /// Sets `flush.stall_warn` (ns, at least 1).
@@ -1119,7 +1127,7 @@ impl Flusher {
                 return None;
             }
             match core.files.backoff.get(id) {
-                Some(b) if now.saturating_sub(b.first_failure_mono_ns) >= DRAIN_GIVE_UP_NS => out.push(*id),
+                Some(b) if now.saturating_sub(b.first_failure_mono_ns) >= self.give_up_ns => out.push(*id),
                 _ => return None,
             }
         }

@@ -275,6 +275,7 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
     }
     let shared = Arc::new(Shared {
         shutdown: AtomicBool::new(false),
+        discard: AtomicBool::new(false),
         msgs_pending: AtomicBool::new(false),
         next_client: AtomicU64::new(1),
         clients_live: AtomicU64::new(0),
@@ -373,6 +374,7 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
     };
     let mut flusher = flush::Flusher::start_with_log(flush::FlushSettings::from_config(&cfg.flush), flush_io, flush_tx, wake, log).context("cannot start flush threads")?;
     flusher.set_stall_warn_ns((cfg.flush.stall_warn_ms * 1e6) as u64);
+    flusher.set_give_up_ns((cfg.flush.stop_give_up_ms * 1e6) as u64);
     let mut poller = Poller::new(core, shared.clone(), rx, cfg.daemon.spin(), cfg.node.id as u32, socket.clone());
     poller.flusher = Some(flusher);
     poller.run();

@@ -104,6 +104,8 @@ pub fn create_client_segment(name: &str, layout: ClientLayout, client_id: u64) -
 
 pub struct Shared {
     pub shutdown: AtomicBool,
+    /// The stop may drop unpersisted data (`daemon stop --discard`).
+    pub discard: AtomicBool,
     pub msgs_pending: AtomicBool,
     pub next_client: AtomicU64,
     pub clients_live: AtomicU64,
@@ -199,8 +201,21 @@ impl Poller {
         crate::prefetch::tick(&mut self.core);
     }
 
-    /// Runs until shutdown is requested, then drains dirty files.
+    /// Runs until shutdown is requested, then drains dirty files; a stop
+    /// that would lose unpersisted data is refused (see `stop_sequence`) and
+    /// the daemon serves on.
     pub fn run(&mut self) {
+        // Bounded by the operator: each round ends with a stop or a refusal.
+        loop {
+            self.serve();
+            if self.stop_sequence() {
+                return;
+            }
+        }
+    }
+
+    /// Serves clients until shutdown is requested.
+    fn serve(&mut self) {
         loop {
             self.drain_msgs();
             if self.shared.shutdown.load(Ordering::SeqCst) {
@@ -223,15 +238,62 @@ impl Poller {
                 shared.bell().wait_until(|| self.any_work() || self.core.files.kick, spin, Some(max));
             }
         }
-        // Shutdown: tell clients, drop them.
+    }
+
+    /// Shutdown: clients are told and dropped, dirty files drained. Files
+    /// whose flush kept failing (`flush.stop_give_up`) are kept durable on a
+    /// non-volatile tier through the journal (the next daemon flushes them);
+    /// if that is impossible the stop is refused — the daemon serves on —
+    /// unless it was asked to discard. The outcome goes to the stop report.
+    /// True when the daemon stops.
+    fn stop_sequence(&mut self) -> bool {
         self.stopping = true;
-        self.core.org.shutdown();
         self.shared.ctl().state.store(layout::DAEMON_STOPPING, Ordering::SeqCst);
         let ids: Vec<u64> = self.clients.keys().copied().collect();
         for id in ids {
             self.disconnect(id);
         }
-        self.drain_files();
+        let lost = self.drain_files();
+        let mut report = strata_proto::control::StopReport { outcome: "stopped".into(), files: Vec::new() };
+        if !lost.is_empty() {
+            // Keep them on a non-volatile tier for the next daemon.
+            self.keep_files(&lost, "files the destination did not take");
+            for id in &lost {
+                let path = self.core.meta.bucket(*id).map(|b| b.name.to_string()).unwrap_or_default();
+                let error = self.core.meta.file(*id).ok().and_then(|r| r.flush_error.clone()).unwrap_or_default();
+                let bytes = self.core.file_dirty_bytes(*id);
+                let kept = self.core.file_durable_in_journal(*id);
+                report.files.push(strata_proto::control::StopFile { path, bytes, error, kept });
+            }
+            let all_kept = report.files.iter().all(|f| f.kept);
+            let discard = self.shared.discard.load(Ordering::SeqCst);
+            if all_kept {
+                report.outcome = "kept".into();
+                for f in &report.files {
+                    tracing::warn!(path = f.path, bytes = f.bytes, "not written to the destination ({}); kept on the dir tier (journal): the next daemon on these tiers flushes it", f.error);
+                }
+            } else if discard {
+                report.outcome = "discarded".into();
+                for f in report.files.iter().filter(|f| !f.kept) {
+                    tracing::error!(path = f.path, bytes = f.bytes, "DATA DISCARDED at stop as asked (--discard): {}", f.error);
+                }
+            } else {
+                report.outcome = "refused".into();
+                for f in report.files.iter().filter(|f| !f.kept) {
+                    tracing::error!(path = f.path, bytes = f.bytes, "stop refused: this file cannot be persisted ({}) and no non-volatile tier can keep it; the daemon keeps running", f.error);
+                }
+                self.write_stop_report(&report);
+                // Serve on: clients may reconnect; the flusher keeps retrying.
+                self.stopping = false;
+                self.shared.shutdown.store(false, Ordering::SeqCst);
+                if let Some(f) = self.flusher.as_mut() {
+                    f.draining = false;
+                }
+                self.shared.ctl().state.store(layout::DAEMON_RUNNING, Ordering::SeqCst);
+                return false;
+            }
+        }
+        self.core.org.shutdown();
         self.keep_workflow_files();
         if let Some(f) = self.flusher.as_mut() {
             f.stop();
@@ -239,6 +301,22 @@ impl Poller {
         crate::jpoller::Journal::stop(&mut self.core);
         self.core.prefetch.stop();
         self.core.trace.stop();
+        self.write_stop_report(&report);
+        true
+    }
+
+    fn write_stop_report(&self, report: &strata_proto::control::StopReport) {
+        let path = strata_proto::control::stop_report_path(&self.socket);
+        let tmp = path.with_extension("tmp");
+        let res = serde_json::to_vec_pretty(report).map_err(std::io::Error::other).and_then(|b| {
+            use std::os::unix::fs::OpenOptionsExt;
+            let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+            std::io::Write::write_all(&mut f, &b)?;
+            std::fs::rename(&tmp, &path)
+        });
+        if let Err(e) = res {
+            tracing::warn!(path = %path.display(), "cannot write the stop report: {e}");
+        }
     }
 
     /// Shutdown: WORKFLOW files wait for their stage-out, so their pages in
@@ -255,11 +333,17 @@ impl Poller {
             .filter(|(id, _, rec)| rec.persist == strata_meta::Persist::Workflow && !rec.dirty_pages.is_empty() && !self.core.file_is_orphan(*id))
             .map(|(id, _, _)| id)
             .collect();
-        if ids.is_empty() {
+        self.keep_files(&ids, "WORKFLOW files");
+    }
+
+    /// Stashes `ids` onto a non-volatile tier through the journal and waits
+    /// for it (bounded by `KEEP_WORKFLOW_WAIT`).
+    fn keep_files(&mut self, ids: &[strata_meta::BucketId], what: &str) {
+        if ids.is_empty() || !self.core.stash.running() {
             return;
         }
-        tracing::info!(files = ids.len(), "keeping WORKFLOW files on the dir tier for the next daemon");
-        for id in &ids {
+        tracing::info!(files = ids.len(), "keeping {what} on the dir tier for the next daemon");
+        for id in ids {
             self.core.stash.want(*id);
         }
         let started = std::time::Instant::now();
@@ -272,7 +356,7 @@ impl Poller {
                 break;
             }
             if started.elapsed() > KEEP_WORKFLOW_WAIT {
-                tracing::error!("WORKFLOW files not all kept on the dir tier within {KEEP_WORKFLOW_WAIT:?}: what is only in RAM is lost");
+                tracing::error!("{what} not all kept on the dir tier within {KEEP_WORKFLOW_WAIT:?}");
                 break;
             }
             let shared = self.shared.clone();
@@ -282,12 +366,12 @@ impl Poller {
 
     /// Shutdown: flushes until no dirty DEFAULT file remains, giving up only
     /// on files whose flush kept failing for `flush::DRAIN_GIVE_UP_NS`.
-    fn drain_files(&mut self) {
+    fn drain_files(&mut self) -> Vec<strata_meta::BucketId> {
         let Some(f) = self.flusher.as_mut() else {
             if !self.core.files.dirty.is_empty() {
                 tracing::error!(files = self.core.files.dirty.len(), "no flusher: dirty files are not written to their destination");
             }
-            return;
+            return self.core.files.dirty.iter().copied().collect();
         };
         f.draining = true;
         let started = std::time::Instant::now();
@@ -308,13 +392,8 @@ impl Poller {
             if f.in_flight() == 0 {
                 if let Some(lost) = f.hopeless(&self.core) {
                     if !lost.is_empty() && f.idle() {
-                        for id in lost {
-                            let path = self.core.meta.bucket(id).map(|b| b.name.to_string()).unwrap_or_default();
-                            let why = self.core.meta.file(id).ok().and_then(|r| r.flush_error.clone()).unwrap_or_default();
-                            let bytes = self.core.file_dirty_bytes(id);
-                            tracing::error!(path, bytes, "DATA NOT WRITTEN: giving up flushing this file at shutdown: {why}");
-                        }
-                        break;
+                        tracing::warn!(files = lost.len(), "giving up flushing at stop (flush.stop_give_up)");
+                        return lost;
                     }
                 }
             }
@@ -329,6 +408,7 @@ impl Poller {
         if total > 0 {
             tracing::info!(files = total, elapsed_ms = started.elapsed().as_millis() as u64, "drain finished");
         }
+        Vec::new()
     }
 
     fn drain_msgs(&mut self) {
@@ -1037,6 +1117,12 @@ fn serve_conn(mut stream: UnixStream, shared: Arc<Shared>, tx: mpsc::Sender<Msg>
         }
         ControlRequest::Ping => {
             let _ = control::write_frame(&mut stream, &ControlReply::Ok);
+        }
+        ControlRequest::StopDiscard => {
+            let _ = control::write_frame(&mut stream, &ControlReply::Ok);
+            shared.discard.store(true, Ordering::SeqCst);
+            shared.shutdown.store(true, Ordering::SeqCst);
+            shared.bell().ring();
         }
         ControlRequest::Stop => {
             // Answer first: the process exits soon after the flag is set.

@@ -17,6 +17,8 @@ pub enum ControlRequest {
     Hello { version: u32, pid: u32, uid: u32 },
     Status,
     Stop,
+    /// Stop even if unpersisted data must be dropped (`daemon stop --discard`).
+    StopDiscard,
     Ping,
     /// Mark every DEFAULT file under `paths` (exact file or directory
     /// prefix; empty = all) urgent for the flusher.
@@ -531,4 +533,34 @@ mod tests {
         buf.extend_from_slice(b"xyz");
         assert!(read_frame::<_, ControlRequest>(&mut buf.as_slice()).is_err());
     }
+}
+
+/// What a stop did with data it could not write to the destination: the
+/// daemon writes it next to its socket (`<socket>.stop.json`) before it
+/// exits — or, when it refuses to stop, while it keeps running.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct StopReport {
+    /// "stopped" (everything persisted), "kept" (some files kept on a
+    /// non-volatile tier for the next daemon), "refused" (the daemon keeps
+    /// running: data would be lost), "discarded" (lost, as asked).
+    pub outcome: String,
+    pub files: Vec<StopFile>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct StopFile {
+    pub path: String,
+    /// Bytes not at the destination.
+    pub bytes: u64,
+    /// Why the flush failed.
+    pub error: String,
+    /// Durable on a non-volatile tier (journal): flushed by the next daemon.
+    pub kept: bool,
+}
+
+/// Where the daemon of `socket` writes its [`StopReport`].
+pub fn stop_report_path(socket: &std::path::Path) -> std::path::PathBuf {
+    let mut s = socket.as_os_str().to_os_string();
+    s.push(".stop.json");
+    std::path::PathBuf::from(s)
 }
