@@ -132,7 +132,9 @@ int strata_exists(strata_bucket *bucket, const char *name, int *exists);
 int strata_blob_size(strata_bucket *bucket, const char *name, uint64_t *size);
 /* Calls cb(name, ctx) for every blob of the bucket, in sorted order, until cb returns nonzero. */
 int strata_blob_list(strata_bucket *bucket, strata_name_cb cb, void *ctx);
-/* Sets blob name's user score in [0, 1] (NAN clears it); nonzero stationary pins it on its tier. */
+/* Clears a user score (strata_set_score); NAN and values outside [0, 1] are -STRATA_EINVAL. */
+#define STRATA_SCORE_NONE (-1.0f)
+/* Sets blob name's user score in [0, 1] (STRATA_SCORE_NONE clears it); nonzero stationary pins it on its tier. */
 int strata_set_score(strata_bucket *bucket, const char *name, float score, int stationary);
 
 /* A blob's metadata, as the buffer organizer sees it. */

@@ -141,7 +141,7 @@ int main(int argc, char **argv) {
     check_rc("stat big", strata_stat(bucket, "big", &st), STRATA_OK);
     check("stat: size, user score, stationary, score = user score, on some tier",
           st.size == big_len && st.user_score == 0.9f && st.stationary == 1 && st.score == 0.9f && st.tier_mask != 0 && st.access_count >= 2);
-    check_rc("clear score of big", strata_set_score(bucket, "big", NAN, 0), STRATA_OK);
+    check_rc("clear score of big", strata_set_score(bucket, "big", STRATA_SCORE_NONE, 0), STRATA_OK);
     check_rc("stat big again", strata_stat(bucket, "big", &st), STRATA_OK);
     check("cleared: no user score, not stationary, organizer score in [0, 1]", isnan(st.user_score) && st.stationary == 0 && st.score >= 0.0f && st.score <= 1.0f);
     check_rc("stat of a missing blob", strata_stat(bucket, "nope", &st), -STRATA_ENOBLOB);

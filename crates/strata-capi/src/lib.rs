@@ -739,7 +739,8 @@ pub unsafe extern "C" fn strata_blob_list(bucket: *mut strata_bucket, cb: strata
     })
 }
 
-/// Sets the user score in [0, 1] of blob `name` (NAN clears it); nonzero
+/// Sets the user score in [0, 1] of blob `name` (`STRATA_SCORE_NONE` = -1
+/// clears it; NaN and other values are `Inval`); nonzero
 /// `stationary` pins the blob on its tier.
 ///
 /// # Safety
@@ -749,8 +750,8 @@ pub unsafe extern "C" fn strata_set_score(bucket: *mut strata_bucket, name: *con
     ffi("strata_set_score", || {
         let b = unsafe { arg_bucket(bucket)? };
         let n = unsafe { arg_name(name, "blob name")? };
-        let s = if score.is_nan() {
-            None
+        let s = if score == -1.0 {
+            None // STRATA_SCORE_NONE
         } else if (0.0..=1.0).contains(&score) {
             Some(score)
         } else {

@@ -48,7 +48,7 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Remove blob BLOB of BUCKET, or the whole bucket with --bucket.
+    /// Remove blob BLOB of BUCKET, or the whole bucket with --bucket-too.
     Rm {
         bucket: String,
         blob: Option<String>,
@@ -333,7 +333,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         print!("{}", t.render());
                     } else {
                         for n in names {
-                            println!("{n}");
+                            println!("{}", table::printable(&n));
                         }
                     }
                 }
@@ -345,7 +345,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         print!("{}", ls::blobs(&b, &names, &tiers, json)?);
                     } else {
                         for n in names {
-                            println!("{n}");
+                            println!("{}", table::printable(&n));
                         }
                     }
                 }

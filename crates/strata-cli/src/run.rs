@@ -302,7 +302,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     if !quiet {
         let d = |a: u64, b: u64| a.saturating_sub(b);
         eprintln!(
-            "strata: {} written to the buffer, {}{} read from the buffer, {} read from the destination, {} flushed ({} file{}); run {:.2}s, total {:.2}s{}",
+            "strata: {} written to the buffer, {}{} read from the buffer, {} read from the destination, {} flushed ({} flush{}); run {:.2}s, total {:.2}s{}",
             format_size(d(after.write_bytes_total, before.write_bytes_total)),
             // Capacity pressure (buffer full): clean pages evicted, writes sent to the destination.
             match (d(after.write_through_bytes_total, before.write_through_bytes_total), d(after.evicted_bytes_total, before.evicted_bytes_total)) {
@@ -313,7 +313,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             format_size(d(after.read_dest_bytes_total, before.read_dest_bytes_total)),
             format_size(d(after.flushed_bytes_total, before.flushed_bytes_total)),
             d(after.flushed_files_total, before.flushed_files_total),
-            plural(d(after.flushed_files_total, before.flushed_files_total)),
+            if d(after.flushed_files_total, before.flushed_files_total) == 1 { "" } else { "es" },
             run_time.as_secs_f64(),
             total.as_secs_f64(),
             match (started, stopped) {

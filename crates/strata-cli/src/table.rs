@@ -11,8 +11,10 @@ impl Table {
     pub fn new(head: &[&str]) -> Table {
         Table { head: head.iter().map(|s| s.to_string()).collect(), rows: Vec::new() }
     }
+    /// Cells are shown with control characters escaped (a name may hold a
+    /// newline or an ESC sequence: never sent raw to the terminal).
     pub fn row(&mut self, r: Vec<String>) {
-        self.rows.push(r);
+        self.rows.push(r.into_iter().map(|c| printable(&c)).collect());
     }
     pub fn render(&self) -> String {
         let mut w: Vec<usize> = self.head.iter().map(|h| h.len()).collect();
@@ -59,7 +61,8 @@ pub fn status_table(st: &StatusReply) -> String {
             tier.kind.clone(),
             format_size(tier.capacity_bytes),
             format_size(tier.used_bytes),
-            format!("{pct:.1}"),
+            // Spilled bytes are beyond the capacity: shown as "100.0+" (SPILLED says how much).
+            if tier.used_bytes > tier.capacity_bytes { format!("{:.1}+", pct.min(100.0)) } else { format!("{pct:.1}") },
             tier.blob_count.to_string(),
             format_size(tier.dirty_bytes),
             format_size(tier.leased_bytes),
@@ -205,5 +208,22 @@ mod tests {
         assert_eq!(super::format_size(1023), "1023B");
         assert_eq!(super::format_size(4096), "4.0KiB");
         assert_eq!(super::format_size(12052 << 20), "11.8GiB");
+    }
+}
+
+/// `s` with control characters escaped (`\n`, `\u{1b}`, …).
+pub fn printable(s: &str) -> String {
+    if !s.chars().any(char::is_control) {
+        return s.to_string();
+    }
+    s.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+}
+
+#[cfg(test)]
+mod printable_tests {
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(super::printable("a\nb\u{1b}[31mc"), "a\\nb\\u{1b}[31mc");
+        assert_eq!(super::printable("plain é"), "plain é");
     }
 }

@@ -211,7 +211,8 @@ int main(int argc, char **argv) {
     EXPECT(strata_set_score(b, "x", -0.5f, 0), -STRATA_EINVAL);
     EXPECT(strata_set_score(b, NULL, 0.5f, 0), -STRATA_EINVAL);
     EXPECT(strata_set_score(b, "nope", 0.5f, 0), -STRATA_ENOBLOB);
-    EXPECT(strata_set_score(b, "x", NAN, 0), STRATA_OK);
+    EXPECT(strata_set_score(b, "x", NAN, 0), -STRATA_EINVAL);
+    EXPECT(strata_set_score(b, "x", STRATA_SCORE_NONE, 0), STRATA_OK);
     strata_blob_stat bst;
     EXPECT(strata_stat(b, "x", NULL), -STRATA_EINVAL);
     EXPECT(strata_stat(b, NULL, &bst), -STRATA_EINVAL);

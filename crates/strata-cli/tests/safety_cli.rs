@@ -48,3 +48,24 @@ fn the_daemon_log_has_no_colour_codes() {
     assert!(log.contains("strata daemon ready"), "{log}");
     assert!(!log.contains('\u{1b}'), "ANSI escape in daemon.log: {log:?}");
 }
+
+/// Item 12: a native bucket named like a file path is refused with a clear
+/// error (it made that file's open fail with EEXIST).
+#[test]
+fn native_buckets_cannot_take_file_paths() {
+    let d = TestDaemon::start();
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("f");
+    let e = d.client().bucket(p.to_str().unwrap()).err().expect("refused");
+    assert_eq!(e.errno, strata_proto::Errno::Name, "{e}");
+    assert!(e.to_string().contains("files buffered"), "{e}");
+    let out = d.cmd().args(["put"]).arg(&p).args(["blob", "-"]).stdin(Stdio::null()).output().unwrap();
+    assert!(!out.status.success());
+    // The file itself is untouched and can be created through the file model.
+    let c = d.client();
+    let fl = strata_client::file::OpenFlags { read: true, write: true, create: true, excl: true, trunc: false };
+    let a = c.file_open(p.to_str().unwrap(), fl, 0o644, strata_client::file::Persist::Scratch, 1 << 20).expect("file create");
+    c.file_close(a.id).unwrap();
+    // Opening the existing file's bucket (inspection) still works.
+    assert!(c.bucket_open(p.to_str().unwrap()).is_ok());
+}

@@ -322,7 +322,13 @@ impl Client {
         if exclusive {
             f |= flags::EXCL;
         }
-        let r = self.simple(Op::BucketOpen, f, 0, name, "")?;
+        let r = self.simple(Op::BucketOpen, f, 0, name, "").map_err(|e| {
+            if e.errno == Errno::Name && name.starts_with('/') {
+                err(Errno::Name, format!("bucket {name:?}: names starting with '/' are the files buffered through the adapters (strata run); a native bucket needs another name"))
+            } else {
+                e
+            }
+        })?;
         Ok(Bucket { client: self.clone(), id: r.val0, name: Mutex::new(name.to_string()) })
     }
 
@@ -711,6 +717,11 @@ impl Bucket {
     /// pins the blob where it is (the organizer will not move it).
     pub fn set_score(&self, name: &str, score: Option<f32>, stationary: bool) -> Result<()> {
         check_name(name)?;
+        if let Some(s) = score {
+            if !(0.0..=1.0).contains(&s) {
+                return Err(err(Errno::Inval, format!("score {s} of {name} is outside [0, 1]")));
+            }
+        }
         let bits = score.unwrap_or(f32::NAN).to_bits() as u64;
         let req = Request { op: Op::Score as u32, flags: if stationary { flags::STATIONARY } else { 0 }, bucket: self.id, aux: bits, name_len: name.len() as u32, ..Request::default() };
         let (resp, _) = self.client.call(req, &[name.as_bytes()])?;

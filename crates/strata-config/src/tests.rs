@@ -520,3 +520,10 @@ fn organizer_windows_and_water_marks() {
     let e = expect_err("organizer:\n  high_water: 0.5\n  low_water: 0.6\n", "organizer.low_water", Some(3));
     assert!(e.message.contains("less than"), "{e}");
 }
+
+/// Issue 12 item 17: a RAM tier larger than /dev/shm is a config error.
+#[test]
+fn a_ram_tier_larger_than_dev_shm_is_refused() {
+    let e = expect_err("devices:\n  - name: ram\n    kind: ram\n    capacity: 1PiB\n", "devices[0].capacity", Some(4));
+    assert!(e.to_string().contains("/dev/shm"), "{e}");
+}

@@ -145,6 +145,15 @@ pub(crate) fn validate(c: &Config) -> R {
                 ),
             );
         }
+        // A RAM tier lives in /dev/shm: it can never be larger than it.
+        if dev.kind == DeviceKind::Ram {
+            if let Ok(st) = rustix::fs::statvfs("/dev/shm") {
+                let total = st.f_blocks.saturating_mul(st.f_frsize);
+                if total > 0 && dev.capacity_bytes > total {
+                    return fail(key("capacity"), format!("the ram device wants {} but /dev/shm holds only {}; lower the capacity", format_size(dev.capacity_bytes), format_size(total)));
+                }
+            }
+        }
         if !(dev.bandwidth_mib_s.is_finite() && dev.bandwidth_mib_s > 0.0) {
             return fail(key("bandwidth"), "bandwidth must be greater than zero");
         }

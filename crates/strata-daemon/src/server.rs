@@ -786,6 +786,13 @@ impl Poller {
                 self.core.unpin_all(owner);
             }
             Op::BucketOpen => {
+                // Absolute paths are the file namespace (issue 12 item 12: a
+                // native bucket named like a path broke that file). What
+                // exists (a file, for inspection; a bucket an older version
+                // created, to be removed) may be opened.
+                if name.starts_with('/') && self.core.meta.bucket_by_name(name).is_none() && req.flags & flags::CREATE != 0 {
+                    return Err(Errno::Name);
+                }
                 let (id, created) = self.core.meta.bucket_open(
                     name,
                     req.flags & flags::CREATE != 0,
