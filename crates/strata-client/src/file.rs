@@ -122,6 +122,8 @@ pub struct FileAttr {
     pub gid: u32,
     /// Some bytes are not at the destination yet.
     pub dirty: bool,
+    /// Bytes of the destination file still valid for read-through.
+    pub dest_size: u64,
 }
 
 impl FileAttr {
@@ -138,6 +140,7 @@ impl FileAttr {
             uid: w.uid,
             gid: w.gid,
             dirty: w.dirty != 0,
+            dest_size: w.dest_size,
         }
     }
 }
@@ -192,25 +195,22 @@ fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
-/// Directories this process found to exist and be writable when it
-/// created a file in them: the next create there skips two round trips to
-/// the destination (what makes creates on a slow PFS cheap). A directory
-/// removed behind our back surfaces as a flush error, not a lost file.
-static PARENTS_OK: std::sync::Mutex<Option<std::collections::HashSet<std::path::PathBuf>>> = std::sync::Mutex::new(None);
-const PARENTS_OK_MAX: usize = 4096;
-
-fn parent_known_ok(dir: &std::path::Path) -> bool {
-    let g = PARENTS_OK.lock().unwrap_or_else(|p| p.into_inner());
-    g.as_ref().is_some_and(|s| s.contains(dir))
+/// What identifies a directory's state: another process renaming it,
+/// or creating, removing or renaming entries in it, changes one of these
+/// (issue 12: a per-process cache of "this directory exists" let a create
+/// succeed in a directory another process had renamed away).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct DirStamp {
+    dev: u64,
+    ino: u64,
+    mtime_ns: u64,
+    ctime_ns: u64,
 }
 
-fn remember_parent_ok(dir: &std::path::Path) {
-    let mut g = PARENTS_OK.lock().unwrap_or_else(|p| p.into_inner());
-    let s = g.get_or_insert_with(Default::default);
-    if s.len() >= PARENTS_OK_MAX {
-        s.clear();
-    }
-    s.insert(dir.to_path_buf());
+fn dir_stamp(dir: &std::path::Path) -> Option<DirStamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(dir).ok().filter(|m| m.is_dir())?;
+    Some(DirStamp { dev: m.dev(), ino: m.ino(), mtime_ns: ns_of(m.mtime(), m.mtime_nsec()), ctime_ns: ns_of(m.ctime(), m.ctime_nsec()) })
 }
 
 /// Names present at the destination in directories where this process
@@ -221,7 +221,8 @@ fn remember_parent_ok(dir: &std::path::Path) {
 /// the listing only goes stale if a program outside strata creates files in
 /// the same directory meanwhile (docs/ARCHITECTURE.md, known gaps).
 struct Listings {
-    dirs: std::collections::HashMap<std::path::PathBuf, std::collections::HashSet<std::ffi::OsString>>,
+    /// Per directory: its stamp when listed, and the names then.
+    dirs: std::collections::HashMap<std::path::PathBuf, (DirStamp, std::collections::HashSet<std::ffi::OsString>)>,
     names: usize,
 }
 static LISTINGS: std::sync::Mutex<Option<Listings>> = std::sync::Mutex::new(None);
@@ -243,10 +244,19 @@ fn listing_usable(fl: OpenFlags) -> bool {
 fn known_absent(path: &str, may_list: bool) -> bool {
     let p = std::path::Path::new(path);
     let (Some(dir), Some(name)) = (p.parent(), p.file_name()) else { return false };
+    // One stat says whether the listing still describes the directory.
+    let Some(stamp) = dir_stamp(dir) else { return false };
     {
-        let g = LISTINGS.lock().unwrap_or_else(|x| x.into_inner());
-        if let Some(set) = g.as_ref().and_then(|l| l.dirs.get(dir)) {
-            return !set.contains(name);
+        let mut g = LISTINGS.lock().unwrap_or_else(|x| x.into_inner());
+        if let Some(l) = g.as_mut() {
+            match l.dirs.get(dir) {
+                Some((s, set)) if *s == stamp => return !set.contains(name),
+                Some((_, set)) => {
+                    l.names = l.names.saturating_sub(set.len());
+                    l.dirs.remove(dir);
+                }
+                None => {}
+            }
         }
     }
     if !may_list {
@@ -270,17 +280,16 @@ fn known_absent(path: &str, may_list: bool) -> bool {
         l.names = 0;
     }
     l.names += set.len();
-    l.dirs.insert(dir.to_path_buf(), set);
+    // A change during the listing makes the stamp stale: listed again next time.
+    l.dirs.insert(dir.to_path_buf(), (stamp, set));
     absent
 }
 
 /// May a file be created in `path`'s directory (exists, is a directory,
-/// writable and searchable)? Cached per process once true.
+/// writable and searchable)? Asked of the kernel every time: another
+/// process may have renamed or removed it.
 fn check_parent(path: &str) -> Result<()> {
     let parent = std::path::Path::new(path).parent().unwrap_or(std::path::Path::new("/"));
-    if parent_known_ok(parent) {
-        return Ok(());
-    }
     match std::fs::metadata(parent) {
         Ok(pm) if pm.is_dir() => {}
         Ok(_) => return Err(os_code(Errno::Inval, libc::ENOTDIR, format!("{} is not a directory", parent.display()))),
@@ -289,7 +298,6 @@ fn check_parent(path: &str) -> Result<()> {
     if let Err(e) = rustix::fs::access(parent, rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK) {
         return Err(os_code(Errno::Inval, e.raw_os_error(), format!("{}: {e}", parent.display())));
     }
-    remember_parent_ok(parent);
     Ok(())
 }
 
@@ -400,7 +408,14 @@ impl Client {
             }
             Err(e) => return Err(open_error(e, path)),
         };
-        self.check_access(path, fl, attr)
+        let attr = self.check_access(path, fl, attr)?;
+        // Pin the destination inode while the file is open: if another
+        // process replaces or unlinks the path, this descriptor still reads
+        // the bytes it opened (issue 12, found by the differential tester).
+        if attr.dest_size > 0 {
+            let _ = self.dest_fd(attr.id);
+        }
+        Ok(attr)
     }
 
     /// A buffered record: honour its permission bits like the kernel would.
@@ -564,16 +579,22 @@ impl Client {
         }
     }
 
-    /// A read-only descriptor of the file's destination.
+    /// A read-only descriptor of the file's destination. A file that was
+    /// unlinked or replaced while open (an orphan: its name is hidden) keeps
+    /// reading the destination inode this process opened before, as the
+    /// kernel would.
     fn dest_fd(&self, id: u64) -> Result<Arc<File>> {
         let path = self.file_path(id)?;
         {
             let fds = self.inner.dest_fds.lock().unwrap_or_else(|p| p.into_inner());
             if let Some((p, f)) = fds.get(&id) {
-                if *p == path {
+                if *p == path || path.starts_with('\u{1}') {
                     return Ok(f.clone());
                 }
             }
+        }
+        if path.starts_with('\u{1}') {
+            return Err(os_code(Errno::NoFile, libc::ENOENT, "read-through of a file unlinked before this process read it".to_string()));
         }
         let f = Arc::new(File::open(&path).map_err(|e| os_err(Errno::Io, &e, format!("read-through of {path}")))?);
         let mut fds = self.inner.dest_fds.lock().unwrap_or_else(|p| p.into_inner());

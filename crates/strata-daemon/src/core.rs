@@ -448,8 +448,12 @@ impl Core {
         let now = now_ns();
         // Refused before anything is created (a failed call changes nothing).
         let limit = self.meta.limits().blob_size_max_bytes;
-        if offset.is_some_and(|o| o.checked_add(src.data().len() as u64).is_none_or(|e| e > limit)) {
-            return Err(Errno::TooBig);
+        if let Some(o) = offset {
+            // An offset that wraps is malformed; one past the limit too big.
+            let end = o.checked_add(src.data().len() as u64).ok_or(Errno::Inval)?;
+            if end > limit {
+                return Err(Errno::TooBig);
+            }
         }
         let id = self.blob_or_create(bucket, name, now)?;
         let policy = policy.unwrap_or_else(|| self.bucket_policy(bucket));
@@ -459,7 +463,7 @@ impl Core {
             (b.size, b.extents.clone())
         };
         let offset = offset.unwrap_or(size);
-        let end = offset.checked_add(data.len() as u64).ok_or(Errno::TooBig)?;
+        let end = offset.checked_add(data.len() as u64).ok_or(Errno::Inval)?;
         if end > self.meta.limits().blob_size_max_bytes {
             return Err(Errno::TooBig);
         }

@@ -607,10 +607,16 @@ impl Core {
             return Ok(true);
         }
         if let Some(other) = self.meta.bucket_by_name(to) {
-            if self.meta.file(other).is_err() && !self.meta.bucket(other)?.blobs.is_empty() {
-                return Err(Errno::Exists);
+            if self.meta.file(other).is_err() {
+                if !self.meta.bucket(other)?.blobs.is_empty() {
+                    return Err(Errno::Exists);
+                }
+                self.bucket_destroy(other)?;
+            } else {
+                // The replaced file lives on for those who hold it open, as
+                // after unlink(2) (its descriptors read its bytes, not ENOENT).
+                self.file_unlink_held(to)?;
             }
-            self.bucket_destroy(other)?;
         }
         // An in-flight flush of the old path must not count.
         let was_dirty = self.files.dirty.contains(&id);

@@ -320,3 +320,24 @@ fn destroying_a_file_bucket_removes_the_file() {
     assert_eq!(core.meta.blob_count(), 0);
     check(core);
 }
+
+/// Found by the differential tester: a file replaced by rename(2) while a
+/// process holds it open stays readable through that descriptor (it read
+/// ENOENT), like after unlink(2).
+#[test]
+fn a_file_replaced_by_rename_stays_readable_by_its_holder() {
+    let mut fx = fixture(64 << 20, 0, 0);
+    let core = &mut fx.core;
+    let c = create(core, "/r/c", 0);
+    write(core, c, 0, b"old bytes");
+    core.file_hold(c, 7).unwrap();
+    let b = create(core, "/r/b", 0);
+    write(core, b, 0, b"new");
+    assert!(core.file_rename("/r/b", "/r/c", false).unwrap());
+    assert_eq!(core.meta.file_by_path("/r/c"), Some(b));
+    let (bytes, _) = read_all(core, c, &[]);
+    assert_eq!(bytes, b"old bytes");
+    core.file_check().unwrap();
+    core.file_release(c, 7).unwrap();
+    assert!(core.meta.file(c).is_err(), "the orphan dies with its last holder");
+}

@@ -1417,6 +1417,10 @@ unsafe fn rename_dir(c: &Client, f: &crate::path::Tracked, t: Option<&crate::pat
     match t.or(t_owned.as_ref()) {
         Some(t) => {
             let tabs = t.abs.as_str().ok_or(libc::EINVAL)?;
+            // Into its own subtree: EINVAL before anything else, as the kernel says.
+            if tabs.len() > from.len() && tabs.starts_with(from) && tabs.as_bytes()[from.len()] == b'/' {
+                return Err(libc::EINVAL);
+            }
             // A target directory holding only buffered files looks empty to
             // the kernel, which would replace it and orphan them.
             if is_dir_at(nfd, to) && tabs != from && !c.file_list_dir(tabs).map_err(os)?.is_empty() {
@@ -1502,6 +1506,17 @@ unsafe fn rename_impl(ofd: c_int, from: *const c_char, nfd: c_int, to: *const c_
                 let e = errno();
                 if r != 0 && e != libc::ENOENT {
                     return Err(e);
+                }
+                if r != 0 && t.persist != Persist::Scratch {
+                    // The source exists only in the buffer; the target's
+                    // destination file is replaced now, as rename(2) would
+                    // replace its name: the flush then creates a new file,
+                    // and descriptors of the old one keep reading it (the
+                    // flush would otherwise truncate that very inode).
+                    let mut st: libc::stat64 = std::mem::zeroed();
+                    if real::fstatat64(nfd, to, &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFREG {
+                        real::unlinkat(nfd, to, 0);
+                    }
                 }
                 let moved = c.file_rename(f.abs.as_str().unwrap_or(""), t.abs.as_str().unwrap_or(""), r == 0).map_err(os)?;
                 trace!("rename {} -> {} record={} dest={}", f.abs.as_str().unwrap_or(""), t.abs.as_str().unwrap_or(""), moved, r == 0);
