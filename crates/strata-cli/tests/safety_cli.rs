@@ -40,7 +40,8 @@ fn the_daemon_log_has_no_colour_codes() {
     let sock = dir.path().join("run/daemon.sock");
     let cfg = dir.path().join("c.yaml");
     std::fs::write(&cfg, format!("daemon:\n  socket: {}\n  shm_prefix: strata-ansi{}\n  log: info\ndevices:\n  - name: ram\n    kind: ram\n    capacity: 32MiB\n", sock.display(), std::process::id())).unwrap();
-    let st = Command::new(strata_bin()).arg("--config").arg(&cfg).args(["daemon", "start"]).status().unwrap();
+    // STRATA_LOG (set to warn by scripts/test.sh) would override the config.
+    let st = Command::new(strata_bin()).arg("--config").arg(&cfg).env("STRATA_LOG", "info").args(["daemon", "start"]).status().unwrap();
     assert!(st.success());
     let st = Command::new(strata_bin()).arg("--config").arg(&cfg).args(["daemon", "stop"]).status().unwrap();
     assert!(st.success());

@@ -1596,8 +1596,12 @@ unsafe fn mmap_tracked(t: Tfd, addr: *mut c_void, len: size_t, prot: c_int, flag
         return Err(libc::EACCES);
     }
     let c = cl()?;
+    // A file unlinked or replaced while open (an orphan: its record has a
+    // hidden name) has no destination path any more: map a private copy of
+    // its bytes, which is what this descriptor still reads.
+    let orphan = t.persist == Persist::Default && c.file_path(t.id).map_err(os)?.starts_with('\u{1}');
     let fd = match t.persist {
-        Persist::Default => {
+        Persist::Default if !orphan => {
             // flush, then let the kernel map the destination itself
             c.file_sync_dest(t.id).map_err(os)?;
             let p = c.file_path(t.id).map_err(os)?;
