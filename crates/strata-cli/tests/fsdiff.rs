@@ -49,3 +49,53 @@ fn fsdiff_default_mode() {
 fn fsdiff_scratch_mode() {
     sweep("scratch", "1:40", 300);
 }
+
+/// The shrunk sequences the tester found (docs/FSDIFF.md), replayed in both
+/// modes: each failed before its fix.
+fn replay(seed: u32, ops: u32, keep: &str) {
+    if !require("python3", "python3") {
+        return;
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fsdiff/fsdiff.py");
+    let script = script.to_str().unwrap();
+    for mode in [Mode::Default, Mode::Scratch] {
+        let d = TestDaemon::start();
+        let tmp = tempfile::Builder::new().prefix("strata-fsdiff-r-").tempdir().unwrap();
+        let (plain, buf) = (tmp.path().join("plain"), tmp.path().join("buf"));
+        std::fs::create_dir(&plain).unwrap();
+        std::fs::create_dir(&buf).unwrap();
+        let (s, n) = (seed.to_string(), ops.to_string());
+        let want = plain_run(&plain, &["python3", script, plain.to_str().unwrap(), &s, &n, "--keep", keep], d.path());
+        want.assert_ok("fsdiff without strata");
+        let got = strata_run(&d, mode, &buf, &buf, &["python3", script, buf.to_str().unwrap(), &s, &n, "--keep", keep]);
+        got.assert_ok("fsdiff under strata run");
+        let want = want.stdout_str().replace(plain.to_str().unwrap(), "ROOT");
+        let got = got.stdout_str().replace(buf.to_str().unwrap(), "ROOT");
+        assert_eq!(got, want, "seed {seed} --keep {keep} ({mode:?})");
+    }
+}
+
+#[test]
+fn create_in_a_directory_another_process_renamed_away() {
+    replay(2, 300, "8,107,142,159,180");
+}
+
+#[test]
+fn a_file_replaced_by_rename_stays_readable_by_its_holder() {
+    replay(3, 300, "132,135,154,209,210");
+}
+
+#[test]
+fn a_flushed_file_replaced_while_open_keeps_its_bytes() {
+    replay(11, 300, "58,106,166,170,173,192,204,208,232");
+}
+
+#[test]
+fn a_directory_renamed_into_its_own_subtree_is_einval() {
+    replay(31, 300, "125,187,192,241");
+}
+
+#[test]
+fn mmap_of_a_file_replaced_while_open() {
+    replay(1001, 1000, "439,456,649,650,681,691");
+}

@@ -579,6 +579,12 @@ impl Client {
         }
     }
 
+    /// Keeps a read-only descriptor of the file's destination inode (see
+    /// `dest_fd`), e.g. once the adapter made the file real there.
+    pub fn pin_dest(&self, id: u64) -> Result<()> {
+        self.dest_fd(id).map(|_| ())
+    }
+
     /// A read-only descriptor of the file's destination. A file that was
     /// unlinked or replaced while open (an orphan: its name is hidden) keeps
     /// reading the destination inode this process opened before, as the

@@ -415,14 +415,29 @@ impl FlushIo {
         let mut opts = OpenOptions::new();
         // O_NONBLOCK: a FIFO (or device) at the path must never block a
         // flush thread in open(); anything but a regular file is refused.
-        opts.write(true).read(self.verify).create(true).mode(job.mode & 0o7777).custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC);
-        let f = match opts.open(&job.path) {
-            Ok(f) => f,
+        opts.write(true).read(self.verify).mode(job.mode & 0o7777).custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC);
+        // Whether this job creates the file: if the record is unlinked or
+        // renamed meanwhile, what it created goes at once (below), not after
+        // the job's report — a drain that ends first must not see a ghost.
+        let (f, created) = match opts.open(&job.path) {
+            Ok(f) => (f, false),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match opts.clone().create_new(true).open(&job.path) {
+                Ok(f) => (f, true),
+                Err(e) => {
+                    done.error = Some(format!("open {}: {e}", job.path));
+                    return done;
+                }
+            },
             Err(e) => {
                 done.error = Some(format!("open {}: {e}", job.path));
                 return done;
             }
         };
+        if created && job.cancel.load(Ordering::SeqCst) {
+            let _ = std::fs::remove_file(&job.path);
+            done.cancelled = true;
+            return done;
+        }
         match f.metadata() {
             Ok(md) if md.is_file() => {}
             Ok(md) => {

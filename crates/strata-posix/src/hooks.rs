@@ -1604,6 +1604,9 @@ unsafe fn mmap_tracked(t: Tfd, addr: *mut c_void, len: size_t, prot: c_int, flag
         Persist::Default if !orphan => {
             // flush, then let the kernel map the destination itself
             c.file_sync_dest(t.id).map_err(os)?;
+            // The destination now holds the bytes: pin its inode for this
+            // process's read-through, as the mapping pins it for the kernel.
+            let _ = c.pin_dest(t.id);
             let p = c.file_path(t.id).map_err(os)?;
             let cp = std::ffi::CString::new(p).map_err(|_| libc::EINVAL)?;
             cvt(real::open(cp.as_ptr(), if shared_write { libc::O_RDWR } else { libc::O_RDONLY } | libc::O_CLOEXEC, 0))?
