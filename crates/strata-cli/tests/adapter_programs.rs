@@ -371,6 +371,16 @@ fn dir_rename_case() -> Option<Case> {
     })
 }
 
+/// Issue 12 item 22: a name that exists only in the buffer exists: mkdir,
+/// mkfifo, mknod and symlink over it are EEXIST, as over a real file.
+fn names_case() -> Option<Case> {
+    require("mkfifo", "coreutils").then(|| {
+        Case::new("names")
+            .step(step("echo x > f && mkdir f 2>/dev/null; echo \"mkdir $?\"; mkfifo f 2>/dev/null; echo \"mkfifo $?\"; ln -s t f 2>/dev/null; echo \"symlink $?\"; cat f"))
+            .step(step("mkdir -p d && echo y > d/g && mkdir d/g 2>/dev/null; echo \"nested $?\"; mkdir new && ls -A"))
+    })
+}
+
 macro_rules! program_tests {
     ($($default:ident, $scratch:ident => $make:expr;)*) => {$(
         #[test]
@@ -406,6 +416,7 @@ program_tests! {
     exec_default, exec_scratch => |_: &Path| exec_case();
     sed_default, sed_scratch => |_: &Path| sed_case();
     dir_rename_default, dir_rename_scratch => |_: &Path| dir_rename_case();
+    names_default, names_scratch => |_: &Path| names_case();
 }
 
 /// Seed 000's checkpoint/restart workflow: a producer run writes a

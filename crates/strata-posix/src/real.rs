@@ -146,6 +146,9 @@ reals! {
     sys fn listxattr(path: *const c_char, list: *mut c_char, n: size_t) -> ssize_t = sc!(ssize_t, libc::SYS_listxattr, path, list, n);
     sys fn llistxattr(path: *const c_char, list: *mut c_char, n: size_t) -> ssize_t = sc!(ssize_t, libc::SYS_llistxattr, path, list, n);
     sys fn rmdir(path: *const c_char) -> c_int = sc!(c_int, libc::SYS_unlinkat, libc::AT_FDCWD, path, libc::AT_REMOVEDIR);
+    sys fn mkdirat(dirfd: c_int, path: *const c_char, mode: mode_t) -> c_int = sc!(c_int, libc::SYS_mkdirat, dirfd, path, mode);
+    sys fn mknodat(dirfd: c_int, path: *const c_char, mode: mode_t, dev: libc::dev_t) -> c_int = sc!(c_int, libc::SYS_mknodat, dirfd, path, mode, dev);
+    sys fn symlinkat(target: *const c_char, dirfd: c_int, path: *const c_char) -> c_int = sc!(c_int, libc::SYS_symlinkat, target, dirfd, path);
     dl fn opendir(path: *const c_char) -> *mut libc::DIR;
     dl fn fdopendir(fd: c_int) -> *mut libc::DIR;
     dl fn readdir64(d: *mut libc::DIR) -> *mut libc::dirent64;
