@@ -42,12 +42,12 @@ fn sweep(mode: &str, seeds: &str, ops: u32) {
 
 #[test]
 fn fsdiff_default_mode() {
-    sweep("default", "1:40", 300);
+    sweep("default", "1:80", 300);
 }
 
 #[test]
 fn fsdiff_scratch_mode() {
-    sweep("scratch", "1:40", 300);
+    sweep("scratch", "1:80", 300);
 }
 
 /// The shrunk sequences the tester found (docs/FSDIFF.md), replayed in both

@@ -733,8 +733,18 @@ macro_rules! trace {
 }
 pub(crate) use trace;
 
+/// A path pointer the adapter may read: not NULL and inside the user
+/// address space. Others (`(char *)-1`, small integers) go to the real call,
+/// which answers EFAULT where reading them here would crash the process
+/// (issue 12 item 22). A pointer into an unmapped page inside that range is
+/// not detected.
+pub(crate) fn plausible_ptr(p: *const c_char) -> bool {
+    let a = p as usize;
+    (4096..(1usize << 56)).contains(&a)
+}
+
 pub(crate) fn c_str<'a>(p: *const c_char) -> &'a [u8] {
-    if p.is_null() {
+    if !plausible_ptr(p) {
         return b"";
     }
     unsafe { std::ffi::CStr::from_ptr(p).to_bytes() }

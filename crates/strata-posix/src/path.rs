@@ -198,7 +198,7 @@ pub struct Tracked {
 /// daemon could be reached.
 #[inline]
 pub fn tracked_path(dirfd: c_int, path: *const c_char) -> Option<Tracked> {
-    if path.is_null() || !crate::ready() || crate::guarded() || crate::connect_failed() {
+    if !crate::plausible_ptr(path) || !crate::ready() || crate::guarded() || crate::connect_failed() {
         return None;
     }
     classify_path(dirfd, crate::c_str(path))
@@ -229,7 +229,7 @@ pub fn classify_path(dirfd: c_int, path: &[u8]) -> Option<Tracked> {
 /// one), under no exclude/never prefix, and its mode is not BYPASS.
 /// Allocation-free; None in the same cases as [`tracked_path`].
 pub fn tracked_dir(dirfd: c_int, path: *const c_char) -> Option<AbsPath> {
-    if path.is_null() || !crate::ready() || crate::guarded() || crate::connect_failed() {
+    if !crate::plausible_ptr(path) || !crate::ready() || crate::guarded() || crate::connect_failed() {
         return None;
     }
     let abs = resolve(dirfd, crate::c_str(path))?;

@@ -563,6 +563,25 @@ static void aio_ops(void) {
     dump("aio");
 }
 
+/* Bad path pointers: EFAULT from every call, never a crash inside the
+ * adapter (issue 12 item 22). */
+static void bad_pointers(void) {
+    const char *bad = (const char *)-1;
+    const char *low = (const char *)16;
+    R(open(bad, O_RDONLY));
+    R(open(low, O_CREAT | O_WRONLY, 0644));
+    R(unlink(bad));
+    R(rmdir(bad));
+    R(truncate(bad, 10));
+    R(chmod(bad, 0644));
+    R(rename(bad, P(0, "x")));
+    R(rename(P(0, "x"), bad));
+    R(mkdir(bad, 0755));
+    struct stat st;
+    R(stat(bad, &st));
+    R(access(low, F_OK));
+}
+
 int main(int argc, char **argv) {
     snprintf(dir, sizeof dir, "%s", argv[1]);
     const char *s = argc > 2 ? argv[2] : "all";
@@ -582,5 +601,6 @@ int main(int argc, char **argv) {
     if (!strcmp(s, "all") || !strcmp(s, "dirs")) dirs();
     if (!strcmp(s, "all") || !strcmp(s, "attrs")) attrs();
     if (!strcmp(s, "all") || !strcmp(s, "aio")) aio_ops();
+    if (!strcmp(s, "all") || !strcmp(s, "badptr")) bad_pointers();
     return 0;
 }
