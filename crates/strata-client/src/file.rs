@@ -207,10 +207,9 @@ struct DirStamp {
     ctime_ns: u64,
 }
 
-fn dir_stamp(dir: &std::path::Path) -> Option<DirStamp> {
+fn dir_stamp(m: &std::fs::Metadata) -> DirStamp {
     use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(dir).ok().filter(|m| m.is_dir())?;
-    Some(DirStamp { dev: m.dev(), ino: m.ino(), mtime_ns: ns_of(m.mtime(), m.mtime_nsec()), ctime_ns: ns_of(m.ctime(), m.ctime_nsec()) })
+    DirStamp { dev: m.dev(), ino: m.ino(), mtime_ns: ns_of(m.mtime(), m.mtime_nsec()), ctime_ns: ns_of(m.ctime(), m.ctime_nsec()) }
 }
 
 /// Names present at the destination in directories where this process
@@ -241,11 +240,11 @@ fn listing_usable(fl: OpenFlags) -> bool {
 
 /// True when `path` is known not to exist at the destination. With
 /// `may_list`, lists its directory first if that was not done yet.
-fn known_absent(path: &str, may_list: bool) -> bool {
+/// `stamp`: the directory's state now (`check_parent`); the listing is
+/// trusted only while it matches.
+fn known_absent(path: &str, may_list: bool, stamp: DirStamp) -> bool {
     let p = std::path::Path::new(path);
     let (Some(dir), Some(name)) = (p.parent(), p.file_name()) else { return false };
-    // One stat says whether the listing still describes the directory.
-    let Some(stamp) = dir_stamp(dir) else { return false };
     {
         let mut g = LISTINGS.lock().unwrap_or_else(|x| x.into_inner());
         if let Some(l) = g.as_mut() {
@@ -287,25 +286,26 @@ fn known_absent(path: &str, may_list: bool) -> bool {
 
 /// May a file be created in `path`'s directory (exists, is a directory,
 /// writable and searchable)? Asked of the kernel every time: another
-/// process may have renamed or removed it.
-fn check_parent(path: &str) -> Result<()> {
+/// process may have renamed or removed it. Returns the directory's stamp.
+fn check_parent(path: &str) -> Result<DirStamp> {
     let parent = std::path::Path::new(path).parent().unwrap_or(std::path::Path::new("/"));
-    match std::fs::metadata(parent) {
-        Ok(pm) if pm.is_dir() => {}
+    let stamp = match std::fs::metadata(parent) {
+        Ok(pm) if pm.is_dir() => dir_stamp(&pm),
         Ok(_) => return Err(os_code(Errno::Inval, libc::ENOTDIR, format!("{} is not a directory", parent.display()))),
         Err(e) => return Err(os_err(Errno::NoFile, &e, parent.display().to_string())),
-    }
+    };
     if let Err(e) = rustix::fs::access(parent, rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK) {
         return Err(os_code(Errno::Inval, e.raw_os_error(), format!("{}: {e}", parent.display())));
     }
-    Ok(())
+    Ok(stamp)
 }
 
 /// Looks at the destination for `FileOpen`: what is there, and may this
 /// process open it the way it asks.
 fn dest_info(path: &str, fl: OpenFlags) -> Result<WireDestInfo> {
-    if listing_usable(fl) && known_absent(path, true) {
-        check_parent(path)?;
+    // A parent that fails the check falls through: the kernel's answer
+    // for the path itself comes first (an existing file opens anyway).
+    if listing_usable(fl) && check_parent(path).is_ok_and(|st| known_absent(path, true, st)) {
         return Ok(WireDestInfo::default());
     }
     match std::fs::metadata(path) {
@@ -385,7 +385,7 @@ impl Client {
         // A create where this process already knows the destination has no
         // such file: send that along (a record, if the daemon has one, wins),
         // saving the NeedDest round trip.
-        if listing_usable(fl) && known_absent(path, false) && check_parent(path).is_ok() {
+        if listing_usable(fl) && check_parent(path).is_ok_and(|st| known_absent(path, false, st)) {
             let info = WireDestInfo::default();
             let req = Request { flags: f | flags::DEST_INFO, ..req };
             let (resp, arg) = self.call(req, &[path.as_bytes(), info.as_bytes()])?;

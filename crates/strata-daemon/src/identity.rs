@@ -145,6 +145,22 @@ pub fn foreign_segments(prefix: &str) -> Vec<(String, u32)> {
     out
 }
 
+/// Takes the lock at `path` for the daemon of `socket` (stamping it with
+/// that socket), or fails with `refused(holder)` naming who holds it.
+fn take(locks: &mut Vec<File>, path: &Path, socket: &Path, refused: impl FnOnce(&str) -> String) -> anyhow::Result<()> {
+    match lock_file(path)? {
+        Ok(f) => {
+            stamp(&f, socket);
+            locks.push(f);
+            Ok(())
+        }
+        Err(holder) => {
+            let holder = if holder.is_empty() { "unknown socket".to_string() } else { format!("socket {holder}") };
+            bail!("{}", refused(&holder))
+        }
+    }
+}
+
 /// Takes every lock of `cfg`'s identity, or explains which one is taken.
 pub fn acquire(cfg: &Config) -> anyhow::Result<Identity> {
     let socket = cfg.resolved_socket_path();
@@ -154,37 +170,20 @@ pub fn acquire(cfg: &Config) -> anyhow::Result<Identity> {
     // 1. The socket (and its runtime directory).
     let dir = socket.parent().filter(|d| !d.as_os_str().is_empty()).context("socket path has no parent directory")?;
     private_dir(dir, "runtime directory", false)?;
-    let lock_path = socket.with_extension("lock");
-    match lock_file(&lock_path)? {
-        Ok(f) => {
-            stamp(&f, &socket);
-            locks.push(f);
-        }
-        Err(_) => bail!(
-            "a strata daemon is already running for this user (socket {}); use it, or stop it with `strata daemon stop`",
-            socket.display()
-        ),
-    }
+    take(&mut locks, &socket.with_extension("lock"), &socket, |_| {
+        format!("a strata daemon is already running for this user (socket {}); use it, or stop it with `strata daemon stop`", socket.display())
+    })?;
 
     // 2. The shared-memory prefix.
-    let foreign = foreign_segments(&prefix);
-    if let Some((name, uid)) = foreign.first() {
+    if let Some((name, uid)) = foreign_segments(&prefix).first() {
         bail!(
             "/dev/shm/{name} belongs to {}, not to you: another user created shared memory with this daemon's prefix {prefix:?}; refusing to start (set daemon.shm_prefix to another name, or have it removed)",
             describe_uid(*uid)
         );
     }
-    let shm_lock = PathBuf::from(format!("/dev/shm/{prefix}.lock"));
-    match lock_file(&shm_lock)? {
-        Ok(f) => {
-            stamp(&f, &socket);
-            locks.push(f);
-        }
-        Err(holder) => bail!(
-            "the shared-memory prefix {prefix:?} is in use by another strata daemon ({}); give this daemon its own daemon.shm_prefix, or use that daemon",
-            if holder.is_empty() { "unknown socket".to_string() } else { format!("socket {holder}") }
-        ),
-    }
+    take(&mut locks, Path::new(&format!("/dev/shm/{prefix}.lock")), &socket, |holder| {
+        format!("the shared-memory prefix {prefix:?} is in use by another strata daemon ({holder}); give this daemon its own daemon.shm_prefix, or use that daemon")
+    })?;
 
     // 3. Every directory tier.
     for (i, d) in cfg.devices.iter().enumerate() {
@@ -193,18 +192,13 @@ pub fn acquire(cfg: &Config) -> anyhow::Result<Identity> {
         }
         let Some(path) = d.path.as_ref() else { bail!("devices[{i}] ({}) is a dir device without a path", d.name) };
         private_dir(path, &format!("tier directory of device {}", d.name), true)?;
-        match lock_file(&path.join(TIER_LOCK_NAME))? {
-            Ok(f) => {
-                stamp(&f, &socket);
-                locks.push(f);
-            }
-            Err(holder) => bail!(
-                "the tier directory {} of device {} is in use by another strata daemon ({}); give each daemon its own device path, or use that daemon",
+        take(&mut locks, &path.join(TIER_LOCK_NAME), &socket, |holder| {
+            format!(
+                "the tier directory {} of device {} is in use by another strata daemon ({holder}); give each daemon its own device path, or use that daemon",
                 path.display(),
-                d.name,
-                if holder.is_empty() { "unknown socket".to_string() } else { format!("socket {holder}") }
-            ),
-        }
+                d.name
+            )
+        })?;
     }
     Ok(Identity { socket, prefix, _locks: locks })
 }

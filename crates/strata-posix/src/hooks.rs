@@ -1740,19 +1740,16 @@ unsafe fn fixed_env(envp: *const *const c_char) -> Option<Vec<*const c_char>> {
 ///   so an interpreter started for a `#!` script can open it too).
 unsafe fn exec_prepare(path: *const c_char) -> Result<Option<c_int>, c_int> {
     let Some(t) = tracked_path(libc::AT_FDCWD, path) else { return Ok(None) };
-    let r: c_int = run(|| {
-        let c = match cl() {
-            Ok(c) => c,
-            Err(_) => return Ok(-2),
-        };
+    crate::run_raw(Err(libc::EIO), || {
+        let Ok(c) = cl() else { return Ok(None) };
         let p = t.abs.as_str().ok_or(libc::EINVAL)?;
-        let Some(a) = c.file_stat_path(p).map_err(os)? else { return Ok(-2) };
+        let Some(a) = c.file_stat_path(p).map_err(os)? else { return Ok(None) };
         if a.persist == Persist::Default {
             if a.dirty {
                 c.file_sync_dest(a.id).map_err(os)?;
             }
             trace!("exec {}: made real at the destination", p);
-            return Ok(-2);
+            return Ok(None);
         }
         if a.mode & 0o111 == 0 {
             return Err(libc::EACCES);
@@ -1764,13 +1761,8 @@ unsafe fn exec_prepare(path: *const c_char) -> Result<Option<c_int>, c_int> {
         }
         real::fchmod(fd, a.mode as mode_t);
         trace!("exec {}: from a private copy (fd {})", p, fd);
-        Ok(fd)
-    });
-    match r {
-        -2 => Ok(None),
-        -1 => Err(errno()),
-        fd => Ok(Some(fd)),
-    }
+        Ok(Some(fd))
+    })
 }
 
 /// `/proc/self/fd/<fd>` as a C string.
@@ -2215,14 +2207,14 @@ pub unsafe extern "C" fn llistxattr(path: *const c_char, list: *mut c_char, n: s
 /// `Err(EEXIST)` when `path` names a buffered file.
 unsafe fn refuse_buffered_name(dirfd: c_int, path: *const c_char) -> Result<(), c_int> {
     let Some(t) = tracked_path(dirfd, path) else { return Ok(()) };
-    let r: c_int = run(|| {
-        let Ok(c) = cl() else { return Ok(0) };
-        let p = t.abs.as_str().ok_or(libc::EINVAL)?;
-        Ok(if c.file_stat_path(p).map_err(os)?.is_some() { 1 } else { 0 })
+    let buffered = crate::run_raw(false, || {
+        let (Ok(c), Some(p)) = (cl(), t.abs.as_str()) else { return false };
+        matches!(c.file_stat_path(p), Ok(Some(_)))
     });
-    match r {
-        1 => Err(libc::EEXIST),
-        _ => Ok(()),
+    if buffered {
+        Err(libc::EEXIST)
+    } else {
+        Ok(())
     }
 }
 
