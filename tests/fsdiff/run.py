@@ -4,7 +4,7 @@ outputs line by line and, on a difference, shrinks the operation sequence
 (ddmin over operation indices) to a minimal one that still differs.
 
 usage: run.py --strata BIN --config CFG --mode default|scratch --work DIR
-              --seeds FIRST:LAST --ops N [--shrink-runs N]
+              --seeds FIRST:LAST --ops N [--shrink-runs N] [--procs N]
 Exit 0 when every seed agrees; 1 with the seed, the first differing line
 and the shrunk sequence (a command line to replay it) otherwise.
 
@@ -46,6 +46,7 @@ class Runner:
     def both(self, seed, keep=None):
         """(plain lines, strata lines, buffered dir) with paths normalised."""
         extra = ["--keep", ",".join(map(str, sorted(keep)))] if keep is not None else []
+        extra += ["--procs", str(self.a.procs)]
         p = self.fresh("plain")
         b = self.fresh("buf")
         _, po = run([sys.executable, FSDIFF, p, str(seed), str(self.a.ops)] + extra, p)
@@ -125,6 +126,7 @@ def main():
     ap.add_argument("--seeds", required=True)
     ap.add_argument("--ops", type=int, default=300)
     ap.add_argument("--shrink-runs", type=int, default=200)
+    ap.add_argument("--procs", type=int, default=2, help="worker processes per run")
     a = ap.parse_args()
     first, last = (int(x) for x in a.seeds.split(":"))
     r = Runner(a)
@@ -142,7 +144,7 @@ def main():
             po, bo, _, _ = r.both(seed, set(small))
             print(f"FAIL seed {seed} mode {a.mode}: {d}")
             print(f"shrunk to {len(small)} operations: --keep {','.join(map(str, small))}")
-            print(f"replay: python3 tests/fsdiff/fsdiff.py DIR {seed} {a.ops} --keep {','.join(map(str, small))}")
+            print(f"replay: python3 tests/fsdiff/fsdiff.py DIR {seed} {a.ops} --procs {a.procs} --keep {','.join(map(str, small))}")
             print("--- plain ---\n" + "\n".join(po) + "\n--- strata ---\n" + "\n".join(bo))
             return 1
     return 0
