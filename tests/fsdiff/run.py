@@ -39,7 +39,8 @@ class Runner:
 
     def fresh(self, tag):
         self.n += 1
-        d = os.path.join(self.a.work, f"{tag}-{self.n}")
+        d = os.path.join(self.a.work, f"{tag}-{os.getpid()}-{self.n}")
+        shutil.rmtree(d, ignore_errors=True)
         os.makedirs(d)
         return d
 
