@@ -278,7 +278,9 @@ impl ExtentAllocator {
 
     /// True if `r` is non-empty and lies entirely inside one free range.
     pub fn is_free(&self, r: Range) -> bool {
-        let Some(end) = r.end_checked() else { return false };
+        let Some(end) = r.end_checked() else {
+            return false;
+        };
         if r.len == 0 || end > self.capacity_bytes {
             return false;
         }
@@ -290,7 +292,9 @@ impl ExtentAllocator {
 
     /// True if `r` is non-empty, inside the capacity, and no part of it is free.
     pub fn is_allocated(&self, r: Range) -> bool {
-        let Some(end) = r.end_checked() else { return false };
+        let Some(end) = r.end_checked() else {
+            return false;
+        };
         if r.len == 0 || end > self.capacity_bytes {
             return false;
         }
@@ -302,8 +306,16 @@ impl ExtentAllocator {
     /// # Panics
     /// With a message naming the violated invariant.
     pub fn check_invariants(&self) {
-        assert!(self.block_bytes.is_power_of_two(), "block_bytes {} not a power of two", self.block_bytes);
-        assert!(self.is_aligned(self.capacity_bytes), "capacity {} unaligned", self.capacity_bytes);
+        assert!(
+            self.block_bytes.is_power_of_two(),
+            "block_bytes {} not a power of two",
+            self.block_bytes
+        );
+        assert!(
+            self.is_aligned(self.capacity_bytes),
+            "capacity {} unaligned",
+            self.capacity_bytes
+        );
         assert_eq!(
             self.free_by_off.len(),
             self.free_by_size.len(),
@@ -315,19 +327,42 @@ impl ExtentAllocator {
         let mut previous_end: Option<u64> = None;
         for (&off, &len) in &self.free_by_off {
             assert!(len > 0, "empty free range at {off}");
-            assert!(self.is_aligned(off) && self.is_aligned(len), "unaligned free range {off}+{len}");
+            assert!(
+                self.is_aligned(off) && self.is_aligned(len),
+                "unaligned free range {off}+{len}"
+            );
             let end = off.checked_add(len).expect("free range end overflows");
-            assert!(end <= self.capacity_bytes, "free range {off}+{len} beyond capacity {}", self.capacity_bytes);
+            assert!(
+                end <= self.capacity_bytes,
+                "free range {off}+{len} beyond capacity {}",
+                self.capacity_bytes
+            );
             if let Some(previous_end) = previous_end {
-                assert!(previous_end <= off, "free ranges overlap at {off} (previous end {previous_end})");
-                assert!(previous_end != off, "free ranges touch at {off} without coalescing");
+                assert!(
+                    previous_end <= off,
+                    "free ranges overlap at {off} (previous end {previous_end})"
+                );
+                assert!(
+                    previous_end != off,
+                    "free ranges touch at {off} without coalescing"
+                );
             }
-            assert!(self.free_by_size.contains(&(len, off)), "by-size index misses free range {off}+{len}");
+            assert!(
+                self.free_by_size.contains(&(len, off)),
+                "by-size index misses free range {off}+{len}"
+            );
             sum_bytes += len;
             previous_end = Some(end);
         }
-        assert_eq!(sum_bytes, self.free_bytes, "free_bytes counter {} but free ranges sum to {sum_bytes}", self.free_bytes);
-        assert!(self.free_bytes <= self.capacity_bytes, "free_bytes exceeds capacity");
+        assert_eq!(
+            sum_bytes, self.free_bytes,
+            "free_bytes counter {} but free ranges sum to {sum_bytes}",
+            self.free_bytes
+        );
+        assert!(
+            self.free_bytes <= self.capacity_bytes,
+            "free_bytes exceeds capacity"
+        );
     }
 
     // --- internals ---
@@ -378,7 +413,10 @@ impl ExtentAllocator {
         }
         self.free_bytes -= take_bytes;
         self.debug_check();
-        Range { off: free_off, len: take_bytes }
+        Range {
+            off: free_off,
+            len: take_bytes,
+        }
     }
 
     fn remove_free(&mut self, off: u64, len: u64) {

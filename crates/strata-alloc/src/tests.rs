@@ -54,7 +54,11 @@ fn alloc_is_best_fit_and_rounds_up() {
     // Free holes: [BLOCK, 4*BLOCK) of 3 blocks and the tail of 11 blocks.
     a.free(y).unwrap();
     let w = a.alloc(2 * BLOCK).unwrap();
-    assert_eq!(w, r(BLOCK, 2 * BLOCK), "best fit picks the 3-block hole, not the tail");
+    assert_eq!(
+        w,
+        r(BLOCK, 2 * BLOCK),
+        "best fit picks the 3-block hole, not the tail"
+    );
     assert_eq!(a.alloc(0), None);
     assert_eq!(a.alloc(u64::MAX), None);
     assert_eq!(a.alloc(12 * BLOCK), None);
@@ -68,10 +72,21 @@ fn alloc_at_most_takes_largest_under_fragmentation() {
     assert_eq!(all, r(0, 10 * BLOCK));
     a.free(r(0, 2 * BLOCK)).unwrap();
     a.free(r(4 * BLOCK, 3 * BLOCK)).unwrap();
-    assert_eq!(a.alloc_at_most(8 * BLOCK, 4 * BLOCK), None, "minimum not reachable");
-    assert_eq!(a.alloc_at_most(8 * BLOCK, 2 * BLOCK), Some(r(4 * BLOCK, 3 * BLOCK)));
+    assert_eq!(
+        a.alloc_at_most(8 * BLOCK, 4 * BLOCK),
+        None,
+        "minimum not reachable"
+    );
+    assert_eq!(
+        a.alloc_at_most(8 * BLOCK, 2 * BLOCK),
+        Some(r(4 * BLOCK, 3 * BLOCK))
+    );
     assert_eq!(a.alloc_at_most(BLOCK, 0), Some(r(0, BLOCK)));
-    assert_eq!(a.alloc_at_most(BLOCK, 2 * BLOCK), None, "minimum above request");
+    assert_eq!(
+        a.alloc_at_most(BLOCK, 2 * BLOCK),
+        None,
+        "minimum above request"
+    );
     assert_eq!(a.alloc_at_most(0, 0), None);
     a.check_invariants();
 }
@@ -88,13 +103,27 @@ fn alloc_scattered_handles_fragmentation() {
     assert_eq!(a.largest_free_bytes(), 2 * BLOCK);
     assert_eq!(a.alloc(5 * BLOCK), None, "no single range is big enough");
     let before = a.clone();
-    assert_eq!(a.alloc_scattered(5 * BLOCK, 2), None, "too few extents allowed");
-    assert_eq!(a.free_by_off, before.free_by_off, "failed scattered alloc changed state");
-    assert_eq!(a.alloc_scattered(9 * BLOCK, 16), None, "not enough free in total");
+    assert_eq!(
+        a.alloc_scattered(5 * BLOCK, 2),
+        None,
+        "too few extents allowed"
+    );
+    assert_eq!(
+        a.free_by_off, before.free_by_off,
+        "failed scattered alloc changed state"
+    );
+    assert_eq!(
+        a.alloc_scattered(9 * BLOCK, 16),
+        None,
+        "not enough free in total"
+    );
     let ranges = a.alloc_scattered(5 * BLOCK, 3).unwrap();
     assert_eq!(ranges.iter().map(|x| x.len).sum::<u64>(), 5 * BLOCK);
     assert_eq!(ranges.len(), 3);
-    assert!(ranges.windows(2).all(|w| w[0].len >= w[1].len), "largest first");
+    assert!(
+        ranges.windows(2).all(|w| w[0].len >= w[1].len),
+        "largest first"
+    );
     for x in &ranges {
         assert!(a.is_allocated(*x));
     }
@@ -114,10 +143,21 @@ fn free_error_cases_leave_state_unchanged() {
     assert_eq!(a.free(r(1, BLOCK)), Err(AllocError::Unaligned));
     assert_eq!(a.free(r(0, BLOCK + 1)), Err(AllocError::Unaligned));
     assert_eq!(a.free(r(8 * BLOCK, BLOCK)), Err(AllocError::OutOfBounds));
-    assert_eq!(a.free(r(6 * BLOCK, 4 * BLOCK)), Err(AllocError::OutOfBounds));
+    assert_eq!(
+        a.free(r(6 * BLOCK, 4 * BLOCK)),
+        Err(AllocError::OutOfBounds)
+    );
     assert_eq!(a.free(r(!(BLOCK - 1), BLOCK)), Err(AllocError::OutOfBounds));
-    assert_eq!(a.free(r(4 * BLOCK, BLOCK)), Err(AllocError::DoubleFree), "never allocated");
-    assert_eq!(a.free(r(3 * BLOCK, 2 * BLOCK)), Err(AllocError::DoubleFree), "partly free");
+    assert_eq!(
+        a.free(r(4 * BLOCK, BLOCK)),
+        Err(AllocError::DoubleFree),
+        "never allocated"
+    );
+    assert_eq!(
+        a.free(r(3 * BLOCK, 2 * BLOCK)),
+        Err(AllocError::DoubleFree),
+        "partly free"
+    );
     assert_eq!(a.free_by_off, before.free_by_off);
     assert_eq!(a.free_bytes(), before.free_bytes());
     a.free(x).unwrap();
@@ -287,7 +327,11 @@ fn check_against_model(a: &ExtentAllocator, model: &Model, owned: &[Range]) {
     let mut sorted: Vec<Range> = owned.to_vec();
     sorted.sort_by_key(|x| x.off);
     for w in sorted.windows(2) {
-        assert!(w[0].off + w[0].len <= w[1].off, "owned ranges overlap: {:?}", w);
+        assert!(
+            w[0].off + w[0].len <= w[1].off,
+            "owned ranges overlap: {:?}",
+            w
+        );
     }
 }
 

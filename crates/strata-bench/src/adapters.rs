@@ -118,11 +118,35 @@ struct Setup {
 }
 
 const ALL_SETUPS: [Setup; 5] = [
-    Setup { key: "tmpfs", how: How::Tmpfs },
-    Setup { key: "slow-pfs", how: How::SlowPfs },
-    Setup { key: "scratch-ram", how: How::Strata { mode: ViaMode::Scratch, disk: false } },
-    Setup { key: "default-ram", how: How::Strata { mode: ViaMode::Default, disk: false } },
-    Setup { key: "default-ram+disk", how: How::Strata { mode: ViaMode::Default, disk: true } },
+    Setup {
+        key: "tmpfs",
+        how: How::Tmpfs,
+    },
+    Setup {
+        key: "slow-pfs",
+        how: How::SlowPfs,
+    },
+    Setup {
+        key: "scratch-ram",
+        how: How::Strata {
+            mode: ViaMode::Scratch,
+            disk: false,
+        },
+    },
+    Setup {
+        key: "default-ram",
+        how: How::Strata {
+            mode: ViaMode::Default,
+            disk: false,
+        },
+    },
+    Setup {
+        key: "default-ram+disk",
+        how: How::Strata {
+            mode: ViaMode::Default,
+            disk: true,
+        },
+    },
 ];
 const ALL_WORKLOADS: [&str; 3] = ["ior", "ior+fsync", "md"];
 
@@ -147,18 +171,66 @@ struct Metric {
 }
 
 const METRICS: [Metric; 12] = [
-    Metric { name: "ior write", unit: "MiB/s", baseline: Some("ior write") },
-    Metric { name: "ior read", unit: "MiB/s", baseline: Some("ior read") },
-    Metric { name: "ior drain", unit: "s", baseline: None },
-    Metric { name: "ior write+drain", unit: "MiB/s", baseline: Some("ior write") },
-    Metric { name: "ior+fsync write", unit: "MiB/s", baseline: Some("ior+fsync write") },
-    Metric { name: "ior+fsync read", unit: "MiB/s", baseline: Some("ior+fsync read") },
-    Metric { name: "ior+fsync drain", unit: "s", baseline: None },
-    Metric { name: "ior+fsync write+drain", unit: "MiB/s", baseline: Some("ior+fsync write") },
-    Metric { name: "md create", unit: "ops/s", baseline: Some("md create") },
-    Metric { name: "md stat", unit: "ops/s", baseline: Some("md stat") },
-    Metric { name: "md read", unit: "ops/s", baseline: Some("md read") },
-    Metric { name: "md remove", unit: "ops/s", baseline: Some("md remove") },
+    Metric {
+        name: "ior write",
+        unit: "MiB/s",
+        baseline: Some("ior write"),
+    },
+    Metric {
+        name: "ior read",
+        unit: "MiB/s",
+        baseline: Some("ior read"),
+    },
+    Metric {
+        name: "ior drain",
+        unit: "s",
+        baseline: None,
+    },
+    Metric {
+        name: "ior write+drain",
+        unit: "MiB/s",
+        baseline: Some("ior write"),
+    },
+    Metric {
+        name: "ior+fsync write",
+        unit: "MiB/s",
+        baseline: Some("ior+fsync write"),
+    },
+    Metric {
+        name: "ior+fsync read",
+        unit: "MiB/s",
+        baseline: Some("ior+fsync read"),
+    },
+    Metric {
+        name: "ior+fsync drain",
+        unit: "s",
+        baseline: None,
+    },
+    Metric {
+        name: "ior+fsync write+drain",
+        unit: "MiB/s",
+        baseline: Some("ior+fsync write"),
+    },
+    Metric {
+        name: "md create",
+        unit: "ops/s",
+        baseline: Some("md create"),
+    },
+    Metric {
+        name: "md stat",
+        unit: "ops/s",
+        baseline: Some("md stat"),
+    },
+    Metric {
+        name: "md read",
+        unit: "ops/s",
+        baseline: Some("md read"),
+    },
+    Metric {
+        name: "md remove",
+        unit: "ops/s",
+        baseline: Some("md remove"),
+    },
 ];
 
 #[derive(Debug, Clone, Serialize)]
@@ -202,11 +274,16 @@ struct TargetRow {
 }
 
 pub(crate) fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg").map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" ")).unwrap_or_default()
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
 }
 
 pub(crate) fn default_slow_pfs() -> PathBuf {
-    let root = std::env::var_os("SLOW_PFS_ROOT").filter(|v| !v.is_empty()).map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/tmp/slow-pfs"));
+    let root = std::env::var_os("SLOW_PFS_ROOT")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/tmp/slow-pfs"));
     root.join("mnt")
 }
 
@@ -214,7 +291,9 @@ pub(crate) fn default_slow_pfs() -> PathBuf {
 /// is mounted. An explicit `--slow-pfs` that is not a mount point is an
 /// error unless `--dest` replaces it (`dest_given`).
 pub(crate) fn slow_pfs_mount(given: Option<&Path>, dest_given: bool) -> Result<(PathBuf, bool)> {
-    let mnt = given.map(Path::to_path_buf).unwrap_or_else(default_slow_pfs);
+    let mnt = given
+        .map(Path::to_path_buf)
+        .unwrap_or_else(default_slow_pfs);
     let mounted = mnt.is_dir() && team::is_mountpoint(&mnt);
     if given.is_some() && !dest_given && !mounted {
         bail!("--slow-pfs {}: not a mount point (mount it with ../shared/tools/slow-pfs up, or give a plain directory with --dest)", mnt.display());
@@ -247,10 +326,20 @@ pub(crate) fn default_tier_base() -> Result<PathBuf> {
 
 /// Median of per-repeat values of (setup, metric), and the samples by repeat.
 fn values(samples: &[Sample], setup: &str, metric: &str) -> Vec<(usize, f64)> {
-    samples.iter().filter(|s| s.setup == setup && s.metric == metric).map(|s| (s.rep, s.value)).collect()
+    samples
+        .iter()
+        .filter(|s| s.setup == setup && s.metric == metric)
+        .map(|s| (s.rep, s.value))
+        .collect()
 }
 
-fn ratio(samples: &[Sample], setup: &str, metric: &str, base_setup: &str, base_metric: &str) -> Option<Ratio> {
+fn ratio(
+    samples: &[Sample],
+    setup: &str,
+    metric: &str,
+    base_setup: &str,
+    base_metric: &str,
+) -> Option<Ratio> {
     let a = values(samples, setup, metric);
     let b = values(samples, base_setup, base_metric);
     if a.is_empty() || b.is_empty() {
@@ -258,9 +347,16 @@ fn ratio(samples: &[Sample], setup: &str, metric: &str, base_setup: &str, base_m
     }
     let (ma, _, _) = median_min_max(&a.iter().map(|x| x.1).collect::<Vec<_>>());
     let (mb, _, _) = median_min_max(&b.iter().map(|x| x.1).collect::<Vec<_>>());
-    let per: Vec<f64> = a.iter().filter_map(|(r, v)| b.iter().find(|(rb, _)| rb == r).map(|(_, w)| v / w)).collect();
+    let per: Vec<f64> = a
+        .iter()
+        .filter_map(|(r, v)| b.iter().find(|(rb, _)| rb == r).map(|(_, w)| v / w))
+        .collect();
     let (_, lo, hi) = median_min_max(&per);
-    Some(Ratio { median: ma / mb, min: lo, max: hi })
+    Some(Ratio {
+        median: ma / mb,
+        min: lo,
+        max: hi,
+    })
 }
 
 fn summarize(samples: &[Sample], setups: &[Setup]) -> Vec<SummaryRow> {
@@ -273,7 +369,11 @@ fn summarize(samples: &[Sample], setups: &[Setup]) -> Vec<SummaryRow> {
             }
             let (med, lo, hi) = median_min_max(&v.iter().map(|x| x.1).collect::<Vec<_>>());
             let lat = |f: fn(&Sample) -> Option<f64>| {
-                let l: Vec<f64> = samples.iter().filter(|x| x.setup == s.key && x.metric == m.name).filter_map(f).collect();
+                let l: Vec<f64> = samples
+                    .iter()
+                    .filter(|x| x.setup == s.key && x.metric == m.name)
+                    .filter_map(f)
+                    .collect();
                 (!l.is_empty()).then(|| median_min_max(&l).0)
             };
             rows.push(SummaryRow {
@@ -286,8 +386,12 @@ fn summarize(samples: &[Sample], setups: &[Setup]) -> Vec<SummaryRow> {
                 n: v.len(),
                 p50_us: lat(|x| x.p50_us),
                 p99_us: lat(|x| x.p99_us),
-                vs_tmpfs: m.baseline.and_then(|b| ratio(samples, s.key, m.name, "tmpfs", b)),
-                vs_slow_pfs: m.baseline.and_then(|b| ratio(samples, s.key, m.name, "slow-pfs", b)),
+                vs_tmpfs: m
+                    .baseline
+                    .and_then(|b| ratio(samples, s.key, m.name, "tmpfs", b)),
+                vs_slow_pfs: m
+                    .baseline
+                    .and_then(|b| ratio(samples, s.key, m.name, "slow-pfs", b)),
             });
         }
     }
@@ -303,22 +407,61 @@ fn targets(samples: &[Sample]) -> Vec<TargetRow> {
             .map(|(bs, bm, goal)| {
                 let r = ratio(samples, setup, metric, bs, bm);
                 let met = r.as_ref().map(|r| r.median >= *goal);
-                Check { against: format!("{bs} {bm}"), ratio: r, goal: *goal, met }
+                Check {
+                    against: format!("{bs} {bm}"),
+                    ratio: r,
+                    goal: *goal,
+                    met,
+                }
             })
             .collect();
-        let met = if checks.iter().any(|c| c.met.is_none()) { None } else { Some(checks.iter().all(|c| c.met == Some(true))) };
-        t.push(TargetRow { target: target.into(), setup: setup.into(), checks, met });
+        let met = if checks.iter().any(|c| c.met.is_none()) {
+            None
+        } else {
+            Some(checks.iter().all(|c| c.met == Some(true)))
+        };
+        t.push(TargetRow {
+            target: target.into(),
+            setup: setup.into(),
+            checks,
+            met,
+        });
     };
-    add("SCRATCH ior write ≥ 1.0× tmpfs", "scratch-ram", "ior write", &[("tmpfs", "ior write", 1.0)]);
-    add("SCRATCH ior read ≥ 1.0× tmpfs", "scratch-ram", "ior read", &[("tmpfs", "ior read", 1.0)]);
+    add(
+        "SCRATCH ior write ≥ 1.0× tmpfs",
+        "scratch-ram",
+        "ior write",
+        &[("tmpfs", "ior write", 1.0)],
+    );
+    add(
+        "SCRATCH ior read ≥ 1.0× tmpfs",
+        "scratch-ram",
+        "ior read",
+        &[("tmpfs", "ior read", 1.0)],
+    );
     for s in ["default-ram", "default-ram+disk"] {
-        add("DEFAULT ior+fsync write ≥ 8× slow-pfs ior+fsync write", s, "ior+fsync write", &[("slow-pfs", "ior+fsync write", 8.0)]);
-        add("DEFAULT ior+fsync write ≥ 8× slow-pfs ior write (no fsync)", s, "ior+fsync write", &[("slow-pfs", "ior write", 8.0)]);
+        add(
+            "DEFAULT ior+fsync write ≥ 8× slow-pfs ior+fsync write",
+            s,
+            "ior+fsync write",
+            &[("slow-pfs", "ior+fsync write", 8.0)],
+        );
+        add(
+            "DEFAULT ior+fsync write ≥ 8× slow-pfs ior write (no fsync)",
+            s,
+            "ior+fsync write",
+            &[("slow-pfs", "ior write", 8.0)],
+        );
     }
     for s in ["scratch-ram", "default-ram", "default-ram+disk"] {
         for p in md::PHASES {
             let m = format!("md {p}");
-            add(&format!("{m} ≥ 0.5× tmpfs and ≥ 10× slow-pfs"), s, &m, &[("tmpfs", &m, 0.5), ("slow-pfs", &m, 10.0)]);
+            add(
+                &format!("{m} ≥ 0.5× tmpfs and ≥ 10× slow-pfs"),
+                s,
+                &m,
+                &[("tmpfs", &m, 0.5), ("slow-pfs", &m, 10.0)],
+            );
         }
     }
     t
@@ -328,7 +471,13 @@ fn checks_text(t: &TargetRow) -> String {
     t.checks
         .iter()
         .map(|c| match &c.ratio {
-            Some(r) => format!("{}× [{}–{}] vs {}", num(r.median), num(r.min), num(r.max), c.against.split(' ').next().unwrap_or("")),
+            Some(r) => format!(
+                "{}× [{}–{}] vs {}",
+                num(r.median),
+                num(r.min),
+                num(r.max),
+                c.against.split(' ').next().unwrap_or("")
+            ),
             None => format!("- vs {}", c.against.split(' ').next().unwrap_or("")),
         })
         .collect::<Vec<_>>()
@@ -378,21 +527,37 @@ struct Context_ {
 
 /// `--from FILE`: the tables of a saved run.
 fn render_saved(a: &AdaptersArgs, file: &Path) -> Result<()> {
-    let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
-    let doc: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", file.display()))?;
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let doc: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", file.display()))?;
     if doc["bench"] != "adapters" {
-        bail!("{} is not a document saved by `strata bench adapters --save`", file.display());
+        bail!(
+            "{} is not a document saved by `strata bench adapters --save`",
+            file.display()
+        );
     }
     let samples: Vec<Sample> = serde_json::from_value(doc["samples"].clone()).context("samples")?;
     let strings = |k: &str| -> Vec<String> {
-        doc[k].as_array().map(|v| v.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default()
+        doc[k]
+            .as_array()
+            .map(|v| {
+                v.iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
     };
     let mut header = strings("header");
     if let Some(c) = doc["command"].as_str() {
         header.push(format!("command: {c}"));
     }
     let ctx = Context_ { header };
-    let setups: Vec<Setup> = ALL_SETUPS.iter().filter(|s| samples.iter().any(|x| x.setup == s.key)).cloned().collect();
+    let setups: Vec<Setup> = ALL_SETUPS
+        .iter()
+        .filter(|s| samples.iter().any(|x| x.setup == s.key))
+        .cloned()
+        .collect();
     let summary = summarize(&samples, &setups);
     let tgts = targets(&samples);
     let notes = strings("notes");
@@ -418,7 +583,9 @@ pub fn run(a: AdaptersArgs, socket: &Path) -> Result<()> {
     // Setups and workloads.
     for s in &a.setups {
         if !ALL_SETUPS.iter().any(|x| x.key == s) {
-            bail!("unknown setup {s:?} (tmpfs, slow-pfs, scratch-ram, default-ram, default-ram+disk)");
+            bail!(
+                "unknown setup {s:?} (tmpfs, slow-pfs, scratch-ram, default-ram, default-ram+disk)"
+            );
         }
     }
     for w in &a.workloads {
@@ -427,7 +594,11 @@ pub fn run(a: AdaptersArgs, socket: &Path) -> Result<()> {
         }
     }
     let want_setup = |k: &str| a.setups.is_empty() || a.setups.iter().any(|s| s == k);
-    let workloads: Vec<&str> = ALL_WORKLOADS.iter().copied().filter(|w| a.workloads.is_empty() || a.workloads.iter().any(|x| x == w)).collect();
+    let workloads: Vec<&str> = ALL_WORKLOADS
+        .iter()
+        .copied()
+        .filter(|w| a.workloads.is_empty() || a.workloads.iter().any(|x| x == w))
+        .collect();
     let mut notes: Vec<String> = Vec::new();
     // Directories.
     if !a.tmpfs.is_dir() {
@@ -449,27 +620,58 @@ pub fn run(a: AdaptersArgs, socket: &Path) -> Result<()> {
     // The adapter never buffers paths under /dev (so not /dev/shm): without the
     // slow-pfs mount the strata setups write to a directory on the temp file system.
     let (dest_base, dest_kind) = match (&a.dest, &slow_base) {
-        (Some(d), _) => (d.join(format!("strata-bench-adapters-{pid}")), if team::is_tmpfs(d) { "tmpfs, given" } else { "given" }),
+        (Some(d), _) => (
+            d.join(format!("strata-bench-adapters-{pid}")),
+            if team::is_tmpfs(d) {
+                "tmpfs, given"
+            } else {
+                "given"
+            },
+        ),
         (None, Some(b)) => (b.clone(), "slow-pfs"),
         (None, None) => {
             let t = std::env::temp_dir();
-            (t.join(format!("strata-bench-adapters-{pid}")), if team::is_tmpfs(&t) { "tmpfs (slow-pfs absent)" } else { "temp dir, not tmpfs (slow-pfs absent)" })
+            (
+                t.join(format!("strata-bench-adapters-{pid}")),
+                if team::is_tmpfs(&t) {
+                    "tmpfs (slow-pfs absent)"
+                } else {
+                    "temp dir, not tmpfs (slow-pfs absent)"
+                },
+            )
         }
     };
-    let setups: Vec<Setup> = ALL_SETUPS.iter().filter(|s| want_setup(s.key) && (s.how != How::SlowPfs || slow_ok)).cloned().collect();
+    let setups: Vec<Setup> = ALL_SETUPS
+        .iter()
+        .filter(|s| want_setup(s.key) && (s.how != How::SlowPfs || slow_ok))
+        .cloned()
+        .collect();
     if setups.is_empty() {
         bail!("no setup left to run");
     }
     let any_strata = setups.iter().any(|s| matches!(s.how, How::Strata { .. }));
-    let preload = if any_strata { Some(team::find_preload_lib()?) } else { None };
+    let preload = if any_strata {
+        Some(team::find_preload_lib()?)
+    } else {
+        None
+    };
     let tier_base = match &a.tier_dir {
         Some(d) => d.clone(),
         None => default_tier_base()?,
     };
-    if setups.iter().any(|s| matches!(s.how, How::Strata { disk: true, .. })) && team::is_tmpfs(&tier_base) {
-        bail!("--tier-dir {} is on tmpfs; the disk tier must live on a disk", tier_base.display());
+    if setups
+        .iter()
+        .any(|s| matches!(s.how, How::Strata { disk: true, .. }))
+        && team::is_tmpfs(&tier_base)
+    {
+        bail!(
+            "--tier-dir {} is on tmpfs; the disk tier must live on a disk",
+            tier_base.display()
+        );
     }
-    let ram_capacity = a.ram_capacity.unwrap_or(2 * total.max(fsync_block * a.procs as u64) + (1 << 30));
+    let ram_capacity = a
+        .ram_capacity
+        .unwrap_or(2 * total.max(fsync_block * a.procs as u64) + (1 << 30));
     let tiered_ram = a.tiered_ram.unwrap_or((total / 2).max(128 << 20));
     let disk_capacity = 2 * total.max(fsync_block * a.procs as u64) + (1 << 30);
     let ctx = Context_ {
@@ -500,7 +702,8 @@ pub fn run(a: AdaptersArgs, socket: &Path) -> Result<()> {
     let steps = (a.repeat * setups.len() * workloads.len()) as u64;
     let pb = ProgressBar::with_draw_target(Some(steps), ProgressDrawTarget::stderr());
     pb.set_style(
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:25} {pos}/{len} {msg}").unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:25} {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     pb.enable_steady_tick(Duration::from_millis(200));
     let mut samples: Vec<Sample> = Vec::new();
@@ -519,7 +722,12 @@ pub fn run(a: AdaptersArgs, socket: &Path) -> Result<()> {
                         pb.set_message(format!("r{rep} {}: starting a private daemon", s.key));
                         let spec = DaemonSpec {
                             ram_bytes: if disk { tiered_ram } else { ram_capacity },
-                            disk: disk.then(|| (tier_base.join(format!("strata-bench-tier-{pid}-{rep}")), disk_capacity)),
+                            disk: disk.then(|| {
+                                (
+                                    tier_base.join(format!("strata-bench-tier-{pid}-{rep}")),
+                                    disk_capacity,
+                                )
+                            }),
                             extra_yaml: String::new(),
                         };
                         Some((PrivateDaemon::start(&spec)?, spec))
@@ -530,7 +738,8 @@ pub fn run(a: AdaptersArgs, socket: &Path) -> Result<()> {
                     pb.set_message(format!("r{rep} {}: warm-up", s.key));
                     let dir = base.join(format!("{}-r{rep}-warmup", s.key.replace('+', "_")));
                     let _ = std::fs::remove_dir_all(&dir);
-                    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+                    std::fs::create_dir_all(&dir)
+                        .with_context(|| format!("cannot create {}", dir.display()))?;
                     let dir = std::fs::canonicalize(&dir)?;
                     let env = WorkerEnv::Strata {
                         preload: preload.clone().context("adapter")?,
@@ -553,9 +762,14 @@ pub fn run(a: AdaptersArgs, socket: &Path) -> Result<()> {
                     let _ = std::fs::remove_dir_all(&dir);
                 }
                 for w in &workloads {
-                    let dir = base.join(format!("{}-r{rep}-{}", s.key.replace('+', "_"), w.replace('+', "_")));
+                    let dir = base.join(format!(
+                        "{}-r{rep}-{}",
+                        s.key.replace('+', "_"),
+                        w.replace('+', "_")
+                    ));
                     let _ = std::fs::remove_dir_all(&dir);
-                    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+                    std::fs::create_dir_all(&dir)
+                        .with_context(|| format!("cannot create {}", dir.display()))?;
                     let dir = std::fs::canonicalize(&dir)?;
                     let env = match (s.how, &daemon) {
                         (How::Strata { mode, .. }, Some((d, _))) => WorkerEnv::Strata {
@@ -566,10 +780,18 @@ pub fn run(a: AdaptersArgs, socket: &Path) -> Result<()> {
                             include: dir.clone(),
                         },
                         // The socket only lets the workers' CLI find a running daemon instead of starting one.
-                        _ => WorkerEnv::Direct { socket: Some(socket.to_path_buf()) },
+                        _ => WorkerEnv::Direct {
+                            socket: Some(socket.to_path_buf()),
+                        },
                     };
                     let drain_socket = match (s.how, &daemon) {
-                        (How::Strata { mode: ViaMode::Default, .. }, Some((d, _))) => Some(d.socket.clone()),
+                        (
+                            How::Strata {
+                                mode: ViaMode::Default,
+                                ..
+                            },
+                            Some((d, _)),
+                        ) => Some(d.socket.clone()),
                         _ => None,
                     };
                     let tag = format!("r{rep} {} {w}", s.key);
@@ -600,19 +822,43 @@ pub fn run(a: AdaptersArgs, socket: &Path) -> Result<()> {
                                 keep: false,
                                 timeout_s: a.timeout,
                             };
-                            let r = ior::run_spec(&spec, &env, drain_socket.as_deref(), &pb, &tag).with_context(|| tag.clone())?;
-                            push(&format!("{w} write"), r.write.mib_per_s, Some((r.write.p50_us, r.write.p99_us)));
-                            push(&format!("{w} read"), r.read.mib_per_s, Some((r.read.p50_us, r.read.p99_us)));
+                            let r = ior::run_spec(&spec, &env, drain_socket.as_deref(), &pb, &tag)
+                                .with_context(|| tag.clone())?;
+                            push(
+                                &format!("{w} write"),
+                                r.write.mib_per_s,
+                                Some((r.write.p50_us, r.write.p99_us)),
+                            );
+                            push(
+                                &format!("{w} read"),
+                                r.read.mib_per_s,
+                                Some((r.read.p50_us, r.read.p99_us)),
+                            );
                             if let Some(d) = &r.drain {
                                 push(&format!("{w} drain"), d.secs, None);
-                                push(&format!("{w} write+drain"), r.write.bytes as f64 / team::MIB / (r.write.secs + d.secs), None);
+                                push(
+                                    &format!("{w} write+drain"),
+                                    r.write.bytes as f64 / team::MIB / (r.write.secs + d.secs),
+                                    None,
+                                );
                             }
                         }
                         _ => {
-                            let spec = MdSpec { dir: dir.clone(), procs: a.procs, files: a.md_files, write_bytes: a.md_write_bytes, timeout_s: a.timeout };
-                            let r = md::run_spec(&spec, &env, &pb, &tag).with_context(|| tag.clone())?;
+                            let spec = MdSpec {
+                                dir: dir.clone(),
+                                procs: a.procs,
+                                files: a.md_files,
+                                write_bytes: a.md_write_bytes,
+                                timeout_s: a.timeout,
+                            };
+                            let r = md::run_spec(&spec, &env, &pb, &tag)
+                                .with_context(|| tag.clone())?;
                             for (p, st) in &r.phases {
-                                push(&format!("md {p}"), st.ops_per_s, Some((st.p50_us, st.p99_us)));
+                                push(
+                                    &format!("md {p}"),
+                                    st.ops_per_s,
+                                    Some((st.p50_us, st.p99_us)),
+                                );
                             }
                         }
                     }
@@ -620,7 +866,10 @@ pub fn run(a: AdaptersArgs, socket: &Path) -> Result<()> {
                     if let (Some(b), Some((d, _))) = (&before, &daemon) {
                         let after = d.status()?;
                         let reqs = after.requests_total.saturating_sub(b.requests_total);
-                        let wrote = after.files.write_bytes_total.saturating_sub(b.files.write_bytes_total);
+                        let wrote = after
+                            .files
+                            .write_bytes_total
+                            .saturating_sub(b.files.write_bytes_total);
                         let files = a.md_files * a.procs as u64;
                         if (w.starts_with("ior") && wrote == 0) || (*w == "md" && reqs < files) {
                             bail!(
@@ -661,14 +910,25 @@ pub fn run(a: AdaptersArgs, socket: &Path) -> Result<()> {
     for c in &daemon_counters {
         let dest = c["files"]["read_dest_bytes_total"].as_u64().unwrap_or(0);
         if dest > 0 {
-            notes.push(format!("{} r{}: {} read through from the destination instead of the buffer", c["setup"].as_str().unwrap_or("?"), c["rep"], format_size(dest)));
+            notes.push(format!(
+                "{} r{}: {} read through from the destination instead of the buffer",
+                c["setup"].as_str().unwrap_or("?"),
+                c["rep"],
+                format_size(dest)
+            ));
         }
         let errs = c["files"]["flush_errors_total"].as_u64().unwrap_or(0);
         if errs > 0 {
-            notes.push(format!("{} r{}: {errs} flush errors", c["setup"].as_str().unwrap_or("?"), c["rep"]));
+            notes.push(format!(
+                "{} r{}: {errs} flush errors",
+                c["setup"].as_str().unwrap_or("?"),
+                c["rep"]
+            ));
         }
     }
-    notes.push(format!("load average before {load_before}, after {load_after}; {elapsed:.0} s in all"));
+    notes.push(format!(
+        "load average before {load_before}, after {load_after}; {elapsed:.0} s in all"
+    ));
     {
         let doc = serde_json::json!({
             "bench": "adapters",
@@ -716,7 +976,14 @@ fn print_plain(ctx: &Context_, rows: &[SummaryRow], tgts: &[TargetRow], notes: &
         println!("{h}");
     }
     println!();
-    let head = ["METRIC", "SETUP", "MEDIAN [MIN–MAX]", "P50/P99 µs", "VS TMPFS", "VS SLOW-PFS"];
+    let head = [
+        "METRIC",
+        "SETUP",
+        "MEDIAN [MIN–MAX]",
+        "P50/P99 µs",
+        "VS TMPFS",
+        "VS SLOW-PFS",
+    ];
     let cells: Vec<[String; 6]> = rows
         .iter()
         .map(|r| {
@@ -761,16 +1028,38 @@ fn print_plain(ctx: &Context_, rows: &[SummaryRow], tgts: &[TargetRow], notes: &
         line(c);
     }
     println!("\nTARGETS (ratio of medians [per-repeat min–max])");
-    let shown: Vec<&TargetRow> = tgts.iter().filter(|t| t.checks.iter().any(|c| c.ratio.is_some())).collect();
-    let w0 = shown.iter().map(|t| t.target.chars().count()).max().unwrap_or(0);
+    let shown: Vec<&TargetRow> = tgts
+        .iter()
+        .filter(|t| t.checks.iter().any(|c| c.ratio.is_some()))
+        .collect();
+    let w0 = shown
+        .iter()
+        .map(|t| t.target.chars().count())
+        .max()
+        .unwrap_or(0);
     let w1 = shown.iter().map(|t| t.setup.len()).max().unwrap_or(0);
-    let w2 = shown.iter().map(|t| checks_text(t).chars().count()).max().unwrap_or(0);
+    let w2 = shown
+        .iter()
+        .map(|t| checks_text(t).chars().count())
+        .max()
+        .unwrap_or(0);
     for t in &shown {
         let (a, c) = (t.target.chars().count(), checks_text(t));
-        println!("  {}{}  {:<w1$}  {}{}  {}", t.target, " ".repeat(w0 - a), t.setup, c, " ".repeat(w2 - c.chars().count()), verdict(t.met));
+        println!(
+            "  {}{}  {:<w1$}  {}{}  {}",
+            t.target,
+            " ".repeat(w0 - a),
+            t.setup,
+            c,
+            " ".repeat(w2 - c.chars().count()),
+            verdict(t.met)
+        );
     }
     if shown.len() < tgts.len() {
-        println!("  ({} target rows not evaluated: their setups or baselines were not run)", tgts.len() - shown.len());
+        println!(
+            "  ({} target rows not evaluated: their setups or baselines were not run)",
+            tgts.len() - shown.len()
+        );
     }
     if !notes.is_empty() {
         println!("\nNOTES");
@@ -804,8 +1093,17 @@ fn print_markdown(ctx: &Context_, rows: &[SummaryRow], tgts: &[TargetRow], notes
     println!();
     println!("| target | setup | measured | verdict |");
     println!("|---|---|---|---|");
-    for t in tgts.iter().filter(|t| t.checks.iter().any(|c| c.ratio.is_some())) {
-        println!("| {} | {} | {} | {} |", t.target, t.setup, checks_text(t), verdict(t.met));
+    for t in tgts
+        .iter()
+        .filter(|t| t.checks.iter().any(|c| c.ratio.is_some()))
+    {
+        println!(
+            "| {} | {} | {} | {} |",
+            t.target,
+            t.setup,
+            checks_text(t),
+            verdict(t.met)
+        );
     }
     if !notes.is_empty() {
         println!();
@@ -820,7 +1118,14 @@ mod tests {
     use super::*;
 
     fn s(setup: &str, metric: &str, rep: usize, value: f64) -> Sample {
-        Sample { setup: setup.into(), metric: metric.into(), rep, value, p50_us: None, p99_us: None }
+        Sample {
+            setup: setup.into(),
+            metric: metric.into(),
+            rep,
+            value,
+            p50_us: None,
+            p99_us: None,
+        }
     }
 
     #[test]

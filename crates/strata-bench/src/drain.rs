@@ -85,7 +85,8 @@ fn raw_run(dir: &Path, files: usize, per_file: u64, data: &[u8]) -> Result<f64> 
             .map(|i| {
                 let p = dir.join(format!("raw-{i}"));
                 s.spawn(move || -> Result<()> {
-                    let f = std::fs::File::create(&p).with_context(|| format!("create {}", p.display()))?;
+                    let f = std::fs::File::create(&p)
+                        .with_context(|| format!("create {}", p.display()))?;
                     let mut at = 0u64;
                     // Bounded: per_file / CHUNK rounds.
                     while at < per_file {
@@ -99,7 +100,8 @@ fn raw_run(dir: &Path, files: usize, per_file: u64, data: &[u8]) -> Result<f64> 
             })
             .collect();
         for h in hs {
-            h.join().map_err(|_| anyhow::anyhow!("raw writer panicked"))??;
+            h.join()
+                .map_err(|_| anyhow::anyhow!("raw writer panicked"))??;
         }
         Ok(())
     })?;
@@ -109,13 +111,27 @@ fn raw_run(dir: &Path, files: usize, per_file: u64, data: &[u8]) -> Result<f64> 
 
 fn dirty(socket: &Path) -> Result<(u64, u64, Vec<String>)> {
     match strata_client::control_request(socket, &ControlRequest::FlushState { paths: vec![] }) {
-        Ok(ControlReply::Flush(r)) => Ok((r.dirty_files + r.flushing_files, r.dirty_bytes, r.errors.iter().map(|e| format!("{}: {}", e.path, e.message)).collect())),
+        Ok(ControlReply::Flush(r)) => Ok((
+            r.dirty_files + r.flushing_files,
+            r.dirty_bytes,
+            r.errors
+                .iter()
+                .map(|e| format!("{}: {}", e.path, e.message))
+                .collect(),
+        )),
         Ok(other) => bail!("unexpected reply {other:?}"),
         Err(e) => bail!("flush state: {e}"),
     }
 }
 
-fn strata_run(dir: &Path, files: usize, per_file: u64, data: &[u8], threads: u32, pb: &ProgressBar) -> Result<(f64, f64)> {
+fn strata_run(
+    dir: &Path,
+    files: usize,
+    per_file: u64,
+    data: &[u8],
+    threads: u32,
+    pb: &ProgressBar,
+) -> Result<(f64, f64)> {
     let spec = DaemonSpec {
         ram_bytes: files as u64 * per_file + (512 << 20),
         disk: None,
@@ -129,13 +145,28 @@ fn strata_run(dir: &Path, files: usize, per_file: u64, data: &[u8], threads: u32
             .map(|i| {
                 let (c, p) = (&c, dir.join(format!("strata-{i}")));
                 s.spawn(move || -> Result<()> {
-                    let fl = OpenFlags { read: false, write: true, create: true, excl: false, trunc: true };
-                    let a = c.file_open(p.to_str().context("path")?, fl, 0o644, Persist::Default, 1 << 20).map_err(|e| anyhow::anyhow!("{e}"))?;
+                    let fl = OpenFlags {
+                        read: false,
+                        write: true,
+                        create: true,
+                        excl: false,
+                        trunc: true,
+                    };
+                    let a = c
+                        .file_open(
+                            p.to_str().context("path")?,
+                            fl,
+                            0o644,
+                            Persist::Default,
+                            1 << 20,
+                        )
+                        .map_err(|e| anyhow::anyhow!("{e}"))?;
                     let mut at = 0u64;
                     // Bounded: per_file / CHUNK rounds.
                     while at < per_file {
                         let n = (per_file - at).min(CHUNK as u64) as usize;
-                        c.file_write(a.id, at, &data[..n]).map_err(|e| anyhow::anyhow!("{e}"))?;
+                        c.file_write(a.id, at, &data[..n])
+                            .map_err(|e| anyhow::anyhow!("{e}"))?;
                         at += n as u64;
                     }
                     c.file_close(a.id).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -144,7 +175,8 @@ fn strata_run(dir: &Path, files: usize, per_file: u64, data: &[u8], threads: u32
             })
             .collect();
         for h in hs {
-            h.join().map_err(|_| anyhow::anyhow!("strata writer panicked"))??;
+            h.join()
+                .map_err(|_| anyhow::anyhow!("strata writer panicked"))??;
         }
         Ok(())
     })?;
@@ -180,9 +212,14 @@ fn strata_run(dir: &Path, files: usize, per_file: u64, data: &[u8], threads: u32
 fn check_and_remove(dir: &Path, prefix: &str, files: usize, per_file: u64) -> Result<()> {
     for i in 0..files {
         let p = dir.join(format!("{prefix}-{i}"));
-        let len = std::fs::metadata(&p).with_context(|| format!("{} missing at the destination", p.display()))?.len();
+        let len = std::fs::metadata(&p)
+            .with_context(|| format!("{} missing at the destination", p.display()))?
+            .len();
         if len != per_file {
-            bail!("{}: {len} bytes at the destination, want {per_file}", p.display());
+            bail!(
+                "{}: {len} bytes at the destination, want {per_file}",
+                p.display()
+            );
         }
         std::fs::remove_file(&p)?;
     }
@@ -199,7 +236,10 @@ pub fn run(a: DrainArgs) -> Result<()> {
     if a.files == 0 || a.files > 256 || a.repeat == 0 || a.repeat > 100 || a.size < a.files as u64 {
         bail!("--files 1..=256, --repeat 1..=100, --size ≥ --files");
     }
-    let dir0 = a.dir.clone().unwrap_or_else(|| PathBuf::from("/tmp/slow-pfs/mnt"));
+    let dir0 = a
+        .dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("/tmp/slow-pfs/mnt"));
     if !dir0.is_dir() {
         bail!("destination {} is not a directory (mount the slow-pfs with ../shared/tools/slow-pfs up, or give --dir)", dir0.display());
     }
@@ -208,7 +248,10 @@ pub fn run(a: DrainArgs) -> Result<()> {
     let per_file = a.size / a.files as u64;
     let data = chunk(42);
     let pb = ProgressBar::with_draw_target(Some(a.repeat as u64 * 2), ProgressDrawTarget::stderr());
-    pb.set_style(ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:25} {pos}/{len} {msg}").unwrap_or_else(|_| ProgressStyle::default_bar()));
+    pb.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:25} {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
     pb.enable_steady_tick(Duration::from_millis(200));
     let mut reps = Vec::new();
     let res = (|| -> Result<()> {
@@ -222,7 +265,14 @@ pub fn run(a: DrainArgs) -> Result<()> {
             check_and_remove(&dir, "strata", a.files, per_file)?;
             pb.inc(1);
             let e2e = 1.0 / (1.0 / w + 1.0 / drain);
-            reps.push(Rep { raw_mib_s: raw, strata_write_mib_s: w, drain_mib_s: drain, ratio: drain / raw, end_to_end_mib_s: e2e, end_to_end_ratio: e2e / raw });
+            reps.push(Rep {
+                raw_mib_s: raw,
+                strata_write_mib_s: w,
+                drain_mib_s: drain,
+                ratio: drain / raw,
+                end_to_end_mib_s: e2e,
+                end_to_end_ratio: e2e / raw,
+            });
         }
         Ok(())
     })();
@@ -236,9 +286,23 @@ pub fn run(a: DrainArgs) -> Result<()> {
     }
     let mut out = std::io::stdout().lock();
     writeln!(out, "strata bench drain: {} in {} files to {}, {} repeat(s); raw = {} threads writing + fdatasync directly; drain = flush of the same bytes buffered in strata (flush.threads {}, every job fdatasync'ed)", format_size(a.size), a.files, dir0.display(), a.repeat, a.files, a.flush_threads)?;
-    writeln!(out, "{:<8} {:>12} {:>16} {:>14} {:>8} {:>16} {:>10}", "repeat", "raw MiB/s", "strata write", "drain MiB/s", "ratio", "write+drain", "e2e ratio")?;
+    writeln!(
+        out,
+        "{:<8} {:>12} {:>16} {:>14} {:>8} {:>16} {:>10}",
+        "repeat", "raw MiB/s", "strata write", "drain MiB/s", "ratio", "write+drain", "e2e ratio"
+    )?;
     for (i, r) in reps.iter().enumerate() {
-        writeln!(out, "{:<8} {:>12.1} {:>16.1} {:>14.1} {:>8.2} {:>16.1} {:>10.2}", i, r.raw_mib_s, r.strata_write_mib_s, r.drain_mib_s, r.ratio, r.end_to_end_mib_s, r.end_to_end_ratio)?;
+        writeln!(
+            out,
+            "{:<8} {:>12.1} {:>16.1} {:>14.1} {:>8.2} {:>16.1} {:>10.2}",
+            i,
+            r.raw_mib_s,
+            r.strata_write_mib_s,
+            r.drain_mib_s,
+            r.ratio,
+            r.end_to_end_mib_s,
+            r.end_to_end_ratio
+        )?;
     }
     let col = |f: fn(&Rep) -> f64| stats(&reps.iter().map(f).collect::<Vec<_>>());
     let (rm, rl, rh) = col(|r| r.raw_mib_s);

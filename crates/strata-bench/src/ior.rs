@@ -21,7 +21,10 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
 use crate::kv::{format_size, parse_size};
-use crate::team::{self, cpath, errno, mono_ns, Drain, PhaseOutcome, Team, ViaMode, WorkerEnv, WorkerReport, worker_cmds};
+use crate::team::{
+    self, cpath, errno, mono_ns, worker_cmds, Drain, PhaseOutcome, Team, ViaMode, WorkerEnv,
+    WorkerReport,
+};
 use crate::zipf::Rng;
 
 /// Upper bound of transfers per process (a limit on every loop).
@@ -168,15 +171,31 @@ pub struct IorResult {
 }
 
 /// Runs one IOR write + (drain) + read. `drain_socket`: drain through this daemon after the write phase.
-pub fn run_spec(spec: &IorSpec, env: &WorkerEnv, drain_socket: Option<&Path>, pb: &ProgressBar, tag: &str) -> Result<IorResult> {
+pub fn run_spec(
+    spec: &IorSpec,
+    env: &WorkerEnv,
+    drain_socket: Option<&Path>,
+    pb: &ProgressBar,
+    tag: &str,
+) -> Result<IorResult> {
     spec.check()?;
-    std::fs::create_dir_all(&spec.dir).with_context(|| format!("cannot create {}", spec.dir.display()))?;
+    std::fs::create_dir_all(&spec.dir)
+        .with_context(|| format!("cannot create {}", spec.dir.display()))?;
     let verify = match spec.verify {
         Verify::None => "none",
         Verify::Cheap => "cheap",
         Verify::Full => "full",
     };
-    let mut args: Vec<String> = ["--transfer-size", &spec.transfer_size.to_string(), "--block-size", &spec.block_size.to_string(), "--verify", verify].map(String::from).to_vec();
+    let mut args: Vec<String> = [
+        "--transfer-size",
+        &spec.transfer_size.to_string(),
+        "--block-size",
+        &spec.block_size.to_string(),
+        "--verify",
+        verify,
+    ]
+    .map(String::from)
+    .to_vec();
     if spec.fsync {
         args.push("--fsync".into());
     }
@@ -191,7 +210,11 @@ pub fn run_spec(spec: &IorSpec, env: &WorkerEnv, drain_socket: Option<&Path>, pb
             pb.set_message(format!("{tag}: drain"));
             let paths = vec![spec.dir.to_string_lossy().into_owned()];
             Some(team::drain(s, &paths, timeout, |st| {
-                pb.set_message(format!("{tag}: drain, {} dirty in {} files", format_size(st.dirty_bytes.max(1)), st.dirty_files))
+                pb.set_message(format!(
+                    "{tag}: drain, {} dirty in {} files",
+                    format_size(st.dirty_bytes.max(1)),
+                    st.dirty_files
+                ))
             })?)
         }
         None => None,
@@ -203,12 +226,19 @@ pub fn run_spec(spec: &IorSpec, env: &WorkerEnv, drain_socket: Option<&Path>, pb
         team.phase("cleanup", timeout)?;
     }
     drop(team);
-    Ok(IorResult { write: PhaseStats::from(&w), read: PhaseStats::from(&r), drain })
+    Ok(IorResult {
+        write: PhaseStats::from(&w),
+        read: PhaseStats::from(&r),
+        drain,
+    })
 }
 
 pub fn spinner() -> ProgressBar {
     let pb = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-    pb.set_style(ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+    pb.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
     pb.enable_steady_tick(Duration::from_millis(200));
     pb
 }
@@ -244,11 +274,16 @@ pub fn run(a: IorArgs, socket: &Path) -> Result<()> {
     };
     spec.check()?;
     let env = match a.via_strata {
-        None => WorkerEnv::Direct { socket: Some(socket.to_path_buf()) },
+        None => WorkerEnv::Direct {
+            socket: Some(socket.to_path_buf()),
+        },
         Some(m) => strata_env(socket, m, &dir)?,
     };
     let drain_socket = (a.via_strata == Some(ViaMode::Default)).then_some(socket);
-    let before = a.via_strata.map(|_| team::file_counters(socket)).transpose()?;
+    let before = a
+        .via_strata
+        .map(|_| team::file_counters(socket))
+        .transpose()?;
     let pb = spinner();
     let res = run_spec(&spec, &env, drain_socket, &pb, "ior");
     pb.finish_and_clear();
@@ -259,7 +294,9 @@ pub fn run(a: IorArgs, socket: &Path) -> Result<()> {
     if a.json {
         println!(
             "{}",
-            serde_json::to_string(&serde_json::json!({"bench": "ior", "how": env.describe(), "spec": spec, "result": res}))?
+            serde_json::to_string(
+                &serde_json::json!({"bench": "ior", "how": env.describe(), "spec": spec, "result": res})
+            )?
         );
         return Ok(());
     }
@@ -271,11 +308,21 @@ pub fn run(a: IorArgs, socket: &Path) -> Result<()> {
         if spec.fsync { " + fsync each" } else { "" },
         env.describe(),
         dir.display(),
-        if team::is_tmpfs(&dir) { "tmpfs" } else { "not tmpfs" }
+        if team::is_tmpfs(&dir) {
+            "tmpfs"
+        } else {
+            "not tmpfs"
+        }
     );
-    println!("{:<6} {:>10} {:>9} {:>10} {:>10} {:>10}", "PHASE", "MiB/s", "SECONDS", "P50us", "P99us", "MAXus");
+    println!(
+        "{:<6} {:>10} {:>9} {:>10} {:>10} {:>10}",
+        "PHASE", "MiB/s", "SECONDS", "P50us", "P99us", "MAXus"
+    );
     for (n, p) in [("write", &res.write), ("read", &res.read)] {
-        println!("{n:<6} {:>10.1} {:>9.3} {:>10.1} {:>10.1} {:>10.1}", p.mib_per_s, p.secs, p.p50_us, p.p99_us, p.max_us);
+        println!(
+            "{n:<6} {:>10.1} {:>9.3} {:>10.1} {:>10.1} {:>10.1}",
+            p.mib_per_s, p.secs, p.p50_us, p.p99_us, p.max_us
+        );
     }
     if let Some(d) = &res.drain {
         println!(
@@ -301,7 +348,12 @@ fn base_pattern(rank: usize, len: usize) -> Vec<u8> {
 }
 
 fn stamp_words(rank: usize, off: u64) -> [u64; 4] {
-    [MAGIC ^ rank as u64, off, off.rotate_left(17) ^ 0x9e37_79b9_7f4a_7c15 ^ rank as u64, !off ^ (rank as u64) << 48]
+    [
+        MAGIC ^ rank as u64,
+        off,
+        off.rotate_left(17) ^ 0x9e37_79b9_7f4a_7c15 ^ rank as u64,
+        !off ^ (rank as u64) << 48,
+    ]
 }
 
 fn stamp_positions(len: usize) -> [usize; 4] {
@@ -334,18 +386,28 @@ fn file_of(dir: &Path, rank: usize) -> PathBuf {
 pub fn run_worker(a: IorWorkerArgs) -> Result<()> {
     let t = a.transfer_size as usize;
     let setup = || -> Result<(Vec<u8>, Vec<u8>, Vec<u8>)> {
-        if a.procs == 0 || a.rank >= a.procs || t < 32 || a.block_size / a.transfer_size * a.transfer_size != a.block_size {
+        if a.procs == 0
+            || a.rank >= a.procs
+            || t < 32
+            || a.block_size / a.transfer_size * a.transfer_size != a.block_size
+        {
             bail!("bad worker arguments {a:?}");
         }
         let own = file_of(&a.dir, a.rank);
         match std::fs::remove_file(&own) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e).with_context(|| format!("cannot remove the old {}", own.display())),
+            Err(e) => {
+                return Err(e).with_context(|| format!("cannot remove the old {}", own.display()))
+            }
         }
         let wbuf = base_pattern(a.rank, t);
         let src = (a.rank + 1) % a.procs;
-        let expect = if a.verify == Verify::Full { base_pattern(src, t) } else { Vec::new() };
+        let expect = if a.verify == Verify::Full {
+            base_pattern(src, t)
+        } else {
+            Vec::new()
+        };
         Ok((wbuf, vec![0u8; t], expect))
     };
     let (mut wbuf, mut rbuf, mut expect) = setup().map_err(team::setup_failed)?;
@@ -359,7 +421,13 @@ pub fn run_worker(a: IorWorkerArgs) -> Result<()> {
             "write" => {
                 let start_ns = mono_ns();
                 // SAFETY: plain POSIX calls on a NUL-terminated path and owned buffers.
-                let fd = unsafe { libc::open(own.as_ptr(), libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC | libc::O_CLOEXEC, 0o644) };
+                let fd = unsafe {
+                    libc::open(
+                        own.as_ptr(),
+                        libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC | libc::O_CLOEXEC,
+                        0o644,
+                    )
+                };
                 if fd < 0 {
                     bail!("open {:?} for writing: {}", own, errno());
                 }
@@ -383,7 +451,13 @@ pub fn run_worker(a: IorWorkerArgs) -> Result<()> {
                 if rc != 0 {
                     bail!("close after writing: {}", errno());
                 }
-                Ok(WorkerReport { start_ns, end_ns: mono_ns(), ops: n, bytes: a.block_size, hist: hist.encode() })
+                Ok(WorkerReport {
+                    start_ns,
+                    end_ns: mono_ns(),
+                    ops: n,
+                    bytes: a.block_size,
+                    hist: hist.encode(),
+                })
             }
             "read" => {
                 let start_ns = mono_ns();
@@ -396,7 +470,8 @@ pub fn run_worker(a: IorWorkerArgs) -> Result<()> {
                     for k in 0..n {
                         let off = k * a.transfer_size;
                         let t0 = mono_ns();
-                        let got = team::read_full(fd, &mut rbuf).with_context(|| format!("read at {off}"))?;
+                        let got = team::read_full(fd, &mut rbuf)
+                            .with_context(|| format!("read at {off}"))?;
                         hist.record_ns(mono_ns() - t0);
                         if got != t {
                             bail!("short read at offset {off} of the file of rank {src_rank}: {got} of {t} bytes");
@@ -407,22 +482,38 @@ pub fn run_worker(a: IorWorkerArgs) -> Result<()> {
                             Verify::Full => {
                                 stamp(&mut expect, src_rank, off);
                                 if rbuf != expect {
-                                    let i = rbuf.iter().zip(&expect).position(|(x, y)| x != y).unwrap_or(0);
-                                    bail!("data mismatch in the file of rank {src_rank} at offset {}", off + i as u64);
+                                    let i = rbuf
+                                        .iter()
+                                        .zip(&expect)
+                                        .position(|(x, y)| x != y)
+                                        .unwrap_or(0);
+                                    bail!(
+                                        "data mismatch in the file of rank {src_rank} at offset {}",
+                                        off + i as u64
+                                    );
                                 }
                             }
                         }
                     }
                     let mut one = [0u8; 1];
                     if team::read_full(fd, &mut one)? != 0 {
-                        bail!("the file of rank {src_rank} is longer than {} bytes", a.block_size);
+                        bail!(
+                            "the file of rank {src_rank} is longer than {} bytes",
+                            a.block_size
+                        );
                     }
                     Ok(())
                 })();
                 // SAFETY: fd is open and ours.
                 unsafe { libc::close(fd) };
                 res?;
-                Ok(WorkerReport { start_ns, end_ns: mono_ns(), ops: n, bytes: a.block_size, hist: hist.encode() })
+                Ok(WorkerReport {
+                    start_ns,
+                    end_ns: mono_ns(),
+                    ops: n,
+                    bytes: a.block_size,
+                    hist: hist.encode(),
+                })
             }
             "cleanup" => {
                 let start_ns = mono_ns();
@@ -430,7 +521,13 @@ pub fn run_worker(a: IorWorkerArgs) -> Result<()> {
                 if unsafe { libc::unlink(own.as_ptr()) } != 0 {
                     bail!("unlink {:?}: {}", own, errno());
                 }
-                Ok(WorkerReport { start_ns, end_ns: mono_ns(), ops: 1, bytes: 0, hist: hist.encode() })
+                Ok(WorkerReport {
+                    start_ns,
+                    end_ns: mono_ns(),
+                    ops: 1,
+                    bytes: 0,
+                    hist: hist.encode(),
+                })
             }
             other => bail!("unknown phase {other:?}"),
         }

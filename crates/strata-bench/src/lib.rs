@@ -72,7 +72,12 @@ impl BenchCmd {
             BenchCmd::Kv(_) | BenchCmd::Ycsb(_) | BenchCmd::KvWorker(_) => true,
             BenchCmd::Ior(a) => a.via_strata.is_some(),
             BenchCmd::Md(a) => a.via_strata.is_some(),
-            BenchCmd::Adapters(_) | BenchCmd::Drain(_) | BenchCmd::Tiers(_) | BenchCmd::VpicWorker(_) | BenchCmd::IorWorker(_) | BenchCmd::MdWorker(_) => false,
+            BenchCmd::Adapters(_)
+            | BenchCmd::Drain(_)
+            | BenchCmd::Tiers(_)
+            | BenchCmd::VpicWorker(_)
+            | BenchCmd::IorWorker(_)
+            | BenchCmd::MdWorker(_) => false,
         }
     }
 }

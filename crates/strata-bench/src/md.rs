@@ -15,7 +15,9 @@ use indicatif::ProgressBar;
 use serde::Serialize;
 
 use crate::ior::{absolute_dir, spinner, strata_env, PhaseStats};
-use crate::team::{self, cpath, errno, mono_ns, Team, ViaMode, WorkerEnv, WorkerReport, worker_cmds};
+use crate::team::{
+    self, cpath, errno, mono_ns, worker_cmds, Team, ViaMode, WorkerEnv, WorkerReport,
+};
 
 /// Upper bound of files per process.
 const MAX_FILES: u64 = 10_000_000;
@@ -100,15 +102,25 @@ pub struct MdResult {
 
 pub fn run_spec(spec: &MdSpec, env: &WorkerEnv, pb: &ProgressBar, tag: &str) -> Result<MdResult> {
     spec.check()?;
-    std::fs::create_dir_all(&spec.dir).with_context(|| format!("cannot create {}", spec.dir.display()))?;
-    let args = ["--files", &spec.files.to_string(), "--write-bytes", &spec.write_bytes.to_string()].map(String::from);
+    std::fs::create_dir_all(&spec.dir)
+        .with_context(|| format!("cannot create {}", spec.dir.display()))?;
+    let args = [
+        "--files",
+        &spec.files.to_string(),
+        "--write-bytes",
+        &spec.write_bytes.to_string(),
+    ]
+    .map(String::from);
     let cmds = worker_cmds("md-worker", &spec.dir, spec.procs, env, &args)?;
     let timeout = Duration::from_secs(spec.timeout_s);
     pb.set_message(format!("{tag}: starting {} workers", spec.procs));
     let mut team = Team::spawn("md", cmds, Duration::from_secs(120))?;
     let mut phases = Vec::new();
     for p in PHASES {
-        pb.set_message(format!("{tag}: {p} {} files", spec.files * spec.procs as u64));
+        pb.set_message(format!(
+            "{tag}: {p} {} files",
+            spec.files * spec.procs as u64
+        ));
         let o = team.phase(p, timeout)?;
         phases.push((p.to_string(), PhaseStats::from(&o)));
     }
@@ -119,13 +131,24 @@ pub fn run_spec(spec: &MdSpec, env: &WorkerEnv, pb: &ProgressBar, tag: &str) -> 
 
 pub fn run(a: MdArgs, socket: &Path) -> Result<()> {
     let dir = absolute_dir(&a.dir)?;
-    let spec = MdSpec { dir: dir.clone(), procs: a.procs, files: a.files, write_bytes: a.write_bytes, timeout_s: a.timeout };
+    let spec = MdSpec {
+        dir: dir.clone(),
+        procs: a.procs,
+        files: a.files,
+        write_bytes: a.write_bytes,
+        timeout_s: a.timeout,
+    };
     spec.check()?;
     let env = match a.via_strata {
-        None => WorkerEnv::Direct { socket: Some(socket.to_path_buf()) },
+        None => WorkerEnv::Direct {
+            socket: Some(socket.to_path_buf()),
+        },
         Some(m) => strata_env(socket, m, &dir)?,
     };
-    let before = a.via_strata.map(|_| team::file_counters(socket)).transpose()?;
+    let before = a
+        .via_strata
+        .map(|_| team::file_counters(socket))
+        .transpose()?;
     let pb = spinner();
     let res = run_spec(&spec, &env, &pb, "md");
     pb.finish_and_clear();
@@ -134,7 +157,12 @@ pub fn run(a: MdArgs, socket: &Path) -> Result<()> {
         team::check_went_through(socket, &b, &dir, spec.files * spec.procs as u64)?;
     }
     if a.json {
-        println!("{}", serde_json::to_string(&serde_json::json!({"bench": "md", "how": env.describe(), "spec": spec, "result": res}))?);
+        println!(
+            "{}",
+            serde_json::to_string(
+                &serde_json::json!({"bench": "md", "how": env.describe(), "spec": spec, "result": res})
+            )?
+        );
         return Ok(());
     }
     println!(
@@ -144,11 +172,21 @@ pub fn run(a: MdArgs, socket: &Path) -> Result<()> {
         spec.write_bytes,
         env.describe(),
         dir.display(),
-        if team::is_tmpfs(&dir) { "tmpfs" } else { "not tmpfs" }
+        if team::is_tmpfs(&dir) {
+            "tmpfs"
+        } else {
+            "not tmpfs"
+        }
     );
-    println!("{:<7} {:>11} {:>9} {:>10} {:>10} {:>10}", "PHASE", "OPS/S", "SECONDS", "P50us", "P99us", "MAXus");
+    println!(
+        "{:<7} {:>11} {:>9} {:>10} {:>10} {:>10}",
+        "PHASE", "OPS/S", "SECONDS", "P50us", "P99us", "MAXus"
+    );
     for (n, p) in &res.phases {
-        println!("{n:<7} {:>11.0} {:>9.3} {:>10.1} {:>10.1} {:>10.1}", p.ops_per_s, p.secs, p.p50_us, p.p99_us, p.max_us);
+        println!(
+            "{n:<7} {:>11.0} {:>9.3} {:>10.1} {:>10.1} {:>10.1}",
+            p.ops_per_s, p.secs, p.p50_us, p.p99_us, p.max_us
+        );
     }
     Ok(())
 }
@@ -160,7 +198,9 @@ fn dir_of(base: &Path, rank: usize) -> PathBuf {
 }
 
 fn content(len: u64, rank: usize, k: u64) -> Vec<u8> {
-    (0..len).map(|i| (i as u8).wrapping_mul(31) ^ (rank as u8).wrapping_add(k as u8)).collect()
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31) ^ (rank as u8).wrapping_add(k as u8))
+        .collect()
 }
 
 /// `strata bench md-worker`: one process of `bench md`.
@@ -178,16 +218,25 @@ pub fn run_worker(a: MdWorkerArgs) -> Result<()> {
                 let _ = std::fs::remove_file(e?.path());
             }
         }
-        std::fs::create_dir_all(&own_dir).with_context(|| format!("cannot create {}", own_dir.display()))?;
-        let own = (0..a.files).map(|k| cpath(&own_dir.join(format!("f.{k}")))).collect::<Result<Vec<_>>>()?;
-        let src = (0..a.files).map(|k| cpath(&src_dir.join(format!("f.{k}")))).collect::<Result<Vec<_>>>()?;
+        std::fs::create_dir_all(&own_dir)
+            .with_context(|| format!("cannot create {}", own_dir.display()))?;
+        let own = (0..a.files)
+            .map(|k| cpath(&own_dir.join(format!("f.{k}"))))
+            .collect::<Result<Vec<_>>>()?;
+        let src = (0..a.files)
+            .map(|k| cpath(&src_dir.join(format!("f.{k}"))))
+            .collect::<Result<Vec<_>>>()?;
         Ok((own, src))
     };
     let (own, src) = setup().map_err(team::setup_failed)?;
     let w = a.write_bytes as usize;
     // Contents depend on the file index only modulo 256: precompute them.
-    let contents: Vec<Vec<u8>> = (0..256u64.min(a.files)).map(|k| content(a.write_bytes, a.rank, k)).collect();
-    let src_contents: Vec<Vec<u8>> = (0..256u64.min(a.files)).map(|k| content(a.write_bytes, src_rank, k)).collect();
+    let contents: Vec<Vec<u8>> = (0..256u64.min(a.files))
+        .map(|k| content(a.write_bytes, a.rank, k))
+        .collect();
+    let src_contents: Vec<Vec<u8>> = (0..256u64.min(a.files))
+        .map(|k| content(a.write_bytes, src_rank, k))
+        .collect();
     let mut rbuf = vec![0u8; w + 1];
     team::serve(|phase| {
         let mut hist = crate::hist::Hist::new();
@@ -197,11 +246,21 @@ pub fn run_worker(a: MdWorkerArgs) -> Result<()> {
                 for (k, p) in own.iter().enumerate() {
                     let t0 = mono_ns();
                     // SAFETY: plain POSIX calls on NUL-terminated paths and owned buffers.
-                    let fd = unsafe { libc::open(p.as_ptr(), libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC, 0o644) };
+                    let fd = unsafe {
+                        libc::open(
+                            p.as_ptr(),
+                            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC,
+                            0o644,
+                        )
+                    };
                     if fd < 0 {
                         bail!("create {p:?}: {}", errno());
                     }
-                    let r = if w > 0 { team::write_all(fd, &contents[k % 256]) } else { Ok(()) };
+                    let r = if w > 0 {
+                        team::write_all(fd, &contents[k % 256])
+                    } else {
+                        Ok(())
+                    };
                     // SAFETY: fd is open and ours.
                     let rc = unsafe { libc::close(fd) };
                     r.with_context(|| format!("write {p:?}"))?;
@@ -221,8 +280,15 @@ pub fn run_worker(a: MdWorkerArgs) -> Result<()> {
                         bail!("stat {p:?}: {}", errno());
                     }
                     hist.record_ns(mono_ns() - t0);
-                    if st.st_size as u64 != a.write_bytes || st.st_mode & libc::S_IFMT != libc::S_IFREG {
-                        bail!("stat {p:?}: size {} mode {:o}, expected a regular file of {} bytes", st.st_size, st.st_mode, a.write_bytes);
+                    if st.st_size as u64 != a.write_bytes
+                        || st.st_mode & libc::S_IFMT != libc::S_IFREG
+                    {
+                        bail!(
+                            "stat {p:?}: size {} mode {:o}, expected a regular file of {} bytes",
+                            st.st_size,
+                            st.st_mode,
+                            a.write_bytes
+                        );
                     }
                 }
             }
@@ -255,12 +321,25 @@ pub fn run_worker(a: MdWorkerArgs) -> Result<()> {
                 }
             }
             "cleanup" => {
-                std::fs::remove_dir(&own_dir).with_context(|| format!("rmdir {}", own_dir.display()))?;
-                return Ok(WorkerReport { start_ns, end_ns: mono_ns(), ops: 1, bytes: 0, hist: hist.encode() });
+                std::fs::remove_dir(&own_dir)
+                    .with_context(|| format!("rmdir {}", own_dir.display()))?;
+                return Ok(WorkerReport {
+                    start_ns,
+                    end_ns: mono_ns(),
+                    ops: 1,
+                    bytes: 0,
+                    hist: hist.encode(),
+                });
             }
             other => bail!("unknown phase {other:?}"),
         }
-        Ok(WorkerReport { start_ns, end_ns: mono_ns(), ops: a.files, bytes: 0, hist: hist.encode() })
+        Ok(WorkerReport {
+            start_ns,
+            end_ns: mono_ns(),
+            ops: a.files,
+            bytes: 0,
+            hist: hist.encode(),
+        })
     })
 }
 

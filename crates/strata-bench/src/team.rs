@@ -31,7 +31,10 @@ pub const MIB: f64 = 1024.0 * 1024.0;
 
 /// `CLOCK_MONOTONIC` in nanoseconds: comparable across the processes of one machine.
 pub fn mono_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: valid pointer to a timespec; CLOCK_MONOTONIC always exists on Linux.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -90,7 +93,13 @@ impl WorkerEnv {
                     cmd.env("STRATA_SOCKET", s);
                 }
             }
-            WorkerEnv::Strata { preload, socket, config, mode, include } => {
+            WorkerEnv::Strata {
+                preload,
+                socket,
+                config,
+                mode,
+                include,
+            } => {
                 cmd.env("LD_PRELOAD", preload)
                     .env("STRATA_SOCKET", socket)
                     .env("STRATA_MODE", mode.as_str())
@@ -114,14 +123,21 @@ impl WorkerEnv {
 /// One command per rank running the hidden worker subcommand `worker` of
 /// this executable (`bench <worker> --dir DIR --rank R --procs N` + `args`),
 /// with the workers' environment applied.
-pub fn worker_cmds(worker: &str, dir: &Path, procs: usize, env: &WorkerEnv, args: &[String]) -> Result<Vec<Command>> {
+pub fn worker_cmds(
+    worker: &str,
+    dir: &Path,
+    procs: usize,
+    env: &WorkerEnv,
+    args: &[String],
+) -> Result<Vec<Command>> {
     let exe = std::env::current_exe().context("cannot find this executable to spawn workers")?;
     Ok((0..procs)
         .map(|rank| {
             let mut c = Command::new(&exe);
             env.apply(&mut c);
             c.args(["bench", worker, "--dir"]).arg(dir);
-            c.args(["--rank", &rank.to_string(), "--procs", &procs.to_string()]).args(args);
+            c.args(["--rank", &rank.to_string(), "--procs", &procs.to_string()])
+                .args(args);
             c
         })
         .collect())
@@ -159,7 +175,9 @@ pub fn cli_config_path() -> Option<PathBuf> {
             return Some(PathBuf::from(v));
         }
     }
-    std::env::var_os("STRATA_CONFIG").filter(|v| !v.is_empty()).map(PathBuf::from)
+    std::env::var_os("STRATA_CONFIG")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
 }
 
 /// What one worker did in one phase (one line on its stdout).
@@ -219,31 +237,41 @@ impl Team {
     /// waits until every one printed `ready` (setup is not measured).
     pub fn spawn(what: &str, cmds: Vec<Command>, timeout: Duration) -> Result<Team> {
         let (tx, rx) = channel();
-        let mut team = Team { members: Vec::new(), rx, what: what.to_string() };
+        let mut team = Team {
+            members: Vec::new(),
+            rx,
+            what: what.to_string(),
+        };
         for (rank, mut cmd) in cmds.into_iter().enumerate() {
-            cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
-            let mut child = cmd.spawn().with_context(|| format!("cannot spawn {what} worker {rank}"))?;
+            cmd.stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit());
+            let mut child = cmd
+                .spawn()
+                .with_context(|| format!("cannot spawn {what} worker {rank}"))?;
             let stdout = child.stdout.take().context("worker stdout")?;
             let stdin = child.stdin.take();
             team.members.push(Member { child, stdin });
             let tx = tx.clone();
-            std::thread::Builder::new().name(format!("{what}-out-{rank}")).spawn(move || {
-                let mut r = BufReader::new(stdout);
-                loop {
-                    let mut l = String::new();
-                    match r.read_line(&mut l) {
-                        Ok(0) | Err(_) => {
-                            let _ = tx.send((rank, None));
-                            return;
-                        }
-                        Ok(_) => {
-                            if tx.send((rank, Some(l.trim_end().to_string()))).is_err() {
+            std::thread::Builder::new()
+                .name(format!("{what}-out-{rank}"))
+                .spawn(move || {
+                    let mut r = BufReader::new(stdout);
+                    loop {
+                        let mut l = String::new();
+                        match r.read_line(&mut l) {
+                            Ok(0) | Err(_) => {
+                                let _ = tx.send((rank, None));
                                 return;
+                            }
+                            Ok(_) => {
+                                if tx.send((rank, Some(l.trim_end().to_string()))).is_err() {
+                                    return;
+                                }
                             }
                         }
                     }
-                }
-            })?;
+                })?;
         }
         let n = team.members.len();
         team.collect(n, timeout, "setup", |_, l| {
@@ -275,18 +303,30 @@ impl Team {
                         bail!("{} worker {rank}, phase {phase}: {e}", self.what);
                     }
                     if seen[rank] {
-                        bail!("{} worker {rank} said {l:?} twice in phase {phase}", self.what);
+                        bail!(
+                            "{} worker {rank} said {l:?} twice in phase {phase}",
+                            self.what
+                        );
                     }
                     seen[rank] = true;
                     got += 1;
-                    f(rank, &l).with_context(|| format!("{} worker {rank}, phase {phase}", self.what))?;
+                    f(rank, &l)
+                        .with_context(|| format!("{} worker {rank}, phase {phase}", self.what))?;
                 }
                 Ok((rank, None)) => {
-                    let status = self.members[rank].child.wait().map(|s| s.to_string()).unwrap_or_default();
+                    let status = self.members[rank]
+                        .child
+                        .wait()
+                        .map(|s| s.to_string())
+                        .unwrap_or_default();
                     bail!("{} worker {rank} exited during phase {phase} ({status}); see its stderr above", self.what);
                 }
                 Err(RecvTimeoutError::Timeout) => {
-                    bail!("{} phase {phase}: {} of {n} workers did not finish within {timeout:?}", self.what, n - got)
+                    bail!(
+                        "{} phase {phase}: {} of {n} workers did not finish within {timeout:?}",
+                        self.what,
+                        n - got
+                    )
                 }
                 Err(RecvTimeoutError::Disconnected) => bail!("{} workers vanished", self.what),
             }
@@ -299,8 +339,14 @@ impl Team {
         let line = format!("{name}\n");
         let start_ns = mono_ns();
         for (rank, m) in self.members.iter_mut().enumerate() {
-            let stdin = m.stdin.as_mut().ok_or_else(|| anyhow!("worker {rank} has no stdin"))?;
-            stdin.write_all(line.as_bytes()).and_then(|_| stdin.flush()).with_context(|| format!("{} worker {rank} is gone", self.what))?;
+            let stdin = m
+                .stdin
+                .as_mut()
+                .ok_or_else(|| anyhow!("worker {rank} has no stdin"))?;
+            stdin
+                .write_all(line.as_bytes())
+                .and_then(|_| stdin.flush())
+                .with_context(|| format!("{} worker {rank} is gone", self.what))?;
         }
         let mut out = PhaseOutcome {
             name: name.to_string(),
@@ -313,7 +359,9 @@ impl Team {
         };
         let n = self.members.len();
         self.collect(n, timeout, name, |_, l| {
-            let json = l.strip_prefix("done ").ok_or_else(|| anyhow!("said {l:?}"))?;
+            let json = l
+                .strip_prefix("done ")
+                .ok_or_else(|| anyhow!("said {l:?}"))?;
             let r: WorkerReport = serde_json::from_str(json)?;
             out.end_ns = out.end_ns.max(r.end_ns);
             out.ops += r.ops;
@@ -392,7 +440,8 @@ pub fn setup_failed(e: anyhow::Error) -> anyhow::Error {
 // ---------------------------------------------------------------- raw POSIX I/O
 
 pub fn cpath(p: &Path) -> Result<CString> {
-    CString::new(p.as_os_str().as_bytes()).map_err(|_| anyhow!("path {} contains a NUL byte", p.display()))
+    CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| anyhow!("path {} contains a NUL byte", p.display()))
 }
 
 pub fn errno() -> std::io::Error {
@@ -426,7 +475,10 @@ pub fn write_all_at(fd: i32, mut buf: &[u8], mut at: Option<u64>) -> std::io::Re
             return Err(e);
         }
         if n == 0 {
-            return Err(std::io::Error::new(std::io::ErrorKind::WriteZero, "write returned 0"));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::WriteZero,
+                "write returned 0",
+            ));
         }
         buf = &buf[n as usize..];
         at = at.map(|o| o + n as u64);
@@ -450,7 +502,12 @@ pub fn read_full_at(fd: i32, buf: &mut [u8], at: Option<u64>) -> std::io::Result
         // SAFETY: the tail of buf is a valid writable slice.
         let n = unsafe {
             match at {
-                Some(off) => libc::pread(fd, tail.as_mut_ptr().cast(), tail.len(), (off + got as u64) as libc::off_t),
+                Some(off) => libc::pread(
+                    fd,
+                    tail.as_mut_ptr().cast(),
+                    tail.len(),
+                    (off + got as u64) as libc::off_t,
+                ),
                 None => libc::read(fd, tail.as_mut_ptr().cast(), tail.len()),
             }
         };
@@ -473,7 +530,8 @@ pub fn read_full_at(fd: i32, buf: &mut [u8], at: Option<u64>) -> std::io::Result
 // ---------------------------------------------------------------- daemons
 
 fn control(socket: &Path, req: &ControlRequest) -> Result<ControlReply> {
-    strata_client::control_request(socket, req).map_err(|e| anyhow!("daemon at {}: {e}", socket.display()))
+    strata_client::control_request(socket, req)
+        .map_err(|e| anyhow!("daemon at {}: {e}", socket.display()))
 }
 
 pub fn ping(socket: &Path) -> bool {
@@ -482,15 +540,24 @@ pub fn ping(socket: &Path) -> bool {
 
 /// (requests_total, files.write_bytes_total) of the daemon at `socket`.
 pub fn file_counters(socket: &Path) -> Result<(u64, u64)> {
-    let st = strata_client::status(socket).map_err(|e| anyhow!("status of the daemon at {}: {e}", socket.display()))?;
+    let st = strata_client::status(socket)
+        .map_err(|e| anyhow!("status of the daemon at {}: {e}", socket.display()))?;
     Ok((st.requests_total, st.files.write_bytes_total))
 }
 
 /// Fails when a run through strata left no trace in the daemon: fewer than
 /// `min_requests` requests and no byte written to the buffer.
-pub fn check_went_through(socket: &Path, before: &(u64, u64), dir: &Path, min_requests: u64) -> Result<()> {
+pub fn check_went_through(
+    socket: &Path,
+    before: &(u64, u64),
+    dir: &Path,
+    min_requests: u64,
+) -> Result<()> {
     let after = file_counters(socket)?;
-    let (reqs, wrote) = (after.0.saturating_sub(before.0), after.1.saturating_sub(before.1));
+    let (reqs, wrote) = (
+        after.0.saturating_sub(before.0),
+        after.1.saturating_sub(before.1),
+    );
     if reqs < min_requests && wrote == 0 {
         bail!(
             "the run did not go through strata ({reqs} requests, nothing written to the buffer): is {} tracked by the adapter (not under /dev, /run, the tiers' or the socket's directory)?",
@@ -511,7 +578,12 @@ pub struct Drain {
 }
 
 fn flush_state(socket: &Path, paths: &[String]) -> Result<FlushReply> {
-    match control(socket, &ControlRequest::FlushState { paths: paths.to_vec() })? {
+    match control(
+        socket,
+        &ControlRequest::FlushState {
+            paths: paths.to_vec(),
+        },
+    )? {
         ControlReply::Flush(r) => Ok(r),
         ControlReply::Error { message, .. } => bail!("FlushState refused: {message}"),
         r => bail!("unexpected reply to FlushState: {r:?}"),
@@ -521,10 +593,20 @@ fn flush_state(socket: &Path, paths: &[String]) -> Result<FlushReply> {
 /// Asks the daemon to flush every DEFAULT file under `paths` and waits until
 /// none is dirty or being flushed (errors with the daemon's flush errors if
 /// they persist with nothing else left, or after `timeout`).
-pub fn drain(socket: &Path, paths: &[String], timeout: Duration, mut progress: impl FnMut(&FlushReply)) -> Result<Drain> {
+pub fn drain(
+    socket: &Path,
+    paths: &[String],
+    timeout: Duration,
+    mut progress: impl FnMut(&FlushReply),
+) -> Result<Drain> {
     let t0 = Instant::now();
     let before = flush_state(socket, paths)?;
-    match control(socket, &ControlRequest::Flush { paths: paths.to_vec() })? {
+    match control(
+        socket,
+        &ControlRequest::Flush {
+            paths: paths.to_vec(),
+        },
+    )? {
         ControlReply::Flush(_) | ControlReply::Ok => {}
         ControlReply::Error { message, .. } => bail!("Flush refused: {message}"),
         r => bail!("unexpected reply to Flush: {r:?}"),
@@ -535,16 +617,28 @@ pub fn drain(socket: &Path, paths: &[String], timeout: Duration, mut progress: i
         if st.dirty_files == 0 && st.flushing_files == 0 {
             return Ok(Drain {
                 secs: t0.elapsed().as_secs_f64(),
-                flushed_bytes: st.flushed_bytes_total.saturating_sub(before.flushed_bytes_total),
+                flushed_bytes: st
+                    .flushed_bytes_total
+                    .saturating_sub(before.flushed_bytes_total),
                 dirty_bytes_at_start: before.dirty_bytes,
             });
         }
-        if !st.errors.is_empty() && st.flushing_files == 0 && t0.elapsed() > Duration::from_secs(2) {
-            let list: Vec<String> = st.errors.iter().take(5).map(|e| format!("{}: {}", e.path, e.message)).collect();
+        if !st.errors.is_empty() && st.flushing_files == 0 && t0.elapsed() > Duration::from_secs(2)
+        {
+            let list: Vec<String> = st
+                .errors
+                .iter()
+                .take(5)
+                .map(|e| format!("{}: {}", e.path, e.message))
+                .collect();
             bail!("flush errors: {}", list.join("; "));
         }
         if t0.elapsed() > timeout {
-            bail!("drain: {} files / {} bytes still dirty after {timeout:?}", st.dirty_files, st.dirty_bytes);
+            bail!(
+                "drain: {} files / {} bytes still dirty after {timeout:?}",
+                st.dirty_files,
+                st.dirty_bytes
+            );
         }
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -577,7 +671,8 @@ impl PrivateDaemon {
         let base = std::env::temp_dir();
         let dir = base.join(format!("strata-bench-d{pid}-{seq}"));
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
         let socket = dir.join("daemon.sock");
         let config = dir.join("strata.yaml");
         let mut yaml = format!(
@@ -586,7 +681,8 @@ impl PrivateDaemon {
             spec.ram_bytes.div_ceil(1 << 20)
         );
         if let Some((path, cap)) = &spec.disk {
-            std::fs::create_dir_all(path).with_context(|| format!("cannot create tier dir {}", path.display()))?;
+            std::fs::create_dir_all(path)
+                .with_context(|| format!("cannot create tier dir {}", path.display()))?;
             yaml.push_str(&format!(
                 "  - name: disk\n    kind: dir\n    path: {}\n    capacity: {}MiB\n",
                 path.display(),
@@ -599,10 +695,19 @@ impl PrivateDaemon {
         let exe = std::env::current_exe().context("cannot find the strata executable")?;
         let mut cmd = Command::new(&exe);
         WorkerEnv::Direct { socket: None }.apply(&mut cmd);
-        cmd.arg("--config").arg(&config).args(["daemon", "start", "--foreground"]);
-        cmd.stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
+        cmd.arg("--config")
+            .arg(&config)
+            .args(["daemon", "start", "--foreground"]);
+        cmd.stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log);
         let child = cmd.spawn().context("cannot spawn a private daemon")?;
-        let mut d = PrivateDaemon { socket, config, dir, child: Some(child) };
+        let mut d = PrivateDaemon {
+            socket,
+            config,
+            dir,
+            child: Some(child),
+        };
         let t0 = Instant::now();
         loop {
             if ping(&d.socket) {
@@ -612,10 +717,16 @@ impl PrivateDaemon {
                 d.child = None;
                 let tail = std::fs::read_to_string(d.dir.join("daemon.log")).unwrap_or_default();
                 let tail: Vec<&str> = tail.lines().rev().take(8).collect();
-                bail!("private daemon exited at start ({st}):\n{}", tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
+                bail!(
+                    "private daemon exited at start ({st}):\n{}",
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                );
             }
             if t0.elapsed() > Duration::from_secs(60) {
-                bail!("private daemon did not answer within 60 s (log: {})", d.dir.join("daemon.log").display());
+                bail!(
+                    "private daemon did not answer within 60 s (log: {})",
+                    d.dir.join("daemon.log").display()
+                );
             }
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -627,7 +738,9 @@ impl PrivateDaemon {
 
     /// Stops the daemon (it drains what is left) and waits for it.
     pub fn stop(&mut self) -> Result<()> {
-        let Some(mut child) = self.child.take() else { return Ok(()) };
+        let Some(mut child) = self.child.take() else {
+            return Ok(());
+        };
         let _ = control(&self.socket, &ControlRequest::Stop);
         let t0 = Instant::now();
         loop {
@@ -667,7 +780,9 @@ pub fn is_tmpfs(path: &Path) -> bool {
 /// Is `path` the root of a mount (its device differs from its parent's)?
 pub fn is_mountpoint(path: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
-    let (Ok(a), Some(parent)) = (std::fs::metadata(path), path.parent()) else { return false };
+    let (Ok(a), Some(parent)) = (std::fs::metadata(path), path.parent()) else {
+        return false;
+    };
     match std::fs::metadata(parent) {
         Ok(b) => a.dev() != b.dev() || a.ino() == b.ino(),
         Err(_) => false,
@@ -682,13 +797,19 @@ pub fn median_min_max(v: &[f64]) -> (f64, f64, f64) {
     let mut s = v.to_vec();
     s.sort_by(|a, b| a.total_cmp(b));
     let n = s.len();
-    let med = if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 };
+    let med = if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    };
     (med, s[0], s[n - 1])
 }
 
 /// Every key=value of the environment relevant to a report (for the JSON).
 pub fn env_summary() -> HashMap<String, String> {
-    std::env::vars().filter(|(k, _)| k.starts_with("STRATA_")).collect()
+    std::env::vars()
+        .filter(|(k, _)| k.starts_with("STRATA_"))
+        .collect()
 }
 
 #[cfg(test)]
@@ -709,7 +830,11 @@ mod tests {
         let p = cpath(&dir.join("f")).unwrap();
         // SAFETY: plain POSIX calls on a private file.
         unsafe {
-            let fd = libc::open(p.as_ptr(), libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC, 0o644);
+            let fd = libc::open(
+                p.as_ptr(),
+                libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC,
+                0o644,
+            );
             assert!(fd >= 0);
             write_all(fd, &[7u8; 10000]).unwrap();
             libc::close(fd);

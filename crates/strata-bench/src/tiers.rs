@@ -46,7 +46,9 @@ use serde::{Deserialize, Serialize};
 use crate::adapters::{default_tier_base, loadavg, num, slow_pfs_mount};
 use crate::hist::Hist;
 use crate::kv::{format_size, parse_size};
-use crate::team::{self, median_min_max, worker_cmds, DaemonSpec, PrivateDaemon, Team, ViaMode, WorkerEnv, MIB};
+use crate::team::{
+    self, median_min_max, worker_cmds, DaemonSpec, PrivateDaemon, Team, ViaMode, WorkerEnv, MIB,
+};
 use crate::tiers_org::{self, ORG_SETUPS, RA_SETUPS};
 use crate::vpic::{self, Geometry};
 use crate::zipf::Rng;
@@ -171,7 +173,14 @@ pub struct TiersArgs {
     pub from: Option<PathBuf>,
 }
 
-pub const EXPERIMENTS: [&str; 6] = ["tiering", "placement", "placement-fit", "readahead", "readahead-io", "organizer"];
+pub const EXPERIMENTS: [&str; 6] = [
+    "tiering",
+    "placement",
+    "placement-fit",
+    "readahead",
+    "readahead-io",
+    "organizer",
+];
 pub const TIER_SETUPS: [&str; 5] = ["tmpfs", "disk", "1-tier", "2-tiers", "3-tiers"];
 pub const POLICIES: [&str; 3] = ["minimize_io_time", "round_robin", "random"];
 
@@ -194,31 +203,156 @@ struct Metric {
 }
 
 const METRICS: &[Metric] = &[
-    Metric { exp: "tiering", name: "write", unit: "MiB/s", baseline: Some(("1-tier", "write")) },
-    Metric { exp: "tiering", name: "read", unit: "MiB/s", baseline: Some(("1-tier", "read")) },
-    Metric { exp: "tiering", name: "drain", unit: "s", baseline: None },
-    Metric { exp: "tiering", name: "write+drain", unit: "MiB/s", baseline: Some(("1-tier", "write")) },
-    Metric { exp: "tiering", name: "read from buffer", unit: "%", baseline: None },
-    Metric { exp: "tiering", name: "RAM used", unit: "MiB", baseline: None },
-    Metric { exp: "tiering", name: "disk used", unit: "MiB", baseline: None },
-    Metric { exp: "placement", name: "put", unit: "MiB/s", baseline: Some(("minimize_io_time", "put")) },
-    Metric { exp: "placement", name: "put time", unit: "s", baseline: Some(("minimize_io_time", "put time")) },
-    Metric { exp: "placement", name: "put p50", unit: "µs", baseline: None },
-    Metric { exp: "placement", name: "put p99", unit: "µs", baseline: None },
-    Metric { exp: "placement", name: "get", unit: "MiB/s", baseline: Some(("minimize_io_time", "get")) },
-    Metric { exp: "placement", name: "RAM used", unit: "MiB", baseline: None },
-    Metric { exp: "placement", name: "disk used", unit: "MiB", baseline: None },
-    Metric { exp: "readahead", name: "read", unit: "MiB/s", baseline: Some(("off", "read")) },
-    Metric { exp: "readahead", name: "run time", unit: "s", baseline: Some(("off", "run time")) },
-    Metric { exp: "readahead", name: "read from buffer", unit: "%", baseline: None },
-    Metric { exp: "readahead", name: "read ahead", unit: "MiB", baseline: None },
-    Metric { exp: "readahead", name: "read ahead unused", unit: "MiB", baseline: None },
-    Metric { exp: "organizer", name: "read", unit: "MiB/s", baseline: Some(("off", "read")) },
-    Metric { exp: "organizer", name: "RAM hit", unit: "%", baseline: None },
-    Metric { exp: "organizer", name: "read pass 1", unit: "MiB/s", baseline: Some(("off", "read pass 1")) },
-    Metric { exp: "organizer", name: "RAM hit pass 1", unit: "%", baseline: None },
-    Metric { exp: "organizer", name: "read last pass", unit: "MiB/s", baseline: Some(("off", "read last pass")) },
-    Metric { exp: "organizer", name: "RAM hit last pass", unit: "%", baseline: None },
+    Metric {
+        exp: "tiering",
+        name: "write",
+        unit: "MiB/s",
+        baseline: Some(("1-tier", "write")),
+    },
+    Metric {
+        exp: "tiering",
+        name: "read",
+        unit: "MiB/s",
+        baseline: Some(("1-tier", "read")),
+    },
+    Metric {
+        exp: "tiering",
+        name: "drain",
+        unit: "s",
+        baseline: None,
+    },
+    Metric {
+        exp: "tiering",
+        name: "write+drain",
+        unit: "MiB/s",
+        baseline: Some(("1-tier", "write")),
+    },
+    Metric {
+        exp: "tiering",
+        name: "read from buffer",
+        unit: "%",
+        baseline: None,
+    },
+    Metric {
+        exp: "tiering",
+        name: "RAM used",
+        unit: "MiB",
+        baseline: None,
+    },
+    Metric {
+        exp: "tiering",
+        name: "disk used",
+        unit: "MiB",
+        baseline: None,
+    },
+    Metric {
+        exp: "placement",
+        name: "put",
+        unit: "MiB/s",
+        baseline: Some(("minimize_io_time", "put")),
+    },
+    Metric {
+        exp: "placement",
+        name: "put time",
+        unit: "s",
+        baseline: Some(("minimize_io_time", "put time")),
+    },
+    Metric {
+        exp: "placement",
+        name: "put p50",
+        unit: "µs",
+        baseline: None,
+    },
+    Metric {
+        exp: "placement",
+        name: "put p99",
+        unit: "µs",
+        baseline: None,
+    },
+    Metric {
+        exp: "placement",
+        name: "get",
+        unit: "MiB/s",
+        baseline: Some(("minimize_io_time", "get")),
+    },
+    Metric {
+        exp: "placement",
+        name: "RAM used",
+        unit: "MiB",
+        baseline: None,
+    },
+    Metric {
+        exp: "placement",
+        name: "disk used",
+        unit: "MiB",
+        baseline: None,
+    },
+    Metric {
+        exp: "readahead",
+        name: "read",
+        unit: "MiB/s",
+        baseline: Some(("off", "read")),
+    },
+    Metric {
+        exp: "readahead",
+        name: "run time",
+        unit: "s",
+        baseline: Some(("off", "run time")),
+    },
+    Metric {
+        exp: "readahead",
+        name: "read from buffer",
+        unit: "%",
+        baseline: None,
+    },
+    Metric {
+        exp: "readahead",
+        name: "read ahead",
+        unit: "MiB",
+        baseline: None,
+    },
+    Metric {
+        exp: "readahead",
+        name: "read ahead unused",
+        unit: "MiB",
+        baseline: None,
+    },
+    Metric {
+        exp: "organizer",
+        name: "read",
+        unit: "MiB/s",
+        baseline: Some(("off", "read")),
+    },
+    Metric {
+        exp: "organizer",
+        name: "RAM hit",
+        unit: "%",
+        baseline: None,
+    },
+    Metric {
+        exp: "organizer",
+        name: "read pass 1",
+        unit: "MiB/s",
+        baseline: Some(("off", "read pass 1")),
+    },
+    Metric {
+        exp: "organizer",
+        name: "RAM hit pass 1",
+        unit: "%",
+        baseline: None,
+    },
+    Metric {
+        exp: "organizer",
+        name: "read last pass",
+        unit: "MiB/s",
+        baseline: Some(("off", "read last pass")),
+    },
+    Metric {
+        exp: "organizer",
+        name: "RAM hit last pass",
+        unit: "%",
+        baseline: None,
+    },
 ];
 
 #[derive(Debug, Clone, Serialize)]
@@ -243,11 +377,21 @@ pub struct Row {
 }
 
 fn values(samples: &[Sample], exp: &str, setup: &str, metric: &str) -> Vec<(usize, f64)> {
-    samples.iter().filter(|s| s.exp == exp && s.setup == setup && s.metric == metric).map(|s| (s.rep, s.value)).collect()
+    samples
+        .iter()
+        .filter(|s| s.exp == exp && s.setup == setup && s.metric == metric)
+        .map(|s| (s.rep, s.value))
+        .collect()
 }
 
 /// Ratio of medians of (setup, metric) to (base setup, base metric), with the per-repeat range.
-pub fn ratio(samples: &[Sample], exp: &str, setup: &str, metric: &str, base: (&str, &str)) -> Option<Ratio> {
+pub fn ratio(
+    samples: &[Sample],
+    exp: &str,
+    setup: &str,
+    metric: &str,
+    base: (&str, &str),
+) -> Option<Ratio> {
     let a = values(samples, exp, setup, metric);
     let b = values(samples, exp, base.0, base.1);
     if a.is_empty() || b.is_empty() {
@@ -255,9 +399,16 @@ pub fn ratio(samples: &[Sample], exp: &str, setup: &str, metric: &str, base: (&s
     }
     let (ma, _, _) = median_min_max(&a.iter().map(|x| x.1).collect::<Vec<_>>());
     let (mb, _, _) = median_min_max(&b.iter().map(|x| x.1).collect::<Vec<_>>());
-    let per: Vec<f64> = a.iter().filter_map(|(r, v)| b.iter().find(|(rb, _)| rb == r).map(|(_, w)| v / w)).collect();
+    let per: Vec<f64> = a
+        .iter()
+        .filter_map(|(r, v)| b.iter().find(|(rb, _)| rb == r).map(|(_, w)| v / w))
+        .collect();
     let (_, lo, hi) = median_min_max(&per);
-    Some(Ratio { median: ma / mb, min: lo, max: hi })
+    Some(Ratio {
+        median: ma / mb,
+        min: lo,
+        max: hi,
+    })
 }
 
 /// Setups of an experiment in table order.
@@ -315,7 +466,10 @@ fn summarize_metric(samples: &[Sample], exp: &str, m: &Metric, rows: &mut Vec<Ro
 }
 
 fn med(samples: &[Sample], exp: &str, setup: &str, metric: &str) -> Option<f64> {
-    let v: Vec<f64> = values(samples, exp, setup, metric).into_iter().map(|x| x.1).collect();
+    let v: Vec<f64> = values(samples, exp, setup, metric)
+        .into_iter()
+        .map(|x| x.1)
+        .collect();
     (!v.is_empty()).then(|| median_min_max(&v).0)
 }
 
@@ -327,7 +481,12 @@ pub fn model(samples: &[Sample], data: u64, ram: u64) -> Vec<String> {
     let mut out = Vec::new();
     let f = (ram as f64 / data as f64).min(1.0);
     for phase in ["write", "read"] {
-        let (Some(r), Some(p)) = (med(samples, "tiering", "tmpfs", phase), med(samples, "tiering", "1-tier", phase)) else { continue };
+        let (Some(r), Some(p)) = (
+            med(samples, "tiering", "tmpfs", phase),
+            med(samples, "tiering", "1-tier", phase),
+        ) else {
+            continue;
+        };
         let d = med(samples, "tiering", "disk", phase);
         let mut line = format!(
             "model, {phase}: {:.0} % of the data fits in RAM; bandwidths of this run: tmpfs {} MiB/s, {}destination {} MiB/s → ceiling of any speedup = tmpfs / destination = {}×",
@@ -345,7 +504,8 @@ pub fn model(samples: &[Sample], data: u64, ram: u64) -> Vec<String> {
                 "; {setup}: ≈ {} MiB/s = {}× predicted{}",
                 num(est),
                 num(est / p),
-                meas.map(|m| format!(", {} MiB/s = {}× measured", num(m), num(m / p))).unwrap_or_default()
+                meas.map(|m| format!(", {} MiB/s = {}× measured", num(m), num(m / p)))
+                    .unwrap_or_default()
             ));
         }
         out.push(line);
@@ -364,7 +524,18 @@ struct Dirs {
 
 /// Sets up one VPIC/BD-CATS run in `dir` and returns its samples.
 #[allow(clippy::too_many_arguments)]
-fn tiering_run(setup: &str, rep: usize, g: &Geometry, dirs: &Dirs, ram: u64, disk: u64, timeout: Duration, pb: &ProgressBar, socket: &Path, counters: &mut Vec<serde_json::Value>) -> Result<Vec<Sample>> {
+fn tiering_run(
+    setup: &str,
+    rep: usize,
+    g: &Geometry,
+    dirs: &Dirs,
+    ram: u64,
+    disk: u64,
+    timeout: Duration,
+    pb: &ProgressBar,
+    socket: &Path,
+    counters: &mut Vec<serde_json::Value>,
+) -> Result<Vec<Sample>> {
     let pid = std::process::id();
     let base = match setup {
         "tmpfs" => &dirs.tmpfs,
@@ -376,45 +547,103 @@ fn tiering_run(setup: &str, rep: usize, g: &Geometry, dirs: &Dirs, ram: u64, dis
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let dir = std::fs::canonicalize(&dir)?;
     let strata = setup.ends_with("tiers");
-    let tier_dir = dirs.tier_base.join(format!("strata-bench-tiers-{pid}-{setup}-r{rep}"));
+    let tier_dir = dirs
+        .tier_base
+        .join(format!("strata-bench-tiers-{pid}-{setup}-r{rep}"));
     let daemon = if strata {
         pb.set_message(format!("r{rep} {setup}: starting a private daemon"));
-        let spec = DaemonSpec { ram_bytes: ram, disk: (setup == "3-tiers").then(|| (tier_dir.clone(), disk)), extra_yaml: String::new() };
+        let spec = DaemonSpec {
+            ram_bytes: ram,
+            disk: (setup == "3-tiers").then(|| (tier_dir.clone(), disk)),
+            extra_yaml: String::new(),
+        };
         Some(PrivateDaemon::start(&spec)?)
     } else {
         None
     };
     let env = match &daemon {
-        Some(d) => WorkerEnv::Strata { preload: team::find_preload_lib()?, socket: d.socket.clone(), config: Some(d.config.clone()), mode: ViaMode::Default, include: dir.clone() },
-        None => WorkerEnv::Direct { socket: Some(socket.to_path_buf()) },
+        Some(d) => WorkerEnv::Strata {
+            preload: team::find_preload_lib()?,
+            socket: d.socket.clone(),
+            config: Some(d.config.clone()),
+            mode: ViaMode::Default,
+            include: dir.clone(),
+        },
+        None => WorkerEnv::Direct {
+            socket: Some(socket.to_path_buf()),
+        },
     };
-    let args: Vec<String> = ["--timesteps", &g.timesteps.to_string(), "--slice", &g.slice.to_string(), "--read-size", &g.read_size.to_string()].map(String::from).to_vec();
+    let args: Vec<String> = [
+        "--timesteps",
+        &g.timesteps.to_string(),
+        "--slice",
+        &g.slice.to_string(),
+        "--read-size",
+        &g.read_size.to_string(),
+    ]
+    .map(String::from)
+    .to_vec();
     let cmds = worker_cmds("vpic-worker", &dir, g.procs as usize, &env, &args)?;
     let tag = format!("r{rep} {setup}");
     let mut out = Vec::new();
-    let mut push = |metric: &str, value: f64| out.push(Sample { exp: "tiering".into(), setup: setup.into(), metric: metric.into(), rep, value });
+    let mut push = |metric: &str, value: f64| {
+        out.push(Sample {
+            exp: "tiering".into(),
+            setup: setup.into(),
+            metric: metric.into(),
+            rep,
+            value,
+        })
+    };
     let res = (|| -> Result<()> {
         let mut team = Team::spawn("vpic", cmds, Duration::from_secs(120))?;
         let before = daemon.as_ref().map(|d| d.status()).transpose()?;
-        pb.set_message(format!("{tag}: VPIC write {}", format_size(g.total_bytes())));
+        pb.set_message(format!(
+            "{tag}: VPIC write {}",
+            format_size(g.total_bytes())
+        ));
         let w = team.phase("write", timeout)?;
         push("write", w.mib_per_s());
         if let (Some(d), Some(b)) = (&daemon, &before) {
             let st = d.status()?;
-            let wrote = st.files.write_bytes_total.saturating_sub(b.files.write_bytes_total) + st.files.write_through_bytes_total.saturating_sub(b.files.write_through_bytes_total);
+            let wrote = st
+                .files
+                .write_bytes_total
+                .saturating_sub(b.files.write_bytes_total)
+                + st.files
+                    .write_through_bytes_total
+                    .saturating_sub(b.files.write_through_bytes_total);
             if wrote == 0 {
-                bail!("{tag}: nothing went through strata: is {} tracked by the adapter?", dir.display());
+                bail!(
+                    "{tag}: nothing went through strata: is {} tracked by the adapter?",
+                    dir.display()
+                );
             }
-            let used = |kind: &str| st.tiers.iter().filter(|t| t.kind == kind).map(|t| t.used_bytes).sum::<u64>() as f64 / MIB;
+            let used = |kind: &str| {
+                st.tiers
+                    .iter()
+                    .filter(|t| t.kind == kind)
+                    .map(|t| t.used_bytes)
+                    .sum::<u64>() as f64
+                    / MIB
+            };
             push("RAM used", used("ram"));
             if setup == "3-tiers" {
                 push("disk used", used("dir"));
             }
             pb.set_message(format!("{tag}: drain"));
             let paths = vec![dir.to_string_lossy().into_owned()];
-            let dr = team::drain(&d.socket, &paths, timeout, |s| pb.set_message(format!("{tag}: drain, {} dirty", format_size(s.dirty_bytes.max(1)))))?;
+            let dr = team::drain(&d.socket, &paths, timeout, |s| {
+                pb.set_message(format!(
+                    "{tag}: drain, {} dirty",
+                    format_size(s.dirty_bytes.max(1))
+                ))
+            })?;
             push("drain", dr.secs);
-            push("write+drain", g.total_bytes() as f64 / MIB / (w.secs() + dr.secs));
+            push(
+                "write+drain",
+                g.total_bytes() as f64 / MIB / (w.secs() + dr.secs),
+            );
         }
         // The reads must not be served by pages the writes (or the flusher) left in the page cache of the destination mount.
         // Nor by the page cache of the disk: the disk reference's files and the dir tier's data file are
@@ -433,9 +662,22 @@ fn tiering_run(setup: &str, rep: usize, g: &Geometry, dirs: &Dirs, ram: u64, dis
         push("read", r.mib_per_s());
         if let (Some(d), Some(b)) = (&daemon, &before) {
             let st = d.status()?;
-            let hit = st.files.read_hit_bytes_total.saturating_sub(b.files.read_hit_bytes_total) as f64;
-            let dest = st.files.read_dest_bytes_total.saturating_sub(b.files.read_dest_bytes_total) as f64;
-            push("read from buffer", if hit + dest > 0.0 { 100.0 * hit / (hit + dest) } else { 0.0 });
+            let hit = st
+                .files
+                .read_hit_bytes_total
+                .saturating_sub(b.files.read_hit_bytes_total) as f64;
+            let dest = st
+                .files
+                .read_dest_bytes_total
+                .saturating_sub(b.files.read_dest_bytes_total) as f64;
+            push(
+                "read from buffer",
+                if hit + dest > 0.0 {
+                    100.0 * hit / (hit + dest)
+                } else {
+                    0.0
+                },
+            );
             let stv = serde_json::to_value(&st).unwrap_or_default();
             counters.push(serde_json::json!({"exp": "tiering", "setup": setup, "rep": rep, "files": st.files, "tiers": st.tiers, "organizer": stv["organizer"], "prefetch": stv["prefetch"], "write_s": w.secs(), "read_s": r.secs()}));
         }
@@ -470,10 +712,24 @@ fn se(e: strata_client::Error) -> anyhow::Error {
 
 /// One placement engine: a fresh daemon, T threads put their blobs, then get them back.
 #[allow(clippy::too_many_arguments)]
-fn placement_run(exp: &str, policy: &str, rep: usize, a: &TiersArgs, ram: u64, tier_base: &Path, timeout: Duration, pb: &ProgressBar, counters: &mut Vec<serde_json::Value>) -> Result<Vec<Sample>> {
+fn placement_run(
+    exp: &str,
+    policy: &str,
+    rep: usize,
+    a: &TiersArgs,
+    ram: u64,
+    tier_base: &Path,
+    timeout: Duration,
+    pb: &ProgressBar,
+    counters: &mut Vec<serde_json::Value>,
+) -> Result<Vec<Sample>> {
     let pid = std::process::id();
     let tier_dir = tier_base.join(format!("strata-bench-tiers-{pid}-{exp}-{policy}-r{rep}"));
-    let spec = DaemonSpec { ram_bytes: ram, disk: Some((tier_dir.clone(), 2 * a.put_data + (256 << 20))), extra_yaml: format!("placement:\n  policy: {policy}\n  seed: {}\n", 7 + rep) };
+    let spec = DaemonSpec {
+        ram_bytes: ram,
+        disk: Some((tier_dir.clone(), 2 * a.put_data + (256 << 20))),
+        extra_yaml: format!("placement:\n  policy: {policy}\n  seed: {}\n", 7 + rep),
+    };
     pb.set_message(format!("r{rep} {policy}: starting a private daemon"));
     let mut d = PrivateDaemon::start(&spec)?;
     let tag = format!("r{rep} {exp}/{policy}");
@@ -484,7 +740,10 @@ fn placement_run(exp: &str, policy: &str, rep: usize, a: &TiersArgs, ram: u64, t
         let client = strata_client::Client::connect_to(&d.socket).map_err(se)?;
         let bucket = client.bucket("strata-bench-tiers").map_err(se)?;
         let deadline = Instant::now() + timeout;
-        pb.set_message(format!("{tag}: put {}", format_size(per_thread * threads as u64 * a.put_size)));
+        pb.set_message(format!(
+            "{tag}: put {}",
+            format_size(per_thread * threads as u64 * a.put_size)
+        ));
         let t0 = Instant::now();
         let hists = std::thread::scope(|s| -> Result<Vec<Hist>> {
             let hs: Vec<_> = (0..threads)
@@ -506,7 +765,9 @@ fn placement_run(exp: &str, policy: &str, rep: usize, a: &TiersArgs, ram: u64, t
                     })
                 })
                 .collect();
-            hs.into_iter().map(|h| h.join().map_err(|_| anyhow!("put thread panicked"))?).collect()
+            hs.into_iter()
+                .map(|h| h.join().map_err(|_| anyhow!("put thread panicked"))?)
+                .collect()
         })?;
         let put_secs = t0.elapsed().as_secs_f64();
         let mut hist = Hist::new();
@@ -514,7 +775,14 @@ fn placement_run(exp: &str, policy: &str, rep: usize, a: &TiersArgs, ram: u64, t
             hist.merge(h);
         }
         let st = d.status()?;
-        let used = |kind: &str| st.tiers.iter().filter(|t| t.kind == kind).map(|t| t.used_bytes).sum::<u64>() as f64 / MIB;
+        let used = |kind: &str| {
+            st.tiers
+                .iter()
+                .filter(|t| t.kind == kind)
+                .map(|t| t.used_bytes)
+                .sum::<u64>() as f64
+                / MIB
+        };
         let bytes = (per_thread * threads as u64 * a.put_size) as f64;
         // Gets from the disk tier read the disk, not the page cache the puts left.
         for f in tiers_org::dir_tier_files(&d)? {
@@ -530,9 +798,14 @@ fn placement_run(exp: &str, policy: &str, rep: usize, a: &TiersArgs, ram: u64, t
                         let mut expect = blob_data(size, tid);
                         let mut buf = vec![0u8; size];
                         for i in 0..per_thread {
-                            let n = bucket.get_at(&format!("t{tid}b{i}"), 0, &mut buf).map_err(se)?;
+                            let n = bucket
+                                .get_at(&format!("t{tid}b{i}"), 0, &mut buf)
+                                .map_err(se)?;
                             blob_stamp(&mut expect, tid, i);
-                            if n != size || buf[..8] != expect[..8] || buf[size - 8..] != expect[size - 8..] {
+                            if n != size
+                                || buf[..8] != expect[..8]
+                                || buf[size - 8..] != expect[size - 8..]
+                            {
                                 bail!("blob t{tid}b{i} came back different");
                             }
                         }
@@ -546,9 +819,18 @@ fn placement_run(exp: &str, policy: &str, rep: usize, a: &TiersArgs, ram: u64, t
             Ok(())
         })?;
         let get_secs = t1.elapsed().as_secs_f64();
-        counters.push(serde_json::json!({"exp": exp, "setup": policy, "rep": rep, "tiers": st.tiers}));
+        counters
+            .push(serde_json::json!({"exp": exp, "setup": policy, "rep": rep, "tiers": st.tiers}));
         let mut out = Vec::new();
-        let mut push = |metric: &str, value: f64| out.push(Sample { exp: exp.into(), setup: policy.into(), metric: metric.into(), rep, value });
+        let mut push = |metric: &str, value: f64| {
+            out.push(Sample {
+                exp: exp.into(),
+                setup: policy.into(),
+                metric: metric.into(),
+                rep,
+                value,
+            })
+        };
         push("put", bytes / MIB / put_secs);
         push("put time", put_secs);
         push("put p50", hist.p50_us());
@@ -563,7 +845,13 @@ fn placement_run(exp: &str, policy: &str, rep: usize, a: &TiersArgs, ram: u64, t
 
 /// The end of one setup's run: stops its private daemon and removes its dir
 /// tier (if any) whatever the outcome; the run's own error is reported first.
-pub(crate) fn finish<T>(pb: &ProgressBar, tag: &str, d: &mut PrivateDaemon, tier_dir: Option<&Path>, res: Result<T>) -> Result<T> {
+pub(crate) fn finish<T>(
+    pb: &ProgressBar,
+    tag: &str,
+    d: &mut PrivateDaemon,
+    tier_dir: Option<&Path>,
+    res: Result<T>,
+) -> Result<T> {
     pb.set_message(format!("{tag}: stopping the daemon"));
     let stopped = d.stop();
     if let Some(t) = tier_dir {
@@ -580,19 +868,38 @@ pub(crate) fn finish<T>(pb: &ProgressBar, tag: &str, d: &mut PrivateDaemon, tier
 /// (64 KiB for tiny runs), at least one stamp unit.
 pub fn slice_for(data: u64, procs: u64, timesteps: u64) -> u64 {
     let raw = data / (vpic::VARS * procs * timesteps).max(1);
-    let unit = if raw >= 1 << 20 { 1 << 20 } else { vpic::STAMP_UNIT };
+    let unit = if raw >= 1 << 20 {
+        1 << 20
+    } else {
+        vpic::STAMP_UNIT
+    };
     (raw / unit * unit).max(vpic::STAMP_UNIT)
 }
 
 pub fn run(a: TiersArgs, socket: &Path) -> Result<()> {
     if let Some(f) = &a.from {
-        let text = std::fs::read_to_string(f).with_context(|| format!("cannot read {}", f.display()))?;
-        let doc: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", f.display()))?;
+        let text =
+            std::fs::read_to_string(f).with_context(|| format!("cannot read {}", f.display()))?;
+        let doc: serde_json::Value =
+            serde_json::from_str(&text).with_context(|| format!("{} is not JSON", f.display()))?;
         if doc["bench"] != "tiers" {
-            bail!("{} is not a document saved by `strata bench tiers --save`", f.display());
+            bail!(
+                "{} is not a document saved by `strata bench tiers --save`",
+                f.display()
+            );
         }
-        let samples: Vec<Sample> = serde_json::from_value(doc["samples"].clone()).context("samples")?;
-        let strings = |k: &str| -> Vec<String> { doc[k].as_array().map(|v| v.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default() };
+        let samples: Vec<Sample> =
+            serde_json::from_value(doc["samples"].clone()).context("samples")?;
+        let strings = |k: &str| -> Vec<String> {
+            doc[k]
+                .as_array()
+                .map(|v| {
+                    v.iter()
+                        .filter_map(|x| x.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
         let mut header = strings("header");
         if let Some(c) = doc["command"].as_str() {
             header.push(format!("command: {c}"));
@@ -623,14 +930,32 @@ pub fn run(a: TiersArgs, socket: &Path) -> Result<()> {
         }
     }
     let want = |e: &str| a.experiments.is_empty() || a.experiments.iter().any(|x| x == e);
-    let setups: Vec<&str> = TIER_SETUPS.iter().copied().filter(|s| a.setups.is_empty() || a.setups.iter().any(|x| x == s)).collect();
-    let policies: Vec<&str> = POLICIES.iter().copied().filter(|s| a.policies.is_empty() || a.policies.iter().any(|x| x == s)).collect();
-    let g = Geometry { procs: a.procs as u64, timesteps: a.timesteps, slice: slice_for(a.data, a.procs as u64, a.timesteps), read_size: a.read_size };
+    let setups: Vec<&str> = TIER_SETUPS
+        .iter()
+        .copied()
+        .filter(|s| a.setups.is_empty() || a.setups.iter().any(|x| x == s))
+        .collect();
+    let policies: Vec<&str> = POLICIES
+        .iter()
+        .copied()
+        .filter(|s| a.policies.is_empty() || a.policies.iter().any(|x| x == s))
+        .collect();
+    let g = Geometry {
+        procs: a.procs as u64,
+        timesteps: a.timesteps,
+        slice: slice_for(a.data, a.procs as u64, a.timesteps),
+        read_size: a.read_size,
+    };
     g.check()?;
     let data = g.total_bytes();
     let ram = a.ram.unwrap_or((data / 2).max(64 << 20));
     let disk = a.disk.unwrap_or(2 * data + (256 << 20));
-    if a.put_size < 16 || a.put_size > 64 << 20 || a.put_threads == 0 || a.put_threads > 64 || a.put_data / a.put_size < a.put_threads as u64 {
+    if a.put_size < 16
+        || a.put_size > 64 << 20
+        || a.put_threads == 0
+        || a.put_threads > 64
+        || a.put_data / a.put_size < a.put_threads as u64
+    {
         bail!("--put-size 16 B..=64 MiB, --put-threads 1..=64, --put-data ≥ threads × size");
     }
     let put_ram = a.put_ram.unwrap_or((a.put_data / 2).max(64 << 20));
@@ -639,12 +964,23 @@ pub fn run(a: TiersArgs, socket: &Path) -> Result<()> {
     let pid = std::process::id();
     let (slow_mnt, slow_ok) = slow_pfs_mount(a.slow_pfs.as_deref(), a.dest.is_some())?;
     let (dest_root, dest_kind) = match (&a.dest, slow_ok) {
-        (Some(d), _) => (d.clone(), if team::is_tmpfs(d) { "tmpfs, given" } else { "given" }),
+        (Some(d), _) => (
+            d.clone(),
+            if team::is_tmpfs(d) {
+                "tmpfs, given"
+            } else {
+                "given"
+            },
+        ),
         (None, true) => (slow_mnt.clone(), "slow-pfs"),
         (None, false) => {
             let t = std::env::temp_dir();
             notes.push(format!("slow-pfs: {} is not mounted — the destination is a local directory (mount it with ../shared/tools/slow-pfs up, or give --dest)", slow_mnt.display()));
-            let kind = if team::is_tmpfs(&t) { "tmpfs (slow-pfs absent)" } else { "local temp dir (slow-pfs absent)" };
+            let kind = if team::is_tmpfs(&t) {
+                "tmpfs (slow-pfs absent)"
+            } else {
+                "local temp dir (slow-pfs absent)"
+            };
             (t, kind)
         }
     };
@@ -652,10 +988,14 @@ pub fn run(a: TiersArgs, socket: &Path) -> Result<()> {
         Some(d) => d.clone(),
         None => default_tier_base()?,
     };
-    std::fs::create_dir_all(&tier_base).with_context(|| format!("cannot create {}", tier_base.display()))?;
+    std::fs::create_dir_all(&tier_base)
+        .with_context(|| format!("cannot create {}", tier_base.display()))?;
     let tier_base = std::fs::canonicalize(&tier_base)?;
     if team::is_tmpfs(&tier_base) {
-        bail!("--tier-dir {} is on tmpfs; dir tiers must live on a disk", tier_base.display());
+        bail!(
+            "--tier-dir {} is on tmpfs; dir tiers must live on a disk",
+            tier_base.display()
+        );
     }
     let dirs = Dirs {
         tmpfs: a.tmpfs.join(format!("strata-bench-tiers-{pid}")),
@@ -664,24 +1004,51 @@ pub fn run(a: TiersArgs, socket: &Path) -> Result<()> {
         tier_base: tier_base.clone(),
     };
     let run_tiering = want("tiering") && !setups.is_empty();
-    let place_exps: Vec<(&str, u64)> = [("placement", put_ram), ("placement-fit", a.put_data + a.put_data / 4)].into_iter().filter(|(e, _)| want(e) && !policies.is_empty()).collect();
+    let place_exps: Vec<(&str, u64)> = [
+        ("placement", put_ram),
+        ("placement-fit", a.put_data + a.put_data / 4),
+    ]
+    .into_iter()
+    .filter(|(e, _)| want(e) && !policies.is_empty())
+    .collect();
     let run_placement = !place_exps.is_empty();
-    let org_setups: Vec<&str> = ORG_SETUPS.iter().copied().filter(|s| a.org_setups.is_empty() || a.org_setups.iter().any(|x| x == s)).collect();
+    let org_setups: Vec<&str> = ORG_SETUPS
+        .iter()
+        .copied()
+        .filter(|s| a.org_setups.is_empty() || a.org_setups.iter().any(|x| x == s))
+        .collect();
     let run_org = want("organizer") && !org_setups.is_empty();
     let known = tiers_org::Known::probe();
     let prefetch_known = known.prefetch;
-    let ra_exps: Vec<(&str, u64)> = [("readahead", a.ra_think_us), ("readahead-io", a.ra_io_think_us)].into_iter().filter(|(e, _)| want(e)).collect();
+    let ra_exps: Vec<(&str, u64)> = [
+        ("readahead", a.ra_think_us),
+        ("readahead-io", a.ra_io_think_us),
+    ]
+    .into_iter()
+    .filter(|(e, _)| want(e))
+    .collect();
     let run_ra = !ra_exps.is_empty();
     if run_ra {
         if !prefetch_known {
             bail!("experiment readahead: this build has no `prefetch:` configuration (leave it out with --experiments)");
         }
-        if a.ra_files == 0 || a.ra_files > 64 || a.ra_data / (a.ra_files as u64) < 1 << 20 || a.ra_think_us > 1_000_000 || a.ra_io_think_us > 1_000_000 {
+        if a.ra_files == 0
+            || a.ra_files > 64
+            || a.ra_data / (a.ra_files as u64) < 1 << 20
+            || a.ra_think_us > 1_000_000
+            || a.ra_io_think_us > 1_000_000
+        {
             bail!("--ra-files 1..=64 with ≥ 1 MiB each, --ra-think-us and --ra-io-think-us ≤ 1 s");
         }
     }
     if run_org {
-        if a.org_size < 16 || a.org_size > 64 << 20 || a.org_data / a.org_size < 4 || a.org_passes == 0 || a.org_passes > tiers_org::PASSES_MAX || a.org_think_us > 1_000_000 {
+        if a.org_size < 16
+            || a.org_size > 64 << 20
+            || a.org_data / a.org_size < 4
+            || a.org_passes == 0
+            || a.org_passes > tiers_org::PASSES_MAX
+            || a.org_think_us > 1_000_000
+        {
             bail!("--org-size 16 B..=64 MiB, --org-data ≥ 4 blobs, --org-passes 1..={}, --org-think-us ≤ 1 s", tiers_org::PASSES_MAX);
         }
         if !prefetch_known {
@@ -748,12 +1115,19 @@ pub fn run(a: TiersArgs, socket: &Path) -> Result<()> {
             a.ra_pages
         ));
     }
-    let steps = a.repeat as u64 * (ra_exps.len() * RA_SETUPS.len() + if run_tiering { setups.len() } else { 0 } + place_exps.len() * policies.len() + if run_org { org_setups.len() } else { 0 }) as u64;
+    let steps = a.repeat as u64
+        * (ra_exps.len() * RA_SETUPS.len()
+            + if run_tiering { setups.len() } else { 0 }
+            + place_exps.len() * policies.len()
+            + if run_org { org_setups.len() } else { 0 }) as u64;
     if steps == 0 {
         bail!("nothing to run");
     }
     let pb = ProgressBar::with_draw_target(Some(steps), ProgressDrawTarget::stderr());
-    pb.set_style(ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:25} {pos}/{len} {msg}").unwrap_or_else(|_| ProgressStyle::default_bar()));
+    pb.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:25} {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
     pb.enable_steady_tick(Duration::from_millis(200));
     let timeout = Duration::from_secs(a.timeout);
     let started = Instant::now();
@@ -763,31 +1137,80 @@ pub fn run(a: TiersArgs, socket: &Path) -> Result<()> {
         for rep in 0..a.repeat {
             if run_tiering {
                 for s in &setups {
-                    samples.extend(tiering_run(s, rep, &g, &dirs, ram, disk, timeout, &pb, socket, &mut counters).with_context(|| format!("tiering r{rep} {s}"))?);
+                    samples.extend(
+                        tiering_run(
+                            s,
+                            rep,
+                            &g,
+                            &dirs,
+                            ram,
+                            disk,
+                            timeout,
+                            &pb,
+                            socket,
+                            &mut counters,
+                        )
+                        .with_context(|| format!("tiering r{rep} {s}"))?,
+                    );
                     pb.inc(1);
                 }
             }
             for (e, ram) in &place_exps {
                 for p in &policies {
-                    samples.extend(placement_run(e, p, rep, &a, *ram, &tier_base, timeout, &pb, &mut counters).with_context(|| format!("{e} r{rep} {p}"))?);
+                    samples.extend(
+                        placement_run(e, p, rep, &a, *ram, &tier_base, timeout, &pb, &mut counters)
+                            .with_context(|| format!("{e} r{rep} {p}"))?,
+                    );
                     pb.inc(1);
                 }
             }
             if run_ra {
                 if rep == 0 {
-                    pb.set_message(format!("readahead: writing {} of files at the destination", format_size(a.ra_data)));
-                    tiers_org::ra_prepare(&dirs.dest.join("readahead"), a.ra_files, a.ra_data / a.ra_files as u64 / (1 << 20) * (1 << 20))?;
+                    pb.set_message(format!(
+                        "readahead: writing {} of files at the destination",
+                        format_size(a.ra_data)
+                    ));
+                    tiers_org::ra_prepare(
+                        &dirs.dest.join("readahead"),
+                        a.ra_files,
+                        a.ra_data / a.ra_files as u64 / (1 << 20) * (1 << 20),
+                    )?;
                 }
                 for (e, think) in &ra_exps {
                     for s in RA_SETUPS {
-                        samples.extend(tiers_org::ra_run(e, s, rep, &a, *think, &dirs.dest.join("readahead"), timeout, &pb, &mut counters).with_context(|| format!("{e} r{rep} {s}"))?);
+                        samples.extend(
+                            tiers_org::ra_run(
+                                e,
+                                s,
+                                rep,
+                                &a,
+                                *think,
+                                &dirs.dest.join("readahead"),
+                                timeout,
+                                &pb,
+                                &mut counters,
+                            )
+                            .with_context(|| format!("{e} r{rep} {s}"))?,
+                        );
                         pb.inc(1);
                     }
                 }
             }
             if run_org {
                 for s in &org_setups {
-                    samples.extend(tiers_org::org_run(s, rep, &a, &tier_base, known, timeout, &pb, &mut counters).with_context(|| format!("organizer r{rep} {s}"))?);
+                    samples.extend(
+                        tiers_org::org_run(
+                            s,
+                            rep,
+                            &a,
+                            &tier_base,
+                            known,
+                            timeout,
+                            &pb,
+                            &mut counters,
+                        )
+                        .with_context(|| format!("organizer r{rep} {s}"))?,
+                    );
                     pb.inc(1);
                 }
             }
@@ -802,7 +1225,11 @@ pub fn run(a: TiersArgs, socket: &Path) -> Result<()> {
     if run_tiering {
         notes.extend(model(&samples, data, ram));
     }
-    notes.push(format!("load average before {load_before}, after {}; {:.0} s in all", loadavg(), started.elapsed().as_secs_f64()));
+    notes.push(format!(
+        "load average before {load_before}, after {}; {:.0} s in all",
+        loadavg(),
+        started.elapsed().as_secs_f64()
+    ));
     let summary = summarize(&samples);
     let doc = serde_json::json!({
         "bench": "tiers",
@@ -844,12 +1271,22 @@ fn baseline_of(exp: &str) -> &'static str {
     }
 }
 
-fn print(a: &TiersArgs, header: &[String], rows: &[Row], notes: &[String], json: &str) -> Result<()> {
+fn print(
+    a: &TiersArgs,
+    header: &[String],
+    rows: &[Row],
+    notes: &[String],
+    json: &str,
+) -> Result<()> {
     if a.json {
         println!("{json}");
         return Ok(());
     }
-    let exps: Vec<&str> = EXPERIMENTS.iter().copied().filter(|e| rows.iter().any(|r| r.exp == *e)).collect();
+    let exps: Vec<&str> = EXPERIMENTS
+        .iter()
+        .copied()
+        .filter(|e| rows.iter().any(|r| r.exp == *e))
+        .collect();
     for h in header {
         println!("{h}{}", if a.markdown { "  " } else { "" });
     }
@@ -860,11 +1297,35 @@ fn print(a: &TiersArgs, header: &[String], rows: &[Row], notes: &[String], json:
             println!("| {e} | setup | median [min–max] | {} |", baseline_of(e));
             println!("|---|---|---|---|");
             for r in rs {
-                println!("| {} {} | {} | {} [{}–{}] | {} |", r.metric, r.unit, r.setup, num(r.median), num(r.min), num(r.max), ratio_text(&r.ratio));
+                println!(
+                    "| {} {} | {} | {} [{}–{}] | {} |",
+                    r.metric,
+                    r.unit,
+                    r.setup,
+                    num(r.median),
+                    num(r.min),
+                    num(r.max),
+                    ratio_text(&r.ratio)
+                );
             }
         } else {
-            let cells: Vec<[String; 4]> = rs.iter().map(|r| [format!("{} {}", r.metric, r.unit), r.setup.clone(), format!("{} [{}–{}]", num(r.median), num(r.min), num(r.max)), ratio_text(&r.ratio)]).collect();
-            let head = [e.to_uppercase(), "SETUP".into(), "MEDIAN [MIN–MAX]".into(), baseline_of(e).to_uppercase()];
+            let cells: Vec<[String; 4]> = rs
+                .iter()
+                .map(|r| {
+                    [
+                        format!("{} {}", r.metric, r.unit),
+                        r.setup.clone(),
+                        format!("{} [{}–{}]", num(r.median), num(r.min), num(r.max)),
+                        ratio_text(&r.ratio),
+                    ]
+                })
+                .collect();
+            let head = [
+                e.to_uppercase(),
+                "SETUP".into(),
+                "MEDIAN [MIN–MAX]".into(),
+                baseline_of(e).to_uppercase(),
+            ];
             let mut w = head.clone().map(|h| h.chars().count());
             for c in &cells {
                 for (i, x) in c.iter().enumerate() {
@@ -911,7 +1372,13 @@ mod tests {
     use super::*;
 
     fn s(setup: &str, metric: &str, rep: usize, value: f64) -> Sample {
-        Sample { exp: "tiering".into(), setup: setup.into(), metric: metric.into(), rep, value }
+        Sample {
+            exp: "tiering".into(),
+            setup: setup.into(),
+            metric: metric.into(),
+            rep,
+            value,
+        }
     }
 
     #[test]
@@ -940,8 +1407,20 @@ mod tests {
         assert!((r.median - 1000.0 / 150.0).abs() < 1e-9);
         assert!((r.min - 5.0).abs() < 1e-9 && (r.max - 10.0).abs() < 1e-9);
         let rows = summarize(&v);
-        assert_eq!(rows.iter().map(|r| r.setup.as_str()).collect::<Vec<_>>(), ["tmpfs", "disk", "1-tier", "3-tiers"]);
-        assert!(rows.iter().find(|r| r.setup == "1-tier").unwrap().ratio.as_ref().unwrap().median == 1.0);
+        assert_eq!(
+            rows.iter().map(|r| r.setup.as_str()).collect::<Vec<_>>(),
+            ["tmpfs", "disk", "1-tier", "3-tiers"]
+        );
+        assert!(
+            rows.iter()
+                .find(|r| r.setup == "1-tier")
+                .unwrap()
+                .ratio
+                .as_ref()
+                .unwrap()
+                .median
+                == 1.0
+        );
         // Half in RAM at 2000, half on the disk at 1000: 1333 MiB/s; half at the destination (150): 279 MiB/s.
         let m = model(&v, 2 << 30, 1 << 30);
         assert_eq!(m.len(), 1);

@@ -72,7 +72,9 @@ pub fn setup_yaml(setup: &str, known: Known) -> String {
         y.push_str("  recency_window: 1s\n  frequency_window: 5s\n");
     }
     if known.prefetch {
-        y.push_str(&format!("trace:\n  enabled: {pf}\nprefetch:\n  enabled: {pf}\n"));
+        y.push_str(&format!(
+            "trace:\n  enabled: {pf}\nprefetch:\n  enabled: {pf}\n"
+        ));
     }
     y
 }
@@ -99,7 +101,12 @@ pub fn drop_file_cache(path: &Path) {
 
 /// Data files of the dir tiers of the daemon.
 pub fn dir_tier_files(d: &PrivateDaemon) -> Result<Vec<std::path::PathBuf>> {
-    Ok(d.status()?.tiers.iter().filter(|t| t.kind == "dir" && !t.path.is_empty()).map(|t| std::path::PathBuf::from(&t.path)).collect())
+    Ok(d.status()?
+        .tiers
+        .iter()
+        .filter(|t| t.kind == "dir" && !t.path.is_empty())
+        .map(|t| std::path::PathBuf::from(&t.path))
+        .collect())
 }
 
 fn stamp(buf: &mut [u8], i: u64) {
@@ -108,11 +115,24 @@ fn stamp(buf: &mut [u8], i: u64) {
 
 /// One setup, one repeat.
 #[allow(clippy::too_many_arguments)]
-pub fn org_run(setup: &str, rep: usize, a: &TiersArgs, tier_base: &Path, known: Known, timeout: Duration, pb: &ProgressBar, counters: &mut Vec<serde_json::Value>) -> Result<Vec<Sample>> {
+pub fn org_run(
+    setup: &str,
+    rep: usize,
+    a: &TiersArgs,
+    tier_base: &Path,
+    known: Known,
+    timeout: Duration,
+    pb: &ProgressBar,
+    counters: &mut Vec<serde_json::Value>,
+) -> Result<Vec<Sample>> {
     let pid = std::process::id();
     let tier_dir = tier_base.join(format!("strata-bench-tiers-{pid}-org-{setup}-r{rep}"));
     let ram = a.org_ram.unwrap_or((a.org_data / 4).max(64 << 20));
-    let spec = DaemonSpec { ram_bytes: ram, disk: Some((tier_dir.clone(), 2 * a.org_data + (256 << 20))), extra_yaml: setup_yaml(setup, known) };
+    let spec = DaemonSpec {
+        ram_bytes: ram,
+        disk: Some((tier_dir.clone(), 2 * a.org_data + (256 << 20))),
+        extra_yaml: setup_yaml(setup, known),
+    };
     let tag = format!("r{rep} organizer/{setup}");
     pb.set_message(format!("{tag}: starting a private daemon"));
     let mut d = PrivateDaemon::start(&spec)?;
@@ -191,17 +211,30 @@ pub fn org_run(setup: &str, rep: usize, a: &TiersArgs, tier_base: &Path, known: 
         let stv = serde_json::to_value(&st).unwrap_or_default();
         counters.push(serde_json::json!({"exp": "organizer", "setup": setup, "rep": rep, "tiers": st.tiers, "organizer": stv["organizer"], "prefetch": stv["prefetch"], "passes": passes}));
         let mut out = Vec::new();
-        let mut push = |metric: &str, value: f64| out.push(Sample { exp: "organizer".into(), setup: setup.into(), metric: metric.into(), rep, value });
+        let mut push = |metric: &str, value: f64| {
+            out.push(Sample {
+                exp: "organizer".into(),
+                setup: setup.into(),
+                metric: metric.into(),
+                rep,
+                value,
+            })
+        };
         let (io1, b1, r1) = passes[0];
         push("read pass 1", b1 as f64 / MIB / io1.max(1e-9));
         push("RAM hit pass 1", 100.0 * r1 as f64 / b1.max(1) as f64);
         let later = &passes[1.min(passes.len() - 1)..];
-        let (io, b, r) = later.iter().fold((0.0, 0u64, 0u64), |acc, x| (acc.0 + x.0, acc.1 + x.1, acc.2 + x.2));
+        let (io, b, r) = later.iter().fold((0.0, 0u64, 0u64), |acc, x| {
+            (acc.0 + x.0, acc.1 + x.1, acc.2 + x.2)
+        });
         push("read", b as f64 / MIB / io.max(1e-9));
         push("RAM hit", 100.0 * r as f64 / b.max(1) as f64);
         let (io_last, b_last, r_last) = passes[passes.len() - 1];
         push("read last pass", b_last as f64 / MIB / io_last.max(1e-9));
-        push("RAM hit last pass", 100.0 * r_last as f64 / b_last.max(1) as f64);
+        push(
+            "RAM hit last pass",
+            100.0 * r_last as f64 / b_last.max(1) as f64,
+        );
         Ok(out)
     })();
     crate::tiers::finish(pb, &tag, &mut d, Some(&tier_dir), res)
@@ -214,7 +247,9 @@ pub const RA_SETUPS: [&str; 2] = ["off", "readahead"];
 /// The configuration fragment of a read-ahead setup.
 pub fn ra_yaml(setup: &str, pages: u32) -> String {
     match setup {
-        "readahead" => format!("prefetch:\n  enabled: true\n  readahead_pages: {pages}\n  predict: false\n"),
+        "readahead" => {
+            format!("prefetch:\n  enabled: true\n  readahead_pages: {pages}\n  predict: false\n")
+        }
         _ => "prefetch:\n  enabled: false\n".into(),
     }
 }
@@ -239,7 +274,9 @@ pub fn ra_prepare(dir: &Path, files: usize, file_bytes: u64) -> Result<()> {
         while at < file_bytes {
             let n = (file_bytes - at).min(RA_CHUNK as u64) as usize;
             for (k, c) in buf[..n].chunks_mut(1 << 20).enumerate() {
-                c[..8].copy_from_slice(&(i as u64 ^ (at + (k as u64) * (1 << 20)) ^ 0x4ead).to_le_bytes());
+                c[..8].copy_from_slice(
+                    &(i as u64 ^ (at + (k as u64) * (1 << 20)) ^ 0x4ead).to_le_bytes(),
+                );
             }
             f.write_all_at(&buf[..n], at)?;
             at += n as u64;
@@ -252,7 +289,17 @@ pub fn ra_prepare(dir: &Path, files: usize, file_bytes: u64) -> Result<()> {
 /// One read-ahead setup: `files` readers (threads, client file API = the adapter's path)
 /// each read one destination file sequentially in 1 MiB reads with `think` between reads.
 #[allow(clippy::too_many_arguments)]
-pub fn ra_run(exp: &str, setup: &str, rep: usize, a: &TiersArgs, think_us: u64, dir: &Path, timeout: Duration, pb: &ProgressBar, counters: &mut Vec<serde_json::Value>) -> Result<Vec<Sample>> {
+pub fn ra_run(
+    exp: &str,
+    setup: &str,
+    rep: usize,
+    a: &TiersArgs,
+    think_us: u64,
+    dir: &Path,
+    timeout: Duration,
+    pb: &ProgressBar,
+    counters: &mut Vec<serde_json::Value>,
+) -> Result<Vec<Sample>> {
     use strata_client::file::{OpenFlags, Persist};
     let files = a.ra_files;
     let file_bytes = a.ra_data / files as u64 / (1 << 20) * (1 << 20);
@@ -260,7 +307,11 @@ pub fn ra_run(exp: &str, setup: &str, rep: usize, a: &TiersArgs, think_us: u64, 
         drop_file_cache(&ra_file(dir, i));
     }
     let ram = a.ra_ram.unwrap_or((a.ra_data / 4).max(64 << 20));
-    let spec = DaemonSpec { ram_bytes: ram, disk: None, extra_yaml: ra_yaml(setup, a.ra_pages) };
+    let spec = DaemonSpec {
+        ram_bytes: ram,
+        disk: None,
+        extra_yaml: ra_yaml(setup, a.ra_pages),
+    };
     let tag = format!("r{rep} {exp}/{setup}");
     pb.set_message(format!("{tag}: starting a private daemon"));
     let mut d = PrivateDaemon::start(&spec)?;
@@ -269,7 +320,10 @@ pub fn ra_run(exp: &str, setup: &str, rep: usize, a: &TiersArgs, think_us: u64, 
         let client = strata_client::Client::connect_to(&d.socket).map_err(se)?;
         let before = d.status()?;
         let deadline = Instant::now() + timeout;
-        pb.set_message(format!("{tag}: {files} readers × {}", format_size(file_bytes)));
+        pb.set_message(format!(
+            "{tag}: {files} readers × {}",
+            format_size(file_bytes)
+        ));
         let t0 = Instant::now();
         let io = std::thread::scope(|s| -> Result<Vec<f64>> {
             let hs: Vec<_> = (0..files)
@@ -277,8 +331,22 @@ pub fn ra_run(exp: &str, setup: &str, rep: usize, a: &TiersArgs, think_us: u64, 
                     let client = &client;
                     s.spawn(move || -> Result<f64> {
                         let p = ra_file(dir, i);
-                        let fl = OpenFlags { read: true, write: false, create: false, excl: false, trunc: false };
-                        let at = client.file_open(p.to_str().context("path")?, fl, 0, Persist::Default, 1 << 20).map_err(se)?;
+                        let fl = OpenFlags {
+                            read: true,
+                            write: false,
+                            create: false,
+                            excl: false,
+                            trunc: false,
+                        };
+                        let at = client
+                            .file_open(
+                                p.to_str().context("path")?,
+                                fl,
+                                0,
+                                Persist::Default,
+                                1 << 20,
+                            )
+                            .map_err(se)?;
                         let mut buf = vec![0u8; 1 << 20];
                         let mut io = 0f64;
                         let mut off = 0u64;
@@ -287,7 +355,8 @@ pub fn ra_run(exp: &str, setup: &str, rep: usize, a: &TiersArgs, think_us: u64, 
                             let t = Instant::now();
                             let n = client.file_read(at.id, off, &mut buf).map_err(se)?;
                             io += t.elapsed().as_secs_f64();
-                            if n != buf.len() || buf[..8] != (i as u64 ^ off ^ 0x4ead).to_le_bytes() {
+                            if n != buf.len() || buf[..8] != (i as u64 ^ off ^ 0x4ead).to_le_bytes()
+                            {
                                 bail!("{} at {off}: wrong bytes ({n} read)", p.display());
                             }
                             off += n as u64;
@@ -303,21 +372,47 @@ pub fn ra_run(exp: &str, setup: &str, rep: usize, a: &TiersArgs, think_us: u64, 
                     })
                 })
                 .collect();
-            hs.into_iter().map(|h| h.join().map_err(|_| anyhow!("reader panicked"))?).collect()
+            hs.into_iter()
+                .map(|h| h.join().map_err(|_| anyhow!("reader panicked"))?)
+                .collect()
         })?;
         let wall = t0.elapsed().as_secs_f64();
         let st = d.status()?;
-        let hit = st.files.read_hit_bytes_total.saturating_sub(before.files.read_hit_bytes_total) as f64;
-        let dest = st.files.read_dest_bytes_total.saturating_sub(before.files.read_dest_bytes_total) as f64;
-        let pf = serde_json::to_value(&st).ok().map(|v| v["prefetch"].clone()).unwrap_or_default();
+        let hit = st
+            .files
+            .read_hit_bytes_total
+            .saturating_sub(before.files.read_hit_bytes_total) as f64;
+        let dest = st
+            .files
+            .read_dest_bytes_total
+            .saturating_sub(before.files.read_dest_bytes_total) as f64;
+        let pf = serde_json::to_value(&st)
+            .ok()
+            .map(|v| v["prefetch"].clone())
+            .unwrap_or_default();
         counters.push(serde_json::json!({"exp": exp, "setup": setup, "rep": rep, "files": st.files, "prefetch": pf, "io_s": io, "wall_s": wall}));
         let bytes = (file_bytes * files as u64) as f64;
         let io_mean = io.iter().sum::<f64>() / io.len() as f64;
         let mut out = Vec::new();
-        let mut push = |metric: &str, value: f64| out.push(Sample { exp: exp.into(), setup: setup.into(), metric: metric.into(), rep, value });
+        let mut push = |metric: &str, value: f64| {
+            out.push(Sample {
+                exp: exp.into(),
+                setup: setup.into(),
+                metric: metric.into(),
+                rep,
+                value,
+            })
+        };
         push("read", bytes / MIB / io_mean.max(1e-9));
         push("run time", wall);
-        push("read from buffer", if hit + dest > 0.0 { 100.0 * hit / (hit + dest) } else { 0.0 });
+        push(
+            "read from buffer",
+            if hit + dest > 0.0 {
+                100.0 * hit / (hit + dest)
+            } else {
+                0.0
+            },
+        );
         let mib = |k: &str| pf[k].as_u64().unwrap_or(0) as f64 / MIB;
         push("read ahead", mib("readahead_bytes_total"));
         push("read ahead unused", mib("unused_bytes_total"));
@@ -339,7 +434,10 @@ mod tests {
             assert!(config_knows(&setup_yaml(s, known)), "{s}");
         }
         let pk = known.prefetch;
-        let all = Known { prefetch: true, windows: true };
+        let all = Known {
+            prefetch: true,
+            windows: true,
+        };
         assert!(setup_yaml("off", all).contains("organizer:\n  enabled: false"));
         assert!(setup_yaml("both", all).contains("prefetch:\n  enabled: true"));
         assert!(setup_yaml("organizer", all).contains("recency_window: 1s"));

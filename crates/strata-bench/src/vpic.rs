@@ -72,13 +72,23 @@ impl Geometry {
             bail!("timesteps must be 1..={TIMESTEPS_MAX}");
         }
         if self.slice == 0 || !self.slice.is_multiple_of(STAMP_UNIT) || self.slice > SLICE_MAX {
-            bail!("the per-process slice ({} B) must be a positive multiple of 64 KiB", self.slice);
+            bail!(
+                "the per-process slice ({} B) must be a positive multiple of 64 KiB",
+                self.slice
+            );
         }
-        if self.read_size == 0 || !self.read_size.is_multiple_of(STAMP_UNIT) || self.read_size > WRITE_MAX * 4 {
+        if self.read_size == 0
+            || !self.read_size.is_multiple_of(STAMP_UNIT)
+            || self.read_size > WRITE_MAX * 4
+        {
             bail!("the read size must be a multiple of 64 KiB, at most 16 MiB");
         }
         if !(self.procs * self.slice).is_multiple_of(self.read_size) {
-            bail!("a variable ({} B) must be a multiple of the read size ({} B)", self.procs * self.slice, self.read_size);
+            bail!(
+                "a variable ({} B) must be a multiple of the read size ({} B)",
+                self.procs * self.slice,
+                self.read_size
+            );
         }
         Ok(())
     }
@@ -128,7 +138,10 @@ pub fn check(buf: &[u8], t: u64, off: u64) -> Result<()> {
         let a = u64::from_le_bytes(buf[at..at + 8].try_into().expect("8 bytes"));
         let b = u64::from_le_bytes(buf[at + 8..at + 16].try_into().expect("8 bytes"));
         if a != w[0] || b != w[1] {
-            bail!("data mismatch in timestep {t} at offset {}: read {a:#018x} {b:#018x}", off + at as u64);
+            bail!(
+                "data mismatch in timestep {t} at offset {}: read {a:#018x} {b:#018x}",
+                off + at as u64
+            );
         }
         at += STAMP_UNIT as usize;
     }
@@ -137,7 +150,12 @@ pub fn check(buf: &[u8], t: u64, off: u64) -> Result<()> {
 
 /// `strata bench vpic-worker`: one process of the tiering experiment.
 pub fn run_worker(a: VpicWorkerArgs) -> Result<()> {
-    let g = Geometry { procs: a.procs as u64, timesteps: a.timesteps, slice: a.slice, read_size: a.read_size };
+    let g = Geometry {
+        procs: a.procs as u64,
+        timesteps: a.timesteps,
+        slice: a.slice,
+        read_size: a.read_size,
+    };
     let rank = a.rank as u64;
     let setup = || -> Result<(Vec<u8>, Vec<u8>)> {
         g.check()?;
@@ -159,7 +177,13 @@ pub fn run_worker(a: VpicWorkerArgs) -> Result<()> {
                 for t in 0..g.timesteps {
                     let p = cpath(&file_of(&a.dir, t))?;
                     // SAFETY: NUL-terminated path; every rank opens the shared file without O_TRUNC.
-                    let fd = unsafe { libc::open(p.as_ptr(), libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC, 0o644) };
+                    let fd = unsafe {
+                        libc::open(
+                            p.as_ptr(),
+                            libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
+                            0o644,
+                        )
+                    };
                     if fd < 0 {
                         bail!("open {p:?} for writing: {}", errno());
                     }
@@ -173,7 +197,9 @@ pub fn run_worker(a: VpicWorkerArgs) -> Result<()> {
                                 let buf = &mut wbuf[..n as usize];
                                 stamp(buf, t, base + done);
                                 let t0 = mono_ns();
-                                team::write_all_at(fd, buf, Some(base + done)).with_context(|| format!("pwrite at {} of timestep {t}", base + done))?;
+                                team::write_all_at(fd, buf, Some(base + done)).with_context(
+                                    || format!("pwrite at {} of timestep {t}", base + done),
+                                )?;
                                 hist.record_ns(mono_ns() - t0);
                                 done += n;
                                 ops += 1;
@@ -204,10 +230,14 @@ pub fn run_worker(a: VpicWorkerArgs) -> Result<()> {
                             for b in g.reader_blocks(rank) {
                                 let off = v * var_bytes + b * g.read_size;
                                 let t0 = mono_ns();
-                                let got = team::read_full_at(fd, &mut rbuf, Some(off)).with_context(|| format!("pread at {off} of timestep {t}"))?;
+                                let got = team::read_full_at(fd, &mut rbuf, Some(off))
+                                    .with_context(|| format!("pread at {off} of timestep {t}"))?;
                                 hist.record_ns(mono_ns() - t0);
                                 if got != rbuf.len() {
-                                    bail!("short read at {off} of timestep {t}: {got} of {} bytes", rbuf.len());
+                                    bail!(
+                                        "short read at {off} of timestep {t}: {got} of {} bytes",
+                                        rbuf.len()
+                                    );
                                 }
                                 check(&rbuf, t, off)?;
                                 ops += 1;
@@ -233,7 +263,13 @@ pub fn run_worker(a: VpicWorkerArgs) -> Result<()> {
             }
             other => bail!("unknown phase {other:?}"),
         }
-        Ok(WorkerReport { start_ns, end_ns: mono_ns(), ops, bytes, hist: hist.encode() })
+        Ok(WorkerReport {
+            start_ns,
+            end_ns: mono_ns(),
+            ops,
+            bytes,
+            hist: hist.encode(),
+        })
     })
 }
 
@@ -252,7 +288,12 @@ mod tests {
 
     #[test]
     fn stamps_and_geometry() {
-        let g = Geometry { procs: 4, timesteps: 2, slice: 1 << 20, read_size: 256 << 10 };
+        let g = Geometry {
+            procs: 4,
+            timesteps: 2,
+            slice: 1 << 20,
+            read_size: 256 << 10,
+        };
         g.check().unwrap();
         assert_eq!(g.file_bytes(), 32 << 20);
         assert_eq!(g.total_bytes(), 64 << 20);
@@ -272,7 +313,12 @@ mod tests {
         // A stamp in the middle of a block is checked too.
         buf[(128 << 10) + 3] ^= 1;
         assert!(check(&buf, 1, 3 << 20).is_err());
-        assert!(Geometry { read_size: 3 << 20, ..g }.check().is_err());
+        assert!(Geometry {
+            read_size: 3 << 20,
+            ..g
+        }
+        .check()
+        .is_err());
         assert!(Geometry { slice: 1000, ..g }.check().is_err());
     }
 }

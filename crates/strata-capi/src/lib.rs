@@ -78,7 +78,8 @@ pub struct strata_bucket {
 
 /// Name callback of the list functions: return nonzero to stop early.
 #[allow(non_camel_case_types)]
-pub type strata_name_cb = Option<unsafe extern "C" fn(name: *const c_char, ctx: *mut c_void) -> c_int>;
+pub type strata_name_cb =
+    Option<unsafe extern "C" fn(name: *const c_char, ctx: *mut c_void) -> c_int>;
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
@@ -94,7 +95,11 @@ fn set_last_error(msg: String) {
 }
 
 fn fail(errno: Errno, context: impl Into<String>) -> Error {
-    Error { errno, context: context.into(), os: 0 }
+    Error {
+        errno,
+        context: context.into(),
+        os: 0,
+    }
 }
 
 fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
@@ -136,7 +141,8 @@ unsafe fn arg_str<'a>(p: *const c_char, what: &str, bad_utf8: Errno) -> Result<&
     }
     // SAFETY: non-NULL; the caller promises a NUL-terminated string.
     let c = unsafe { CStr::from_ptr(p) };
-    c.to_str().map_err(|_| fail(bad_utf8, format!("{what} is not valid UTF-8")))
+    c.to_str()
+        .map_err(|_| fail(bad_utf8, format!("{what} is not valid UTF-8")))
 }
 
 /// A blob or bucket name: non-NULL, UTF-8, non-empty.
@@ -185,10 +191,16 @@ unsafe fn arg_bytes<'a>(p: *const c_void, len: usize, what: &str) -> Result<&'a 
         return Ok(&[]);
     }
     if p.is_null() {
-        return Err(fail(Errno::Inval, format!("{what} is NULL but its length is {len}")));
+        return Err(fail(
+            Errno::Inval,
+            format!("{what} is NULL but its length is {len}"),
+        ));
     }
     if len > isize::MAX as usize {
-        return Err(fail(Errno::Inval, format!("{what} length {len} is too large")));
+        return Err(fail(
+            Errno::Inval,
+            format!("{what} length {len} is too large"),
+        ));
     }
     // SAFETY: non-NULL; the caller promises `len` readable bytes.
     Ok(unsafe { std::slice::from_raw_parts(p as *const u8, len) })
@@ -200,10 +212,16 @@ unsafe fn arg_buf<'a>(p: *mut c_void, cap: usize, what: &str) -> Result<&'a mut 
         return Ok(&mut []);
     }
     if p.is_null() {
-        return Err(fail(Errno::Inval, format!("{what} is NULL but its capacity is {cap}")));
+        return Err(fail(
+            Errno::Inval,
+            format!("{what} is NULL but its capacity is {cap}"),
+        ));
     }
     if cap > isize::MAX as usize {
-        return Err(fail(Errno::Inval, format!("{what} capacity {cap} is too large")));
+        return Err(fail(
+            Errno::Inval,
+            format!("{what} capacity {cap} is too large"),
+        ));
     }
     // SAFETY: non-NULL; the caller promises `cap` writable bytes.
     Ok(unsafe { std::slice::from_raw_parts_mut(p as *mut u8, cap) })
@@ -217,7 +235,11 @@ unsafe fn put_out<T>(p: *mut T, v: T) {
 }
 
 /// Calls `cb` for each name until it returns nonzero.
-unsafe fn each_name(names: Vec<String>, cb: unsafe extern "C" fn(*const c_char, *mut c_void) -> c_int, ctx: *mut c_void) {
+unsafe fn each_name(
+    names: Vec<String>,
+    cb: unsafe extern "C" fn(*const c_char, *mut c_void) -> c_int,
+    ctx: *mut c_void,
+) {
     for n in names {
         // Names never contain NUL (the client rejects them); skip defensively.
         let Ok(c) = CString::new(n) else { continue };
@@ -286,8 +308,12 @@ fn strerror_of(e: Errno) -> &'static CStr {
         Errno::NeedDest => c"destination state needed (client must stat the destination)",
         Errno::NeedFill => c"page must be filled from the destination first",
         Errno::IsDir => c"is a directory",
-        Errno::WriteThrough => c"no room in the buffer: write through to the destination (FileThrough)",
-        Errno::NotDurable => c"durability impossible: no non-volatile tier (journal) and no destination",
+        Errno::WriteThrough => {
+            c"no room in the buffer: write through to the destination (FileThrough)"
+        }
+        Errno::NotDurable => {
+            c"durability impossible: no non-volatile tier (journal) and no destination"
+        }
         Errno::Perm => c"permission denied: the daemon belongs to another user",
         Errno::TooBig => c"size beyond the configured maximum",
     }
@@ -327,8 +353,12 @@ fn name_of(e: Errno) -> &'static CStr {
 /// the next failing call on this thread.
 #[no_mangle]
 pub extern "C" fn strata_last_error_message() -> *const c_char {
-    catch_unwind(|| LAST_ERROR.try_with(|l| l.try_borrow().map(|s| s.as_ptr()).unwrap_or(c"".as_ptr())).unwrap_or(c"".as_ptr()))
-        .unwrap_or(c"".as_ptr())
+    catch_unwind(|| {
+        LAST_ERROR
+            .try_with(|l| l.try_borrow().map(|s| s.as_ptr()).unwrap_or(c"".as_ptr()))
+            .unwrap_or(c"".as_ptr())
+    })
+    .unwrap_or(c"".as_ptr())
 }
 
 // ---------------------------------------------------------------- connection
@@ -338,7 +368,10 @@ pub extern "C" fn strata_last_error_message() -> *const c_char {
 /// # Safety
 /// `socket` is NULL or a NUL-terminated string; `out` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn strata_connect(socket: *const c_char, out: *mut *mut strata_client) -> c_int {
+pub unsafe extern "C" fn strata_connect(
+    socket: *const c_char,
+    out: *mut *mut strata_client,
+) -> c_int {
     ffi("strata_connect", || {
         let out = arg_out(out, "out")?;
         unsafe { put_out(out, std::ptr::null_mut()) };
@@ -353,7 +386,10 @@ pub unsafe extern "C" fn strata_connect(socket: *const c_char, out: *mut *mut st
                 Client::connect_to(Path::new(std::ffi::OsStr::from_bytes(bytes)))?
             }
         };
-        let h = Box::into_raw(Box::new(strata_client { magic: CLIENT_MAGIC, client }));
+        let h = Box::into_raw(Box::new(strata_client {
+            magic: CLIENT_MAGIC,
+            client,
+        }));
         unsafe { put_out(out, h) };
         Ok(())
     })
@@ -382,7 +418,12 @@ pub unsafe extern "C" fn strata_disconnect(client: *mut strata_client) {
 /// # Safety
 /// Pointers are NULL or valid; `name` is NUL-terminated.
 #[no_mangle]
-pub unsafe extern "C" fn strata_bucket_open(client: *mut strata_client, name: *const c_char, flags: c_int, out: *mut *mut strata_bucket) -> c_int {
+pub unsafe extern "C" fn strata_bucket_open(
+    client: *mut strata_client,
+    name: *const c_char,
+    flags: c_int,
+    out: *mut *mut strata_bucket,
+) -> c_int {
     ffi("strata_bucket_open", || {
         let out = arg_out(out, "out")?;
         unsafe { put_out(out, std::ptr::null_mut()) };
@@ -397,7 +438,10 @@ pub unsafe extern "C" fn strata_bucket_open(client: *mut strata_client, name: *c
             (true, true) => c.bucket_create(name)?,
             (false, true) => return Err(fail(Errno::Inval, "STRATA_EXCL requires STRATA_CREATE")),
         };
-        let h = Box::into_raw(Box::new(strata_bucket { magic: BUCKET_MAGIC, bucket }));
+        let h = Box::into_raw(Box::new(strata_bucket {
+            magic: BUCKET_MAGIC,
+            bucket,
+        }));
         unsafe { put_out(out, h) };
         Ok(())
     })
@@ -439,7 +483,11 @@ pub unsafe extern "C" fn strata_bucket_destroy(bucket: *mut strata_bucket) -> c_
 /// # Safety
 /// Pointers are NULL or valid.
 #[no_mangle]
-pub unsafe extern "C" fn strata_bucket_size(bucket: *mut strata_bucket, bytes: *mut u64, blobs: *mut u64) -> c_int {
+pub unsafe extern "C" fn strata_bucket_size(
+    bucket: *mut strata_bucket,
+    bytes: *mut u64,
+    blobs: *mut u64,
+) -> c_int {
     ffi("strata_bucket_size", || {
         let b = unsafe { arg_bucket(bucket)? };
         let bytes = arg_out(bytes, "bytes")?;
@@ -458,7 +506,10 @@ pub unsafe extern "C" fn strata_bucket_size(bucket: *mut strata_bucket, bytes: *
 /// # Safety
 /// Pointers are NULL or valid; strings NUL-terminated.
 #[no_mangle]
-pub unsafe extern "C" fn strata_bucket_rename(bucket: *mut strata_bucket, new_name: *const c_char) -> c_int {
+pub unsafe extern "C" fn strata_bucket_rename(
+    bucket: *mut strata_bucket,
+    new_name: *const c_char,
+) -> c_int {
     ffi("strata_bucket_rename", || {
         let b = unsafe { arg_bucket(bucket)? };
         let n = unsafe { arg_name(new_name, "new bucket name")? };
@@ -471,7 +522,11 @@ pub unsafe extern "C" fn strata_bucket_rename(bucket: *mut strata_bucket, new_na
 /// # Safety
 /// Pointers are NULL or valid; strings NUL-terminated.
 #[no_mangle]
-pub unsafe extern "C" fn strata_bucket_tag(bucket: *mut strata_bucket, key: *const c_char, value: *const c_char) -> c_int {
+pub unsafe extern "C" fn strata_bucket_tag(
+    bucket: *mut strata_bucket,
+    key: *const c_char,
+    value: *const c_char,
+) -> c_int {
     ffi("strata_bucket_tag", || {
         let b = unsafe { arg_bucket(bucket)? };
         let k = unsafe { arg_str(key, "tag key", Errno::Inval)? };
@@ -488,7 +543,11 @@ pub unsafe extern "C" fn strata_bucket_tag(bucket: *mut strata_bucket, key: *con
 /// # Safety
 /// `client` is NULL or live; `cb` is NULL or a valid function.
 #[no_mangle]
-pub unsafe extern "C" fn strata_bucket_list(client: *mut strata_client, cb: strata_name_cb, ctx: *mut c_void) -> c_int {
+pub unsafe extern "C" fn strata_bucket_list(
+    client: *mut strata_client,
+    cb: strata_name_cb,
+    ctx: *mut c_void,
+) -> c_int {
     ffi("strata_bucket_list", || {
         let c = unsafe { arg_client(client)? };
         let cb = cb.ok_or_else(|| fail(Errno::Inval, "callback is NULL"))?;
@@ -505,7 +564,12 @@ pub unsafe extern "C" fn strata_bucket_list(client: *mut strata_client, cb: stra
 /// # Safety
 /// Pointers are NULL or valid; `data` has `len` readable bytes.
 #[no_mangle]
-pub unsafe extern "C" fn strata_put(bucket: *mut strata_bucket, name: *const c_char, data: *const c_void, len: usize) -> c_int {
+pub unsafe extern "C" fn strata_put(
+    bucket: *mut strata_bucket,
+    name: *const c_char,
+    data: *const c_void,
+    len: usize,
+) -> c_int {
     ffi("strata_put", || {
         let b = unsafe { arg_bucket(bucket)? };
         let n = unsafe { arg_name(name, "blob name")? };
@@ -519,7 +583,14 @@ pub unsafe extern "C" fn strata_put(bucket: *mut strata_bucket, name: *const c_c
 /// # Safety
 /// Pointers are NULL or valid; `data` has `len` readable bytes.
 #[no_mangle]
-pub unsafe extern "C" fn strata_put_at(bucket: *mut strata_bucket, name: *const c_char, offset: u64, data: *const c_void, len: usize, new_size_or_null: *mut u64) -> c_int {
+pub unsafe extern "C" fn strata_put_at(
+    bucket: *mut strata_bucket,
+    name: *const c_char,
+    offset: u64,
+    data: *const c_void,
+    len: usize,
+    new_size_or_null: *mut u64,
+) -> c_int {
     ffi("strata_put_at", || {
         let b = unsafe { arg_bucket(bucket)? };
         let n = unsafe { arg_name(name, "blob name")? };
@@ -538,7 +609,13 @@ pub unsafe extern "C" fn strata_put_at(bucket: *mut strata_bucket, name: *const 
 /// # Safety
 /// Pointers are NULL or valid; `data` has `len` readable bytes.
 #[no_mangle]
-pub unsafe extern "C" fn strata_append(bucket: *mut strata_bucket, name: *const c_char, data: *const c_void, len: usize, new_size_or_null: *mut u64) -> c_int {
+pub unsafe extern "C" fn strata_append(
+    bucket: *mut strata_bucket,
+    name: *const c_char,
+    data: *const c_void,
+    len: usize,
+    new_size_or_null: *mut u64,
+) -> c_int {
     ffi("strata_append", || {
         let b = unsafe { arg_bucket(bucket)? };
         let n = unsafe { arg_name(name, "blob name")? };
@@ -555,7 +632,13 @@ pub unsafe extern "C" fn strata_append(bucket: *mut strata_bucket, name: *const 
 /// # Safety
 /// Pointers are NULL or valid; `buf` has `cap` writable bytes.
 #[no_mangle]
-pub unsafe extern "C" fn strata_get(bucket: *mut strata_bucket, name: *const c_char, buf: *mut c_void, cap: usize, len_out: *mut usize) -> c_int {
+pub unsafe extern "C" fn strata_get(
+    bucket: *mut strata_bucket,
+    name: *const c_char,
+    buf: *mut c_void,
+    cap: usize,
+    len_out: *mut usize,
+) -> c_int {
     ffi("strata_get", || {
         let b = unsafe { arg_bucket(bucket)? };
         let n = unsafe { arg_name(name, "blob name")? };
@@ -565,14 +648,20 @@ pub unsafe extern "C" fn strata_get(bucket: *mut strata_bucket, name: *const c_c
         let size = b.size_of(n)?;
         if size > cap as u64 {
             unsafe { put_out(len_out, usize::try_from(size).unwrap_or(usize::MAX)) };
-            return Err(fail(Errno::Range, format!("blob {n} is {size} bytes, buffer holds {cap}")));
+            return Err(fail(
+                Errno::Range,
+                format!("blob {n} is {size} bytes, buffer holds {cap}"),
+            ));
         }
         // Read whole, then copy: the blob may have grown since the stat, and
         // a partial copy must never look like a success.
         let data = b.get(n)?;
         if data.len() > cap {
             unsafe { put_out(len_out, data.len()) };
-            return Err(fail(Errno::Range, format!("blob {n} is {} bytes, buffer holds {cap}", data.len())));
+            return Err(fail(
+                Errno::Range,
+                format!("blob {n} is {} bytes, buffer holds {cap}", data.len()),
+            ));
         }
         dst[..data.len()].copy_from_slice(&data);
         unsafe { put_out(len_out, data.len()) };
@@ -585,7 +674,14 @@ pub unsafe extern "C" fn strata_get(bucket: *mut strata_bucket, name: *const c_c
 /// # Safety
 /// Pointers are NULL or valid; `buf` has `cap` writable bytes.
 #[no_mangle]
-pub unsafe extern "C" fn strata_get_at(bucket: *mut strata_bucket, name: *const c_char, offset: u64, buf: *mut c_void, cap: usize, got: *mut usize) -> c_int {
+pub unsafe extern "C" fn strata_get_at(
+    bucket: *mut strata_bucket,
+    name: *const c_char,
+    offset: u64,
+    buf: *mut c_void,
+    cap: usize,
+    got: *mut usize,
+) -> c_int {
     ffi("strata_get_at", || {
         let b = unsafe { arg_bucket(bucket)? };
         let n = unsafe { arg_name(name, "blob name")? };
@@ -611,7 +707,12 @@ pub unsafe extern "C" fn strata_get_at(bucket: *mut strata_bucket, name: *const 
 /// # Safety
 /// Pointers are NULL or valid.
 #[no_mangle]
-pub unsafe extern "C" fn strata_get_alloc(bucket: *mut strata_bucket, name: *const c_char, data: *mut *mut c_void, len: *mut usize) -> c_int {
+pub unsafe extern "C" fn strata_get_alloc(
+    bucket: *mut strata_bucket,
+    name: *const c_char,
+    data: *mut *mut c_void,
+    len: *mut usize,
+) -> c_int {
     ffi("strata_get_alloc", || {
         let data = arg_out(data, "data")?;
         let len = arg_out(len, "len")?;
@@ -625,7 +726,10 @@ pub unsafe extern "C" fn strata_get_alloc(bucket: *mut strata_bucket, name: *con
         // SAFETY: plain malloc; at least one byte so an empty blob still gets a non-NULL pointer.
         let p = unsafe { libc::malloc(v.len().max(1)) } as *mut u8;
         if p.is_null() {
-            return Err(fail(Errno::Internal, format!("out of memory allocating {} bytes", v.len())));
+            return Err(fail(
+                Errno::Internal,
+                format!("out of memory allocating {} bytes", v.len()),
+            ));
         }
         // SAFETY: p has room for v.len() bytes; the regions are distinct.
         unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), p, v.len()) };
@@ -683,7 +787,12 @@ pub unsafe extern "C" fn strata_flush(bucket: *mut strata_bucket, durable: c_int
 /// # Safety
 /// Pointers are NULL or valid; strings NUL-terminated.
 #[no_mangle]
-pub unsafe extern "C" fn strata_rename(bucket: *mut strata_bucket, from: *const c_char, to: *const c_char, replace: c_int) -> c_int {
+pub unsafe extern "C" fn strata_rename(
+    bucket: *mut strata_bucket,
+    from: *const c_char,
+    to: *const c_char,
+    replace: c_int,
+) -> c_int {
     ffi("strata_rename", || {
         let b = unsafe { arg_bucket(bucket)? };
         let f = unsafe { arg_name(from, "from")? };
@@ -697,7 +806,11 @@ pub unsafe extern "C" fn strata_rename(bucket: *mut strata_bucket, from: *const 
 /// # Safety
 /// Pointers are NULL or valid; strings NUL-terminated.
 #[no_mangle]
-pub unsafe extern "C" fn strata_exists(bucket: *mut strata_bucket, name: *const c_char, exists: *mut c_int) -> c_int {
+pub unsafe extern "C" fn strata_exists(
+    bucket: *mut strata_bucket,
+    name: *const c_char,
+    exists: *mut c_int,
+) -> c_int {
     ffi("strata_exists", || {
         let b = unsafe { arg_bucket(bucket)? };
         let n = unsafe { arg_name(name, "blob name")? };
@@ -713,7 +826,11 @@ pub unsafe extern "C" fn strata_exists(bucket: *mut strata_bucket, name: *const 
 /// # Safety
 /// Pointers are NULL or valid; strings NUL-terminated.
 #[no_mangle]
-pub unsafe extern "C" fn strata_blob_size(bucket: *mut strata_bucket, name: *const c_char, size: *mut u64) -> c_int {
+pub unsafe extern "C" fn strata_blob_size(
+    bucket: *mut strata_bucket,
+    name: *const c_char,
+    size: *mut u64,
+) -> c_int {
     ffi("strata_blob_size", || {
         let b = unsafe { arg_bucket(bucket)? };
         let n = unsafe { arg_name(name, "blob name")? };
@@ -729,7 +846,11 @@ pub unsafe extern "C" fn strata_blob_size(bucket: *mut strata_bucket, name: *con
 /// # Safety
 /// `bucket` is NULL or live; `cb` is NULL or a valid function.
 #[no_mangle]
-pub unsafe extern "C" fn strata_blob_list(bucket: *mut strata_bucket, cb: strata_name_cb, ctx: *mut c_void) -> c_int {
+pub unsafe extern "C" fn strata_blob_list(
+    bucket: *mut strata_bucket,
+    cb: strata_name_cb,
+    ctx: *mut c_void,
+) -> c_int {
     ffi("strata_blob_list", || {
         let b = unsafe { arg_bucket(bucket)? };
         let cb = cb.ok_or_else(|| fail(Errno::Inval, "callback is NULL"))?;
@@ -746,7 +867,12 @@ pub unsafe extern "C" fn strata_blob_list(bucket: *mut strata_bucket, cb: strata
 /// # Safety
 /// Pointers are NULL or valid; strings NUL-terminated.
 #[no_mangle]
-pub unsafe extern "C" fn strata_set_score(bucket: *mut strata_bucket, name: *const c_char, score: f32, stationary: c_int) -> c_int {
+pub unsafe extern "C" fn strata_set_score(
+    bucket: *mut strata_bucket,
+    name: *const c_char,
+    score: f32,
+    stationary: c_int,
+) -> c_int {
     ffi("strata_set_score", || {
         let b = unsafe { arg_bucket(bucket)? };
         let n = unsafe { arg_name(name, "blob name")? };
@@ -755,7 +881,10 @@ pub unsafe extern "C" fn strata_set_score(bucket: *mut strata_bucket, name: *con
         } else if (0.0..=1.0).contains(&score) {
             Some(score)
         } else {
-            return Err(fail(Errno::Inval, format!("score {score} is outside [0, 1]")));
+            return Err(fail(
+                Errno::Inval,
+                format!("score {score} is outside [0, 1]"),
+            ));
         };
         b.set_score(n, s, stationary != 0)
     })
@@ -782,7 +911,11 @@ pub struct strata_blob_stat {
 /// # Safety
 /// Pointers are NULL or valid; strings NUL-terminated.
 #[no_mangle]
-pub unsafe extern "C" fn strata_stat(bucket: *mut strata_bucket, name: *const c_char, out: *mut strata_blob_stat) -> c_int {
+pub unsafe extern "C" fn strata_stat(
+    bucket: *mut strata_bucket,
+    name: *const c_char,
+    out: *mut strata_blob_stat,
+) -> c_int {
     ffi("strata_stat", || {
         let out = arg_out(out, "out")?;
         let b = unsafe { arg_bucket(bucket)? };

@@ -51,20 +51,39 @@ pub struct strata_stage_report {
 
 /// Progress callback: files and bytes done so far and in total.
 #[allow(non_camel_case_types)]
-pub type strata_stage_cb = Option<unsafe extern "C" fn(files_done: u64, files_total: u64, bytes_done: u64, bytes_total: u64, ctx: *mut c_void)>;
+pub type strata_stage_cb = Option<
+    unsafe extern "C" fn(
+        files_done: u64,
+        files_total: u64,
+        bytes_done: u64,
+        bytes_total: u64,
+        ctx: *mut c_void,
+    ),
+>;
 
 struct CbCtx(*mut c_void);
 // SAFETY: the caller promises `ctx` may be used from the library's threads
 // (documented in the header); calls are serialised by the mutex below.
 unsafe impl Send for CbCtx {}
 
-fn progress_of(cb: strata_stage_cb, ctx: *mut c_void) -> Option<::strata_client::stage::ProgressFn> {
+fn progress_of(
+    cb: strata_stage_cb,
+    ctx: *mut c_void,
+) -> Option<::strata_client::stage::ProgressFn> {
     let cb = cb?;
     let ctx = Mutex::new(CbCtx(ctx));
     Some(Arc::new(move |p: &StageProgress| {
         let g = ctx.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: a C callback the caller registered, with its own context.
-        unsafe { cb(p.files_done, p.files_total, p.bytes_done, p.bytes_total, g.0) };
+        unsafe {
+            cb(
+                p.files_done,
+                p.files_total,
+                p.bytes_done,
+                p.bytes_total,
+                g.0,
+            )
+        };
     }))
 }
 
@@ -111,7 +130,11 @@ unsafe fn finish(r: &StageReport, report: *mut strata_stage_report) -> Result<()
     match r.errors.first() {
         None => Ok(()),
         Some(e) => {
-            let more = if r.errors.len() > 1 { format!(" (and {} more failed files)", r.errors.len() - 1) } else { String::new() };
+            let more = if r.errors.len() > 1 {
+                format!(" (and {} more failed files)", r.errors.len() - 1)
+            } else {
+                String::new()
+            };
             Err(fail(e.errno, format!("{}{more}", e.message)))
         }
     }
@@ -141,9 +164,18 @@ pub unsafe extern "C" fn strata_stage_in(
             STRATA_MODE_DEFAULT => Persist::Default,
             STRATA_MODE_SCRATCH => Persist::Scratch,
             STRATA_MODE_WORKFLOW => Persist::Workflow,
-            m => return Err(fail(Errno::Inval, format!("mode {m} is not STRATA_MODE_DEFAULT, _SCRATCH or _WORKFLOW"))),
+            m => {
+                return Err(fail(
+                    Errno::Inval,
+                    format!("mode {m} is not STRATA_MODE_DEFAULT, _SCRATCH or _WORKFLOW"),
+                ))
+            }
         };
-        let mut opts = StageOptions { persist, progress: progress_of(cb, ctx), ..StageOptions::default() };
+        let mut opts = StageOptions {
+            persist,
+            progress: progress_of(cb, ctx),
+            ..StageOptions::default()
+        };
         if jobs > 0 {
             opts.jobs = jobs as usize;
         }
@@ -177,12 +209,19 @@ pub unsafe extern "C" fn strata_stage_out(
             return Err(fail(Errno::Inval, format!("unknown flags {flags:#x}")));
         }
         if !(timeout_s.is_finite() && timeout_s >= 0.0) {
-            return Err(fail(Errno::Inval, format!("timeout {timeout_s} must be ≥ 0")));
+            return Err(fail(
+                Errno::Inval,
+                format!("timeout {timeout_s} must be ≥ 0"),
+            ));
         }
         let opts = StageOutOptions {
             evict: flags & STRATA_STAGE_EVICT != 0,
             wait: flags & STRATA_STAGE_NO_WAIT == 0,
-            timeout: if timeout_s > 0.0 { Some(Duration::from_secs_f64(timeout_s.min(1e9))) } else { None },
+            timeout: if timeout_s > 0.0 {
+                Some(Duration::from_secs_f64(timeout_s.min(1e9)))
+            } else {
+                None
+            },
             progress: progress_of(cb, ctx),
         };
         let r = c.stage_out(&paths, &opts)?;
@@ -199,27 +238,70 @@ mod tests {
         let p = c"/tmp".as_ptr();
         let paths = [p];
         unsafe {
-            assert_eq!(strata_stage_in(std::ptr::null_mut(), paths.as_ptr(), 1, 0, 0, None, std::ptr::null_mut(), std::ptr::null_mut()), -Errno::Inval.code());
-            assert_eq!(strata_stage_out(std::ptr::null_mut(), paths.as_ptr(), 1, 0, 0.0, None, std::ptr::null_mut(), std::ptr::null_mut()), -Errno::Inval.code());
+            assert_eq!(
+                strata_stage_in(
+                    std::ptr::null_mut(),
+                    paths.as_ptr(),
+                    1,
+                    0,
+                    0,
+                    None,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut()
+                ),
+                -Errno::Inval.code()
+            );
+            assert_eq!(
+                strata_stage_out(
+                    std::ptr::null_mut(),
+                    paths.as_ptr(),
+                    1,
+                    0,
+                    0.0,
+                    None,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut()
+                ),
+                -Errno::Inval.code()
+            );
             assert!(arg_paths(paths.as_ptr(), 0).is_err());
             assert!(arg_paths(std::ptr::null(), 1).is_err());
             let null = [std::ptr::null::<c_char>()];
             assert!(arg_paths(null.as_ptr(), 1).is_err());
-            assert_eq!(arg_paths(paths.as_ptr(), 1).unwrap(), vec![PathBuf::from("/tmp")]);
+            assert_eq!(
+                arg_paths(paths.as_ptr(), 1).unwrap(),
+                vec![PathBuf::from("/tmp")]
+            );
         }
     }
 
     #[test]
     fn report_and_first_error() {
-        let mut r = StageReport { files: 2, bytes: 10, ..StageReport::default() };
+        let mut r = StageReport {
+            files: 2,
+            bytes: 10,
+            ..StageReport::default()
+        };
         let mut out = strata_stage_report::default();
         unsafe { finish(&r, &mut out).unwrap() };
         assert_eq!((out.files, out.bytes, out.failed), (2, 10, 0));
-        r.errors.push(::strata_client::stage::StageError { path: "/a".into(), errno: Errno::NoFile, message: "cannot stage in /a: gone".into() });
-        r.errors.push(::strata_client::stage::StageError { path: "/b".into(), errno: Errno::Io, message: "x".into() });
+        r.errors.push(::strata_client::stage::StageError {
+            path: "/a".into(),
+            errno: Errno::NoFile,
+            message: "cannot stage in /a: gone".into(),
+        });
+        r.errors.push(::strata_client::stage::StageError {
+            path: "/b".into(),
+            errno: Errno::Io,
+            message: "x".into(),
+        });
         let e = unsafe { finish(&r, &mut out) }.unwrap_err();
         assert_eq!(e.errno, Errno::NoFile);
-        assert!(e.context.contains("/a") && e.context.contains("1 more"), "{}", e.context);
+        assert!(
+            e.context.contains("/a") && e.context.contains("1 more"),
+            "{}",
+            e.context
+        );
         assert_eq!(out.failed, 2);
     }
 }

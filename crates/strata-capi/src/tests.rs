@@ -5,7 +5,10 @@ use super::*;
 use std::collections::BTreeMap;
 use std::ptr::{null, null_mut};
 
-const HEADER: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../include/strata.h"));
+const HEADER: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../include/strata.h"
+));
 const SOURCE: &str = include_str!("lib.rs");
 
 /// `#define NAME VALUE` lines of the header.
@@ -16,8 +19,13 @@ fn defines() -> BTreeMap<String, String> {
         if w.next() != Some("#define") {
             continue;
         }
-        let (Some(name), Some(value)) = (w.next(), w.next()) else { continue };
-        assert!(out.insert(name.to_string(), value.to_string()).is_none(), "{name} defined twice");
+        let (Some(name), Some(value)) = (w.next(), w.next()) else {
+            continue;
+        };
+        assert!(
+            out.insert(name.to_string(), value.to_string()).is_none(),
+            "{name} defined twice"
+        );
     }
     out
 }
@@ -34,13 +42,26 @@ fn header_error_codes_match_errno() {
     let in_header: BTreeMap<&str, i32> = d
         .iter()
         .filter(|(k, _)| k.starts_with("STRATA_E") && *k != "STRATA_EXCL")
-        .map(|(k, v)| (k.as_str(), v.parse::<i32>().unwrap_or_else(|_| panic!("{k} = {v} is not a number"))))
+        .map(|(k, v)| {
+            (
+                k.as_str(),
+                v.parse::<i32>()
+                    .unwrap_or_else(|_| panic!("{k} = {v} is not a number")),
+            )
+        })
         .collect();
     for e in Errno::ALL {
-        assert_eq!(in_header.get(e.name()), Some(&e.code()), "{} must be #defined as {} in include/strata.h", e.name(), e.code());
+        assert_eq!(
+            in_header.get(e.name()),
+            Some(&e.code()),
+            "{} must be #defined as {} in include/strata.h",
+            e.name(),
+            e.code()
+        );
     }
     for (name, code) in &in_header {
-        let e = Errno::from_code(*code).unwrap_or_else(|| panic!("{name} = {code} is not an Errno"));
+        let e =
+            Errno::from_code(*code).unwrap_or_else(|| panic!("{name} = {code} is not an Errno"));
         assert_eq!(e.name(), *name, "code {code} is {} in Errno", e.name());
     }
     assert_eq!(in_header.len(), Errno::ALL.len());
@@ -68,12 +89,21 @@ fn header_declares_exactly_the_exported_functions() {
     let mut exported: Vec<String> = SOURCE
         .lines()
         .chain(include_str!("stage.rs").lines())
-        .filter_map(|l| l.trim().strip_prefix("pub unsafe extern \"C\" fn ").or_else(|| l.trim().strip_prefix("pub extern \"C\" fn ")))
+        .filter_map(|l| {
+            l.trim()
+                .strip_prefix("pub unsafe extern \"C\" fn ")
+                .or_else(|| l.trim().strip_prefix("pub extern \"C\" fn "))
+        })
         .map(|rest| rest.split('(').next().unwrap().to_string())
         .collect();
     let mut declared: Vec<String> = HEADER
         .lines()
-        .filter(|l| !l.trim_start().starts_with("/*") && !l.trim_start().starts_with('*') && !l.starts_with('#') && !l.contains("typedef"))
+        .filter(|l| {
+            !l.trim_start().starts_with("/*")
+                && !l.trim_start().starts_with('*')
+                && !l.starts_with('#')
+                && !l.contains("typedef")
+        })
         .filter_map(|l| {
             let i = l.find("strata_")?;
             let rest = &l[i..];
@@ -116,7 +146,10 @@ fn connect_failure_leaves_null_and_a_message() {
     assert_eq!(rc, -Errno::NoDaemon.code());
     assert!(cl.is_null());
     let msg = c(strata_last_error_message());
-    assert!(msg.contains("strata_connect") && msg.contains("/nonexistent/strata-capi-test.sock"), "{msg}");
+    assert!(
+        msg.contains("strata_connect") && msg.contains("/nonexistent/strata-capi-test.sock"),
+        "{msg}"
+    );
     assert_eq!(unsafe { strata_connect(null(), null_mut()) }, EINVAL);
     assert!(c(strata_last_error_message()).contains("out is NULL"));
 }
@@ -131,7 +164,10 @@ fn null_handles_and_arguments_are_rejected() {
     let n = c"x".as_ptr();
     let buf = [0u8; 4];
     unsafe {
-        assert_eq!(strata_bucket_open(null_mut(), n, STRATA_CREATE, &mut b), EINVAL);
+        assert_eq!(
+            strata_bucket_open(null_mut(), n, STRATA_CREATE, &mut b),
+            EINVAL
+        );
         assert_eq!(strata_bucket_open(null_mut(), n, 0, null_mut()), EINVAL);
         assert_eq!(strata_bucket_destroy(null_mut()), EINVAL);
         assert_eq!(strata_bucket_size(null_mut(), &mut u, &mut u), EINVAL);
@@ -139,10 +175,19 @@ fn null_handles_and_arguments_are_rejected() {
         assert_eq!(strata_bucket_tag(null_mut(), n, n), EINVAL);
         assert_eq!(strata_bucket_list(null_mut(), None, null_mut()), EINVAL);
         assert_eq!(strata_put(null_mut(), n, buf.as_ptr().cast(), 4), EINVAL);
-        assert_eq!(strata_put_at(null_mut(), n, 0, buf.as_ptr().cast(), 4, null_mut()), EINVAL);
-        assert_eq!(strata_append(null_mut(), n, buf.as_ptr().cast(), 4, null_mut()), EINVAL);
+        assert_eq!(
+            strata_put_at(null_mut(), n, 0, buf.as_ptr().cast(), 4, null_mut()),
+            EINVAL
+        );
+        assert_eq!(
+            strata_append(null_mut(), n, buf.as_ptr().cast(), 4, null_mut()),
+            EINVAL
+        );
         assert_eq!(strata_get(null_mut(), n, null_mut(), 0, &mut z), EINVAL);
-        assert_eq!(strata_get_at(null_mut(), n, 0, null_mut(), 0, &mut z), EINVAL);
+        assert_eq!(
+            strata_get_at(null_mut(), n, 0, null_mut(), 0, &mut z),
+            EINVAL
+        );
         assert_eq!(strata_get_alloc(null_mut(), n, &mut p, &mut z), EINVAL);
         assert_eq!(strata_delete(null_mut(), n), EINVAL);
         assert_eq!(strata_rename(null_mut(), n, n, 0), EINVAL);
@@ -166,7 +211,10 @@ fn wrong_handle_kind_is_rejected() {
         magic: u64,
         pad: [u64; 64],
     }
-    let mut f = Fake { magic: CLIENT_MAGIC, pad: [0; 64] };
+    let mut f = Fake {
+        magic: CLIENT_MAGIC,
+        pad: [0; 64],
+    };
     let fb = &mut f as *mut Fake as *mut strata_bucket;
     let mut u = 0u64;
     unsafe {

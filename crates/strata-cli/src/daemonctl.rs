@@ -28,7 +28,10 @@ pub fn init_logging(cfg: &Config) {
 }
 
 pub fn ping(socket: &Path) -> bool {
-    matches!(strata_client::control_request(socket, &ControlRequest::Ping), Ok(ControlReply::Ok))
+    matches!(
+        strata_client::control_request(socket, &ControlRequest::Ping),
+        Ok(ControlReply::Ok)
+    )
 }
 
 /// Starts a detached daemon and waits until it answers.
@@ -42,18 +45,29 @@ pub fn start_detached(config: Option<&Path>, cfg: &Config) -> Result<PathBuf> {
 pub fn start_detached_pid(config: Option<&Path>, cfg: &Config) -> Result<(PathBuf, Option<u32>)> {
     let socket = cfg.resolved_socket_path();
     if ping(&socket) {
-        bail!("a strata daemon is already running (socket {}); stop it with `strata daemon stop`", socket.display());
+        bail!(
+            "a strata daemon is already running (socket {}); stop it with `strata daemon stop`",
+            socket.display()
+        );
     }
     let dir = socket.parent().context("socket has no parent directory")?;
     strata_daemon::identity::private_dir(dir, "runtime directory", false)?;
     let log_path = socket.with_extension("log");
-    let log = std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(&log_path).with_context(|| format!("cannot open {}", log_path.display()))?;
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(&log_path)
+        .with_context(|| format!("cannot open {}", log_path.display()))?;
     let exe = std::env::current_exe().context("cannot find the strata executable")?;
     let mut cmd = Command::new(exe);
     if let Some(c) = config {
         cmd.arg("--config").arg(c);
     }
-    cmd.args(["daemon", "start", "--foreground"]).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
+    cmd.args(["daemon", "start", "--foreground"])
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log);
     // SAFETY: setsid is async-signal-safe; it detaches from our terminal and process group.
     unsafe {
         cmd.pre_exec(|| {
@@ -79,11 +93,18 @@ pub fn start_detached_pid(config: Option<&Path>, cfg: &Config) -> Result<(PathBu
             }
             let tail = std::fs::read_to_string(&log_path).unwrap_or_default();
             let tail: Vec<&str> = tail.lines().rev().take(5).collect();
-            bail!("the daemon exited at start ({status}); last log lines:\n{}", tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
+            bail!(
+                "the daemon exited at start ({status}); last log lines:\n{}",
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    bail!("the daemon did not answer within {:?}; see {}", START_TIMEOUT, log_path.display())
+    bail!(
+        "the daemon did not answer within {:?}; see {}",
+        START_TIMEOUT,
+        log_path.display()
+    )
 }
 
 /// Stops the daemon and returns what happened to data it could not write
@@ -98,8 +119,13 @@ pub fn stop_with(cfg: &Config, discard: bool, progress: bool) -> Result<StopRepo
     let socket = cfg.resolved_socket_path();
     let report_path = strata_proto::control::stop_report_path(&socket);
     let _ = std::fs::remove_file(&report_path);
-    let req = if discard { ControlRequest::StopDiscard } else { ControlRequest::Stop };
-    let reply = strata_client::control_request(&socket, &req).map_err(|e| anyhow::anyhow!("no daemon to stop at {} ({e})", socket.display()))?;
+    let req = if discard {
+        ControlRequest::StopDiscard
+    } else {
+        ControlRequest::Stop
+    };
+    let reply = strata_client::control_request(&socket, &req)
+        .map_err(|e| anyhow::anyhow!("no daemon to stop at {} ({e})", socket.display()))?;
     if !matches!(reply, ControlReply::Ok) {
         bail!("daemon refused to stop: {reply:?}");
     }
@@ -110,7 +136,11 @@ pub fn stop_with(cfg: &Config, discard: bool, progress: bool) -> Result<StopRepo
         b.set_message("stopping the daemon");
         b
     });
-    let read_report = || -> Option<StopReport> { std::fs::read(&report_path).ok().and_then(|b| serde_json::from_slice(&b).ok()) };
+    let read_report = || -> Option<StopReport> {
+        std::fs::read(&report_path)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+    };
     let started = Instant::now();
     let mut last_poll = Instant::now() - Duration::from_secs(1);
     // The daemon removes its socket when it has finished, or writes a
@@ -120,7 +150,10 @@ pub fn stop_with(cfg: &Config, discard: bool, progress: bool) -> Result<StopRepo
             if let Some(b) = &bar {
                 b.finish_and_clear();
             }
-            return Ok(read_report().unwrap_or_else(|| StopReport { outcome: "stopped".into(), files: vec![] }));
+            return Ok(read_report().unwrap_or_else(|| StopReport {
+                outcome: "stopped".into(),
+                files: vec![],
+            }));
         }
         if let Some(r) = read_report().filter(|r| r.outcome == "refused") {
             if let Some(b) = &bar {
@@ -129,7 +162,12 @@ pub fn stop_with(cfg: &Config, discard: bool, progress: bool) -> Result<StopRepo
             let _ = std::fs::remove_file(&report_path);
             let mut msg = format!("the daemon did not stop: {} file(s) cannot be written to the destination and no non-volatile tier can keep them:\n", r.files.len());
             for f in r.files.iter().filter(|f| !f.kept) {
-                msg.push_str(&format!("  {} ({} not persisted): {}\n", f.path, strata_config::format_size(f.bytes), f.error));
+                msg.push_str(&format!(
+                    "  {} ({} not persisted): {}\n",
+                    f.path,
+                    strata_config::format_size(f.bytes),
+                    f.error
+                ));
             }
             msg.push_str("it keeps running and retrying; fix the destination (see `strata drain status`), or stop with `strata daemon stop --discard` to drop this data");
             bail!("{msg}");
@@ -137,12 +175,19 @@ pub fn stop_with(cfg: &Config, discard: bool, progress: bool) -> Result<StopRepo
         if let Some(b) = &bar {
             if last_poll.elapsed() >= Duration::from_millis(500) {
                 last_poll = Instant::now();
-                if let Ok(ControlReply::Drain(d)) = strata_client::control_request(&socket, &ControlRequest::DrainStatus { paths: vec![] }) {
+                if let Ok(ControlReply::Drain(d)) = strata_client::control_request(
+                    &socket,
+                    &ControlRequest::DrainStatus { paths: vec![] },
+                ) {
                     b.set_message(format!(
                         "stopping: draining {} file(s), {} to write{}",
                         d.dirty_files,
                         strata_config::format_size(d.dirty_bytes),
-                        if d.failed_files > 0 { format!(", {} failing", d.failed_files) } else { String::new() }
+                        if d.failed_files > 0 {
+                            format!(", {} failing", d.failed_files)
+                        } else {
+                            String::new()
+                        }
                     ));
                 }
             }
@@ -173,7 +218,9 @@ pub fn ensure_daemon(config: Option<&Path>, cfg: &Config) -> Result<DaemonGuard>
         return Ok(DaemonGuard { cfg: None });
     }
     start_detached(config, cfg)?;
-    Ok(DaemonGuard { cfg: Some(cfg.clone()) })
+    Ok(DaemonGuard {
+        cfg: Some(cfg.clone()),
+    })
 }
 
 /// The quick-start demo: zero-config daemon, put/get, status.
@@ -186,34 +233,77 @@ pub fn demo(config: Option<&Path>) -> Result<()> {
             d.name,
             d.kind,
             crate::table::format_size(d.capacity_bytes),
-            d.path.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "(shared memory)".into())
+            d.path
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| "(shared memory)".into())
         );
     }
     let guard = ensure_daemon(config, &cfg)?;
     let socket = cfg.resolved_socket_path();
-    println!("daemon: {} ({})", socket.display(), if guard.cfg.is_some() { "started privately for this demo" } else { "already running" });
+    println!(
+        "daemon: {} ({})",
+        socket.display(),
+        if guard.cfg.is_some() {
+            "started privately for this demo"
+        } else {
+            "already running"
+        }
+    );
     let client = strata_client::Client::connect_to(&socket).map_err(|e| anyhow::anyhow!("{e}"))?;
     let bucket = client.bucket("demo").map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut total = 0u64;
     let t0 = Instant::now();
-    for (i, size) in [1usize << 10, 4 << 10, 64 << 10, 1 << 20, 16 << 20].iter().enumerate() {
-        let data: Vec<u8> = (0..*size).map(|k| (k as u32).wrapping_mul(2654435761).wrapping_add(i as u32) as u8).collect();
+    for (i, size) in [1usize << 10, 4 << 10, 64 << 10, 1 << 20, 16 << 20]
+        .iter()
+        .enumerate()
+    {
+        let data: Vec<u8> = (0..*size)
+            .map(|k| (k as u32).wrapping_mul(2654435761).wrapping_add(i as u32) as u8)
+            .collect();
         let name = format!("blob-{size}");
-        bucket.put(&name, &data).map_err(|e| anyhow::anyhow!("{e}"))?;
+        bucket
+            .put(&name, &data)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
         let back = bucket.get(&name).map_err(|e| anyhow::anyhow!("{e}"))?;
         if back != data {
             bail!("blob {name} came back different");
         }
         let info = bucket.stat(&name).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let tiers: Vec<&str> = client.hello().tiers.iter().enumerate().filter(|(k, _)| info.tier_mask & (1 << k) != 0).map(|(_, t)| t.name.as_str()).collect();
-        println!("  put + get {:>10}: identical, stored on {}", name, tiers.join("+"));
+        let tiers: Vec<&str> = client
+            .hello()
+            .tiers
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| info.tier_mask & (1 << k) != 0)
+            .map(|(_, t)| t.name.as_str())
+            .collect();
+        println!(
+            "  put + get {:>10}: identical, stored on {}",
+            name,
+            tiers.join("+")
+        );
         total += *size as u64;
     }
-    bucket.append("log", b"first line\n").map_err(|e| anyhow::anyhow!("{e}"))?;
-    bucket.append("log", b"second line\n").map_err(|e| anyhow::anyhow!("{e}"))?;
-    println!("  append x2 -> log = {:?}", String::from_utf8_lossy(&bucket.get("log").map_err(|e| anyhow::anyhow!("{e}"))?));
-    println!("  blobs in bucket demo: {:?}", bucket.list().map_err(|e| anyhow::anyhow!("{e}"))?);
-    println!("moved {} in {:.1} ms", crate::table::format_size(total * 2), t0.elapsed().as_secs_f64() * 1e3);
+    bucket
+        .append("log", b"first line\n")
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    bucket
+        .append("log", b"second line\n")
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    println!(
+        "  append x2 -> log = {:?}",
+        String::from_utf8_lossy(&bucket.get("log").map_err(|e| anyhow::anyhow!("{e}"))?)
+    );
+    println!(
+        "  blobs in bucket demo: {:?}",
+        bucket.list().map_err(|e| anyhow::anyhow!("{e}"))?
+    );
+    println!(
+        "moved {} in {:.1} ms",
+        crate::table::format_size(total * 2),
+        t0.elapsed().as_secs_f64() * 1e3
+    );
     let st = strata_client::status(&socket).map_err(|e| anyhow::anyhow!("{e}"))?;
     print!("\n{}", crate::table::status_table(&st));
     bucket.destroy().map_err(|e| anyhow::anyhow!("{e}"))?;

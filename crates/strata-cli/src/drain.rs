@@ -30,7 +30,12 @@ fn absolute_all(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
 
 /// Control `DrainStatus` for `paths` (absolute; empty = all).
 pub fn drain_status(socket: &Path, paths: &[PathBuf]) -> Result<DrainReply> {
-    let req = ControlRequest::DrainStatus { paths: paths.iter().map(|p| p.to_string_lossy().into_owned()).collect() };
+    let req = ControlRequest::DrainStatus {
+        paths: paths
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect(),
+    };
     match strata_client::control_request(socket, &req) {
         Ok(ControlReply::Drain(r)) => Ok(r),
         Ok(ControlReply::Error { code, message }) => bail!("the daemon refused the drain status request ({code}): {message}"),
@@ -69,17 +74,32 @@ pub fn table(r: &DrainReply) -> String {
     let mut t = Table::new(&["PATH", "STATE", "SIZE", "DIRTY", "FLUSHED", "ERROR"]);
     for f in &r.files {
         let err = match (&f.error, f.retry_in_ms) {
-            (Some(e), Some(ms)) => format!("{e} (attempt {}, retry in {:.1}s)", f.failures, ms as f64 / 1000.0),
+            (Some(e), Some(ms)) => format!(
+                "{e} (attempt {}, retry in {:.1}s)",
+                f.failures,
+                ms as f64 / 1000.0
+            ),
             (Some(e), None) => e.clone(),
             (None, _) => String::new(),
         };
         // `stalled`: in flight for longer than the daemon's `flush.stall_warn` (it logs it too).
         let state = match f.flushing_ms {
-            Some(ms) if f.state == DrainState::Flushing && f.stalled => format!("flushing (stalled {} s)", ms / 1000),
-            _ if f.state == DrainState::Persisted && f.verified => "persisted (verified)".to_string(),
+            Some(ms) if f.state == DrainState::Flushing && f.stalled => {
+                format!("flushing (stalled {} s)", ms / 1000)
+            }
+            _ if f.state == DrainState::Persisted && f.verified => {
+                "persisted (verified)".to_string()
+            }
             _ => f.state.as_str().to_string(),
         };
-        t.row(vec![f.path.clone(), state, format_size(f.size_bytes), format_size(f.dirty_bytes), format_size(f.flushed_bytes_total), err]);
+        t.row(vec![
+            f.path.clone(),
+            state,
+            format_size(f.size_bytes),
+            format_size(f.dirty_bytes),
+            format_size(f.flushed_bytes_total),
+            err,
+        ]);
     }
     t.render()
 }
@@ -106,7 +126,11 @@ fn only_failures_left(r: &DrainReply) -> bool {
 
 fn print_failed(r: &DrainReply) {
     for f in r.files.iter().filter(|f| f.state == DrainState::Failed) {
-        eprintln!("strata: cannot persist {}: {}", f.path, f.error.as_deref().unwrap_or("unknown error"));
+        eprintln!(
+            "strata: cannot persist {}: {}",
+            f.path,
+            f.error.as_deref().unwrap_or("unknown error")
+        );
     }
     if r.truncated {
         eprintln!("strata: (more files than one answer holds; see `strata drain status --json`)");
@@ -117,7 +141,13 @@ fn print_failed(r: &DrainReply) {
 /// flush of the paths (unless `no_flush`), then polls until every DEFAULT
 /// (or staged-out WORKFLOW) file under them is persisted (exit 0), only failed files remain (exit 1,
 /// listing them) or the timeout expires (exit `EXIT_TIMEOUT`).
-pub fn wait_command(socket: &Path, paths: &[PathBuf], timeout: Option<f64>, no_flush: bool, quiet: bool) -> Result<ExitCode> {
+pub fn wait_command(
+    socket: &Path,
+    paths: &[PathBuf],
+    timeout: Option<f64>,
+    no_flush: bool,
+    quiet: bool,
+) -> Result<ExitCode> {
     let paths = absolute_all(paths)?;
     if !no_flush {
         flush::request_flush(socket, &paths)?;
@@ -137,7 +167,11 @@ pub fn wait_command(socket: &Path, paths: &[PathBuf], timeout: Option<f64>, no_f
         }
         if only_failures_left(&r) {
             print_failed(&r);
-            eprintln!("strata: {} file{} could not be persisted", r.failed_files, plural(r.failed_files));
+            eprintln!(
+                "strata: {} file{} could not be persisted",
+                r.failed_files,
+                plural(r.failed_files)
+            );
             break ExitCode::from(1);
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -146,9 +180,14 @@ pub fn wait_command(socket: &Path, paths: &[PathBuf], timeout: Option<f64>, no_f
             break ExitCode::from(EXIT_TIMEOUT);
         }
         if !quiet && bar.is_none() && start.elapsed() >= BAR_AFTER {
-            let b = indicatif::ProgressBar::with_draw_target(Some(total), indicatif::ProgressDrawTarget::stderr());
-            let style = indicatif::ProgressStyle::with_template("strata: draining {bar:30} {bytes}/{total_bytes} ({bytes_per_sec}, {msg})")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+            let b = indicatif::ProgressBar::with_draw_target(
+                Some(total),
+                indicatif::ProgressDrawTarget::stderr(),
+            );
+            let style = indicatif::ProgressStyle::with_template(
+                "strata: draining {bar:30} {bytes}/{total_bytes} ({bytes_per_sec}, {msg})",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
             b.set_style(style);
             bar = Some(b);
         }
@@ -156,7 +195,11 @@ pub fn wait_command(socket: &Path, paths: &[PathBuf], timeout: Option<f64>, no_f
             b.set_length(total.max(r.dirty_bytes));
             b.set_position(total.max(r.dirty_bytes).saturating_sub(r.dirty_bytes));
             let left = r.pending_files();
-            b.set_message(format!("{left} file{} left, {} failed", plural(left), r.failed_files));
+            b.set_message(format!(
+                "{left} file{} left, {} failed",
+                plural(left),
+                r.failed_files
+            ));
         }
         std::thread::sleep(POLL);
         r = drain_status(socket, &paths)?;
@@ -170,7 +213,8 @@ pub fn wait_command(socket: &Path, paths: &[PathBuf], timeout: Option<f64>, no_f
 
 /// The last `lines` lines of the file `path` (reads at most `TAIL_BYTES_MAX`).
 fn tail(path: &Path, lines: usize) -> Result<(String, u64)> {
-    let mut f = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let mut f =
+        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let len = f.metadata()?.len();
     let from = len.saturating_sub(TAIL_BYTES_MAX);
     f.seek(SeekFrom::Start(from))?;
@@ -203,7 +247,9 @@ pub fn log_command(socket: &Path, tail_lines: Option<usize>, follow: bool) -> Re
     // Runs until interrupted; a truncated log (size cap) is read from its start.
     loop {
         std::thread::sleep(POLL);
-        let Ok(mut f) = std::fs::File::open(&path) else { continue };
+        let Ok(mut f) = std::fs::File::open(&path) else {
+            continue;
+        };
         let len = f.metadata()?.len();
         if len < pos {
             pos = 0;
@@ -226,12 +272,27 @@ mod tests {
     use strata_proto::control::DrainFile;
 
     fn file(path: &str, state: DrainState) -> DrainFile {
-        DrainFile { path: path.into(), state, size_bytes: 10, dirty_bytes: 4, flushed_bytes_total: 6, error: None, retry_in_ms: None, failures: 0, flushing_ms: None, stalled: false, verified: false }
+        DrainFile {
+            path: path.into(),
+            state,
+            size_bytes: 10,
+            dirty_bytes: 4,
+            flushed_bytes_total: 6,
+            error: None,
+            retry_in_ms: None,
+            failures: 0,
+            flushing_ms: None,
+            stalled: false,
+            verified: false,
+        }
     }
 
     #[test]
     fn failures_left_and_summary() {
-        let mut r = DrainReply { failed_files: 1, ..Default::default() };
+        let mut r = DrainReply {
+            failed_files: 1,
+            ..Default::default()
+        };
         assert!(only_failures_left(&r));
         r.dirty_files = 1;
         assert!(!only_failures_left(&r));
@@ -239,7 +300,12 @@ mod tests {
         r.flushing_files = 1;
         assert!(!only_failures_left(&r));
         assert!(!only_failures_left(&DrainReply::default()));
-        let mut r = DrainReply { persisted_files: 1, failed_files: 1, dirty_bytes: 4, ..Default::default() };
+        let mut r = DrainReply {
+            persisted_files: 1,
+            failed_files: 1,
+            dirty_bytes: 4,
+            ..Default::default()
+        };
         let mut f = file("/a/b", DrainState::Failed);
         f.error = Some("open /a/b: No such file".into());
         f.retry_in_ms = Some(1500);
@@ -247,8 +313,14 @@ mod tests {
         r.files = vec![file("/a/a", DrainState::Persisted), f];
         let t = table(&r);
         assert!(t.starts_with("PATH"), "{t}");
-        assert!(t.contains("failed") && t.contains("attempt 2, retry in 1.5s"), "{t}");
-        assert_eq!(summary(&r), "2 files: 1 persisted, 0 dirty, 0 flushing, 1 failed; 4B not yet persisted");
+        assert!(
+            t.contains("failed") && t.contains("attempt 2, retry in 1.5s"),
+            "{t}"
+        );
+        assert_eq!(
+            summary(&r),
+            "2 files: 1 persisted, 0 dirty, 0 flushing, 1 failed; 4B not yet persisted"
+        );
     }
 
     #[test]
@@ -258,12 +330,20 @@ mod tests {
         f.stalled = true;
         let mut g = file("/a/g", DrainState::Flushing);
         g.flushing_ms = Some(300);
-        let t = table(&DrainReply { files: vec![f, g], flushing_files: 2, ..Default::default() });
+        let t = table(&DrainReply {
+            files: vec![f, g],
+            flushing_files: 2,
+            ..Default::default()
+        });
         assert!(t.contains("flushing (stalled 42 s)"), "{t}");
         assert_eq!(t.matches("stalled").count(), 1, "{t}");
         let mut v = file("/a/v", DrainState::Persisted);
         v.verified = true;
-        let t = table(&DrainReply { files: vec![v, file("/a/w", DrainState::Persisted)], persisted_files: 2, ..Default::default() });
+        let t = table(&DrainReply {
+            files: vec![v, file("/a/w", DrainState::Persisted)],
+            persisted_files: 2,
+            ..Default::default()
+        });
         assert_eq!(t.matches("persisted (verified)").count(), 1, "{t}");
     }
 

@@ -21,7 +21,10 @@ pub fn absolute(path: &Path) -> Result<PathBuf> {
 }
 
 fn path_strings(paths: &[PathBuf]) -> Vec<String> {
-    paths.iter().map(|p| p.to_string_lossy().into_owned()).collect()
+    paths
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect()
 }
 
 fn flush_request(socket: &Path, req: &ControlRequest) -> Result<FlushReply> {
@@ -35,11 +38,21 @@ fn flush_request(socket: &Path, req: &ControlRequest) -> Result<FlushReply> {
 
 /// Marks the DEFAULT files under `paths` (empty = all) urgent.
 pub fn request_flush(socket: &Path, paths: &[PathBuf]) -> Result<FlushReply> {
-    flush_request(socket, &ControlRequest::Flush { paths: path_strings(paths) })
+    flush_request(
+        socket,
+        &ControlRequest::Flush {
+            paths: path_strings(paths),
+        },
+    )
 }
 
 pub fn flush_state(socket: &Path, paths: &[PathBuf]) -> Result<FlushReply> {
-    flush_request(socket, &ControlRequest::FlushState { paths: path_strings(paths) })
+    flush_request(
+        socket,
+        &ControlRequest::FlushState {
+            paths: path_strings(paths),
+        },
+    )
 }
 
 /// Whether `r` leaves nothing the flusher can still do: every remaining dirty
@@ -63,16 +76,25 @@ pub fn drain(socket: &Path, paths: &[PathBuf], progress: bool) -> Result<FlushRe
             break;
         }
         if progress && bar.is_none() && start.elapsed() >= BAR_AFTER {
-            let b = indicatif::ProgressBar::with_draw_target(Some(total), indicatif::ProgressDrawTarget::stderr());
-            let style = indicatif::ProgressStyle::with_template("strata: flushing {bar:30} {bytes}/{total_bytes} ({bytes_per_sec}, {msg})")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+            let b = indicatif::ProgressBar::with_draw_target(
+                Some(total),
+                indicatif::ProgressDrawTarget::stderr(),
+            );
+            let style = indicatif::ProgressStyle::with_template(
+                "strata: flushing {bar:30} {bytes}/{total_bytes} ({bytes_per_sec}, {msg})",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
             b.set_style(style);
             bar = Some(b);
         }
         if let Some(b) = &bar {
             b.set_length(total.max(state.dirty_bytes));
             b.set_position(total.saturating_sub(state.dirty_bytes));
-            b.set_message(format!("{} file{} left", state.dirty_files, if state.dirty_files == 1 { "" } else { "s" }));
+            b.set_message(format!(
+                "{} file{} left",
+                state.dirty_files,
+                if state.dirty_files == 1 { "" } else { "s" }
+            ));
         }
         std::thread::sleep(POLL);
         state = flush_state(socket, paths)?;
@@ -109,7 +131,11 @@ pub fn command(socket: &Path, paths: &[PathBuf], wait: bool) -> Result<std::proc
     if r.dirty_files > 0 || !r.errors.is_empty() {
         print_errors(&r);
         if r.dirty_files > 0 {
-            eprintln!("strata: {} file{} could not be persisted", r.dirty_files, if r.dirty_files == 1 { "" } else { "s" });
+            eprintln!(
+                "strata: {} file{} could not be persisted",
+                r.dirty_files,
+                if r.dirty_files == 1 { "" } else { "s" }
+            );
             return Ok(std::process::ExitCode::from(1));
         }
     }
@@ -122,7 +148,10 @@ mod tests {
 
     #[test]
     fn absolute_normalises() {
-        assert_eq!(absolute(Path::new("/a/./b//c/../d/")).unwrap(), PathBuf::from("/a/b/d"));
+        assert_eq!(
+            absolute(Path::new("/a/./b//c/../d/")).unwrap(),
+            PathBuf::from("/a/b/d")
+        );
         assert_eq!(absolute(Path::new("/..")).unwrap(), PathBuf::from("/"));
         let cwd = std::env::current_dir().unwrap();
         assert_eq!(absolute(Path::new("x/y")).unwrap(), cwd.join("x/y"));
@@ -130,9 +159,15 @@ mod tests {
 
     #[test]
     fn failures_left() {
-        let mut r = FlushReply { dirty_files: 1, ..Default::default() };
+        let mut r = FlushReply {
+            dirty_files: 1,
+            ..Default::default()
+        };
         assert!(!only_failures_left(&r));
-        r.errors.push(strata_proto::control::FlushError { path: "/x".into(), message: "EACCES".into() });
+        r.errors.push(strata_proto::control::FlushError {
+            path: "/x".into(),
+            message: "EACCES".into(),
+        });
         assert!(only_failures_left(&r));
         r.flushing_files = 1;
         assert!(!only_failures_left(&r));

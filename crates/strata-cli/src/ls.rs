@@ -8,11 +8,20 @@ use crate::table::Table;
 
 /// Names of the tiers whose bit is set in `mask`.
 fn tiers_of(tiers: &[String], mask: u32) -> Vec<&str> {
-    tiers.iter().enumerate().filter(|(k, _)| mask & (1 << k) != 0).map(|(_, n)| n.as_str()).collect()
+    tiers
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| mask & (1 << k) != 0)
+        .map(|(_, n)| n.as_str())
+        .collect()
 }
 
 fn yes_no(v: bool) -> String {
-    if v { "yes".into() } else { "no".into() }
+    if v {
+        "yes".into()
+    } else {
+        "no".into()
+    }
 }
 
 /// One table row (text) for a blob.
@@ -21,7 +30,11 @@ fn row(name: &str, i: &BlobInfo, tiers: &[String]) -> Vec<String> {
     vec![
         name.to_string(),
         i.size.to_string(),
-        if on.is_empty() { "-".into() } else { on.join(",") },
+        if on.is_empty() {
+            "-".into()
+        } else {
+            on.join(",")
+        },
         format!("{:.3}", i.score),
         i.user_score.map_or("-".into(), |u| format!("{u:.3}")),
         yes_no(i.stationary),
@@ -32,7 +45,16 @@ fn row(name: &str, i: &BlobInfo, tiers: &[String]) -> Vec<String> {
 
 /// The blobs of `b` as a table (`--long`) or JSON (`--json`).
 pub fn blobs(b: &Bucket, names: &[String], tiers: &[String], json: bool) -> Result<String> {
-    let mut t = Table::new(&["BLOB", "SIZE", "TIERS", "SCORE", "USER", "STATIONARY", "DIRTY", "ACCESSES"]);
+    let mut t = Table::new(&[
+        "BLOB",
+        "SIZE",
+        "TIERS",
+        "SCORE",
+        "USER",
+        "STATIONARY",
+        "DIRTY",
+        "ACCESSES",
+    ]);
     let mut rows = Vec::new();
     for n in names {
         let i = b.stat(n)?;
@@ -45,7 +67,11 @@ pub fn blobs(b: &Bucket, names: &[String], tiers: &[String], json: bool) -> Resu
             t.row(row(n, &i, tiers));
         }
     }
-    Ok(if json { format!("{}\n", serde_json::to_string_pretty(&rows)?) } else { t.render() })
+    Ok(if json {
+        format!("{}\n", serde_json::to_string_pretty(&rows)?)
+    } else {
+        t.render()
+    })
 }
 
 #[cfg(test)]
@@ -68,8 +94,26 @@ mod tests {
             tier_mask: 0b11,
             dirty: false,
         };
-        assert_eq!(row("b", &i, &tiers), vec!["b", "3145728", "ram,disk0", "0.712", "0.900", "yes", "no", "7"]);
-        let j = BlobInfo { user_score: None, stationary: false, tier_mask: 0, dirty: true, ..i };
+        assert_eq!(
+            row("b", &i, &tiers),
+            vec![
+                "b",
+                "3145728",
+                "ram,disk0",
+                "0.712",
+                "0.900",
+                "yes",
+                "no",
+                "7"
+            ]
+        );
+        let j = BlobInfo {
+            user_score: None,
+            stationary: false,
+            tier_mask: 0,
+            dirty: true,
+            ..i
+        };
         assert_eq!(row("e", &j, &tiers)[2..7], ["-", "0.712", "-", "no", "yes"]);
     }
 }

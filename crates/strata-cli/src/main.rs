@@ -19,7 +19,11 @@ use clap::{Parser, Subcommand};
 use strata_config::Config;
 
 #[derive(Parser)]
-#[command(name = "strata", version, about = "strata: multi-tier I/O buffering for HPC and data-heavy applications")]
+#[command(
+    name = "strata",
+    version,
+    about = "strata: multi-tier I/O buffering for HPC and data-heavy applications"
+)]
 struct Cli {
     /// Configuration file (default: $STRATA_CONFIG, else derived from this machine).
     #[arg(long, global = true, env = "STRATA_CONFIG")]
@@ -36,9 +40,17 @@ enum Cmd {
         cmd: DaemonCmd,
     },
     /// Store FILE (or stdin with `-`) as blob BLOB of bucket BUCKET.
-    Put { bucket: String, blob: String, file: String },
+    Put {
+        bucket: String,
+        blob: String,
+        file: String,
+    },
     /// Write blob BLOB of BUCKET to FILE (default stdout, or `-`).
-    Get { bucket: String, blob: String, file: Option<String> },
+    Get {
+        bucket: String,
+        blob: String,
+        file: Option<String>,
+    },
     /// List buckets, or the blobs of BUCKET.
     Ls {
         bucket: Option<String>,
@@ -231,32 +243,56 @@ fn connect(cfg: &Config) -> Result<strata_client::Client> {
 fn run(cli: Cli) -> Result<ExitCode> {
     let cfg_path = cli.config.clone();
     match cli.cmd {
-        Cmd::Config { cmd: ConfigCmd::Check { file } } => {
+        Cmd::Config {
+            cmd: ConfigCmd::Check { file },
+        } => {
             let cfg = Config::load(&file).map_err(|e| anyhow::anyhow!("{e}"))?;
-            println!("{}: ok ({} devices, policy {})", file.display(), cfg.devices.len(), cfg.placement.policy);
+            println!(
+                "{}: ok ({} devices, policy {})",
+                file.display(),
+                cfg.devices.len(),
+                cfg.placement.policy
+            );
         }
-        Cmd::Config { cmd: ConfigCmd::Default } => {
+        Cmd::Config {
+            cmd: ConfigCmd::Default,
+        } => {
             let cfg = load_config(None)?;
             print!("{}", cfg.to_yaml());
         }
-        Cmd::Daemon { cmd: DaemonCmd::Start { foreground } } => {
+        Cmd::Daemon {
+            cmd: DaemonCmd::Start { foreground },
+        } => {
             let cfg = load_config(cfg_path.as_deref())?;
             if foreground {
                 daemonctl::init_logging(&cfg);
-                strata_daemon::run(cfg, |s| eprintln!("strata daemon listening on {}", s.display()))?;
+                strata_daemon::run(cfg, |s| {
+                    eprintln!("strata daemon listening on {}", s.display())
+                })?;
             } else {
                 let socket = daemonctl::start_detached(cfg_path.as_deref(), &cfg)?;
                 println!("strata daemon started (socket {})", socket.display());
             }
         }
-        Cmd::Daemon { cmd: DaemonCmd::Stop { discard } } => {
+        Cmd::Daemon {
+            cmd: DaemonCmd::Stop { discard },
+        } => {
             let cfg = load_config(cfg_path.as_deref())?;
-            let r = daemonctl::stop_with(&cfg, discard, std::io::IsTerminal::is_terminal(&std::io::stderr()))?;
+            let r = daemonctl::stop_with(
+                &cfg,
+                discard,
+                std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            )?;
             match r.outcome.as_str() {
                 "kept" => {
                     eprintln!("strata: {} file(s) could not be written to the destination; they are kept on the dir tier (journal) and the next daemon on these tiers flushes them:", r.files.len());
                     for f in &r.files {
-                        eprintln!("  {} ({}): {}", f.path, strata_config::format_size(f.bytes), f.error);
+                        eprintln!(
+                            "  {} ({}): {}",
+                            f.path,
+                            strata_config::format_size(f.bytes),
+                            f.error
+                        );
                     }
                     println!("strata daemon stopped (data kept, not at the destination)");
                     return Ok(ExitCode::from(2));
@@ -264,14 +300,22 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 "discarded" => {
                     eprintln!("strata: discarded as asked, never written to the destination:");
                     for f in r.files.iter().filter(|f| !f.kept) {
-                        eprintln!("  {} ({}): {}", f.path, strata_config::format_size(f.bytes), f.error);
+                        eprintln!(
+                            "  {} ({}): {}",
+                            f.path,
+                            strata_config::format_size(f.bytes),
+                            f.error
+                        );
                     }
                     println!("strata daemon stopped (data discarded)");
                 }
                 _ => println!("strata daemon stopped"),
             }
         }
-        Cmd::Daemon { cmd: DaemonCmd::Status { json } } | Cmd::Status { json } => {
+        Cmd::Daemon {
+            cmd: DaemonCmd::Status { json },
+        }
+        | Cmd::Status { json } => {
             let cfg = load_config(cfg_path.as_deref())?;
             let socket = cfg.resolved_socket_path();
             let st = match strata_client::status(&socket) {
@@ -321,14 +365,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         let mut rows = Vec::new();
                         for n in &names {
                             let (bytes, blobs) = c.bucket_open(n)?.size()?;
-                            rows.push(serde_json::json!({"bucket": n, "bytes": bytes, "blobs": blobs}));
+                            rows.push(
+                                serde_json::json!({"bucket": n, "bytes": bytes, "blobs": blobs}),
+                            );
                         }
                         println!("{}", serde_json::to_string_pretty(&rows)?);
                     } else if long {
                         let mut t = table::Table::new(&["BUCKET", "BLOBS", "BYTES"]);
                         for n in &names {
                             let (bytes, blobs) = c.bucket_open(n)?.size()?;
-                            t.row(vec![n.clone(), blobs.to_string(), table::format_size(bytes)]);
+                            t.row(vec![
+                                n.clone(),
+                                blobs.to_string(),
+                                table::format_size(bytes),
+                            ]);
                         }
                         print!("{}", t.render());
                     } else {
@@ -341,7 +391,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     let b = c.bucket_open(&bn)?;
                     let names = b.list()?;
                     if long || json {
-                        let tiers: Vec<String> = c.hello().tiers.iter().map(|t| t.name.clone()).collect();
+                        let tiers: Vec<String> =
+                            c.hello().tiers.iter().map(|t| t.name.clone()).collect();
                         print!("{}", ls::blobs(&b, &names, &tiers, json)?);
                     } else {
                         for n in names {
@@ -351,7 +402,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 }
             }
         }
-        Cmd::Rm { bucket, blob, bucket_too } => {
+        Cmd::Rm {
+            bucket,
+            blob,
+            bucket_too,
+        } => {
             let cfg = load_config(cfg_path.as_deref())?;
             let c = connect(&cfg)?;
             let b = c.bucket_open(&bucket)?;
@@ -365,14 +420,29 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let cfg = load_config(cfg_path.as_deref())?;
             // Benches that start their own daemons (or run directly on a
             // directory) do not need one here.
-            let guard = if cmd.needs_daemon() { Some(daemonctl::ensure_daemon(cfg_path.as_deref(), &cfg)?) } else { None };
+            let guard = if cmd.needs_daemon() {
+                Some(daemonctl::ensure_daemon(cfg_path.as_deref(), &cfg)?)
+            } else {
+                None
+            };
             let res = strata_bench::run(cmd, &cfg.resolved_socket_path());
             drop(guard);
             res?;
         }
         Cmd::Demo => daemonctl::demo(cfg_path.as_deref())?,
-        Cmd::Run { mode, include, quiet, cmd } => {
-            return run::run(run::RunArgs { config: cfg_path, mode, include, quiet, cmd });
+        Cmd::Run {
+            mode,
+            include,
+            quiet,
+            cmd,
+        } => {
+            return run::run(run::RunArgs {
+                config: cfg_path,
+                mode,
+                include,
+                quiet,
+                cmd,
+            });
         }
         Cmd::Flush { wait, path } => {
             let cfg = load_config(cfg_path.as_deref())?;
@@ -395,7 +465,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let socket = cfg.resolved_socket_path();
             return match cmd {
                 DrainCmd::Status { json, path } => drain::status_command(&socket, &path, json),
-                DrainCmd::Wait { path, timeout, no_flush, quiet } => drain::wait_command(&socket, &path, timeout, no_flush, quiet),
+                DrainCmd::Wait {
+                    path,
+                    timeout,
+                    no_flush,
+                    quiet,
+                } => drain::wait_command(&socket, &path, timeout, no_flush, quiet),
                 DrainCmd::Log { tail, follow } => drain::log_command(&socket, tail, follow),
             };
         }

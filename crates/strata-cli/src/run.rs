@@ -54,7 +54,9 @@ pub fn find_preload_lib() -> Result<PathBuf> {
         return Ok(p);
     }
     let exe = std::env::current_exe().context("cannot find the strata executable")?;
-    let dir = exe.parent().context("the strata executable has no directory")?;
+    let dir = exe
+        .parent()
+        .context("the strata executable has no directory")?;
     let lib = dir.join(PRELOAD_LIB_NAME);
     if !lib.is_file() {
         bail!(
@@ -105,22 +107,31 @@ fn acquire_daemon(config: Option<&Path>, cfg: &Config) -> Result<DaemonUse> {
     let dir = socket.parent().context("socket has no parent directory")?;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let start_lock = lock_file(&socket.with_extension("start-lock"))?;
-    flock(start_lock.as_fd(), FlockOperation::LockExclusive).context("cannot lock the start lock")?;
+    flock(start_lock.as_fd(), FlockOperation::LockExclusive)
+        .context("cannot lock the start lock")?;
     let users = lock_file(&socket.with_extension("users"))?;
     // Blocks while the last user of a private daemon is stopping it.
     flock(users.as_fd(), FlockOperation::LockShared).context("cannot lock the users lock")?;
     let marker = socket.with_extension("run-owned");
     let mut started = false;
     if !crate::daemonctl::ping(&socket) {
-        let (_, ours) = crate::daemonctl::start_detached_pid(config, cfg).context("cannot start a daemon for `strata run`")?;
+        let (_, ours) = crate::daemonctl::start_detached_pid(config, cfg)
+            .context("cannot start a daemon for `strata run`")?;
         // `ours` is None when a daemon started by someone else won the race.
         if let Some(pid) = ours {
-            std::fs::write(&marker, format!("{pid}\n")).with_context(|| format!("cannot write {}", marker.display()))?;
+            std::fs::write(&marker, format!("{pid}\n"))
+                .with_context(|| format!("cannot write {}", marker.display()))?;
             started = true;
         }
     }
     drop(start_lock);
-    Ok(DaemonUse { socket, cfg: cfg.clone(), users, marker, started })
+    Ok(DaemonUse {
+        socket,
+        cfg: cfg.clone(),
+        users,
+        marker,
+        started,
+    })
 }
 
 impl DaemonUse {
@@ -151,7 +162,11 @@ impl DaemonUse {
 
 static CHILD_PID: AtomicI32 = AtomicI32::new(0);
 
-extern "C" fn forward_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+extern "C" fn forward_signal(
+    sig: libc::c_int,
+    info: *mut libc::siginfo_t,
+    _ctx: *mut libc::c_void,
+) {
     // Signals from the terminal (si_code SI_KERNEL > 0) already reach CMD,
     // which shares our process group; forward only those sent to us.
     // SAFETY: the kernel passes a valid siginfo with SA_SIGINFO.
@@ -186,7 +201,9 @@ fn restore_default_signals() {
 // ---------------------------------------------------------------------------
 
 fn counters(socket: &Path) -> FileCounters {
-    strata_client::status(socket).map(|s: StatusReply| s.files).unwrap_or_default()
+    strata_client::status(socket)
+        .map(|s: StatusReply| s.files)
+        .unwrap_or_default()
 }
 
 fn plural(n: u64) -> &'static str {
@@ -198,7 +215,13 @@ fn plural(n: u64) -> &'static str {
 }
 
 pub fn run(args: RunArgs) -> Result<ExitCode> {
-    let RunArgs { config, mode, include, quiet, cmd } = args;
+    let RunArgs {
+        config,
+        mode,
+        include,
+        quiet,
+        cmd,
+    } = args;
     if cmd.is_empty() {
         bail!("no command given: strata run [--mode M] [--include P]… -- CMD ARGS…");
     }
@@ -215,7 +238,10 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     if let Some(m) = mode {
         cfg.adapter.mode = m;
     }
-    let include: Vec<PathBuf> = include.iter().map(|p| flush::absolute(p)).collect::<Result<_>>()?;
+    let include: Vec<PathBuf> = include
+        .iter()
+        .map(|p| flush::absolute(p))
+        .collect::<Result<_>>()?;
     let set_include = !include.is_empty() || cfg.adapter.include.is_empty();
     if !include.is_empty() {
         cfg.adapter.include = include;
@@ -235,7 +261,10 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         preload.push(old);
     }
     let mut child_cmd = Command::new(&cmd[0]);
-    child_cmd.args(&cmd[1..]).env("LD_PRELOAD", &preload).env("STRATA_SOCKET", &socket);
+    child_cmd
+        .args(&cmd[1..])
+        .env("LD_PRELOAD", &preload)
+        .env("STRATA_SOCKET", &socket);
     if let Some(c) = &config {
         child_cmd.env("STRATA_CONFIG", c);
     }
@@ -243,7 +272,12 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         child_cmd.env("STRATA_MODE", m.as_str());
     }
     if set_include {
-        let joined: Vec<String> = cfg.adapter.include.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+        let joined: Vec<String> = cfg
+            .adapter
+            .include
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect();
         child_cmd.env("STRATA_INCLUDE", joined.join(":"));
     }
 
@@ -271,14 +305,23 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let run_time = t0.elapsed();
 
     // Drain DEFAULT-mode data written under the included prefixes.
-    let drains = cfg.adapter.mode == Mode::Default || cfg.adapter.prefixes.iter().any(|p| p.mode == Some(Mode::Default));
+    let drains = cfg.adapter.mode == Mode::Default
+        || cfg
+            .adapter
+            .prefixes
+            .iter()
+            .any(|p| p.mode == Some(Mode::Default));
     let mut persist_failed = false;
     if drains {
         match flush::drain(&socket, &cfg.adapter.include, !quiet) {
             Ok(r) => {
                 if r.dirty_files > 0 {
                     flush::print_errors(&r);
-                    eprintln!("strata: {} file{} could not be persisted", r.dirty_files, plural(r.dirty_files));
+                    eprintln!(
+                        "strata: {} file{} could not be persisted",
+                        r.dirty_files,
+                        plural(r.dirty_files)
+                    );
                     persist_failed = true;
                 }
             }

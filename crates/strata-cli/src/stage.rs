@@ -98,9 +98,12 @@ fn bar(quiet: bool, what: &'static str) -> Option<indicatif::ProgressBar> {
     if quiet {
         return None;
     }
-    let b = indicatif::ProgressBar::with_draw_target(Some(0), indicatif::ProgressDrawTarget::stderr());
-    let style = indicatif::ProgressStyle::with_template(&format!("strata: {what} {{bar:30}} {{bytes}}/{{total_bytes}} ({{bytes_per_sec}}, {{msg}})"))
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+    let b =
+        indicatif::ProgressBar::with_draw_target(Some(0), indicatif::ProgressDrawTarget::stderr());
+    let style = indicatif::ProgressStyle::with_template(&format!(
+        "strata: {what} {{bar:30}} {{bytes}}/{{total_bytes}} ({{bytes_per_sec}}, {{msg}})"
+    ))
+    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
     b.set_style(style);
     Some(b)
 }
@@ -110,7 +113,11 @@ fn progress_fn(b: &Option<indicatif::ProgressBar>) -> Option<stage::ProgressFn> 
     Some(Arc::new(move |p: &StageProgress| {
         b.set_length(p.bytes_total);
         b.set_position(p.bytes_done);
-        let failed = if p.files_failed > 0 { format!(", {} failed", p.files_failed) } else { String::new() };
+        let failed = if p.files_failed > 0 {
+            format!(", {} failed", p.files_failed)
+        } else {
+            String::new()
+        };
         b.set_message(format!("{}/{} files{failed}", p.files_done, p.files_total));
     }))
 }
@@ -142,8 +149,15 @@ pub fn stage_in_command(cfg: &Config, args: &StageInArgs) -> Result<ExitCode> {
     let socket = cfg.resolved_socket_path();
     let client = strata_client::Client::connect_to(&socket).map_err(|e| anyhow::anyhow!("{e}"))?;
     let b = bar(args.quiet, "staging in");
-    let opts = StageOptions { persist: args.mode.persist(), jobs: args.jobs, page_bytes: cfg.adapter.page_size_bytes, progress: progress_fn(&b) };
-    let r = client.stage_in(&paths, &opts).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let opts = StageOptions {
+        persist: args.mode.persist(),
+        jobs: args.jobs,
+        page_bytes: cfg.adapter.page_size_bytes,
+        progress: progress_fn(&b),
+    };
+    let r = client
+        .stage_in(&paths, &opts)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     if let Some(b) = b {
         b.finish_and_clear();
     }
@@ -156,9 +170,17 @@ pub fn stage_in_command(cfg: &Config, args: &StageInArgs) -> Result<ExitCode> {
         r.elapsed.as_secs_f64(),
         r.mib_s(),
         format_size(r.buffered_bytes),
-        if r.errors.is_empty() { String::new() } else { format!("; {} failed", r.errors.len()) }
+        if r.errors.is_empty() {
+            String::new()
+        } else {
+            format!("; {} failed", r.errors.len())
+        }
     );
-    Ok(if r.errors.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if r.errors.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 /// `strata stage-out PATH… [--manifest F] [--evict] [--no-wait] [--timeout S]`.
@@ -170,23 +192,52 @@ pub fn stage_out_command(cfg: &Config, args: &StageOutArgs) -> Result<ExitCode> 
         None => None,
     };
     let socket = cfg.resolved_socket_path();
-    let b = if args.no_wait { None } else { bar(args.quiet, "staging out") };
-    let opts = StageOutOptions { evict: args.evict, wait: !args.no_wait, timeout, progress: progress_fn(&b) };
-    let r = stage::stage_out_at(&socket, &paths, &opts).map_err(|e| anyhow::anyhow!("{e} (daemon socket {})", socket.display()))?;
+    let b = if args.no_wait {
+        None
+    } else {
+        bar(args.quiet, "staging out")
+    };
+    let opts = StageOutOptions {
+        evict: args.evict,
+        wait: !args.no_wait,
+        timeout,
+        progress: progress_fn(&b),
+    };
+    let r = stage::stage_out_at(&socket, &paths, &opts)
+        .map_err(|e| anyhow::anyhow!("{e} (daemon socket {})", socket.display()))?;
     if let Some(b) = b {
         b.finish_and_clear();
     }
     print_errors("stage-out", &r);
     let mut line = if args.no_wait {
-        format!("stage-out requested; {} file{} already persisted", r.files, plural(r.files))
+        format!(
+            "stage-out requested; {} file{} already persisted",
+            r.files,
+            plural(r.files)
+        )
     } else {
-        format!("staged out {} file{}, {} written in {:.2} s ({:.1} MiB/s)", r.files, plural(r.files), format_size(r.bytes), r.elapsed.as_secs_f64(), r.mib_s())
+        format!(
+            "staged out {} file{}, {} written in {:.2} s ({:.1} MiB/s)",
+            r.files,
+            plural(r.files),
+            format_size(r.bytes),
+            r.elapsed.as_secs_f64(),
+            r.mib_s()
+        )
     };
     if args.evict {
-        line.push_str(&format!("; {} evicted, {} still buffered", format_size(r.evicted_bytes), format_size(r.buffered_bytes)));
+        line.push_str(&format!(
+            "; {} evicted, {} still buffered",
+            format_size(r.evicted_bytes),
+            format_size(r.buffered_bytes)
+        ));
     }
     if r.scratch_files > 0 {
-        line.push_str(&format!("; {} SCRATCH file{} skipped", r.scratch_files, plural(r.scratch_files)));
+        line.push_str(&format!(
+            "; {} SCRATCH file{} skipped",
+            r.scratch_files,
+            plural(r.scratch_files)
+        ));
     }
     if !r.errors.is_empty() {
         line.push_str(&format!("; {} failed", r.errors.len()));

@@ -9,12 +9,16 @@ pub struct Table {
 
 impl Table {
     pub fn new(head: &[&str]) -> Table {
-        Table { head: head.iter().map(|s| s.to_string()).collect(), rows: Vec::new() }
+        Table {
+            head: head.iter().map(|s| s.to_string()).collect(),
+            rows: Vec::new(),
+        }
     }
     /// Cells are shown with control characters escaped (a name may hold a
     /// newline or an ESC sequence: never sent raw to the terminal).
     pub fn row(&mut self, r: Vec<String>) {
-        self.rows.push(r.into_iter().map(|c| printable(&c)).collect());
+        self.rows
+            .push(r.into_iter().map(|c| printable(&c)).collect());
     }
     pub fn render(&self) -> String {
         let mut w: Vec<usize> = self.head.iter().map(|h| h.len()).collect();
@@ -31,7 +35,11 @@ impl Table {
                 if i > 0 {
                     s.push_str("  ");
                 }
-                let pad = w.get(i).copied().unwrap_or(0).saturating_sub(c.chars().count());
+                let pad = w
+                    .get(i)
+                    .copied()
+                    .unwrap_or(0)
+                    .saturating_sub(c.chars().count());
                 s.push_str(c);
                 if i + 1 < cells.len() {
                     s.push_str(&" ".repeat(pad));
@@ -53,22 +61,41 @@ pub fn status_table(st: &StatusReply) -> String {
         "strata daemon pid {}  node {}  up {:.0}s  socket {}\nclients {}  buckets {}/{}  blobs {}/{}  requests {}  malformed {}  policy {}\n\n",
         st.pid, st.node_id, st.uptime_s, st.socket, st.clients, st.buckets, st.buckets_max, st.blobs, st.blobs_max, st.requests_total, st.malformed_total, st.policy
     );
-    let mut t = Table::new(&["TIER", "KIND", "CAPACITY", "USED", "USE%", "EXTENTS", "DIRTY", "LEASED", "SPILLED", "VOLATILE", "PATH"]);
+    let mut t = Table::new(&[
+        "TIER", "KIND", "CAPACITY", "USED", "USE%", "EXTENTS", "DIRTY", "LEASED", "SPILLED",
+        "VOLATILE", "PATH",
+    ]);
     for tier in &st.tiers {
-        let pct = if tier.capacity_bytes > 0 { 100.0 * tier.used_bytes as f64 / tier.capacity_bytes as f64 } else { 0.0 };
+        let pct = if tier.capacity_bytes > 0 {
+            100.0 * tier.used_bytes as f64 / tier.capacity_bytes as f64
+        } else {
+            0.0
+        };
         t.row(vec![
             tier.name.clone(),
             tier.kind.clone(),
             format_size(tier.capacity_bytes),
             format_size(tier.used_bytes),
             // Spilled bytes are beyond the capacity: shown as "100.0+" (SPILLED says how much).
-            if tier.used_bytes > tier.capacity_bytes { format!("{:.1}+", pct.min(100.0)) } else { format!("{pct:.1}") },
+            if tier.used_bytes > tier.capacity_bytes {
+                format!("{:.1}+", pct.min(100.0))
+            } else {
+                format!("{pct:.1}")
+            },
             tier.blob_count.to_string(),
             format_size(tier.dirty_bytes),
             format_size(tier.leased_bytes),
             format_size(tier.spilled_bytes),
-            if tier.volatile { "yes".into() } else { "no".into() },
-            if tier.path.is_empty() { "(shared memory)".into() } else { tier.path.clone() },
+            if tier.volatile {
+                "yes".into()
+            } else {
+                "no".into()
+            },
+            if tier.path.is_empty() {
+                "(shared memory)".into()
+            } else {
+                tier.path.clone()
+            },
         ]);
     }
     out.push_str(&t.render());
@@ -83,7 +110,14 @@ pub fn status_table(st: &StatusReply) -> String {
 pub fn files_line(st: &StatusReply) -> String {
     let f = &st.files;
     let read = f.read_hit_bytes_total + f.read_dest_bytes_total;
-    let hit = if read > 0 { format!(" ({:.1} % hits)", 100.0 * f.read_hit_bytes_total as f64 / read as f64) } else { String::new() };
+    let hit = if read > 0 {
+        format!(
+            " ({:.1} % hits)",
+            100.0 * f.read_hit_bytes_total as f64 / read as f64
+        )
+    } else {
+        String::new()
+    };
     format!(
         "\nfiles  {} ({} dirty, {})  written {}  read from buffer {} / destination {}{}  flushed {}  evicted {}  written through {}  fills declined {}{}\n",
         f.files,
@@ -103,11 +137,17 @@ pub fn files_line(st: &StatusReply) -> String {
 
 /// What `status` says about the buffer organizer.
 pub fn organizer_line(st: &StatusReply) -> String {
-    let Some(o) = &st.organizer else { return String::new() };
+    let Some(o) = &st.organizer else {
+        return String::new();
+    };
     if !o.enabled {
         return "organizer  off (organizer.enabled: false, or a single tier)\n".into();
     }
-    let bw = if o.bandwidth_max_mib_s > 0.0 { format!("{:.0} MiB/s max", o.bandwidth_max_mib_s) } else { "unlimited".into() };
+    let bw = if o.bandwidth_max_mib_s > 0.0 {
+        format!("{:.0} MiB/s max", o.bandwidth_max_mib_s)
+    } else {
+        "unlimited".into()
+    };
     let scores: Vec<String> = o.tier_scores.iter().map(|s| format!("{s:.3}")).collect();
     format!(
         "organizer  promoted {} ({})  demoted {} ({})  discarded {}  failed {}  requests {} ({} dropped, {} queued)  {}  tier scores {}\n",
@@ -136,7 +176,8 @@ journal  none: every tier is volatile — buffered data is lost if the daemon di
         } else {
             "
 journal  disabled (journal.enabled: false) — data on non-volatile tiers is lost if the daemon dies
-".into()
+"
+            .into()
         };
     };
     let mut s = format!(
@@ -151,11 +192,21 @@ journal  {}  {}  {} records  synced {}/{}  {} fsyncs journaled  {} relaxed  {} c
         j.journal_syncs,
         j.relaxed_syncs,
         j.compactions,
-        if j.quarantined_bytes > 0 { format!("  {} freed space awaiting sync", format_size(j.quarantined_bytes)) } else { String::new() }
+        if j.quarantined_bytes > 0 {
+            format!(
+                "  {} freed space awaiting sync",
+                format_size(j.quarantined_bytes)
+            )
+        } else {
+            String::new()
+        }
     );
     if j.failed {
-        s.push_str(&format!("journal  FAILED: {} — fsync waits for the destination
-", j.error.as_deref().unwrap_or("unknown error")));
+        s.push_str(&format!(
+            "journal  FAILED: {} — fsync waits for the destination
+",
+            j.error.as_deref().unwrap_or("unknown error")
+        ));
     }
     let r = &j.replay;
     if r.records > 0 || r.corrupt_ranges > 0 {
@@ -178,8 +229,10 @@ journal  {}  {}  {} records  synced {}/{}  {} fsyncs journaled  {} relaxed  {} c
 ", r.corrupt_ranges, r.corrupt_bytes));
         }
         for m in &r.messages {
-            s.push_str(&format!("  {m}
-"));
+            s.push_str(&format!(
+                "  {m}
+"
+            ));
         }
     }
     s
@@ -216,7 +269,15 @@ pub fn printable(s: &str) -> String {
     if !s.chars().any(char::is_control) {
         return s.to_string();
     }
-    s.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -43,7 +43,22 @@ pub struct TraceArgs {
     pub path: bool,
 }
 
-const OPS: &[&str] = &["put", "get", "delete", "rename", "open", "read", "write", "fill", "truncate", "unlink", "sync", "readahead", "promote", "dropped"];
+const OPS: &[&str] = &[
+    "put",
+    "get",
+    "delete",
+    "rename",
+    "open",
+    "read",
+    "write",
+    "fill",
+    "truncate",
+    "unlink",
+    "sync",
+    "readahead",
+    "promote",
+    "dropped",
+];
 
 impl TraceArgs {
     fn matches(&self, r: &TraceRecord) -> bool {
@@ -97,19 +112,48 @@ pub fn parse(text: &str) -> (Vec<TraceRecord>, usize) {
 fn clock(t_ns: u64) -> String {
     let s = t_ns / 1_000_000_000;
     let us = (t_ns % 1_000_000_000) / 1000;
-    format!("{:02}:{:02}:{:02}.{us:06}", (s / 3600) % 24, (s / 60) % 60, s % 60)
+    format!(
+        "{:02}:{:02}:{:02}.{us:06}",
+        (s / 3600) % 24,
+        (s / 60) % 60,
+        s % 60
+    )
 }
 
-pub const HEADER: &str = "TIME (UTC)          PID      OP         TIER    SIZE       OFFSET  BUCKET/BLOB";
+pub const HEADER: &str =
+    "TIME (UTC)          PID      OP         TIER    SIZE       OFFSET  BUCKET/BLOB";
 
 /// One table row.
 pub fn row(r: &TraceRecord) -> String {
     if r.op == "dropped" {
-        return format!("{}  {:>7}  {:<9}  {} records lost (the daemon's trace queue was full)", clock(r.t_ns), "-", r.op, r.size);
+        return format!(
+            "{}  {:>7}  {:<9}  {} records lost (the daemon's trace queue was full)",
+            clock(r.t_ns),
+            "-",
+            r.op,
+            r.size
+        );
     }
-    let name = if r.blob.is_empty() { r.bucket.clone() } else { format!("{}/{}", r.bucket, r.blob) };
-    let tier = if r.tier.is_empty() { "-" } else { r.tier.as_str() };
-    let mut s = format!("{}  {:>7}  {:<9}  {:<6}  {:>9}  {:>11}  {}", clock(r.t_ns), r.pid, r.op, tier, format_size(r.size), r.off, name);
+    let name = if r.blob.is_empty() {
+        r.bucket.clone()
+    } else {
+        format!("{}/{}", r.bucket, r.blob)
+    };
+    let tier = if r.tier.is_empty() {
+        "-"
+    } else {
+        r.tier.as_str()
+    };
+    let mut s = format!(
+        "{}  {:>7}  {:<9}  {:<6}  {:>9}  {:>11}  {}",
+        clock(r.t_ns),
+        r.pid,
+        r.op,
+        tier,
+        format_size(r.size),
+        r.off,
+        name
+    );
     if let Some(e) = &r.err {
         s.push_str(&format!("  [{e}]"));
     }
@@ -176,7 +220,9 @@ pub fn command(cfg: &Config, args: &TraceArgs) -> Result<ExitCode> {
     // `<path>.1`) is read before the new one, from its start.
     loop {
         std::thread::sleep(FOLLOW_POLL);
-        let Ok(meta) = std::fs::metadata(&path) else { continue };
+        let Ok(meta) = std::fs::metadata(&path) else {
+            continue;
+        };
         if meta.ino() != ino {
             let old = rotated(&path);
             if std::fs::metadata(&old).is_ok_and(|m| m.ino() == ino) {
@@ -194,18 +240,29 @@ pub fn command(cfg: &Config, args: &TraceArgs) -> Result<ExitCode> {
 }
 
 /// Prints the whole records of `path` after `pos` (bounded per call) and advances `pos`.
-fn read_from(path: &Path, pos: &mut u64, carry: &mut String, out: &mut impl Write, args: &TraceArgs) -> Result<()> {
-    let Ok(mut f) = std::fs::File::open(path) else { return Ok(()) };
+fn read_from(
+    path: &Path,
+    pos: &mut u64,
+    carry: &mut String,
+    out: &mut impl Write,
+    args: &TraceArgs,
+) -> Result<()> {
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return Ok(());
+    };
     let len = f.metadata()?.len();
     if len <= *pos {
         return Ok(());
     }
     f.seek(SeekFrom::Start(*pos))?;
     let mut buf = Vec::new();
-    f.take((len - *pos).min(FOLLOW_CHUNK_BYTES)).read_to_end(&mut buf)?;
+    f.take((len - *pos).min(FOLLOW_CHUNK_BYTES))
+        .read_to_end(&mut buf)?;
     *pos += buf.len() as u64;
     carry.push_str(&String::from_utf8_lossy(&buf));
-    let Some(end) = carry.rfind('\n') else { return Ok(()) };
+    let Some(end) = carry.rfind('\n') else {
+        return Ok(());
+    };
     let (recs, _) = parse(&carry[..end + 1]);
     carry.drain(..end + 1);
     for r in recs.iter().filter(|r| args.matches(r)) {
@@ -222,8 +279,16 @@ pub fn status_lines(st: &StatusReply) -> String {
     if !p.enabled {
         s.push_str("prefetch off (prefetch.enabled: false)\n");
     } else {
-        let ra = if p.readahead_pages > 0 { format!("read-ahead {} pages", p.readahead_pages) } else { "read-ahead off".into() };
-        let pr = if p.predict { "prediction on" } else { "prediction off" };
+        let ra = if p.readahead_pages > 0 {
+            format!("read-ahead {} pages", p.readahead_pages)
+        } else {
+            "read-ahead off".into()
+        };
+        let pr = if p.predict {
+            "prediction on"
+        } else {
+            "prediction off"
+        };
         s.push_str(&format!(
             "prefetch {ra}, {pr}  streams {}  pages read ahead {} ({}, {} discarded)  promotions asked {}, done {} ({})  model {} blobs\n",
             p.streams,
@@ -262,18 +327,37 @@ mod tests {
     use super::*;
 
     fn rec(op: &str, bucket: &str, blob: &str) -> TraceRecord {
-        TraceRecord { t_ns: 3_723_000_004_000, pid: 42, op: op.into(), bucket: bucket.into(), blob: blob.into(), off: 0, size: 4096, tier: "ram".into(), err: None }
+        TraceRecord {
+            t_ns: 3_723_000_004_000,
+            pid: 42,
+            op: op.into(),
+            bucket: bucket.into(),
+            blob: blob.into(),
+            off: 0,
+            size: 4096,
+            tier: "ram".into(),
+            err: None,
+        }
     }
 
     #[test]
     fn filters_by_op_and_bucket() {
-        let a = TraceArgs { op: vec!["get".into()], ..Default::default() };
+        let a = TraceArgs {
+            op: vec!["get".into()],
+            ..Default::default()
+        };
         assert!(a.matches(&rec("get", "b", "x")));
         assert!(!a.matches(&rec("put", "b", "x")));
-        let b = TraceArgs { bucket: Some("/data/".into()), ..Default::default() };
+        let b = TraceArgs {
+            bucket: Some("/data/".into()),
+            ..Default::default()
+        };
         assert!(b.matches(&rec("read", "/data/f", "")));
         assert!(!b.matches(&rec("read", "/database", "")));
-        let c = TraceArgs { bucket: Some("b".into()), ..Default::default() };
+        let c = TraceArgs {
+            bucket: Some("b".into()),
+            ..Default::default()
+        };
         assert!(c.matches(&rec("get", "b", "x")) && !c.matches(&rec("get", "bb", "x")));
     }
 
@@ -281,10 +365,18 @@ mod tests {
     fn rows_are_readable() {
         let r = row(&rec("get", "b", "x"));
         assert!(r.starts_with("01:02:03.000004"), "{r}");
-        assert!(r.contains(" get ") && r.contains("ram") && r.contains("4.0KiB") && r.ends_with("b/x"), "{r}");
-        let d = row(&TraceRecord { op: "dropped".into(), size: 7, ..Default::default() });
+        assert!(
+            r.contains(" get ") && r.contains("ram") && r.contains("4.0KiB") && r.ends_with("b/x"),
+            "{r}"
+        );
+        let d = row(&TraceRecord {
+            op: "dropped".into(),
+            size: 7,
+            ..Default::default()
+        });
         assert!(d.contains("7 records lost"), "{d}");
-        let (recs, bad) = parse("{\"t_ns\":1,\"pid\":2,\"op\":\"put\",\"bucket\":\"b\"}\nnot json\n\n");
+        let (recs, bad) =
+            parse("{\"t_ns\":1,\"pid\":2,\"op\":\"put\",\"bucket\":\"b\"}\nnot json\n\n");
         assert_eq!((recs.len(), bad), (1, 1));
     }
 }

@@ -34,20 +34,36 @@ const RANKS: usize = 4;
 fn mpi_env(c: &mut Command) -> &mut Command {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
-        c.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+        c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
     }
     c
 }
 
 /// `mpirun --oversubscribe -np RANKS` (the test machine may have fewer cores).
 fn mpirun_args() -> Vec<String> {
-    vec!["mpirun".into(), "--oversubscribe".into(), "-np".into(), RANKS.to_string()]
+    vec![
+        "mpirun".into(),
+        "--oversubscribe".into(),
+        "-np".into(),
+        RANKS.to_string(),
+    ]
 }
 
 fn showme(what: &str) -> Vec<String> {
-    let o = Command::new("mpicc").arg(format!("--showme:{what}")).output().expect("run mpicc --showme");
-    assert!(o.status.success(), "mpicc --showme:{what} failed:\n{}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stdout).split_whitespace().map(str::to_string).collect()
+    let o = Command::new("mpicc")
+        .arg(format!("--showme:{what}"))
+        .output()
+        .expect("run mpicc --showme");
+    assert!(
+        o.status.success(),
+        "mpicc --showme:{what} failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout)
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
 }
 
 /// Compiles tests/adapter/mpi_ranks.c with the system compiler and the
@@ -66,7 +82,13 @@ fn private_config(dir: &Path) -> (PathBuf, PathBuf) {
     let ddir = dir.join("daemon");
     std::fs::create_dir_all(&ddir).unwrap();
     let socket = ddir.join("daemon.sock");
-    let tag: String = dir.file_name().unwrap().to_string_lossy().chars().filter(char::is_ascii_alphanumeric).collect();
+    let tag: String = dir
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .collect();
     let yaml = format!(
         "daemon:\n  socket: {sock}\n  shm_prefix: strata-mpi{pid}x{tag}\n  log: warn\nplacement:\n  lease_size: 1MiB\ndevices:\n  - name: ram\n    kind: ram\n    capacity: 128MiB\n  - name: disk\n    kind: dir\n    path: {disk}\n    capacity: 256MiB\n",
         sock = socket.display(),
@@ -92,7 +114,10 @@ fn mpi_ranks_each_under_strata_run_share_one_private_daemon() {
         return;
     }
     preload_lib();
-    let tmp = tempfile::Builder::new().prefix("strata-mpi-").tempdir().unwrap();
+    let tmp = tempfile::Builder::new()
+        .prefix("strata-mpi-")
+        .tempdir()
+        .unwrap();
     let (config, socket) = private_config(tmp.path());
     let tracked = tmp.path().join("tracked");
     let reference = tmp.path().join("reference");
@@ -107,11 +132,18 @@ fn mpi_ranks_each_under_strata_run_share_one_private_daemon() {
 
     // Reference run, without strata.
     let mut c = Command::new("mpirun");
-    c.args(&mpirun_args()[1..]).arg(&exe).args(["shared.bin", &chunk]).current_dir(&reference).env_remove("LD_PRELOAD");
+    c.args(&mpirun_args()[1..])
+        .arg(&exe)
+        .args(["shared.bin", &chunk])
+        .current_dir(&reference)
+        .env_remove("LD_PRELOAD");
     mpi_env(&mut c);
     let want = run_cmd(c, &work);
     want.assert_ok("mpi_ranks without strata");
-    let want_ok = format!("ok {} bytes\n", RANKS as u64 * chunk.parse::<u64>().unwrap());
+    let want_ok = format!(
+        "ok {} bytes\n",
+        RANKS as u64 * chunk.parse::<u64>().unwrap()
+    );
     assert_eq!(want.stdout_str(), want_ok, "reference run's report");
 
     // One `strata run` per rank. Each records the daemon it uses (status
@@ -145,30 +177,59 @@ fn mpi_ranks_each_under_strata_run_share_one_private_daemon() {
     mpi_env(&mut c);
     let got = run_cmd(c, &work);
     got.assert_ok("mpirun -np 4 strata run --mode default -- mpi_ranks");
-    assert_eq!(got.stdout_str(), want_ok, "rank 0's report under strata run; stderr:\n{}", got.stderr);
+    assert_eq!(
+        got.stdout_str(),
+        want_ok,
+        "rank 0's report under strata run; stderr:\n{}",
+        got.stderr
+    );
 
     // One daemon, shared by every rank, stopped by the last one.
     let seen: Vec<String> = (0..RANKS)
         .map(|r| {
             std::fs::read_to_string(pids.join(format!("pid.{r}")))
-                .unwrap_or_else(|e| panic!("rank {r} recorded no daemon pid ({e}); stderr:\n{}", got.stderr))
+                .unwrap_or_else(|e| {
+                    panic!(
+                        "rank {r} recorded no daemon pid ({e}); stderr:\n{}",
+                        got.stderr
+                    )
+                })
                 .trim()
                 .to_string()
         })
         .collect();
-    assert!(seen.iter().all(|p| p == &seen[0] && !p.is_empty()), "ranks saw different daemons: {seen:?}");
+    assert!(
+        seen.iter().all(|p| p == &seen[0] && !p.is_empty()),
+        "ranks saw different daemons: {seen:?}"
+    );
     // mpirun merges the ranks' stderr: summaries may interleave mid-line, so count matches.
     let summaries = got.stderr.matches("written to the buffer").count();
     assert_eq!(summaries, RANKS, "one summary per rank:\n{}", got.stderr);
     // Each rank's writes happened inside its own summary's window: a 0B summary
     // means the adapter passed the files straight through.
-    assert!(!got.stderr.contains("strata: 0B written"), "a rank buffered nothing:\n{}", got.stderr);
+    assert!(
+        !got.stderr.contains("strata: 0B written"),
+        "a rank buffered nothing:\n{}",
+        got.stderr
+    );
     let stopped = got.stderr.matches("private daemon stopped").count();
-    assert_eq!(stopped, 1, "exactly one rank (the last) stops the private daemon:\n{}", got.stderr);
-    assert!(!daemon_answers(&socket), "the private daemon is still running");
+    assert_eq!(
+        stopped, 1,
+        "exactly one rank (the last) stops the private daemon:\n{}",
+        got.stderr
+    );
+    assert!(
+        !daemon_answers(&socket),
+        "the private daemon is still running"
+    );
 
     // DEFAULT mode: everything drained to the destination, byte for byte.
-    assert_same_tree(&tracked, &reference, &|_| false, "mpi_ranks (DEFAULT mode, destination after the runs)");
+    assert_same_tree(
+        &tracked,
+        &reference,
+        &|_| false,
+        "mpi_ranks (DEFAULT mode, destination after the runs)",
+    );
 }
 
 /// Writes `scratch.<rank>` (a size and bytes depending on the rank) in the
@@ -192,7 +253,10 @@ fn mpirun_under_one_strata_run_scratch_then_read_back() {
     }
     let d = TestDaemon::start();
     // Outside the daemon's directory (the socket's directory is never tracked).
-    let tmp = tempfile::Builder::new().prefix("strata-mpi-").tempdir().unwrap();
+    let tmp = tempfile::Builder::new()
+        .prefix("strata-mpi-")
+        .tempdir()
+        .unwrap();
     let tracked = tmp.path().join("tracked");
     let reference = tmp.path().join("reference");
     let work = tmp.path().join("work");
@@ -204,7 +268,9 @@ fn mpirun_under_one_strata_run_scratch_then_read_back() {
     let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
 
     let mut c = Command::new(argv[0]);
-    c.args(&argv[1..]).current_dir(&reference).env_remove("LD_PRELOAD");
+    c.args(&argv[1..])
+        .current_dir(&reference)
+        .env_remove("LD_PRELOAD");
     mpi_env(&mut c);
     run_cmd(c, &work).assert_ok("mpirun python3 without strata");
 
@@ -221,7 +287,11 @@ fn mpirun_under_one_strata_run_scratch_then_read_back() {
             tail(&d.log(), 30)
         );
     }
-    assert!(!got.stderr.contains("strata: 0B written"), "nothing was buffered:\n{}", got.stderr);
+    assert!(
+        !got.stderr.contains("strata: 0B written"),
+        "nothing was buffered:\n{}",
+        got.stderr
+    );
 
     // A later run reads every rank's file back from the buffer.
     let names: Vec<String> = (0..RANKS).map(|r| format!("scratch.{r}")).collect();
@@ -240,7 +310,14 @@ fn mpirun_under_one_strata_run_scratch_then_read_back() {
 
     // SCRATCH: none of them exists at the destination.
     let at_dest: Vec<&String> = names.iter().filter(|n| tracked.join(n).exists()).collect();
-    assert!(at_dest.is_empty(), "SCRATCH files reached the destination: {at_dest:?}");
+    assert!(
+        at_dest.is_empty(),
+        "SCRATCH files reached the destination: {at_dest:?}"
+    );
     let leaks = scratch_leaks(&tracked, &Default::default());
-    assert!(leaks.is_empty(), "SCRATCH mode wrote to the destination:\n  {}", leaks.join("\n  "));
+    assert!(
+        leaks.is_empty(),
+        "SCRATCH mode wrote to the destination:\n  {}",
+        leaks.join("\n  ")
+    );
 }

@@ -32,7 +32,10 @@ struct Step {
 }
 
 fn step(sh: impl Into<String>) -> Step {
-    Step { sh: sh.into(), same_stdout: true }
+    Step {
+        sh: sh.into(),
+        same_stdout: true,
+    }
 }
 
 /// A check of the tracked directory at the destination (DEFAULT mode).
@@ -51,7 +54,13 @@ struct Case {
 
 impl Case {
     fn new(name: &'static str) -> Case {
-        Case { name, inputs: vec![], steps: vec![], not_byte_identical: vec![], after_default: None }
+        Case {
+            name,
+            inputs: vec![],
+            steps: vec![],
+            not_byte_identical: vec![],
+            after_default: None,
+        }
     }
     fn input(mut self, rel: &str, data: Vec<u8>) -> Case {
         self.inputs.push((rel.to_string(), data));
@@ -73,14 +82,23 @@ struct Dirs {
 
 fn dirs() -> Dirs {
     let d = TestDaemon::start();
-    let tmp = tempfile::Builder::new().prefix("strata-prog-").tempdir().unwrap();
+    let tmp = tempfile::Builder::new()
+        .prefix("strata-prog-")
+        .tempdir()
+        .unwrap();
     let tracked = tmp.path().join("tracked");
     let reference = tmp.path().join("reference");
     let scratch = tmp.path().join("work");
     for p in [&tracked, &reference, &scratch] {
         std::fs::create_dir_all(p).unwrap();
     }
-    Dirs { d, _tmp: tmp, tracked, reference, scratch }
+    Dirs {
+        d,
+        _tmp: tmp,
+        tracked,
+        reference,
+        scratch,
+    }
 }
 
 fn run_case(case: Case, mode: Mode) {
@@ -120,14 +138,23 @@ fn run_case(case: Case, mode: Mode) {
     match mode {
         Mode::Default => {
             flush_wait(&x.d, &x.tracked).assert_ok(&format!("{}: strata flush --wait", case.name));
-            assert_same_tree(&x.tracked, &x.reference, &skip, &format!("{} (DEFAULT mode, destination after flush)", case.name));
+            assert_same_tree(
+                &x.tracked,
+                &x.reference,
+                &skip,
+                &format!("{} (DEFAULT mode, destination after flush)", case.name),
+            );
             if let Some(f) = &case.after_default {
                 f(&x.tracked);
             }
         }
         Mode::Scratch => {
             // Read every reference file back through the adapter.
-            let files: Vec<String> = tree(&x.reference).into_iter().filter(|(n, e)| e.is_some() && !skip(n)).map(|(n, _)| n).collect();
+            let files: Vec<String> = tree(&x.reference)
+                .into_iter()
+                .filter(|(n, e)| e.is_some() && !skip(n))
+                .map(|(n, _)| n)
+                .collect();
             if !files.is_empty() {
                 let mut argv = vec!["sha256sum", "--"];
                 argv.extend(files.iter().map(String::as_str));
@@ -145,7 +172,12 @@ fn run_case(case: Case, mode: Mode) {
                 );
             }
             let leaks = scratch_leaks(&x.tracked, &inputs);
-            assert!(leaks.is_empty(), "{} (SCRATCH mode) wrote to the destination:\n  {}", case.name, leaks.join("\n  "));
+            assert!(
+                leaks.is_empty(),
+                "{} (SCRATCH mode) wrote to the destination:\n  {}",
+                case.name,
+                leaks.join("\n  ")
+            );
         }
     }
 }
@@ -154,12 +186,19 @@ fn run_case(case: Case, mode: Mode) {
 // The programs
 
 fn text_lines(seed: u64, n: usize) -> Vec<u8> {
-    let words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima"];
+    let words = [
+        "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india",
+        "juliet", "kilo", "lima",
+    ];
     let r = bytes(seed, n * 3);
     let mut out = String::new();
     for i in 0..n {
         let w = words[r[3 * i] as usize % words.len()];
-        out.push_str(&format!("{w}-{:03} {}\n", r[3 * i + 1], u16::from(r[3 * i + 2]) * 7 % 1000));
+        out.push_str(&format!(
+            "{w}-{:03} {}\n",
+            r[3 * i + 1],
+            u16::from(r[3 * i + 2]) * 7 % 1000
+        ));
     }
     out.into_bytes()
 }
@@ -171,7 +210,9 @@ fn cp_case() -> Option<Case> {
             .input("small.txt", text_lines(2, 100))
             .step(step("cp in.bin out.bin"))
             .step(step("cp out.bin out2.bin && cp small.txt small_copy.txt"))
-            .step(step("mkdir -p d && cp -r in.bin small.txt d/ && cp --sparse=always in.bin sparse.bin"))
+            .step(step(
+                "mkdir -p d && cp -r in.bin small.txt d/ && cp --sparse=always in.bin sparse.bin",
+            ))
     })
 }
 
@@ -182,7 +223,9 @@ fn cat_case() -> Option<Case> {
             .input("small.txt", text_lines(4, 500))
             .step(step("cat in.bin small.txt > cat_out.bin"))
             .step(step("cat cat_out.bin | cat > piped.bin && cat small.txt"))
-            .step(step("cat small.txt >> log.txt; cat small.txt >> log.txt; cat log.txt | wc -c"))
+            .step(step(
+                "cat small.txt >> log.txt; cat small.txt >> log.txt; cat log.txt | wc -c",
+            ))
     })
 }
 
@@ -233,9 +276,13 @@ fn sha256sum_case() -> Option<Case> {
         Case::new("sha256sum")
             .input("in.bin", bytes(13, (6 << 20) + 1))
             .input("small.txt", text_lines(14, 50))
-            .step(step("sha256sum in.bin small.txt > sums.txt && cat sums.txt"))
+            .step(step(
+                "sha256sum in.bin small.txt > sums.txt && cat sums.txt",
+            ))
             .step(step("sha256sum -c sums.txt"))
-            .step(step("head -c 1000000 in.bin > head.bin && sha256sum head.bin | tee -a sums.txt"))
+            .step(step(
+                "head -c 1000000 in.bin > head.bin && sha256sum head.bin | tee -a sums.txt",
+            ))
     })
 }
 
@@ -275,7 +322,11 @@ fn hdf5_case(work: &Path) -> Option<Case> {
     if !(require("h5dump", "hdf5-tools") && require("h5repack", "hdf5-tools")) {
         return None;
     }
-    let flags = std::process::Command::new("pkg-config").args(["--cflags", "--libs", "hdf5"]).output().ok().filter(|o| o.status.success());
+    let flags = std::process::Command::new("pkg-config")
+        .args(["--cflags", "--libs", "hdf5"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success());
     let Some(flags) = flags else {
         if allow_missing() {
             eprintln!("SKIPPED: hdf5 development files missing (install libhdf5-dev pkg-config)");
@@ -310,14 +361,36 @@ fn fio_case() -> Option<Case> {
     let mut c = Case::new("fio")
         .step(step(job("rand", "randwrite", "4k", "8m", "")))
         .step(step(job("seq", "write", "1m", "12m", "")))
-        .step(step(job("mixed", "randwrite", "3k-200k", "6m", "--bs_unaligned=1")))
+        .step(step(job(
+            "mixed",
+            "randwrite",
+            "3k-200k",
+            "6m",
+            "--bs_unaligned=1",
+        )))
         // A second process verifies what the first wrote.
-        .step(step(format!("{} && {}", verify_only("rand", "randwrite", "4k", "8m"), verify_only("seq", "write", "1m", "12m"))));
+        .step(step(format!(
+            "{} && {}",
+            verify_only("rand", "randwrite", "4k", "8m"),
+            verify_only("seq", "write", "1m", "12m")
+        )));
     // fio's verify headers carry timestamps: compared by fio itself instead.
     c.not_byte_identical = vec!["rand.dat", "seq.dat", "mixed.dat"];
     c.after_default = Some(Box::new(move |tracked: &Path| {
         // What reached the destination verifies without strata.
-        let r = plain_run(tracked, &["sh", "-c", &format!("{} && {}", verify_only("rand", "randwrite", "4k", "8m"), verify_only("seq", "write", "1m", "12m"))], tracked.parent().unwrap());
+        let r = plain_run(
+            tracked,
+            &[
+                "sh",
+                "-c",
+                &format!(
+                    "{} && {}",
+                    verify_only("rand", "randwrite", "4k", "8m"),
+                    verify_only("seq", "write", "1m", "12m")
+                ),
+            ],
+            tracked.parent().unwrap(),
+        );
         r.assert_ok("fio --verify_only of the flushed files at the destination");
     }));
     Some(c)
@@ -428,11 +501,32 @@ fn checkpoint_restart_across_two_scratch_runs() {
     let x = dirs();
     let size = 9_000_001usize;
     let producer = format!("head -c {size} /dev/urandom > ckpt.bin && sha256sum ckpt.bin > ckpt.sha256 && echo step=17 > ckpt.meta");
-    strata_run(&x.d, Mode::Scratch, &x.tracked, &x.tracked, &["sh", "-c", &producer]).assert_ok("producer run");
+    strata_run(
+        &x.d,
+        Mode::Scratch,
+        &x.tracked,
+        &x.tracked,
+        &["sh", "-c", &producer],
+    )
+    .assert_ok("producer run");
     let before = x.d.status().files;
-    let consumer = strata_run(&x.d, Mode::Scratch, &x.tracked, &x.tracked, &["sh", "-c", "sha256sum -c ckpt.sha256 && cat ckpt.meta && wc -c < ckpt.bin"]);
+    let consumer = strata_run(
+        &x.d,
+        Mode::Scratch,
+        &x.tracked,
+        &x.tracked,
+        &[
+            "sh",
+            "-c",
+            "sha256sum -c ckpt.sha256 && cat ckpt.meta && wc -c < ckpt.bin",
+        ],
+    );
     consumer.assert_ok("consumer run");
-    assert_eq!(consumer.stdout_str(), format!("ckpt.bin: OK\nstep=17\n{size}\n"), "consumer output");
+    assert_eq!(
+        consumer.stdout_str(),
+        format!("ckpt.bin: OK\nstep=17\n{size}\n"),
+        "consumer output"
+    );
     let after = x.d.status().files;
     assert!(
         after.read_hit_bytes_total - before.read_hit_bytes_total >= size as u64,
@@ -440,7 +534,14 @@ fn checkpoint_restart_across_two_scratch_runs() {
         before.read_hit_bytes_total,
         after.read_hit_bytes_total
     );
-    assert_eq!(after.read_dest_bytes_total, before.read_dest_bytes_total, "nothing should be read through from the destination");
+    assert_eq!(
+        after.read_dest_bytes_total, before.read_dest_bytes_total,
+        "nothing should be read through from the destination"
+    );
     let leaks = scratch_leaks(&x.tracked, &BTreeMap::new());
-    assert!(leaks.is_empty(), "SCRATCH checkpoint reached the destination:\n  {}", leaks.join("\n  "));
+    assert!(
+        leaks.is_empty(),
+        "SCRATCH checkpoint reached the destination:\n  {}",
+        leaks.join("\n  ")
+    );
 }

@@ -25,23 +25,49 @@ struct Setup {
 
 fn setup() -> Setup {
     let d = TestDaemon::start();
-    let tmp = tempfile::Builder::new().prefix("strata-sem-").tempdir().unwrap();
+    let tmp = tempfile::Builder::new()
+        .prefix("strata-sem-")
+        .tempdir()
+        .unwrap();
     let tracked = tmp.path().join("tracked");
     let twin = tmp.path().join("twin");
     std::fs::create_dir_all(&tracked).unwrap();
     std::fs::create_dir_all(&twin).unwrap();
-    let exe = compile_c(&adapter_src("semantics.c"), &tmp.path().join("semantics"), &[]);
+    let exe = compile_c(
+        &adapter_src("semantics.c"),
+        &tmp.path().join("semantics"),
+        &[],
+    );
     let mut seeds = BTreeMap::new();
-    for (i, (name, len)) in [("seed_a.dat", (3 << 20) + 123), ("seed_b.dat", 200_000), ("seed_trunc.dat", 50_000)].into_iter().enumerate() {
+    for (i, (name, len)) in [
+        ("seed_a.dat", (3 << 20) + 123),
+        ("seed_b.dat", 200_000),
+        ("seed_trunc.dat", 50_000),
+    ]
+    .into_iter()
+    .enumerate()
+    {
         let data = bytes(0x5eed + i as u64, len);
         seed_both(&[&tracked, &twin], name, &data);
         seeds.insert(name.to_string(), data);
     }
-    Setup { d, tmp, tracked, twin, exe, seeds }
+    Setup {
+        d,
+        tmp,
+        tracked,
+        twin,
+        exe,
+        seeds,
+    }
 }
 
 fn run_matrix(s: &Setup, mode: Mode, extra_env: &[(&str, &str)]) -> Ran {
-    let argv = [s.exe.as_os_str(), s.tracked.as_os_str(), s.twin.as_os_str(), std::ffi::OsStr::new(mode.as_str())];
+    let argv = [
+        s.exe.as_os_str(),
+        s.tracked.as_os_str(),
+        s.twin.as_os_str(),
+        std::ffi::OsStr::new(mode.as_str()),
+    ];
     let mut cmd = strata_run_cmd(&s.d, mode, &s.tracked, s.tmp.path(), &argv);
     for (k, v) in extra_env {
         cmd.env(k, v);
@@ -68,12 +94,19 @@ fn assert_matrix_ok(r: &Ran, s: &Setup, ctx: &str) {
 
 fn default_mode(page_size: Option<&str>) {
     let s = setup();
-    let env: Vec<(&str, &str)> = page_size.map(|p| vec![("STRATA_ADAPTER_PAGE_SIZE", p)]).unwrap_or_default();
+    let env: Vec<(&str, &str)> = page_size
+        .map(|p| vec![("STRATA_ADAPTER_PAGE_SIZE", p)])
+        .unwrap_or_default();
     let r = run_matrix(&s, Mode::Default, &env);
     assert_matrix_ok(&r, &s, "DEFAULT mode");
     flush_wait(&s.d, &s.tracked).assert_ok("strata flush --wait");
     // The destination now holds exactly what the twin holds.
-    assert_same_tree(&s.tracked, &s.twin, &|_| false, "DEFAULT mode, destination after flush");
+    assert_same_tree(
+        &s.tracked,
+        &s.twin,
+        &|_| false,
+        "DEFAULT mode, destination after flush",
+    );
 }
 
 #[test]
@@ -93,12 +126,27 @@ fn semantics_scratch_mode_reads_back_and_leaves_destination_alone() {
     let r = run_matrix(&s, Mode::Scratch, &[]);
     assert_matrix_ok(&r, &s, "SCRATCH mode");
     let leaks = scratch_leaks(&s.tracked, &s.seeds);
-    assert!(leaks.is_empty(), "SCRATCH mode wrote to the destination:\n  {}", leaks.join("\n  "));
+    assert!(
+        leaks.is_empty(),
+        "SCRATCH mode wrote to the destination:\n  {}",
+        leaks.join("\n  ")
+    );
     // The buffered files outlive the program: read one back in a second run.
-    let back = strata_run(&s.d, Mode::Scratch, &s.tracked, &s.tracked, &["cat", "seq_large.dat"]);
+    let back = strata_run(
+        &s.d,
+        Mode::Scratch,
+        &s.tracked,
+        &s.tracked,
+        &["cat", "seq_large.dat"],
+    );
     back.assert_ok("reading back a SCRATCH file in a second run");
     let want = std::fs::read(s.twin.join("seq_large.dat")).unwrap();
-    assert!(back.stdout == want, "seq_large.dat read back in a second run: {} bytes, want {}", back.stdout.len(), want.len());
+    assert!(
+        back.stdout == want,
+        "seq_large.dat read back in a second run: {} bytes, want {}",
+        back.stdout.len(),
+        want.len()
+    );
 }
 
 #[test]
@@ -108,11 +156,36 @@ fn semantics_program_is_consistent_without_the_adapter() {
     let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
     std::fs::create_dir_all(&a).unwrap();
     std::fs::create_dir_all(&b).unwrap();
-    for (i, (name, len)) in [("seed_a.dat", (3 << 20) + 123), ("seed_b.dat", 200_000), ("seed_trunc.dat", 50_000)].into_iter().enumerate() {
+    for (i, (name, len)) in [
+        ("seed_a.dat", (3 << 20) + 123),
+        ("seed_b.dat", 200_000),
+        ("seed_trunc.dat", 50_000),
+    ]
+    .into_iter()
+    .enumerate()
+    {
         seed_both(&[&a, &b], name, &bytes(0x5eed + i as u64, len));
     }
-    let exe = compile_c(&adapter_src("semantics.c"), &tmp.path().join("semantics"), &[]);
-    let r = plain_run(tmp.path(), &[exe.to_str().unwrap(), a.to_str().unwrap(), b.to_str().unwrap(), "default"], tmp.path());
-    assert!(r.ok() && r.stdout_str().contains("all identical"), "{}\n{}", r.stdout_str(), r.stderr);
+    let exe = compile_c(
+        &adapter_src("semantics.c"),
+        &tmp.path().join("semantics"),
+        &[],
+    );
+    let r = plain_run(
+        tmp.path(),
+        &[
+            exe.to_str().unwrap(),
+            a.to_str().unwrap(),
+            b.to_str().unwrap(),
+            "default",
+        ],
+        tmp.path(),
+    );
+    assert!(
+        r.ok() && r.stdout_str().contains("all identical"),
+        "{}\n{}",
+        r.stdout_str(),
+        r.stderr
+    );
     assert_same_tree(&a, &b, &|_| false, "plain run");
 }

@@ -20,7 +20,11 @@ fn buckets_create_open_list_rename_tag_destroy() {
     let d = small();
     let c = d.client();
     let a = c.bucket_create("alpha").unwrap();
-    assert_eq!(errno_of(c.bucket_create("alpha")), Errno::Exists, "exclusive create of an existing bucket");
+    assert_eq!(
+        errno_of(c.bucket_create("alpha")),
+        Errno::Exists,
+        "exclusive create of an existing bucket"
+    );
     let a2 = c.bucket("alpha").unwrap();
     assert_eq!(a2.id(), a.id(), "bucket() opens the existing bucket");
     assert_eq!(c.bucket_open("alpha").unwrap().id(), a.id());
@@ -56,9 +60,18 @@ fn buckets_create_open_list_rename_tag_destroy() {
     a.tag("owner", "you").unwrap();
     let mut tags = a.tags().unwrap();
     tags.sort();
-    assert_eq!(tags, vec![("kind".to_string(), "ckpt".to_string()), ("owner".to_string(), "you".to_string())]);
+    assert_eq!(
+        tags,
+        vec![
+            ("kind".to_string(), "ckpt".to_string()),
+            ("owner".to_string(), "you".to_string())
+        ]
+    );
     a.tag("kind", "").unwrap();
-    assert_eq!(a.tags().unwrap(), vec![("owner".to_string(), "you".to_string())]);
+    assert_eq!(
+        a.tags().unwrap(),
+        vec![("owner".to_string(), "you".to_string())]
+    );
 
     // destroy: bucket and blobs gone, space returned, other handles see NoBucket.
     let used_before = d.status().tiers.iter().map(|t| t.used_bytes).sum::<u64>();
@@ -70,7 +83,11 @@ fn buckets_create_open_list_rename_tag_destroy() {
     let st = d.status();
     assert_eq!(st.buckets, 2);
     assert_eq!(st.blobs, 0);
-    assert_eq!(st.tiers.iter().map(|t| t.used_bytes).sum::<u64>(), 0, "destroy freed the blobs' space");
+    assert_eq!(
+        st.tiers.iter().map(|t| t.used_bytes).sum::<u64>(),
+        0,
+        "destroy freed the blobs' space"
+    );
 }
 
 #[test]
@@ -90,9 +107,19 @@ fn blob_operations() {
     assert_eq!(b.size_of("empty").unwrap(), 0);
 
     // exclusive put.
-    let excl = PutOptions { exclusive: true, ..PutOptions::default() };
-    assert_eq!(b.put_with("one", b"other", excl).unwrap_err().errno, Errno::Exists);
-    assert_eq!(b.get("one").unwrap(), b"short", "a refused exclusive put changes nothing");
+    let excl = PutOptions {
+        exclusive: true,
+        ..PutOptions::default()
+    };
+    assert_eq!(
+        b.put_with("one", b"other", excl).unwrap_err().errno,
+        Errno::Exists
+    );
+    assert_eq!(
+        b.get("one").unwrap(),
+        b"short",
+        "a refused exclusive put changes nothing"
+    );
     b.put_with("fresh", b"new", excl).unwrap();
 
     // put_at with a hole: the gap reads as zeros.
@@ -116,11 +143,22 @@ fn blob_operations() {
     assert_eq!(&buf[5..25], &[9; 20]);
     assert_eq!(&buf[25..], &[7; 5]);
     let mut buf = [0xFFu8; 64];
-    assert_eq!(b.get_at("holey", 5090, &mut buf).unwrap(), 10, "short read at the end");
+    assert_eq!(
+        b.get_at("holey", 5090, &mut buf).unwrap(),
+        10,
+        "short read at the end"
+    );
     assert_eq!(&buf[..10], &[7; 10]);
     assert_eq!(b.get_at("holey", 5100, &mut buf).unwrap(), 0, "read at EOF");
-    assert_eq!(b.get_at("holey", 1 << 40, &mut buf).unwrap(), 0, "read far past EOF");
-    assert_eq!(b.get_at("missing", 0, &mut buf).unwrap_err().errno, Errno::NoBlob);
+    assert_eq!(
+        b.get_at("holey", 1 << 40, &mut buf).unwrap(),
+        0,
+        "read far past EOF"
+    );
+    assert_eq!(
+        b.get_at("missing", 0, &mut buf).unwrap_err().errno,
+        Errno::NoBlob
+    );
 
     // append (creates the blob, then extends it).
     assert_eq!(b.append("log", b"abc").unwrap(), 3);
@@ -140,17 +178,30 @@ fn blob_operations() {
     // rename with and without replace.
     b.put("r1", b"first").unwrap();
     b.put("r2", b"second").unwrap();
-    assert_eq!(b.rename_blob("r1", "r2", false).unwrap_err().errno, Errno::Exists);
-    assert_eq!(b.get("r2").unwrap(), b"second", "refused rename changes nothing");
+    assert_eq!(
+        b.rename_blob("r1", "r2", false).unwrap_err().errno,
+        Errno::Exists
+    );
+    assert_eq!(
+        b.get("r2").unwrap(),
+        b"second",
+        "refused rename changes nothing"
+    );
     b.rename_blob("r1", "r2", true).unwrap();
     assert_eq!(b.get("r2").unwrap(), b"first");
     assert!(!b.exists("r1").unwrap());
     b.rename_blob("r2", "r3", false).unwrap();
     assert_eq!(b.get("r3").unwrap(), b"first");
-    assert_eq!(b.rename_blob("r2", "r4", false).unwrap_err().errno, Errno::NoBlob);
+    assert_eq!(
+        b.rename_blob("r2", "r4", false).unwrap_err().errno,
+        Errno::NoBlob
+    );
 
     // list: sorted, complete.
-    assert_eq!(b.list().unwrap(), vec!["empty", "fresh", "holey", "one", "r3"]);
+    assert_eq!(
+        b.list().unwrap(),
+        vec!["empty", "fresh", "holey", "one", "r3"]
+    );
     let st = d.status();
     assert_eq!(st.blobs, 5);
 }
@@ -161,7 +212,9 @@ fn list_many_blobs_paginates_in_order() {
     let c = d.client();
     let b = c.bucket("many").unwrap();
     // Long names so one reply (8 KiB arg area) cannot hold them all.
-    let mut names: Vec<String> = (0..600).map(|i| format!("blob-{:05}-{}", (i * 7919) % 600, "x".repeat(40))).collect();
+    let mut names: Vec<String> = (0..600)
+        .map(|i| format!("blob-{:05}-{}", (i * 7919) % 600, "x".repeat(40)))
+        .collect();
     for n in &names {
         b.put(n, n.as_bytes()).unwrap();
     }
@@ -169,7 +222,8 @@ fn list_many_blobs_paginates_in_order() {
     assert_eq!(b.list().unwrap(), names);
     // Many buckets too.
     for i in 0..300 {
-        c.bucket(&format!("bucket-{i:04}-{}", "y".repeat(40))).unwrap();
+        c.bucket(&format!("bucket-{i:04}-{}", "y".repeat(40)))
+            .unwrap();
     }
     assert_eq!(c.bucket_names().unwrap().len(), 301);
 }
@@ -190,7 +244,12 @@ fn stat_access_count_dirty_and_score() {
     assert!((0.0..=1.0).contains(&s0.score));
     b.get("s").unwrap();
     let s1 = b.stat("s").unwrap();
-    assert!(s1.access_count > s0.access_count, "get counts as an access: {} -> {}", s0.access_count, s1.access_count);
+    assert!(
+        s1.access_count > s0.access_count,
+        "get counts as an access: {} -> {}",
+        s0.access_count,
+        s1.access_count
+    );
     let mut buf = [0u8; 10];
     b.get_at("s", 0, &mut buf).unwrap();
     let s2 = b.stat("s").unwrap();
@@ -209,7 +268,10 @@ fn stat_access_count_dirty_and_score() {
     let s5 = b.stat("s").unwrap();
     assert_eq!(s5.user_score, None);
     assert!(!s5.stationary);
-    assert_eq!(b.set_score("missing", Some(0.5), false).unwrap_err().errno, Errno::NoBlob);
+    assert_eq!(
+        b.set_score("missing", Some(0.5), false).unwrap_err().errno,
+        Errno::NoBlob
+    );
 }
 
 #[test]
@@ -217,8 +279,18 @@ fn async_puts_and_gets_in_flight_together() {
     let d = small();
     let c = d.client();
     let b = c.bucket("async").unwrap();
-    let blobs: Vec<(String, Vec<u8>)> = (0..12).map(|i| (format!("a{i}"), random_bytes(100 + i, 1000 + 50_000 * i as usize))).collect();
-    let pending: Vec<_> = blobs.iter().map(|(n, data)| b.put_async(n, data).unwrap()).collect();
+    let blobs: Vec<(String, Vec<u8>)> = (0..12)
+        .map(|i| {
+            (
+                format!("a{i}"),
+                random_bytes(100 + i, 1000 + 50_000 * i as usize),
+            )
+        })
+        .collect();
+    let pending: Vec<_> = blobs
+        .iter()
+        .map(|(n, data)| b.put_async(n, data).unwrap())
+        .collect();
     for p in pending {
         p.wait().unwrap();
     }
@@ -235,7 +307,10 @@ fn async_puts_and_gets_in_flight_together() {
     // A dropped pending put still completes.
     drop(b.put_async("dropped", b"zz").unwrap());
     assert_eq!(b.get("dropped").unwrap(), b"zz");
-    assert_eq!(b.get_async("nope").unwrap().wait().unwrap_err().errno, Errno::NoBlob);
+    assert_eq!(
+        b.get_async("nope").unwrap().wait().unwrap_err().errno,
+        Errno::NoBlob
+    );
 }
 
 #[test]
@@ -243,26 +318,42 @@ fn round_robin_placement_uses_both_tiers() {
     let d = small();
     let c = d.client();
     let b = c.bucket("rr").unwrap();
-    let opts = PutOptions { placement: Some(Placement::RoundRobin), ..PutOptions::default() };
+    let opts = PutOptions {
+        placement: Some(Placement::RoundRobin),
+        ..PutOptions::default()
+    };
     let mut mask = 0u32;
     for i in 0..6 {
         let data = random_bytes(i, 64 * 1024);
         b.put_with(&format!("rr{i}"), &data, opts).unwrap();
         let st = b.stat(&format!("rr{i}")).unwrap();
-        assert_eq!(st.tier_mask.count_ones(), 1, "a small put lands on one tier");
+        assert_eq!(
+            st.tier_mask.count_ones(),
+            1,
+            "a small put lands on one tier"
+        );
         mask |= st.tier_mask;
     }
     assert_eq!(mask, 0b11, "round robin used ram (bit 0) and disk (bit 1)");
     for i in 0..6 {
-        assert_eq!(b.get(&format!("rr{i}")).unwrap(), random_bytes(i, 64 * 1024));
+        assert_eq!(
+            b.get(&format!("rr{i}")).unwrap(),
+            random_bytes(i, 64 * 1024)
+        );
     }
     for p in [Placement::Random, Placement::MinimizeIoTime] {
-        let o = PutOptions { placement: Some(p), ..PutOptions::default() };
+        let o = PutOptions {
+            placement: Some(p),
+            ..PutOptions::default()
+        };
         b.put_with("p", b"policy", o).unwrap();
         assert_eq!(b.get("p").unwrap(), b"policy");
     }
     let st = d.status();
-    assert!(st.tiers[1].used_bytes > 0, "the disk tier holds round-robin blobs");
+    assert!(
+        st.tiers[1].used_bytes > 0,
+        "the disk tier holds round-robin blobs"
+    );
 }
 
 #[test]
@@ -270,18 +361,27 @@ fn bucket_placement_policy_applies_to_its_puts() {
     let d = small();
     let c = d.client();
     let b = c.bucket("rr-bucket").unwrap();
-    assert_eq!(b.tag("placement", "fastest").unwrap_err().errno, Errno::Inval);
+    assert_eq!(
+        b.tag("placement", "fastest").unwrap_err().errno,
+        Errno::Inval
+    );
     b.set_placement(Some(Placement::RoundRobin)).unwrap();
     let mut mask = 0u32;
     for i in 0..6 {
-        b.put(&format!("k{i}"), &random_bytes(100 + i, 64 * 1024)).unwrap();
+        b.put(&format!("k{i}"), &random_bytes(100 + i, 64 * 1024))
+            .unwrap();
         mask |= b.stat(&format!("k{i}")).unwrap().tier_mask;
     }
-    assert_eq!(mask, 0b11, "the bucket's round-robin policy used both tiers");
+    assert_eq!(
+        mask, 0b11,
+        "the bucket's round-robin policy used both tiers"
+    );
     // Another bucket keeps the daemon default (RAM first for small puts).
     let other = c.bucket("default-bucket").unwrap();
     for i in 0..6 {
-        other.put(&format!("k{i}"), &random_bytes(200 + i, 64 * 1024)).unwrap();
+        other
+            .put(&format!("k{i}"), &random_bytes(200 + i, 64 * 1024))
+            .unwrap();
         assert_eq!(other.stat(&format!("k{i}")).unwrap().tier_mask, 0b01);
     }
 }
@@ -291,21 +391,37 @@ fn blobs_larger_than_the_lease() {
     // Lease 1 MiB (harness). 8 MiB and 40 MiB blobs, then one larger than
     // the whole arena (ram 16 MiB + 64 MiB staging), which can only go
     // through the chunked path.
-    let d = TestDaemon::start_with(Tiers { ram: "16MiB", disk: Some("256MiB"), extra_yaml: "" });
+    let d = TestDaemon::start_with(Tiers {
+        ram: "16MiB",
+        disk: Some("256MiB"),
+        extra_yaml: "",
+    });
     let c = d.client();
     let b = c.bucket("big").unwrap();
-    for (name, len, seed) in [("eight", 8usize << 20, 8u64), ("forty", 40 << 20, 40), ("huge", 96 << 20, 96)] {
+    for (name, len, seed) in [
+        ("eight", 8usize << 20, 8u64),
+        ("forty", 40 << 20, 40),
+        ("huge", 96 << 20, 96),
+    ] {
         let data = random_bytes(seed, len + 123);
-        b.put(name, &data).unwrap_or_else(|e| panic!("put {name}: {e}"));
+        b.put(name, &data)
+            .unwrap_or_else(|e| panic!("put {name}: {e}"));
         assert_eq!(b.size_of(name).unwrap(), data.len() as u64);
         let got = b.get(name).unwrap();
         assert!(got == data, "{name}: read back differs");
         // A partial read in the middle.
         let mut buf = vec![0u8; 3 << 20];
-        assert_eq!(b.get_at(name, (len / 2) as u64, &mut buf).unwrap(), buf.len());
+        assert_eq!(
+            b.get_at(name, (len / 2) as u64, &mut buf).unwrap(),
+            buf.len()
+        );
         assert!(buf[..] == data[len / 2..len / 2 + buf.len()]);
     }
-    assert_eq!(b.list().unwrap(), vec!["eight", "forty", "huge"], "no temporary blobs left behind");
+    assert_eq!(
+        b.list().unwrap(),
+        vec!["eight", "forty", "huge"],
+        "no temporary blobs left behind"
+    );
     // Overwrite the huge one with a small one; append a big piece to it.
     b.put("huge", b"tiny").unwrap();
     let tail = random_bytes(7, 20 << 20);
@@ -344,14 +460,26 @@ fn eight_threads_share_one_client() {
     let mut expect = HashSet::new();
     for (t, h) in handles.into_iter().enumerate() {
         let log = h.join().expect("thread panicked");
-        assert_eq!(c.bucket(&format!("own-{t}")).unwrap().size_of("log").unwrap(), log);
+        assert_eq!(
+            c.bucket(&format!("own-{t}"))
+                .unwrap()
+                .size_of("log")
+                .unwrap(),
+            log
+        );
         for i in 0..40 {
             if i % 3 != 0 {
                 expect.insert(format!("t{t}-{i}"));
             }
         }
     }
-    let listed: HashSet<String> = c.bucket("shared").unwrap().list().unwrap().into_iter().collect();
+    let listed: HashSet<String> = c
+        .bucket("shared")
+        .unwrap()
+        .list()
+        .unwrap()
+        .into_iter()
+        .collect();
     assert_eq!(listed, expect);
 }
 
@@ -360,7 +488,11 @@ fn sparse_writes_far_apart_do_not_take_the_daemon_down() {
     // Many partial writes far beyond the end: each leaves a hole. Enough
     // of them exceed extents_per_blob_max and force a compaction; the
     // holes must not be materialised in memory (a 2^50-byte blob).
-    let d = TestDaemon::start_with(Tiers { ram: "64MiB", disk: Some("128MiB"), extra_yaml: "metadata:\n  extents_per_blob_max: 16\n  blob_size_max: 1PiB\n" });
+    let d = TestDaemon::start_with(Tiers {
+        ram: "64MiB",
+        disk: Some("128MiB"),
+        extra_yaml: "metadata:\n  extents_per_blob_max: 16\n  blob_size_max: 1PiB\n",
+    });
     let c = d.client();
     let b = c.bucket("sparse").unwrap();
     let mut last = 0;
@@ -369,7 +501,14 @@ fn sparse_writes_far_apart_do_not_take_the_daemon_down() {
             Ok(size) => last = size,
             Err(e) => {
                 // Refusing a write beyond a size limit is acceptable; dying is not.
-                assert!(matches!(e.errno, Errno::Range | Errno::Inval | Errno::Limit | Errno::NoSpace | Errno::TooBig), "unexpected {e}; daemon log:\n{}", d.log());
+                assert!(
+                    matches!(
+                        e.errno,
+                        Errno::Range | Errno::Inval | Errno::Limit | Errno::NoSpace | Errno::TooBig
+                    ),
+                    "unexpected {e}; daemon log:\n{}",
+                    d.log()
+                );
             }
         }
     }
@@ -390,14 +529,23 @@ fn sparse_writes_far_apart_do_not_take_the_daemon_down() {
         let mut model = Vec::new();
         for i in 0..40u8 {
             let piece = [i.wrapping_mul(3).wrapping_add(1); 7];
-            assert_eq!(b.append("s", &piece).unwrap(), last + model.len() as u64 + 7);
+            assert_eq!(
+                b.append("s", &piece).unwrap(),
+                last + model.len() as u64 + 7
+            );
             model.extend_from_slice(&piece);
         }
         let mut buf = vec![0u8; model.len() + 10];
-        assert_eq!(b.get_at("s", last - 10, &mut buf).unwrap(), model.len() + 10);
+        assert_eq!(
+            b.get_at("s", last - 10, &mut buf).unwrap(),
+            model.len() + 10
+        );
         assert_eq!(&buf[..10], &[40u8; 10], "last sparse write");
         assert_eq!(&buf[10..], &model[..], "appended bytes after compaction");
-        assert!(b.stat("s").unwrap().extent_count <= 2 * 40 + 2, "compaction merged the appended pieces");
+        assert!(
+            b.stat("s").unwrap().extent_count <= 2 * 40 + 2,
+            "compaction merged the appended pieces"
+        );
     }
     b.put("after", b"ok").unwrap();
     assert_eq!(b.get("after").unwrap(), b"ok");
@@ -406,10 +554,19 @@ fn sparse_writes_far_apart_do_not_take_the_daemon_down() {
 // ---- the command line -------------------------------------------------
 
 fn run_ok(d: &TestDaemon, args: &[&str]) -> (String, String) {
-    let out = d.cmd().args(args).stdin(Stdio::null()).output().expect("run strata");
+    let out = d
+        .cmd()
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run strata");
     let so = String::from_utf8_lossy(&out.stdout).into_owned();
     let se = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "strata {args:?} failed ({}):\nstdout: {so}\nstderr: {se}", out.status);
+    assert!(
+        out.status.success(),
+        "strata {args:?} failed ({}):\nstdout: {so}\nstderr: {se}",
+        out.status
+    );
     (so, se)
 }
 
@@ -422,7 +579,14 @@ fn cli_put_get_ls_rm_status() {
     run_ok(&d, &["put", "clib", "file-a", src.to_str().unwrap()]);
     run_ok(&d, &["put", "clib", "file-b", src.to_str().unwrap()]);
     // put from stdin.
-    let mut child = d.cmd().args(["put", "clib", "from-stdin", "-"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = d
+        .cmd()
+        .args(["put", "clib", "from-stdin", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     std::io::Write::write_all(child.stdin.as_mut().unwrap(), b"piped bytes").unwrap();
     drop(child.stdin.take());
     assert!(child.wait_with_output().unwrap().status.success());
@@ -430,17 +594,30 @@ fn cli_put_get_ls_rm_status() {
     let dst = d.path().join("out.bin");
     run_ok(&d, &["get", "clib", "file-a", dst.to_str().unwrap()]);
     assert!(std::fs::read(&dst).unwrap() == data, "get to a file");
-    let out = d.cmd().args(["get", "clib", "from-stdin"]).output().unwrap();
+    let out = d
+        .cmd()
+        .args(["get", "clib", "from-stdin"])
+        .output()
+        .unwrap();
     assert!(out.status.success());
     assert_eq!(out.stdout, b"piped bytes", "get to stdout");
 
     let (ls, _) = run_ok(&d, &["ls"]);
     assert_eq!(ls.lines().collect::<Vec<_>>(), vec!["clib"]);
     let (ls, _) = run_ok(&d, &["ls", "clib"]);
-    assert_eq!(ls.lines().collect::<Vec<_>>(), vec!["file-a", "file-b", "from-stdin"]);
+    assert_eq!(
+        ls.lines().collect::<Vec<_>>(),
+        vec!["file-a", "file-b", "from-stdin"]
+    );
     let (ls, _) = run_ok(&d, &["ls", "clib", "--long"]);
-    assert!(ls.contains("BLOB") && ls.contains("SIZE"), "long listing has a header:\n{ls}");
-    let row = ls.lines().find(|l| l.starts_with("file-a")).unwrap_or_else(|| panic!("no file-a row:\n{ls}"));
+    assert!(
+        ls.contains("BLOB") && ls.contains("SIZE"),
+        "long listing has a header:\n{ls}"
+    );
+    let row = ls
+        .lines()
+        .find(|l| l.starts_with("file-a"))
+        .unwrap_or_else(|| panic!("no file-a row:\n{ls}"));
     assert!(row.contains("300000"), "size column: {row}");
     let (ls, _) = run_ok(&d, &["ls", "--long"]);
     assert!(ls.contains("clib") && ls.contains('3'), "{ls}");
@@ -459,9 +636,13 @@ fn cli_put_get_ls_rm_status() {
     assert!(!out.status.success(), "get from a missing bucket fails");
 
     let (st, _) = run_ok(&d, &["status"]);
-    assert!(st.contains("ram") && st.contains("disk"), "status table names the tiers:\n{st}");
+    assert!(
+        st.contains("ram") && st.contains("disk"),
+        "status table names the tiers:\n{st}"
+    );
     let (js, _) = run_ok(&d, &["status", "--json"]);
-    let v: serde_json::Value = serde_json::from_str(&js).unwrap_or_else(|e| panic!("status --json is not JSON ({e}):\n{js}"));
+    let v: serde_json::Value = serde_json::from_str(&js)
+        .unwrap_or_else(|e| panic!("status --json is not JSON ({e}):\n{js}"));
     assert_eq!(v["blobs"], 2);
     assert_eq!(v["buckets"], 1);
     assert_eq!(v["tiers"].as_array().unwrap().len(), 2);
@@ -480,7 +661,11 @@ fn cli_status_without_daemon_fails() {
     d.stop();
     let out = d.cmd().args(["status"]).output().unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no daemon"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no daemon"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -493,27 +678,57 @@ fn cli_config_check_and_default() {
     };
     // A broken file: the error names the key and its line.
     let bad = dir.path().join("bad.yaml");
-    std::fs::write(&bad, "node:\n  id: 0\nplacement:\n  policy: minimize_io_time\n  lease_size: lots\n").unwrap();
-    let out = strata().args(["config", "check", bad.to_str().unwrap()]).output().unwrap();
+    std::fs::write(
+        &bad,
+        "node:\n  id: 0\nplacement:\n  policy: minimize_io_time\n  lease_size: lots\n",
+    )
+    .unwrap();
+    let out = strata()
+        .args(["config", "check", bad.to_str().unwrap()])
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "config check of a broken file succeeded: {err}");
-    assert!(err.contains("placement.lease_size"), "error names the key: {err}");
+    assert!(
+        !out.status.success(),
+        "config check of a broken file succeeded: {err}"
+    );
+    assert!(
+        err.contains("placement.lease_size"),
+        "error names the key: {err}"
+    );
     assert!(err.contains('5'), "error names the line (5): {err}");
     // An unknown key.
     let bad2 = dir.path().join("bad2.yaml");
     std::fs::write(&bad2, "daemon:\n  log: info\n  sockets: /tmp/x\n").unwrap();
-    let out = strata().args(["config", "check", bad2.to_str().unwrap()]).output().unwrap();
+    let out = strata()
+        .args(["config", "check", bad2.to_str().unwrap()])
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(err.contains("sockets") && err.contains('3'), "unknown key and line named: {err}");
+    assert!(
+        err.contains("sockets") && err.contains('3'),
+        "unknown key and line named: {err}"
+    );
 
     // `config default` parses back with `config check`.
     let out = strata().args(["config", "default"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let def = dir.path().join("default.yaml");
     std::fs::write(&def, &out.stdout).unwrap();
-    let out = strata().args(["config", "check", def.to_str().unwrap()]).output().unwrap();
-    assert!(out.status.success(), "default config does not check: {}", String::from_utf8_lossy(&out.stderr));
+    let out = strata()
+        .args(["config", "check", def.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "default config does not check: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("ok"));
 }
 
@@ -527,7 +742,9 @@ fn more_async_requests_than_ring_slots() {
     let c = d.client();
     std::thread::spawn(move || {
         let b = c.bucket("flood").unwrap();
-        let data: Vec<Vec<u8>> = (0..100).map(|i| random_bytes(i, 1000 + i as usize)).collect();
+        let data: Vec<Vec<u8>> = (0..100)
+            .map(|i| random_bytes(i, 1000 + i as usize))
+            .collect();
         let mut pending = Vec::new();
         let mut busy = 0;
         for (i, d) in data.iter().enumerate() {
@@ -551,7 +768,9 @@ fn more_async_requests_than_ring_slots() {
         b.put("after", b"ok").unwrap();
         let _ = tx.send((done.len(), busy));
     });
-    let (done, busy) = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("hung with every request slot taken");
+    let (done, busy) = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("hung with every request slot taken");
     assert_eq!(done + busy, 100);
     assert!(done >= 32, "{done} puts in flight at once");
 }

@@ -9,7 +9,10 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
 }
 
 /// Builds libstrata.so with the profile of the `strata` binary under test
@@ -18,17 +21,33 @@ fn lib_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let bin = common::strata_bin();
-        let dir = bin.parent().expect("strata binary has a directory").to_path_buf();
-        let profile = dir.file_name().and_then(|n| n.to_str()).unwrap_or("debug").to_string();
+        let dir = bin
+            .parent()
+            .expect("strata binary has a directory")
+            .to_path_buf();
+        let profile = dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("debug")
+            .to_string();
         let mut cmd = Command::new(env!("CARGO"));
-        cmd.current_dir(workspace_root()).args(["build", "-p", "strata-capi"]);
+        cmd.current_dir(workspace_root())
+            .args(["build", "-p", "strata-capi"]);
         if profile != "debug" {
             cmd.args(["--profile", &profile]);
         }
         let out = cmd.output().expect("run cargo build -p strata-capi");
-        assert!(out.status.success(), "cargo build -p strata-capi failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "cargo build -p strata-capi failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let lib = dir.join("libstrata.so");
-        assert!(lib.exists(), "{} missing after building strata-capi (is the target dir/triple different?)", lib.display());
+        assert!(
+            lib.exists(),
+            "{} missing after building strata-capi (is the target dir/triple different?)",
+            lib.display()
+        );
         dir
     })
 }
@@ -51,13 +70,27 @@ fn compile(src: &Path, out_dir: &Path, name: &str) -> PathBuf {
         .args(["-lstrata", "-lm"])
         .output()
         .unwrap_or_else(|e| panic!("cannot run C compiler {cc}: {e}"));
-    assert!(out.status.success(), "compiling {} failed:\n{}", src.display(), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "compiling {} failed:\n{}",
+        src.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
     exe
 }
 
 fn run(exe: &Path, d: &common::TestDaemon) -> (Output, String) {
-    let out = Command::new(exe).arg(&d.socket).env_remove("STRATA_SOCKET").env_remove("STRATA_DAEMON_SOCKET").output().expect("run C program");
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(exe)
+        .arg(&d.socket)
+        .env_remove("STRATA_SOCKET")
+        .env_remove("STRATA_DAEMON_SOCKET")
+        .output()
+        .expect("run C program");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     (out, text)
 }
 
@@ -65,9 +98,18 @@ fn run(exe: &Path, d: &common::TestDaemon) -> (Output, String) {
 fn c_example_runs_against_a_real_daemon() {
     let d = common::TestDaemon::start();
     let tmp = tempfile::tempdir().unwrap();
-    let exe = compile(&workspace_root().join("examples/c/example.c"), tmp.path(), "example");
+    let exe = compile(
+        &workspace_root().join("examples/c/example.c"),
+        tmp.path(),
+        "example",
+    );
     let (out, text) = run(&exe, &d);
-    assert!(out.status.success(), "example.c failed ({}):\n{text}\ndaemon log:\n{}", out.status, d.log());
+    assert!(
+        out.status.success(),
+        "example.c failed ({}):\n{text}\ndaemon log:\n{}",
+        out.status,
+        d.log()
+    );
     for line in [
         "ok   big round-trips (memcmp)",
         "ok   get_at sees the patch",
@@ -81,7 +123,12 @@ fn c_example_runs_against_a_real_daemon() {
     }
     assert!(!text.contains("FAIL"), "{text}");
     // The bucket is gone afterwards.
-    assert!(!d.client().bucket_names().unwrap().iter().any(|n| n == "c-example"));
+    assert!(!d
+        .client()
+        .bucket_names()
+        .unwrap()
+        .iter()
+        .any(|n| n == "c-example"));
 }
 
 const MISUSE_C: &str = r#"
@@ -257,8 +304,18 @@ fn c_api_rejects_misuse_without_crashing() {
     std::fs::write(&src, MISUSE_C).unwrap();
     let exe = compile(&src, tmp.path(), "misuse");
     let (out, text) = run(&exe, &d);
-    assert!(out.status.success(), "misuse.c failed ({}):\n{text}\ndaemon log:\n{}", out.status, d.log());
+    assert!(
+        out.status.success(),
+        "misuse.c failed ({}):\n{text}\ndaemon log:\n{}",
+        out.status,
+        d.log()
+    );
     assert!(text.contains("misuse: all checks passed"), "{text}");
     assert!(!text.contains("FAIL"), "{text}");
-    assert!(!d.client().bucket_names().unwrap().iter().any(|n| n == "misuse"));
+    assert!(!d
+        .client()
+        .bucket_names()
+        .unwrap()
+        .iter()
+        .any(|n| n == "misuse"));
 }

@@ -16,7 +16,9 @@ use common::{TestDaemon, Tiers};
 use strata_client::file::{OpenFlags, Persist};
 
 fn data(n: usize, seed: u8) -> Vec<u8> {
-    (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
 }
 
 #[test]
@@ -36,14 +38,31 @@ fn fsynced_files_survive_a_crash_during_recovery() {
 fn crash_and_check(twice: bool) {
     // Background flushing effectively off: only the drain wait at the end
     // may put the bytes at the destination.
-    let mut d = TestDaemon::start_with(Tiers { ram: "64MiB", disk: Some("512MiB"), extra_yaml: "flush:\n  interval: 1h\n" });
+    let mut d = TestDaemon::start_with(Tiers {
+        ram: "64MiB",
+        disk: Some("512MiB"),
+        extra_yaml: "flush:\n  interval: 1h\n",
+    });
     // The destination is not under the daemon socket's directory.
-    let dest = tempfile::Builder::new().prefix("strata-crash-dest-").tempdir().unwrap();
-    let files: Vec<(String, Vec<u8>)> = [("empty", 0usize), ("one", 1), ("page", 4096), ("big", 3 << 20)]
-        .iter()
-        .enumerate()
-        .map(|(i, (name, n))| (dest.path().join(name).to_str().unwrap().to_string(), data(*n, i as u8)))
-        .collect();
+    let dest = tempfile::Builder::new()
+        .prefix("strata-crash-dest-")
+        .tempdir()
+        .unwrap();
+    let files: Vec<(String, Vec<u8>)> = [
+        ("empty", 0usize),
+        ("one", 1),
+        ("page", 4096),
+        ("big", 3 << 20),
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, (name, n))| {
+        (
+            dest.path().join(name).to_str().unwrap().to_string(),
+            data(*n, i as u8),
+        )
+    })
+    .collect();
     // A file that exists at the destination and is truncated to 0 (no page
     // written) and fsync'ed: only metadata has to reach the destination.
     let old = dest.path().join("truncated");
@@ -53,8 +72,16 @@ fn crash_and_check(twice: bool) {
     {
         let c = d.client();
         for (p, b) in &files {
-            let fl = OpenFlags { read: false, write: true, create: true, excl: false, trunc: true };
-            let a = c.file_open(p, fl, 0o644, Persist::Default, 1 << 20).unwrap();
+            let fl = OpenFlags {
+                read: false,
+                write: true,
+                create: true,
+                excl: false,
+                trunc: true,
+            };
+            let a = c
+                .file_open(p, fl, 0o644, Persist::Default, 1 << 20)
+                .unwrap();
             if !b.is_empty() {
                 c.file_write(a.id, 0, b).unwrap();
             }
@@ -68,8 +95,17 @@ fn crash_and_check(twice: bool) {
         d.kill9(); // crash during recovery, before anything was flushed
         d.spawn();
     }
-    let out = d.cmd().args(["drain", "wait", "--timeout", "120"]).output().unwrap();
-    assert!(out.status.success(), "drain wait: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let out = d
+        .cmd()
+        .args(["drain", "wait", "--timeout", "120"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "drain wait: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut lost = Vec::new();
     for (p, b) in &files {
         match std::fs::read(p) {
@@ -78,5 +114,9 @@ fn crash_and_check(twice: bool) {
             Err(e) => lost.push(format!("{p}: {e}")),
         }
     }
-    assert!(lost.is_empty(), "fsync'ed files lost after a crash (twice: {twice}): {lost:?}\ndaemon log:\n{}", d.log());
+    assert!(
+        lost.is_empty(),
+        "fsync'ed files lost after a crash (twice: {twice}): {lost:?}\ndaemon log:\n{}",
+        d.log()
+    );
 }

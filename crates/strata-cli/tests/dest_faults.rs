@@ -21,7 +21,11 @@ use adapter_util::*;
 use common::{TestDaemon, Tiers};
 
 /// No background flushing: flushes happen when the test asks.
-const TIERS: Tiers = Tiers { ram: "64MiB", disk: Some("256MiB"), extra_yaml: "flush:\n  interval: 1h\n" };
+const TIERS: Tiers = Tiers {
+    ram: "64MiB",
+    disk: Some("256MiB"),
+    extra_yaml: "flush:\n  interval: 1h\n",
+};
 
 const WRITER_PY: &str = r#"
 import os, sys
@@ -36,14 +40,30 @@ print("written")
 "#;
 
 fn expected() -> Vec<(&'static str, Vec<u8>)> {
-    [("small", 100usize, 1usize), ("medium", 1 << 20, 2), ("large", 6 << 20, 3)]
-        .iter()
-        .map(|&(name, n, seed)| (name, (0..n).map(|i| ((i * seed + (i >> 12)) % 251) as u8).collect()))
-        .collect()
+    [
+        ("small", 100usize, 1usize),
+        ("medium", 1 << 20, 2),
+        ("large", 6 << 20, 3),
+    ]
+    .iter()
+    .map(|&(name, n, seed)| {
+        (
+            name,
+            (0..n)
+                .map(|i| ((i * seed + (i >> 12)) % 251) as u8)
+                .collect(),
+        )
+    })
+    .collect()
 }
 
 fn sh(cmd: &str) -> bool {
-    Command::new("sh").arg("-c").arg(cmd).status().map(|s| s.success()).unwrap_or(false)
+    Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
 }
 
 fn write_files(d: &TestDaemon, dir: &Path) {
@@ -57,7 +77,11 @@ fn write_files(d: &TestDaemon, dir: &Path) {
         .env("STRATA_INCLUDE", dir)
         .env("STRATA_MODE", "default");
     let out = c.output().unwrap();
-    assert!(out.status.success(), "writer failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "writer failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Asks for a flush and waits (bounded) until `drain status` reports a
@@ -66,34 +90,73 @@ fn flush_until_failed(d: &TestDaemon) -> String {
     let started = Instant::now();
     loop {
         let _ = d.cmd().args(["flush"]).output().unwrap();
-        let out = d.cmd().args(["drain", "status", "--json"]).output().unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+        let out = d
+            .cmd()
+            .args(["drain", "status", "--json"])
+            .output()
+            .unwrap();
+        let v: serde_json::Value =
+            serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
         if v["failed_files"].as_u64().unwrap_or(0) > 0 {
             let files = v["files"].as_array().cloned().unwrap_or_default();
-            let f = files.iter().find(|f| f["state"] == "failed").expect("a failed row");
+            let f = files
+                .iter()
+                .find(|f| f["state"] == "failed")
+                .expect("a failed row");
             return f["error"].as_str().unwrap_or("").to_string();
         }
-        assert!(started.elapsed() < Duration::from_secs(120), "the failure was never reported: {}", String::from_utf8_lossy(&out.stdout));
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the failure was never reported: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
 
 fn drain_and_check(d: &TestDaemon, dir: &Path) {
-    let out = d.cmd().args(["drain", "wait", "--timeout", "300"]).output().unwrap();
-    assert!(out.status.success(), "drain wait after recovery: {} {}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let out = d
+        .cmd()
+        .args(["drain", "wait", "--timeout", "300"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "drain wait after recovery: {} {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     for (name, want) in expected() {
         let got = std::fs::read(dir.join(name)).unwrap_or_default();
-        assert!(got == want, "{name}: {} bytes at the destination, want {}", got.len(), want.len());
+        assert!(
+            got == want,
+            "{name}: {} bytes at the destination, want {}",
+            got.len(),
+            want.len()
+        );
     }
     let st = d.status();
     assert_eq!(st.files.dirty_files, 0, "{:?}", st.files);
-    let out = d.cmd().args(["drain", "status", "--json"]).arg(dir).output().unwrap();
+    let out = d
+        .cmd()
+        .args(["drain", "status", "--json"])
+        .arg(dir)
+        .output()
+        .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     for (name, _) in expected() {
         let p = dir.join(name);
-        let row = v["files"].as_array().unwrap().iter().find(|f| f["path"] == p.to_str().unwrap()).unwrap_or_else(|| panic!("{name} not in {v:#}"));
+        let row = v["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["path"] == p.to_str().unwrap())
+            .unwrap_or_else(|| panic!("{name} not in {v:#}"));
         assert_eq!(row["state"], "persisted", "{row:#}");
-        assert!(row["error"].is_null(), "the error is cleared once persisted: {row:#}");
+        assert!(
+            row["error"].is_null(),
+            "the error is cleared once persisted: {row:#}"
+        );
     }
 }
 
@@ -106,7 +169,10 @@ fn out_of_space_then_grown() {
     let base = tempfile::tempdir().unwrap();
     let dir = base.path().join("pfs");
     std::fs::create_dir(&dir).unwrap();
-    if !sh(&format!("mount -t tmpfs -o size=4m strata-test {}", dir.display())) {
+    if !sh(&format!(
+        "mount -t tmpfs -o size=4m strata-test {}",
+        dir.display()
+    )) {
         eprintln!("SKIP out_of_space_then_grown: mounting a tmpfs needs CAP_SYS_ADMIN");
         return;
     }
@@ -119,8 +185,14 @@ fn out_of_space_then_grown() {
     let _u = Umount(dir.clone());
     write_files(&d, &dir);
     let err = flush_until_failed(&d);
-    assert!(err.contains("space") || err.contains("ENOSPC") || err.contains("28"), "the error names the cause: {err:?}");
-    assert!(sh(&format!("mount -o remount,size=64m {}", dir.display())), "grow the tmpfs");
+    assert!(
+        err.contains("space") || err.contains("ENOSPC") || err.contains("28"),
+        "the error names the cause: {err:?}"
+    );
+    assert!(
+        sh(&format!("mount -o remount,size=64m {}", dir.display())),
+        "grow the tmpfs"
+    );
     drain_and_check(&d, &dir);
 }
 
@@ -134,7 +206,10 @@ fn read_only_then_writable() {
     let dir = base.path().join("pfs");
     std::fs::create_dir(&dir).unwrap();
     write_files(&d, &dir);
-    if !sh(&format!("mount --bind {0} {0} && mount -o remount,ro,bind {0}", dir.display())) {
+    if !sh(&format!(
+        "mount --bind {0} {0} && mount -o remount,ro,bind {0}",
+        dir.display()
+    )) {
         sh(&format!("umount {} 2>/dev/null", dir.display()));
         eprintln!("SKIP read_only_then_writable: a read-only bind mount needs CAP_SYS_ADMIN");
         return;
@@ -142,7 +217,10 @@ fn read_only_then_writable() {
     let err = flush_until_failed(&d);
     let _ = sh(&format!("mount -o remount,rw,bind {}", dir.display()));
     let _ = sh(&format!("umount {}", dir.display()));
-    assert!(err.to_lowercase().contains("read-only") || err.contains("EROFS") || err.contains("30"), "the error names the cause: {err:?}");
+    assert!(
+        err.to_lowercase().contains("read-only") || err.contains("EROFS") || err.contains("30"),
+        "the error names the cause: {err:?}"
+    );
     drain_and_check(&d, &dir);
 }
 
@@ -161,7 +239,10 @@ fn unreachable_then_back() {
     let err = flush_until_failed(&d);
     assert!(!err.is_empty(), "the error is reported");
     // Nothing was written anywhere else meanwhile.
-    assert!(!dir.exists(), "the flusher must not recreate a vanished destination directory");
+    assert!(
+        !dir.exists(),
+        "the flusher must not recreate a vanished destination directory"
+    );
     std::fs::rename(&away, &dir).unwrap();
     drain_and_check(&d, &dir);
 }
@@ -187,8 +268,14 @@ impl Drop for Unblock {
 }
 
 fn drain_json(d: &TestDaemon, path: &Path) -> serde_json::Value {
-    let out = d.cmd().args(["drain", "status", "--json"]).arg(path).output().unwrap();
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+    let out = d
+        .cmd()
+        .args(["drain", "status", "--json"])
+        .arg(path)
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
 }
 
 #[test]
@@ -198,22 +285,41 @@ fn hung_destination_is_reported_stalled_while_others_flush() {
     }
     // Inherited by the daemon; other tests' daemons never see a marker file.
     std::env::set_var("STRATA_INTERNAL_FAULT_FLUSH_HANG", HANG_MARKER);
-    let d = TestDaemon::start_with(Tiers { ram: "64MiB", disk: Some("256MiB"), extra_yaml: "flush:\n  interval: 1h\n  stall_warn: 200ms\n" });
+    let d = TestDaemon::start_with(Tiers {
+        ram: "64MiB",
+        disk: Some("256MiB"),
+        extra_yaml: "flush:\n  interval: 1h\n  stall_warn: 200ms\n",
+    });
     let base = tempfile::tempdir().unwrap();
     let dir = base.path().join("pfs");
     std::fs::create_dir(&dir).unwrap();
     let mut c = Command::new("python3");
     c.arg("-c").arg(HUNG_PY).arg(&dir);
-    c.env("LD_PRELOAD", preload_lib()).env("STRATA_CONFIG", &d.config).env("STRATA_SOCKET", &d.socket).env("STRATA_INCLUDE", &dir).env("STRATA_MODE", "default");
+    c.env("LD_PRELOAD", preload_lib())
+        .env("STRATA_CONFIG", &d.config)
+        .env("STRATA_SOCKET", &d.socket)
+        .env("STRATA_INCLUDE", &dir)
+        .env("STRATA_MODE", "default");
     let out = c.output().unwrap();
-    assert!(out.status.success(), "writer failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "writer failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let (hung, fine) = (dir.join("hung"), dir.join("fine"));
     assert!(!hung.exists() && !fine.exists(), "nothing flushed yet");
     // The destination of `hung` hangs.
     let marker = dir.join(format!("hung{HANG_MARKER}"));
     std::fs::write(&marker, b"").unwrap();
     let unblock = Unblock(marker.clone());
-    assert!(d.cmd().arg("flush").arg(&hung).output().unwrap().status.success());
+    assert!(d
+        .cmd()
+        .arg("flush")
+        .arg(&hung)
+        .output()
+        .unwrap()
+        .status
+        .success());
 
     // Reported as stalled once in flight for longer than flush.stall_warn.
     let started = Instant::now();
@@ -224,31 +330,77 @@ fn hung_destination_is_reported_stalled_while_others_flush() {
             assert_eq!(row["state"], "flushing", "{row:#}");
             break;
         }
-        assert!(started.elapsed() < Duration::from_secs(120), "never reported as stalled: {v:#}");
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "never reported as stalled: {v:#}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
-    let table = d.cmd().args(["drain", "status"]).arg(&hung).output().unwrap();
+    let table = d
+        .cmd()
+        .args(["drain", "status"])
+        .arg(&hung)
+        .output()
+        .unwrap();
     let table = String::from_utf8_lossy(&table.stdout).into_owned();
     assert!(table.contains("flushing (stalled "), "{table}");
 
     // Another file flushes on another worker meanwhile.
-    let out = d.cmd().args(["drain", "wait", "--timeout", "300"]).arg(&fine).output().unwrap();
-    assert!(out.status.success(), "drain wait of the other file: {}", String::from_utf8_lossy(&out.stderr));
+    let out = d
+        .cmd()
+        .args(["drain", "wait", "--timeout", "300"])
+        .arg(&fine)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "drain wait of the other file: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(std::fs::read(&fine).unwrap(), b"fine ".repeat(70000));
-    assert_eq!(drain_json(&d, &hung)["files"][0]["state"], "flushing", "still hung");
+    assert_eq!(
+        drain_json(&d, &hung)["files"][0]["state"],
+        "flushing",
+        "still hung"
+    );
     // The daemon logged the stall (bounded wait: the log line is written by the poller).
     let started = Instant::now();
     while !d.log().contains("flush stalled") {
-        assert!(started.elapsed() < Duration::from_secs(120), "no stall in the daemon log:\n{}", d.log());
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no stall in the daemon log:\n{}",
+            d.log()
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 
     // The mount answers again: the attempt goes on and completes.
     drop(unblock);
-    let out = d.cmd().args(["drain", "wait", "--timeout", "300"]).arg(&dir).output().unwrap();
-    assert!(out.status.success(), "drain wait after the mount answers: {} {}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert_eq!(std::fs::read(&hung).unwrap(), b"stuck ".repeat(50000), "every byte of the hung file arrived");
+    let out = d
+        .cmd()
+        .args(["drain", "wait", "--timeout", "300"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "drain wait after the mount answers: {} {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read(&hung).unwrap(),
+        b"stuck ".repeat(50000),
+        "every byte of the hung file arrived"
+    );
     let v = drain_json(&d, &dir);
     assert_eq!(v["persisted_files"], 2, "{v:#}");
-    assert!(v["files"].as_array().unwrap().iter().all(|f| f["stalled"] == false), "{v:#}");
+    assert!(
+        v["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["stalled"] == false),
+        "{v:#}"
+    );
 }

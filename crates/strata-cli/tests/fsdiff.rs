@@ -22,7 +22,10 @@ fn sweep(mode: &str, seeds: &str, ops: u32) {
     }
     preload_lib();
     let d = TestDaemon::start();
-    let work = tempfile::Builder::new().prefix("strata-fsdiff-").tempdir().unwrap();
+    let work = tempfile::Builder::new()
+        .prefix("strata-fsdiff-")
+        .tempdir()
+        .unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fsdiff/run.py");
     let out = Command::new("python3")
         .arg(&script)
@@ -30,14 +33,27 @@ fn sweep(mode: &str, seeds: &str, ops: u32) {
         .arg(common::strata_bin())
         .arg("--config")
         .arg(&d.config)
-        .args(["--mode", mode, "--seeds", seeds, "--ops", &ops.to_string(), "--work"])
+        .args([
+            "--mode",
+            mode,
+            "--seeds",
+            seeds,
+            "--ops",
+            &ops.to_string(),
+            "--work",
+        ])
         .arg(work.path())
         .env("STRATA_SOCKET", &d.socket)
         .env_remove("LD_PRELOAD")
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "differential tester ({mode}, seeds {seeds}):\n{text}\n--- daemon log ---\n{}", tail(&d.log(), 30));
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "differential tester ({mode}, seeds {seeds}):\n{text}\n--- daemon log ---\n{}",
+        tail(&d.log(), 30)
+    );
 }
 
 #[test]
@@ -60,14 +76,43 @@ fn replay(seed: u32, ops: u32, keep: &str) {
     let script = script.to_str().unwrap();
     for mode in [Mode::Default, Mode::Scratch] {
         let d = TestDaemon::start();
-        let tmp = tempfile::Builder::new().prefix("strata-fsdiff-r-").tempdir().unwrap();
+        let tmp = tempfile::Builder::new()
+            .prefix("strata-fsdiff-r-")
+            .tempdir()
+            .unwrap();
         let (plain, buf) = (tmp.path().join("plain"), tmp.path().join("buf"));
         std::fs::create_dir(&plain).unwrap();
         std::fs::create_dir(&buf).unwrap();
         let (s, n) = (seed.to_string(), ops.to_string());
-        let want = plain_run(&plain, &["python3", script, plain.to_str().unwrap(), &s, &n, "--keep", keep], d.path());
+        let want = plain_run(
+            &plain,
+            &[
+                "python3",
+                script,
+                plain.to_str().unwrap(),
+                &s,
+                &n,
+                "--keep",
+                keep,
+            ],
+            d.path(),
+        );
         want.assert_ok("fsdiff without strata");
-        let got = strata_run(&d, mode, &buf, &buf, &["python3", script, buf.to_str().unwrap(), &s, &n, "--keep", keep]);
+        let got = strata_run(
+            &d,
+            mode,
+            &buf,
+            &buf,
+            &[
+                "python3",
+                script,
+                buf.to_str().unwrap(),
+                &s,
+                &n,
+                "--keep",
+                keep,
+            ],
+        );
         got.assert_ok("fsdiff under strata run");
         let want = want.stdout_str().replace(plain.to_str().unwrap(), "ROOT");
         let got = got.stdout_str().replace(buf.to_str().unwrap(), "ROOT");

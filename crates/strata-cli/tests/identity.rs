@@ -55,7 +55,10 @@ fn start_refused(config: &Path) -> (bool, String) {
 
 fn prefix_of(d: &TestDaemon) -> String {
     let y = std::fs::read_to_string(&d.config).unwrap();
-    y.lines().find_map(|l| l.trim().strip_prefix("shm_prefix: ")).unwrap().to_string()
+    y.lines()
+        .find_map(|l| l.trim().strip_prefix("shm_prefix: "))
+        .unwrap()
+        .to_string()
 }
 
 #[test]
@@ -68,23 +71,43 @@ fn a_second_daemon_on_the_same_shm_prefix_is_refused_and_touches_nothing() {
     let other = tempfile::tempdir().unwrap();
     let cfg = write_config(other.path(), "b", &prefix, &other.path().join("disk"));
     let (refused, out) = start_refused(&cfg);
-    assert!(refused, "second daemon on prefix {prefix} must be refused: {out}");
-    assert!(out.contains("shared-memory prefix") && out.contains(&d.socket.display().to_string()), "the refusal names the prefix and the holder: {out}");
+    assert!(
+        refused,
+        "second daemon on prefix {prefix} must be refused: {out}"
+    );
+    assert!(
+        out.contains("shared-memory prefix") && out.contains(&d.socket.display().to_string()),
+        "the refusal names the prefix and the holder: {out}"
+    );
     // The first daemon's segments survived the failed start.
     assert!(Path::new(&format!("/dev/shm/{prefix}-arena")).exists());
     assert_eq!(b.get("x").unwrap(), b"first daemon's bytes");
     let c2 = d.client();
-    assert_eq!(c2.bucket("mine").unwrap().get("x").unwrap(), b"first daemon's bytes");
+    assert_eq!(
+        c2.bucket("mine").unwrap().get("x").unwrap(),
+        b"first daemon's bytes"
+    );
 }
 
 #[test]
 fn a_second_daemon_on_the_same_tier_directory_is_refused() {
     let d = TestDaemon::start();
     let other = tempfile::tempdir().unwrap();
-    let cfg = write_config(other.path(), "b", &format!("strata-idt{}", std::process::id()), &d.path().join("disk"));
+    let cfg = write_config(
+        other.path(),
+        "b",
+        &format!("strata-idt{}", std::process::id()),
+        &d.path().join("disk"),
+    );
     let (refused, out) = start_refused(&cfg);
-    assert!(refused, "second daemon on the same tier must be refused: {out}");
-    assert!(out.contains("tier directory") && out.contains("in use"), "{out}");
+    assert!(
+        refused,
+        "second daemon on the same tier must be refused: {out}"
+    );
+    assert!(
+        out.contains("tier directory") && out.contains("in use"),
+        "{out}"
+    );
     d.client().bucket("still").unwrap().put("ok", b"1").unwrap();
 }
 
@@ -102,11 +125,18 @@ fn two_daemons_with_different_sockets_get_different_automatic_prefixes() {
 fn tier_files_journal_and_directories_are_private() {
     let d = TestDaemon::start();
     let c = d.client();
-    c.bucket("p").unwrap().put("x", &vec![7u8; 1 << 20]).unwrap();
+    c.bucket("p")
+        .unwrap()
+        .put("x", &vec![7u8; 1 << 20])
+        .unwrap();
     let disk = d.path().join("disk");
     let mode = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o7777;
     assert_eq!(mode(&disk), 0o700, "tier directory");
-    assert_eq!(mode(&disk.join("strata-tier.data")), 0o600, "tier data file");
+    assert_eq!(
+        mode(&disk.join("strata-tier.data")),
+        0o600,
+        "tier data file"
+    );
     assert_eq!(mode(&disk.join("strata.journal")), 0o600, "journal");
     assert_eq!(mode(&disk.join("strata.lock")), 0o600, "tier lock");
     assert_eq!(mode(d.socket.parent().unwrap()), 0o700, "runtime directory");
@@ -119,10 +149,26 @@ fn a_tier_file_left_0644_by_an_older_version_is_made_private() {
     std::fs::create_dir_all(&disk).unwrap();
     std::fs::set_permissions(&disk, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::write(disk.join("strata-tier.data"), b"").unwrap();
-    std::fs::set_permissions(disk.join("strata-tier.data"), std::fs::Permissions::from_mode(0o644)).unwrap();
-    let cfg = write_config(dir.path(), "a", &format!("strata-idl{}", std::process::id()), &disk);
+    std::fs::set_permissions(
+        disk.join("strata-tier.data"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    let cfg = write_config(
+        dir.path(),
+        "a",
+        &format!("strata-idl{}", std::process::id()),
+        &disk,
+    );
     let sock = dir.path().join("a/daemon.sock");
-    let mut child = Command::new(strata_bin()).arg("--config").arg(&cfg).args(["daemon", "start", "--foreground"]).stdin(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let mut child = Command::new(strata_bin())
+        .arg("--config")
+        .arg(&cfg)
+        .args(["daemon", "start", "--foreground"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     let t = Instant::now();
     while !sock.exists() && t.elapsed() < Duration::from_secs(30) {
         std::thread::sleep(Duration::from_millis(20));
@@ -145,9 +191,17 @@ fn a_runtime_directory_of_another_user_is_refused() {
     std::fs::create_dir(&run).unwrap();
     std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o777)).unwrap();
     std::os::unix::fs::chown(&run, Some(65534), Some(65534)).unwrap();
-    let cfg = write_config(dir.path(), "a", &format!("strata-idr{}", std::process::id()), &dir.path().join("disk"));
+    let cfg = write_config(
+        dir.path(),
+        "a",
+        &format!("strata-idr{}", std::process::id()),
+        &dir.path().join("disk"),
+    );
     let (refused, out) = start_refused(&cfg);
-    assert!(refused && out.contains("belongs to") && out.contains("65534"), "{out}");
+    assert!(
+        refused && out.contains("belongs to") && out.contains("65534"),
+        "{out}"
+    );
     assert!(!run.join("daemon.sock").exists());
 }
 
@@ -165,7 +219,10 @@ fn shared_memory_of_our_prefix_owned_by_another_user_is_refused_by_name() {
     let cfg = write_config(dir.path(), "a", &prefix, &dir.path().join("disk"));
     let (refused, out) = start_refused(&cfg);
     let _ = std::fs::remove_file(&planted);
-    assert!(refused && out.contains(&format!("{prefix}-arena")) && out.contains("65534"), "{out}");
+    assert!(
+        refused && out.contains(&format!("{prefix}-arena")) && out.contains("65534"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -183,12 +240,20 @@ fn a_client_refuses_a_socket_served_by_another_user() {
         sock.display().to_string(),
         sock.display().to_string()
     );
-    let mut child = Command::new("python3").args(["-c", &py]).stdout(Stdio::piped()).spawn().unwrap();
+    let mut child = Command::new("python3")
+        .args(["-c", &py])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
     let mut line = String::new();
     use std::io::BufRead;
-    std::io::BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    std::io::BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
     assert_eq!(line.trim(), "ready");
-    let e = strata_client::Client::connect_to(&sock).err().expect("connect must be refused");
+    let e = strata_client::Client::connect_to(&sock)
+        .err()
+        .expect("connect must be refused");
     let _ = child.kill();
     let _ = child.wait();
     assert_eq!(e.errno, strata_proto::Errno::Perm, "{e}");

@@ -7,13 +7,26 @@ mod common;
 use common::{TestDaemon, Tiers};
 
 fn pattern(n: usize, seed: u8) -> Vec<u8> {
-    (0..n).map(|i| (i as u8).wrapping_mul(13).wrapping_add(seed).wrapping_add((i >> 10) as u8)).collect()
+    (0..n)
+        .map(|i| {
+            (i as u8)
+                .wrapping_mul(13)
+                .wrapping_add(seed)
+                .wrapping_add((i >> 10) as u8)
+        })
+        .collect()
 }
 
 #[test]
 fn durable_flush_survives_kill9_and_volatile_blobs_do_not() {
-    let mut d = TestDaemon::start_with(Tiers { ram: "64MiB", disk: Some("256MiB"), extra_yaml: "" });
-    let blobs: Vec<(String, Vec<u8>)> = (0..12).map(|i| (format!("b{i}"), pattern(1000 + i * 300_000, i as u8))).collect();
+    let mut d = TestDaemon::start_with(Tiers {
+        ram: "64MiB",
+        disk: Some("256MiB"),
+        extra_yaml: "",
+    });
+    let blobs: Vec<(String, Vec<u8>)> = (0..12)
+        .map(|i| (format!("b{i}"), pattern(1000 + i * 300_000, i as u8)))
+        .collect();
     {
         let c = d.client();
         let b = c.bucket("durable").unwrap();
@@ -32,7 +45,11 @@ fn durable_flush_survives_kill9_and_volatile_blobs_do_not() {
     d.spawn();
     let st = d.status();
     let rep = st.journal.expect("journal").replay;
-    assert_eq!((rep.corrupt_ranges, rep.dropped_blobs, rep.crc_mismatches), (0, 0, 0), "{rep:?}");
+    assert_eq!(
+        (rep.corrupt_ranges, rep.dropped_blobs, rep.crc_mismatches),
+        (0, 0, 0),
+        "{rep:?}"
+    );
     assert_eq!(rep.blobs, blobs.len() as u64, "{rep:?}");
     let c = d.client();
     let b = c.bucket("durable").unwrap();
@@ -46,12 +63,19 @@ fn durable_flush_survives_kill9_and_volatile_blobs_do_not() {
     let out = d.cmd().arg("status").output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
-    assert!(text.contains("journal") && text.contains("replayed"), "status shows the journal:\n{text}");
+    assert!(
+        text.contains("journal") && text.contains("replayed"),
+        "status shows the journal:\n{text}"
+    );
 }
 
 #[test]
 fn a_corrupt_journal_record_is_reported_and_not_applied() {
-    let mut d = TestDaemon::start_with(Tiers { ram: "64MiB", disk: Some("256MiB"), extra_yaml: "" });
+    let mut d = TestDaemon::start_with(Tiers {
+        ram: "64MiB",
+        disk: Some("256MiB"),
+        extra_yaml: "",
+    });
     let first = pattern(200_000, 1);
     let second = pattern(300_000, 2);
     {
@@ -65,7 +89,12 @@ fn a_corrupt_journal_record_is_reported_and_not_applied() {
     // Flip one byte inside every record of blob "first" (its name is in the payload).
     let path = d.path().join("disk").join("strata.journal");
     let mut bytes = std::fs::read(&path).unwrap();
-    let hits: Vec<usize> = bytes.windows(5).enumerate().filter(|(_, w)| *w == b"first").map(|(i, _)| i).collect();
+    let hits: Vec<usize> = bytes
+        .windows(5)
+        .enumerate()
+        .filter(|(_, w)| *w == b"first")
+        .map(|(i, _)| i)
+        .collect();
     assert!(!hits.is_empty(), "a record of blob first");
     for at in hits {
         bytes[at + 2] ^= 0x20;
@@ -74,21 +103,41 @@ fn a_corrupt_journal_record_is_reported_and_not_applied() {
     d.spawn();
     let rep = d.status().journal.expect("journal").replay;
     assert!(rep.corrupt_ranges >= 1, "{rep:?}");
-    assert!(rep.messages.iter().any(|m| m.contains("corrupt")), "{rep:?}");
+    assert!(
+        rep.messages.iter().any(|m| m.contains("corrupt")),
+        "{rep:?}"
+    );
     let c = d.client();
     let b = c.bucket("k").unwrap();
-    assert!(b.get("first").is_err(), "the corrupt record was not applied");
-    assert_eq!(b.get("second").unwrap(), second, "the records after it were");
-    let kept = std::fs::read_dir(d.path().join("disk")).unwrap().filter_map(|e| e.ok()).any(|e| e.file_name().to_string_lossy().contains("corrupt"));
+    assert!(
+        b.get("first").is_err(),
+        "the corrupt record was not applied"
+    );
+    assert_eq!(
+        b.get("second").unwrap(),
+        second,
+        "the records after it were"
+    );
+    let kept = std::fs::read_dir(d.path().join("disk"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .any(|e| e.file_name().to_string_lossy().contains("corrupt"));
     assert!(kept, "a copy of the corrupt journal is kept");
     let out = d.cmd().arg("status").output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("corrupt"), "status reports the corruption:\n{text}");
+    assert!(
+        text.contains("corrupt"),
+        "status reports the corruption:\n{text}"
+    );
 }
 
 #[test]
 fn a_ram_only_daemon_refuses_a_durable_flush() {
-    let d = TestDaemon::start_with(Tiers { ram: "64MiB", disk: None, extra_yaml: "" });
+    let d = TestDaemon::start_with(Tiers {
+        ram: "64MiB",
+        disk: None,
+        extra_yaml: "",
+    });
     let c = d.client();
     let b = c.bucket("k").unwrap();
     b.put("x", b"y").unwrap();
@@ -101,29 +150,56 @@ fn a_ram_only_daemon_refuses_a_durable_flush() {
 #[test]
 fn workflow_files_survive_a_daemon_restart_until_staged_out() {
     use strata_client::file::{OpenFlags, Persist};
-    let mut d = TestDaemon::start_with(Tiers { ram: "64MiB", disk: Some("256MiB"), extra_yaml: "" });
+    let mut d = TestDaemon::start_with(Tiers {
+        ram: "64MiB",
+        disk: Some("256MiB"),
+        extra_yaml: "",
+    });
     let dest = tempfile::tempdir().unwrap();
     let path = dest.path().join("stage.dat");
     let p = path.to_str().unwrap();
     let data = pattern(3 << 20, 7);
     {
         let c = d.client();
-        let fl = OpenFlags { read: true, write: true, create: true, excl: false, trunc: true };
-        let a = c.file_open(p, fl, 0o644, Persist::Workflow, 1 << 20).unwrap();
+        let fl = OpenFlags {
+            read: true,
+            write: true,
+            create: true,
+            excl: false,
+            trunc: true,
+        };
+        let a = c
+            .file_open(p, fl, 0o644, Persist::Workflow, 1 << 20)
+            .unwrap();
         c.file_write(a.id, 0, &data).unwrap();
         c.file_close(a.id).unwrap();
     }
     // A clean stop: DEFAULT files drain; WORKFLOW files wait for stage-out, kept on the dir tier.
     d.stop();
-    assert!(!path.exists(), "a WORKFLOW file does not reach the destination before stage-out");
+    assert!(
+        !path.exists(),
+        "a WORKFLOW file does not reach the destination before stage-out"
+    );
     d.spawn();
     let c = d.client();
-    let fl = OpenFlags { read: true, write: false, create: false, excl: false, trunc: false };
-    let a = c.file_open(p, fl, 0, Persist::Workflow, 1 << 20).expect("the WORKFLOW file is back after the restart");
+    let fl = OpenFlags {
+        read: true,
+        write: false,
+        create: false,
+        excl: false,
+        trunc: false,
+    };
+    let a = c
+        .file_open(p, fl, 0, Persist::Workflow, 1 << 20)
+        .expect("the WORKFLOW file is back after the restart");
     let mut back = vec![0u8; data.len()];
     assert_eq!(c.file_read(a.id, 0, &mut back).unwrap(), data.len());
     assert!(back == data, "same bytes after the restart");
     c.file_close(a.id).unwrap();
     let rep = d.status().journal.unwrap().replay;
-    assert_eq!((rep.files, rep.corrupt_ranges, rep.dropped_blobs), (1, 0, 0), "{rep:?}");
+    assert_eq!(
+        (rep.files, rep.corrupt_ranges, rep.dropped_blobs),
+        (1, 0, 0),
+        "{rep:?}"
+    );
 }

@@ -44,29 +44,54 @@ fn random_size(rng: &mut StdRng) -> usize {
 fn get_verified(b: &Bucket, name: &str, size: usize, sum: u64, st: &mut Stats) -> Vec<u8> {
     let got = b.get(name).unwrap_or_else(|e| panic!("get {name}: {e}"));
     assert_eq!(got.len(), size, "{name}: size");
-    assert_eq!(checksum(&got), sum, "{name}: checksum mismatch (size {size})");
+    assert_eq!(
+        checksum(&got),
+        sum,
+        "{name}: checksum mismatch (size {size})"
+    );
     st.verified_bytes += size;
     got
 }
 
-fn thread_main(client: Client, proc_idx: usize, thread_idx: usize, seed: u64, target: usize, live_cap: usize) -> (usize, usize) {
+fn thread_main(
+    client: Client,
+    proc_idx: usize,
+    thread_idx: usize,
+    seed: u64,
+    target: usize,
+    live_cap: usize,
+) -> (usize, usize) {
     let b = client.bucket("multiproc").expect("open shared bucket");
     let mut rng = StdRng::seed_from_u64(seed ^ ((proc_idx as u64) << 32) ^ thread_idx as u64);
-    let mut m = Model { blobs: Vec::new(), live_bytes: 0 };
-    let mut st = Stats { put_bytes: 0, verified_bytes: 0, ops: 0 };
+    let mut m = Model {
+        blobs: Vec::new(),
+        live_bytes: 0,
+    };
+    let mut st = Stats {
+        put_bytes: 0,
+        verified_bytes: 0,
+        ops: 0,
+    };
     let mut next_name = 0u64;
     // Bounded by the targets: every round puts or verifies ≥ 1 byte, or ends.
     while st.put_bytes < target || st.verified_bytes < target {
         st.ops += 1;
         let op = rng.random_range(0..100);
-        let pick = |rng: &mut StdRng, m: &Model| if m.blobs.is_empty() { None } else { Some(rng.random_range(0..m.blobs.len())) };
+        let pick = |rng: &mut StdRng, m: &Model| {
+            if m.blobs.is_empty() {
+                None
+            } else {
+                Some(rng.random_range(0..m.blobs.len()))
+            }
+        };
         let must_shrink = m.live_bytes > live_cap;
         if (op < 30 || m.blobs.is_empty()) && !must_shrink {
             // New blob.
             let name = format!("p{proc_idx}-t{thread_idx}-{next_name}");
             next_name += 1;
             let data = random_bytes(rng.random(), random_size(&mut rng));
-            b.put(&name, &data).unwrap_or_else(|e| panic!("put {name} ({} B): {e}", data.len()));
+            b.put(&name, &data)
+                .unwrap_or_else(|e| panic!("put {name} ({} B): {e}", data.len()));
             st.put_bytes += data.len();
             m.live_bytes += data.len();
             m.blobs.push((name, data.len(), checksum(&data)));
@@ -79,7 +104,8 @@ fn thread_main(client: Client, proc_idx: usize, thread_idx: usize, seed: u64, ta
             let i = pick(&mut rng, &m).unwrap();
             let data = random_bytes(rng.random(), random_size(&mut rng));
             let name = m.blobs[i].0.clone();
-            b.put(&name, &data).unwrap_or_else(|e| panic!("overwrite {name}: {e}"));
+            b.put(&name, &data)
+                .unwrap_or_else(|e| panic!("overwrite {name}: {e}"));
             st.put_bytes += data.len();
             m.live_bytes = m.live_bytes - m.blobs[i].1 + data.len();
             m.blobs[i] = (name, data.len(), checksum(&data));
@@ -90,7 +116,9 @@ fn thread_main(client: Client, proc_idx: usize, thread_idx: usize, seed: u64, ta
             let mut cur = get_verified(&b, &name, size, sum, &mut st);
             let off = rng.random_range(0..=size + 64 * 1024);
             let piece = random_bytes(rng.random(), rng.random_range(1..=256 * 1024));
-            let new_size = b.put_at(&name, off as u64, &piece).unwrap_or_else(|e| panic!("put_at {name}@{off}: {e}"));
+            let new_size = b
+                .put_at(&name, off as u64, &piece)
+                .unwrap_or_else(|e| panic!("put_at {name}@{off}: {e}"));
             if cur.len() < off + piece.len() {
                 cur.resize(off + piece.len(), 0);
             }
@@ -107,17 +135,27 @@ fn thread_main(client: Client, proc_idx: usize, thread_idx: usize, seed: u64, ta
             let off = rng.random_range(0..=size);
             let want = rng.random_range(0..=(size - off) + 4096);
             let mut buf = vec![0xAAu8; want];
-            let n = b.get_at(&name, off as u64, &mut buf).unwrap_or_else(|e| panic!("get_at {name}@{off}: {e}"));
+            let n = b
+                .get_at(&name, off as u64, &mut buf)
+                .unwrap_or_else(|e| panic!("get_at {name}@{off}: {e}"));
             let expect = want.min(size - off);
-            assert_eq!(n, expect, "{name}: get_at({off}, {want}) of a {size} B blob");
-            assert!(buf[..n] == full[off..off + n], "{name}: get_at({off}, {want}) bytes differ");
+            assert_eq!(
+                n, expect,
+                "{name}: get_at({off}, {want}) of a {size} B blob"
+            );
+            assert!(
+                buf[..n] == full[off..off + n],
+                "{name}: get_at({off}, {want}) bytes differ"
+            );
             st.verified_bytes += n;
         } else if op < 86 && !must_shrink {
             let i = pick(&mut rng, &m).unwrap();
             let (name, size, sum) = m.blobs[i].clone();
             let mut cur = get_verified(&b, &name, size, sum, &mut st);
             let piece = random_bytes(rng.random(), rng.random_range(1..=512 * 1024));
-            let new_size = b.append(&name, &piece).unwrap_or_else(|e| panic!("append {name}: {e}"));
+            let new_size = b
+                .append(&name, &piece)
+                .unwrap_or_else(|e| panic!("append {name}: {e}"));
             cur.extend_from_slice(&piece);
             assert_eq!(new_size as usize, cur.len(), "{name}: size after append");
             st.put_bytes += piece.len();
@@ -128,7 +166,8 @@ fn thread_main(client: Client, proc_idx: usize, thread_idx: usize, seed: u64, ta
             let i = pick(&mut rng, &m).unwrap();
             let (name, size, sum) = m.blobs.swap_remove(i);
             get_verified(&b, &name, size, sum, &mut st);
-            b.delete(&name).unwrap_or_else(|e| panic!("delete {name}: {e}"));
+            b.delete(&name)
+                .unwrap_or_else(|e| panic!("delete {name}: {e}"));
             assert!(!b.exists(&name).unwrap(), "{name} exists after delete");
             assert_eq!(b.get(&name).unwrap_err().errno, Errno::NoBlob);
             m.live_bytes -= size;
@@ -136,7 +175,11 @@ fn thread_main(client: Client, proc_idx: usize, thread_idx: usize, seed: u64, ta
     }
     // Every surviving blob, one last time, through stat and get.
     for (name, size, sum) in &m.blobs {
-        assert_eq!(b.size_of(name).unwrap() as usize, *size, "{name}: stat size");
+        assert_eq!(
+            b.size_of(name).unwrap() as usize,
+            *size,
+            "{name}: stat size"
+        );
         get_verified(&b, name, *size, *sum, &mut st);
     }
     eprintln!(
@@ -167,7 +210,9 @@ fn worker_entry() {
             let c = client.clone();
             std::thread::Builder::new()
                 .name(format!("worker-{proc_idx}-{t}"))
-                .spawn(move || thread_main(c, proc_idx, t, seed, target / THREADS, live_cap / THREADS))
+                .spawn(move || {
+                    thread_main(c, proc_idx, t, seed, target / THREADS, live_cap / THREADS)
+                })
                 .unwrap()
         })
         .collect();
@@ -182,9 +227,15 @@ fn worker_entry() {
 }
 
 fn seed() -> u64 {
-    std::env::var("STRATA_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
-    })
+    std::env::var("STRATA_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        })
 }
 
 fn run_workers(d: &TestDaemon, bytes_per_proc: usize, live_per_proc: usize, limit: Duration) {
@@ -230,36 +281,64 @@ fn run_workers(d: &TestDaemon, bytes_per_proc: usize, live_per_proc: usize, limi
             }
         }
     }
-    assert!(failed.is_empty(), "workers failed (seed {seed}): {failed:?}\ndaemon log:\n{}", d.log());
+    assert!(
+        failed.is_empty(),
+        "workers failed (seed {seed}): {failed:?}\ndaemon log:\n{}",
+        d.log()
+    );
 
     // The daemon agrees with the workers on what survived, and every
     // worker's leases went back when it exited.
-    util::eventually("all worker clients gone", Duration::from_secs(30), || d.status().clients == 0);
+    util::eventually("all worker clients gone", Duration::from_secs(30), || {
+        d.status().clients == 0
+    });
     let st = d.status();
     assert_eq!(st.blobs, survivors, "blob count seen by the daemon");
     let c = d.client();
     let b = c.bucket_open("multiproc").unwrap();
-    assert_eq!(b.size().unwrap(), (bytes, survivors), "bucket size and blob count");
+    assert_eq!(
+        b.size().unwrap(),
+        (bytes, survivors),
+        "bucket size and blob count"
+    );
     assert_eq!(b.list().unwrap().len() as u64, survivors);
     drop(b);
     drop(c);
-    util::eventually("parent client gone", Duration::from_secs(30), || d.status().clients == 0);
+    util::eventually("parent client gone", Duration::from_secs(30), || {
+        d.status().clients == 0
+    });
     let st = d.status();
     for t in &st.tiers {
-        assert_eq!(t.leased_bytes, 0, "tier {} still has leased bytes with no client: {st:?}", t.name);
+        assert_eq!(
+            t.leased_bytes, 0,
+            "tier {} still has leased bytes with no client: {st:?}",
+            t.name
+        );
     }
     // Destroying the bucket gives every byte back.
-    d.client().bucket_open("multiproc").unwrap().destroy().unwrap();
+    d.client()
+        .bucket_open("multiproc")
+        .unwrap()
+        .destroy()
+        .unwrap();
     let st = d.status();
     for t in &st.tiers {
-        assert_eq!(t.used_bytes, 0, "tier {} still has used bytes after destroying everything: {st:?}", t.name);
+        assert_eq!(
+            t.used_bytes, 0,
+            "tier {} still has used bytes after destroying everything: {st:?}",
+            t.name
+        );
     }
     assert_eq!(st.malformed_total, 0);
 }
 
 #[test]
 fn four_processes_four_threads_random_blobs() {
-    let d = TestDaemon::start_with(Tiers { ram: "64MiB", disk: Some("128MiB"), extra_yaml: "" });
+    let d = TestDaemon::start_with(Tiers {
+        ram: "64MiB",
+        disk: Some("128MiB"),
+        extra_yaml: "",
+    });
     run_workers(&d, 48 << 20, 96 << 20, Duration::from_secs(600));
 }
 
@@ -269,6 +348,10 @@ fn four_processes_four_threads_random_blobs() {
 #[test]
 #[ignore = "heavy (1 GiB through the daemon); run with --ignored"]
 fn four_processes_256mib_each() {
-    let d = TestDaemon::start_with(Tiers { ram: "256MiB", disk: Some("1GiB"), extra_yaml: "" });
+    let d = TestDaemon::start_with(Tiers {
+        ram: "256MiB",
+        disk: Some("1GiB"),
+        extra_yaml: "",
+    });
     run_workers(&d, 256 << 20, 256 << 20, Duration::from_secs(900));
 }

@@ -61,16 +61,31 @@ fn namespace_operations_reach_the_destination_in_program_order() {
     if !require("python3", "python3") {
         return;
     }
-    let d = TestDaemon::start_with(Tiers { ram: "256MiB", disk: Some("512MiB"), extra_yaml: "flush:\n  interval: 1ms\n" });
+    let d = TestDaemon::start_with(Tiers {
+        ram: "256MiB",
+        disk: Some("512MiB"),
+        extra_yaml: "flush:\n  interval: 1ms\n",
+    });
     let base = tempfile::tempdir().unwrap();
     let (tracked, twin) = (base.path().join("tracked"), base.path().join("twin"));
     std::fs::create_dir_all(&tracked).unwrap();
     std::fs::create_dir_all(&twin).unwrap();
     // os.urandom differs between runs: compare the deterministic files exactly, `trunc` by shape.
-    strata_run(&d, Mode::Default, &tracked, &tracked, &["python3", "-c", OPS_PY]).assert_ok("ops under strata");
+    strata_run(
+        &d,
+        Mode::Default,
+        &tracked,
+        &tracked,
+        &["python3", "-c", OPS_PY],
+    )
+    .assert_ok("ops under strata");
     plain_run(&twin, &["python3", "-c", OPS_PY], d.path()).assert_ok("ops without strata");
     let (got, want) = (tree(&tracked), tree(&twin));
-    assert_eq!(got.keys().collect::<Vec<_>>(), want.keys().collect::<Vec<_>>(), "same names at the destination");
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        want.keys().collect::<Vec<_>>(),
+        "same names at the destination"
+    );
     for name in ["final", "chain.c"] {
         assert_eq!(got[name], want[name], "{name}");
     }
@@ -85,7 +100,11 @@ fn a_file_unlinked_before_its_flush_never_reaches_the_destination() {
         return;
     }
     // No background flush: whatever is unlinked is unlinked before any flush.
-    let d = TestDaemon::start_with(Tiers { ram: "256MiB", disk: Some("512MiB"), extra_yaml: "flush:\n  interval: 1h\n" });
+    let d = TestDaemon::start_with(Tiers {
+        ram: "256MiB",
+        disk: Some("512MiB"),
+        extra_yaml: "flush:\n  interval: 1h\n",
+    });
     let base = tempfile::tempdir().unwrap();
     let dir = base.path().join("out");
     std::fs::create_dir_all(&dir).unwrap();
@@ -105,12 +124,25 @@ fn a_file_unlinked_before_its_flush_never_reaches_the_destination() {
             seen
         })
     };
-    strata_run(&d, Mode::Default, &dir, &dir, &["python3", "-c", UNLINK_PY]).assert_ok("unlinks under strata");
+    strata_run(&d, Mode::Default, &dir, &dir, &["python3", "-c", UNLINK_PY])
+        .assert_ok("unlinks under strata");
     stop.store(true, Ordering::SeqCst);
     let seen = seen.join().unwrap();
-    assert!(seen.iter().all(|n| !n.starts_with("short.") && !n.starts_with("moved.")), "an unlinked, never flushed file appeared at the destination: {seen:?}");
+    assert!(
+        seen.iter()
+            .all(|n| !n.starts_with("short.") && !n.starts_with("moved.")),
+        "an unlinked, never flushed file appeared at the destination: {seen:?}"
+    );
     assert_eq!(std::fs::read(dir.join("kept")).unwrap(), b"kept");
-    let log = std::fs::read_to_string(d.socket.with_extension("sock.drain.log")).or_else(|_| std::fs::read_to_string(format!("{}.drain.log", d.socket.display()))).unwrap_or_default();
-    assert!(!log.contains("short.") && !log.contains("moved."), "no flush event names an unlinked file:\n{log}");
-    assert!(log.contains("kept"), "the drain log records the kept file:\n{log}");
+    let log = std::fs::read_to_string(d.socket.with_extension("sock.drain.log"))
+        .or_else(|_| std::fs::read_to_string(format!("{}.drain.log", d.socket.display())))
+        .unwrap_or_default();
+    assert!(
+        !log.contains("short.") && !log.contains("moved."),
+        "no flush event names an unlinked file:\n{log}"
+    );
+    assert!(
+        log.contains("kept"),
+        "the drain log records the kept file:\n{log}"
+    );
 }

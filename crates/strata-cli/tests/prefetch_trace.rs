@@ -21,20 +21,41 @@ fn wait_status(d: &TestDaemon, what: &str, ok: impl Fn(&StatusReply) -> bool) ->
         if ok(&st) {
             return st;
         }
-        assert!(start.elapsed() < Duration::from_secs(60), "{what}: not reached; status: {:#?}\nlog:\n{}", st.prefetch, d.log());
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{what}: not reached; status: {:#?}\nlog:\n{}",
+            st.prefetch,
+            d.log()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
 
 fn trace_json(d: &TestDaemon, args: &[&str]) -> Vec<TraceRecord> {
-    let out = d.cmd().args(["trace", "--json"]).args(args).output().unwrap();
-    assert!(out.status.success(), "strata trace failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    let out = d
+        .cmd()
+        .args(["trace", "--json"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "strata trace failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 #[test]
 fn trace_records_ops_and_cli_dumps_them() {
-    let d = TestDaemon::start_with(Tiers { extra_yaml: "trace:\n  enabled: true\n  size_max: 4MiB\nprefetch:\n  enabled: false\n", ..Tiers::default() });
+    let d = TestDaemon::start_with(Tiers {
+        extra_yaml: "trace:\n  enabled: true\n  size_max: 4MiB\nprefetch:\n  enabled: false\n",
+        ..Tiers::default()
+    });
     let c = d.client();
     let b = c.bucket("tb").unwrap();
     b.put("a", &vec![1u8; 10_000]).unwrap();
@@ -53,20 +74,46 @@ fn trace_records_ops_and_cli_dumps_them() {
         if r.len() as u64 >= t.events_total {
             break r;
         }
-        assert!(start.elapsed() < Duration::from_secs(60), "trace lines missing: {r:?}");
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "trace lines missing: {r:?}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     };
     let pid = std::process::id();
-    let put_a = recs.iter().find(|r| r.op == "put" && r.blob == "a").expect("put of a traced");
-    assert_eq!((put_a.bucket.as_str(), put_a.size, put_a.pid, put_a.tier.as_str()), ("tb", 10_000, pid, "ram"));
-    let get_a = recs.iter().find(|r| r.op == "get" && r.blob == "a").expect("get of a traced");
+    let put_a = recs
+        .iter()
+        .find(|r| r.op == "put" && r.blob == "a")
+        .expect("put of a traced");
+    assert_eq!(
+        (
+            put_a.bucket.as_str(),
+            put_a.size,
+            put_a.pid,
+            put_a.tier.as_str()
+        ),
+        ("tb", 10_000, pid, "ram")
+    );
+    let get_a = recs
+        .iter()
+        .find(|r| r.op == "get" && r.blob == "a")
+        .expect("get of a traced");
     assert_eq!((get_a.tier.as_str(), get_a.err.as_deref()), ("ram", None));
-    let miss = recs.iter().find(|r| r.op == "get" && r.blob == "missing").expect("failed get traced");
+    let miss = recs
+        .iter()
+        .find(|r| r.op == "get" && r.blob == "missing")
+        .expect("failed get traced");
     assert!(miss.err.is_some(), "{miss:?}");
-    assert!(recs.windows(2).all(|w| w[0].t_ns <= w[1].t_ns), "records in time order");
+    assert!(
+        recs.windows(2).all(|w| w[0].t_ns <= w[1].t_ns),
+        "records in time order"
+    );
     // Filters.
     let gets = trace_json(&d, &["--op", "get"]);
-    assert!(gets.len() >= 2 && gets.iter().all(|r| r.op == "get"), "{gets:?}");
+    assert!(
+        gets.len() >= 2 && gets.iter().all(|r| r.op == "get"),
+        "{gets:?}"
+    );
     let others = trace_json(&d, &["--bucket", "other"]);
     assert_eq!(others.len(), 1, "{others:?}");
     assert_eq!(trace_json(&d, &["--op", "put", "--tail", "1"]).len(), 1);
@@ -75,15 +122,24 @@ fn trace_records_ops_and_cli_dumps_them() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(out.status.success());
     assert!(text.starts_with("TIME"), "{text}");
-    assert!(text.lines().any(|l| l.contains(" put ") && l.contains("ram") && l.ends_with("tb/a")), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains(" put ") && l.contains("ram") && l.ends_with("tb/a")),
+        "{text}"
+    );
     assert!(!text.contains("other/z"), "{text}");
     // Bad op names are refused with the list.
     let out = d.cmd().args(["trace", "--op", "gett"]).output().unwrap();
-    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("expected one of"));
+    assert!(
+        !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("expected one of")
+    );
     // status shows the trace line.
     let out = d.cmd().arg("status").output().unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("trace    ") && text.contains("prefetch off"), "{text}");
+    assert!(
+        text.contains("trace    ") && text.contains("prefetch off"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -98,56 +154,105 @@ fn trace_off_says_how_to_turn_it_on() {
 
 #[test]
 fn sequential_read_is_read_ahead_with_identical_bytes() {
-    let d = TestDaemon::start_with(Tiers { extra_yaml: "trace:\n  enabled: true\nprefetch:\n  readahead_pages: 4\n  predict: false\n", ..Tiers::default() });
+    let d = TestDaemon::start_with(Tiers {
+        extra_yaml: "trace:\n  enabled: true\nprefetch:\n  readahead_pages: 4\n  predict: false\n",
+        ..Tiers::default()
+    });
     const PAGE: usize = 1 << 20;
     let pages = 12;
-    let data: Vec<u8> = (0..pages * PAGE).map(|i| ((i * 131) ^ (i >> 12)) as u8).collect();
+    let data: Vec<u8> = (0..pages * PAGE)
+        .map(|i| ((i * 131) ^ (i >> 12)) as u8)
+        .collect();
     let path = d.path().join("seq.bin");
     std::fs::write(&path, &data).unwrap();
     let c = d.client();
-    let ro = OpenFlags { read: true, ..OpenFlags::default() };
-    let f = c.file_open(path.to_str().unwrap(), ro, 0, Persist::Default, PAGE as u64).unwrap();
+    let ro = OpenFlags {
+        read: true,
+        ..OpenFlags::default()
+    };
+    let f = c
+        .file_open(path.to_str().unwrap(), ro, 0, Persist::Default, PAGE as u64)
+        .unwrap();
     let mut got = vec![0u8; data.len()];
     // Two sequential reads make a stream: pages 2..6 are asked ahead.
     for p in 0..2 {
-        assert_eq!(c.file_read(f.id, (p * PAGE) as u64, &mut got[p * PAGE..(p + 1) * PAGE]).unwrap(), PAGE);
+        assert_eq!(
+            c.file_read(f.id, (p * PAGE) as u64, &mut got[p * PAGE..(p + 1) * PAGE])
+                .unwrap(),
+            PAGE
+        );
     }
-    wait_status(&d, "read-ahead of pages 2..6", |s| s.prefetch.readahead_bytes_total >= 4 * PAGE as u64);
+    wait_status(&d, "read-ahead of pages 2..6", |s| {
+        s.prefetch.readahead_bytes_total >= 4 * PAGE as u64
+    });
     let before = d.status().files;
     // Pages 2..6 now hit the buffer; the rest of the read keeps the stream going.
     for p in 2..pages {
-        assert_eq!(c.file_read(f.id, (p * PAGE) as u64, &mut got[p * PAGE..(p + 1) * PAGE]).unwrap(), PAGE);
+        assert_eq!(
+            c.file_read(f.id, (p * PAGE) as u64, &mut got[p * PAGE..(p + 1) * PAGE])
+                .unwrap(),
+            PAGE
+        );
     }
-    assert!(got == data, "bytes read through read-ahead differ from the destination");
+    assert!(
+        got == data,
+        "bytes read through read-ahead differ from the destination"
+    );
     let st = d.status();
-    assert!(st.files.read_hit_bytes_total - before.read_hit_bytes_total >= 4 * PAGE as u64, "{:?} -> {:?}", before, st.files);
+    assert!(
+        st.files.read_hit_bytes_total - before.read_hit_bytes_total >= 4 * PAGE as u64,
+        "{:?} -> {:?}",
+        before,
+        st.files
+    );
     let p = &st.prefetch;
     assert!(p.used_bytes_total >= 4 * PAGE as u64, "{p:?}");
     assert!(p.readahead_pages_total >= 4 && p.streams >= 1, "{p:?}");
-    assert!(p.prefetched_bytes_total >= p.used_bytes_total + p.pending_bytes, "{p:?}");
+    assert!(
+        p.prefetched_bytes_total >= p.used_bytes_total + p.pending_bytes,
+        "{p:?}"
+    );
     // Read again from the start: everything is buffered now.
     let mut again = vec![0u8; data.len()];
     assert_eq!(c.file_read(f.id, 0, &mut again).unwrap(), data.len());
     assert!(again == data);
     // The daemon's own reads are in the trace.
     let ra = trace_json(&d, &["--op", "readahead"]);
-    assert!(ra.len() >= 4 && ra.iter().all(|r| r.pid == 0 && r.bucket == path.to_str().unwrap() && r.tier == "ram"), "{ra:?}");
+    assert!(
+        ra.len() >= 4
+            && ra
+                .iter()
+                .all(|r| r.pid == 0 && r.bucket == path.to_str().unwrap() && r.tier == "ram"),
+        "{ra:?}"
+    );
     let out = d.cmd().arg("status").output().unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("read-ahead 4 pages") && text.contains("used "), "{text}");
+    assert!(
+        text.contains("read-ahead 4 pages") && text.contains("used "),
+        "{text}"
+    );
 }
 
 #[test]
 fn a_write_meanwhile_is_never_overwritten_by_read_ahead() {
-    let d = TestDaemon::start_with(Tiers { extra_yaml: "prefetch:\n  readahead_pages: 8\n", ..Tiers::default() });
+    let d = TestDaemon::start_with(Tiers {
+        extra_yaml: "prefetch:\n  readahead_pages: 8\n",
+        ..Tiers::default()
+    });
     const PAGE: usize = 64 << 10;
     let pages = 32;
     let data: Vec<u8> = (0..pages * PAGE).map(|i| (i % 251) as u8).collect();
     let path = d.path().join("rw.bin");
     std::fs::write(&path, &data).unwrap();
     let c = d.client();
-    let rw = OpenFlags { read: true, write: true, ..OpenFlags::default() };
-    let f = c.file_open(path.to_str().unwrap(), rw, 0, Persist::Default, PAGE as u64).unwrap();
+    let rw = OpenFlags {
+        read: true,
+        write: true,
+        ..OpenFlags::default()
+    };
+    let f = c
+        .file_open(path.to_str().unwrap(), rw, 0, Persist::Default, PAGE as u64)
+        .unwrap();
     let mut model = data.clone();
     let mut buf = vec![0u8; PAGE];
     // Read sequentially while overwriting pages just ahead of the reader.
@@ -158,8 +263,14 @@ fn a_write_meanwhile_is_never_overwritten_by_read_ahead() {
             c.file_write(f.id, at as u64, &w).unwrap();
             model[at..at + 100].copy_from_slice(&w);
         }
-        assert_eq!(c.file_read(f.id, (p * PAGE) as u64, &mut buf).unwrap(), PAGE);
-        assert!(buf[..] == model[p * PAGE..(p + 1) * PAGE], "page {p} differs");
+        assert_eq!(
+            c.file_read(f.id, (p * PAGE) as u64, &mut buf).unwrap(),
+            PAGE
+        );
+        assert!(
+            buf[..] == model[p * PAGE..(p + 1) * PAGE],
+            "page {p} differs"
+        );
     }
     let mut all = vec![0u8; model.len()];
     assert_eq!(c.file_read(f.id, 0, &mut all).unwrap(), model.len());
@@ -173,7 +284,10 @@ const PREDICT_ONLY: &str = "prefetch:\n  readahead_pages: 0\n  min_count: 2\norg
 #[test]
 fn a_blob_that_always_follows_is_promoted_before_it_is_read() {
     let yaml = format!("trace:\n  enabled: true\n{PREDICT_ONLY}");
-    let d = TestDaemon::start_with(Tiers { extra_yaml: Box::leak(yaml.into_boxed_str()), ..Tiers::default() });
+    let d = TestDaemon::start_with(Tiers {
+        extra_yaml: Box::leak(yaml.into_boxed_str()),
+        ..Tiers::default()
+    });
     let c = d.client();
     let b = c.bucket("pairs").unwrap();
     let a_bytes = vec![3u8; 200_000];
@@ -183,7 +297,11 @@ fn a_blob_that_always_follows_is_promoted_before_it_is_read() {
     b.put("C", &[5u8; 1000]).unwrap();
     // Durable flush moves the bucket's blobs from RAM to the disk tier.
     b.flush(true).unwrap();
-    assert_eq!(b.stat("B").unwrap().tier_mask, 0b10, "B starts on the disk tier");
+    assert_eq!(
+        b.stat("B").unwrap().tier_mask,
+        0b10,
+        "B starts on the disk tier"
+    );
     // A then B, twice: the model has seen B follow A twice.
     for _ in 0..2 {
         assert_eq!(b.get("A").unwrap(), a_bytes);
@@ -196,24 +314,53 @@ fn a_blob_that_always_follows_is_promoted_before_it_is_read() {
     assert_eq!(b.stat("B").unwrap().tier_mask, 0b10, "nothing moved B yet");
     // Reading A now asks for B's promotion (and C's, which follows B, not A: not asked).
     assert_eq!(b.get("A").unwrap(), a_bytes);
-    assert_eq!(d.status().prefetch.promote_requests_total, 1, "{:?}", d.status().prefetch);
+    assert_eq!(
+        d.status().prefetch.promote_requests_total,
+        1,
+        "{:?}",
+        d.status().prefetch
+    );
     // The organizer moves B to RAM before anyone reads it.
     let st = wait_status(&d, "B promoted", |s| s.prefetch.promoted_blobs_total >= 1);
-    assert_eq!(st.prefetch.promoted_bytes_total, 300_000, "{:?}", st.prefetch);
+    assert_eq!(
+        st.prefetch.promoted_bytes_total, 300_000,
+        "{:?}",
+        st.prefetch
+    );
     assert_eq!(st.prefetch.pending_bytes, 300_000, "{:?}", st.prefetch);
-    assert_eq!(b.stat("B").unwrap().tier_mask, 0b01, "B is on the RAM tier now");
-    assert_eq!(b.stat("C").unwrap().tier_mask, 0b10, "C was not predicted after A");
+    assert_eq!(
+        b.stat("B").unwrap().tier_mask,
+        0b01,
+        "B is on the RAM tier now"
+    );
+    assert_eq!(
+        b.stat("C").unwrap().tier_mask,
+        0b10,
+        "C was not predicted after A"
+    );
     // Reading B: identical bytes, the prefetched bytes count as used.
     assert_eq!(b.get("B").unwrap(), b_bytes);
     let p = d.status().prefetch;
-    assert_eq!((p.used_bytes_total, p.pending_bytes, p.unused_bytes_total), (300_000, 0, 0), "{p:?}");
+    assert_eq!(
+        (p.used_bytes_total, p.pending_bytes, p.unused_bytes_total),
+        (300_000, 0, 0),
+        "{p:?}"
+    );
     let promotes = trace_json(&d, &["--op", "promote"]);
-    assert!(promotes.iter().any(|r| r.blob == "B" && r.tier == "ram" && r.pid == 0), "{promotes:?}");
+    assert!(
+        promotes
+            .iter()
+            .any(|r| r.blob == "B" && r.tier == "ram" && r.pid == 0),
+        "{promotes:?}"
+    );
 }
 
 #[test]
 fn a_promoted_blob_rewritten_before_its_read_counts_as_unused() {
-    let d = TestDaemon::start_with(Tiers { extra_yaml: PREDICT_ONLY, ..Tiers::default() });
+    let d = TestDaemon::start_with(Tiers {
+        extra_yaml: PREDICT_ONLY,
+        ..Tiers::default()
+    });
     let c = d.client();
     let b = c.bucket("p2").unwrap();
     b.put("A", &[1u8; 4096]).unwrap();
@@ -226,14 +373,24 @@ fn a_promoted_blob_rewritten_before_its_read_counts_as_unused() {
     b.get("A").unwrap();
     wait_status(&d, "B promoted", |s| s.prefetch.promoted_blobs_total >= 1);
     b.put("B", &[7u8; 100]).unwrap();
-    let st = wait_status(&d, "B counted unused", |s| s.prefetch.unused_bytes_total >= 8192);
-    assert_eq!((st.prefetch.used_bytes_total, st.prefetch.pending_bytes), (0, 0), "{:?}", st.prefetch);
+    let st = wait_status(&d, "B counted unused", |s| {
+        s.prefetch.unused_bytes_total >= 8192
+    });
+    assert_eq!(
+        (st.prefetch.used_bytes_total, st.prefetch.pending_bytes),
+        (0, 0),
+        "{:?}",
+        st.prefetch
+    );
     assert_eq!(b.get("B").unwrap(), vec![7u8; 100]);
 }
 
 #[test]
 fn without_the_organizer_nothing_is_asked() {
-    let d = TestDaemon::start_with(Tiers { extra_yaml: "organizer:\n  enabled: false\n", ..Tiers::default() });
+    let d = TestDaemon::start_with(Tiers {
+        extra_yaml: "organizer:\n  enabled: false\n",
+        ..Tiers::default()
+    });
     let c = d.client();
     let b = c.bucket("p3").unwrap();
     b.put("A", &[1u8; 4096]).unwrap();
@@ -251,11 +408,19 @@ fn without_the_organizer_nothing_is_asked() {
 #[test]
 fn trace_follow_prints_new_records() {
     use std::io::BufRead;
-    let d = TestDaemon::start_with(Tiers { extra_yaml: "trace:\n  enabled: true\n", ..Tiers::default() });
+    let d = TestDaemon::start_with(Tiers {
+        extra_yaml: "trace:\n  enabled: true\n",
+        ..Tiers::default()
+    });
     let c = d.client();
     let b = c.bucket("fb").unwrap();
     b.put("before", b"1").unwrap();
-    let mut child = d.cmd().args(["trace", "--json", "--follow", "--op", "put"]).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let mut child = d
+        .cmd()
+        .args(["trace", "--json", "--follow", "--op", "put"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     let out = child.stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -268,7 +433,11 @@ fn trace_follow_prints_new_records() {
     });
     // The initial dump (read before it prints) ends with the earlier put;
     // everything after that comes from following the file.
-    let first: TraceRecord = serde_json::from_str(&rx.recv_timeout(Duration::from_secs(60)).expect("initial dump")).unwrap();
+    let first: TraceRecord = serde_json::from_str(
+        &rx.recv_timeout(Duration::from_secs(60))
+            .expect("initial dump"),
+    )
+    .unwrap();
     assert_eq!(first.blob, "before");
     let start = Instant::now();
     let mut i = 0;
@@ -293,7 +462,10 @@ fn trace_follow_prints_new_records() {
 
 #[test]
 fn the_model_is_warmed_from_the_io_log_of_an_earlier_run() {
-    let mut d = TestDaemon::start_with(Tiers { extra_yaml: "trace:\n  enabled: true\nprefetch:\n  readahead_pages: 0\n  min_count: 2\n", ..Tiers::default() });
+    let mut d = TestDaemon::start_with(Tiers {
+        extra_yaml: "trace:\n  enabled: true\nprefetch:\n  readahead_pages: 0\n  min_count: 2\n",
+        ..Tiers::default()
+    });
     {
         let c = d.client();
         let b = c.bucket("warm").unwrap();
@@ -315,25 +487,45 @@ fn the_model_is_warmed_from_the_io_log_of_an_earlier_run() {
     assert!(st.prefetch.model_blobs >= 1, "{:?}", st.prefetch);
     // The first read of A in this run already asks for B.
     assert_eq!(b.get("A").unwrap(), vec![1u8; 5000]);
-    assert_eq!(d.status().prefetch.promote_requests_total, 1, "{:?}\n{}", d.status().prefetch, d.log());
+    assert_eq!(
+        d.status().prefetch.promote_requests_total,
+        1,
+        "{:?}\n{}",
+        d.status().prefetch,
+        d.log()
+    );
 }
 
 #[test]
 fn an_io_bound_reader_waits_for_read_ahead_instead_of_reading_twice() {
-    let d = TestDaemon::start_with(Tiers { extra_yaml: "prefetch:\n  readahead_pages: 8\n  threads: 2\n", ..Tiers::default() });
+    let d = TestDaemon::start_with(Tiers {
+        extra_yaml: "prefetch:\n  readahead_pages: 8\n  threads: 2\n",
+        ..Tiers::default()
+    });
     const PAGE: usize = 256 << 10;
     let pages = 64;
-    let data: Vec<u8> = (0..pages * PAGE).map(|i| ((i * 7) ^ (i >> 10)) as u8).collect();
+    let data: Vec<u8> = (0..pages * PAGE)
+        .map(|i| ((i * 7) ^ (i >> 10)) as u8)
+        .collect();
     let path = d.path().join("io.bin");
     std::fs::write(&path, &data).unwrap();
     let c = d.client();
-    let ro = OpenFlags { read: true, ..OpenFlags::default() };
-    let f = c.file_open(path.to_str().unwrap(), ro, 0, Persist::Default, PAGE as u64).unwrap();
+    let ro = OpenFlags {
+        read: true,
+        ..OpenFlags::default()
+    };
+    let f = c
+        .file_open(path.to_str().unwrap(), ro, 0, Persist::Default, PAGE as u64)
+        .unwrap();
     let mut got = vec![0u8; data.len()];
     // As fast as possible, one page per read: the reader keeps running into
     // pages being read ahead and waits for them.
     for p in 0..pages {
-        assert_eq!(c.file_read(f.id, (p * PAGE) as u64, &mut got[p * PAGE..(p + 1) * PAGE]).unwrap(), PAGE);
+        assert_eq!(
+            c.file_read(f.id, (p * PAGE) as u64, &mut got[p * PAGE..(p + 1) * PAGE])
+                .unwrap(),
+            PAGE
+        );
     }
     assert!(got == data, "bytes differ");
     let st = d.status();
@@ -341,15 +533,25 @@ fn an_io_bound_reader_waits_for_read_ahead_instead_of_reading_twice() {
     // No page crossed from the destination twice: what the reader read itself
     // and what was read ahead add up to at most the file.
     assert_eq!(p.readahead_discarded_total, 0, "{p:?}");
-    assert!(st.files.read_dest_bytes_total + p.readahead_bytes_total <= data.len() as u64, "{:?} {p:?}", st.files);
+    assert!(
+        st.files.read_dest_bytes_total + p.readahead_bytes_total <= data.len() as u64,
+        "{:?} {p:?}",
+        st.files
+    );
     assert!(p.readahead_bytes_total >= (data.len() / 2) as u64, "{p:?}");
-    assert_eq!(p.used_bytes_total, p.readahead_bytes_total, "every page read ahead was read: {p:?}");
+    assert_eq!(
+        p.used_bytes_total, p.readahead_bytes_total,
+        "every page read ahead was read: {p:?}"
+    );
 }
 
 #[test]
 fn successors_are_learned_per_client_thread() {
     use std::sync::mpsc;
-    let d = TestDaemon::start_with(Tiers { extra_yaml: PREDICT_ONLY, ..Tiers::default() });
+    let d = TestDaemon::start_with(Tiers {
+        extra_yaml: PREDICT_ONLY,
+        ..Tiers::default()
+    });
     let c = std::sync::Arc::new(d.client());
     let b = c.bucket("threads").unwrap();
     for n in ["A", "B", "X", "Y"] {
@@ -387,7 +589,11 @@ fn successors_are_learned_per_client_thread() {
     let st = wait_status(&d, "B promoted", |s| s.prefetch.promoted_blobs_total >= 1);
     assert_eq!(st.prefetch.promote_requests_total, 1, "{:?}", st.prefetch);
     assert_eq!(b.stat("B").unwrap().tier_mask, 0b01);
-    assert_eq!(b.stat("X").unwrap().tier_mask, 0b10, "X follows A only globally");
+    assert_eq!(
+        b.stat("X").unwrap().tier_mask,
+        0b10,
+        "X follows A only globally"
+    );
     drop((t1, t2));
     h1.join().unwrap();
     h2.join().unwrap();

@@ -11,7 +11,11 @@ mod common;
 use adapter_util::*;
 use common::{TestDaemon, Tiers};
 
-const TINY: Tiers = Tiers { ram: "16MiB", disk: Some("16MiB"), extra_yaml: "flush:\n  enabled: false\n" };
+const TINY: Tiers = Tiers {
+    ram: "16MiB",
+    disk: Some("16MiB"),
+    extra_yaml: "flush:\n  enabled: false\n",
+};
 
 /// Seeded random overwrites (partial pages, page-crossing, extending, O_APPEND)
 /// of a file and of its untracked twin, checking reads against the twin
@@ -58,7 +62,10 @@ fn default_writes_far_beyond_the_buffer_evict_and_write_through() {
         return;
     }
     let d = TestDaemon::start_with(TINY);
-    let tmp = tempfile::Builder::new().prefix("strata-pressure-").tempdir().unwrap();
+    let tmp = tempfile::Builder::new()
+        .prefix("strata-pressure-")
+        .tempdir()
+        .unwrap();
     let work = tmp.path().join("work");
     let refs = tmp.path().join("ref");
     for dir in [&work, &refs] {
@@ -78,28 +85,50 @@ fn default_writes_far_beyond_the_buffer_evict_and_write_through() {
     );
     let r = strata_run(&d, Mode::Default, &work, &work, &["sh", "-c", &script]);
     r.assert_ok("dd + random overwrites under strata run with a 32 MiB buffer");
-    assert!(r.stdout_str().contains("overwrites ok"), "{}", r.stdout_str());
+    assert!(
+        r.stdout_str().contains("overwrites ok"),
+        "{}",
+        r.stdout_str()
+    );
     // strata run drained: the destination holds exactly the bytes written.
-    assert!(std::fs::read(work.join("big")).unwrap() == big, "big: destination differs from the source");
-    assert!(std::fs::read(work.join("rand")).unwrap() == std::fs::read(refs.join("rand.twin")).unwrap(), "rand: destination differs from the untracked twin");
+    assert!(
+        std::fs::read(work.join("big")).unwrap() == big,
+        "big: destination differs from the source"
+    );
+    assert!(
+        std::fs::read(work.join("rand")).unwrap() == std::fs::read(refs.join("rand.twin")).unwrap(),
+        "rand: destination differs from the untracked twin"
+    );
     let st = d.status();
     let f = &st.files;
     let log = d.log();
     assert!(!log.contains("ERROR"), "daemon errors:\n{log}");
     assert!(f.evicted_bytes_total > 0, "clean pages were evicted: {f:?}");
-    assert!(f.write_through_bytes_total > 0, "writes went through to the destination: {f:?}");
+    assert!(
+        f.write_through_bytes_total > 0,
+        "writes went through to the destination: {f:?}"
+    );
     assert_eq!(f.dirty_bytes, 0, "{f:?}");
     // Nothing spilled past the configured capacities by more than what the
     // staging reserve and fragmentation allow.
     for t in &st.tiers {
-        assert!(t.used_bytes <= t.capacity_bytes + (8 << 20), "tier {} holds {} bytes > capacity {}", t.name, t.used_bytes, t.capacity_bytes);
+        assert!(
+            t.used_bytes <= t.capacity_bytes + (8 << 20),
+            "tier {} holds {} bytes > capacity {}",
+            t.name,
+            t.used_bytes,
+            t.capacity_bytes
+        );
     }
 }
 
 #[test]
 fn scratch_that_fits_stays_in_the_buffer() {
     let d = TestDaemon::start_with(TINY);
-    let tmp = tempfile::Builder::new().prefix("strata-pressure-s-").tempdir().unwrap();
+    let tmp = tempfile::Builder::new()
+        .prefix("strata-pressure-s-")
+        .tempdir()
+        .unwrap();
     let work = tmp.path().join("work");
     let refs = tmp.path().join("ref");
     for dir in [&work, &refs] {
@@ -107,20 +136,37 @@ fn scratch_that_fits_stays_in_the_buffer() {
     }
     let data = bytes(9, (20 << 20) + 3);
     std::fs::write(refs.join("s"), &data).unwrap();
-    let script = format!("set -e\ndd if={r}/s of=s bs=1M status=none\ncmp s {r}/s\n", r = refs.display());
+    let script = format!(
+        "set -e\ndd if={r}/s of=s bs=1M status=none\ncmp s {r}/s\n",
+        r = refs.display()
+    );
     let r = strata_run(&d, Mode::Scratch, &work, &work, &["sh", "-c", &script]);
     r.assert_ok("SCRATCH write + read back under strata run");
     let f = d.status().files;
-    assert_eq!((f.evicted_bytes_total, f.write_through_bytes_total), (0, 0), "{f:?}");
-    assert!(f.read_hit_bytes_total >= data.len() as u64, "read back from the buffer: {f:?}");
+    assert_eq!(
+        (f.evicted_bytes_total, f.write_through_bytes_total),
+        (0, 0),
+        "{f:?}"
+    );
+    assert!(
+        f.read_hit_bytes_total >= data.len() as u64,
+        "read back from the buffer: {f:?}"
+    );
     // SCRATCH never reaches the destination (an empty placeholder at most).
     assert!(std::fs::metadata(work.join("s")).map_or(0, |m| m.len()) == 0);
 }
 
 #[test]
 fn ram_only_buffer_writes_through_instead_of_enospc() {
-    let d = TestDaemon::start_with(Tiers { ram: "16MiB", disk: None, extra_yaml: "flush:\n  enabled: false\n" });
-    let tmp = tempfile::Builder::new().prefix("strata-pressure-r-").tempdir().unwrap();
+    let d = TestDaemon::start_with(Tiers {
+        ram: "16MiB",
+        disk: None,
+        extra_yaml: "flush:\n  enabled: false\n",
+    });
+    let tmp = tempfile::Builder::new()
+        .prefix("strata-pressure-r-")
+        .tempdir()
+        .unwrap();
     let work = tmp.path().join("work");
     let refs = tmp.path().join("ref");
     for dir in [&work, &refs] {
@@ -128,12 +174,18 @@ fn ram_only_buffer_writes_through_instead_of_enospc() {
     }
     let data = bytes(11, (64 << 20) + 77);
     std::fs::write(refs.join("x"), &data).unwrap();
-    let script = format!("set -e\ndd if={r}/x of=x bs=4M status=none\ncmp x {r}/x\n", r = refs.display());
+    let script = format!(
+        "set -e\ndd if={r}/x of=x bs=4M status=none\ncmp x {r}/x\n",
+        r = refs.display()
+    );
     let r = strata_run(&d, Mode::Default, &work, &work, &["sh", "-c", &script]);
     r.assert_ok("64 MiB DEFAULT write into a 16 MiB RAM-only buffer");
     assert!(std::fs::read(work.join("x")).unwrap() == data);
     let f = d.status().files;
-    assert!(f.write_through_bytes_total > 0 && f.evicted_bytes_total > 0, "{f:?}");
+    assert!(
+        f.write_through_bytes_total > 0 && f.evicted_bytes_total > 0,
+        "{f:?}"
+    );
 }
 
 /// Scan resistance: a file read once that is three times the buffer must
@@ -142,8 +194,15 @@ fn ram_only_buffer_writes_through_instead_of_enospc() {
 /// missed twice gets in is a unit test of `files_evict`.)
 #[test]
 fn a_large_read_does_not_flush_written_pages_out_of_the_buffer() {
-    let d = TestDaemon::start_with(Tiers { ram: "16MiB", disk: None, extra_yaml: "" });
-    let tmp = tempfile::Builder::new().prefix("strata-pressure-scan-").tempdir().unwrap();
+    let d = TestDaemon::start_with(Tiers {
+        ram: "16MiB",
+        disk: None,
+        extra_yaml: "",
+    });
+    let tmp = tempfile::Builder::new()
+        .prefix("strata-pressure-scan-")
+        .tempdir()
+        .unwrap();
     let work = tmp.path().join("work");
     let refs = tmp.path().join("ref");
     for dir in [&work, &refs] {
@@ -161,17 +220,42 @@ fn a_large_read_does_not_flush_written_pages_out_of_the_buffer() {
     };
     run(&format!("cp {r}/w w\n", r = refs.display()), "write w");
     let after_write = d.status().files;
-    assert_eq!(after_write.dirty_bytes, 0, "strata run drained: {after_write:?}");
-    run(&format!("cmp big {r}/big\n", r = refs.display()), "read big once");
+    assert_eq!(
+        after_write.dirty_bytes, 0,
+        "strata run drained: {after_write:?}"
+    );
+    run(
+        &format!("cmp big {r}/big\n", r = refs.display()),
+        "read big once",
+    );
     let after_scan = d.status().files;
-    assert!(after_scan.read_dest_bytes_total > after_write.read_dest_bytes_total, "big was read from the destination: {after_scan:?}");
-    assert!(after_scan.evicted_bytes_total >= 16 << 20, "big's pages replaced each other: {after_scan:?}");
+    assert!(
+        after_scan.read_dest_bytes_total > after_write.read_dest_bytes_total,
+        "big was read from the destination: {after_scan:?}"
+    );
+    assert!(
+        after_scan.evicted_bytes_total >= 16 << 20,
+        "big's pages replaced each other: {after_scan:?}"
+    );
     run(&format!("cmp w {r}/w\n", r = refs.display()), "read w");
     let after_w = d.status().files;
-    assert_eq!(after_w.read_dest_bytes_total, after_scan.read_dest_bytes_total, "w is still wholly in the buffer: {after_w:?}");
-    assert!(after_w.read_hit_bytes_total >= after_scan.read_hit_bytes_total + w.len() as u64, "{after_w:?}");
-    run(&format!("cmp big {r}/big\n", r = refs.display()), "read big again");
-    assert_eq!(std::fs::read(work.join("w")).unwrap(), w, "w at the destination");
+    assert_eq!(
+        after_w.read_dest_bytes_total, after_scan.read_dest_bytes_total,
+        "w is still wholly in the buffer: {after_w:?}"
+    );
+    assert!(
+        after_w.read_hit_bytes_total >= after_scan.read_hit_bytes_total + w.len() as u64,
+        "{after_w:?}"
+    );
+    run(
+        &format!("cmp big {r}/big\n", r = refs.display()),
+        "read big again",
+    );
+    assert_eq!(
+        std::fs::read(work.join("w")).unwrap(),
+        w,
+        "w at the destination"
+    );
     let log = d.log();
     assert!(!log.contains("ERROR"), "daemon errors:\n{log}");
 }

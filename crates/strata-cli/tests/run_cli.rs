@@ -55,8 +55,19 @@ fn exit_code_and_signal_of_the_command_are_returned() {
     std::fs::create_dir_all(&dir).unwrap();
     let r = strata_run(&d, Mode::Scratch, &dir, &dir, &["sh", "-c", "exit 7"]);
     assert_eq!(r.code, Some(7), "exit code; stderr:\n{}", r.stderr);
-    let r = strata_run(&d, Mode::Scratch, &dir, &dir, &["sh", "-c", "kill -TERM $$"]);
-    assert_eq!(r.code, Some(128 + libc::SIGTERM), "killed by SIGTERM; stderr:\n{}", r.stderr);
+    let r = strata_run(
+        &d,
+        Mode::Scratch,
+        &dir,
+        &dir,
+        &["sh", "-c", "kill -TERM $$"],
+    );
+    assert_eq!(
+        r.code,
+        Some(128 + libc::SIGTERM),
+        "killed by SIGTERM; stderr:\n{}",
+        r.stderr
+    );
     let r = strata_run(&d, Mode::Scratch, &dir, &dir, &["/nonexistent/program"]);
     assert_eq!(r.code, Some(127), "missing program; stderr:\n{}", r.stderr);
     assert!(r.stderr.contains("cannot run"), "{}", r.stderr);
@@ -74,15 +85,32 @@ fn environment_of_the_command() {
     let out = r.stdout_str();
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 5, "{out}");
-    assert!(lines[0].starts_with('/') && lines[0].split(':').next().unwrap().ends_with("libstrata_posix.so"), "LD_PRELOAD = {}", lines[0]);
+    assert!(
+        lines[0].starts_with('/')
+            && lines[0]
+                .split(':')
+                .next()
+                .unwrap()
+                .ends_with("libstrata_posix.so"),
+        "LD_PRELOAD = {}",
+        lines[0]
+    );
     assert_eq!(lines[1], d.socket.to_str().unwrap());
     assert_eq!(lines[2], "scratch");
     assert_eq!(lines[3], dir.to_str().unwrap());
     assert_eq!(lines[4], d.config.to_str().unwrap());
     // The summary goes to stderr; --quiet drops it.
-    assert!(r.stderr.contains("written to the buffer"), "summary missing:\n{}", r.stderr);
+    assert!(
+        r.stderr.contains("written to the buffer"),
+        "summary missing:\n{}",
+        r.stderr
+    );
     let mut c = Command::new(strata_bin());
-    c.current_dir(&dir).env("STRATA_SOCKET", &d.socket).arg("--config").arg(&d.config).args(["run", "--quiet", "--mode", "scratch", "--", "true"]);
+    c.current_dir(&dir)
+        .env("STRATA_SOCKET", &d.socket)
+        .arg("--config")
+        .arg(&d.config)
+        .args(["run", "--quiet", "--mode", "scratch", "--", "true"]);
     let r = run_cmd(c, d.path());
     r.assert_ok("--quiet");
     assert!(r.stderr.is_empty(), "--quiet printed: {}", r.stderr);
@@ -92,10 +120,15 @@ fn environment_of_the_command() {
 fn missing_preload_library_names_the_fix() {
     let d = TestDaemon::start();
     let mut c = d.cmd();
-    c.env("STRATA_PRELOAD_LIB", "/nonexistent/libstrata_posix.so").args(["run", "--", "true"]);
+    c.env("STRATA_PRELOAD_LIB", "/nonexistent/libstrata_posix.so")
+        .args(["run", "--", "true"]);
     let r = run_cmd(c, d.path());
     assert_eq!(r.code, Some(1), "{}", r.stderr);
-    assert!(r.stderr.contains("/nonexistent/libstrata_posix.so") && r.stderr.contains("does not exist"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("/nonexistent/libstrata_posix.so") && r.stderr.contains("does not exist"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]
@@ -106,14 +139,38 @@ fn private_daemon_is_started_and_stopped() {
     let work = tmp.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
     assert!(!daemon_answers(&socket));
-    let r = run_cmd(run_with_config(&config, &work, &["--mode", "default", "--", "sh", "-c", "echo hello > f.txt; cat f.txt"]), tmp.path());
+    let r = run_cmd(
+        run_with_config(
+            &config,
+            &work,
+            &[
+                "--mode",
+                "default",
+                "--",
+                "sh",
+                "-c",
+                "echo hello > f.txt; cat f.txt",
+            ],
+        ),
+        tmp.path(),
+    );
     r.assert_ok("strata run with a private daemon");
     assert_eq!(r.stdout_str(), "hello\n");
     assert!(r.stderr.contains("private daemon stopped"), "{}", r.stderr);
-    assert!(!r.stderr.contains(" 0B written to the buffer"), "nothing went through the buffer: {}", r.stderr);
-    assert!(!daemon_answers(&socket), "the private daemon is still running");
+    assert!(
+        !r.stderr.contains(" 0B written to the buffer"),
+        "nothing went through the buffer: {}",
+        r.stderr
+    );
+    assert!(
+        !daemon_answers(&socket),
+        "the private daemon is still running"
+    );
     // DEFAULT mode: drained before the daemon stopped.
-    assert_eq!(std::fs::read_to_string(work.join("f.txt")).unwrap(), "hello\n");
+    assert_eq!(
+        std::fs::read_to_string(work.join("f.txt")).unwrap(),
+        "hello\n"
+    );
 }
 
 #[test]
@@ -137,9 +194,15 @@ fn concurrent_runs_share_one_private_daemon() {
             cfg = config.display(),
             bar = barrier.display()
         );
-        let mut c = run_with_config(&config, &work, &["--mode", "default", "--", "sh", "-c", &script]);
+        let mut c = run_with_config(
+            &config,
+            &work,
+            &["--mode", "default", "--", "sh", "-c", &script],
+        );
         let out = std::fs::File::create(tmp.path().join(format!("stderr{i}"))).unwrap();
-        c.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(out);
+        c.stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(out);
         children.push(c.spawn().unwrap());
     }
     for (i, mut ch) in children.into_iter().enumerate() {
@@ -154,17 +217,45 @@ fn concurrent_runs_share_one_private_daemon() {
         let err = std::fs::read_to_string(tmp.path().join(format!("stderr{i}"))).unwrap();
         assert!(st.success(), "rank {i} failed ({st}):\n{err}");
     }
-    let pids: Vec<String> = (0..n).map(|i| std::fs::read_to_string(barrier.join(format!("pid{i}"))).unwrap().trim().to_string()).collect();
-    assert!(pids.iter().all(|p| p == &pids[0] && !p.is_empty()), "ranks saw different daemons: {pids:?}");
-    let stopped = (0..n).filter(|i| std::fs::read_to_string(tmp.path().join(format!("stderr{i}"))).unwrap().contains("private daemon stopped")).count();
-    assert_eq!(stopped, 1, "exactly one rank (the last) stops the private daemon");
+    let pids: Vec<String> = (0..n)
+        .map(|i| {
+            std::fs::read_to_string(barrier.join(format!("pid{i}")))
+                .unwrap()
+                .trim()
+                .to_string()
+        })
+        .collect();
+    assert!(
+        pids.iter().all(|p| p == &pids[0] && !p.is_empty()),
+        "ranks saw different daemons: {pids:?}"
+    );
+    let stopped = (0..n)
+        .filter(|i| {
+            std::fs::read_to_string(tmp.path().join(format!("stderr{i}")))
+                .unwrap()
+                .contains("private daemon stopped")
+        })
+        .count();
+    assert_eq!(
+        stopped, 1,
+        "exactly one rank (the last) stops the private daemon"
+    );
     for i in 0..n {
         let err = std::fs::read_to_string(tmp.path().join(format!("stderr{i}"))).unwrap();
-        assert!(err.contains("written to the buffer") && !err.contains(" 0B written to the buffer"), "rank {i} did not go through the buffer: {err}");
+        assert!(
+            err.contains("written to the buffer") && !err.contains(" 0B written to the buffer"),
+            "rank {i} did not go through the buffer: {err}"
+        );
     }
-    assert!(!daemon_answers(&socket), "the private daemon is still running");
+    assert!(
+        !daemon_answers(&socket),
+        "the private daemon is still running"
+    );
     for i in 0..n {
-        assert_eq!(std::fs::read_to_string(tmp.path().join(format!("rank{i}/out.txt"))).unwrap(), format!("rank {i}\n"));
+        assert_eq!(
+            std::fs::read_to_string(tmp.path().join(format!("rank{i}/out.txt"))).unwrap(),
+            format!("rank {i}\n")
+        );
     }
 }
 
@@ -174,9 +265,24 @@ fn sigterm_is_forwarded_to_the_command() {
     let dir = d.path().join("work");
     std::fs::create_dir_all(&dir).unwrap();
     let ready = d.path().join("ready");
-    let script = format!("trap 'exit 42' TERM; touch {}; while :; do sleep 0.05; done", ready.display());
-    let mut c = strata_run_cmd(&d, Mode::Scratch, &dir, &dir, &[std::ffi::OsStr::new("sh"), std::ffi::OsStr::new("-c"), std::ffi::OsStr::new(&script)]);
-    c.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+    let script = format!(
+        "trap 'exit 42' TERM; touch {}; while :; do sleep 0.05; done",
+        ready.display()
+    );
+    let mut c = strata_run_cmd(
+        &d,
+        Mode::Scratch,
+        &dir,
+        &dir,
+        &[
+            std::ffi::OsStr::new("sh"),
+            std::ffi::OsStr::new("-c"),
+            std::ffi::OsStr::new(&script),
+        ],
+    );
+    c.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
     let mut ch = c.spawn().unwrap();
     let start = Instant::now();
     while !ready.exists() {
@@ -188,10 +294,17 @@ fn sigterm_is_forwarded_to_the_command() {
         if let Some(st) = ch.try_wait().unwrap() {
             break st;
         }
-        assert!(start.elapsed() < HANG_LIMIT, "strata run did not end after SIGTERM");
+        assert!(
+            start.elapsed() < HANG_LIMIT,
+            "strata run did not end after SIGTERM"
+        );
         std::thread::sleep(Duration::from_millis(10));
     };
-    assert_eq!(st.code(), Some(42), "the command's trap should have run: {st}");
+    assert_eq!(
+        st.code(),
+        Some(42),
+        "the command's trap should have run: {st}"
+    );
 }
 
 #[test]
@@ -206,7 +319,10 @@ fn flush_wait_with_nothing_dirty_and_without_a_daemon() {
     let tmp = tempfile::tempdir().unwrap();
     let config = private_config(tmp.path());
     let mut c = Command::new(strata_bin());
-    c.env_remove("STRATA_SOCKET").arg("--config").arg(&config).args(["flush", "--wait"]);
+    c.env_remove("STRATA_SOCKET")
+        .arg("--config")
+        .arg(&config)
+        .args(["flush", "--wait"]);
     let r = run_cmd(c, tmp.path());
     assert_eq!(r.code, Some(1));
     assert!(r.stderr.contains("no daemon"), "{}", r.stderr);

@@ -10,30 +10,49 @@ use common::{TestDaemon, Tiers};
 
 /// Bytes the tier data file really occupies on disk.
 fn allocated_bytes(d: &TestDaemon) -> u64 {
-    std::fs::metadata(d.path().join("disk/strata-tier.data")).unwrap().blocks() * 512
+    std::fs::metadata(d.path().join("disk/strata-tier.data"))
+        .unwrap()
+        .blocks()
+        * 512
 }
 
 #[test]
 fn a_sparse_blob_stays_sparse_on_a_durable_flush() {
-    let d = TestDaemon::start_with(Tiers { ram: "64MiB", disk: Some("128MiB"), extra_yaml: "" });
+    let d = TestDaemon::start_with(Tiers {
+        ram: "64MiB",
+        disk: Some("128MiB"),
+        extra_yaml: "",
+    });
     let b = d.client().bucket("b").unwrap();
     let far = 1u64 << 39;
     assert_eq!(b.put_at("x", far, b"x").unwrap(), far + 1);
     b.put_at("x", 4096, b"early").unwrap();
     b.flush(true).expect("durable flush of a sparse blob");
-    assert!(allocated_bytes(&d) < 16 << 20, "the hole was materialised: {} bytes on disk", allocated_bytes(&d));
+    assert!(
+        allocated_bytes(&d) < 16 << 20,
+        "the hole was materialised: {} bytes on disk",
+        allocated_bytes(&d)
+    );
     let mut buf = [9u8; 8];
     assert_eq!(b.get_at("x", far - 4, &mut buf).unwrap(), 5);
     assert_eq!(&buf[..5], b"\0\0\0\0x");
     assert_eq!(b.get_at("x", 4094, &mut buf).unwrap(), 8);
     assert_eq!(&buf, b"\0\0early\0");
     let st = d.status();
-    assert!(st.tiers.iter().all(|t| t.used_bytes <= t.capacity_bytes), "{:?}", st.tiers);
+    assert!(
+        st.tiers.iter().all(|t| t.used_bytes <= t.capacity_bytes),
+        "{:?}",
+        st.tiers
+    );
 }
 
 #[test]
 fn sizes_have_a_configured_maximum_and_a_huge_get_is_an_error() {
-    let d = TestDaemon::start_with(Tiers { ram: "64MiB", disk: Some("128MiB"), extra_yaml: "metadata:\n  blob_size_max: 1TiB\n" });
+    let d = TestDaemon::start_with(Tiers {
+        ram: "64MiB",
+        disk: Some("128MiB"),
+        extra_yaml: "metadata:\n  blob_size_max: 1TiB\n",
+    });
     let b = d.client().bucket("b").unwrap();
     let e = b.put_at("x", 1 << 62, b"x").unwrap_err();
     assert_eq!(e.errno, strata_proto::Errno::TooBig, "{e}");
@@ -49,7 +68,11 @@ fn sizes_have_a_configured_maximum_and_a_huge_get_is_an_error() {
 
 #[test]
 fn freed_dir_tier_space_returns_to_the_file_system() {
-    let d = TestDaemon::start_with(Tiers { ram: "64MiB", disk: Some("256MiB"), extra_yaml: "" });
+    let d = TestDaemon::start_with(Tiers {
+        ram: "64MiB",
+        disk: Some("256MiB"),
+        extra_yaml: "",
+    });
     let b = d.client().bucket("b").unwrap();
     let data = vec![7u8; 8 << 20];
     for i in 0..8 {
@@ -58,7 +81,10 @@ fn freed_dir_tier_space_returns_to_the_file_system() {
     // Durable: the blobs move onto the dir tier.
     b.flush(true).unwrap();
     let full = allocated_bytes(&d);
-    assert!(full >= 60 << 20, "the blobs were not stashed on the dir tier ({full} bytes)");
+    assert!(
+        full >= 60 << 20,
+        "the blobs were not stashed on the dir tier ({full} bytes)"
+    );
     for i in 0..8 {
         b.delete(&format!("x{i}")).unwrap();
     }
@@ -67,5 +93,9 @@ fn freed_dir_tier_space_returns_to_the_file_system() {
     while allocated_bytes(&d) > 4 << 20 && t.elapsed() < std::time::Duration::from_secs(60) {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    assert!(allocated_bytes(&d) <= 4 << 20, "{} bytes still allocated after every blob is gone (was {full})", allocated_bytes(&d));
+    assert!(
+        allocated_bytes(&d) <= 4 << 20,
+        "{} bytes still allocated after every blob is gone (was {full})",
+        allocated_bytes(&d)
+    );
 }

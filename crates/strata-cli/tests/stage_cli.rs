@@ -49,7 +49,13 @@ fn write(path: &Path, data: &[u8]) {
 
 /// A small tree: sizes around page boundaries, an empty file, deep nesting.
 fn make_tree(root: &Path) -> Vec<(String, Vec<u8>)> {
-    let files = [("a/x.bin", (3 << 20) + 123), ("a/b/y.bin", 1 << 20), ("z.txt", 10), ("empty.bin", 0), ("c/d/e/f.bin", 700 << 10)];
+    let files = [
+        ("a/x.bin", (3 << 20) + 123),
+        ("a/b/y.bin", 1 << 20),
+        ("z.txt", 10),
+        ("empty.bin", 0),
+        ("c/d/e/f.bin", 700 << 10),
+    ];
     let mut out = Vec::new();
     for (i, (rel, len)) in files.iter().enumerate() {
         let data = bytes(i as u64 + 1, *len);
@@ -60,7 +66,8 @@ fn make_tree(root: &Path) -> Vec<(String, Vec<u8>)> {
 }
 
 fn stage_state(d: &TestDaemon, path: &Path) -> strata_proto::control::StageReply {
-    strata_client::stage::stage_state_at(&d.socket, &[path.to_str().unwrap().to_string()]).expect("stage state")
+    strata_client::stage::stage_state_at(&d.socket, &[path.to_str().unwrap().to_string()])
+        .expect("stage state")
 }
 
 /// sha256sum of `rels` (relative to `cwd`), with or without strata.
@@ -82,7 +89,10 @@ fn sums(d: Option<(&TestDaemon, &Path)>, cwd: &Path, rels: &[&str]) -> String {
 #[test]
 fn staged_tree_is_read_from_the_buffer_under_strata_run() {
     let d = TestDaemon::start();
-    let work = tempfile::Builder::new().prefix("strata-stage-").tempdir().unwrap();
+    let work = tempfile::Builder::new()
+        .prefix("strata-stage-")
+        .tempdir()
+        .unwrap();
     let root = work.path().join("in");
     let files = make_tree(&root);
     let total: u64 = files.iter().map(|(_, b)| b.len() as u64).sum();
@@ -101,7 +111,11 @@ fn staged_tree_is_read_from_the_buffer_under_strata_run() {
     );
     let s = stage_state(&d, &root);
     assert_eq!(s.buffered_bytes, total, "{s:?}");
-    assert_eq!((s.persisted_files, s.pending_files()), (5, 0), "staged-in files are clean: {s:?}");
+    assert_eq!(
+        (s.persisted_files, s.pending_files()),
+        (5, 0),
+        "staged-in files are clean: {s:?}"
+    );
     assert!(s.files.iter().all(|f| f.mode == "workflow"), "{s:?}");
 
     // Reads under `strata run` hit the buffer: no read-through at all.
@@ -110,27 +124,55 @@ fn staged_tree_is_read_from_the_buffer_under_strata_run() {
     let got = sums(Some((&d, work.path())), &root, &rels);
     assert_eq!(got, want);
     let after = d.status().files;
-    assert_eq!(after.read_dest_bytes_total, staged.read_dest_bytes_total, "reads after stage-in went to the destination");
-    assert!(after.read_hit_bytes_total - staged.read_hit_bytes_total >= total, "reads did not hit the buffer: {after:?}");
+    assert_eq!(
+        after.read_dest_bytes_total, staged.read_dest_bytes_total,
+        "reads after stage-in went to the destination"
+    );
+    assert!(
+        after.read_hit_bytes_total - staged.read_hit_bytes_total >= total,
+        "reads did not hit the buffer: {after:?}"
+    );
 
     // Staging again is cheap and changes nothing.
     strata(&d, work.path(), &["stage-in", "-q", "in"]).assert_ok("stage-in again");
-    assert_eq!(d.status().files.read_dest_bytes_total, staged.read_dest_bytes_total);
+    assert_eq!(
+        d.status().files.read_dest_bytes_total,
+        staged.read_dest_bytes_total
+    );
 }
 
 #[test]
 fn workflow_output_reaches_the_destination_only_at_stage_out() {
     let d = TestDaemon::start();
-    let work = tempfile::Builder::new().prefix("strata-stage-").tempdir().unwrap();
-    let reference = tempfile::Builder::new().prefix("strata-stage-ref-").tempdir().unwrap();
+    let work = tempfile::Builder::new()
+        .prefix("strata-stage-")
+        .tempdir()
+        .unwrap();
+    let reference = tempfile::Builder::new()
+        .prefix("strata-stage-ref-")
+        .tempdir()
+        .unwrap();
     let (a, b) = (bytes(11, (5 << 20) + 4097), bytes(12, 12345));
     write(&reference.path().join("a"), &a);
     write(&reference.path().join("b"), &b);
     let out = work.path().join("out");
-    let script = format!("mkdir -p out/sub && cp {r}/a out/a && cp {r}/b out/sub/b && printf hello > out/c.txt", r = reference.path().display());
-    strata_run(&d, "workflow", work.path(), work.path(), &["sh", "-c", &script]).assert_ok("workflow run");
+    let script = format!(
+        "mkdir -p out/sub && cp {r}/a out/a && cp {r}/b out/sub/b && printf hello > out/c.txt",
+        r = reference.path().display()
+    );
+    strata_run(
+        &d,
+        "workflow",
+        work.path(),
+        work.path(),
+        &["sh", "-c", &script],
+    )
+    .assert_ok("workflow run");
     for rel in ["a", "sub/b", "c.txt"] {
-        assert!(!out.join(rel).exists(), "WORKFLOW file {rel} reached the destination before stage-out");
+        assert!(
+            !out.join(rel).exists(),
+            "WORKFLOW file {rel} reached the destination before stage-out"
+        );
     }
     let s = stage_state(&d, &out);
     assert_eq!((s.dirty_files, s.persisted_files), (3, 0), "{s:?}");
@@ -138,7 +180,11 @@ fn workflow_output_reaches_the_destination_only_at_stage_out() {
 
     let r = strata(&d, work.path(), &["stage-out", "out"]);
     r.assert_ok("stage-out");
-    assert!(r.stdout_str().contains("staged out 3 files"), "{}", r.stdout_str());
+    assert!(
+        r.stdout_str().contains("staged out 3 files"),
+        "{}",
+        r.stdout_str()
+    );
     assert_eq!(std::fs::read(out.join("a")).unwrap(), a);
     assert_eq!(std::fs::read(out.join("sub/b")).unwrap(), b);
     assert_eq!(std::fs::read(out.join("c.txt")).unwrap(), b"hello");
@@ -154,40 +200,95 @@ fn workflow_output_reaches_the_destination_only_at_stage_out() {
     assert_eq!(stage_state(&d, &out).buffered_bytes, 0);
     let before = d.status().files;
     let want = sums(None, &out, &["a", "sub/b", "c.txt"]);
-    assert_eq!(sums(Some((&d, work.path())), &out, &["a", "sub/b", "c.txt"]), want);
+    assert_eq!(
+        sums(Some((&d, work.path())), &out, &["a", "sub/b", "c.txt"]),
+        want
+    );
     let after = d.status().files;
     // Each evicted page was read from the destination once (and filled back).
-    assert!(after.read_dest_bytes_total > before.read_dest_bytes_total, "evicted pages were not read from the destination: {before:?} → {after:?}");
-    assert_eq!(stage_state(&d, &out).buffered_bytes, (a.len() + b.len() + 5) as u64, "read-through fills the pages back");
+    assert!(
+        after.read_dest_bytes_total > before.read_dest_bytes_total,
+        "evicted pages were not read from the destination: {before:?} → {after:?}"
+    );
+    assert_eq!(
+        stage_state(&d, &out).buffered_bytes,
+        (a.len() + b.len() + 5) as u64,
+        "read-through fills the pages back"
+    );
 }
 
 #[test]
 fn manifests_and_errors() {
     let d = TestDaemon::start();
-    let work = tempfile::Builder::new().prefix("strata-stage-").tempdir().unwrap();
+    let work = tempfile::Builder::new()
+        .prefix("strata-stage-")
+        .tempdir()
+        .unwrap();
     let w = work.path();
     write(&w.join("one.bin"), &bytes(1, 5000));
     write(&w.join("dir/two.bin"), &bytes(2, 7000));
     write(&w.join("dir/three.bin"), &bytes(3, 100));
     let manifest = w.join("inputs.txt");
-    std::fs::write(&manifest, format!("# inputs of step 2\n\none.bin\n  {}  \n# {}\n", w.join("dir").display(), w.join("missing").display())).unwrap();
-    let r = strata(&d, w, &["stage-in", "--manifest", manifest.to_str().unwrap()]);
+    std::fs::write(
+        &manifest,
+        format!(
+            "# inputs of step 2\n\none.bin\n  {}  \n# {}\n",
+            w.join("dir").display(),
+            w.join("missing").display()
+        ),
+    )
+    .unwrap();
+    let r = strata(
+        &d,
+        w,
+        &["stage-in", "--manifest", manifest.to_str().unwrap()],
+    );
     r.assert_ok("stage-in --manifest");
-    assert!(r.stdout_str().contains("staged in 3 files"), "{}", r.stdout_str());
+    assert!(
+        r.stdout_str().contains("staged in 3 files"),
+        "{}",
+        r.stdout_str()
+    );
 
     // A missing path: the others are staged, the missing one named, exit 1.
-    let r = strata(&d, w, &["stage-in", "one.bin", "nope/missing.bin", "--mode", "default"]);
+    let r = strata(
+        &d,
+        w,
+        &[
+            "stage-in",
+            "one.bin",
+            "nope/missing.bin",
+            "--mode",
+            "default",
+        ],
+    );
     assert_eq!(r.code, Some(1), "{}\n{}", r.stdout_str(), r.stderr);
-    assert!(r.stderr.contains("nope/missing.bin") && r.stderr.contains("No such file"), "{}", r.stderr);
-    assert!(r.stdout_str().contains("staged in 1 file,") && r.stdout_str().contains("1 failed"), "{}", r.stdout_str());
+    assert!(
+        r.stderr.contains("nope/missing.bin") && r.stderr.contains("No such file"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stdout_str().contains("staged in 1 file,") && r.stdout_str().contains("1 failed"),
+        "{}",
+        r.stdout_str()
+    );
     let r = strata(&d, w, &["stage-out", "nope"]);
     assert_eq!(r.code, Some(1), "{}\n{}", r.stdout_str(), r.stderr);
-    assert!(r.stderr.contains("nope") && r.stderr.contains("no such file or directory"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("nope") && r.stderr.contains("no such file or directory"),
+        "{}",
+        r.stderr
+    );
     // Nothing to stage: a clear message, exit 1.
     for cmd in ["stage-in", "stage-out"] {
         let r = strata(&d, w, &[cmd]);
         assert_eq!(r.code, Some(1), "{cmd}: {}", r.stderr);
-        assert!(r.stderr.contains("give at least one PATH"), "{cmd}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("give at least one PATH"),
+            "{cmd}: {}",
+            r.stderr
+        );
     }
     let r = strata(&d, w, &["stage-in", "--manifest", "absent.txt"]);
     assert_eq!(r.code, Some(1));
@@ -199,11 +300,18 @@ fn manifests_and_errors() {
     let r = strata(&d, w, &["stage-out", "--manifest", m2.to_str().unwrap()]);
     r.assert_ok("stage-out of clean and unbuffered files");
     // No daemon: the error names the socket.
-    let cfg = std::fs::read_to_string(&d.config).unwrap().replace(d.socket.to_str().unwrap(), w.join("none.sock").to_str().unwrap());
+    let cfg = std::fs::read_to_string(&d.config).unwrap().replace(
+        d.socket.to_str().unwrap(),
+        w.join("none.sock").to_str().unwrap(),
+    );
     let cfg_path = w.join("nodaemon.yaml");
     std::fs::write(&cfg_path, cfg).unwrap();
     let mut c3 = Command::new(strata_bin());
-    c3.current_dir(w).env_remove("STRATA_SOCKET").arg("--config").arg(&cfg_path).args(["stage-out", "one.bin"]);
+    c3.current_dir(w)
+        .env_remove("STRATA_SOCKET")
+        .arg("--config")
+        .arg(&cfg_path)
+        .args(["stage-out", "one.bin"]);
     let r = run_cmd(c3, d.path());
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(r.stderr.contains("none.sock"), "{}", r.stderr);
@@ -212,14 +320,23 @@ fn manifests_and_errors() {
 /// Builds libstrata.so like tests/c_api.rs and returns its directory.
 fn lib_dir() -> PathBuf {
     let dir = strata_bin().parent().unwrap().to_path_buf();
-    let profile = dir.file_name().and_then(|n| n.to_str()).unwrap_or("debug").to_string();
+    let profile = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("debug")
+        .to_string();
     let mut cmd = Command::new(env!("CARGO"));
-    cmd.current_dir(workspace_root()).args(["build", "-p", "strata-capi"]);
+    cmd.current_dir(workspace_root())
+        .args(["build", "-p", "strata-capi"]);
     if profile != "debug" {
         cmd.args(["--profile", &profile]);
     }
     let out = cmd.output().expect("cargo build -p strata-capi");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     dir
 }
 
@@ -262,7 +379,10 @@ int main(int argc, char **argv) {
 #[test]
 fn c_api_stage_in_and_out() {
     let d = TestDaemon::start();
-    let work = tempfile::Builder::new().prefix("strata-stage-c-").tempdir().unwrap();
+    let work = tempfile::Builder::new()
+        .prefix("strata-stage-c-")
+        .tempdir()
+        .unwrap();
     let root = work.path().join("data");
     let files = make_tree(&root);
     let total: u64 = files.iter().map(|(_, b)| b.len() as u64).sum();
@@ -285,28 +405,56 @@ fn c_api_stage_in_and_out() {
         .expect("C compiler");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let mut c = Command::new(&exe);
-    c.arg(&d.socket).arg(&root).arg(work.path().join("missing")).env_remove("LD_PRELOAD");
+    c.arg(&d.socket)
+        .arg(&root)
+        .arg(work.path().join("missing"))
+        .env_remove("LD_PRELOAD");
     let r = run_cmd(c, d.path());
     r.assert_ok("C program");
     let out = r.stdout_str();
-    assert!(out.contains(&format!("in rc=0 files=5 bytes={total} buffered={total} failed=0 calls>0=1 last={total}\n")), "{out}");
-    assert!(out.contains(&format!("out rc=0 files=5 evicted={total} buffered=0\n")), "{out}");
-    assert!(out.contains("missing rc=STRATA_ENOFILE msg=names-path"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "in rc=0 files=5 bytes={total} buffered={total} failed=0 calls>0=1 last={total}\n"
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("out rc=0 files=5 evicted={total} buffered=0\n")),
+        "{out}"
+    );
+    assert!(
+        out.contains("missing rc=STRATA_ENOFILE msg=names-path"),
+        "{out}"
+    );
     assert!(out.contains("badmode rc=STRATA_EINVAL"), "{out}");
 }
 
 #[test]
 fn stage_out_failure_is_reported_then_retried() {
     let d = TestDaemon::start();
-    let work = tempfile::Builder::new().prefix("strata-stage-").tempdir().unwrap();
+    let work = tempfile::Builder::new()
+        .prefix("strata-stage-")
+        .tempdir()
+        .unwrap();
     let w = work.path();
-    strata_run(&d, "workflow", w, w, &["sh", "-c", "mkdir -p out && printf payload > out/x"]).assert_ok("workflow run");
+    strata_run(
+        &d,
+        "workflow",
+        w,
+        w,
+        &["sh", "-c", "mkdir -p out && printf payload > out/x"],
+    )
+    .assert_ok("workflow run");
     // The destination directory is replaced by a file: the flush cannot open out/x.
     std::fs::rename(w.join("out"), w.join("out.away")).unwrap();
     std::fs::write(w.join("out"), b"not a directory").unwrap();
     let r = strata(&d, w, &["stage-out", "-q", "out/x"]);
     assert_eq!(r.code, Some(1), "{}\n{}", r.stdout_str(), r.stderr);
-    assert!(r.stderr.contains("out/x") && r.stderr.contains("cannot persist"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("out/x") && r.stderr.contains("cannot persist"),
+        "{}",
+        r.stderr
+    );
     assert!(r.stdout_str().contains("1 failed"), "{}", r.stdout_str());
     let s = stage_state(&d, &w.join("out/x"));
     assert_eq!(s.failed_files, 1, "{s:?}");

@@ -53,8 +53,14 @@ impl Chan {
     pub fn attach(seg: &ShmSegment, layout: &ClientLayout, index: u32) -> Result<Chan> {
         let base = seg.as_ptr();
         let off = layout.channel_off(index);
-        let sq = unsafe { Ring::attach(base.add(off + layout.sq_off), layout.cq_off - layout.sq_off) };
-        let cq = unsafe { Ring::attach(base.add(off + layout.cq_off), layout.slots_off - layout.cq_off) };
+        let sq =
+            unsafe { Ring::attach(base.add(off + layout.sq_off), layout.cq_off - layout.sq_off) };
+        let cq = unsafe {
+            Ring::attach(
+                base.add(off + layout.cq_off),
+                layout.slots_off - layout.cq_off,
+            )
+        };
         let (sq, cq) = match (sq, cq) {
             (Ok(s), Ok(c)) => (s, c),
             _ => return Err(err(Errno::Version, "client segment rings are invalid")),
@@ -92,7 +98,14 @@ impl Chan {
         let word = self.index as usize / 64;
         inner.header().claimed[word].fetch_or(1u64 << (self.index % 64), Ordering::SeqCst);
         self.opened = true;
-        let sub = self.submit(inner, Request { op: Op::ChannelOpen as u32, ..Request::default() }, &[])?;
+        let sub = self.submit(
+            inner,
+            Request {
+                op: Op::ChannelOpen as u32,
+                ..Request::default()
+            },
+            &[],
+        )?;
         let (resp, _) = self.wait(inner, sub, false)?;
         resp.result()?;
         Ok(())
@@ -122,7 +135,10 @@ impl Chan {
                 self.free[i] = false;
                 Ok(i as u32)
             }
-            None => Err(err(Errno::Busy, "every request slot of this thread's channel is in flight")),
+            None => Err(err(
+                Errno::Busy,
+                "every request slot of this thread's channel is in flight",
+            )),
         }
     }
 
@@ -167,13 +183,24 @@ impl Chan {
             return Err(err(Errno::Busy, "submission ring full"));
         }
         inner.ctl().daemon_bell.ring();
-        Ok(Submitted { slot, tag: req.tag, data_len: 0 })
+        Ok(Submitted {
+            slot,
+            tag: req.tag,
+            data_len: 0,
+        })
     }
 
     fn flush_releases(&mut self, inner: &Inner) -> Result<()> {
         // Bounded: each Unpin carries RELEASES_MAX of them.
         while !self.releases.is_empty() {
-            let sub = self.submit(inner, Request { op: Op::Unpin as u32, ..Request::default() }, &[])?;
+            let sub = self.submit(
+                inner,
+                Request {
+                    op: Op::Unpin as u32,
+                    ..Request::default()
+                },
+                &[],
+            )?;
             self.wait(inner, sub, false)?;
         }
         Ok(())
@@ -194,7 +221,9 @@ impl Chan {
                     }
                     got = true;
                 }
-                Ok(Some(_)) | Err(_) => return Err(err(Errno::Internal, "completion ring corrupt")),
+                Ok(Some(_)) | Err(_) => {
+                    return Err(err(Errno::Internal, "completion ring corrupt"))
+                }
                 Ok(None) => break,
             }
         }
@@ -209,18 +238,33 @@ impl Chan {
         let started = Instant::now();
         // Bounded: gives up when the daemon is gone.
         loop {
-            if self.header().cq_bell.wait_until(|| !cq.is_empty(), inner.spin, Some(WAIT_SLICE)) {
+            if self
+                .header()
+                .cq_bell
+                .wait_until(|| !cq.is_empty(), inner.spin, Some(WAIT_SLICE))
+            {
                 return Ok(());
             }
             if !inner.daemon_alive() {
-                return Err(err(Errno::NoDaemon, format!("the daemon went away while a request was in flight ({:?})", started.elapsed())));
+                return Err(err(
+                    Errno::NoDaemon,
+                    format!(
+                        "the daemon went away while a request was in flight ({:?})",
+                        started.elapsed()
+                    ),
+                ));
             }
         }
     }
 
     /// Waits for `sub` and returns its response plus the bytes the daemon
     /// wrote to the arg area (when `copy_arg`).
-    pub fn wait(&mut self, inner: &Inner, sub: Submitted, copy_arg: bool) -> Result<(Response, Vec<u8>)> {
+    pub fn wait(
+        &mut self,
+        inner: &Inner,
+        sub: Submitted,
+        copy_arg: bool,
+    ) -> Result<(Response, Vec<u8>)> {
         let i = sub.slot as usize;
         while !self.done[i] {
             self.reap(inner, true)?;
@@ -261,7 +305,15 @@ impl Chan {
             }
         }
         let want = need.max(inner.hello.lease_bytes);
-        let sub = self.submit(inner, Request { op: Op::Lease as u32, len: want, ..Request::default() }, &[])?;
+        let sub = self.submit(
+            inner,
+            Request {
+                op: Op::Lease as u32,
+                len: want,
+                ..Request::default()
+            },
+            &[],
+        )?;
         let (resp, _) = self.wait(inner, sub, false)?;
         resp.result()?;
         if resp.val1 == 0 {
@@ -269,7 +321,10 @@ impl Chan {
             return Ok(false);
         }
         let (off, granted) = (resp.val0, resp.val1);
-        if off.checked_add(granted).is_none_or(|e| e > inner.arena.len() as u64) {
+        if off
+            .checked_add(granted)
+            .is_none_or(|e| e > inner.arena.len() as u64)
+        {
             return Err(err(Errno::Malformed, "lease outside the arena"));
         }
         self.lease = Some((off, off + granted));
@@ -281,13 +336,30 @@ impl Chan {
 
     /// Copies `data` into the lease and submits a put. Returns None when no
     /// lease large enough can be had (the caller then writes in pieces).
-    pub fn submit_put(&mut self, inner: &Inner, bucket: u64, name: &str, offset: u64, data: &[u8], fl: u32) -> Result<Option<Submitted>> {
+    pub fn submit_put(
+        &mut self,
+        inner: &Inner,
+        bucket: u64,
+        name: &str,
+        offset: u64,
+        data: &[u8],
+        fl: u32,
+    ) -> Result<Option<Submitted>> {
         self.submit_data(inner, Op::Put, bucket, name, offset, data, fl)
     }
 
     /// `submit_put` for any data-carrying op (`Put`, `FileWrite`, `FileFill`).
     #[allow(clippy::too_many_arguments)]
-    pub fn submit_data(&mut self, inner: &Inner, op: Op, bucket: u64, name: &str, offset: u64, data: &[u8], fl: u32) -> Result<Option<Submitted>> {
+    pub fn submit_data(
+        &mut self,
+        inner: &Inner,
+        op: Op,
+        bucket: u64,
+        name: &str,
+        offset: u64,
+        data: &[u8],
+        fl: u32,
+    ) -> Result<Option<Submitted>> {
         if !self.opened {
             self.ensure_open(inner)?;
         }
@@ -297,7 +369,13 @@ impl Chan {
         let (cur, end) = self.lease.expect("lease_room guarantees a lease");
         let block = inner.hello.arena_block_bytes.max(1);
         // SAFETY: [cur, cur+len) lies inside our lease (checked against the arena size).
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), inner.arena.as_ptr().add(cur as usize), data.len()) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                data.as_ptr(),
+                inner.arena.as_ptr().add(cur as usize),
+                data.len(),
+            )
+        };
         let used = (data.len() as u64).div_ceil(block).max(1) * block;
         self.lease = Some(((cur + used).min(end), end));
         let req = Request {
@@ -318,13 +396,30 @@ impl Chan {
     /// Submits a put whose bytes travel in the slot's arg area (the last
     /// resort when the arena has no room for a lease). Carries as much of
     /// `data` as fits; `data_len` says how much.
-    pub fn submit_put_arg(&mut self, inner: &Inner, bucket: u64, name: &str, offset: u64, data: &[u8], fl: u32) -> Result<Submitted> {
+    pub fn submit_put_arg(
+        &mut self,
+        inner: &Inner,
+        bucket: u64,
+        name: &str,
+        offset: u64,
+        data: &[u8],
+        fl: u32,
+    ) -> Result<Submitted> {
         self.submit_data_arg(inner, Op::Put, bucket, name, offset, data, fl)
     }
 
     /// `submit_put_arg` for any data-carrying op.
     #[allow(clippy::too_many_arguments)]
-    pub fn submit_data_arg(&mut self, inner: &Inner, op: Op, bucket: u64, name: &str, offset: u64, data: &[u8], fl: u32) -> Result<Submitted> {
+    pub fn submit_data_arg(
+        &mut self,
+        inner: &Inner,
+        op: Op,
+        bucket: u64,
+        name: &str,
+        offset: u64,
+        data: &[u8],
+        fl: u32,
+    ) -> Result<Submitted> {
         let room = (self.layout.arg_bytes as usize).saturating_sub(name.len());
         if room == 0 {
             return Err(err(Errno::Name, "blob name fills the whole request"));

@@ -21,7 +21,10 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use strata_proto::wire::{flags, persist, Op, Pod, Request, WireDestInfo, WireExtent, WireFileAttr, TIER_DEST, TIER_PENDING};
+use strata_proto::wire::{
+    flags, persist, Op, Pod, Request, WireDestInfo, WireExtent, WireFileAttr, TIER_DEST,
+    TIER_PENDING,
+};
 use strata_proto::Errno;
 
 use crate::{err, extents_of, Client, Error, Result};
@@ -168,27 +171,41 @@ impl Error {
 }
 
 fn os_err(errno: Errno, e: &std::io::Error, context: String) -> Error {
-    Error { errno, context: format!("{context}: {e}"), os: e.raw_os_error().unwrap_or(libc::EIO) }
+    Error {
+        errno,
+        context: format!("{context}: {e}"),
+        os: e.raw_os_error().unwrap_or(libc::EIO),
+    }
 }
 
 fn os_code(errno: Errno, code: i32, context: String) -> Error {
-    Error { errno, context, os: code }
+    Error {
+        errno,
+        context,
+        os: code,
+    }
 }
 
 fn attr_of(arg: &[u8]) -> Result<FileAttr> {
-    let w = WireFileAttr::read_from(arg).ok_or_else(|| err(Errno::Internal, "short file attributes from the daemon"))?;
+    let w = WireFileAttr::read_from(arg)
+        .ok_or_else(|| err(Errno::Internal, "short file attributes from the daemon"))?;
     Ok(FileAttr::from_wire(&w))
 }
 
 fn check_path(path: &str) -> Result<()> {
     if !path.starts_with('/') || path.contains('\0') || path.len() > 4096 {
-        return Err(err(Errno::Inval, format!("file path must be absolute, without NUL, ≤ 4096 bytes: {path:?}")));
+        return Err(err(
+            Errno::Inval,
+            format!("file path must be absolute, without NUL, ≤ 4096 bytes: {path:?}"),
+        ));
     }
     Ok(())
 }
 
 fn ns_of(secs: i64, nsec: i64) -> u64 {
-    (secs.max(0) as u64).saturating_mul(1_000_000_000).saturating_add(nsec.max(0) as u64)
+    (secs.max(0) as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(nsec.max(0) as u64)
 }
 
 fn is_root() -> bool {
@@ -209,7 +226,12 @@ struct DirStamp {
 
 fn dir_stamp(m: &std::fs::Metadata) -> DirStamp {
     use std::os::unix::fs::MetadataExt;
-    DirStamp { dev: m.dev(), ino: m.ino(), mtime_ns: ns_of(m.mtime(), m.mtime_nsec()), ctime_ns: ns_of(m.ctime(), m.ctime_nsec()) }
+    DirStamp {
+        dev: m.dev(),
+        ino: m.ino(),
+        mtime_ns: ns_of(m.mtime(), m.mtime_nsec()),
+        ctime_ns: ns_of(m.ctime(), m.ctime_nsec()),
+    }
 }
 
 /// Names present at the destination in directories where this process
@@ -221,7 +243,10 @@ fn dir_stamp(m: &std::fs::Metadata) -> DirStamp {
 /// the same directory meanwhile (docs/ARCHITECTURE.md, known gaps).
 struct Listings {
     /// Per directory: its stamp when listed, and the names then.
-    dirs: std::collections::HashMap<std::path::PathBuf, (DirStamp, std::collections::HashSet<std::ffi::OsString>)>,
+    dirs: std::collections::HashMap<
+        std::path::PathBuf,
+        (DirStamp, std::collections::HashSet<std::ffi::OsString>),
+    >,
     names: usize,
 }
 static LISTINGS: std::sync::Mutex<Option<Listings>> = std::sync::Mutex::new(None);
@@ -244,7 +269,9 @@ fn listing_usable(fl: OpenFlags) -> bool {
 /// trusted only while it matches.
 fn known_absent(path: &str, may_list: bool, stamp: DirStamp) -> bool {
     let p = std::path::Path::new(path);
-    let (Some(dir), Some(name)) = (p.parent(), p.file_name()) else { return false };
+    let (Some(dir), Some(name)) = (p.parent(), p.file_name()) else {
+        return false;
+    };
     {
         let mut g = LISTINGS.lock().unwrap_or_else(|x| x.into_inner());
         if let Some(l) = g.as_mut() {
@@ -261,7 +288,9 @@ fn known_absent(path: &str, may_list: bool, stamp: DirStamp) -> bool {
     if !may_list {
         return false;
     }
-    let Ok(rd) = std::fs::read_dir(dir) else { return false };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return false;
+    };
     let mut set = std::collections::HashSet::new();
     // Bounded by LISTING_NAMES_MAX.
     for e in rd {
@@ -273,7 +302,10 @@ fn known_absent(path: &str, may_list: bool, stamp: DirStamp) -> bool {
     }
     let absent = !set.contains(name);
     let mut g = LISTINGS.lock().unwrap_or_else(|x| x.into_inner());
-    let l = g.get_or_insert_with(|| Listings { dirs: Default::default(), names: 0 });
+    let l = g.get_or_insert_with(|| Listings {
+        dirs: Default::default(),
+        names: 0,
+    });
     if l.dirs.len() >= LISTING_DIRS_MAX || l.names + set.len() > LISTING_NAMES_MAX {
         l.dirs.clear();
         l.names = 0;
@@ -288,14 +320,29 @@ fn known_absent(path: &str, may_list: bool, stamp: DirStamp) -> bool {
 /// writable and searchable)? Asked of the kernel every time: another
 /// process may have renamed or removed it. Returns the directory's stamp.
 fn check_parent(path: &str) -> Result<DirStamp> {
-    let parent = std::path::Path::new(path).parent().unwrap_or(std::path::Path::new("/"));
+    let parent = std::path::Path::new(path)
+        .parent()
+        .unwrap_or(std::path::Path::new("/"));
     let stamp = match std::fs::metadata(parent) {
         Ok(pm) if pm.is_dir() => dir_stamp(&pm),
-        Ok(_) => return Err(os_code(Errno::Inval, libc::ENOTDIR, format!("{} is not a directory", parent.display()))),
+        Ok(_) => {
+            return Err(os_code(
+                Errno::Inval,
+                libc::ENOTDIR,
+                format!("{} is not a directory", parent.display()),
+            ))
+        }
         Err(e) => return Err(os_err(Errno::NoFile, &e, parent.display().to_string())),
     };
-    if let Err(e) = rustix::fs::access(parent, rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK) {
-        return Err(os_code(Errno::Inval, e.raw_os_error(), format!("{}: {e}", parent.display())));
+    if let Err(e) = rustix::fs::access(
+        parent,
+        rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
+    ) {
+        return Err(os_code(
+            Errno::Inval,
+            e.raw_os_error(),
+            format!("{}: {e}", parent.display()),
+        ));
     }
     Ok(stamp)
 }
@@ -311,14 +358,26 @@ fn dest_info(path: &str, fl: OpenFlags) -> Result<WireDestInfo> {
     match std::fs::metadata(path) {
         Ok(md) => {
             if md.is_dir() {
-                return Err(os_code(Errno::IsDir, libc::EISDIR, format!("{path} is a directory")));
+                return Err(os_code(
+                    Errno::IsDir,
+                    libc::EISDIR,
+                    format!("{path} is a directory"),
+                ));
             }
             if !md.is_file() {
                 // FIFOs, devices, sockets: never buffered.
-                return Err(os_code(Errno::IsDir, 0, format!("{path} is not a regular file")));
+                return Err(os_code(
+                    Errno::IsDir,
+                    0,
+                    format!("{path} is not a regular file"),
+                ));
             }
             if fl.create && fl.excl {
-                return Err(os_code(Errno::Exists, libc::EEXIST, format!("{path} exists")));
+                return Err(os_code(
+                    Errno::Exists,
+                    libc::EEXIST,
+                    format!("{path} exists"),
+                ));
             }
             let mut want = rustix::fs::Access::empty();
             if fl.read {
@@ -329,7 +388,11 @@ fn dest_info(path: &str, fl: OpenFlags) -> Result<WireDestInfo> {
             }
             if !want.is_empty() {
                 if let Err(e) = rustix::fs::access(path, want) {
-                    return Err(os_code(Errno::Inval, e.raw_os_error(), format!("{path}: {e}")));
+                    return Err(os_code(
+                        Errno::Inval,
+                        e.raw_os_error(),
+                        format!("{path}: {e}"),
+                    ));
                 }
             }
             Ok(WireDestInfo {
@@ -344,7 +407,11 @@ fn dest_info(path: &str, fl: OpenFlags) -> Result<WireDestInfo> {
         }
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
             if !fl.create {
-                return Err(os_code(Errno::NoFile, libc::ENOENT, format!("{path}: no such file")));
+                return Err(os_code(
+                    Errno::NoFile,
+                    libc::ENOENT,
+                    format!("{path}: no such file"),
+                ));
             }
             check_parent(path)?;
             Ok(WireDestInfo::default())
@@ -354,7 +421,12 @@ fn dest_info(path: &str, fl: OpenFlags) -> Result<WireDestInfo> {
 }
 
 impl Client {
-    fn file_call(&self, req: Request, args: &[&[u8]], what: &str) -> Result<(strata_proto::wire::Response, Vec<u8>)> {
+    fn file_call(
+        &self,
+        req: Request,
+        args: &[&[u8]],
+        what: &str,
+    ) -> Result<(strata_proto::wire::Response, Vec<u8>)> {
         let (resp, arg) = self.call(req, args)?;
         resp.result().map_err(|e| err(e, what.to_string()))?;
         Ok((resp, arg))
@@ -365,12 +437,25 @@ impl Client {
     /// creation mode (umask applied by the caller). Errors carry the errno
     /// to report (`Error::os_errno`); `Errno::IsDir` means "not a regular
     /// file: do not buffer it".
-    pub fn file_open(&self, path: &str, fl: OpenFlags, mode: u32, persist: Persist, page_bytes: u64) -> Result<FileAttr> {
+    pub fn file_open(
+        &self,
+        path: &str,
+        fl: OpenFlags,
+        mode: u32,
+        persist: Persist,
+        page_bytes: u64,
+    ) -> Result<FileAttr> {
         check_path(path)?;
-        if !page_bytes.is_power_of_two() || !(PAGE_BYTES_MIN..=PAGE_BYTES_MAX).contains(&page_bytes) {
-            return Err(err(Errno::Inval, format!("page size {page_bytes} must be a power of two in 4 KiB..=64 MiB")));
+        if !page_bytes.is_power_of_two() || !(PAGE_BYTES_MIN..=PAGE_BYTES_MAX).contains(&page_bytes)
+        {
+            return Err(err(
+                Errno::Inval,
+                format!("page size {page_bytes} must be a power of two in 4 KiB..=64 MiB"),
+            ));
         }
-        let aux = (mode & 0o7777) as u64 | (persist.wire() as u64) << 16 | (page_bytes.trailing_zeros() as u64) << 24;
+        let aux = (mode & 0o7777) as u64
+            | (persist.wire() as u64) << 16
+            | (page_bytes.trailing_zeros() as u64) << 24;
         let mut f = 0;
         if fl.create {
             f |= flags::CREATE;
@@ -381,13 +466,22 @@ impl Client {
         if fl.trunc {
             f |= flags::TRUNC;
         }
-        let req = Request { op: Op::FileOpen as u32, flags: f, aux, name_len: path.len() as u32, ..Request::default() };
+        let req = Request {
+            op: Op::FileOpen as u32,
+            flags: f,
+            aux,
+            name_len: path.len() as u32,
+            ..Request::default()
+        };
         // A create where this process already knows the destination has no
         // such file: send that along (a record, if the daemon has one, wins),
         // saving the NeedDest round trip.
         if listing_usable(fl) && check_parent(path).is_ok_and(|st| known_absent(path, false, st)) {
             let info = WireDestInfo::default();
-            let req = Request { flags: f | flags::DEST_INFO, ..req };
+            let req = Request {
+                flags: f | flags::DEST_INFO,
+                ..req
+            };
             let (resp, arg) = self.call(req, &[path.as_bytes(), info.as_bytes()])?;
             return match resp.result() {
                 Ok(()) => self.check_access(path, fl, attr_of(&arg)?),
@@ -399,7 +493,10 @@ impl Client {
             Ok(()) => attr_of(&arg)?,
             Err(Errno::NeedDest) => {
                 let info = dest_info(path, fl)?;
-                let req = Request { flags: f | flags::DEST_INFO, ..req };
+                let req = Request {
+                    flags: f | flags::DEST_INFO,
+                    ..req
+                };
                 let (resp, arg) = self.call(req, &[path.as_bytes(), info.as_bytes()])?;
                 match resp.result() {
                     Ok(()) => attr_of(&arg)?,
@@ -422,10 +519,18 @@ impl Client {
     fn check_access(&self, path: &str, fl: OpenFlags, attr: FileAttr) -> Result<FileAttr> {
         if !is_root() {
             if fl.read && attr.mode & 0o400 == 0 {
-                return Err(os_code(Errno::Inval, libc::EACCES, format!("{path}: permission denied")));
+                return Err(os_code(
+                    Errno::Inval,
+                    libc::EACCES,
+                    format!("{path}: permission denied"),
+                ));
             }
             if (fl.write || fl.trunc) && attr.mode & 0o200 == 0 {
-                return Err(os_code(Errno::Inval, libc::EACCES, format!("{path}: permission denied")));
+                return Err(os_code(
+                    Errno::Inval,
+                    libc::EACCES,
+                    format!("{path}: permission denied"),
+                ));
             }
         }
         Ok(attr)
@@ -435,7 +540,11 @@ impl Client {
     /// destination is then authoritative).
     pub fn file_stat_path(&self, path: &str) -> Result<Option<FileAttr>> {
         check_path(path)?;
-        let req = Request { op: Op::FileStat as u32, name_len: path.len() as u32, ..Request::default() };
+        let req = Request {
+            op: Op::FileStat as u32,
+            name_len: path.len() as u32,
+            ..Request::default()
+        };
         let (resp, arg) = self.call(req, &[path.as_bytes()])?;
         match resp.result() {
             Ok(()) => Ok(Some(attr_of(&arg)?)),
@@ -446,21 +555,31 @@ impl Client {
 
     /// The record of an open file (`NoFile` once it was unlinked).
     pub fn file_stat(&self, id: u64) -> Result<FileAttr> {
-        let req = Request { op: Op::FileStat as u32, bucket: id, ..Request::default() };
+        let req = Request {
+            op: Op::FileStat as u32,
+            bucket: id,
+            ..Request::default()
+        };
         let (_, arg) = self.file_call(req, &[], "file stat")?;
         attr_of(&arg)
     }
 
     /// The file's current path (it changes with renames).
     pub fn file_path(&self, id: u64) -> Result<String> {
-        let req = Request { op: Op::FilePath as u32, bucket: id, ..Request::default() };
+        let req = Request {
+            op: Op::FilePath as u32,
+            bucket: id,
+            ..Request::default()
+        };
         let (_, arg) = self.file_call(req, &[], "file path")?;
         String::from_utf8(arg).map_err(|_| err(Errno::Internal, "file path not UTF-8"))
     }
 
     /// Writes `data` at `offset`; returns the file size afterwards.
     pub fn file_write(&self, id: u64, offset: u64, data: &[u8]) -> Result<u64> {
-        offset.checked_add(data.len() as u64).ok_or_else(|| err(Errno::Inval, "write beyond 2^64"))?;
+        offset
+            .checked_add(data.len() as u64)
+            .ok_or_else(|| err(Errno::Inval, "write beyond 2^64"))?;
         let mut size = 0;
         let mut done = 0usize;
         // Bounded: every round writes ≥ 1 byte (or the empty write once).
@@ -520,20 +639,42 @@ impl Client {
                         refused = Some(resp.val0);
                     }
                 }
-                Err(Errno::WriteThrough) => return self.write_through(id, offset, &data[..data.len().min(THROUGH_BYTES_MAX)]),
+                Err(Errno::WriteThrough) => {
+                    return self.write_through(
+                        id,
+                        offset,
+                        &data[..data.len().min(THROUGH_BYTES_MAX)],
+                    )
+                }
                 Err(e) => return Err(err(e, "file write")),
             }
         }
-        Err(err(Errno::Internal, "file write: the daemon keeps asking for page fills"))
+        Err(err(
+            Errno::Internal,
+            "file write: the daemon keeps asking for page fills",
+        ))
     }
 
     /// The buffer is full (`WriteThrough`): writes `data` at `offset` (None:
     /// at the end) straight to the destination once the daemon grants it
     /// (`FileThrough`; it first flushes what the file has buffered), then
     /// reports it (`FileThroughDone`). Returns (offset written at, bytes, size after).
-    fn write_through(&self, id: u64, offset: Option<u64>, data: &[u8]) -> Result<(u64, usize, u64)> {
+    fn write_through(
+        &self,
+        id: u64,
+        offset: Option<u64>,
+        data: &[u8],
+    ) -> Result<(u64, usize, u64)> {
         let fl = if offset.is_none() { flags::APPEND } else { 0 };
-        let req = Request { op: Op::FileThrough as u32, flags: fl, bucket: id, offset: offset.unwrap_or(0), len: data.len() as u64, aux: 1, ..Request::default() };
+        let req = Request {
+            op: Op::FileThrough as u32,
+            flags: fl,
+            bucket: id,
+            offset: offset.unwrap_or(0),
+            len: data.len() as u64,
+            aux: 1,
+            ..Request::default()
+        };
         let started = Instant::now();
         let mut sleep = Duration::from_micros(20);
         let mut req = req;
@@ -542,12 +683,20 @@ impl Client {
         let (at, mode, path) = loop {
             let (resp, arg) = self.file_call(req, &[], "write through")?;
             if resp.val0 == 1 {
-                let path = String::from_utf8(arg).map_err(|_| err(Errno::Internal, "file path not UTF-8"))?;
+                let path = String::from_utf8(arg)
+                    .map_err(|_| err(Errno::Internal, "file path not UTF-8"))?;
                 break (resp.val1, resp.val2 as u32, path);
             }
             if resp.val1 == 1 {
                 let why = String::from_utf8_lossy(&arg).into_owned();
-                return Err(Error { errno: Errno::Io, context: format!("buffer full and the flush before a write-through failed after {:?}: {why}", started.elapsed()), os: libc::EIO });
+                return Err(Error {
+                    errno: Errno::Io,
+                    context: format!(
+                        "buffer full and the flush before a write-through failed after {:?}: {why}",
+                        started.elapsed()
+                    ),
+                    os: libc::EIO,
+                });
             }
             req.aux = 0;
             std::thread::sleep(sleep);
@@ -556,7 +705,12 @@ impl Client {
         let mut written = 0usize;
         let res = (|| -> std::io::Result<()> {
             use std::os::unix::fs::OpenOptionsExt;
-            let f = std::fs::OpenOptions::new().write(true).create(true).mode(mode & 0o7777).custom_flags(libc::O_CLOEXEC).open(&path)?;
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .mode(mode & 0o7777)
+                .custom_flags(libc::O_CLOEXEC)
+                .open(&path)?;
             // Bounded: each round writes ≥ 1 byte or fails.
             while written < data.len() {
                 match f.write_at(&data[written..], at + written as u64) {
@@ -571,7 +725,14 @@ impl Client {
             f.sync_data()
         })();
         let synced = res.is_ok() as u64;
-        let done = Request { op: Op::FileThroughDone as u32, bucket: id, offset: at, len: written as u64, aux: synced, ..Request::default() };
+        let done = Request {
+            op: Op::FileThroughDone as u32,
+            bucket: id,
+            offset: at,
+            len: written as u64,
+            aux: synced,
+            ..Request::default()
+        };
         let (resp, _) = self.file_call(done, &[], "write through done")?;
         match res {
             Ok(()) => Ok((at, data.len(), resp.val0)),
@@ -592,7 +753,11 @@ impl Client {
     fn dest_fd(&self, id: u64) -> Result<Arc<File>> {
         let path = self.file_path(id)?;
         {
-            let fds = self.inner.dest_fds.lock().unwrap_or_else(|p| p.into_inner());
+            let fds = self
+                .inner
+                .dest_fds
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
             if let Some((p, f)) = fds.get(&id) {
                 if *p == path || path.starts_with('\u{1}') {
                     return Ok(f.clone());
@@ -600,10 +765,21 @@ impl Client {
             }
         }
         if path.starts_with('\u{1}') {
-            return Err(os_code(Errno::NoFile, libc::ENOENT, "read-through of a file unlinked before this process read it".to_string()));
+            return Err(os_code(
+                Errno::NoFile,
+                libc::ENOENT,
+                "read-through of a file unlinked before this process read it".to_string(),
+            ));
         }
-        let f = Arc::new(File::open(&path).map_err(|e| os_err(Errno::Io, &e, format!("read-through of {path}")))?);
-        let mut fds = self.inner.dest_fds.lock().unwrap_or_else(|p| p.into_inner());
+        let f = Arc::new(
+            File::open(&path)
+                .map_err(|e| os_err(Errno::Io, &e, format!("read-through of {path}")))?,
+        );
+        let mut fds = self
+            .inner
+            .dest_fds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         if fds.len() >= DEST_FDS_MAX {
             fds.clear();
         }
@@ -635,7 +811,10 @@ impl Client {
         let attr = self.file_stat(id)?;
         let page = attr.page_bytes;
         if page == 0 || page_off % page != 0 {
-            return Err(err(Errno::Internal, format!("fill of unaligned page offset {page_off}")));
+            return Err(err(
+                Errno::Internal,
+                format!("fill of unaligned page offset {page_off}"),
+            ));
         }
         let bytes = self.read_dest_page(id, page_off, page)?;
         // The write needs the page: keep it even under capacity pressure.
@@ -671,7 +850,13 @@ impl Client {
 
     /// `file_read`, offering the pages read from the destination with
     /// `fill_flags` (`FILL_KEEP` for stage-in).
-    pub(crate) fn file_read_fill(&self, id: u64, offset: u64, buf: &mut [u8], fill_flags: u32) -> Result<usize> {
+    pub(crate) fn file_read_fill(
+        &self,
+        id: u64,
+        offset: u64,
+        buf: &mut [u8],
+        fill_flags: u32,
+    ) -> Result<usize> {
         let mut done = 0usize;
         let mut page_bytes = 0u64;
         let mut waited = std::time::Duration::ZERO;
@@ -681,7 +866,13 @@ impl Client {
         while done < buf.len() {
             let at = offset + done as u64;
             let mut ch = self.chan();
-            let req = Request { op: Op::FileRead as u32, bucket: id, offset: at, len: (buf.len() - done) as u64, ..Request::default() };
+            let req = Request {
+                op: Op::FileRead as u32,
+                bucket: id,
+                offset: at,
+                len: (buf.len() - done) as u64,
+                ..Request::default()
+            };
             let sub = ch.submit(&self.inner, req, &[])?;
             let (resp, arg) = ch.wait(&self.inner, sub, true)?;
             if let Err(e) = resp.result() {
@@ -693,7 +884,10 @@ impl Client {
             let mut res = Ok(());
             for e in &exts {
                 if e.logical_off < at || e.logical_off + e.len > at + covered as u64 {
-                    res = Err(err(Errno::Malformed, "file extent outside the requested range"));
+                    res = Err(err(
+                        Errno::Malformed,
+                        "file extent outside the requested range",
+                    ));
                     break;
                 }
                 if e.tier == TIER_PENDING {
@@ -702,10 +896,15 @@ impl Client {
                         covered = (e.logical_off - at) as usize;
                         break;
                     }
-                    from_dest.push(WireExtent { tier: TIER_DEST, ..*e });
+                    from_dest.push(WireExtent {
+                        tier: TIER_DEST,
+                        ..*e
+                    });
                 } else if e.tier == TIER_DEST {
                     from_dest.push(*e);
-                } else if let Err(x) = self.read_extents(std::slice::from_ref(e), at, &mut buf[done..done + covered]) {
+                } else if let Err(x) =
+                    self.read_extents(std::slice::from_ref(e), at, &mut buf[done..done + covered])
+                {
                     res = Err(x);
                     break;
                 }
@@ -722,7 +921,8 @@ impl Client {
             }
             done += covered;
             if covered == 0 {
-                if exts.last().is_some_and(|e| e.tier == TIER_PENDING) && waited < PENDING_WAIT_MAX {
+                if exts.last().is_some_and(|e| e.tier == TIER_PENDING) && waited < PENDING_WAIT_MAX
+                {
                     std::thread::sleep(backoff);
                     waited += backoff;
                     backoff = (backoff * 2).min(PENDING_BACKOFF_MAX);
@@ -738,7 +938,15 @@ impl Client {
     /// Fills the `TIER_DEST` extents of `dst` (which starts at file offset
     /// `base`) from the destination, page by page, and offers each page to
     /// the daemon so the next read is a hit.
-    fn read_through(&self, id: u64, base: u64, dst: &mut [u8], exts: &[strata_proto::wire::WireExtent], page_bytes: u64, fill_flags: u32) -> Result<()> {
+    fn read_through(
+        &self,
+        id: u64,
+        base: u64,
+        dst: &mut [u8],
+        exts: &[strata_proto::wire::WireExtent],
+        page_bytes: u64,
+        fill_flags: u32,
+    ) -> Result<()> {
         for e in exts {
             let end = e.logical_off + e.len;
             let mut page_off = e.logical_off / page_bytes * page_bytes;
@@ -768,8 +976,14 @@ impl Client {
         // Bounded: every round returns ≥ 1 name or ends; names are unique and sorted.
         loop {
             let after = out.last().cloned().unwrap_or_default();
-            let req = Request { op: Op::FileList as u32, name_len: dir.len() as u32, name2_len: after.len() as u32, ..Request::default() };
-            let (resp, arg) = self.file_call(req, &[dir.as_bytes(), after.as_bytes()], "file list")?;
+            let req = Request {
+                op: Op::FileList as u32,
+                name_len: dir.len() as u32,
+                name2_len: after.len() as u32,
+                ..Request::default()
+            };
+            let (resp, arg) =
+                self.file_call(req, &[dir.as_bytes(), after.as_bytes()], "file list")?;
             let names = strata_proto::wire::unpack_strings(&arg);
             let got = names.len();
             for n in names {
@@ -783,7 +997,12 @@ impl Client {
 
     /// Sets the file size to `len` (shrinking drops bytes; growing adds zeros).
     pub fn file_truncate(&self, id: u64, len: u64) -> Result<()> {
-        let req = Request { op: Op::FileTruncate as u32, bucket: id, len, ..Request::default() };
+        let req = Request {
+            op: Op::FileTruncate as u32,
+            bucket: id,
+            len,
+            ..Request::default()
+        };
         self.file_call(req, &[], "file truncate")?;
         Ok(())
     }
@@ -792,7 +1011,11 @@ impl Client {
     /// true if there was one.
     pub fn file_unlink(&self, path: &str) -> Result<bool> {
         check_path(path)?;
-        let req = Request { op: Op::FileUnlink as u32, name_len: path.len() as u32, ..Request::default() };
+        let req = Request {
+            op: Op::FileUnlink as u32,
+            name_len: path.len() as u32,
+            ..Request::default()
+        };
         let (resp, _) = self.file_call(req, &[path.as_bytes()], "file unlink")?;
         Ok(resp.val0 == 1)
     }
@@ -802,7 +1025,11 @@ impl Client {
     /// through its descriptors until the last one closes.
     pub fn file_unlink_ex(&self, path: &str) -> Result<Unlinked> {
         check_path(path)?;
-        let req = Request { op: Op::FileUnlink as u32, name_len: path.len() as u32, ..Request::default() };
+        let req = Request {
+            op: Op::FileUnlink as u32,
+            name_len: path.len() as u32,
+            ..Request::default()
+        };
         let (resp, _) = self.file_call(req, &[path.as_bytes()], "file unlink")?;
         if resp.val2 & 2 != 0 {
             // A flush job of this path is running: let it finish (and the
@@ -810,7 +1037,11 @@ impl Client {
             // unlinks the destination, or the file could come back.
             self.wait_path_idle(path)?;
         }
-        Ok(Unlinked { existed: resp.val0 == 1, dest_may_exist: resp.val1 == 1, still_open: resp.val2 & 1 == 1 })
+        Ok(Unlinked {
+            existed: resp.val0 == 1,
+            dest_may_exist: resp.val1 == 1,
+            still_open: resp.val2 & 1 == 1,
+        })
     }
 
     fn wait_path_idle(&self, path: &str) -> Result<()> {
@@ -820,7 +1051,11 @@ impl Client {
         // time; past PATH_IDLE_WAIT_MAX we go on and report nothing worse
         // than a file that may reappear (logged by the daemon).
         while started.elapsed() < PATH_IDLE_WAIT_MAX {
-            let req = Request { op: Op::FileIdle as u32, name_len: path.len() as u32, ..Request::default() };
+            let req = Request {
+                op: Op::FileIdle as u32,
+                name_len: path.len() as u32,
+                ..Request::default()
+            };
             let (resp, _) = self.file_call(req, &[path.as_bytes()], "file idle")?;
             if resp.val0 == 1 {
                 return Ok(());
@@ -835,7 +1070,11 @@ impl Client {
     /// (`file_open` holds implicitly). Until `file_close` or the process
     /// ends, an unlink keeps the file's bytes.
     pub fn file_hold(&self, id: u64) -> Result<()> {
-        let req = Request { op: Op::FileHold as u32, bucket: id, ..Request::default() };
+        let req = Request {
+            op: Op::FileHold as u32,
+            bucket: id,
+            ..Request::default()
+        };
         self.file_call(req, &[], "file hold")?;
         Ok(())
     }
@@ -845,7 +1084,11 @@ impl Client {
     /// ordered after it; if the process exits first, its disconnection
     /// releases the hold anyway).
     pub fn file_close(&self, id: u64) -> Result<()> {
-        let req = Request { op: Op::FileClose as u32, bucket: id, ..Request::default() };
+        let req = Request {
+            op: Op::FileClose as u32,
+            bucket: id,
+            ..Request::default()
+        };
         let mut ch = self.chan();
         ch.submit_unwaited(&self.inner, req)
     }
@@ -896,7 +1139,13 @@ impl Client {
         check_path(from)?;
         check_path(to)?;
         let f = if dest_renamed { flags::DEST_INFO } else { 0 };
-        let req = Request { op: Op::FileRename as u32, flags: f, name_len: from.len() as u32, name2_len: to.len() as u32, ..Request::default() };
+        let req = Request {
+            op: Op::FileRename as u32,
+            flags: f,
+            name_len: from.len() as u32,
+            name2_len: to.len() as u32,
+            ..Request::default()
+        };
         let (resp, _) = self.file_call(req, &[from.as_bytes(), to.as_bytes()], "file rename")?;
         Ok(resp.val0 == 1)
     }
@@ -908,8 +1157,15 @@ impl Client {
         check_path(from)?;
         check_path(to)?;
         let f = flags::TREE | if dest_renamed { flags::DEST_INFO } else { 0 };
-        let req = Request { op: Op::FileRename as u32, flags: f, name_len: from.len() as u32, name2_len: to.len() as u32, ..Request::default() };
-        let (resp, _) = self.file_call(req, &[from.as_bytes(), to.as_bytes()], "directory rename")?;
+        let req = Request {
+            op: Op::FileRename as u32,
+            flags: f,
+            name_len: from.len() as u32,
+            name2_len: to.len() as u32,
+            ..Request::default()
+        };
+        let (resp, _) =
+            self.file_call(req, &[from.as_bytes(), to.as_bytes()], "directory rename")?;
         Ok(resp.val0)
     }
 
@@ -917,7 +1173,11 @@ impl Client {
     /// the destination (fdatasync'ed there). SCRATCH and WORKFLOW: returns
     /// at once. A failed flush is reported as `Io` with its reason.
     pub fn file_sync(&self, id: u64) -> Result<()> {
-        let req = Request { op: Op::FileSync as u32, bucket: id, ..Request::default() };
+        let req = Request {
+            op: Op::FileSync as u32,
+            bucket: id,
+            ..Request::default()
+        };
         let (resp, _) = self.file_call(req, &[], "file sync")?;
         self.sync_wait(id, resp.val0, 0, "durable flush of the file")
     }
@@ -925,16 +1185,30 @@ impl Client {
     /// Like `file_sync`, but only the destination counts (the journal does
     /// not): returns once the file's data is written and synced there.
     pub fn file_sync_dest(&self, id: u64) -> Result<()> {
-        let req = Request { op: Op::FileSync as u32, flags: flags::SYNC_DEST, bucket: id, ..Request::default() };
+        let req = Request {
+            op: Op::FileSync as u32,
+            flags: flags::SYNC_DEST,
+            bucket: id,
+            ..Request::default()
+        };
         let (resp, _) = self.file_call(req, &[], "file sync")?;
         self.sync_wait(id, resp.val0, flags::SYNC_DEST, "flush to the destination")
     }
 
     /// `Bucket::flush(true)`: makes the blobs of bucket `id` durable.
     pub(crate) fn bucket_flush(&self, id: u64) -> Result<()> {
-        let req = Request { op: Op::BucketFlush as u32, bucket: id, ..Request::default() };
+        let req = Request {
+            op: Op::BucketFlush as u32,
+            bucket: id,
+            ..Request::default()
+        };
         let (resp, _) = self.file_call(req, &[], "durable flush")?;
-        self.sync_wait(id, resp.val0, 0, "durable flush of the bucket to a non-volatile tier")
+        self.sync_wait(
+            id,
+            resp.val0,
+            0,
+            "durable flush of the bucket to a non-volatile tier",
+        )
     }
 
     /// Polls `FileSyncState` until generation `target` of `id` is durable.
@@ -947,18 +1221,32 @@ impl Client {
         // Bounded by the daemon: it answers until the flush is done or failed,
         // and the channel reports NoDaemon if it goes away.
         loop {
-            let req = Request { op: Op::FileSyncState as u32, flags, bucket: id, aux: target, ..Request::default() };
+            let req = Request {
+                op: Op::FileSyncState as u32,
+                flags,
+                bucket: id,
+                aux: target,
+                ..Request::default()
+            };
             let (resp, arg) = self.file_call(req, &[], "file sync state")?;
             if resp.val0 == 1 {
                 return Ok(());
             }
             if resp.val1 == 1 {
                 let why = String::from_utf8_lossy(&arg).into_owned();
-                return Err(Error { errno: Errno::Io, context: format!("{what} failed after {:?}: {why}", started.elapsed()), os: libc::EIO });
+                return Err(Error {
+                    errno: Errno::Io,
+                    context: format!("{what} failed after {:?}: {why}", started.elapsed()),
+                    os: libc::EIO,
+                });
             }
             std::thread::sleep(sleep);
             // A journaled fsync takes about a millisecond: poll finely at first.
-            let cap = if started.elapsed() < SYNC_POLL_FINE { SYNC_POLL_SLEEP_FINE_MAX } else { SYNC_POLL_SLEEP_MAX };
+            let cap = if started.elapsed() < SYNC_POLL_FINE {
+                SYNC_POLL_SLEEP_FINE_MAX
+            } else {
+                SYNC_POLL_SLEEP_MAX
+            };
             sleep = (sleep * 5 / 4).min(cap);
         }
     }
@@ -971,5 +1259,9 @@ fn open_error(e: Errno, path: &str) -> Error {
         Errno::IsDir => libc::EISDIR,
         _ => 0,
     };
-    Error { errno: e, context: format!("open {path}"), os }
+    Error {
+        errno: e,
+        context: format!("open {path}"),
+        os,
+    }
 }

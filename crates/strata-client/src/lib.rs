@@ -34,10 +34,12 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-pub use strata_proto::Errno;
 use strata_proto::control::{self, ControlReply, ControlRequest, HelloReply, StatusReply};
 use strata_proto::layout::{ClientHeader, ClientLayout, CtlHeader, CLIENT_MAGIC, CTL_MAGIC};
-use strata_proto::wire::{flags, Op, Request, Response, WireBlobStat, WireExtent, PROTOCOL_VERSION, TIER_HOLE};
+use strata_proto::wire::{
+    flags, Op, Request, Response, WireBlobStat, WireExtent, PROTOCOL_VERSION, TIER_HOLE,
+};
+pub use strata_proto::Errno;
 use strata_shm::ShmSegment;
 
 use channel::{Chan, Submitted};
@@ -64,14 +66,22 @@ impl std::fmt::Display for Error {
 impl std::error::Error for Error {}
 impl From<Errno> for Error {
     fn from(errno: Errno) -> Error {
-        Error { errno, context: String::new(), os: 0 }
+        Error {
+            errno,
+            context: String::new(),
+            os: 0,
+        }
     }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 pub(crate) fn err(errno: Errno, context: impl Into<String>) -> Error {
-    Error { errno, context: context.into(), os: 0 }
+    Error {
+        errno,
+        context: context.into(),
+        os: 0,
+    }
 }
 
 /// Placement engine override for a put.
@@ -121,7 +131,8 @@ pub fn default_socket_path() -> Result<PathBuf> {
             }
         }
     }
-    let cfg = strata_config::Config::load_effective(None).map_err(|e| err(Errno::Inval, e.to_string()))?;
+    let cfg = strata_config::Config::load_effective(None)
+        .map_err(|e| err(Errno::Inval, e.to_string()))?;
     Ok(cfg.resolved_socket_path())
 }
 
@@ -129,7 +140,12 @@ pub fn default_socket_path() -> Result<PathBuf> {
 /// whoever listens on the path would receive our requests and data.
 fn check_daemon_peer(s: &UnixStream, socket: &Path) -> Result<()> {
     let me = rustix::process::getuid().as_raw();
-    let cred = rustix::net::sockopt::socket_peercred(s).map_err(|e| err(Errno::NoDaemon, format!("{}: cannot check who serves it: {e}", socket.display())))?;
+    let cred = rustix::net::sockopt::socket_peercred(s).map_err(|e| {
+        err(
+            Errno::NoDaemon,
+            format!("{}: cannot check who serves it: {e}", socket.display()),
+        )
+    })?;
     let uid = cred.uid.as_raw();
     if uid != me {
         return Err(err(
@@ -142,7 +158,8 @@ fn check_daemon_peer(s: &UnixStream, socket: &Path) -> Result<()> {
 
 /// Sends one control request on a fresh connection.
 pub fn control_request(socket: &Path, req: &ControlRequest) -> Result<ControlReply> {
-    let mut s = UnixStream::connect(socket).map_err(|e| err(Errno::NoDaemon, format!("{}: {e}", socket.display())))?;
+    let mut s = UnixStream::connect(socket)
+        .map_err(|e| err(Errno::NoDaemon, format!("{}: {e}", socket.display())))?;
     check_daemon_peer(&s, socket)?;
     let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
     control::write_frame(&mut s, req).map_err(|e| err(Errno::NoDaemon, e.to_string()))?;
@@ -153,7 +170,10 @@ pub fn control_request(socket: &Path, req: &ControlRequest) -> Result<ControlRep
 pub fn status(socket: &Path) -> Result<StatusReply> {
     match control_request(socket, &ControlRequest::Status)? {
         ControlReply::Status(s) => Ok(s),
-        ControlReply::Error { code, message } => Err(err(Errno::from_code(code).unwrap_or(Errno::Internal), message)),
+        ControlReply::Error { code, message } => Err(err(
+            Errno::from_code(code).unwrap_or(Errno::Internal),
+            message,
+        )),
         other => Err(err(Errno::Internal, format!("unexpected reply {other:?}"))),
     }
 }
@@ -187,7 +207,11 @@ impl Inner {
             return false;
         }
         let mut b = [0u8; 1];
-        match rustix::net::recv(&self.lifeline, &mut b, rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT) {
+        match rustix::net::recv(
+            &self.lifeline,
+            &mut b,
+            rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT,
+        ) {
             Ok((0, _)) => false,
             Ok(_) => true,
             Err(rustix::io::Errno::AGAIN) => true,
@@ -222,35 +246,68 @@ impl Client {
         })?;
         check_daemon_peer(&s, socket)?;
         let uid = rustix::process::getuid().as_raw();
-        let hello = ControlRequest::Hello { version: PROTOCOL_VERSION, pid: std::process::id(), uid };
+        let hello = ControlRequest::Hello {
+            version: PROTOCOL_VERSION,
+            pid: std::process::id(),
+            uid,
+        };
         control::write_frame(&mut s, &hello).map_err(|e| err(Errno::NoDaemon, e.to_string()))?;
         let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
-        let reply: ControlReply = control::read_frame(&mut s).map_err(|e| err(Errno::NoDaemon, e.to_string()))?;
+        let reply: ControlReply =
+            control::read_frame(&mut s).map_err(|e| err(Errno::NoDaemon, e.to_string()))?;
         let _ = s.set_read_timeout(None);
         let hello = match reply {
             ControlReply::Hello(h) => h,
-            ControlReply::Error { code, message } => return Err(err(Errno::from_code(code).unwrap_or(Errno::Internal), message)),
-            other => return Err(err(Errno::Internal, format!("unexpected hello reply {other:?}"))),
+            ControlReply::Error { code, message } => {
+                return Err(err(
+                    Errno::from_code(code).unwrap_or(Errno::Internal),
+                    message,
+                ))
+            }
+            other => {
+                return Err(err(
+                    Errno::Internal,
+                    format!("unexpected hello reply {other:?}"),
+                ))
+            }
         };
-        let open = |name: &str| ShmSegment::open(name).map_err(|e| err(Errno::NoDaemon, format!("cannot map /dev/shm/{name}: {e}")));
+        let open = |name: &str| {
+            ShmSegment::open(name)
+                .map_err(|e| err(Errno::NoDaemon, format!("cannot map /dev/shm/{name}: {e}")))
+        };
         let ctl = open(&hello.ctl_segment)?;
         let seg = open(&hello.client_segment)?;
         let arena = open(&hello.arena_segment)?;
         let layout = ClientLayout::new(hello.channels, hello.depth, hello.arg_bytes);
-        if seg.len() < layout.total_bytes || (arena.len() as u64) < hello.arena_bytes || ctl.len() < std::mem::size_of::<CtlHeader>() {
-            return Err(err(Errno::Version, "shared-memory segments smaller than announced"));
+        if seg.len() < layout.total_bytes
+            || (arena.len() as u64) < hello.arena_bytes
+            || ctl.len() < std::mem::size_of::<CtlHeader>()
+        {
+            return Err(err(
+                Errno::Version,
+                "shared-memory segments smaller than announced",
+            ));
         }
         {
             let h = unsafe { &*(seg.as_ptr() as *const ClientHeader) };
             let c = unsafe { &*(ctl.as_ptr() as *const CtlHeader) };
-            if h.magic != CLIENT_MAGIC || h.version != PROTOCOL_VERSION || c.magic != CTL_MAGIC || h.client_id != hello.client_id {
-                return Err(err(Errno::Version, "client segment header does not match the hello"));
+            if h.magic != CLIENT_MAGIC
+                || h.version != PROTOCOL_VERSION
+                || c.magic != CTL_MAGIC
+                || h.client_id != hello.client_id
+            {
+                return Err(err(
+                    Errno::Version,
+                    "client segment header does not match the hello",
+                ));
             }
         }
         let mut tier_files = Vec::new();
         for t in &hello.tiers {
             if t.kind == "dir" {
-                let f = File::open(&t.path).map_err(|e| err(Errno::Io, format!("cannot open tier file {}: {e}", t.path)))?;
+                let f = File::open(&t.path).map_err(|e| {
+                    err(Errno::Io, format!("cannot open tier file {}: {e}", t.path))
+                })?;
                 tier_files.push(Some(f));
             } else {
                 tier_files.push(None);
@@ -262,7 +319,19 @@ impl Client {
         }
         let spin = Duration::from_micros(hello.spin_us);
         Ok(Client {
-            inner: Arc::new(Inner { hello, lifeline: s, ctl, seg, arena, tier_files, chans, spin, tmp_seq: AtomicU64::new(1), dest_fds: Mutex::new(Default::default()), socket: socket.to_path_buf() }),
+            inner: Arc::new(Inner {
+                hello,
+                lifeline: s,
+                ctl,
+                seg,
+                arena,
+                tier_files,
+                chans,
+                spin,
+                tmp_seq: AtomicU64::new(1),
+                dest_fds: Mutex::new(Default::default()),
+                socket: socket.to_path_buf(),
+            }),
         })
     }
 
@@ -292,10 +361,25 @@ impl Client {
         Ok((resp, out))
     }
 
-    pub(crate) fn simple(&self, op: Op, flags: u32, bucket: u64, name: &str, name2: &str) -> Result<Response> {
-        let req = Request { op: op as u32, flags, bucket, name_len: name.len() as u32, name2_len: name2.len() as u32, ..Request::default() };
+    pub(crate) fn simple(
+        &self,
+        op: Op,
+        flags: u32,
+        bucket: u64,
+        name: &str,
+        name2: &str,
+    ) -> Result<Response> {
+        let req = Request {
+            op: op as u32,
+            flags,
+            bucket,
+            name_len: name.len() as u32,
+            name2_len: name2.len() as u32,
+            ..Request::default()
+        };
         let (resp, _) = self.call(req, &[name.as_bytes(), name2.as_bytes()])?;
-        resp.result().map_err(|e| err(e, format!("{op:?} {name}")))?;
+        resp.result()
+            .map_err(|e| err(e, format!("{op:?} {name}")))?;
         Ok(resp)
     }
 
@@ -329,7 +413,11 @@ impl Client {
                 e
             }
         })?;
-        Ok(Bucket { client: self.clone(), id: r.val0, name: Mutex::new(name.to_string()) })
+        Ok(Bucket {
+            client: self.clone(),
+            id: r.val0,
+            name: Mutex::new(name.to_string()),
+        })
     }
 
     /// Names of all buckets.
@@ -338,7 +426,11 @@ impl Client {
         let mut cursor = 0u64;
         // Bounded: each round returns at least one name or ends.
         for _ in 0..(1u64 << 32) {
-            let req = Request { op: Op::BucketList as u32, aux: cursor, ..Request::default() };
+            let req = Request {
+                op: Op::BucketList as u32,
+                aux: cursor,
+                ..Request::default()
+            };
             let (resp, arg) = self.call(req, &[])?;
             resp.result().map_err(|e| err(e, "list buckets"))?;
             for n in strata_proto::wire::unpack_strings(&arg) {
@@ -354,31 +446,61 @@ impl Client {
 
     /// A no-op round trip through the rings (for benchmarks).
     pub fn nop(&self) -> Result<()> {
-        let (resp, _) = self.call(Request { op: Op::Nop as u32, ..Request::default() }, &[])?;
+        let (resp, _) = self.call(
+            Request {
+                op: Op::Nop as u32,
+                ..Request::default()
+            },
+            &[],
+        )?;
         resp.result()?;
         Ok(())
     }
 
-    pub(crate) fn read_extents(&self, exts: &[WireExtent], base: u64, dst: &mut [u8]) -> Result<()> {
+    pub(crate) fn read_extents(
+        &self,
+        exts: &[WireExtent],
+        base: u64,
+        dst: &mut [u8],
+    ) -> Result<()> {
         for e in exts {
             let at = (e.logical_off - base) as usize;
             let len = e.len as usize;
-            let d = dst.get_mut(at..at + len).ok_or_else(|| err(Errno::Internal, "extent outside the buffer"))?;
+            let d = dst
+                .get_mut(at..at + len)
+                .ok_or_else(|| err(Errno::Internal, "extent outside the buffer"))?;
             if e.tier == TIER_HOLE {
                 d.fill(0);
                 continue;
             }
-            let tier = self.inner.hello.tiers.get(e.tier as usize).ok_or_else(|| err(Errno::Malformed, "extent on unknown tier"))?;
+            let tier = self
+                .inner
+                .hello
+                .tiers
+                .get(e.tier as usize)
+                .ok_or_else(|| err(Errno::Malformed, "extent on unknown tier"))?;
             if tier.kind == "ram" {
-                let end = e.phys_off.checked_add(e.len).filter(|&x| x <= self.inner.arena.len() as u64);
+                let end = e
+                    .phys_off
+                    .checked_add(e.len)
+                    .filter(|&x| x <= self.inner.arena.len() as u64);
                 if end.is_none() {
                     return Err(err(Errno::Malformed, "extent outside the arena"));
                 }
                 // SAFETY: bounds checked; the range is pinned by the daemon until we release it.
-                unsafe { std::ptr::copy_nonoverlapping(self.inner.arena.as_ptr().add(e.phys_off as usize), d.as_mut_ptr(), len) };
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        self.inner.arena.as_ptr().add(e.phys_off as usize),
+                        d.as_mut_ptr(),
+                        len,
+                    )
+                };
             } else {
-                let f = self.inner.tier_files[e.tier as usize].as_ref().ok_or_else(|| err(Errno::Internal, "tier file not open"))?;
-                f.read_exact_at(d, e.phys_off).map_err(|x| err(Errno::Io, format!("reading tier {}: {x}", tier.name)))?;
+                let f = self.inner.tier_files[e.tier as usize]
+                    .as_ref()
+                    .ok_or_else(|| err(Errno::Internal, "tier file not open"))?;
+                f.read_exact_at(d, e.phys_off)
+                    .map_err(|x| err(Errno::Io, format!("reading tier {}: {x}", tier.name)))?;
             }
         }
         Ok(())
@@ -420,7 +542,8 @@ impl Bucket {
     }
 
     pub fn rename(&self, new_name: &str) -> Result<()> {
-        self.client.simple(Op::BucketRename, 0, self.id, new_name, "")?;
+        self.client
+            .simple(Op::BucketRename, 0, self.id, new_name, "")?;
         if let Ok(mut n) = self.name.lock() {
             *n = new_name.to_string();
         }
@@ -452,11 +575,24 @@ impl Bucket {
     }
 
     pub fn tags(&self) -> Result<Vec<(String, String)>> {
-        let req = Request { op: Op::BucketTags as u32, bucket: self.id, ..Request::default() };
+        let req = Request {
+            op: Op::BucketTags as u32,
+            bucket: self.id,
+            ..Request::default()
+        };
         let (resp, arg) = self.client.call(req, &[])?;
         resp.result()?;
         let flat = strata_proto::wire::unpack_strings(&arg);
-        Ok(flat.chunks(2).filter(|c| c.len() == 2).map(|c| (String::from_utf8_lossy(c[0]).into_owned(), String::from_utf8_lossy(c[1]).into_owned())).collect())
+        Ok(flat
+            .chunks(2)
+            .filter(|c| c.len() == 2)
+            .map(|c| {
+                (
+                    String::from_utf8_lossy(c[0]).into_owned(),
+                    String::from_utf8_lossy(c[1]).into_owned(),
+                )
+            })
+            .collect())
     }
 
     /// Stores `data` as blob `name`, replacing any previous contents.
@@ -488,14 +624,22 @@ impl Bucket {
     /// by piece, then renamed over `name` (so readers never see half of it).
     fn put_chunked(&self, name: &str, data: &[u8], f: u32) -> Result<()> {
         let seq = self.client.inner.tmp_seq.fetch_add(1, Ordering::Relaxed);
-        let tmp = format!("{TMP_PREFIX}tmp.{}.{}", self.client.inner.hello.client_id, seq);
+        let tmp = format!(
+            "{TMP_PREFIX}tmp.{}.{}",
+            self.client.inner.hello.client_id, seq
+        );
         let res = (|| {
             self.write_pieces(&tmp, 0, data, f & flags::POLICY_MASK)?;
             if data.is_empty() {
                 self.put(&tmp, &[])?;
             }
-            let replace = if f & flags::EXCL != 0 { 0 } else { flags::REPLACE };
-            self.client.simple(Op::Rename, replace, self.id, &tmp, name)?;
+            let replace = if f & flags::EXCL != 0 {
+                0
+            } else {
+                flags::REPLACE
+            };
+            self.client
+                .simple(Op::Rename, replace, self.id, &tmp, name)?;
             Ok(())
         })();
         if res.is_err() {
@@ -515,9 +659,23 @@ impl Bucket {
             let piece = &data[done..done + n];
             let mut ch = self.client.chan();
             let fl = f | flags::PARTIAL;
-            let sub = match ch.submit_put(&self.client.inner, self.id, name, offset + done as u64, piece, fl)? {
+            let sub = match ch.submit_put(
+                &self.client.inner,
+                self.id,
+                name,
+                offset + done as u64,
+                piece,
+                fl,
+            )? {
                 Some(s) => s,
-                None => ch.submit_put_arg(&self.client.inner, self.id, name, offset + done as u64, piece, fl)?,
+                None => ch.submit_put_arg(
+                    &self.client.inner,
+                    self.id,
+                    name,
+                    offset + done as u64,
+                    piece,
+                    fl,
+                )?,
             };
             let (resp, _) = ch.wait(&self.client.inner, sub, true)?;
             resp.result().map_err(|e| err(e, format!("put {name}")))?;
@@ -550,7 +708,8 @@ impl Bucket {
             }
         };
         let (resp, _) = ch.wait(&self.client.inner, sub, true)?;
-        resp.result().map_err(|e| err(e, format!("append {name}")))?;
+        resp.result()
+            .map_err(|e| err(e, format!("append {name}")))?;
         Ok(resp.val0)
     }
 
@@ -568,13 +727,24 @@ impl Bucket {
         // Bounded: each round covers ≥ 1 byte or ends.
         while done < buf.len() {
             let mut ch = self.client.chan();
-            let req = Request { op: Op::Get as u32, bucket: self.id, offset: offset + done as u64, len: (buf.len() - done) as u64, name_len: name.len() as u32, ..Request::default() };
+            let req = Request {
+                op: Op::Get as u32,
+                bucket: self.id,
+                offset: offset + done as u64,
+                len: (buf.len() - done) as u64,
+                name_len: name.len() as u32,
+                ..Request::default()
+            };
             let sub = ch.submit(&self.client.inner, req, &[name.as_bytes()])?;
             let (resp, arg) = ch.wait(&self.client.inner, sub, true)?;
             resp.result().map_err(|e| err(e, format!("get {name}")))?;
             let exts = extents_of(&arg);
             let covered = resp.val1 as usize;
-            let res = self.client.read_extents(&exts, offset + done as u64, &mut buf[done..done + covered]);
+            let res = self.client.read_extents(
+                &exts,
+                offset + done as u64,
+                &mut buf[done..done + covered],
+            );
             ch.release(resp.val2);
             res?;
             done += covered;
@@ -591,7 +761,14 @@ impl Bucket {
         let mut remaining = len;
         for round in 0u64.. {
             let mut ch = self.client.chan();
-            let req = Request { op: Op::Get as u32, bucket: self.id, offset: at, len: remaining, name_len: name.len() as u32, ..Request::default() };
+            let req = Request {
+                op: Op::Get as u32,
+                bucket: self.id,
+                offset: at,
+                len: remaining,
+                name_len: name.len() as u32,
+                ..Request::default()
+            };
             let sub = ch.submit(&self.client.inner, req, &[name.as_bytes()])?;
             let (resp, arg) = ch.wait(&self.client.inner, sub, true)?;
             resp.result().map_err(|e| err(e, format!("get {name}")))?;
@@ -601,7 +778,9 @@ impl Bucket {
                 out.clear();
                 // A blob larger than this process can hold is an error, not
                 // an abort of the process (use get_at with a buffer of your own).
-                let fits = usize::try_from(total).ok().is_some_and(|t| out.try_reserve_exact(t).is_ok());
+                let fits = usize::try_from(total)
+                    .ok()
+                    .is_some_and(|t| out.try_reserve_exact(t).is_ok());
                 if !fits {
                     ch.release(resp.val2);
                     return Err(err(Errno::TooBig, format!("get {name}: {total} bytes do not fit in this process's memory; read it in pieces with get_at")));
@@ -616,7 +795,9 @@ impl Bucket {
                 out.set_len(start + covered)
             };
             let exts = extents_of(&arg);
-            let res = self.client.read_extents(&exts, at, &mut out[start..start + covered]);
+            let res = self
+                .client
+                .read_extents(&exts, at, &mut out[start..start + covered]);
             ch.release(resp.val2);
             if let Err(e) = res {
                 out.truncate(start);
@@ -641,7 +822,13 @@ impl Bucket {
     pub fn rename_blob(&self, from: &str, to: &str, replace: bool) -> Result<()> {
         check_name(from)?;
         check_name(to)?;
-        self.client.simple(Op::Rename, if replace { flags::REPLACE } else { 0 }, self.id, from, to)?;
+        self.client.simple(
+            Op::Rename,
+            if replace { flags::REPLACE } else { 0 },
+            self.id,
+            from,
+            to,
+        )?;
         Ok(())
     }
 
@@ -671,13 +858,19 @@ impl Bucket {
 
     pub fn stat(&self, name: &str) -> Result<BlobInfo> {
         check_name(name)?;
-        let req = Request { op: Op::Stat as u32, bucket: self.id, name_len: name.len() as u32, ..Request::default() };
+        let req = Request {
+            op: Op::Stat as u32,
+            bucket: self.id,
+            name_len: name.len() as u32,
+            ..Request::default()
+        };
         let (resp, arg) = self.client.call(req, &[name.as_bytes()])?;
         resp.result().map_err(|e| err(e, format!("stat {name}")))?;
         if arg.len() < std::mem::size_of::<WireBlobStat>() {
             return Err(err(Errno::Malformed, "short stat reply"));
         }
-        let st: WireBlobStat = unsafe { std::ptr::read_unaligned(arg.as_ptr() as *const WireBlobStat) };
+        let st: WireBlobStat =
+            unsafe { std::ptr::read_unaligned(arg.as_ptr() as *const WireBlobStat) };
         Ok(BlobInfo {
             size: st.size,
             access_count: st.access_count,
@@ -685,7 +878,11 @@ impl Bucket {
             mtime_ns: st.mtime_ns,
             ctime_ns: st.ctime_ns,
             score: st.score,
-            user_score: if st.user_score.is_nan() { None } else { Some(st.user_score) },
+            user_score: if st.user_score.is_nan() {
+                None
+            } else {
+                Some(st.user_score)
+            },
             stationary: st.stationary != 0,
             extent_count: st.extent_count,
             tier_mask: st.tier_mask,
@@ -698,14 +895,25 @@ impl Bucket {
         let mut out: Vec<String> = Vec::new();
         let mut last = String::new();
         for _ in 0..(1u64 << 40) {
-            let req = Request { op: Op::BlobList as u32, bucket: self.id, aux: (!last.is_empty()) as u64, name_len: last.len() as u32, ..Request::default() };
+            let req = Request {
+                op: Op::BlobList as u32,
+                bucket: self.id,
+                aux: (!last.is_empty()) as u64,
+                name_len: last.len() as u32,
+                ..Request::default()
+            };
             let (resp, arg) = self.client.call(req, &[last.as_bytes()])?;
             resp.result().map_err(|e| err(e, "list blobs"))?;
             let names = strata_proto::wire::unpack_strings(&arg);
             if let Some(l) = names.last() {
                 last = String::from_utf8_lossy(l).into_owned();
             }
-            out.extend(names.into_iter().map(|n| String::from_utf8_lossy(n).into_owned()).filter(|n| !n.starts_with(TMP_PREFIX)));
+            out.extend(
+                names
+                    .into_iter()
+                    .map(|n| String::from_utf8_lossy(n).into_owned())
+                    .filter(|n| !n.starts_with(TMP_PREFIX)),
+            );
             if resp.val0 == 0 {
                 break;
             }
@@ -719,11 +927,21 @@ impl Bucket {
         check_name(name)?;
         if let Some(s) = score {
             if !(0.0..=1.0).contains(&s) {
-                return Err(err(Errno::Inval, format!("score {s} of {name} is outside [0, 1]")));
+                return Err(err(
+                    Errno::Inval,
+                    format!("score {s} of {name} is outside [0, 1]"),
+                ));
             }
         }
         let bits = score.unwrap_or(f32::NAN).to_bits() as u64;
-        let req = Request { op: Op::Score as u32, flags: if stationary { flags::STATIONARY } else { 0 }, bucket: self.id, aux: bits, name_len: name.len() as u32, ..Request::default() };
+        let req = Request {
+            op: Op::Score as u32,
+            flags: if stationary { flags::STATIONARY } else { 0 },
+            bucket: self.id,
+            aux: bits,
+            name_len: name.len() as u32,
+            ..Request::default()
+        };
         let (resp, _) = self.client.call(req, &[name.as_bytes()])?;
         resp.result().map_err(|e| err(e, format!("score {name}")))?;
         Ok(())
@@ -738,11 +956,19 @@ impl Bucket {
             Some(sub) => {
                 let idx = ch.index;
                 drop(ch);
-                Ok(PendingPut { bucket: self, sub: Some((idx, sub)), fallback: None })
+                Ok(PendingPut {
+                    bucket: self,
+                    sub: Some((idx, sub)),
+                    fallback: None,
+                })
             }
             None => {
                 drop(ch);
-                Ok(PendingPut { bucket: self, sub: None, fallback: Some(self.put(name, data)) })
+                Ok(PendingPut {
+                    bucket: self,
+                    sub: None,
+                    fallback: Some(self.put(name, data)),
+                })
             }
         }
     }
@@ -751,9 +977,21 @@ impl Bucket {
     pub fn get_async(&self, name: &str) -> Result<PendingGet<'_>> {
         check_name(name)?;
         let mut ch = self.client.chan();
-        let req = Request { op: Op::Get as u32, bucket: self.id, offset: 0, len: u64::MAX, name_len: name.len() as u32, ..Request::default() };
+        let req = Request {
+            op: Op::Get as u32,
+            bucket: self.id,
+            offset: 0,
+            len: u64::MAX,
+            name_len: name.len() as u32,
+            ..Request::default()
+        };
         let sub = ch.submit(&self.client.inner, req, &[name.as_bytes()])?;
-        Ok(PendingGet { bucket: self, name: name.to_string(), chan: ch.index, sub })
+        Ok(PendingGet {
+            bucket: self,
+            name: name.to_string(),
+            chan: ch.index,
+            sub,
+        })
     }
 }
 
@@ -771,7 +1009,9 @@ impl PendingPut<'_> {
         }
         let (idx, sub) = self.sub.take().expect("pending put has a submission");
         let inner = &self.bucket.client.inner;
-        let mut ch = inner.chans[idx as usize].lock().unwrap_or_else(|p| p.into_inner());
+        let mut ch = inner.chans[idx as usize]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         let (resp, _) = ch.wait(inner, sub, true)?;
         resp.result().map_err(|e| err(e, "put"))?;
         Ok(())
@@ -782,7 +1022,9 @@ impl Drop for PendingPut<'_> {
     fn drop(&mut self) {
         if let Some((idx, sub)) = self.sub.take() {
             let inner = &self.bucket.client.inner;
-            let mut ch = inner.chans[idx as usize].lock().unwrap_or_else(|p| p.into_inner());
+            let mut ch = inner.chans[idx as usize]
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
             let _ = ch.wait(inner, sub, true);
         }
     }
@@ -800,23 +1042,32 @@ impl PendingGet<'_> {
     pub fn wait(self) -> Result<Vec<u8>> {
         let inner = &self.bucket.client.inner;
         let (resp, arg) = {
-            let mut ch = inner.chans[self.chan as usize].lock().unwrap_or_else(|p| p.into_inner());
+            let mut ch = inner.chans[self.chan as usize]
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
             ch.wait(inner, self.sub, true)?
         };
-        resp.result().map_err(|e| err(e, format!("get {}", self.name)))?;
+        resp.result()
+            .map_err(|e| err(e, format!("get {}", self.name)))?;
         let size = resp.val0 as usize;
         let covered = resp.val1 as usize;
         let mut out = vec![0u8; covered];
-        let res = self.bucket.client.read_extents(&extents_of(&arg), 0, &mut out);
+        let res = self
+            .bucket
+            .client
+            .read_extents(&extents_of(&arg), 0, &mut out);
         {
-            let mut ch = inner.chans[self.chan as usize].lock().unwrap_or_else(|p| p.into_inner());
+            let mut ch = inner.chans[self.chan as usize]
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
             ch.release(resp.val2);
         }
         res?;
         if covered < size {
             // Too many extents for one answer: read the rest synchronously.
             let mut rest = Vec::new();
-            self.bucket.get_range_vec(&self.name, covered as u64, u64::MAX, &mut rest)?;
+            self.bucket
+                .get_range_vec(&self.name, covered as u64, u64::MAX, &mut rest)?;
             out.extend_from_slice(&rest);
         }
         Ok(out)
@@ -825,7 +1076,13 @@ impl PendingGet<'_> {
 
 pub(crate) fn extents_of(arg: &[u8]) -> Vec<WireExtent> {
     let n = arg.len() / std::mem::size_of::<WireExtent>();
-    (0..n).map(|i| unsafe { std::ptr::read_unaligned(arg.as_ptr().add(i * std::mem::size_of::<WireExtent>()) as *const WireExtent) }).collect()
+    (0..n)
+        .map(|i| unsafe {
+            std::ptr::read_unaligned(
+                arg.as_ptr().add(i * std::mem::size_of::<WireExtent>()) as *const WireExtent
+            )
+        })
+        .collect()
 }
 
 fn check_name(name: &str) -> Result<()> {

@@ -71,13 +71,22 @@ pub struct StageOptions {
 
 impl Default for StageOptions {
     fn default() -> Self {
-        StageOptions { persist: Persist::Workflow, jobs: JOBS_DEFAULT, page_bytes: 1 << 20, progress: None }
+        StageOptions {
+            persist: Persist::Workflow,
+            jobs: JOBS_DEFAULT,
+            page_bytes: 1 << 20,
+            progress: None,
+        }
     }
 }
 
 impl std::fmt::Debug for StageOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StageOptions").field("persist", &self.persist).field("jobs", &self.jobs).field("page_bytes", &self.page_bytes).finish_non_exhaustive()
+        f.debug_struct("StageOptions")
+            .field("persist", &self.persist)
+            .field("jobs", &self.jobs)
+            .field("page_bytes", &self.page_bytes)
+            .finish_non_exhaustive()
     }
 }
 
@@ -96,13 +105,22 @@ pub struct StageOutOptions {
 
 impl Default for StageOutOptions {
     fn default() -> Self {
-        StageOutOptions { evict: false, wait: true, timeout: None, progress: None }
+        StageOutOptions {
+            evict: false,
+            wait: true,
+            timeout: None,
+            progress: None,
+        }
     }
 }
 
 impl std::fmt::Debug for StageOutOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StageOutOptions").field("evict", &self.evict).field("wait", &self.wait).field("timeout", &self.timeout).finish_non_exhaustive()
+        f.debug_struct("StageOutOptions")
+            .field("evict", &self.evict)
+            .field("wait", &self.wait)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
     }
 }
 
@@ -159,7 +177,9 @@ pub fn absolute(path: &Path) -> Result<PathBuf> {
     let joined = if path.is_absolute() {
         path.to_path_buf()
     } else {
-        std::env::current_dir().map_err(|e| err(Errno::Inval, format!("current directory: {e}")))?.join(path)
+        std::env::current_dir()
+            .map_err(|e| err(Errno::Inval, format!("current directory: {e}")))?
+            .join(path)
     };
     let mut out = PathBuf::from("/");
     for c in joined.components() {
@@ -175,20 +195,34 @@ pub fn absolute(path: &Path) -> Result<PathBuf> {
 }
 
 fn path_str(p: &Path) -> Result<String> {
-    p.to_str().map(str::to_string).ok_or_else(|| err(Errno::Inval, format!("path is not UTF-8: {}", p.display())))
+    p.to_str()
+        .map(str::to_string)
+        .ok_or_else(|| err(Errno::Inval, format!("path is not UTF-8: {}", p.display())))
 }
 
 /// The paths listed in manifest `text` (one per line, `#` comments).
 pub fn parse_manifest(text: &str) -> Vec<PathBuf> {
-    text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(PathBuf::from).collect()
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(PathBuf::from)
+        .collect()
 }
 
 /// Reads a manifest file (see the module docs).
 pub fn read_manifest(path: &Path) -> Result<Vec<PathBuf>> {
-    let text = std::fs::read_to_string(path).map_err(|e| io_error(e, format!("manifest {}", path.display())))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| io_error(e, format!("manifest {}", path.display())))?;
     let paths = parse_manifest(&text);
     if paths.len() > MANIFEST_PATHS_MAX {
-        return Err(err(Errno::Limit, format!("manifest {} lists {} paths (at most {MANIFEST_PATHS_MAX})", path.display(), paths.len())));
+        return Err(err(
+            Errno::Limit,
+            format!(
+                "manifest {} lists {} paths (at most {MANIFEST_PATHS_MAX})",
+                path.display(),
+                paths.len()
+            ),
+        ));
     }
     Ok(paths)
 }
@@ -198,11 +232,19 @@ fn io_error(e: std::io::Error, context: String) -> Error {
         std::io::ErrorKind::NotFound => Errno::NoFile,
         _ => Errno::Io,
     };
-    Error { errno, context: format!("{context}: {e}"), os: e.raw_os_error().unwrap_or(0) }
+    Error {
+        errno,
+        context: format!("{context}: {e}"),
+        os: e.raw_os_error().unwrap_or(0),
+    }
 }
 
 fn stage_error(path: &str, e: &Error) -> StageError {
-    StageError { path: path.to_string(), errno: e.errno, message: e.to_string() }
+    StageError {
+        path: path.to_string(),
+        errno: e.errno,
+        message: e.to_string(),
+    }
 }
 
 /// Regular files under `root` (itself if a file), with their sizes. Symbolic
@@ -226,7 +268,11 @@ fn collect(root: &Path, files: &mut Vec<(String, u64)>, errors: &mut Vec<StageEr
         return;
     }
     if !md.is_dir() {
-        errors.push(StageError { path: root_s.clone(), errno: Errno::Inval, message: format!("cannot stage in {root_s}: not a regular file or directory") });
+        errors.push(StageError {
+            path: root_s.clone(),
+            errno: Errno::Inval,
+            message: format!("cannot stage in {root_s}: not a regular file or directory"),
+        });
         return;
     }
     let mut stack = vec![root.to_path_buf()];
@@ -259,7 +305,10 @@ fn collect(root: &Path, files: &mut Vec<(String, u64)>, errors: &mut Vec<StageEr
             let size = if ft.is_file() {
                 ent.metadata().map(|m| m.len()).ok()
             } else if ft.is_symlink() {
-                std::fs::metadata(&p).ok().filter(|m| m.is_file()).map(|m| m.len())
+                std::fs::metadata(&p)
+                    .ok()
+                    .filter(|m| m.is_file())
+                    .map(|m| m.len())
             } else {
                 None // fifos, sockets, devices: not data to stage
             };
@@ -308,7 +357,10 @@ impl Client {
         }
         let page = opts.page_bytes;
         if !page.is_power_of_two() || !(PAGE_BYTES_MIN..=PAGE_BYTES_MAX).contains(&page) {
-            return Err(err(Errno::Inval, format!("page size {page} must be a power of two in 4 KiB..=64 MiB")));
+            return Err(err(
+                Errno::Inval,
+                format!("page size {page} must be a power of two in 4 KiB..=64 MiB"),
+            ));
         }
         let mut roots = Vec::with_capacity(paths.len());
         for p in paths {
@@ -347,7 +399,10 @@ impl Client {
                             }
                             Err(e) => {
                                 c.files_failed.fetch_add(1, Ordering::Relaxed);
-                                failed.lock().unwrap_or_else(|p| p.into_inner()).push(stage_error(path, &e));
+                                failed
+                                    .lock()
+                                    .unwrap_or_else(|p| p.into_inner())
+                                    .push(stage_error(path, &e));
                             }
                         }
                         c.report();
@@ -358,8 +413,13 @@ impl Client {
         errors.extend(failed.into_inner().unwrap_or_else(|p| p.into_inner()));
         errors.sort_by(|a, b| a.path.cmp(&b.path));
         let buffered_bytes = {
-            let roots: Vec<String> = roots.iter().map(|r| r.to_string_lossy().into_owned()).collect();
-            stage_state_at(&self.inner.socket, &roots).map(|r| r.buffered_bytes).unwrap_or(0)
+            let roots: Vec<String> = roots
+                .iter()
+                .map(|r| r.to_string_lossy().into_owned())
+                .collect();
+            stage_state_at(&self.inner.socket, &roots)
+                .map(|r| r.buffered_bytes)
+                .unwrap_or(0)
         };
         Ok(StageReport {
             files: c.files_done.load(Ordering::Relaxed),
@@ -372,14 +432,31 @@ impl Client {
     }
 
     /// Reads one file through the buffer.
-    fn stage_in_file(&self, path: &str, opts: &StageOptions, buf: &mut [u8], c: &Counters) -> Result<()> {
-        let attr = self.file_open(path, OpenFlags { read: true, ..OpenFlags::default() }, 0, opts.persist, opts.page_bytes)?;
+    fn stage_in_file(
+        &self,
+        path: &str,
+        opts: &StageOptions,
+        buf: &mut [u8],
+        c: &Counters,
+    ) -> Result<()> {
+        let attr = self.file_open(
+            path,
+            OpenFlags {
+                read: true,
+                ..OpenFlags::default()
+            },
+            0,
+            opts.persist,
+            opts.page_bytes,
+        )?;
         let mut off = 0u64;
         let res = (|| {
             // Bounded: each round reads ≥ 1 byte or ends (EOF).
             loop {
                 // Stage-in asks for the data to stay: keep it even if that evicts written pages.
-                let n = self.file_read_fill(attr.id, off, buf, strata_proto::wire::flags::FILL_KEEP).map_err(|e| err(e.errno, format!("read at {off}: {e}")))?;
+                let n = self
+                    .file_read_fill(attr.id, off, buf, strata_proto::wire::flags::FILL_KEEP)
+                    .map_err(|e| err(e.errno, format!("read at {off}: {e}")))?;
                 if n == 0 {
                     return Ok(());
                 }
@@ -407,19 +484,34 @@ impl Client {
 fn stage_request(socket: &Path, req: &ControlRequest) -> Result<StageReply> {
     match control_request(socket, req)? {
         ControlReply::Stage(r) => Ok(r),
-        ControlReply::Error { code, message } => Err(err(Errno::from_code(code).unwrap_or(Errno::Internal), message)),
-        other => Err(err(Errno::Version, format!("unexpected reply {other:?} (is the daemon an older version without staging?)"))),
+        ControlReply::Error { code, message } => Err(err(
+            Errno::from_code(code).unwrap_or(Errno::Internal),
+            message,
+        )),
+        other => Err(err(
+            Errno::Version,
+            format!("unexpected reply {other:?} (is the daemon an older version without staging?)"),
+        )),
     }
 }
 
 /// Control `StageState` for `paths` (absolute; empty = all).
 pub fn stage_state_at(socket: &Path, paths: &[String]) -> Result<StageReply> {
-    stage_request(socket, &ControlRequest::StageState { paths: paths.to_vec() })
+    stage_request(
+        socket,
+        &ControlRequest::StageState {
+            paths: paths.to_vec(),
+        },
+    )
 }
 
 /// `path` is `prefix` or lies under it.
 fn under(path: &str, prefix: &str) -> bool {
-    let p = if prefix.len() > 1 { prefix.trim_end_matches('/') } else { prefix };
+    let p = if prefix.len() > 1 {
+        prefix.trim_end_matches('/')
+    } else {
+        prefix
+    };
     path == p || p == "/" || (path.starts_with(p) && path.as_bytes().get(p.len()) == Some(&b'/'))
 }
 
@@ -434,7 +526,11 @@ fn only_failures_left(r: &StageReply) -> bool {
 /// the destination either is an error (`NoFile`) in the report; files whose
 /// flush fails are reported with the daemon's error once nothing else is
 /// left to wait for.
-pub fn stage_out_at(socket: &Path, paths: &[PathBuf], opts: &StageOutOptions) -> Result<StageReport> {
+pub fn stage_out_at(
+    socket: &Path,
+    paths: &[PathBuf],
+    opts: &StageOutOptions,
+) -> Result<StageReport> {
     let start = Instant::now();
     if paths.is_empty() {
         return Err(err(Errno::Inval, "stage-out: no paths given"));
@@ -445,8 +541,18 @@ pub fn stage_out_at(socket: &Path, paths: &[PathBuf], opts: &StageOutOptions) ->
     }
     roots.sort_unstable();
     roots.dedup();
-    let mut r = stage_request(socket, &ControlRequest::StageOut { paths: roots.clone(), evict: opts.evict && !opts.wait })?;
-    let mut report = StageReport { scratch_files: r.scratch_files, evicted_bytes: r.evicted_bytes, ..StageReport::default() };
+    let mut r = stage_request(
+        socket,
+        &ControlRequest::StageOut {
+            paths: roots.clone(),
+            evict: opts.evict && !opts.wait,
+        },
+    )?;
+    let mut report = StageReport {
+        scratch_files: r.scratch_files,
+        evicted_bytes: r.evicted_bytes,
+        ..StageReport::default()
+    };
     if !r.truncated {
         for root in &roots {
             if r.files.iter().any(|f| under(&f.path, root)) {
@@ -487,16 +593,31 @@ pub fn stage_out_at(socket: &Path, paths: &[PathBuf], opts: &StageOutOptions) ->
             std::thread::sleep(sleep);
             sleep = (sleep * 2).min(POLL_MAX);
             // WORKFLOW files created under the paths since: mark them too.
-            let unmarked = r.files.iter().any(|f| f.mode == "workflow" && !f.staged_out && f.state != DrainState::Persisted);
+            let unmarked = r
+                .files
+                .iter()
+                .any(|f| f.mode == "workflow" && !f.staged_out && f.state != DrainState::Persisted);
             r = if unmarked {
-                stage_request(socket, &ControlRequest::StageOut { paths: roots.clone(), evict: false })?
+                stage_request(
+                    socket,
+                    &ControlRequest::StageOut {
+                        paths: roots.clone(),
+                        evict: false,
+                    },
+                )?
             } else {
                 stage_state_at(socket, &roots)?
             };
             progress(&r, bytes_total);
         }
         if opts.evict && !report.timed_out {
-            let e = stage_request(socket, &ControlRequest::StageOut { paths: roots.clone(), evict: true })?;
+            let e = stage_request(
+                socket,
+                &ControlRequest::StageOut {
+                    paths: roots.clone(),
+                    evict: true,
+                },
+            )?;
             report.evicted_bytes = e.evicted_bytes;
             r = e;
         }
@@ -507,11 +628,16 @@ pub fn stage_out_at(socket: &Path, paths: &[PathBuf], opts: &StageOutOptions) ->
             DrainState::Failed => report.errors.push(StageError {
                 path: f.path.clone(),
                 errno: Errno::Io,
-                message: format!("cannot persist: {}", f.error.as_deref().unwrap_or("unknown error")),
+                message: format!(
+                    "cannot persist: {}",
+                    f.error.as_deref().unwrap_or("unknown error")
+                ),
             }),
-            _ if report.timed_out => {
-                report.errors.push(StageError { path: f.path.clone(), errno: Errno::Timeout, message: format!("not persisted before the timeout ({})", f.state.as_str()) })
-            }
+            _ if report.timed_out => report.errors.push(StageError {
+                path: f.path.clone(),
+                errno: Errno::Timeout,
+                message: format!("not persisted before the timeout ({})", f.state.as_str()),
+            }),
             _ => {}
         }
     }
@@ -529,18 +655,30 @@ mod tests {
     #[test]
     fn manifest_lines() {
         let m = parse_manifest("# inputs\n/a/b\n\n  rel/c  \n#x\n/d # not a comment\n");
-        assert_eq!(m, vec![PathBuf::from("/a/b"), PathBuf::from("rel/c"), PathBuf::from("/d # not a comment")]);
+        assert_eq!(
+            m,
+            vec![
+                PathBuf::from("/a/b"),
+                PathBuf::from("rel/c"),
+                PathBuf::from("/d # not a comment")
+            ]
+        );
     }
 
     #[test]
     fn absolute_is_lexical() {
-        assert_eq!(absolute(Path::new("/a/./b/../c//d/")).unwrap(), PathBuf::from("/a/c/d"));
+        assert_eq!(
+            absolute(Path::new("/a/./b/../c//d/")).unwrap(),
+            PathBuf::from("/a/c/d")
+        );
         assert!(absolute(Path::new("x")).unwrap().is_absolute());
     }
 
     #[test]
     fn under_matches_directory_prefixes_only() {
-        assert!(under("/a/b", "/a") && under("/a", "/a") && under("/a/b", "/a/") && under("/x", "/"));
+        assert!(
+            under("/a/b", "/a") && under("/a", "/a") && under("/a/b", "/a/") && under("/x", "/")
+        );
         assert!(!under("/ab", "/a"));
     }
 
@@ -557,11 +695,25 @@ mod tests {
         collect(&d, &mut files, &mut errors);
         collect(&d.join("missing"), &mut files, &mut errors);
         files.sort();
-        let names: Vec<(String, u64)> = files.iter().map(|(p, s)| (p.strip_prefix(d.to_str().unwrap()).unwrap().to_string(), *s)).collect();
-        assert_eq!(names, vec![("/a".into(), 2), ("/x/link".into(), 2), ("/x/y/b".into(), 3)]);
+        let names: Vec<(String, u64)> = files
+            .iter()
+            .map(|(p, s)| (p.strip_prefix(d.to_str().unwrap()).unwrap().to_string(), *s))
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                ("/a".into(), 2),
+                ("/x/link".into(), 2),
+                ("/x/y/b".into(), 3)
+            ]
+        );
         assert_eq!(errors.len(), 1);
         assert_eq!(errors[0].errno, Errno::NoFile);
-        assert!(errors[0].message.contains("missing"), "{}", errors[0].message);
+        assert!(
+            errors[0].message.contains("missing"),
+            "{}",
+            errors[0].message
+        );
         std::fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -1,6 +1,8 @@
 //! `STRATA_*` environment overrides. See [`Config::apply_env`] for the rules.
 
-use crate::read::{parse_path, set_device_field, set_scalar, DEVICE_FIELDS, LIST_KEYS, SCALAR_KEYS};
+use crate::read::{
+    parse_path, set_device_field, set_scalar, DEVICE_FIELDS, LIST_KEYS, SCALAR_KEYS,
+};
 use crate::*;
 use std::collections::HashMap;
 
@@ -31,7 +33,11 @@ fn device_env_name(name: &str) -> String {
 }
 
 fn device_var(dev: &str, field: &str) -> String {
-    format!("{PREFIX}DEVICE_{}_{}", device_env_name(dev), field.to_ascii_uppercase())
+    format!(
+        "{PREFIX}DEVICE_{}_{}",
+        device_env_name(dev),
+        field.to_ascii_uppercase()
+    )
 }
 
 /// What a variable sets.
@@ -52,7 +58,11 @@ impl Target {
 }
 
 pub(crate) fn known_names(cfg: &Config) -> Vec<String> {
-    let mut names: Vec<String> = SCALAR_KEYS.iter().chain(LIST_KEYS).map(|k| env_name(k)).collect();
+    let mut names: Vec<String> = SCALAR_KEYS
+        .iter()
+        .chain(LIST_KEYS)
+        .map(|k| env_name(k))
+        .collect();
     names.extend(ALIASES.iter().map(|(a, _)| a.to_string()));
     for d in &cfg.devices {
         names.extend(DEVICE_FIELDS.iter().map(|f| device_var(&d.name, f)));
@@ -61,7 +71,12 @@ pub(crate) fn known_names(cfg: &Config) -> Vec<String> {
 }
 
 fn env_err(var: &str, message: impl Into<String>) -> ConfigError {
-    ConfigError { origin: ENV_ORIGIN.into(), key: var.into(), line: None, message: message.into() }
+    ConfigError {
+        origin: ENV_ORIGIN.into(),
+        key: var.into(),
+        line: None,
+        message: message.into(),
+    }
 }
 
 /// `Ok(None)`: not configuration (allow-listed). `Err`: unknown variable.
@@ -70,20 +85,39 @@ fn resolve(cfg: &Config, var: &str) -> Result<Option<Target>, ConfigError> {
         return Ok(None);
     }
     let alias = ALIASES.iter().find(|(a, _)| *a == var).map(|(_, k)| *k);
-    if let Some(k) = alias.or_else(|| SCALAR_KEYS.iter().chain(LIST_KEYS).copied().find(|k| env_name(k) == var)) {
-        return Ok(Some(if LIST_KEYS.contains(&k) { Target::List(k) } else { Target::Scalar(k) }));
+    if let Some(k) = alias.or_else(|| {
+        SCALAR_KEYS
+            .iter()
+            .chain(LIST_KEYS)
+            .copied()
+            .find(|k| env_name(k) == var)
+    }) {
+        return Ok(Some(if LIST_KEYS.contains(&k) {
+            Target::List(k)
+        } else {
+            Target::Scalar(k)
+        }));
     }
     if let Some(rest) = var.strip_prefix("STRATA_DEVICE_") {
         for field in DEVICE_FIELDS {
             let suffix = format!("_{}", field.to_ascii_uppercase());
             if let Some(dev_name) = rest.strip_suffix(&suffix) {
-                return match cfg.devices.iter().position(|d| device_env_name(&d.name) == dev_name) {
+                return match cfg
+                    .devices
+                    .iter()
+                    .position(|d| device_env_name(&d.name) == dev_name)
+                {
                     Some(i) => Ok(Some(Target::Device(i, field))),
                     None => {
-                        let names: Vec<&str> = cfg.devices.iter().map(|d| d.name.as_str()).collect();
+                        let names: Vec<&str> =
+                            cfg.devices.iter().map(|d| d.name.as_str()).collect();
                         Err(env_err(
                             var,
-                            format!("no device named {:?} (configured devices: {})", dev_name.to_ascii_lowercase(), names.join(", ")),
+                            format!(
+                                "no device named {:?} (configured devices: {})",
+                                dev_name.to_ascii_lowercase(),
+                                names.join(", ")
+                            ),
                         ))
                     }
                 };
@@ -97,7 +131,10 @@ fn resolve(cfg: &Config, var: &str) -> Result<Option<Target>, ConfigError> {
     Err(env_err(var, msg))
 }
 
-pub(crate) fn apply_env(cfg: &mut Config, vars: impl Iterator<Item = (String, String)>) -> Result<(), ConfigError> {
+pub(crate) fn apply_env(
+    cfg: &mut Config,
+    vars: impl Iterator<Item = (String, String)>,
+) -> Result<(), ConfigError> {
     let mut vars: Vec<(String, String)> = vars.filter(|(k, _)| k.starts_with(PREFIX)).collect();
     // Aliases first so that the full names win; otherwise sorted, for determinism.
     vars.sort_by(|a, b| {
@@ -107,7 +144,9 @@ pub(crate) fn apply_env(cfg: &mut Config, vars: impl Iterator<Item = (String, St
     let mut next = cfg.clone();
     let mut set_by: HashMap<String, String> = HashMap::new();
     for (var, value) in &vars {
-        let Some(target) = resolve(&next, var)? else { continue };
+        let Some(target) = resolve(&next, var)? else {
+            continue;
+        };
         if value.trim().is_empty() {
             continue;
         }
@@ -139,7 +178,11 @@ pub(crate) fn apply_env(cfg: &mut Config, vars: impl Iterator<Item = (String, St
             let mut vars: Vec<&String> = set_by.values().collect();
             vars.sort();
             let list: Vec<&str> = vars.iter().map(|s| s.as_str()).collect();
-            e.message = format!("{} (after environment overrides {})", e.message, list.join(", "));
+            e.message = format!(
+                "{} (after environment overrides {})",
+                e.message,
+                list.join(", ")
+            );
         }
         e
     })?;
@@ -164,7 +207,10 @@ fn distance(a: &str, b: &str) -> usize {
 }
 
 /// The candidate closest to `word`, if close enough to be a plausible typo.
-pub(crate) fn closest<'a>(word: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+pub(crate) fn closest<'a>(
+    word: &str,
+    candidates: impl Iterator<Item = &'a str>,
+) -> Option<&'a str> {
     let limit = (word.len() / 4).clamp(1, 3);
     candidates
         .map(|c| (distance(word, c), c))

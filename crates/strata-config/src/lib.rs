@@ -70,9 +70,10 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-pub use machine::{machine_devices, machine_dir_path, machine_ram_capacity, dir_capacity_for};
+pub use machine::{dir_capacity_for, machine_devices, machine_dir_path, machine_ram_capacity};
 pub use units::{
-    format_bandwidth_mib_s, format_duration_us, format_size, parse_bandwidth_mib_s, parse_duration_us, parse_size,
+    format_bandwidth_mib_s, format_duration_us, format_size, parse_bandwidth_mib_s,
+    parse_duration_us, parse_size,
 };
 
 /// Origin used in errors caused by environment variables.
@@ -100,7 +101,12 @@ pub struct ConfigError {
 
 impl ConfigError {
     pub(crate) fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
-        ConfigError { origin: String::new(), key: key.into(), line: None, message: message.into() }
+        ConfigError {
+            origin: String::new(),
+            key: key.into(),
+            line: None,
+            message: message.into(),
+        }
     }
 
     fn render(&self) -> String {
@@ -315,7 +321,12 @@ pub struct DeviceConfig {
 impl DeviceConfig {
     /// A device of `kind` with the kind's defaults for block size, bandwidth,
     /// latency and volatility.
-    pub fn new(name: impl Into<String>, kind: DeviceKind, path: Option<PathBuf>, capacity_bytes: u64) -> Self {
+    pub fn new(
+        name: impl Into<String>,
+        kind: DeviceKind,
+        path: Option<PathBuf>,
+        capacity_bytes: u64,
+    ) -> Self {
         DeviceConfig {
             name: name.into(),
             kind,
@@ -340,7 +351,11 @@ pub struct PlacementConfig {
 
 impl Default for PlacementConfig {
     fn default() -> Self {
-        PlacementConfig { policy: PlacementPolicy::MinimizeIoTime, lease_size_bytes: 4 << 20, seed: 0 }
+        PlacementConfig {
+            policy: PlacementPolicy::MinimizeIoTime,
+            lease_size_bytes: 4 << 20,
+            seed: 0,
+        }
     }
 }
 
@@ -392,7 +407,13 @@ pub struct AdapterConfig {
 
 impl Default for AdapterConfig {
     fn default() -> Self {
-        AdapterConfig { page_size_bytes: 1 << 20, mode: Mode::Default, include: vec![], exclude: vec![], prefixes: vec![] }
+        AdapterConfig {
+            page_size_bytes: 1 << 20,
+            mode: Mode::Default,
+            include: vec![],
+            exclude: vec![],
+            prefixes: vec![],
+        }
     }
 }
 
@@ -421,7 +442,10 @@ impl AdapterConfig {
             .filter(|p| file.starts_with(&p.path))
             .max_by_key(|p| p.path.components().count());
         match best {
-            Some(p) => (p.mode.unwrap_or(self.mode), p.page_size_bytes.unwrap_or(self.page_size_bytes)),
+            Some(p) => (
+                p.mode.unwrap_or(self.mode),
+                p.page_size_bytes.unwrap_or(self.page_size_bytes),
+            ),
             None => (self.mode, self.page_size_bytes),
         }
     }
@@ -462,7 +486,15 @@ fn stall_warn_ms_default() -> f64 {
 
 impl Default for FlushConfig {
     fn default() -> Self {
-        FlushConfig { enabled: true, interval_ms: 100.0, threads: 8, bandwidth_max_mib_s: 0.0, verify: false, stall_warn_ms: stall_warn_ms_default(), stop_give_up_ms: stop_give_up_ms_default() }
+        FlushConfig {
+            enabled: true,
+            interval_ms: 100.0,
+            threads: 8,
+            bandwidth_max_mib_s: 0.0,
+            verify: false,
+            stall_warn_ms: stall_warn_ms_default(),
+            stop_give_up_ms: stop_give_up_ms_default(),
+        }
     }
 }
 
@@ -534,7 +566,11 @@ pub struct JournalConfig {
 
 impl Default for JournalConfig {
     fn default() -> Self {
-        JournalConfig { enabled: None, sync_interval_ms: 100.0, compact_min_bytes: 64 << 20 }
+        JournalConfig {
+            enabled: None,
+            sync_interval_ms: 100.0,
+            compact_min_bytes: 64 << 20,
+        }
     }
 }
 
@@ -551,7 +587,11 @@ pub struct TraceConfig {
 
 impl Default for TraceConfig {
     fn default() -> Self {
-        TraceConfig { enabled: false, path: None, size_max_bytes: 64 << 20 }
+        TraceConfig {
+            enabled: false,
+            path: None,
+            size_max_bytes: 64 << 20,
+        }
     }
 }
 
@@ -576,7 +616,14 @@ pub struct PrefetchConfig {
 
 impl Default for PrefetchConfig {
     fn default() -> Self {
-        PrefetchConfig { enabled: true, readahead_pages: 4, threads: 2, predict: true, successors_max: 4, min_count: 2 }
+        PrefetchConfig {
+            enabled: true,
+            readahead_pages: 4,
+            threads: 2,
+            predict: true,
+            successors_max: 4,
+            min_count: 2,
+        }
     }
 }
 
@@ -596,7 +643,9 @@ impl Config {
     /// Whether the daemon keeps a journal: `journal.enabled`, else whether
     /// some configured tier is non-volatile.
     pub fn journal_enabled(&self) -> bool {
-        self.journal.enabled.unwrap_or_else(|| self.devices.iter().any(|d| !d.volatile))
+        self.journal
+            .enabled
+            .unwrap_or_else(|| self.devices.iter().any(|d| !d.volatile))
     }
 }
 
@@ -699,7 +748,9 @@ impl Config {
     /// [`Config::machine_default`]; then `STRATA_*` environment overrides
     /// (see [`Config::apply_env`]); validated.
     pub fn load_effective(path: Option<&Path>) -> Result<Config, ConfigError> {
-        let from_env = std::env::var_os("STRATA_CONFIG").filter(|v| !v.is_empty()).map(PathBuf::from);
+        let from_env = std::env::var_os("STRATA_CONFIG")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from);
         let mut cfg = match path.map(Path::to_path_buf).or(from_env) {
             Some(p) => Config::load(&p)?,
             None => Config::machine_default(),
@@ -727,7 +778,10 @@ impl Config {
     ///   `STRATA_*` variable is an error (with a "did you mean" hint).
     ///
     /// Errors have origin [`ENV_ORIGIN`], key = the variable name, no line.
-    pub fn apply_env(&mut self, vars: impl Iterator<Item = (String, String)>) -> Result<(), ConfigError> {
+    pub fn apply_env(
+        &mut self,
+        vars: impl Iterator<Item = (String, String)>,
+    ) -> Result<(), ConfigError> {
         env::apply_env(self, vars)
     }
 

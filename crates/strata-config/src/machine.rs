@@ -14,7 +14,8 @@ pub(crate) fn uid() -> u32 {
 
 /// `path` itself or its deepest existing ancestor.
 fn existing_ancestor(path: &Path) -> Option<&Path> {
-    path.ancestors().find(|p| !p.as_os_str().is_empty() && p.exists())
+    path.ancestors()
+        .find(|p| !p.as_os_str().is_empty() && p.exists())
 }
 
 /// Free bytes available to unprivileged users on the file system that holds
@@ -32,7 +33,9 @@ fn writable(path: &Path) -> bool {
 }
 
 fn env_dir(var: &str) -> Option<PathBuf> {
-    std::env::var_os(var).map(PathBuf::from).filter(|p| p.is_absolute())
+    std::env::var_os(var)
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
 }
 
 fn share(free: u64, divisor: u64, min: u64, max: u64) -> u64 {
@@ -42,7 +45,12 @@ fn share(free: u64, divisor: u64, min: u64, max: u64) -> u64 {
 /// Capacity of the default RAM tier: 50% of the free space of `/dev/shm`,
 /// rounded down to a MiB, clamped to 64MiB..=64GiB.
 pub fn machine_ram_capacity() -> u64 {
-    share(free_bytes(Path::new("/dev/shm")).unwrap_or(0), 2, 64 * MIB, 64 * GIB)
+    share(
+        free_bytes(Path::new("/dev/shm")).unwrap_or(0),
+        2,
+        64 * MIB,
+        64 * GIB,
+    )
 }
 
 /// Default capacity of a directory tier at `path`: 25% of the free space of
@@ -88,7 +96,8 @@ pub fn machine_devices() -> Vec<DeviceConfig> {
 pub(crate) fn auto_socket_path() -> PathBuf {
     if let Some(run) = env_dir("XDG_RUNTIME_DIR") {
         let p = run.join("strata/daemon.sock");
-        if run.is_dir() && writable(&run) && p.as_os_str().len() <= crate::validate::SOCKET_PATH_MAX {
+        if run.is_dir() && writable(&run) && p.as_os_str().len() <= crate::validate::SOCKET_PATH_MAX
+        {
             return p;
         }
     }

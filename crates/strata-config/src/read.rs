@@ -62,9 +62,28 @@ pub(crate) const SCALAR_KEYS: &[&str] = &[
 pub(crate) const LIST_KEYS: &[&str] = &["adapter.include", "adapter.exclude"];
 
 /// Keys of a device entry, besides `name` and `kind`.
-pub(crate) const DEVICE_FIELDS: &[&str] = &["path", "capacity", "block_size", "bandwidth", "latency", "volatile"];
+pub(crate) const DEVICE_FIELDS: &[&str] = &[
+    "path",
+    "capacity",
+    "block_size",
+    "bandwidth",
+    "latency",
+    "volatile",
+];
 
-const SECTIONS: &[&str] = &["node", "daemon", "devices", "placement", "metadata", "adapter", "flush", "organizer", "journal", "trace", "prefetch"];
+const SECTIONS: &[&str] = &[
+    "node",
+    "daemon",
+    "devices",
+    "placement",
+    "metadata",
+    "adapter",
+    "flush",
+    "organizer",
+    "journal",
+    "trace",
+    "prefetch",
+];
 
 // ---------------------------------------------------------------------------
 // Scalar parsers (value text → typed value)
@@ -72,7 +91,9 @@ const SECTIONS: &[&str] = &["node", "daemon", "devices", "placement", "metadata"
 fn parse_uint(s: &str, max: u64) -> Result<u64, String> {
     let t = s.trim();
     if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!("invalid integer {s:?} (expected a whole number such as 64)"));
+        return Err(format!(
+            "invalid integer {s:?} (expected a whole number such as 64)"
+        ));
     }
     match t.parse::<u64>() {
         Ok(v) if v <= max => Ok(v),
@@ -95,11 +116,14 @@ fn parse_bool(s: &str) -> Result<bool, String> {
 fn parse_fraction(s: &str) -> Result<f64, String> {
     let t = s.trim();
     let ok = !t.is_empty()
-        && t.bytes().all(|b| b.is_ascii_digit() || b == b'.' || b == b'-')
+        && t.bytes()
+            .all(|b| b.is_ascii_digit() || b == b'.' || b == b'-')
         && t.bytes().any(|b| b.is_ascii_digit());
     match t.parse::<f64>() {
         Ok(v) if ok && v.is_finite() => Ok(v),
-        _ => Err(format!("invalid number {s:?} (expected a number such as 0.5)")),
+        _ => Err(format!(
+            "invalid number {s:?} (expected a number such as 0.5)"
+        )),
     }
 }
 
@@ -116,10 +140,16 @@ pub(crate) fn parse_path(s: &str) -> Result<PathBuf, String> {
             .ok_or_else(|| format!("cannot expand {t:?}: HOME is not set"))?;
         let rest = t[1..].trim_start_matches('/');
         let home = PathBuf::from(home);
-        return Ok(if rest.is_empty() { home } else { home.join(rest) });
+        return Ok(if rest.is_empty() {
+            home
+        } else {
+            home.join(rest)
+        });
     }
     if t.starts_with('~') {
-        return Err(format!("cannot expand {t:?}: only ~/ (the current user's home) is supported"));
+        return Err(format!(
+            "cannot expand {t:?}: only ~/ (the current user's home) is supported"
+        ));
     }
     Ok(PathBuf::from(t))
 }
@@ -137,8 +167,20 @@ pub(crate) fn set_scalar(cfg: &mut Config, path: &str, v: &str) -> Result<(), St
     let m = &mut cfg.metadata;
     match path {
         "node.id" => cfg.node.id = parse_uint(v, u16::MAX as u64)? as u16,
-        "daemon.socket" => d.socket = if v.trim() == "auto" { None } else { Some(parse_path(v)?) },
-        "daemon.shm_prefix" => d.shm_prefix = if v.trim() == "auto" { None } else { Some(v.trim().to_string()) },
+        "daemon.socket" => {
+            d.socket = if v.trim() == "auto" {
+                None
+            } else {
+                Some(parse_path(v)?)
+            }
+        }
+        "daemon.shm_prefix" => {
+            d.shm_prefix = if v.trim() == "auto" {
+                None
+            } else {
+                Some(v.trim().to_string())
+            }
+        }
         "daemon.log" => d.log = v.parse()?,
         "daemon.clients_max" => d.clients_max = parse_u32(v)?,
         "daemon.channels_per_client_max" => d.channels_per_client_max = parse_u32(v)?,
@@ -170,14 +212,28 @@ pub(crate) fn set_scalar(cfg: &mut Config, path: &str, v: &str) -> Result<(), St
         "organizer.promote_threshold" => cfg.organizer.promote_threshold = parse_fraction(v)?,
         "organizer.demote_threshold" => cfg.organizer.demote_threshold = parse_fraction(v)?,
         "organizer.recency_window" => cfg.organizer.recency_window_ms = parse_duration_us(v)? / 1e3,
-        "organizer.frequency_window" => cfg.organizer.frequency_window_ms = parse_duration_us(v)? / 1e3,
+        "organizer.frequency_window" => {
+            cfg.organizer.frequency_window_ms = parse_duration_us(v)? / 1e3
+        }
         "organizer.high_water" => cfg.organizer.high_water = parse_fraction(v)?,
         "organizer.low_water" => cfg.organizer.low_water = parse_fraction(v)?,
-        "journal.enabled" => cfg.journal.enabled = if v.trim() == "auto" { None } else { Some(parse_bool(v)?) },
+        "journal.enabled" => {
+            cfg.journal.enabled = if v.trim() == "auto" {
+                None
+            } else {
+                Some(parse_bool(v)?)
+            }
+        }
         "journal.sync_interval" => cfg.journal.sync_interval_ms = parse_duration_us(v)? / 1e3,
         "journal.compact_min" => cfg.journal.compact_min_bytes = parse_size(v)?,
         "trace.enabled" => cfg.trace.enabled = parse_bool(v)?,
-        "trace.path" => cfg.trace.path = if v.trim() == "auto" { None } else { Some(parse_path(v)?) },
+        "trace.path" => {
+            cfg.trace.path = if v.trim() == "auto" {
+                None
+            } else {
+                Some(parse_path(v)?)
+            }
+        }
         "trace.size_max" => cfg.trace.size_max_bytes = parse_size(v)?,
         "prefetch.enabled" => cfg.prefetch.enabled = parse_bool(v)?,
         "prefetch.readahead_pages" => cfg.prefetch.readahead_pages = parse_u32(v)?,
@@ -208,7 +264,12 @@ pub(crate) fn set_device_field(dev: &mut DeviceConfig, field: &str, v: &str) -> 
 // Tree walking
 
 fn err(key: &str, line: usize, message: impl Into<String>) -> ConfigError {
-    ConfigError { origin: String::new(), key: key.into(), line: Some(line), message: message.into() }
+    ConfigError {
+        origin: String::new(),
+        key: key.into(),
+        line: Some(line),
+        message: message.into(),
+    }
 }
 
 fn join(path: &str, key: &str) -> String {
@@ -221,8 +282,13 @@ fn join(path: &str, key: &str) -> String {
 
 /// The text of a scalar node, or a type error.
 fn scalar<'n>(node: &'n Node, key: &str, line: usize) -> Result<&'n str, ConfigError> {
-    node.as_str()
-        .ok_or_else(|| err(key, line, format!("expected a single value, found {}", node.describe())))
+    node.as_str().ok_or_else(|| {
+        err(
+            key,
+            line,
+            format!("expected a single value, found {}", node.describe()),
+        )
+    })
 }
 
 /// A mapping being read: tracks which keys were consumed, so that the rest
@@ -249,7 +315,11 @@ impl<'n> Table<'n> {
             Some(Value::Map(items)) => {
                 for (k, v) in items {
                     let name = k.as_str().ok_or_else(|| {
-                        err(path, k.line, format!("keys must be plain names, found {}", k.describe()))
+                        err(
+                            path,
+                            k.line,
+                            format!("keys must be plain names, found {}", k.describe()),
+                        )
                     })?;
                     if entries.iter().any(|(n, _, _)| *n == name) {
                         return Err(err(&join(path, name), k.line, "duplicate key"));
@@ -258,13 +328,25 @@ impl<'n> Table<'n> {
                 }
             }
             Some(_) => {
-                let what = if path.is_empty() { "the top level" } else { path };
+                let what = if path.is_empty() {
+                    "the top level"
+                } else {
+                    path
+                };
                 let found = node.unwrap().describe();
-                return Err(err(path, line, format!("expected a mapping at {what}, found {found}")));
+                return Err(err(
+                    path,
+                    line,
+                    format!("expected a mapping at {what}, found {found}"),
+                ));
             }
         }
         let used = vec![false; entries.len()];
-        Ok(Table { path: path.into(), entries, used })
+        Ok(Table {
+            path: path.into(),
+            entries,
+            used,
+        })
     }
 
     /// Take `key`; a null value counts as absent (the default applies).
@@ -275,7 +357,11 @@ impl<'n> Table<'n> {
         if matches!(node.value, Value::Null) {
             return None;
         }
-        Some(Entry { node, path: join(&self.path, key), line })
+        Some(Entry {
+            node,
+            path: join(&self.path, key),
+            line,
+        })
     }
 
     /// Error on the first key not taken; `known` lists the valid keys.
@@ -297,7 +383,11 @@ impl<'n> Table<'n> {
 
 fn paths_list(e: &Entry<'_>) -> Result<Vec<PathBuf>, ConfigError> {
     let Value::Seq(items) = &e.node.value else {
-        return Err(err(&e.path, e.line, format!("expected a list of paths, found {}", e.node.describe())));
+        return Err(err(
+            &e.path,
+            e.line,
+            format!("expected a list of paths, found {}", e.node.describe()),
+        ));
     };
     items
         .iter()
@@ -311,28 +401,52 @@ fn paths_list(e: &Entry<'_>) -> Result<Vec<PathBuf>, ConfigError> {
 
 fn read_prefixes(e: &Entry<'_>) -> Result<Vec<PrefixConfig>, ConfigError> {
     let Value::Seq(items) = &e.node.value else {
-        return Err(err(&e.path, e.line, format!("expected a list of prefixes, found {}", e.node.describe())));
+        return Err(err(
+            &e.path,
+            e.line,
+            format!("expected a list of prefixes, found {}", e.node.describe()),
+        ));
     };
     let mut out = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let path = format!("{}[{i}]", e.path);
         let mut t = Table::new(Some(item), &path, item.line)?;
-        let p = t.take("path").ok_or_else(|| err(&path, item.line, "missing key `path`"))?;
-        let prefix_path = parse_path(scalar(p.node, &p.path, p.line)?).map_err(|m| err(&p.path, p.line, m))?;
-        let mut prefix = PrefixConfig { path: prefix_path, mode: None, page_size_bytes: None, fsync_relaxed: false };
+        let p = t
+            .take("path")
+            .ok_or_else(|| err(&path, item.line, "missing key `path`"))?;
+        let prefix_path =
+            parse_path(scalar(p.node, &p.path, p.line)?).map_err(|m| err(&p.path, p.line, m))?;
+        let mut prefix = PrefixConfig {
+            path: prefix_path,
+            mode: None,
+            page_size_bytes: None,
+            fsync_relaxed: false,
+        };
         if let Some(f) = t.take("fsync") {
             prefix.fsync_relaxed = match scalar(f.node, &f.path, f.line)?.trim() {
                 "durable" => false,
                 "relaxed" => true,
-                other => return Err(err(&f.path, f.line, format!("expected `durable` or `relaxed`, found {other:?}"))),
+                other => {
+                    return Err(err(
+                        &f.path,
+                        f.line,
+                        format!("expected `durable` or `relaxed`, found {other:?}"),
+                    ))
+                }
             };
         }
         if let Some(m) = t.take("mode") {
-            prefix.mode = Some(scalar(m.node, &m.path, m.line)?.parse().map_err(|s: String| err(&m.path, m.line, s))?);
+            prefix.mode = Some(
+                scalar(m.node, &m.path, m.line)?
+                    .parse()
+                    .map_err(|s: String| err(&m.path, m.line, s))?,
+            );
         }
         if let Some(ps) = t.take("page_size") {
-            prefix.page_size_bytes =
-                Some(parse_size(scalar(ps.node, &ps.path, ps.line)?).map_err(|s| err(&ps.path, ps.line, s))?);
+            prefix.page_size_bytes = Some(
+                parse_size(scalar(ps.node, &ps.path, ps.line)?)
+                    .map_err(|s| err(&ps.path, ps.line, s))?,
+            );
         }
         t.finish(&["path", "mode", "page_size"])?;
         out.push(prefix);
@@ -342,18 +456,26 @@ fn read_prefixes(e: &Entry<'_>) -> Result<Vec<PrefixConfig>, ConfigError> {
 
 fn read_devices(e: &Entry<'_>) -> Result<Vec<DeviceConfig>, ConfigError> {
     let Value::Seq(items) = &e.node.value else {
-        return Err(err(&e.path, e.line, format!("expected a list of devices, found {}", e.node.describe())));
+        return Err(err(
+            &e.path,
+            e.line,
+            format!("expected a list of devices, found {}", e.node.describe()),
+        ));
     };
     let mut out = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let path = format!("{}[{i}]", e.path);
         let mut t = Table::new(Some(item), &path, item.line)?;
-        let n = t.take("name").ok_or_else(|| err(&path, item.line, "missing key `name`"))?;
+        let n = t
+            .take("name")
+            .ok_or_else(|| err(&path, item.line, "missing key `name`"))?;
         let name = scalar(n.node, &n.path, n.line)?.trim().to_string();
         let k = t
             .take("kind")
             .ok_or_else(|| err(&path, item.line, "missing key `kind` (expected ram or dir)"))?;
-        let kind: DeviceKind = scalar(k.node, &k.path, k.line)?.parse().map_err(|s: String| err(&k.path, k.line, s))?;
+        let kind: DeviceKind = scalar(k.node, &k.path, k.line)?
+            .parse()
+            .map_err(|s: String| err(&k.path, k.line, s))?;
         let mut dev = DeviceConfig::new(name, kind, None, 0);
         let mut capacity_given = false;
         for field in DEVICE_FIELDS {
@@ -384,7 +506,9 @@ pub(crate) fn from_tree(root: Option<&Node>) -> Result<Config, ConfigError> {
     let mut top = Table::new(root, "", root.map_or(1, |r| r.line))?;
     let mut cfg = Config::with_devices(Vec::new());
     for section in SECTIONS.iter().copied().filter(|s| *s != "devices") {
-        let Some(sec) = top.take(section) else { continue };
+        let Some(sec) = top.take(section) else {
+            continue;
+        };
         let mut t = Table::new(Some(sec.node), &sec.path, sec.line)?;
         let prefix = format!("{section}.");
         let mut known: Vec<&str> = Vec::new();

@@ -86,17 +86,34 @@ fn expect_err(text: &str, key: &str, line: Option<usize>) -> ConfigError {
 fn full_file_reads_as_written() {
     let c = parse(FULL).unwrap();
     assert_eq!(c.node.id, 7);
-    assert_eq!(c.daemon.socket.as_deref(), Some(Path::new("/run/strata/test.sock")));
-    assert_eq!(c.resolved_socket_path(), PathBuf::from("/run/strata/test.sock"));
+    assert_eq!(
+        c.daemon.socket.as_deref(),
+        Some(Path::new("/run/strata/test.sock"))
+    );
+    assert_eq!(
+        c.resolved_socket_path(),
+        PathBuf::from("/run/strata/test.sock")
+    );
     assert_eq!(c.resolved_shm_prefix(), "strata-test");
     assert_eq!(c.daemon.log, LogLevel::Debug);
     assert_eq!(c.daemon.spin_us, 20.0);
     assert_eq!(c.daemon.slot_arg_size_bytes, 16 << 10);
     assert_eq!(c.devices.len(), 3);
     let ram = &c.devices[0];
-    assert_eq!((ram.kind, ram.capacity_bytes, ram.block_size_bytes, ram.volatile), (DeviceKind::Ram, 4 << 30, 64, true));
+    assert_eq!(
+        (
+            ram.kind,
+            ram.capacity_bytes,
+            ram.block_size_bytes,
+            ram.volatile
+        ),
+        (DeviceKind::Ram, 4 << 30, 64, true)
+    );
     let disk = &c.devices[1];
-    assert_eq!(disk.path.as_deref(), Some(Path::new("/var/tmp/strata/disk0")));
+    assert_eq!(
+        disk.path.as_deref(),
+        Some(Path::new("/var/tmp/strata/disk0"))
+    );
     assert_eq!(disk.bandwidth_mib_s, 190e6 / 1048576.0);
     assert_eq!(disk.latency_us, 1500.0);
     let nvme = &c.devices[2];
@@ -108,11 +125,23 @@ fn full_file_reads_as_written() {
     assert_eq!(c.placement.policy, PlacementPolicy::RoundRobin);
     assert_eq!(c.placement.seed, 42);
     assert_eq!(c.metadata.tags_per_bucket_max, 0);
-    assert_eq!(c.adapter.include, vec![PathBuf::from("/data"), PathBuf::from("/scratch/run")]);
+    assert_eq!(
+        c.adapter.include,
+        vec![PathBuf::from("/data"), PathBuf::from("/scratch/run")]
+    );
     assert_eq!(c.adapter.prefixes[1].page_size_bytes, None);
-    assert_eq!(c.adapter.settings_for(Path::new("/data/ckpt/x")), (Mode::Scratch, 4 << 20));
-    assert_eq!(c.adapter.settings_for(Path::new("/data/logs/x")), (Mode::Bypass, 2 << 20));
-    assert_eq!(c.adapter.settings_for(Path::new("/data/ckptx")), (Mode::Workflow, 2 << 20));
+    assert_eq!(
+        c.adapter.settings_for(Path::new("/data/ckpt/x")),
+        (Mode::Scratch, 4 << 20)
+    );
+    assert_eq!(
+        c.adapter.settings_for(Path::new("/data/logs/x")),
+        (Mode::Bypass, 2 << 20)
+    );
+    assert_eq!(
+        c.adapter.settings_for(Path::new("/data/ckptx")),
+        (Mode::Workflow, 2 << 20)
+    );
     assert!(!c.flush.enabled);
     assert_eq!(c.flush.interval_ms, 250.0);
     assert_eq!(c.flush.bandwidth_max_mib_s, 1024.0);
@@ -125,7 +154,8 @@ fn full_file_reads_as_written() {
 fn full_file_round_trips() {
     let c = parse(FULL).unwrap();
     let text = c.to_yaml();
-    let back = Config::from_yaml_str(&text, "expanded.yaml").unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let back =
+        Config::from_yaml_str(&text, "expanded.yaml").unwrap_or_else(|e| panic!("{e}\n{text}"));
     assert_eq!(back, c, "{text}");
     assert_eq!(back.to_yaml(), text);
     assert!(text.contains("capacity: 1.5TiB"), "{text}");
@@ -180,7 +210,10 @@ fn machine_default_validates() {
 
 #[test]
 fn device_defaults_by_kind() {
-    let c = parse("devices:\n  - name: ram\n    kind: ram\n  - name: d\n    kind: dir\n    path: /tmp/x\n").unwrap();
+    let c = parse(
+        "devices:\n  - name: ram\n    kind: ram\n  - name: d\n    kind: dir\n    path: /tmp/x\n",
+    )
+    .unwrap();
     assert!(c.devices[0].capacity_bytes >= 64 << 20);
     assert!(c.devices[1].capacity_bytes >= 256 << 20);
     assert_eq!(c.devices[0].bandwidth_mib_s, 8192.0);
@@ -190,8 +223,12 @@ fn device_defaults_by_kind() {
 
 #[test]
 fn tilde_paths_expand() {
-    let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) else { return };
-    let c = parse("devices:\n  - name: d\n    kind: dir\n    path: ~/tiers/d\n    capacity: 1GiB\n").unwrap();
+    let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) else {
+        return;
+    };
+    let c =
+        parse("devices:\n  - name: d\n    kind: dir\n    path: ~/tiers/d\n    capacity: 1GiB\n")
+            .unwrap();
     assert_eq!(c.devices[0].path, Some(PathBuf::from(home).join("tiers/d")));
 }
 
@@ -206,7 +243,12 @@ fn display_format() {
         e.to_string(),
         "strata.yaml:10: devices[1].capacity: invalid size \"4GB2\" (expected a number with a unit such as 512MiB or 4GiB)"
     );
-    let e = ConfigError { origin: ENV_ORIGIN.into(), key: "STRATA_X".into(), line: None, message: "bad".into() };
+    let e = ConfigError {
+        origin: ENV_ORIGIN.into(),
+        key: "STRATA_X".into(),
+        line: None,
+        message: "bad".into(),
+    };
     assert_eq!(e.to_string(), "environment: STRATA_X: bad");
 }
 
@@ -215,8 +257,16 @@ fn unknown_keys() {
     let e = expect_err("node:\n  id: 1\n  idd: 2\n", "node.idd", Some(3));
     assert!(e.message.contains("did you mean `id`"), "{e}");
     expect_err("nodes:\n  id: 1\n", "nodes", Some(1));
-    expect_err(&format!("{GOOD_DEVICES}    colour: red\n"), "devices[0].colour", Some(5));
-    expect_err("adapter:\n  prefixes:\n    - path: /a\n      mood: scratch\n", "adapter.prefixes[0].mood", Some(4));
+    expect_err(
+        &format!("{GOOD_DEVICES}    colour: red\n"),
+        "devices[0].colour",
+        Some(5),
+    );
+    expect_err(
+        "adapter:\n  prefixes:\n    - path: /a\n      mood: scratch\n",
+        "adapter.prefixes[0].mood",
+        Some(4),
+    );
     let e = expect_err("flush:\n  zzzzzzzz: 1\n", "flush.zzzzzzzz", Some(2));
     assert!(e.message.contains("expected one of"), "{e}");
     expect_err("node:\n  id: 1\n  id: 2\n", "node.id", Some(3)); // duplicate key
@@ -229,17 +279,33 @@ fn wrong_types() {
     expect_err("node:\n  id: abc\n", "node.id", Some(2));
     expect_err("node:\n  id: 70000\n", "node.id", Some(2));
     expect_err("node:\n  id: -1\n", "node.id", Some(2));
-    expect_err("daemon:\n  clients_max: 1.5\n", "daemon.clients_max", Some(2));
+    expect_err(
+        "daemon:\n  clients_max: 1.5\n",
+        "daemon.clients_max",
+        Some(2),
+    );
     expect_err("flush:\n  enabled: maybe\n", "flush.enabled", Some(2));
     expect_err("devices: ram\n", "devices", Some(1));
     expect_err("devices:\n  - ram\n", "devices[0]", Some(2));
     expect_err("adapter:\n  include: /data\n", "adapter.include", Some(2));
-    expect_err("placement:\n  policy: fastest\n", "placement.policy", Some(2));
+    expect_err(
+        "placement:\n  policy: fastest\n",
+        "placement.policy",
+        Some(2),
+    );
     expect_err("adapter:\n  mode: turbo\n", "adapter.mode", Some(2));
     expect_err("daemon:\n  log: loud\n", "daemon.log", Some(2));
-    expect_err(&format!("{GOOD_DEVICES}  - name: x\n    kind: tape\n"), "devices[1].kind", Some(6));
+    expect_err(
+        &format!("{GOOD_DEVICES}  - name: x\n    kind: tape\n"),
+        "devices[1].kind",
+        Some(6),
+    );
     expect_err("- a\n- b\n", "", Some(1));
-    expect_err("organizer:\n  promote_threshold: nan\n", "organizer.promote_threshold", Some(2));
+    expect_err(
+        "organizer:\n  promote_threshold: nan\n",
+        "organizer.promote_threshold",
+        Some(2),
+    );
 }
 
 #[test]
@@ -252,44 +318,128 @@ fn syntax_error_has_line() {
 
 #[test]
 fn bad_units() {
-    expect_err(&format!("{GOOD_DEVICES}    block_size: 64Q\n"), "devices[0].block_size", Some(5));
-    expect_err(&format!("{GOOD_DEVICES}    bandwidth: 8GiB\n"), "devices[0].bandwidth", Some(5));
-    expect_err(&format!("{GOOD_DEVICES}    latency: 5 parsecs\n"), "devices[0].latency", Some(5));
+    expect_err(
+        &format!("{GOOD_DEVICES}    block_size: 64Q\n"),
+        "devices[0].block_size",
+        Some(5),
+    );
+    expect_err(
+        &format!("{GOOD_DEVICES}    bandwidth: 8GiB\n"),
+        "devices[0].bandwidth",
+        Some(5),
+    );
+    expect_err(
+        &format!("{GOOD_DEVICES}    latency: 5 parsecs\n"),
+        "devices[0].latency",
+        Some(5),
+    );
     expect_err("daemon:\n  spin: 50\n", "daemon.spin", Some(2));
     expect_err("flush:\n  interval: soon\n", "flush.interval", Some(2));
-    expect_err("organizer:\n  bandwidth_max: -1GiB/s\n", "organizer.bandwidth_max", Some(2));
-    expect_err("adapter:\n  page_size: 1MiBB\n", "adapter.page_size", Some(2));
-    expect_err("placement:\n  lease_size: \"\"\n", "placement.lease_size", Some(2));
+    expect_err(
+        "organizer:\n  bandwidth_max: -1GiB/s\n",
+        "organizer.bandwidth_max",
+        Some(2),
+    );
+    expect_err(
+        "adapter:\n  page_size: 1MiBB\n",
+        "adapter.page_size",
+        Some(2),
+    );
+    expect_err(
+        "placement:\n  lease_size: \"\"\n",
+        "placement.lease_size",
+        Some(2),
+    );
 }
 
 #[test]
 fn out_of_range_values() {
     expect_err("daemon:\n  clients_max: 0\n", "daemon.clients_max", Some(2));
-    expect_err("daemon:\n  clients_max: 5000\n", "daemon.clients_max", Some(2));
-    expect_err("daemon:\n  channels_per_client_max: 2000\n", "daemon.channels_per_client_max", Some(2));
+    expect_err(
+        "daemon:\n  clients_max: 5000\n",
+        "daemon.clients_max",
+        Some(2),
+    );
+    expect_err(
+        "daemon:\n  channels_per_client_max: 2000\n",
+        "daemon.channels_per_client_max",
+        Some(2),
+    );
     expect_err("daemon:\n  spin: 11ms\n", "daemon.spin", Some(2));
-    expect_err("daemon:\n  slot_arg_size: 2KiB\n", "daemon.slot_arg_size", Some(2));
-    expect_err("daemon:\n  slot_arg_size: 6KiB\n", "daemon.slot_arg_size", Some(2));
-    expect_err("daemon:\n  socket: relative/daemon.sock\n", "daemon.socket", Some(2));
+    expect_err(
+        "daemon:\n  slot_arg_size: 2KiB\n",
+        "daemon.slot_arg_size",
+        Some(2),
+    );
+    expect_err(
+        "daemon:\n  slot_arg_size: 6KiB\n",
+        "daemon.slot_arg_size",
+        Some(2),
+    );
+    expect_err(
+        "daemon:\n  socket: relative/daemon.sock\n",
+        "daemon.socket",
+        Some(2),
+    );
     expect_err("daemon:\n  shm_prefix: a/b\n", "daemon.shm_prefix", Some(2));
-    expect_err("placement:\n  lease_size: 4KiB\n", "placement.lease_size", Some(2));
-    expect_err("adapter:\n  page_size: 128MiB\n", "adapter.page_size", Some(2));
+    expect_err(
+        "placement:\n  lease_size: 4KiB\n",
+        "placement.lease_size",
+        Some(2),
+    );
+    expect_err(
+        "adapter:\n  page_size: 128MiB\n",
+        "adapter.page_size",
+        Some(2),
+    );
     expect_err("flush:\n  threads: 0\n", "flush.threads", Some(2));
     expect_err("flush:\n  interval: 0s\n", "flush.interval", Some(2));
-    expect_err("organizer:\n  promote_threshold: 1.5\n", "organizer.promote_threshold", Some(2));
-    expect_err("metadata:\n  buckets_max: 0\n", "metadata.buckets_max", Some(2));
-    expect_err(&format!("{GOOD_DEVICES}    capacity: 0\n"), "devices[0].capacity", Some(5));
+    expect_err(
+        "organizer:\n  promote_threshold: 1.5\n",
+        "organizer.promote_threshold",
+        Some(2),
+    );
+    expect_err(
+        "metadata:\n  buckets_max: 0\n",
+        "metadata.buckets_max",
+        Some(2),
+    );
+    expect_err(
+        &format!("{GOOD_DEVICES}    capacity: 0\n"),
+        "devices[0].capacity",
+        Some(5),
+    );
 }
 
 #[test]
 fn power_of_two_rules() {
-    let e = expect_err("daemon:\n  spin: 1us\n  ring_depth: 100\n", "daemon.ring_depth", Some(3));
+    let e = expect_err(
+        "daemon:\n  spin: 1us\n  ring_depth: 100\n",
+        "daemon.ring_depth",
+        Some(3),
+    );
     assert!(e.message.contains("power of two"), "{e}");
-    expect_err("daemon:\n  ring_depth: 8192\n", "daemon.ring_depth", Some(2));
-    let e = expect_err(&format!("{GOOD_DEVICES}    block_size: 96B\n"), "devices[0].block_size", Some(5));
+    expect_err(
+        "daemon:\n  ring_depth: 8192\n",
+        "daemon.ring_depth",
+        Some(2),
+    );
+    let e = expect_err(
+        &format!("{GOOD_DEVICES}    block_size: 96B\n"),
+        "devices[0].block_size",
+        Some(5),
+    );
     assert!(e.message.contains("power of two"), "{e}");
-    expect_err(&format!("{GOOD_DEVICES}    block_size: 32B\n"), "devices[0].block_size", Some(5));
-    expect_err("adapter:\n  page_size: 12KiB\n", "adapter.page_size", Some(2));
+    expect_err(
+        &format!("{GOOD_DEVICES}    block_size: 32B\n"),
+        "devices[0].block_size",
+        Some(5),
+    );
+    expect_err(
+        "adapter:\n  page_size: 12KiB\n",
+        "adapter.page_size",
+        Some(2),
+    );
 }
 
 #[test]
@@ -302,18 +452,45 @@ fn device_rules() {
     let e = expect_err(dup, "devices[1].name", Some(6));
     assert!(e.message.contains("duplicate"), "{e}");
     // dir without path: points at the device entry
-    let e = expect_err("devices:\n  - name: d\n    kind: dir\n    capacity: 1GiB\n", "devices[0]", Some(2));
+    let e = expect_err(
+        "devices:\n  - name: d\n    kind: dir\n    capacity: 1GiB\n",
+        "devices[0]",
+        Some(2),
+    );
     assert!(e.message.contains("path"), "{e}");
     // ram with path
-    expect_err(&format!("{GOOD_DEVICES}    path: /dev/shm/x\n"), "devices[0].path", Some(5));
+    expect_err(
+        &format!("{GOOD_DEVICES}    path: /dev/shm/x\n"),
+        "devices[0].path",
+        Some(5),
+    );
     // two ram devices
-    let e = expect_err(&format!("{GOOD_DEVICES}  - name: ram2\n    kind: ram\n    capacity: 1GiB\n"), "devices[1].kind", Some(6));
+    let e = expect_err(
+        &format!("{GOOD_DEVICES}  - name: ram2\n    kind: ram\n    capacity: 1GiB\n"),
+        "devices[1].kind",
+        Some(6),
+    );
     assert!(e.message.contains("only one ram"), "{e}");
     // bad names
-    expect_err("devices:\n  - name: Fast\n    kind: ram\n    capacity: 1GiB\n", "devices[0].name", Some(2));
-    expect_err(&format!("devices:\n  - name: {}\n    kind: ram\n    capacity: 1GiB\n", "x".repeat(33)), "devices[0].name", Some(2));
+    expect_err(
+        "devices:\n  - name: Fast\n    kind: ram\n    capacity: 1GiB\n",
+        "devices[0].name",
+        Some(2),
+    );
+    expect_err(
+        &format!(
+            "devices:\n  - name: {}\n    kind: ram\n    capacity: 1GiB\n",
+            "x".repeat(33)
+        ),
+        "devices[0].name",
+        Some(2),
+    );
     // relative dir path
-    expect_err("devices:\n  - name: d\n    kind: dir\n    path: tiers/d\n    capacity: 1GiB\n", "devices[0].path", Some(4));
+    expect_err(
+        "devices:\n  - name: d\n    kind: dir\n    path: tiers/d\n    capacity: 1GiB\n",
+        "devices[0].path",
+        Some(4),
+    );
     // same directory twice
     let same = "devices:\n  - name: a\n    kind: dir\n    path: /a\n    capacity: 1GiB\n  - name: b\n    kind: dir\n    path: /a\n    capacity: 1GiB\n";
     expect_err(same, "devices[1].path", Some(8));
@@ -321,26 +498,53 @@ fn device_rules() {
     expect_err("devices:\n  - kind: ram\n", "devices[0]", Some(2));
     expect_err("devices:\n  - name: r\n", "devices[0]", Some(2));
     // lease larger than the ram tier
-    expect_err("devices:\n  - name: ram\n    kind: ram\n    capacity: 1MiB\n", "placement.lease_size", None);
+    expect_err(
+        "devices:\n  - name: ram\n    kind: ram\n    capacity: 1MiB\n",
+        "placement.lease_size",
+        None,
+    );
 }
 
 #[test]
 fn threshold_order() {
-    let e = expect_err("organizer:\n  promote_threshold: 0.3\n  demote_threshold: 0.3\n", "organizer.demote_threshold", Some(3));
+    let e = expect_err(
+        "organizer:\n  promote_threshold: 0.3\n  demote_threshold: 0.3\n",
+        "organizer.demote_threshold",
+        Some(3),
+    );
     assert!(e.message.contains("less than"), "{e}");
     // demote absent: the line of the organizer section
-    expect_err("organizer:\n  promote_threshold: 0.1\n", "organizer.demote_threshold", Some(1));
+    expect_err(
+        "organizer:\n  promote_threshold: 0.1\n",
+        "organizer.demote_threshold",
+        Some(1),
+    );
 }
 
 #[test]
 fn relative_include_paths() {
-    expect_err("adapter:\n  include:\n    - /ok\n    - data/run\n", "adapter.include[1]", Some(4));
-    expect_err("adapter:\n  exclude: [tmp]\n", "adapter.exclude[0]", Some(2));
-    expect_err("adapter:\n  prefixes:\n    - path: ckpt\n", "adapter.prefixes[0].path", Some(3));
+    expect_err(
+        "adapter:\n  include:\n    - /ok\n    - data/run\n",
+        "adapter.include[1]",
+        Some(4),
+    );
+    expect_err(
+        "adapter:\n  exclude: [tmp]\n",
+        "adapter.exclude[0]",
+        Some(2),
+    );
+    expect_err(
+        "adapter:\n  prefixes:\n    - path: ckpt\n",
+        "adapter.prefixes[0].path",
+        Some(3),
+    );
 }
 
 fn vars(list: &[(&str, &str)]) -> impl Iterator<Item = (String, String)> {
-    list.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<Vec<_>>().into_iter()
+    list.iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect::<Vec<_>>()
+        .into_iter()
 }
 
 #[test]
@@ -377,21 +581,37 @@ fn env_overrides() {
     assert_eq!(c.devices[1].bandwidth_mib_s, 1024.0);
     assert_eq!(c.devices[2].path.as_deref(), Some(Path::new("/mnt/other")));
     assert_eq!(c.devices[0].latency_us, 2.0);
-    assert_eq!(c.daemon.socket.as_deref(), Some(Path::new("/tmp/alias.sock")));
+    assert_eq!(
+        c.daemon.socket.as_deref(),
+        Some(Path::new("/tmp/alias.sock"))
+    );
     assert_eq!(c.adapter.mode, Mode::Bypass);
     assert_eq!(c.daemon.log, LogLevel::Trace);
-    assert_eq!(c.adapter.include, vec![PathBuf::from("/a"), PathBuf::from("/b/c")]);
+    assert_eq!(
+        c.adapter.include,
+        vec![PathBuf::from("/a"), PathBuf::from("/b/c")]
+    );
     assert_eq!(c.adapter.exclude, vec![PathBuf::from("/data/tmp")]); // empty value ignored
 
     // The full name wins over the alias.
     let mut c = parse(FULL).unwrap();
-    c.apply_env(vars(&[("STRATA_DAEMON_SOCKET", "/tmp/full.sock"), ("STRATA_SOCKET", "/tmp/alias.sock")])).unwrap();
-    assert_eq!(c.daemon.socket.as_deref(), Some(Path::new("/tmp/full.sock")));
+    c.apply_env(vars(&[
+        ("STRATA_DAEMON_SOCKET", "/tmp/full.sock"),
+        ("STRATA_SOCKET", "/tmp/alias.sock"),
+    ]))
+    .unwrap();
+    assert_eq!(
+        c.daemon.socket.as_deref(),
+        Some(Path::new("/tmp/full.sock"))
+    );
 
     // Every documented name is accepted.
     let c = parse(FULL).unwrap();
     for name in c.env_var_names() {
-        assert!(env::apply_env(&mut c.clone(), vars(&[(&name, "")])).is_ok(), "{name}");
+        assert!(
+            env::apply_env(&mut c.clone(), vars(&[(&name, "")])).is_ok(),
+            "{name}"
+        );
     }
 }
 
@@ -407,21 +627,45 @@ fn env_errors() {
         assert_eq!(copy, c, "config must be unchanged on error");
         e
     };
-    let e = check(&[("STRATA_DEVICE_DISK0_CAPACITY", "lots")], "STRATA_DEVICE_DISK0_CAPACITY");
+    let e = check(
+        &[("STRATA_DEVICE_DISK0_CAPACITY", "lots")],
+        "STRATA_DEVICE_DISK0_CAPACITY",
+    );
     assert!(e.message.contains("invalid size"), "{e}");
     check(&[("STRATA_NODE_ID", "x")], "STRATA_NODE_ID");
-    check(&[("STRATA_FLUSH_ENABLED", "perhaps")], "STRATA_FLUSH_ENABLED");
-    let e = check(&[("STRATA_PLACEMNT_POLICY", "random")], "STRATA_PLACEMNT_POLICY");
-    assert!(e.message.contains("did you mean STRATA_PLACEMENT_POLICY"), "{e}");
+    check(
+        &[("STRATA_FLUSH_ENABLED", "perhaps")],
+        "STRATA_FLUSH_ENABLED",
+    );
+    let e = check(
+        &[("STRATA_PLACEMNT_POLICY", "random")],
+        "STRATA_PLACEMNT_POLICY",
+    );
+    assert!(
+        e.message.contains("did you mean STRATA_PLACEMENT_POLICY"),
+        "{e}"
+    );
     let e = check(&[("STRATA_BOGUS", "1")], "STRATA_BOGUS");
     assert!(e.message.contains("unknown"), "{e}");
-    let e = check(&[("STRATA_DEVICE_TAPE_CAPACITY", "1GiB")], "STRATA_DEVICE_TAPE_CAPACITY");
+    let e = check(
+        &[("STRATA_DEVICE_TAPE_CAPACITY", "1GiB")],
+        "STRATA_DEVICE_TAPE_CAPACITY",
+    );
     assert!(e.message.contains("no device named"), "{e}");
     // Values that parse but fail validation are reported against the variable.
-    let e = check(&[("STRATA_DAEMON_RING_DEPTH", "100")], "STRATA_DAEMON_RING_DEPTH");
-    assert!(e.message.contains("daemon.ring_depth") && e.message.contains("power of two"), "{e}");
+    let e = check(
+        &[("STRATA_DAEMON_RING_DEPTH", "100")],
+        "STRATA_DAEMON_RING_DEPTH",
+    );
+    assert!(
+        e.message.contains("daemon.ring_depth") && e.message.contains("power of two"),
+        "{e}"
+    );
     check(&[("STRATA_INCLUDE", "/ok:relative")], "STRATA_INCLUDE");
-    check(&[("STRATA_DEVICE_DISK0_PATH", "relative")], "STRATA_DEVICE_DISK0_PATH");
+    check(
+        &[("STRATA_DEVICE_DISK0_PATH", "relative")],
+        "STRATA_DEVICE_DISK0_PATH",
+    );
 }
 
 #[test]
@@ -435,10 +679,16 @@ fn enums_parse_and_display() {
     for k in DeviceKind::ALL {
         assert_eq!(k.to_string().parse::<DeviceKind>(), Ok(*k));
     }
-    assert_eq!("minimize_io_time".parse(), Ok(PlacementPolicy::MinimizeIoTime));
+    assert_eq!(
+        "minimize_io_time".parse(),
+        Ok(PlacementPolicy::MinimizeIoTime)
+    );
     assert_eq!("Round-Robin".parse(), Ok(PlacementPolicy::RoundRobin));
     assert_eq!(Mode::Workflow.to_string(), "workflow");
-    assert!("fast".parse::<DeviceKind>().unwrap_err().contains("ram, dir"));
+    assert!("fast"
+        .parse::<DeviceKind>()
+        .unwrap_err()
+        .contains("ram, dir"));
 }
 
 #[test]
@@ -463,7 +713,11 @@ fn load_reads_files() {
 
 #[test]
 fn flush_stall_warn() {
-    assert_eq!(parse("").unwrap().flush.stall_warn_ms, 10_000.0, "default 10 s");
+    assert_eq!(
+        parse("").unwrap().flush.stall_warn_ms,
+        10_000.0,
+        "default 10 s"
+    );
     let c = parse(&format!("{GOOD_DEVICES}flush:\n  stall_warn: 250ms\n")).unwrap();
     assert_eq!(c.flush.stall_warn_ms, 250.0);
     expect_err("flush:\n  stall_warn: 0s\n", "flush.stall_warn", Some(2));
@@ -485,13 +739,29 @@ fn trace_and_prefetch_keys() {
     assert_eq!(d.prefetch, PrefetchConfig::default());
     // Errors name key and line.
     expect_err("trace:\n  size_max: 1KiB\n", "trace.size_max", Some(2));
-    expect_err("trace:\n  enabled: true\n  path: rel/x\n", "trace.path", Some(3));
+    expect_err(
+        "trace:\n  enabled: true\n  path: rel/x\n",
+        "trace.path",
+        Some(3),
+    );
     expect_err("prefetch:\n  threads: 0\n", "prefetch.threads", Some(2));
-    expect_err("prefetch:\n  readahead_pages: 5000\n", "prefetch.readahead_pages", Some(2));
-    expect_err("prefetch:\n  readahed_pages: 4\n", "prefetch.readahed_pages", Some(2));
+    expect_err(
+        "prefetch:\n  readahead_pages: 5000\n",
+        "prefetch.readahead_pages",
+        Some(2),
+    );
+    expect_err(
+        "prefetch:\n  readahed_pages: 4\n",
+        "prefetch.readahed_pages",
+        Some(2),
+    );
     // Environment overrides are generic.
     let mut e = d.clone();
-    e.apply_env(vars(&[("STRATA_TRACE_ENABLED", "true"), ("STRATA_PREFETCH_READAHEAD_PAGES", "0")])).unwrap();
+    e.apply_env(vars(&[
+        ("STRATA_TRACE_ENABLED", "true"),
+        ("STRATA_PREFETCH_READAHEAD_PAGES", "0"),
+    ]))
+    .unwrap();
     assert!(e.trace.enabled);
     assert_eq!(e.prefetch.readahead_pages, 0);
     // The written file reads back equal.
@@ -511,19 +781,55 @@ fn organizer_windows_and_water_marks() {
     assert_eq!(c.organizer.frequency_window_ns(), 2_000_000_000);
     assert_eq!((c.organizer.high_water, c.organizer.low_water), (0.8, 0.5));
     let d = OrganizerConfig::default();
-    assert_eq!((d.recency_window_ms, d.frequency_window_ms, d.high_water, d.low_water), (60_000.0, 300_000.0, 0.9, 0.75));
-    expect_err("organizer:\n  recency_window: 0s\n", "organizer.recency_window", Some(2));
-    expect_err("organizer:\n  frequency_window: 2d\n", "organizer.frequency_window", Some(2));
-    expect_err("organizer:\n  frequency_window: soon\n", "organizer.frequency_window", Some(2));
-    expect_err("organizer:\n  high_water: 1.5\n", "organizer.high_water", Some(2));
-    expect_err("organizer:\n  low_water: -0.1\n", "organizer.low_water", Some(2));
-    let e = expect_err("organizer:\n  high_water: 0.5\n  low_water: 0.6\n", "organizer.low_water", Some(3));
+    assert_eq!(
+        (
+            d.recency_window_ms,
+            d.frequency_window_ms,
+            d.high_water,
+            d.low_water
+        ),
+        (60_000.0, 300_000.0, 0.9, 0.75)
+    );
+    expect_err(
+        "organizer:\n  recency_window: 0s\n",
+        "organizer.recency_window",
+        Some(2),
+    );
+    expect_err(
+        "organizer:\n  frequency_window: 2d\n",
+        "organizer.frequency_window",
+        Some(2),
+    );
+    expect_err(
+        "organizer:\n  frequency_window: soon\n",
+        "organizer.frequency_window",
+        Some(2),
+    );
+    expect_err(
+        "organizer:\n  high_water: 1.5\n",
+        "organizer.high_water",
+        Some(2),
+    );
+    expect_err(
+        "organizer:\n  low_water: -0.1\n",
+        "organizer.low_water",
+        Some(2),
+    );
+    let e = expect_err(
+        "organizer:\n  high_water: 0.5\n  low_water: 0.6\n",
+        "organizer.low_water",
+        Some(3),
+    );
     assert!(e.message.contains("less than"), "{e}");
 }
 
 /// Issue 12 item 17: a RAM tier larger than /dev/shm is a config error.
 #[test]
 fn a_ram_tier_larger_than_dev_shm_is_refused() {
-    let e = expect_err("devices:\n  - name: ram\n    kind: ram\n    capacity: 1PiB\n", "devices[0].capacity", Some(4));
+    let e = expect_err(
+        "devices:\n  - name: ram\n    kind: ram\n    capacity: 1PiB\n",
+        "devices[0].capacity",
+        Some(4),
+    );
     assert!(e.to_string().contains("/dev/shm"), "{e}");
 }

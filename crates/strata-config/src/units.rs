@@ -78,9 +78,16 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     };
     // Fraction: keep at most 18 digits (more cannot change the byte count of a u64).
     let frac_digits = &frac_part[..frac_part.len().min(18)];
-    let frac_val: u128 = if frac_digits.is_empty() { 0 } else { frac_digits.parse().map_err(|_| bad())? };
+    let frac_val: u128 = if frac_digits.is_empty() {
+        0
+    } else {
+        frac_digits.parse().map_err(|_| bad())?
+    };
     let frac_bytes = frac_val * mult / 10u128.pow(frac_digits.len() as u32);
-    let total = int.checked_mul(mult).and_then(|v| v.checked_add(frac_bytes)).ok_or_else(too_large)?;
+    let total = int
+        .checked_mul(mult)
+        .and_then(|v| v.checked_add(frac_bytes))
+        .ok_or_else(too_large)?;
     u64::try_from(total).map_err(|_| too_large())
 }
 
@@ -101,7 +108,14 @@ fn trim_decimal(mut s: String) -> String {
 /// exactly with at most three decimals: `4GiB`, `1.5GiB`, `512MiB`, `100B`.
 /// The result always parses back to the same number with [`parse_size`].
 pub fn format_size(bytes: u64) -> String {
-    const UNITS: [(&str, u32); 6] = [("EiB", 60), ("PiB", 50), ("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)];
+    const UNITS: [(&str, u32); 6] = [
+        ("EiB", 60),
+        ("PiB", 50),
+        ("TiB", 40),
+        ("GiB", 30),
+        ("MiB", 20),
+        ("KiB", 10),
+    ];
     for (name, shift) in UNITS {
         let unit = 1u64 << shift;
         if bytes < unit {
@@ -126,7 +140,9 @@ const DURATION_HINT: &str = "expected a number with a unit such as 50us, 2ms or 
 pub fn parse_duration_us(s: &str) -> Result<f64, String> {
     let t = s.trim();
     if t.starts_with('-') {
-        return Err(format!("invalid duration {s:?}: durations cannot be negative"));
+        return Err(format!(
+            "invalid duration {s:?}: durations cannot be negative"
+        ));
     }
     let bad = || format!("invalid duration {s:?} ({DURATION_HINT})");
     let (num, unit) = split_number(t).ok_or_else(bad)?;
@@ -155,7 +171,14 @@ pub fn format_duration_us(us: f64) -> String {
     if us == 0.0 {
         return "0s".into();
     }
-    const UNITS: [(&str, f64); 6] = [("h", 3600e6), ("min", 60e6), ("s", 1e6), ("ms", 1e3), ("us", 1.0), ("ns", 1e-3)];
+    const UNITS: [(&str, f64); 6] = [
+        ("h", 3600e6),
+        ("min", 60e6),
+        ("s", 1e6),
+        ("ms", 1e3),
+        ("us", 1.0),
+        ("ns", 1e-3),
+    ];
     for (name, mult) in UNITS {
         let v = us / mult;
         if v < 1.0 {
@@ -179,7 +202,9 @@ const BANDWIDTH_HINT: &str = "expected a size per second such as 500MiB/s or 6Gi
 pub fn parse_bandwidth_mib_s(s: &str) -> Result<f64, String> {
     let t = s.trim();
     if t.starts_with('-') {
-        return Err(format!("invalid bandwidth {s:?}: bandwidths cannot be negative"));
+        return Err(format!(
+            "invalid bandwidth {s:?}: bandwidths cannot be negative"
+        ));
     }
     let bad = || format!("invalid bandwidth {s:?} ({BANDWIDTH_HINT})");
     if t == "0" {
@@ -253,12 +278,18 @@ mod tests {
 
     #[test]
     fn bad_sizes() {
-        for bad in ["", "  ", "-4GiB", "4GB2", "GiB", "4XB", "1.2.3MiB", "abc", "4 G i B", ".", "1e9", "+5"] {
+        for bad in [
+            "", "  ", "-4GiB", "4GB2", "GiB", "4XB", "1.2.3MiB", "abc", "4 G i B", ".", "1e9", "+5",
+        ] {
             assert!(parse_size(bad).is_err(), "{bad:?} should be rejected");
         }
         assert!(parse_size("16EiB").unwrap_err().contains("too large"));
-        assert!(parse_size("18446744073709551616").unwrap_err().contains("too large"));
-        assert!(parse_size("99999999999999999999999999999999999999999999").unwrap_err().contains("too large"));
+        assert!(parse_size("18446744073709551616")
+            .unwrap_err()
+            .contains("too large"));
+        assert!(parse_size("99999999999999999999999999999999999999999999")
+            .unwrap_err()
+            .contains("too large"));
         assert_eq!(
             parse_size("4GB2").unwrap_err(),
             "invalid size \"4GB2\" (expected a number with a unit such as 512MiB or 4GiB)"
@@ -275,8 +306,23 @@ mod tests {
         assert_eq!(format_size(0), "0B");
         assert_eq!(format_size(64), "64B");
         assert_eq!(format_size(4096), "4KiB");
-        for v in [1, 1023, 1025, 4_000_000_000, 123_456_789, u64::MAX, u64::MAX - 1, 1 << 63, 3 << 40] {
-            assert_eq!(parse_size(&format_size(v)), Ok(v), "{v} -> {}", format_size(v));
+        for v in [
+            1,
+            1023,
+            1025,
+            4_000_000_000,
+            123_456_789,
+            u64::MAX,
+            u64::MAX - 1,
+            1 << 63,
+            3 << 40,
+        ] {
+            assert_eq!(
+                parse_size(&format_size(v)),
+                Ok(v),
+                "{v} -> {}",
+                format_size(v)
+            );
         }
     }
 
@@ -292,10 +338,30 @@ mod tests {
         assert_eq!(parse_duration_us("0"), Ok(0.0));
         assert_eq!(parse_duration_us("3 MS"), Ok(3000.0));
         assert_eq!(parse_duration_us("5µs"), Ok(5.0));
-        for bad in ["", "5", "-1ms", "1m", "ms", "1.2.3s", "1 fortnight", "inf", "NaN"] {
-            assert!(parse_duration_us(bad).is_err(), "{bad:?} should be rejected");
+        for bad in [
+            "",
+            "5",
+            "-1ms",
+            "1m",
+            "ms",
+            "1.2.3s",
+            "1 fortnight",
+            "inf",
+            "NaN",
+        ] {
+            assert!(
+                parse_duration_us(bad).is_err(),
+                "{bad:?} should be rejected"
+            );
         }
-        for (us, s) in [(1e6, "1s"), (100e3, "100ms"), (50.0, "50us"), (1500.0, "1.5ms"), (0.05, "50ns"), (0.0, "0s")] {
+        for (us, s) in [
+            (1e6, "1s"),
+            (100e3, "100ms"),
+            (50.0, "50us"),
+            (1500.0, "1.5ms"),
+            (0.05, "50ns"),
+            (0.0, "0s"),
+        ] {
             assert_eq!(format_duration_us(us), s);
         }
         for us in [1.0 / 3.0, 123456.789, 1e-9, 7.25e9, 0.1 + 0.2] {
@@ -311,14 +377,21 @@ mod tests {
         assert_eq!(parse_bandwidth_mib_s("1.5 GiB / s"), Ok(1536.0));
         assert_eq!(parse_bandwidth_mib_s("0"), Ok(0.0));
         for bad in ["", "6GiB", "6GiB/h", "/s", "-1MiB/s", "6XiB/s", "fast"] {
-            assert!(parse_bandwidth_mib_s(bad).is_err(), "{bad:?} should be rejected");
+            assert!(
+                parse_bandwidth_mib_s(bad).is_err(),
+                "{bad:?} should be rejected"
+            );
         }
         assert_eq!(format_bandwidth_mib_s(6144.0), "6GiB/s");
         assert_eq!(format_bandwidth_mib_s(500.0), "500MiB/s");
         assert_eq!(format_bandwidth_mib_s(190e6 / 1048576.0), "190MB/s");
         assert_eq!(format_bandwidth_mib_s(0.0), "0");
         for v in [1.0 / 3.0, 0.001, 8192.0, 12345.678, 1e-12] {
-            assert_eq!(parse_bandwidth_mib_s(&format_bandwidth_mib_s(v)), Ok(v), "{v}");
+            assert_eq!(
+                parse_bandwidth_mib_s(&format_bandwidth_mib_s(v)),
+                Ok(v),
+                "{v}"
+            );
         }
     }
 }

@@ -7,8 +7,13 @@ const COMMENT_COLUMN: usize = 38;
 
 /// A string as a YAML scalar: plain when unambiguous, else double-quoted.
 fn yaml_str(s: &str) -> String {
-    let plain_chars = s.chars().all(|c| c.is_ascii_alphanumeric() || "_./+@-".contains(c));
-    let first_ok = s.chars().next().is_some_and(|c| c.is_ascii_alphanumeric() || c == '/' || c == '_');
+    let plain_chars = s
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "_./+@-".contains(c));
+    let first_ok = s
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphanumeric() || c == '/' || c == '_');
     let reserved = matches!(
         s.to_ascii_lowercase().as_str(),
         "null" | "true" | "false" | "yes" | "no" | "on" | "off" | "y" | "n" | "auto"
@@ -81,22 +86,65 @@ pub(crate) fn to_yaml(c: &Config) -> String {
     o.0.push_str("# sizes: B, KiB/MiB/GiB (1024-based; K/M/G too), KB/MB/GB (1000-based)\n");
 
     o.section("node", "");
-    o.line(2, "id", &c.node.id.to_string(), "0..=65535; carried by bucket and blob ids");
+    o.line(
+        2,
+        "id",
+        &c.node.id.to_string(),
+        "0..=65535; carried by bucket and blob ids",
+    );
 
     let d = &c.daemon;
     o.section("daemon", "");
     let socket = d.socket.as_deref().map_or("auto".to_string(), path_str);
-    o.line(2, "socket", &socket, "auto = $XDG_RUNTIME_DIR/strata/daemon.sock or /tmp/strata-<uid>/daemon.sock");
+    o.line(
+        2,
+        "socket",
+        &socket,
+        "auto = $XDG_RUNTIME_DIR/strata/daemon.sock or /tmp/strata-<uid>/daemon.sock",
+    );
     let shm = d.shm_prefix.as_deref().map_or("auto".to_string(), yaml_str);
-    o.line(2, "shm_prefix", &shm, "auto = strata-<uid>-<hash of the socket path>");
-    o.line(2, "log", d.log.as_str(), "error | warn | info | debug | trace");
+    o.line(
+        2,
+        "shm_prefix",
+        &shm,
+        "auto = strata-<uid>-<hash of the socket path>",
+    );
+    o.line(
+        2,
+        "log",
+        d.log.as_str(),
+        "error | warn | info | debug | trace",
+    );
     o.line(2, "clients_max", &d.clients_max.to_string(), "1..=4096");
-    o.line(2, "channels_per_client_max", &d.channels_per_client_max.to_string(), "1..=1024");
-    o.line(2, "ring_depth", &d.ring_depth.to_string(), "power of two, 2..=4096");
-    o.line(2, "spin", &format_duration_us(d.spin_us), "busy-poll before sleeping, 0..=10ms");
-    o.line(2, "slot_arg_size", &format_size(d.slot_arg_size_bytes), "4KiB..=1MiB, multiple of 4KiB");
+    o.line(
+        2,
+        "channels_per_client_max",
+        &d.channels_per_client_max.to_string(),
+        "1..=1024",
+    );
+    o.line(
+        2,
+        "ring_depth",
+        &d.ring_depth.to_string(),
+        "power of two, 2..=4096",
+    );
+    o.line(
+        2,
+        "spin",
+        &format_duration_us(d.spin_us),
+        "busy-poll before sleeping, 0..=10ms",
+    );
+    o.line(
+        2,
+        "slot_arg_size",
+        &format_size(d.slot_arg_size_bytes),
+        "4KiB..=1MiB, multiple of 4KiB",
+    );
 
-    o.section("devices", "storage tiers, in order; at most one of kind ram");
+    o.section(
+        "devices",
+        "storage tiers, in order; at most one of kind ram",
+    );
     for dev in &c.devices {
         let _ = writeln!(o.0, "  - name: {}", yaml_str(&dev.name));
         o.line(4, "kind", dev.kind.as_str(), "ram | dir");
@@ -104,38 +152,108 @@ pub(crate) fn to_yaml(c: &Config) -> String {
             o.line(4, "path", &path_str(p), "");
         }
         o.line(4, "capacity", &format_size(dev.capacity_bytes), "");
-        o.line(4, "block_size", &format_size(dev.block_size_bytes), "power of two, 64B..=1MiB");
-        o.line(4, "bandwidth", &format_bandwidth_mib_s(dev.bandwidth_mib_s), "");
+        o.line(
+            4,
+            "block_size",
+            &format_size(dev.block_size_bytes),
+            "power of two, 64B..=1MiB",
+        );
+        o.line(
+            4,
+            "bandwidth",
+            &format_bandwidth_mib_s(dev.bandwidth_mib_s),
+            "",
+        );
         o.line(4, "latency", &format_duration_us(dev.latency_us), "");
         o.line(4, "volatile", &dev.volatile.to_string(), "");
     }
 
     let p = &c.placement;
     o.section("placement", "");
-    o.line(2, "policy", p.policy.as_str(), "minimize_io_time | round_robin | random");
-    o.line(2, "lease_size", &format_size(p.lease_size_bytes), "client lease chunk of the RAM arena, 64KiB..=1GiB");
-    o.line(2, "seed", &p.seed.to_string(), "random policy seed; 0 = from time");
+    o.line(
+        2,
+        "policy",
+        p.policy.as_str(),
+        "minimize_io_time | round_robin | random",
+    );
+    o.line(
+        2,
+        "lease_size",
+        &format_size(p.lease_size_bytes),
+        "client lease chunk of the RAM arena, 64KiB..=1GiB",
+    );
+    o.line(
+        2,
+        "seed",
+        &p.seed.to_string(),
+        "random policy seed; 0 = from time",
+    );
 
     let m = &c.metadata;
     o.section("metadata", "");
     o.line(2, "buckets_max", &m.buckets_max.to_string(), "");
     o.line(2, "blobs_max", &m.blobs_max.to_string(), "");
-    o.line(2, "bucket_name_max", &m.bucket_name_max.to_string(), "bytes");
+    o.line(
+        2,
+        "bucket_name_max",
+        &m.bucket_name_max.to_string(),
+        "bytes",
+    );
     o.line(2, "blob_name_max", &m.blob_name_max.to_string(), "bytes");
-    o.line(2, "extents_per_blob_max", &m.extents_per_blob_max.to_string(), "");
-    o.line(2, "tags_per_bucket_max", &m.tags_per_bucket_max.to_string(), "");
-    o.line(2, "blob_size_max", &format_size(m.blob_size_max_bytes), "largest native blob, 1MiB..=1PiB");
+    o.line(
+        2,
+        "extents_per_blob_max",
+        &m.extents_per_blob_max.to_string(),
+        "",
+    );
+    o.line(
+        2,
+        "tags_per_bucket_max",
+        &m.tags_per_bucket_max.to_string(),
+        "",
+    );
+    o.line(
+        2,
+        "blob_size_max",
+        &format_size(m.blob_size_max_bytes),
+        "largest native blob, 1MiB..=1PiB",
+    );
 
     let a = &c.adapter;
     o.section("adapter", "");
-    o.line(2, "page_size", &format_size(a.page_size_bytes), "power of two, 4KiB..=64MiB");
-    o.line(2, "mode", a.mode.as_str(), "default | scratch | bypass | workflow");
-    o.path_list(2, "include", &a.include, "absolute prefixes to buffer; [] = current directory");
+    o.line(
+        2,
+        "page_size",
+        &format_size(a.page_size_bytes),
+        "power of two, 4KiB..=64MiB",
+    );
+    o.line(
+        2,
+        "mode",
+        a.mode.as_str(),
+        "default | scratch | bypass | workflow",
+    );
+    o.path_list(
+        2,
+        "include",
+        &a.include,
+        "absolute prefixes to buffer; [] = current directory",
+    );
     o.path_list(2, "exclude", &a.exclude, "");
     if a.prefixes.is_empty() {
-        o.line(2, "prefixes", "[]", "per-prefix overrides, longest match wins");
+        o.line(
+            2,
+            "prefixes",
+            "[]",
+            "per-prefix overrides, longest match wins",
+        );
     } else {
-        o.line(2, "prefixes", "", "per-prefix overrides, longest match wins");
+        o.line(
+            2,
+            "prefixes",
+            "",
+            "per-prefix overrides, longest match wins",
+        );
         for pre in &a.prefixes {
             let _ = writeln!(o.0, "    - path: {}", path_str(&pre.path));
             if let Some(mode) = pre.mode {
@@ -145,7 +263,12 @@ pub(crate) fn to_yaml(c: &Config) -> String {
                 o.line(6, "page_size", &format_size(ps), "");
             }
             if pre.fsync_relaxed {
-                o.line(6, "fsync", "relaxed", "fsync returns once buffered (not durable!)");
+                o.line(
+                    6,
+                    "fsync",
+                    "relaxed",
+                    "fsync returns once buffered (not durable!)",
+                );
             }
         }
     }
@@ -154,45 +277,151 @@ pub(crate) fn to_yaml(c: &Config) -> String {
     o.section("flush", "");
     o.line(2, "enabled", &f.enabled.to_string(), "");
     o.line(2, "interval", &format_duration_us(f.interval_ms * 1e3), "");
-    o.line(2, "threads", &f.threads.to_string(), "1..=64; the flusher adapts how many run at once to the destination");
-    o.line(2, "bandwidth_max", &format_bandwidth_mib_s(f.bandwidth_max_mib_s), "0 = unlimited");
-    o.line(2, "verify", &f.verify.to_string(), "read flushed pages back and compare checksums");
-    o.line(2, "stall_warn", &format_duration_us(f.stall_warn_ms * 1e3), "a flush in flight this long is reported as stalled (hung mount)");
-    o.line(2, "stop_give_up", &format_duration_us(f.stop_give_up_ms * 1e3), "at stop, a file failing this long is kept in the journal, or the stop refused");
+    o.line(
+        2,
+        "threads",
+        &f.threads.to_string(),
+        "1..=64; the flusher adapts how many run at once to the destination",
+    );
+    o.line(
+        2,
+        "bandwidth_max",
+        &format_bandwidth_mib_s(f.bandwidth_max_mib_s),
+        "0 = unlimited",
+    );
+    o.line(
+        2,
+        "verify",
+        &f.verify.to_string(),
+        "read flushed pages back and compare checksums",
+    );
+    o.line(
+        2,
+        "stall_warn",
+        &format_duration_us(f.stall_warn_ms * 1e3),
+        "a flush in flight this long is reported as stalled (hung mount)",
+    );
+    o.line(
+        2,
+        "stop_give_up",
+        &format_duration_us(f.stop_give_up_ms * 1e3),
+        "at stop, a file failing this long is kept in the journal, or the stop refused",
+    );
 
     let g = &c.organizer;
     o.section("organizer", "");
     o.line(2, "enabled", &g.enabled.to_string(), "");
     o.line(2, "interval", &format_duration_us(g.interval_ms * 1e3), "");
-    o.line(2, "bandwidth_max", &format_bandwidth_mib_s(g.bandwidth_max_mib_s), "0 = unlimited");
-    o.line(2, "promote_threshold", &g.promote_threshold.to_string(), "0..=1");
-    o.line(2, "demote_threshold", &g.demote_threshold.to_string(), "0..=1, below promote_threshold");
-    o.line(2, "recency_window", &format_duration_us(g.recency_window_ms * 1e3), "half-life of recency in a blob's score");
-    o.line(2, "frequency_window", &format_duration_us(g.frequency_window_ms * 1e3), "half-life of the decayed access count in a blob's score");
-    o.line(2, "high_water", &g.high_water.to_string(), "a tier fuller than this demotes its coldest blobs; promotions stop here");
-    o.line(2, "low_water", &g.low_water.to_string(), "demotion under pressure stops here; below high_water");
+    o.line(
+        2,
+        "bandwidth_max",
+        &format_bandwidth_mib_s(g.bandwidth_max_mib_s),
+        "0 = unlimited",
+    );
+    o.line(
+        2,
+        "promote_threshold",
+        &g.promote_threshold.to_string(),
+        "0..=1",
+    );
+    o.line(
+        2,
+        "demote_threshold",
+        &g.demote_threshold.to_string(),
+        "0..=1, below promote_threshold",
+    );
+    o.line(
+        2,
+        "recency_window",
+        &format_duration_us(g.recency_window_ms * 1e3),
+        "half-life of recency in a blob's score",
+    );
+    o.line(
+        2,
+        "frequency_window",
+        &format_duration_us(g.frequency_window_ms * 1e3),
+        "half-life of the decayed access count in a blob's score",
+    );
+    o.line(
+        2,
+        "high_water",
+        &g.high_water.to_string(),
+        "a tier fuller than this demotes its coldest blobs; promotions stop here",
+    );
+    o.line(
+        2,
+        "low_water",
+        &g.low_water.to_string(),
+        "demotion under pressure stops here; below high_water",
+    );
 
     let j = &c.journal;
-    o.section("journal", "metadata of data on non-volatile tiers, replayed after a crash");
+    o.section(
+        "journal",
+        "metadata of data on non-volatile tiers, replayed after a crash",
+    );
     let en = j.enabled.map_or("auto".to_string(), |b| b.to_string());
     o.line(2, "enabled", &en, "auto = on when a device is non-volatile");
-    o.line(2, "sync_interval", &format_duration_us(j.sync_interval_ms * 1e3), "unsynced records are fdatasync'ed this often");
-    o.line(2, "compact_min", &format_size(j.compact_min_bytes), "compact beyond this size (and 2x live records)");
+    o.line(
+        2,
+        "sync_interval",
+        &format_duration_us(j.sync_interval_ms * 1e3),
+        "unsynced records are fdatasync'ed this often",
+    );
+    o.line(
+        2,
+        "compact_min",
+        &format_size(j.compact_min_bytes),
+        "compact beyond this size (and 2x live records)",
+    );
 
     let t = &c.trace;
     o.section("trace", "the I/O log (strata trace)");
     o.line(2, "enabled", &t.enabled.to_string(), "");
-    let tp = t.path.as_ref().map_or("auto".to_string(), |p| p.display().to_string());
+    let tp = t
+        .path
+        .as_ref()
+        .map_or("auto".to_string(), |p| p.display().to_string());
     o.line(2, "path", &tp, "auto = <socket>.trace");
-    o.line(2, "size_max", &format_size(t.size_max_bytes), "the file and its rotated predecessor <path>.1 together");
+    o.line(
+        2,
+        "size_max",
+        &format_size(t.size_max_bytes),
+        "the file and its rotated predecessor <path>.1 together",
+    );
 
     let p = &c.prefetch;
     o.section("prefetch", "");
     o.line(2, "enabled", &p.enabled.to_string(), "");
-    o.line(2, "readahead_pages", &p.readahead_pages.to_string(), "pages read ahead of a sequential file reader; 0 = off");
-    o.line(2, "threads", &p.threads.to_string(), "1..=16 destination readers");
-    o.line(2, "predict", &p.predict.to_string(), "promote the blobs that usually follow a blob that is read");
-    o.line(2, "successors_max", &p.successors_max.to_string(), "successors remembered per blob");
-    o.line(2, "min_count", &p.min_count.to_string(), "times a successor must have followed before it is promoted");
+    o.line(
+        2,
+        "readahead_pages",
+        &p.readahead_pages.to_string(),
+        "pages read ahead of a sequential file reader; 0 = off",
+    );
+    o.line(
+        2,
+        "threads",
+        &p.threads.to_string(),
+        "1..=16 destination readers",
+    );
+    o.line(
+        2,
+        "predict",
+        &p.predict.to_string(),
+        "promote the blobs that usually follow a blob that is read",
+    );
+    o.line(
+        2,
+        "successors_max",
+        &p.successors_max.to_string(),
+        "successors remembered per blob",
+    );
+    o.line(
+        2,
+        "min_count",
+        &p.min_count.to_string(),
+        "times a successor must have followed before it is promoted",
+    );
     o.0
 }

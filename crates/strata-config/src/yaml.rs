@@ -49,13 +49,15 @@ impl Node {
         let mut best = None;
         for seg in segments(path) {
             match (seg, &cur.value) {
-                (Seg::Key(k), Value::Map(entries)) => match entries.iter().find(|(kn, _)| kn.as_str() == Some(k)) {
-                    Some((kn, vn)) => {
-                        best = Some(kn.line);
-                        cur = vn;
+                (Seg::Key(k), Value::Map(entries)) => {
+                    match entries.iter().find(|(kn, _)| kn.as_str() == Some(k)) {
+                        Some((kn, vn)) => {
+                            best = Some(kn.line);
+                            cur = vn;
+                        }
+                        None => break,
                     }
-                    None => break,
-                },
+                }
                 (Seg::Index(i), Value::Seq(items)) => match items.get(i) {
                     Some(n) => {
                         best = Some(n.line);
@@ -98,8 +100,17 @@ fn segments(path: &str) -> Vec<Seg<'_>> {
 }
 
 enum Frame {
-    Seq { line: usize, anchor: usize, items: Vec<Node> },
-    Map { line: usize, anchor: usize, entries: Vec<(Node, Node)>, key: Option<Node> },
+    Seq {
+        line: usize,
+        anchor: usize,
+        items: Vec<Node>,
+    },
+    Map {
+        line: usize,
+        anchor: usize,
+        entries: Vec<(Node, Node)>,
+        key: Option<Node>,
+    },
 }
 
 /// Parse a YAML text into its (single) document's root node; `Ok(None)` for
@@ -111,7 +122,13 @@ pub(crate) fn parse(text: &str) -> Result<Option<Node>, (usize, String)> {
     let mut root: Option<Node> = None;
     let mut documents = 0;
 
-    fn push(stack: &mut [Frame], root: &mut Option<Node>, anchors: &mut HashMap<usize, Node>, node: Node, anchor: usize) {
+    fn push(
+        stack: &mut [Frame],
+        root: &mut Option<Node>,
+        anchors: &mut HashMap<usize, Node>,
+        node: Node,
+        anchor: usize,
+    ) {
         if anchor > 0 {
             anchors.insert(anchor, node.clone());
         }
@@ -132,26 +149,73 @@ pub(crate) fn parse(text: &str) -> Result<Option<Node>, (usize, String)> {
             Event::DocumentStart(_) => {
                 documents += 1;
                 if documents > 1 {
-                    return Err((line, "a configuration file must contain a single YAML document".into()));
+                    return Err((
+                        line,
+                        "a configuration file must contain a single YAML document".into(),
+                    ));
                 }
             }
             Event::Scalar(text, style, anchor, _tag) => {
-                let is_null = matches!(style, ScalarStyle::Plain) && matches!(&*text, "" | "~" | "null" | "Null" | "NULL");
-                let value = if is_null { Value::Null } else { Value::Scalar(text.into_owned()) };
-                push(&mut stack, &mut root, &mut anchors, Node { line, value }, anchor);
+                let is_null = matches!(style, ScalarStyle::Plain)
+                    && matches!(&*text, "" | "~" | "null" | "Null" | "NULL");
+                let value = if is_null {
+                    Value::Null
+                } else {
+                    Value::Scalar(text.into_owned())
+                };
+                push(
+                    &mut stack,
+                    &mut root,
+                    &mut anchors,
+                    Node { line, value },
+                    anchor,
+                );
             }
-            Event::SequenceStart(anchor, _) => stack.push(Frame::Seq { line, anchor, items: Vec::new() }),
-            Event::MappingStart(anchor, _) => stack.push(Frame::Map { line, anchor, entries: Vec::new(), key: None }),
+            Event::SequenceStart(anchor, _) => stack.push(Frame::Seq {
+                line,
+                anchor,
+                items: Vec::new(),
+            }),
+            Event::MappingStart(anchor, _) => stack.push(Frame::Map {
+                line,
+                anchor,
+                entries: Vec::new(),
+                key: None,
+            }),
             Event::SequenceEnd | Event::MappingEnd => {
                 let (node, anchor) = match stack.pop() {
-                    Some(Frame::Seq { line, anchor, items }) => (Node { line, value: Value::Seq(items) }, anchor),
-                    Some(Frame::Map { line, anchor, entries, .. }) => (Node { line, value: Value::Map(entries) }, anchor),
+                    Some(Frame::Seq {
+                        line,
+                        anchor,
+                        items,
+                    }) => (
+                        Node {
+                            line,
+                            value: Value::Seq(items),
+                        },
+                        anchor,
+                    ),
+                    Some(Frame::Map {
+                        line,
+                        anchor,
+                        entries,
+                        ..
+                    }) => (
+                        Node {
+                            line,
+                            value: Value::Map(entries),
+                        },
+                        anchor,
+                    ),
                     None => return Err((line, "unbalanced YAML structure".into())),
                 };
                 push(&mut stack, &mut root, &mut anchors, node, anchor);
             }
             Event::Alias(id) => {
-                let node = anchors.get(&id).cloned().ok_or((line, "alias to an unknown anchor".to_string()))?;
+                let node = anchors
+                    .get(&id)
+                    .cloned()
+                    .ok_or((line, "alias to an unknown anchor".to_string()))?;
                 let node = Node { line, ..node };
                 push(&mut stack, &mut root, &mut anchors, node, 0);
             }
@@ -175,7 +239,9 @@ mod tests {
         assert_eq!(root.line_of("list[0].y"), Some(5));
         assert_eq!(root.line_of("list[1].zzz"), Some(6));
         assert_eq!(root.line_of("nope"), None);
-        let Value::Map(entries) = &root.value else { panic!() };
+        let Value::Map(entries) = &root.value else {
+            panic!()
+        };
         assert!(matches!(entries[2].1.value, Value::Null));
     }
 
@@ -192,7 +258,9 @@ mod tests {
     fn anchors_and_quotes() {
         let root = parse("a: &x {k: v}\nb: *x\nc: 'null'\n").unwrap().unwrap();
         assert_eq!(root.line_of("b.k"), Some(1)); // alias keeps the anchor's children
-        let Value::Map(entries) = &root.value else { panic!() };
+        let Value::Map(entries) = &root.value else {
+            panic!()
+        };
         assert_eq!(entries[2].1.as_str(), Some("null"));
     }
 }

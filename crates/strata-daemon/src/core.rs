@@ -130,7 +130,11 @@ impl Core {
     pub fn lease_grant(&mut self, want: u64) -> Option<Range> {
         let block = self.tiers.arena.alloc.block_bytes();
         let want = want.max(block);
-        let r = self.tiers.arena.alloc.alloc_at_most(want, block.min(want))?;
+        let r = self
+            .tiers
+            .arena
+            .alloc
+            .alloc_at_most(want, block.min(want))?;
         self.tiers.arena.leased_bytes += r.len;
         Some(r)
     }
@@ -138,7 +142,10 @@ impl Core {
     /// Returns the unused rest of a lease.
     pub fn lease_release(&mut self, lease: Lease) {
         if lease.end > lease.cursor {
-            let r = Range { off: lease.cursor, len: lease.end - lease.cursor };
+            let r = Range {
+                off: lease.cursor,
+                len: lease.end - lease.cursor,
+            };
             if let Err(e) = self.tiers.arena.alloc.free(r) {
                 tracing::error!("lease release failed: {e}");
             }
@@ -157,12 +164,18 @@ impl Core {
         }
         let end_rounded = (end.div_ceil(block) * block).min(lease.end);
         if off > lease.cursor {
-            let gap = Range { off: lease.cursor, len: off - lease.cursor };
+            let gap = Range {
+                off: lease.cursor,
+                len: off - lease.cursor,
+            };
             a.free(gap).map_err(|_| Errno::Internal)?;
         }
         self.tiers.arena.leased_bytes -= end_rounded - lease.cursor;
         lease.cursor = end_rounded;
-        Ok(Range { off, len: end_rounded - off })
+        Ok(Range {
+            off,
+            len: end_rounded - off,
+        })
     }
 
     // ---- pins ---------------------------------------------------------
@@ -197,7 +210,10 @@ impl Core {
             *n -= 1;
         }
         for k in rec.keys {
-            let c = self.pin_counts.get_mut(&k).expect("pin count exists for a held pin");
+            let c = self
+                .pin_counts
+                .get_mut(&k)
+                .expect("pin count exists for a held pin");
             *c -= 1;
             if *c == 0 {
                 self.pin_counts.remove(&k);
@@ -211,7 +227,12 @@ impl Core {
 
     /// Drops every pin of a channel (channel closed or client gone).
     pub fn unpin_all(&mut self, owner: (u64, u32)) {
-        let ids: Vec<u64> = self.pins.iter().filter(|(_, p)| p.owner == owner).map(|(id, _)| *id).collect();
+        let ids: Vec<u64> = self
+            .pins
+            .iter()
+            .filter(|(_, p)| p.owner == owner)
+            .map(|(id, _)| *id)
+            .collect();
         for id in ids {
             self.unpin(owner, id);
         }
@@ -287,7 +308,13 @@ impl Core {
     /// Adopts lease bytes in place when the RAM tier is chosen for the
     /// first piece; copies otherwise. Never fails for lack of space: what
     /// does not fit is spilled onto the slowest tier.
-    fn store(&mut self, policy: Policy, logical: u64, src: Src<'_>, taken: Option<Range>) -> Result<Vec<Extent>> {
+    fn store(
+        &mut self,
+        policy: Policy,
+        logical: u64,
+        src: Src<'_>,
+        taken: Option<Range>,
+    ) -> Result<Vec<Extent>> {
         let mut out: Vec<Extent> = Vec::new();
         let mut adopted_len = 0u64;
         let res = self.store_into(policy, logical, src, taken, &mut out, &mut adopted_len);
@@ -298,7 +325,10 @@ impl Core {
         // Give back the part of the lease that was not adopted.
         if let Some(t) = taken {
             if t.len > adopted_len {
-                let rest = Range { off: t.off + adopted_len, len: t.len - adopted_len };
+                let rest = Range {
+                    off: t.off + adopted_len,
+                    len: t.len - adopted_len,
+                };
                 if let Err(e) = self.tiers.arena.alloc.free(rest) {
                     tracing::error!("freeing unadopted lease bytes failed: {e}");
                 }
@@ -307,7 +337,15 @@ impl Core {
         res.map(|()| out)
     }
 
-    fn store_into(&mut self, policy: Policy, logical: u64, src: Src<'_>, taken: Option<Range>, out: &mut Vec<Extent>, adopted_len: &mut u64) -> Result<()> {
+    fn store_into(
+        &mut self,
+        policy: Policy,
+        logical: u64,
+        src: Src<'_>,
+        taken: Option<Range>,
+        out: &mut Vec<Extent>,
+        adopted_len: &mut u64,
+    ) -> Result<()> {
         let data = src.data();
         let mut done = 0u64;
         let total = data.len() as u64;
@@ -318,14 +356,23 @@ impl Core {
             }
             let bytes = &data[done as usize..(done + piece.len_bytes) as usize];
             // Zero-copy: the first piece goes to RAM and the data already sits in the arena.
-            if let (0, Some(ram), Src::Lease { off, .. }, Some(t)) = (i, self.tiers.ram, src, taken) {
+            if let (0, Some(ram), Src::Lease { off, .. }, Some(t)) = (i, self.tiers.ram, src, taken)
+            {
                 let tr = &mut self.tiers.tiers[ram];
                 let rounded = tr.round_up(piece.len_bytes);
-                if piece.tier == ram && rounded <= t.len && tr.blob_bytes + rounded <= tr.capacity_bytes {
+                if piece.tier == ram
+                    && rounded <= t.len
+                    && tr.blob_bytes + rounded <= tr.capacity_bytes
+                {
                     tr.blob_bytes += rounded;
                     tr.blob_extents += 1;
                     *adopted_len = rounded;
-                    out.push(Extent { logical_off: logical + done, len: piece.len_bytes, tier: ram as u32, phys_off: off });
+                    out.push(Extent {
+                        logical_off: logical + done,
+                        len: piece.len_bytes,
+                        tier: ram as u32,
+                        phys_off: off,
+                    });
                     done += piece.len_bytes;
                     continue;
                 }
@@ -342,8 +389,16 @@ impl Core {
             let mut pending = ranges.into_iter();
             while let Some(r) = pending.next() {
                 let n = r.len.min(piece.len_bytes - at);
-                out.push(Extent { logical_off: logical + done + at, len: n, tier: tier as u32, phys_off: r.off });
-                if let Err(e) = self.tiers.write(tier, r.off, &bytes[at as usize..(at + n) as usize]) {
+                out.push(Extent {
+                    logical_off: logical + done + at,
+                    len: n,
+                    tier: tier as u32,
+                    phys_off: r.off,
+                });
+                if let Err(e) =
+                    self.tiers
+                        .write(tier, r.off, &bytes[at as usize..(at + n) as usize])
+                {
                     for rest in pending {
                         self.tiers.free_extent(tier, rest.off, rest.len);
                     }
@@ -378,7 +433,15 @@ impl Core {
     }
 
     /// Full put: replaces the blob's contents (creating it if needed).
-    pub fn put(&mut self, bucket: BucketId, name: &str, src: Src<'_>, taken: Option<Range>, policy: Option<Policy>, exclusive: bool) -> Result<u64> {
+    pub fn put(
+        &mut self,
+        bucket: BucketId,
+        name: &str,
+        src: Src<'_>,
+        taken: Option<Range>,
+        policy: Option<Policy>,
+        exclusive: bool,
+    ) -> Result<u64> {
         fn fail<T>(core: &mut Core, taken: Option<Range>, e: Errno) -> Result<T> {
             if let Some(t) = taken {
                 let _ = core.tiers.arena.alloc.free(t);
@@ -432,7 +495,15 @@ impl Core {
 
     /// Writes `src` at `offset` within the blob (creating it, extending it,
     /// filling a gap with a hole). `offset == None` appends.
-    pub fn put_at(&mut self, bucket: BucketId, name: &str, offset: Option<u64>, src: Src<'_>, taken: Option<Range>, policy: Option<Policy>) -> Result<u64> {
+    pub fn put_at(
+        &mut self,
+        bucket: BucketId,
+        name: &str,
+        offset: Option<u64>,
+        src: Src<'_>,
+        taken: Option<Range>,
+        policy: Option<Policy>,
+    ) -> Result<u64> {
         let mut taken = taken;
         let res = self.put_at_inner(bucket, name, offset, src, &mut taken, policy);
         // Lease bytes not handed to `store` go back to the arena.
@@ -444,7 +515,15 @@ impl Core {
         res
     }
 
-    fn put_at_inner(&mut self, bucket: BucketId, name: &str, offset: Option<u64>, src: Src<'_>, taken: &mut Option<Range>, policy: Option<Policy>) -> Result<u64> {
+    fn put_at_inner(
+        &mut self,
+        bucket: BucketId,
+        name: &str,
+        offset: Option<u64>,
+        src: Src<'_>,
+        taken: &mut Option<Range>,
+        policy: Option<Policy>,
+    ) -> Result<u64> {
         let now = now_ns();
         // Refused before anything is created (a failed call changes nothing).
         let limit = self.meta.limits().blob_size_max_bytes;
@@ -485,7 +564,8 @@ impl Core {
                 }
                 let piece = &data[(lo - offset) as usize..(hi - offset) as usize];
                 if !e.is_hole() {
-                    self.tiers.write(e.tier as usize, e.phys_off + (lo - e.logical_off), piece)?;
+                    self.tiers
+                        .write(e.tier as usize, e.phys_off + (lo - e.logical_off), piece)?;
                     rebuilt.push(e);
                     continue;
                 }
@@ -513,7 +593,12 @@ impl Core {
                 }
                 _ => Src::Bytes(tail),
             };
-            let fresh = self.store(policy, from, tail_src, if lease_used { taken.take() } else { None })?;
+            let fresh = self.store(
+                policy,
+                from,
+                tail_src,
+                if lease_used { taken.take() } else { None },
+            )?;
             extents.extend(fresh);
             new_size = end;
         }
@@ -564,7 +649,8 @@ impl Core {
                 let res = (|| {
                     let mut buf = vec![0u8; (end - start) as usize];
                     for e in run {
-                        let dst = &mut buf[(e.logical_off - start) as usize..(e.end() - start) as usize];
+                        let dst =
+                            &mut buf[(e.logical_off - start) as usize..(e.end() - start) as usize];
                         self.tiers.read(e.tier as usize, e.phys_off, dst)?;
                     }
                     self.store(policy, start, Src::Bytes(&buf), None)
@@ -589,7 +675,16 @@ impl Core {
 
     /// Extents covering `[offset, offset+len)` (clipped to the blob), as many
     /// as fit in `max`; pins them for `owner`. Returns (size, covered, pin).
-    pub fn get(&mut self, owner: (u64, u32), bucket: BucketId, name: &str, offset: u64, len: u64, out: &mut Vec<WireExtent>, max: usize) -> Result<(u64, u64, u64)> {
+    pub fn get(
+        &mut self,
+        owner: (u64, u32),
+        bucket: BucketId,
+        name: &str,
+        offset: u64,
+        len: u64,
+        out: &mut Vec<WireExtent>,
+        max: usize,
+    ) -> Result<(u64, u64, u64)> {
         let id = self.meta.blob_lookup(bucket, name)?;
         let now = now_ns();
         let params = self.org.params;
@@ -614,7 +709,11 @@ impl Core {
                 tier: if e.is_hole() { TIER_HOLE } else { e.tier },
                 _pad: 0,
                 logical_off: lo,
-                phys_off: if e.is_hole() { 0 } else { e.phys_off + (lo - e.logical_off) },
+                phys_off: if e.is_hole() {
+                    0
+                } else {
+                    e.phys_off + (lo - e.logical_off)
+                },
                 len: hi - lo,
             });
             if !e.is_hole() {
@@ -659,7 +758,13 @@ impl Core {
         })
     }
 
-    pub fn set_score(&mut self, bucket: BucketId, name: &str, score: Option<f32>, stationary: bool) -> Result<()> {
+    pub fn set_score(
+        &mut self,
+        bucket: BucketId,
+        name: &str,
+        score: Option<f32>,
+        stationary: bool,
+    ) -> Result<()> {
         if let Some(s) = score {
             if !(0.0..=1.0).contains(&s) {
                 return Err(Errno::Inval);
@@ -711,7 +816,9 @@ mod tests {
 
     fn read_all(core: &mut Core, b: BucketId, name: &str) -> Vec<u8> {
         let mut ex = Vec::new();
-        let (size, covered, pin) = core.get((1, 0), b, name, 0, u64::MAX, &mut ex, 1024).unwrap();
+        let (size, covered, pin) = core
+            .get((1, 0), b, name, 0, u64::MAX, &mut ex, 1024)
+            .unwrap();
         assert_eq!(size, covered);
         let mut out = vec![0u8; size as usize];
         for e in ex {
@@ -727,10 +834,16 @@ mod tests {
     /// Simulates a client: lease, copy into the arena, put from the lease.
     fn put_via_lease(core: &mut Core, b: BucketId, name: &str, data: &[u8]) -> Result<u64> {
         let g = core.lease_grant(data.len() as u64).unwrap();
-        let mut lease = Lease { cursor: g.off, end: g.off + g.len };
+        let mut lease = Lease {
+            cursor: g.off,
+            end: g.off + g.len,
+        };
         core.tiers.arena.write(g.off, data).unwrap();
         let taken = core.lease_take(&mut lease, g.off, data.len() as u64)?;
-        let src = Src::Lease { off: g.off, data: core.tiers.arena.slice(g.off, data.len() as u64).unwrap() };
+        let src = Src::Lease {
+            off: g.off,
+            data: core.tiers.arena.slice(g.off, data.len() as u64).unwrap(),
+        };
         let src: Src<'static> = unsafe { std::mem::transmute(src) };
         let r = core.put(b, name, src, Some(taken), None, false);
         core.lease_release(lease);
@@ -738,7 +851,9 @@ mod tests {
     }
 
     fn pattern(n: usize, seed: u8) -> Vec<u8> {
-        (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+        (0..n)
+            .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+            .collect()
     }
 
     #[test]
@@ -766,7 +881,10 @@ mod tests {
         for (i, d) in all.iter().enumerate() {
             assert_eq!(&read_all(&mut f.core, b, &format!("k{i}")), d);
         }
-        assert!(f.core.tiers.spilled_bytes(1) > 0, "the disk tier spilled beyond capacity");
+        assert!(
+            f.core.tiers.spilled_bytes(1) > 0,
+            "the disk tier spilled beyond capacity"
+        );
         f.core.check().unwrap();
     }
 
@@ -776,15 +894,21 @@ mod tests {
         let (b, _) = f.core.meta.bucket_open("b", true, false, 0).unwrap();
         let mut model: Vec<u8> = Vec::new();
         // A write past the end leaves a hole that reads as zeros.
-        f.core.put_at(b, "p", Some(5000), Src::Bytes(&[7u8; 100]), None, None).unwrap();
+        f.core
+            .put_at(b, "p", Some(5000), Src::Bytes(&[7u8; 100]), None, None)
+            .unwrap();
         model.resize(5100, 0);
         model[5000..5100].fill(7);
         assert_eq!(read_all(&mut f.core, b, "p"), model);
         // Overwrite across the hole and data; many small appends force compaction.
-        f.core.put_at(b, "p", Some(4990), Src::Bytes(&[9u8; 30]), None, None).unwrap();
+        f.core
+            .put_at(b, "p", Some(4990), Src::Bytes(&[9u8; 30]), None, None)
+            .unwrap();
         model[4990..5020].fill(9);
         for i in 0..20u8 {
-            f.core.put_at(b, "p", None, Src::Bytes(&[i; 10]), None, None).unwrap();
+            f.core
+                .put_at(b, "p", None, Src::Bytes(&[i; 10]), None, None)
+                .unwrap();
             model.extend_from_slice(&[i; 10]);
         }
         assert_eq!(read_all(&mut f.core, b, "p"), model);
@@ -799,11 +923,20 @@ mod tests {
         let (b, _) = f.core.meta.bucket_open("b", true, false, 0).unwrap();
         put_via_lease(&mut f.core, b, "x", &pattern(4096, 3)).unwrap();
         let mut ex = Vec::new();
-        let (_, _, pin) = f.core.get((9, 1), b, "x", 0, u64::MAX, &mut ex, 16).unwrap();
+        let (_, _, pin) = f
+            .core
+            .get((9, 1), b, "x", 0, u64::MAX, &mut ex, 16)
+            .unwrap();
         let used = f.core.tiers.tiers[0].blob_bytes;
         f.core.delete(b, "x").unwrap();
-        assert_eq!(f.core.tiers.tiers[0].blob_bytes, used, "pinned bytes stay allocated");
-        assert!(!f.core.unpin((9, 2), pin), "someone else's pin id is refused");
+        assert_eq!(
+            f.core.tiers.tiers[0].blob_bytes, used,
+            "pinned bytes stay allocated"
+        );
+        assert!(
+            !f.core.unpin((9, 2), pin),
+            "someone else's pin id is refused"
+        );
         assert!(f.core.unpin((9, 1), pin));
         assert_eq!(f.core.tiers.tiers[0].blob_bytes, 0);
         f.core.check().unwrap();
@@ -813,11 +946,26 @@ mod tests {
     fn lease_take_refuses_foreign_ranges() {
         let mut f = fixture(8 << 20, 64 << 20, 8 << 20);
         let g = f.core.lease_grant(1 << 20).unwrap();
-        let mut lease = Lease { cursor: g.off, end: g.off + g.len };
-        assert_eq!(f.core.lease_take(&mut lease, g.off + g.len, 10), Err(Errno::Malformed));
-        assert_eq!(f.core.lease_take(&mut lease, g.off + 1, 10), Err(Errno::Malformed));
-        assert_eq!(f.core.lease_take(&mut lease, g.off, g.len + 1), Err(Errno::Malformed));
-        assert_eq!(f.core.lease_take(&mut lease, u64::MAX - 5, 10), Err(Errno::Malformed));
+        let mut lease = Lease {
+            cursor: g.off,
+            end: g.off + g.len,
+        };
+        assert_eq!(
+            f.core.lease_take(&mut lease, g.off + g.len, 10),
+            Err(Errno::Malformed)
+        );
+        assert_eq!(
+            f.core.lease_take(&mut lease, g.off + 1, 10),
+            Err(Errno::Malformed)
+        );
+        assert_eq!(
+            f.core.lease_take(&mut lease, g.off, g.len + 1),
+            Err(Errno::Malformed)
+        );
+        assert_eq!(
+            f.core.lease_take(&mut lease, u64::MAX - 5, 10),
+            Err(Errno::Malformed)
+        );
         let t = f.core.lease_take(&mut lease, g.off + 128, 100).unwrap();
         assert_eq!(t.off, g.off + 128);
         f.core.tiers.arena.alloc.free(t).unwrap();
@@ -831,7 +979,10 @@ mod policy_tests {
     #[test]
     fn bucket_tag_selects_policy() {
         // Parsing is what the tag relies on; the integration test checks the effect.
-        assert_eq!("round_robin".parse::<strata_place::Policy>().unwrap(), strata_place::Policy::RoundRobin);
+        assert_eq!(
+            "round_robin".parse::<strata_place::Policy>().unwrap(),
+            strata_place::Policy::RoundRobin
+        );
         assert!("fastest".parse::<strata_place::Policy>().is_err());
     }
 }

@@ -51,14 +51,19 @@ pub fn event_log_path(socket: &Path) -> PathBuf {
 }
 
 fn now_ns() -> u128 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
 }
 
 fn escape(path: &str) -> String {
     if !path.contains(['\n', '\r', '\\']) {
         return path.to_string();
     }
-    path.replace('\\', "\\\\").replace('\n', "\\n").replace('\r', "\\r")
+    path.replace('\\', "\\\\")
+        .replace('\n', "\\n")
+        .replace('\r', "\\r")
 }
 
 /// The cheap, cloneable sending side of the event log (never blocks).
@@ -103,13 +108,23 @@ impl EventLog {
     }
 
     pub fn start_capped(path: &Path, cap_bytes: u64, queue: usize) -> std::io::Result<EventLog> {
-        let f = OpenOptions::new().create(true).append(true).mode(0o600).open(path)?;
+        let f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(path)?;
         let size = f.metadata()?.len();
         let (tx, rx) = mpsc::sync_channel::<String>(queue.max(1));
         let dropped = Arc::new(AtomicU64::new(0));
         let d = dropped.clone();
-        let writer = std::thread::Builder::new().name("strata-drainlog".into()).spawn(move || writer(f, size, cap_bytes, rx, d))?;
-        Ok(EventLog { sink: Some(EventSink { tx, dropped }), writer: Some(writer), path: path.to_path_buf() })
+        let writer = std::thread::Builder::new()
+            .name("strata-drainlog".into())
+            .spawn(move || writer(f, size, cap_bytes, rx, d))?;
+        Ok(EventLog {
+            sink: Some(EventSink { tx, dropped }),
+            writer: Some(writer),
+            path: path.to_path_buf(),
+        })
     }
 
     pub fn sink(&self) -> Option<EventSink> {
@@ -138,7 +153,11 @@ fn writer(mut f: File, mut size: u64, cap: u64, rx: Receiver<String>, dropped: A
     let batch = ((cap / 4) as usize).clamp(1, 64 << 10);
     let mut put = |f: &mut File, size: &mut u64, line: &str| {
         if *size + line.len() as u64 > cap {
-            let note = format!("{} NOTE log truncated: it reached {} bytes (limit {cap})\n", now_ns(), *size);
+            let note = format!(
+                "{} NOTE log truncated: it reached {} bytes (limit {cap})\n",
+                now_ns(),
+                *size
+            );
             if f.set_len(0).is_ok() {
                 *size = 0;
                 if f.write_all(note.as_bytes()).is_ok() {
@@ -185,12 +204,23 @@ fn writer(mut f: File, mut size: u64, cap: u64, rx: Receiver<String>, dropped: A
     // Every sink is gone: report drops that no later line carried.
     let lost = dropped.swap(0, Ordering::Relaxed);
     if lost > 0 {
-        put(&mut f, &mut size, &format!("{} NOTE {lost} events dropped (queue full)\n", now_ns()));
+        put(
+            &mut f,
+            &mut size,
+            &format!("{} NOTE {lost} events dropped (queue full)\n", now_ns()),
+        );
     }
 }
 
 /// The drain row of one file.
-fn drain_file(core: &Core, flusher: Option<&Flusher>, id: strata_meta::BucketId, path: &str, rec: &strata_meta::FileRecord, now: u64) -> DrainFile {
+fn drain_file(
+    core: &Core,
+    flusher: Option<&Flusher>,
+    id: strata_meta::BucketId,
+    path: &str,
+    rec: &strata_meta::FileRecord,
+    now: u64,
+) -> DrainFile {
     let needs = rec.needs_flush();
     let in_flight = flusher.is_some_and(|f| f.is_in_flight(id));
     let backoff = core.files.backoff.get(&id);
@@ -213,11 +243,15 @@ fn drain_file(core: &Core, flusher: Option<&Flusher>, id: strata_meta::BucketId,
         flushed_bytes_total: rec.flushed_bytes_total,
         error: rec.flush_error.clone(),
         retry_in_ms: match (state, backoff) {
-            (DrainState::Failed, Some(b)) => Some(b.retry_at_mono_ns.saturating_sub(now) / 1_000_000),
+            (DrainState::Failed, Some(b)) => {
+                Some(b.retry_at_mono_ns.saturating_sub(now) / 1_000_000)
+            }
             _ => None,
         },
         failures: backoff.map_or(0, |b| b.failures),
-        flushing_ms: flusher.and_then(|f| f.in_flight_for_ns(id, now)).map(|ns| ns / 1_000_000),
+        flushing_ms: flusher
+            .and_then(|f| f.in_flight_for_ns(id, now))
+            .map(|ns| ns / 1_000_000),
         stalled: flusher.is_some_and(|f| f.is_stalled(id, now)),
         verified: state == DrainState::Persisted && flusher.is_some_and(|f| f.is_verified(id, rec)),
     }
@@ -230,19 +264,34 @@ pub fn drain_status(core: &Core, flusher: Option<&Flusher>, paths: &[String]) ->
 }
 
 /// `drain_status` with at most `rows_max` rows.
-pub fn drain_status_limited(core: &Core, flusher: Option<&Flusher>, paths: &[String], rows_max: usize) -> DrainReply {
+pub fn drain_status_limited(
+    core: &Core,
+    flusher: Option<&Flusher>,
+    paths: &[String],
+    rows_max: usize,
+) -> DrainReply {
     let now = core.mono_ns();
     let mut ids: Vec<(&str, strata_meta::BucketId)> = core
         .meta
         .files()
-        .filter(|(id, name, rec)| rec.flushed_like_default() && !core.file_is_orphan(*id) && matches(name, paths))
+        .filter(|(id, name, rec)| {
+            rec.flushed_like_default() && !core.file_is_orphan(*id) && matches(name, paths)
+        })
         .map(|(id, name, _)| (name, id))
         .collect();
     ids.sort_unstable();
-    let mut r = DrainReply { log_path: flusher.and_then(|f| f.log_path()).map(|p| p.display().to_string()).unwrap_or_default(), ..DrainReply::default() };
+    let mut r = DrainReply {
+        log_path: flusher
+            .and_then(|f| f.log_path())
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        ..DrainReply::default()
+    };
     let mut bytes = 0usize;
     for (name, id) in ids {
-        let Ok(rec) = core.meta.file(id) else { continue };
+        let Ok(rec) = core.meta.file(id) else {
+            continue;
+        };
         let row = drain_file(core, flusher, id, name, rec, now);
         match row.state {
             DrainState::Dirty => r.dirty_files += 1,

@@ -19,9 +19,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use strata_alloc::Range;
-use strata_meta::{format_u64, BlobId, BucketId, Extent, FileRecord, Persist, PAGE_SHIFT_DEFAULT, PAGE_SHIFT_MAX, PAGE_SHIFT_MIN};
+use strata_meta::{
+    format_u64, BlobId, BucketId, Extent, FileRecord, Persist, PAGE_SHIFT_DEFAULT, PAGE_SHIFT_MAX,
+    PAGE_SHIFT_MIN,
+};
 use strata_proto::control::FileCounters;
-use strata_proto::wire::{WireDestInfo, WireExtent, WireFileAttr, TIER_DEST, TIER_HOLE, TIER_PENDING};
+use strata_proto::wire::{
+    WireDestInfo, WireExtent, WireFileAttr, TIER_DEST, TIER_HOLE, TIER_PENDING,
+};
 use strata_proto::{Errno, Result};
 
 use crate::core::{now_ns, Core, Src};
@@ -115,7 +120,9 @@ impl Core {
     /// Records a data/size change of file `id` (generation, times, dirty set).
     fn file_modified(&mut self, id: BucketId) {
         let (now, mono) = (now_ns(), self.mono_ns());
-        let Ok(rec) = self.meta.file_mut(id) else { return };
+        let Ok(rec) = self.meta.file_mut(id) else {
+            return;
+        };
         rec.modified(now, mono);
         let needs = rec.needs_flush();
         if needs {
@@ -125,7 +132,9 @@ impl Core {
 
     /// Marks page `index` (blob `blob`) as written: dirty unless SCRATCH.
     fn page_written(&mut self, id: BucketId, index: u64, blob: BlobId) {
-        let Ok(rec) = self.meta.file_mut(id) else { return };
+        let Ok(rec) = self.meta.file_mut(id) else {
+            return;
+        };
         let dirty = rec.persist != Persist::Scratch;
         if dirty {
             rec.dirty_pages.insert(index);
@@ -147,7 +156,9 @@ impl Core {
 
     /// Removes the blob of page `index` (if any); returns whether one existed.
     fn page_remove(&mut self, id: BucketId, index: u64) -> bool {
-        let Some(bid) = self.meta.page_blob(id, index) else { return false };
+        let Some(bid) = self.meta.page_blob(id, index) else {
+            return false;
+        };
         if let Some(blob) = self.meta.blob_remove(bid) {
             self.free_extents(&blob.extents);
         }
@@ -187,15 +198,25 @@ impl Core {
     /// Every byte of file `id` written so far is durable on a non-volatile
     /// tier through the journal (the next daemon on these tiers has it).
     pub fn file_durable_in_journal(&self, id: BucketId) -> bool {
-        let Ok(rec) = self.meta.file(id) else { return false };
-        self.journal.as_ref().is_some_and(|j| j.jsynced.contains_key(&id) && j.jsynced(id) >= rec.mod_gen)
+        let Ok(rec) = self.meta.file(id) else {
+            return false;
+        };
+        self.journal
+            .as_ref()
+            .is_some_and(|j| j.jsynced.contains_key(&id) && j.jsynced(id) >= rec.mod_gen)
     }
 
     pub fn file_dirty_bytes(&self, id: BucketId) -> u64 {
-        let Ok(rec) = self.meta.file(id) else { return 0 };
+        let Ok(rec) = self.meta.file(id) else {
+            return 0;
+        };
         let mut total = 0u64;
         for &p in &rec.dirty_pages {
-            if let Some(b) = self.meta.page_blob(id, p).and_then(|bid| self.meta.blob(bid)) {
+            if let Some(b) = self
+                .meta
+                .page_blob(id, p)
+                .and_then(|bid| self.meta.blob(bid))
+            {
                 total += b.size.min(rec.size.saturating_sub(rec.page_start(p)));
             }
         }
@@ -219,9 +240,15 @@ impl Core {
             return Ok(id);
         }
         // No record: the client must tell us what the destination holds.
-        let Some(dest) = a.dest else { return Err(Errno::NeedDest) };
+        let Some(dest) = a.dest else {
+            return Err(Errno::NeedDest);
+        };
         let persist = Persist::from_u32(a.persist).ok_or(Errno::Inval)?;
-        let shift = if a.page_shift == 0 { PAGE_SHIFT_DEFAULT } else { a.page_shift };
+        let shift = if a.page_shift == 0 {
+            PAGE_SHIFT_DEFAULT
+        } else {
+            a.page_shift
+        };
         if !(PAGE_SHIFT_MIN..=PAGE_SHIFT_MAX).contains(&shift) {
             return Err(Errno::Inval);
         }
@@ -278,17 +305,29 @@ impl Core {
     /// `FileWrite`: writes `src` at `offset` (None = append at the size).
     /// Lease bytes in `taken` are adopted for whole pages when possible and
     /// always consumed (adopted or returned to the arena).
-    pub fn file_write(&mut self, id: BucketId, offset: Option<u64>, src: Src<'_>, taken: Option<Range>) -> Result<WriteOutcome> {
+    pub fn file_write(
+        &mut self,
+        id: BucketId,
+        offset: Option<u64>,
+        src: Src<'_>,
+        taken: Option<Range>,
+    ) -> Result<WriteOutcome> {
         let mut handed: Vec<Range> = Vec::new();
         let res = self.file_write_inner(id, offset, src, taken, &mut handed);
         // Return every lease byte not handed to a page blob.
         if let Some(t) = taken {
             handed.sort_by_key(|r| r.off);
             let mut at = t.off;
-            for r in handed.iter().chain(std::iter::once(&Range { off: t.off + t.len, len: 0 })) {
+            for r in handed.iter().chain(std::iter::once(&Range {
+                off: t.off + t.len,
+                len: 0,
+            })) {
                 debug_assert!(r.off >= at, "handed ranges overlap");
                 if r.off > at {
-                    if let Err(e) = self.tiers.arena.alloc.free(Range { off: at, len: r.off - at }) {
+                    if let Err(e) = self.tiers.arena.alloc.free(Range {
+                        off: at,
+                        len: r.off - at,
+                    }) {
                         tracing::error!("returning lease bytes of a file write failed: {e}");
                     }
                 }
@@ -298,13 +337,23 @@ impl Core {
         res
     }
 
-    fn file_write_inner(&mut self, id: BucketId, offset: Option<u64>, src: Src<'_>, taken: Option<Range>, handed: &mut Vec<Range>) -> Result<WriteOutcome> {
+    fn file_write_inner(
+        &mut self,
+        id: BucketId,
+        offset: Option<u64>,
+        src: Src<'_>,
+        taken: Option<Range>,
+        handed: &mut Vec<Range>,
+    ) -> Result<WriteOutcome> {
         let rec = self.meta.file(id)?;
         let (size, page, dest_size) = (rec.size, rec.page_bytes, rec.dest_size);
         let data = src.data();
         let len = data.len() as u64;
         let off = offset.unwrap_or(size);
-        let end = off.checked_add(len).filter(|e| *e <= FILE_BYTES_MAX).ok_or(Errno::Inval)?;
+        let end = off
+            .checked_add(len)
+            .filter(|e| *e <= FILE_BYTES_MAX)
+            .ok_or(Errno::Inval)?;
         if len == 0 {
             return Ok(WriteOutcome::Done { at: off, size });
         }
@@ -341,21 +390,41 @@ impl Core {
             let name = page_key(p, &mut buf).to_string();
             let whole = lo == ps && hi == ps + page;
             let r = match (whole, src, taken) {
-                (true, Src::Lease { off: data_off, .. }, Some(t)) if page % block == 0 && (data_off + (lo - off)) % block == 0 => {
-                    let sub = Range { off: data_off + (lo - off), len: page };
+                (true, Src::Lease { off: data_off, .. }, Some(t))
+                    if page % block == 0 && (data_off + (lo - off)) % block == 0 =>
+                {
+                    let sub = Range {
+                        off: data_off + (lo - off),
+                        len: page,
+                    };
                     debug_assert!(sub.off >= t.off && sub.off + sub.len <= t.off + t.len);
                     handed.push(sub);
-                    self.put(id, &name, Src::Lease { off: sub.off, data: piece }, Some(sub), None, false)
+                    self.put(
+                        id,
+                        &name,
+                        Src::Lease {
+                            off: sub.off,
+                            data: piece,
+                        },
+                        Some(sub),
+                        None,
+                        false,
+                    )
                 }
                 (true, _, _) => self.put(id, &name, Src::Bytes(piece), None, None, false),
-                (false, _, _) => self.put_at(id, &name, Some(lo - ps), Src::Bytes(piece), None, None),
+                (false, _, _) => {
+                    self.put_at(id, &name, Some(lo - ps), Src::Bytes(piece), None, None)
+                }
             };
             if let Err(e) = r {
                 res = Err(e);
                 break;
             }
             let bid = self.meta.page_blob(id, p).ok_or(Errno::Internal)?;
-            debug_assert!(self.meta.blob(bid).map_or(0, |b| b.size) <= page, "page blob larger than its page");
+            debug_assert!(
+                self.meta.blob(bid).map_or(0, |b| b.size) <= page,
+                "page blob larger than its page"
+            );
             self.page_written(id, p, bid);
             written_end = hi;
         }
@@ -373,7 +442,15 @@ impl Core {
     /// `FileRead`: extents over file offsets `[offset, offset+len)` clamped
     /// at the size, at most `max`; pins buffered extents for `owner`.
     /// Returns (size, covered, pin).
-    pub fn file_read(&mut self, owner: (u64, u32), id: BucketId, offset: u64, len: u64, out: &mut Vec<WireExtent>, max: usize) -> Result<(u64, u64, u64)> {
+    pub fn file_read(
+        &mut self,
+        owner: (u64, u32),
+        id: BucketId,
+        offset: u64,
+        len: u64,
+        out: &mut Vec<WireExtent>,
+        max: usize,
+    ) -> Result<(u64, u64, u64)> {
         let now = now_ns();
         let rec = self.meta.file_stats_mut(id)?;
         rec.atime_ns = now;
@@ -388,7 +465,10 @@ impl Core {
         fn push(out: &mut Vec<WireExtent>, base: usize, max: usize, e: WireExtent) -> bool {
             if out.len() > base {
                 let last = out.last_mut().expect("non-empty");
-                if (e.tier == TIER_HOLE || e.tier == TIER_DEST) && last.tier == e.tier && last.logical_off + last.len == e.logical_off {
+                if (e.tier == TIER_HOLE || e.tier == TIER_DEST)
+                    && last.tier == e.tier
+                    && last.logical_off + last.len == e.logical_off
+                {
                     last.len += e.len;
                     return true;
                 }
@@ -420,7 +500,11 @@ impl Core {
                             tier: if e.is_hole() { TIER_HOLE } else { e.tier },
                             _pad: 0,
                             logical_off: lo,
-                            phys_off: if e.is_hole() { 0 } else { e.phys_off + (lo - elo) },
+                            phys_off: if e.is_hole() {
+                                0
+                            } else {
+                                e.phys_off + (lo - elo)
+                            },
                             len: h - lo,
                         };
                         if !push(out, base, max, w) {
@@ -434,7 +518,18 @@ impl Core {
                     }
                     if at < hi {
                         // Beyond the blob's own size: zeros.
-                        if !push(out, base, max, WireExtent { tier: TIER_HOLE, _pad: 0, logical_off: at, phys_off: 0, len: hi - at }) {
+                        if !push(
+                            out,
+                            base,
+                            max,
+                            WireExtent {
+                                tier: TIER_HOLE,
+                                _pad: 0,
+                                logical_off: at,
+                                phys_off: 0,
+                                len: hi - at,
+                            },
+                        ) {
                             break 'pages;
                         }
                         hit += hi - at;
@@ -446,19 +541,52 @@ impl Core {
                     if dend > at && self.prefetch.page_in_flight(id, p) {
                         // Read-ahead is fetching this page: the client waits
                         // for it instead of reading the destination twice.
-                        let _ = push(out, base, max, WireExtent { tier: TIER_PENDING, _pad: 0, logical_off: at, phys_off: at, len: dend - at });
+                        let _ = push(
+                            out,
+                            base,
+                            max,
+                            WireExtent {
+                                tier: TIER_PENDING,
+                                _pad: 0,
+                                logical_off: at,
+                                phys_off: at,
+                                len: dend - at,
+                            },
+                        );
                         at = dend;
                         break 'pages;
                     }
                     if dend > at {
-                        if !push(out, base, max, WireExtent { tier: TIER_DEST, _pad: 0, logical_off: at, phys_off: at, len: dend - at }) {
+                        if !push(
+                            out,
+                            base,
+                            max,
+                            WireExtent {
+                                tier: TIER_DEST,
+                                _pad: 0,
+                                logical_off: at,
+                                phys_off: at,
+                                len: dend - at,
+                            },
+                        ) {
                             break 'pages;
                         }
                         dest += dend - at;
                         at = dend;
                     }
                     if at < hi {
-                        if !push(out, base, max, WireExtent { tier: TIER_HOLE, _pad: 0, logical_off: at, phys_off: 0, len: hi - at }) {
+                        if !push(
+                            out,
+                            base,
+                            max,
+                            WireExtent {
+                                tier: TIER_HOLE,
+                                _pad: 0,
+                                logical_off: at,
+                                phys_off: 0,
+                                len: hi - at,
+                            },
+                        ) {
                             break 'pages;
                         }
                         hit += hi - at;
@@ -485,7 +613,14 @@ impl Core {
     /// it was inserted (false: the page exists already or lies beyond the
     /// destination's valid bytes, or capacity pressure declined it: see
     /// `pressure_fill`). Lease bytes are always consumed.
-    pub fn file_fill(&mut self, id: BucketId, page_off: u64, src: Src<'_>, taken: Option<Range>, from: FillFrom) -> Result<bool> {
+    pub fn file_fill(
+        &mut self,
+        id: BucketId,
+        page_off: u64,
+        src: Src<'_>,
+        taken: Option<Range>,
+        from: FillFrom,
+    ) -> Result<bool> {
         let give_back = |core: &mut Core| {
             if let Some(t) = taken {
                 let _ = core.tiers.arena.alloc.free(t);
@@ -513,7 +648,10 @@ impl Core {
         let mut buf = [0u8; 20];
         let name = page_key(index, &mut buf).to_string();
         let src = match src {
-            Src::Lease { off, .. } => Src::Lease { off, data: &data[..keep_len] },
+            Src::Lease { off, .. } => Src::Lease {
+                off,
+                data: &data[..keep_len],
+            },
             Src::Bytes(_) => Src::Bytes(&data[..keep_len]),
         };
         let probation = match keep_len {
@@ -552,7 +690,13 @@ impl Core {
         }
         if new_size < size {
             let first_dropped = new_size.div_ceil(page);
-            let mut drop: Vec<u64> = self.meta.file_pages(id)?.into_iter().map(|(p, _)| p).filter(|p| *p >= first_dropped).collect();
+            let mut drop: Vec<u64> = self
+                .meta
+                .file_pages(id)?
+                .into_iter()
+                .map(|(p, _)| p)
+                .filter(|p| *p >= first_dropped)
+                .collect();
             drop.sort_unstable();
             for p in drop {
                 self.page_remove(id, p);
@@ -567,9 +711,13 @@ impl Core {
                         let was_dirty = blob.dirty;
                         let mut bytes = vec![0u8; keep as usize];
                         let extents: Vec<Extent> = blob.extents.clone();
-                        for e in extents.iter().filter(|e| !e.is_hole() && e.logical_off < keep) {
+                        for e in extents
+                            .iter()
+                            .filter(|e| !e.is_hole() && e.logical_off < keep)
+                        {
                             let n = e.len.min(keep - e.logical_off);
-                            let dst = &mut bytes[e.logical_off as usize..(e.logical_off + n) as usize];
+                            let dst =
+                                &mut bytes[e.logical_off as usize..(e.logical_off + n) as usize];
                             self.tiers.read(e.tier as usize, e.phys_off, dst)?;
                         }
                         let mut buf = [0u8; 20];
@@ -591,7 +739,9 @@ impl Core {
 
     /// `FileUnlink`: removes the record of `path` with its pages.
     pub fn file_unlink(&mut self, path: &str) -> Result<bool> {
-        let Some(id) = self.meta.file_by_path(path) else { return Ok(false) };
+        let Some(id) = self.meta.file_by_path(path) else {
+            return Ok(false);
+        };
         self.bucket_destroy(id)?;
         Ok(true)
     }
@@ -602,7 +752,9 @@ impl Core {
         if !to.starts_with('/') || to.contains('\0') {
             return Err(Errno::Inval);
         }
-        let Some(id) = self.meta.file_by_path(from) else { return Ok(false) };
+        let Some(id) = self.meta.file_by_path(from) else {
+            return Ok(false);
+        };
         if from == to {
             return Ok(true);
         }
@@ -627,7 +779,12 @@ impl Core {
         rec.ctime_ns = now;
         if !dest_renamed && (rec.dest_exists || rec.dest_size > 0) {
             if rec.dest_size > 0 {
-                tracing::warn!(from, to, dest_size = rec.dest_size, "file moved without its destination: unbuffered bytes are no longer readable");
+                tracing::warn!(
+                    from,
+                    to,
+                    dest_size = rec.dest_size,
+                    "file moved without its destination: unbuffered bytes are no longer readable"
+                );
             }
             rec.dest_exists = false;
             rec.dest_size = 0;
@@ -653,7 +810,12 @@ impl Core {
     /// how many records moved.
     pub fn file_rename_tree(&mut self, from: &str, to: &str, dest_renamed: bool) -> Result<u64> {
         let (from, to) = (from.trim_end_matches('/'), to.trim_end_matches('/'));
-        if !from.starts_with('/') || !to.starts_with('/') || to.contains('\0') || from.is_empty() || to.is_empty() {
+        if !from.starts_with('/')
+            || !to.starts_with('/')
+            || to.contains('\0')
+            || from.is_empty()
+            || to.is_empty()
+        {
             return Err(Errno::Inval);
         }
         if from == to {
@@ -664,7 +826,13 @@ impl Core {
             return Err(Errno::Inval); // into its own subtree, as rename(2) says
         }
         // Bounded by the number of buckets (a metadata limit).
-        let names: Vec<String> = self.meta.bucket_names().into_iter().filter(|n| n.starts_with(&prefix) && self.meta.file_by_path(n).is_some()).map(str::to_string).collect();
+        let names: Vec<String> = self
+            .meta
+            .bucket_names()
+            .into_iter()
+            .filter(|n| n.starts_with(&prefix) && self.meta.file_by_path(n).is_some())
+            .map(str::to_string)
+            .collect();
         let mut moved = 0u64;
         for name in names {
             let new = format!("{to}/{}", &name[prefix.len()..]);
@@ -693,7 +861,8 @@ impl Core {
             let path = &self.meta.bucket(id)?.name;
             crate::flush::matches(path, &self.fsync_relaxed)
         };
-        let journal = !dest && self.journal.as_ref().is_some_and(|j| j.usable()) && self.stash.running();
+        let journal =
+            !dest && self.journal.as_ref().is_some_and(|j| j.usable()) && self.stash.running();
         let rec = self.meta.file_mut(id)?;
         if rec.persist == Persist::Scratch || (rec.persist == Persist::Workflow && !journal) {
             return Ok(0);
@@ -704,12 +873,18 @@ impl Core {
             }
             return Ok(0);
         }
-        if rec.persist == Persist::Default && rec.mod_gen == rec.flushed_gen && rec.synced_gen >= rec.mod_gen {
+        if rec.persist == Persist::Default
+            && rec.mod_gen == rec.flushed_gen
+            && rec.synced_gen >= rec.mod_gen
+        {
             return Ok(0);
         }
         if journal {
             let target = rec.mod_gen;
-            let done = self.journal.as_ref().is_some_and(|j| j.jsynced(id) >= target && j.jsynced.contains_key(&id));
+            let done = self
+                .journal
+                .as_ref()
+                .is_some_and(|j| j.jsynced(id) >= target && j.jsynced.contains_key(&id));
             if done || target == 0 {
                 return Ok(0);
             }
@@ -734,18 +909,39 @@ impl Core {
 
     /// `FileSyncState`; with `dest`, only the destination counts.
     pub fn file_sync_state_ex(&self, id: BucketId, target: u64, dest: bool) -> Result<SyncState> {
-        let journaled = !dest && self.journal.as_ref().is_some_and(|j| j.jsynced.get(&id).is_some_and(|g| *g >= target));
+        let journaled = !dest
+            && self
+                .journal
+                .as_ref()
+                .is_some_and(|j| j.jsynced.get(&id).is_some_and(|g| *g >= target));
         if self.meta.bucket(id).is_ok_and(|b| b.file.is_none()) {
             // A native bucket (`BucketFlush`).
-            let error = if journaled { None } else { self.stash.failed.get(&id).cloned() };
-            return Ok(SyncState { done: journaled, error });
+            let error = if journaled {
+                None
+            } else {
+                self.stash.failed.get(&id).cloned()
+            };
+            return Ok(SyncState {
+                done: journaled,
+                error,
+            });
         }
         let rec = self.meta.file(id)?;
         let done = rec.persist == Persist::Scratch
             || journaled
             || (rec.persist == Persist::Workflow && !self.stash.running())
-            || (rec.persist == Persist::Default && rec.flushed_gen >= target && rec.synced_gen >= target);
-        let error = if done { None } else { self.stash.failed.get(&id).cloned().or_else(|| rec.flush_error.clone()) };
+            || (rec.persist == Persist::Default
+                && rec.flushed_gen >= target
+                && rec.synced_gen >= target);
+        let error = if done {
+            None
+        } else {
+            self.stash
+                .failed
+                .get(&id)
+                .cloned()
+                .or_else(|| rec.flush_error.clone())
+        };
         Ok(SyncState { done, error })
     }
 
@@ -758,7 +954,9 @@ impl Core {
     /// Checks the file-model invariants of every file (tests, debug builds).
     pub fn file_check(&self) -> std::result::Result<(), String> {
         for name in self.meta.bucket_names() {
-            let Some(id) = self.meta.file_by_path(name) else { continue };
+            let Some(id) = self.meta.file_by_path(name) else {
+                continue;
+            };
             let rec = self.meta.file(id).map_err(|e| e.to_string())?;
             rec.check().map_err(|e| format!("{name}: {e}"))?;
             for (p, bid) in self.meta.file_pages(id).map_err(|e| e.to_string())? {
@@ -767,17 +965,29 @@ impl Core {
                     return Err(format!("{name}: page {p} blob of {} bytes > page", b.size));
                 }
                 if rec.page_start(p) + b.size > rec.size {
-                    return Err(format!("{name}: page {p} extends past the size {}", rec.size));
+                    return Err(format!(
+                        "{name}: page {p} extends past the size {}",
+                        rec.size
+                    ));
                 }
                 if b.dirty != rec.dirty_pages.contains(&p) {
-                    return Err(format!("{name}: page {p} dirty flag {} disagrees with the record", b.dirty));
+                    return Err(format!(
+                        "{name}: page {p} dirty flag {} disagrees with the record",
+                        b.dirty
+                    ));
                 }
                 if rec.persist == Persist::Scratch && b.dirty {
                     return Err(format!("{name}: scratch page {p} dirty"));
                 }
             }
-            if rec.persist == Persist::Default && rec.needs_flush() != self.files.dirty.contains(&id) {
-                return Err(format!("{name}: needs_flush {} but dirty set says {}", rec.needs_flush(), self.files.dirty.contains(&id)));
+            if rec.persist == Persist::Default
+                && rec.needs_flush() != self.files.dirty.contains(&id)
+            {
+                return Err(format!(
+                    "{name}: needs_flush {} but dirty set says {}",
+                    rec.needs_flush(),
+                    self.files.dirty.contains(&id)
+                ));
             }
         }
         Ok(())

@@ -177,7 +177,13 @@ impl Core {
     }
 
     fn block_max(&self) -> u64 {
-        self.tiers.tiers.iter().map(|t| t.block_bytes).max().unwrap_or(1).max(1)
+        self.tiers
+            .tiers
+            .iter()
+            .map(|t| t.block_bytes)
+            .max()
+            .unwrap_or(1)
+            .max(1)
     }
 
     /// Upper bound of the bytes a write of `[off, end)` to file `id` newly
@@ -199,7 +205,11 @@ impl Core {
             let hi = end.min(ps + page) - ps;
             let Some(blob) = self.meta.page_blob(id, p).and_then(|b| self.meta.blob(b)) else {
                 // An absent page below dest_size is first filled whole.
-                need += if ps < rec.dest_size { round(page) } else { round(hi - lo) };
+                need += if ps < rec.dest_size {
+                    round(page)
+                } else {
+                    round(hi - lo)
+                };
                 continue;
             };
             if lo == 0 && hi == page {
@@ -226,14 +236,22 @@ impl Core {
     /// Whether page `index` of file `id` may be dropped from the buffer
     /// (see the module documentation).
     pub fn evictable(&self, id: BucketId, index: u64) -> bool {
-        let Ok(rec) = self.meta.file(id) else { return false };
+        let Ok(rec) = self.meta.file(id) else {
+            return false;
+        };
         if rec.persist != Persist::Default || !rec.dest_exists || self.file_is_orphan(id) {
             return false;
         }
         if rec.dirty_pages.contains(&index) {
             return false;
         }
-        let Some(blob) = self.meta.page_blob(id, index).and_then(|b| self.meta.blob(b)) else { return false };
+        let Some(blob) = self
+            .meta
+            .page_blob(id, index)
+            .and_then(|b| self.meta.blob(b))
+        else {
+            return false;
+        };
         if blob.dirty {
             return false;
         }
@@ -242,24 +260,44 @@ impl Core {
         if covered_end > rec.dest_size || ps + blob.size > rec.dest_size {
             return false;
         }
-        !blob.extents.iter().any(|e| !e.is_hole() && self.extent_pinned(e.tier, e.phys_off))
+        !blob
+            .extents
+            .iter()
+            .any(|e| !e.is_hole() && self.extent_pinned(e.tier, e.phys_off))
     }
 
     /// Evicts clean pages (least recently used first) until `want` bytes
     /// are free by capacity or no candidate is left; never touches pages
     /// `keep` = (file, first page, last page); `probation_only`: only pages
     /// on probation (see the module documentation). Returns the bytes evicted.
-    pub fn evict_clean(&mut self, want: u64, lease: u64, keep: Option<(BucketId, u64, u64)>, probation_only: bool) -> u64 {
+    pub fn evict_clean(
+        &mut self,
+        want: u64,
+        lease: u64,
+        keep: Option<(BucketId, u64, u64)>,
+        probation_only: bool,
+    ) -> u64 {
         let mut evicted = 0u64;
         let mut scanned = false;
         let mut kept: Vec<(BucketId, u64)> = Vec::new();
         // Bounded: each round takes a queue entry; a scan refills the queue at most once.
         while self.capacity_free(lease) < want {
             let ev = &mut self.files.evict;
-            let next = if probation_only { ev.queue_filled.pop_front() } else { ev.queue.pop_front() };
+            let next = if probation_only {
+                ev.queue_filled.pop_front()
+            } else {
+                ev.queue.pop_front()
+            };
             let Some((id, p)) = next else {
-                let mark = (self.files.counters.flushed_bytes_total, self.files.evict.fills);
-                let empty_at = if probation_only { self.files.evict.empty_filled_scan_at } else { self.files.evict.empty_scan_at };
+                let mark = (
+                    self.files.counters.flushed_bytes_total,
+                    self.files.evict.fills,
+                );
+                let empty_at = if probation_only {
+                    self.files.evict.empty_filled_scan_at
+                } else {
+                    self.files.evict.empty_scan_at
+                };
                 if scanned || empty_at == Some(mark) {
                     break;
                 }
@@ -286,7 +324,11 @@ impl Core {
             evicted += self.evict_page(id, p);
         }
         // Pages of the request stay candidates for later ones.
-        let q = if probation_only { &mut self.files.evict.queue_filled } else { &mut self.files.evict.queue };
+        let q = if probation_only {
+            &mut self.files.evict.queue_filled
+        } else {
+            &mut self.files.evict.queue
+        };
         for e in kept.into_iter().rev() {
             q.push_front(e);
         }
@@ -296,7 +338,10 @@ impl Core {
     /// Whether page `index` of file `id` holds exactly the bytes it was
     /// filled with from the destination (see the module documentation).
     pub fn on_probation(&self, id: BucketId, index: u64) -> bool {
-        self.meta.page_blob(id, index).and_then(|b| self.meta.blob(b)).is_some_and(|b| b.fill_gen == Some(b.gen))
+        self.meta
+            .page_blob(id, index)
+            .and_then(|b| self.meta.blob(b))
+            .is_some_and(|b| b.fill_gen == Some(b.gen))
     }
 
     /// Lists every evictable page into the queue, least recently used first.
@@ -308,17 +353,30 @@ impl Core {
                 continue;
             }
             let file_key = rec.atime_ns.max(rec.mtime_ns);
-            let Ok(pages) = self.meta.file_pages(id) else { continue };
+            let Ok(pages) = self.meta.file_pages(id) else {
+                continue;
+            };
             for (p, bid) in pages {
                 if !self.evictable(id, p) {
                     continue;
                 }
-                let (page_key, probation) = self.meta.blob(bid).map_or((0, false), |b| (b.atime_ns.max(b.mtime_ns), b.fill_gen == Some(b.gen)));
-                cands.push(Candidate { key: (file_key, page_key), file: id, page: p, probation });
+                let (page_key, probation) = self.meta.blob(bid).map_or((0, false), |b| {
+                    (b.atime_ns.max(b.mtime_ns), b.fill_gen == Some(b.gen))
+                });
+                cands.push(Candidate {
+                    key: (file_key, page_key),
+                    file: id,
+                    page: p,
+                    probation,
+                });
             }
         }
         cands.sort_unstable_by_key(|c| c.key);
-        self.files.evict.queue_filled = cands.iter().filter(|c| c.probation).map(|c| (c.file, c.page)).collect();
+        self.files.evict.queue_filled = cands
+            .iter()
+            .filter(|c| c.probation)
+            .map(|c| (c.file, c.page))
+            .collect();
         self.files.evict.queue = cands.into_iter().map(|c| (c.file, c.page)).collect();
     }
 
@@ -327,8 +385,12 @@ impl Core {
         if !self.evictable(id, index) {
             return 0;
         }
-        let Some(bid) = self.meta.page_blob(id, index) else { return 0 };
-        let Some(blob) = self.meta.blob_remove(bid) else { return 0 };
+        let Some(bid) = self.meta.page_blob(id, index) else {
+            return 0;
+        };
+        let Some(blob) = self.meta.blob_remove(bid) else {
+            return 0;
+        };
         debug_assert!(!blob.dirty, "evicting a dirty page");
         self.free_extents(&blob.extents);
         self.files.counters.evicted_bytes_total += blob.size;
@@ -337,7 +399,9 @@ impl Core {
 
     /// Evicts every evictable page of file `id`; returns the bytes evicted.
     pub fn evict_file(&mut self, id: BucketId) -> u64 {
-        let Ok(pages) = self.meta.file_pages(id) else { return 0 };
+        let Ok(pages) = self.meta.file_pages(id) else {
+            return 0;
+        };
         pages.into_iter().map(|(p, _)| self.evict_page(id, p)).sum()
     }
 
@@ -346,10 +410,23 @@ impl Core {
     /// write still does not fit, or that has a write-through in progress,
     /// gets `WriteThrough`. SCRATCH and WORKFLOW writes (and orphans) go on
     /// regardless (spilling as before).
-    pub(crate) fn pressure_write(&mut self, id: BucketId, off: u64, end: u64, lease: u64) -> Result<()> {
+    pub(crate) fn pressure_write(
+        &mut self,
+        id: BucketId,
+        off: u64,
+        end: u64,
+        lease: u64,
+    ) -> Result<()> {
         let rec = self.meta.file(id)?;
         let default = rec.persist == Persist::Default && !self.file_is_orphan(id);
-        if default && self.files.evict.through.get(&id).is_some_and(|t| t.active > 0) {
+        if default
+            && self
+                .files
+                .evict
+                .through
+                .get(&id)
+                .is_some_and(|t| t.active > 0)
+        {
             return Err(Errno::WriteThrough);
         }
         let page = rec.page_bytes;
@@ -372,8 +449,17 @@ impl Core {
     /// is refused rather than spilled); Some(probation): admitted, on
     /// probation unless it was a ghost hit or `Keep`. See the module
     /// documentation.
-    pub(crate) fn pressure_fill(&mut self, id: BucketId, page_off: u64, len: u64, lease: u64, from: FillFrom) -> Option<bool> {
-        let Ok(rec) = self.meta.file(id) else { return None };
+    pub(crate) fn pressure_fill(
+        &mut self,
+        id: BucketId,
+        page_off: u64,
+        len: u64,
+        lease: u64,
+        from: FillFrom,
+    ) -> Option<bool> {
+        let Ok(rec) = self.meta.file(id) else {
+            return None;
+        };
         let page = rec.page_bytes;
         let block = self.block_max();
         let need = len.div_ceil(block) * block;
@@ -421,7 +507,13 @@ impl Core {
     /// write-through of it runs, or if one started or ended since the
     /// channel last read the file).
     pub fn through_fill_ok(&self, owner: (u64, u32), id: BucketId) -> bool {
-        if self.files.evict.through.get(&id).is_some_and(|t| t.active > 0) {
+        if self
+            .files
+            .evict
+            .through
+            .get(&id)
+            .is_some_and(|t| t.active > 0)
+        {
             return false;
         }
         match self.files.evict.gens.get(&id) {
@@ -433,7 +525,9 @@ impl Core {
     /// Channel `owner` looked at file `id` (`FileRead`, `NeedFill`): later
     /// fills are valid unless a write-through intervenes.
     pub fn through_note_read(&mut self, owner: (u64, u32), id: BucketId) {
-        let Some(&g) = self.files.evict.gens.get(&id) else { return };
+        let Some(&g) = self.files.evict.gens.get(&id) else {
+            return;
+        };
         let seen = &mut self.files.evict.seen;
         if seen.len() >= SEEN_MAX && !seen.contains_key(&(owner, id)) {
             seen.clear();
@@ -451,11 +545,15 @@ impl Core {
     }
 
     fn through_bump(&mut self, id: BucketId) {
-        if self.files.evict.gens.len() >= GENS_PRUNE_AT && !self.files.evict.gens.contains_key(&id) {
+        if self.files.evict.gens.len() >= GENS_PRUNE_AT && !self.files.evict.gens.contains_key(&id)
+        {
             let meta = &self.meta;
             self.files.evict.gens.retain(|f, _| meta.file(*f).is_ok());
             let gens = &self.files.evict.gens;
-            self.files.evict.seen.retain(|(_, f), _| gens.contains_key(f));
+            self.files
+                .evict
+                .seen
+                .retain(|(_, f), _| gens.contains_key(f));
         }
         *self.files.evict.gens.entry(id).or_insert(0) += 1;
     }
@@ -465,7 +563,14 @@ impl Core {
     /// or starts an urgent flush and asks it to wait. `first`: the first
     /// request of this write (a fresh flush attempt: a stale error is
     /// forgotten).
-    pub fn file_through(&mut self, client: u64, id: BucketId, offset: Option<u64>, len: u64, first: bool) -> Result<ThroughAnswer> {
+    pub fn file_through(
+        &mut self,
+        client: u64,
+        id: BucketId,
+        offset: Option<u64>,
+        len: u64,
+        first: bool,
+    ) -> Result<ThroughAnswer> {
         let in_flight = self.files.cancels.contains_key(&id);
         let orphan = self.file_is_orphan(id);
         let rec = self.meta.file_mut(id)?;
@@ -488,17 +593,30 @@ impl Core {
             }
             return Ok(ThroughAnswer::Wait { failed });
         }
-        let reserved = self.files.evict.through.get(&id).map_or(0, |t| t.reserved_end);
+        let reserved = self
+            .files
+            .evict
+            .through
+            .get(&id)
+            .map_or(0, |t| t.reserved_end);
         let at = offset.unwrap_or(rec.size.max(reserved));
-        let end = at.checked_add(len).filter(|e| *e <= FILE_BYTES_MAX).ok_or(Errno::Inval)?;
+        let end = at
+            .checked_add(len)
+            .filter(|e| *e <= FILE_BYTES_MAX)
+            .ok_or(Errno::Inval)?;
         let (mode, page) = (rec.mode, rec.page_bytes);
         let path = self.meta.bucket(id)?.name.to_string();
         // The clean pages overlapping the range become stale: drop them.
         if end > at {
             for (p, _) in self.meta.file_pages(id)? {
                 if p >= at / page && p <= (end - 1) / page {
-                    let Some(bid) = self.meta.page_blob(id, p) else { continue };
-                    debug_assert!(self.meta.blob(bid).is_some_and(|b| !b.dirty), "a clean file with a dirty page");
+                    let Some(bid) = self.meta.page_blob(id, p) else {
+                        continue;
+                    };
+                    debug_assert!(
+                        self.meta.blob(bid).is_some_and(|b| !b.dirty),
+                        "a clean file with a dirty page"
+                    );
                     if let Some(blob) = self.meta.blob_remove(bid) {
                         self.free_extents(&blob.extents);
                     }
@@ -516,8 +634,18 @@ impl Core {
     /// `FileThroughDone`: client `client` wrote `len` bytes at `off` to the
     /// destination (0 after a failure), `synced` = and fdatasync'ed them.
     /// Returns the file size.
-    pub fn file_through_done(&mut self, client: u64, id: BucketId, off: u64, len: u64, synced: bool) -> Result<u64> {
-        let end = off.checked_add(len).filter(|e| *e <= FILE_BYTES_MAX).ok_or(Errno::Inval)?;
+    pub fn file_through_done(
+        &mut self,
+        client: u64,
+        id: BucketId,
+        off: u64,
+        len: u64,
+        synced: bool,
+    ) -> Result<u64> {
+        let end = off
+            .checked_add(len)
+            .filter(|e| *e <= FILE_BYTES_MAX)
+            .ok_or(Errno::Inval)?;
         let known = match self.files.evict.through.get_mut(&id) {
             Some(t) => match t.clients.iter().position(|c| *c == client) {
                 Some(i) => {
@@ -588,7 +716,14 @@ impl Core {
     /// is left as it was; what it may have written past the size is
     /// truncated by the next flush, or stays unreferenced).
     pub fn through_client_gone(&mut self, client: u64) {
-        let ids: Vec<BucketId> = self.files.evict.through.iter().filter(|(_, t)| t.clients.contains(&client)).map(|(id, _)| *id).collect();
+        let ids: Vec<BucketId> = self
+            .files
+            .evict
+            .through
+            .iter()
+            .filter(|(_, t)| t.clients.contains(&client))
+            .map(|(id, _)| *id)
+            .collect();
         for id in ids {
             if let Some(t) = self.files.evict.through.get_mut(&id) {
                 let before = t.clients.len();
@@ -630,7 +765,14 @@ mod tests {
     const CLIENT: u64 = 1;
 
     fn create(core: &mut Core, path: &str, persist: u32) -> BucketId {
-        let a = OpenArgs { create: true, mode: 0o640, persist, page_shift: SHIFT, dest: Some(WireDestInfo::default()), ..OpenArgs::default() };
+        let a = OpenArgs {
+            create: true,
+            mode: 0o640,
+            persist,
+            page_shift: SHIFT,
+            dest: Some(WireDestInfo::default()),
+            ..OpenArgs::default()
+        };
         core.file_open(path, &a).unwrap()
     }
 
@@ -654,7 +796,13 @@ mod tests {
             let mut buf = vec![0u8; len];
             for e in blob.extents.iter().filter(|e| !e.is_hole()) {
                 let n = e.len.min(len as u64 - e.logical_off.min(len as u64));
-                core.tiers.read(e.tier as usize, e.phys_off, &mut buf[e.logical_off as usize..(e.logical_off + n) as usize]).unwrap();
+                core.tiers
+                    .read(
+                        e.tier as usize,
+                        e.phys_off,
+                        &mut buf[e.logical_off as usize..(e.logical_off + n) as usize],
+                    )
+                    .unwrap();
             }
             dest[ps as usize..ps as usize + len].copy_from_slice(&buf);
             core.meta.blob_mut(bid).unwrap().dirty = false;
@@ -680,13 +828,17 @@ mod tests {
         let mut at = 0u64;
         while at < size {
             let mut ex = Vec::new();
-            let (_, covered, pin) = core.file_read(OWNER, id, at, size - at, &mut ex, 64).unwrap();
+            let (_, covered, pin) = core
+                .file_read(OWNER, id, at, size - at, &mut ex, 64)
+                .unwrap();
             assert!(covered > 0);
             for e in &ex {
                 let d = &mut out[e.logical_off as usize..(e.logical_off + e.len) as usize];
                 match e.tier {
                     TIER_HOLE => d.fill(0),
-                    TIER_DEST => d.copy_from_slice(&dest[e.logical_off as usize..(e.logical_off + e.len) as usize]),
+                    TIER_DEST => d.copy_from_slice(
+                        &dest[e.logical_off as usize..(e.logical_off + e.len) as usize],
+                    ),
                     t => core.tiers.read(t as usize, e.phys_off, d).unwrap(),
                 }
             }
@@ -705,13 +857,26 @@ mod tests {
     fn dirty_snapshot(core: &mut Core, ids: &[BucketId]) -> Vec<(BucketId, u64, Vec<u8>)> {
         let mut out = Vec::new();
         for &id in ids {
-            let pages: Vec<u64> = core.meta.file(id).unwrap().dirty_pages.iter().copied().collect();
+            let pages: Vec<u64> = core
+                .meta
+                .file(id)
+                .unwrap()
+                .dirty_pages
+                .iter()
+                .copied()
+                .collect();
             for p in pages {
                 let bid = core.meta.page_blob(id, p).expect("a dirty page has a blob");
                 let blob = core.meta.blob(bid).unwrap().clone();
                 let mut buf = vec![0u8; blob.size as usize];
                 for e in blob.extents.iter().filter(|e| !e.is_hole()) {
-                    core.tiers.read(e.tier as usize, e.phys_off, &mut buf[e.logical_off as usize..e.end() as usize]).unwrap();
+                    core.tiers
+                        .read(
+                            e.tier as usize,
+                            e.phys_off,
+                            &mut buf[e.logical_off as usize..e.end() as usize],
+                        )
+                        .unwrap();
                 }
                 out.push((id, p, buf));
             }
@@ -751,14 +916,37 @@ mod tests {
             check(core);
         }
         assert!(through, "once only dirty pages are left, writes go through");
-        assert_eq!(model_b.len() as u64, 28 * PAGE, "b got the 20 free pages and the 8 evicted ones");
-        assert_eq!(core.files.counters.evicted_bytes_total, 8 * PAGE, "the 8 clean pages of a were evicted");
-        assert_eq!(dirty_snapshot(core, &[a]), dirty_before, "dirty pages untouched");
+        assert_eq!(
+            model_b.len() as u64,
+            28 * PAGE,
+            "b got the 20 free pages and the 8 evicted ones"
+        );
+        assert_eq!(
+            core.files.counters.evicted_bytes_total,
+            8 * PAGE,
+            "the 8 clean pages of a were evicted"
+        );
+        assert_eq!(
+            dirty_snapshot(core, &[a]),
+            dirty_before,
+            "dirty pages untouched"
+        );
         for p in 4..12 {
-            assert!(core.meta.page_blob(a, p).is_none(), "clean page {p} evicted");
+            assert!(
+                core.meta.page_blob(a, p).is_none(),
+                "clean page {p} evicted"
+            );
         }
-        assert_eq!(core.tiers.spilled_bytes(1), 0, "nothing spilled beyond capacity");
-        assert_eq!(read_all(core, a, &dest_a), model_a, "evicted pages read through from the destination");
+        assert_eq!(
+            core.tiers.spilled_bytes(1),
+            0,
+            "nothing spilled beyond capacity"
+        );
+        assert_eq!(
+            read_all(core, a, &dest_a),
+            model_a,
+            "evicted pages read through from the destination"
+        );
         assert_eq!(read_all(core, b, &dest_b), model_b);
         fake_flush(core, b, &mut dest_b);
         check(core);
@@ -766,17 +954,38 @@ mod tests {
 
     /// A file of `pages` pages at the (fake) destination, not buffered.
     fn dest_file(core: &mut Core, path: &str, pages: u64) -> BucketId {
-        let dest = WireDestInfo { exists: 1, mode: 0o640, size: pages * PAGE, ..WireDestInfo::default() };
-        let a = OpenArgs { create: true, mode: 0o640, persist: 0, page_shift: SHIFT, dest: Some(dest), ..OpenArgs::default() };
+        let dest = WireDestInfo {
+            exists: 1,
+            mode: 0o640,
+            size: pages * PAGE,
+            ..WireDestInfo::default()
+        };
+        let a = OpenArgs {
+            create: true,
+            mode: 0o640,
+            persist: 0,
+            page_shift: SHIFT,
+            dest: Some(dest),
+            ..OpenArgs::default()
+        };
         core.file_open(path, &a).unwrap()
     }
 
     fn fill(core: &mut Core, id: BucketId, page: u64, from: super::FillFrom) -> bool {
-        core.file_fill(id, page * PAGE, Src::Bytes(&pattern(PAGE as usize, 50 + page as u8)), None, from).unwrap()
+        core.file_fill(
+            id,
+            page * PAGE,
+            Src::Bytes(&pattern(PAGE as usize, 50 + page as u8)),
+            None,
+            from,
+        )
+        .unwrap()
     }
 
     fn buffered(core: &Core, id: BucketId, pages: u64) -> Vec<u64> {
-        (0..pages).filter(|&p| core.meta.page_blob(id, p).is_some()).collect()
+        (0..pages)
+            .filter(|&p| core.meta.page_blob(id, p).is_some())
+            .collect()
     }
 
     #[test]
@@ -800,10 +1009,17 @@ mod tests {
         }
         // ... and later fills evict only those, never the written pages.
         for p in 4..12 {
-            assert!(fill(core, r, p, Read), "page {p} replaces an older page of the scan");
+            assert!(
+                fill(core, r, p, Read),
+                "page {p} replaces an older page of the scan"
+            );
             check(core);
         }
-        assert_eq!(buffered(core, r, 32), vec![8, 9, 10, 11], "least recently filled evicted first");
+        assert_eq!(
+            buffered(core, r, 32),
+            vec![8, 9, 10, 11],
+            "least recently filled evicted first"
+        );
         assert_eq!(buffered(core, w, 12).len(), 12, "written pages untouched");
         assert_eq!(core.files.counters.fill_declined_bytes_total, 0);
         // Written pages and pages kept for a reason fill the buffer: fills are declined.
@@ -813,17 +1029,34 @@ mod tests {
             assert!(!core.on_probation(k, p));
         }
         assert!(buffered(core, r, 32).is_empty());
-        assert!(!fill(core, r, 20, ReadAhead), "read-ahead never evicts written pages");
+        assert!(
+            !fill(core, r, 20, ReadAhead),
+            "read-ahead never evicts written pages"
+        );
         assert!(!fill(core, r, 21, Read), "nor does a first miss");
         assert_eq!(core.files.counters.fill_declined_bytes_total, 2 * PAGE);
-        assert_eq!(core.files.evict.ghost.len(), 1, "only the client's miss is remembered");
-        assert_eq!((buffered(core, w, 12).len(), buffered(core, k, 4).len()), (12, 4));
+        assert_eq!(
+            core.files.evict.ghost.len(),
+            1,
+            "only the client's miss is remembered"
+        );
+        assert_eq!(
+            (buffered(core, w, 12).len(), buffered(core, k, 4).len()),
+            (12, 4)
+        );
         assert!(!fill(core, r, 20, Read), "read-ahead left no ghost");
         // The second miss of a page gets in, evicting the least recently used written page.
         assert!(fill(core, r, 21, Read), "a page missed twice is kept");
-        assert!(!core.on_probation(r, 21), "kept as re-read, not on probation");
+        assert!(
+            !core.on_probation(r, 21),
+            "kept as re-read, not on probation"
+        );
         assert_eq!(buffered(core, w, 12).len(), 11);
-        assert_eq!(core.files.counters.evicted_bytes_total, 13 * PAGE, "8 + 4 pages of the scan, then 1 written page");
+        assert_eq!(
+            core.files.counters.evicted_bytes_total,
+            13 * PAGE,
+            "8 + 4 pages of the scan, then 1 written page"
+        );
         check(core);
         // A filled page the application rewrites leaves probation.
         core.evict_file(w);
@@ -857,15 +1090,30 @@ mod tests {
         let i = refused.expect("16 pages fit, then WriteThrough");
         assert_eq!(i, 16);
         let rec = core.meta.file(a).unwrap();
-        assert_eq!((rec.size, rec.dirty_pages.len()), (16 * PAGE, 16), "the refused write changed nothing");
+        assert_eq!(
+            (rec.size, rec.dirty_pages.len()),
+            (16 * PAGE, 16),
+            "the refused write changed nothing"
+        );
         check(core);
         // FileThrough: the file must first be flushed.
         let data = pattern(PAGE as usize * 2 + 100, 77);
         let at = 16 * PAGE;
-        assert_eq!(core.file_through(CLIENT, a, Some(at), data.len() as u64, true).unwrap(), ThroughAnswer::Wait { failed: None });
+        assert_eq!(
+            core.file_through(CLIENT, a, Some(at), data.len() as u64, true)
+                .unwrap(),
+            ThroughAnswer::Wait { failed: None }
+        );
         assert!(core.meta.file(a).unwrap().urgent && core.files.dirty.contains(&a));
         fake_flush(core, a, &mut dest);
-        let ThroughAnswer::Granted { at: got, mode, path } = core.file_through(CLIENT, a, Some(at), data.len() as u64, false).unwrap() else {
+        let ThroughAnswer::Granted {
+            at: got,
+            mode,
+            path,
+        } = core
+            .file_through(CLIENT, a, Some(at), data.len() as u64, false)
+            .unwrap()
+        else {
             panic!("not granted after the flush")
         };
         assert_eq!((got, mode, path.as_str()), (at, 0o640, "/w/a"));
@@ -876,22 +1124,45 @@ mod tests {
         dest.resize((at as usize + data.len()).max(dest.len()), 0);
         dest[at as usize..at as usize + data.len()].copy_from_slice(&data);
         model.extend_from_slice(&data);
-        assert_eq!(core.file_through_done(CLIENT, a, at, data.len() as u64, true).unwrap(), at + data.len() as u64);
+        assert_eq!(
+            core.file_through_done(CLIENT, a, at, data.len() as u64, true)
+                .unwrap(),
+            at + data.len() as u64
+        );
         let rec = core.meta.file(a).unwrap();
-        assert_eq!((rec.size, rec.dest_size), (model.len() as u64, model.len() as u64));
-        assert!(!rec.needs_flush() && rec.synced_gen == rec.mod_gen, "at the destination and synced");
+        assert_eq!(
+            (rec.size, rec.dest_size),
+            (model.len() as u64, model.len() as u64)
+        );
+        assert!(
+            !rec.needs_flush() && rec.synced_gen == rec.mod_gen,
+            "at the destination and synced"
+        );
         assert!(!core.files.dirty.contains(&a));
-        assert_eq!(core.files.counters.write_through_bytes_total, data.len() as u64);
-        assert_eq!(core.file_sync(a).unwrap(), 0, "fsync has nothing to wait for");
+        assert_eq!(
+            core.files.counters.write_through_bytes_total,
+            data.len() as u64
+        );
+        assert_eq!(
+            core.file_sync(a).unwrap(),
+            0,
+            "fsync has nothing to wait for"
+        );
         check(core);
         assert_eq!(read_all(core, a, &dest), model);
         core.through_note_read(OWNER, a); // the poller does this after a FileRead
-        // A channel that read before the write-through may not fill (stale bytes);
-        // after reading again it may.
+                                          // A channel that read before the write-through may not fill (stale bytes);
+                                          // after reading again it may.
         assert!(!core.through_fill_ok((2, 0), a));
-        assert!(core.through_fill_ok(OWNER, a), "OWNER read after the write-through");
+        assert!(
+            core.through_fill_ok(OWNER, a),
+            "OWNER read after the write-through"
+        );
         // Overwriting a clean region through the buffer evicts clean pages and is buffered again.
-        assert!(matches!(write(core, a, 0, &pattern(PAGE as usize, 5)), Ok(WriteOutcome::Done { .. })));
+        assert!(matches!(
+            write(core, a, 0, &pattern(PAGE as usize, 5)),
+            Ok(WriteOutcome::Done { .. })
+        ));
         model[..PAGE as usize].copy_from_slice(&pattern(PAGE as usize, 5));
         assert!(core.files.counters.evicted_bytes_total > 0);
         assert_eq!(read_all(core, a, &dest), model);
@@ -908,12 +1179,24 @@ mod tests {
         write(core, a, 0, &model).unwrap();
         fake_flush(core, a, &mut dest);
         // Overwrite in the middle of page 1: pages 1 and 2 overlap, page 0 stays.
-        let ThroughAnswer::Granted { at, .. } = core.file_through(CLIENT, a, Some(PAGE + 10), PAGE, true).unwrap() else { panic!() };
+        let ThroughAnswer::Granted { at, .. } = core
+            .file_through(CLIENT, a, Some(PAGE + 10), PAGE, true)
+            .unwrap()
+        else {
+            panic!()
+        };
         assert!(core.meta.page_blob(a, 0).is_some());
         assert!(core.meta.page_blob(a, 1).is_none() && core.meta.page_blob(a, 2).is_none());
         // Two appenders: distinct offsets past the end.
-        let ThroughAnswer::Granted { at: x, .. } = core.file_through(2, a, None, 100, true).unwrap() else { panic!() };
-        let ThroughAnswer::Granted { at: y, .. } = core.file_through(3, a, None, 50, true).unwrap() else { panic!() };
+        let ThroughAnswer::Granted { at: x, .. } =
+            core.file_through(2, a, None, 100, true).unwrap()
+        else {
+            panic!()
+        };
+        let ThroughAnswer::Granted { at: y, .. } = core.file_through(3, a, None, 50, true).unwrap()
+        else {
+            panic!()
+        };
         assert_eq!((x, y), (3 * PAGE, 3 * PAGE + 100));
         let over = pattern(PAGE as usize, 44);
         dest[at as usize..(at + PAGE) as usize].copy_from_slice(&over);
@@ -925,7 +1208,11 @@ mod tests {
         dest[(3 * PAGE) as usize..].copy_from_slice(&[7u8; 100]);
         model.extend_from_slice(&[7u8; 100]);
         core.file_through_done(2, a, x, 100, true).unwrap();
-        assert_eq!(core.file_through_done(3, a, y, 50, true), Err(Errno::Inval), "a forgotten grant does not count");
+        assert_eq!(
+            core.file_through_done(3, a, y, 50, true),
+            Err(Errno::Inval),
+            "a forgotten grant does not count"
+        );
         assert!(core.files.evict.through.is_empty());
         assert_eq!(core.meta.file(a).unwrap().size, 3 * PAGE + 100);
         assert_eq!(read_all(core, a, &dest), model);
@@ -938,7 +1225,11 @@ mod tests {
     fn least_recently_used_file_goes_first_and_an_empty_scan_is_not_repeated() {
         let mut f = fixture(32 << 10, 32 << 10, 64 << 10);
         let core = &mut f.core;
-        let (x, y, z) = (create(core, "/l/x", 0), create(core, "/l/y", 0), create(core, "/l/z", 0));
+        let (x, y, z) = (
+            create(core, "/l/x", 0),
+            create(core, "/l/y", 0),
+            create(core, "/l/z", 0),
+        );
         let (mut dx, mut dy, mut dz) = (Vec::new(), Vec::new(), Vec::new());
         write(core, x, 0, &pattern(4 * PAGE as usize, 1)).unwrap();
         write(core, y, 0, &pattern(4 * PAGE as usize, 2)).unwrap();
@@ -946,23 +1237,47 @@ mod tests {
         fake_flush(core, y, &mut dy);
         core.meta.file_mut(x).unwrap().atime_ns = 1; // x: long ago
         core.meta.file_mut(y).unwrap().atime_ns = u64::MAX / 2; // y: just read
-        // z takes the 8 free pages, then 4 more: x's pages must go, y's stay.
+                                                                // z takes the 8 free pages, then 4 more: x's pages must go, y's stay.
         for i in 0..12u64 {
-            assert!(matches!(write(core, z, i * PAGE, &pattern(PAGE as usize, 9)), Ok(WriteOutcome::Done { .. })), "page {i}");
+            assert!(
+                matches!(
+                    write(core, z, i * PAGE, &pattern(PAGE as usize, 9)),
+                    Ok(WriteOutcome::Done { .. })
+                ),
+                "page {i}"
+            );
         }
-        assert!((0..4).all(|p| core.meta.page_blob(x, p).is_none()), "x evicted");
-        assert!((0..4).all(|p| core.meta.page_blob(y, p).is_some()), "y kept");
+        assert!(
+            (0..4).all(|p| core.meta.page_blob(x, p).is_none()),
+            "x evicted"
+        );
+        assert!(
+            (0..4).all(|p| core.meta.page_blob(y, p).is_some()),
+            "y kept"
+        );
         // 4 more: y goes; then only dirty pages are left.
         for i in 12..16u64 {
-            assert!(matches!(write(core, z, i * PAGE, &pattern(PAGE as usize, 9)), Ok(WriteOutcome::Done { .. })));
+            assert!(matches!(
+                write(core, z, i * PAGE, &pattern(PAGE as usize, 9)),
+                Ok(WriteOutcome::Done { .. })
+            ));
         }
-        assert_eq!(write(core, z, 16 * PAGE, &[1u8; 10]), Err(Errno::WriteThrough));
+        assert_eq!(
+            write(core, z, 16 * PAGE, &[1u8; 10]),
+            Err(Errno::WriteThrough)
+        );
         let mark = core.files.evict.empty_scan_at;
         assert!(mark.is_some(), "the scan found nothing and said so");
-        assert_eq!(write(core, z, 16 * PAGE, &[1u8; 10]), Err(Errno::WriteThrough));
+        assert_eq!(
+            write(core, z, 16 * PAGE, &[1u8; 10]),
+            Err(Errno::WriteThrough)
+        );
         // A flush makes clean pages: the next shortfall scans again and evicts.
         fake_flush(core, z, &mut dz);
-        assert!(matches!(write(core, z, 16 * PAGE, &[1u8; 10]), Ok(WriteOutcome::Done { .. })));
+        assert!(matches!(
+            write(core, z, 16 * PAGE, &[1u8; 10]),
+            Ok(WriteOutcome::Done { .. })
+        ));
         assert_eq!(read_all(core, x, &dx), pattern(4 * PAGE as usize, 1));
         assert_eq!(read_all(core, y, &dy), pattern(4 * PAGE as usize, 2));
         check(core);
@@ -975,11 +1290,20 @@ mod tests {
         let s = create(core, "/s/scratch", 1);
         let w = create(core, "/s/workflow", 2);
         let data = pattern(16 * PAGE as usize, 1);
-        assert!(matches!(write(core, s, 0, &data), Ok(WriteOutcome::Done { .. })));
-        assert!(matches!(write(core, w, 0, &data), Ok(WriteOutcome::Done { .. })));
+        assert!(matches!(
+            write(core, s, 0, &data),
+            Ok(WriteOutcome::Done { .. })
+        ));
+        assert!(matches!(
+            write(core, w, 0, &data),
+            Ok(WriteOutcome::Done { .. })
+        ));
         assert!(core.tiers.spilled_bytes(1) > 0);
         assert_eq!(core.files.counters.evicted_bytes_total, 0);
-        assert_eq!(core.file_through(CLIENT, s, Some(0), 1, true), Err(Errno::Inval));
+        assert_eq!(
+            core.file_through(CLIENT, s, Some(0), 1, true),
+            Err(Errno::Inval)
+        );
         check(core);
     }
 

@@ -54,7 +54,9 @@ pub struct SetAttr {
 impl Core {
     /// Is bucket `id` an unlinked-but-open file?
     pub fn file_is_orphan(&self, id: BucketId) -> bool {
-        self.meta.bucket(id).is_ok_and(|b| b.name.starts_with(ORPHAN_PREFIX))
+        self.meta
+            .bucket(id)
+            .is_ok_and(|b| b.name.starts_with(ORPHAN_PREFIX))
     }
 
     /// `FileOpen` / `FileHold`: client `client` holds file `id`.
@@ -84,7 +86,9 @@ impl Core {
 
     /// A client disconnected: it holds nothing any more.
     pub fn file_client_gone(&mut self, client: u64) {
-        let Some(files) = self.holds.by_client.remove(&client) else { return };
+        let Some(files) = self.holds.by_client.remove(&client) else {
+            return;
+        };
         for id in files {
             self.drop_holder(id, client);
         }
@@ -111,14 +115,22 @@ impl Core {
     /// `FileUnlink` with POSIX semantics for files still open.
     pub fn file_unlink_held(&mut self, path: &str) -> Result<Unlinked> {
         let Some(id) = self.meta.file_by_path(path) else {
-            return Ok(Unlinked { existed: false, dest_may_exist: false, orphaned: false });
+            return Ok(Unlinked {
+                existed: false,
+                dest_may_exist: false,
+                orphaned: false,
+            });
         };
         let rec = self.meta.file(id)?;
         let dest_may_exist = rec.dest_exists || rec.dest_size > 0 || rec.flushed_gen > 0;
         let held = self.holds.by_file.get(&id).is_some_and(|h| !h.is_empty());
         if !held {
             self.bucket_destroy(id)?;
-            return Ok(Unlinked { existed: true, dest_may_exist, orphaned: false });
+            return Ok(Unlinked {
+                existed: true,
+                dest_may_exist,
+                orphaned: false,
+            });
         }
         // Keep the bytes for the holders; free the name; never flush again.
         self.file_forget(id);
@@ -135,7 +147,11 @@ impl Core {
         rec.dirty_pages.clear();
         rec.dest_exists = false;
         rec.ctime_ns = now_ns();
-        Ok(Unlinked { existed: true, dest_may_exist, orphaned: true })
+        Ok(Unlinked {
+            existed: true,
+            dest_may_exist,
+            orphaned: true,
+        })
     }
 
     /// `FileSetAttr`: chmod / utimes of a buffered file. The flusher
@@ -167,7 +183,14 @@ mod tests {
     use strata_proto::wire::WireDestInfo;
 
     fn create(core: &mut Core, path: &str, persist: u32) -> BucketId {
-        let a = OpenArgs { create: true, mode: 0o644, persist, page_shift: 12, dest: Some(WireDestInfo::default()), ..OpenArgs::default() };
+        let a = OpenArgs {
+            create: true,
+            mode: 0o644,
+            persist,
+            page_shift: 12,
+            dest: Some(WireDestInfo::default()),
+            ..OpenArgs::default()
+        };
         core.file_open(path, &a).unwrap()
     }
 
@@ -178,11 +201,20 @@ mod tests {
         let id = create(core, "/d/f", 0);
         core.file_hold(id, 7).unwrap();
         core.file_hold(id, 8).unwrap();
-        via_lease(core, b"hello", |c, src, taken| c.file_write(id, Some(0), src, taken)).unwrap();
+        via_lease(core, b"hello", |c, src, taken| {
+            c.file_write(id, Some(0), src, taken)
+        })
+        .unwrap();
         let u = core.file_unlink_held("/d/f").unwrap();
         assert!(u.existed && u.orphaned);
-        assert!(core.meta.file_by_path("/d/f").is_none(), "the name is free at once");
-        assert!(!core.files.dirty.contains(&id), "an orphan is never flushed");
+        assert!(
+            core.meta.file_by_path("/d/f").is_none(),
+            "the name is free at once"
+        );
+        assert!(
+            !core.files.dirty.contains(&id),
+            "an orphan is never flushed"
+        );
         // A new file can take the name.
         let id2 = create(core, "/d/f", 0);
         assert_ne!(id, id2);
@@ -190,7 +222,10 @@ mod tests {
         core.file_release(id, 7).unwrap();
         assert!(core.meta.file(id).is_ok(), "client 8 still holds it");
         core.file_client_gone(8);
-        assert!(core.meta.file(id).is_err(), "destroyed with its last holder");
+        assert!(
+            core.meta.file(id).is_err(),
+            "destroyed with its last holder"
+        );
         assert!(core.meta.file(id2).is_ok());
         core.check().unwrap();
         core.file_check().unwrap();
@@ -202,9 +237,29 @@ mod tests {
         let core = &mut fx.core;
         create(core, "/d/new", 1);
         let u = core.file_unlink_held("/d/new").unwrap();
-        assert_eq!(u, Unlinked { existed: true, dest_may_exist: false, orphaned: false });
-        let dest = WireDestInfo { exists: 1, mode: 0o600, size: 10, ..WireDestInfo::default() };
-        core.file_open("/d/old", &OpenArgs { page_shift: 12, dest: Some(dest), ..OpenArgs::default() }).unwrap();
+        assert_eq!(
+            u,
+            Unlinked {
+                existed: true,
+                dest_may_exist: false,
+                orphaned: false
+            }
+        );
+        let dest = WireDestInfo {
+            exists: 1,
+            mode: 0o600,
+            size: 10,
+            ..WireDestInfo::default()
+        };
+        core.file_open(
+            "/d/old",
+            &OpenArgs {
+                page_shift: 12,
+                dest: Some(dest),
+                ..OpenArgs::default()
+            },
+        )
+        .unwrap();
         assert!(core.file_unlink_held("/d/old").unwrap().dest_may_exist);
         assert!(!core.file_unlink_held("/d/none").unwrap().existed);
     }
@@ -214,9 +269,26 @@ mod tests {
         let mut fx = fixture(64 << 20, 0, 0);
         let core = &mut fx.core;
         let id = create(core, "/d/a", 0);
-        core.file_set_attr(id, SetAttr { mode: Some(0o755), mtime_ns: Some(42), atime_ns: None }).unwrap();
+        core.file_set_attr(
+            id,
+            SetAttr {
+                mode: Some(0o755),
+                mtime_ns: Some(42),
+                atime_ns: None,
+            },
+        )
+        .unwrap();
         let a = core.file_attr(id).unwrap();
         assert_eq!((a.mode, a.mtime_ns), (0o755, 42));
-        assert_eq!(core.file_set_attr(id, SetAttr { mode: Some(0o170000), ..SetAttr::default() }), Err(Errno::Inval));
+        assert_eq!(
+            core.file_set_attr(
+                id,
+                SetAttr {
+                    mode: Some(0o170000),
+                    ..SetAttr::default()
+                }
+            ),
+            Err(Errno::Inval)
+        );
     }
 }

@@ -16,11 +16,17 @@ impl Core {
         if !dir.starts_with('/') {
             return Err(Errno::Inval);
         }
-        let prefix = if dir.ends_with('/') { dir.to_string() } else { format!("{dir}/") };
+        let prefix = if dir.ends_with('/') {
+            dir.to_string()
+        } else {
+            format!("{dir}/")
+        };
         let mut names: Vec<&str> = Vec::new();
         // Bounded by the number of buckets (a metadata limit).
         for name in self.meta.bucket_names() {
-            let Some(child) = name.strip_prefix(prefix.as_str()) else { continue };
+            let Some(child) = name.strip_prefix(prefix.as_str()) else {
+                continue;
+            };
             if child.is_empty() || child.contains('/') || child <= after {
                 continue;
             }
@@ -45,11 +51,19 @@ mod tests {
     fn lists_direct_children_only_sorted_with_resume() {
         let mut fx = testutil::fixture(64 << 20, 0, 0);
         let core = &mut fx.core;
-        let a = OpenArgs { create: true, mode: 0o644, page_shift: 12, dest: Some(WireDestInfo::default()), ..OpenArgs::default() };
+        let a = OpenArgs {
+            create: true,
+            mode: 0o644,
+            page_shift: 12,
+            dest: Some(WireDestInfo::default()),
+            ..OpenArgs::default()
+        };
         for p in ["/d/b", "/d/a", "/d/sub/x", "/e/a", "/d/c"] {
             core.file_open(p, &a).unwrap();
         }
-        core.meta.bucket_open("/d/not-a-file", true, false, 1).unwrap();
+        core.meta
+            .bucket_open("/d/not-a-file", true, false, 1)
+            .unwrap();
         let (n, more) = core.file_list("/d", "", 10).unwrap();
         assert_eq!(n, vec!["a", "b", "c"]);
         assert!(!more);
@@ -64,12 +78,24 @@ mod tests {
     fn a_directory_rename_moves_every_record_beneath_it_and_nothing_else() {
         let mut fx = testutil::fixture(64 << 20, 0, 0);
         let core = &mut fx.core;
-        let a = OpenArgs { create: true, mode: 0o644, page_shift: 12, dest: Some(WireDestInfo::default()), ..OpenArgs::default() };
+        let a = OpenArgs {
+            create: true,
+            mode: 0o644,
+            page_shift: 12,
+            dest: Some(WireDestInfo::default()),
+            ..OpenArgs::default()
+        };
         for p in ["/d/a", "/d/sub/x", "/d/sub/deep/y", "/dx/keep", "/e/a"] {
             core.file_open(p, &a).unwrap();
         }
         assert_eq!(core.file_rename_tree("/d", "/n/m", true).unwrap(), 3);
-        for p in ["/n/m/a", "/n/m/sub/x", "/n/m/sub/deep/y", "/dx/keep", "/e/a"] {
+        for p in [
+            "/n/m/a",
+            "/n/m/sub/x",
+            "/n/m/sub/deep/y",
+            "/dx/keep",
+            "/e/a",
+        ] {
             assert!(core.meta.file_by_path(p).is_some(), "{p}");
         }
         for p in ["/d/a", "/d/sub/x", "/d/sub/deep/y"] {

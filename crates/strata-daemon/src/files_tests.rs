@@ -13,22 +13,41 @@ const SHIFT: u32 = 12;
 const OWNER: (u64, u32) = (1, 0);
 
 fn create(core: &mut Core, path: &str, persist: u32) -> BucketId {
-    let a = OpenArgs { create: true, mode: 0o640, persist, page_shift: SHIFT, dest: Some(WireDestInfo::default()), ..OpenArgs::default() };
+    let a = OpenArgs {
+        create: true,
+        mode: 0o640,
+        persist,
+        page_shift: SHIFT,
+        dest: Some(WireDestInfo::default()),
+        ..OpenArgs::default()
+    };
     core.file_open(path, &a).unwrap()
 }
 
 fn open_from_dest(core: &mut Core, path: &str, size: u64) -> BucketId {
-    let dest = WireDestInfo { exists: 1, mode: 0o600, size, ..WireDestInfo::default() };
-    let a = OpenArgs { page_shift: SHIFT, dest: Some(dest), ..OpenArgs::default() };
+    let dest = WireDestInfo {
+        exists: 1,
+        mode: 0o600,
+        size,
+        ..WireDestInfo::default()
+    };
+    let a = OpenArgs {
+        page_shift: SHIFT,
+        dest: Some(dest),
+        ..OpenArgs::default()
+    };
     core.file_open(path, &a).unwrap()
 }
 
 fn write(core: &mut Core, id: BucketId, off: u64, data: &[u8]) -> WriteOutcome {
-    core.file_write(id, Some(off), Src::Bytes(data), None).unwrap()
+    core.file_write(id, Some(off), Src::Bytes(data), None)
+        .unwrap()
 }
 
 fn write_lease(core: &mut Core, id: BucketId, off: Option<u64>, data: &[u8]) -> WriteOutcome {
-    via_lease(core, data, |core, src, taken| core.file_write(id, off, src, taken).unwrap())
+    via_lease(core, data, |core, src, taken| {
+        core.file_write(id, off, src, taken).unwrap()
+    })
 }
 
 /// Reads the whole file; `dest` supplies TIER_DEST bytes.
@@ -43,7 +62,9 @@ fn read_all(core: &mut Core, id: BucketId, dest: &[u8]) -> (Vec<u8>, Vec<WireExt
             break;
         }
         let mut ex = Vec::new();
-        let (sz, covered, pin) = core.file_read(OWNER, id, at, size - at, &mut ex, 16).unwrap();
+        let (sz, covered, pin) = core
+            .file_read(OWNER, id, at, size - at, &mut ex, 16)
+            .unwrap();
         assert_eq!(sz, size);
         assert!(covered > 0);
         let mut expect = at;
@@ -53,7 +74,9 @@ fn read_all(core: &mut Core, id: BucketId, dest: &[u8]) -> (Vec<u8>, Vec<WireExt
             let d = &mut out[e.logical_off as usize..(e.logical_off + e.len) as usize];
             match e.tier {
                 TIER_HOLE => d.fill(0),
-                TIER_DEST => d.copy_from_slice(&dest[e.logical_off as usize..(e.logical_off + e.len) as usize]),
+                TIER_DEST => d.copy_from_slice(
+                    &dest[e.logical_off as usize..(e.logical_off + e.len) as usize],
+                ),
                 t => core.tiers.read(t as usize, e.phys_off, d).unwrap(),
             }
         }
@@ -79,7 +102,13 @@ fn writes_split_across_pages_and_adopt_whole_pages() {
     // Unaligned write spanning 4 pages: partial, whole, whole, partial.
     let data = pattern(3 * PAGE as usize + 100, 1);
     let off = PAGE / 2;
-    assert_eq!(write_lease(core, id, Some(off), &data), WriteOutcome::Done { at: off, size: off + data.len() as u64 });
+    assert_eq!(
+        write_lease(core, id, Some(off), &data),
+        WriteOutcome::Done {
+            at: off,
+            size: off + data.len() as u64
+        }
+    );
     model.resize((off as usize) + data.len(), 0);
     model[off as usize..].copy_from_slice(&data);
     assert_eq!(core.meta.file_pages(id).unwrap().len(), 4);
@@ -92,7 +121,10 @@ fn writes_split_across_pages_and_adopt_whole_pages() {
     model[8 * PAGE as usize..].copy_from_slice(&aligned);
     let (got, ex) = read_all(core, id, &[]);
     assert_eq!(got, model);
-    assert!(ex.iter().any(|e| e.tier == TIER_HOLE), "pages 4..8 are a hole");
+    assert!(
+        ex.iter().any(|e| e.tier == TIER_HOLE),
+        "pages 4..8 are a hole"
+    );
     let rec = core.meta.file(id).unwrap();
     assert_eq!(rec.size, 10 * PAGE);
     assert_eq!(rec.dirty_pages.len(), 6);
@@ -103,7 +135,11 @@ fn writes_split_across_pages_and_adopt_whole_pages() {
     check(core);
     // Everything goes back to the allocators when the file is unlinked.
     assert!(core.file_unlink("/d/a").unwrap());
-    assert_eq!(core.tiers.arena.alloc.used_bytes(), 0, "no leaked lease or page bytes");
+    assert_eq!(
+        core.tiers.arena.alloc.used_bytes(),
+        0,
+        "no leaked lease or page bytes"
+    );
     assert_eq!(core.meta.blob_count(), 0);
     check(core);
 }
@@ -115,23 +151,69 @@ fn need_fill_is_decided_before_anything_changes() {
     let dest = pattern(10_000, 9);
     let id = open_from_dest(core, "/d/b", 10_000);
     let gen0 = core.meta.file(id).unwrap().mod_gen;
-    assert!(!core.meta.file(id).unwrap().needs_flush(), "opened from the destination: clean");
+    assert!(
+        !core.meta.file(id).unwrap().needs_flush(),
+        "opened from the destination: clean"
+    );
     // Partial write into page 0 (overlaps the destination): fill first.
-    assert_eq!(write(core, id, 100, b"xyz"), WriteOutcome::NeedFill { page_off: 0 });
+    assert_eq!(
+        write(core, id, 100, b"xyz"),
+        WriteOutcome::NeedFill { page_off: 0 }
+    );
     // A write across pages 0..=2 that needs page 2 filled modifies nothing,
     // not even the fully covered page 1.
-    assert_eq!(write(core, id, 0, &vec![1u8; 2 * PAGE as usize + 10]), WriteOutcome::NeedFill { page_off: 2 * PAGE });
+    assert_eq!(
+        write(core, id, 0, &vec![1u8; 2 * PAGE as usize + 10]),
+        WriteOutcome::NeedFill { page_off: 2 * PAGE }
+    );
     assert_eq!(core.meta.file_pages(id).unwrap().len(), 0);
     assert_eq!(core.meta.file(id).unwrap().mod_gen, gen0);
     // A whole page inside the destination needs no fill.
-    assert!(matches!(write(core, id, PAGE, &vec![2u8; PAGE as usize]), WriteOutcome::Done { .. }));
+    assert!(matches!(
+        write(core, id, PAGE, &vec![2u8; PAGE as usize]),
+        WriteOutcome::Done { .. }
+    ));
     // The last page: covering the whole overlap [8192, 10000) is enough.
-    assert!(matches!(write(core, id, 2 * PAGE, &vec![3u8; 10_000 - 2 * PAGE as usize + 50]), WriteOutcome::Done { .. }));
+    assert!(matches!(
+        write(
+            core,
+            id,
+            2 * PAGE,
+            &vec![3u8; 10_000 - 2 * PAGE as usize + 50]
+        ),
+        WriteOutcome::Done { .. }
+    ));
     // Fill page 0, then the partial write goes through.
-    assert!(via_lease(core, &dest[..PAGE as usize], |c, s, t| c.file_fill(id, 0, s, t, crate::files_evict::FillFrom::Read).unwrap()));
-    assert!(!core.file_fill(id, 0, Src::Bytes(&dest[..PAGE as usize]), None, crate::files_evict::FillFrom::Read).unwrap(), "already present");
-    assert_eq!(core.file_fill(id, 100, Src::Bytes(b"x"), None, crate::files_evict::FillFrom::Read), Err(Errno::Inval), "unaligned");
-    assert!(matches!(write(core, id, 100, b"xyz"), WriteOutcome::Done { .. }));
+    assert!(via_lease(core, &dest[..PAGE as usize], |c, s, t| c
+        .file_fill(id, 0, s, t, crate::files_evict::FillFrom::Read)
+        .unwrap()));
+    assert!(
+        !core
+            .file_fill(
+                id,
+                0,
+                Src::Bytes(&dest[..PAGE as usize]),
+                None,
+                crate::files_evict::FillFrom::Read
+            )
+            .unwrap(),
+        "already present"
+    );
+    assert_eq!(
+        core.file_fill(
+            id,
+            100,
+            Src::Bytes(b"x"),
+            None,
+            crate::files_evict::FillFrom::Read
+        ),
+        Err(Errno::Inval),
+        "unaligned"
+    );
+    assert!(matches!(
+        write(core, id, 100, b"xyz"),
+        WriteOutcome::Done { .. }
+    ));
     let mut model = dest.clone();
     model[100..103].copy_from_slice(b"xyz");
     model[PAGE as usize..2 * PAGE as usize].fill(2);
@@ -141,7 +223,16 @@ fn need_fill_is_decided_before_anything_changes() {
     assert_eq!(got, model);
     // A filled page is clean until written; written pages are dirty.
     check(core);
-    assert_eq!(core.meta.file(id).unwrap().dirty_pages.iter().copied().collect::<Vec<_>>(), vec![0, 1, 2]);
+    assert_eq!(
+        core.meta
+            .file(id)
+            .unwrap()
+            .dirty_pages
+            .iter()
+            .copied()
+            .collect::<Vec<_>>(),
+        vec![0, 1, 2]
+    );
 }
 
 #[test]
@@ -154,16 +245,30 @@ fn reads_go_to_destination_below_dest_size_and_zeros_above() {
     let mut ex = Vec::new();
     let (size, covered, pin) = core.file_read(OWNER, id, 0, u64::MAX, &mut ex, 16).unwrap();
     assert_eq!((size, covered, pin), (3 * PAGE, 3 * PAGE, 0));
-    assert_eq!(ex.len(), 2, "destination run and zero run merge across pages: {ex:?}");
-    assert_eq!((ex[0].tier, ex[0].logical_off, ex[0].len), (TIER_DEST, 0, 6000));
-    assert_eq!((ex[1].tier, ex[1].logical_off, ex[1].len), (TIER_HOLE, 6000, 3 * PAGE - 6000));
+    assert_eq!(
+        ex.len(),
+        2,
+        "destination run and zero run merge across pages: {ex:?}"
+    );
+    assert_eq!(
+        (ex[0].tier, ex[0].logical_off, ex[0].len),
+        (TIER_DEST, 0, 6000)
+    );
+    assert_eq!(
+        (ex[1].tier, ex[1].logical_off, ex[1].len),
+        (TIER_HOLE, 6000, 3 * PAGE - 6000)
+    );
     let (got, _) = read_all(core, id, &dest);
     let mut model = dest.clone();
     model.resize(3 * PAGE as usize, 0);
     assert_eq!(got, model);
     // Reads past EOF cover nothing.
     ex.clear();
-    assert_eq!(core.file_read(OWNER, id, 5 * PAGE, 10, &mut ex, 16).unwrap(), (3 * PAGE, 0, 0));
+    assert_eq!(
+        core.file_read(OWNER, id, 5 * PAGE, 10, &mut ex, 16)
+            .unwrap(),
+        (3 * PAGE, 0, 0)
+    );
     assert!(core.files.counters.read_dest_bytes_total >= 6000);
 }
 
@@ -208,42 +313,145 @@ fn appends_are_atomic_and_contiguous() {
     let mut model = Vec::new();
     for i in 0..50u8 {
         let rec = pattern(100 + i as usize * 37, i);
-        let out = if i % 2 == 0 { write_lease(core, id, None, &rec) } else { core.file_write(id, None, Src::Bytes(&rec), None).unwrap() };
-        assert_eq!(out, WriteOutcome::Done { at: model.len() as u64, size: (model.len() + rec.len()) as u64 });
+        let out = if i % 2 == 0 {
+            write_lease(core, id, None, &rec)
+        } else {
+            core.file_write(id, None, Src::Bytes(&rec), None).unwrap()
+        };
+        assert_eq!(
+            out,
+            WriteOutcome::Done {
+                at: model.len() as u64,
+                size: (model.len() + rec.len()) as u64
+            }
+        );
         model.extend_from_slice(&rec);
     }
     assert_eq!(read_all(core, id, &[]).0, model);
     check(core);
     // Appending to a file whose last page is only at the destination needs a fill.
     let id2 = open_from_dest(core, "/d/log2", 5000);
-    assert_eq!(core.file_write(id2, None, Src::Bytes(b"x"), None).unwrap(), WriteOutcome::NeedFill { page_off: PAGE });
+    assert_eq!(
+        core.file_write(id2, None, Src::Bytes(b"x"), None).unwrap(),
+        WriteOutcome::NeedFill { page_off: PAGE }
+    );
 }
 
 #[test]
 fn open_flags_and_errors() {
     let mut f = fixture(8 << 20, 64 << 20, 8 << 20);
     let core = &mut f.core;
-    let base = OpenArgs { page_shift: SHIFT, ..OpenArgs::default() };
+    let base = OpenArgs {
+        page_shift: SHIFT,
+        ..OpenArgs::default()
+    };
     assert_eq!(core.file_open("/x", &base), Err(Errno::NeedDest));
-    assert_eq!(core.file_open("/x", &OpenArgs { dest: Some(WireDestInfo::default()), ..base }), Err(Errno::NoFile));
-    let dir = WireDestInfo { exists: 1, mode: 0o040755, ..WireDestInfo::default() };
-    assert_eq!(core.file_open("/x", &OpenArgs { dest: Some(dir), ..base }), Err(Errno::IsDir));
-    assert_eq!(core.file_open("rel", &OpenArgs { create: true, dest: Some(WireDestInfo::default()), ..base }), Err(Errno::Inval));
-    assert_eq!(core.file_open("/x", &OpenArgs { create: true, persist: 7, dest: Some(WireDestInfo::default()), ..base }), Err(Errno::Inval));
+    assert_eq!(
+        core.file_open(
+            "/x",
+            &OpenArgs {
+                dest: Some(WireDestInfo::default()),
+                ..base
+            }
+        ),
+        Err(Errno::NoFile)
+    );
+    let dir = WireDestInfo {
+        exists: 1,
+        mode: 0o040755,
+        ..WireDestInfo::default()
+    };
+    assert_eq!(
+        core.file_open(
+            "/x",
+            &OpenArgs {
+                dest: Some(dir),
+                ..base
+            }
+        ),
+        Err(Errno::IsDir)
+    );
+    assert_eq!(
+        core.file_open(
+            "rel",
+            &OpenArgs {
+                create: true,
+                dest: Some(WireDestInfo::default()),
+                ..base
+            }
+        ),
+        Err(Errno::Inval)
+    );
+    assert_eq!(
+        core.file_open(
+            "/x",
+            &OpenArgs {
+                create: true,
+                persist: 7,
+                dest: Some(WireDestInfo::default()),
+                ..base
+            }
+        ),
+        Err(Errno::Inval)
+    );
     let id = create(core, "/x", 0);
     let attr = core.file_attr(id).unwrap();
-    assert_eq!((attr.mode, attr.page_bytes, attr.dirty), (0o640, PAGE, 1), "new file: dirty until created at the destination");
-    assert_eq!(core.file_open("/x", &OpenArgs { create: true, excl: true, ..base }), Err(Errno::Exists));
-    assert_eq!(core.file_open("/x", &base), Ok(id), "a record needs no destination info");
+    assert_eq!(
+        (attr.mode, attr.page_bytes, attr.dirty),
+        (0o640, PAGE, 1),
+        "new file: dirty until created at the destination"
+    );
+    assert_eq!(
+        core.file_open(
+            "/x",
+            &OpenArgs {
+                create: true,
+                excl: true,
+                ..base
+            }
+        ),
+        Err(Errno::Exists)
+    );
+    assert_eq!(
+        core.file_open("/x", &base),
+        Ok(id),
+        "a record needs no destination info"
+    );
     write(core, id, 0, &[1u8; 10_000]);
-    assert_eq!(core.file_open("/x", &OpenArgs { trunc: true, ..base }), Ok(id));
+    assert_eq!(
+        core.file_open(
+            "/x",
+            &OpenArgs {
+                trunc: true,
+                ..base
+            }
+        ),
+        Ok(id)
+    );
     assert_eq!(core.meta.file(id).unwrap().size, 0);
     assert_eq!(core.meta.file_pages(id).unwrap().len(), 0);
     // A destination file opened with TRUNC.
-    let d = WireDestInfo { exists: 1, mode: 0o644, size: 999, ..WireDestInfo::default() };
-    let id2 = core.file_open("/y", &OpenArgs { trunc: true, dest: Some(d), ..base }).unwrap();
+    let d = WireDestInfo {
+        exists: 1,
+        mode: 0o644,
+        size: 999,
+        ..WireDestInfo::default()
+    };
+    let id2 = core
+        .file_open(
+            "/y",
+            &OpenArgs {
+                trunc: true,
+                dest: Some(d),
+                ..base
+            },
+        )
+        .unwrap();
     let r = core.meta.file(id2).unwrap();
-    assert_eq!((r.size, r.dest_size, r.trunc_min, r.dest_exists), (0, 0, Some(0), true));
+    assert_eq!(
+        (r.size, r.dest_size, r.trunc_min, r.dest_exists),
+        (0, 0, Some(0), true)
+    );
     assert!(r.needs_flush());
     check(core);
 }
@@ -257,8 +465,15 @@ fn rename_and_unlink() {
     write(core, a, 0, &pattern(5000, 1));
     write(core, b, 0, &pattern(9000, 2));
     let blobs = core.meta.blob_count();
-    assert!(core.file_rename("/r/a", "/r/b", true).unwrap(), "replaces the record at the target");
-    assert_eq!(core.meta.blob_count(), blobs - 3, "the replaced record's pages are gone");
+    assert!(
+        core.file_rename("/r/a", "/r/b", true).unwrap(),
+        "replaces the record at the target"
+    );
+    assert_eq!(
+        core.meta.blob_count(),
+        blobs - 3,
+        "the replaced record's pages are gone"
+    );
     assert_eq!(core.meta.file_by_path("/r/b"), Some(a));
     assert_eq!(core.meta.file_by_path("/r/a"), None);
     assert_eq!(core.file_path(a).unwrap(), "/r/b");
@@ -267,13 +482,24 @@ fn rename_and_unlink() {
     assert_eq!(read_all(core, a, &[]).0, pattern(5000, 1));
     // Moving without the destination: it will be written from scratch.
     let c = open_from_dest(core, "/r/c", 3 * PAGE);
-    core.file_fill(c, 0, Src::Bytes(&[7u8; PAGE as usize]), None, crate::files_evict::FillFrom::Read).unwrap();
+    core.file_fill(
+        c,
+        0,
+        Src::Bytes(&[7u8; PAGE as usize]),
+        None,
+        crate::files_evict::FillFrom::Read,
+    )
+    .unwrap();
     assert!(core.meta.file(c).unwrap().dirty_pages.is_empty());
     assert!(core.file_rename("/r/c", "/r/d", false).unwrap());
     let r = core.meta.file(c).unwrap();
     assert!(!r.dest_exists);
     assert_eq!(r.dest_size, 0);
-    assert_eq!(r.dirty_pages.iter().copied().collect::<Vec<_>>(), vec![0], "filled page now dirty");
+    assert_eq!(
+        r.dirty_pages.iter().copied().collect::<Vec<_>>(),
+        vec![0],
+        "filled page now dirty"
+    );
     assert!(core.files.dirty.contains(&c));
     check(core);
     assert!(core.file_unlink("/r/b").unwrap());
@@ -282,8 +508,12 @@ fn rename_and_unlink() {
     assert!(!core.files.dirty.contains(&a));
     // A plain (non-file) bucket with content blocks a rename onto it.
     let (p, _) = core.meta.bucket_open("/r/plain", true, false, 0).unwrap();
-    core.put(p, "k", Src::Bytes(b"v"), None, None, false).unwrap();
-    assert_eq!(core.file_rename("/r/d", "/r/plain", true), Err(Errno::Exists));
+    core.put(p, "k", Src::Bytes(b"v"), None, None, false)
+        .unwrap();
+    assert_eq!(
+        core.file_rename("/r/d", "/r/plain", true),
+        Err(Errno::Exists)
+    );
     assert!(!core.file_unlink("/r/plain").unwrap(), "not a file record");
     check(core);
 }
@@ -302,7 +532,11 @@ fn scratch_and_workflow_never_enter_the_flush_set() {
     }
     assert!(core.meta.file(s).unwrap().dirty_pages.is_empty());
     assert_eq!(core.file_attr(s).unwrap().dirty, 0);
-    assert_eq!(core.meta.file(w).unwrap().dirty_pages.len(), 3, "workflow pages await stage-out");
+    assert_eq!(
+        core.meta.file(w).unwrap().dirty_pages.len(),
+        3,
+        "workflow pages await stage-out"
+    );
     assert_eq!(core.file_attr(w).unwrap().dirty, 1);
     check(core);
 }
@@ -339,5 +573,8 @@ fn a_file_replaced_by_rename_stays_readable_by_its_holder() {
     assert_eq!(bytes, b"old bytes");
     core.file_check().unwrap();
     core.file_release(c, 7).unwrap();
-    assert!(core.meta.file(c).is_err(), "the orphan dies with its last holder");
+    assert!(
+        core.meta.file(c).is_err(),
+        "the orphan dies with its last holder"
+    );
 }

@@ -163,7 +163,11 @@ impl Throttle {
             return None;
         }
         let rate = mib_s * (1u64 << 20) as f64;
-        Some(Throttle { rate_bytes_s: rate, burst_bytes: (rate / 20.0).max(CHUNK_BYTES as f64), state: Mutex::new((0.0, Instant::now())) })
+        Some(Throttle {
+            rate_bytes_s: rate,
+            burst_bytes: (rate / 20.0).max(CHUNK_BYTES as f64),
+            state: Mutex::new((0.0, Instant::now())),
+        })
     }
     /// Takes `n` bytes of budget, sleeping off any debt.
     fn take(&self, n: u64) {
@@ -226,7 +230,9 @@ impl FlushIo {
             #[cfg(test)]
             corrupt_jobs: AtomicUsize::new(0),
             #[cfg(debug_assertions)]
-            hang_marker: std::env::var("STRATA_INTERNAL_FAULT_FLUSH_HANG").ok().filter(|m| !m.is_empty()),
+            hang_marker: std::env::var("STRATA_INTERNAL_FAULT_FLUSH_HANG")
+                .ok()
+                .filter(|m| !m.is_empty()),
         })
     }
 
@@ -268,7 +274,11 @@ impl FlushIo {
                 ok
             }) && pos == pg.len;
             extents += pg.extents.len();
-            if !whole || next_off.is_some_and(|o| o != pg.file_off) || bytes + pg.len > RUN_BYTES_MAX || extents > RUN_EXTENTS_MAX {
+            if !whole
+                || next_off.is_some_and(|o| o != pg.file_off)
+                || bytes + pg.len > RUN_BYTES_MAX
+                || extents > RUN_EXTENTS_MAX
+            {
                 break;
             }
             next_off = Some(pg.file_off + pg.len);
@@ -284,9 +294,18 @@ impl FlushIo {
         let mut slices: Vec<std::io::IoSlice<'_>> = Vec::with_capacity(pages.len() * 2);
         for pg in pages {
             for e in &pg.extents {
-                let end = e.phys_off.checked_add(e.len).filter(|x| *x <= self.arena.len() as u64).ok_or_else(|| format!("internal: extent {e:?} outside the arena"))?;
+                let end = e
+                    .phys_off
+                    .checked_add(e.len)
+                    .filter(|x| *x <= self.arena.len() as u64)
+                    .ok_or_else(|| format!("internal: extent {e:?} outside the arena"))?;
                 // SAFETY: bounds checked; the extent is pinned until the job completes.
-                slices.push(std::io::IoSlice::new(unsafe { std::slice::from_raw_parts(self.arena.as_ptr().add(e.phys_off as usize), (end - e.phys_off) as usize) }));
+                slices.push(std::io::IoSlice::new(unsafe {
+                    std::slice::from_raw_parts(
+                        self.arena.as_ptr().add(e.phys_off as usize),
+                        (end - e.phys_off) as usize,
+                    )
+                }));
             }
         }
         let total: u64 = pages.iter().map(|p| p.len).sum();
@@ -307,16 +326,25 @@ impl FlushIo {
     }
 
     /// Writes one page; returns the bytes written.
-    fn write_page(&self, f: &File, pg: &JobPage, buf: &mut Vec<u8>) -> std::result::Result<u64, String> {
+    fn write_page(
+        &self,
+        f: &File,
+        pg: &JobPage,
+        buf: &mut Vec<u8>,
+    ) -> std::result::Result<u64, String> {
         let io = |what: &str, e: std::io::Error| format!("{what}: {e}");
         let mut pos = 0u64;
         for e in &pg.extents {
             // Invariant: extents are in page order, inside the clamped page.
             if e.page_off < pos || e.page_off + e.len > pg.len || e.len == 0 {
-                return Err(format!("internal: page {} extent {e:?} outside [{pos}, {})", pg.index, pg.len));
+                return Err(format!(
+                    "internal: page {} extent {e:?} outside [{pos}, {})",
+                    pg.index, pg.len
+                ));
             }
             if e.page_off > pos {
-                self.write_zeros(f, pg.file_off + pos, e.page_off - pos).map_err(|x| io("write", x))?;
+                self.write_zeros(f, pg.file_off + pos, e.page_off - pos)
+                    .map_err(|x| io("write", x))?;
             }
             let mut done = 0u64;
             // Bounded: each round moves up to one chunk of the extent.
@@ -325,26 +353,41 @@ impl FlushIo {
                 let at = pg.file_off + e.page_off + done;
                 self.throttle(n);
                 if Some(e.tier) == self.ram {
-                    let end = e.phys_off.checked_add(done + n).filter(|x| *x <= self.arena.len() as u64);
+                    let end = e
+                        .phys_off
+                        .checked_add(done + n)
+                        .filter(|x| *x <= self.arena.len() as u64);
                     if end.is_none() {
                         return Err(format!("internal: extent {e:?} outside the arena"));
                     }
                     // SAFETY: bounds checked; the extent is pinned, so its
                     // space is not reused until this job completes.
-                    let src = unsafe { std::slice::from_raw_parts(self.arena.as_ptr().add((e.phys_off + done) as usize), n as usize) };
+                    let src = unsafe {
+                        std::slice::from_raw_parts(
+                            self.arena.as_ptr().add((e.phys_off + done) as usize),
+                            n as usize,
+                        )
+                    };
                     f.write_all_at(src, at).map_err(|x| io("write", x))?;
                 } else {
-                    let tf = self.tier_files.get(e.tier as usize).and_then(|t| t.as_ref()).ok_or_else(|| format!("internal: no tier {}", e.tier))?;
+                    let tf = self
+                        .tier_files
+                        .get(e.tier as usize)
+                        .and_then(|t| t.as_ref())
+                        .ok_or_else(|| format!("internal: no tier {}", e.tier))?;
                     buf.resize(n as usize, 0);
-                    tf.read_exact_at(&mut buf[..n as usize], e.phys_off + done).map_err(|x| io("tier read", x))?;
-                    f.write_all_at(&buf[..n as usize], at).map_err(|x| io("write", x))?;
+                    tf.read_exact_at(&mut buf[..n as usize], e.phys_off + done)
+                        .map_err(|x| io("tier read", x))?;
+                    f.write_all_at(&buf[..n as usize], at)
+                        .map_err(|x| io("write", x))?;
                 }
                 done += n;
             }
             pos = e.page_off + e.len;
         }
         if pos < pg.len {
-            self.write_zeros(f, pg.file_off + pos, pg.len - pos).map_err(|x| io("write", x))?;
+            self.write_zeros(f, pg.file_off + pos, pg.len - pos)
+                .map_err(|x| io("write", x))?;
         }
         Ok(pg.len)
     }
@@ -366,13 +409,27 @@ impl FlushIo {
             zeros(&mut h, e.page_off - pos);
             buf.resize(e.len as usize, 0);
             if Some(e.tier) == self.ram {
-                let end = e.phys_off.checked_add(e.len).filter(|x| *x <= self.arena.len() as u64).ok_or("internal: extent outside the arena")?;
+                let end = e
+                    .phys_off
+                    .checked_add(e.len)
+                    .filter(|x| *x <= self.arena.len() as u64)
+                    .ok_or("internal: extent outside the arena")?;
                 // SAFETY: bounds checked; the extent is pinned until the job completes.
-                let src = unsafe { std::slice::from_raw_parts(self.arena.as_ptr().add(e.phys_off as usize), (end - e.phys_off) as usize) };
+                let src = unsafe {
+                    std::slice::from_raw_parts(
+                        self.arena.as_ptr().add(e.phys_off as usize),
+                        (end - e.phys_off) as usize,
+                    )
+                };
                 h.update(src);
             } else {
-                let tf = self.tier_files.get(e.tier as usize).and_then(|t| t.as_ref()).ok_or("internal: no tier file")?;
-                tf.read_exact_at(&mut buf[..], e.phys_off).map_err(|x| format!("tier read: {x}"))?;
+                let tf = self
+                    .tier_files
+                    .get(e.tier as usize)
+                    .and_then(|t| t.as_ref())
+                    .ok_or("internal: no tier file")?;
+                tf.read_exact_at(&mut buf[..], e.phys_off)
+                    .map_err(|x| format!("tier read: {x}"))?;
                 h.update(buf);
             }
             pos = e.page_off + e.len;
@@ -383,10 +440,16 @@ impl FlushIo {
 
     /// `flush.verify`: reads page `pg` back from the destination and
     /// compares its checksum with the buffer's; a mismatch fails the job.
-    pub(crate) fn verify_page(&self, f: &File, pg: &JobPage, buf: &mut Vec<u8>) -> std::result::Result<(), String> {
+    pub(crate) fn verify_page(
+        &self,
+        f: &File,
+        pg: &JobPage,
+        buf: &mut Vec<u8>,
+    ) -> std::result::Result<(), String> {
         let want = self.source_crc(pg, buf)?;
         buf.resize(pg.len as usize, 0);
-        f.read_exact_at(&mut buf[..], pg.file_off).map_err(|e| format!("read back of page {}: {e}", pg.index))?;
+        f.read_exact_at(&mut buf[..], pg.file_off)
+            .map_err(|e| format!("read back of page {}: {e}", pg.index))?;
         let mut h = Crc32c::new();
         h.update(buf);
         let got = h.finalize();
@@ -398,7 +461,14 @@ impl FlushIo {
 
     /// Executes a job (worker thread).
     pub fn run_job(&self, job: Job) -> JobDone {
-        let mut done = JobDone { job, touched: false, bytes: 0, error: None, cancelled: false, verified: false };
+        let mut done = JobDone {
+            job,
+            touched: false,
+            bytes: 0,
+            error: None,
+            cancelled: false,
+            verified: false,
+        };
         let job = &done.job;
         if job.cancel.load(Ordering::SeqCst) {
             done.cancelled = true;
@@ -415,19 +485,24 @@ impl FlushIo {
         let mut opts = OpenOptions::new();
         // O_NONBLOCK: a FIFO (or device) at the path must never block a
         // flush thread in open(); anything but a regular file is refused.
-        opts.write(true).read(self.verify).mode(job.mode & 0o7777).custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC);
+        opts.write(true)
+            .read(self.verify)
+            .mode(job.mode & 0o7777)
+            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC);
         // Whether this job creates the file: if the record is unlinked or
         // renamed meanwhile, what it created goes at once (below), not after
         // the job's report — a drain that ends first must not see a ghost.
         let (f, created) = match opts.open(&job.path) {
             Ok(f) => (f, false),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match opts.clone().create_new(true).open(&job.path) {
-                Ok(f) => (f, true),
-                Err(e) => {
-                    done.error = Some(format!("open {}: {e}", job.path));
-                    return done;
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                match opts.clone().create_new(true).open(&job.path) {
+                    Ok(f) => (f, true),
+                    Err(e) => {
+                        done.error = Some(format!("open {}: {e}", job.path));
+                        return done;
+                    }
                 }
-            },
+            }
             Err(e) => {
                 done.error = Some(format!("open {}: {e}", job.path));
                 return done;
@@ -461,7 +536,8 @@ impl FlushIo {
             if !job.dest_exists {
                 // Ours from scratch: the record's mode, whatever the daemon's umask.
                 use std::os::unix::fs::PermissionsExt;
-                f.set_permissions(std::fs::Permissions::from_mode(job.mode & 0o7777)).map_err(|e| format!("chmod: {e}"))?;
+                f.set_permissions(std::fs::Permissions::from_mode(job.mode & 0o7777))
+                    .map_err(|e| format!("chmod: {e}"))?;
             }
             if let (true, Some(t)) = (job.dest_exists, job.trunc_min) {
                 f.set_len(t).map_err(|e| format!("truncate to {t}: {e}"))?;
@@ -484,20 +560,34 @@ impl FlushIo {
                     i += 1;
                 }
             }
-            f.set_len(job.size).map_err(|e| format!("truncate to {}: {e}", job.size))?;
-            let ts = |ns: u64| rustix::fs::Timespec { tv_sec: (ns / 1_000_000_000) as i64, tv_nsec: (ns % 1_000_000_000) as _ };
+            f.set_len(job.size)
+                .map_err(|e| format!("truncate to {}: {e}", job.size))?;
+            let ts = |ns: u64| rustix::fs::Timespec {
+                tv_sec: (ns / 1_000_000_000) as i64,
+                tv_nsec: (ns % 1_000_000_000) as _,
+            };
             if job.mtime_ns > 0 {
-                let times = rustix::fs::Timestamps { last_access: ts(job.atime_ns.max(1)), last_modification: ts(job.mtime_ns) };
+                let times = rustix::fs::Timestamps {
+                    last_access: ts(job.atime_ns.max(1)),
+                    last_modification: ts(job.mtime_ns),
+                };
                 rustix::fs::futimens(&f, &times).map_err(|e| format!("set times: {e}"))?;
             }
             if job.durable {
                 f.sync_data().map_err(|e| format!("fdatasync: {e}"))?;
             }
             #[cfg(test)]
-            if job.size > 0 && self.corrupt_jobs.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok() {
+            if job.size > 0
+                && self
+                    .corrupt_jobs
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                    .is_ok()
+            {
                 let mut b = [0u8; 1];
-                f.read_exact_at(&mut b, 0).map_err(|e| format!("test corruption: {e}"))?;
-                f.write_all_at(&[!b[0]], 0).map_err(|e| format!("test corruption: {e}"))?;
+                f.read_exact_at(&mut b, 0)
+                    .map_err(|e| format!("test corruption: {e}"))?;
+                f.write_all_at(&[!b[0]], 0)
+                    .map_err(|e| format!("test corruption: {e}"))?;
             }
             if self.verify {
                 // Read back what the destination stored, not the page cache
@@ -529,7 +619,14 @@ fn job_bytes(job: &Job) -> u64 {
     job.pages.iter().map(|p| p.len).sum()
 }
 
-fn worker(io: Arc<FlushIo>, rx: Arc<Mutex<mpsc::Receiver<Work>>>, tx: mpsc::Sender<Msg>, wake: Wake, unlinks: Arc<AtomicUsize>, log: Option<EventSink>) {
+fn worker(
+    io: Arc<FlushIo>,
+    rx: Arc<Mutex<mpsc::Receiver<Work>>>,
+    tx: mpsc::Sender<Msg>,
+    wake: Wake,
+    unlinks: Arc<AtomicUsize>,
+    log: Option<EventSink>,
+) {
     loop {
         let work = {
             let rx = rx.lock().unwrap_or_else(|p| p.into_inner());
@@ -549,7 +646,10 @@ fn worker(io: Arc<FlushIo>, rx: Arc<Mutex<mpsc::Receiver<Work>>>, tx: mpsc::Send
             }
             Ok(Work::Unlink(path)) => {
                 match std::fs::remove_file(&path) {
-                    Ok(()) => tracing::info!(path, "removed the destination a flush recreated after its file was unlinked"),
+                    Ok(()) => tracing::info!(
+                        path,
+                        "removed the destination a flush recreated after its file was unlinked"
+                    ),
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                     Err(e) => tracing::warn!(path, "cannot remove a stale destination: {e}"),
                 }
@@ -622,12 +722,23 @@ pub struct Flusher {
 impl Flusher {
     /// Starts the workers. Completions arrive on `tx` as `Msg::FlushDone`,
     /// followed by a call of `wake`.
-    pub fn start(settings: FlushSettings, io: FlushIo, tx: mpsc::Sender<Msg>, wake: Wake) -> std::io::Result<Flusher> {
+    pub fn start(
+        settings: FlushSettings,
+        io: FlushIo,
+        tx: mpsc::Sender<Msg>,
+        wake: Wake,
+    ) -> std::io::Result<Flusher> {
         Flusher::start_with_log(settings, io, tx, wake, None)
     }
 
     /// `start`, with the poller and the workers appending to the event log `log`.
-    pub fn start_with_log(settings: FlushSettings, io: FlushIo, tx: mpsc::Sender<Msg>, wake: Wake, log: Option<EventLog>) -> std::io::Result<Flusher> {
+    pub fn start_with_log(
+        settings: FlushSettings,
+        io: FlushIo,
+        tx: mpsc::Sender<Msg>,
+        wake: Wake,
+        log: Option<EventLog>,
+    ) -> std::io::Result<Flusher> {
         let sink = log.as_ref().and_then(|l| l.sink());
         let threads = settings.threads.clamp(1, 64) as usize;
         let in_flight_max = threads * 2;
@@ -638,8 +749,17 @@ impl Flusher {
         let spawn = {
             let (io, qrx, u, l) = (io, qrx, unlinks_queued.clone(), sink.clone());
             Box::new(move |i: usize| {
-                let (io, qrx, tx, wake, u, l) = (io.clone(), qrx.clone(), tx.clone(), wake.clone(), u.clone(), l.clone());
-                std::thread::Builder::new().name(format!("strata-flush-{i}")).spawn(move || worker(io, qrx, tx, wake, u, l))
+                let (io, qrx, tx, wake, u, l) = (
+                    io.clone(),
+                    qrx.clone(),
+                    tx.clone(),
+                    wake.clone(),
+                    u.clone(),
+                    l.clone(),
+                );
+                std::thread::Builder::new()
+                    .name(format!("strata-flush-{i}"))
+                    .spawn(move || worker(io, qrx, tx, wake, u, l))
             }) as Box<dyn Fn(usize) -> std::io::Result<JoinHandle<()>> + Send>
         };
         let mut workers = Vec::with_capacity(threads);
@@ -682,7 +802,8 @@ impl Flusher {
 
     /// The job of file `id` has been in flight for `flush.stall_warn` or longer.
     pub fn is_stalled(&self, id: BucketId, now_mono_ns: u64) -> bool {
-        self.in_flight_for_ns(id, now_mono_ns).is_some_and(|ns| ns >= self.stall_warn_ns)
+        self.in_flight_for_ns(id, now_mono_ns)
+            .is_some_and(|ns| ns >= self.stall_warn_ns)
     }
 
     /// File `id` (record `rec`) was last persisted by flushes whose every
@@ -717,12 +838,17 @@ impl Flusher {
 
     /// How long the job of file `id` has been in flight (ns), if one is.
     pub fn in_flight_for_ns(&self, id: BucketId, now_mono_ns: u64) -> Option<u64> {
-        self.in_flight.get(&id).map(|f| now_mono_ns.saturating_sub(f.since_mono_ns))
+        self.in_flight
+            .get(&id)
+            .map(|f| now_mono_ns.saturating_sub(f.since_mono_ns))
     }
 
     /// Jobs in flight for `flush.stall_warn` or longer.
     fn stalled_count(&self, now: u64) -> usize {
-        self.in_flight.values().filter(|f| now.saturating_sub(f.since_mono_ns) >= self.stall_warn_ns).count()
+        self.in_flight
+            .values()
+            .filter(|f| now.saturating_sub(f.since_mono_ns) >= self.stall_warn_ns)
+            .count()
     }
 
     /// Worker threads (`flush.threads` plus spares started for stalled jobs).
@@ -741,7 +867,11 @@ impl Flusher {
             match (self.spawn)(self.workers.len()) {
                 Ok(h) => {
                     self.workers.push(h);
-                    tracing::info!(workers = self.workers.len(), stalled, "started a spare flush worker (stalled jobs hold the others)");
+                    tracing::info!(
+                        workers = self.workers.len(),
+                        stalled,
+                        "started a spare flush worker (stalled jobs hold the others)"
+                    );
                 }
                 Err(e) => {
                     tracing::warn!("cannot start a spare flush worker: {e}");
@@ -767,7 +897,9 @@ impl Flusher {
     /// unlinking the destination waits for this, so a job overtaken by the
     /// unlink cannot re-create the file after it).
     pub fn path_idle(&self, path: &str) -> bool {
-        !self.in_flight.values().any(|f| f.path == path) && !self.unlinks_pending.iter().any(|p| p == path) && self.unlinks_queued.load(Ordering::SeqCst) == 0
+        !self.in_flight.values().any(|f| f.path == path)
+            && !self.unlinks_pending.iter().any(|p| p == path)
+            && self.unlinks_queued.load(Ordering::SeqCst) == 0
     }
 
     /// A destination unlink of file `id`'s path is pending or may still be
@@ -777,14 +909,19 @@ impl Flusher {
         if self.unlinks_pending.is_empty() && self.unlinks_sent.is_empty() {
             return false;
         }
-        let Ok(b) = core.meta.bucket(id) else { return false };
+        let Ok(b) = core.meta.bucket(id) else {
+            return false;
+        };
         let path: &str = &b.name;
-        self.unlinks_pending.iter().any(|u| u == path) || self.unlinks_sent.iter().any(|u| u == path)
+        self.unlinks_pending.iter().any(|u| u == path)
+            || self.unlinks_sent.iter().any(|u| u == path)
     }
 
     /// Nothing queued or running (jobs and destination unlinks).
     pub fn idle(&self) -> bool {
-        self.in_flight.is_empty() && self.unlinks_pending.is_empty() && self.unlinks_queued.load(Ordering::SeqCst) == 0
+        self.in_flight.is_empty()
+            && self.unlinks_pending.is_empty()
+            && self.unlinks_queued.load(Ordering::SeqCst) == 0
     }
 
     /// Closes the queue and waits for the workers (they finish queued work).
@@ -805,7 +942,10 @@ impl Flusher {
     /// Dispatches eligible dirty files (poller thread).
     pub fn tick(&mut self, core: &mut Core) {
         let now = core.mono_ns();
-        if !self.draining && !core.files.kick && now.saturating_sub(self.last_tick_mono_ns) < TICK_NS {
+        if !self.draining
+            && !core.files.kick
+            && now.saturating_sub(self.last_tick_mono_ns) < TICK_NS
+        {
             return;
         }
         self.last_tick_mono_ns = now;
@@ -815,7 +955,9 @@ impl Flusher {
         // other files keep flushing (on spare workers if need be).
         let stalled = self.stalled_count(now);
         self.add_spare_workers(stalled);
-        let Some(queue) = self.queue.clone() else { return };
+        let Some(queue) = self.queue.clone() else {
+            return;
+        };
         // Destination unlinks first (bounded by the queue's spare room).
         if self.unlinks_queued.load(Ordering::SeqCst) == 0 {
             self.unlinks_sent.clear();
@@ -841,7 +983,8 @@ impl Flusher {
                 }
             }
         }
-        let limit = (self.jobs_limit() + stalled).min(self.in_flight_max + self.workers.len() - self.threads);
+        let limit = (self.jobs_limit() + stalled)
+            .min(self.in_flight_max + self.workers.len() - self.threads);
         if core.files.dirty.is_empty() || self.in_flight.len() >= limit {
             return;
         }
@@ -854,10 +997,23 @@ impl Flusher {
                 Some(c) => Bound::Excluded(c),
                 None => Bound::Unbounded,
             };
-            ids.extend(core.files.dirty.range((lower, Bound::Unbounded)).take(n).copied());
+            ids.extend(
+                core.files
+                    .dirty
+                    .range((lower, Bound::Unbounded))
+                    .take(n)
+                    .copied(),
+            );
             if ids.len() < n {
                 let more = n - ids.len();
-                ids.extend(core.files.dirty.iter().take(more).copied().filter(|id| Some(*id) <= self.cursor));
+                ids.extend(
+                    core.files
+                        .dirty
+                        .iter()
+                        .take(more)
+                        .copied()
+                        .filter(|id| Some(*id) <= self.cursor),
+                );
             }
         }
         for id in ids {
@@ -874,20 +1030,37 @@ impl Flusher {
             if self.unlink_blocks(core, id) {
                 continue;
             }
-            let Some((job, pin)) = self.snapshot(core, id) else { continue };
-            let (file, cancel, job_id, path) = (job.file, job.cancel.clone(), job.id, job.path.clone());
+            let Some((job, pin)) = self.snapshot(core, id) else {
+                continue;
+            };
+            let (file, cancel, job_id, path) =
+                (job.file, job.cancel.clone(), job.id, job.path.clone());
             // Logged before the send so that it precedes the worker's DEQUEUE.
             if let Some(l) = &self.sink {
                 l.event("ENQUEUE", &path, job_bytes(&job));
             }
             match queue.try_send(Work::Flush(job)) {
                 Ok(()) => {
-                    self.in_flight.insert(file, InFlight { job_id, pin, path, since_mono_ns: now, warned: false });
+                    self.in_flight.insert(
+                        file,
+                        InFlight {
+                            job_id,
+                            pin,
+                            path,
+                            since_mono_ns: now,
+                            warned: false,
+                        },
+                    );
                     core.files.cancels.insert(file, cancel);
                 }
-                Err(TrySendError::Full(Work::Flush(job))) | Err(TrySendError::Disconnected(Work::Flush(job))) => {
+                Err(TrySendError::Full(Work::Flush(job)))
+                | Err(TrySendError::Disconnected(Work::Flush(job))) => {
                     if let Some(l) = &self.sink {
-                        l.error(&job.path, 0, "not queued: the flush queue is full (retried)");
+                        l.error(
+                            &job.path,
+                            0,
+                            "not queued: the flush queue is full (retried)",
+                        );
                     }
                     core.unpin(FLUSH_OWNER, pin);
                     restore(core, &job);
@@ -910,7 +1083,13 @@ impl Flusher {
             return false;
         }
         // A client writes this file's destination itself (files_evict.rs): not now.
-        if core.files.evict.through.get(&id).is_some_and(|t| t.active > 0) {
+        if core
+            .files
+            .evict
+            .through
+            .get(&id)
+            .is_some_and(|t| t.active > 0)
+        {
             return false;
         }
         if let Some(b) = core.files.backoff.get(&id) {
@@ -926,7 +1105,8 @@ impl Flusher {
         }
         let interval = self.settings.interval_ns;
         now.saturating_sub(rec.last_write_mono_ns) >= interval
-            || now.saturating_sub(rec.dirty_since_mono_ns) >= interval.saturating_mul(MAX_AGE_INTERVALS)
+            || now.saturating_sub(rec.dirty_since_mono_ns)
+                >= interval.saturating_mul(MAX_AGE_INTERVALS)
             || (rec.dirty_pages.len() as u64).saturating_mul(rec.page_bytes) >= EAGER_DIRTY_BYTES
     }
 
@@ -936,7 +1116,12 @@ impl Flusher {
         let rec = core.meta.file(id).ok()?;
         let (size, page) = (rec.size, rec.page_bytes);
         let complete = rec.dirty_pages.len() <= JOB_PAGES_MAX;
-        let indexes: Vec<u64> = rec.dirty_pages.iter().take(JOB_PAGES_MAX).copied().collect();
+        let indexes: Vec<u64> = rec
+            .dirty_pages
+            .iter()
+            .take(JOB_PAGES_MAX)
+            .copied()
+            .collect();
         let mut pages = Vec::with_capacity(indexes.len());
         let mut keys = Vec::new();
         let mut lost = Vec::new();
@@ -946,7 +1131,12 @@ impl Flusher {
                 continue;
             };
             let blob = core.meta.blob(bid)?;
-            assert!(blob.size <= page, "page blob {} of {path} has {} bytes > page {page}", index, blob.size);
+            assert!(
+                blob.size <= page,
+                "page blob {} of {path} has {} bytes > page {page}",
+                index,
+                blob.size
+            );
             let file_off = index * page;
             if file_off >= size {
                 lost.push(index);
@@ -961,13 +1151,29 @@ impl Flusher {
                 if e.is_hole() {
                     continue;
                 }
-                extents.push(JobExtent { tier: e.tier, phys_off: e.phys_off, page_off: e.logical_off, len: e.len.min(len - e.logical_off) });
+                extents.push(JobExtent {
+                    tier: e.tier,
+                    phys_off: e.phys_off,
+                    page_off: e.logical_off,
+                    len: e.len.min(len - e.logical_off),
+                });
                 keys.push((e.tier, e.phys_off));
             }
-            pages.push(JobPage { index, blob: bid, gen: blob.gen, file_off, len, extents });
+            pages.push(JobPage {
+                index,
+                blob: bid,
+                gen: blob.gen,
+                file_off,
+                len,
+                extents,
+            });
         }
         if !lost.is_empty() {
-            tracing::error!(path, ?lost, "dirty pages without a blob (dropped from the dirty list)");
+            tracing::error!(
+                path,
+                ?lost,
+                "dirty pages without a blob (dropped from the dirty list)"
+            );
             if let Ok(rec) = core.meta.file_mut(id) {
                 for p in lost {
                     rec.dirty_pages.remove(&p);
@@ -996,7 +1202,10 @@ impl Flusher {
             mtime_ns: rec.mtime_ns,
             // Every job ends with fdatasync at the destination: a page is
             // marked clean (and may be evicted) only once it is durable there.
-            durable: { rec.durable = false; true },
+            durable: {
+                rec.durable = false;
+                true
+            },
             urgent: std::mem::take(&mut rec.urgent),
             mod_gen: rec.mod_gen,
             complete,
@@ -1015,7 +1224,12 @@ impl Flusher {
         let backlog = core.files.dirty.len() > self.in_flight.len();
         let limit = self.conc.observe(done.bytes, backlog, core.mono_ns());
         if limit != before {
-            tracing::debug!(from = before, to = limit, mib_s = self.conc.last_mib_s().unwrap_or(0.0), "flush concurrency adapted to the destination");
+            tracing::debug!(
+                from = before,
+                to = limit,
+                mib_s = self.conc.last_mib_s().unwrap_or(0.0),
+                "flush concurrency adapted to the destination"
+            );
         }
         let job = &done.job;
         match self.in_flight.get(&job.file) {
@@ -1024,19 +1238,39 @@ impl Flusher {
                 core.unpin(FLUSH_OWNER, f.pin);
             }
             _ => {
-                tracing::error!(path = job.path, job = job.id, "completion of an unknown flush job");
+                tracing::error!(
+                    path = job.path,
+                    job = job.id,
+                    "completion of an unknown flush job"
+                );
                 return;
             }
         }
-        if core.files.cancels.get(&job.file).is_some_and(|c| Arc::ptr_eq(c, &job.cancel)) {
+        if core
+            .files
+            .cancels
+            .get(&job.file)
+            .is_some_and(|c| Arc::ptr_eq(c, &job.cancel))
+        {
             core.files.cancels.remove(&job.file);
         }
         let now = core.mono_ns();
-        let current_path = core.meta.file(job.file).ok().and_then(|_| core.meta.bucket(job.file).ok()).map(|b| b.name.to_string());
-        let stale = done.cancelled || job.cancel.load(Ordering::SeqCst) || current_path.as_deref() != Some(job.path.as_str());
+        let current_path = core
+            .meta
+            .file(job.file)
+            .ok()
+            .and_then(|_| core.meta.bucket(job.file).ok())
+            .map(|b| b.name.to_string());
+        let stale = done.cancelled
+            || job.cancel.load(Ordering::SeqCst)
+            || current_path.as_deref() != Some(job.path.as_str());
         if stale {
             if let Some(l) = &self.sink {
-                l.error(&job.path, done.bytes, "cancelled: the file was unlinked or renamed while it was flushed");
+                l.error(
+                    &job.path,
+                    done.bytes,
+                    "cancelled: the file was unlinked or renamed while it was flushed",
+                );
             }
             // The record was unlinked or moved while the job ran: what the job
             // wrote does not count, and a file it may have (re)created at a
@@ -1045,7 +1279,10 @@ impl Flusher {
                 if self.unlinks_pending.len() < UNLINKS_PENDING_MAX {
                     self.unlinks_pending.push_back(job.path.clone());
                 } else {
-                    tracing::error!(path = job.path, "too many pending destination unlinks; leaving a stale file");
+                    tracing::error!(
+                        path = job.path,
+                        "too many pending destination unlinks; leaving a stale file"
+                    );
                 }
             }
             if current_path.is_some() {
@@ -1060,12 +1297,23 @@ impl Flusher {
             }
             restore(core, job);
             core.files.counters.flush_errors_total += 1;
-            let b = core.files.backoff.entry(job.file).or_insert(Backoff { failures: 0, retry_at_mono_ns: 0, first_failure_mono_ns: now });
+            let b = core.files.backoff.entry(job.file).or_insert(Backoff {
+                failures: 0,
+                retry_at_mono_ns: 0,
+                first_failure_mono_ns: now,
+            });
             b.failures += 1;
-            let delay = BACKOFF_MIN_NS.saturating_mul(1u64 << (b.failures - 1).min(20)).min(BACKOFF_MAX_NS);
+            let delay = BACKOFF_MIN_NS
+                .saturating_mul(1u64 << (b.failures - 1).min(20))
+                .min(BACKOFF_MAX_NS);
             b.retry_at_mono_ns = now + delay;
             let failures = b.failures;
-            tracing::warn!(path = job.path, failures, retry_in_s = delay / 1_000_000_000, "flush failed: {err}");
+            tracing::warn!(
+                path = job.path,
+                failures,
+                retry_in_s = delay / 1_000_000_000,
+                "flush failed: {err}"
+            );
             if let Ok(rec) = core.meta.file_mut(job.file) {
                 rec.flush_error = Some(err.clone());
             }
@@ -1096,7 +1344,9 @@ impl Flusher {
         if !done.verified {
             self.verified.remove(&job.file);
         }
-        let Ok(rec) = core.meta.file_mut(job.file) else { return };
+        let Ok(rec) = core.meta.file_mut(job.file) else {
+            return;
+        };
         rec.flushed_bytes_total += done.bytes;
         for p in cleaned {
             rec.dirty_pages.remove(&p);
@@ -1142,7 +1392,9 @@ impl Flusher {
                 return None;
             }
             match core.files.backoff.get(id) {
-                Some(b) if now.saturating_sub(b.first_failure_mono_ns) >= self.give_up_ns => out.push(*id),
+                Some(b) if now.saturating_sub(b.first_failure_mono_ns) >= self.give_up_ns => {
+                    out.push(*id)
+                }
                 _ => return None,
             }
         }
@@ -1158,7 +1410,9 @@ impl Drop for Flusher {
 
 /// Puts a job's taken state back into its record (failure, cancel).
 fn restore(core: &mut Core, job: &Job) {
-    let Ok(rec) = core.meta.file_mut(job.file) else { return };
+    let Ok(rec) = core.meta.file_mut(job.file) else {
+        return;
+    };
     if let Some(t) = job.trunc_min {
         rec.trunc_min = Some(rec.trunc_min.map_or(t, |c| c.min(t)));
     }
@@ -1175,8 +1429,14 @@ pub(crate) fn matches(path: &str, prefixes: &[String]) -> bool {
         return true;
     }
     prefixes.iter().any(|p| {
-        let p = if p.len() > 1 { p.trim_end_matches('/') } else { p.as_str() };
-        path == p || p == "/" || (path.starts_with(p) && path.as_bytes().get(p.len()) == Some(&b'/'))
+        let p = if p.len() > 1 {
+            p.trim_end_matches('/')
+        } else {
+            p.as_str()
+        };
+        path == p
+            || p == "/"
+            || (path.starts_with(p) && path.as_bytes().get(p.len()) == Some(&b'/'))
     })
 }
 
@@ -1184,7 +1444,9 @@ pub(crate) fn matches(path: &str, prefixes: &[String]) -> bool {
 pub fn flush_paths(core: &mut Core, flusher: &Flusher, paths: &[String]) -> FlushReply {
     let ids: Vec<BucketId> = core.files.dirty.iter().copied().collect();
     for id in ids {
-        let Ok(b) = core.meta.bucket(id) else { continue };
+        let Ok(b) = core.meta.bucket(id) else {
+            continue;
+        };
         if !matches(&b.name, paths) {
             continue;
         }
@@ -1199,13 +1461,20 @@ pub fn flush_paths(core: &mut Core, flusher: &Flusher, paths: &[String]) -> Flus
 
 /// Control `FlushState`: the flush state of the files under `paths`.
 pub fn flush_state(core: &Core, flusher: &Flusher, paths: &[String]) -> FlushReply {
-    let mut r = FlushReply { flushed_bytes_total: core.files.counters.flushed_bytes_total, ..FlushReply::default() };
+    let mut r = FlushReply {
+        flushed_bytes_total: core.files.counters.flushed_bytes_total,
+        ..FlushReply::default()
+    };
     for id in &core.files.dirty {
-        let Ok(b) = core.meta.bucket(*id) else { continue };
+        let Ok(b) = core.meta.bucket(*id) else {
+            continue;
+        };
         if !matches(&b.name, paths) {
             continue;
         }
-        let Ok(rec) = core.meta.file(*id) else { continue };
+        let Ok(rec) = core.meta.file(*id) else {
+            continue;
+        };
         if !rec.needs_flush() {
             continue;
         }
@@ -1215,7 +1484,10 @@ pub fn flush_state(core: &Core, flusher: &Flusher, paths: &[String]) -> FlushRep
             r.flushing_files += 1;
         }
         if let Some(m) = &rec.flush_error {
-            r.errors.push(FlushError { path: b.name.to_string(), message: m.clone() });
+            r.errors.push(FlushError {
+                path: b.name.to_string(),
+                message: m.clone(),
+            });
         }
     }
     r
@@ -1253,7 +1525,11 @@ const CRC32C_TABLE: [u32; 256] = {
         let mut c = i as u32;
         let mut k = 0;
         while k < 8 {
-            c = if c & 1 != 0 { (c >> 1) ^ CRC32C_POLY } else { c >> 1 };
+            c = if c & 1 != 0 {
+                (c >> 1) ^ CRC32C_POLY
+            } else {
+                c >> 1
+            };
             k += 1;
         }
         t[i] = c;

@@ -39,7 +39,18 @@ impl Concurrency {
     /// Starts at `max` (the configured `flush.threads`), the best guess for a PFS.
     pub fn new(max: usize, now_ns: u64) -> Concurrency {
         let max = max.max(1);
-        Concurrency { limit: max, max, dir: -1, moved: false, before: 0.0, hold: 0, window_start_ns: now_ns, window_bytes: 0, backlog_all_window: true, last_mib_s: None }
+        Concurrency {
+            limit: max,
+            max,
+            dir: -1,
+            moved: false,
+            before: 0.0,
+            hold: 0,
+            window_start_ns: now_ns,
+            window_bytes: 0,
+            backlog_all_window: true,
+            last_mib_s: None,
+        }
     }
 
     pub fn limit(&self) -> usize {
@@ -74,7 +85,8 @@ impl Concurrency {
         if elapsed < WINDOW_NS {
             return self.limit;
         }
-        let counts = self.backlog_all_window && self.window_bytes >= WINDOW_BYTES_MIN && self.max > 1;
+        let counts =
+            self.backlog_all_window && self.window_bytes >= WINDOW_BYTES_MIN && self.max > 1;
         if counts {
             let rate = self.window_bytes as f64 / (1 << 20) as f64 / (elapsed as f64 / 1e9);
             if self.moved {
@@ -149,7 +161,11 @@ mod tests {
     fn idle_or_tiny_windows_change_nothing() {
         let mut c = Concurrency::new(4, 0);
         for i in 1..50 {
-            assert_eq!(c.observe(1 << 30, false, i * WINDOW_NS), 4, "no backlog: no measurement");
+            assert_eq!(
+                c.observe(1 << 30, false, i * WINDOW_NS),
+                4,
+                "no backlog: no measurement"
+            );
         }
         for i in 50..100 {
             assert_eq!(c.observe(1000, true, i * WINDOW_NS), 4, "too few bytes");

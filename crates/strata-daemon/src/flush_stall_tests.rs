@@ -21,14 +21,26 @@ fn start(core: &Core, threads: u32) -> (Flusher, mpsc::Receiver<Msg>) {
     let (tx, rx) = mpsc::channel();
     let mut io = FlushIo::open(core, 0.0).unwrap();
     io.hang_marker = Some(".hang".into());
-    let s = FlushSettings { enabled: true, interval_ns: 1, threads, bandwidth_max_mib_s: 0.0 };
+    let s = FlushSettings {
+        enabled: true,
+        interval_ns: 1,
+        threads,
+        bandwidth_max_mib_s: 0.0,
+    };
     (Flusher::start(s, io, tx, Arc::new(|| {})).unwrap(), rx)
 }
 
 fn create_with(core: &mut Core, path: &str, data: &[u8]) -> BucketId {
-    let a = OpenArgs { create: true, mode: 0o644, page_shift: 12, dest: Some(WireDestInfo::default()), ..OpenArgs::default() };
+    let a = OpenArgs {
+        create: true,
+        mode: 0o644,
+        page_shift: 12,
+        dest: Some(WireDestInfo::default()),
+        ..OpenArgs::default()
+    };
     let id = core.file_open(path, &a).unwrap();
-    core.file_write(id, Some(0), Src::Bytes(data), None).unwrap();
+    core.file_write(id, Some(0), Src::Bytes(data), None)
+        .unwrap();
     id
 }
 
@@ -61,7 +73,11 @@ impl Drop for Hang {
 fn a_stalled_job_does_not_hold_the_only_worker_or_slot() {
     let mut fx = fixture(8 << 20, 64 << 20, 1 << 20);
     let dir = fx.dir.path().to_str().unwrap().to_string();
-    let (hung, fine, hung2) = (format!("{dir}/hung"), format!("{dir}/fine"), format!("{dir}/hung2"));
+    let (hung, fine, hung2) = (
+        format!("{dir}/hung"),
+        format!("{dir}/fine"),
+        format!("{dir}/hung2"),
+    );
     // flush.threads = 1: the concurrency limit is 1 and there is one worker.
     let (mut f, rx) = start(&fx.core, 1);
     // Every job in flight counts as stalled at once.
@@ -87,7 +103,10 @@ fn a_stalled_job_does_not_hold_the_only_worker_or_slot() {
     let r = crate::drain::drain_status(core, Some(&f), &[fine.clone()]);
     assert_eq!(r.files[0].state, DrainState::Persisted, "{r:?}");
     let r = crate::drain::drain_status(core, Some(&f), &[hung.clone()]);
-    assert!(r.files[0].state == DrainState::Flushing && r.files[0].stalled, "{r:?}");
+    assert!(
+        r.files[0].state == DrainState::Flushing && r.files[0].stalled,
+        "{r:?}"
+    );
 
     // A second hung file takes the spare too; the pool stops growing at
     // 2 × flush.threads whatever else stalls.

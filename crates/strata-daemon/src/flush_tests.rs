@@ -21,17 +21,29 @@ const PAGE: usize = 4096;
 fn start(core: &Core, threads: u32, bandwidth_mib_s: f64) -> (Flusher, mpsc::Receiver<Msg>) {
     let (tx, rx) = mpsc::channel();
     let io = FlushIo::open(core, bandwidth_mib_s).unwrap();
-    let s = FlushSettings { enabled: true, interval_ns: 1, threads, bandwidth_max_mib_s: bandwidth_mib_s };
+    let s = FlushSettings {
+        enabled: true,
+        interval_ns: 1,
+        threads,
+        bandwidth_max_mib_s: bandwidth_mib_s,
+    };
     (Flusher::start(s, io, tx, Arc::new(|| {})).unwrap(), rx)
 }
 
 fn create(core: &mut Core, path: &str) -> BucketId {
-    let a = OpenArgs { create: true, mode: 0o644, page_shift: SHIFT, dest: Some(WireDestInfo::default()), ..OpenArgs::default() };
+    let a = OpenArgs {
+        create: true,
+        mode: 0o644,
+        page_shift: SHIFT,
+        dest: Some(WireDestInfo::default()),
+        ..OpenArgs::default()
+    };
     core.file_open(path, &a).unwrap()
 }
 
 fn write(core: &mut Core, id: BucketId, off: usize, data: &[u8]) {
-    core.file_write(id, Some(off as u64), Src::Bytes(data), None).unwrap();
+    core.file_write(id, Some(off as u64), Src::Bytes(data), None)
+        .unwrap();
 }
 
 /// Waits for one completion and handles it (a generous guard, not a timing check).
@@ -49,7 +61,10 @@ fn flush_all(core: &mut Core, f: &mut Flusher, rx: &mpsc::Receiver<Msg>) {
         core.files.kick = true;
         f.tick(core);
         if f.in_flight() == 0 {
-            assert!(core.files.dirty.is_empty(), "dirty files but nothing dispatched");
+            assert!(
+                core.files.dirty.is_empty(),
+                "dirty files but nothing dispatched"
+            );
             return;
         }
         complete_one(core, f, rx);
@@ -123,7 +138,11 @@ fn modification_during_a_flush_keeps_the_page_dirty() {
     assert!(core.pins_held() >= 1);
     complete_one(core, &mut f, &rx);
     let rec = core.meta.file(id).unwrap();
-    assert_eq!(rec.dirty_pages.iter().copied().collect::<Vec<_>>(), vec![0], "page 0 changed since the snapshot");
+    assert_eq!(
+        rec.dirty_pages.iter().copied().collect::<Vec<_>>(),
+        vec![0],
+        "page 0 changed since the snapshot"
+    );
     assert_eq!(rec.flushed_gen, snap_gen);
     assert!(rec.mod_gen > rec.flushed_gen);
     assert!(core.files.dirty.contains(&id));
@@ -149,7 +168,11 @@ fn failed_flush_keeps_data_and_retries_after_the_fix() {
     f.tick(core);
     complete_one(core, &mut f, &rx);
     let rec = core.meta.file(id).unwrap();
-    assert!(rec.flush_error.as_deref().unwrap().contains("open"), "{:?}", rec.flush_error);
+    assert!(
+        rec.flush_error.as_deref().unwrap().contains("open"),
+        "{:?}",
+        rec.flush_error
+    );
     assert_eq!(rec.dirty_pages.len(), 3, "nothing dropped");
     assert!(rec.urgent && rec.durable, "still wanted");
     let st = core.file_sync_state(id, target).unwrap();
@@ -197,8 +220,15 @@ fn unlink_during_a_flush_removes_the_recreated_destination() {
     core.files.kick = true;
     f.tick(core); // queues the destination unlink (if the job created the file)
     f.stop(); // workers finish queued work
-    assert!(!std::path::Path::new(&path).exists(), "no stale file left at the destination");
-    assert_eq!(core.tiers.arena.alloc.used_bytes(), 0, "deferred frees done after unpin");
+    assert!(
+        !std::path::Path::new(&path).exists(),
+        "no stale file left at the destination"
+    );
+    assert_eq!(
+        core.tiers.arena.alloc.used_bytes(),
+        0,
+        "deferred frees done after unpin"
+    );
     let _ = FLUSH_OWNER;
 }
 
@@ -232,7 +262,10 @@ fn a_new_file_waits_for_the_stale_unlink_of_its_path() {
     write(core, new, 0, &model);
     core.files.kick = true;
     f.tick(core);
-    assert!(!f.is_in_flight(new), "a flush of a path waits for its pending destination unlink");
+    assert!(
+        !f.is_in_flight(new),
+        "a flush of a path waits for its pending destination unlink"
+    );
     // The unlink runs on a worker; the poller is not told (bounded wait).
     for _ in 0..60_000 {
         core.files.kick = true;
@@ -246,7 +279,11 @@ fn a_new_file_waits_for_the_stale_unlink_of_its_path() {
     complete_one(core, &mut f, &rx);
     flush_all(core, &mut f, &rx);
     f.stop();
-    assert_eq!(std::fs::read(&path).unwrap(), model, "the new file survives the old one's clean-up");
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        model,
+        "the new file survives the old one's clean-up"
+    );
     core.file_check().unwrap();
 }
 
@@ -263,11 +300,17 @@ fn rename_during_a_flush_flushes_again_at_the_new_path() {
     f.tick(core);
     assert!(core.file_rename(&from, &to, false).unwrap());
     complete_one(core, &mut f, &rx);
-    assert!(core.files.dirty.contains(&id), "the stale job does not count");
+    assert!(
+        core.files.dirty.contains(&id),
+        "the stale job does not count"
+    );
     flush_all(core, &mut f, &rx);
     f.stop();
     assert_eq!(std::fs::read(&to).unwrap(), model);
-    assert!(!std::path::Path::new(&from).exists(), "the job's file at the old path was removed");
+    assert!(
+        !std::path::Path::new(&from).exists(),
+        "the job's file at the old path was removed"
+    );
     core.file_check().unwrap();
 }
 
@@ -279,7 +322,12 @@ fn control_flush_marks_matching_files_and_large_files_split_into_jobs() {
     let (tx, rx) = mpsc::channel();
     let io = FlushIo::open(&fx.core, 1024.0).unwrap();
     // Background flushing off: only urgent files go.
-    let s = FlushSettings { enabled: false, interval_ns: 1, threads: 2, bandwidth_max_mib_s: 1024.0 };
+    let s = FlushSettings {
+        enabled: false,
+        interval_ns: 1,
+        threads: 2,
+        bandwidth_max_mib_s: 1024.0,
+    };
     let mut f = Flusher::start(s, io, tx, Arc::new(|| {})).unwrap();
     let core = &mut fx.core;
     let ida = create(core, &a);
@@ -301,7 +349,11 @@ fn control_flush_marks_matching_files_and_large_files_split_into_jobs() {
         }
         complete_one(core, &mut f, &rx);
     }
-    assert_eq!(std::fs::read(&a).unwrap(), big, "two jobs wrote the whole file");
+    assert_eq!(
+        std::fs::read(&a).unwrap(),
+        big,
+        "two jobs wrote the whole file"
+    );
     assert!(!std::path::Path::new(&b).exists());
     assert!(core.files.dirty.contains(&idb) && !core.files.dirty.contains(&ida));
     let st = flush::flush_state(core, &f, &[]);
@@ -320,7 +372,12 @@ fn a_hung_destination_does_not_stop_other_files_and_is_reported() {
         let (tx, rx) = mpsc::channel();
         let mut io = FlushIo::open(&fx.core, 0.0).unwrap();
         io.hang_marker = Some(".hang".into());
-        let s = FlushSettings { enabled: true, interval_ns: 1, threads: 2, bandwidth_max_mib_s: 0.0 };
+        let s = FlushSettings {
+            enabled: true,
+            interval_ns: 1,
+            threads: 2,
+            bandwidth_max_mib_s: 0.0,
+        };
         (Flusher::start(s, io, tx, Arc::new(|| {})).unwrap(), rx)
     };
     // `flush.stall_warn` of 1 ns: any job still in flight counts as stalled.
@@ -346,11 +403,17 @@ fn a_hung_destination_does_not_stop_other_files_and_is_reported() {
     // The hung one is still flushing, and drain status says for how long.
     let r = crate::drain::drain_status(core, Some(&f), &[hung.clone()]);
     assert_eq!(r.files.len(), 1);
-    assert_eq!(r.files[0].state, strata_proto::control::DrainState::Flushing);
+    assert_eq!(
+        r.files[0].state,
+        strata_proto::control::DrainState::Flushing
+    );
     assert!(r.files[0].flushing_ms.is_some());
     assert!(r.files[0].stalled, "{r:?}");
     let r = crate::drain::drain_status(core, Some(&f), &[fine.clone()]);
-    assert!(r.files[0].state == strata_proto::control::DrainState::Persisted && !r.files[0].stalled, "{r:?}");
+    assert!(
+        r.files[0].state == strata_proto::control::DrainState::Persisted && !r.files[0].stalled,
+        "{r:?}"
+    );
     // The mount comes back: the job finishes.
     std::fs::remove_file(&marker).unwrap();
     flush_all(core, &mut f, &rx);
@@ -374,14 +437,23 @@ fn a_fifo_at_the_destination_fails_the_job_instead_of_blocking() {
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
     // Once without a reader (open would block) and once with one (open succeeds).
     for with_reader in [false, true] {
-        let reader = with_reader.then(|| std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&p).unwrap());
+        let reader = with_reader.then(|| {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&p)
+                .unwrap()
+        });
         core.files.kick = true;
         f.tick(core);
         assert!(f.is_in_flight(id));
         match rx.recv_timeout(Duration::from_secs(120)) {
             Ok(Msg::FlushDone(d)) => {
                 let err = d.error.clone().expect("flush onto a FIFO must fail");
-                assert!(err.contains("FIFO") || err.contains("No such device"), "{err}");
+                assert!(
+                    err.contains("FIFO") || err.contains("No such device"),
+                    "{err}"
+                );
                 f.complete(core, *d);
             }
             _ => panic!("the flush thread blocked on the FIFO"),
@@ -405,7 +477,12 @@ fn verify_reads_pages_back_and_catches_a_mismatch() {
     let (tx, rx) = mpsc::channel();
     let mut io = FlushIo::open(&fx.core, 0.0).unwrap();
     io.verify = true;
-    let s = FlushSettings { enabled: true, interval_ns: 1, threads: 2, bandwidth_max_mib_s: 0.0 };
+    let s = FlushSettings {
+        enabled: true,
+        interval_ns: 1,
+        threads: 2,
+        bandwidth_max_mib_s: 0.0,
+    };
     let mut f = Flusher::start(s, io, tx, Arc::new(|| {})).unwrap();
     let core = &mut fx.core;
     let id = create(core, &path);
@@ -414,7 +491,9 @@ fn verify_reads_pages_back_and_catches_a_mismatch() {
     flush_all(core, &mut f, &rx);
     assert_eq!(std::fs::read(&path).unwrap(), model);
     assert!(core.meta.file(id).unwrap().flush_error.is_none());
-    let verified = |core: &Core, f: &Flusher| crate::drain::drain_status(core, Some(f), &[path.clone()]).files[0].verified;
+    let verified = |core: &Core, f: &Flusher| {
+        crate::drain::drain_status(core, Some(f), &[path.clone()]).files[0].verified
+    };
     assert!(verified(core, &f), "persisted after a read-back: verified");
     // Dirty again: not verified until the next verified flush.
     write(core, id, 5, b"again");
@@ -433,7 +512,8 @@ fn verify_reads_pages_back_and_catches_a_mismatch() {
     let (tx, rx) = mpsc::channel();
     let mut io = FlushIo::open(core, 0.0).unwrap();
     io.verify = true;
-    io.corrupt_jobs.store(1, std::sync::atomic::Ordering::SeqCst);
+    io.corrupt_jobs
+        .store(1, std::sync::atomic::Ordering::SeqCst);
     let mut h = Flusher::start(s, io, tx, Arc::new(|| {})).unwrap();
     let model = pattern(2 * PAGE + 1, 11);
     write(core, id, 0, &model);
@@ -441,12 +521,23 @@ fn verify_reads_pages_back_and_catches_a_mismatch() {
     h.tick(core);
     complete_one(core, &mut h, &rx);
     let row = crate::drain::drain_status(core, Some(&h), &[path.clone()]).files[0].clone();
-    assert_eq!(row.state, strata_proto::control::DrainState::Failed, "{row:?}");
-    assert!(row.error.as_deref().is_some_and(|e| e.contains("checksum")) && !row.verified, "{row:?}");
+    assert_eq!(
+        row.state,
+        strata_proto::control::DrainState::Failed,
+        "{row:?}"
+    );
+    assert!(
+        row.error.as_deref().is_some_and(|e| e.contains("checksum")) && !row.verified,
+        "{row:?}"
+    );
     assert!(core.files.dirty.contains(&id));
     flush::flush_paths(core, &h, &[]);
     flush_all(core, &mut h, &rx);
-    assert_eq!(&std::fs::read(&path).unwrap()[..model.len()], &model[..], "the retry wrote the right bytes");
+    assert_eq!(
+        &std::fs::read(&path).unwrap()[..model.len()],
+        &model[..],
+        "the retry wrote the right bytes"
+    );
     assert!(verified(core, &h));
     assert!(core.meta.file(id).unwrap().flush_error.is_none());
     h.stop();
@@ -459,11 +550,20 @@ fn verify_reads_pages_back_and_catches_a_mismatch() {
         gen: 0,
         file_off: PAGE as u64,
         len: PAGE as u64,
-        extents: vec![flush::JobExtent { tier: e.tier, phys_off: e.phys_off, page_off: 0, len: PAGE as u64 }],
+        extents: vec![flush::JobExtent {
+            tier: e.tier,
+            phys_off: e.phys_off,
+            page_off: 0,
+            len: PAGE as u64,
+        }],
     };
     let mut io = FlushIo::open(core, 0.0).unwrap();
     io.verify = true;
-    let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
     let mut buf = Vec::new();
     io.verify_page(&file, &pg, &mut buf).unwrap();
     std::os::unix::fs::FileExt::write_all_at(&file, b"X", PAGE as u64 + 17).unwrap();

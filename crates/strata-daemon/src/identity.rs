@@ -38,7 +38,9 @@ pub fn describe_uid(uid: u32) -> String {
     // SAFETY: getpwuid_r writes into our buffers only.
     let rc = unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut out) };
     if rc == 0 && !out.is_null() && !pw.pw_name.is_null() {
-        let name = unsafe { std::ffi::CStr::from_ptr(pw.pw_name) }.to_string_lossy().to_string();
+        let name = unsafe { std::ffi::CStr::from_ptr(pw.pw_name) }
+            .to_string_lossy()
+            .to_string();
         return format!("{name} (uid {uid})");
     }
     format!("uid {uid}")
@@ -62,7 +64,11 @@ pub fn private_dir(dir: &Path, what: &str, follow: bool) -> anyhow::Result<()> {
             .create(dir)
             .with_context(|| format!("cannot create the {what} {}", dir.display()))?;
     }
-    let md = if follow { std::fs::metadata(dir) } else { std::fs::symlink_metadata(dir) };
+    let md = if follow {
+        std::fs::metadata(dir)
+    } else {
+        std::fs::symlink_metadata(dir)
+    };
     let md = md.with_context(|| format!("cannot stat the {what} {}", dir.display()))?;
     if md.file_type().is_symlink() {
         bail!("the {what} {} is a symbolic link; refusing to use it (remove it, or point the config at a private directory)", dir.display());
@@ -128,11 +134,15 @@ fn stamp(mut f: &File, socket: &Path) {
 pub fn foreign_segments(prefix: &str) -> Vec<(String, u32)> {
     let me = my_uid();
     let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir("/dev/shm") else { return out };
+    let Ok(rd) = std::fs::read_dir("/dev/shm") else {
+        return out;
+    };
     // Bounded by the directory's size.
     for e in rd.flatten() {
         let name = e.file_name().to_string_lossy().to_string();
-        let ours = name.strip_prefix(prefix).is_some_and(|r| r.starts_with('-') || r.starts_with('.'));
+        let ours = name
+            .strip_prefix(prefix)
+            .is_some_and(|r| r.starts_with('-') || r.starts_with('.'));
         if !ours {
             continue;
         }
@@ -147,7 +157,12 @@ pub fn foreign_segments(prefix: &str) -> Vec<(String, u32)> {
 
 /// Takes the lock at `path` for the daemon of `socket` (stamping it with
 /// that socket), or fails with `refused(holder)` naming who holds it.
-fn take(locks: &mut Vec<File>, path: &Path, socket: &Path, refused: impl FnOnce(&str) -> String) -> anyhow::Result<()> {
+fn take(
+    locks: &mut Vec<File>,
+    path: &Path,
+    socket: &Path,
+    refused: impl FnOnce(&str) -> String,
+) -> anyhow::Result<()> {
     match lock_file(path)? {
         Ok(f) => {
             stamp(&f, socket);
@@ -155,7 +170,11 @@ fn take(locks: &mut Vec<File>, path: &Path, socket: &Path, refused: impl FnOnce(
             Ok(())
         }
         Err(holder) => {
-            let holder = if holder.is_empty() { "unknown socket".to_string() } else { format!("socket {holder}") };
+            let holder = if holder.is_empty() {
+                "unknown socket".to_string()
+            } else {
+                format!("socket {holder}")
+            };
             bail!("{}", refused(&holder))
         }
     }
@@ -168,7 +187,10 @@ pub fn acquire(cfg: &Config) -> anyhow::Result<Identity> {
     let mut locks = Vec::new();
 
     // 1. The socket (and its runtime directory).
-    let dir = socket.parent().filter(|d| !d.as_os_str().is_empty()).context("socket path has no parent directory")?;
+    let dir = socket
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .context("socket path has no parent directory")?;
     private_dir(dir, "runtime directory", false)?;
     take(&mut locks, &socket.with_extension("lock"), &socket, |_| {
         format!("a strata daemon is already running for this user (socket {}); use it, or stop it with `strata daemon stop`", socket.display())
@@ -181,16 +203,23 @@ pub fn acquire(cfg: &Config) -> anyhow::Result<Identity> {
             describe_uid(*uid)
         );
     }
-    take(&mut locks, Path::new(&format!("/dev/shm/{prefix}.lock")), &socket, |holder| {
-        format!("the shared-memory prefix {prefix:?} is in use by another strata daemon ({holder}); give this daemon its own daemon.shm_prefix, or use that daemon")
-    })?;
+    take(
+        &mut locks,
+        Path::new(&format!("/dev/shm/{prefix}.lock")),
+        &socket,
+        |holder| {
+            format!("the shared-memory prefix {prefix:?} is in use by another strata daemon ({holder}); give this daemon its own daemon.shm_prefix, or use that daemon")
+        },
+    )?;
 
     // 3. Every directory tier.
     for (i, d) in cfg.devices.iter().enumerate() {
         if d.kind != DeviceKind::Dir {
             continue;
         }
-        let Some(path) = d.path.as_ref() else { bail!("devices[{i}] ({}) is a dir device without a path", d.name) };
+        let Some(path) = d.path.as_ref() else {
+            bail!("devices[{i}] ({}) is a dir device without a path", d.name)
+        };
         private_dir(path, &format!("tier directory of device {}", d.name), true)?;
         take(&mut locks, &path.join(TIER_LOCK_NAME), &socket, |holder| {
             format!(
@@ -200,7 +229,11 @@ pub fn acquire(cfg: &Config) -> anyhow::Result<Identity> {
             )
         })?;
     }
-    Ok(Identity { socket, prefix, _locks: locks })
+    Ok(Identity {
+        socket,
+        prefix,
+        _locks: locks,
+    })
 }
 
 impl Identity {

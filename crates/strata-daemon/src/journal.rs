@@ -85,12 +85,31 @@ pub struct FileImage {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Record {
     /// Tier `index` of the writing daemon is the directory `path`.
-    Tier { index: u32, path: String },
-    BucketSet { name: String, tags: Vec<(String, String)>, file: Option<FileImage> },
+    Tier {
+        index: u32,
+        path: String,
+    },
+    BucketSet {
+        name: String,
+        tags: Vec<(String, String)>,
+        file: Option<FileImage>,
+    },
     /// The bucket and every blob recorded under its name are gone.
-    BucketDrop { name: String },
-    BlobSet { bucket: String, name: String, size: u64, dirty: bool, crc: Option<u32>, extents: Vec<Extent> },
-    BlobDrop { bucket: String, name: String },
+    BucketDrop {
+        name: String,
+    },
+    BlobSet {
+        bucket: String,
+        name: String,
+        size: u64,
+        dirty: bool,
+        crc: Option<u32>,
+        extents: Vec<Extent>,
+    },
+    BlobDrop {
+        bucket: String,
+        name: String,
+    },
 }
 
 // ---- encoding -------------------------------------------------------------
@@ -120,7 +139,11 @@ struct Dec<'a> {
 
 impl<'a> Dec<'a> {
     fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        let end = self.at.checked_add(n).filter(|e| *e <= self.b.len()).ok_or("record payload too short")?;
+        let end = self
+            .at
+            .checked_add(n)
+            .filter(|e| *e <= self.b.len())
+            .ok_or("record payload too short")?;
         let s = &self.b[self.at..end];
         self.at = end;
         Ok(s)
@@ -129,10 +152,14 @@ impl<'a> Dec<'a> {
         Ok(self.take(1)?[0])
     }
     fn u32(&mut self) -> Result<u32, String> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")))
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
     }
     fn u64(&mut self) -> Result<u64, String> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
     }
     fn str(&mut self) -> Result<String, String> {
         let n = self.u32()? as usize;
@@ -145,7 +172,10 @@ impl<'a> Dec<'a> {
         if self.at == self.b.len() {
             Ok(())
         } else {
-            Err(format!("{} trailing bytes in record", self.b.len() - self.at))
+            Err(format!(
+                "{} trailing bytes in record",
+                self.b.len() - self.at
+            ))
         }
     }
 }
@@ -199,7 +229,14 @@ impl Record {
                 e.str(name);
                 K_BUCKET_DROP
             }
-            Record::BlobSet { bucket, name, size, dirty, crc, extents } => {
+            Record::BlobSet {
+                bucket,
+                name,
+                size,
+                dirty,
+                crc,
+                extents,
+            } => {
                 e.str(bucket);
                 e.str(name);
                 e.u64(*size);
@@ -221,7 +258,11 @@ impl Record {
             }
         };
         let payload = e.0;
-        assert!(payload.len() <= RECORD_BYTES_MAX, "journal record of {} bytes", payload.len());
+        assert!(
+            payload.len() <= RECORD_BYTES_MAX,
+            "journal record of {} bytes",
+            payload.len()
+        );
         let start = out.len();
         out.extend_from_slice(&FRAME_MAGIC.to_le_bytes());
         out.push(kind);
@@ -237,7 +278,10 @@ impl Record {
     fn decode(kind: u8, payload: &[u8]) -> Result<Record, String> {
         let mut d = Dec { b: payload, at: 0 };
         let r = match kind {
-            K_TIER => Record::Tier { index: d.u32()?, path: d.str()? },
+            K_TIER => Record::Tier {
+                index: d.u32()?,
+                path: d.str()?,
+            },
             K_BUCKET_SET => {
                 let name = d.str()?;
                 let n = d.u32()? as usize;
@@ -286,11 +330,26 @@ impl Record {
                 }
                 let mut extents = Vec::with_capacity(n);
                 for _ in 0..n {
-                    extents.push(Extent { logical_off: d.u64()?, len: d.u64()?, tier: d.u32()?, phys_off: d.u64()? });
+                    extents.push(Extent {
+                        logical_off: d.u64()?,
+                        len: d.u64()?,
+                        tier: d.u32()?,
+                        phys_off: d.u64()?,
+                    });
                 }
-                Record::BlobSet { bucket, name, size, dirty: flags & 1 != 0, crc: (flags & 2 != 0).then_some(crc), extents }
+                Record::BlobSet {
+                    bucket,
+                    name,
+                    size,
+                    dirty: flags & 1 != 0,
+                    crc: (flags & 2 != 0).then_some(crc),
+                    extents,
+                }
             }
-            K_BLOB_DROP => Record::BlobDrop { bucket: d.str()?, name: d.str()? },
+            K_BLOB_DROP => Record::BlobDrop {
+                bucket: d.str()?,
+                name: d.str()?,
+            },
             k => return Err(format!("unknown record kind {k}")),
         };
         d.done()?;
@@ -346,12 +405,17 @@ impl State {
             }
             Record::BucketDrop { name } => {
                 self.buckets.remove(&name);
-                let keys: Vec<(String, String)> = self.blobs_of(&name).map(|(k, _)| k.clone()).collect();
+                let keys: Vec<(String, String)> =
+                    self.blobs_of(&name).map(|(k, _)| k.clone()).collect();
                 for k in keys {
                     self.blobs.remove(&k);
                 }
             }
-            Record::BlobSet { ref bucket, ref name, .. } => {
+            Record::BlobSet {
+                ref bucket,
+                ref name,
+                ..
+            } => {
                 self.blobs.insert((bucket.clone(), name.clone()), r);
             }
             Record::BlobDrop { bucket, name } => {
@@ -361,7 +425,10 @@ impl State {
     }
 
     /// The blob records under bucket name `name`.
-    pub fn blobs_of<'a>(&'a self, name: &str) -> impl Iterator<Item = (&'a (String, String), &'a Record)> + 'a {
+    pub fn blobs_of<'a>(
+        &'a self,
+        name: &str,
+    ) -> impl Iterator<Item = (&'a (String, String), &'a Record)> + 'a {
         let lo = (name.to_string(), String::new());
         let hi = (format!("{name}\0"), String::new());
         self.blobs.range(lo..hi)
@@ -374,7 +441,11 @@ impl State {
     /// Every live record, in an order replay accepts (tiers, buckets, blobs).
     pub fn encode_all(&self, out: &mut Vec<u8>) {
         for (i, p) in &self.tiers {
-            Record::Tier { index: *i, path: p.clone() }.encode(out);
+            Record::Tier {
+                index: *i,
+                path: p.clone(),
+            }
+            .encode(out);
         }
         for r in self.buckets.values() {
             r.encode(out);
@@ -410,14 +481,21 @@ pub fn read(path: &Path) -> std::io::Result<Scan> {
 }
 
 pub fn scan_bytes(data: &[u8]) -> Scan {
-    let mut s = Scan { bytes: data.len() as u64, ..Scan::default() };
+    let mut s = Scan {
+        bytes: data.len() as u64,
+        ..Scan::default()
+    };
     if data.is_empty() {
         return s;
     }
     let mut at = if data.len() >= FILE_MAGIC.len() && &data[..FILE_MAGIC.len()] == FILE_MAGIC {
         FILE_MAGIC.len()
     } else {
-        s.corrupt.push((0, FILE_MAGIC.len().min(data.len()) as u64, "bad file magic".into()));
+        s.corrupt.push((
+            0,
+            FILE_MAGIC.len().min(data.len()) as u64,
+            "bad file magic".into(),
+        ));
         FILE_MAGIC.len().min(data.len())
     };
     // Bounded: every iteration advances `at` by at least one byte.
@@ -433,7 +511,10 @@ pub fn scan_bytes(data: &[u8]) -> Scan {
                 let mut next = None;
                 let mut probe = at + 1;
                 while probe + HEADER_BYTES <= data.len() {
-                    if data[probe] == FRAME_MAGIC.to_le_bytes()[0] && data[probe + 1] == FRAME_MAGIC.to_le_bytes()[1] && parse_frame(&data[probe..]).is_ok() {
+                    if data[probe] == FRAME_MAGIC.to_le_bytes()[0]
+                        && data[probe + 1] == FRAME_MAGIC.to_le_bytes()[1]
+                        && parse_frame(&data[probe..]).is_ok()
+                    {
                         next = Some(probe);
                         break;
                     }
@@ -482,7 +563,10 @@ pub struct Shared {
 }
 
 pub enum Msg {
-    Batch { seq: u64, records: Vec<Record> },
+    Batch {
+        seq: u64,
+        records: Vec<Record>,
+    },
     /// Sync now if `sync_wanted` is ahead of `synced_seq`.
     Kick,
     Stop,
@@ -522,7 +606,12 @@ pub fn rewrite(path: &Path, state: &State) -> std::io::Result<u64> {
     buf.extend_from_slice(FILE_MAGIC);
     state.encode_all(&mut buf);
     {
-        let mut f = OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
         // A journal names every buffered path: readable by its owner only.
         f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
         f.write_all(&buf)?;
@@ -536,18 +625,40 @@ pub fn rewrite(path: &Path, state: &State) -> std::io::Result<u64> {
 impl Writer {
     /// Atomically replaces the journal at `path` by `state` and returns a
     /// writer appending to it.
-    pub fn create(path: &Path, state: State, settings: WriterSettings, shared: Arc<Shared>, wake: Arc<dyn Fn() + Send + Sync>) -> std::io::Result<Writer> {
+    pub fn create(
+        path: &Path,
+        state: State,
+        settings: WriterSettings,
+        shared: Arc<Shared>,
+        wake: Arc<dyn Fn() + Send + Sync>,
+    ) -> std::io::Result<Writer> {
         let bytes = rewrite(path, &state)?;
         let file = OpenOptions::new().append(true).open(path)?;
         shared.file_bytes.store(bytes, Ordering::Relaxed);
-        shared.live_records.store(state.records() as u64, Ordering::Relaxed);
-        Ok(Writer { path: path.to_path_buf(), file, state, file_bytes: bytes, unsynced: false, last_sync: Instant::now(), settings, shared, wake })
+        shared
+            .live_records
+            .store(state.records() as u64, Ordering::Relaxed);
+        Ok(Writer {
+            path: path.to_path_buf(),
+            file,
+            state,
+            file_bytes: bytes,
+            unsynced: false,
+            last_sync: Instant::now(),
+            settings,
+            shared,
+            wake,
+        })
     }
 
     fn fail(&self, what: &str, e: &std::io::Error) {
         tracing::error!(path = %self.path.display(), "journal {what} failed: {e}; fsync falls back to the destination");
         self.shared.failed.store(true, Ordering::SeqCst);
-        *self.shared.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!("{what}: {e}"));
+        *self
+            .shared
+            .last_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(format!("{what}: {e}"));
     }
 
     fn append(&mut self, seq: u64, records: Vec<Record>) {
@@ -565,8 +676,12 @@ impl Writer {
         }
         self.unsynced = true;
         self.shared.written_seq.store(seq, Ordering::SeqCst);
-        self.shared.file_bytes.store(self.file_bytes, Ordering::Relaxed);
-        self.shared.live_records.store(self.state.records() as u64, Ordering::Relaxed);
+        self.shared
+            .file_bytes
+            .store(self.file_bytes, Ordering::Relaxed);
+        self.shared
+            .live_records
+            .store(self.state.records() as u64, Ordering::Relaxed);
     }
 
     fn sync(&mut self) {
@@ -596,9 +711,17 @@ impl Writer {
             return;
         }
         let started = Instant::now();
-        match rewrite(&self.path, &self.state).and_then(|n| Ok((n, OpenOptions::new().append(true).open(&self.path)?))) {
+        match rewrite(&self.path, &self.state)
+            .and_then(|n| Ok((n, OpenOptions::new().append(true).open(&self.path)?)))
+        {
             Ok((n, f)) => {
-                tracing::info!(from = self.file_bytes, to = n, records = self.state.records(), ms = started.elapsed().as_millis() as u64, "journal compacted");
+                tracing::info!(
+                    from = self.file_bytes,
+                    to = n,
+                    records = self.state.records(),
+                    ms = started.elapsed().as_millis() as u64,
+                    "journal compacted"
+                );
                 self.file = f;
                 self.file_bytes = n;
                 // The rewrite was synced: everything written so far is durable.
@@ -607,7 +730,9 @@ impl Writer {
                 self.shared.compactions.fetch_add(1, Ordering::Relaxed);
                 self.shared.file_bytes.store(n, Ordering::Relaxed);
             }
-            Err(e) => tracing::warn!(path = %self.path.display(), "journal compaction failed (kept appending): {e}"),
+            Err(e) => {
+                tracing::warn!(path = %self.path.display(), "journal compaction failed (kept appending): {e}")
+            }
         }
     }
 
@@ -615,7 +740,13 @@ impl Writer {
     /// poller is gone) with everything written synced.
     pub fn run(mut self, rx: mpsc::Receiver<Msg>) {
         loop {
-            let timeout = if self.unsynced { self.settings.sync_interval.saturating_sub(self.last_sync.elapsed()) } else { Duration::from_secs(3600) };
+            let timeout = if self.unsynced {
+                self.settings
+                    .sync_interval
+                    .saturating_sub(self.last_sync.elapsed())
+            } else {
+                Duration::from_secs(3600)
+            };
             let mut stop = false;
             match rx.recv_timeout(timeout) {
                 Ok(Msg::Batch { seq, records }) => self.append(seq, records),
@@ -632,7 +763,8 @@ impl Writer {
                     Err(_) => break,
                 }
             }
-            let wanted = self.shared.sync_wanted.load(Ordering::SeqCst) > self.shared.synced_seq.load(Ordering::SeqCst);
+            let wanted = self.shared.sync_wanted.load(Ordering::SeqCst)
+                > self.shared.synced_seq.load(Ordering::SeqCst);
             if stop || wanted || self.last_sync.elapsed() >= self.settings.sync_interval {
                 self.sync();
             }
@@ -657,8 +789,15 @@ impl Handle {
         let (tx, rx) = mpsc::channel();
         let path = writer.path.clone();
         let shared = writer.shared.clone();
-        let thread = std::thread::Builder::new().name("strata-journal".into()).spawn(move || writer.run(rx))?;
-        Ok(Handle { path, tx, shared, thread: Some(thread) })
+        let thread = std::thread::Builder::new()
+            .name("strata-journal".into())
+            .spawn(move || writer.run(rx))?;
+        Ok(Handle {
+            path,
+            tx,
+            shared,
+            thread: Some(thread),
+        })
     }
 
     /// Stops the thread after it synced everything sent so far.
@@ -682,7 +821,13 @@ impl Drop for Handle {
 }
 
 /// CRC32 of `len` bytes of `file` at `off` (replay verification).
-pub fn crc_of_file_range(file: &File, off: u64, len: u64, crc: &mut crc32fast::Hasher, buf: &mut Vec<u8>) -> std::io::Result<()> {
+pub fn crc_of_file_range(
+    file: &File,
+    off: u64,
+    len: u64,
+    crc: &mut crc32fast::Hasher,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<()> {
     let mut done = 0u64;
     // Bounded: 1 MiB per round.
     while done < len {

@@ -32,14 +32,61 @@ fn sample() -> Vec<Record> {
         synced_size: 9000,
     };
     vec![
-        Record::Tier { index: 1, path: "/x/strata-tier.data".into() },
-        Record::BucketSet { name: "b".into(), tags: vec![("placement".into(), "random".into())], file: None },
-        Record::BucketSet { name: "/d/f".into(), tags: vec![], file: Some(file) },
-        Record::BlobSet { bucket: "b".into(), name: "k".into(), size: 10, dirty: false, crc: None, extents: vec![Extent { logical_off: 0, len: 10, tier: 1, phys_off: 4096 }] },
-        Record::BlobSet { bucket: "/d/f".into(), name: "0".into(), size: 4096, dirty: true, crc: Some(0xdead), extents: vec![Extent { logical_off: 0, len: 4096, tier: 1, phys_off: 8192 }] },
-        Record::BlobDrop { bucket: "b".into(), name: "k".into() },
-        Record::BlobSet { bucket: "b".into(), name: "k2".into(), size: 0, dirty: false, crc: None, extents: vec![] },
-        Record::BucketDrop { name: "/d/f".into() },
+        Record::Tier {
+            index: 1,
+            path: "/x/strata-tier.data".into(),
+        },
+        Record::BucketSet {
+            name: "b".into(),
+            tags: vec![("placement".into(), "random".into())],
+            file: None,
+        },
+        Record::BucketSet {
+            name: "/d/f".into(),
+            tags: vec![],
+            file: Some(file),
+        },
+        Record::BlobSet {
+            bucket: "b".into(),
+            name: "k".into(),
+            size: 10,
+            dirty: false,
+            crc: None,
+            extents: vec![Extent {
+                logical_off: 0,
+                len: 10,
+                tier: 1,
+                phys_off: 4096,
+            }],
+        },
+        Record::BlobSet {
+            bucket: "/d/f".into(),
+            name: "0".into(),
+            size: 4096,
+            dirty: true,
+            crc: Some(0xdead),
+            extents: vec![Extent {
+                logical_off: 0,
+                len: 4096,
+                tier: 1,
+                phys_off: 8192,
+            }],
+        },
+        Record::BlobDrop {
+            bucket: "b".into(),
+            name: "k".into(),
+        },
+        Record::BlobSet {
+            bucket: "b".into(),
+            name: "k2".into(),
+            size: 0,
+            dirty: false,
+            crc: None,
+            extents: vec![],
+        },
+        Record::BucketDrop {
+            name: "/d/f".into(),
+        },
     ]
 }
 
@@ -72,7 +119,10 @@ fn records_round_trip_and_fold_keeps_the_last_state() {
     assert!(same(&scan.state, &fold(&recs)));
     // The drop of the file bucket took its page with it; k was dropped, k2 lives.
     assert!(scan.state.buckets.contains_key("b") && !scan.state.buckets.contains_key("/d/f"));
-    assert_eq!(scan.state.blobs.keys().cloned().collect::<Vec<_>>(), vec![("b".to_string(), "k2".to_string())]);
+    assert_eq!(
+        scan.state.blobs.keys().cloned().collect::<Vec<_>>(),
+        vec![("b".to_string(), "k2".to_string())]
+    );
 }
 
 #[test]
@@ -82,10 +132,20 @@ fn a_torn_tail_yields_exactly_a_prefix_of_the_records() {
     // Every possible crash point while appending.
     for cut in journal::FILE_MAGIC.len()..bytes.len() {
         let scan = journal::scan_bytes(&bytes[..cut]);
-        assert!(scan.corrupt.is_empty(), "cut {cut}: a torn tail is not corruption");
+        assert!(
+            scan.corrupt.is_empty(),
+            "cut {cut}: a torn tail is not corruption"
+        );
         let k = scan.records as usize;
-        assert!(same(&scan.state, &fold(&recs[..k])), "cut {cut}: state is not the fold of the first {k} records");
-        assert_eq!(encode(&recs[..k]).len() as u64 + scan.torn_tail_bytes, cut as u64, "cut {cut}: the torn tail is what follows the last whole record");
+        assert!(
+            same(&scan.state, &fold(&recs[..k])),
+            "cut {cut}: state is not the fold of the first {k} records"
+        );
+        assert_eq!(
+            encode(&recs[..k]).len() as u64 + scan.torn_tail_bytes,
+            cut as u64,
+            "cut {cut}: the torn tail is what follows the last whole record"
+        );
     }
 }
 
@@ -102,9 +162,18 @@ fn a_corrupt_record_is_reported_and_never_applied() {
     }
     bytes[at + journal::HEADER_BYTES + 3] ^= 0x40;
     let scan = journal::scan_bytes(&bytes);
-    assert_eq!(scan.corrupt.len(), 1, "one corrupt range: {:?}", scan.corrupt);
+    assert_eq!(
+        scan.corrupt.len(),
+        1,
+        "one corrupt range: {:?}",
+        scan.corrupt
+    );
     assert!(scan.corrupt[0].2.contains("checksum"), "{:?}", scan.corrupt);
-    assert_eq!(scan.records, recs.len() as u64 - 1, "the records after it are still applied");
+    assert_eq!(
+        scan.records,
+        recs.len() as u64 - 1,
+        "the records after it are still applied"
+    );
     let mut expect = recs.clone();
     expect.remove(3);
     assert!(same(&scan.state, &fold(&expect)));
@@ -129,7 +198,10 @@ fn journal_on(fx: &mut Fixture) -> mpsc::Receiver<Msg> {
     core.journal.as_mut().unwrap().report = report;
     let (tx, rx) = mpsc::channel();
     let wake: Arc<dyn Fn() + Send + Sync> = Arc::new(|| {});
-    let settings = journal::WriterSettings { sync_interval: std::time::Duration::from_millis(5), compact_min_bytes: 1 << 20 };
+    let settings = journal::WriterSettings {
+        sync_interval: std::time::Duration::from_millis(5),
+        compact_min_bytes: 1 << 20,
+    };
     Journal::start(core, settings, wake.clone()).unwrap();
     crate::stash::start(core, tx, wake).unwrap();
     rx
@@ -155,7 +227,14 @@ fn pump(core: &mut Core, rx: &mpsc::Receiver<Msg>, mut done: impl FnMut(&mut Cor
 }
 
 fn create(core: &mut Core, path: &str, persist: u32) -> strata_meta::BucketId {
-    let a = OpenArgs { create: true, mode: 0o640, persist, page_shift: SHIFT, dest: Some(WireDestInfo::default()), ..OpenArgs::default() };
+    let a = OpenArgs {
+        create: true,
+        mode: 0o640,
+        persist,
+        page_shift: SHIFT,
+        dest: Some(WireDestInfo::default()),
+        ..OpenArgs::default()
+    };
     core.file_open(path, &a).unwrap()
 }
 
@@ -185,7 +264,8 @@ fn fsync_stashes_ram_pages_and_a_restarted_core_gets_them_back() {
     let core = &mut fx.core;
     let data = pattern(10_000, 3);
     let id = create(core, "/dest/ckpt", Persist::Default as u32);
-    core.file_write(id, Some(0), Src::Bytes(&data), None).unwrap();
+    core.file_write(id, Some(0), Src::Bytes(&data), None)
+        .unwrap();
     // The pages are in RAM: volatile.
     let page0 = core.meta.page_blob(id, 0).unwrap();
     assert_eq!(core.meta.blob(page0).unwrap().extents[0].tier, 0);
@@ -197,7 +277,8 @@ fn fsync_stashes_ram_pages_and_a_restarted_core_gets_them_back() {
     assert!(b.extents.iter().all(|e| e.tier == 1) && b.sealed_crc.is_some() && b.dirty);
     // Another file that was never fsync'ed and lives in RAM is lost at a crash.
     let other = create(core, "/dest/unsynced", Persist::Default as u32);
-    core.file_write(other, Some(0), Src::Bytes(&data[..100]), None).unwrap();
+    core.file_write(other, Some(0), Src::Bytes(&data[..100]), None)
+        .unwrap();
     // A SCRATCH file on the dir tier is not journaled either.
     let dir = fx.crash();
 
@@ -205,12 +286,25 @@ fn fsync_stashes_ram_pages_and_a_restarted_core_gets_them_back() {
     let _rx = journal_on(&mut fx);
     let core = &mut fx.core;
     let rep = core.journal.as_ref().unwrap().report.clone();
-    assert_eq!((rep.files, rep.dirty_files, rep.corrupt_ranges, rep.dropped_blobs, rep.crc_mismatches), (1, 1, 0, 0, 0), "{rep:?}");
+    assert_eq!(
+        (
+            rep.files,
+            rep.dirty_files,
+            rep.corrupt_ranges,
+            rep.dropped_blobs,
+            rep.crc_mismatches
+        ),
+        (1, 1, 0, 0, 0),
+        "{rep:?}"
+    );
     assert_eq!(read_file(core, "/dest/ckpt"), data);
     let id = core.meta.file_by_path("/dest/ckpt").unwrap();
     let rec = core.meta.file(id).unwrap();
     assert_eq!(rec.dirty_pages.len(), 3);
-    assert!(rec.needs_flush() && core.files.dirty.contains(&id), "the flusher resumes it");
+    assert!(
+        rec.needs_flush() && core.files.dirty.contains(&id),
+        "the flusher resumes it"
+    );
     assert!(core.meta.file_by_path("/dest/unsynced").is_none());
     core.check().unwrap();
     core.file_check().unwrap();
@@ -224,14 +318,36 @@ fn native_blobs_on_the_dir_tier_survive_and_ram_blobs_do_not() {
     let core = &mut fx.core;
     let (b, _) = core.meta.bucket_open("data", true, false, 0).unwrap();
     let big = pattern(1 << 20, 9);
-    core.put(b, "big", Src::Bytes(&big), None, None, false).unwrap();
-    core.put(b, "small", Src::Bytes(b"tiny"), None, None, false).unwrap();
-    core.put(b, "gone", Src::Bytes(&big[..200_000]), None, None, false).unwrap();
+    core.put(b, "big", Src::Bytes(&big), None, None, false)
+        .unwrap();
+    core.put(b, "small", Src::Bytes(b"tiny"), None, None, false)
+        .unwrap();
+    core.put(b, "gone", Src::Bytes(&big[..200_000]), None, None, false)
+        .unwrap();
     core.delete(b, "gone").unwrap();
-    let big_tier = core.meta.blob(core.meta.blob_lookup(b, "big").unwrap()).unwrap().extents[0].tier;
+    let big_tier = core
+        .meta
+        .blob(core.meta.blob_lookup(b, "big").unwrap())
+        .unwrap()
+        .extents[0]
+        .tier;
     assert_eq!(big_tier, 1, "the big blob is on the dir tier");
-    let seq = core.journal.as_ref().unwrap().shared.written_seq.load(std::sync::atomic::Ordering::SeqCst);
-    pump(core, &rx, |c| c.journal.as_ref().unwrap().shared.synced_seq.load(std::sync::atomic::Ordering::SeqCst) > seq);
+    let seq = core
+        .journal
+        .as_ref()
+        .unwrap()
+        .shared
+        .written_seq
+        .load(std::sync::atomic::Ordering::SeqCst);
+    pump(core, &rx, |c| {
+        c.journal
+            .as_ref()
+            .unwrap()
+            .shared
+            .synced_seq
+            .load(std::sync::atomic::Ordering::SeqCst)
+            > seq
+    });
     let dir = fx.crash();
 
     let mut fx = fixture_in(dir, 64 << 10, 64 << 20, 1 << 20);
@@ -242,11 +358,20 @@ fn native_blobs_on_the_dir_tier_survive_and_ram_blobs_do_not() {
     let blob = core.meta.blob(id).unwrap().clone();
     let mut got = vec![0u8; blob.size as usize];
     for e in &blob.extents {
-        core.tiers.read(e.tier as usize, e.phys_off, &mut got[e.logical_off as usize..e.end() as usize]).unwrap();
+        core.tiers
+            .read(
+                e.tier as usize,
+                e.phys_off,
+                &mut got[e.logical_off as usize..e.end() as usize],
+            )
+            .unwrap();
     }
     assert_eq!(got, big);
     assert!(core.meta.blob_lookup(b, "gone").is_err());
-    assert!(core.meta.blob_lookup(b, "small").is_err(), "RAM blobs are volatile");
+    assert!(
+        core.meta.blob_lookup(b, "small").is_err(),
+        "RAM blobs are volatile"
+    );
     core.check().unwrap();
 }
 
@@ -255,13 +380,27 @@ fn the_writer_compacts_to_the_live_records_and_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(journal::JOURNAL_NAME);
     let shared = Arc::new(journal::Shared::default());
-    let settings = journal::WriterSettings { sync_interval: std::time::Duration::from_millis(1), compact_min_bytes: 64 << 10 };
-    let w = journal::Writer::create(&path, State::default(), settings, shared.clone(), Arc::new(|| {})).unwrap();
+    let settings = journal::WriterSettings {
+        sync_interval: std::time::Duration::from_millis(1),
+        compact_min_bytes: 64 << 10,
+    };
+    let w = journal::Writer::create(
+        &path,
+        State::default(),
+        settings,
+        shared.clone(),
+        Arc::new(|| {}),
+    )
+    .unwrap();
     let mut h = journal::Handle::start(w).unwrap();
     let mut expect = State::default();
     // 2000 batches rewriting 10 blobs: the live state is small, the log is not.
     for seq in 1..=2000u64 {
-        let mut recs = vec![Record::BucketSet { name: "b".into(), tags: vec![], file: None }];
+        let mut recs = vec![Record::BucketSet {
+            name: "b".into(),
+            tags: vec![],
+            file: None,
+        }];
         let k = seq % 10;
         recs.push(Record::BlobSet {
             bucket: "b".into(),
@@ -269,24 +408,42 @@ fn the_writer_compacts_to_the_live_records_and_loses_nothing() {
             size: seq,
             dirty: false,
             crc: None,
-            extents: vec![Extent { logical_off: 0, len: seq, tier: 1, phys_off: seq * 4096 }],
+            extents: vec![Extent {
+                logical_off: 0,
+                len: seq,
+                tier: 1,
+                phys_off: seq * 4096,
+            }],
         });
         if seq % 7 == 0 {
-            recs.push(Record::BlobDrop { bucket: "b".into(), name: format!("k{}", (k + 1) % 10) });
+            recs.push(Record::BlobDrop {
+                bucket: "b".into(),
+                name: format!("k{}", (k + 1) % 10),
+            });
         }
         for r in &recs {
             expect.apply(r.clone());
         }
-        h.tx.send(journal::Msg::Batch { seq, records: recs }).unwrap();
+        h.tx.send(journal::Msg::Batch { seq, records: recs })
+            .unwrap();
     }
     h.stop();
-    assert!(shared.compactions.load(std::sync::atomic::Ordering::SeqCst) >= 1, "compacted at least once");
-    assert_eq!(shared.synced_seq.load(std::sync::atomic::Ordering::SeqCst), 2000);
+    assert!(
+        shared.compactions.load(std::sync::atomic::Ordering::SeqCst) >= 1,
+        "compacted at least once"
+    );
+    assert_eq!(
+        shared.synced_seq.load(std::sync::atomic::Ordering::SeqCst),
+        2000
+    );
     let len = std::fs::metadata(&path).unwrap().len();
     assert!(len < 200 << 10, "journal stays small: {len} bytes");
     let scan = journal::read(&path).unwrap();
     assert!(scan.corrupt.is_empty() && scan.torn_tail_bytes == 0);
-    assert!(same(&scan.state, &expect), "replay after compaction equals the fold of everything written");
+    assert!(
+        same(&scan.state, &expect),
+        "replay after compaction equals the fold of everything written"
+    );
 }
 
 #[test]
@@ -302,12 +459,34 @@ fn a_page_rewritten_in_ram_after_fsync_comes_back_as_its_fsynced_version() {
     // Rewrite both pages (the new version lands in RAM) and extend the file,
     // without fsync; let the journal see it all.
     let v2 = pattern(8192 + 4096, 2);
-    crate::testutil::via_lease(core, &v2, |core, src, taken| core.file_write(id, Some(0), src, taken).unwrap());
-    assert!(core.meta.blob(core.meta.page_blob(id, 0).unwrap()).unwrap().extents.iter().any(|e| e.tier == 0), "v2 is in RAM");
-    let seq = core.journal.as_ref().unwrap().shared.written_seq.load(std::sync::atomic::Ordering::SeqCst);
+    crate::testutil::via_lease(core, &v2, |core, src, taken| {
+        core.file_write(id, Some(0), src, taken).unwrap()
+    });
+    assert!(
+        core.meta
+            .blob(core.meta.page_blob(id, 0).unwrap())
+            .unwrap()
+            .extents
+            .iter()
+            .any(|e| e.tier == 0),
+        "v2 is in RAM"
+    );
+    let seq = core
+        .journal
+        .as_ref()
+        .unwrap()
+        .shared
+        .written_seq
+        .load(std::sync::atomic::Ordering::SeqCst);
     pump(core, &rx, |c| {
         Journal::round(c);
-        c.journal.as_ref().unwrap().shared.synced_seq.load(std::sync::atomic::Ordering::SeqCst) > seq
+        c.journal
+            .as_ref()
+            .unwrap()
+            .shared
+            .synced_seq
+            .load(std::sync::atomic::Ordering::SeqCst)
+            > seq
     });
     let dir = fx.crash();
 
@@ -315,8 +494,16 @@ fn a_page_rewritten_in_ram_after_fsync_comes_back_as_its_fsynced_version() {
     let _rx = journal_on(&mut fx);
     let core = &mut fx.core;
     let rep = core.journal.as_ref().unwrap().report.clone();
-    assert_eq!((rep.corrupt_ranges, rep.dropped_blobs, rep.crc_mismatches), (0, 0, 0), "{rep:?}");
-    assert_eq!(read_file(core, "/dest/f"), v1, "the fsync'ed version, not zeros and not the unsynced extension");
+    assert_eq!(
+        (rep.corrupt_ranges, rep.dropped_blobs, rep.crc_mismatches),
+        (0, 0, 0),
+        "{rep:?}"
+    );
+    assert_eq!(
+        read_file(core, "/dest/f"),
+        v1,
+        "the fsync'ed version, not zeros and not the unsynced extension"
+    );
     core.check().unwrap();
     core.file_check().unwrap();
 }
@@ -355,10 +542,18 @@ fn a_power_loss_drops_unsynced_state_and_keeps_what_fsync_acknowledged() {
     let empty = create(core, "/dest/empty", Persist::Default as u32);
     let target = core.file_sync(a).unwrap();
     let target_e = core.file_sync(empty).unwrap();
-    pump(core, &rx, |c| c.file_sync_state(a, target).unwrap().done && c.file_sync_state(empty, target_e).unwrap().done);
+    pump(core, &rx, |c| {
+        c.file_sync_state(a, target).unwrap().done
+            && c.file_sync_state(empty, target_e).unwrap().done
+    });
     let at_sync = snapshot(fx.dir.path());
     let journal_path = fx.dir.path().join("tier").join(journal::JOURNAL_NAME);
-    let journal_len = at_sync.iter().find(|(p, _)| *p == journal_path).expect("journal file").1.len();
+    let journal_len = at_sync
+        .iter()
+        .find(|(p, _)| *p == journal_path)
+        .expect("journal file")
+        .1
+        .len();
 
     // Work after that moment — in the emulated timeline the power fails
     // before any of it completes: a rewrite of A and a new file B, stashed
@@ -369,14 +564,22 @@ fn a_power_loss_drops_unsynced_state_and_keeps_what_fsync_acknowledged() {
     let b = create(core, "/dest/b", Persist::Default as u32);
     core.file_write(b, Some(0), Src::Bytes(&v2), None).unwrap();
     let (ta, tb) = (core.file_sync(a).unwrap(), core.file_sync(b).unwrap());
-    pump(core, &rx, |c| c.file_sync_state(a, ta).unwrap().done && c.file_sync_state(b, tb).unwrap().done);
+    pump(core, &rx, |c| {
+        c.file_sync_state(a, ta).unwrap().done && c.file_sync_state(b, tb).unwrap().done
+    });
     let grown = std::fs::read(&journal_path).unwrap();
-    assert!(grown.len() > journal_len + 7, "the journal grew after the fsync");
+    assert!(
+        grown.len() > journal_len + 7,
+        "the journal grew after the fsync"
+    );
     let dir = fx.crash();
 
     // The power loss: back to the synced bytes, plus 7 bytes of the next frame
     // (the journal only appends, so the synced journal is a prefix of it).
-    assert_eq!(&grown[..journal_len], &at_sync.iter().find(|(p, _)| *p == journal_path).unwrap().1[..]);
+    assert_eq!(
+        &grown[..journal_len],
+        &at_sync.iter().find(|(p, _)| *p == journal_path).unwrap().1[..]
+    );
     for (p, _) in snapshot(dir.path()) {
         if !at_sync.iter().any(|(q, _)| *q == p) {
             std::fs::remove_file(&p).unwrap();
@@ -394,11 +597,25 @@ fn a_power_loss_drops_unsynced_state_and_keeps_what_fsync_acknowledged() {
     let _rx = journal_on(&mut fx);
     let core = &mut fx.core;
     let rep = core.journal.as_ref().unwrap().report.clone();
-    assert_eq!((rep.corrupt_ranges, rep.dropped_blobs, rep.crc_mismatches), (0, 0, 0), "{rep:?}");
-    assert!(rep.torn_tail_bytes > 0, "the torn fragment is seen and ignored: {rep:?}");
+    assert_eq!(
+        (rep.corrupt_ranges, rep.dropped_blobs, rep.crc_mismatches),
+        (0, 0, 0),
+        "{rep:?}"
+    );
+    assert!(
+        rep.torn_tail_bytes > 0,
+        "the torn fragment is seen and ignored: {rep:?}"
+    );
     assert_eq!(read_file(core, "/dest/a"), v1, "the fsync'ed version of A");
-    assert_eq!(read_file(core, "/dest/empty"), Vec::<u8>::new(), "the fsync'ed empty file");
-    assert!(core.meta.file_by_path("/dest/b").is_none(), "B was never acknowledged");
+    assert_eq!(
+        read_file(core, "/dest/empty"),
+        Vec::<u8>::new(),
+        "the fsync'ed empty file"
+    );
+    assert!(
+        core.meta.file_by_path("/dest/b").is_none(),
+        "B was never acknowledged"
+    );
     core.check().unwrap();
     core.file_check().unwrap();
 }

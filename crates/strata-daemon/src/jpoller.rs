@@ -101,7 +101,11 @@ fn bucket_record(b: &Bucket, synced_size: u64) -> Record {
         stage_out: r.stage_out,
         synced_size,
     });
-    Record::BucketSet { name: b.name.to_string(), tags: b.tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect(), file }
+    Record::BucketSet {
+        name: b.name.to_string(),
+        tags: b.tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        file,
+    }
 }
 
 impl Journal {
@@ -139,20 +143,30 @@ impl Journal {
     /// Writes the journal afresh from the current state of `core` (after
     /// replay: exactly what was restored), atomically, and starts the
     /// journal thread appending to it.
-    pub fn start(core: &mut Core, settings: journal::WriterSettings, wake: Arc<dyn Fn() + Send + Sync>) -> std::io::Result<()> {
-        let Some(mut j) = core.journal.take() else { return Ok(()) };
+    pub fn start(
+        core: &mut Core,
+        settings: journal::WriterSettings,
+        wake: Arc<dyn Fn() + Send + Sync>,
+    ) -> std::io::Result<()> {
+        let Some(mut j) = core.journal.take() else {
+            return Ok(());
+        };
         Journal::touch_all(core);
         let records = j.collect(core);
         let mut state = journal::State::default();
         for (i, t) in core.tiers.tiers.iter().enumerate() {
             if !t.is_ram() {
-                state.apply(Record::Tier { index: i as u32, path: t.path() });
+                state.apply(Record::Tier {
+                    index: i as u32,
+                    path: t.path(),
+                });
             }
         }
         for r in records {
             state.apply(r);
         }
-        let res = journal::Writer::create(&j.path, state, settings, j.shared.clone(), wake).and_then(Handle::start);
+        let res = journal::Writer::create(&j.path, state, settings, j.shared.clone(), wake)
+            .and_then(Handle::start);
         match res {
             Ok(h) => j.handle = Some(h),
             Err(e) => {
@@ -166,7 +180,9 @@ impl Journal {
 
     /// Stops the journal thread after it synced everything (shutdown).
     pub fn stop(core: &mut Core) {
-        let Some(mut j) = core.journal.take() else { return };
+        let Some(mut j) = core.journal.take() else {
+            return;
+        };
         j.emit(core);
         if let Some(mut h) = j.handle.take() {
             h.stop();
@@ -181,7 +197,10 @@ impl Journal {
     }
 
     pub fn is_nonvolatile(&self, tier: u32) -> bool {
-        self.nonvolatile.get(tier as usize).copied().unwrap_or(false)
+        self.nonvolatile
+            .get(tier as usize)
+            .copied()
+            .unwrap_or(false)
     }
 
     /// Space of a non-volatile tier freed by its blob: kept while a live
@@ -234,7 +253,9 @@ impl Journal {
 
     /// The blob still belongs to what is journaled (ignoring where its bytes are).
     fn blob_kind_ok(&self, core: &Core, blob: &Blob) -> bool {
-        let Ok(b) = core.meta.bucket(blob.bucket) else { return false };
+        let Ok(b) = core.meta.bucket(blob.bucket) else {
+            return false;
+        };
         if b.name.starts_with(ORPHAN_PREFIX) {
             return false;
         }
@@ -274,14 +295,19 @@ impl Journal {
     }
 
     fn blob_worthy(&self, core: &Core, blob: &Blob) -> bool {
-        self.blob_kind_ok(core, blob) && blob.extents.iter().all(|e| e.is_hole() || self.is_nonvolatile(e.tier))
+        self.blob_kind_ok(core, blob)
+            && blob
+                .extents
+                .iter()
+                .all(|e| e.is_hole() || self.is_nonvolatile(e.tier))
     }
 
     fn bucket_worthy(&self, b: &Bucket) -> bool {
         if b.name.starts_with(ORPHAN_PREFIX) {
             return false;
         }
-        let has = self.blob_counts.get(&b.id).copied().unwrap_or(0) > 0 || self.jsynced.contains_key(&b.id);
+        let has = self.blob_counts.get(&b.id).copied().unwrap_or(0) > 0
+            || self.jsynced.contains_key(&b.id);
         match b.file.as_deref() {
             None => true,
             Some(rec) => match rec.persist {
@@ -308,7 +334,9 @@ impl Journal {
         if records.is_empty() && !quarantine_waits && !sync_waits {
             return;
         }
-        let Some(h) = self.handle.as_ref() else { return };
+        let Some(h) = self.handle.as_ref() else {
+            return;
+        };
         let seq = self.next_seq;
         self.next_seq += 1;
         if h.tx.send(journal::Msg::Batch { seq, records }).is_err() {
@@ -327,20 +355,27 @@ impl Journal {
     /// The records describing the changes since the last call (updates the shadow).
     fn collect(&mut self, core: &mut Core) -> Vec<Record> {
         let (blobs, mut buckets) = core.meta.take_touched();
-        let (mut bucket_drops, mut blob_drops, mut bucket_sets, mut blob_sets) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut bucket_drops, mut blob_drops, mut bucket_sets, mut blob_sets) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for id in blobs {
             let cur = core.meta.blob(id);
             let worthy = cur.is_some_and(|b| self.blob_worthy(core, b));
-            let cur_bucket_name = cur.and_then(|b| core.meta.bucket(b.bucket).ok()).map(|b| &*b.name);
+            let cur_bucket_name = cur
+                .and_then(|b| core.meta.bucket(b.bucket).ok())
+                .map(|b| &*b.name);
             if let Some(old) = self.shadow_blobs.get(&id) {
-                let same_key = cur.is_some_and(|b| b.bucket == old.bucket && b.name == old.name) && cur_bucket_name == Some(&*old.bucket_name);
+                let same_key = cur.is_some_and(|b| b.bucket == old.bucket && b.name == old.name)
+                    && cur_bucket_name == Some(&*old.bucket_name);
                 // A newer version only in RAM: the record keeps pointing to the
                 // last durable one (its extents stay held) until a newer one is.
                 if same_key && !worthy && cur.is_some_and(|b| self.blob_kind_ok(core, b)) {
                     continue;
                 }
                 if !(same_key && worthy) {
-                    blob_drops.push(Record::BlobDrop { bucket: old.bucket_name.to_string(), name: old.name.to_string() });
+                    blob_drops.push(Record::BlobDrop {
+                        bucket: old.bucket_name.to_string(),
+                        name: old.name.to_string(),
+                    });
                     let old = self.shadow_blobs.remove(&id).expect("checked");
                     self.unhold(id, &old.extents, core);
                     self.count(old.bucket, -1);
@@ -348,9 +383,19 @@ impl Journal {
                 }
             }
             if let (true, Some(b), Some(bname)) = (worthy, cur, cur_bucket_name) {
-                let extents: Vec<(u32, u64)> = b.extents.iter().filter(|e| !e.is_hole()).map(|e| (e.tier, e.phys_off)).collect();
+                let extents: Vec<(u32, u64)> = b
+                    .extents
+                    .iter()
+                    .filter(|e| !e.is_hole())
+                    .map(|e| (e.tier, e.phys_off))
+                    .collect();
                 if let Some(old) = self.shadow_blobs.get_mut(&id) {
-                    let gone: Vec<(u32, u64)> = old.extents.iter().filter(|k| !extents.contains(k)).copied().collect();
+                    let gone: Vec<(u32, u64)> = old
+                        .extents
+                        .iter()
+                        .filter(|k| !extents.contains(k))
+                        .copied()
+                        .collect();
                     old.extents = extents.clone();
                     self.unhold(id, &gone, core);
                 }
@@ -366,7 +411,15 @@ impl Journal {
                     extents: b.extents.iter().filter(|e| !e.is_hole()).copied().collect(),
                 });
                 if !self.shadow_blobs.contains_key(&id) {
-                    self.shadow_blobs.insert(id, ShadowBlob { bucket: b.bucket, bucket_name: bname.into(), name: b.name.clone(), extents });
+                    self.shadow_blobs.insert(
+                        id,
+                        ShadowBlob {
+                            bucket: b.bucket,
+                            bucket_name: bname.into(),
+                            name: b.name.clone(),
+                            extents,
+                        },
+                    );
                     self.count(b.bucket, 1);
                     buckets.insert(b.bucket);
                 }
@@ -381,11 +434,18 @@ impl Journal {
             }
             if let Some(old) = self.shadow_buckets.get(&id) {
                 if !worthy || cur.is_some_and(|b| *b.name != *old.name) {
-                    bucket_drops.push(Record::BucketDrop { name: old.name.to_string() });
+                    bucket_drops.push(Record::BucketDrop {
+                        name: old.name.to_string(),
+                    });
                     self.shadow_buckets.remove(&id);
                     if !worthy && self.blob_counts.contains_key(&id) {
                         // Its blob records died with the bucket record.
-                        let dead: Vec<BlobId> = self.shadow_blobs.iter().filter(|(_, s)| s.bucket == id).map(|(b, _)| *b).collect();
+                        let dead: Vec<BlobId> = self
+                            .shadow_blobs
+                            .iter()
+                            .filter(|(_, s)| s.bucket == id)
+                            .map(|(b, _)| *b)
+                            .collect();
                         for b in dead {
                             if let Some(s) = self.shadow_blobs.remove(&b) {
                                 self.unhold(b, &s.extents, core);
@@ -397,7 +457,10 @@ impl Journal {
             }
             let Some(b) = cur else { continue };
             if !worthy {
-                if b.file.as_deref().is_some_and(|r| r.persist == Persist::Default && !r.needs_flush()) {
+                if b.file
+                    .as_deref()
+                    .is_some_and(|r| r.persist == Persist::Default && !r.needs_flush())
+                {
                     self.jsynced.remove(&id);
                 }
                 continue;
@@ -409,7 +472,13 @@ impl Journal {
             match self.shadow_buckets.get(&id) {
                 Some(s) if s.hash == hash => {}
                 _ => {
-                    self.shadow_buckets.insert(id, ShadowBucket { name: b.name.clone().into(), hash });
+                    self.shadow_buckets.insert(
+                        id,
+                        ShadowBucket {
+                            name: b.name.clone().into(),
+                            hash,
+                        },
+                    );
                     bucket_sets.push(rec);
                 }
             }
@@ -424,9 +493,15 @@ impl Journal {
     /// Once per poller round: emits when due, releases quarantined space
     /// and resolves waiting syncs whose batch is durable.
     pub fn round(core: &mut Core) {
-        let Some(mut j) = core.journal.take() else { return };
-        let pending = !core.meta.touched.is_empty() || j.quarantine.back().is_some_and(|q| q.0 >= j.next_seq);
-        if j.force || (pending && j.last_emit.elapsed().as_nanos() as u64 >= EMIT_INTERVAL_NS) || core.meta.touched.blobs.len() >= 65_536 {
+        let Some(mut j) = core.journal.take() else {
+            return;
+        };
+        let pending =
+            !core.meta.touched.is_empty() || j.quarantine.back().is_some_and(|q| q.0 >= j.next_seq);
+        if j.force
+            || (pending && j.last_emit.elapsed().as_nanos() as u64 >= EMIT_INTERVAL_NS)
+            || core.meta.touched.blobs.len() >= 65_536
+        {
             j.emit(core);
         }
         let synced = j.shared.synced_seq.load(Ordering::SeqCst);
@@ -500,7 +575,13 @@ impl Journal {
         for b in buckets {
             core.meta.touched.bucket(b);
         }
-        for name in core.meta.bucket_names().into_iter().map(str::to_string).collect::<Vec<_>>() {
+        for name in core
+            .meta
+            .bucket_names()
+            .into_iter()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+        {
             if let Some(id) = core.meta.bucket_by_name(&name) {
                 core.meta.touched.bucket(id);
             }

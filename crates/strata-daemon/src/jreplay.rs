@@ -33,38 +33,67 @@ fn note(r: &mut ReplayReport, msg: String) {
 /// Applies `scan` to `core` (which must be empty); returns what happened.
 pub fn replay(core: &mut Core, scan: &Scan) -> ReplayReport {
     let started = std::time::Instant::now();
-    let mut r = ReplayReport { journal_bytes: scan.bytes, records: scan.records, torn_tail_bytes: scan.torn_tail_bytes, ..Default::default() };
+    let mut r = ReplayReport {
+        journal_bytes: scan.bytes,
+        records: scan.records,
+        torn_tail_bytes: scan.torn_tail_bytes,
+        ..Default::default()
+    };
     for (off, len, why) in &scan.corrupt {
         r.corrupt_ranges += 1;
         r.corrupt_bytes += len;
-        tracing::error!(offset = off, bytes = len, "journal replay: corrupt record ({why}); not applied");
+        tracing::error!(
+            offset = off,
+            bytes = len,
+            "journal replay: corrupt record ({why}); not applied"
+        );
         if r.messages.len() < REPORT_MESSAGES_MAX {
-            r.messages.push(format!("corrupt journal bytes at offset {off} (+{len}): {why}; not applied"));
+            r.messages.push(format!(
+                "corrupt journal bytes at offset {off} (+{len}): {why}; not applied"
+            ));
         }
     }
     if scan.torn_tail_bytes > 0 {
-        tracing::info!(bytes = scan.torn_tail_bytes, "journal replay: incomplete last record ignored (crash while appending)");
+        tracing::info!(
+            bytes = scan.torn_tail_bytes,
+            "journal replay: incomplete last record ignored (crash while appending)"
+        );
     }
     // Old tier index → current tier index, by tier file path.
     let mut tier_map: HashMap<u32, usize> = HashMap::new();
     for (old, path) in &scan.state.tiers {
-        match core.tiers.tiers.iter().position(|t| !t.is_ram() && t.path() == *path) {
+        match core
+            .tiers
+            .tiers
+            .iter()
+            .position(|t| !t.is_ram() && t.path() == *path)
+        {
             Some(i) => {
                 tier_map.insert(*old, i);
             }
-            None => note(&mut r, format!("tier {old} ({path}) is no longer configured: its blobs cannot be restored")),
+            None => note(
+                &mut r,
+                format!(
+                    "tier {old} ({path}) is no longer configured: its blobs cannot be restored"
+                ),
+            ),
         }
     }
     let now = now_ns();
     let mono = core.mono_ns();
     let mut buf = Vec::new();
     for (name, rec) in &scan.state.buckets {
-        let Record::BucketSet { tags, file, .. } = rec else { continue };
+        let Record::BucketSet { tags, file, .. } = rec else {
+            continue;
+        };
         let blobs: Vec<&Record> = scan.state.blobs_of(name).map(|(_, b)| b).collect();
         // DEFAULT files: only what still has to reach the destination.
         let persist = file.as_ref().map(|f| Persist::from_u32(f.persist));
         if let Some(None) = persist {
-            note(&mut r, format!("{name}: unknown persist mode; file not restored"));
+            note(
+                &mut r,
+                format!("{name}: unknown persist mode; file not restored"),
+            );
             continue;
         }
         let persist = persist.flatten();
@@ -97,13 +126,23 @@ pub fn replay(core: &mut Core, scan: &Scan) -> ReplayReport {
         let mut page_bytes = 0u64;
         if let Some(f) = file {
             let shift = f.page_bytes.trailing_zeros();
-            if !f.page_bytes.is_power_of_two() || !(PAGE_SHIFT_MIN..=PAGE_SHIFT_MAX).contains(&shift) {
-                note(&mut r, format!("{name}: bad page size {}; file not restored", f.page_bytes));
+            if !f.page_bytes.is_power_of_two()
+                || !(PAGE_SHIFT_MIN..=PAGE_SHIFT_MAX).contains(&shift)
+            {
+                note(
+                    &mut r,
+                    format!("{name}: bad page size {}; file not restored", f.page_bytes),
+                );
                 let _ = core.meta.bucket_destroy(id);
                 continue;
             }
             page_bytes = f.page_bytes;
-            let mut fr = FileRecord::new(persist.expect("file has a persist mode"), shift, f.mode, now);
+            let mut fr = FileRecord::new(
+                persist.expect("file has a persist mode"),
+                shift,
+                f.mode,
+                now,
+            );
             fr.uid = f.uid;
             fr.gid = f.gid;
             fr.mtime_ns = f.mtime_ns;
@@ -128,13 +167,26 @@ pub fn replay(core: &mut Core, scan: &Scan) -> ReplayReport {
             if !wanted(b) {
                 continue;
             }
-            let Record::BlobSet { name: bname, size, dirty, crc, extents, .. } = b else { continue };
+            let Record::BlobSet {
+                name: bname,
+                size,
+                dirty,
+                crc,
+                extents,
+                ..
+            } = b
+            else {
+                continue;
+            };
             let page = if file.is_some() {
                 match parse_page_name(bname) {
                     Some(p) if *size <= page_bytes => Some(p),
                     _ => {
                         r.dropped_blobs += 1;
-                        note(&mut r, format!("{name}: blob {bname:?} is not a valid page; not restored"));
+                        note(
+                            &mut r,
+                            format!("{name}: blob {bname:?} is not a valid page; not restored"),
+                        );
                         continue;
                     }
                 }
@@ -183,10 +235,16 @@ pub fn replay(core: &mut Core, scan: &Scan) -> ReplayReport {
             // Bytes past what was synced, the restored pages and the
             // destination's valid bytes never reached a non-volatile tier:
             // the file ends where its durable bytes do.
-            let durable_end = f.synced_size.max(end_max).max(if f.dest_exists { f.dest_size } else { 0 });
+            let durable_end =
+                f.synced_size
+                    .max(end_max)
+                    .max(if f.dest_exists { f.dest_size } else { 0 });
             rec.size = rec.size.min(durable_end).max(end_max);
             rec.dest_size = rec.dest_size.min(rec.size);
-            let needs = !dirty_pages.is_empty() || rec.trunc_min.is_some() || !rec.dest_exists || rec.dest_size != rec.size;
+            let needs = !dirty_pages.is_empty()
+                || rec.trunc_min.is_some()
+                || !rec.dest_exists
+                || rec.dest_size != rec.size;
             rec.dirty_pages = dirty_pages;
             let (gen, size) = (rec.mod_gen, rec.size);
             let owed = rec.flushed_like_default() && needs;
@@ -206,17 +264,31 @@ pub fn replay(core: &mut Core, scan: &Scan) -> ReplayReport {
             }
         }
     }
-    for (_, b) in scan.state.blobs.iter().filter(|((bucket, _), _)| !scan.state.buckets.contains_key(bucket)) {
+    for (_, b) in scan
+        .state
+        .blobs
+        .iter()
+        .filter(|((bucket, _), _)| !scan.state.buckets.contains_key(bucket))
+    {
         if let Record::BlobSet { bucket, name, .. } = b {
             r.dropped_blobs += 1;
-            note(&mut r, format!("{bucket}/{name}: no bucket record; not restored"));
+            note(
+                &mut r,
+                format!("{bucket}/{name}: no bucket record; not restored"),
+            );
         }
     }
     if let Err(e) = core.check() {
-        note(&mut r, format!("consistency check after replay failed: {e}"));
+        note(
+            &mut r,
+            format!("consistency check after replay failed: {e}"),
+        );
     }
     if let Err(e) = core.file_check() {
-        note(&mut r, format!("file consistency check after replay failed: {e}"));
+        note(
+            &mut r,
+            format!("file consistency check after replay failed: {e}"),
+        );
     }
     r.elapsed_ms = started.elapsed().as_millis() as u64;
     r
@@ -224,7 +296,14 @@ pub fn replay(core: &mut Core, scan: &Scan) -> ReplayReport {
 
 /// Validates and reserves a blob's extents; returns them with holes made
 /// explicit and whether the sealed checksum (if any) matches.
-fn restore_blob(core: &mut Core, tier_map: &HashMap<u32, usize>, size: u64, extents: &[Extent], crc: Option<u32>, buf: &mut Vec<u8>) -> Result<(Vec<Extent>, bool), String> {
+fn restore_blob(
+    core: &mut Core,
+    tier_map: &HashMap<u32, usize>,
+    size: u64,
+    extents: &[Extent],
+    crc: Option<u32>,
+    buf: &mut Vec<u8>,
+) -> Result<(Vec<Extent>, bool), String> {
     let mut out: Vec<Extent> = Vec::with_capacity(extents.len());
     let mut at = 0u64;
     let mut reserved: Vec<(usize, Range)> = Vec::new();
@@ -237,7 +316,10 @@ fn restore_blob(core: &mut Core, tier_map: &HashMap<u32, usize>, size: u64, exte
     };
     for e in extents {
         let fail = |why: String| -> Result<(Vec<Extent>, bool), String> { Err(why) };
-        if e.len == 0 || e.logical_off < at || e.logical_off.checked_add(e.len).is_none_or(|x| x > size) {
+        if e.len == 0
+            || e.logical_off < at
+            || e.logical_off.checked_add(e.len).is_none_or(|x| x > size)
+        {
             undo(core, &reserved);
             return fail(format!("extent {e:?} out of order or past the size {size}"));
         }
@@ -247,7 +329,13 @@ fn restore_blob(core: &mut Core, tier_map: &HashMap<u32, usize>, size: u64, exte
         };
         let tier = &core.tiers.tiers[t];
         let (file_len, volatile, name, rounded, block) = match &tier.backing {
-            Backing::Dir { file, .. } => (file.metadata().map(|m| m.len()).unwrap_or(0), tier.volatile, tier.name.clone(), tier.round_up(e.len), tier.block_bytes),
+            Backing::Dir { file, .. } => (
+                file.metadata().map(|m| m.len()).unwrap_or(0),
+                tier.volatile,
+                tier.name.clone(),
+                tier.round_up(e.len),
+                tier.block_bytes,
+            ),
             Backing::Ram => (0, true, tier.name.clone(), 0, 1),
         };
         if volatile {
@@ -256,13 +344,21 @@ fn restore_blob(core: &mut Core, tier_map: &HashMap<u32, usize>, size: u64, exte
         }
         if e.phys_off % block != 0 || e.phys_off.checked_add(e.len).is_none_or(|x| x > file_len) {
             undo(core, &reserved);
-            return fail(format!("extent {e:?} outside the tier file ({file_len} bytes) or misaligned"));
+            return fail(format!(
+                "extent {e:?} outside the tier file ({file_len} bytes) or misaligned"
+            ));
         }
-        let a = core.tiers.tiers[t].alloc.as_mut().expect("dir tiers have an allocator");
+        let a = core.tiers.tiers[t]
+            .alloc
+            .as_mut()
+            .expect("dir tiers have an allocator");
         if e.phys_off + rounded > a.capacity_bytes() {
             a.grow(e.phys_off + rounded);
         }
-        let rg = Range { off: e.phys_off, len: rounded };
+        let rg = Range {
+            off: e.phys_off,
+            len: rounded,
+        };
         if let Err(x) = a.reserve(rg) {
             undo(core, &reserved);
             return fail(format!("extent {e:?} overlaps restored data ({x})"));
@@ -271,7 +367,10 @@ fn restore_blob(core: &mut Core, tier_map: &HashMap<u32, usize>, size: u64, exte
         if e.logical_off > at {
             out.push(Extent::hole(at, e.logical_off - at));
         }
-        out.push(Extent { tier: t as u32, ..*e });
+        out.push(Extent {
+            tier: t as u32,
+            ..*e
+        });
         at = e.end();
     }
     if at < size {
@@ -291,7 +390,9 @@ fn restore_blob(core: &mut Core, tier_map: &HashMap<u32, usize>, size: u64, exte
             if e.is_hole() {
                 continue;
             }
-            let Backing::Dir { file, .. } = &core.tiers.tiers[e.tier as usize].backing else { continue };
+            let Backing::Dir { file, .. } = &core.tiers.tiers[e.tier as usize].backing else {
+                continue;
+            };
             if journal::crc_of_file_range(file, e.phys_off, e.len, &mut h, buf).is_err() {
                 crc_ok = false;
             }

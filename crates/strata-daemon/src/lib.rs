@@ -26,18 +26,18 @@ pub mod identity;
 pub mod journal;
 pub mod jpoller;
 pub mod jreplay;
-pub mod prefetch;
 pub mod organizer;
+pub mod prefetch;
 pub mod server;
-pub mod stash;
 pub mod stage;
+pub mod stash;
 pub mod tier;
 pub mod trace;
 
 #[cfg(test)]
-mod files_tests;
-#[cfg(test)]
 mod drain_tests;
+#[cfg(test)]
+mod files_tests;
 #[cfg(test)]
 mod flush_tests;
 #[cfg(test)]
@@ -91,15 +91,23 @@ fn build_tiers(cfg: &Config, shm_prefix: &str) -> anyhow::Result<Tiers> {
     let arena_name = format!("{shm_prefix}-arena");
     let seg = ShmSegment::create_or_replace(&arena_name, arena_bytes as usize)
         .with_context(|| format!("cannot create shared-memory arena /dev/shm/{arena_name}"))?;
-    let arena = Arena { alloc: ExtentAllocator::new(arena_bytes, block), seg, leased_bytes: 0 };
+    let arena = Arena {
+        alloc: ExtentAllocator::new(arena_bytes, block),
+        seg,
+        leased_bytes: 0,
+    };
     let mut tiers = Vec::new();
     for (i, d) in cfg.devices.iter().enumerate() {
         let (backing, alloc) = match d.kind {
             DeviceKind::Ram => (Backing::Ram, None),
             DeviceKind::Dir => {
                 let dir = d.path.as_ref().context("dir device without path")?;
-                let (file, path) = Tier::open_dir(i, &d.name, dir, d.capacity_bytes, d.block_size_bytes)?;
-                (Backing::Dir { file, path }, Some(ExtentAllocator::new(d.capacity_bytes, d.block_size_bytes)))
+                let (file, path) =
+                    Tier::open_dir(i, &d.name, dir, d.capacity_bytes, d.block_size_bytes)?;
+                (
+                    Backing::Dir { file, path },
+                    Some(ExtentAllocator::new(d.capacity_bytes, d.block_size_bytes)),
+                )
             }
         };
         tiers.push(Tier {
@@ -120,7 +128,11 @@ fn build_tiers(cfg: &Config, shm_prefix: &str) -> anyhow::Result<Tiers> {
 }
 
 fn policy_of(cfg: &Config) -> Policy {
-    cfg.placement.policy.as_str().parse().unwrap_or(Policy::MinimizeIoTime)
+    cfg.placement
+        .policy
+        .as_str()
+        .parse()
+        .unwrap_or(Policy::MinimizeIoTime)
 }
 
 /// Removes shared-memory objects a crashed daemon of this user left behind.
@@ -140,14 +152,23 @@ fn sweep_stale_shm(prefix: &str) {
 /// another daemon's whose prefix merely starts with ours (`strata-x-b`
 /// vs `strata-x`).
 fn is_own_segment(prefix: &str, name: &str) -> bool {
-    let Some(rest) = name.strip_prefix(prefix).and_then(|r| r.strip_prefix('-')) else { return false };
+    let Some(rest) = name.strip_prefix(prefix).and_then(|r| r.strip_prefix('-')) else {
+        return false;
+    };
     if rest == "ctl" || rest == "arena" {
         return true;
     }
-    let Some(ids) = rest.strip_prefix('c') else { return false };
+    let Some(ids) = rest.strip_prefix('c') else {
+        return false;
+    };
     let mut parts = ids.split('-');
-    let (Some(id), Some(pid), None) = (parts.next(), parts.next(), parts.next()) else { return false };
-    !id.is_empty() && !pid.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) && pid.bytes().all(|b| b.is_ascii_digit())
+    let (Some(id), Some(pid), None) = (parts.next(), parts.next(), parts.next()) else {
+        return false;
+    };
+    !id.is_empty()
+        && !pid.is_empty()
+        && id.bytes().all(|b| b.is_ascii_digit())
+        && pid.bytes().all(|b| b.is_ascii_digit())
 }
 
 #[cfg(test)]
@@ -158,7 +179,17 @@ mod sweep_tests {
         for n in ["strata-x-ctl", "strata-x-arena", "strata-x-c12-3456"] {
             assert!(is_own_segment("strata-x", n), "{n}");
         }
-        for n in ["strata-x-b-ctl", "strata-x-b-arena", "strata-x-b-c1-2", "strata-x-c1", "strata-x-c1-2-3", "strata-x-cx-1", "strata-xy-ctl", "strata-x", "other"] {
+        for n in [
+            "strata-x-b-ctl",
+            "strata-x-b-arena",
+            "strata-x-b-c1-2",
+            "strata-x-c1",
+            "strata-x-c1-2-3",
+            "strata-x-cx-1",
+            "strata-xy-ctl",
+            "strata-x",
+            "other",
+        ] {
             assert!(!is_own_segment("strata-x", n), "{n}");
         }
     }
@@ -179,19 +210,23 @@ const PREFAULT_CHUNK_BYTES: usize = 32 << 20;
 fn spawn_prefault(arena_name: &str, arena_bytes: u64, shared: Arc<server::Shared>) {
     let name = arena_name.to_string();
     let end = arena_bytes.min(PREFAULT_BYTES_MAX) as usize;
-    let res = std::thread::Builder::new().name("strata-prefault".into()).spawn(move || {
-        // Lowest priority for this thread only (Linux: per-thread nice).
-        unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) };
-        let Ok(seg) = ShmSegment::open(&name) else { return };
-        let mut at = 0usize;
-        // Bounded: end / chunk rounds.
-        while at < end && !shared.shutdown.load(Ordering::Relaxed) {
-            let next = (at + PREFAULT_CHUNK_BYTES).min(end);
-            seg.populate(at..next);
-            at = next;
-        }
-        tracing::debug!(bytes = at, "arena pre-faulted");
-    });
+    let res = std::thread::Builder::new()
+        .name("strata-prefault".into())
+        .spawn(move || {
+            // Lowest priority for this thread only (Linux: per-thread nice).
+            unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) };
+            let Ok(seg) = ShmSegment::open(&name) else {
+                return;
+            };
+            let mut at = 0usize;
+            // Bounded: end / chunk rounds.
+            while at < end && !shared.shutdown.load(Ordering::Relaxed) {
+                let next = (at + PREFAULT_CHUNK_BYTES).min(end);
+                seg.populate(at..next);
+                at = next;
+            }
+            tracing::debug!(bytes = at, "arena pre-faulted");
+        });
     if let Err(e) = res {
         tracing::warn!("cannot start the arena pre-fault thread: {e}");
     }
@@ -200,28 +235,61 @@ fn spawn_prefault(arena_name: &str, arena_bytes: u64, shared: Arc<server::Shared
 /// Reads the journal of the first non-volatile tier and restores what it
 /// describes into the (empty) core; keeps the journal in the core.
 fn replay_journal(core: &mut Core) -> anyhow::Result<()> {
-    let Some(dir) = core.tiers.tiers.iter().find(|t| !t.volatile && !t.is_ram()).map(|t| t.path()) else {
+    let Some(dir) = core
+        .tiers
+        .tiers
+        .iter()
+        .find(|t| !t.volatile && !t.is_ram())
+        .map(|t| t.path())
+    else {
         return Ok(());
     };
-    let path = Path::new(&dir).parent().map(|d| d.join(journal::JOURNAL_NAME)).context("tier file without a directory")?;
-    let scan = journal::read(&path).with_context(|| format!("cannot read the journal {}", path.display()))?;
+    let path = Path::new(&dir)
+        .parent()
+        .map(|d| d.join(journal::JOURNAL_NAME))
+        .context("tier file without a directory")?;
+    let scan = journal::read(&path)
+        .with_context(|| format!("cannot read the journal {}", path.display()))?;
     if !scan.corrupt.is_empty() {
         // Keep the damaged journal for inspection; the rewrite replaces it.
-        let keep = path.with_extension(format!("journal.corrupt-{}", core::now_ns() / 1_000_000_000));
+        let keep = path.with_extension(format!(
+            "journal.corrupt-{}",
+            core::now_ns() / 1_000_000_000
+        ));
         if let Err(e) = std::fs::copy(&path, &keep) {
             tracing::warn!("cannot keep a copy of the corrupt journal: {e}");
         } else {
             tracing::error!(copy = %keep.display(), "the journal had corrupt records (kept a copy)");
         }
     }
-    let nonvolatile: Vec<bool> = core.tiers.tiers.iter().map(|t| !t.volatile && !t.is_ram()).collect();
-    core.journal = Some(jpoller::Journal::new(path.clone(), nonvolatile, Default::default()));
+    let nonvolatile: Vec<bool> = core
+        .tiers
+        .tiers
+        .iter()
+        .map(|t| !t.volatile && !t.is_ram())
+        .collect();
+    core.journal = Some(jpoller::Journal::new(
+        path.clone(),
+        nonvolatile,
+        Default::default(),
+    ));
     core.meta.touched.on = true;
     let report = jreplay::replay(core, &scan);
-    if report.blobs > 0 || report.buckets > 0 || report.corrupt_ranges > 0 || report.dropped_blobs > 0 {
+    if report.blobs > 0
+        || report.buckets > 0
+        || report.corrupt_ranges > 0
+        || report.dropped_blobs > 0
+    {
         tracing::info!(
-            buckets = report.buckets, files = report.files, blobs = report.blobs, bytes = report.bytes, dirty_files = report.dirty_files,
-            corrupt = report.corrupt_ranges, dropped = report.dropped_blobs, crc_mismatches = report.crc_mismatches, ms = report.elapsed_ms,
+            buckets = report.buckets,
+            files = report.files,
+            blobs = report.blobs,
+            bytes = report.bytes,
+            dirty_files = report.dirty_files,
+            corrupt = report.corrupt_ranges,
+            dropped = report.dropped_blobs,
+            crc_mismatches = report.crc_mismatches,
+            ms = report.elapsed_ms,
             "journal replayed"
         );
     }
@@ -252,8 +320,20 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
         blob_size_max_bytes: cfg.metadata.blob_size_max_bytes,
     };
     let meta = MetaStore::new(cfg.node.id as u32, limits);
-    let mut core = Core::new(meta, tiers, policy_of(&cfg), cfg.placement.seed, cfg.placement.lease_size_bytes);
-    core.fsync_relaxed = cfg.adapter.prefixes.iter().filter(|p| p.fsync_relaxed).map(|p| p.path.display().to_string()).collect();
+    let mut core = Core::new(
+        meta,
+        tiers,
+        policy_of(&cfg),
+        cfg.placement.seed,
+        cfg.placement.lease_size_bytes,
+    );
+    core.fsync_relaxed = cfg
+        .adapter
+        .prefixes
+        .iter()
+        .filter(|p| p.fsync_relaxed)
+        .map(|p| p.path.display().to_string())
+        .collect();
     for p in &core.fsync_relaxed {
         tracing::warn!(prefix = p, "fsync is RELAXED under this prefix: it returns once data is buffered, not when it is durable");
     }
@@ -317,7 +397,8 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
         clients_max: cfg.daemon.clients_max as u64,
     };
 
-    let listener = UnixListener::bind(&socket).with_context(|| format!("cannot bind {}", socket.display()))?;
+    let listener =
+        UnixListener::bind(&socket).with_context(|| format!("cannot bind {}", socket.display()))?;
     let _ = std::fs::set_permissions(&socket, std::os::unix::fs::PermissionsExt::from_mode(0o600));
     let (tx, rx) = mpsc::channel();
     let flush_tx = tx.clone();
@@ -329,7 +410,11 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
             .spawn(move || server::control_loop(listener, shared, tx, hello))
             .context("cannot spawn control thread")?;
     }
-    spawn_prefault(core.tiers.arena.seg.name(), core.tiers.arena.len(), shared.clone());
+    spawn_prefault(
+        core.tiers.arena.seg.name(),
+        core.tiers.arena.len(),
+        shared.clone(),
+    );
     let wake: Arc<dyn Fn() + Send + Sync> = {
         let shared = shared.clone();
         Arc::new(move || {
@@ -342,10 +427,13 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
             sync_interval: std::time::Duration::from_secs_f64(cfg.journal.sync_interval_ms / 1e3),
             compact_min_bytes: cfg.journal.compact_min_bytes,
         };
-        jpoller::Journal::start(&mut core, settings, wake.clone()).context("cannot write the journal")?;
-        stash::start(&mut core, flush_tx.clone(), wake.clone()).context("cannot start the stash thread")?;
+        jpoller::Journal::start(&mut core, settings, wake.clone())
+            .context("cannot write the journal")?;
+        stash::start(&mut core, flush_tx.clone(), wake.clone())
+            .context("cannot start the stash thread")?;
     }
-    prefetch::Prefetch::start(&mut core, cfg.prefetch, flush_tx.clone(), wake.clone()).context("cannot start the read-ahead threads")?;
+    prefetch::Prefetch::start(&mut core, cfg.prefetch, flush_tx.clone(), wake.clone())
+        .context("cannot start the read-ahead threads")?;
     if cfg.trace.enabled {
         let path = cfg.resolved_trace_path();
         if core.prefetch.settings.enabled && core.prefetch.settings.predict {
@@ -356,13 +444,16 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
             }
         }
         let names = core.tiers.tiers.iter().map(|t| t.name.clone()).collect();
-        core.trace = trace::Tracer::start(&path, cfg.trace.size_max_bytes, names).with_context(|| format!("cannot open the trace file {}", path.display()))?;
+        core.trace = trace::Tracer::start(&path, cfg.trace.size_max_bytes, names)
+            .with_context(|| format!("cannot open the trace file {}", path.display()))?;
     }
-    organizer::start(&mut core, &cfg.organizer, flush_tx.clone(), wake.clone()).context("cannot start the organizer thread")?;
+    organizer::start(&mut core, &cfg.organizer, flush_tx.clone(), wake.clone())
+        .context("cannot start the organizer thread")?;
     tracing::info!(socket = %socket.display(), tiers = cfg.devices.len(), "strata daemon ready");
     ready(&socket);
 
-    let mut flush_io = flush::FlushIo::open(&core, cfg.flush.bandwidth_max_mib_s).context("cannot open the tiers for the flusher")?;
+    let mut flush_io = flush::FlushIo::open(&core, cfg.flush.bandwidth_max_mib_s)
+        .context("cannot open the tiers for the flusher")?;
     flush_io.verify = cfg.flush.verify;
     let log_path = drain::event_log_path(&socket);
     let log = match drain::EventLog::start(&log_path) {
@@ -372,10 +463,24 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
             None
         }
     };
-    let mut flusher = flush::Flusher::start_with_log(flush::FlushSettings::from_config(&cfg.flush), flush_io, flush_tx, wake, log).context("cannot start flush threads")?;
+    let mut flusher = flush::Flusher::start_with_log(
+        flush::FlushSettings::from_config(&cfg.flush),
+        flush_io,
+        flush_tx,
+        wake,
+        log,
+    )
+    .context("cannot start flush threads")?;
     flusher.set_stall_warn_ns((cfg.flush.stall_warn_ms * 1e6) as u64);
     flusher.set_give_up_ns((cfg.flush.stop_give_up_ms * 1e6) as u64);
-    let mut poller = Poller::new(core, shared.clone(), rx, cfg.daemon.spin(), cfg.node.id as u32, socket.clone());
+    let mut poller = Poller::new(
+        core,
+        shared.clone(),
+        rx,
+        cfg.daemon.spin(),
+        cfg.node.id as u32,
+        socket.clone(),
+    );
     poller.flusher = Some(flusher);
     poller.run();
 

@@ -132,7 +132,10 @@ impl Default for Organizer {
         let cfg = OrganizerConfig::default();
         Organizer {
             enabled: false,
-            params: ScoreParams { recency_window_ns: cfg.recency_window_ns(), frequency_window_ns: cfg.frequency_window_ns() },
+            params: ScoreParams {
+                recency_window_ns: cfg.recency_window_ns(),
+                frequency_window_ns: cfg.frequency_window_ns(),
+            },
             cfg,
             tier_scores: Vec::new(),
             requests: VecDeque::new(),
@@ -151,7 +154,10 @@ impl Default for Organizer {
 impl Organizer {
     /// Takes the score windows from the configuration (the thread starts in [`start`]).
     pub fn configure(&mut self, cfg: &OrganizerConfig) {
-        self.params = ScoreParams { recency_window_ns: cfg.recency_window_ns(), frequency_window_ns: cfg.frequency_window_ns() };
+        self.params = ScoreParams {
+            recency_window_ns: cfg.recency_window_ns(),
+            frequency_window_ns: cfg.frequency_window_ns(),
+        };
         self.cfg = cfg.clone();
         self.status.bandwidth_max_mib_s = cfg.bandwidth_max_mib_s;
     }
@@ -208,14 +214,25 @@ impl Core {
     }
 
     /// Records a read of the page blobs of file `id` covering `[start, end)` (FileRead).
-    pub(crate) fn record_page_reads(&mut self, id: strata_meta::BucketId, start: u64, end: u64, page: u64, now: u64) {
+    pub(crate) fn record_page_reads(
+        &mut self,
+        id: strata_meta::BucketId,
+        start: u64,
+        end: u64,
+        page: u64,
+        now: u64,
+    ) {
         if end <= start || page == 0 {
             return;
         }
         let p = self.org.params;
         // Bounded by the pages one FileRead walks.
         for pg in start / page..=(end - 1) / page {
-            if let Some(b) = self.meta.page_blob(id, pg).and_then(|b| self.meta.blob_stats_mut(b)) {
+            if let Some(b) = self
+                .meta
+                .page_blob(id, pg)
+                .and_then(|b| self.meta.blob_stats_mut(b))
+            {
                 record_access(b, now, &p);
                 self.org.accessed(b.id);
             }
@@ -271,7 +288,11 @@ impl OrgIo {
                 buf.resize(n, 0);
                 if !d.is_hole() {
                     let logical = d.logical_off + at;
-                    let s = job.src.iter().find(|s| s.logical_off <= logical && logical + n as u64 <= s.end()).ok_or("source extent missing")?;
+                    let s = job
+                        .src
+                        .iter()
+                        .find(|s| s.logical_off <= logical && logical + n as u64 <= s.end())
+                        .ok_or("source extent missing")?;
                     if s.is_hole() {
                         return Err("target data over a source hole".into());
                     }
@@ -279,13 +300,17 @@ impl OrgIo {
                     if wait > 0 {
                         std::thread::sleep(std::time::Duration::from_nanos(wait));
                     }
-                    self.tiers.read(s.tier, s.phys_off + (logical - s.logical_off), buf).map_err(|e| format!("read tier {}: {e}", s.tier))?;
+                    self.tiers
+                        .read(s.tier, s.phys_off + (logical - s.logical_off), buf)
+                        .map_err(|e| format!("read tier {}: {e}", s.tier))?;
                     // The target belongs to the job only while it is not cancelled.
                     let cancelled = job.cancel.lock().unwrap_or_else(|e| e.into_inner());
                     if *cancelled {
                         return Err(CANCELLED.into());
                     }
-                    self.tiers.write(d.tier, d.phys_off + at, buf).map_err(|e| format!("write tier {}: {e}", d.tier))?;
+                    self.tiers
+                        .write(d.tier, d.phys_off + at, buf)
+                        .map_err(|e| format!("write tier {}: {e}", d.tier))?;
                     drop(cancelled);
                 }
                 if job.crc.is_some() {
@@ -297,7 +322,9 @@ impl OrgIo {
         if let Some(want) = job.crc {
             let got = h.finalize();
             if got != want {
-                return Err(format!("copy CRC {got:08x} differs from the sealed {want:08x}"));
+                return Err(format!(
+                    "copy CRC {got:08x} differs from the sealed {want:08x}"
+                ));
             }
         }
         Ok(())
@@ -305,13 +332,25 @@ impl OrgIo {
 
     fn run(&mut self, batch: MoveBatch) -> MoveDone {
         let mut buf = Vec::with_capacity(CHUNK_BYTES);
-        let mut errors: Vec<Option<String>> = batch.jobs.iter().map(|j| self.copy(j, &mut buf).err()).collect();
+        let mut errors: Vec<Option<String>> = batch
+            .jobs
+            .iter()
+            .map(|j| self.copy(j, &mut buf).err())
+            .collect();
         // The copies must be durable before a journal record can point to them.
-        let mut targets: Vec<u32> = batch.jobs.iter().zip(&errors).filter(|(_, e)| e.is_none()).map(|(j, _)| j.to).collect();
+        let mut targets: Vec<u32> = batch
+            .jobs
+            .iter()
+            .zip(&errors)
+            .filter(|(_, e)| e.is_none())
+            .map(|(j, _)| j.to)
+            .collect();
         targets.sort_unstable();
         targets.dedup();
         for t in targets {
-            let Some(f) = self.tiers.file(t) else { continue };
+            let Some(f) = self.tiers.file(t) else {
+                continue;
+            };
             if let Err(err) = f.sync_data() {
                 let msg = format!("fdatasync of tier {t}: {err}");
                 for (j, e) in batch.jobs.iter().zip(errors.iter_mut()) {
@@ -327,27 +366,45 @@ impl OrgIo {
 
 /// Starts the organizer thread when `organizer.enabled` and there are at
 /// least two tiers; its reports arrive as `Msg::OrganizerDone`.
-pub fn start(core: &mut Core, cfg: &OrganizerConfig, tx: mpsc::Sender<Msg>, wake: Arc<dyn Fn() + Send + Sync>) -> std::io::Result<()> {
+pub fn start(
+    core: &mut Core,
+    cfg: &OrganizerConfig,
+    tx: mpsc::Sender<Msg>,
+    wake: Arc<dyn Fn() + Send + Sync>,
+) -> std::io::Result<()> {
     core.org.configure(cfg);
-    core.org.tier_scores = strata_organize::tier_scores(&core.tiers.tiers.iter().map(|t| (t.bandwidth_mib_s, t.latency_us)).collect::<Vec<_>>());
+    core.org.tier_scores = strata_organize::tier_scores(
+        &core
+            .tiers
+            .tiers
+            .iter()
+            .map(|t| (t.bandwidth_mib_s, t.latency_us))
+            .collect::<Vec<_>>(),
+    );
     core.org.status.tier_scores = core.org.tier_scores.clone();
     if !cfg.enabled || core.tiers.tiers.len() < 2 {
         core.org.enabled = false;
         return Ok(());
     }
     let rate = cfg.bandwidth_max_mib_s * 1024.0 * 1024.0;
-    let mut io = OrgIo { tiers: TierIo::open(&core.tiers)?, bucket: TokenBucket::new(rate, CHUNK_BYTES as u64, 0), start: std::time::Instant::now() };
+    let mut io = OrgIo {
+        tiers: TierIo::open(&core.tiers)?,
+        bucket: TokenBucket::new(rate, CHUNK_BYTES as u64, 0),
+        start: std::time::Instant::now(),
+    };
     let (btx, brx) = mpsc::channel::<MoveBatch>();
-    std::thread::Builder::new().name("strata-organizer".into()).spawn(move || {
-        // Ends when the poller drops its sender.
-        while let Ok(batch) = brx.recv() {
-            let done = io.run(batch);
-            if tx.send(Msg::OrganizerDone(Box::new(done))).is_err() {
-                return;
+    std::thread::Builder::new()
+        .name("strata-organizer".into())
+        .spawn(move || {
+            // Ends when the poller drops its sender.
+            while let Ok(batch) = brx.recv() {
+                let done = io.run(batch);
+                if tx.send(Msg::OrganizerDone(Box::new(done))).is_err() {
+                    return;
+                }
+                wake();
             }
-            wake();
-        }
-    })?;
+        })?;
     core.org.tx = Some(btx);
     core.org.enabled = true;
     Ok(())
@@ -355,7 +412,11 @@ pub fn start(core: &mut Core, cfg: &OrganizerConfig, tx: mpsc::Sender<Msg>, wake
 
 /// Bytes a blob's data extents occupy on a tier with blocks of `block` bytes.
 fn data_bytes(b: &Blob, block: u64) -> u64 {
-    b.extents.iter().filter(|e| !e.is_hole()).map(|e| e.len.div_ceil(block) * block).sum()
+    b.extents
+        .iter()
+        .filter(|e| !e.is_hole())
+        .map(|e| e.len.div_ceil(block) * block)
+        .sum()
 }
 
 /// Once per poller round: plans and starts a batch when one is due.
@@ -370,7 +431,9 @@ pub fn tick(core: &mut Core) {
     let now_mono = core.mono_ns();
     let since = now_mono.saturating_sub(core.org.last_round_ns);
     let interval_ns = (core.org.cfg.interval_ms * 1e6) as u64;
-    let due = core.org.last_round_ns == 0 || since >= interval_ns || (!core.org.requests.is_empty() && since >= REQUEST_ROUND_NS);
+    let due = core.org.last_round_ns == 0
+        || since >= interval_ns
+        || (!core.org.requests.is_empty() && since >= REQUEST_ROUND_NS);
     if !due {
         return;
     }
@@ -378,14 +441,30 @@ pub fn tick(core: &mut Core) {
     core.org.status.rounds += 1;
     let now = now_ns();
     let n_tiers = core.tiers.tiers.len();
-    let block = core.tiers.tiers.iter().map(|t| t.block_bytes).max().unwrap_or(4096).max(1);
-    let quarantined = |i: usize| core.journal.as_ref().and_then(|j| j.quarantined_per_tier.get(i).copied()).map_or(0, |q| q.0);
+    let block = core
+        .tiers
+        .tiers
+        .iter()
+        .map(|t| t.block_bytes)
+        .max()
+        .unwrap_or(4096)
+        .max(1);
+    let quarantined = |i: usize| {
+        core.journal
+            .as_ref()
+            .and_then(|j| j.quarantined_per_tier.get(i).copied())
+            .map_or(0, |q| q.0)
+    };
     let tiers: Vec<TierState> = core
         .tiers
         .tiers
         .iter()
         .enumerate()
-        .map(|(i, t)| TierState { score: core.org.tier_scores.get(i).copied().unwrap_or(0.0), capacity_bytes: t.capacity_bytes, used_bytes: t.blob_bytes.saturating_sub(quarantined(i)) })
+        .map(|(i, t)| TierState {
+            score: core.org.tier_scores.get(i).copied().unwrap_or(0.0),
+            capacity_bytes: t.capacity_bytes,
+            used_bytes: t.blob_bytes.saturating_sub(quarantined(i)),
+        })
         .collect();
     // A rotating window of the blob table, plus the requested blobs.
     let p = core.org.params;
@@ -401,12 +480,23 @@ pub fn tick(core: &mut Core) {
     if core.org.scan_cursor >= total {
         core.org.scan_cursor = 0;
     }
-    let mut blobs: Vec<BlobState> = core.meta.blobs().skip(core.org.scan_cursor).take(SCAN_BLOBS_MAX).filter(|b| b.size > 0).map(state).collect();
+    let mut blobs: Vec<BlobState> = core
+        .meta
+        .blobs()
+        .skip(core.org.scan_cursor)
+        .take(SCAN_BLOBS_MAX)
+        .filter(|b| b.size > 0)
+        .map(state)
+        .collect();
     core.org.scan_cursor += SCAN_BLOBS_MAX;
     let requests: Vec<BlobId> = core.org.requests.drain(..).collect();
     core.org.requested.clear();
     let recent = std::mem::take(&mut core.org.recent);
-    let mut seen: HashSet<u64> = if requests.is_empty() && recent.is_empty() { HashSet::new() } else { blobs.iter().map(|b| b.id).collect() };
+    let mut seen: HashSet<u64> = if requests.is_empty() && recent.is_empty() {
+        HashSet::new()
+    } else {
+        blobs.iter().map(|b| b.id).collect()
+    };
     for id in requests.iter().chain(recent.iter()) {
         if seen.insert(id.0) {
             if let Some(b) = core.meta.blob(*id).filter(|b| b.size > 0) {
@@ -415,7 +505,11 @@ pub fn tick(core: &mut Core) {
         }
     }
     let c = &core.org.cfg;
-    let round_bytes = if c.bandwidth_max_mib_s > 0.0 { ((c.bandwidth_max_mib_s * 1024.0 * 1024.0) * c.interval_ms / 1e3) as u64 } else { ROUND_BYTES_MAX };
+    let round_bytes = if c.bandwidth_max_mib_s > 0.0 {
+        ((c.bandwidth_max_mib_s * 1024.0 * 1024.0) * c.interval_ms / 1e3) as u64
+    } else {
+        ROUND_BYTES_MAX
+    };
     let limits = PlanLimits {
         moves_max: MOVES_PER_ROUND_MAX,
         bytes_max: round_bytes.max(1),
@@ -439,7 +533,9 @@ fn start_batch(core: &mut Core, moves: Vec<strata_organize::Move>) {
     let mut jobs: Vec<(u64, MoveJob)> = Vec::with_capacity(moves.len());
     for m in moves {
         let id = BlobId(m.blob);
-        let Some(b) = core.meta.blob(id) else { continue };
+        let Some(b) = core.meta.blob(id) else {
+            continue;
+        };
         if b.tier_mask() as u64 != m.from_mask {
             continue;
         }
@@ -459,7 +555,12 @@ fn start_batch(core: &mut Core, moves: Vec<strata_organize::Move>) {
             let mut at = 0u64;
             for r in ranges {
                 let n = r.len.min(e.len - at);
-                dst.push(Extent { logical_off: e.logical_off + at, len: n, tier: to as u32, phys_off: r.off });
+                dst.push(Extent {
+                    logical_off: e.logical_off + at,
+                    len: n,
+                    tier: to as u32,
+                    phys_off: r.off,
+                });
                 at += n;
             }
             debug_assert_eq!(at, e.len, "target ranges cover the extent");
@@ -469,7 +570,11 @@ fn start_batch(core: &mut Core, moves: Vec<strata_organize::Move>) {
             core.org.status.skipped_moves += 1;
             continue;
         }
-        let keys: Vec<(u32, u64)> = src.iter().filter(|e| !e.is_hole()).map(|e| (e.tier, e.phys_off)).collect();
+        let keys: Vec<(u32, u64)> = src
+            .iter()
+            .filter(|e| !e.is_hole())
+            .map(|e| (e.tier, e.phys_off))
+            .collect();
         let pin = match core.pin(ORGANIZER_OWNER, keys) {
             Ok(p) => p,
             Err(e) => {
@@ -478,20 +583,45 @@ fn start_batch(core: &mut Core, moves: Vec<strata_organize::Move>) {
                 continue;
             }
         };
-        jobs.push((pin, MoveJob { blob: id, gen, size, kind: m.kind, to: to as u32, src, dst, crc, cancel: Arc::new(Mutex::new(false)) }));
+        jobs.push((
+            pin,
+            MoveJob {
+                blob: id,
+                gen,
+                size,
+                kind: m.kind,
+                to: to as u32,
+                src,
+                dst,
+                crc,
+                cancel: Arc::new(Mutex::new(false)),
+            },
+        ));
     }
     if jobs.is_empty() {
         return;
     }
     let id = core.org.next_batch;
     core.org.next_batch += 1;
-    let mut flight = InFlight { id, slots: Vec::with_capacity(jobs.len()), src_keys: HashMap::new() };
-    let mut batch = MoveBatch { id, jobs: Vec::with_capacity(jobs.len()) };
+    let mut flight = InFlight {
+        id,
+        slots: Vec::with_capacity(jobs.len()),
+        src_keys: HashMap::new(),
+    };
+    let mut batch = MoveBatch {
+        id,
+        jobs: Vec::with_capacity(jobs.len()),
+    };
     for (i, (pin, job)) in jobs.into_iter().enumerate() {
         for e in job.src.iter().filter(|e| !e.is_hole()) {
             flight.src_keys.insert((e.tier, e.phys_off), i);
         }
-        flight.slots.push(Slot { cancel: job.cancel.clone(), pin, dst: job.dst.clone(), done: false });
+        flight.slots.push(Slot {
+            cancel: job.cancel.clone(),
+            pin,
+            dst: job.dst.clone(),
+            done: false,
+        });
         batch.jobs.push(job);
     }
     core.org.in_flight = Some(flight);
@@ -513,12 +643,20 @@ fn start_batch(core: &mut Core, moves: Vec<strata_organize::Move>) {
 /// unpinned — so a deleted or rewritten blob's space comes back without
 /// waiting for the copy.
 pub(crate) fn cancel_for(core: &mut Core, extents: &[Extent]) {
-    let Some(f) = core.org.in_flight.as_mut() else { return };
-    let mut hit: Vec<usize> = extents.iter().filter(|e| !e.is_hole()).filter_map(|e| f.src_keys.get(&(e.tier, e.phys_off)).copied()).collect();
+    let Some(f) = core.org.in_flight.as_mut() else {
+        return;
+    };
+    let mut hit: Vec<usize> = extents
+        .iter()
+        .filter(|e| !e.is_hole())
+        .filter_map(|e| f.src_keys.get(&(e.tier, e.phys_off)).copied())
+        .collect();
     hit.sort_unstable();
     hit.dedup();
     for i in hit {
-        let Some(f) = core.org.in_flight.as_mut() else { return };
+        let Some(f) = core.org.in_flight.as_mut() else {
+            return;
+        };
         let slot = &mut f.slots[i];
         if slot.done {
             continue;
@@ -547,11 +685,20 @@ pub fn complete(core: &mut Core, done: MoveDone) {
         Some(f) if f.id == done.batch.id => f,
         other => {
             core.org.in_flight = other;
-            tracing::error!(batch = done.batch.id, "completion of an unknown organizer batch");
+            tracing::error!(
+                batch = done.batch.id,
+                "completion of an unknown organizer batch"
+            );
             return;
         }
     };
-    for ((job, err), slot) in done.batch.jobs.into_iter().zip(done.errors).zip(flight.slots) {
+    for ((job, err), slot) in done
+        .batch
+        .jobs
+        .into_iter()
+        .zip(done.errors)
+        .zip(flight.slots)
+    {
         if slot.done {
             continue; // cancelled: space returned, counted
         }
@@ -562,13 +709,18 @@ pub fn complete(core: &mut Core, done: MoveDone) {
             free_dst(core, &job.dst);
             continue;
         }
-        let unchanged = core.meta.blob(job.blob).is_some_and(|b| b.gen == job.gen && b.size == job.size && b.extents == job.src);
+        let unchanged = core
+            .meta
+            .blob(job.blob)
+            .is_some_and(|b| b.gen == job.gen && b.size == job.size && b.extents == job.src);
         if !unchanged {
             core.org.status.discarded_moves += 1;
             free_dst(core, &job.dst);
             continue;
         }
-        let Some(b) = core.meta.blob_mut(job.blob) else { continue };
+        let Some(b) = core.meta.blob_mut(job.blob) else {
+            continue;
+        };
         let old = std::mem::replace(&mut b.extents, job.dst);
         debug_assert!(b.check().is_ok(), "{:?}", b.check());
         debug_assert_eq!(b.gen, job.gen);

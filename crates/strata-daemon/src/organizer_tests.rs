@@ -18,7 +18,11 @@ const MIB: u64 = 1 << 20;
 const HOUR_NS: u64 = 3_600_000_000_000;
 
 fn org_cfg() -> strata_config::OrganizerConfig {
-    strata_config::OrganizerConfig { interval_ms: 0.001, bandwidth_max_mib_s: 0.0, ..Default::default() }
+    strata_config::OrganizerConfig {
+        interval_ms: 0.001,
+        bandwidth_max_mib_s: 0.0,
+        ..Default::default()
+    }
 }
 
 /// Starts the organizer (and, with `journal`, the journal and stash) on `fx`.
@@ -34,7 +38,10 @@ fn start(fx: &mut Fixture, with_journal: bool) -> mpsc::Receiver<Msg> {
         core.meta.touched.on = true;
         let report = crate::jreplay::replay(core, &scan);
         core.journal.as_mut().unwrap().report = report;
-        let settings = journal::WriterSettings { sync_interval: std::time::Duration::from_millis(5), compact_min_bytes: 1 << 20 };
+        let settings = journal::WriterSettings {
+            sync_interval: std::time::Duration::from_millis(5),
+            compact_min_bytes: 1 << 20,
+        };
         Journal::start(core, settings, wake.clone()).unwrap();
         crate::stash::start(core, tx.clone(), wake.clone()).unwrap();
     }
@@ -66,12 +73,20 @@ fn pump(core: &mut Core, rx: &mpsc::Receiver<Msg>, mut done: impl FnMut(&mut Cor
 
 fn read_blob(core: &mut Core, b: BucketId, name: &str) -> Vec<u8> {
     let mut ex = Vec::new();
-    let (size, covered, pin) = core.get((1, 0), b, name, 0, u64::MAX, &mut ex, 1024).unwrap();
+    let (size, covered, pin) = core
+        .get((1, 0), b, name, 0, u64::MAX, &mut ex, 1024)
+        .unwrap();
     assert_eq!(size, covered);
     let mut out = vec![0u8; size as usize];
     for e in ex {
         if e.tier != strata_proto::wire::TIER_HOLE {
-            core.tiers.read(e.tier as usize, e.phys_off, &mut out[e.logical_off as usize..(e.logical_off + e.len) as usize]).unwrap();
+            core.tiers
+                .read(
+                    e.tier as usize,
+                    e.phys_off,
+                    &mut out[e.logical_off as usize..(e.logical_off + e.len) as usize],
+                )
+                .unwrap();
         }
     }
     core.unpin((1, 0), pin);
@@ -95,11 +110,23 @@ fn hot_blob_is_promoted_and_cold_one_demoted_with_identical_bytes() {
     let rx = start(&mut fx, false);
     let core = &mut fx.core;
     let (b, _) = core.meta.bucket_open("b", true, false, 0).unwrap();
-    let (cold_data, hot_data) = (pattern(3 * MIB as usize, 1), pattern(3 * MIB as usize + 1234, 2));
-    core.put(b, "cold", Src::Bytes(&cold_data), None, None, false).unwrap();
-    core.put(b, "hot", Src::Bytes(&hot_data), None, None, false).unwrap();
-    let (cold, hot) = (core.meta.blob_lookup(b, "cold").unwrap(), core.meta.blob_lookup(b, "hot").unwrap());
-    assert_eq!((mask(core, cold), mask(core, hot)), (0b01, 0b10), "cold in RAM, hot on the dir tier");
+    let (cold_data, hot_data) = (
+        pattern(3 * MIB as usize, 1),
+        pattern(3 * MIB as usize + 1234, 2),
+    );
+    core.put(b, "cold", Src::Bytes(&cold_data), None, None, false)
+        .unwrap();
+    core.put(b, "hot", Src::Bytes(&hot_data), None, None, false)
+        .unwrap();
+    let (cold, hot) = (
+        core.meta.blob_lookup(b, "cold").unwrap(),
+        core.meta.blob_lookup(b, "hot").unwrap(),
+    );
+    assert_eq!(
+        (mask(core, cold), mask(core, hot)),
+        (0b01, 0b10),
+        "cold in RAM, hot on the dir tier"
+    );
     make_cold(core, cold);
     for _ in 0..4 {
         read_blob(core, b, "hot");
@@ -114,8 +141,14 @@ fn hot_blob_is_promoted_and_cold_one_demoted_with_identical_bytes() {
     assert_eq!(read_blob(core, b, "hot"), hot_data);
     assert_eq!(read_blob(core, b, "cold"), cold_data);
     let s = core.org.status();
-    assert!(s.promoted_blobs >= 1 && s.demoted_blobs >= 1 && s.promoted_bytes >= hot_data.len() as u64, "{s:?}");
-    assert!(core.meta.blob(hot).unwrap().dirty, "a move keeps the dirty flag");
+    assert!(
+        s.promoted_blobs >= 1 && s.demoted_blobs >= 1 && s.promoted_bytes >= hot_data.len() as u64,
+        "{s:?}"
+    );
+    assert!(
+        core.meta.blob(hot).unwrap().dirty,
+        "a move keeps the dirty flag"
+    );
     core.check().unwrap();
 }
 
@@ -127,8 +160,17 @@ fn a_blob_written_during_its_copy_is_not_moved() {
     let (b, _) = core.meta.bucket_open("b", true, false, 0).unwrap();
     let data = pattern(2 * MIB as usize, 5);
     // On the dir tier: the RAM tier is full when it is written.
-    core.put(b, "filler", Src::Bytes(&pattern(7 * MIB as usize, 1)), None, None, false).unwrap();
-    core.put(b, "x", Src::Bytes(&data), None, None, false).unwrap();
+    core.put(
+        b,
+        "filler",
+        Src::Bytes(&pattern(7 * MIB as usize, 1)),
+        None,
+        None,
+        false,
+    )
+    .unwrap();
+    core.put(b, "x", Src::Bytes(&data), None, None, false)
+        .unwrap();
     core.delete(b, "filler").unwrap();
     let x = core.meta.blob_lookup(b, "x").unwrap();
     assert_eq!(mask(core, x), 0b10);
@@ -136,23 +178,42 @@ fn a_blob_written_during_its_copy_is_not_moved() {
     let ram_used = core.tiers.tiers[0].blob_bytes;
     assert!(core.request_promote(x));
     crate::organizer::tick(core);
-    assert!(core.org.status().in_flight, "the batch is with the organizer thread");
+    assert!(
+        core.org.status().in_flight,
+        "the batch is with the organizer thread"
+    );
     // A write in place while the copy runs: the move must not commit.
-    core.put_at(b, "x", Some(100), Src::Bytes(b"NEW BYTES"), None, None).unwrap();
+    core.put_at(b, "x", Some(100), Src::Bytes(b"NEW BYTES"), None, None)
+        .unwrap();
     let mut want = data.clone();
     want[100..109].copy_from_slice(b"NEW BYTES");
-    let m = rx.recv_timeout(std::time::Duration::from_secs(600)).expect("organizer thread reports");
-    let Msg::OrganizerDone(d) = m else { panic!("unexpected message") };
+    let m = rx
+        .recv_timeout(std::time::Duration::from_secs(600))
+        .expect("organizer thread reports");
+    let Msg::OrganizerDone(d) = m else {
+        panic!("unexpected message")
+    };
     crate::organizer::complete(core, *d);
     assert_eq!(core.org.status().discarded_moves, 1);
     assert_eq!(mask(core, x), 0b10, "still on the dir tier");
     assert_eq!(read_blob(core, b, "x"), want);
-    assert_eq!((core.tiers.tiers[0].blob_bytes, core.tiers.tiers[1].blob_bytes), (ram_used, disk_used), "the copy's space is returned");
+    assert_eq!(
+        (
+            core.tiers.tiers[0].blob_bytes,
+            core.tiers.tiers[1].blob_bytes
+        ),
+        (ram_used, disk_used),
+        "the copy's space is returned"
+    );
     // Asked again, it moves.
     assert!(core.request_promote(x));
     pump(core, &rx, |c| mask(c, x) == 0b01);
     assert_eq!(read_blob(core, b, "x"), want);
-    assert_eq!(core.tiers.tiers[1].blob_bytes, disk_used - 2 * MIB, "the old extents are freed (no journal)");
+    assert_eq!(
+        core.tiers.tiers[1].blob_bytes,
+        disk_used - 2 * MIB,
+        "the old extents are freed (no journal)"
+    );
     core.check().unwrap();
 }
 
@@ -162,12 +223,31 @@ fn user_wishes_hold_stationary_and_low_user_scores_stay_put() {
     let rx = start(&mut fx, false);
     let core = &mut fx.core;
     let (b, _) = core.meta.bucket_open("b", true, false, 0).unwrap();
-    core.put(b, "filler", Src::Bytes(&pattern(15 * MIB as usize / 2, 1)), None, None, false).unwrap();
+    core.put(
+        b,
+        "filler",
+        Src::Bytes(&pattern(15 * MIB as usize / 2, 1)),
+        None,
+        None,
+        false,
+    )
+    .unwrap();
     for n in ["still", "low", "free"] {
-        core.put(b, n, Src::Bytes(&pattern(MIB as usize, 3)), None, None, false).unwrap();
+        core.put(
+            b,
+            n,
+            Src::Bytes(&pattern(MIB as usize, 3)),
+            None,
+            None,
+            false,
+        )
+        .unwrap();
     }
     core.delete(b, "filler").unwrap();
-    let ids: Vec<BlobId> = ["still", "low", "free"].iter().map(|n| core.meta.blob_lookup(b, n).unwrap()).collect();
+    let ids: Vec<BlobId> = ["still", "low", "free"]
+        .iter()
+        .map(|n| core.meta.blob_lookup(b, n).unwrap())
+        .collect();
     assert!(ids.iter().all(|i| mask(core, *i) == 0b10));
     core.set_score(b, "still", Some(1.0), true).unwrap();
     core.set_score(b, "low", Some(0.1), false).unwrap();
@@ -189,21 +269,36 @@ fn a_promoted_durable_blob_survives_a_crash_from_its_dir_tier_record() {
     let core = &mut fx.core;
     let (b, _) = core.meta.bucket_open("data", true, false, 0).unwrap();
     let big = pattern(MIB as usize, 9);
-    core.put(b, "big", Src::Bytes(&big), None, None, false).unwrap();
+    core.put(b, "big", Src::Bytes(&big), None, None, false)
+        .unwrap();
     let id = core.meta.blob_lookup(b, "big").unwrap();
     assert_eq!(mask(core, id), 0b10);
     // Durable: fsync of the bucket (the journal record is synced).
     let target = crate::stash::bucket_flush(core, b).unwrap();
-    pump(core, &rx, |c| c.journal.as_ref().unwrap().jsynced(b) >= target);
+    pump(core, &rx, |c| {
+        c.journal.as_ref().unwrap().jsynced(b) >= target
+    });
     // The RAM tier grows room for it: make the promotion possible.
     core.tiers.tiers[0].capacity_bytes = 4 * MIB;
     assert!(core.request_promote(id));
     pump(core, &rx, |c| mask(c, id) == 0b01);
     // Make sure whatever the journal does after the move is durable, then crash.
-    let seq = core.journal.as_ref().unwrap().shared.written_seq.load(std::sync::atomic::Ordering::SeqCst);
+    let seq = core
+        .journal
+        .as_ref()
+        .unwrap()
+        .shared
+        .written_seq
+        .load(std::sync::atomic::Ordering::SeqCst);
     pump(core, &rx, |c| {
         Journal::round(c);
-        c.journal.as_ref().unwrap().shared.synced_seq.load(std::sync::atomic::Ordering::SeqCst) >= seq
+        c.journal
+            .as_ref()
+            .unwrap()
+            .shared
+            .synced_seq
+            .load(std::sync::atomic::Ordering::SeqCst)
+            >= seq
     });
     assert_eq!(read_blob(core, b, "big"), big);
     let dir = fx.crash();
@@ -212,7 +307,10 @@ fn a_promoted_durable_blob_survives_a_crash_from_its_dir_tier_record() {
     let _rx = start(&mut fx, true);
     let core = &mut fx.core;
     let b = core.meta.bucket_by_name("data").expect("bucket restored");
-    assert!(core.meta.blob_lookup(b, "big").is_ok(), "the fsync'ed blob is back after its promotion to RAM and a crash");
+    assert!(
+        core.meta.blob_lookup(b, "big").is_ok(),
+        "the fsync'ed blob is back after its promotion to RAM and a crash"
+    );
     assert_eq!(read_blob(core, b, "big"), big);
     core.check().unwrap();
 }
@@ -223,8 +321,24 @@ fn deleting_a_blob_during_its_copy_returns_all_space_at_once() {
     let rx = start(&mut fx, false);
     let core = &mut fx.core;
     let (b, _) = core.meta.bucket_open("b", true, false, 0).unwrap();
-    core.put(b, "filler", Src::Bytes(&pattern(15 * MIB as usize / 2, 1)), None, None, false).unwrap();
-    core.put(b, "x", Src::Bytes(&pattern(3 * MIB as usize, 2)), None, None, false).unwrap();
+    core.put(
+        b,
+        "filler",
+        Src::Bytes(&pattern(15 * MIB as usize / 2, 1)),
+        None,
+        None,
+        false,
+    )
+    .unwrap();
+    core.put(
+        b,
+        "x",
+        Src::Bytes(&pattern(3 * MIB as usize, 2)),
+        None,
+        None,
+        false,
+    )
+    .unwrap();
     core.delete(b, "filler").unwrap();
     let x = core.meta.blob_lookup(b, "x").unwrap();
     assert_eq!(mask(core, x), 0b10);
@@ -233,12 +347,30 @@ fn deleting_a_blob_during_its_copy_returns_all_space_at_once() {
     assert!(core.org.status().in_flight);
     core.delete(b, "x").unwrap();
     // No waiting for the organizer thread: target freed, source unpinned.
-    assert_eq!((core.tiers.tiers[0].blob_bytes, core.tiers.tiers[1].blob_bytes), (0, 0));
+    assert_eq!(
+        (
+            core.tiers.tiers[0].blob_bytes,
+            core.tiers.tiers[1].blob_bytes
+        ),
+        (0, 0)
+    );
     assert_eq!(core.org.status().discarded_moves, 1);
-    let Msg::OrganizerDone(d) = rx.recv_timeout(std::time::Duration::from_secs(600)).expect("report") else { panic!() };
+    let Msg::OrganizerDone(d) = rx
+        .recv_timeout(std::time::Duration::from_secs(600))
+        .expect("report")
+    else {
+        panic!()
+    };
     crate::organizer::complete(core, *d);
     assert!(!core.org.status().in_flight);
-    assert_eq!((core.tiers.tiers[0].blob_bytes, core.tiers.tiers[1].blob_bytes), (0, 0), "nothing freed twice or leaked");
+    assert_eq!(
+        (
+            core.tiers.tiers[0].blob_bytes,
+            core.tiers.tiers[1].blob_bytes
+        ),
+        (0, 0),
+        "nothing freed twice or leaked"
+    );
     core.check().unwrap();
 }
 
@@ -250,35 +382,72 @@ fn dirty_file_pages_demoted_under_pressure_stay_dirty_and_read_back_identical() 
     let rx = start(&mut fx, false);
     let core = &mut fx.core;
     // 64 KiB pages; 3.5 MiB written while the RAM tier holds 4 MiB.
-    let a = OpenArgs { create: true, mode: 0o640, persist: strata_meta::Persist::Default as u32, page_shift: 16, dest: Some(WireDestInfo::default()), ..OpenArgs::default() };
+    let a = OpenArgs {
+        create: true,
+        mode: 0o640,
+        persist: strata_meta::Persist::Default as u32,
+        page_shift: 16,
+        dest: Some(WireDestInfo::default()),
+        ..OpenArgs::default()
+    };
     let id = core.file_open("/dest/f", &a).unwrap();
     let data = pattern(7 * MIB as usize / 2, 4);
-    core.file_write(id, Some(0), Src::Bytes(&data), None).unwrap();
+    core.file_write(id, Some(0), Src::Bytes(&data), None)
+        .unwrap();
     let pages = data.len() as u64 / (64 << 10);
-    let on = |c: &Core, mask: u32| (0..pages).filter(|p| c.meta.page_blob(id, *p).is_some_and(|b| c.meta.blob(b).unwrap().tier_mask() == mask)).count();
+    let on = |c: &Core, mask: u32| {
+        (0..pages)
+            .filter(|p| {
+                c.meta
+                    .page_blob(id, *p)
+                    .is_some_and(|b| c.meta.blob(b).unwrap().tier_mask() == mask)
+            })
+            .count()
+    };
     // Placement fills RAM up to ~90 %; a lower high-water mark keeps headroom for new writes.
-    assert!(core.tiers.tiers[0].blob_bytes as f64 > 0.8 * (4 * MIB) as f64, "{}", core.tiers.tiers[0].blob_bytes);
-    core.org.configure(&strata_config::OrganizerConfig { high_water: 0.8, low_water: 0.6, ..org_cfg() });
+    assert!(
+        core.tiers.tiers[0].blob_bytes as f64 > 0.8 * (4 * MIB) as f64,
+        "{}",
+        core.tiers.tiers[0].blob_bytes
+    );
+    core.org.configure(&strata_config::OrganizerConfig {
+        high_water: 0.8,
+        low_water: 0.6,
+        ..org_cfg()
+    });
     // Nothing read since: cold pages go down until low water (60 %).
     for p in 0..pages {
         make_cold(core, core.meta.page_blob(id, p).unwrap());
     }
-    pump(core, &rx, |c| c.tiers.tiers[0].blob_bytes as f64 <= 0.6 * (4 * MIB) as f64);
+    pump(core, &rx, |c| {
+        c.tiers.tiers[0].blob_bytes as f64 <= 0.6 * (4 * MIB) as f64
+    });
     let demoted = on(core, 0b10);
     assert!(demoted > 0 && core.org.status().demoted_blobs as usize == demoted);
     for p in 0..pages {
         let b = core.meta.blob(core.meta.page_blob(id, p).unwrap()).unwrap();
         assert!(b.dirty, "page {p} keeps its dirty flag");
     }
-    assert!(core.files.dirty.contains(&id), "the file still waits for the flusher");
+    assert!(
+        core.files.dirty.contains(&id),
+        "the file still waits for the flusher"
+    );
     core.file_check().unwrap();
     // The bytes read back identical through the file path.
     let mut ex = Vec::new();
-    let (size, covered, pin) = core.file_read((1, 0), id, 0, data.len() as u64, &mut ex, 4096).unwrap();
+    let (size, covered, pin) = core
+        .file_read((1, 0), id, 0, data.len() as u64, &mut ex, 4096)
+        .unwrap();
     assert_eq!((size, covered), (data.len() as u64, data.len() as u64));
     let mut got = vec![0u8; data.len()];
     for e in &ex {
-        core.tiers.read(e.tier as usize, e.phys_off, &mut got[e.logical_off as usize..(e.logical_off + e.len) as usize]).unwrap();
+        core.tiers
+            .read(
+                e.tier as usize,
+                e.phys_off,
+                &mut got[e.logical_off as usize..(e.logical_off + e.len) as usize],
+            )
+            .unwrap();
     }
     core.unpin((1, 0), pin);
     assert_eq!(got, data);

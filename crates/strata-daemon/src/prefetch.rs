@@ -109,7 +109,14 @@ pub struct StreamTable {
 impl StreamTable {
     /// A read of `[off, off+len)` of `file` (pages of `page` bytes); returns
     /// the page indices to read ahead (at most `depth`), if any.
-    pub fn on_read(&mut self, file: BucketId, off: u64, len: u64, page: u64, depth: u32) -> Option<std::ops::Range<u64>> {
+    pub fn on_read(
+        &mut self,
+        file: BucketId,
+        off: u64,
+        len: u64,
+        page: u64,
+        depth: u32,
+    ) -> Option<std::ops::Range<u64>> {
         if len == 0 || page == 0 {
             return None;
         }
@@ -117,14 +124,21 @@ impl StreamTable {
         let now = self.clock;
         if !self.files.contains_key(&file) && self.files.len() >= STREAM_FILES_MAX {
             // Bounded scan, only when a new file arrives at a full table.
-            if let Some(old) = self.files.iter().min_by_key(|(_, f)| f.used).map(|(id, _)| *id) {
+            if let Some(old) = self
+                .files
+                .iter()
+                .min_by_key(|(_, f)| f.used)
+                .map(|(id, _)| *id)
+            {
                 self.files.remove(&old);
             }
         }
         let fs = self.files.entry(file).or_default();
         fs.used = now;
         let end = off.saturating_add(len);
-        let near = |s: &Stream| off.saturating_add(page) >= s.next_off && off <= s.next_off.saturating_add(page);
+        let near = |s: &Stream| {
+            off.saturating_add(page) >= s.next_off && off <= s.next_off.saturating_add(page)
+        };
         let i = match fs.streams.iter().position(near) {
             Some(i) => {
                 let s = &mut fs.streams[i];
@@ -136,12 +150,23 @@ impl StreamTable {
                 i
             }
             None => {
-                let s = Stream { next_off: end, run: 1, ahead_end_page: 0, used: now };
+                let s = Stream {
+                    next_off: end,
+                    run: 1,
+                    ahead_end_page: 0,
+                    used: now,
+                };
                 if fs.streams.len() < STREAMS_PER_FILE {
                     fs.streams.push(s);
                     fs.streams.len() - 1
                 } else {
-                    let lru = fs.streams.iter().enumerate().min_by_key(|(_, s)| s.used).map(|(i, _)| i).unwrap_or(0);
+                    let lru = fs
+                        .streams
+                        .iter()
+                        .enumerate()
+                        .min_by_key(|(_, s)| s.used)
+                        .map(|(i, _)| i)
+                        .unwrap_or(0);
                     fs.streams[lru] = s;
                     lru
                 }
@@ -188,7 +213,12 @@ pub struct SuccessorModel {
 impl SuccessorModel {
     pub fn new(successors_max: usize, blobs_max: usize) -> SuccessorModel {
         assert!(successors_max >= 1 && blobs_max >= 1);
-        SuccessorModel { table: HashMap::new(), order: VecDeque::new(), successors_max, blobs_max }
+        SuccessorModel {
+            table: HashMap::new(),
+            order: VecDeque::new(),
+            successors_max,
+            blobs_max,
+        }
     }
 
     /// `next` was read right after `prev` (by the same client).
@@ -206,7 +236,8 @@ impl SuccessorModel {
                     None => break,
                 }
             }
-            self.table.insert(prev, Vec::with_capacity(self.successors_max));
+            self.table
+                .insert(prev, Vec::with_capacity(self.successors_max));
             self.order.push_back(prev);
         }
         let list = self.table.get_mut(&prev).expect("inserted above");
@@ -221,7 +252,13 @@ impl SuccessorModel {
             list.push((next, 1));
         } else {
             // Replace the weakest successor (the latest among equals).
-            let weakest = list.iter().enumerate().rev().min_by_key(|(_, (_, c))| *c).map(|(i, _)| i).unwrap_or(0);
+            let weakest = list
+                .iter()
+                .enumerate()
+                .rev()
+                .min_by_key(|(_, (_, c))| *c)
+                .map(|(i, _)| i)
+                .unwrap_or(0);
             list[weakest] = (next, 1);
         }
         list.sort_by_key(|e| std::cmp::Reverse(e.1));
@@ -229,7 +266,15 @@ impl SuccessorModel {
 
     /// Successors of `b` seen at least `min_count` times, most frequent first.
     pub fn likely(&self, b: BlobId, min_count: u32) -> Vec<BlobId> {
-        self.table.get(&b).map(|l| l.iter().filter(|(_, c)| *c >= min_count).map(|(s, _)| *s).collect()).unwrap_or_default()
+        self.table
+            .get(&b)
+            .map(|l| {
+                l.iter()
+                    .filter(|(_, c)| *c >= min_count)
+                    .map(|(s, _)| *s)
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     pub fn len(&self) -> usize {
@@ -312,7 +357,12 @@ pub struct Prefetch {
 
 impl Default for Prefetch {
     fn default() -> Self {
-        Prefetch::new(Settings { enabled: false, readahead_pages: 0, predict: false, ..Settings::default() })
+        Prefetch::new(Settings {
+            enabled: false,
+            readahead_pages: 0,
+            predict: false,
+            ..Settings::default()
+        })
     }
 }
 
@@ -352,7 +402,12 @@ impl Prefetch {
     }
 
     /// Starts the read-ahead workers; they report through `tx` and `wake`.
-    pub fn start(core: &mut Core, settings: Settings, tx: mpsc::Sender<Msg>, wake: Arc<dyn Fn() + Send + Sync>) -> std::io::Result<()> {
+    pub fn start(
+        core: &mut Core,
+        settings: Settings,
+        tx: mpsc::Sender<Msg>,
+        wake: Arc<dyn Fn() + Send + Sync>,
+    ) -> std::io::Result<()> {
         core.prefetch = Prefetch::new(settings);
         if !settings.enabled || settings.readahead_pages == 0 {
             return Ok(());
@@ -363,7 +418,9 @@ impl Prefetch {
         for i in 0..settings.threads.max(1) {
             let arena = ShmSegment::open(&arena_name)?;
             let (jrx, tx, wake) = (jrx.clone(), tx.clone(), wake.clone());
-            let h = std::thread::Builder::new().name(format!("strata-readahead-{i}")).spawn(move || worker(arena, jrx, tx, wake))?;
+            let h = std::thread::Builder::new()
+                .name(format!("strata-readahead-{i}"))
+                .spawn(move || worker(arena, jrx, tx, wake))?;
             core.prefetch.workers.push(h);
         }
         core.prefetch.jobs = Some(jtx);
@@ -385,7 +442,9 @@ impl Prefetch {
         self.counters.pending_bytes += p.bytes;
         // Bounded: the oldest entries age out as unused.
         while self.pending.len() > PENDING_MAX {
-            let Some(old) = self.pending_order.pop_front() else { break };
+            let Some(old) = self.pending_order.pop_front() else {
+                break;
+            };
             if let Some(o) = self.pending.remove(&old) {
                 self.unused(o.bytes);
             }
@@ -405,7 +464,11 @@ impl Prefetch {
     pub fn status(&self) -> PrefetchStatus {
         PrefetchStatus {
             enabled: self.settings.enabled,
-            readahead_pages: if self.settings.enabled { self.settings.readahead_pages } else { 0 },
+            readahead_pages: if self.settings.enabled {
+                self.settings.readahead_pages
+            } else {
+                0
+            },
             predict: self.settings.enabled && self.settings.predict,
             streams: self.streams.count() as u64,
             model_blobs: self.model.len() as u64,
@@ -423,7 +486,12 @@ impl Drop for Prefetch {
 /// Destination descriptors a read-ahead worker keeps open.
 const WORKER_FDS_MAX: usize = 16;
 
-fn worker(arena: ShmSegment, jobs: Arc<Mutex<mpsc::Receiver<Job>>>, tx: mpsc::Sender<Msg>, wake: Arc<dyn Fn() + Send + Sync>) {
+fn worker(
+    arena: ShmSegment,
+    jobs: Arc<Mutex<mpsc::Receiver<Job>>>,
+    tx: mpsc::Sender<Msg>,
+    wake: Arc<dyn Fn() + Send + Sync>,
+) {
     let mut fds = DestFds::default();
     loop {
         let job = {
@@ -434,7 +502,10 @@ fn worker(arena: ShmSegment, jobs: Arc<Mutex<mpsc::Receiver<Job>>>, tx: mpsc::Se
             }
         };
         let got = fds.get(&job.path).and_then(|f| read_page(&arena, f, &job));
-        if tx.send(Msg::PrefetchDone(Box::new(Done { job, got }))).is_err() {
+        if tx
+            .send(Msg::PrefetchDone(Box::new(Done { job, got })))
+            .is_err()
+        {
             return;
         }
         wake();
@@ -454,7 +525,10 @@ impl DestFds {
     fn get(&mut self, path: &str) -> Result<&std::fs::File, String> {
         use std::os::unix::fs::MetadataExt;
         let now = std::fs::metadata(path).map_err(|e| format!("{path}: {e}"))?;
-        let same = self.open.get(path).is_some_and(|(_, dev, ino)| *dev == now.dev() && *ino == now.ino());
+        let same = self
+            .open
+            .get(path)
+            .is_some_and(|(_, dev, ino)| *dev == now.dev() && *ino == now.ino());
         if !same {
             let f = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
             let m = f.metadata().map_err(|e| format!("{path}: {e}"))?;
@@ -469,11 +543,19 @@ impl DestFds {
 
 /// Reads the job's page from the destination file `f` into its arena space.
 fn read_page(arena: &ShmSegment, f: &std::fs::File, job: &Job) -> Result<u64, String> {
-    if job.arena.off.checked_add(job.len).is_none_or(|e| e > arena.len() as u64) || job.len > job.arena.len {
+    if job
+        .arena
+        .off
+        .checked_add(job.len)
+        .is_none_or(|e| e > arena.len() as u64)
+        || job.len > job.arena.len
+    {
         return Err("arena space outside the mapping".into());
     }
     // SAFETY: the poller reserved `job.arena` for this job alone until it answers.
-    let buf = unsafe { std::slice::from_raw_parts_mut(arena.as_ptr().add(job.arena.off as usize), job.len as usize) };
+    let buf = unsafe {
+        std::slice::from_raw_parts_mut(arena.as_ptr().add(job.arena.off as usize), job.len as usize)
+    };
     let mut got = 0usize;
     // Bounded: each round reads ≥ 1 byte or stops.
     while got < buf.len() {
@@ -493,14 +575,20 @@ fn read_page(arena: &ShmSegment, f: &std::fs::File, job: &Job) -> Result<u64, St
 /// A `FileRead` of `[off, off+covered)` of `file` by channel `owner` succeeded.
 pub fn on_file_read(core: &mut Core, owner: (u64, u32), file: BucketId, off: u64, covered: u64) {
     let _ = owner;
-    let Ok(rec) = core.meta.file(file) else { return };
+    let Ok(rec) = core.meta.file(file) else {
+        return;
+    };
     let (page, dest_size, mod_gen) = (rec.page_bytes, rec.dest_size, rec.mod_gen);
     // Pages read that were prefetched: used.
     if covered > 0 && !core.prefetch.pending.is_empty() {
         let (first, last) = (off / page, (off + covered - 1) / page);
         for p in first..=last.min(first + crate::files::READ_PAGES_MAX) {
             if let Some(pd) = core.prefetch.pending.remove(&Key::Page(file, p)) {
-                let same = core.meta.page_blob(file, p).and_then(|b| core.meta.blob(b)).is_some_and(|b| b.id == pd.blob && b.gen == pd.gen);
+                let same = core
+                    .meta
+                    .page_blob(file, p)
+                    .and_then(|b| core.meta.blob(b))
+                    .is_some_and(|b| b.id == pd.blob && b.gen == pd.gen);
                 if same {
                     core.prefetch.used(pd.bytes);
                 } else {
@@ -517,8 +605,16 @@ pub fn on_file_read(core: &mut Core, owner: (u64, u32), file: BucketId, off: u64
         return;
     }
     let depth = core.prefetch.settings.readahead_pages;
-    let Some(pages) = core.prefetch.streams.on_read(file, off, covered, page, depth) else { return };
-    let Ok(path) = core.meta.bucket(file).map(|b| b.name.to_string()) else { return };
+    let Some(pages) = core
+        .prefetch
+        .streams
+        .on_read(file, off, covered, page, depth)
+    else {
+        return;
+    };
+    let Ok(path) = core.meta.bucket(file).map(|b| b.name.to_string()) else {
+        return;
+    };
     if core.file_is_orphan(file) {
         return;
     }
@@ -535,9 +631,21 @@ pub fn on_file_read(core: &mut Core, owner: (u64, u32), file: BucketId, off: u64
         if core.prefetch.in_flight_bytes + len > READAHEAD_IN_FLIGHT_BYTES_MAX {
             break;
         }
-        let Some(arena) = core.tiers.arena.alloc.alloc(len) else { break };
-        let job = Job { file, path: path.clone(), page: p, page_off, len, arena, mod_gen };
-        let Some(jobs) = core.prefetch.jobs.as_ref() else { break };
+        let Some(arena) = core.tiers.arena.alloc.alloc(len) else {
+            break;
+        };
+        let job = Job {
+            file,
+            path: path.clone(),
+            page: p,
+            page_off,
+            len,
+            arena,
+            mod_gen,
+        };
+        let Some(jobs) = core.prefetch.jobs.as_ref() else {
+            break;
+        };
         match jobs.try_send(job) {
             Ok(()) => {
                 core.tiers.arena.leased_bytes += arena.len;
@@ -562,7 +670,11 @@ pub fn complete(core: &mut Core, done: Done) {
     core.prefetch.in_flight_bytes -= job.len.min(core.prefetch.in_flight_bytes);
     core.tiers.arena.leased_bytes -= job.arena.len.min(core.tiers.arena.leased_bytes);
     let discard = |core: &mut Core, why: &str| {
-        tracing::trace!(file = job.file.0, page = job.page, "read-ahead discarded: {why}");
+        tracing::trace!(
+            file = job.file.0,
+            page = job.page,
+            "read-ahead discarded: {why}"
+        );
         if let Err(e) = core.tiers.arena.alloc.free(job.arena) {
             tracing::error!("returning read-ahead space failed: {e}");
         }
@@ -574,9 +686,19 @@ pub fn complete(core: &mut Core, done: Done) {
         Err(e) => return discard(core, &e),
     };
     // Still the same file, unchanged since the job was issued, no write-through.
-    let same_file = core.meta.bucket(job.file).is_ok_and(|b| *b.name == *job.path);
-    let unchanged = core.meta.file(job.file).is_ok_and(|r| r.mod_gen == job.mod_gen && job.page_off < r.dest_size);
-    if !same_file || !unchanged || core.file_is_orphan(job.file) || !core.through_fill_ok(READAHEAD_OWNER, job.file) {
+    let same_file = core
+        .meta
+        .bucket(job.file)
+        .is_ok_and(|b| *b.name == *job.path);
+    let unchanged = core
+        .meta
+        .file(job.file)
+        .is_ok_and(|r| r.mod_gen == job.mod_gen && job.page_off < r.dest_size);
+    if !same_file
+        || !unchanged
+        || core.file_is_orphan(job.file)
+        || !core.through_fill_ok(READAHEAD_OWNER, job.file)
+    {
         return discard(core, "the file changed");
     }
     if core.meta.page_blob(job.file, job.page).is_some() {
@@ -588,14 +710,45 @@ pub fn complete(core: &mut Core, done: Done) {
     // The slice borrows the arena mapping, which outlives this call.
     let data: &'static [u8] = unsafe { std::mem::transmute::<&[u8], &'static [u8]>(data) };
     // `file_fill` consumes the reserved space whatever it decides.
-    match core.file_fill(job.file, job.page_off, Src::Lease { off: job.arena.off, data }, Some(job.arena), crate::files_evict::FillFrom::ReadAhead) {
+    match core.file_fill(
+        job.file,
+        job.page_off,
+        Src::Lease {
+            off: job.arena.off,
+            data,
+        },
+        Some(job.arena),
+        crate::files_evict::FillFrom::ReadAhead,
+    ) {
         Ok(true) => {
-            let Some(b) = core.meta.page_blob(job.file, job.page).and_then(|b| core.meta.blob(b)) else { return };
+            let Some(b) = core
+                .meta
+                .page_blob(job.file, job.page)
+                .and_then(|b| core.meta.blob(b))
+            else {
+                return;
+            };
             let (blob, gen, bytes, tier) = (b.id, b.gen, b.size, b.extents.first().map(|e| e.tier));
             debug_assert!(!b.dirty, "a read-ahead page is clean");
             core.prefetch.counters.readahead_bytes_total += bytes;
-            core.prefetch.remember(Key::Page(job.file, job.page), Pending { blob, gen, bytes, tier: 0 });
-            crate::trace::record_internal(core, "readahead", job.file, "", job.page_off, bytes, tier);
+            core.prefetch.remember(
+                Key::Page(job.file, job.page),
+                Pending {
+                    blob,
+                    gen,
+                    bytes,
+                    tier: 0,
+                },
+            );
+            crate::trace::record_internal(
+                core,
+                "readahead",
+                job.file,
+                "",
+                job.page_off,
+                bytes,
+                tier,
+            );
         }
         Ok(false) => {
             // The page was absent (checked above): no room in the buffer.
@@ -604,7 +757,11 @@ pub fn complete(core: &mut Core, done: Done) {
             core.prefetch.paused_reads = READAHEAD_PAUSE_READS;
         }
         Err(e) => {
-            tracing::debug!(file = job.file.0, page = job.page, "read-ahead fill failed: {e}");
+            tracing::debug!(
+                file = job.file.0,
+                page = job.page,
+                "read-ahead fill failed: {e}"
+            );
             core.prefetch.counters.readahead_discarded_total += 1;
         }
     }
@@ -612,7 +769,9 @@ pub fn complete(core: &mut Core, done: Done) {
 
 /// A native `Get` of `bucket`/`name` by channel `owner` (a client thread) succeeded.
 pub fn on_get(core: &mut Core, owner: (u64, u32), bucket: BucketId, name: &str) {
-    let Ok(id) = core.meta.blob_lookup(bucket, name) else { return };
+    let Ok(id) = core.meta.blob_lookup(bucket, name) else {
+        return;
+    };
     if let Some(r) = core.prefetch.requested.remove(&id) {
         // Moved before this read: it counts (and is used right below).
         // Not yet moved: the request is moot.
@@ -647,15 +806,26 @@ pub fn on_get(core: &mut Core, owner: (u64, u32), bucket: BucketId, name: &str) 
     let next: Vec<BlobId> = p.model.likely(id, min).into_iter().take(max).collect();
     let now = core.mono_ns();
     for s in next {
-        if core.prefetch.requested.contains_key(&s) || core.prefetch.requested.len() >= PROMOTE_REQUESTS_MAX {
+        if core.prefetch.requested.contains_key(&s)
+            || core.prefetch.requested.len() >= PROMOTE_REQUESTS_MAX
+        {
             continue;
         }
         let Some(b) = core.meta.blob(s) else { continue };
         let gen = b.gen;
         // Wholly on the fastest tier (or all holes): nothing to promote.
-        let Some(slowest) = slowest_tier(b).filter(|t| *t > 0) else { continue };
+        let Some(slowest) = slowest_tier(b).filter(|t| *t > 0) else {
+            continue;
+        };
         let p = &mut core.prefetch;
-        p.requested.insert(s, Request { gen, slowest, at_ns: now });
+        p.requested.insert(
+            s,
+            Request {
+                gen,
+                slowest,
+                at_ns: now,
+            },
+        );
         p.promote_queue.push_back(s);
         p.counters.promote_requests_total += 1;
     }
@@ -664,12 +834,18 @@ pub fn on_get(core: &mut Core, owner: (u64, u32), bucket: BucketId, name: &str) 
 /// The slowest tier holding bytes of `b` (tiers are ordered fastest first);
 /// None when it holds no bytes.
 fn slowest_tier(b: &strata_meta::Blob) -> Option<u32> {
-    b.extents.iter().filter(|e| !e.is_hole()).map(|e| e.tier).max()
+    b.extents
+        .iter()
+        .filter(|e| !e.is_hole())
+        .map(|e| e.tier)
+        .max()
 }
 
 /// Whether the blob of request `r` is unchanged and now on faster tiers than when asked.
 fn has_risen(core: &Core, id: BlobId, r: &Request) -> bool {
-    core.meta.blob(id).is_some_and(|b| b.gen == r.gen && slowest_tier(b).is_some_and(|t| t < r.slowest))
+    core.meta
+        .blob(id)
+        .is_some_and(|b| b.gen == r.gen && slowest_tier(b).is_some_and(|t| t < r.slowest))
 }
 
 /// **API Boundary** with the organizer: the promotions the prefetcher asks
@@ -686,10 +862,19 @@ pub fn take_promote_requests(core: &mut Core) -> Vec<BlobId> {
 fn promoted(core: &mut Core, id: BlobId) {
     core.prefetch.requested.remove(&id);
     let Some(b) = core.meta.blob(id) else { return };
-    let (gen, bucket, name, bytes, tier) = (b.gen, b.bucket, b.name.to_string(), b.size, slowest_tier(b));
+    let (gen, bucket, name, bytes, tier) =
+        (b.gen, b.bucket, b.name.to_string(), b.size, slowest_tier(b));
     core.prefetch.counters.promoted_blobs_total += 1;
     core.prefetch.counters.promoted_bytes_total += bytes;
-    core.prefetch.remember(Key::Blob(id), Pending { blob: id, gen, bytes, tier: tier.unwrap_or(0) });
+    core.prefetch.remember(
+        Key::Blob(id),
+        Pending {
+            blob: id,
+            gen,
+            bytes,
+            tier: tier.unwrap_or(0),
+        },
+    );
     crate::trace::record_internal(core, "promote", bucket, &name, 0, bytes, tier);
 }
 
@@ -699,7 +884,9 @@ pub const WARM_BYTES_MAX: u64 = 64 << 20;
 /// The last `max` bytes of `path` from the start of a line (empty if absent).
 fn tail_text(path: &std::path::Path, max: u64) -> String {
     use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut f) = std::fs::File::open(path) else { return String::new() };
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return String::new();
+    };
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
     let from = len.saturating_sub(max);
     if f.seek(SeekFrom::Start(from)).is_err() {
@@ -723,16 +910,25 @@ fn tail_text(path: &std::path::Path, max: u64) -> String {
 /// per process, for blobs that exist now. Returns the pairs learned.
 pub fn warm_from_trace(core: &mut Core, path: &std::path::Path) -> usize {
     let cur = tail_text(path, WARM_BYTES_MAX);
-    let old = tail_text(&crate::trace::rotated_path(path), WARM_BYTES_MAX.saturating_sub(cur.len() as u64));
+    let old = tail_text(
+        &crate::trace::rotated_path(path),
+        WARM_BYTES_MAX.saturating_sub(cur.len() as u64),
+    );
     let mut last: HashMap<u32, BlobId> = HashMap::new();
     let mut pairs = 0usize;
     for line in old.lines().chain(cur.lines()) {
-        let Ok(r) = serde_json::from_str::<strata_proto::control::TraceRecord>(line) else { continue };
+        let Ok(r) = serde_json::from_str::<strata_proto::control::TraceRecord>(line) else {
+            continue;
+        };
         if r.op != "get" || r.err.is_some() || r.pid == 0 {
             continue;
         }
-        let Some(b) = core.meta.bucket_by_name(&r.bucket) else { continue };
-        let Ok(id) = core.meta.blob_lookup(b, &r.blob) else { continue };
+        let Some(b) = core.meta.bucket_by_name(&r.bucket) else {
+            continue;
+        };
+        let Ok(id) = core.meta.blob_lookup(b, &r.blob) else {
+            continue;
+        };
         if last.len() >= LAST_READ_CLIENTS_MAX && !last.contains_key(&r.pid) {
             last.clear();
         }
@@ -766,7 +962,9 @@ pub fn tick(core: &mut Core) {
         .filter_map(|(id, r)| {
             if has_risen(core, *id, r) {
                 Some((*id, true))
-            } else if core.meta.blob(*id).is_none_or(|b| b.gen != r.gen) || now.saturating_sub(r.at_ns) > REQUEST_TTL_NS {
+            } else if core.meta.blob(*id).is_none_or(|b| b.gen != r.gen)
+                || now.saturating_sub(r.at_ns) > REQUEST_TTL_NS
+            {
                 Some((*id, false))
             } else {
                 None
@@ -782,14 +980,22 @@ pub fn tick(core: &mut Core) {
     }
     let n = core.prefetch.pending_order.len().min(SWEEP_PER_TICK);
     for _ in 0..n {
-        let Some(key) = core.prefetch.pending_order.pop_front() else { break };
-        let Some(pd) = core.prefetch.pending.get(&key).copied() else { continue };
+        let Some(key) = core.prefetch.pending_order.pop_front() else {
+            break;
+        };
+        let Some(pd) = core.prefetch.pending.get(&key).copied() else {
+            continue;
+        };
         let blob = match key {
             Key::Page(f, p) => core.meta.page_blob(f, p).and_then(|b| core.meta.blob(b)),
             Key::Blob(b) => core.meta.blob(b),
         };
         // A promoted blob demoted again before its read counts as unused.
-        let alive = blob.is_some_and(|b| b.id == pd.blob && b.gen == pd.gen && (matches!(key, Key::Page(..)) || slowest_tier(b).unwrap_or(0) <= pd.tier));
+        let alive = blob.is_some_and(|b| {
+            b.id == pd.blob
+                && b.gen == pd.gen
+                && (matches!(key, Key::Page(..)) || slowest_tier(b).unwrap_or(0) <= pd.tier)
+        });
         if alive {
             core.prefetch.pending_order.push_back(key);
         } else {
@@ -811,7 +1017,14 @@ mod core_tests {
     const OWNER: (u64, u32) = (1, 0);
 
     fn settings() -> Settings {
-        Settings { enabled: true, readahead_pages: 4, threads: 1, predict: false, successors_max: 1, min_count: 1 }
+        Settings {
+            enabled: true,
+            readahead_pages: 4,
+            threads: 1,
+            predict: false,
+            successors_max: 1,
+            min_count: 1,
+        }
     }
 
     fn read(core: &mut Core, id: BucketId, off: u64, len: u64) -> Vec<WireExtent> {
@@ -833,24 +1046,50 @@ mod core_tests {
         core.prefetch = Prefetch::new(settings());
         let (jtx, jrx) = mpsc::sync_channel(64);
         core.prefetch.jobs = Some(jtx);
-        let info = WireDestInfo { exists: 1, mode: 0o600, size: dest.len() as u64, ..WireDestInfo::default() };
-        let id = core.file_open(&path, &OpenArgs { page_shift: 12, dest: Some(info), ..OpenArgs::default() }).unwrap();
+        let info = WireDestInfo {
+            exists: 1,
+            mode: 0o600,
+            size: dest.len() as u64,
+            ..WireDestInfo::default()
+        };
+        let id = core
+            .file_open(
+                &path,
+                &OpenArgs {
+                    page_shift: 12,
+                    dest: Some(info),
+                    ..OpenArgs::default()
+                },
+            )
+            .unwrap();
         // Two sequential reads, as the poller's hook sees them: pages 2..6 are asked.
         on_file_read(core, OWNER, id, 0, PAGE);
         assert!(jrx.try_recv().is_err(), "one read is no stream");
         on_file_read(core, OWNER, id, PAGE, PAGE);
         let jobs: Vec<Job> = jrx.try_iter().collect();
-        assert_eq!(jobs.iter().map(|j| j.page).collect::<Vec<_>>(), vec![2, 3, 4, 5]);
-        assert_eq!(core.tiers.arena.leased_bytes, 4 * PAGE, "reserved space counts as leased");
+        assert_eq!(
+            jobs.iter().map(|j| j.page).collect::<Vec<_>>(),
+            vec![2, 3, 4, 5]
+        );
+        assert_eq!(
+            core.tiers.arena.leased_bytes,
+            4 * PAGE,
+            "reserved space counts as leased"
+        );
         // A reader reaching page 2 is told to wait, not to read the destination.
         let ex = read(core, id, 2 * PAGE, 2 * PAGE);
         assert_eq!(ex.len(), 1, "{ex:?}");
-        assert_eq!((ex[0].tier, ex[0].logical_off, ex[0].len), (TIER_PENDING, 2 * PAGE, PAGE));
+        assert_eq!(
+            (ex[0].tier, ex[0].logical_off, ex[0].len),
+            (TIER_PENDING, 2 * PAGE, PAGE)
+        );
         let arena = ShmSegment::open(core.tiers.arena.seg.name()).unwrap();
         let mut jobs = jobs.into_iter();
         // Page 2 arrives: buffered, clean, identical to the destination.
         let j = jobs.next().unwrap();
-        let got = DestFds::default().get(&j.path).and_then(|f| read_page(&arena, f, &j));
+        let got = DestFds::default()
+            .get(&j.path)
+            .and_then(|f| read_page(&arena, f, &j));
         assert_eq!(got, Ok(PAGE));
         complete(core, Done { job: j, got });
         let ex = read(core, id, 2 * PAGE, PAGE);
@@ -865,18 +1104,29 @@ mod core_tests {
         // Page 4 is written while pages 3..6 are in flight: they all arrive
         // after the write and are discarded; the written bytes stay.
         let mine = vec![0xABu8; PAGE as usize];
-        assert!(matches!(core.file_write(id, Some(4 * PAGE), Src::Bytes(&mine), None).unwrap(), WriteOutcome::Done { .. }));
+        assert!(matches!(
+            core.file_write(id, Some(4 * PAGE), Src::Bytes(&mine), None)
+                .unwrap(),
+            WriteOutcome::Done { .. }
+        ));
         for j in jobs {
-            let got = DestFds::default().get(&j.path).and_then(|f| read_page(&arena, f, &j));
+            let got = DestFds::default()
+                .get(&j.path)
+                .and_then(|f| read_page(&arena, f, &j));
             complete(core, Done { job: j, got });
         }
         assert_eq!(core.prefetch.counters.readahead_discarded_total, 3);
         let ex = read(core, id, 4 * PAGE, PAGE);
-        core.tiers.read(ex[0].tier as usize, ex[0].phys_off, &mut buf).unwrap();
+        core.tiers
+            .read(ex[0].tier as usize, ex[0].phys_off, &mut buf)
+            .unwrap();
         assert!(buf == mine, "a write is never overwritten by read-ahead");
         assert!(core.meta.file(id).unwrap().dirty_pages.contains(&4));
         let ex = read(core, id, 3 * PAGE, PAGE);
-        assert_eq!(ex[0].tier, TIER_DEST, "a discarded page is read from the destination again");
+        assert_eq!(
+            ex[0].tier, TIER_DEST,
+            "a discarded page is read from the destination again"
+        );
         // Everything reserved came back.
         assert_eq!(core.tiers.arena.leased_bytes, 0);
         assert!(core.prefetch.in_flight.is_empty() && core.prefetch.in_flight_bytes == 0);
@@ -897,22 +1147,52 @@ mod core_tests {
         let (jtx, jrx) = mpsc::sync_channel(64);
         core.prefetch.jobs = Some(jtx);
         // Every tier full of dirty pages of another file: nothing may be evicted.
-        let other = OpenArgs { create: true, mode: 0o600, page_shift: 12, dest: Some(WireDestInfo::default()), ..OpenArgs::default() };
+        let other = OpenArgs {
+            create: true,
+            mode: 0o600,
+            page_shift: 12,
+            dest: Some(WireDestInfo::default()),
+            ..OpenArgs::default()
+        };
         let w = core.file_open(&format!("{path}.dirty"), &other).unwrap();
         let full = pattern(32 * PAGE as usize, 1);
-        assert!(matches!(core.file_write(w, Some(0), Src::Bytes(&full), None).unwrap(), WriteOutcome::Done { .. }));
-        let info = WireDestInfo { exists: 1, mode: 0o600, size: dest.len() as u64, ..WireDestInfo::default() };
-        let id = core.file_open(&path, &OpenArgs { page_shift: 12, dest: Some(info), ..OpenArgs::default() }).unwrap();
+        assert!(matches!(
+            core.file_write(w, Some(0), Src::Bytes(&full), None)
+                .unwrap(),
+            WriteOutcome::Done { .. }
+        ));
+        let info = WireDestInfo {
+            exists: 1,
+            mode: 0o600,
+            size: dest.len() as u64,
+            ..WireDestInfo::default()
+        };
+        let id = core
+            .file_open(
+                &path,
+                &OpenArgs {
+                    page_shift: 12,
+                    dest: Some(info),
+                    ..OpenArgs::default()
+                },
+            )
+            .unwrap();
         on_file_read(core, OWNER, id, 0, PAGE);
         on_file_read(core, OWNER, id, PAGE, PAGE);
         let jobs: Vec<Job> = jrx.try_iter().collect();
         assert_eq!(jobs.len(), 4);
         let arena = ShmSegment::open(core.tiers.arena.seg.name()).unwrap();
         for j in jobs {
-            let got = DestFds::default().get(&j.path).and_then(|f| read_page(&arena, f, &j));
+            let got = DestFds::default()
+                .get(&j.path)
+                .and_then(|f| read_page(&arena, f, &j));
             complete(core, Done { job: j, got });
         }
-        assert_eq!(core.prefetch.counters.readahead_discarded_total, 4, "no room: {:?}", core.prefetch.counters);
+        assert_eq!(
+            core.prefetch.counters.readahead_discarded_total, 4,
+            "no room: {:?}",
+            core.prefetch.counters
+        );
         assert_eq!(core.prefetch.counters.readahead_bytes_total, 0);
         // The reader goes on; nothing more is asked for the next reads.
         for p in 2..16 {
@@ -921,7 +1201,10 @@ mod core_tests {
         assert!(jrx.try_recv().is_err(), "read-ahead paused");
         assert_eq!(core.prefetch.paused_reads, READAHEAD_PAUSE_READS - 14);
         assert_eq!(core.tiers.arena.leased_bytes, 0);
-        assert!(core.meta.file(w).unwrap().dirty_pages.len() == 32, "dirty pages untouched");
+        assert!(
+            core.meta.file(w).unwrap().dirty_pages.len() == 32,
+            "dirty pages untouched"
+        );
         core.file_check().unwrap();
     }
 }
@@ -957,7 +1240,10 @@ mod tests {
         }
         // Pages 1..3 asked at the second read, then one more once page 1 is reached, …
         assert_eq!(asked.first(), Some(&(1..3)));
-        assert!(asked.iter().all(|r| r.start >= 1 && r.end <= 5), "{asked:?}");
+        assert!(
+            asked.iter().all(|r| r.start >= 1 && r.end <= 5),
+            "{asked:?}"
+        );
         let mut covered: Vec<u64> = asked.iter().flat_map(|r| r.clone()).collect();
         covered.dedup();
         assert_eq!(covered, (1..5).collect::<Vec<_>>(), "each page asked once");
@@ -969,7 +1255,9 @@ mod tests {
         let f = BucketId(1);
         let mut x: u64 = 12345;
         for _ in 0..1000 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let page = (x >> 33) % 100_000;
             assert_eq!(t.on_read(f, page * 10 * P, 4096, P, 8), None);
         }

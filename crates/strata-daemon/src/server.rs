@@ -12,12 +12,19 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use strata_alloc::Range;
 use strata_meta::BucketId;
 use strata_place::Policy;
-use strata_alloc::Range;
-use strata_proto::control::{self, ControlReply, ControlRequest, DrainReply, FlushReply, HelloReply, StatusReply, TierInfo, TierStatus};
-use strata_proto::layout::{self, ChannelHeader, ClientHeader, ClientLayout, CtlHeader, SlotRecords};
-use strata_proto::wire::{self, flags, Op, Pod, Request, Response, WireDestInfo, WireExtent, PROTOCOL_VERSION};
+use strata_proto::control::{
+    self, ControlReply, ControlRequest, DrainReply, FlushReply, HelloReply, StatusReply, TierInfo,
+    TierStatus,
+};
+use strata_proto::layout::{
+    self, ChannelHeader, ClientHeader, ClientLayout, CtlHeader, SlotRecords,
+};
+use strata_proto::wire::{
+    self, flags, Op, Pod, Request, Response, WireDestInfo, WireExtent, PROTOCOL_VERSION,
+};
 use strata_proto::Errno;
 use strata_shm::{Doorbell, Ring, ShmSegment};
 
@@ -28,9 +35,18 @@ use crate::flush::{self, Flusher, JobDone};
 
 /// Messages from control threads to the poller.
 pub enum Msg {
-    NewClient { id: u64, pid: u32, seg: ShmSegment, layout: ClientLayout },
-    Disconnect { id: u64 },
-    Status { reply: mpsc::Sender<StatusReply> },
+    NewClient {
+        id: u64,
+        pid: u32,
+        seg: ShmSegment,
+        layout: ClientLayout,
+    },
+    Disconnect {
+        id: u64,
+    },
+    Status {
+        reply: mpsc::Sender<StatusReply>,
+    },
     /// A flush worker finished a job.
     FlushDone(Box<JobDone>),
     /// The stash thread finished a job (crate::stash).
@@ -38,14 +54,30 @@ pub enum Msg {
     /// The organizer thread finished a batch of moves (crate::organizer).
     OrganizerDone(Box<crate::organizer::MoveDone>),
     /// Control `Flush`: mark files urgent, reply with their state.
-    Flush { paths: Vec<String>, reply: mpsc::Sender<FlushReply> },
+    Flush {
+        paths: Vec<String>,
+        reply: mpsc::Sender<FlushReply>,
+    },
     /// Control `FlushState`.
-    FlushState { paths: Vec<String>, reply: mpsc::Sender<FlushReply> },
+    FlushState {
+        paths: Vec<String>,
+        reply: mpsc::Sender<FlushReply>,
+    },
     /// Control `DrainStatus`.
-    DrainStatus { paths: Vec<String>, reply: mpsc::Sender<DrainReply> },
+    DrainStatus {
+        paths: Vec<String>,
+        reply: mpsc::Sender<DrainReply>,
+    },
     /// Control `StageOut` / `StageState` (crate::stage).
-    StageOut { paths: Vec<String>, evict: bool, reply: mpsc::Sender<strata_proto::control::StageReply> },
-    StageState { paths: Vec<String>, reply: mpsc::Sender<strata_proto::control::StageReply> },
+    StageOut {
+        paths: Vec<String>,
+        evict: bool,
+        reply: mpsc::Sender<strata_proto::control::StageReply>,
+    },
+    StageState {
+        paths: Vec<String>,
+        reply: mpsc::Sender<strata_proto::control::StageReply>,
+    },
     /// A read-ahead worker finished a page (crate::prefetch).
     PrefetchDone(Box<crate::prefetch::Done>),
 }
@@ -82,7 +114,11 @@ impl ClientConn {
 }
 
 /// Creates a client segment with every ring initialised.
-pub fn create_client_segment(name: &str, layout: ClientLayout, client_id: u64) -> std::io::Result<ShmSegment> {
+pub fn create_client_segment(
+    name: &str,
+    layout: ClientLayout,
+    client_id: u64,
+) -> std::io::Result<ShmSegment> {
     let seg = ShmSegment::create_or_replace(name, layout.total_bytes)?;
     let base = seg.as_ptr();
     unsafe {
@@ -149,7 +185,14 @@ const KEEP_WORKFLOW_WAIT: Duration = Duration::from_secs(120);
 const JOURNAL_POLL_SLEEP: Duration = Duration::from_millis(1);
 
 impl Poller {
-    pub fn new(core: Core, shared: Arc<Shared>, rx: mpsc::Receiver<Msg>, spin: Duration, node_id: u32, socket: PathBuf) -> Poller {
+    pub fn new(
+        core: Core,
+        shared: Arc<Shared>,
+        rx: mpsc::Receiver<Msg>,
+        spin: Duration,
+        node_id: u32,
+        socket: PathBuf,
+    ) -> Poller {
         let limits = *core.meta.limits();
         Poller {
             core,
@@ -170,7 +213,9 @@ impl Poller {
     }
 
     fn any_work(&self) -> bool {
-        if self.shared.shutdown.load(Ordering::Relaxed) || self.shared.msgs_pending.load(Ordering::Relaxed) {
+        if self.shared.shutdown.load(Ordering::Relaxed)
+            || self.shared.msgs_pending.load(Ordering::Relaxed)
+        {
             return true;
         }
         for c in self.clients.values() {
@@ -227,7 +272,10 @@ impl Poller {
                 let shared = self.shared.clone();
                 let spin = self.spin;
                 // Dirty files have deadlines: look again soon.
-                let journal_busy = !self.core.meta.touched.is_empty() || self.core.journal.as_ref().is_some_and(|j| j.busy()) || self.core.stash.busy() || self.core.org.busy();
+                let journal_busy = !self.core.meta.touched.is_empty()
+                    || self.core.journal.as_ref().is_some_and(|j| j.busy())
+                    || self.core.stash.busy()
+                    || self.core.org.busy();
                 let max = if journal_busy {
                     JOURNAL_POLL_SLEEP
                 } else if self.core.files.dirty.is_empty() {
@@ -235,7 +283,11 @@ impl Poller {
                 } else {
                     FLUSH_POLL_SLEEP
                 };
-                shared.bell().wait_until(|| self.any_work() || self.core.files.kick, spin, Some(max));
+                shared.bell().wait_until(
+                    || self.any_work() || self.core.files.kick,
+                    spin,
+                    Some(max),
+                );
             }
         }
     }
@@ -248,22 +300,44 @@ impl Poller {
     /// True when the daemon stops.
     fn stop_sequence(&mut self) -> bool {
         self.stopping = true;
-        self.shared.ctl().state.store(layout::DAEMON_STOPPING, Ordering::SeqCst);
+        self.shared
+            .ctl()
+            .state
+            .store(layout::DAEMON_STOPPING, Ordering::SeqCst);
         let ids: Vec<u64> = self.clients.keys().copied().collect();
         for id in ids {
             self.disconnect(id);
         }
         let lost = self.drain_files();
-        let mut report = strata_proto::control::StopReport { outcome: "stopped".into(), files: Vec::new() };
+        let mut report = strata_proto::control::StopReport {
+            outcome: "stopped".into(),
+            files: Vec::new(),
+        };
         if !lost.is_empty() {
             // Keep them on a non-volatile tier for the next daemon.
             self.keep_files(&lost, "files the destination did not take");
             for id in &lost {
-                let path = self.core.meta.bucket(*id).map(|b| b.name.to_string()).unwrap_or_default();
-                let error = self.core.meta.file(*id).ok().and_then(|r| r.flush_error.clone()).unwrap_or_default();
+                let path = self
+                    .core
+                    .meta
+                    .bucket(*id)
+                    .map(|b| b.name.to_string())
+                    .unwrap_or_default();
+                let error = self
+                    .core
+                    .meta
+                    .file(*id)
+                    .ok()
+                    .and_then(|r| r.flush_error.clone())
+                    .unwrap_or_default();
                 let bytes = self.core.file_dirty_bytes(*id);
                 let kept = self.core.file_durable_in_journal(*id);
-                report.files.push(strata_proto::control::StopFile { path, bytes, error, kept });
+                report.files.push(strata_proto::control::StopFile {
+                    path,
+                    bytes,
+                    error,
+                    kept,
+                });
             }
             let all_kept = report.files.iter().all(|f| f.kept);
             let discard = self.shared.discard.load(Ordering::SeqCst);
@@ -275,7 +349,12 @@ impl Poller {
             } else if discard {
                 report.outcome = "discarded".into();
                 for f in report.files.iter().filter(|f| !f.kept) {
-                    tracing::error!(path = f.path, bytes = f.bytes, "DATA DISCARDED at stop as asked (--discard): {}", f.error);
+                    tracing::error!(
+                        path = f.path,
+                        bytes = f.bytes,
+                        "DATA DISCARDED at stop as asked (--discard): {}",
+                        f.error
+                    );
                 }
             } else {
                 report.outcome = "refused".into();
@@ -289,7 +368,10 @@ impl Poller {
                 if let Some(f) = self.flusher.as_mut() {
                     f.draining = false;
                 }
-                self.shared.ctl().state.store(layout::DAEMON_RUNNING, Ordering::SeqCst);
+                self.shared
+                    .ctl()
+                    .state
+                    .store(layout::DAEMON_RUNNING, Ordering::SeqCst);
                 return false;
             }
         }
@@ -308,12 +390,19 @@ impl Poller {
     fn write_stop_report(&self, report: &strata_proto::control::StopReport) {
         let path = strata_proto::control::stop_report_path(&self.socket);
         let tmp = path.with_extension("tmp");
-        let res = serde_json::to_vec_pretty(report).map_err(std::io::Error::other).and_then(|b| {
-            use std::os::unix::fs::OpenOptionsExt;
-            let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
-            std::io::Write::write_all(&mut f, &b)?;
-            std::fs::rename(&tmp, &path)
-        });
+        let res = serde_json::to_vec_pretty(report)
+            .map_err(std::io::Error::other)
+            .and_then(|b| {
+                use std::os::unix::fs::OpenOptionsExt;
+                let mut f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .mode(0o600)
+                    .open(&tmp)?;
+                std::io::Write::write_all(&mut f, &b)?;
+                std::fs::rename(&tmp, &path)
+            });
         if let Err(e) = res {
             tracing::warn!(path = %path.display(), "cannot write the stop report: {e}");
         }
@@ -330,7 +419,11 @@ impl Poller {
             .core
             .meta
             .files()
-            .filter(|(id, _, rec)| rec.persist == strata_meta::Persist::Workflow && !rec.dirty_pages.is_empty() && !self.core.file_is_orphan(*id))
+            .filter(|(id, _, rec)| {
+                rec.persist == strata_meta::Persist::Workflow
+                    && !rec.dirty_pages.is_empty()
+                    && !self.core.file_is_orphan(*id)
+            })
             .map(|(id, _, _)| id)
             .collect();
         self.keep_files(&ids, "WORKFLOW files");
@@ -342,7 +435,10 @@ impl Poller {
         if ids.is_empty() || !self.core.stash.running() {
             return;
         }
-        tracing::info!(files = ids.len(), "keeping {what} on the dir tier for the next daemon");
+        tracing::info!(
+            files = ids.len(),
+            "keeping {what} on the dir tier for the next daemon"
+        );
         for id in ids {
             self.core.stash.want(*id);
         }
@@ -351,16 +447,27 @@ impl Poller {
             self.drain_msgs();
             crate::stash::tick(&mut self.core);
             crate::jpoller::Journal::round(&mut self.core);
-            let waiting = self.core.stash.busy() || self.core.journal.as_ref().is_some_and(|j| j.syncs_waiting());
+            let waiting = self.core.stash.busy()
+                || self
+                    .core
+                    .journal
+                    .as_ref()
+                    .is_some_and(|j| j.syncs_waiting());
             if !waiting {
                 break;
             }
             if started.elapsed() > KEEP_WORKFLOW_WAIT {
-                tracing::error!("{what} not all kept on the dir tier within {KEEP_WORKFLOW_WAIT:?}");
+                tracing::error!(
+                    "{what} not all kept on the dir tier within {KEEP_WORKFLOW_WAIT:?}"
+                );
                 break;
             }
             let shared = self.shared.clone();
-            shared.bell().wait_until(|| shared.msgs_pending.load(Ordering::Relaxed), Duration::ZERO, Some(JOURNAL_POLL_SLEEP));
+            shared.bell().wait_until(
+                || shared.msgs_pending.load(Ordering::Relaxed),
+                Duration::ZERO,
+                Some(JOURNAL_POLL_SLEEP),
+            );
         }
     }
 
@@ -369,7 +476,10 @@ impl Poller {
     fn drain_files(&mut self) -> Vec<strata_meta::BucketId> {
         let Some(f) = self.flusher.as_mut() else {
             if !self.core.files.dirty.is_empty() {
-                tracing::error!(files = self.core.files.dirty.len(), "no flusher: dirty files are not written to their destination");
+                tracing::error!(
+                    files = self.core.files.dirty.len(),
+                    "no flusher: dirty files are not written to their destination"
+                );
             }
             return self.core.files.dirty.iter().copied().collect();
         };
@@ -392,7 +502,10 @@ impl Poller {
             if f.in_flight() == 0 {
                 if let Some(lost) = f.hopeless(&self.core) {
                     if !lost.is_empty() && f.idle() {
-                        tracing::warn!(files = lost.len(), "giving up flushing at stop (flush.stop_give_up)");
+                        tracing::warn!(
+                            files = lost.len(),
+                            "giving up flushing at stop (flush.stop_give_up)"
+                        );
                         return lost;
                     }
                 }
@@ -400,13 +513,27 @@ impl Poller {
             if last_log.elapsed() >= Duration::from_secs(1) {
                 last_log = std::time::Instant::now();
                 let c = flush::file_counters(&self.core);
-                tracing::info!(files = c.dirty_files, bytes = c.dirty_bytes, flushing = f.in_flight(), elapsed_s = started.elapsed().as_secs(), "draining");
+                tracing::info!(
+                    files = c.dirty_files,
+                    bytes = c.dirty_bytes,
+                    flushing = f.in_flight(),
+                    elapsed_s = started.elapsed().as_secs(),
+                    "draining"
+                );
             }
             let shared = self.shared.clone();
-            shared.bell().wait_until(|| shared.msgs_pending.load(Ordering::Relaxed), Duration::ZERO, Some(FLUSH_POLL_SLEEP));
+            shared.bell().wait_until(
+                || shared.msgs_pending.load(Ordering::Relaxed),
+                Duration::ZERO,
+                Some(FLUSH_POLL_SLEEP),
+            );
         }
         if total > 0 {
-            tracing::info!(files = total, elapsed_ms = started.elapsed().as_millis() as u64, "drain finished");
+            tracing::info!(
+                files = total,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "drain finished"
+            );
         }
         Vec::new()
     }
@@ -417,7 +544,12 @@ impl Poller {
         }
         while let Ok(m) = self.rx.try_recv() {
             match m {
-                Msg::NewClient { id, pid, seg, layout } => {
+                Msg::NewClient {
+                    id,
+                    pid,
+                    seg,
+                    layout,
+                } => {
                     if self.stopping {
                         // Draining: no new clients (they see DAEMON_STOPPING).
                         let _ = ShmSegment::unlink(seg.name());
@@ -429,10 +561,24 @@ impl Poller {
                     for ch in 0..layout.channels {
                         let off = layout.channel_off(ch);
                         // SAFETY: we initialised these rings; attach validates them anyway.
-                        let sq = unsafe { Ring::attach(base.add(off + layout.sq_off), layout.cq_off - layout.sq_off) };
-                        let cq = unsafe { Ring::attach(base.add(off + layout.cq_off), layout.slots_off - layout.cq_off) };
+                        let sq = unsafe {
+                            Ring::attach(
+                                base.add(off + layout.sq_off),
+                                layout.cq_off - layout.sq_off,
+                            )
+                        };
+                        let cq = unsafe {
+                            Ring::attach(
+                                base.add(off + layout.cq_off),
+                                layout.slots_off - layout.cq_off,
+                            )
+                        };
                         match (sq, cq) {
-                            (Ok(sq), Ok(cq)) => chans.push(Chan { sq, cq, lease: None }),
+                            (Ok(sq), Ok(cq)) => chans.push(Chan {
+                                sq,
+                                cq,
+                                lease: None,
+                            }),
                             _ => {
                                 tracing::error!(id, "client segment rings invalid at registration");
                                 continue;
@@ -440,7 +586,17 @@ impl Poller {
                         }
                     }
                     tracing::debug!(id, pid, "client connected");
-                    self.clients.insert(id, ClientConn { id, pid, seg, layout, chans, broken: false });
+                    self.clients.insert(
+                        id,
+                        ClientConn {
+                            id,
+                            pid,
+                            seg,
+                            layout,
+                            chans,
+                            broken: false,
+                        },
+                    );
                 }
                 Msg::Disconnect { id } => self.disconnect(id),
                 Msg::Status { reply } => {
@@ -468,20 +624,39 @@ impl Poller {
                     let _ = reply.send(r);
                 }
                 Msg::DrainStatus { paths, reply } => {
-                    let _ = reply.send(crate::drain::drain_status(&self.core, self.flusher.as_ref(), &paths));
+                    let _ = reply.send(crate::drain::drain_status(
+                        &self.core,
+                        self.flusher.as_ref(),
+                        &paths,
+                    ));
                 }
-                Msg::StageOut { paths, evict, reply } => {
-                    let _ = reply.send(crate::stage::stage_out(&mut self.core, self.flusher.as_ref(), &paths, evict));
+                Msg::StageOut {
+                    paths,
+                    evict,
+                    reply,
+                } => {
+                    let _ = reply.send(crate::stage::stage_out(
+                        &mut self.core,
+                        self.flusher.as_ref(),
+                        &paths,
+                        evict,
+                    ));
                 }
                 Msg::StageState { paths, reply } => {
-                    let _ = reply.send(crate::stage::stage_state(&self.core, self.flusher.as_ref(), &paths));
+                    let _ = reply.send(crate::stage::stage_state(
+                        &self.core,
+                        self.flusher.as_ref(),
+                        &paths,
+                    ));
                 }
             }
         }
     }
 
     fn disconnect(&mut self, id: u64) {
-        let Some(mut c) = self.clients.remove(&id) else { return };
+        let Some(mut c) = self.clients.remove(&id) else {
+            return;
+        };
         for (i, ch) in c.chans.iter_mut().enumerate() {
             if let Some(l) = ch.lease.take() {
                 self.core.lease_release(l);
@@ -553,15 +728,28 @@ impl Poller {
             // SAFETY: in bounds by layout; volatile because the client may scribble.
             let req: Request = unsafe { std::ptr::read_volatile(&(*rec).req) };
             // The I/O log and the prefetcher (crate::trace): names are copied before the request runs.
-            let observed = crate::trace::wants(&self.core, &req).then(|| crate::trace::name_of(c.arg(ch, slot), c.layout.arg_bytes as usize, &req));
+            let observed = crate::trace::wants(&self.core, &req)
+                .then(|| crate::trace::name_of(c.arg(ch, slot), c.layout.arg_bytes as usize, &req));
             let resp = self.handle(c, ch, slot, &req);
             if let Some(name) = observed {
-                crate::trace::observe(&mut self.core, c.id, ch, c.pid, &req, name, &resp, c.arg(ch, slot));
+                crate::trace::observe(
+                    &mut self.core,
+                    c.id,
+                    ch,
+                    c.pid,
+                    &req,
+                    name,
+                    &resp,
+                    c.arg(ch, slot),
+                );
             }
             if resp.status == Errno::Malformed.code() {
                 self.malformed_total += 1;
             }
-            let resp = Response { tag: req.tag, ..resp };
+            let resp = Response {
+                tag: req.tag,
+                ..resp
+            };
             unsafe { std::ptr::write_volatile(&mut (*rec).resp, resp) };
             if c.chans[ch as usize].cq.push(slot as u64).is_err() {
                 self.malformed_total += 1;
@@ -610,7 +798,13 @@ impl Poller {
         }
     }
 
-    fn handle_inner(&mut self, c: &mut ClientConn, ch: u32, slot: u32, req: &Request) -> Result<Response, Errno> {
+    fn handle_inner(
+        &mut self,
+        c: &mut ClientConn,
+        ch: u32,
+        slot: u32,
+        req: &Request,
+    ) -> Result<Response, Errno> {
         let owner = (c.id, ch);
         for &p in &req.releases {
             if p != 0 {
@@ -639,7 +833,8 @@ impl Poller {
         unsafe { std::ptr::copy_nonoverlapping(arg_ptr, names.as_mut_ptr(), names_len) };
         let names: &[u8] = names;
         let name = std::str::from_utf8(&names[..req.name_len as usize]).map_err(|_| Errno::Name)?;
-        let name2 = std::str::from_utf8(&names[req.name_len as usize..]).map_err(|_| Errno::Name)?;
+        let name2 =
+            std::str::from_utf8(&names[req.name_len as usize..]).map_err(|_| Errno::Name)?;
         let bucket = BucketId(req.bucket);
         // SAFETY: the arg area is ours to write while we hold the slot.
         let arg_out = unsafe { std::slice::from_raw_parts_mut(arg_ptr, arg_bytes) };
@@ -664,7 +859,13 @@ impl Poller {
                     }
                     // Copied out of shared memory before use.
                     let mut raw = [0u8; std::mem::size_of::<WireDestInfo>()];
-                    unsafe { std::ptr::copy_nonoverlapping(arg_ptr.add(names_len), raw.as_mut_ptr(), raw.len()) };
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            arg_ptr.add(names_len),
+                            raw.as_mut_ptr(),
+                            raw.len(),
+                        )
+                    };
                     a.dest = WireDestInfo::read_from(&raw);
                 }
                 let id = self.core.file_open(name, &a)?;
@@ -674,7 +875,11 @@ impl Poller {
                 r.arg_len = put_arg(arg_out, attr.as_bytes())?;
             }
             Op::FileStat => {
-                let id = if req.bucket == 0 { self.core.meta.file_by_path(name).ok_or(Errno::NoFile)? } else { bucket };
+                let id = if req.bucket == 0 {
+                    self.core.meta.file_by_path(name).ok_or(Errno::NoFile)?
+                } else {
+                    bucket
+                };
                 let attr = self.core.file_attr(id)?;
                 r.val0 = attr.size;
                 r.arg_len = put_arg(arg_out, attr.as_bytes())?;
@@ -682,7 +887,11 @@ impl Poller {
             Op::FileWrite => {
                 self.core.meta.file(bucket)?;
                 let (src, taken) = self.data_src(c, ch, req, names_len, arg_ptr, arg_bytes)?;
-                let off = if req.flags & flags::APPEND != 0 { None } else { Some(req.offset) };
+                let off = if req.flags & flags::APPEND != 0 {
+                    None
+                } else {
+                    Some(req.offset)
+                };
                 match self.core.file_write(bucket, off, src, taken)? {
                     WriteOutcome::Done { at, size } => {
                         r.val0 = at;
@@ -697,22 +906,41 @@ impl Poller {
                 }
             }
             Op::FileRead => {
-                self.reply_extents(&mut r, arg_ptr, arg_bytes, |core, out, max| core.file_read(owner, bucket, req.offset, req.len, out, max))?;
+                self.reply_extents(&mut r, arg_ptr, arg_bytes, |core, out, max| {
+                    core.file_read(owner, bucket, req.offset, req.len, out, max)
+                })?;
                 self.core.through_note_read(owner, bucket);
             }
             Op::FileFill => {
                 self.core.meta.file(bucket)?;
                 let (src, taken) = self.data_src(c, ch, req, names_len, arg_ptr, arg_bytes)?;
                 r.val0 = if self.core.through_fill_ok(owner, bucket) {
-                    self.core.file_fill(bucket, req.offset, src, taken, if req.flags & flags::FILL_KEEP != 0 { FillFrom::Keep } else { FillFrom::Read })? as u64
+                    self.core.file_fill(
+                        bucket,
+                        req.offset,
+                        src,
+                        taken,
+                        if req.flags & flags::FILL_KEEP != 0 {
+                            FillFrom::Keep
+                        } else {
+                            FillFrom::Read
+                        },
+                    )? as u64
                 } else {
                     self.core.through_refuse_fill(taken);
                     0
                 };
             }
             Op::FileThrough => {
-                let off = if req.flags & flags::APPEND != 0 { None } else { Some(req.offset) };
-                match self.core.file_through(c.id, bucket, off, req.len, req.aux == 1)? {
+                let off = if req.flags & flags::APPEND != 0 {
+                    None
+                } else {
+                    Some(req.offset)
+                };
+                match self
+                    .core
+                    .file_through(c.id, bucket, off, req.len, req.aux == 1)?
+                {
                     crate::files_evict::ThroughAnswer::Granted { at, mode, path } => {
                         r.val0 = 1;
                         r.val1 = at;
@@ -729,7 +957,11 @@ impl Poller {
                     }
                 }
             }
-            Op::FileThroughDone => r.val0 = self.core.file_through_done(c.id, bucket, req.offset, req.len, req.aux == 1)?,
+            Op::FileThroughDone => {
+                r.val0 =
+                    self.core
+                        .file_through_done(c.id, bucket, req.offset, req.len, req.aux == 1)?
+            }
             Op::FileTruncate => self.core.file_truncate(bucket, req.len)?,
             Op::FileUnlink => {
                 let busy = self.flusher.as_ref().is_some_and(|f| !f.path_idle(name));
@@ -742,7 +974,11 @@ impl Poller {
             Op::FileHold => self.core.file_hold(bucket, c.id)?,
             Op::FileClose => self.core.file_release(bucket, c.id)?,
             Op::FileSetAttr => {
-                let id = if req.bucket == 0 { self.core.meta.file_by_path(name).ok_or(Errno::NoFile)? } else { bucket };
+                let id = if req.bucket == 0 {
+                    self.core.meta.file_by_path(name).ok_or(Errno::NoFile)?
+                } else {
+                    bucket
+                };
                 let a = crate::files_hold::SetAttr {
                     mode: (req.flags & flags::SET_MODE != 0).then_some(req.aux as u32),
                     mtime_ns: (req.flags & flags::SET_MTIME != 0).then_some(req.offset),
@@ -751,12 +987,29 @@ impl Poller {
                 self.core.file_set_attr(id, a)?;
                 r.val0 = self.core.meta.file(id)?.persist as u64;
             }
-            Op::FileRename if req.flags & flags::TREE != 0 => r.val0 = self.core.file_rename_tree(name, name2, req.flags & flags::DEST_INFO != 0)?,
-            Op::FileRename => r.val0 = self.core.file_rename(name, name2, req.flags & flags::DEST_INFO != 0)? as u64,
-            Op::FileSync => r.val0 = self.core.file_sync_ex(bucket, req.flags & flags::SYNC_DEST != 0)?,
+            Op::FileRename if req.flags & flags::TREE != 0 => {
+                r.val0 =
+                    self.core
+                        .file_rename_tree(name, name2, req.flags & flags::DEST_INFO != 0)?
+            }
+            Op::FileRename => {
+                r.val0 = self
+                    .core
+                    .file_rename(name, name2, req.flags & flags::DEST_INFO != 0)?
+                    as u64
+            }
+            Op::FileSync => {
+                r.val0 = self
+                    .core
+                    .file_sync_ex(bucket, req.flags & flags::SYNC_DEST != 0)?
+            }
             Op::BucketFlush => r.val0 = crate::stash::bucket_flush(&mut self.core, bucket)?,
             Op::FileSyncState => {
-                let st = self.core.file_sync_state_ex(bucket, req.aux, req.flags & flags::SYNC_DEST != 0)?;
+                let st = self.core.file_sync_state_ex(
+                    bucket,
+                    req.aux,
+                    req.flags & flags::SYNC_DEST != 0,
+                )?;
                 r.val0 = st.done as u64;
                 if let Some(msg) = st.error {
                     r.val1 = 1;
@@ -770,7 +1023,9 @@ impl Poller {
                 r.arg_len = put_arg(arg_out, p.as_bytes())?;
             }
             Op::FileList => {
-                let (names, more) = self.core.file_list(name, name2, crate::files_list::LIST_NAMES_MAX)?;
+                let (names, more) =
+                    self.core
+                        .file_list(name, name2, crate::files_list::LIST_NAMES_MAX)?;
                 let (count, used) = wire::pack_strings(names.iter().map(|s| s.as_bytes()), arg_out);
                 if count == 0 && !names.is_empty() {
                     return Err(Errno::Range);
@@ -790,7 +1045,10 @@ impl Poller {
                 // native bucket named like a path broke that file). What
                 // exists (a file, for inspection; a bucket an older version
                 // created, to be removed) may be opened.
-                if name.starts_with('/') && self.core.meta.bucket_by_name(name).is_none() && req.flags & flags::CREATE != 0 {
+                if name.starts_with('/')
+                    && self.core.meta.bucket_by_name(name).is_none()
+                    && req.flags & flags::CREATE != 0
+                {
                     return Err(Errno::Name);
                 }
                 let (id, created) = self.core.meta.bucket_open(
@@ -810,11 +1068,16 @@ impl Poller {
             Op::BucketList => {
                 let names = self.core.meta.bucket_names();
                 let skip = req.aux as usize;
-                let (count, used) = wire::pack_strings(names.iter().skip(skip).map(|s| s.as_bytes()), arg_out);
+                let (count, used) =
+                    wire::pack_strings(names.iter().skip(skip).map(|s| s.as_bytes()), arg_out);
                 if count == 0 && skip < names.len() {
                     return Err(Errno::Range);
                 }
-                r.val0 = if skip + count < names.len() { (skip + count) as u64 } else { 0 };
+                r.val0 = if skip + count < names.len() {
+                    (skip + count) as u64
+                } else {
+                    0
+                };
                 r.val1 = count as u64;
                 r.arg_len = used as u32;
             }
@@ -832,7 +1095,10 @@ impl Poller {
             }
             Op::BucketDestroy => self.core.bucket_destroy(bucket)?,
             Op::BucketTag => {
-                if name == crate::core::BUCKET_POLICY_TAG && !name2.is_empty() && name2.parse::<Policy>().is_err() {
+                if name == crate::core::BUCKET_POLICY_TAG
+                    && !name2.is_empty()
+                    && name2.parse::<Policy>().is_err()
+                {
                     return Err(Errno::Inval);
                 }
                 self.core.meta.bucket_tag(bucket, name, name2)?
@@ -859,7 +1125,10 @@ impl Poller {
                 let want = req.len.min(cap);
                 match self.core.lease_grant(want) {
                     Some(g) => {
-                        c.chans[ch as usize].lease = Some(Lease { cursor: g.off, end: g.off + g.len });
+                        c.chans[ch as usize].lease = Some(Lease {
+                            cursor: g.off,
+                            end: g.off + g.len,
+                        });
                         r.val0 = g.off;
                         r.val1 = g.len;
                     }
@@ -881,27 +1150,50 @@ impl Poller {
                 }
                 let (src, taken) = self.data_src(c, ch, req, names_len, arg_ptr, arg_bytes)?;
                 if req.flags & (flags::PARTIAL | flags::APPEND) != 0 {
-                    let off = if req.flags & flags::APPEND != 0 { None } else { Some(req.offset) };
+                    let off = if req.flags & flags::APPEND != 0 {
+                        None
+                    } else {
+                        Some(req.offset)
+                    };
                     r.val0 = self.core.put_at(bucket, name, off, src, taken, policy)?;
                 } else {
-                    r.val0 = self.core.put(bucket, name, src, taken, policy, req.flags & flags::EXCL != 0)?;
+                    r.val0 = self.core.put(
+                        bucket,
+                        name,
+                        src,
+                        taken,
+                        policy,
+                        req.flags & flags::EXCL != 0,
+                    )?;
                 }
             }
             Op::Get => {
-                self.reply_extents(&mut r, arg_ptr, arg_bytes, |core, out, max| core.get(owner, bucket, name, req.offset, req.len, out, max))?;
+                self.reply_extents(&mut r, arg_ptr, arg_bytes, |core, out, max| {
+                    core.get(owner, bucket, name, req.offset, req.len, out, max)
+                })?;
             }
-            Op::Delete | Op::Rename if self.core.meta.file(bucket).is_ok() => return Err(Errno::Inval),
+            Op::Delete | Op::Rename if self.core.meta.file(bucket).is_ok() => {
+                return Err(Errno::Inval)
+            }
             Op::Delete => self.core.delete(bucket, name)?,
-            Op::Rename => self.core.rename(bucket, name, name2, req.flags & flags::REPLACE != 0)?,
+            Op::Rename => self
+                .core
+                .rename(bucket, name, name2, req.flags & flags::REPLACE != 0)?,
             Op::Stat => {
                 let st = self.core.stat(bucket, name)?;
                 let bytes = std::mem::size_of::<wire::WireBlobStat>();
-                unsafe { std::ptr::copy_nonoverlapping(&st as *const _ as *const u8, arg_ptr, bytes) };
+                unsafe {
+                    std::ptr::copy_nonoverlapping(&st as *const _ as *const u8, arg_ptr, bytes)
+                };
                 r.arg_len = bytes as u32;
                 r.val0 = st.size;
             }
             Op::BlobList => {
-                let after = if req.aux == 0 || name.is_empty() { None } else { Some(name) };
+                let after = if req.aux == 0 || name.is_empty() {
+                    None
+                } else {
+                    Some(name)
+                };
                 let _ = self.core.meta.bucket(bucket)?;
                 let mut it = self.core.meta.blob_names_after(bucket, after)?.peekable();
                 let mut used = 0usize;
@@ -927,7 +1219,8 @@ impl Poller {
             Op::Score => {
                 let s = f32::from_bits(req.aux as u32);
                 let score = if s.is_nan() { None } else { Some(s) };
-                self.core.set_score(bucket, name, score, req.flags & flags::STATIONARY != 0)?;
+                self.core
+                    .set_score(bucket, name, score, req.flags & flags::STATIONARY != 0)?;
             }
             Op::Unpin => {}
         }
@@ -936,23 +1229,45 @@ impl Poller {
 
     /// The bytes of a `Put`-like request: in the channel's lease (taken out
     /// of it) or, with SRC_ARG, in the arg area after the names.
-    fn data_src(&mut self, c: &mut ClientConn, ch: u32, req: &Request, names_len: usize, arg_ptr: *mut u8, arg_bytes: usize) -> Result<(Src<'static>, Option<Range>), Errno> {
+    fn data_src(
+        &mut self,
+        c: &mut ClientConn,
+        ch: u32,
+        req: &Request,
+        names_len: usize,
+        arg_ptr: *mut u8,
+        arg_bytes: usize,
+    ) -> Result<(Src<'static>, Option<Range>), Errno> {
         if req.flags & flags::SRC_ARG != 0 {
-            let end = names_len.checked_add(req.len as usize).ok_or(Errno::Malformed)?;
+            let end = names_len
+                .checked_add(req.len as usize)
+                .ok_or(Errno::Malformed)?;
             if req.len > arg_bytes as u64 || end > arg_bytes {
                 return Err(Errno::Malformed);
             }
             // SAFETY: in bounds of the slot's arg area, which lives as long as the client segment.
-            let data = unsafe { std::slice::from_raw_parts(arg_ptr.add(names_len), req.len as usize) };
+            let data =
+                unsafe { std::slice::from_raw_parts(arg_ptr.add(names_len), req.len as usize) };
             Ok((Src::Bytes(data), None))
         } else {
             let chan = &mut c.chans[ch as usize];
             let lease = chan.lease.as_mut().ok_or(Errno::Malformed)?;
             let taken = self.core.lease_take(lease, req.data_off, req.len)?;
-            let data = self.core.tiers.arena.slice(req.data_off, req.len).ok_or(Errno::Malformed)?;
+            let data = self
+                .core
+                .tiers
+                .arena
+                .slice(req.data_off, req.len)
+                .ok_or(Errno::Malformed)?;
             // The slice borrows the arena mapping, which outlives this call.
             let data: &'static [u8] = unsafe { std::mem::transmute::<&[u8], &'static [u8]>(data) };
-            Ok((Src::Lease { off: req.data_off, data }, Some(taken)))
+            Ok((
+                Src::Lease {
+                    off: req.data_off,
+                    data,
+                },
+                Some(taken),
+            ))
         }
     }
 
@@ -971,19 +1286,35 @@ impl Poller {
             }
         }
         // Space in the journal's quarantine is freed for the user (not yet reusable).
-        let quarantined = |i: usize| self.core.journal.as_ref().and_then(|j| j.quarantined_per_tier.get(i).copied()).unwrap_or((0, 0));
+        let quarantined = |i: usize| {
+            self.core
+                .journal
+                .as_ref()
+                .and_then(|j| j.quarantined_per_tier.get(i).copied())
+                .unwrap_or((0, 0))
+        };
         let tiers = t
             .tiers
             .iter()
             .enumerate()
             .map(|(i, tier)| TierStatus {
                 name: tier.name.clone(),
-                kind: if tier.is_ram() { "ram".into() } else { "dir".into() },
+                kind: if tier.is_ram() {
+                    "ram".into()
+                } else {
+                    "dir".into()
+                },
                 path: tier.path(),
                 capacity_bytes: tier.capacity_bytes,
                 used_bytes: tier.blob_bytes - quarantined(i).0.min(tier.blob_bytes),
-                leased_bytes: if tier.is_ram() { t.arena.leased_bytes } else { 0 },
-                spilled_bytes: (tier.blob_bytes - quarantined(i).0.min(tier.blob_bytes)).saturating_sub(tier.capacity_bytes).min(t.spilled_bytes(i)),
+                leased_bytes: if tier.is_ram() {
+                    t.arena.leased_bytes
+                } else {
+                    0
+                },
+                spilled_bytes: (tier.blob_bytes - quarantined(i).0.min(tier.blob_bytes))
+                    .saturating_sub(tier.capacity_bytes)
+                    .min(t.spilled_bytes(i)),
                 blob_count: tier.blob_extents - quarantined(i).1.min(tier.blob_extents),
                 dirty_bytes: dirty[i],
                 volatile: tier.volatile,
@@ -1023,7 +1354,12 @@ pub struct HelloTemplate {
 }
 
 /// Accepts connections forever (the process exits on shutdown).
-pub fn control_loop(listener: UnixListener, shared: Arc<Shared>, tx: mpsc::Sender<Msg>, hello: Arc<HelloTemplate>) {
+pub fn control_loop(
+    listener: UnixListener,
+    shared: Arc<Shared>,
+    tx: mpsc::Sender<Msg>,
+    hello: Arc<HelloTemplate>,
+) {
     for conn in listener.incoming() {
         let stream = match conn {
             Ok(s) => s,
@@ -1052,7 +1388,10 @@ pub fn control_loop(listener: UnixListener, shared: Arc<Shared>, tx: mpsc::Sende
 fn stage_reply(rrx: mpsc::Receiver<strata_proto::control::StageReply>) -> ControlReply {
     match rrx.recv_timeout(Duration::from_secs(10)) {
         Ok(r) => ControlReply::Stage(r),
-        Err(_) => ControlReply::Error { code: Errno::Timeout.code(), message: "daemon busy: no staging answer within 10 s".into() },
+        Err(_) => ControlReply::Error {
+            code: Errno::Timeout.code(),
+            message: "daemon busy: no staging answer within 10 s".into(),
+        },
     }
 }
 
@@ -1068,7 +1407,12 @@ pub fn peer_uid(stream: &UnixStream) -> std::io::Result<u32> {
     Ok(rustix::net::sockopt::socket_peercred(stream)?.uid.as_raw())
 }
 
-fn serve_conn(mut stream: UnixStream, shared: Arc<Shared>, tx: mpsc::Sender<Msg>, hello: Arc<HelloTemplate>) {
+fn serve_conn(
+    mut stream: UnixStream,
+    shared: Arc<Shared>,
+    tx: mpsc::Sender<Msg>,
+    hello: Arc<HelloTemplate>,
+) {
     let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
     // One user per daemon: every request (stop and status included) comes
     // from a process of our own uid, as the kernel reports it.
@@ -1077,7 +1421,15 @@ fn serve_conn(mut stream: UnixStream, shared: Arc<Shared>, tx: mpsc::Sender<Msg>
         Ok(uid) if uid == me => {}
         Ok(uid) => {
             tracing::warn!(peer_uid = uid, "refused a connection from another user");
-            let _ = control::write_frame(&mut stream, &ControlReply::Error { code: Errno::Perm.code(), message: format!("this strata daemon belongs to uid {me}; uid {uid} may not use it") });
+            let _ = control::write_frame(
+                &mut stream,
+                &ControlReply::Error {
+                    code: Errno::Perm.code(),
+                    message: format!(
+                        "this strata daemon belongs to uid {me}; uid {uid} may not use it"
+                    ),
+                },
+            );
             return;
         }
         Err(e) => {
@@ -1088,7 +1440,13 @@ fn serve_conn(mut stream: UnixStream, shared: Arc<Shared>, tx: mpsc::Sender<Msg>
     let req: ControlRequest = match control::read_frame(&mut stream) {
         Ok(r) => r,
         Err(e) => {
-            let _ = control::write_frame(&mut stream, &ControlReply::Error { code: Errno::Malformed.code(), message: format!("bad control frame: {e}") });
+            let _ = control::write_frame(
+                &mut stream,
+                &ControlReply::Error {
+                    code: Errno::Malformed.code(),
+                    message: format!("bad control frame: {e}"),
+                },
+            );
             return;
         }
     };
@@ -1108,13 +1466,24 @@ fn serve_conn(mut stream: UnixStream, shared: Arc<Shared>, tx: mpsc::Sender<Msg>
             send(&tx, &shared, Msg::DrainStatus { paths, reply: rtx });
             let reply = match rrx.recv_timeout(Duration::from_secs(10)) {
                 Ok(r) => ControlReply::Drain(r),
-                Err(_) => ControlReply::Error { code: Errno::Timeout.code(), message: "daemon busy: no drain status within 10 s".into() },
+                Err(_) => ControlReply::Error {
+                    code: Errno::Timeout.code(),
+                    message: "daemon busy: no drain status within 10 s".into(),
+                },
             };
             let _ = control::write_frame(&mut stream, &reply);
         }
         ControlRequest::StageOut { paths, evict } => {
             let (rtx, rrx) = mpsc::channel();
-            send(&tx, &shared, Msg::StageOut { paths, evict, reply: rtx });
+            send(
+                &tx,
+                &shared,
+                Msg::StageOut {
+                    paths,
+                    evict,
+                    reply: rtx,
+                },
+            );
             let _ = control::write_frame(&mut stream, &stage_reply(rrx));
         }
         ControlRequest::StageState { paths } => {
@@ -1142,7 +1511,10 @@ fn serve_conn(mut stream: UnixStream, shared: Arc<Shared>, tx: mpsc::Sender<Msg>
             send(&tx, &shared, Msg::Status { reply: rtx });
             let reply = match rrx.recv_timeout(Duration::from_secs(10)) {
                 Ok(s) => ControlReply::Status(s),
-                Err(_) => ControlReply::Error { code: Errno::Timeout.code(), message: "daemon busy: no status within 10 s".into() },
+                Err(_) => ControlReply::Error {
+                    code: Errno::Timeout.code(),
+                    message: "daemon busy: no status within 10 s".into(),
+                },
             };
             let _ = control::write_frame(&mut stream, &reply);
         }
@@ -1152,12 +1524,27 @@ fn serve_conn(mut stream: UnixStream, shared: Arc<Shared>, tx: mpsc::Sender<Msg>
                 return;
             }
             if uid != me {
-                let _ = control::write_frame(&mut stream, &ControlReply::Error { code: Errno::Inval.code(), message: "daemon serves one user only".into() });
+                let _ = control::write_frame(
+                    &mut stream,
+                    &ControlReply::Error {
+                        code: Errno::Inval.code(),
+                        message: "daemon serves one user only".into(),
+                    },
+                );
                 return;
             }
             if shared.clients_live.fetch_add(1, Ordering::SeqCst) >= hello.clients_max {
                 shared.clients_live.fetch_sub(1, Ordering::SeqCst);
-                let _ = control::write_frame(&mut stream, &ControlReply::Error { code: Errno::Limit.code(), message: format!("too many clients (daemon.clients_max = {})", hello.clients_max) });
+                let _ = control::write_frame(
+                    &mut stream,
+                    &ControlReply::Error {
+                        code: Errno::Limit.code(),
+                        message: format!(
+                            "too many clients (daemon.clients_max = {})",
+                            hello.clients_max
+                        ),
+                    },
+                );
                 return;
             }
             let id = shared.next_client.fetch_add(1, Ordering::SeqCst);
@@ -1168,11 +1555,26 @@ fn serve_conn(mut stream: UnixStream, shared: Arc<Shared>, tx: mpsc::Sender<Msg>
                 Ok(s) => s,
                 Err(e) => {
                     shared.clients_live.fetch_sub(1, Ordering::SeqCst);
-                    let _ = control::write_frame(&mut stream, &ControlReply::Error { code: Errno::Io.code(), message: format!("cannot create client segment: {e}") });
+                    let _ = control::write_frame(
+                        &mut stream,
+                        &ControlReply::Error {
+                            code: Errno::Io.code(),
+                            message: format!("cannot create client segment: {e}"),
+                        },
+                    );
                     return;
                 }
             };
-            send(&tx, &shared, Msg::NewClient { id, pid, seg, layout });
+            send(
+                &tx,
+                &shared,
+                Msg::NewClient {
+                    id,
+                    pid,
+                    seg,
+                    layout,
+                },
+            );
             let mut reply = hello.reply.clone();
             reply.client_id = id;
             reply.client_segment = name;
@@ -1204,7 +1606,11 @@ pub fn tier_infos(core: &Core) -> Vec<TierInfo> {
         .map(|t| TierInfo {
             index: t.index as u32,
             name: t.name.clone(),
-            kind: if t.is_ram() { "ram".into() } else { "dir".into() },
+            kind: if t.is_ram() {
+                "ram".into()
+            } else {
+                "dir".into()
+            },
             path: t.path(),
             block_bytes: t.block_bytes,
             capacity_bytes: t.capacity_bytes,
@@ -1216,7 +1622,10 @@ pub fn tier_infos(core: &Core) -> Vec<TierInfo> {
 fn flush_reply(rrx: mpsc::Receiver<FlushReply>) -> ControlReply {
     match rrx.recv_timeout(Duration::from_secs(10)) {
         Ok(s) => ControlReply::Flush(s),
-        Err(_) => ControlReply::Error { code: Errno::Timeout.code(), message: "daemon busy: no flush state within 10 s".into() },
+        Err(_) => ControlReply::Error {
+            code: Errno::Timeout.code(),
+            message: "daemon busy: no flush state within 10 s".into(),
+        },
     }
 }
 

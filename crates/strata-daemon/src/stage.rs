@@ -42,21 +42,34 @@ fn persisted(rec: &FileRecord) -> bool {
 
 /// Bytes of file `id` held in the buffer (its page blobs, clamped to the size).
 fn buffered_bytes(core: &Core, id: BucketId, rec: &FileRecord) -> u64 {
-    let Ok(pages) = core.meta.file_pages(id) else { return 0 };
+    let Ok(pages) = core.meta.file_pages(id) else {
+        return 0;
+    };
     pages
         .iter()
-        .filter_map(|(p, bid)| core.meta.blob(*bid).map(|b| b.size.min(rec.size.saturating_sub(rec.page_start(*p)))))
+        .filter_map(|(p, bid)| {
+            core.meta
+                .blob(*bid)
+                .map(|b| b.size.min(rec.size.saturating_sub(rec.page_start(*p))))
+        })
         .sum()
 }
 
-fn stage_file(core: &Core, flusher: Option<&Flusher>, id: BucketId, path: &str, rec: &FileRecord) -> StageFile {
+fn stage_file(
+    core: &Core,
+    flusher: Option<&Flusher>,
+    id: BucketId,
+    path: &str,
+    rec: &FileRecord,
+) -> StageFile {
     let in_flight = flusher.is_some_and(|f| f.is_in_flight(id));
     let done = persisted(rec);
     let state = if in_flight {
         DrainState::Flushing
     } else if done {
         DrainState::Persisted
-    } else if rec.needs_flush() && core.files.backoff.contains_key(&id) && rec.flush_error.is_some() {
+    } else if rec.needs_flush() && core.files.backoff.contains_key(&id) && rec.flush_error.is_some()
+    {
         DrainState::Failed
     } else {
         DrainState::Dirty
@@ -97,9 +110,17 @@ pub fn stage_state(core: &Core, flusher: Option<&Flusher>, paths: &[String]) -> 
 }
 
 /// `stage_state` with at most `rows_max` rows.
-pub fn stage_state_limited(core: &Core, flusher: Option<&Flusher>, paths: &[String], rows_max: usize) -> StageReply {
+pub fn stage_state_limited(
+    core: &Core,
+    flusher: Option<&Flusher>,
+    paths: &[String],
+    rows_max: usize,
+) -> StageReply {
     let (ids, scratch) = matching(core, paths);
-    let mut r = StageReply { scratch_files: scratch.len() as u64, ..StageReply::default() };
+    let mut r = StageReply {
+        scratch_files: scratch.len() as u64,
+        ..StageReply::default()
+    };
     for id in scratch {
         if let Ok(rec) = core.meta.file(id) {
             r.buffered_bytes += buffered_bytes(core, id, rec);
@@ -107,7 +128,9 @@ pub fn stage_state_limited(core: &Core, flusher: Option<&Flusher>, paths: &[Stri
     }
     let mut bytes = 0usize;
     for (name, id) in ids {
-        let Ok(rec) = core.meta.file(id) else { continue };
+        let Ok(rec) = core.meta.file(id) else {
+            continue;
+        };
         let row = stage_file(core, flusher, id, &name, rec);
         match row.state {
             DrainState::Dirty => r.dirty_files += 1,
@@ -131,7 +154,9 @@ pub fn stage_state_limited(core: &Core, flusher: Option<&Flusher>, paths: &[Stri
 /// Marks file `id` for stage-out; returns whether it now has a flush to wait for.
 fn mark(core: &mut Core, id: BucketId) -> bool {
     let mono = core.mono_ns().max(1);
-    let Ok(rec) = core.meta.file_mut(id) else { return false };
+    let Ok(rec) = core.meta.file_mut(id) else {
+        return false;
+    };
     match rec.persist {
         Persist::Scratch => return false,
         Persist::Workflow => rec.stage_out = true,
@@ -163,15 +188,21 @@ pub fn evict_clean(core: &mut Core, id: BucketId) -> u64 {
     if core.file_is_orphan(id) {
         return 0;
     }
-    let Ok(rec) = core.meta.file(id) else { return 0 };
+    let Ok(rec) = core.meta.file(id) else {
+        return 0;
+    };
     if rec.persist == Persist::Scratch || !rec.dest_exists {
         return 0;
     }
     let (size, dest_size) = (rec.size, rec.dest_size);
-    let Ok(pages) = core.meta.file_pages(id) else { return 0 };
+    let Ok(pages) = core.meta.file_pages(id) else {
+        return 0;
+    };
     let mut victims = Vec::new();
     for (p, bid) in pages {
-        let Some(b) = core.meta.blob(bid) else { continue };
+        let Some(b) = core.meta.blob(bid) else {
+            continue;
+        };
         if b.dirty || rec.dirty_pages.contains(&p) {
             continue;
         }
@@ -195,7 +226,12 @@ pub fn evict_clean(core: &mut Core, id: BucketId) -> u64 {
 /// Control `StageOut`: marks the files under `paths` for stage-out (and
 /// evicts clean pages of persisted ones with `evict`), then reports their
 /// state.
-pub fn stage_out(core: &mut Core, flusher: Option<&Flusher>, paths: &[String], evict: bool) -> StageReply {
+pub fn stage_out(
+    core: &mut Core,
+    flusher: Option<&Flusher>,
+    paths: &[String],
+    evict: bool,
+) -> StageReply {
     let (ids, _) = matching(core, paths);
     let mut marked = 0u64;
     let mut evicted = 0u64;

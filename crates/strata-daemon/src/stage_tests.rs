@@ -22,17 +22,30 @@ const PAGE: usize = 4096;
 fn start(core: &Core) -> (Flusher, mpsc::Receiver<Msg>) {
     let (tx, rx) = mpsc::channel();
     let io = FlushIo::open(core, 0.0).unwrap();
-    let s = FlushSettings { enabled: true, interval_ns: 1, threads: 2, bandwidth_max_mib_s: 0.0 };
+    let s = FlushSettings {
+        enabled: true,
+        interval_ns: 1,
+        threads: 2,
+        bandwidth_max_mib_s: 0.0,
+    };
     (Flusher::start(s, io, tx, Arc::new(|| {})).unwrap(), rx)
 }
 
 fn create(core: &mut Core, path: &str, persist: Persist) -> BucketId {
-    let a = OpenArgs { create: true, mode: 0o644, persist: persist as u32, page_shift: SHIFT, dest: Some(WireDestInfo::default()), ..OpenArgs::default() };
+    let a = OpenArgs {
+        create: true,
+        mode: 0o644,
+        persist: persist as u32,
+        page_shift: SHIFT,
+        dest: Some(WireDestInfo::default()),
+        ..OpenArgs::default()
+    };
     core.file_open(path, &a).unwrap()
 }
 
 fn write(core: &mut Core, id: BucketId, off: usize, data: &[u8]) {
-    core.file_write(id, Some(off as u64), Src::Bytes(data), None).unwrap();
+    core.file_write(id, Some(off as u64), Src::Bytes(data), None)
+        .unwrap();
 }
 
 /// Ticks and completes until nothing is in flight (a generous guard, not a timing check).
@@ -79,9 +92,16 @@ fn workflow_waits_for_stage_out_then_is_flushed_durably_and_stays_flushed() {
     run_flusher(core, &mut f, &rx);
     assert!(!std::path::Path::new(&a).exists() && !std::path::Path::new(&b).exists());
     let s = stage_state(core, Some(&f), &paths(&[&dir]));
-    assert_eq!((s.dirty_files, s.persisted_files, s.files.len()), (2, 0, 2), "{s:?}");
+    assert_eq!(
+        (s.dirty_files, s.persisted_files, s.files.len()),
+        (2, 0, 2),
+        "{s:?}"
+    );
     assert_eq!(s.dirty_bytes, (da.len() + db.len()) as u64);
-    assert!(s.files.iter().all(|r| r.mode == "workflow" && !r.staged_out && r.state == DrainState::Dirty));
+    assert!(s
+        .files
+        .iter()
+        .all(|r| r.mode == "workflow" && !r.staged_out && r.state == DrainState::Dirty));
     core.file_check().unwrap();
 
     // Stage out one file: only it reaches the destination.
@@ -92,7 +112,10 @@ fn workflow_waits_for_stage_out_then_is_flushed_durably_and_stays_flushed() {
     assert_eq!(std::fs::read(&a).unwrap(), da);
     assert!(!std::path::Path::new(&b).exists());
     let rec = core.meta.file(ia).unwrap();
-    assert_eq!(rec.synced_gen, rec.mod_gen, "stage-out syncs the destination");
+    assert_eq!(
+        rec.synced_gen, rec.mod_gen,
+        "stage-out syncs the destination"
+    );
     let s = stage_state(core, Some(&f), &paths(&[&dir]));
     assert_eq!((s.persisted_files, s.dirty_files), (1, 1), "{s:?}");
     core.file_check().unwrap();
@@ -111,9 +134,16 @@ fn workflow_waits_for_stage_out_then_is_flushed_durably_and_stays_flushed() {
     run_flusher(core, &mut f, &rx);
     assert_eq!(std::fs::read(&b).unwrap(), db);
     let s = stage_state(core, Some(&f), &paths(&[&dir]));
-    assert_eq!((s.persisted_files, s.pending_files(), s.dirty_bytes), (2, 0, 0), "{s:?}");
+    assert_eq!(
+        (s.persisted_files, s.pending_files(), s.dirty_bytes),
+        (2, 0, 0),
+        "{s:?}"
+    );
     // Nothing left to mark.
-    assert_eq!(stage_out(core, Some(&f), &paths(&[&dir]), false).marked_files, 0);
+    assert_eq!(
+        stage_out(core, Some(&f), &paths(&[&dir]), false).marked_files,
+        0
+    );
     core.file_check().unwrap();
 }
 
@@ -145,9 +175,14 @@ fn evict_drops_only_clean_persisted_pages_and_reads_go_to_the_destination() {
     core.file_check().unwrap();
     // Evicted pages read from the destination; the dirty one from the buffer.
     let mut ext = Vec::new();
-    core.file_read((1, 0), id, 0, data.len() as u64, &mut ext, 1024).unwrap();
-    assert!(ext.iter().any(|e| e.tier == TIER_DEST && e.logical_off == 0));
-    assert!(ext.iter().any(|e| e.tier != TIER_DEST && e.logical_off <= PAGE as u64 + 1 && e.logical_off + e.len > PAGE as u64 + 1));
+    core.file_read((1, 0), id, 0, data.len() as u64, &mut ext, 1024)
+        .unwrap();
+    assert!(ext
+        .iter()
+        .any(|e| e.tier == TIER_DEST && e.logical_off == 0));
+    assert!(ext.iter().any(|e| e.tier != TIER_DEST
+        && e.logical_off <= PAGE as u64 + 1
+        && e.logical_off + e.len > PAGE as u64 + 1));
     core.unpin_all((1, 0));
     // Stage out, then evict everything.
     stage_out(core, Some(&f), &paths(&[&path]), false);
@@ -173,7 +208,8 @@ fn evict_of_a_page_pinned_by_a_reader_is_deferred() {
     write(core, id, 0, &data);
     run_flusher(core, &mut f, &rx);
     let mut ext = Vec::new();
-    core.file_read((1, 0), id, 0, data.len() as u64, &mut ext, 1024).unwrap();
+    core.file_read((1, 0), id, 0, data.len() as u64, &mut ext, 1024)
+        .unwrap();
     assert!(ext.iter().all(|e| e.tier != TIER_DEST));
     let r = stage_out(core, Some(&f), &paths(&[&path]), true);
     assert_eq!(r.evicted_bytes, data.len() as u64);
@@ -201,7 +237,10 @@ fn scratch_files_are_counted_not_staged_and_rows_are_bounded() {
     run_flusher(core, &mut f, &rx);
     assert!(!std::path::Path::new(&format!("{dir}/s")).exists());
     let r = stage_state_limited(core, Some(&f), &paths(&[&dir]), 2);
-    assert!(r.truncated && r.files.len() == 2 && r.persisted_files == 5, "{r:?}");
+    assert!(
+        r.truncated && r.files.len() == 2 && r.persisted_files == 5,
+        "{r:?}"
+    );
     // A scratch file's pages stay.
     assert_eq!(evict_clean(core, s), 0);
     // Unrelated prefixes match nothing ("/m" must not match "/mx").

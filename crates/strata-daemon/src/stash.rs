@@ -117,20 +117,39 @@ impl StashIo {
     /// returns the CRC of its data bytes in logical order (the sealed CRC).
     fn copy_page(&self, pg: &StashPage, buf: &mut Vec<u8>) -> std::io::Result<u32> {
         let (tier, ranges) = pg.dst.as_ref().expect("copy pages have a target");
-        let f = self.tiers.file(*tier).ok_or_else(|| std::io::Error::other("target tier is not a directory tier"))?;
+        let f = self
+            .tiers
+            .file(*tier)
+            .ok_or_else(|| std::io::Error::other("target tier is not a directory tier"))?;
         let mut h = crc32fast::Hasher::new();
         // Bounded: one round per target extent, each in CHUNK_BYTES pieces.
-        for ne in packed_extents(&pg.src, pg.size, *tier, pg.block, ranges).iter().filter(|e| !e.is_hole()) {
+        for ne in packed_extents(&pg.src, pg.size, *tier, pg.block, ranges)
+            .iter()
+            .filter(|e| !e.is_hole())
+        {
             let mut logical = ne.logical_off;
             while logical < ne.end() {
-                let e = pg.src.iter().find(|e| e.logical_off <= logical && logical < e.end()).copied().ok_or_else(|| std::io::Error::other("stash source has no extent for a data range"))?;
+                let e = pg
+                    .src
+                    .iter()
+                    .find(|e| e.logical_off <= logical && logical < e.end())
+                    .copied()
+                    .ok_or_else(|| {
+                        std::io::Error::other("stash source has no extent for a data range")
+                    })?;
                 if e.is_hole() {
-                    return Err(std::io::Error::other("stash target data over a source hole"));
+                    return Err(std::io::Error::other(
+                        "stash target data over a source hole",
+                    ));
                 }
                 let n = (e.end().min(ne.end()) - logical).min(CHUNK_BYTES as u64) as usize;
                 buf.clear();
                 buf.resize(n, 0);
-                self.tiers.read(e.tier, e.phys_off + (logical - e.logical_off), &mut buf[..n])?;
+                self.tiers.read(
+                    e.tier,
+                    e.phys_off + (logical - e.logical_off),
+                    &mut buf[..n],
+                )?;
                 h.update(&buf[..n]);
                 f.write_all_at(&buf[..n], ne.phys_off + (logical - ne.logical_off))?;
                 logical += n as u64;
@@ -141,7 +160,12 @@ impl StashIo {
 
     /// Copies a job's pages; adds the tiers it needs synced to `sync`.
     fn copy(&self, job: StashJob, sync: &mut HashSet<u32>) -> StashDone {
-        let mut done = StashDone { crcs: Vec::with_capacity(job.pages.len()), bytes: 0, error: None, job };
+        let mut done = StashDone {
+            crcs: Vec::with_capacity(job.pages.len()),
+            bytes: 0,
+            error: None,
+            job,
+        };
         let mut buf = Vec::new();
         sync.extend(done.job.sync_tiers.iter().copied());
         for pg in &done.job.pages {
@@ -177,33 +201,41 @@ impl StashIo {
 }
 
 /// Starts the stash thread; its reports arrive as `Msg::StashDone`.
-pub fn start(core: &mut Core, tx: mpsc::Sender<Msg>, wake: Arc<dyn Fn() + Send + Sync>) -> std::io::Result<()> {
-    let io = StashIo { tiers: TierIo::open(&core.tiers)? };
+pub fn start(
+    core: &mut Core,
+    tx: mpsc::Sender<Msg>,
+    wake: Arc<dyn Fn() + Send + Sync>,
+) -> std::io::Result<()> {
+    let io = StashIo {
+        tiers: TierIo::open(&core.tiers)?,
+    };
     let (jtx, jrx) = mpsc::channel::<StashJob>();
-    std::thread::Builder::new().name("strata-stash".into()).spawn(move || {
-        // Bounded by the channel: ends when the poller drops its sender.
-        while let Ok(job) = jrx.recv() {
-            // Group commit: the jobs queued meanwhile share one fdatasync per tier.
-            let mut sync = HashSet::new();
-            let mut dones = vec![io.copy(job, &mut sync)];
-            while dones.len() < STASH_JOBS_MAX {
-                match jrx.try_recv() {
-                    Ok(j) => dones.push(io.copy(j, &mut sync)),
-                    Err(_) => break,
+    std::thread::Builder::new()
+        .name("strata-stash".into())
+        .spawn(move || {
+            // Bounded by the channel: ends when the poller drops its sender.
+            while let Ok(job) = jrx.recv() {
+                // Group commit: the jobs queued meanwhile share one fdatasync per tier.
+                let mut sync = HashSet::new();
+                let mut dones = vec![io.copy(job, &mut sync)];
+                while dones.len() < STASH_JOBS_MAX {
+                    match jrx.try_recv() {
+                        Ok(j) => dones.push(io.copy(j, &mut sync)),
+                        Err(_) => break,
+                    }
                 }
+                let err = io.sync(&sync);
+                for mut done in dones {
+                    if done.error.is_none() {
+                        done.error = err.clone();
+                    }
+                    if tx.send(Msg::StashDone(Box::new(done))).is_err() {
+                        return;
+                    }
+                }
+                wake();
             }
-            let err = io.sync(&sync);
-            for mut done in dones {
-                if done.error.is_none() {
-                    done.error = err.clone();
-                }
-                if tx.send(Msg::StashDone(Box::new(done))).is_err() {
-                    return;
-                }
-            }
-            wake();
-        }
-    })?;
+        })?;
     core.stash.tx = Some(jtx);
     Ok(())
 }
@@ -212,8 +244,15 @@ pub fn start(core: &mut Core, tx: mpsc::Sender<Msg>, wake: Arc<dyn Fn() + Send +
 fn fall_back(core: &mut Core, file: BucketId, why: &str) {
     core.stash.fallbacks_total += 1;
     core.stash.retries.remove(&file);
-    let path = core.meta.bucket(file).map(|b| b.name.to_string()).unwrap_or_default();
-    let default_file = core.meta.file(file).is_ok_and(|r| r.persist == Persist::Default);
+    let path = core
+        .meta
+        .bucket(file)
+        .map(|b| b.name.to_string())
+        .unwrap_or_default();
+    let default_file = core
+        .meta
+        .file(file)
+        .is_ok_and(|r| r.persist == Persist::Default);
     if !default_file {
         // No destination to fall back to: the waiter gets the error.
         tracing::error!(path, "durable flush failed: {why}");
@@ -222,7 +261,10 @@ fn fall_back(core: &mut Core, file: BucketId, why: &str) {
         }
         return;
     }
-    tracing::warn!(path, "fsync through the journal not possible ({why}); waiting for the destination");
+    tracing::warn!(
+        path,
+        "fsync through the journal not possible ({why}); waiting for the destination"
+    );
     if let Ok(rec) = core.meta.file_mut(file) {
         if rec.persist == Persist::Default {
             rec.urgent = true;
@@ -239,7 +281,10 @@ fn fall_back(core: &mut Core, file: BucketId, why: &str) {
 /// Data bytes of a blob (holes excluded) below `size`, each data extent
 /// rounded up to `block` (every extent starts block-aligned on a tier).
 fn data_bytes_in(src: &[Extent], size: u64, block: u64) -> u64 {
-    src.iter().filter(|e| !e.is_hole() && e.logical_off < size).map(|e| (e.end().min(size) - e.logical_off).div_ceil(block) * block).sum()
+    src.iter()
+        .filter(|e| !e.is_hole() && e.logical_off < size)
+        .map(|e| (e.end().min(size) - e.logical_off).div_ceil(block) * block)
+        .sum()
 }
 
 fn data_bytes(src: &[Extent], size: u64) -> u64 {
@@ -249,7 +294,13 @@ fn data_bytes(src: &[Extent], size: u64) -> u64 {
 /// The extents of a page moved onto `ranges` of `tier`: holes stay holes,
 /// data ranges are packed into the target ranges in logical order.
 /// Each data extent starts on a `block` boundary of the target.
-pub(crate) fn packed_extents(src: &[Extent], size: u64, tier: u32, block: u64, ranges: &[Range]) -> Vec<Extent> {
+pub(crate) fn packed_extents(
+    src: &[Extent],
+    size: u64,
+    tier: u32,
+    block: u64,
+    ranges: &[Range],
+) -> Vec<Extent> {
     let mut out = Vec::with_capacity(src.len() + ranges.len());
     let (mut ri, mut roff) = (0usize, 0u64);
     let mut at = 0u64;
@@ -271,7 +322,12 @@ pub(crate) fn packed_extents(src: &[Extent], size: u64, tier: u32, block: u64, r
         while l < end {
             let Some(r) = ranges.get(ri) else { return out };
             let n = (r.len - roff).min(end - l);
-            out.push(Extent { logical_off: l, len: n, tier, phys_off: r.off + roff });
+            out.push(Extent {
+                logical_off: l,
+                len: n,
+                tier,
+                phys_off: r.off + roff,
+            });
             l += n;
             roff += n;
             if roff == r.len {
@@ -322,7 +378,9 @@ pub fn tick(core: &mut Core) {
     let mut rounds = core.stash.wanted.len();
     while core.stash.in_flight.len() < STASH_JOBS_MAX && rounds > 0 {
         rounds -= 1;
-        let Some(file) = core.stash.wanted.pop_front() else { break };
+        let Some(file) = core.stash.wanted.pop_front() else {
+            break;
+        };
         if core.stash.in_flight.contains_key(&file) {
             core.stash.wanted.push_back(file);
             continue;
@@ -338,21 +396,40 @@ fn start_job(core: &mut Core, file: BucketId) {
         fall_back(core, file, "no journal");
         return;
     };
-    let Ok(bucket) = core.meta.bucket(file) else { return };
+    let Ok(bucket) = core.meta.bucket(file) else {
+        return;
+    };
     // The blobs to make durable: a file's dirty pages, a native bucket's blobs.
     let (gen, candidates): (u64, Vec<BlobId>) = match bucket.file.as_deref() {
         Some(rec) if rec.persist == Persist::Scratch => return,
-        Some(rec) => (rec.mod_gen, rec.dirty_pages.iter().filter_map(|p| core.meta.page_blob(file, *p)).collect()),
-        None => (core.meta.current_gen(), bucket.blobs.values().copied().collect()),
+        Some(rec) => (
+            rec.mod_gen,
+            rec.dirty_pages
+                .iter()
+                .filter_map(|p| core.meta.page_blob(file, *p))
+                .collect(),
+        ),
+        None => (
+            core.meta.current_gen(),
+            bucket.blobs.values().copied().collect(),
+        ),
     };
     let mut complete = true;
     let mut pages = Vec::new();
     let mut keys = Vec::new();
     let mut sync_tiers: Vec<u32> = Vec::new();
     for bid in candidates {
-        let Some(b) = core.meta.blob(bid) else { continue };
+        let Some(b) = core.meta.blob(bid) else {
+            continue;
+        };
         let (size, src, blob_gen) = (b.size, b.extents.clone(), b.gen);
-        let volatile = src.iter().any(|e| !e.is_hole() && !core.journal.as_ref().is_some_and(|j| j.is_nonvolatile(e.tier)));
+        let volatile = src.iter().any(|e| {
+            !e.is_hole()
+                && !core
+                    .journal
+                    .as_ref()
+                    .is_some_and(|j| j.is_nonvolatile(e.tier))
+        });
         if volatile && pages.len() >= STASH_PAGES_MAX {
             complete = false;
             continue;
@@ -363,7 +440,14 @@ fn start_job(core: &mut Core, file: BucketId) {
                 sync_tiers.push(e.tier);
             }
         }
-        let block = core.tiers.tiers.iter().filter(|t| !t.is_ram()).map(|t| t.block_bytes).max().unwrap_or(1);
+        let block = core
+            .tiers
+            .tiers
+            .iter()
+            .filter(|t| !t.is_ram())
+            .map(|t| t.block_bytes)
+            .max()
+            .unwrap_or(1);
         let data = data_bytes_in(&src, size, block);
         let dst = if volatile && data > 0 {
             // Only the data: a sparse blob's holes are never materialised.
@@ -382,8 +466,17 @@ fn start_job(core: &mut Core, file: BucketId) {
         } else {
             None
         };
-        let block = dst.as_ref().map_or(1, |d| core.tiers.tiers[d.0 as usize].block_bytes);
-        pages.push(StashPage { blob: bid, gen: blob_gen, size, src, dst, block });
+        let block = dst
+            .as_ref()
+            .map_or(1, |d| core.tiers.tiers[d.0 as usize].block_bytes);
+        pages.push(StashPage {
+            blob: bid,
+            gen: blob_gen,
+            size,
+            src,
+            dst,
+            block,
+        });
     }
     let pin = match core.pin(STASH_OWNER, keys) {
         Ok(p) => p,
@@ -399,8 +492,17 @@ fn start_job(core: &mut Core, file: BucketId) {
     };
     let id = core.stash.next_job;
     core.stash.next_job += 1;
-    core.stash.in_flight.insert(file, InFlight { job_id: id, pin });
-    if let Err(mpsc::SendError(job)) = tx.send(StashJob { id, file, gen, complete, pages, sync_tiers }) {
+    core.stash
+        .in_flight
+        .insert(file, InFlight { job_id: id, pin });
+    if let Err(mpsc::SendError(job)) = tx.send(StashJob {
+        id,
+        file,
+        gen,
+        complete,
+        pages,
+        sync_tiers,
+    }) {
         core.stash.in_flight.remove(&file);
         core.unpin(STASH_OWNER, pin);
         for p in &job.pages {
@@ -424,7 +526,11 @@ pub fn bucket_flush(core: &mut Core, id: BucketId) -> strata_proto::Result<u64> 
         return Err(strata_proto::Errno::NotDurable);
     }
     let target = core.meta.current_gen().max(1);
-    if core.journal.as_ref().is_some_and(|j| j.jsynced.get(&id).is_some_and(|g| *g >= target)) {
+    if core
+        .journal
+        .as_ref()
+        .is_some_and(|j| j.jsynced.get(&id).is_some_and(|g| *g >= target))
+    {
         return Ok(0);
     }
     core.stash.want(id);
@@ -456,7 +562,10 @@ pub fn complete(core: &mut Core, done: StashDone) {
     }
     let mut all = true;
     for (pg, crc) in job.pages.iter().zip(done.crcs) {
-        let current = core.meta.blob(pg.blob).is_some_and(|b| b.gen == pg.gen && b.bucket == job.file);
+        let current = core
+            .meta
+            .blob(pg.blob)
+            .is_some_and(|b| b.gen == pg.gen && b.bucket == job.file);
         match (&pg.dst, current) {
             (Some(d), true) => {
                 // Move the page onto its stashed copy (holes stay holes).
@@ -464,7 +573,10 @@ pub fn complete(core: &mut Core, done: StashDone) {
                 let exts = packed_extents(&pg.src, pg.size, d.0, block, &d.1);
                 // Target ranges no extent landed in go back to the tier.
                 for r in &d.1 {
-                    if !exts.iter().any(|e| !e.is_hole() && e.phys_off >= r.off && e.phys_off < r.off + r.len) {
+                    if !exts
+                        .iter()
+                        .any(|e| !e.is_hole() && e.phys_off >= r.off && e.phys_off < r.off + r.len)
+                    {
                         core.tiers.free_extent(d.0 as usize, r.off, r.len);
                     }
                 }
@@ -526,31 +638,98 @@ mod packed_tests {
     use strata_meta::Extent;
 
     fn data(l: u64, n: u64) -> Extent {
-        Extent { logical_off: l, len: n, tier: 0, phys_off: 8192 * l }
+        Extent {
+            logical_off: l,
+            len: n,
+            tier: 0,
+            phys_off: 8192 * l,
+        }
     }
 
     #[test]
     fn holes_stay_holes_and_data_extents_start_aligned() {
         // 1 byte at 1 TiB: one 4 KiB block of target space, a 1 TiB hole.
         let src = vec![Extent::hole(0, 1 << 40), data(1 << 40, 1)];
-        let out = packed_extents(&src, (1 << 40) + 1, 3, 4096, &[Range { off: 8192, len: 4096 }]);
-        assert_eq!(out, vec![Extent::hole(0, 1 << 40), Extent { logical_off: 1 << 40, len: 1, tier: 3, phys_off: 8192 }]);
-        // Two data extents around a hole, one range: the second starts on a block.
-        let src = vec![data(0, 100), Extent::hole(100, 900), data(1000, 5000)];
-        let out = packed_extents(&src, 6000, 1, 4096, &[Range { off: 0, len: 4096 }, Range { off: 40960, len: 8192 }]);
+        let out = packed_extents(
+            &src,
+            (1 << 40) + 1,
+            3,
+            4096,
+            &[Range {
+                off: 8192,
+                len: 4096,
+            }],
+        );
         assert_eq!(
             out,
             vec![
-                Extent { logical_off: 0, len: 100, tier: 1, phys_off: 0 },
+                Extent::hole(0, 1 << 40),
+                Extent {
+                    logical_off: 1 << 40,
+                    len: 1,
+                    tier: 3,
+                    phys_off: 8192
+                }
+            ]
+        );
+        // Two data extents around a hole, one range: the second starts on a block.
+        let src = vec![data(0, 100), Extent::hole(100, 900), data(1000, 5000)];
+        let out = packed_extents(
+            &src,
+            6000,
+            1,
+            4096,
+            &[
+                Range { off: 0, len: 4096 },
+                Range {
+                    off: 40960,
+                    len: 8192,
+                },
+            ],
+        );
+        assert_eq!(
+            out,
+            vec![
+                Extent {
+                    logical_off: 0,
+                    len: 100,
+                    tier: 1,
+                    phys_off: 0
+                },
                 Extent::hole(100, 900),
-                Extent { logical_off: 1000, len: 5000, tier: 1, phys_off: 40960 },
+                Extent {
+                    logical_off: 1000,
+                    len: 5000,
+                    tier: 1,
+                    phys_off: 40960
+                },
             ]
         );
         for e in out.iter().filter(|e| !e.is_hole()) {
             assert_eq!(e.phys_off % 4096, 0);
         }
         // A trailing hole up to the size.
-        let out = packed_extents(&[data(0, 10)], 50, 0, 4096, &[Range { off: 4096, len: 4096 }]);
-        assert_eq!(out, vec![Extent { logical_off: 0, len: 10, tier: 0, phys_off: 4096 }, Extent::hole(10, 40)]);
+        let out = packed_extents(
+            &[data(0, 10)],
+            50,
+            0,
+            4096,
+            &[Range {
+                off: 4096,
+                len: 4096,
+            }],
+        );
+        assert_eq!(
+            out,
+            vec![
+                Extent {
+                    logical_off: 0,
+                    len: 10,
+                    tier: 0,
+                    phys_off: 4096
+                },
+                Extent::hole(10, 40)
+            ]
+        );
     }
 }

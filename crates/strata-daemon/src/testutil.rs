@@ -37,14 +37,24 @@ pub fn fixture(ram_bytes: u64, disk_bytes: u64, staging: u64) -> Fixture {
 
 /// Like [`fixture`] over an existing directory (a daemon restarted on the
 /// same tier directory).
-pub fn fixture_in(dir: tempfile::TempDir, ram_bytes: u64, disk_bytes: u64, staging: u64) -> Fixture {
+pub fn fixture_in(
+    dir: tempfile::TempDir,
+    ram_bytes: u64,
+    disk_bytes: u64,
+    staging: u64,
+) -> Fixture {
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let arena_name = format!("strata-dtest-{}-{n}", std::process::id());
     let arena_bytes = ram_bytes + staging;
     let seg = ShmSegment::create_or_replace(&arena_name, arena_bytes as usize).unwrap();
-    let arena = Arena { alloc: ExtentAllocator::new(arena_bytes, 64), seg, leased_bytes: 0 };
-    let (file, path) = Tier::open_dir(1, "disk", &dir.path().join("tier"), disk_bytes, 4096).unwrap();
+    let arena = Arena {
+        alloc: ExtentAllocator::new(arena_bytes, 64),
+        seg,
+        leased_bytes: 0,
+    };
+    let (file, path) =
+        Tier::open_dir(1, "disk", &dir.path().join("tier"), disk_bytes, 4096).unwrap();
     let mk = |index, name: &str, backing, alloc, cap, block, bw, lat, volatile| Tier {
         index,
         name: name.into(),
@@ -60,29 +70,78 @@ pub fn fixture_in(dir: tempfile::TempDir, ram_bytes: u64, disk_bytes: u64, stagi
     };
     let tiers = Tiers {
         tiers: vec![
-            mk(0, "ram", Backing::Ram, None, ram_bytes, 64, 8000.0, 1.0, true),
-            mk(1, "disk", Backing::Dir { file, path }, Some(ExtentAllocator::new(disk_bytes, 4096)), disk_bytes, 4096, 2000.0, 100.0, false),
+            mk(
+                0,
+                "ram",
+                Backing::Ram,
+                None,
+                ram_bytes,
+                64,
+                8000.0,
+                1.0,
+                true,
+            ),
+            mk(
+                1,
+                "disk",
+                Backing::Dir { file, path },
+                Some(ExtentAllocator::new(disk_bytes, 4096)),
+                disk_bytes,
+                4096,
+                2000.0,
+                100.0,
+                false,
+            ),
         ],
         arena,
         ram: Some(0),
     };
-    let meta = MetaStore::new(0, Limits { extents_per_blob_max: 8, ..Limits::default() });
-    Fixture { core: Core::new(meta, tiers, Policy::MinimizeIoTime, 7, 1 << 20), dir, arena_name }
+    let meta = MetaStore::new(
+        0,
+        Limits {
+            extents_per_blob_max: 8,
+            ..Limits::default()
+        },
+    );
+    Fixture {
+        core: Core::new(meta, tiers, Policy::MinimizeIoTime, 7, 1 << 20),
+        dir,
+        arena_name,
+    }
 }
 
 pub fn pattern(n: usize, seed: u8) -> Vec<u8> {
-    (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed).wrapping_add((i >> 12) as u8)).collect()
+    (0..n)
+        .map(|i| {
+            (i as u8)
+                .wrapping_mul(31)
+                .wrapping_add(seed)
+                .wrapping_add((i >> 12) as u8)
+        })
+        .collect()
 }
 
 /// Simulates a client writing through its lease: lease, copy into the
 /// arena, hand the range over with `f`, return the lease rest.
-pub fn via_lease<T>(core: &mut Core, data: &[u8], f: impl FnOnce(&mut Core, Src<'static>, Option<strata_alloc::Range>) -> T) -> T {
+pub fn via_lease<T>(
+    core: &mut Core,
+    data: &[u8],
+    f: impl FnOnce(&mut Core, Src<'static>, Option<strata_alloc::Range>) -> T,
+) -> T {
     let g = core.lease_grant(data.len().max(1) as u64).unwrap();
     assert!(g.len >= data.len() as u64, "test lease too small");
-    let mut lease = Lease { cursor: g.off, end: g.off + g.len };
+    let mut lease = Lease {
+        cursor: g.off,
+        end: g.off + g.len,
+    };
     core.tiers.arena.write(g.off, data).unwrap();
-    let taken = core.lease_take(&mut lease, g.off, data.len() as u64).unwrap();
-    let src = Src::Lease { off: g.off, data: core.tiers.arena.slice(g.off, data.len() as u64).unwrap() };
+    let taken = core
+        .lease_take(&mut lease, g.off, data.len() as u64)
+        .unwrap();
+    let src = Src::Lease {
+        off: g.off,
+        data: core.tiers.arena.slice(g.off, data.len() as u64).unwrap(),
+    };
     // SAFETY (test): the arena outlives the call.
     let src: Src<'static> = unsafe { std::mem::transmute(src) };
     let r = f(core, src, Some(taken));

@@ -13,7 +13,10 @@ use strata_shm::ShmSegment;
 pub enum Backing {
     /// The RAM tier lives in the arena; see `Arena`.
     Ram,
-    Dir { file: File, path: PathBuf },
+    Dir {
+        file: File,
+        path: PathBuf,
+    },
 }
 
 pub struct Tier {
@@ -53,7 +56,9 @@ impl Arena {
         // SAFETY: bounds checked; the mapping lives as long as self. Clients
         // may write these bytes concurrently: that can only change blob
         // contents, never daemon state.
-        Some(unsafe { std::slice::from_raw_parts(self.seg.as_ptr().add(off as usize), len as usize) })
+        Some(unsafe {
+            std::slice::from_raw_parts(self.seg.as_ptr().add(off as usize), len as usize)
+        })
     }
     pub fn write(&self, off: u64, src: &[u8]) -> Result<()> {
         let end = off.checked_add(src.len() as u64).ok_or(Errno::Inval)?;
@@ -74,9 +79,19 @@ impl Arena {
 }
 
 impl Tier {
-    pub fn open_dir(index: usize, name: &str, dir: &std::path::Path, capacity_bytes: u64, block_bytes: u64) -> anyhow::Result<(File, PathBuf)> {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| anyhow::anyhow!("cannot create tier directory {} for device {name}: {e}", dir.display()))?;
+    pub fn open_dir(
+        index: usize,
+        name: &str,
+        dir: &std::path::Path,
+        capacity_bytes: u64,
+        block_bytes: u64,
+    ) -> anyhow::Result<(File, PathBuf)> {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot create tier directory {} for device {name}: {e}",
+                dir.display()
+            )
+        })?;
         let path = dir.join("strata-tier.data");
         let file = OpenOptions::new()
             .read(true)
@@ -86,11 +101,18 @@ impl Tier {
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW)
             .open(&path)
-            .map_err(|e| anyhow::anyhow!("cannot open tier file {} for device {name}: {e}", path.display()))?;
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot open tier file {} for device {name}: {e}",
+                    path.display()
+                )
+            })?;
         // Buffered bytes of private files: readable by the owner only (also
         // when an older version created the file 0644).
         file.set_permissions(std::fs::Permissions::from_mode(0o600))
-            .map_err(|e| anyhow::anyhow!("cannot make tier file {} private: {e}", path.display()))?;
+            .map_err(|e| {
+                anyhow::anyhow!("cannot make tier file {} private: {e}", path.display())
+            })?;
         let _ = (index, block_bytes);
         // One daemon per tier file: its extents and journal are this daemon's alone.
         if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
@@ -125,8 +147,14 @@ impl Tier {
     pub fn free_for_blobs(&self, arena: &Arena) -> (u64, u64) {
         let by_capacity = self.capacity_bytes.saturating_sub(self.blob_bytes);
         match &self.alloc {
-            Some(a) => (by_capacity.min(a.free_bytes()), by_capacity.min(a.largest_free_bytes())),
-            None => (by_capacity.min(arena.alloc.free_bytes()), by_capacity.min(arena.alloc.largest_free_bytes())),
+            Some(a) => (
+                by_capacity.min(a.free_bytes()),
+                by_capacity.min(a.largest_free_bytes()),
+            ),
+            None => (
+                by_capacity.min(arena.alloc.free_bytes()),
+                by_capacity.min(arena.alloc.largest_free_bytes()),
+            ),
         }
     }
 }
@@ -180,7 +208,11 @@ impl Tiers {
                 }
             },
             // Only a RAM tier and it is full: the staging reserve is the last resort.
-            None => self.arena.alloc.alloc_scattered(len, 64).ok_or(Errno::NoSpace)?,
+            None => self
+                .arena
+                .alloc
+                .alloc_scattered(len, 64)
+                .ok_or(Errno::NoSpace)?,
         };
         let t = &mut self.tiers[slowest];
         t.blob_bytes += rounded;
@@ -209,7 +241,8 @@ impl Tiers {
         if let Backing::Dir { file, .. } = &t.backing {
             let fl = rustix::fs::FallocateFlags::PUNCH_HOLE | rustix::fs::FallocateFlags::KEEP_SIZE;
             if let Err(e) = rustix::fs::fallocate(file, fl, off, rounded) {
-                static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+                static WARNED: std::sync::atomic::AtomicBool =
+                    std::sync::atomic::AtomicBool::new(false);
                 if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
                     tracing::warn!(tier, "cannot punch freed space out of the tier file ({e}); its disk space is reused but not returned");
                 }
@@ -256,7 +289,9 @@ impl TierIo {
         for t in &tiers.tiers {
             files.push(match &t.backing {
                 Backing::Ram => None,
-                Backing::Dir { path, .. } => Some(OpenOptions::new().read(true).write(true).open(path)?),
+                Backing::Dir { path, .. } => {
+                    Some(OpenOptions::new().read(true).write(true).open(path)?)
+                }
             });
         }
         Ok(TierIo { arena, files })
@@ -270,17 +305,24 @@ impl TierIo {
     fn arena_range(&self, off: u64, len: usize) -> std::io::Result<usize> {
         match off.checked_add(len as u64) {
             Some(end) if end <= self.arena.len() as u64 => Ok(off as usize),
-            _ => Err(std::io::Error::other(format!("{off}+{len} outside the arena"))),
+            _ => Err(std::io::Error::other(format!(
+                "{off}+{len} outside the arena"
+            ))),
         }
     }
 
     /// Reads `out.len()` bytes at `off` of tier `tier`.
     pub fn read(&self, tier: u32, off: u64, out: &mut [u8]) -> std::io::Result<()> {
-        match self.files.get(tier as usize).ok_or_else(|| std::io::Error::other(format!("no tier {tier}")))? {
+        match self
+            .files
+            .get(tier as usize)
+            .ok_or_else(|| std::io::Error::other(format!("no tier {tier}")))?
+        {
             None => {
                 let at = self.arena_range(off, out.len())?;
                 // SAFETY: bounds checked; the caller's range is pinned (see the type's documentation).
-                let src = unsafe { std::slice::from_raw_parts(self.arena.as_ptr().add(at), out.len()) };
+                let src =
+                    unsafe { std::slice::from_raw_parts(self.arena.as_ptr().add(at), out.len()) };
                 out.copy_from_slice(src);
                 Ok(())
             }
@@ -290,12 +332,22 @@ impl TierIo {
 
     /// Writes `data` at `off` of tier `tier`.
     pub fn write(&self, tier: u32, off: u64, data: &[u8]) -> std::io::Result<()> {
-        match self.files.get(tier as usize).ok_or_else(|| std::io::Error::other(format!("no tier {tier}")))? {
+        match self
+            .files
+            .get(tier as usize)
+            .ok_or_else(|| std::io::Error::other(format!("no tier {tier}")))?
+        {
             None => {
                 let at = self.arena_range(off, data.len())?;
                 // SAFETY: bounds checked; the target belongs to the caller's
                 // job and no client sees it before the commit.
-                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.arena.as_ptr().add(at), data.len()) };
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        data.as_ptr(),
+                        self.arena.as_ptr().add(at),
+                        data.len(),
+                    )
+                };
                 Ok(())
             }
             Some(f) => f.write_all_at(data, off),

@@ -73,7 +73,15 @@ impl Default for Tracer {
 impl Tracer {
     /// A tracer that records nothing.
     pub fn off() -> Tracer {
-        Tracer { tx: None, dropped: Arc::new(AtomicU64::new(0)), dropped_total: 0, events_total: 0, path: PathBuf::new(), size_max_bytes: 0, writer: None }
+        Tracer {
+            tx: None,
+            dropped: Arc::new(AtomicU64::new(0)),
+            dropped_total: 0,
+            events_total: 0,
+            path: PathBuf::new(),
+            size_max_bytes: 0,
+            writer: None,
+        }
     }
 
     /// Opens (appends to) the trace file and starts the writer thread.
@@ -82,14 +90,40 @@ impl Tracer {
         Tracer::start_with_queue(path, size_max_bytes, tiers, TRACE_QUEUE_MAX)
     }
 
-    fn start_with_queue(path: &Path, size_max_bytes: u64, tiers: Vec<String>, queue: usize) -> std::io::Result<Tracer> {
-        assert!(size_max_bytes >= 2 * TRACE_BATCH_BYTES as u64, "trace.size_max below the writer's batch");
+    fn start_with_queue(
+        path: &Path,
+        size_max_bytes: u64,
+        tiers: Vec<String>,
+        queue: usize,
+    ) -> std::io::Result<Tracer> {
+        assert!(
+            size_max_bytes >= 2 * TRACE_BATCH_BYTES as u64,
+            "trace.size_max below the writer's batch"
+        );
         let file = open_append(path)?;
         let (tx, rx) = mpsc::sync_channel(queue);
         let dropped = Arc::new(AtomicU64::new(0));
-        let w = Writer { path: path.to_path_buf(), size: file.metadata()?.len(), file, half_bytes: size_max_bytes / 2, tiers, dropped: dropped.clone(), failed: false };
-        let writer = std::thread::Builder::new().name("strata-trace".into()).spawn(move || w.run(rx))?;
-        Ok(Tracer { tx: Some(tx), dropped, dropped_total: 0, events_total: 0, path: path.to_path_buf(), size_max_bytes, writer: Some(writer) })
+        let w = Writer {
+            path: path.to_path_buf(),
+            size: file.metadata()?.len(),
+            file,
+            half_bytes: size_max_bytes / 2,
+            tiers,
+            dropped: dropped.clone(),
+            failed: false,
+        };
+        let writer = std::thread::Builder::new()
+            .name("strata-trace".into())
+            .spawn(move || w.run(rx))?;
+        Ok(Tracer {
+            tx: Some(tx),
+            dropped,
+            dropped_total: 0,
+            events_total: 0,
+            path: path.to_path_buf(),
+            size_max_bytes,
+            writer: Some(writer),
+        })
     }
 
     /// Whether events are written to the trace file.
@@ -138,7 +172,11 @@ impl Drop for Tracer {
 /// The file a trace is appended to (created 0600).
 fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(path)
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
 }
 
 /// The rotated predecessor of a trace file: `<path>.1`.
@@ -165,7 +203,11 @@ impl Writer {
             None | Some(TIER_HOLE) => String::new(),
             Some(TIER_DEST) => "dest".into(),
             Some(TIER_PENDING) => "pending".into(),
-            Some(i) => self.tiers.get(i as usize).cloned().unwrap_or_else(|| i.to_string()),
+            Some(i) => self
+                .tiers
+                .get(i as usize)
+                .cloned()
+                .unwrap_or_else(|| i.to_string()),
         }
     }
 
@@ -187,7 +229,12 @@ impl Writer {
     }
 
     fn dropped_line(&self, n: u64) -> String {
-        let r = TraceRecord { t_ns: now_ns(), op: "dropped".into(), size: n, ..TraceRecord::default() };
+        let r = TraceRecord {
+            t_ns: now_ns(),
+            op: "dropped".into(),
+            size: n,
+            ..TraceRecord::default()
+        };
         let mut s = serde_json::to_string(&r).unwrap_or_default();
         s.push('\n');
         s
@@ -261,17 +308,31 @@ impl Writer {
 /// Whether request `req` is observed (traced or fed to the prefetcher):
 /// checked before the request runs, so its names can be copied first.
 pub fn wants(core: &Core, req: &Request) -> bool {
-    let Some(op) = Op::from_u32(req.op) else { return false };
+    let Some(op) = Op::from_u32(req.op) else {
+        return false;
+    };
     let traced = matches!(
         op,
-        Op::Put | Op::Get | Op::Delete | Op::Rename | Op::FileOpen | Op::FileRead | Op::FileWrite | Op::FileFill | Op::FileTruncate | Op::FileUnlink | Op::FileSync
+        Op::Put
+            | Op::Get
+            | Op::Delete
+            | Op::Rename
+            | Op::FileOpen
+            | Op::FileRead
+            | Op::FileWrite
+            | Op::FileFill
+            | Op::FileTruncate
+            | Op::FileUnlink
+            | Op::FileSync
     );
     (core.trace.on() && traced) || (matches!(op, Op::Get | Op::FileRead) && core.prefetch.active())
 }
 
 /// The name of a request (copied out of the arg area before it runs).
 pub(crate) fn name_of(arg: *const u8, arg_bytes: usize, req: &Request) -> String {
-    let n = (req.name_len as usize).min(arg_bytes).min(TRACE_NAME_BYTES_MAX);
+    let n = (req.name_len as usize)
+        .min(arg_bytes)
+        .min(TRACE_NAME_BYTES_MAX);
     // SAFETY: in bounds of the slot's arg area (n <= arg_bytes).
     let bytes = unsafe { std::slice::from_raw_parts(arg, n) };
     String::from_utf8_lossy(bytes).into_owned()
@@ -298,60 +359,162 @@ fn reply_tier(arg: *const u8, resp: &Response) -> Option<u32> {
 /// the trace and tells the prefetcher. `name` was copied before it ran; `arg`
 /// holds the reply.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn observe(core: &mut Core, client: u64, ch: u32, pid: u32, req: &Request, name: String, resp: &Response, arg: *const u8) {
-    let Some(op) = Op::from_u32(req.op) else { return };
+pub(crate) fn observe(
+    core: &mut Core,
+    client: u64,
+    ch: u32,
+    pid: u32,
+    req: &Request,
+    name: String,
+    resp: &Response,
+    arg: *const u8,
+) {
+    let Some(op) = Op::from_u32(req.op) else {
+        return;
+    };
     let ok = resp.status == 0;
     let bucket = BucketId(req.bucket);
     // The prefetcher first: it sees every successful read.
     if ok && core.prefetch.active() {
         match op {
             Op::Get => crate::prefetch::on_get(core, (client, ch), bucket, &name),
-            Op::FileRead => crate::prefetch::on_file_read(core, (client, ch), bucket, req.offset, resp.val1),
+            Op::FileRead => {
+                crate::prefetch::on_file_read(core, (client, ch), bucket, req.offset, resp.val1)
+            }
             _ => {}
         }
     }
     if !core.trace.on() {
         return;
     }
-    let err = if ok { None } else { Errno::from_code(resp.status).map(|e| e.name()) };
+    let err = if ok {
+        None
+    } else {
+        Errno::from_code(resp.status).map(|e| e.name())
+    };
     let blob_tier = |core: &Core, name: &str| {
         let id = core.meta.blob_lookup(bucket, name).ok()?;
-        core.meta.blob(id)?.extents.iter().find(|e| !e.is_hole()).map(|e| e.tier)
+        core.meta
+            .blob(id)?
+            .extents
+            .iter()
+            .find(|e| !e.is_hole())
+            .map(|e| e.tier)
     };
     let page_tier = |core: &Core, off: u64| {
         let rec = core.meta.file(bucket).ok()?;
         let bid = core.meta.page_blob(bucket, off / rec.page_bytes.max(1))?;
-        core.meta.blob(bid)?.extents.iter().find(|e| !e.is_hole()).map(|e| e.tier)
+        core.meta
+            .blob(bid)?
+            .extents
+            .iter()
+            .find(|e| !e.is_hole())
+            .map(|e| e.tier)
     };
     let (opname, blob, tier, size, off, path) = match op {
-        Op::Put => ("put", name.clone(), if ok { blob_tier(core, &name) } else { None }, req.len, req.offset, None),
-        Op::Get => ("get", name.clone(), if ok { reply_tier(arg, resp) } else { None }, req.len.min(resp.val0), req.offset, None),
+        Op::Put => (
+            "put",
+            name.clone(),
+            if ok { blob_tier(core, &name) } else { None },
+            req.len,
+            req.offset,
+            None,
+        ),
+        Op::Get => (
+            "get",
+            name.clone(),
+            if ok { reply_tier(arg, resp) } else { None },
+            req.len.min(resp.val0),
+            req.offset,
+            None,
+        ),
         Op::Delete => ("delete", name.clone(), None, 0, 0, None),
         Op::Rename => ("rename", name.clone(), None, 0, 0, None),
         Op::FileOpen => ("open", String::new(), None, 0, 0, Some(name.clone())),
         Op::FileUnlink => ("unlink", String::new(), None, 0, 0, Some(name.clone())),
-        Op::FileRead => ("read", String::new(), if ok { reply_tier(arg, resp) } else { None }, if ok { resp.val1 } else { req.len }, req.offset, None),
-        Op::FileWrite => ("write", String::new(), if ok { page_tier(core, resp.val0) } else { None }, req.len, if ok { resp.val0 } else { req.offset }, None),
-        Op::FileFill => ("fill", String::new(), if ok { page_tier(core, req.offset) } else { None }, req.len, req.offset, None),
+        Op::FileRead => (
+            "read",
+            String::new(),
+            if ok { reply_tier(arg, resp) } else { None },
+            if ok { resp.val1 } else { req.len },
+            req.offset,
+            None,
+        ),
+        Op::FileWrite => (
+            "write",
+            String::new(),
+            if ok { page_tier(core, resp.val0) } else { None },
+            req.len,
+            if ok { resp.val0 } else { req.offset },
+            None,
+        ),
+        Op::FileFill => (
+            "fill",
+            String::new(),
+            if ok {
+                page_tier(core, req.offset)
+            } else {
+                None
+            },
+            req.len,
+            req.offset,
+            None,
+        ),
         Op::FileTruncate => ("truncate", String::new(), None, req.len, 0, None),
         Op::FileSync => ("sync", String::new(), None, 0, 0, None),
         _ => return,
     };
     let bucket_name = match path {
         Some(p) => p,
-        None => core.meta.bucket(bucket).map(|b| b.name.to_string()).unwrap_or_default(),
+        None => core
+            .meta
+            .bucket(bucket)
+            .map(|b| b.name.to_string())
+            .unwrap_or_default(),
     };
-    let e = Event { t_ns: now_ns(), pid, op: opname, bucket: bucket_name, blob, off, size, tier, err };
+    let e = Event {
+        t_ns: now_ns(),
+        pid,
+        op: opname,
+        bucket: bucket_name,
+        blob,
+        off,
+        size,
+        tier,
+        err,
+    };
     core.trace.record(e);
 }
 
 /// Records an operation of the daemon itself (read-ahead, promotion).
-pub fn record_internal(core: &mut Core, op: &'static str, bucket: BucketId, blob: &str, off: u64, size: u64, tier: Option<u32>) {
+pub fn record_internal(
+    core: &mut Core,
+    op: &'static str,
+    bucket: BucketId,
+    blob: &str,
+    off: u64,
+    size: u64,
+    tier: Option<u32>,
+) {
     if !core.trace.on() {
         return;
     }
-    let bucket = core.meta.bucket(bucket).map(|b| b.name.to_string()).unwrap_or_default();
-    core.trace.record(Event { t_ns: now_ns(), pid: 0, op, bucket, blob: blob.to_string(), off, size, tier, err: None });
+    let bucket = core
+        .meta
+        .bucket(bucket)
+        .map(|b| b.name.to_string())
+        .unwrap_or_default();
+    core.trace.record(Event {
+        t_ns: now_ns(),
+        pid: 0,
+        op,
+        bucket,
+        blob: blob.to_string(),
+        off,
+        size,
+        tier,
+        err: None,
+    });
 }
 
 #[cfg(test)]
@@ -359,12 +522,24 @@ mod tests {
     use super::*;
 
     fn ev(i: u64) -> Event {
-        Event { t_ns: i, pid: 7, op: "get", bucket: "b".into(), blob: format!("k{i}"), off: 0, size: 4096, tier: Some(0), err: None }
+        Event {
+            t_ns: i,
+            pid: 7,
+            op: "get",
+            bucket: "b".into(),
+            blob: format!("k{i}"),
+            off: 0,
+            size: 4096,
+            tier: Some(0),
+            err: None,
+        }
     }
 
     fn records(path: &Path) -> Vec<TraceRecord> {
         let text = std::fs::read_to_string(path).unwrap_or_default();
-        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
     }
 
     #[test]
@@ -373,17 +548,44 @@ mod tests {
         let path = dir.path().join("t.trace");
         let mut t = Tracer::start(&path, 1 << 20, vec!["ram".into(), "disk".into()]).unwrap();
         t.record(ev(1));
-        t.record(Event { tier: Some(TIER_DEST), op: "read", ..ev(2) });
-        t.record(Event { tier: Some(TIER_PENDING), op: "read", ..ev(4) });
-        t.record(Event { tier: Some(1), err: Some("NoBlob"), ..ev(3) });
+        t.record(Event {
+            tier: Some(TIER_DEST),
+            op: "read",
+            ..ev(2)
+        });
+        t.record(Event {
+            tier: Some(TIER_PENDING),
+            op: "read",
+            ..ev(4)
+        });
+        t.record(Event {
+            tier: Some(1),
+            err: Some("NoBlob"),
+            ..ev(3)
+        });
         t.stop();
         let r = records(&path);
         assert_eq!(r.len(), 4);
         assert_eq!(r[2].tier, "pending");
-        assert_eq!((r[0].op.as_str(), r[0].tier.as_str(), r[0].blob.as_str(), r[0].pid), ("get", "ram", "k1", 7));
+        assert_eq!(
+            (
+                r[0].op.as_str(),
+                r[0].tier.as_str(),
+                r[0].blob.as_str(),
+                r[0].pid
+            ),
+            ("get", "ram", "k1", 7)
+        );
         assert_eq!(r[1].tier, "dest");
-        assert_eq!((r[3].tier.as_str(), r[3].err.as_deref()), ("disk", Some("NoBlob")));
-        assert_eq!(t.status().map(|s| s.events_total), None, "a stopped tracer is off");
+        assert_eq!(
+            (r[3].tier.as_str(), r[3].err.as_deref()),
+            ("disk", Some("NoBlob"))
+        );
+        assert_eq!(
+            t.status().map(|s| s.events_total),
+            None,
+            "a stopped tracer is off"
+        );
     }
 
     #[test]
@@ -408,7 +610,12 @@ mod tests {
         let last = records(&path);
         assert!(!last.is_empty());
         assert!(st.events_total == 20_000);
-        let lost: u64 = last.iter().chain(records(&rotated_path(&path)).iter()).filter(|r| r.op == "dropped").map(|r| r.size).sum();
+        let lost: u64 = last
+            .iter()
+            .chain(records(&rotated_path(&path)).iter())
+            .filter(|r| r.op == "dropped")
+            .map(|r| r.size)
+            .sum();
         assert!(lost <= st.dropped_total);
     }
 
@@ -430,6 +637,10 @@ mod tests {
         let r = records(&path);
         let written = r.iter().filter(|r| r.op == "get").count() as u64;
         let noted: u64 = r.iter().filter(|r| r.op == "dropped").map(|r| r.size).sum();
-        assert_eq!(written + noted, 100_000, "every event is written or noted as dropped");
+        assert_eq!(
+            written + noted,
+            100_000,
+            "every event is written or noted as dropped"
+        );
     }
 }

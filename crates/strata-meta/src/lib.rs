@@ -110,7 +110,12 @@ pub struct Extent {
 
 impl Extent {
     pub fn hole(logical_off: u64, len: u64) -> Extent {
-        Extent { logical_off, len, tier: TIER_HOLE, phys_off: 0 }
+        Extent {
+            logical_off,
+            len,
+            tier: TIER_HOLE,
+            phys_off: 0,
+        }
     }
     pub fn is_hole(&self) -> bool {
         self.tier == TIER_HOLE
@@ -159,7 +164,10 @@ impl Blob {
         let mut at = 0u64;
         for e in &self.extents {
             if e.logical_off != at {
-                return Err(format!("blob {}: extent at {} expected {}", self.name, e.logical_off, at));
+                return Err(format!(
+                    "blob {}: extent at {} expected {}",
+                    self.name, e.logical_off, at
+                ));
             }
             if e.len == 0 {
                 return Err(format!("blob {}: empty extent at {}", self.name, at));
@@ -167,12 +175,18 @@ impl Blob {
             at = e.end();
         }
         if at != self.size {
-            return Err(format!("blob {}: extents cover {} of {} bytes", self.name, at, self.size));
+            return Err(format!(
+                "blob {}: extents cover {} of {} bytes",
+                self.name, at, self.size
+            ));
         }
         Ok(())
     }
     pub fn tier_mask(&self) -> u32 {
-        self.extents.iter().filter(|e| !e.is_hole()).fold(0u32, |m, e| m | (1u32 << e.tier.min(31)))
+        self.extents
+            .iter()
+            .filter(|e| !e.is_hole())
+            .fold(0u32, |m, e| m | (1u32 << e.tier.min(31)))
     }
 }
 
@@ -290,7 +304,10 @@ pub fn parse_page_name(name: &str) -> Option<u64> {
 
 impl FileRecord {
     pub fn new(persist: Persist, page_shift: u32, mode: u32, now_ns: u64) -> FileRecord {
-        assert!((PAGE_SHIFT_MIN..=PAGE_SHIFT_MAX).contains(&page_shift), "page shift {page_shift} out of range");
+        assert!(
+            (PAGE_SHIFT_MIN..=PAGE_SHIFT_MAX).contains(&page_shift),
+            "page shift {page_shift} out of range"
+        );
         FileRecord {
             size: 0,
             mode: mode & 0o7777,
@@ -330,7 +347,8 @@ impl FileRecord {
 
     /// The flusher has something to do for this file.
     pub fn needs_flush(&self) -> bool {
-        self.flushed_like_default() && (self.mod_gen > self.flushed_gen || (self.durable && self.synced_gen < self.mod_gen))
+        self.flushed_like_default()
+            && (self.mod_gen > self.flushed_gen || (self.durable && self.synced_gen < self.mod_gen))
     }
 
     /// The flusher writes this file: DEFAULT, or WORKFLOW once staged out.
@@ -366,10 +384,16 @@ impl FileRecord {
             return Err(format!("page size {} invalid", self.page_bytes));
         }
         if self.dest_size > self.size {
-            return Err(format!("dest_size {} above size {}", self.dest_size, self.size));
+            return Err(format!(
+                "dest_size {} above size {}",
+                self.dest_size, self.size
+            ));
         }
         if self.flushed_gen > self.mod_gen || self.synced_gen > self.flushed_gen {
-            return Err(format!("generations out of order: mod {} flushed {} synced {}", self.mod_gen, self.flushed_gen, self.synced_gen));
+            return Err(format!(
+                "generations out of order: mod {} flushed {} synced {}",
+                self.mod_gen, self.flushed_gen, self.synced_gen
+            ));
         }
         if let Some(last) = self.dirty_pages.last() {
             if self.page_start(*last) >= self.size {
@@ -478,7 +502,13 @@ impl MetaStore {
 
     /// Opens bucket `name`; creates it when `create`; fails with `Exists`
     /// when `exclusive` and it exists. Returns (id, created).
-    pub fn bucket_open(&mut self, name: &str, create: bool, exclusive: bool, now_ns: u64) -> Result<(BucketId, bool)> {
+    pub fn bucket_open(
+        &mut self,
+        name: &str,
+        create: bool,
+        exclusive: bool,
+        now_ns: u64,
+    ) -> Result<(BucketId, bool)> {
         self.bucket_name_ok(name)?;
         self.check_local(name.as_bytes())?;
         if let Some(id) = self.bucket_by_name.get(name) {
@@ -607,7 +637,10 @@ impl MetaStore {
 
     /// Drains the change sets (the journal's batch).
     pub fn take_touched(&mut self) -> (HashSet<BlobId>, HashSet<BucketId>) {
-        (std::mem::take(&mut self.touched.blobs), std::mem::take(&mut self.touched.buckets))
+        (
+            std::mem::take(&mut self.touched.blobs),
+            std::mem::take(&mut self.touched.buckets),
+        )
     }
 
     pub fn blob_resized(&mut self, bucket: BucketId, old_size: u64, new_size: u64) {
@@ -704,22 +737,33 @@ impl MetaStore {
     /// The file record of bucket `id`; `NoFile` when the bucket is gone or
     /// is not a file.
     pub fn file(&self, id: BucketId) -> Result<&FileRecord> {
-        self.buckets.get(&id).and_then(|b| b.file.as_deref()).ok_or(Errno::NoFile)
+        self.buckets
+            .get(&id)
+            .and_then(|b| b.file.as_deref())
+            .ok_or(Errno::NoFile)
     }
 
     /// Mutable access for access times only (not journaled).
     pub fn file_stats_mut(&mut self, id: BucketId) -> Result<&mut FileRecord> {
-        self.buckets.get_mut(&id).and_then(|b| b.file.as_deref_mut()).ok_or(Errno::NoFile)
+        self.buckets
+            .get_mut(&id)
+            .and_then(|b| b.file.as_deref_mut())
+            .ok_or(Errno::NoFile)
     }
 
     pub fn file_mut(&mut self, id: BucketId) -> Result<&mut FileRecord> {
         self.touched.bucket(id);
-        self.buckets.get_mut(&id).and_then(|b| b.file.as_deref_mut()).ok_or(Errno::NoFile)
+        self.buckets
+            .get_mut(&id)
+            .and_then(|b| b.file.as_deref_mut())
+            .ok_or(Errno::NoFile)
     }
 
     /// Every file record with its bucket id and name (unordered).
     pub fn files(&self) -> impl Iterator<Item = (BucketId, &str, &FileRecord)> + '_ {
-        self.buckets.values().filter_map(|b| b.file.as_deref().map(|f| (b.id, &*b.name, f)))
+        self.buckets
+            .values()
+            .filter_map(|b| b.file.as_deref().map(|f| (b.id, &*b.name, f)))
     }
 
     /// The bucket id of the file at `path`, if it has a record.
@@ -731,7 +775,10 @@ impl MetaStore {
     /// The page blobs of a file: (page index, blob id), unordered.
     pub fn file_pages(&self, id: BucketId) -> Result<Vec<(u64, BlobId)>> {
         let b = self.buckets.get(&id).ok_or(Errno::NoBucket)?;
-        Ok(b.blobs.iter().filter_map(|(n, bid)| parse_page_name(n).map(|i| (i, *bid))).collect())
+        Ok(b.blobs
+            .iter()
+            .filter_map(|(n, bid)| parse_page_name(n).map(|i| (i, *bid)))
+            .collect())
     }
 
     /// The blob of page `index` of file `id`, if present.
@@ -757,7 +804,12 @@ impl MetaStore {
 
     /// Renames a blob within its bucket. With `replace`, an existing blob of
     /// the new name is removed and returned.
-    pub fn blob_rename(&mut self, id: BlobId, new_name: &str, replace: bool) -> Result<Option<Blob>> {
+    pub fn blob_rename(
+        &mut self,
+        id: BlobId,
+        new_name: &str,
+        replace: bool,
+    ) -> Result<Option<Blob>> {
         self.blob_name_ok(new_name)?;
         let (bucket, old_name) = {
             let blob = self.blob(id).ok_or(Errno::NoBlob)?;
@@ -766,7 +818,13 @@ impl MetaStore {
         if &*old_name == new_name {
             return Ok(None);
         }
-        let existing = self.buckets.get(&bucket).ok_or(Errno::NoBucket)?.blobs.get(new_name).copied();
+        let existing = self
+            .buckets
+            .get(&bucket)
+            .ok_or(Errno::NoBucket)?
+            .blobs
+            .get(new_name)
+            .copied();
         let mut replaced = None;
         if let Some(other) = existing {
             if !replace {
@@ -787,14 +845,20 @@ impl MetaStore {
     }
 
     /// Blob names of a bucket strictly after `after` (None = from the start).
-    pub fn blob_names_after<'a>(&'a self, bucket: BucketId, after: Option<&str>) -> Result<impl Iterator<Item = &'a str> + 'a> {
+    pub fn blob_names_after<'a>(
+        &'a self,
+        bucket: BucketId,
+        after: Option<&str>,
+    ) -> Result<impl Iterator<Item = &'a str> + 'a> {
         let b = self.buckets.get(&bucket).ok_or(Errno::NoBucket)?;
         use std::ops::Bound;
         let lower: Bound<&str> = match after {
             Some(a) => Bound::Excluded(a),
             None => Bound::Unbounded,
         };
-        Ok(b.order.range::<str, _>((lower, Bound::Unbounded)).map(|s| &**s))
+        Ok(b.order
+            .range::<str, _>((lower, Bound::Unbounded))
+            .map(|s| &**s))
     }
 
     /// Iterates over all blobs (for status and consistency checks).
@@ -808,7 +872,15 @@ mod tests {
     use super::*;
 
     fn store() -> MetaStore {
-        MetaStore::new(3, Limits { buckets_max: 4, blobs_max: 8, tags_per_bucket_max: 2, ..Limits::default() })
+        MetaStore::new(
+            3,
+            Limits {
+                buckets_max: 4,
+                blobs_max: 8,
+                tags_per_bucket_max: 2,
+                ..Limits::default()
+            },
+        )
     }
 
     #[test]
@@ -897,10 +969,14 @@ mod tests {
         let mut m = store();
         let (a, _) = m.bucket_open("/d/f", true, false, 0).unwrap();
         assert_eq!(m.file(a).err(), Some(Errno::NoFile));
-        m.file_attach(a, FileRecord::new(Persist::Default, 12, 0o100644, 5)).unwrap();
+        m.file_attach(a, FileRecord::new(Persist::Default, 12, 0o100644, 5))
+            .unwrap();
         assert_eq!(m.file(a).unwrap().mode, 0o644);
         assert_eq!(m.file(a).unwrap().page_bytes, 4096);
-        assert_eq!(m.file_attach(a, FileRecord::new(Persist::Scratch, 12, 0, 0)), Err(Errno::Exists));
+        assert_eq!(
+            m.file_attach(a, FileRecord::new(Persist::Scratch, 12, 0, 0)),
+            Err(Errno::Exists)
+        );
         assert_eq!(m.file_by_path("/d/f"), Some(a));
         assert_eq!(m.file_count(), 1);
         for n in ["0", "7", "x", "07"] {
@@ -942,7 +1018,10 @@ mod tests {
         assert!(!r.needs_flush());
         r.durable = true;
         assert!(r.needs_flush(), "a requested sync is pending");
-        let s = FileRecord { persist: Persist::Scratch, ..r.clone() };
+        let s = FileRecord {
+            persist: Persist::Scratch,
+            ..r.clone()
+        };
         assert!(!s.needs_flush());
     }
 
@@ -976,7 +1055,12 @@ mod tests {
         let x = m.blob_create(a, "x", 0).unwrap();
         let blob = m.blob_mut(x).unwrap();
         blob.size = 10;
-        blob.extents.push(Extent { logical_off: 0, len: 4, tier: 0, phys_off: 0 });
+        blob.extents.push(Extent {
+            logical_off: 0,
+            len: 4,
+            tier: 0,
+            phys_off: 0,
+        });
         assert!(blob.check().is_err());
         blob.extents.push(Extent::hole(4, 6));
         assert!(blob.check().is_ok());

@@ -15,8 +15,17 @@ pub struct TokenBucket {
 impl TokenBucket {
     /// A full bucket at `now_ns`.
     pub fn new(rate_bytes_per_s: f64, burst_bytes: u64, now_ns: u64) -> TokenBucket {
-        let rate = if rate_bytes_per_s.is_finite() && rate_bytes_per_s > 0.0 { rate_bytes_per_s } else { 0.0 };
-        TokenBucket { rate_bytes_per_s: rate, burst_bytes: burst_bytes as f64, tokens: burst_bytes as f64, last_ns: now_ns }
+        let rate = if rate_bytes_per_s.is_finite() && rate_bytes_per_s > 0.0 {
+            rate_bytes_per_s
+        } else {
+            0.0
+        };
+        TokenBucket {
+            rate_bytes_per_s: rate,
+            burst_bytes: burst_bytes as f64,
+            tokens: burst_bytes as f64,
+            last_ns: now_ns,
+        }
     }
 
     pub fn unlimited(&self) -> bool {

@@ -22,9 +22,9 @@
 //! demotions to a slower one; a blob with a user score is promoted only if
 //! that score is at least `promote_threshold`, and never demoted while it is.
 
-pub mod score;
-mod plan;
 mod bucket;
+mod plan;
+pub mod score;
 
 pub use bucket::TokenBucket;
 pub use plan::{plan, BlobState, Move, MoveKind, PlanLimits, TierState, SWAP_MARGIN};

@@ -29,7 +29,10 @@ pub struct ScoreParams {
 
 impl Default for ScoreParams {
     fn default() -> Self {
-        ScoreParams { recency_window_ns: 60_000_000_000, frequency_window_ns: 300_000_000_000 }
+        ScoreParams {
+            recency_window_ns: 60_000_000_000,
+            frequency_window_ns: 300_000_000_000,
+        }
     }
 }
 
@@ -44,7 +47,11 @@ fn decay(value: f64, elapsed_ns: u64, half_life_ns: u64) -> f64 {
 
 /// The heat at `now_ns` of a blob whose heat was `heat` at its last access `last_ns`.
 pub fn heat_now(heat: f32, last_ns: u64, now_ns: u64, p: &ScoreParams) -> f64 {
-    let h = if heat.is_finite() && heat > 0.0 { heat as f64 } else { 0.0 };
+    let h = if heat.is_finite() && heat > 0.0 {
+        heat as f64
+    } else {
+        0.0
+    };
     decay(h, now_ns.saturating_sub(last_ns), p.frequency_window_ns)
 }
 
@@ -54,7 +61,13 @@ pub fn heat_after_access(heat: f32, last_ns: u64, now_ns: u64, p: &ScoreParams) 
 }
 
 /// A blob's score at `now_ns`: the user's score if set, else from heat and recency.
-pub fn blob_score(heat: f32, atime_ns: u64, now_ns: u64, user_score: Option<f32>, p: &ScoreParams) -> f32 {
+pub fn blob_score(
+    heat: f32,
+    atime_ns: u64,
+    now_ns: u64,
+    user_score: Option<f32>,
+    p: &ScoreParams,
+) -> f32 {
     if let Some(u) = user_score.filter(|u| u.is_finite()) {
         return u.clamp(0.0, 1.0);
     }
@@ -81,7 +94,15 @@ pub fn tier_scores(tiers: &[(f64, f64)]) -> Vec<f64> {
     let best = times.iter().copied().fold(f64::INFINITY, f64::min);
     times
         .iter()
-        .map(|t| if t.is_finite() && best.is_finite() && *t > 0.0 { (best / t).clamp(0.0, 1.0) } else if *t == 0.0 { 1.0 } else { 0.0 })
+        .map(|t| {
+            if t.is_finite() && best.is_finite() && *t > 0.0 {
+                (best / t).clamp(0.0, 1.0)
+            } else if *t == 0.0 {
+                1.0
+            } else {
+                0.0
+            }
+        })
         .collect()
 }
 
@@ -92,7 +113,10 @@ mod tests {
     const S: u64 = 1_000_000_000;
 
     fn p() -> ScoreParams {
-        ScoreParams { recency_window_ns: 10 * S, frequency_window_ns: 100 * S }
+        ScoreParams {
+            recency_window_ns: 10 * S,
+            frequency_window_ns: 100 * S,
+        }
     }
 
     #[test]
@@ -126,7 +150,10 @@ mod tests {
     #[test]
     fn clock_going_backwards_counts_as_no_time() {
         let p = p();
-        assert_eq!(blob_score(1.0, 10 * S, 5 * S, None, &p), blob_score(1.0, 10 * S, 10 * S, None, &p));
+        assert_eq!(
+            blob_score(1.0, 10 * S, 5 * S, None, &p),
+            blob_score(1.0, 10 * S, 10 * S, None, &p)
+        );
         assert_eq!(heat_after_access(2.0, 10 * S, 1, &p), 3.0);
     }
 
@@ -155,7 +182,10 @@ mod tests {
         assert_eq!(s[0], 1.0);
         assert!(s[0] > s[1] && s[1] > s[2] && s[2] > 0.0, "{s:?}");
         // ~123 µs vs ~588 µs per MiB on NVMe.
-        assert!((s[1] - (1.0 + 122.0703125) / (100.0 + 488.28125)).abs() < 1e-9, "{s:?}");
+        assert!(
+            (s[1] - (1.0 + 122.0703125) / (100.0 + 488.28125)).abs() < 1e-9,
+            "{s:?}"
+        );
         assert_eq!(tier_scores(&[(0.0, 1.0), (100.0, 1.0)]), vec![0.0, 1.0]);
         assert!(tier_scores(&[]).is_empty());
     }

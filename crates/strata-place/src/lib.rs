@@ -131,7 +131,10 @@ impl PlacementEngine {
                 StdRng::seed_from_u64(nanos ^ u64::from(std::process::id()))
             })
         };
-        Self { round_robin_cursor: 0, rng }
+        Self {
+            round_robin_cursor: 0,
+            rng,
+        }
     }
 
     /// Estimated time to write `size_bytes` to `tier`: latency plus size over bandwidth.
@@ -164,7 +167,13 @@ impl PlacementEngine {
         }
         let max_pieces = max_pieces.max(1);
         if size_bytes == 0 {
-            return Placement { pieces: vec![Piece { tier: tiers[0].index, len_bytes: 0, spill: false }] };
+            return Placement {
+                pieces: vec![Piece {
+                    tier: tiers[0].index,
+                    len_bytes: 0,
+                    spill: false,
+                }],
+            };
         }
 
         let fitting: Vec<usize> = (0..tiers.len())
@@ -197,7 +206,11 @@ impl PlacementEngine {
 
         let placement = match chosen {
             Some(i) => Placement {
-                pieces: vec![Piece { tier: tiers[i].index, len_bytes: size_bytes, spill: false }],
+                pieces: vec![Piece {
+                    tier: tiers[i].index,
+                    len_bytes: size_bytes,
+                    spill: false,
+                }],
             },
             None => split(size_bytes, tiers, max_pieces),
         };
@@ -209,7 +222,10 @@ impl PlacementEngine {
 /// Bytes of `tier` a single piece may use: its largest free range, never more than its free
 /// bytes, rounded down to its block.
 fn usable_bytes(tier: &TierView) -> u64 {
-    round_down(tier.largest_free_bytes.min(tier.free_bytes), tier.block_bytes)
+    round_down(
+        tier.largest_free_bytes.min(tier.free_bytes),
+        tier.block_bytes,
+    )
 }
 
 /// Block size used for rounding; a zero block size counts as one byte.
@@ -243,12 +259,16 @@ fn transfer_time_us(size_bytes: u64, tier: &TierView) -> f64 {
 fn whole_put_cost_us(size_bytes: u64, tiers: &[TierView], i: usize) -> f64 {
     let tier = &tiers[i];
     let time_us = PlacementEngine::estimated_io_time_us(size_bytes, tier);
-    let Some(next_tier) = tiers.get(i + 1) else { return time_us };
+    let Some(next_tier) = tiers.get(i + 1) else {
+        return time_us;
+    };
     let capacity_bytes = tier.capacity_bytes.max(tier.free_bytes);
     let used_bytes = capacity_bytes - tier.free_bytes;
     let used_after_bytes = used_bytes.saturating_add(round_up(size_bytes, tier.block_bytes));
     let high_water_bytes = (capacity_bytes as f64 * HIGH_WATER_FRACTION) as u64;
-    let above_bytes = used_after_bytes.saturating_sub(high_water_bytes).min(size_bytes);
+    let above_bytes = used_after_bytes
+        .saturating_sub(high_water_bytes)
+        .min(size_bytes);
     if above_bytes == 0 {
         return time_us;
     }
@@ -260,7 +280,9 @@ fn whole_put_cost_us(size_bytes: u64, tiers: &[TierView], i: usize) -> f64 {
 /// in `max_pieces` pieces, the rest spills onto the slowest tier as one piece.
 fn split(size_bytes: u64, tiers: &[TierView], max_pieces: usize) -> Placement {
     debug_assert!(!tiers.is_empty() && max_pieces >= 1 && size_bytes > 0);
-    let mut order: Vec<usize> = (0..tiers.len()).filter(|&i| usable_bytes(&tiers[i]) > 0).collect();
+    let mut order: Vec<usize> = (0..tiers.len())
+        .filter(|&i| usable_bytes(&tiers[i]) > 0)
+        .collect();
     order.sort_by(|&a, &b| {
         let time_a = PlacementEngine::estimated_io_time_us(size_bytes, &tiers[a]);
         let time_b = PlacementEngine::estimated_io_time_us(size_bytes, &tiers[b]);
@@ -269,9 +291,16 @@ fn split(size_bytes: u64, tiers: &[TierView], max_pieces: usize) -> Placement {
 
     // Can `remaining_bytes` be covered by at most `slots` of the tiers `order[from..]`?
     let coverable = |remaining_bytes: u64, slots: usize, from: usize| -> bool {
-        let mut capacities: Vec<u64> = order[from..].iter().map(|&i| usable_bytes(&tiers[i])).collect();
+        let mut capacities: Vec<u64> = order[from..]
+            .iter()
+            .map(|&i| usable_bytes(&tiers[i]))
+            .collect();
         capacities.sort_unstable_by(|a, b| b.cmp(a));
-        capacities.iter().take(slots).fold(0u64, |sum, &c| sum.saturating_add(c)) >= remaining_bytes
+        capacities
+            .iter()
+            .take(slots)
+            .fold(0u64, |sum, &c| sum.saturating_add(c))
+            >= remaining_bytes
     };
 
     let mut pieces: Vec<Piece> = Vec::new();
@@ -289,7 +318,11 @@ fn split(size_bytes: u64, tiers: &[TierView], max_pieces: usize) -> Placement {
             if after_bytes > 0 && !coverable(after_bytes, slots.saturating_sub(1), position + 1) {
                 continue;
             }
-            pieces.push(Piece { tier: tiers[i].index, len_bytes: take_bytes, spill: false });
+            pieces.push(Piece {
+                tier: tiers[i].index,
+                len_bytes: take_bytes,
+                spill: false,
+            });
             remaining_bytes = after_bytes;
         }
         debug_assert_eq!(remaining_bytes, 0, "coverable split left bytes over");
@@ -297,34 +330,65 @@ fn split(size_bytes: u64, tiers: &[TierView], max_pieces: usize) -> Placement {
         // Out of space: keep one slot for the spill and minimise the spilled bytes by using
         // the largest ranges whole, emitted fastest first.
         let mut by_capacity: Vec<usize> = order.clone();
-        by_capacity.sort_by(|&a, &b| usable_bytes(&tiers[b]).cmp(&usable_bytes(&tiers[a])).then(a.cmp(&b)));
+        by_capacity.sort_by(|&a, &b| {
+            usable_bytes(&tiers[b])
+                .cmp(&usable_bytes(&tiers[a]))
+                .then(a.cmp(&b))
+        });
         by_capacity.truncate(max_pieces - 1);
         for &i in order.iter().filter(|i| by_capacity.contains(i)) {
             let take_bytes = remaining_bytes.min(usable_bytes(&tiers[i]));
             debug_assert!(take_bytes < remaining_bytes);
-            pieces.push(Piece { tier: tiers[i].index, len_bytes: take_bytes, spill: false });
+            pieces.push(Piece {
+                tier: tiers[i].index,
+                len_bytes: take_bytes,
+                spill: false,
+            });
             remaining_bytes -= take_bytes;
         }
     }
     if remaining_bytes > 0 {
         let slowest = &tiers[tiers.len() - 1];
-        pieces.push(Piece { tier: slowest.index, len_bytes: remaining_bytes, spill: true });
+        pieces.push(Piece {
+            tier: slowest.index,
+            len_bytes: remaining_bytes,
+            spill: true,
+        });
     }
     Placement { pieces }
 }
 
-fn debug_assert_placement(placement: &Placement, size_bytes: u64, tiers: &[TierView], max_pieces: usize) {
+fn debug_assert_placement(
+    placement: &Placement,
+    size_bytes: u64,
+    tiers: &[TierView],
+    max_pieces: usize,
+) {
     if !cfg!(debug_assertions) {
         return;
     }
-    assert_eq!(placement.total_bytes(), size_bytes, "pieces must sum to the put size");
+    assert_eq!(
+        placement.total_bytes(),
+        size_bytes,
+        "pieces must sum to the put size"
+    );
     assert!(!placement.pieces.is_empty() && placement.pieces.len() <= max_pieces);
     for piece in &placement.pieces {
-        let tier = tiers.iter().find(|t| t.index == piece.tier).expect("piece on an unknown tier");
+        let tier = tiers
+            .iter()
+            .find(|t| t.index == piece.tier)
+            .expect("piece on an unknown tier");
         if piece.spill {
-            assert_eq!(piece.tier, tiers[tiers.len() - 1].index, "spill must go to the slowest tier");
+            assert_eq!(
+                piece.tier,
+                tiers[tiers.len() - 1].index,
+                "spill must go to the slowest tier"
+            );
         } else if size_bytes > 0 {
-            assert!(round_up(piece.len_bytes, tier.block_bytes) <= usable_bytes(tier), "piece does not fit");
+            assert!(
+                round_up(piece.len_bytes, tier.block_bytes) <= usable_bytes(tier),
+                "piece does not fit"
+            );
         }
     }
 }

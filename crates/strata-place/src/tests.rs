@@ -5,7 +5,14 @@ const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
 const GIB: u64 = 1024 * MIB;
 
-fn tier(index: usize, name: &str, bandwidth_mib_s: f64, latency_us: f64, capacity_bytes: u64, free_bytes: u64) -> TierView {
+fn tier(
+    index: usize,
+    name: &str,
+    bandwidth_mib_s: f64,
+    latency_us: f64,
+    capacity_bytes: u64,
+    free_bytes: u64,
+) -> TierView {
     TierView {
         index,
         name: name.to_owned(),
@@ -32,7 +39,13 @@ fn tiers_used(p: &Placement) -> Vec<usize> {
 }
 
 fn one(tier: usize, len_bytes: u64) -> Placement {
-    Placement { pieces: vec![Piece { tier, len_bytes, spill: false }] }
+    Placement {
+        pieces: vec![Piece {
+            tier,
+            len_bytes,
+            spill: false,
+        }],
+    }
 }
 
 #[test]
@@ -49,9 +62,15 @@ fn policy_parses_and_displays() {
 fn estimated_io_time() {
     let t = tier(0, "x", 1.0, 10.0, GIB, GIB);
     assert_eq!(PlacementEngine::estimated_io_time_us(0, &t), 10.0);
-    assert_eq!(PlacementEngine::estimated_io_time_us(MIB, &t), 10.0 + 1_000_000.0);
+    assert_eq!(
+        PlacementEngine::estimated_io_time_us(MIB, &t),
+        10.0 + 1_000_000.0
+    );
     let broken = tier(0, "x", 0.0, f64::NAN, GIB, GIB);
-    assert_eq!(PlacementEngine::estimated_io_time_us(MIB, &broken), f64::INFINITY);
+    assert_eq!(
+        PlacementEngine::estimated_io_time_us(MIB, &broken),
+        f64::INFINITY
+    );
 }
 
 #[test]
@@ -67,23 +86,35 @@ fn zero_size_and_empty_tiers() {
 #[cfg(not(debug_assertions))]
 fn empty_tier_list_yields_no_pieces() {
     let mut engine = PlacementEngine::new(1);
-    assert!(engine.place(Policy::MinimizeIoTime, 10, &[], 4).pieces.is_empty());
+    assert!(engine
+        .place(Policy::MinimizeIoTime, 10, &[], 4)
+        .pieces
+        .is_empty());
 }
 
 #[test]
 fn minimize_io_time_picks_ram_when_free() {
     let mut engine = PlacementEngine::new(1);
     let tiers = three_tiers(GIB / 2, 10 * GIB, 100 * GIB);
-    assert_eq!(engine.place(Policy::MinimizeIoTime, MIB, &tiers, 4), one(0, MIB));
+    assert_eq!(
+        engine.place(Policy::MinimizeIoTime, MIB, &tiers, 4),
+        one(0, MIB)
+    );
 }
 
 #[test]
 fn minimize_io_time_picks_disk_when_ram_full() {
     let mut engine = PlacementEngine::new(1);
     let tiers = three_tiers(0, 10 * GIB, 100 * GIB);
-    assert_eq!(engine.place(Policy::MinimizeIoTime, MIB, &tiers, 4), one(1, MIB));
+    assert_eq!(
+        engine.place(Policy::MinimizeIoTime, MIB, &tiers, 4),
+        one(1, MIB)
+    );
     let tiers = three_tiers(0, 0, 100 * GIB);
-    assert_eq!(engine.place(Policy::MinimizeIoTime, MIB, &tiers, 4), one(2, MIB));
+    assert_eq!(
+        engine.place(Policy::MinimizeIoTime, MIB, &tiers, 4),
+        one(2, MIB)
+    );
 }
 
 #[test]
@@ -91,11 +122,20 @@ fn minimize_io_time_high_water_sends_large_puts_to_slower_tier() {
     let mut engine = PlacementEngine::new(1);
     // RAM 95% used: 51 MiB free. Large puts go to NVMe, tiny ones still to RAM.
     let tiers = three_tiers(GIB / 20, 10 * GIB, 100 * GIB);
-    assert_eq!(engine.place(Policy::MinimizeIoTime, 32 * MIB, &tiers, 4), one(1, 32 * MIB));
-    assert_eq!(engine.place(Policy::MinimizeIoTime, 4 * KIB, &tiers, 4), one(0, 4 * KIB));
+    assert_eq!(
+        engine.place(Policy::MinimizeIoTime, 32 * MIB, &tiers, 4),
+        one(1, 32 * MIB)
+    );
+    assert_eq!(
+        engine.place(Policy::MinimizeIoTime, 4 * KIB, &tiers, 4),
+        one(0, 4 * KIB)
+    );
     // Below the high-water mark the same large put stays in RAM.
     let tiers = three_tiers(GIB / 2, 10 * GIB, 100 * GIB);
-    assert_eq!(engine.place(Policy::MinimizeIoTime, 32 * MIB, &tiers, 4), one(0, 32 * MIB));
+    assert_eq!(
+        engine.place(Policy::MinimizeIoTime, 32 * MIB, &tiers, 4),
+        one(0, 32 * MIB)
+    );
 }
 
 #[test]
@@ -107,9 +147,21 @@ fn minimize_io_time_splits_fastest_first() {
     assert_eq!(
         p.pieces,
         vec![
-            Piece { tier: 0, len_bytes: 64 * MIB, spill: false },
-            Piece { tier: 1, len_bytes: 128 * MIB, spill: false },
-            Piece { tier: 2, len_bytes: 64 * MIB, spill: false },
+            Piece {
+                tier: 0,
+                len_bytes: 64 * MIB,
+                spill: false
+            },
+            Piece {
+                tier: 1,
+                len_bytes: 128 * MIB,
+                spill: false
+            },
+            Piece {
+                tier: 2,
+                len_bytes: 64 * MIB,
+                spill: false
+            },
         ]
     );
 }
@@ -132,7 +184,14 @@ fn split_respects_largest_free_range_and_max_pieces() {
     assert_eq!(p.pieces[1].len_bytes, 36 * MIB);
     // One piece: no tier holds it whole, so it spills.
     let p = engine.place(Policy::MinimizeIoTime, 100 * MIB, &tiers, 1);
-    assert_eq!(p.pieces, vec![Piece { tier: 2, len_bytes: 100 * MIB, spill: true }]);
+    assert_eq!(
+        p.pieces,
+        vec![Piece {
+            tier: 2,
+            len_bytes: 100 * MIB,
+            spill: true
+        }]
+    );
 }
 
 #[test]
@@ -141,17 +200,40 @@ fn spill_when_all_full() {
     for policy in Policy::ALL {
         let tiers = three_tiers(0, 0, 0);
         let p = engine.place(policy, 10 * MIB, &tiers, 4);
-        assert_eq!(p.pieces, vec![Piece { tier: 2, len_bytes: 10 * MIB, spill: true }]);
+        assert_eq!(
+            p.pieces,
+            vec![Piece {
+                tier: 2,
+                len_bytes: 10 * MIB,
+                spill: true
+            }]
+        );
 
         let tiers = three_tiers(MIB, 2 * MIB, 3 * MIB);
         let p = engine.place(policy, 10 * MIB, &tiers, 4);
         assert_eq!(
             p.pieces,
             vec![
-                Piece { tier: 0, len_bytes: MIB, spill: false },
-                Piece { tier: 1, len_bytes: 2 * MIB, spill: false },
-                Piece { tier: 2, len_bytes: 3 * MIB, spill: false },
-                Piece { tier: 2, len_bytes: 4 * MIB, spill: true },
+                Piece {
+                    tier: 0,
+                    len_bytes: MIB,
+                    spill: false
+                },
+                Piece {
+                    tier: 1,
+                    len_bytes: 2 * MIB,
+                    spill: false
+                },
+                Piece {
+                    tier: 2,
+                    len_bytes: 3 * MIB,
+                    spill: false
+                },
+                Piece {
+                    tier: 2,
+                    len_bytes: 4 * MIB,
+                    spill: true
+                },
             ],
             "{policy}"
         );
@@ -159,7 +241,18 @@ fn spill_when_all_full() {
         let p = engine.place(policy, 10 * MIB, &tiers, 2);
         assert_eq!(
             p.pieces,
-            vec![Piece { tier: 2, len_bytes: 3 * MIB, spill: false }, Piece { tier: 2, len_bytes: 7 * MIB, spill: true }]
+            vec![
+                Piece {
+                    tier: 2,
+                    len_bytes: 3 * MIB,
+                    spill: false
+                },
+                Piece {
+                    tier: 2,
+                    len_bytes: 7 * MIB,
+                    spill: true
+                }
+            ]
         );
     }
 }
@@ -168,11 +261,15 @@ fn spill_when_all_full() {
 fn round_robin_rotates_over_tiers_that_fit() {
     let mut engine = PlacementEngine::new(1);
     let tiers = three_tiers(GIB, 10 * GIB, 100 * GIB);
-    let used: Vec<usize> = (0..6).map(|_| engine.place(Policy::RoundRobin, MIB, &tiers, 4).pieces[0].tier).collect();
+    let used: Vec<usize> = (0..6)
+        .map(|_| engine.place(Policy::RoundRobin, MIB, &tiers, 4).pieces[0].tier)
+        .collect();
     assert_eq!(used, vec![0, 1, 2, 0, 1, 2]);
     // A tier without room is skipped.
     let tiers = three_tiers(GIB, 0, 100 * GIB);
-    let used: Vec<usize> = (0..4).map(|_| engine.place(Policy::RoundRobin, MIB, &tiers, 4).pieces[0].tier).collect();
+    let used: Vec<usize> = (0..4)
+        .map(|_| engine.place(Policy::RoundRobin, MIB, &tiers, 4).pieces[0].tier)
+        .collect();
     assert_eq!(used, vec![0, 2, 0, 2]);
     // Nothing holds it whole: split like MinimizeIoTime.
     let tiers = three_tiers(MIB, MIB, MIB);
@@ -186,7 +283,9 @@ fn random_eventually_uses_all_tiers_and_is_seeded() {
     let tiers = three_tiers(GIB, 10 * GIB, 100 * GIB);
     let run = |seed: u64| -> Vec<usize> {
         let mut engine = PlacementEngine::new(seed);
-        (0..200).map(|_| engine.place(Policy::Random, MIB, &tiers, 4).pieces[0].tier).collect()
+        (0..200)
+            .map(|_| engine.place(Policy::Random, MIB, &tiers, 4).pieces[0].tier)
+            .collect()
     };
     let a = run(42);
     for t in 0..3 {
@@ -197,11 +296,17 @@ fn random_eventually_uses_all_tiers_and_is_seeded() {
     let tiers = three_tiers(0, 10 * GIB, 100 * GIB);
     let mut engine = PlacementEngine::new(7);
     for _ in 0..100 {
-        assert_ne!(engine.place(Policy::Random, MIB, &tiers, 4).pieces[0].tier, 0);
+        assert_ne!(
+            engine.place(Policy::Random, MIB, &tiers, 4).pieces[0].tier,
+            0
+        );
     }
     // Entropy seeding works.
     let mut engine = PlacementEngine::new(0);
-    assert_eq!(engine.place(Policy::Random, MIB, &tiers, 4).total_bytes(), MIB);
+    assert_eq!(
+        engine.place(Policy::Random, MIB, &tiers, 4).total_bytes(),
+        MIB
+    );
 }
 
 #[test]
@@ -211,20 +316,26 @@ fn piece_tier_is_the_view_index() {
     for (i, t) in tiers.iter_mut().enumerate() {
         t.index = 10 + i;
     }
-    assert_eq!(engine.place(Policy::MinimizeIoTime, MIB, &tiers, 4), one(11, MIB));
-    assert_eq!(engine.place(Policy::MinimizeIoTime, 0, &tiers, 4), one(10, 0));
+    assert_eq!(
+        engine.place(Policy::MinimizeIoTime, MIB, &tiers, 4),
+        one(11, MIB)
+    );
+    assert_eq!(
+        engine.place(Policy::MinimizeIoTime, 0, &tiers, 4),
+        one(10, 0)
+    );
 }
 
 // --- property test ---
 
 fn tier_strategy() -> impl Strategy<Value = (f64, f64, u64, u64, u64, u32)> {
     (
-        1.0f64..20_000.0,                 // bandwidth
-        0.0f64..10_000.0,                 // latency
-        0u64..64 * MIB,                   // capacity
-        0u64..=100,                       // free percent
-        0u64..=100,                       // largest free percent of free
-        0u32..=16,                        // block shift
+        1.0f64..20_000.0, // bandwidth
+        0.0f64..10_000.0, // latency
+        0u64..64 * MIB,   // capacity
+        0u64..=100,       // free percent
+        0u64..=100,       // largest free percent of free
+        0u32..=16,        // block shift
     )
         .prop_map(|(bw, lat, cap, free_pct, largest_pct, shift)| {
             let free = cap / 100 * free_pct;

@@ -59,14 +59,20 @@ unsafe fn ours(cb: *const Aiocb) -> bool {
 unsafe fn notify(ev: SigEvent) {
     match ev.notify {
         libc::SIGEV_SIGNAL => {
-            let v = libc::sigval { sival_ptr: ev.value as *mut c_void };
+            let v = libc::sigval {
+                sival_ptr: ev.value as *mut c_void,
+            };
             libc::sigqueue(libc::getpid(), ev.signo, v);
         }
         libc::SIGEV_THREAD if ev.function != 0 => {
             let f: extern "C" fn(usize) = std::mem::transmute(ev.function);
             let v = ev.value;
             // A thread of its own, as glibc does (the callback may block).
-            if std::thread::Builder::new().name("strata-aio-notify".into()).spawn(move || f(v)).is_err() {
+            if std::thread::Builder::new()
+                .name("strata-aio-notify".into())
+                .spawn(move || f(v))
+                .is_err()
+            {
                 f(v);
             }
         }
@@ -99,7 +105,9 @@ unsafe fn perform(cb: *mut Aiocb, op: c_int) {
 }
 
 unsafe fn submit(cb: *mut Aiocb, op: c_int) -> c_int {
-    if (*cb).nbytes > isize::MAX as size_t || (op != libc::O_SYNC && op != libc::O_DSYNC && (*cb).offset < 0) {
+    if (*cb).nbytes > isize::MAX as size_t
+        || (op != libc::O_SYNC && op != libc::O_DSYNC && (*cb).offset < 0)
+    {
         *libc::__errno_location() = libc::EINVAL;
         return -1;
     }

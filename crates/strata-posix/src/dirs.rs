@@ -42,7 +42,9 @@ impl DirStream {
         let off = self.buf.len() * 8;
         self.buf.resize(self.buf.len() + reclen / 8, 0);
         let idx = self.offs.len() as i64;
-        let b = unsafe { std::slice::from_raw_parts_mut(self.buf.as_mut_ptr() as *mut u8, self.buf.len() * 8) };
+        let b = unsafe {
+            std::slice::from_raw_parts_mut(self.buf.as_mut_ptr() as *mut u8, self.buf.len() * 8)
+        };
         let r = &mut b[off..off + reclen];
         r[0..8].copy_from_slice(&ino.to_ne_bytes());
         r[8..16].copy_from_slice(&(idx + 1).to_ne_bytes());
@@ -86,7 +88,11 @@ impl DirStream {
             if nb.is_empty() || nb.contains(&b'/') || nb.len() > 255 || names.contains(nb) {
                 continue;
             }
-            let full = if self.path == "/" { format!("/{name}") } else { format!("{}/{name}", self.path) };
+            let full = if self.path == "/" {
+                format!("/{name}")
+            } else {
+                format!("{}/{name}", self.path)
+            };
             // d_ino = the file id, as stat reports it
             let ino = match c.file_stat_path(&full) {
                 Ok(Some(a)) => a.id,
@@ -96,7 +102,12 @@ impl DirStream {
             self.push(ino, libc::DT_REG, nb);
             extra += 1;
         }
-        trace!("opendir {}: {} entries, {} of them buffered only", self.path, self.offs.len(), extra);
+        trace!(
+            "opendir {}: {} entries, {} of them buffered only",
+            self.path,
+            self.offs.len(),
+            extra
+        );
     }
 }
 
@@ -110,7 +121,10 @@ fn with_dirs<R>(f: impl FnOnce(&mut Vec<(usize, *mut DirStream)>) -> R) -> R {
         std::hint::spin_loop();
     }
     let r = f(unsafe { &mut *std::ptr::addr_of_mut!(DIRS) });
-    DIRS_COUNT.store(unsafe { (*std::ptr::addr_of!(DIRS)).len() }, Ordering::Release);
+    DIRS_COUNT.store(
+        unsafe { (*std::ptr::addr_of!(DIRS)).len() },
+        Ordering::Release,
+    );
     DIRS_LOCK.store(false, Ordering::Release);
     r
 }
@@ -125,10 +139,17 @@ fn lookup(d: *mut DIR) -> Option<*mut DirStream> {
 
 /// Takes the snapshot of a freshly opened tracked directory stream.
 unsafe fn adopt(d: *mut DIR, abs: AbsPath) -> *mut DIR {
-    let Some(path) = abs.as_str().map(str::to_string) else { return d };
+    let Some(path) = abs.as_str().map(str::to_string) else {
+        return d;
+    };
     let e = errno();
     let ds = run(|| {
-        let mut ds = Box::new(DirStream { path, buf: Vec::new(), offs: Vec::new(), pos: 0 });
+        let mut ds = Box::new(DirStream {
+            path,
+            buf: Vec::new(),
+            offs: Vec::new(),
+            pos: 0,
+        });
         ds.fill(d);
         Ok(Box::into_raw(ds) as isize)
     }) as *mut DirStream;
@@ -185,12 +206,20 @@ pub unsafe extern "C" fn readdir64(d: *mut DIR) -> *mut dirent64 {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn readdir_r(d: *mut DIR, e: *mut dirent64, res: *mut *mut dirent64) -> c_int {
+pub unsafe extern "C" fn readdir_r(
+    d: *mut DIR,
+    e: *mut dirent64,
+    res: *mut *mut dirent64,
+) -> c_int {
     readdir64_r(d, e, res)
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn readdir64_r(d: *mut DIR, e: *mut dirent64, res: *mut *mut dirent64) -> c_int {
+pub unsafe extern "C" fn readdir64_r(
+    d: *mut DIR,
+    e: *mut dirent64,
+    res: *mut *mut dirent64,
+) -> c_int {
     match lookup(d) {
         None => real::readdir64_r(d, e, res),
         Some(_) => {
@@ -210,7 +239,11 @@ pub unsafe extern "C" fn readdir64_r(d: *mut DIR, e: *mut dirent64, res: *mut *m
 #[no_mangle]
 pub unsafe extern "C" fn closedir(d: *mut DIR) -> c_int {
     if DIRS_COUNT.load(Ordering::Acquire) != 0 && !d.is_null() {
-        let ds = with_dirs(|v| v.iter().position(|e| e.0 == d as usize).map(|i| v.swap_remove(i).1));
+        let ds = with_dirs(|v| {
+            v.iter()
+                .position(|e| e.0 == d as usize)
+                .map(|i| v.swap_remove(i).1)
+        });
         if let Some(ds) = ds {
             drop(Box::from_raw(ds));
         }
@@ -255,7 +288,11 @@ type Compar = unsafe extern "C" fn(*const c_void, *const c_void) -> c_int;
 
 /// glibc's scandir over an opened tracked stream (closed here).
 unsafe fn scan(d: *mut DIR, list: *mut *mut *mut dirent64, filter: usize, compar: usize) -> c_int {
-    let filter: Option<Filter> = if filter == 0 { None } else { Some(std::mem::transmute::<usize, Filter>(filter)) };
+    let filter: Option<Filter> = if filter == 0 {
+        None
+    } else {
+        Some(std::mem::transmute::<usize, Filter>(filter))
+    };
     let mut v: Vec<*mut dirent64> = Vec::new();
     let mut failed = 0;
     loop {
@@ -278,7 +315,11 @@ unsafe fn scan(d: *mut DIR, list: *mut *mut *mut dirent64, filter: usize, compar
         v.push(p);
     }
     closedir(d);
-    let arr = if failed == 0 { libc::malloc(v.len().max(1) * std::mem::size_of::<*mut dirent64>()) as *mut *mut dirent64 } else { std::ptr::null_mut() };
+    let arr = if failed == 0 {
+        libc::malloc(v.len().max(1) * std::mem::size_of::<*mut dirent64>()) as *mut *mut dirent64
+    } else {
+        std::ptr::null_mut()
+    };
     if arr.is_null() {
         for p in v {
             libc::free(p as *mut c_void);
@@ -289,19 +330,34 @@ unsafe fn scan(d: *mut DIR, list: *mut *mut *mut dirent64, filter: usize, compar
     std::ptr::copy_nonoverlapping(v.as_ptr(), arr, v.len());
     if compar != 0 && v.len() > 1 {
         let cmp: Compar = std::mem::transmute::<usize, Compar>(compar);
-        libc::qsort(arr as *mut c_void, v.len(), std::mem::size_of::<*mut dirent64>(), Some(cmp));
+        libc::qsort(
+            arr as *mut c_void,
+            v.len(),
+            std::mem::size_of::<*mut dirent64>(),
+            Some(cmp),
+        );
     }
     *list = arr;
     v.len() as c_int
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn scandir(path: *const c_char, list: *mut *mut *mut dirent64, filter: usize, compar: usize) -> c_int {
+pub unsafe extern "C" fn scandir(
+    path: *const c_char,
+    list: *mut *mut *mut dirent64,
+    filter: usize,
+    compar: usize,
+) -> c_int {
     scandir64(path, list, filter, compar)
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn scandir64(path: *const c_char, list: *mut *mut *mut dirent64, filter: usize, compar: usize) -> c_int {
+pub unsafe extern "C" fn scandir64(
+    path: *const c_char,
+    list: *mut *mut *mut dirent64,
+    filter: usize,
+    compar: usize,
+) -> c_int {
     if tracked_dir(libc::AT_FDCWD, path).is_none() {
         return real::scandir64(path, list, filter, compar);
     }
@@ -313,16 +369,33 @@ pub unsafe extern "C" fn scandir64(path: *const c_char, list: *mut *mut *mut dir
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn scandirat(dirfd: c_int, path: *const c_char, list: *mut *mut *mut dirent64, filter: usize, compar: usize) -> c_int {
+pub unsafe extern "C" fn scandirat(
+    dirfd: c_int,
+    path: *const c_char,
+    list: *mut *mut *mut dirent64,
+    filter: usize,
+    compar: usize,
+) -> c_int {
     scandirat64(dirfd, path, list, filter, compar)
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn scandirat64(dirfd: c_int, path: *const c_char, list: *mut *mut *mut dirent64, filter: usize, compar: usize) -> c_int {
+pub unsafe extern "C" fn scandirat64(
+    dirfd: c_int,
+    path: *const c_char,
+    list: *mut *mut *mut dirent64,
+    filter: usize,
+    compar: usize,
+) -> c_int {
     if tracked_dir(dirfd, path).is_none() {
         return real::scandirat64(dirfd, path, list, filter, compar);
     }
-    let fd = real::openat(dirfd, path, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC, 0);
+    let fd = real::openat(
+        dirfd,
+        path,
+        libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        0,
+    );
     if fd < 0 {
         return -1;
     }

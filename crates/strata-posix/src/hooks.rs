@@ -11,7 +11,10 @@ use strata_client::file::{FileAttr, OpenFlags, Persist, SetAttr};
 use strata_client::{Client, Errno};
 
 use crate::path::{tracked_path, Tracked};
-use crate::{client, copy_kind, cvt, errno, real, run, run_raw, set_errno, set_kind, set_tracked, trace, tracked_fd, Tfd, K_UNTRACKED};
+use crate::{
+    client, copy_kind, cvt, errno, real, run, run_raw, set_errno, set_kind, set_tracked, trace,
+    tracked_fd, Tfd, K_UNTRACKED,
+};
 
 /// Linux's MAX_RW_COUNT: one read/write moves at most this much.
 const MAX_RW: usize = 0x7fff_f000;
@@ -48,7 +51,14 @@ pub(crate) unsafe fn t_read(t: Tfd, buf: &mut [u8]) -> Result<ssize_t, c_int> {
     let p = pos(t.fd)?;
     let n = cl()?.file_read(t.id, p, buf).map_err(os)?;
     set_pos(t.fd, p + n as u64)?;
-    trace!("read fd={} id={:x} off={} len={} -> {}", t.fd, t.id, p, buf.len(), n);
+    trace!(
+        "read fd={} id={:x} off={} len={} -> {}",
+        t.fd,
+        t.id,
+        p,
+        buf.len(),
+        n
+    );
     Ok(n as ssize_t)
 }
 
@@ -63,12 +73,26 @@ pub(crate) unsafe fn t_write(t: Tfd, data: &[u8]) -> Result<ssize_t, c_int> {
     if t.append {
         let (off, size) = c.file_append(t.id, data).map_err(os)?;
         set_pos(t.fd, off + data.len() as u64)?;
-        trace!("write(append) fd={} id={:x} len={} at={} -> size {}", t.fd, t.id, data.len(), off, size);
+        trace!(
+            "write(append) fd={} id={:x} len={} at={} -> size {}",
+            t.fd,
+            t.id,
+            data.len(),
+            off,
+            size
+        );
     } else {
         let p = pos(t.fd)?;
         let size = c.file_write(t.id, p, data).map_err(os)?;
         set_pos(t.fd, p + data.len() as u64)?;
-        trace!("write fd={} id={:x} off={} len={} -> size {}", t.fd, t.id, p, data.len(), size);
+        trace!(
+            "write fd={} id={:x} off={} len={} -> size {}",
+            t.fd,
+            t.id,
+            p,
+            data.len(),
+            size
+        );
     }
     Ok(data.len() as ssize_t)
 }
@@ -84,7 +108,14 @@ unsafe fn t_pread(t: Tfd, buf: &mut [u8], off: off64_t) -> Result<ssize_t, c_int
         return Ok(0);
     }
     let n = cl()?.file_read(t.id, off as u64, buf).map_err(os)?;
-    trace!("pread fd={} id={:x} off={} len={} -> {}", t.fd, t.id, off, buf.len(), n);
+    trace!(
+        "pread fd={} id={:x} off={} len={} -> {}",
+        t.fd,
+        t.id,
+        off,
+        buf.len(),
+        n
+    );
     Ok(n as ssize_t)
 }
 
@@ -105,7 +136,13 @@ unsafe fn t_pwrite(t: Tfd, data: &[u8], off: off64_t) -> Result<ssize_t, c_int> 
     } else {
         c.file_write(t.id, off as u64, data).map_err(os)?;
     }
-    trace!("pwrite fd={} id={:x} off={} len={}", t.fd, t.id, off, data.len());
+    trace!(
+        "pwrite fd={} id={:x} off={} len={}",
+        t.fd,
+        t.id,
+        off,
+        data.len()
+    );
     Ok(data.len() as ssize_t)
 }
 
@@ -115,7 +152,9 @@ unsafe fn iov_total(iov: *const iovec, cnt: c_int) -> Result<usize, c_int> {
     }
     let mut total: usize = 0;
     for i in 0..cnt as usize {
-        total = total.checked_add((*iov.add(i)).iov_len).ok_or(libc::EINVAL)?;
+        total = total
+            .checked_add((*iov.add(i)).iov_len)
+            .ok_or(libc::EINVAL)?;
         if total > isize::MAX as usize {
             return Err(libc::EINVAL);
         }
@@ -124,7 +163,12 @@ unsafe fn iov_total(iov: *const iovec, cnt: c_int) -> Result<usize, c_int> {
 }
 
 /// readv/preadv: off None = at (and advancing) the file position.
-unsafe fn t_readv(t: Tfd, iov: *const iovec, cnt: c_int, off: Option<off64_t>) -> Result<ssize_t, c_int> {
+unsafe fn t_readv(
+    t: Tfd,
+    iov: *const iovec,
+    cnt: c_int,
+    off: Option<off64_t>,
+) -> Result<ssize_t, c_int> {
     if matches!(off, Some(o) if o < 0) {
         return Err(libc::EINVAL);
     }
@@ -157,7 +201,12 @@ unsafe fn t_readv(t: Tfd, iov: *const iovec, cnt: c_int, off: Option<off64_t>) -
     Ok(n as ssize_t)
 }
 
-unsafe fn t_writev(t: Tfd, iov: *const iovec, cnt: c_int, off: Option<off64_t>) -> Result<ssize_t, c_int> {
+unsafe fn t_writev(
+    t: Tfd,
+    iov: *const iovec,
+    cnt: c_int,
+    off: Option<off64_t>,
+) -> Result<ssize_t, c_int> {
     if matches!(off, Some(o) if o < 0) {
         return Err(libc::EINVAL);
     }
@@ -262,7 +311,11 @@ fn fill_statx(a: &FileAttr, st: *mut libc::statx) {
 
 /// Opens a tracked path: Ok(Some(placeholder fd)), Ok(None) = pass the
 /// call through (a directory or other non-regular file, no daemon).
-pub(crate) unsafe fn open_tracked(t: &Tracked, flags: c_int, mode: c_uint) -> Result<Option<c_int>, c_int> {
+pub(crate) unsafe fn open_tracked(
+    t: &Tracked,
+    flags: c_int,
+    mode: c_uint,
+) -> Result<Option<c_int>, c_int> {
     let acc = flags & libc::O_ACCMODE;
     if acc == 3 {
         return Ok(None);
@@ -284,12 +337,18 @@ pub(crate) unsafe fn open_tracked(t: &Tracked, flags: c_int, mode: c_uint) -> Re
     // the file is held by this client from file_open until its table entry
     // exists: a racing close of the same file must not release it unseen
     crate::OPENS_IN_FLIGHT.fetch_add(1, Ordering::AcqRel);
-    let r = c.file_open(path, of, m, t.persist, t.page_bytes).map(|a| (a, make_placeholder(a.id, acc, a.persist, flags)));
+    let r = c
+        .file_open(path, of, m, t.persist, t.page_bytes)
+        .map(|a| (a, make_placeholder(a.id, acc, a.persist, flags)));
     crate::OPENS_IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
     let (a, fd) = match r {
         Ok(x) => x,
         Err(e) if e.errno == Errno::IsDir => {
-            trace!("open {} flags={:#o}: not a regular file, passing through", path, flags);
+            trace!(
+                "open {} flags={:#o}: not a regular file, passing through",
+                path,
+                flags
+            );
             return Ok(None);
         }
         Err(e) => {
@@ -304,13 +363,30 @@ pub(crate) unsafe fn open_tracked(t: &Tracked, flags: c_int, mode: c_uint) -> Re
             return Err(e);
         }
     };
-    trace!("open {} flags={:#o} -> fd {} id={:x} size={} persist={:?}", path, flags, fd, a.id, a.size, a.persist);
+    trace!(
+        "open {} flags={:#o} -> fd {} id={:x} size={} persist={:?}",
+        path,
+        flags,
+        fd,
+        a.id,
+        a.size,
+        a.persist
+    );
     Ok(Some(fd))
 }
 
-pub(crate) unsafe fn make_placeholder(id: u64, acc: c_int, persist: Persist, flags: c_int) -> Result<c_int, c_int> {
+pub(crate) unsafe fn make_placeholder(
+    id: u64,
+    acc: c_int,
+    persist: Persist,
+    flags: c_int,
+) -> Result<c_int, c_int> {
     let name = crate::placeholder_name(id, acc, persist);
-    let mfl = if flags & libc::O_CLOEXEC != 0 { libc::MFD_CLOEXEC } else { 0 };
+    let mfl = if flags & libc::O_CLOEXEC != 0 {
+        libc::MFD_CLOEXEC
+    } else {
+        0
+    };
     let fd = cvt(libc::memfd_create(name.as_ptr(), mfl))?;
     let keep = flags & (libc::O_APPEND | libc::O_NONBLOCK);
     if keep != 0 {
@@ -356,7 +432,11 @@ unsafe fn open_impl(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uin
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn strata_posix_open(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+pub unsafe extern "C" fn strata_posix_open(
+    path: *const c_char,
+    flags: c_int,
+    mode: c_uint,
+) -> c_int {
     if crate::guarded() {
         return crate::adopt_internal(real::open(path, flags, mode));
     }
@@ -367,14 +447,22 @@ pub unsafe extern "C" fn strata_posix_open(path: *const c_char, flags: c_int, mo
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn strata_posix_openat(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+pub unsafe extern "C" fn strata_posix_openat(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mode: c_uint,
+) -> c_int {
     if crate::guarded() {
         return crate::adopt_internal(real::openat(dirfd, path, flags, mode));
     }
     if !crate::ready() {
         return real::openat(dirfd, path, flags, mode);
     }
-    if dirfd != libc::AT_FDCWD && tracked_fd(dirfd).is_some() && !crate::c_str(path).starts_with(b"/") {
+    if dirfd != libc::AT_FDCWD
+        && tracked_fd(dirfd).is_some()
+        && !crate::c_str(path).starts_with(b"/")
+    {
         set_errno(libc::ENOTDIR);
         return -1;
     }
@@ -421,7 +509,8 @@ unsafe fn mkstemp_impl(template: *mut c_char, suffix_len: c_int, flags: c_int) -
         if libc::getrandom(b.as_mut_ptr() as *mut c_void, 8, libc::GRND_NONBLOCK) != 8 {
             let mut ts: libc::timespec = std::mem::zeroed();
             libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
-            b = ((ts.tv_nsec as u64) ^ ((libc::getpid() as u64) << 32) ^ (ts.tv_sec as u64)).to_le_bytes();
+            b = ((ts.tv_nsec as u64) ^ ((libc::getpid() as u64) << 32) ^ (ts.tv_sec as u64))
+                .to_le_bytes();
         }
         u64::from_le_bytes(b)
     };
@@ -468,11 +557,19 @@ pub unsafe extern "C" fn mkstemps64(template: *mut c_char, suffix_len: c_int) ->
     mkstemp_impl(template, suffix_len, 0)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mkostemps(template: *mut c_char, suffix_len: c_int, flags: c_int) -> c_int {
+pub unsafe extern "C" fn mkostemps(
+    template: *mut c_char,
+    suffix_len: c_int,
+    flags: c_int,
+) -> c_int {
     mkstemp_impl(template, suffix_len, flags)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mkostemps64(template: *mut c_char, suffix_len: c_int, flags: c_int) -> c_int {
+pub unsafe extern "C" fn mkostemps64(
+    template: *mut c_char,
+    suffix_len: c_int,
+    flags: c_int,
+) -> c_int {
     mkstemp_impl(template, suffix_len, flags)
 }
 
@@ -525,7 +622,12 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     }
     let k = crate::kind(fd);
     // (an untracked descriptor stays untracked: no getpid for those)
-    if fd >= 0 && (fd as usize) < crate::FD_MAX && k != K_UNTRACKED && crate::ready() && crate::own_process() {
+    if fd >= 0
+        && (fd as usize) < crate::FD_MAX
+        && k != K_UNTRACKED
+        && crate::ready()
+        && crate::own_process()
+    {
         if k & crate::K_TRACKED != 0 {
             let id = crate::tracked_id(fd);
             if !crate::guarded() {
@@ -610,7 +712,8 @@ fn forget_range(first: c_uint, last: c_uint) {
 #[inline]
 fn held_id(to: c_int) -> Option<u64> {
     let k = crate::kind(to);
-    (k & crate::K_TRACKED != 0 && k & crate::K_HELD != 0 && crate::ready()).then(|| crate::tracked_id(to))
+    (k & crate::K_TRACKED != 0 && k & crate::K_HELD != 0 && crate::ready())
+        .then(|| crate::tracked_id(to))
 }
 
 /// After `to` was replaced (dup2/dup3): release the file it referred to.
@@ -751,7 +854,12 @@ pub unsafe extern "C" fn strata_posix_fcntl(fd: c_int, cmd: c_int, arg: c_long) 
 pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
     match tracked_fd(fd) {
         None => real::read(fd, buf, n),
-        Some(t) => run(|| t_read(t, std::slice::from_raw_parts_mut(buf as *mut u8, n.min(MAX_RW)))),
+        Some(t) => run(|| {
+            t_read(
+                t,
+                std::slice::from_raw_parts_mut(buf as *mut u8, n.min(MAX_RW)),
+            )
+        }),
     }
 }
 
@@ -759,7 +867,12 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t
 pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
     match tracked_fd(fd) {
         None => real::write(fd, buf, n),
-        Some(t) => run(|| t_write(t, std::slice::from_raw_parts(buf as *const u8, n.min(MAX_RW)))),
+        Some(t) => run(|| {
+            t_write(
+                t,
+                std::slice::from_raw_parts(buf as *const u8, n.min(MAX_RW)),
+            )
+        }),
     }
 }
 
@@ -772,7 +885,13 @@ pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, n: size_t, off: off6
 pub unsafe extern "C" fn pread64(fd: c_int, buf: *mut c_void, n: size_t, off: off64_t) -> ssize_t {
     match tracked_fd(fd) {
         None => real::pread64(fd, buf, n, off),
-        Some(t) => run(|| t_pread(t, std::slice::from_raw_parts_mut(buf as *mut u8, n.min(MAX_RW)), off)),
+        Some(t) => run(|| {
+            t_pread(
+                t,
+                std::slice::from_raw_parts_mut(buf as *mut u8, n.min(MAX_RW)),
+                off,
+            )
+        }),
     }
 }
 
@@ -782,15 +901,31 @@ pub unsafe extern "C" fn pwrite(fd: c_int, buf: *const c_void, n: size_t, off: o
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn pwrite64(fd: c_int, buf: *const c_void, n: size_t, off: off64_t) -> ssize_t {
+pub unsafe extern "C" fn pwrite64(
+    fd: c_int,
+    buf: *const c_void,
+    n: size_t,
+    off: off64_t,
+) -> ssize_t {
     match tracked_fd(fd) {
         None => real::pwrite64(fd, buf, n, off),
-        Some(t) => run(|| t_pwrite(t, std::slice::from_raw_parts(buf as *const u8, n.min(MAX_RW)), off)),
+        Some(t) => run(|| {
+            t_pwrite(
+                t,
+                std::slice::from_raw_parts(buf as *const u8, n.min(MAX_RW)),
+                off,
+            )
+        }),
     }
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn __read_chk(fd: c_int, buf: *mut c_void, n: size_t, buflen: size_t) -> ssize_t {
+pub unsafe extern "C" fn __read_chk(
+    fd: c_int,
+    buf: *mut c_void,
+    n: size_t,
+    buflen: size_t,
+) -> ssize_t {
     if n > buflen {
         return real::__read_chk(fd, buf, n, buflen); // reports the overflow
     }
@@ -798,7 +933,13 @@ pub unsafe extern "C" fn __read_chk(fd: c_int, buf: *mut c_void, n: size_t, bufl
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn __pread_chk(fd: c_int, buf: *mut c_void, n: size_t, off: off64_t, buflen: size_t) -> ssize_t {
+pub unsafe extern "C" fn __pread_chk(
+    fd: c_int,
+    buf: *mut c_void,
+    n: size_t,
+    off: off64_t,
+    buflen: size_t,
+) -> ssize_t {
     if n > buflen {
         return real::__pread64_chk(fd, buf, n, off, buflen);
     }
@@ -806,7 +947,13 @@ pub unsafe extern "C" fn __pread_chk(fd: c_int, buf: *mut c_void, n: size_t, off
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn __pread64_chk(fd: c_int, buf: *mut c_void, n: size_t, off: off64_t, buflen: size_t) -> ssize_t {
+pub unsafe extern "C" fn __pread64_chk(
+    fd: c_int,
+    buf: *mut c_void,
+    n: size_t,
+    off: off64_t,
+    buflen: size_t,
+) -> ssize_t {
     __pread_chk(fd, buf, n, off, buflen)
 }
 
@@ -832,7 +979,12 @@ pub unsafe extern "C" fn preadv(fd: c_int, iov: *const iovec, cnt: c_int, off: o
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn preadv64(fd: c_int, iov: *const iovec, cnt: c_int, off: off64_t) -> ssize_t {
+pub unsafe extern "C" fn preadv64(
+    fd: c_int,
+    iov: *const iovec,
+    cnt: c_int,
+    off: off64_t,
+) -> ssize_t {
     match tracked_fd(fd) {
         None => real::preadv64(fd, iov, cnt, off),
         Some(t) => run(|| t_readv(t, iov, cnt, Some(off))),
@@ -840,12 +992,22 @@ pub unsafe extern "C" fn preadv64(fd: c_int, iov: *const iovec, cnt: c_int, off:
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn pwritev(fd: c_int, iov: *const iovec, cnt: c_int, off: off64_t) -> ssize_t {
+pub unsafe extern "C" fn pwritev(
+    fd: c_int,
+    iov: *const iovec,
+    cnt: c_int,
+    off: off64_t,
+) -> ssize_t {
     pwritev64(fd, iov, cnt, off)
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn pwritev64(fd: c_int, iov: *const iovec, cnt: c_int, off: off64_t) -> ssize_t {
+pub unsafe extern "C" fn pwritev64(
+    fd: c_int,
+    iov: *const iovec,
+    cnt: c_int,
+    off: off64_t,
+) -> ssize_t {
     match tracked_fd(fd) {
         None => real::pwritev64(fd, iov, cnt, off),
         Some(t) => run(|| t_writev(t, iov, cnt, Some(off))),
@@ -855,12 +1017,24 @@ pub unsafe extern "C" fn pwritev64(fd: c_int, iov: *const iovec, cnt: c_int, off
 /// preadv2/pwritev2: offset -1 = the file position. RWF_* hints are
 /// ignored except RWF_APPEND (append) and RWF_DSYNC/RWF_SYNC (file_sync).
 #[no_mangle]
-pub unsafe extern "C" fn preadv2(fd: c_int, iov: *const iovec, cnt: c_int, off: off64_t, fl: c_int) -> ssize_t {
+pub unsafe extern "C" fn preadv2(
+    fd: c_int,
+    iov: *const iovec,
+    cnt: c_int,
+    off: off64_t,
+    fl: c_int,
+) -> ssize_t {
     preadv64v2(fd, iov, cnt, off, fl)
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn preadv64v2(fd: c_int, iov: *const iovec, cnt: c_int, off: off64_t, fl: c_int) -> ssize_t {
+pub unsafe extern "C" fn preadv64v2(
+    fd: c_int,
+    iov: *const iovec,
+    cnt: c_int,
+    off: off64_t,
+    fl: c_int,
+) -> ssize_t {
     match tracked_fd(fd) {
         None => real::preadv64v2(fd, iov, cnt, off, fl),
         Some(t) => run(|| t_readv(t, iov, cnt, if off == -1 { None } else { Some(off) })),
@@ -868,12 +1042,24 @@ pub unsafe extern "C" fn preadv64v2(fd: c_int, iov: *const iovec, cnt: c_int, of
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn pwritev2(fd: c_int, iov: *const iovec, cnt: c_int, off: off64_t, fl: c_int) -> ssize_t {
+pub unsafe extern "C" fn pwritev2(
+    fd: c_int,
+    iov: *const iovec,
+    cnt: c_int,
+    off: off64_t,
+    fl: c_int,
+) -> ssize_t {
     pwritev64v2(fd, iov, cnt, off, fl)
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn pwritev64v2(fd: c_int, iov: *const iovec, cnt: c_int, off: off64_t, fl: c_int) -> ssize_t {
+pub unsafe extern "C" fn pwritev64v2(
+    fd: c_int,
+    iov: *const iovec,
+    cnt: c_int,
+    off: off64_t,
+    fl: c_int,
+) -> ssize_t {
     match tracked_fd(fd) {
         None => real::pwritev64v2(fd, iov, cnt, off, fl),
         Some(t) => run(|| {
@@ -885,7 +1071,10 @@ pub unsafe extern "C" fn pwritev64v2(fd: c_int, iov: *const iovec, cnt: c_int, o
                 let mut tmp = Vec::with_capacity(total);
                 for i in 0..cnt as usize {
                     let v = &*iov.add(i);
-                    tmp.extend_from_slice(std::slice::from_raw_parts(v.iov_base as *const u8, v.iov_len.min(total - tmp.len())));
+                    tmp.extend_from_slice(std::slice::from_raw_parts(
+                        v.iov_base as *const u8,
+                        v.iov_len.min(total - tmp.len()),
+                    ));
                 }
                 if !tmp.is_empty() {
                     let (o, _) = cl()?.file_append(t.id, &tmp).map_err(os)?;
@@ -985,7 +1174,16 @@ pub unsafe extern "C" fn truncate64(path: *const c_char, len: off64_t) -> c_int 
             let p = t.abs.as_str().ok_or(libc::EINVAL)?;
             let (id, opened) = match c.file_stat_path(p).map_err(os)? {
                 Some(a) => (a.id, false),
-                None => match c.file_open(p, OpenFlags { write: true, ..Default::default() }, 0, t.persist, t.page_bytes) {
+                None => match c.file_open(
+                    p,
+                    OpenFlags {
+                        write: true,
+                        ..Default::default()
+                    },
+                    0,
+                    t.persist,
+                    t.page_bytes,
+                ) {
                     Ok(a) => (a.id, true),
                     Err(e) if e.errno == Errno::IsDir => return cvt(real::truncate64(path, len)),
                     Err(e) => return Err(os(e)),
@@ -1063,7 +1261,12 @@ pub unsafe extern "C" fn posix_fallocate64(fd: c_int, off: off64_t, len: off64_t
 /// made now (as an open would), so that a stat by path and an fstat of the
 /// opened file report the same identity (st_dev/st_ino): cp, for one,
 /// refuses to copy a file whose identity changed between the two.
-unsafe fn stat_tracked(t: &Tracked, fallback: impl FnOnce() -> c_int, is_reg: impl FnOnce() -> bool, fill: impl FnOnce(&FileAttr)) -> Result<c_int, c_int> {
+unsafe fn stat_tracked(
+    t: &Tracked,
+    fallback: impl FnOnce() -> c_int,
+    is_reg: impl FnOnce() -> bool,
+    fill: impl FnOnce(&FileAttr),
+) -> Result<c_int, c_int> {
     let c = match cl() {
         Ok(c) => c,
         Err(_) => return cvt(fallback()),
@@ -1086,7 +1289,11 @@ unsafe fn stat_tracked(t: &Tracked, fallback: impl FnOnce() -> c_int, is_reg: im
                     // (unless one of ours refers to the file by now)
                     crate::release_hold(a.id);
                     fill(&a);
-                    trace!("stat {} -> record made from the destination, size {}", p, a.size);
+                    trace!(
+                        "stat {} -> record made from the destination, size {}",
+                        p,
+                        a.size
+                    );
                 }
                 Err(e) => trace!("stat {}: no record ({}), destination answers", p, e),
             }
@@ -1111,7 +1318,14 @@ pub unsafe extern "C" fn stat(path: *const c_char, buf: *mut libc::stat64) -> c_
 pub unsafe extern "C" fn stat64(path: *const c_char, buf: *mut libc::stat64) -> c_int {
     match tracked_path(libc::AT_FDCWD, path) {
         None => real::stat64(path, buf),
-        Some(t) => run(|| stat_tracked(&t, || real::stat64(path, buf), || ((*buf).st_mode & libc::S_IFMT) == libc::S_IFREG, |a| fill_stat(a, buf))),
+        Some(t) => run(|| {
+            stat_tracked(
+                &t,
+                || real::stat64(path, buf),
+                || ((*buf).st_mode & libc::S_IFMT) == libc::S_IFREG,
+                |a| fill_stat(a, buf),
+            )
+        }),
     }
 }
 
@@ -1124,7 +1338,14 @@ pub unsafe extern "C" fn lstat(path: *const c_char, buf: *mut libc::stat64) -> c
 pub unsafe extern "C" fn lstat64(path: *const c_char, buf: *mut libc::stat64) -> c_int {
     match tracked_path(libc::AT_FDCWD, path) {
         None => real::lstat64(path, buf),
-        Some(t) => run(|| stat_tracked(&t, || real::lstat64(path, buf), || ((*buf).st_mode & libc::S_IFMT) == libc::S_IFREG, |a| fill_stat(a, buf))),
+        Some(t) => run(|| {
+            stat_tracked(
+                &t,
+                || real::lstat64(path, buf),
+                || ((*buf).st_mode & libc::S_IFMT) == libc::S_IFREG,
+                |a| fill_stat(a, buf),
+            )
+        }),
     }
 }
 
@@ -1141,7 +1362,13 @@ pub unsafe extern "C" fn fstat64(fd: c_int, buf: *mut libc::stat64) -> c_int {
     }
 }
 
-unsafe fn fstatat_impl(dirfd: c_int, path: *const c_char, buf: *mut libc::stat64, flags: c_int, fb: impl FnOnce() -> c_int) -> c_int {
+unsafe fn fstatat_impl(
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut libc::stat64,
+    flags: c_int,
+    fb: impl FnOnce() -> c_int,
+) -> c_int {
     if flags & libc::AT_EMPTY_PATH != 0 && crate::c_str(path).is_empty() {
         return match tracked_fd(dirfd) {
             None => fb(),
@@ -1150,27 +1377,57 @@ unsafe fn fstatat_impl(dirfd: c_int, path: *const c_char, buf: *mut libc::stat64
     }
     match tracked_path(dirfd, path) {
         None => fb(),
-        Some(t) => run(|| stat_tracked(&t, fb, || ((*buf).st_mode & libc::S_IFMT) == libc::S_IFREG, |a| fill_stat(a, buf))),
+        Some(t) => run(|| {
+            stat_tracked(
+                &t,
+                fb,
+                || ((*buf).st_mode & libc::S_IFMT) == libc::S_IFREG,
+                |a| fill_stat(a, buf),
+            )
+        }),
     }
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn fstatat(dirfd: c_int, path: *const c_char, buf: *mut libc::stat64, flags: c_int) -> c_int {
+pub unsafe extern "C" fn fstatat(
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut libc::stat64,
+    flags: c_int,
+) -> c_int {
     fstatat64(dirfd, path, buf, flags)
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn fstatat64(dirfd: c_int, path: *const c_char, buf: *mut libc::stat64, flags: c_int) -> c_int {
-    fstatat_impl(dirfd, path, buf, flags, || real::fstatat64(dirfd, path, buf, flags))
+pub unsafe extern "C" fn fstatat64(
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut libc::stat64,
+    flags: c_int,
+) -> c_int {
+    fstatat_impl(dirfd, path, buf, flags, || {
+        real::fstatat64(dirfd, path, buf, flags)
+    })
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn newfstatat(dirfd: c_int, path: *const c_char, buf: *mut libc::stat64, flags: c_int) -> c_int {
+pub unsafe extern "C" fn newfstatat(
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut libc::stat64,
+    flags: c_int,
+) -> c_int {
     fstatat64(dirfd, path, buf, flags)
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn statx(dirfd: c_int, path: *const c_char, flags: c_int, mask: c_uint, buf: *mut libc::statx) -> c_int {
+pub unsafe extern "C" fn statx(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mask: c_uint,
+    buf: *mut libc::statx,
+) -> c_int {
     let fb = || real::statx(dirfd, path, flags, mask, buf);
     if flags & libc::AT_EMPTY_PATH != 0 && crate::c_str(path).is_empty() {
         return match tracked_fd(dirfd) {
@@ -1180,7 +1437,14 @@ pub unsafe extern "C" fn statx(dirfd: c_int, path: *const c_char, flags: c_int, 
     }
     match tracked_path(dirfd, path) {
         None => fb(),
-        Some(t) => run(|| stat_tracked(&t, fb, || ((*buf).stx_mode as u32 & libc::S_IFMT) == libc::S_IFREG, |a| fill_statx(a, buf))),
+        Some(t) => run(|| {
+            stat_tracked(
+                &t,
+                fb,
+                || ((*buf).stx_mode as u32 & libc::S_IFMT) == libc::S_IFREG,
+                |a| fill_statx(a, buf),
+            )
+        }),
     }
 }
 
@@ -1190,23 +1454,49 @@ pub unsafe extern "C" fn __xstat(ver: c_int, path: *const c_char, buf: *mut libc
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn __xstat64(ver: c_int, path: *const c_char, buf: *mut libc::stat64) -> c_int {
+pub unsafe extern "C" fn __xstat64(
+    ver: c_int,
+    path: *const c_char,
+    buf: *mut libc::stat64,
+) -> c_int {
     match tracked_path(libc::AT_FDCWD, path) {
         None => real::__xstat64(ver, path, buf),
-        Some(t) => run(|| stat_tracked(&t, || real::__xstat64(ver, path, buf), || ((*buf).st_mode & libc::S_IFMT) == libc::S_IFREG, |a| fill_stat(a, buf))),
+        Some(t) => run(|| {
+            stat_tracked(
+                &t,
+                || real::__xstat64(ver, path, buf),
+                || ((*buf).st_mode & libc::S_IFMT) == libc::S_IFREG,
+                |a| fill_stat(a, buf),
+            )
+        }),
     }
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn __lxstat(ver: c_int, path: *const c_char, buf: *mut libc::stat64) -> c_int {
+pub unsafe extern "C" fn __lxstat(
+    ver: c_int,
+    path: *const c_char,
+    buf: *mut libc::stat64,
+) -> c_int {
     __lxstat64(ver, path, buf)
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn __lxstat64(ver: c_int, path: *const c_char, buf: *mut libc::stat64) -> c_int {
+pub unsafe extern "C" fn __lxstat64(
+    ver: c_int,
+    path: *const c_char,
+    buf: *mut libc::stat64,
+) -> c_int {
     match tracked_path(libc::AT_FDCWD, path) {
         None => real::__lxstat64(ver, path, buf),
-        Some(t) => run(|| stat_tracked(&t, || real::__lxstat64(ver, path, buf), || ((*buf).st_mode & libc::S_IFMT) == libc::S_IFREG, |a| fill_stat(a, buf))),
+        Some(t) => run(|| {
+            stat_tracked(
+                &t,
+                || real::__lxstat64(ver, path, buf),
+                || ((*buf).st_mode & libc::S_IFMT) == libc::S_IFREG,
+                |a| fill_stat(a, buf),
+            )
+        }),
     }
 }
 
@@ -1224,24 +1514,46 @@ pub unsafe extern "C" fn __fxstat64(ver: c_int, fd: c_int, buf: *mut libc::stat6
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn __fxstatat(ver: c_int, dirfd: c_int, path: *const c_char, buf: *mut libc::stat64, flags: c_int) -> c_int {
+pub unsafe extern "C" fn __fxstatat(
+    ver: c_int,
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut libc::stat64,
+    flags: c_int,
+) -> c_int {
     __fxstatat64(ver, dirfd, path, buf, flags)
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn __fxstatat64(ver: c_int, dirfd: c_int, path: *const c_char, buf: *mut libc::stat64, flags: c_int) -> c_int {
-    fstatat_impl(dirfd, path, buf, flags, || real::__fxstatat64(ver, dirfd, path, buf, flags))
+pub unsafe extern "C" fn __fxstatat64(
+    ver: c_int,
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut libc::stat64,
+    flags: c_int,
+) -> c_int {
+    fstatat_impl(dirfd, path, buf, flags, || {
+        real::__fxstatat64(ver, dirfd, path, buf, flags)
+    })
 }
 
 // ---------------------------------------------------------------------------
 // access
 
-unsafe fn access_tracked(t: &Tracked, mode: c_int, effective: bool, fallback: impl FnOnce() -> c_int) -> Result<c_int, c_int> {
+unsafe fn access_tracked(
+    t: &Tracked,
+    mode: c_int,
+    effective: bool,
+    fallback: impl FnOnce() -> c_int,
+) -> Result<c_int, c_int> {
     let c = match cl() {
         Ok(c) => c,
         Err(_) => return cvt(fallback()),
     };
-    let a = match c.file_stat_path(t.abs.as_str().ok_or(libc::EINVAL)?).map_err(os)? {
+    let a = match c
+        .file_stat_path(t.abs.as_str().ok_or(libc::EINVAL)?)
+        .map_err(os)?
+    {
         Some(a) => a,
         None => return cvt(fallback()),
     };
@@ -1251,7 +1563,11 @@ unsafe fn access_tracked(t: &Tracked, mode: c_int, effective: bool, fallback: im
     if mode == libc::F_OK {
         return Ok(0);
     }
-    let (uid, gid) = if effective { (libc::geteuid(), libc::getegid()) } else { (libc::getuid(), libc::getgid()) };
+    let (uid, gid) = if effective {
+        (libc::geteuid(), libc::getegid())
+    } else {
+        (libc::getuid(), libc::getgid())
+    };
     let want = (mode & 7) as u32;
     let ok = if uid == 0 {
         want & 1 == 0 || a.mode & 0o111 != 0
@@ -1281,10 +1597,19 @@ pub unsafe extern "C" fn access(path: *const c_char, mode: c_int) -> c_int {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn faccessat(dirfd: c_int, path: *const c_char, mode: c_int, flags: c_int) -> c_int {
+pub unsafe extern "C" fn faccessat(
+    dirfd: c_int,
+    path: *const c_char,
+    mode: c_int,
+    flags: c_int,
+) -> c_int {
     match tracked_path(dirfd, path) {
         None => real::faccessat(dirfd, path, mode, flags),
-        Some(t) => run(|| access_tracked(&t, mode, flags & libc::AT_EACCESS != 0, || real::faccessat(dirfd, path, mode, flags))),
+        Some(t) => run(|| {
+            access_tracked(&t, mode, flags & libc::AT_EACCESS != 0, || {
+                real::faccessat(dirfd, path, mode, flags)
+            })
+        }),
     }
 }
 
@@ -1318,12 +1643,22 @@ unsafe fn unlink_tracked(t: &Tracked, real_rm: impl FnOnce() -> c_int) -> Result
     let p = t.abs.as_str().ok_or(libc::EINVAL)?;
     let u = c.file_unlink_ex(p).map_err(os)?;
     if u.existed && !u.dest_may_exist {
-        trace!("unlink {} record (buffer only, still open: {})", p, u.still_open);
+        trace!(
+            "unlink {} record (buffer only, still open: {})",
+            p,
+            u.still_open
+        );
         return Ok(0);
     }
     let r = real_rm();
     let e = errno();
-    trace!("unlink {} record={} still_open={} dest={}", p, u.existed, u.still_open, r == 0);
+    trace!(
+        "unlink {} record={} still_open={} dest={}",
+        p,
+        u.existed,
+        u.still_open,
+        r == 0
+    );
     if r == 0 || (u.existed && e == libc::ENOENT) {
         Ok(0)
     } else {
@@ -1363,7 +1698,8 @@ pub unsafe extern "C" fn remove(path: *const c_char) -> c_int {
 /// a final symlink.
 unsafe fn is_dir_at(dirfd: c_int, path: *const c_char) -> bool {
     let mut st: libc::stat64 = std::mem::zeroed();
-    real::fstatat64(dirfd, path, &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFDIR
+    real::fstatat64(dirfd, path, &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0
+        && st.st_mode & libc::S_IFMT == libc::S_IFDIR
 }
 
 /// Deepest directory level a rename of a buffered tree walks.
@@ -1380,15 +1716,29 @@ unsafe fn materialise_tree(c: &Client, from: &str, to: &str, depth: usize) -> Re
     }
     for name in c.file_list_dir(from).map_err(os)? {
         let old = format!("{from}/{name}");
-        let Some(a) = c.file_stat_path(&old).map_err(os)? else { continue };
+        let Some(a) = c.file_stat_path(&old).map_err(os)? else {
+            continue;
+        };
         let new = std::ffi::CString::new(format!("{to}/{name}")).map_err(|_| libc::EINVAL)?;
-        let fd = cvt(real::open(new.as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC | libc::O_NOFOLLOW, a.mode))?;
-        let res = copy_out(c, a.id, a.size, fd).and_then(|_| if a.persist == Persist::Default { cvt(libc::fdatasync(fd)).map(|_| ()) } else { Ok(()) });
+        let fd = cvt(real::open(
+            new.as_ptr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+            a.mode,
+        ))?;
+        let res = copy_out(c, a.id, a.size, fd).and_then(|_| {
+            if a.persist == Persist::Default {
+                cvt(libc::fdatasync(fd)).map(|_| ())
+            } else {
+                Ok(())
+            }
+        });
         real::close(fd);
         res?;
         c.file_unlink_ex(&old).map_err(os)?;
     }
-    let Ok(rd) = std::fs::read_dir(to) else { return Ok(()) };
+    let Ok(rd) = std::fs::read_dir(to) else {
+        return Ok(());
+    };
     for e in rd.flatten() {
         if e.file_type().is_ok_and(|t| t.is_dir()) {
             let n = e.file_name();
@@ -1402,7 +1752,14 @@ unsafe fn materialise_tree(c: &Client, from: &str, to: &str, depth: usize) -> Re
 /// rename(2) of a directory under the adapter (issue 12 item 2: the
 /// buffered files beneath it stayed at the old path, the flusher retried
 /// them forever and they were lost at shutdown).
-unsafe fn rename_dir(c: &Client, f: &crate::path::Tracked, t: Option<&crate::path::Tracked>, nfd: c_int, to: *const c_char, real_rename: impl Fn() -> c_int) -> Result<c_int, c_int> {
+unsafe fn rename_dir(
+    c: &Client,
+    f: &crate::path::Tracked,
+    t: Option<&crate::path::Tracked>,
+    nfd: c_int,
+    to: *const c_char,
+    real_rename: impl Fn() -> c_int,
+) -> Result<c_int, c_int> {
     let from = f.abs.as_str().ok_or(libc::EINVAL)?;
     // `rename("a", "b/")`: the target is the directory b.
     let to_bytes = crate::c_str(to);
@@ -1413,22 +1770,35 @@ unsafe fn rename_dir(c: &Client, f: &crate::path::Tracked, t: Option<&crate::pat
         }
         &to_bytes[..n]
     };
-    let t_owned = if t.is_none() && stripped.len() != to_bytes.len() { crate::path::classify_path(nfd, stripped) } else { None };
+    let t_owned = if t.is_none() && stripped.len() != to_bytes.len() {
+        crate::path::classify_path(nfd, stripped)
+    } else {
+        None
+    };
     match t.or(t_owned.as_ref()) {
         Some(t) => {
             let tabs = t.abs.as_str().ok_or(libc::EINVAL)?;
             // Into its own subtree: EINVAL before anything else, as the kernel says.
-            if tabs.len() > from.len() && tabs.starts_with(from) && tabs.as_bytes()[from.len()] == b'/' {
+            if tabs.len() > from.len()
+                && tabs.starts_with(from)
+                && tabs.as_bytes()[from.len()] == b'/'
+            {
                 return Err(libc::EINVAL);
             }
             // A target directory holding only buffered files looks empty to
             // the kernel, which would replace it and orphan them.
-            if is_dir_at(nfd, to) && tabs != from && !c.file_list_dir(tabs).map_err(os)?.is_empty() {
+            if is_dir_at(nfd, to) && tabs != from && !c.file_list_dir(tabs).map_err(os)?.is_empty()
+            {
                 return Err(libc::ENOTEMPTY);
             }
             cvt(real_rename())?;
             let n = c.file_rename_tree(from, tabs, true).map_err(os)?;
-            trace!("rename dir {} -> {}: {} buffered files moved", from, tabs, n);
+            trace!(
+                "rename dir {} -> {}: {} buffered files moved",
+                from,
+                tabs,
+                n
+            );
             Ok(0)
         }
         None => {
@@ -1436,18 +1806,32 @@ unsafe fn rename_dir(c: &Client, f: &crate::path::Tracked, t: Option<&crate::pat
             let target = crate::path::resolve(nfd, stripped).ok_or(libc::ENAMETOOLONG)?;
             let target = target.as_str().ok_or(libc::EINVAL)?;
             materialise_tree(c, from, target, 0)?;
-            trace!("rename dir {} -> untracked {}: buffered files made real", from, target);
+            trace!(
+                "rename dir {} -> untracked {}: buffered files made real",
+                from,
+                target
+            );
             Ok(0)
         }
     }
 }
 
-unsafe fn rename_impl(ofd: c_int, from: *const c_char, nfd: c_int, to: *const c_char, flags: c_uint) -> c_int {
+unsafe fn rename_impl(
+    ofd: c_int,
+    from: *const c_char,
+    nfd: c_int,
+    to: *const c_char,
+    flags: c_uint,
+) -> c_int {
     let real_rename = || real::renameat2(ofd, from, nfd, to, flags);
     let tf = tracked_path(ofd, from);
     let tt = tracked_path(nfd, to);
     if tf.is_none() && tt.is_none() {
-        return if flags == 0 { real::renameat(ofd, from, nfd, to) } else { real_rename() };
+        return if flags == 0 {
+            real::renameat(ofd, from, nfd, to)
+        } else {
+            real_rename()
+        };
     }
     run(|| {
         let c = match cl() {
@@ -1455,11 +1839,15 @@ unsafe fn rename_impl(ofd: c_int, from: *const c_char, nfd: c_int, to: *const c_
             Err(_) => return cvt(real_rename()),
         };
         let frec = match &tf {
-            Some(f) => c.file_stat_path(f.abs.as_str().ok_or(libc::EINVAL)?).map_err(os)?,
+            Some(f) => c
+                .file_stat_path(f.abs.as_str().ok_or(libc::EINVAL)?)
+                .map_err(os)?,
             None => None,
         };
         let trec = match &tt {
-            Some(t) => c.file_stat_path(t.abs.as_str().ok_or(libc::EINVAL)?).map_err(os)?,
+            Some(t) => c
+                .file_stat_path(t.abs.as_str().ok_or(libc::EINVAL)?)
+                .map_err(os)?,
             None => None,
         };
         if flags & libc::RENAME_EXCHANGE != 0 {
@@ -1514,17 +1902,36 @@ unsafe fn rename_impl(ofd: c_int, from: *const c_char, nfd: c_int, to: *const c_
                     // and descriptors of the old one keep reading it (the
                     // flush would otherwise truncate that very inode).
                     let mut st: libc::stat64 = std::mem::zeroed();
-                    if real::fstatat64(nfd, to, &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFREG {
+                    if real::fstatat64(nfd, to, &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0
+                        && st.st_mode & libc::S_IFMT == libc::S_IFREG
+                    {
                         real::unlinkat(nfd, to, 0);
                     }
                 }
-                let moved = c.file_rename(f.abs.as_str().unwrap_or(""), t.abs.as_str().unwrap_or(""), r == 0).map_err(os)?;
-                trace!("rename {} -> {} record={} dest={}", f.abs.as_str().unwrap_or(""), t.abs.as_str().unwrap_or(""), moved, r == 0);
+                let moved = c
+                    .file_rename(
+                        f.abs.as_str().unwrap_or(""),
+                        t.abs.as_str().unwrap_or(""),
+                        r == 0,
+                    )
+                    .map_err(os)?;
+                trace!(
+                    "rename {} -> {} record={} dest={}",
+                    f.abs.as_str().unwrap_or(""),
+                    t.abs.as_str().unwrap_or(""),
+                    moved,
+                    r == 0
+                );
                 Ok(0)
             }
             None => {
                 // leaving the buffer: materialise the bytes at the untracked target
-                let fd = cvt(real::openat(nfd, to, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC, fa.mode))?;
+                let fd = cvt(real::openat(
+                    nfd,
+                    to,
+                    libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+                    fa.mode,
+                ))?;
                 let res = copy_out(c, fa.id, fa.size, fd);
                 real::close(fd);
                 res?;
@@ -1532,7 +1939,11 @@ unsafe fn rename_impl(ofd: c_int, from: *const c_char, nfd: c_int, to: *const c_
                 if u.dest_may_exist {
                     real::unlinkat(ofd, from, 0);
                 }
-                trace!("rename {} -> untracked target: copied {} bytes", f.abs.as_str().unwrap_or(""), fa.size);
+                trace!(
+                    "rename {} -> untracked target: copied {} bytes",
+                    f.abs.as_str().unwrap_or(""),
+                    fa.size
+                );
                 Ok(0)
             }
         }
@@ -1551,7 +1962,12 @@ unsafe fn copy_out(c: &Client, id: u64, size: u64, fd: c_int) -> Result<(), c_in
         }
         let mut done = 0;
         while done < n {
-            let w = cvt(real::pwrite64(fd, buf[done..n].as_ptr() as *const c_void, n - done, (off + done as u64) as off64_t))?;
+            let w = cvt(real::pwrite64(
+                fd,
+                buf[done..n].as_ptr() as *const c_void,
+                n - done,
+                (off + done as u64) as off64_t,
+            ))?;
             done += w as usize;
         }
         off += n as u64;
@@ -1569,7 +1985,12 @@ pub unsafe extern "C" fn rename(from: *const c_char, to: *const c_char) -> c_int
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn renameat(ofd: c_int, from: *const c_char, nfd: c_int, to: *const c_char) -> c_int {
+pub unsafe extern "C" fn renameat(
+    ofd: c_int,
+    from: *const c_char,
+    nfd: c_int,
+    to: *const c_char,
+) -> c_int {
     if !crate::ready() || crate::guarded() {
         return real::renameat(ofd, from, nfd, to);
     }
@@ -1577,7 +1998,13 @@ pub unsafe extern "C" fn renameat(ofd: c_int, from: *const c_char, nfd: c_int, t
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn renameat2(ofd: c_int, from: *const c_char, nfd: c_int, to: *const c_char, flags: c_uint) -> c_int {
+pub unsafe extern "C" fn renameat2(
+    ofd: c_int,
+    from: *const c_char,
+    nfd: c_int,
+    to: *const c_char,
+    flags: c_uint,
+) -> c_int {
     if !crate::ready() || crate::guarded() {
         return real::renameat2(ofd, from, nfd, to, flags);
     }
@@ -1587,7 +2014,14 @@ pub unsafe extern "C" fn renameat2(ofd: c_int, from: *const c_char, nfd: c_int, 
 // ---------------------------------------------------------------------------
 // mmap
 
-unsafe fn mmap_tracked(t: Tfd, addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, off: off64_t) -> Result<isize, c_int> {
+unsafe fn mmap_tracked(
+    t: Tfd,
+    addr: *mut c_void,
+    len: size_t,
+    prot: c_int,
+    flags: c_int,
+    off: off64_t,
+) -> Result<isize, c_int> {
     if t.acc == libc::O_WRONLY {
         return Err(libc::EACCES);
     }
@@ -1599,7 +2033,8 @@ unsafe fn mmap_tracked(t: Tfd, addr: *mut c_void, len: size_t, prot: c_int, flag
     // A file unlinked or replaced while open (an orphan: its record has a
     // hidden name) has no destination path any more: map a private copy of
     // its bytes, which is what this descriptor still reads.
-    let orphan = t.persist == Persist::Default && c.file_path(t.id).map_err(os)?.starts_with('\u{1}');
+    let orphan =
+        t.persist == Persist::Default && c.file_path(t.id).map_err(os)?.starts_with('\u{1}');
     let fd = match t.persist {
         Persist::Default if !orphan => {
             // flush, then let the kernel map the destination itself
@@ -1609,12 +2044,23 @@ unsafe fn mmap_tracked(t: Tfd, addr: *mut c_void, len: size_t, prot: c_int, flag
             let _ = c.pin_dest(t.id);
             let p = c.file_path(t.id).map_err(os)?;
             let cp = std::ffi::CString::new(p).map_err(|_| libc::EINVAL)?;
-            cvt(real::open(cp.as_ptr(), if shared_write { libc::O_RDWR } else { libc::O_RDONLY } | libc::O_CLOEXEC, 0))?
+            cvt(real::open(
+                cp.as_ptr(),
+                if shared_write {
+                    libc::O_RDWR
+                } else {
+                    libc::O_RDONLY
+                } | libc::O_CLOEXEC,
+                0,
+            ))?
         }
         _ => {
             // SCRATCH / WORKFLOW never reach the destination: map a private copy
             let size = c.file_stat(t.id).map_err(os)?.size;
-            let fd = cvt(libc::memfd_create(c"strata-map".as_ptr(), libc::MFD_CLOEXEC))?;
+            let fd = cvt(libc::memfd_create(
+                c"strata-map".as_ptr(),
+                libc::MFD_CLOEXEC,
+            ))?;
             if let Err(e) = copy_out(c, t.id, size, fd) {
                 real::close(fd);
                 return Err(e);
@@ -1625,7 +2071,13 @@ unsafe fn mmap_tracked(t: Tfd, addr: *mut c_void, len: size_t, prot: c_int, flag
     let r = real::mmap64(addr, len, prot, flags, fd, off);
     let e = errno();
     real::close(fd);
-    trace!("mmap fd={} id={:x} len={} persist={:?}", t.fd, t.id, len, t.persist);
+    trace!(
+        "mmap fd={} id={:x} len={} persist={:?}",
+        t.fd,
+        t.id,
+        len,
+        t.persist
+    );
     if r == libc::MAP_FAILED {
         Err(e)
     } else {
@@ -1634,12 +2086,26 @@ unsafe fn mmap_tracked(t: Tfd, addr: *mut c_void, len: size_t, prot: c_int, flag
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn mmap(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off64_t) -> *mut c_void {
+pub unsafe extern "C" fn mmap(
+    addr: *mut c_void,
+    len: size_t,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: off64_t,
+) -> *mut c_void {
     mmap64(addr, len, prot, flags, fd, off)
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn mmap64(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off64_t) -> *mut c_void {
+pub unsafe extern "C" fn mmap64(
+    addr: *mut c_void,
+    len: size_t,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: off64_t,
+) -> *mut c_void {
     if flags & libc::MAP_ANONYMOUS != 0 {
         return real::mmap64(addr, len, prot, flags, fd, off);
     }
@@ -1709,7 +2175,11 @@ unsafe fn fixed_env(envp: *const *const c_char) -> Option<Vec<*const c_char>> {
     let mut missing = Vec::new();
     for k in keep {
         let b = k.as_bytes();
-        let eq = b.iter().position(|&c| c == b'=').map(|i| i + 1).unwrap_or(b.len());
+        let eq = b
+            .iter()
+            .position(|&c| c == b'=')
+            .map(|i| i + 1)
+            .unwrap_or(b.len());
         if !env_has(envp, &b[..eq]) {
             missing.push(k.as_ptr());
         }
@@ -1739,11 +2209,15 @@ unsafe fn fixed_env(envp: *const *const c_char) -> Option<Vec<*const c_char>> {
 ///   and mode, `Ok(Some(fd))`, to be run as `/proc/self/fd/<fd>` (inherited,
 ///   so an interpreter started for a `#!` script can open it too).
 unsafe fn exec_prepare(path: *const c_char) -> Result<Option<c_int>, c_int> {
-    let Some(t) = tracked_path(libc::AT_FDCWD, path) else { return Ok(None) };
+    let Some(t) = tracked_path(libc::AT_FDCWD, path) else {
+        return Ok(None);
+    };
     crate::run_raw(Err(libc::EIO), || {
         let Ok(c) = cl() else { return Ok(None) };
         let p = t.abs.as_str().ok_or(libc::EINVAL)?;
-        let Some(a) = c.file_stat_path(p).map_err(os)? else { return Ok(None) };
+        let Some(a) = c.file_stat_path(p).map_err(os)? else {
+            return Ok(None);
+        };
         if a.persist == Persist::Default {
             if a.dirty {
                 c.file_sync_dest(a.id).map_err(os)?;
@@ -1790,7 +2264,11 @@ unsafe fn with_exec_path(path: *const c_char, f: impl FnOnce(*const c_char) -> c
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn execve(path: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int {
+pub unsafe extern "C" fn execve(
+    path: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
     let v = fixed_env(envp);
     let envp = v.as_ref().map_or(envp, |v| v.as_ptr());
     with_exec_path(path, |p| real::execve(p, argv, envp))
@@ -1807,7 +2285,11 @@ unsafe fn has_slash(file: *const c_char) -> bool {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn execvpe(file: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int {
+pub unsafe extern "C" fn execvpe(
+    file: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
     if has_slash(file) {
         return execve(file, argv, envp);
     }
@@ -1823,7 +2305,14 @@ pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char)
 /// glibc's posix_spawn execs with its internal `__execve`, which no hook
 /// sees: the file is prepared and the environment fixed here.
 #[no_mangle]
-pub unsafe extern "C" fn posix_spawn(pid: *mut libc::pid_t, path: *const c_char, acts: *const c_void, attr: *const c_void, argv: *const *const c_char, envp: *const *const c_char) -> c_int {
+pub unsafe extern "C" fn posix_spawn(
+    pid: *mut libc::pid_t,
+    path: *const c_char,
+    acts: *const c_void,
+    attr: *const c_void,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
     let v = fixed_env(envp);
     let envp = v.as_ref().map_or(envp, |v| v.as_ptr());
     match exec_prepare(path) {
@@ -1839,12 +2328,26 @@ pub unsafe extern "C" fn posix_spawn(pid: *mut libc::pid_t, path: *const c_char,
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn posix_spawnp(pid: *mut libc::pid_t, file: *const c_char, acts: *const c_void, attr: *const c_void, argv: *const *const c_char, envp: *const *const c_char) -> c_int {
+pub unsafe extern "C" fn posix_spawnp(
+    pid: *mut libc::pid_t,
+    file: *const c_char,
+    acts: *const c_void,
+    attr: *const c_void,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
     if has_slash(file) {
         return posix_spawn(pid, file, acts, attr, argv, envp);
     }
     let v = fixed_env(envp);
-    real::posix_spawnp(pid, file, acts, attr, argv, v.as_ref().map_or(envp, |v| v.as_ptr()))
+    real::posix_spawnp(
+        pid,
+        file,
+        acts,
+        attr,
+        argv,
+        v.as_ref().map_or(envp, |v| v.as_ptr()),
+    )
 }
 
 /// A shared object just written under strata: made real (DEFAULT) or loaded
@@ -1879,27 +2382,43 @@ fn now_ns() -> u64 {
 unsafe fn times_of(ts: *const libc::timespec) -> Result<SetAttr, c_int> {
     if ts.is_null() {
         let n = now_ns();
-        return Ok(SetAttr { mode: None, atime_ns: Some(n), mtime_ns: Some(n) });
+        return Ok(SetAttr {
+            mode: None,
+            atime_ns: Some(n),
+            mtime_ns: Some(n),
+        });
     }
     let one = |t: &libc::timespec| -> Result<Option<u64>, c_int> {
         match t.tv_nsec {
             libc::UTIME_OMIT => Ok(None),
             libc::UTIME_NOW => Ok(Some(now_ns())),
-            n if (0..1_000_000_000).contains(&n) && t.tv_sec >= 0 => Ok(Some(t.tv_sec as u64 * 1_000_000_000 + n as u64)),
+            n if (0..1_000_000_000).contains(&n) && t.tv_sec >= 0 => {
+                Ok(Some(t.tv_sec as u64 * 1_000_000_000 + n as u64))
+            }
             n if (0..1_000_000_000).contains(&n) => Ok(Some(0)),
             _ => Err(libc::EINVAL),
         }
     };
-    Ok(SetAttr { mode: None, atime_ns: one(&*ts)?, mtime_ns: one(&*ts.add(1))? })
+    Ok(SetAttr {
+        mode: None,
+        atime_ns: one(&*ts)?,
+        mtime_ns: one(&*ts.add(1))?,
+    })
 }
 
-unsafe fn timeval_times(tv: *const libc::timeval, buf: &mut [libc::timespec; 2]) -> *const libc::timespec {
+unsafe fn timeval_times(
+    tv: *const libc::timeval,
+    buf: &mut [libc::timespec; 2],
+) -> *const libc::timespec {
     if tv.is_null() {
         return std::ptr::null();
     }
     for (i, b) in buf.iter_mut().enumerate() {
         let t = &*tv.add(i);
-        *b = libc::timespec { tv_sec: t.tv_sec, tv_nsec: t.tv_usec * 1000 };
+        *b = libc::timespec {
+            tv_sec: t.tv_sec,
+            tv_nsec: t.tv_usec * 1000,
+        };
     }
     buf.as_ptr()
 }
@@ -1907,7 +2426,12 @@ unsafe fn timeval_times(tv: *const libc::timeval, buf: &mut [libc::timespec; 2])
 /// Applies `a` to the record of a tracked path (id 0) or descriptor, and
 /// runs `real_op` on the destination when there is no record or the file is
 /// DEFAULT and its destination exists.
-unsafe fn set_attr_tracked(id: u64, path: &str, a: SetAttr, real_op: impl FnOnce() -> c_int) -> Result<c_int, c_int> {
+unsafe fn set_attr_tracked(
+    id: u64,
+    path: &str,
+    a: SetAttr,
+    real_op: impl FnOnce() -> c_int,
+) -> Result<c_int, c_int> {
     let c = match cl() {
         Ok(c) => c,
         Err(_) => return cvt(real_op()),
@@ -1930,15 +2454,40 @@ unsafe fn set_attr_tracked(id: u64, path: &str, a: SetAttr, real_op: impl FnOnce
 pub unsafe extern "C" fn chmod(path: *const c_char, mode: mode_t) -> c_int {
     match tracked_path(libc::AT_FDCWD, path) {
         None => real::chmod(path, mode),
-        Some(t) => run(|| set_attr_tracked(0, t.abs.as_str().ok_or(libc::EINVAL)?, SetAttr { mode: Some(mode & 0o7777), ..Default::default() }, || real::chmod(path, mode))),
+        Some(t) => run(|| {
+            set_attr_tracked(
+                0,
+                t.abs.as_str().ok_or(libc::EINVAL)?,
+                SetAttr {
+                    mode: Some(mode & 0o7777),
+                    ..Default::default()
+                },
+                || real::chmod(path, mode),
+            )
+        }),
     }
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn fchmodat(dirfd: c_int, path: *const c_char, mode: mode_t, flags: c_int) -> c_int {
+pub unsafe extern "C" fn fchmodat(
+    dirfd: c_int,
+    path: *const c_char,
+    mode: mode_t,
+    flags: c_int,
+) -> c_int {
     match tracked_path(dirfd, path) {
         None => real::fchmodat(dirfd, path, mode, flags),
-        Some(t) => run(|| set_attr_tracked(0, t.abs.as_str().ok_or(libc::EINVAL)?, SetAttr { mode: Some(mode & 0o7777), ..Default::default() }, || real::fchmodat(dirfd, path, mode, flags))),
+        Some(t) => run(|| {
+            set_attr_tracked(
+                0,
+                t.abs.as_str().ok_or(libc::EINVAL)?,
+                SetAttr {
+                    mode: Some(mode & 0o7777),
+                    ..Default::default()
+                },
+                || real::fchmodat(dirfd, path, mode, flags),
+            )
+        }),
     }
 }
 
@@ -1947,7 +2496,16 @@ pub unsafe extern "C" fn fchmod(fd: c_int, mode: mode_t) -> c_int {
     match tracked_fd(fd) {
         None => real::fchmod(fd, mode),
         Some(t) => run(|| {
-            let r = cl()?.file_set_attr(t.id, "", SetAttr { mode: Some(mode & 0o7777), ..Default::default() }).map_err(os)?;
+            let r = cl()?
+                .file_set_attr(
+                    t.id,
+                    "",
+                    SetAttr {
+                        mode: Some(mode & 0o7777),
+                        ..Default::default()
+                    },
+                )
+                .map_err(os)?;
             trace!("fchmod fd={} id={:x} mode={:o}", fd, t.id, mode);
             if r == Some(Persist::Default) {
                 chmod_dest(t.id, mode);
@@ -1969,7 +2527,12 @@ unsafe fn chmod_dest(id: u64, mode: mode_t) {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn utimensat(dirfd: c_int, path: *const c_char, ts: *const libc::timespec, flags: c_int) -> c_int {
+pub unsafe extern "C" fn utimensat(
+    dirfd: c_int,
+    path: *const c_char,
+    ts: *const libc::timespec,
+    flags: c_int,
+) -> c_int {
     if path.is_null() {
         // futimens via utimensat(fd, NULL, ...)
         return match tracked_fd(dirfd) {
@@ -1977,12 +2540,22 @@ pub unsafe extern "C" fn utimensat(dirfd: c_int, path: *const c_char, ts: *const
             Some(_) => futimens(dirfd, ts),
         };
     }
-    if flags & libc::AT_EMPTY_PATH != 0 && crate::c_str(path).is_empty() && tracked_fd(dirfd).is_some() {
+    if flags & libc::AT_EMPTY_PATH != 0
+        && crate::c_str(path).is_empty()
+        && tracked_fd(dirfd).is_some()
+    {
         return futimens(dirfd, ts);
     }
     match tracked_path(dirfd, path) {
         None => real::utimensat(dirfd, path, ts, flags),
-        Some(t) => run(|| set_attr_tracked(0, t.abs.as_str().ok_or(libc::EINVAL)?, times_of(ts)?, || real::utimensat(dirfd, path, ts, flags))),
+        Some(t) => run(|| {
+            set_attr_tracked(
+                0,
+                t.abs.as_str().ok_or(libc::EINVAL)?,
+                times_of(ts)?,
+                || real::utimensat(dirfd, path, ts, flags),
+            )
+        }),
     }
 }
 
@@ -2026,7 +2599,12 @@ pub unsafe extern "C" fn lutimes(path: *const c_char, tv: *const libc::timeval) 
         None => real::lutimes(path, tv),
         Some(_) => {
             let mut b: [libc::timespec; 2] = std::mem::zeroed();
-            utimensat(libc::AT_FDCWD, path, timeval_times(tv, &mut b), libc::AT_SYMLINK_NOFOLLOW)
+            utimensat(
+                libc::AT_FDCWD,
+                path,
+                timeval_times(tv, &mut b),
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
         }
     }
 }
@@ -2089,25 +2667,51 @@ fn acl_mode(v: &[u8]) -> Option<u32> {
 }
 
 /// Ok(None) = not an access ACL of a buffered file: pass through.
-unsafe fn acl_set(id: u64, path: &str, name: *const c_char, v: *const c_void, n: size_t) -> Result<Option<c_int>, c_int> {
+unsafe fn acl_set(
+    id: u64,
+    path: &str,
+    name: *const c_char,
+    v: *const c_void,
+    n: size_t,
+) -> Result<Option<c_int>, c_int> {
     if crate::c_str(name) != ACL_XATTR || v.is_null() {
         return Ok(None);
     }
-    let Some(bits) = acl_mode(std::slice::from_raw_parts(v as *const u8, n)) else { return Err(libc::EINVAL) };
+    let Some(bits) = acl_mode(std::slice::from_raw_parts(v as *const u8, n)) else {
+        return Err(libc::EINVAL);
+    };
     let c = match cl() {
         Ok(c) => c,
         Err(_) => return Ok(None),
     };
-    let cur = if id != 0 { Some(c.file_stat(id).map_err(os)?) } else { c.file_stat_path(path).map_err(os)? };
+    let cur = if id != 0 {
+        Some(c.file_stat(id).map_err(os)?)
+    } else {
+        c.file_stat_path(path).map_err(os)?
+    };
     let Some(cur) = cur else { return Ok(None) };
     let mode = (cur.mode & 0o7000) | bits;
-    c.file_set_attr(cur.id, "", SetAttr { mode: Some(mode), ..Default::default() }).map_err(os)?;
+    c.file_set_attr(
+        cur.id,
+        "",
+        SetAttr {
+            mode: Some(mode),
+            ..Default::default()
+        },
+    )
+    .map_err(os)?;
     trace!("acl -> chmod id={:x} {:o}", cur.id, mode);
     Ok(Some(0))
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn fsetxattr(fd: c_int, name: *const c_char, v: *const c_void, n: size_t, fl: c_int) -> c_int {
+pub unsafe extern "C" fn fsetxattr(
+    fd: c_int,
+    name: *const c_char,
+    v: *const c_void,
+    n: size_t,
+    fl: c_int,
+) -> c_int {
     match tracked_fd(fd) {
         None => real::fsetxattr(fd, name, v, n, fl),
         Some(t) => {
@@ -2128,18 +2732,26 @@ pub unsafe extern "C" fn fsetxattr(fd: c_int, name: *const c_char, v: *const c_v
     }
 }
 
-unsafe fn setxattr_impl(path: *const c_char, name: *const c_char, v: *const c_void, n: size_t, fb: impl FnOnce() -> c_int) -> c_int {
+unsafe fn setxattr_impl(
+    path: *const c_char,
+    name: *const c_char,
+    v: *const c_void,
+    n: size_t,
+    fb: impl FnOnce() -> c_int,
+) -> c_int {
     match tracked_path(libc::AT_FDCWD, path) {
         None => fb(),
         Some(t) => {
             let mut pass = false;
-            let r = run(|| match acl_set(0, t.abs.as_str().ok_or(libc::EINVAL)?, name, v, n)? {
-                Some(r) => Ok(r),
-                None => {
-                    pass = true;
-                    Ok(0)
-                }
-            });
+            let r = run(
+                || match acl_set(0, t.abs.as_str().ok_or(libc::EINVAL)?, name, v, n)? {
+                    Some(r) => Ok(r),
+                    None => {
+                        pass = true;
+                        Ok(0)
+                    }
+                },
+            );
             if pass {
                 fb()
             } else {
@@ -2150,25 +2762,47 @@ unsafe fn setxattr_impl(path: *const c_char, name: *const c_char, v: *const c_vo
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn setxattr(path: *const c_char, name: *const c_char, v: *const c_void, n: size_t, fl: c_int) -> c_int {
+pub unsafe extern "C" fn setxattr(
+    path: *const c_char,
+    name: *const c_char,
+    v: *const c_void,
+    n: size_t,
+    fl: c_int,
+) -> c_int {
     setxattr_impl(path, name, v, n, || real::setxattr(path, name, v, n, fl))
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn lsetxattr(path: *const c_char, name: *const c_char, v: *const c_void, n: size_t, fl: c_int) -> c_int {
+pub unsafe extern "C" fn lsetxattr(
+    path: *const c_char,
+    name: *const c_char,
+    v: *const c_void,
+    n: size_t,
+    fl: c_int,
+) -> c_int {
     setxattr_impl(path, name, v, n, || real::lsetxattr(path, name, v, n, fl))
 }
 
 /// getxattr/listxattr of a tracked path: the destination's answer, except
 /// that a buffered file missing at the destination has no attributes
 /// (ENODATA / an empty list) instead of not existing (ls -l asks for ACLs).
-unsafe fn xattr_read(path: *const c_char, empty: ssize_t, real_op: impl FnOnce() -> ssize_t) -> ssize_t {
+unsafe fn xattr_read(
+    path: *const c_char,
+    empty: ssize_t,
+    real_op: impl FnOnce() -> ssize_t,
+) -> ssize_t {
     let r = real_op();
     if r >= 0 || errno() != libc::ENOENT {
         return r;
     }
-    let Some(t) = tracked_path(libc::AT_FDCWD, path) else { return r };
-    let has = run_raw(false, || cl().ok().and_then(|c| c.file_stat_path(t.abs.as_str()?).ok().flatten()).is_some());
+    let Some(t) = tracked_path(libc::AT_FDCWD, path) else {
+        return r;
+    };
+    let has = run_raw(false, || {
+        cl().ok()
+            .and_then(|c| c.file_stat_path(t.abs.as_str()?).ok().flatten())
+            .is_some()
+    });
     if !has {
         set_errno(libc::ENOENT);
         return -1;
@@ -2180,12 +2814,22 @@ unsafe fn xattr_read(path: *const c_char, empty: ssize_t, real_op: impl FnOnce()
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn getxattr(path: *const c_char, name: *const c_char, v: *mut c_void, n: size_t) -> ssize_t {
+pub unsafe extern "C" fn getxattr(
+    path: *const c_char,
+    name: *const c_char,
+    v: *mut c_void,
+    n: size_t,
+) -> ssize_t {
     xattr_read(path, -1, || real::getxattr(path, name, v, n))
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn lgetxattr(path: *const c_char, name: *const c_char, v: *mut c_void, n: size_t) -> ssize_t {
+pub unsafe extern "C" fn lgetxattr(
+    path: *const c_char,
+    name: *const c_char,
+    v: *mut c_void,
+    n: size_t,
+) -> ssize_t {
     xattr_read(path, -1, || real::lgetxattr(path, name, v, n))
 }
 
@@ -2206,9 +2850,13 @@ pub unsafe extern "C" fn llistxattr(path: *const c_char, list: *mut c_char, n: s
 
 /// `Err(EEXIST)` when `path` names a buffered file.
 unsafe fn refuse_buffered_name(dirfd: c_int, path: *const c_char) -> Result<(), c_int> {
-    let Some(t) = tracked_path(dirfd, path) else { return Ok(()) };
+    let Some(t) = tracked_path(dirfd, path) else {
+        return Ok(());
+    };
     let buffered = crate::run_raw(false, || {
-        let (Ok(c), Some(p)) = (cl(), t.abs.as_str()) else { return false };
+        let (Ok(c), Some(p)) = (cl(), t.abs.as_str()) else {
+            return false;
+        };
         matches!(c.file_stat_path(p), Ok(Some(_)))
     });
     if buffered {
@@ -2228,7 +2876,9 @@ unsafe fn create_name(dirfd: c_int, path: *const c_char, f: impl FnOnce() -> c_i
 
 #[no_mangle]
 pub unsafe extern "C" fn mkdir(path: *const c_char, mode: mode_t) -> c_int {
-    create_name(libc::AT_FDCWD, path, || real::mkdirat(libc::AT_FDCWD, path, mode))
+    create_name(libc::AT_FDCWD, path, || {
+        real::mkdirat(libc::AT_FDCWD, path, mode)
+    })
 }
 
 #[no_mangle]
@@ -2238,30 +2888,47 @@ pub unsafe extern "C" fn mkdirat(dirfd: c_int, path: *const c_char, mode: mode_t
 
 #[no_mangle]
 pub unsafe extern "C" fn mkfifo(path: *const c_char, mode: mode_t) -> c_int {
-    create_name(libc::AT_FDCWD, path, || real::mknodat(libc::AT_FDCWD, path, mode | libc::S_IFIFO, 0))
+    create_name(libc::AT_FDCWD, path, || {
+        real::mknodat(libc::AT_FDCWD, path, mode | libc::S_IFIFO, 0)
+    })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn mkfifoat(dirfd: c_int, path: *const c_char, mode: mode_t) -> c_int {
-    create_name(dirfd, path, || real::mknodat(dirfd, path, mode | libc::S_IFIFO, 0))
+    create_name(dirfd, path, || {
+        real::mknodat(dirfd, path, mode | libc::S_IFIFO, 0)
+    })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn mknod(path: *const c_char, mode: mode_t, dev: libc::dev_t) -> c_int {
-    create_name(libc::AT_FDCWD, path, || real::mknodat(libc::AT_FDCWD, path, mode, dev))
+    create_name(libc::AT_FDCWD, path, || {
+        real::mknodat(libc::AT_FDCWD, path, mode, dev)
+    })
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn mknodat(dirfd: c_int, path: *const c_char, mode: mode_t, dev: libc::dev_t) -> c_int {
+pub unsafe extern "C" fn mknodat(
+    dirfd: c_int,
+    path: *const c_char,
+    mode: mode_t,
+    dev: libc::dev_t,
+) -> c_int {
     create_name(dirfd, path, || real::mknodat(dirfd, path, mode, dev))
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn symlink(target: *const c_char, path: *const c_char) -> c_int {
-    create_name(libc::AT_FDCWD, path, || real::symlinkat(target, libc::AT_FDCWD, path))
+    create_name(libc::AT_FDCWD, path, || {
+        real::symlinkat(target, libc::AT_FDCWD, path)
+    })
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn symlinkat(target: *const c_char, dirfd: c_int, path: *const c_char) -> c_int {
+pub unsafe extern "C" fn symlinkat(
+    target: *const c_char,
+    dirfd: c_int,
+    path: *const c_char,
+) -> c_int {
     create_name(dirfd, path, || real::symlinkat(target, dirfd, path))
 }

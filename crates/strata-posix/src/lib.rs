@@ -33,7 +33,9 @@ mod stdio;
 use std::cell::Cell;
 use std::ffi::CString;
 use std::os::raw::{c_char, c_int};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering,
+};
 
 use strata_client::file::Persist;
 use strata_client::Client;
@@ -138,11 +140,19 @@ pub(crate) fn debug_on() -> bool {
     DEBUG.load(Ordering::Relaxed)
 }
 
-const NEVER: &[&str] = &["/proc", "/sys", "/dev", "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/boot", "/run", "/var/run"];
+const NEVER: &[&str] = &[
+    "/proc", "/sys", "/dev", "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/boot", "/run",
+    "/var/run",
+];
 
 fn build_state() -> Result<State, String> {
     let cfg = strata_config::Config::load_effective(None).map_err(|e| e.to_string())?;
-    let mut include: Vec<Vec<u8>> = cfg.adapter.include.iter().map(|p| path::normalise_owned(p.as_os_str())).collect();
+    let mut include: Vec<Vec<u8>> = cfg
+        .adapter
+        .include
+        .iter()
+        .map(|p| path::normalise_owned(p.as_os_str()))
+        .collect();
     if include.is_empty() {
         if let Ok(cwd) = std::env::current_dir() {
             include.push(path::normalise_owned(cwd.as_os_str()));
@@ -152,7 +162,12 @@ fn build_state() -> Result<State, String> {
             }
         }
     }
-    let exclude = cfg.adapter.exclude.iter().map(|p| path::normalise_owned(p.as_os_str())).collect();
+    let exclude = cfg
+        .adapter
+        .exclude
+        .iter()
+        .map(|p| path::normalise_owned(p.as_os_str()))
+        .collect();
     let mut never: Vec<Vec<u8>> = NEVER.iter().map(|s| s.as_bytes().to_vec()).collect();
     for d in &cfg.devices {
         if let Some(p) = &d.path {
@@ -178,7 +193,14 @@ fn build_state() -> Result<State, String> {
             }
         }
     }
-    Ok(State { adapter: cfg.adapter, include, exclude, never, socket, env_keep })
+    Ok(State {
+        adapter: cfg.adapter,
+        include,
+        exclude,
+        never,
+        socket,
+        env_keep,
+    })
 }
 
 extern "C" fn init() {
@@ -197,7 +219,10 @@ extern "C" fn init() {
         UMASK.store(m, Ordering::Relaxed);
     }
     let _ = std::panic::catch_unwind(|| {
-        if std::env::var("STRATA_INTERNAL_ADAPTER_DEBUG").map(|v| v == "1").unwrap_or(false) {
+        if std::env::var("STRATA_INTERNAL_ADAPTER_DEBUG")
+            .map(|v| v == "1")
+            .unwrap_or(false)
+        {
             DEBUG.store(true, Ordering::Relaxed);
         }
         path::refresh_cwd();
@@ -206,10 +231,18 @@ extern "C" fn init() {
                 STATE.store(Box::into_raw(Box::new(s)), Ordering::Release);
                 unsafe { libc::pthread_atfork(None, None, Some(atfork_child)) };
                 READY.store(true, Ordering::Release);
-                trace!("ready: include {:?}", state().include.iter().map(|i| String::from_utf8_lossy(i)).collect::<Vec<_>>());
+                trace!(
+                    "ready: include {:?}",
+                    state()
+                        .include
+                        .iter()
+                        .map(|i| String::from_utf8_lossy(i))
+                        .collect::<Vec<_>>()
+                );
             }
             Err(e) => {
-                let msg = format!("strata-posix: configuration error, passing all I/O through: {e}\n");
+                let msg =
+                    format!("strata-posix: configuration error, passing all I/O through: {e}\n");
                 unsafe { real::write(2, msg.as_ptr() as *const _, msg.len()) };
             }
         }
@@ -234,7 +267,11 @@ extern "C" fn fini() {
     let _ = std::panic::catch_unwind(|| {
         for fd in 0..FD_MAX as c_int {
             let k = KIND[fd as usize].load(Ordering::Acquire);
-            let k = if k == K_UNKNOWN && fd <= 2 { tracked_fd(fd).map_or(K_UNKNOWN, |_| K_TRACKED) } else { k };
+            let k = if k == K_UNKNOWN && fd <= 2 {
+                tracked_fd(fd).map_or(K_UNKNOWN, |_| K_TRACKED)
+            } else {
+                k
+            };
             if k & K_TRACKED != 0 {
                 unsafe { hooks::check_bypass(fd, tracked_id(fd)) };
             }
@@ -247,7 +284,14 @@ extern "C" fn fini() {
 static FINI: extern "C" fn() = fini;
 
 unsafe fn init_fork_mark() {
-    let p = libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0);
+    let p = libc::mmap(
+        std::ptr::null_mut(),
+        4096,
+        libc::PROT_READ | libc::PROT_WRITE,
+        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+        -1,
+        0,
+    );
     if p == libc::MAP_FAILED {
         return;
     }
@@ -350,7 +394,8 @@ pub(crate) fn client() -> Result<&'static Client, c_int> {
         }
         Err(e) => {
             CONNECT_FAILED.store(true, Ordering::Relaxed);
-            let msg = format!("strata-posix: {e}; tracked files pass through to their destination\n");
+            let msg =
+                format!("strata-posix: {e}; tracked files pass through to their destination\n");
             unsafe { real::write(2, msg.as_ptr() as *const _, msg.len()) };
             Err(libc::EIO)
         }
@@ -432,7 +477,14 @@ fn persist_of(code: u8) -> Persist {
 
 /// `fd` is a placeholder of file `id`; `held`: this client holds the file
 /// (it just opened it); `append`: its O_APPEND status flag.
-pub(crate) fn set_tracked(fd: c_int, id: u64, acc: c_int, persist: Persist, held: bool, append: bool) {
+pub(crate) fn set_tracked(
+    fd: c_int,
+    id: u64,
+    acc: c_int,
+    persist: Persist,
+    held: bool,
+    append: bool,
+) {
     if fd >= 0 && (fd as usize) < FD_MAX {
         ID[fd as usize].store(id, Ordering::Relaxed);
         let mut k = K_TRACKED | (acc as u8 & 3) | (persist_code(persist) << 2);
@@ -456,7 +508,11 @@ fn tracked_end() -> usize {
 
 /// Another descriptor than `except` is a placeholder of file `id`.
 pub(crate) fn id_in_use(id: u64, except: c_int) -> bool {
-    (0..tracked_end()).any(|fd| fd as c_int != except && KIND[fd].load(Ordering::Acquire) & K_TRACKED != 0 && ID[fd].load(Ordering::Relaxed) == id)
+    (0..tracked_end()).any(|fd| {
+        fd as c_int != except
+            && KIND[fd].load(Ordering::Acquire) & K_TRACKED != 0
+            && ID[fd].load(Ordering::Relaxed) == id
+    })
 }
 
 /// Every descriptor of file `id`: held by the current client.
@@ -489,7 +545,11 @@ fn acquire_hold(id: u64) {
     run_raw((), || {
         if let Ok(c) = client() {
             let r = c.file_hold(id);
-            trace!("hold id={:x} -> {:?}", id, r.as_ref().map_err(|e| e.to_string()));
+            trace!(
+                "hold id={:x} -> {:?}",
+                id,
+                r.as_ref().map_err(|e| e.to_string())
+            );
         }
     });
     mark_held(id);
@@ -509,7 +569,11 @@ pub(crate) fn release_hold(id: u64) {
     let e = errno();
     run_raw((), || {
         let r = c.file_close(id);
-        trace!("release id={:x} -> {:?}", id, r.as_ref().map_err(|e| e.to_string()));
+        trace!(
+            "release id={:x} -> {:?}",
+            id,
+            r.as_ref().map_err(|e| e.to_string())
+        );
         let mut spins = 0u32;
         while OPENS_IN_FLIGHT.load(Ordering::Acquire) != 0 && spins < 100_000 {
             std::thread::yield_now();
@@ -531,7 +595,11 @@ pub(crate) fn refresh_status(fd: c_int) {
         if k & K_TRACKED != 0 && ID[d].load(Ordering::Relaxed) == id {
             let fl = unsafe { real::fcntl(d as c_int, libc::F_GETFL, 0) };
             if fl >= 0 {
-                let nk = if fl & libc::O_APPEND != 0 { k | K_APPEND } else { k & !K_APPEND };
+                let nk = if fl & libc::O_APPEND != 0 {
+                    k | K_APPEND
+                } else {
+                    k & !K_APPEND
+                };
                 let _ = KIND[d].compare_exchange(k, nk, Ordering::AcqRel, Ordering::Relaxed);
             }
         }
@@ -617,7 +685,11 @@ pub(crate) fn tracked_fd(fd: c_int) -> Option<Tfd> {
     if fd < 0 || !ready() {
         return None;
     }
-    let k = if (fd as usize) < FD_MAX { KIND[fd as usize].load(Ordering::Acquire) } else { K_UNKNOWN };
+    let k = if (fd as usize) < FD_MAX {
+        KIND[fd as usize].load(Ordering::Acquire)
+    } else {
+        K_UNKNOWN
+    };
     if k == K_UNTRACKED || k == K_INTERNAL || guarded() {
         return None;
     }
@@ -632,7 +704,13 @@ pub(crate) fn tracked_fd(fd: c_int) -> Option<Tfd> {
     if k & K_HELD == 0 && k & K_TRACKED != 0 {
         acquire_hold(id);
     }
-    Some(Tfd { fd, id, acc: (k & 3) as c_int, persist: persist_of((k >> 2) & 3), append: k & K_APPEND != 0 })
+    Some(Tfd {
+        fd,
+        id,
+        acc: (k & 3) as c_int,
+        persist: persist_of((k >> 2) & 3),
+        append: k & K_APPEND != 0,
+    })
 }
 
 #[cold]
@@ -647,7 +725,13 @@ fn classify(fd: c_int) -> Option<Tfd> {
             set_tracked(fd, id, acc, p, false, fl >= 0 && fl & libc::O_APPEND != 0);
             acquire_hold(id);
             let k = KIND[fd as usize].load(Ordering::Acquire);
-            Some(Tfd { fd, id, acc, persist: p, append: k & K_APPEND != 0 })
+            Some(Tfd {
+                fd,
+                id,
+                acc,
+                persist: p,
+                append: k & K_APPEND != 0,
+            })
         }
         None => {
             if n.is_some() {
@@ -703,7 +787,10 @@ pub(crate) struct StackWriter {
 
 impl StackWriter {
     pub fn new() -> StackWriter {
-        StackWriter { buf: [0; 512], len: 0 }
+        StackWriter {
+            buf: [0; 512],
+            len: 0,
+        }
     }
     pub fn flush(&self) {
         unsafe { real::write(2, self.buf.as_ptr() as *const _, self.len) };
@@ -749,4 +836,3 @@ pub(crate) fn c_str<'a>(p: *const c_char) -> &'a [u8] {
     }
     unsafe { std::ffi::CStr::from_ptr(p).to_bytes() }
 }
-

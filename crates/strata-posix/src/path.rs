@@ -19,7 +19,10 @@ pub struct AbsPath {
 
 impl AbsPath {
     fn new() -> AbsPath {
-        AbsPath { buf: [0; PATH_BYTES], len: 0 }
+        AbsPath {
+            buf: [0; PATH_BYTES],
+            len: 0,
+        }
     }
     pub fn bytes(&self) -> &[u8] {
         &self.buf[..self.len]
@@ -139,7 +142,13 @@ pub fn fd_link(fd: c_int, buf: &mut [u8]) -> Option<usize> {
     let mut w = &mut name[..];
     use std::io::Write;
     let _ = write!(w, "/proc/self/fd/{fd}\0");
-    let n = unsafe { libc::readlink(name.as_ptr() as *const c_char, buf.as_mut_ptr() as *mut c_char, buf.len()) };
+    let n = unsafe {
+        libc::readlink(
+            name.as_ptr() as *const c_char,
+            buf.as_mut_ptr() as *mut c_char,
+            buf.len(),
+        )
+    };
     if n < 0 {
         None
     } else {
@@ -164,7 +173,10 @@ pub fn resolve(dirfd: c_int, path: &[u8]) -> Option<AbsPath> {
             let mut b = [0u8; PATH_BYTES];
             let n = fd_link(dirfd, &mut b)?;
             let link = &b[..n];
-            if !link.starts_with(b"/") || link.ends_with(b" (deleted)") || link.starts_with(b"/memfd:") {
+            if !link.starts_with(b"/")
+                || link.ends_with(b" (deleted)")
+                || link.starts_with(b"/memfd:")
+            {
                 return None;
             }
             if !a.push(link) {
@@ -198,7 +210,8 @@ pub struct Tracked {
 /// daemon could be reached.
 #[inline]
 pub fn tracked_path(dirfd: c_int, path: *const c_char) -> Option<Tracked> {
-    if !crate::plausible_ptr(path) || !crate::ready() || crate::guarded() || crate::connect_failed() {
+    if !crate::plausible_ptr(path) || !crate::ready() || crate::guarded() || crate::connect_failed()
+    {
         return None;
     }
     classify_path(dirfd, crate::c_str(path))
@@ -211,7 +224,10 @@ pub fn classify_path(dirfd: c_int, path: &[u8]) -> Option<Tracked> {
     }
     let abs = resolve(dirfd, path)?;
     let p = abs.bytes();
-    if !st.include.iter().any(|i| under(p, i)) || st.exclude.iter().any(|e| under(p, e)) || st.never.iter().any(|n| under(p, n)) {
+    if !st.include.iter().any(|i| under(p, i))
+        || st.exclude.iter().any(|e| under(p, e))
+        || st.never.iter().any(|n| under(p, n))
+    {
         return None;
     }
     // the include prefix itself (a directory) is never a file to buffer
@@ -221,7 +237,11 @@ pub fn classify_path(dirfd: c_int, path: &[u8]) -> Option<Tracked> {
     let (mode, page_bytes) = st.adapter.settings_for(abs.as_path());
     let persist = crate::persist_for(mode)?;
     abs.as_str()?;
-    Some(Tracked { abs, persist, page_bytes })
+    Some(Tracked {
+        abs,
+        persist,
+        page_bytes,
+    })
 }
 
 /// Whether `path` (relative to `dirfd`) names a directory that may hold
@@ -229,7 +249,8 @@ pub fn classify_path(dirfd: c_int, path: &[u8]) -> Option<Tracked> {
 /// one), under no exclude/never prefix, and its mode is not BYPASS.
 /// Allocation-free; None in the same cases as [`tracked_path`].
 pub fn tracked_dir(dirfd: c_int, path: *const c_char) -> Option<AbsPath> {
-    if !crate::plausible_ptr(path) || !crate::ready() || crate::guarded() || crate::connect_failed() {
+    if !crate::plausible_ptr(path) || !crate::ready() || crate::guarded() || crate::connect_failed()
+    {
         return None;
     }
     let abs = resolve(dirfd, crate::c_str(path))?;
@@ -240,7 +261,10 @@ pub fn tracked_dir(dirfd: c_int, path: *const c_char) -> Option<AbsPath> {
 pub fn tracked_dir_abs(abs: AbsPath) -> Option<AbsPath> {
     let st = crate::state();
     let p = abs.bytes();
-    if !st.include.iter().any(|i| under(p, i)) || st.exclude.iter().any(|e| under(p, e)) || st.never.iter().any(|n| under(p, n)) {
+    if !st.include.iter().any(|i| under(p, i))
+        || st.exclude.iter().any(|e| under(p, e))
+        || st.never.iter().any(|n| under(p, n))
+    {
         return None;
     }
     let (mode, _) = st.adapter.settings_for(abs.as_path());

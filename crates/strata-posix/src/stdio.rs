@@ -49,7 +49,10 @@ fn with_streams<R>(f: impl FnOnce(&mut Vec<(usize, c_int)>) -> R) -> R {
         std::hint::spin_loop();
     }
     let r = f(unsafe { &mut *std::ptr::addr_of_mut!(STREAMS) });
-    STREAM_COUNT.store(unsafe { (*std::ptr::addr_of!(STREAMS)).len() }, Ordering::Relaxed);
+    STREAM_COUNT.store(
+        unsafe { (*std::ptr::addr_of!(STREAMS)).len() },
+        Ordering::Relaxed,
+    );
     STREAMS_LOCK.store(false, Ordering::Release);
     r
 }
@@ -111,8 +114,17 @@ unsafe extern "C" fn ck_close(c: *mut c_void) -> c_int {
 
 /// Flags for a stdio mode string; None if invalid.
 fn mode_flags(mode: &[u8]) -> Option<(c_int, &'static [u8])> {
-    let plus = mode.iter().skip(1).take_while(|&&c| c != b',').any(|&c| c == b'+');
-    let rest: Vec<u8> = mode.iter().skip(1).take_while(|&&c| c != b',').copied().collect();
+    let plus = mode
+        .iter()
+        .skip(1)
+        .take_while(|&&c| c != b',')
+        .any(|&c| c == b'+');
+    let rest: Vec<u8> = mode
+        .iter()
+        .skip(1)
+        .take_while(|&&c| c != b',')
+        .copied()
+        .collect();
     let (mut fl, cm): (c_int, &'static [u8]) = match (mode.first()?, plus) {
         (b'r', false) => (libc::O_RDONLY, b"r\0"),
         (b'r', true) => (libc::O_RDWR, b"r+\0"),
@@ -139,8 +151,17 @@ unsafe fn make_stream(fd: c_int, cmode: &[u8]) -> *mut FILE {
 /// `make_stream` with a buffering mode (`_IOFBF` or `_IONBF`); also returns
 /// the cookie.
 unsafe fn make_stream_buf(fd: c_int, cmode: &[u8], buffering: c_int) -> (*mut FILE, *mut Cookie) {
-    let ck = Box::into_raw(Box::new(Cookie { fd, buf: std::ptr::null_mut(), file: std::ptr::null_mut() }));
-    let io = CookieIo { read: Some(ck_read), write: Some(ck_write), seek: Some(ck_seek), close: Some(ck_close) };
+    let ck = Box::into_raw(Box::new(Cookie {
+        fd,
+        buf: std::ptr::null_mut(),
+        file: std::ptr::null_mut(),
+    }));
+    let io = CookieIo {
+        read: Some(ck_read),
+        write: Some(ck_write),
+        seek: Some(ck_seek),
+        close: Some(ck_close),
+    };
     let f = fopencookie(ck as *mut c_void, cmode.as_ptr() as *const c_char, io);
     if f.is_null() {
         let e = errno();
@@ -188,7 +209,12 @@ unsafe fn fopen_tracked(path: *const c_char, mode: *const c_char) -> Option<*mut
         hooks::close(fd);
         set_errno(e);
     }
-    trace!("fopen {} {:?} -> fd {}", t.abs.as_str().unwrap_or(""), std::str::from_utf8(crate::c_str(mode)).unwrap_or("?"), fd);
+    trace!(
+        "fopen {} {:?} -> fd {}",
+        t.abs.as_str().unwrap_or(""),
+        std::str::from_utf8(crate::c_str(mode)).unwrap_or("?"),
+        fd
+    );
     Some(f)
 }
 
@@ -215,7 +241,8 @@ pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE {
         return std::ptr::null_mut();
     };
     let acc = flags & libc::O_ACCMODE;
-    let bad = (acc != libc::O_WRONLY && t.acc == libc::O_WRONLY) || (acc != libc::O_RDONLY && t.acc == libc::O_RDONLY);
+    let bad = (acc != libc::O_WRONLY && t.acc == libc::O_WRONLY)
+        || (acc != libc::O_RDONLY && t.acc == libc::O_RDONLY);
     if bad {
         set_errno(libc::EINVAL);
         return std::ptr::null_mut();
@@ -231,7 +258,11 @@ pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn freopen(path: *const c_char, mode: *const c_char, f: *mut FILE) -> *mut FILE {
+pub unsafe extern "C" fn freopen(
+    path: *const c_char,
+    mode: *const c_char,
+    f: *mut FILE,
+) -> *mut FILE {
     freopen64(path, mode, f)
 }
 
@@ -240,10 +271,18 @@ pub unsafe extern "C" fn freopen(path: *const c_char, mode: *const c_char, f: *m
 /// one returned; when the old one was stdin/stdout/stderr, that variable is
 /// pointed at the new stream.
 #[no_mangle]
-pub unsafe extern "C" fn freopen64(path: *const c_char, mode: *const c_char, f: *mut FILE) -> *mut FILE {
+pub unsafe extern "C" fn freopen64(
+    path: *const c_char,
+    mode: *const c_char,
+    f: *mut FILE,
+) -> *mut FILE {
     let ours = stream_fd(f).is_some();
     if path.is_null() {
-        return if ours { f } else { real::freopen64(path, mode, f) };
+        return if ours {
+            f
+        } else {
+            real::freopen64(path, mode, f)
+        };
     }
     if tracked_path(libc::AT_FDCWD, path).is_none() {
         if ours {
@@ -332,7 +371,11 @@ fn std_applicable(fd: c_int) -> bool {
 /// Before descriptor `fd` (0–2) is closed or replaced: our stream on it
 /// writes out what it holds while the descriptor still is the file.
 pub(crate) unsafe fn std_before_change(fd: c_int) {
-    if fd < 1 || fd > 2 || STD_ACTIVE.load(Ordering::Acquire) & (1 << fd) == 0 || !std_applicable(fd) {
+    if fd < 1
+        || fd > 2
+        || STD_ACTIVE.load(Ordering::Acquire) & (1 << fd) == 0
+        || !std_applicable(fd)
+    {
         return;
     }
     let ck = STD_COOKIE[fd as usize].load(Ordering::Acquire);
@@ -375,7 +418,11 @@ pub(crate) unsafe fn std_sync(fd: c_int) {
             STD_CK[i].store(ck, Ordering::Release);
             STD_ACTIVE.fetch_or(1 << fd, Ordering::AcqRel);
             *var = f;
-            trace!("std stream {} now goes through the adapter (id={:x})", fd, t.id);
+            trace!(
+                "std stream {} now goes through the adapter (id={:x})",
+                fd,
+                t.id
+            );
         }
         None => {
             if !active {
@@ -400,7 +447,8 @@ pub(crate) unsafe fn std_sync(fd: c_int) {
 /// A cookie stream is being closed (fclose): if it is one of the standard
 /// streams, forget it and point the variable back at the original stream.
 unsafe fn std_closing(fd: c_int, f: *mut FILE) {
-    if !(0..=2).contains(&fd) || f.is_null() || STD_COOKIE[fd as usize].load(Ordering::Acquire) != f {
+    if !(0..=2).contains(&fd) || f.is_null() || STD_COOKIE[fd as usize].load(Ordering::Acquire) != f
+    {
         return;
     }
     STD_COOKIE[fd as usize].store(std::ptr::null_mut(), Ordering::Release);

@@ -11,7 +11,10 @@ use std::time::{Duration, Instant};
 /// target/<profile>/ (the test executable lives in target/<profile>/deps/).
 fn target_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
-    exe.parent().and_then(Path::parent).expect("target dir").to_path_buf()
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target dir")
+        .to_path_buf()
 }
 
 fn lib() -> PathBuf {
@@ -29,7 +32,18 @@ fn strata_bin() -> PathBuf {
             Some(other) => other.to_string(),
         };
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let st = Command::new(cargo).args(["build", "-p", "strata-cli", "--bin", "strata", "--profile", &profile]).status().expect("cargo build");
+        let st = Command::new(cargo)
+            .args([
+                "build",
+                "-p",
+                "strata-cli",
+                "--bin",
+                "strata",
+                "--profile",
+                &profile,
+            ])
+            .status()
+            .expect("cargo build");
         assert!(st.success(), "building the strata binary failed");
     }
     p
@@ -49,9 +63,20 @@ impl Daemon {
 
     /// With `extra` YAML appended to the configuration.
     fn start_with(extra: &str) -> Daemon {
-        let dir = tempfile::Builder::new().prefix("strata-posix-d-").tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("strata-posix-d-")
+            .tempdir()
+            .unwrap();
         let socket = dir.path().join("daemon.sock");
-        let prefix = format!("strata-px{}-{}", std::process::id(), dir.path().file_name().unwrap().to_string_lossy().replace(['.', '-'], ""));
+        let prefix = format!(
+            "strata-px{}-{}",
+            std::process::id(),
+            dir.path()
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .replace(['.', '-'], "")
+        );
         let yaml = format!(
             "daemon:\n  socket: {}\n  shm_prefix: {}\n  log: warn\nplacement:\n  lease_size: 1MiB\ndevices:\n  - name: ram\n    kind: ram\n    capacity: 128MiB\n  - name: disk\n    kind: dir\n    path: {}\n    capacity: 256MiB\n",
             socket.display(),
@@ -70,7 +95,12 @@ impl Daemon {
             .stderr(log)
             .spawn()
             .expect("spawn daemon");
-        let mut d = Daemon { dir, config, socket, child: Some(child) };
+        let mut d = Daemon {
+            dir,
+            config,
+            socket,
+            child: Some(child),
+        };
         let start = Instant::now();
         loop {
             if std::os::unix::net::UnixStream::connect(&d.socket).is_ok() {
@@ -79,7 +109,11 @@ impl Daemon {
             if let Some(st) = d.child.as_mut().unwrap().try_wait().unwrap() {
                 panic!("daemon exited: {st}: {}", d.log());
             }
-            assert!(start.elapsed() < Duration::from_secs(60), "daemon did not come up: {}", d.log());
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "daemon did not come up: {}",
+                d.log()
+            );
             std::thread::sleep(Duration::from_millis(10));
         }
         d
@@ -128,18 +162,33 @@ fn ops_binary(dir: &Path) -> PathBuf {
 fn c_binary(dir: &Path, name: &str, libs: &[&str]) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
     let out = dir.join(name);
-    let st = Command::new("cc").args(["-O1", "-Wall", "-o"]).arg(&out).arg(&src).args(libs).status().expect("cc");
+    let st = Command::new("cc")
+        .args(["-O1", "-Wall", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .args(libs)
+        .status()
+        .expect("cc");
     assert!(st.success(), "compiling {name}.c failed");
     out
 }
 
 fn ok(o: Output, what: &str) -> String {
-    assert!(o.status.success(), "{what} failed: {}\nstdout:\n{}\nstderr:\n{}", o.status, String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{what} failed: {}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
     String::from_utf8(o.stdout).unwrap()
 }
 
 fn entries(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
     v.sort();
     v
 }
@@ -152,20 +201,37 @@ struct Dirs {
 }
 
 fn dirs() -> Dirs {
-    let root = tempfile::Builder::new().prefix("strata-posix-w-").tempdir().unwrap();
+    let root = tempfile::Builder::new()
+        .prefix("strata-posix-w-")
+        .tempdir()
+        .unwrap();
     let tracked = root.path().join("tracked");
     let plain = root.path().join("plain");
     std::fs::create_dir(&tracked).unwrap();
     std::fs::create_dir(&plain).unwrap();
     let bin = ops_binary(root.path());
-    Dirs { _root: root, tracked, plain, bin }
+    Dirs {
+        _root: root,
+        tracked,
+        plain,
+        bin,
+    }
 }
 
 fn compare_ops(mode: &str) {
     let d = Daemon::start();
     let w = dirs();
-    let want = ok(Command::new(&w.bin).arg(&w.plain).output().unwrap(), "ops on the untracked twin");
-    let got = ok(d.cmd(&w.bin, &w.tracked, mode).arg(&w.tracked).output().unwrap(), "ops under the adapter");
+    let want = ok(
+        Command::new(&w.bin).arg(&w.plain).output().unwrap(),
+        "ops on the untracked twin",
+    );
+    let got = ok(
+        d.cmd(&w.bin, &w.tracked, mode)
+            .arg(&w.tracked)
+            .output()
+            .unwrap(),
+        "ops under the adapter",
+    );
     let want = want.replace(w.plain.to_str().unwrap(), "DIR");
     let got = got.replace(w.tracked.to_str().unwrap(), "DIR");
     if want != got {
@@ -176,10 +242,17 @@ fn compare_ops(mode: &str) {
         }
         panic!("outputs differ in length:\n{want}\n----\n{got}");
     }
-    assert!(want.lines().count() > 150, "ops printed too little:\n{want}");
+    assert!(
+        want.lines().count() > 150,
+        "ops printed too little:\n{want}"
+    );
     if mode == "scratch" {
         // nothing of a SCRATCH file reaches the destination
-        assert_eq!(entries(&w.tracked), Vec::<String>::new(), "SCRATCH files appeared at the destination");
+        assert_eq!(
+            entries(&w.tracked),
+            Vec::<String>::new(),
+            "SCRATCH files appeared at the destination"
+        );
     }
 }
 
@@ -197,23 +270,55 @@ fn ops_match_untracked_twin_default() {
 fn untracked_paths_pass_through() {
     let d = Daemon::start();
     let w = dirs();
-    let want = ok(Command::new(&w.bin).arg(&w.plain).output().unwrap(), "ops without the adapter");
+    let want = ok(
+        Command::new(&w.bin).arg(&w.plain).output().unwrap(),
+        "ops without the adapter",
+    );
     // preloaded, but the directory is not under the include prefix
     let other = w.plain.parent().unwrap().join("elsewhere");
     std::fs::create_dir(&other).unwrap();
-    let got = ok(d.cmd(&w.bin, &other, "scratch").arg(&w.plain).output().unwrap(), "ops preloaded on an untracked dir");
+    let got = ok(
+        d.cmd(&w.bin, &other, "scratch")
+            .arg(&w.plain)
+            .output()
+            .unwrap(),
+        "ops preloaded on an untracked dir",
+    );
     assert_eq!(want, got);
-    assert!(entries(&w.plain).contains(&"s".to_string()), "untracked files must be real files");
+    assert!(
+        entries(&w.plain).contains(&"s".to_string()),
+        "untracked files must be real files"
+    );
 }
 
 #[test]
 fn stdio_stream_flushed_at_exit_without_fclose() {
     let d = Daemon::start();
     let w = dirs();
-    ok(d.cmd(&w.bin, &w.tracked, "scratch").arg(&w.tracked).arg("exit").output().unwrap(), "exit without fclose");
-    let out = ok(d.cmd(&w.bin, &w.tracked, "scratch").arg(&w.tracked).args(["dump", "unflushed"]).output().unwrap(), "dump");
+    ok(
+        d.cmd(&w.bin, &w.tracked, "scratch")
+            .arg(&w.tracked)
+            .arg("exit")
+            .output()
+            .unwrap(),
+        "exit without fclose",
+    );
+    let out = ok(
+        d.cmd(&w.bin, &w.tracked, "scratch")
+            .arg(&w.tracked)
+            .args(["dump", "unflushed"])
+            .output()
+            .unwrap(),
+        "dump",
+    );
     assert!(out.contains("n=19 "), "{out}");
-    let cat = ok(d.cmd("cat", &w.tracked, "scratch").arg(w.tracked.join("unflushed")).output().unwrap(), "cat");
+    let cat = ok(
+        d.cmd("cat", &w.tracked, "scratch")
+            .arg(w.tracked.join("unflushed"))
+            .output()
+            .unwrap(),
+        "cat",
+    );
     assert_eq!(cat, "written at exit 42\n");
     assert!(entries(&w.tracked).is_empty());
 }
@@ -224,12 +329,32 @@ fn shell_python_and_exec_inheritance() {
     let w = dirs();
     let t = &w.tracked;
     // exec'd children inherit the placeholder descriptor (sh -c '... >&3' 3>file)
-    let script = format!("exec 3>{0}/inherited; echo one >&3; sh -c 'echo two >&3'; cat {0}/inherited", t.display());
-    let out = ok(d.cmd("sh", t, "scratch").arg("-c").arg(&script).output().unwrap(), "sh");
+    let script = format!(
+        "exec 3>{0}/inherited; echo one >&3; sh -c 'echo two >&3'; cat {0}/inherited",
+        t.display()
+    );
+    let out = ok(
+        d.cmd("sh", t, "scratch")
+            .arg("-c")
+            .arg(&script)
+            .output()
+            .unwrap(),
+        "sh",
+    );
     assert_eq!(out, "one\ntwo\n");
     // an exec that drops the environment keeps the adapter (execve hook)
-    let script = format!("env -i /bin/sh -c 'echo clean-env > {0}/envless'; cat {0}/envless", t.display());
-    let out = ok(d.cmd("sh", t, "scratch").arg("-c").arg(&script).output().unwrap(), "env -i");
+    let script = format!(
+        "env -i /bin/sh -c 'echo clean-env > {0}/envless'; cat {0}/envless",
+        t.display()
+    );
+    let out = ok(
+        d.cmd("sh", t, "scratch")
+            .arg("-c")
+            .arg(&script)
+            .output()
+            .unwrap(),
+        "env -i",
+    );
     assert_eq!(out, "clean-env\n");
     let py = format!(
         r#"
@@ -251,9 +376,23 @@ print(os.path.exists(p + ".2"))
 "#,
         t.display()
     );
-    let out = ok(d.cmd("python3", t, "scratch").arg("-c").arg(&py).output().unwrap(), "python3");
-    assert_eq!(out, "1048576\n1048576 1048576 b'\\xe7XYZ\\xeb'\nFalse 1048576\n10\nFalse\n");
-    assert_eq!(entries(t), Vec::<String>::new(), "SCRATCH files appeared at the destination");
+    let out = ok(
+        d.cmd("python3", t, "scratch")
+            .arg("-c")
+            .arg(&py)
+            .output()
+            .unwrap(),
+        "python3",
+    );
+    assert_eq!(
+        out,
+        "1048576\n1048576 1048576 b'\\xe7XYZ\\xeb'\nFalse 1048576\n10\nFalse\n"
+    );
+    assert_eq!(
+        entries(t),
+        Vec::<String>::new(),
+        "SCRATCH files appeared at the destination"
+    );
 }
 
 #[test]
@@ -272,9 +411,19 @@ os.close(fd)
 "#,
         t.display()
     );
-    ok(d.cmd("python3", t, "default").arg("-c").arg(&py).output().unwrap(), "python3 fsync");
+    ok(
+        d.cmd("python3", t, "default")
+            .arg("-c")
+            .arg(&py)
+            .output()
+            .unwrap(),
+        "python3 fsync",
+    );
     // read without the adapter: fsync returned only once the bytes were there
-    assert_eq!(std::fs::read(t.join("durable")).unwrap(), b"durable".repeat(1000));
+    assert_eq!(
+        std::fs::read(t.join("durable")).unwrap(),
+        b"durable".repeat(1000)
+    );
 }
 
 #[test]
@@ -284,15 +433,39 @@ fn fsync_with_a_journal_is_durable_on_the_dir_tier() {
     let w = dirs();
     let t = &w.tracked;
     let py = format!("import os\nfd = os.open('{0}/j', os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)\nos.write(fd, b'journaled' * 100000)\nos.fsync(fd)\nos.close(fd)\n", t.display());
-    ok(d.cmd("python3", t, "default").arg("-c").arg(&py).output().unwrap(), "python3 fsync");
+    ok(
+        d.cmd("python3", t, "default")
+            .arg("-c")
+            .arg(&py)
+            .output()
+            .unwrap(),
+        "python3 fsync",
+    );
     let st = strata_client::status(&d.socket).expect("status");
     let j = st.journal.expect("a journal with a dir tier");
-    assert!(j.journal_syncs >= 1, "fsync went through the journal: {j:?}");
+    assert!(
+        j.journal_syncs >= 1,
+        "fsync went through the journal: {j:?}"
+    );
     let disk = st.tiers.iter().find(|t| !t.volatile).unwrap();
-    assert!(disk.dirty_bytes >= 900_000, "the fsync'ed pages are on the dir tier, dirty: {disk:?}");
+    assert!(
+        disk.dirty_bytes >= 900_000,
+        "the fsync'ed pages are on the dir tier, dirty: {disk:?}"
+    );
     // The flusher still delivers them.
-    ok(Command::new(strata_bin()).arg("--config").arg(&d.config).args(["flush", "--wait"]).output().unwrap(), "strata flush --wait");
-    assert_eq!(std::fs::read(t.join("j")).unwrap(), b"journaled".repeat(100000));
+    ok(
+        Command::new(strata_bin())
+            .arg("--config")
+            .arg(&d.config)
+            .args(["flush", "--wait"])
+            .output()
+            .unwrap(),
+        "strata flush --wait",
+    );
+    assert_eq!(
+        std::fs::read(t.join("j")).unwrap(),
+        b"journaled".repeat(100000)
+    );
 }
 
 /// Programs whose standard streams are tracked files they inherited over
@@ -319,7 +492,18 @@ exec 3>&-
 "#;
 
 const STDIO_FILES: &[&str] = &[
-    "seq.txt", "printf.txt", "py.txt", "sorted.txt", "sorted2.txt", "out.tar", "cat.txt", "fd3.txt", "exit.txt", "exit.err", "return.txt", "return.err",
+    "seq.txt",
+    "printf.txt",
+    "py.txt",
+    "sorted.txt",
+    "sorted2.txt",
+    "out.tar",
+    "cat.txt",
+    "fd3.txt",
+    "exit.txt",
+    "exit.err",
+    "return.txt",
+    "return.err",
 ];
 
 fn sha256_lines(out: &str) -> Vec<String> {
@@ -329,19 +513,56 @@ fn sha256_lines(out: &str) -> Vec<String> {
 fn inherited_stdio(mode: &str) {
     let d = Daemon::start();
     let w = dirs();
-    let plain = ok(Command::new("sh").arg("-c").arg(STDIO_SCRIPT).env("OPS", &w.bin).current_dir(&w.plain).output().unwrap(), "script untracked");
+    let plain = ok(
+        Command::new("sh")
+            .arg("-c")
+            .arg(STDIO_SCRIPT)
+            .env("OPS", &w.bin)
+            .current_dir(&w.plain)
+            .output()
+            .unwrap(),
+        "script untracked",
+    );
     assert_eq!(plain, "");
-    let o = d.cmd("sh", &w.tracked, mode).arg("-c").arg(STDIO_SCRIPT).env("OPS", &w.bin).current_dir(&w.tracked).output().unwrap();
+    let o = d
+        .cmd("sh", &w.tracked, mode)
+        .arg("-c")
+        .arg(STDIO_SCRIPT)
+        .env("OPS", &w.bin)
+        .current_dir(&w.tracked)
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
     ok(o, "script under the adapter");
-    assert!(!stderr.contains("strata-posix"), "adapter warnings:\n{stderr}");
-    let want = ok(Command::new("sha256sum").args(STDIO_FILES).current_dir(&w.plain).output().unwrap(), "sha256sum untracked");
+    assert!(
+        !stderr.contains("strata-posix"),
+        "adapter warnings:\n{stderr}"
+    );
+    let want = ok(
+        Command::new("sha256sum")
+            .args(STDIO_FILES)
+            .current_dir(&w.plain)
+            .output()
+            .unwrap(),
+        "sha256sum untracked",
+    );
     // read back through the adapter (SCRATCH files exist only in the buffer)
-    let got = ok(d.cmd("sha256sum", &w.tracked, mode).args(STDIO_FILES).current_dir(&w.tracked).output().unwrap(), "sha256sum tracked");
+    let got = ok(
+        d.cmd("sha256sum", &w.tracked, mode)
+            .args(STDIO_FILES)
+            .current_dir(&w.tracked)
+            .output()
+            .unwrap(),
+        "sha256sum tracked",
+    );
     assert_eq!(sha256_lines(&got), sha256_lines(&want));
     assert!(std::fs::metadata(w.plain.join("exit.txt")).unwrap().len() > 400_000);
     if mode == "scratch" {
-        assert_eq!(entries(&w.tracked), vec!["tdir".to_string()], "SCRATCH files appeared at the destination");
+        assert_eq!(
+            entries(&w.tracked),
+            vec!["tdir".to_string()],
+            "SCRATCH files appeared at the destination"
+        );
     }
 }
 
@@ -359,12 +580,22 @@ fn inherited_stdio_streams_default() {
 fn bytes_written_around_the_adapter_are_reported() {
     let d = Daemon::start();
     let w = dirs();
-    let o = d.cmd(&w.bin, &w.tracked, "scratch").arg(&w.tracked).arg("bypass").output().unwrap();
+    let o = d
+        .cmd(&w.bin, &w.tracked, "scratch")
+        .arg(&w.tracked)
+        .arg("bypass")
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
     ok(o, "bypass");
     for name in ["bypassed", "bypassed-open"] {
         let p = format!("{}/{name} ", w.tracked.display());
-        assert!(stderr.lines().any(|l| l.contains("bypassed the adapter") && l.contains(&p)), "no warning for {name}:\n{stderr}");
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.contains("bypassed the adapter") && l.contains(&p)),
+            "no warning for {name}:\n{stderr}"
+        );
     }
 }
 
@@ -397,10 +628,27 @@ ls
 fn dir_listings(mode: &str) {
     let d = Daemon::start();
     let w = dirs();
-    let want = Command::new("sh").arg("-c").arg(DIR_SCRIPT).current_dir(&w.plain).output().unwrap();
-    let got = d.cmd("sh", &w.tracked, mode).arg("-c").arg(DIR_SCRIPT).current_dir(&w.tracked).output().unwrap();
-    assert_eq!(String::from_utf8_lossy(&got.stdout), String::from_utf8_lossy(&want.stdout));
-    assert_eq!(String::from_utf8_lossy(&got.stderr), String::from_utf8_lossy(&want.stderr));
+    let want = Command::new("sh")
+        .arg("-c")
+        .arg(DIR_SCRIPT)
+        .current_dir(&w.plain)
+        .output()
+        .unwrap();
+    let got = d
+        .cmd("sh", &w.tracked, mode)
+        .arg("-c")
+        .arg(DIR_SCRIPT)
+        .current_dir(&w.tracked)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&got.stdout),
+        String::from_utf8_lossy(&want.stdout)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&got.stderr),
+        String::from_utf8_lossy(&want.stderr)
+    );
     assert!(String::from_utf8_lossy(&want.stdout).contains("extracted"));
     assert_eq!(entries(&w.tracked), Vec::<String>::new());
 }
@@ -442,8 +690,24 @@ fn attrs(mode: &str) {
     for dir in [&w.plain, &w.tracked] {
         std::fs::write(dir.join("pre.txt"), "at the destination\n".repeat(100)).unwrap();
     }
-    let want = ok(Command::new("sh").arg("-c").arg(ATTR_SCRIPT).current_dir(&w.plain).output().unwrap(), "attrs untracked");
-    let got = ok(d.cmd("sh", &w.tracked, mode).arg("-c").arg(ATTR_SCRIPT).current_dir(&w.tracked).output().unwrap(), "attrs under the adapter");
+    let want = ok(
+        Command::new("sh")
+            .arg("-c")
+            .arg(ATTR_SCRIPT)
+            .current_dir(&w.plain)
+            .output()
+            .unwrap(),
+        "attrs untracked",
+    );
+    let got = ok(
+        d.cmd("sh", &w.tracked, mode)
+            .arg("-c")
+            .arg(ATTR_SCRIPT)
+            .current_dir(&w.tracked)
+            .output()
+            .unwrap(),
+        "attrs under the adapter",
+    );
     assert_eq!(got, want);
 }
 
@@ -468,12 +732,23 @@ fn threads_and_spawn(mode: &str) {
     let d = Daemon::start();
     let w = dirs();
     let bin = c_binary(w.tracked.parent().unwrap(), "spawn", &["-pthread"]);
-    let o = d.cmd(&bin, &w.tracked, mode).arg(&w.tracked).output().unwrap();
+    let o = d
+        .cmd(&bin, &w.tracked, mode)
+        .arg(&w.tracked)
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     assert_eq!(ok(o, "spawn"), "ok threads\nok posix_spawn\nok vfork\n");
-    assert!(!err.contains("bypass"), "bytes went around the adapter: {err}");
+    assert!(
+        !err.contains("bypass"),
+        "bytes went around the adapter: {err}"
+    );
     if mode == "scratch" {
-        assert_eq!(entries(&w.tracked), Vec::<String>::new(), "SCRATCH files reached the destination");
+        assert_eq!(
+            entries(&w.tracked),
+            Vec::<String>::new(),
+            "SCRATCH files reached the destination"
+        );
     }
 }
 
@@ -500,16 +775,39 @@ fn unlink_while_open(mode: &str) {
     let bin = holds_binary(w.tracked.parent().unwrap());
     let before = buckets(&d);
     for case in ["same", "fork"] {
-        let out = ok(d.cmd(&bin, &w.tracked, mode).arg(&w.tracked).arg(case).output().unwrap(), case);
+        let out = ok(
+            d.cmd(&bin, &w.tracked, mode)
+                .arg(&w.tracked)
+                .arg(case)
+                .output()
+                .unwrap(),
+            case,
+        );
         assert_eq!(out, format!("{case} ok\n"));
     }
-    assert_eq!(entries(&w.tracked), Vec::<String>::new(), "unlinked files left at the destination");
+    assert_eq!(
+        entries(&w.tracked),
+        Vec::<String>::new(),
+        "unlinked files left at the destination"
+    );
     assert_eq!(buckets(&d), before, "unlinked files left in the daemon");
     // the same through a shell: `exec 3<f; rm f; cat <&3` (cat inherits the placeholder over exec)
     let script = "echo shell-held > f; exec 3<f; rm f; cat <&3; ls; exec 3<&-";
-    let out = ok(d.cmd("sh", &w.tracked, mode).arg("-c").arg(script).current_dir(&w.tracked).output().unwrap(), "sh");
+    let out = ok(
+        d.cmd("sh", &w.tracked, mode)
+            .arg("-c")
+            .arg(script)
+            .current_dir(&w.tracked)
+            .output()
+            .unwrap(),
+        "sh",
+    );
     assert_eq!(out, "shell-held\n");
-    assert_eq!(buckets(&d), before, "unlinked file left in the daemon after the shell");
+    assert_eq!(
+        buckets(&d),
+        before,
+        "unlinked file left in the daemon after the shell"
+    );
 }
 
 #[test]
@@ -531,18 +829,33 @@ fn hold_released_on_last_close() {
     let w = dirs();
     let bin = holds_binary(w.tracked.parent().unwrap());
     let before = buckets(&d);
-    let mut child = d.cmd(&bin, &w.tracked, "scratch").arg(&w.tracked).arg("hold").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let mut child = d
+        .cmd(&bin, &w.tracked, "scratch")
+        .arg(&w.tracked)
+        .arg("hold")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
     assert_eq!(line, "ready\n");
-    assert_eq!(buckets(&d), before + 1, "the unlinked, still open file lives on");
+    assert_eq!(
+        buckets(&d),
+        before + 1,
+        "the unlinked, still open file lives on"
+    );
     stdin.write_all(b"go\n").unwrap();
     line.clear();
     out.read_line(&mut line).unwrap();
     assert_eq!(line, "closed\n");
-    assert_eq!(buckets(&d), before, "closed while the process still runs: the orphan must be gone");
+    assert_eq!(
+        buckets(&d),
+        before,
+        "closed while the process still runs: the orphan must be gone"
+    );
     stdin.write_all(b"go\n").unwrap();
     drop(stdin);
     assert!(child.wait().unwrap().success());
@@ -559,20 +872,69 @@ fn remove_of_a_buffer_only_file_skips_the_destination() {
     let w = dirs();
     let t = &w.tracked;
     let bin = holds_binary(t.parent().unwrap());
-    let run = |args: &[&str]| ok(d.cmd(&bin, t, "scratch").arg(t).args(args).output().unwrap(), &args.join(" "));
+    let run = |args: &[&str]| {
+        ok(
+            d.cmd(&bin, t, "scratch")
+                .arg(t)
+                .args(args)
+                .output()
+                .unwrap(),
+            &args.join(" "),
+        )
+    };
     run(&["create", "buf"]);
     assert_eq!(entries(t), Vec::<String>::new());
     std::fs::write(t.join("buf"), "untracked twin\n").unwrap();
     assert_eq!(run(&["rm", "buf"]), "unlink=0 errno=0\n");
-    assert_eq!(std::fs::read_to_string(t.join("buf")).unwrap(), "untracked twin\n", "remove of a buffer-only file touched the destination");
+    assert_eq!(
+        std::fs::read_to_string(t.join("buf")).unwrap(),
+        "untracked twin\n",
+        "remove of a buffer-only file touched the destination"
+    );
     assert_eq!(run(&["rm", "buf"]), "unlink=0 errno=0\n");
-    assert_eq!(entries(t), Vec::<String>::new(), "the destination file must go when there is no record");
-    assert_eq!(run(&["rm", "buf"]), format!("unlink=-1 errno={}\n", libc::ENOENT));
+    assert_eq!(
+        entries(t),
+        Vec::<String>::new(),
+        "the destination file must go when there is no record"
+    );
+    assert_eq!(
+        run(&["rm", "buf"]),
+        format!("unlink=-1 errno={}\n", libc::ENOENT)
+    );
     // a flushed DEFAULT file: its destination is removed with the record
-    ok(d.cmd(&bin, t, "default").arg(t).args(["sync", "dur"]).output().unwrap(), "sync");
+    ok(
+        d.cmd(&bin, t, "default")
+            .arg(t)
+            .args(["sync", "dur"])
+            .output()
+            .unwrap(),
+        "sync",
+    );
     // fsync made it durable in the journal; the flusher delivers it.
-    ok(Command::new(strata_bin()).arg("--config").arg(&d.config).args(["flush", "--wait"]).output().unwrap(), "strata flush --wait");
+    ok(
+        Command::new(strata_bin())
+            .arg("--config")
+            .arg(&d.config)
+            .args(["flush", "--wait"])
+            .output()
+            .unwrap(),
+        "strata flush --wait",
+    );
     assert_eq!(std::fs::read_to_string(t.join("dur")).unwrap(), "durable\n");
-    assert_eq!(ok(d.cmd(&bin, t, "default").arg(t).args(["rm", "dur"]).output().unwrap(), "rm dur"), "unlink=0 errno=0\n");
-    assert_eq!(entries(t), Vec::<String>::new(), "a flushed file's destination must be removed");
+    assert_eq!(
+        ok(
+            d.cmd(&bin, t, "default")
+                .arg(t)
+                .args(["rm", "dur"])
+                .output()
+                .unwrap(),
+            "rm dur"
+        ),
+        "unlink=0 errno=0\n"
+    );
+    assert_eq!(
+        entries(t),
+        Vec::<String>::new(),
+        "a flushed file's destination must be removed"
+    );
 }

@@ -14,7 +14,11 @@ pub const FRAME_BYTES_MAX: usize = 16 << 20;
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ControlRequest {
-    Hello { version: u32, pid: u32, uid: u32 },
+    Hello {
+        version: u32,
+        pid: u32,
+        uid: u32,
+    },
     Status,
     Stop,
     /// Stop even if unpersisted data must be dropped (`daemon stop --discard`).
@@ -22,21 +26,33 @@ pub enum ControlRequest {
     Ping,
     /// Mark every DEFAULT file under `paths` (exact file or directory
     /// prefix; empty = all) urgent for the flusher.
-    Flush { paths: Vec<String> },
+    Flush {
+        paths: Vec<String>,
+    },
     /// Flush state of the files under `paths`, without side effects.
-    FlushState { paths: Vec<String> },
+    FlushState {
+        paths: Vec<String>,
+    },
     /// Per-file drain state of the DEFAULT files under `paths` (exact file or
     /// directory prefix; empty = all), without side effects.
-    DrainStatus { paths: Vec<String> },
+    DrainStatus {
+        paths: Vec<String>,
+    },
     /// Stage out the WORKFLOW and DEFAULT files under `paths` (exact file or
     /// directory prefix; empty = all): WORKFLOW files are flushed from now on
     /// like DEFAULT files, all of them urgently and durably. With `evict`,
     /// the clean pages of files already persisted are dropped from the
     /// buffer (reads then go to the destination). Answered with `Stage`.
-    StageOut { paths: Vec<String>, #[serde(default)] evict: bool },
+    StageOut {
+        paths: Vec<String>,
+        #[serde(default)]
+        evict: bool,
+    },
     /// Staging state of the DEFAULT and WORKFLOW files under `paths`,
     /// without side effects. Answered with `Stage`.
-    StageState { paths: Vec<String> },
+    StageState {
+        paths: Vec<String>,
+    },
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -471,7 +487,10 @@ impl StageReply {
 pub fn write_frame<W: Write, T: Serialize>(w: &mut W, msg: &T) -> io::Result<()> {
     let body = serde_json::to_vec(msg).map_err(io::Error::other)?;
     if body.len() > FRAME_BYTES_MAX {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "frame too large"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "frame too large",
+        ));
     }
     let mut buf = Vec::with_capacity(4 + body.len());
     buf.extend_from_slice(&(body.len() as u32).to_le_bytes());
@@ -484,7 +503,10 @@ pub fn read_frame<R: Read, T: for<'de> Deserialize<'de>>(r: &mut R) -> io::Resul
     r.read_exact(&mut len)?;
     let len = u32::from_le_bytes(len) as usize;
     if len > FRAME_BYTES_MAX {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "frame too large"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "frame too large",
+        ));
     }
     let mut body = vec![0u8; len];
     r.read_exact(&mut body)?;
@@ -497,27 +519,58 @@ mod tests {
     #[test]
     fn frame_roundtrip() {
         let mut buf = Vec::new();
-        write_frame(&mut buf, &ControlRequest::Hello { version: 1, pid: 2, uid: 3 }).unwrap();
+        write_frame(
+            &mut buf,
+            &ControlRequest::Hello {
+                version: 1,
+                pid: 2,
+                uid: 3,
+            },
+        )
+        .unwrap();
         let back: ControlRequest = read_frame(&mut buf.as_slice()).unwrap();
-        assert_eq!(back, ControlRequest::Hello { version: 1, pid: 2, uid: 3 });
+        assert_eq!(
+            back,
+            ControlRequest::Hello {
+                version: 1,
+                pid: 2,
+                uid: 3
+            }
+        );
     }
     #[test]
     fn drain_reply_defaults() {
         let r: ControlReply = serde_json::from_str(r#"{"type":"drain","files":[{"path":"/a","state":"failed","size_bytes":1,"dirty_bytes":1}]}"#).unwrap();
-        let ControlReply::Drain(d) = r else { panic!("{r:?}") };
+        let ControlReply::Drain(d) = r else {
+            panic!("{r:?}")
+        };
         assert_eq!(d.files[0].state, DrainState::Failed);
         assert!(!d.truncated && d.files[0].error.is_none());
-        let q: ControlRequest = serde_json::from_str(r#"{"type":"drain_status","paths":[]}"#).unwrap();
+        let q: ControlRequest =
+            serde_json::from_str(r#"{"type":"drain_status","paths":[]}"#).unwrap();
         assert_eq!(q, ControlRequest::DrainStatus { paths: vec![] });
     }
     #[test]
     fn stage_messages_roundtrip() {
-        let q: ControlRequest = serde_json::from_str(r#"{"type":"stage_out","paths":["/a"]}"#).unwrap();
-        assert_eq!(q, ControlRequest::StageOut { paths: vec!["/a".into()], evict: false });
-        let r = ControlReply::Stage(StageReply { dirty_files: 2, failed_files: 1, ..StageReply::default() });
+        let q: ControlRequest =
+            serde_json::from_str(r#"{"type":"stage_out","paths":["/a"]}"#).unwrap();
+        assert_eq!(
+            q,
+            ControlRequest::StageOut {
+                paths: vec!["/a".into()],
+                evict: false
+            }
+        );
+        let r = ControlReply::Stage(StageReply {
+            dirty_files: 2,
+            failed_files: 1,
+            ..StageReply::default()
+        });
         let back: ControlReply = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
         assert_eq!(back, r);
-        let ControlReply::Stage(s) = back else { panic!() };
+        let ControlReply::Stage(s) = back else {
+            panic!()
+        };
         assert_eq!(s.pending_files(), 3);
     }
     #[test]

@@ -129,7 +129,9 @@ mod tests {
         assert_eq!(l.channel_stride % 4096, 0);
         assert!(l.sq_off + Ring::bytes_for(64) <= l.cq_off);
         assert!(l.cq_off + Ring::bytes_for(64) <= l.slots_off);
-        assert!(l.slot_off(0, 63) + std::mem::size_of::<SlotRecords>() <= l.channel_off(0) + l.args_off);
+        assert!(
+            l.slot_off(0, 63) + std::mem::size_of::<SlotRecords>() <= l.channel_off(0) + l.args_off
+        );
         assert_eq!(l.arg_off(1, 0), l.channel_off(1) + l.args_off);
         assert_eq!(l.total_bytes, l.header_bytes + 64 * l.channel_stride);
         assert!(std::mem::size_of::<CtlHeader>() <= CTL_SEGMENT_BYTES);

@@ -211,8 +211,22 @@ pub mod flags {
     /// Bits 16..20: placement policy override + 1 (0 = bucket/daemon default).
     pub const POLICY_SHIFT: u32 = 16;
     pub const POLICY_MASK: u32 = 0xF << POLICY_SHIFT;
-    pub const KNOWN: u32 =
-        CREATE | EXCL | PARTIAL | APPEND | SRC_ARG | REPLACE | STATIONARY | TRUNC | DEST_INFO | SET_MODE | SET_MTIME | SET_ATIME | SYNC_DEST | FILL_KEEP | TREE | POLICY_MASK;
+    pub const KNOWN: u32 = CREATE
+        | EXCL
+        | PARTIAL
+        | APPEND
+        | SRC_ARG
+        | REPLACE
+        | STATIONARY
+        | TRUNC
+        | DEST_INFO
+        | SET_MODE
+        | SET_MTIME
+        | SET_ATIME
+        | SYNC_DEST
+        | FILL_KEEP
+        | TREE
+        | POLICY_MASK;
 }
 
 /// Number of pin ids a request can release on the side (piggy-backed).
@@ -255,7 +269,10 @@ impl Response {
         Response::default()
     }
     pub fn err(e: Errno) -> Response {
-        Response { status: e.code(), ..Response::default() }
+        Response {
+            status: e.code(),
+            ..Response::default()
+        }
     }
     pub fn result(&self) -> Result<(), Errno> {
         if self.status == 0 {
@@ -331,7 +348,12 @@ pub struct WireDestInfo {
 pub unsafe trait Pod: Copy + Default {
     fn as_bytes(&self) -> &[u8] {
         // SAFETY: Pod types are plain repr(C) data.
-        unsafe { std::slice::from_raw_parts(self as *const Self as *const u8, std::mem::size_of::<Self>()) }
+        unsafe {
+            std::slice::from_raw_parts(
+                self as *const Self as *const u8,
+                std::mem::size_of::<Self>(),
+            )
+        }
     }
     /// Reads one record from the start of `b` (None if too short).
     fn read_from(b: &[u8]) -> Option<Self> {
@@ -424,7 +446,13 @@ mod tests {
     }
     #[test]
     fn pod_roundtrip() {
-        let a = WireFileAttr { id: 7, size: 9, mode: 0o644, persist: persist::SCRATCH, ..Default::default() };
+        let a = WireFileAttr {
+            id: 7,
+            size: 9,
+            mode: 0o644,
+            persist: persist::SCRATCH,
+            ..Default::default()
+        };
         assert_eq!(WireFileAttr::read_from(a.as_bytes()), Some(a));
         assert_eq!(WireFileAttr::read_from(&a.as_bytes()[..79]), None);
     }

@@ -54,7 +54,11 @@ impl std::fmt::Debug for Doorbell {
 impl Doorbell {
     /// A fresh doorbell (all zero), e.g. for in-process use.
     pub const fn new() -> Doorbell {
-        Doorbell { seq: AtomicU32::new(0), sleepers: AtomicU32::new(0), _reserved: [0; 14] }
+        Doorbell {
+            seq: AtomicU32::new(0),
+            sleepers: AtomicU32::new(0),
+            _reserved: [0; 14],
+        }
     }
 
     /// View the 64 bytes at `p` as a doorbell.

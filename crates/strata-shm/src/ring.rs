@@ -145,8 +145,14 @@ impl Ring {
     /// bytes for as long as the returned `Ring` (or any handle attached to it)
     /// is used, and that memory must only be accessed atomically by others.
     pub unsafe fn init(base: *mut u8, capacity: u32) -> Ring {
-        assert!(valid_capacity(capacity), "ring capacity {capacity} must be a power of two in 2..=65536");
-        assert!(!base.is_null() && (base as usize) & (Self::ALIGN - 1) == 0, "ring base must be 64-byte aligned");
+        assert!(
+            valid_capacity(capacity),
+            "ring capacity {capacity} must be a power of two in 2..=65536"
+        );
+        assert!(
+            !base.is_null() && (base as usize) & (Self::ALIGN - 1) == 0,
+            "ring base must be 64-byte aligned"
+        );
         let ring = Ring::from_parts(base, capacity, 0, 0);
         ring.magic().store(0, Relaxed);
         ring.word(CAPACITY_OFFSET).store(capacity, Relaxed);

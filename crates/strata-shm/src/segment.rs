@@ -50,7 +50,9 @@ fn validate_name(name: &str) -> io::Result<()> {
         && name.len() <= NAME_MAX
         && name != "."
         && name != ".."
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
     if ok {
         Ok(())
     } else {
@@ -64,7 +66,11 @@ fn validate_name(name: &str) -> io::Result<()> {
 fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
     let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if p > 0 { p as usize } else { 4096 }
+    if p > 0 {
+        p as usize
+    } else {
+        4096
+    }
 }
 
 fn shm_path(name: &str) -> String {
@@ -82,7 +88,10 @@ impl ShmSegment {
     pub fn create(name: &str, len_bytes: usize) -> io::Result<ShmSegment> {
         validate_name(name)?;
         if len_bytes == 0 {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "shared-memory segment length must be > 0"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "shared-memory segment length must be > 0",
+            ));
         }
         let path = shm_path(name);
         let fd = shm::open(
@@ -97,7 +106,10 @@ impl ShmSegment {
             map(fd, len_bytes)
         })();
         match setup {
-            Ok(map) => Ok(ShmSegment { name: name.to_owned(), map }),
+            Ok(map) => Ok(ShmSegment {
+                name: name.to_owned(),
+                map,
+            }),
             Err(e) => {
                 let _ = shm::unlink(path.as_str());
                 Err(e)
@@ -125,8 +137,16 @@ impl ShmSegment {
         let len = usize::try_from(st.st_size)
             .ok()
             .filter(|&l| l > 0)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("shared-memory object {name:?} has size {}", st.st_size)))?;
-        Ok(ShmSegment { name: name.to_owned(), map: map(fd, len)? })
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("shared-memory object {name:?} has size {}", st.st_size),
+                )
+            })?;
+        Ok(ShmSegment {
+            name: name.to_owned(),
+            map: map(fd, len)?,
+        })
     }
 
     /// Remove the name (existing mappings stay valid).
@@ -173,8 +193,10 @@ impl ShmSegment {
         let base = self.as_ptr();
         // SAFETY: [start, end) lies within our mapping; start is page aligned.
         let addr = unsafe { base.add(start) } as *mut core::ffi::c_void;
-        let populated =
-            unsafe { rustix::mm::madvise(addr, end - start, rustix::mm::Advice::LinuxPopulateWrite) }.is_ok();
+        let populated = unsafe {
+            rustix::mm::madvise(addr, end - start, rustix::mm::Advice::LinuxPopulateWrite)
+        }
+        .is_ok();
         if !populated {
             let mut off = start;
             while off < end {

@@ -8,7 +8,12 @@ use strata_shm::{futex, Doorbell, Ring, RingError, ShmSegment, WaitResult};
 
 fn unique(tag: &str) -> String {
     static N: AtomicU32 = AtomicU32::new(0);
-    format!("strata-shm-xp-{}-{}-{}", std::process::id(), tag, N.fetch_add(1, Ordering::Relaxed))
+    format!(
+        "strata-shm-xp-{}-{}-{}",
+        std::process::id(),
+        tag,
+        N.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 struct Cleanup(String);
@@ -52,7 +57,11 @@ fn fork_ring_and_doorbells() {
                                 break;
                             }
                             Err(RingError::Full) => {
-                                if !space.wait_until(|| !r.is_full(), Duration::from_micros(10), GUARD) {
+                                if !space.wait_until(
+                                    || !r.is_full(),
+                                    Duration::from_micros(10),
+                                    GUARD,
+                                ) {
                                     code = 11;
                                     break 'outer;
                                 }
@@ -83,7 +92,10 @@ fn fork_ring_and_doorbells() {
     }
     let mut status = 0;
     assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-    assert!(libc::WIFEXITED(status), "child did not exit normally: {status:#x}");
+    assert!(
+        libc::WIFEXITED(status),
+        "child did not exit normally: {status:#x}"
+    );
     assert_eq!(libc::WEXITSTATUS(status), 0);
     assert_eq!(ring.pop(), Ok(None));
 }
@@ -107,7 +119,12 @@ fn reexec_futex_wait_wake() {
     let _c = Cleanup(name.clone());
     let seg = ShmSegment::create(&name, 4096).unwrap();
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_futex_entry", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "child_futex_entry",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_ENV, &name)
         .stdout(std::process::Stdio::null())
         .spawn()
@@ -133,7 +150,9 @@ fn reexec_futex_wait_wake() {
 /// The child half of `reexec_futex_wait_wake`; a no-op unless spawned by it.
 #[test]
 fn child_futex_entry() {
-    let Ok(name) = std::env::var(CHILD_ENV) else { return };
+    let Ok(name) = std::env::var(CHILD_ENV) else {
+        return;
+    };
     let seg = ShmSegment::open(&name).unwrap();
     let go = word(&seg, GO);
     word(&seg, READY).store(1, Ordering::SeqCst);

@@ -124,45 +124,76 @@ fn corrupt_headers_are_errors() {
     let buf = Buf::new(len);
 
     // Never initialised.
-    assert_eq!(unsafe { Ring::attach(buf.ptr, len) }.unwrap_err(), RingError::BadMagic);
+    assert_eq!(
+        unsafe { Ring::attach(buf.ptr, len) }.unwrap_err(),
+        RingError::BadMagic
+    );
 
     unsafe { Ring::init(buf.ptr, cap) };
     assert!(unsafe { Ring::attach(buf.ptr, len) }.is_ok());
 
     // Region smaller than the header / than the advertised capacity.
-    assert_eq!(unsafe { Ring::attach(buf.ptr, 10) }.unwrap_err(), RingError::TooSmall);
-    assert_eq!(unsafe { Ring::attach(buf.ptr, len - 1) }.unwrap_err(), RingError::TooSmall);
+    assert_eq!(
+        unsafe { Ring::attach(buf.ptr, 10) }.unwrap_err(),
+        RingError::TooSmall
+    );
+    assert_eq!(
+        unsafe { Ring::attach(buf.ptr, len - 1) }.unwrap_err(),
+        RingError::TooSmall
+    );
 
     // Misaligned base.
-    assert_eq!(unsafe { Ring::attach(buf.ptr.add(8), len - 8) }.unwrap_err(), RingError::Misaligned);
-    assert_eq!(unsafe { Ring::attach(std::ptr::null_mut(), len) }.unwrap_err(), RingError::Misaligned);
+    assert_eq!(
+        unsafe { Ring::attach(buf.ptr.add(8), len - 8) }.unwrap_err(),
+        RingError::Misaligned
+    );
+    assert_eq!(
+        unsafe { Ring::attach(std::ptr::null_mut(), len) }.unwrap_err(),
+        RingError::Misaligned
+    );
 
     // Bad capacities.
     for bad in [0u32, 1, 3, 6, 131072, u32::MAX, 1 << 31] {
         buf.u32_at(4).store(bad, Ordering::SeqCst);
-        assert_eq!(unsafe { Ring::attach(buf.ptr, len) }.unwrap_err(), RingError::BadCapacity, "cap {bad}");
+        assert_eq!(
+            unsafe { Ring::attach(buf.ptr, len) }.unwrap_err(),
+            RingError::BadCapacity,
+            "cap {bad}"
+        );
     }
     // Valid power of two but bigger than the region.
     buf.u32_at(4).store(1024, Ordering::SeqCst);
-    assert_eq!(unsafe { Ring::attach(buf.ptr, len) }.unwrap_err(), RingError::TooSmall);
+    assert_eq!(
+        unsafe { Ring::attach(buf.ptr, len) }.unwrap_err(),
+        RingError::TooSmall
+    );
     buf.u32_at(4).store(cap, Ordering::SeqCst);
 
     // Bad magic.
     buf.u32_at(0).store(0xdead_beef, Ordering::SeqCst);
-    assert_eq!(unsafe { Ring::attach(buf.ptr, len) }.unwrap_err(), RingError::BadMagic);
-    buf.u32_at(0).store(strata_shm::RING_MAGIC, Ordering::SeqCst);
+    assert_eq!(
+        unsafe { Ring::attach(buf.ptr, len) }.unwrap_err(),
+        RingError::BadMagic
+    );
+    buf.u32_at(0)
+        .store(strata_shm::RING_MAGIC, Ordering::SeqCst);
 
     // Tail far ahead of head at attach time.
     buf.u32_at(Ring::HEAD_OFFSET).store(5, Ordering::SeqCst);
-    buf.u32_at(Ring::TAIL_OFFSET).store(5 + cap + 1, Ordering::SeqCst);
-    assert_eq!(unsafe { Ring::attach(buf.ptr, len) }.unwrap_err(), RingError::Corrupt);
+    buf.u32_at(Ring::TAIL_OFFSET)
+        .store(5 + cap + 1, Ordering::SeqCst);
+    assert_eq!(
+        unsafe { Ring::attach(buf.ptr, len) }.unwrap_err(),
+        RingError::Corrupt
+    );
 
     // Corruption after attach: pop, push and len all report Corrupt.
     buf.u32_at(Ring::TAIL_OFFSET).store(5, Ordering::SeqCst);
     let ring = unsafe { Ring::attach(buf.ptr, len) }.unwrap();
     ring.push(1).unwrap();
     assert_eq!(ring.pop(), Ok(Some(1)));
-    buf.u32_at(Ring::TAIL_OFFSET).store(1_000_000, Ordering::SeqCst);
+    buf.u32_at(Ring::TAIL_OFFSET)
+        .store(1_000_000, Ordering::SeqCst);
     assert_eq!(ring.pop(), Err(RingError::Corrupt));
     assert_eq!(ring.push(2), Err(RingError::Corrupt));
     assert_eq!(ring.len(), Err(RingError::Corrupt));
@@ -238,7 +269,11 @@ fn two_threads_with_doorbells() {
                             break;
                         }
                         Err(RingError::Full) => {
-                            let ok = space.wait_until(|| !ring.is_full(), Duration::from_micros(20), deadlock_guard);
+                            let ok = space.wait_until(
+                                || !ring.is_full(),
+                                Duration::from_micros(20),
+                                deadlock_guard,
+                            );
                             assert!(ok, "producer stuck");
                         }
                         Err(e) => panic!("push: {e}"),
@@ -256,7 +291,11 @@ fn two_threads_with_doorbells() {
                 space.ring();
             }
             None => {
-                let ok = data.wait_until(|| !ring.is_empty(), Duration::from_micros(20), deadlock_guard);
+                let ok = data.wait_until(
+                    || !ring.is_empty(),
+                    Duration::from_micros(20),
+                    deadlock_guard,
+                );
                 assert!(ok, "consumer stuck");
             }
         }

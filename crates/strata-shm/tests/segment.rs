@@ -7,7 +7,12 @@ use strata_shm::{futex, ShmSegment, WaitResult};
 
 fn unique(tag: &str) -> String {
     static N: AtomicU32 = AtomicU32::new(0);
-    format!("strata-shm-test-{}-{}-{}", std::process::id(), tag, N.fetch_add(1, Ordering::Relaxed))
+    format!(
+        "strata-shm-test-{}-{}-{}",
+        std::process::id(),
+        tag,
+        N.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// Unlinks the name when the test ends (also on panic).
@@ -43,12 +48,18 @@ fn create_open_unlink() {
     assert_ne!(other.as_ptr(), seg.as_ptr());
     let w2 = unsafe { &*(other.as_ptr().add(64) as *const AtomicU64) };
     assert_eq!(w2.load(Ordering::SeqCst), 0x0123_4567_89ab_cdef);
-    assert_eq!(unsafe { &*(other.as_ptr().add(9_992) as *const AtomicU64) }.load(Ordering::SeqCst), 42);
+    assert_eq!(
+        unsafe { &*(other.as_ptr().add(9_992) as *const AtomicU64) }.load(Ordering::SeqCst),
+        42
+    );
     w2.store(7, Ordering::SeqCst);
     assert_eq!(w.load(Ordering::SeqCst), 7);
 
     // Creating again fails.
-    assert_eq!(ShmSegment::create(&name, 10_000).unwrap_err().kind(), ErrorKind::AlreadyExists);
+    assert_eq!(
+        ShmSegment::create(&name, 10_000).unwrap_err().kind(),
+        ErrorKind::AlreadyExists
+    );
 
     // populate never changes contents.
     seg.populate(0..seg.len());
@@ -59,8 +70,14 @@ fn create_open_unlink() {
 
     ShmSegment::unlink(&name).unwrap();
     assert!(!std::path::Path::new(&format!("/dev/shm/{name}")).exists());
-    assert_eq!(ShmSegment::open(&name).unwrap_err().kind(), ErrorKind::NotFound);
-    assert_eq!(ShmSegment::unlink(&name).unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(
+        ShmSegment::open(&name).unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+    assert_eq!(
+        ShmSegment::unlink(&name).unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
     // Existing mappings stay valid after unlink.
     assert_eq!(w2.load(Ordering::SeqCst), 7);
 }
@@ -73,22 +90,54 @@ fn create_or_replace_replaces() {
     unsafe { &*(a.as_ptr() as *const AtomicU64) }.store(9, Ordering::SeqCst);
     let b = ShmSegment::create_or_replace(&name, 8192).unwrap();
     assert_eq!(b.len(), 8192);
-    assert_eq!(unsafe { &*(b.as_ptr() as *const AtomicU64) }.load(Ordering::SeqCst), 0);
+    assert_eq!(
+        unsafe { &*(b.as_ptr() as *const AtomicU64) }.load(Ordering::SeqCst),
+        0
+    );
     assert_eq!(ShmSegment::open(&name).unwrap().len(), 8192);
 }
 
 #[test]
 fn invalid_names_and_sizes_rejected() {
     let long = "a".repeat(256);
-    for bad in ["", ".", "..", "a/b", "/abc", "abc/", "sp ace", "nul\0x", "é", long.as_str()] {
-        assert_eq!(ShmSegment::create(bad, 4096).unwrap_err().kind(), ErrorKind::InvalidInput, "{bad:?}");
-        assert_eq!(ShmSegment::open(bad).unwrap_err().kind(), ErrorKind::InvalidInput, "{bad:?}");
-        assert_eq!(ShmSegment::unlink(bad).unwrap_err().kind(), ErrorKind::InvalidInput, "{bad:?}");
-        assert_eq!(ShmSegment::create_or_replace(bad, 4096).unwrap_err().kind(), ErrorKind::InvalidInput);
+    for bad in [
+        "",
+        ".",
+        "..",
+        "a/b",
+        "/abc",
+        "abc/",
+        "sp ace",
+        "nul\0x",
+        "é",
+        long.as_str(),
+    ] {
+        assert_eq!(
+            ShmSegment::create(bad, 4096).unwrap_err().kind(),
+            ErrorKind::InvalidInput,
+            "{bad:?}"
+        );
+        assert_eq!(
+            ShmSegment::open(bad).unwrap_err().kind(),
+            ErrorKind::InvalidInput,
+            "{bad:?}"
+        );
+        assert_eq!(
+            ShmSegment::unlink(bad).unwrap_err().kind(),
+            ErrorKind::InvalidInput,
+            "{bad:?}"
+        );
+        assert_eq!(
+            ShmSegment::create_or_replace(bad, 4096).unwrap_err().kind(),
+            ErrorKind::InvalidInput
+        );
     }
     let name = unique("zero");
     let _c = Cleanup(name.clone());
-    assert_eq!(ShmSegment::create(&name, 0).unwrap_err().kind(), ErrorKind::InvalidInput);
+    assert_eq!(
+        ShmSegment::create(&name, 0).unwrap_err().kind(),
+        ErrorKind::InvalidInput
+    );
     assert!(!std::path::Path::new(&format!("/dev/shm/{name}")).exists());
     // Valid charset edge cases.
     let ok = unique("A.z_0-9");
@@ -100,8 +149,14 @@ fn invalid_names_and_sizes_rejected() {
 fn futex_in_process() {
     let w = AtomicU32::new(5);
     assert_eq!(futex::wait(&w, 4, None), WaitResult::ValueChanged);
-    assert_eq!(futex::wait(&w, 5, Some(Duration::from_millis(1))), WaitResult::TimedOut);
-    assert_eq!(futex::wait(&w, 5, Some(Duration::ZERO)), WaitResult::TimedOut);
+    assert_eq!(
+        futex::wait(&w, 5, Some(Duration::from_millis(1))),
+        WaitResult::TimedOut
+    );
+    assert_eq!(
+        futex::wait(&w, 5, Some(Duration::ZERO)),
+        WaitResult::TimedOut
+    );
     assert_eq!(futex::wake(&w, 1), 0);
 
     // A thread waits until the word changes; we change it and wake.
@@ -130,7 +185,11 @@ fn doorbell_basics() {
     // Already ready; times out when never ready (with and without spinning).
     assert!(d.wait_until(|| true, Duration::ZERO, Some(Duration::ZERO)));
     assert!(!d.wait_until(|| false, Duration::ZERO, Some(Duration::from_millis(2))));
-    assert!(!d.wait_until(|| false, Duration::from_millis(1), Some(Duration::from_millis(2))));
+    assert!(!d.wait_until(
+        || false,
+        Duration::from_millis(1),
+        Some(Duration::from_millis(2))
+    ));
     assert_eq!(d.sleepers(), 0);
 
     // Many handoffs: a waiter sleeping with no timeout is always woken.

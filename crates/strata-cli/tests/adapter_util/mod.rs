@@ -17,7 +17,10 @@ use crate::common::{strata_bin, TestDaemon};
 pub const HANG_LIMIT: Duration = Duration::from_secs(900);
 
 pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
 }
 
 pub fn adapter_src(name: &str) -> PathBuf {
@@ -31,17 +34,33 @@ pub fn preload_lib() -> &'static Path {
     static LIB: OnceLock<PathBuf> = OnceLock::new();
     LIB.get_or_init(|| {
         let bin = strata_bin();
-        let dir = bin.parent().expect("strata binary has a directory").to_path_buf();
-        let profile = dir.file_name().and_then(|n| n.to_str()).unwrap_or("debug").to_string();
+        let dir = bin
+            .parent()
+            .expect("strata binary has a directory")
+            .to_path_buf();
+        let profile = dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("debug")
+            .to_string();
         let mut cmd = Command::new(env!("CARGO"));
-        cmd.current_dir(workspace_root()).args(["build", "-p", "strata-posix"]);
+        cmd.current_dir(workspace_root())
+            .args(["build", "-p", "strata-posix"]);
         if profile != "debug" {
             cmd.args(["--profile", &profile]);
         }
         let out = cmd.output().expect("run cargo build -p strata-posix");
-        assert!(out.status.success(), "cargo build -p strata-posix failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "cargo build -p strata-posix failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let lib = dir.join("libstrata_posix.so");
-        assert!(lib.exists(), "{} missing after building strata-posix", lib.display());
+        assert!(
+            lib.exists(),
+            "{} missing after building strata-posix",
+            lib.display()
+        );
         lib
     })
 }
@@ -53,7 +72,9 @@ pub fn allow_missing() -> bool {
 
 pub fn which(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|d| d.join(program)).find(|p| p.is_file())
+    std::env::split_paths(&path)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
 }
 
 /// Fails (or, with STRATA_TEST_ALLOW_MISSING=1, returns false so the caller
@@ -63,7 +84,9 @@ pub fn require(program: &str, package: &str) -> bool {
         return true;
     }
     if allow_missing() {
-        eprintln!("SKIPPED: {program} not installed (install {package}); STRATA_TEST_ALLOW_MISSING=1");
+        eprintln!(
+            "SKIPPED: {program} not installed (install {package}); STRATA_TEST_ALLOW_MISSING=1"
+        );
         return false;
     }
     panic!("{program} not found: install {package} (apt-get install {package}), or set STRATA_TEST_ALLOW_MISSING=1 to skip");
@@ -73,13 +96,26 @@ pub fn require(program: &str, package: &str) -> bool {
 pub fn compile_c(src: &Path, out: &Path, extra: &[&str]) -> PathBuf {
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
     let o = Command::new(&cc)
-        .args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O1", "-g", "-o"])
+        .args([
+            "-std=gnu11",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-O1",
+            "-g",
+            "-o",
+        ])
         .arg(out)
         .arg(src)
         .args(extra)
         .output()
         .unwrap_or_else(|e| panic!("cannot run C compiler {cc}: {e}"));
-    assert!(o.status.success(), "compiling {} failed:\n{}", src.display(), String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "compiling {} failed:\n{}",
+        src.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
     out.to_path_buf()
 }
 
@@ -151,10 +187,17 @@ pub fn run_cmd(mut cmd: Command, scratch: &Path) -> Ran {
         std::thread::sleep(Duration::from_millis(10));
     };
     let stdout = std::fs::read(&out_path).unwrap_or_default();
-    let stderr = String::from_utf8_lossy(&std::fs::read(&err_path).unwrap_or_default()).into_owned();
+    let stderr =
+        String::from_utf8_lossy(&std::fs::read(&err_path).unwrap_or_default()).into_owned();
     let _ = std::fs::remove_file(&out_path);
     let _ = std::fs::remove_file(&err_path);
-    Ran { code: status.code(), signal: status.signal(), stdout, stderr, what }
+    Ran {
+        code: status.code(),
+        signal: status.signal(),
+        stdout,
+        stderr,
+        what,
+    }
 }
 
 /// A mode of the adapter.
@@ -174,7 +217,13 @@ impl Mode {
 }
 
 /// `strata --config <daemon> run --mode M --include <include> -- argv…` in `cwd`.
-pub fn strata_run_cmd(d: &TestDaemon, mode: Mode, include: &Path, cwd: &Path, argv: &[&OsStr]) -> Command {
+pub fn strata_run_cmd(
+    d: &TestDaemon,
+    mode: Mode,
+    include: &Path,
+    cwd: &Path,
+    argv: &[&OsStr],
+) -> Command {
     preload_lib();
     let mut c = Command::new(strata_bin());
     c.current_dir(cwd)
@@ -202,7 +251,10 @@ pub fn strata_run(d: &TestDaemon, mode: Mode, include: &Path, cwd: &Path, argv: 
 /// The same command without strata (the reference run).
 pub fn plain_run(cwd: &Path, argv: &[&str], scratch: &Path) -> Ran {
     let mut c = Command::new(argv[0]);
-    c.args(&argv[1..]).current_dir(cwd).env_remove("LD_PRELOAD").env("LC_ALL", "C");
+    c.args(&argv[1..])
+        .current_dir(cwd)
+        .env_remove("LD_PRELOAD")
+        .env("LC_ALL", "C");
     run_cmd(c, scratch)
 }
 
@@ -217,7 +269,10 @@ pub fn flush_wait(d: &TestDaemon, path: &Path) -> Ran {
 /// (relative path → None), read directly from the file system.
 pub fn tree(root: &Path) -> BTreeMap<String, Option<Vec<u8>>> {
     fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Option<Vec<u8>>>) {
-        let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("read_dir {}: {e}", dir.display())).flatten().collect();
+        let mut entries: Vec<_> = std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("read_dir {}: {e}", dir.display()))
+            .flatten()
+            .collect();
         entries.sort_by_key(|e| e.file_name());
         for e in entries {
             let p = e.path();
@@ -227,7 +282,10 @@ pub fn tree(root: &Path) -> BTreeMap<String, Option<Vec<u8>>> {
                 out.insert(rel, None);
                 walk(root, &p, out);
             } else if ft.is_file() {
-                out.insert(rel, Some(std::fs::read(&p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))));
+                out.insert(
+                    rel,
+                    Some(std::fs::read(&p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))),
+                );
             }
         }
     }
@@ -238,7 +296,12 @@ pub fn tree(root: &Path) -> BTreeMap<String, Option<Vec<u8>>> {
 
 /// Asserts two trees are identical (names, kinds, bytes), ignoring names
 /// for which `ignore` returns true.
-pub fn assert_same_tree(got_root: &Path, want_root: &Path, ignore: &dyn Fn(&str) -> bool, ctx: &str) {
+pub fn assert_same_tree(
+    got_root: &Path,
+    want_root: &Path,
+    ignore: &dyn Fn(&str) -> bool,
+    ctx: &str,
+) {
     let got = tree(got_root);
     let want = tree(want_root);
     let mut problems = Vec::new();
@@ -248,7 +311,12 @@ pub fn assert_same_tree(got_root: &Path, want_root: &Path, ignore: &dyn Fn(&str)
         }
         match got.get(name) {
             None => problems.push(format!("{name}: missing (want {})", describe(w))),
-            Some(g) if g != w => problems.push(format!("{name}: got {}, want {}{}", describe(g), describe(w), first_diff(g, w))),
+            Some(g) if g != w => problems.push(format!(
+                "{name}: got {}, want {}{}",
+                describe(g),
+                describe(w),
+                first_diff(g, w)
+            )),
             _ => {}
         }
     }
@@ -257,7 +325,14 @@ pub fn assert_same_tree(got_root: &Path, want_root: &Path, ignore: &dyn Fn(&str)
             problems.push(format!("{name}: unexpected ({})", describe(g)));
         }
     }
-    assert!(problems.is_empty(), "{ctx}: {} differences between {} and the reference {}:\n  {}", problems.len(), got_root.display(), want_root.display(), problems.join("\n  "));
+    assert!(
+        problems.is_empty(),
+        "{ctx}: {} differences between {} and the reference {}:\n  {}",
+        problems.len(),
+        got_root.display(),
+        want_root.display(),
+        problems.join("\n  ")
+    );
 }
 
 fn describe(e: &Option<Vec<u8>>) -> String {
@@ -302,7 +377,8 @@ pub fn seed_both(roots: &[&Path], rel: &str, data: &[u8]) {
         }
         std::fs::write(&p, data).unwrap();
         let f = std::fs::File::options().write(true).open(&p).unwrap();
-        f.set_modified(std::time::UNIX_EPOCH + Duration::from_secs(1_700_000_000)).unwrap();
+        f.set_modified(std::time::UNIX_EPOCH + Duration::from_secs(1_700_000_000))
+            .unwrap();
     }
 }
 
@@ -314,9 +390,16 @@ pub fn scratch_leaks(root: &Path, allowed: &BTreeMap<String, Vec<u8>>) -> Vec<St
         let Some(data) = e else { continue };
         match allowed.get(&name) {
             Some(want) if *want == data => {}
-            Some(want) => leaks.push(format!("{name}: a pre-existing file changed at the destination ({} bytes, was {})", data.len(), want.len())),
+            Some(want) => leaks.push(format!(
+                "{name}: a pre-existing file changed at the destination ({} bytes, was {})",
+                data.len(),
+                want.len()
+            )),
             None if data.is_empty() => {}
-            None => leaks.push(format!("{name}: {} bytes written at the destination", data.len())),
+            None => leaks.push(format!(
+                "{name}: {} bytes written at the destination",
+                data.len()
+            )),
         }
     }
     leaks

@@ -30,14 +30,22 @@ pub struct Tiers {
 
 impl Default for Tiers {
     fn default() -> Self {
-        Tiers { ram: "512MiB", disk: Some("2GiB"), extra_yaml: "" }
+        Tiers {
+            ram: "512MiB",
+            disk: Some("2GiB"),
+            extra_yaml: "",
+        }
     }
 }
 
 impl TestDaemon {
     /// RAM 64 MiB + disk 128 MiB: small enough to fill in a test.
     pub fn small() -> TestDaemon {
-        TestDaemon::start_with(Tiers { ram: "64MiB", disk: Some("128MiB"), extra_yaml: "" })
+        TestDaemon::start_with(Tiers {
+            ram: "64MiB",
+            disk: Some("128MiB"),
+            extra_yaml: "",
+        })
     }
 
     pub fn start() -> TestDaemon {
@@ -46,7 +54,10 @@ impl TestDaemon {
 
     pub fn start_with(t: Tiers) -> TestDaemon {
         let n = COUNTER.fetch_add(1, Ordering::SeqCst);
-        let dir = tempfile::Builder::new().prefix("strata-test-").tempdir().expect("tempdir");
+        let dir = tempfile::Builder::new()
+            .prefix("strata-test-")
+            .tempdir()
+            .expect("tempdir");
         let socket = dir.path().join("daemon.sock");
         let prefix = format!("strata-t{}-{}", std::process::id(), n);
         let mut yaml = format!(
@@ -56,12 +67,21 @@ impl TestDaemon {
             t.ram
         );
         if let Some(d) = t.disk {
-            yaml.push_str(&format!("  - name: disk\n    kind: dir\n    path: {}\n    capacity: {}\n", dir.path().join("disk").display(), d));
+            yaml.push_str(&format!(
+                "  - name: disk\n    kind: dir\n    path: {}\n    capacity: {}\n",
+                dir.path().join("disk").display(),
+                d
+            ));
         }
         yaml.push_str(t.extra_yaml);
         let config = dir.path().join("strata.yaml");
         std::fs::write(&config, yaml).unwrap();
-        let mut d = TestDaemon { dir, config, socket, child: None };
+        let mut d = TestDaemon {
+            dir,
+            config,
+            socket,
+            child: None,
+        };
         d.spawn();
         d
     }
@@ -81,7 +101,12 @@ impl TestDaemon {
         self.child = Some(child);
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(60) {
-            if strata_client::control_request(&self.socket, &strata_proto::control::ControlRequest::Ping).is_ok() {
+            if strata_client::control_request(
+                &self.socket,
+                &strata_proto::control::ControlRequest::Ping,
+            )
+            .is_ok()
+            {
                 return;
             }
             if let Some(st) = self.child.as_mut().unwrap().try_wait().unwrap() {

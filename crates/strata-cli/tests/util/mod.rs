@@ -48,10 +48,21 @@ pub fn checksum(data: &[u8]) -> u64 {
 
 /// Re-runs this test binary, executing only the test `entry` (which must
 /// check `env_flag` and return at once when it is absent).
-pub fn spawn_self(entry: &str, env_flag: &str, envs: &[(&str, String)], capture_stdout: bool) -> Child {
+pub fn spawn_self(
+    entry: &str,
+    env_flag: &str,
+    envs: &[(&str, String)],
+    capture_stdout: bool,
+) -> Child {
     let exe = std::env::current_exe().expect("current_exe");
     let mut c = Command::new(exe);
-    c.args([entry, "--exact", "--nocapture", "--test-threads=1", "--include-ignored"]);
+    c.args([
+        entry,
+        "--exact",
+        "--nocapture",
+        "--test-threads=1",
+        "--include-ignored",
+    ]);
     c.env(env_flag, "1");
     for (k, v) in envs {
         c.env(k, v);
@@ -73,7 +84,11 @@ pub fn wait_child(child: &mut Child, limit: Duration) -> std::process::ExitStatu
         if start.elapsed() > limit {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("worker pid {} still running after {:?}: hung", child.id(), limit);
+            panic!(
+                "worker pid {} still running after {:?}: hung",
+                child.id(),
+                limit
+            );
         }
         std::thread::sleep(Duration::from_millis(20));
     }
