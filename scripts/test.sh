@@ -17,6 +17,7 @@ command -v h5dump >/dev/null || need_apt+=(hdf5-tools)
 command -v fio >/dev/null || need_apt+=(fio)
 command -v python3 >/dev/null || need_apt+=(python3)
 command -v tar >/dev/null || need_apt+=(tar)
+command -v git >/dev/null || need_apt+=(git)
 # MPI for crates/strata-cli/tests/adapter_mpi.rs (mpirun, and mpicc for tests/adapter/mpi_ranks.c).
 command -v mpirun >/dev/null || need_apt+=(openmpi-bin)
 command -v mpicc >/dev/null || need_apt+=(libopenmpi-dev)

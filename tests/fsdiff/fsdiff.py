@@ -12,9 +12,13 @@ Operations run in several worker processes (forked at start, so they live
 under the same LD_PRELOAD): each holds its own open descriptors, and the
 driver hands them operations one at a time (deterministic interleaving).
 
-usage: fsdiff.py ROOT SEED OPS [--keep i,j,...] [--procs N] [--no-exec]
+usage: fsdiff.py ROOT SEED OPS [--keep i,j,...] [--procs N] [--no-exec] [--links]
   --keep: run only these operation indices (shrinking); the sequence is
           generated in full from SEED first, so indices are stable.
+  --links: about one operation in eight becomes a hard link, a symbolic
+          link (to a file, a directory or nothing), an lstat/readlink, or an
+          O_NOFOLLOW open (drawn from a second generator: the sequences
+          without --links, and their recorded replays, stay the same).
 """
 import errno
 import hashlib
@@ -31,8 +35,12 @@ SLOTS = 4
 SIZES = [0, 1, 100, 4095, 4096, 4097, 65536, 300000, 1 << 20, (1 << 20) + 3]
 
 
-def gen(seed, n, procs, allow_exec):
+LINK_OPS = ["link", "symlink", "symlink_dir", "lstat", "readlink", "open_nofollow", "stat_nlink"]
+
+
+def gen(seed, n, procs, allow_exec, links=False):
     r = random.Random(seed)
+    r2 = random.Random(seed ^ 0x5EED11)
     ops = []
     for _ in range(n):
         p = r.randrange(procs)
@@ -46,6 +54,8 @@ def gen(seed, n, procs, allow_exec):
               "len": r.choice(SIZES), "seed": r.randrange(1 << 30),
               "flags": r.choice(["r", "w", "rw", "wt", "wc", "rwc", "a"]), "mode": r.choice([0o600, 0o644, 0o755, 0o640]),
               "t": r.randrange(1_000_000_000, 1_700_000_000), "whence": r.choice([0, 1, 2])}
+        if links and r2.random() < 0.125:
+            op["k"] = r2.choice(LINK_OPS)
         ops.append(op)
     return ops
 
@@ -172,6 +182,27 @@ def run_op(root, op, fds):
         if k == "utime":
             os.utime(P(op["f"]), (op["t"], op["t"] + 7))
             return str(int(os.stat(P(op["f"])).st_mtime))
+        if k == "link":
+            os.link(P(op["f"]), P(op["g"]))
+            return "ok"
+        if k == "symlink":
+            # relative, as ln -s makes them; may dangle
+            os.symlink(os.path.relpath(P(op["f"]), os.path.dirname(P(op["g"]))), P(op["g"]))
+            return "ok"
+        if k == "symlink_dir":
+            os.symlink(os.path.relpath(P(op["d"]), os.path.dirname(P(op["e"]))), P(op["e"]))
+            return "ok"
+        if k == "lstat":
+            st = os.lstat(P(op["f"]))
+            return "link" if stat.S_ISLNK(st.st_mode) else st_line(st)
+        if k == "readlink":
+            return os.readlink(P(op["f"]))
+        if k == "open_nofollow":
+            fd = os.open(P(op["f"]), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            os.close(fd)
+            return "ok"
+        if k == "stat_nlink":
+            return str(os.stat(P(op["f"])).st_nlink)
         if k == "exec":
             # Its own name: a script open for writing elsewhere is ETXTBSY in
             # the kernel, a case of its own (not exercised here).
@@ -197,6 +228,9 @@ def tree(root):
         for n in sorted(filenames):
             p = os.path.join(dirpath, n)
             st = os.lstat(p)
+            if stat.S_ISLNK(st.st_mode):
+                out.append(f"{os.path.normpath(os.path.join(rel, n))} -> {os.readlink(p)}")
+                continue
             with open(p, "rb") as f:
                 b = f.read()
             out.append(f"{os.path.normpath(os.path.join(rel, n))} {st_line(st)} {h(b)}")
@@ -226,6 +260,7 @@ def main():
     keep = None
     procs = 2
     allow_exec = True
+    links = False
     i = 3
     while i < len(args):
         if args[i] == "--keep":
@@ -237,9 +272,12 @@ def main():
         elif args[i] == "--no-exec":
             allow_exec = False
             i += 1
+        elif args[i] == "--links":
+            links = True
+            i += 1
         else:
             raise SystemExit(f"unknown argument {args[i]}")
-    ops = gen(seed, n, procs, allow_exec)
+    ops = gen(seed, n, procs, allow_exec, links)
     workers = []
     for _ in range(procs):
         to_r, to_w = os.pipe()

@@ -48,6 +48,8 @@ class Runner:
         """(plain lines, strata lines, buffered dir) with paths normalised."""
         extra = ["--keep", ",".join(map(str, sorted(keep)))] if keep is not None else []
         extra += ["--procs", str(self.a.procs)]
+        if self.a.links:
+            extra += ["--links"]
         p = self.fresh("plain")
         b = self.fresh("buf")
         _, po = run([sys.executable, FSDIFF, p, str(seed), str(self.a.ops)] + extra, p)
@@ -128,6 +130,7 @@ def main():
     ap.add_argument("--ops", type=int, default=300)
     ap.add_argument("--shrink-runs", type=int, default=200)
     ap.add_argument("--procs", type=int, default=2, help="worker processes per run")
+    ap.add_argument("--links", action="store_true", help="hard and symbolic links too (fsdiff.py --links)")
     a = ap.parse_args()
     first, last = (int(x) for x in a.seeds.split(":"))
     r = Runner(a)

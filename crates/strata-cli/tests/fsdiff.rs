@@ -17,6 +17,10 @@ use std::path::Path;
 use std::process::Command;
 
 fn sweep(mode: &str, seeds: &str, ops: u32) {
+    sweep_with(mode, seeds, ops, &[]);
+}
+
+fn sweep_with(mode: &str, seeds: &str, ops: u32, extra: &[&str]) {
     if !require("python3", "python3") {
         return;
     }
@@ -43,6 +47,7 @@ fn sweep(mode: &str, seeds: &str, ops: u32) {
             "--work",
         ])
         .arg(work.path())
+        .args(extra)
         .env("STRATA_SOCKET", &d.socket)
         .env_remove("LD_PRELOAD")
         .output()
@@ -64,6 +69,18 @@ fn fsdiff_default_mode() {
 #[test]
 fn fsdiff_scratch_mode() {
     sweep("scratch", "1:80", 300);
+}
+
+/// Hard links, symbolic links (to files, directories, nothing), lstat,
+/// readlink, O_NOFOLLOW and link counts mixed in (issue 12 items 3-4).
+#[test]
+fn fsdiff_links_default_mode() {
+    sweep_with("default", "1001:1040", 300, &["--links"]);
+}
+
+#[test]
+fn fsdiff_links_scratch_mode() {
+    sweep_with("scratch", "1001:1040", 300, &["--links"]);
 }
 
 /// The shrunk sequences the tester found (docs/FSDIFF.md), replayed in both

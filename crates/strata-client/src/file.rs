@@ -127,6 +127,8 @@ pub struct FileAttr {
     pub dirty: bool,
     /// Bytes of the destination file still valid for read-through.
     pub dest_size: u64,
+    /// Names of the file (hard links); 0 once unlinked while open.
+    pub nlink: u32,
 }
 
 impl FileAttr {
@@ -144,6 +146,7 @@ impl FileAttr {
             gid: w.gid,
             dirty: w.dirty != 0,
             dest_size: w.dest_size,
+            nlink: w.nlink,
         }
     }
 }
@@ -402,6 +405,9 @@ fn dest_info(path: &str, fl: OpenFlags) -> Result<WireDestInfo> {
                 mtime_ns: ns_of(md.mtime(), md.mtime_nsec()),
                 uid: md.uid(),
                 gid: md.gid(),
+                ino: md.ino(),
+                dev: md.dev(),
+                nlink: md.nlink().min(u32::MAX as u64) as u32,
                 _pad: 0,
             })
         }
@@ -1148,6 +1154,22 @@ impl Client {
         };
         let (resp, _) = self.file_call(req, &[from.as_bytes(), to.as_bytes()], "file rename")?;
         Ok(resp.val0 == 1)
+    }
+
+    /// One more name `to` for the buffered file at `from` (a hard link). The
+    /// caller made the destination link first when the file has a
+    /// destination. Returns the file id.
+    pub fn file_link(&self, from: &str, to: &str) -> Result<u64> {
+        check_path(from)?;
+        check_path(to)?;
+        let req = Request {
+            op: Op::FileLink as u32,
+            name_len: from.len() as u32,
+            name2_len: to.len() as u32,
+            ..Request::default()
+        };
+        let (resp, _) = self.file_call(req, &[from.as_bytes(), to.as_bytes()], "file link")?;
+        Ok(resp.val0)
     }
 
     /// A directory `from` was renamed to `to` (`dest_renamed`: at the

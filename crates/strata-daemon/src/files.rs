@@ -65,6 +65,8 @@ pub struct FileState {
     pub kick: bool,
     /// Capacity pressure: write-throughs in progress (files_evict.rs).
     pub evict: crate::files_evict::EvictState,
+    /// Further names of files (hard links, files_link.rs).
+    pub links: crate::files_link::Links,
 }
 
 /// What `FileOpen` was asked.
@@ -189,7 +191,7 @@ impl Core {
             uid: rec.uid,
             gid: rec.gid,
             dirty: dirty as u32,
-            _pad: 0,
+            nlink: self.file_nlink(id),
         })
     }
 
@@ -230,7 +232,7 @@ impl Core {
         if !path.starts_with('/') || path.contains('\0') {
             return Err(Errno::Inval);
         }
-        if let Some(id) = self.meta.file_by_path(path) {
+        if let Some(id) = self.file_lookup(path) {
             if a.create && a.excl {
                 return Err(Errno::Exists);
             }
@@ -265,6 +267,17 @@ impl Core {
         if exists && dest.size > FILE_BYTES_MAX {
             return Err(Errno::Inval);
         }
+        // Another name of a destination inode some record came from: the
+        // same file (hard links made outside strata, or before a restart).
+        if let Some(id) = self.link_by_inode(&dest) {
+            if self.meta.bucket_by_name(path).is_none() {
+                self.link_adopt(id, path);
+                if a.trunc {
+                    self.file_truncate(id, 0)?;
+                }
+                return Ok(id);
+            }
+        }
         // A plain bucket may carry the name only if it is empty.
         let existing = self.meta.bucket_by_name(path);
         if let Some(b) = existing {
@@ -292,6 +305,9 @@ impl Core {
                 let _ = self.meta.bucket_destroy(id);
             }
             return Err(e);
+        }
+        if exists {
+            self.link_note_inode(id, &dest);
         }
         if exists && a.trunc {
             self.file_truncate(id, 0)?;
@@ -739,10 +755,15 @@ impl Core {
 
     /// `FileUnlink`: removes the record of `path` with its pages.
     pub fn file_unlink(&mut self, path: &str) -> Result<bool> {
+        if self.link_remove(path).is_some() {
+            return Ok(true);
+        }
         let Some(id) = self.meta.file_by_path(path) else {
             return Ok(false);
         };
-        self.bucket_destroy(id)?;
+        if self.link_promote(id)?.is_none() {
+            self.bucket_destroy(id)?;
+        }
         Ok(true)
     }
 
@@ -752,10 +773,28 @@ impl Core {
         if !to.starts_with('/') || to.contains('\0') {
             return Err(Errno::Inval);
         }
-        let Some(id) = self.meta.file_by_path(from) else {
+        let Some(id) = self.file_lookup(from) else {
             return Ok(false);
         };
-        if from == to {
+        if from == to || self.file_lookup(to) == Some(id) {
+            // two names of one file: rename(2) does nothing
+            return Ok(true);
+        }
+        if self.file_is_link_name(to) {
+            self.link_remove(to);
+        }
+        if self.file_is_link_name(from) {
+            if let Some(other) = self.meta.bucket_by_name(to) {
+                if self.meta.file(other).is_err() {
+                    if !self.meta.bucket(other)?.blobs.is_empty() {
+                        return Err(Errno::Exists);
+                    }
+                    self.bucket_destroy(other)?;
+                } else {
+                    self.file_unlink_held(to)?;
+                }
+            }
+            self.link_move(from, to);
             return Ok(true);
         }
         if let Some(other) = self.meta.bucket_by_name(to) {
@@ -840,6 +879,7 @@ impl Core {
                 moved += 1;
             }
         }
+        moved += self.link_move_tree(&prefix, to);
         Ok(moved)
     }
 
@@ -990,6 +1030,6 @@ impl Core {
                 ));
             }
         }
-        Ok(())
+        self.links_check()
     }
 }

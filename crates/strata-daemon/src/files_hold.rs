@@ -114,7 +114,7 @@ impl Core {
 
     /// `FileUnlink` with POSIX semantics for files still open.
     pub fn file_unlink_held(&mut self, path: &str) -> Result<Unlinked> {
-        let Some(id) = self.meta.file_by_path(path) else {
+        let Some(id) = self.file_lookup(path) else {
             return Ok(Unlinked {
                 existed: false,
                 dest_may_exist: false,
@@ -123,6 +123,14 @@ impl Core {
         };
         let rec = self.meta.file(id)?;
         let dest_may_exist = rec.dest_exists || rec.dest_size > 0 || rec.flushed_gen > 0;
+        // One of several names: only the name goes (hard links).
+        if self.link_remove(path).is_some() || self.link_promote(id)?.is_some() {
+            return Ok(Unlinked {
+                existed: true,
+                dest_may_exist,
+                orphaned: false,
+            });
+        }
         let held = self.holds.by_file.get(&id).is_some_and(|h| !h.is_empty());
         if !held {
             self.bucket_destroy(id)?;

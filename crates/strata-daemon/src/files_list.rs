@@ -34,6 +34,15 @@ impl Core {
                 names.push(child);
             }
         }
+        // further names of files (hard links); bounded like the buckets
+        for name in self.files.links.by_name.keys() {
+            let Some(child) = name.strip_prefix(prefix.as_str()) else {
+                continue;
+            };
+            if !child.is_empty() && !child.contains('/') && child > after {
+                names.push(child);
+            }
+        }
         names.sort_unstable();
         let more = names.len() > max;
         names.truncate(max);

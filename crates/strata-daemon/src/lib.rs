@@ -19,6 +19,7 @@ pub mod drain;
 pub mod files;
 pub mod files_evict;
 pub mod files_hold;
+pub mod files_link;
 pub mod files_list;
 pub mod flush;
 pub mod flush_conc;

@@ -876,7 +876,7 @@ impl Poller {
             }
             Op::FileStat => {
                 let id = if req.bucket == 0 {
-                    self.core.meta.file_by_path(name).ok_or(Errno::NoFile)?
+                    self.core.file_lookup(name).ok_or(Errno::NoFile)?
                 } else {
                     bucket
                 };
@@ -970,12 +970,13 @@ impl Poller {
                 r.val1 = (u.dest_may_exist || busy) as u64;
                 r.val2 = u.orphaned as u64 | (busy as u64) << 1;
             }
+            Op::FileLink => r.val0 = self.core.file_link(name, name2)?.0,
             Op::FileIdle => r.val0 = self.flusher.as_ref().is_none_or(|f| f.path_idle(name)) as u64,
             Op::FileHold => self.core.file_hold(bucket, c.id)?,
             Op::FileClose => self.core.file_release(bucket, c.id)?,
             Op::FileSetAttr => {
                 let id = if req.bucket == 0 {
-                    self.core.meta.file_by_path(name).ok_or(Errno::NoFile)?
+                    self.core.file_lookup(name).ok_or(Errno::NoFile)?
                 } else {
                     bucket
                 };

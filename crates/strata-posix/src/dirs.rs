@@ -428,7 +428,7 @@ unsafe fn check_empty(abs: &AbsPath) -> Result<(), c_int> {
 
 #[no_mangle]
 pub unsafe extern "C" fn rmdir(path: *const c_char) -> c_int {
-    match tracked_dir(libc::AT_FDCWD, path) {
+    match crate::path::tracked_dir_at(libc::AT_FDCWD, path, crate::path::Last::NoFollow) {
         None => real::rmdir(path),
         Some(abs) => run(|| {
             check_empty(&abs)?;
@@ -439,7 +439,7 @@ pub unsafe extern "C" fn rmdir(path: *const c_char) -> c_int {
 
 /// unlinkat(AT_REMOVEDIR) of a tracked directory (called by the unlinkat hook).
 pub(crate) unsafe fn rmdir_at(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
-    match tracked_dir(dirfd, path) {
+    match crate::path::tracked_dir_at(dirfd, path, crate::path::Last::NoFollow) {
         None => real::unlinkat(dirfd, path, flags),
         Some(abs) => run(|| {
             check_empty(&abs)?;

@@ -10,7 +10,16 @@ use libc::{iovec, mode_t, off64_t, size_t, ssize_t};
 use strata_client::file::{FileAttr, OpenFlags, Persist, SetAttr};
 use strata_client::{Client, Errno};
 
-use crate::path::{tracked_path, Tracked};
+use crate::path::{tracked_path, tracked_path_at, tracked_path_nofollow, Last, Tracked};
+
+/// Whether `*at` flags ask about a symbolic link itself.
+fn last_of(flags: c_int) -> Last {
+    if flags & libc::AT_SYMLINK_NOFOLLOW != 0 {
+        Last::NoFollow
+    } else {
+        Last::Follow
+    }
+}
 use crate::{
     client, copy_kind, cvt, errno, real, run, run_raw, set_errno, set_kind, set_tracked, trace,
     tracked_fd, Tfd, K_UNTRACKED,
@@ -268,7 +277,7 @@ pub(crate) fn fill_stat(a: &FileAttr, st: *mut libc::stat64) {
     s.st_dev = libc::makedev(STRATA_DEV_MAJOR, STRATA_DEV_MINOR);
     s.st_ino = a.id;
     s.st_mode = libc::S_IFREG | (a.mode & 0o7777);
-    s.st_nlink = 1;
+    s.st_nlink = a.nlink as u64;
     s.st_uid = a.uid;
     s.st_gid = a.gid;
     s.st_size = a.size as i64;
@@ -284,7 +293,7 @@ fn fill_statx(a: &FileAttr, st: *mut libc::statx) {
     let mut s: libc::statx = unsafe { std::mem::zeroed() };
     s.stx_mask = libc::STATX_BASIC_STATS;
     s.stx_blksize = a.page_bytes.min(u32::MAX as u64) as u32;
-    s.stx_nlink = 1;
+    s.stx_nlink = a.nlink;
     s.stx_uid = a.uid;
     s.stx_gid = a.gid;
     s.stx_mode = (libc::S_IFREG | (a.mode & 0o7777)) as u16;
@@ -398,7 +407,17 @@ pub(crate) unsafe fn make_placeholder(
 
 unsafe fn open_impl_inner(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
     if flags & (libc::O_DIRECTORY | libc::O_PATH) == 0 {
-        if let Some(t) = tracked_path(dirfd, path) {
+        // O_NOFOLLOW (ELOOP on a link) and O_CREAT|O_EXCL (EEXIST on a link,
+        // even a dangling one) are about the name itself: the kernel answers
+        // for a link
+        let last = if flags & libc::O_NOFOLLOW != 0
+            || flags & (libc::O_CREAT | libc::O_EXCL) == libc::O_CREAT | libc::O_EXCL
+        {
+            Last::NotLink
+        } else {
+            Last::Follow
+        };
+        if let Some(t) = tracked_path_at(dirfd, path, last) {
             let mut pass = false;
             let r = run(|| match open_tracked(&t, flags, mode)? {
                 Some(fd) => Ok(fd),
@@ -1336,7 +1355,7 @@ pub unsafe extern "C" fn lstat(path: *const c_char, buf: *mut libc::stat64) -> c
 
 #[no_mangle]
 pub unsafe extern "C" fn lstat64(path: *const c_char, buf: *mut libc::stat64) -> c_int {
-    match tracked_path(libc::AT_FDCWD, path) {
+    match tracked_path_nofollow(libc::AT_FDCWD, path) {
         None => real::lstat64(path, buf),
         Some(t) => run(|| {
             stat_tracked(
@@ -1375,7 +1394,7 @@ unsafe fn fstatat_impl(
             Some(t) => run(|| fstat_tracked(t, |a| fill_stat(a, buf))),
         };
     }
-    match tracked_path(dirfd, path) {
+    match tracked_path_at(dirfd, path, last_of(flags)) {
         None => fb(),
         Some(t) => run(|| {
             stat_tracked(
@@ -1435,7 +1454,7 @@ pub unsafe extern "C" fn statx(
             Some(t) => run(|| fstat_tracked(t, |a| fill_statx(a, buf))),
         };
     }
-    match tracked_path(dirfd, path) {
+    match tracked_path_at(dirfd, path, last_of(flags)) {
         None => fb(),
         Some(t) => run(|| {
             stat_tracked(
@@ -1487,7 +1506,7 @@ pub unsafe extern "C" fn __lxstat64(
     path: *const c_char,
     buf: *mut libc::stat64,
 ) -> c_int {
-    match tracked_path(libc::AT_FDCWD, path) {
+    match tracked_path_nofollow(libc::AT_FDCWD, path) {
         None => real::__lxstat64(ver, path, buf),
         Some(t) => run(|| {
             stat_tracked(
@@ -1603,7 +1622,7 @@ pub unsafe extern "C" fn faccessat(
     mode: c_int,
     flags: c_int,
 ) -> c_int {
-    match tracked_path(dirfd, path) {
+    match tracked_path_at(dirfd, path, last_of(flags)) {
         None => real::faccessat(dirfd, path, mode, flags),
         Some(t) => run(|| {
             access_tracked(&t, mode, flags & libc::AT_EACCESS != 0, || {
@@ -1668,7 +1687,7 @@ unsafe fn unlink_tracked(t: &Tracked, real_rm: impl FnOnce() -> c_int) -> Result
 
 #[no_mangle]
 pub unsafe extern "C" fn unlink(path: *const c_char) -> c_int {
-    match tracked_path(libc::AT_FDCWD, path) {
+    match tracked_path_nofollow(libc::AT_FDCWD, path) {
         None => real::unlink(path),
         Some(t) => run(|| unlink_tracked(&t, || real::unlink(path))),
     }
@@ -1679,7 +1698,7 @@ pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_in
     if flags & libc::AT_REMOVEDIR != 0 {
         return crate::dirs::rmdir_at(dirfd, path, flags);
     }
-    match tracked_path(dirfd, path) {
+    match tracked_path_nofollow(dirfd, path) {
         None => real::unlinkat(dirfd, path, flags),
         Some(t) => run(|| unlink_tracked(&t, || real::unlinkat(dirfd, path, flags))),
     }
@@ -1688,7 +1707,7 @@ pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_in
 /// glibc's remove() calls its internal unlink, so it is hooked on its own.
 #[no_mangle]
 pub unsafe extern "C" fn remove(path: *const c_char) -> c_int {
-    match tracked_path(libc::AT_FDCWD, path) {
+    match tracked_path_nofollow(libc::AT_FDCWD, path) {
         None => real::remove(path),
         Some(t) => run(|| unlink_tracked(&t, || real::remove(path))),
     }
@@ -1771,7 +1790,7 @@ unsafe fn rename_dir(
         &to_bytes[..n]
     };
     let t_owned = if t.is_none() && stripped.len() != to_bytes.len() {
-        crate::path::classify_path(nfd, stripped)
+        crate::path::classify_path_at(nfd, stripped, Last::NoFollow)
     } else {
         None
     };
@@ -1803,7 +1822,9 @@ unsafe fn rename_dir(
         }
         None => {
             cvt(real_rename())?;
-            let target = crate::path::resolve(nfd, stripped).ok_or(libc::ENAMETOOLONG)?;
+            let target = crate::path::resolve_real(nfd, stripped, Last::NoFollow)
+                .or_else(|| crate::path::resolve(nfd, stripped))
+                .ok_or(libc::ENAMETOOLONG)?;
             let target = target.as_str().ok_or(libc::EINVAL)?;
             materialise_tree(c, from, target, 0)?;
             trace!(
@@ -1824,8 +1845,8 @@ unsafe fn rename_impl(
     flags: c_uint,
 ) -> c_int {
     let real_rename = || real::renameat2(ofd, from, nfd, to, flags);
-    let tf = tracked_path(ofd, from);
-    let tt = tracked_path(nfd, to);
+    let tf = tracked_path_nofollow(ofd, from);
+    let tt = tracked_path_nofollow(nfd, to);
     if tf.is_none() && tt.is_none() {
         return if flags == 0 {
             real::renameat(ofd, from, nfd, to)
@@ -1895,17 +1916,22 @@ unsafe fn rename_impl(
                 if r != 0 && e != libc::ENOENT {
                     return Err(e);
                 }
-                if r != 0 && t.persist != Persist::Scratch {
+                if r != 0 {
                     // The source exists only in the buffer; the target's
                     // destination file is replaced now, as rename(2) would
                     // replace its name: the flush then creates a new file,
                     // and descriptors of the old one keep reading it (the
-                    // flush would otherwise truncate that very inode).
+                    // flush would otherwise truncate that very inode). A
+                    // symbolic link, FIFO or socket there is replaced in
+                    // every mode (the name is the buffered file's now).
                     let mut st: libc::stat64 = std::mem::zeroed();
-                    if real::fstatat64(nfd, to, &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0
-                        && st.st_mode & libc::S_IFMT == libc::S_IFREG
-                    {
-                        real::unlinkat(nfd, to, 0);
+                    if real::fstatat64(nfd, to, &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0 {
+                        let kind = st.st_mode & libc::S_IFMT;
+                        if (kind == libc::S_IFREG && t.persist != Persist::Scratch)
+                            || (kind != libc::S_IFREG && kind != libc::S_IFDIR)
+                        {
+                            real::unlinkat(nfd, to, 0);
+                        }
                     }
                 }
                 let moved = c
@@ -2475,7 +2501,7 @@ pub unsafe extern "C" fn fchmodat(
     mode: mode_t,
     flags: c_int,
 ) -> c_int {
-    match tracked_path(dirfd, path) {
+    match tracked_path_at(dirfd, path, last_of(flags)) {
         None => real::fchmodat(dirfd, path, mode, flags),
         Some(t) => run(|| {
             set_attr_tracked(
@@ -2546,7 +2572,7 @@ pub unsafe extern "C" fn utimensat(
     {
         return futimens(dirfd, ts);
     }
-    match tracked_path(dirfd, path) {
+    match tracked_path_at(dirfd, path, last_of(flags)) {
         None => real::utimensat(dirfd, path, ts, flags),
         Some(t) => run(|| {
             set_attr_tracked(
@@ -2595,7 +2621,7 @@ pub unsafe extern "C" fn utimes(path: *const c_char, tv: *const libc::timeval) -
 
 #[no_mangle]
 pub unsafe extern "C" fn lutimes(path: *const c_char, tv: *const libc::timeval) -> c_int {
-    match tracked_path(libc::AT_FDCWD, path) {
+    match tracked_path_nofollow(libc::AT_FDCWD, path) {
         None => real::lutimes(path, tv),
         Some(_) => {
             let mut b: [libc::timespec; 2] = std::mem::zeroed();
@@ -2734,12 +2760,13 @@ pub unsafe extern "C" fn fsetxattr(
 
 unsafe fn setxattr_impl(
     path: *const c_char,
+    last: Last,
     name: *const c_char,
     v: *const c_void,
     n: size_t,
     fb: impl FnOnce() -> c_int,
 ) -> c_int {
-    match tracked_path(libc::AT_FDCWD, path) {
+    match tracked_path_at(libc::AT_FDCWD, path, last) {
         None => fb(),
         Some(t) => {
             let mut pass = false;
@@ -2769,7 +2796,9 @@ pub unsafe extern "C" fn setxattr(
     n: size_t,
     fl: c_int,
 ) -> c_int {
-    setxattr_impl(path, name, v, n, || real::setxattr(path, name, v, n, fl))
+    setxattr_impl(path, Last::Follow, name, v, n, || {
+        real::setxattr(path, name, v, n, fl)
+    })
 }
 
 #[no_mangle]
@@ -2780,7 +2809,9 @@ pub unsafe extern "C" fn lsetxattr(
     n: size_t,
     fl: c_int,
 ) -> c_int {
-    setxattr_impl(path, name, v, n, || real::lsetxattr(path, name, v, n, fl))
+    setxattr_impl(path, Last::NoFollow, name, v, n, || {
+        real::lsetxattr(path, name, v, n, fl)
+    })
 }
 
 /// getxattr/listxattr of a tracked path: the destination's answer, except
@@ -2788,6 +2819,7 @@ pub unsafe extern "C" fn lsetxattr(
 /// (ENODATA / an empty list) instead of not existing (ls -l asks for ACLs).
 unsafe fn xattr_read(
     path: *const c_char,
+    last: Last,
     empty: ssize_t,
     real_op: impl FnOnce() -> ssize_t,
 ) -> ssize_t {
@@ -2795,7 +2827,7 @@ unsafe fn xattr_read(
     if r >= 0 || errno() != libc::ENOENT {
         return r;
     }
-    let Some(t) = tracked_path(libc::AT_FDCWD, path) else {
+    let Some(t) = tracked_path_at(libc::AT_FDCWD, path, last) else {
         return r;
     };
     let has = run_raw(false, || {
@@ -2820,7 +2852,7 @@ pub unsafe extern "C" fn getxattr(
     v: *mut c_void,
     n: size_t,
 ) -> ssize_t {
-    xattr_read(path, -1, || real::getxattr(path, name, v, n))
+    xattr_read(path, Last::Follow, -1, || real::getxattr(path, name, v, n))
 }
 
 #[no_mangle]
@@ -2830,17 +2862,19 @@ pub unsafe extern "C" fn lgetxattr(
     v: *mut c_void,
     n: size_t,
 ) -> ssize_t {
-    xattr_read(path, -1, || real::lgetxattr(path, name, v, n))
+    xattr_read(path, Last::NoFollow, -1, || {
+        real::lgetxattr(path, name, v, n)
+    })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn listxattr(path: *const c_char, list: *mut c_char, n: size_t) -> ssize_t {
-    xattr_read(path, 0, || real::listxattr(path, list, n))
+    xattr_read(path, Last::Follow, 0, || real::listxattr(path, list, n))
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn llistxattr(path: *const c_char, list: *mut c_char, n: size_t) -> ssize_t {
-    xattr_read(path, 0, || real::llistxattr(path, list, n))
+    xattr_read(path, Last::NoFollow, 0, || real::llistxattr(path, list, n))
 }
 
 // ---------------------------------------------------------------------------
@@ -2850,7 +2884,7 @@ pub unsafe extern "C" fn llistxattr(path: *const c_char, list: *mut c_char, n: s
 
 /// `Err(EEXIST)` when `path` names a buffered file.
 unsafe fn refuse_buffered_name(dirfd: c_int, path: *const c_char) -> Result<(), c_int> {
-    let Some(t) = tracked_path(dirfd, path) else {
+    let Some(t) = tracked_path_nofollow(dirfd, path) else {
         return Ok(());
     };
     let buffered = crate::run_raw(false, || {
@@ -2931,4 +2965,185 @@ pub unsafe extern "C" fn symlinkat(
     path: *const c_char,
 ) -> c_int {
     create_name(dirfd, path, || real::symlinkat(target, dirfd, path))
+}
+
+// ---------------------------------------------------------------------------
+// Hard links (issue 12 item 3): one record, several names. A DEFAULT file is
+// made real at the destination first and linked there, so both names are one
+// inode at the destination as well; a SCRATCH/WORKFLOW file gets a further
+// name in the buffer only. A file that is not buffered is linked by the
+// kernel; the daemon makes its names one record from their first use (it
+// matches the destination's device and inode).
+
+unsafe fn link_impl(
+    ofd: c_int,
+    from: *const c_char,
+    nfd: c_int,
+    to: *const c_char,
+    flags: c_int,
+) -> c_int {
+    let real_link = || real::linkat(ofd, from, nfd, to, flags);
+    if flags & libc::AT_EMPTY_PATH != 0 {
+        return real_link();
+    }
+    let last = if flags & libc::AT_SYMLINK_FOLLOW != 0 {
+        Last::Follow
+    } else {
+        Last::NoFollow
+    };
+    let tf = tracked_path_at(ofd, from, last);
+    let tt = tracked_path_nofollow(nfd, to);
+    if tf.is_none() && tt.is_none() {
+        return real_link();
+    }
+    run(|| {
+        let c = match cl() {
+            Ok(c) => c,
+            Err(_) => return cvt(real_link()),
+        };
+        let frec = match &tf {
+            Some(f) => c
+                .file_stat_path(f.abs.as_str().ok_or(libc::EINVAL)?)
+                .map_err(os)?,
+            None => None,
+        };
+        // the kernel's order: the source must exist, then the new name be free
+        if frec.is_none() {
+            let mut st: libc::stat64 = std::mem::zeroed();
+            let fl = if flags & libc::AT_SYMLINK_FOLLOW != 0 {
+                0
+            } else {
+                libc::AT_SYMLINK_NOFOLLOW
+            };
+            if real::fstatat64(ofd, from, &mut st, fl) != 0 {
+                return Err(errno());
+            }
+        }
+        if let Some(t) = &tt {
+            if c.file_stat_path(t.abs.as_str().ok_or(libc::EINVAL)?)
+                .map_err(os)?
+                .is_some()
+            {
+                return Err(libc::EEXIST);
+            }
+        }
+        let Some(fa) = frec else {
+            return cvt(real_link());
+        };
+        let from_abs = tf
+            .as_ref()
+            .and_then(|f| f.abs.as_str())
+            .ok_or(libc::EINVAL)?;
+        if fa.persist == Persist::Default {
+            if fa.dirty {
+                c.file_sync_dest(fa.id).map_err(os)?;
+            }
+            cvt(real_link())?;
+            if let Some(t) = &tt {
+                c.file_link(from_abs, t.abs.as_str().ok_or(libc::EINVAL)?)
+                    .map_err(os)?;
+            }
+            trace!(
+                "link {} (made real at the destination, linked there)",
+                from_abs
+            );
+            return Ok(0);
+        }
+        let mut st: libc::stat64 = std::mem::zeroed();
+        let Some(t) = &tt else {
+            // buffer only: a name outside the buffer cannot share its bytes
+            // (after the kernel's own checks of the new name)
+            if real::fstatat64(nfd, to, &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0 {
+                return Err(libc::EEXIST);
+            }
+            let e = errno();
+            return Err(if e == libc::ENOENT && parent_exists(nfd, to) {
+                libc::EXDEV
+            } else {
+                e
+            });
+        };
+        if real::fstatat64(nfd, to, &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0 {
+            return Err(libc::EEXIST);
+        }
+        let parent = t.abs.parent().c();
+        if real::stat64(parent.as_ptr(), &mut st) != 0 {
+            return Err(errno());
+        }
+        if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+            return Err(libc::ENOTDIR);
+        }
+        c.file_link(from_abs, t.abs.as_str().ok_or(libc::EINVAL)?)
+            .map_err(os)?;
+        trace!(
+            "link {} -> {} in the buffer",
+            from_abs,
+            t.abs.as_str().unwrap_or("")
+        );
+        Ok(0)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn link(from: *const c_char, to: *const c_char) -> c_int {
+    link_impl(libc::AT_FDCWD, from, libc::AT_FDCWD, to, 0)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn linkat(
+    ofd: c_int,
+    from: *const c_char,
+    nfd: c_int,
+    to: *const c_char,
+    flags: c_int,
+) -> c_int {
+    link_impl(ofd, from, nfd, to, flags)
+}
+
+/// readlink of a buffered file that exists only in the buffer: EINVAL (not a
+/// symbolic link), as for a real file, instead of the kernel's ENOENT.
+unsafe fn readlink_impl(dirfd: c_int, path: *const c_char, buf: *mut c_char, n: size_t) -> ssize_t {
+    let r = real::readlinkat(dirfd, path, buf, n);
+    if r >= 0 || errno() != libc::ENOENT {
+        return r;
+    }
+    let Some(t) = tracked_path_nofollow(dirfd, path) else {
+        return r;
+    };
+    let has = run_raw(false, || {
+        cl().ok()
+            .and_then(|c| c.file_stat_path(t.abs.as_str()?).ok().flatten())
+            .is_some()
+    });
+    set_errno(if has { libc::EINVAL } else { libc::ENOENT });
+    -1
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn readlink(path: *const c_char, buf: *mut c_char, n: size_t) -> ssize_t {
+    readlink_impl(libc::AT_FDCWD, path, buf, n)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn readlinkat(
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut c_char,
+    n: size_t,
+) -> ssize_t {
+    readlink_impl(dirfd, path, buf, n)
+}
+
+/// Whether the directory `path` (relative to `dirfd`) would be created in exists.
+unsafe fn parent_exists(dirfd: c_int, path: *const c_char) -> bool {
+    let b = crate::c_str(path);
+    let Some(i) = b.iter().rposition(|&c| c == b'/') else {
+        return true; // in dirfd itself
+    };
+    let Ok(dir) = std::ffi::CString::new(if i == 0 { &b[..1] } else { &b[..i] }) else {
+        return false;
+    };
+    let mut st: libc::stat64 = std::mem::zeroed();
+    real::fstatat64(dirfd, dir.as_ptr(), &mut st, 0) == 0
+        && st.st_mode & libc::S_IFMT == libc::S_IFDIR
 }

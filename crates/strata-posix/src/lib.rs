@@ -146,7 +146,32 @@ const NEVER: &[&str] = &[
 ];
 
 fn build_state() -> Result<State, String> {
-    let cfg = strata_config::Config::load_effective(None).map_err(|e| e.to_string())?;
+    let mut cfg = strata_config::Config::load_effective(None).map_err(|e| e.to_string())?;
+    // Paths are tested in their canonical form (symbolic links resolved as
+    // the kernel does): a prefix reached through a link (`/scratch ->
+    // /gpfs/scratch`) is listed in both forms.
+    let canonical = |list: &mut Vec<std::path::PathBuf>| {
+        for i in 0..list.len() {
+            if let Ok(c) = std::fs::canonicalize(&list[i]) {
+                if c != list[i] && !list.contains(&c) {
+                    list.push(c);
+                }
+            }
+        }
+    };
+    canonical(&mut cfg.adapter.include);
+    canonical(&mut cfg.adapter.exclude);
+    for i in 0..cfg.adapter.prefixes.len() {
+        if let Ok(c) = std::fs::canonicalize(&cfg.adapter.prefixes[i].path) {
+            if c != cfg.adapter.prefixes[i].path
+                && !cfg.adapter.prefixes.iter().any(|p| p.path == c)
+            {
+                let mut p = cfg.adapter.prefixes[i].clone();
+                p.path = c;
+                cfg.adapter.prefixes.push(p);
+            }
+        }
+    }
     let mut include: Vec<Vec<u8>> = cfg
         .adapter
         .include
@@ -172,12 +197,18 @@ fn build_state() -> Result<State, String> {
     for d in &cfg.devices {
         if let Some(p) = &d.path {
             never.push(path::normalise_owned(p.as_os_str()));
+            if let Ok(c) = std::fs::canonicalize(p) {
+                never.push(path::normalise_owned(c.as_os_str()));
+            }
         }
     }
     let socket = cfg.resolved_socket_path();
     if let Some(dir) = socket.parent() {
         if dir.as_os_str().len() > 1 {
             never.push(path::normalise_owned(dir.as_os_str()));
+            if let Ok(c) = std::fs::canonicalize(dir) {
+                never.push(path::normalise_owned(c.as_os_str()));
+            }
         }
     }
     let mut env_keep = Vec::new();

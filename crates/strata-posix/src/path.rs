@@ -191,6 +191,167 @@ pub fn resolve(dirfd: c_int, path: &[u8]) -> Option<AbsPath> {
     Some(a)
 }
 
+/// Symbolic links one resolution follows at most (the kernel's limit).
+pub const SYMLINK_HOPS_MAX: u32 = 40;
+
+/// Whether a symbolic link as the last component is followed.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Last {
+    /// The link's target (stat, open, chmod, …).
+    Follow,
+    /// The name itself, whatever it is (lstat, unlink, rename, link's new name).
+    NoFollow,
+    /// The name itself, but a symbolic link there is the kernel's to answer
+    /// (`O_NOFOLLOW` → ELOOP, `O_CREAT|O_EXCL` → EEXIST): None.
+    NotLink,
+}
+
+/// Closes a descriptor this module opened (raw system call: no hook).
+struct OwnedFd(c_int);
+impl Drop for OwnedFd {
+    fn drop(&mut self) {
+        unsafe { libc::syscall(libc::SYS_close, self.0) };
+    }
+}
+
+/// The absolute path a directory descriptor (or the cwd) stands for.
+fn dir_base(dirfd: c_int, a: &mut AbsPath) -> bool {
+    a.len = 0;
+    if dirfd == libc::AT_FDCWD {
+        return copy_cwd(a);
+    }
+    let mut b = [0u8; PATH_BYTES];
+    let Some(n) = fd_link(dirfd, &mut b) else {
+        return false;
+    };
+    let link = &b[..n];
+    if !link.starts_with(b"/") || link.ends_with(b" (deleted)") || link.starts_with(b"/memfd:") {
+        return false;
+    }
+    a.push(link)
+}
+
+/// Resolves `path` relative to `dirfd` as the kernel does (issue 12 item
+/// 4: a lexical normalisation made `link -> t.txt` a second record, and
+/// `dir/symlink/..` the wrong directory). The directory part is opened by the
+/// kernel (`O_PATH`), so symbolic links and `..` anywhere in it resolve as
+/// they would for the real call, and its canonical name is read back from
+/// /proc; the last component, when it is a symbolic link and `last` says
+/// follow, is replaced by the link's target and resolution starts again (at
+/// most [`SYMLINK_HOPS_MAX`] times). A path relative to the cwd without a
+/// slash costs one `fstatat`; any other costs an `openat`, a `readlink`, an
+/// `fstatat` and a `close`.
+///
+/// None when the kernel must answer: the directory part does not resolve
+/// (ENOENT, ENOTDIR, EACCES, ELOOP), the last component is `.`/`..` or ends in
+/// a slash, the last component is a symbolic link and `last` is
+/// [`Last::NotLink`], too many links, too long. With [`Last::NoFollow`] a
+/// symbolic link's own path is returned (no record ever has it: symbolic
+/// links are always real, so the caller's lookup finds nothing and the
+/// kernel acts on the link).
+pub fn resolve_real(dirfd: c_int, path: &[u8], last: Last) -> Option<AbsPath> {
+    let mut cur = [0u8; PATH_BYTES];
+    if path.is_empty() || path.len() >= PATH_BYTES {
+        return None;
+    }
+    cur[..path.len()].copy_from_slice(path);
+    let mut cur_len = path.len();
+    let mut base_fd = dirfd;
+    let mut _held: Option<OwnedFd> = None;
+    let mut a = AbsPath::new();
+    for _hop in 0..=SYMLINK_HOPS_MAX {
+        let p = &cur[..cur_len];
+        if p.ends_with(b"/") {
+            return None;
+        }
+        let (dir, name) = match p.iter().rposition(|&c| c == b'/') {
+            Some(0) => (Some(&b"/"[..]), &p[1..]),
+            Some(i) => (Some(&p[..i]), &p[i + 1..]),
+            None => (None, p),
+        };
+        if name == b"." || name == b".." || name.is_empty() {
+            return None;
+        }
+        // the directory the name lives in: (descriptor to stat in, its path)
+        let (sfd, owned) = match dir {
+            None => {
+                if !dir_base(base_fd, &mut a) {
+                    return None;
+                }
+                (base_fd, None)
+            }
+            Some(d) => {
+                let mut dz = [0u8; PATH_BYTES];
+                dz[..d.len()].copy_from_slice(d);
+                let fd = unsafe {
+                    libc::syscall(
+                        libc::SYS_openat,
+                        base_fd,
+                        dz.as_ptr(),
+                        libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                        0,
+                    )
+                } as c_int;
+                if fd < 0 {
+                    return None;
+                }
+                let o = OwnedFd(fd);
+                if !dir_base(fd, &mut a) {
+                    return None;
+                }
+                (fd, Some(o))
+            }
+        };
+        let mut nz = [0u8; 256];
+        if name.len() >= nz.len() {
+            return None; // NAME_MAX: the kernel says ENAMETOOLONG
+        }
+        nz[..name.len()].copy_from_slice(name);
+        let mut st: libc::stat64 = unsafe { std::mem::zeroed() };
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_newfstatat,
+                sfd,
+                nz.as_ptr(),
+                &mut st as *mut libc::stat64,
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        };
+        let is_link = r == 0 && st.st_mode & libc::S_IFMT == libc::S_IFLNK;
+        if !is_link || last == Last::NoFollow {
+            if !a.push(name) {
+                return None;
+            }
+            a.fix_root();
+            return Some(a);
+        }
+        if last == Last::NotLink {
+            return None;
+        }
+        let mut t = [0u8; PATH_BYTES];
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_readlinkat,
+                sfd,
+                nz.as_ptr(),
+                t.as_mut_ptr(),
+                PATH_BYTES - 1,
+            )
+        };
+        if n <= 0 || n as usize >= PATH_BYTES - 1 {
+            return None;
+        }
+        cur[..n as usize].copy_from_slice(&t[..n as usize]);
+        cur_len = n as usize;
+        // a relative target is relative to the link's directory: keep it open
+        base_fd = sfd;
+        if owned.is_some() {
+            _held = owned;
+        }
+    }
+    None // too many links: the kernel says ELOOP
+}
+
 fn under(p: &[u8], prefix: &[u8]) -> bool {
     if prefix == b"/" {
         return true;
@@ -210,19 +371,36 @@ pub struct Tracked {
 /// daemon could be reached.
 #[inline]
 pub fn tracked_path(dirfd: c_int, path: *const c_char) -> Option<Tracked> {
+    tracked_path_at(dirfd, path, Last::Follow)
+}
+
+/// [`tracked_path`] for calls about the name itself (lstat, unlink, rename,
+/// `O_NOFOLLOW`, …): a symbolic link as the last component is the kernel's.
+#[inline]
+pub fn tracked_path_nofollow(dirfd: c_int, path: *const c_char) -> Option<Tracked> {
+    tracked_path_at(dirfd, path, Last::NoFollow)
+}
+
+#[inline]
+pub fn tracked_path_at(dirfd: c_int, path: *const c_char, last: Last) -> Option<Tracked> {
     if !crate::plausible_ptr(path) || !crate::ready() || crate::guarded() || crate::connect_failed()
     {
         return None;
     }
-    classify_path(dirfd, crate::c_str(path))
+    classify_path_at(dirfd, crate::c_str(path), last)
 }
 
-pub fn classify_path(dirfd: c_int, path: &[u8]) -> Option<Tracked> {
+pub fn classify_path_at(dirfd: c_int, path: &[u8], last: Last) -> Option<Tracked> {
     let st = crate::state();
     if path.ends_with(b"/") {
         return None; // only directories end in a slash: the kernel answers
     }
-    let abs = resolve(dirfd, path)?;
+    // system paths (lexically) never reach the resolver: no extra system calls
+    let lex = resolve(dirfd, path)?;
+    if st.never.iter().any(|n| under(lex.bytes(), n)) {
+        return None;
+    }
+    let abs = resolve_real(dirfd, path, last)?;
     let p = abs.bytes();
     if !st.include.iter().any(|i| under(p, i))
         || st.exclude.iter().any(|e| under(p, e))
@@ -249,12 +427,47 @@ pub fn classify_path(dirfd: c_int, path: &[u8]) -> Option<Tracked> {
 /// one), under no exclude/never prefix, and its mode is not BYPASS.
 /// Allocation-free; None in the same cases as [`tracked_path`].
 pub fn tracked_dir(dirfd: c_int, path: *const c_char) -> Option<AbsPath> {
+    tracked_dir_at(dirfd, path, Last::Follow)
+}
+
+/// [`tracked_dir`] resolved by the kernel: the directory is opened
+/// (`O_PATH`; with [`Last::NoFollow`] a symbolic link is not a directory) and
+/// its canonical name read back. None when it does not exist or is not a
+/// directory: the kernel answers.
+pub fn tracked_dir_at(dirfd: c_int, path: *const c_char, last: Last) -> Option<AbsPath> {
     if !crate::plausible_ptr(path) || !crate::ready() || crate::guarded() || crate::connect_failed()
     {
         return None;
     }
-    let abs = resolve(dirfd, crate::c_str(path))?;
-    tracked_dir_abs(abs)
+    let lex = resolve(dirfd, crate::c_str(path))?;
+    let st = crate::state();
+    if st.never.iter().any(|n| under(lex.bytes(), n)) {
+        return None;
+    }
+    let nofollow = if last == Last::NoFollow {
+        libc::O_NOFOLLOW
+    } else {
+        0
+    };
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat,
+            dirfd,
+            path,
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC | nofollow,
+            0,
+        )
+    } as c_int;
+    if fd < 0 {
+        return None;
+    }
+    let fd = OwnedFd(fd);
+    let mut a = AbsPath::new();
+    if !dir_base(fd.0, &mut a) {
+        return None;
+    }
+    a.fix_root();
+    tracked_dir_abs(a)
 }
 
 /// [`tracked_dir`] for an absolute path already resolved.

@@ -130,6 +130,10 @@ pub enum Op {
     /// for with `FileSyncState` (0 = already durable). `NotDurable` without
     /// a journal.
     BucketFlush = 68,
+    /// name = existing path, name2 = new name: one more name for the same
+    /// file (a hard link; the caller made the destination link first when
+    /// the file has one) -> val0 = file id.
+    FileLink = 69,
 }
 
 impl Op {
@@ -175,6 +179,7 @@ impl Op {
             66 => FileThrough,
             67 => FileThroughDone,
             68 => BucketFlush,
+            69 => FileLink,
             _ => return None,
         })
     }
@@ -323,7 +328,8 @@ pub struct WireFileAttr {
     pub gid: u32,
     /// 1 while some bytes are not yet at the destination (DEFAULT files).
     pub dirty: u32,
-    pub _pad: u32,
+    /// Names the file has (hard links); 0 once unlinked while open.
+    pub nlink: u32,
 }
 
 /// What the client found at the destination, sent with `FileOpen` (flag DEST_INFO).
@@ -337,7 +343,12 @@ pub struct WireDestInfo {
     pub mtime_ns: u64,
     pub uid: u32,
     pub gid: u32,
-    pub _pad: u64,
+    /// Inode and device of the destination file, and its link count: a file
+    /// with several names at the destination is one record (hard links).
+    pub ino: u64,
+    pub dev: u64,
+    pub nlink: u32,
+    pub _pad: u32,
 }
 
 /// Plain-old-data records that travel through the arg area.
