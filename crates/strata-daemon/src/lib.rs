@@ -92,8 +92,29 @@ fn build_tiers(cfg: &Config, shm_prefix: &str) -> anyhow::Result<Tiers> {
     let arena_name = format!("{shm_prefix}-arena");
     let seg = ShmSegment::create_or_replace(&arena_name, arena_bytes as usize)
         .with_context(|| format!("cannot create shared-memory arena /dev/shm/{arena_name}"))?;
+    // Only reserved pages are handed out (item 7 of issue 12: a page of a
+    // sparse /dev/shm file that cannot be allocated is SIGBUS in whoever
+    // touches it). The staging reserve and a first chunk are reserved now;
+    // the reserver thread keeps ahead of use; a full /dev/shm makes the RAM
+    // tier smaller (writes spill), never a signal.
+    let first = (staging_bytes(cfg) + ARENA_RESERVE_FIRST_BYTES)
+        .min(arena_bytes)
+        .div_ceil(block)
+        * block;
+    let first = first.min(arena_bytes);
+    let reserved = match seg.reserve(0..first as usize) {
+        Ok(()) => first,
+        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+            tracing::warn!("/dev/shm cannot reserve pages ({e}): the arena is not reserved, a full /dev/shm may end in SIGBUS");
+            arena_bytes
+        }
+        Err(e) => bail!(
+            "cannot reserve {} of shared memory for the arena (/dev/shm/{arena_name}): {e}; free space in /dev/shm or lower the RAM tier's capacity",
+            strata_config::format_size(first)
+        ),
+    };
     let arena = Arena {
-        alloc: ExtentAllocator::new(arena_bytes, block),
+        alloc: ExtentAllocator::new(reserved, block),
         seg,
         leased_bytes: 0,
     };
@@ -202,6 +223,13 @@ mod sweep_tests {
 /// best-fit allocation starts): the first writes then find their pages
 /// allocated and zeroed instead of faulting them in on the write path.
 pub const PREFAULT_BYTES_MAX: u64 = 2 << 30;
+/// Arena bytes (beyond the staging reserve) reserved in /dev/shm at start.
+pub const ARENA_RESERVE_FIRST_BYTES: u64 = 256 << 20;
+/// One `fallocate` of the reserver thread.
+const ARENA_RESERVE_CHUNK_BYTES: u64 = 64 << 20;
+/// The reserver keeps this much (or a quarter of the use, if more) reserved
+/// beyond what is in use.
+const ARENA_RESERVE_AHEAD_BYTES: u64 = 512 << 20;
 /// One `MADV_POPULATE_WRITE` call of the pre-fault thread.
 const PREFAULT_CHUNK_BYTES: usize = 32 << 20;
 
@@ -220,9 +248,14 @@ fn spawn_prefault(arena_name: &str, arena_bytes: u64, shared: Arc<server::Shared
                 return;
             };
             let mut at = 0usize;
-            // Bounded: end / chunk rounds.
+            // Bounded: end / chunk rounds; only reserved pages are touched.
             while at < end && !shared.shutdown.load(Ordering::Relaxed) {
-                let next = (at + PREFAULT_CHUNK_BYTES).min(end);
+                let reserved = shared.arena_reserved_bytes.load(Ordering::Acquire) as usize;
+                if at >= reserved {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    continue;
+                }
+                let next = (at + PREFAULT_CHUNK_BYTES).min(end).min(reserved);
                 seg.populate(at..next);
                 at = next;
             }
@@ -230,6 +263,59 @@ fn spawn_prefault(arena_name: &str, arena_bytes: u64, shared: Arc<server::Shared
         });
     if let Err(e) = res {
         tracing::warn!("cannot start the arena pre-fault thread: {e}");
+    }
+}
+
+/// Reserves arena pages in /dev/shm ahead of use (`fallocate`), chunk by
+/// chunk, and publishes how far it got; the poller grows the arena
+/// allocator to that. When /dev/shm is full the RAM tier stays at what is
+/// reserved (placement spills to the next tier) and the reserver tries again
+/// every second. Stops at shutdown.
+fn spawn_reserver(arena_name: &str, arena_bytes: u64, shared: Arc<server::Shared>) {
+    let name = arena_name.to_string();
+    let res = std::thread::Builder::new().name("strata-reserve".into()).spawn(move || {
+        let Ok(seg) = ShmSegment::open(&name) else {
+            return;
+        };
+        let mut warned = false;
+        // Bounded by shutdown; each round reserves one chunk or sleeps.
+        while !shared.shutdown.load(Ordering::Relaxed) {
+            let reserved = shared.arena_reserved_bytes.load(Ordering::Acquire);
+            if reserved >= arena_bytes {
+                return;
+            }
+            let used = shared.arena_used_bytes.load(Ordering::Relaxed);
+            let want = used.saturating_add(ARENA_RESERVE_AHEAD_BYTES.max(used / 4)).min(arena_bytes);
+            if reserved >= want {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                continue;
+            }
+            let next = (reserved + ARENA_RESERVE_CHUNK_BYTES).min(arena_bytes);
+            match seg.reserve(reserved as usize..next as usize) {
+                Ok(()) => {
+                    shared.arena_reserved_bytes.store(next, Ordering::Release);
+                    if warned {
+                        tracing::info!(reserved_bytes = next, "/dev/shm has room again: the RAM tier grows");
+                        warned = false;
+                    }
+                }
+                Err(e) => {
+                    if !warned {
+                        tracing::warn!(
+                            reserved = %strata_config::format_size(reserved),
+                            "/dev/shm is full ({e}): the RAM tier is limited to what is reserved; writes spill to the next tier"
+                        );
+                        warned = true;
+                    }
+                    std::thread::sleep(std::time::Duration::from_secs(1));
+                }
+            }
+        }
+    });
+    if let Err(e) = res {
+        tracing::warn!(
+            "cannot start the arena reserver thread: {e}; the RAM tier stays at what is reserved"
+        );
     }
 }
 
@@ -361,6 +447,8 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
         next_client: AtomicU64::new(1),
         clients_live: AtomicU64::new(0),
         ctl,
+        arena_reserved_bytes: AtomicU64::new(core.tiers.arena.alloc.capacity_bytes()),
+        arena_used_bytes: AtomicU64::new(0),
     });
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         let s = shared.clone();
@@ -411,6 +499,11 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
             .spawn(move || server::control_loop(listener, shared, tx, hello))
             .context("cannot spawn control thread")?;
     }
+    spawn_reserver(
+        core.tiers.arena.seg.name(),
+        core.tiers.arena.len(),
+        shared.clone(),
+    );
     spawn_prefault(
         core.tiers.arena.seg.name(),
         core.tiers.arena.len(),

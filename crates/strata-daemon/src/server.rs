@@ -146,6 +146,11 @@ pub struct Shared {
     pub next_client: AtomicU64,
     pub clients_live: AtomicU64,
     pub ctl: ShmSegment,
+    /// Arena bytes from offset 0 whose pages are reserved in /dev/shm (the
+    /// reserver thread raises it; the poller grows the arena allocator to it).
+    pub arena_reserved_bytes: AtomicU64,
+    /// Arena bytes in use (published by the poller for the reserver).
+    pub arena_used_bytes: AtomicU64,
 }
 
 impl Shared {
@@ -268,6 +273,7 @@ impl Poller {
             }
             let did = self.poll_once();
             self.flush_tick();
+            self.arena_tick();
             if did == 0 {
                 let shared = self.shared.clone();
                 let spin = self.spin;
@@ -290,6 +296,19 @@ impl Poller {
                 );
             }
         }
+    }
+
+    /// The arena allocator covers only reserved pages (issue 12 item 7: a
+    /// full /dev/shm raised SIGBUS in the application); grow it as the
+    /// reserver thread reserves more, and tell it how much is in use.
+    fn arena_tick(&mut self) {
+        let alloc = &mut self.core.tiers.arena.alloc;
+        let reserved = self.shared.arena_reserved_bytes.load(Ordering::Acquire);
+        if reserved > alloc.capacity_bytes() {
+            alloc.grow(reserved);
+        }
+        let used = alloc.capacity_bytes() - alloc.free_bytes();
+        self.shared.arena_used_bytes.store(used, Ordering::Relaxed);
     }
 
     /// Shutdown: clients are told and dropped, dirty files drained. Files

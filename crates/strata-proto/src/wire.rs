@@ -10,7 +10,7 @@
 use crate::Errno;
 
 /// Bumped on any incompatible change of this module or of `layout`.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Operation codes (the `op` field of a `Request`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -453,7 +453,7 @@ mod tests {
         assert_eq!(std::mem::size_of::<Response>(), 64);
         assert_eq!(std::mem::size_of::<WireExtent>(), 32);
         assert_eq!(std::mem::size_of::<WireFileAttr>(), 80);
-        assert_eq!(std::mem::size_of::<WireDestInfo>(), 40);
+        assert_eq!(std::mem::size_of::<WireDestInfo>(), 56);
     }
     #[test]
     fn pod_roundtrip() {

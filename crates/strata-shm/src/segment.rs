@@ -176,6 +176,31 @@ impl ShmSegment {
         self.map.as_mut_ptr()
     }
 
+    /// Reserves the pages of `range` (clamped to the segment) in the
+    /// shared-memory file system (`fallocate`): once reserved, touching them
+    /// can never raise SIGBUS for lack of space. ENOSPC when /dev/shm cannot
+    /// hold them; the range may then be partly reserved.
+    pub fn reserve(&self, range: Range<usize>) -> io::Result<()> {
+        let len = self.len();
+        let start = range.start.min(len);
+        let end = range.end.min(len);
+        if start >= end {
+            return Ok(());
+        }
+        let fd = shm::open(
+            shm_path(&self.name).as_str(),
+            shm::OFlags::RDWR,
+            Mode::empty(),
+        )?;
+        rustix::fs::fallocate(
+            &fd,
+            rustix::fs::FallocateFlags::empty(),
+            start as u64,
+            (end - start) as u64,
+        )?;
+        Ok(())
+    }
+
     /// Best-effort pre-fault of `range` (clamped to the segment): tries
     /// `MADV_POPULATE_WRITE` (Linux 5.14+), else touches every page with an
     /// atomic no-op RMW (which never changes the contents), then hints
