@@ -271,7 +271,7 @@ impl Core {
         // same file (hard links made outside strata, or before a restart).
         if let Some(id) = self.link_by_inode(&dest) {
             if self.meta.bucket_by_name(path).is_none() {
-                self.link_adopt(id, path);
+                self.link_add(id, path);
                 if a.trunc {
                     self.file_truncate(id, 0)?;
                 }
@@ -780,34 +780,21 @@ impl Core {
             // two names of one file: rename(2) does nothing
             return Ok(true);
         }
-        if self.file_is_link_name(to) {
-            self.link_remove(to);
+        if self.file_lookup(to).is_some() {
+            // The replaced file lives on for those who hold it open, as
+            // after unlink(2) (its descriptors read its bytes, not ENOENT);
+            // a further name of another file just goes.
+            self.file_unlink_held(to)?;
+        } else if let Some(other) = self.meta.bucket_by_name(to) {
+            // a plain bucket may be replaced only while empty
+            if !self.meta.bucket(other)?.blobs.is_empty() {
+                return Err(Errno::Exists);
+            }
+            self.bucket_destroy(other)?;
         }
         if self.file_is_link_name(from) {
-            if let Some(other) = self.meta.bucket_by_name(to) {
-                if self.meta.file(other).is_err() {
-                    if !self.meta.bucket(other)?.blobs.is_empty() {
-                        return Err(Errno::Exists);
-                    }
-                    self.bucket_destroy(other)?;
-                } else {
-                    self.file_unlink_held(to)?;
-                }
-            }
             self.link_move(from, to);
             return Ok(true);
-        }
-        if let Some(other) = self.meta.bucket_by_name(to) {
-            if self.meta.file(other).is_err() {
-                if !self.meta.bucket(other)?.blobs.is_empty() {
-                    return Err(Errno::Exists);
-                }
-                self.bucket_destroy(other)?;
-            } else {
-                // The replaced file lives on for those who hold it open, as
-                // after unlink(2) (its descriptors read its bytes, not ENOENT).
-                self.file_unlink_held(to)?;
-            }
         }
         // An in-flight flush of the old path must not count.
         let was_dirty = self.files.dirty.contains(&id);

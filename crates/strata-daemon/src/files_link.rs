@@ -89,7 +89,8 @@ impl Core {
         Ok(id)
     }
 
-    fn link_add(&mut self, id: BucketId, name: &str) {
+    /// Adds `name` (free) as a further name of `id`.
+    pub(crate) fn link_add(&mut self, id: BucketId, name: &str) {
         debug_assert!(self.meta.file_by_path(name).is_none());
         self.files.links.by_name.insert(name.to_string(), id);
         self.files
@@ -206,11 +207,6 @@ impl Core {
         let rec = self.meta.file(id).ok()?;
         // the record must still stand for that destination file
         (rec.dest_exists && !self.file_is_orphan(id)).then_some(id)
-    }
-
-    /// Registers `path` as a further name of `id` found by inode.
-    pub(crate) fn link_adopt(&mut self, id: BucketId, path: &str) {
-        self.link_add(id, path);
     }
 
     /// Invariant check (tests and debug builds).

@@ -12,6 +12,21 @@ use strata_client::{Client, Errno};
 
 use crate::path::{tracked_path, tracked_path_at, tracked_path_nofollow, Last, Tracked};
 
+/// The daemon's record of a tracked path; None for an untracked path or a
+/// path with no record.
+fn record_of(c: &Client, t: Option<&Tracked>) -> Result<Option<FileAttr>, c_int> {
+    match t {
+        Some(t) => c.file_stat_path(t.abs.as_str().ok_or(libc::EINVAL)?).map_err(os),
+        None => Ok(None),
+    }
+}
+
+/// Whether a tracked path has a record (a buffered file), for calls that
+/// only adjust the kernel's answer; false when the daemon cannot say.
+fn buffered(t: &Tracked) -> bool {
+    run_raw(false, || cl().is_ok_and(|c| matches!(record_of(c, Some(t)), Ok(Some(_)))))
+}
+
 /// Whether `*at` flags ask about a symbolic link itself.
 fn last_of(flags: c_int) -> Last {
     if flags & libc::AT_SYMLINK_NOFOLLOW != 0 {
@@ -1569,10 +1584,7 @@ unsafe fn access_tracked(
         Ok(c) => c,
         Err(_) => return cvt(fallback()),
     };
-    let a = match c
-        .file_stat_path(t.abs.as_str().ok_or(libc::EINVAL)?)
-        .map_err(os)?
-    {
+    let a = match record_of(c, Some(t))? {
         Some(a) => a,
         None => return cvt(fallback()),
     };
@@ -1859,18 +1871,8 @@ unsafe fn rename_impl(
             Ok(c) => c,
             Err(_) => return cvt(real_rename()),
         };
-        let frec = match &tf {
-            Some(f) => c
-                .file_stat_path(f.abs.as_str().ok_or(libc::EINVAL)?)
-                .map_err(os)?,
-            None => None,
-        };
-        let trec = match &tt {
-            Some(t) => c
-                .file_stat_path(t.abs.as_str().ok_or(libc::EINVAL)?)
-                .map_err(os)?,
-            None => None,
-        };
+        let frec = record_of(c, tf.as_ref())?;
+        let trec = record_of(c, tt.as_ref())?;
         if flags & libc::RENAME_EXCHANGE != 0 {
             if frec.is_some() || trec.is_some() {
                 return Err(libc::EINVAL);
@@ -1904,13 +1906,7 @@ unsafe fn rename_impl(
                 if is_dir_at(nfd, to) {
                     return Err(libc::EISDIR);
                 }
-                // the target's directory must exist, as for a real rename
-                let parent = t.abs.parent();
-                let mut st: libc::stat64 = std::mem::zeroed();
-                cvt(real::stat64(parent.c().as_ptr(), &mut st))?;
-                if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
-                    return Err(libc::ENOTDIR);
-                }
+                // the target's directory exists: resolving `to` opened it
                 let r = real_rename();
                 let e = errno();
                 if r != 0 && e != libc::ENOENT {
@@ -2830,12 +2826,7 @@ unsafe fn xattr_read(
     let Some(t) = tracked_path_at(libc::AT_FDCWD, path, last) else {
         return r;
     };
-    let has = run_raw(false, || {
-        cl().ok()
-            .and_then(|c| c.file_stat_path(t.abs.as_str()?).ok().flatten())
-            .is_some()
-    });
-    if !has {
+    if !buffered(&t) {
         set_errno(libc::ENOENT);
         return -1;
     }
@@ -2887,13 +2878,7 @@ unsafe fn refuse_buffered_name(dirfd: c_int, path: *const c_char) -> Result<(), 
     let Some(t) = tracked_path_nofollow(dirfd, path) else {
         return Ok(());
     };
-    let buffered = crate::run_raw(false, || {
-        let (Ok(c), Some(p)) = (cl(), t.abs.as_str()) else {
-            return false;
-        };
-        matches!(c.file_stat_path(p), Ok(Some(_)))
-    });
-    if buffered {
+    if buffered(&t) {
         Err(libc::EEXIST)
     } else {
         Ok(())
@@ -3001,12 +2986,7 @@ unsafe fn link_impl(
             Ok(c) => c,
             Err(_) => return cvt(real_link()),
         };
-        let frec = match &tf {
-            Some(f) => c
-                .file_stat_path(f.abs.as_str().ok_or(libc::EINVAL)?)
-                .map_err(os)?,
-            None => None,
-        };
+        let frec = record_of(c, tf.as_ref())?;
         // the kernel's order: the source must exist, then the new name be free
         if frec.is_none() {
             let mut st: libc::stat64 = std::mem::zeroed();
@@ -3019,13 +2999,8 @@ unsafe fn link_impl(
                 return Err(errno());
             }
         }
-        if let Some(t) = &tt {
-            if c.file_stat_path(t.abs.as_str().ok_or(libc::EINVAL)?)
-                .map_err(os)?
-                .is_some()
-            {
-                return Err(libc::EEXIST);
-            }
+        if record_of(c, tt.as_ref())?.is_some() {
+            return Err(libc::EEXIST);
         }
         let Some(fa) = frec else {
             return cvt(real_link());
@@ -3049,30 +3024,16 @@ unsafe fn link_impl(
             );
             return Ok(0);
         }
+        // buffer only: the kernel's checks of the new name first
         let mut st: libc::stat64 = std::mem::zeroed();
-        let Some(t) = &tt else {
-            // buffer only: a name outside the buffer cannot share its bytes
-            // (after the kernel's own checks of the new name)
-            if real::fstatat64(nfd, to, &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0 {
-                return Err(libc::EEXIST);
-            }
-            let e = errno();
-            return Err(if e == libc::ENOENT && parent_exists(nfd, to) {
-                libc::EXDEV
-            } else {
-                e
-            });
-        };
         if real::fstatat64(nfd, to, &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0 {
             return Err(libc::EEXIST);
         }
-        let parent = t.abs.parent().c();
-        if real::stat64(parent.as_ptr(), &mut st) != 0 {
-            return Err(errno());
-        }
-        if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
-            return Err(libc::ENOTDIR);
-        }
+        parent_dir(nfd, to)?;
+        // a name outside the buffer cannot share its bytes
+        let Some(t) = &tt else {
+            return Err(libc::EXDEV);
+        };
         c.file_link(from_abs, t.abs.as_str().ok_or(libc::EINVAL)?)
             .map_err(os)?;
         trace!(
@@ -3110,12 +3071,7 @@ unsafe fn readlink_impl(dirfd: c_int, path: *const c_char, buf: *mut c_char, n: 
     let Some(t) = tracked_path_nofollow(dirfd, path) else {
         return r;
     };
-    let has = run_raw(false, || {
-        cl().ok()
-            .and_then(|c| c.file_stat_path(t.abs.as_str()?).ok().flatten())
-            .is_some()
-    });
-    set_errno(if has { libc::EINVAL } else { libc::ENOENT });
+    set_errno(if buffered(&t) { libc::EINVAL } else { libc::ENOENT });
     -1
 }
 
@@ -3134,16 +3090,18 @@ pub unsafe extern "C" fn readlinkat(
     readlink_impl(dirfd, path, buf, n)
 }
 
-/// Whether the directory `path` (relative to `dirfd`) would be created in exists.
-unsafe fn parent_exists(dirfd: c_int, path: *const c_char) -> bool {
+/// The directory `path` (relative to `dirfd`) would be created in must
+/// exist and be a directory (the kernel's ENOENT / ENOTDIR otherwise).
+unsafe fn parent_dir(dirfd: c_int, path: *const c_char) -> Result<(), c_int> {
     let b = crate::c_str(path);
     let Some(i) = b.iter().rposition(|&c| c == b'/') else {
-        return true; // in dirfd itself
+        return Ok(()); // in dirfd itself
     };
-    let Ok(dir) = std::ffi::CString::new(if i == 0 { &b[..1] } else { &b[..i] }) else {
-        return false;
-    };
+    let dir = std::ffi::CString::new(if i == 0 { &b[..1] } else { &b[..i] }).map_err(|_| libc::EINVAL)?;
     let mut st: libc::stat64 = std::mem::zeroed();
-    real::fstatat64(dirfd, dir.as_ptr(), &mut st, 0) == 0
-        && st.st_mode & libc::S_IFMT == libc::S_IFDIR
+    cvt(real::fstatat64(dirfd, dir.as_ptr(), &mut st, 0))?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+        return Err(libc::ENOTDIR);
+    }
+    Ok(())
 }

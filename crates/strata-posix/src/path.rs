@@ -65,20 +65,6 @@ impl AbsPath {
             self.len = 1;
         }
     }
-    /// The parent directory ("/" for top-level entries).
-    pub fn parent(&self) -> AbsPath {
-        let mut p = AbsPath::new();
-        let b = self.bytes();
-        let cut = b.iter().rposition(|&c| c == b'/').unwrap_or(0);
-        p.buf[..cut].copy_from_slice(&b[..cut]);
-        p.len = cut;
-        p.fix_root();
-        p
-    }
-    /// NUL-terminated copy for libc calls.
-    pub fn c(&self) -> std::ffi::CString {
-        std::ffi::CString::new(self.bytes()).unwrap_or_default()
-    }
 }
 
 /// Normalises an absolute (or cwd-relative) path into an owned byte string.
@@ -164,25 +150,8 @@ pub fn resolve(dirfd: c_int, path: &[u8]) -> Option<AbsPath> {
     if path.is_empty() {
         return None;
     }
-    if !path.starts_with(b"/") {
-        if dirfd == libc::AT_FDCWD {
-            if !copy_cwd(&mut a) {
-                return None;
-            }
-        } else {
-            let mut b = [0u8; PATH_BYTES];
-            let n = fd_link(dirfd, &mut b)?;
-            let link = &b[..n];
-            if !link.starts_with(b"/")
-                || link.ends_with(b" (deleted)")
-                || link.starts_with(b"/memfd:")
-            {
-                return None;
-            }
-            if !a.push(link) {
-                return None;
-            }
-        }
+    if !path.starts_with(b"/") && !dir_base(dirfd, &mut a) {
+        return None;
     }
     if !a.push(path) {
         return None;
@@ -491,14 +460,8 @@ pub fn tracked_dir_fd(fd: c_int) -> Option<AbsPath> {
     if !crate::ready() || crate::guarded() || crate::connect_failed() {
         return None;
     }
-    let mut b = [0u8; PATH_BYTES];
-    let n = fd_link(fd, &mut b)?;
-    let link = &b[..n];
-    if !link.starts_with(b"/") || link.ends_with(b" (deleted)") {
-        return None;
-    }
     let mut a = AbsPath::new();
-    if !a.push(link) {
+    if fd < 0 || !dir_base(fd, &mut a) {
         return None;
     }
     a.fix_root();
