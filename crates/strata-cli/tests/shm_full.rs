@@ -34,7 +34,7 @@ fn a_full_dev_shm_spills_instead_of_sigbus() {
     std::fs::write(
         &cfg,
         format!(
-            "daemon:\n  socket: {sock}\n  shm_prefix: strata-shmfull-test\n  log: info\nplacement:\n  lease_size: 1MiB\ndevices:\n  - name: ram\n    kind: ram\n    capacity: 700MiB\n  - name: disk\n    kind: dir\n    path: {tier}\n    capacity: 1GiB\n",
+            "daemon:\n  socket: {sock}\n  shm_prefix: strata-shmfull-test\n  log: info\nplacement:\n  lease_size: 1MiB\ndevices:\n  - name: ram\n    kind: ram\n    capacity: 2800MiB\n  - name: disk\n    kind: dir\n    path: {tier}\n    capacity: 2GiB\n",
             sock = d.join("rt/daemon.sock").display(),
             tier = d.join("tier").display()
         ),
@@ -42,14 +42,14 @@ fn a_full_dev_shm_spills_instead_of_sigbus() {
     .unwrap();
     let script = r#"
 set -eu
-mount -t tmpfs -o size=900m tmpfs /dev/shm
+mount -t tmpfs -o size=3000m tmpfs /dev/shm
 S="$STRATA --config $CFG"
 $S daemon start --foreground > "$D/daemon.out" 2>&1 &
 i=0; while [ ! -S "$D/rt/daemon.sock" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
-# the reserver keeps 512 MiB reserved ahead of use; another process takes
-# most of what is left
-fallocate -l 330M /dev/shm/hog
-head -c 650M /dev/urandom > "$D/in.bin"
+# the reserver reserves the first 2 GiB at once (then ahead of use); another
+# process takes most of what is left
+fallocate -l 900M /dev/shm/hog
+head -c 2300M /dev/urandom > "$D/in.bin"
 $S run --quiet --mode scratch --include "$D/tracked" -- cp "$D/in.bin" "$D/tracked/out.bin"
 $S run --quiet --mode scratch --include "$D/tracked" -- sha256sum "$D/tracked/out.bin" | cut -d' ' -f1
 sha256sum "$D/in.bin" | cut -d' ' -f1

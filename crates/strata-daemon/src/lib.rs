@@ -97,11 +97,7 @@ fn build_tiers(cfg: &Config, shm_prefix: &str) -> anyhow::Result<Tiers> {
     // touches it). The staging reserve and a first chunk are reserved now;
     // the reserver thread keeps ahead of use; a full /dev/shm makes the RAM
     // tier smaller (writes spill), never a signal.
-    let first = (staging_bytes(cfg) + ARENA_RESERVE_FIRST_BYTES)
-        .min(arena_bytes)
-        .div_ceil(block)
-        * block;
-    let first = first.min(arena_bytes);
+    let first = ((staging_bytes(cfg) + ARENA_RESERVE_FIRST_BYTES).div_ceil(block) * block).min(arena_bytes);
     let reserved = match seg.reserve(0..first as usize) {
         Ok(()) => first,
         Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
@@ -266,8 +262,10 @@ fn spawn_prefault(arena_name: &str, arena_bytes: u64, shared: Arc<server::Shared
     }
 }
 
-/// Reserves arena pages in /dev/shm ahead of use (`fallocate`), chunk by
-/// chunk, and publishes how far it got; the poller grows the arena
+/// Reserves arena pages in /dev/shm (`fallocate`; tmpfs allocates them but
+/// zeroes them at first touch, which the pre-fault thread does ahead of
+/// use): the first `PREFAULT_BYTES_MAX` at once, beyond that ahead of use,
+/// chunk by chunk, and publishes how far it got; the poller grows the arena
 /// allocator to that. When /dev/shm is full the RAM tier stays at what is
 /// reserved (placement spills to the next tier) and the reserver tries again
 /// every second. Stops at shutdown.
@@ -284,8 +282,12 @@ fn spawn_reserver(arena_name: &str, arena_bytes: u64, shared: Arc<server::Shared
             if reserved >= arena_bytes {
                 return;
             }
+            // the pre-fault region at once (as before reservation existed:
+            // the pre-fault thread zeroes it ahead of the first writes), then
+            // ahead of use
             let used = shared.arena_used_bytes.load(Ordering::Relaxed);
-            let want = used.saturating_add(ARENA_RESERVE_AHEAD_BYTES.max(used / 4)).min(arena_bytes);
+            let ahead = used.saturating_add(ARENA_RESERVE_AHEAD_BYTES.max(used / 4));
+            let want = ahead.max(PREFAULT_BYTES_MAX).min(arena_bytes);
             if reserved >= want {
                 std::thread::sleep(std::time::Duration::from_millis(5));
                 continue;
