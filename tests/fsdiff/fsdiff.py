@@ -185,12 +185,12 @@ def run_op(root, op, fds):
         if k == "link":
             os.link(P(op["f"]), P(op["g"]))
             return "ok"
-        if k == "symlink":
-            # relative, as ln -s makes them; may dangle
-            os.symlink(os.path.relpath(P(op["f"]), os.path.dirname(P(op["g"]))), P(op["g"]))
-            return "ok"
-        if k == "symlink_dir":
-            os.symlink(os.path.relpath(P(op["d"]), os.path.dirname(P(op["e"]))), P(op["e"]))
+        if k in ("symlink", "symlink_dir"):
+            # Relative (resolved from the link's own directory, may dangle)
+            # or absolute; never with "..": a link moved up by a rename would
+            # then point outside ROOT, and the runs would touch files there.
+            target, name = (op["f"], op["g"]) if k == "symlink" else (op["d"], op["e"])
+            os.symlink(P(target) if op["seed"] % 2 else target, P(name))
             return "ok"
         if k == "lstat":
             st = os.lstat(P(op["f"]))
