@@ -57,6 +57,7 @@ extern "C" {
 #define STRATA_ENOTDURABLE 23 /* flush(durable) impossible: no non-volatile tier (journal) */
 #define STRATA_EPERM 24      /* permission denied: the daemon belongs to another user */
 #define STRATA_ETOOBIG 25    /* size beyond the configured maximum (metadata.blob_size_max) */
+#define STRATA_ESTALE 26     /* internal: the record must be revalidated against the destination */
 
 /* ---- strata_bucket_open flags. */
 #define STRATA_CREATE 1 /* create the bucket if it does not exist */

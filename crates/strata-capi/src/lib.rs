@@ -316,6 +316,7 @@ fn strerror_of(e: Errno) -> &'static CStr {
         }
         Errno::Perm => c"permission denied: the daemon belongs to another user",
         Errno::TooBig => c"size beyond the configured maximum",
+        Errno::Stale => c"the record may be stale: the client must stat the destination",
     }
 }
 
@@ -346,6 +347,7 @@ fn name_of(e: Errno) -> &'static CStr {
         Errno::NotDurable => c"STRATA_ENOTDURABLE",
         Errno::Perm => c"STRATA_EPERM",
         Errno::TooBig => c"STRATA_ETOOBIG",
+        Errno::Stale => c"STRATA_ESTALE",
     }
 }
 

@@ -119,7 +119,7 @@ pub fn files_line(st: &StatusReply) -> String {
         String::new()
     };
     format!(
-        "\nfiles  {} ({} dirty, {})  written {}  read from buffer {} / destination {}{}  flushed {}  evicted {}  written through {}  fills declined {}{}\n",
+        "\nfiles  {} ({} dirty, {})  written {}  read from buffer {} / destination {}{}  flushed {}  evicted {}  written through {}  fills declined {}{}{}{}\n",
         f.files,
         f.dirty_files,
         format_size(f.dirty_bytes),
@@ -132,6 +132,8 @@ pub fn files_line(st: &StatusReply) -> String {
         format_size(f.write_through_bytes_total),
         format_size(f.fill_declined_bytes_total),
         if f.flush_errors_total > 0 { format!("  FLUSH ERRORS {} (see `strata drain status`)", f.flush_errors_total) } else { String::new() },
+        if f.outside_changes_total > 0 { format!("  changed outside strata {} (cached copies dropped)", f.outside_changes_total) } else { String::new() },
+        if f.conflicts_total > 0 { format!("  CONFLICTS {} (outside versions kept as *.strata-outside-*, see daemon.log)", f.conflicts_total) } else { String::new() },
     )
 }
 

@@ -490,6 +490,65 @@ fn hardlinks_case() -> Option<Case> {
     })
 }
 
+/// Issue 12 items 11 and 23: shared mappings see and publish what read and
+/// write do; copy_file_range, sendfile (shutil.copyfile), posix_fadvise,
+/// fstatfs and fallocate's punch/zero modes on buffered files.
+fn mmap_case() -> Option<Case> {
+    (require("python3", "python3") && require("fallocate", "util-linux")).then(|| {
+        Case::new("mmap")
+            .step(step(format!("python3 -c \"{}\"", MMAP_PY.replace('"', "\\\""))))
+            .step(step("seq 1 3000 > p && fallocate -p -o 4096 -l 4096 p && fallocate -z -o 100 -l 50 p && fallocate -z -o 13000 -l 100 -n p && stat -c %s p && od -c p | tail -5 && fallocate -z -o 13000 -l 1000 p && stat -c %s p && sha256sum p"))
+    })
+}
+
+const MMAP_PY: &str = r#"import mmap, os, shutil
+with open('m.dat', 'wb') as f:
+    f.write(b'a' * 8192)
+fd = os.open('m.dat', os.O_RDWR)
+other = os.open('m.dat', os.O_RDONLY)
+mm = mmap.mmap(fd, 8192)
+mm[0:5] = b'HELLO'
+print(os.pread(other, 5, 0))
+os.pwrite(fd, b'WORLD', 100)
+print(mm[100:105])
+os.lseek(fd, 0, os.SEEK_END)
+os.write(fd, b'tail')
+print(os.fstat(fd).st_size, os.fstat(other).st_size)
+mm.flush()
+os.close(fd)
+mm[200:203] = b'xyz'
+mm.close()
+os.close(other)
+print(open('m.dat', 'rb').read()[:8], open('m.dat', 'rb').read()[195:210], len(open('m.dat', 'rb').read()))
+# a second mapping of the same file, and a read-only one
+with open('m.dat', 'r+b') as f:
+    m2 = mmap.mmap(f.fileno(), 0)
+    m2[1] = ord('E')
+    f.seek(0)
+    print(f.read(6))
+    m2.close()
+with open('m.dat', 'rb') as f:
+    m3 = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    print(m3[:6], len(m3))
+    m3.close()
+# copy_file_range, sendfile (shutil.copyfile), splice-free paths
+src = os.open('m.dat', os.O_RDONLY)
+dst = os.open('c.dat', os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+n = 0
+while True:
+    k = os.copy_file_range(src, dst, 3000)
+    if k == 0:
+        break
+    n += k
+os.close(src); os.close(dst)
+shutil.copyfile('m.dat', 's.dat')
+print(n, open('c.dat', 'rb').read() == open('m.dat', 'rb').read(), open('s.dat', 'rb').read() == open('m.dat', 'rb').read())
+fd = os.open('m.dat', os.O_RDONLY)
+os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+print(os.fstatvfs(fd).f_bsize == os.statvfs('.').f_bsize)
+os.close(fd)
+"#;
+
 /// git on a local repository: clone (hard links), commit (objects linked
 /// from temporary files), gc and fsck — at the destination too.
 fn git_case() -> Option<Case> {
@@ -549,6 +608,7 @@ program_tests! {
     symlinks_default, symlinks_scratch => |_: &Path| symlinks_case();
     hardlinks_default, hardlinks_scratch => |_: &Path| hardlinks_case();
     git_default, git_scratch => |_: &Path| git_case();
+    mmap_default, mmap_scratch => |_: &Path| mmap_case();
 }
 
 /// Seed 000's checkpoint/restart workflow: a producer run writes a

@@ -497,8 +497,17 @@ impl Client {
         let (resp, arg) = self.call(req, &[path.as_bytes()])?;
         let attr = match resp.result() {
             Ok(()) => attr_of(&arg)?,
-            Err(Errno::NeedDest) => {
-                let info = dest_info(path, fl)?;
+            Err(e @ (Errno::NeedDest | Errno::Stale)) => {
+                let info = match dest_info(path, fl) {
+                    Ok(i) => i,
+                    // A record that may be stale and no file at the
+                    // destination: tell the daemon, which drops the record
+                    // (removed outside strata) and answers NoFile.
+                    Err(x) if e == Errno::Stale && x.os_errno() == libc::ENOENT => {
+                        WireDestInfo::default()
+                    }
+                    Err(x) => return Err(x),
+                };
                 let req = Request {
                     flags: f | flags::DEST_INFO,
                     ..req
@@ -554,7 +563,8 @@ impl Client {
         let (resp, arg) = self.call(req, &[path.as_bytes()])?;
         match resp.result() {
             Ok(()) => Ok(Some(attr_of(&arg)?)),
-            Err(Errno::NoFile) => Ok(None),
+            // The destination answers (the caller revalidates by opening).
+            Err(Errno::NoFile | Errno::Stale) => Ok(None),
             Err(e) => Err(err(e, format!("stat {path}"))),
         }
     }

@@ -232,7 +232,18 @@ impl Core {
         if !path.starts_with('/') || path.contains('\0') {
             return Err(Errno::Inval);
         }
-        if let Some(id) = self.file_lookup(path) {
+        // A record whose destination may have changed outside strata is
+        // served only after the client says what is there (files_reval.rs).
+        let mut found = self.file_lookup(path);
+        if let Some(id) = found.filter(|&id| self.file_needs_revalidation(id)) {
+            let Some(dest) = a.dest else {
+                return Err(Errno::Stale);
+            };
+            if !self.file_revalidate(id, &dest)? {
+                found = None;
+            }
+        }
+        if let Some(id) = found {
             if a.create && a.excl {
                 return Err(Errno::Exists);
             }
@@ -296,6 +307,7 @@ impl Core {
             rec.gid = dest.gid;
             rec.mtime_ns = dest.mtime_ns;
             rec.ctime_ns = dest.mtime_ns;
+            rec.dest_stamp = crate::files_reval::stamp_of(&dest);
         } else {
             rec.uid = rustix::process::getuid().as_raw();
             rec.gid = rustix::process::getgid().as_raw();

@@ -670,6 +670,8 @@ impl Core {
         if len == 0 {
             return Ok(rec.size);
         }
+        // The client wrote the destination itself: its stamp is unknown.
+        rec.dest_stamp = None;
         let clean = rec.mod_gen == rec.flushed_gen && rec.trunc_min.is_none();
         if clean {
             // The destination holds everything up to dest_size, a hole up

@@ -188,6 +188,12 @@ impl Core {
             return;
         }
         let k = (dest.dev, dest.ino);
+        // the record's previous destination inode (replaced since) goes
+        if let Some(was) = self.files.links.inode_of.get(&id).copied() {
+            if was != k && self.files.links.by_inode.get(&was) == Some(&id) {
+                self.files.links.by_inode.remove(&was);
+            }
+        }
         if let Some(old) = self.files.links.by_inode.insert(k, id) {
             if old != id {
                 self.files.links.inode_of.remove(&old);

@@ -98,6 +98,9 @@ pub struct Job {
     pub size: u64,
     pub trunc_min: Option<u64>,
     pub dest_exists: bool,
+    /// What the destination file should be (files_reval.rs): anything else
+    /// there was changed outside strata.
+    pub expect: Option<strata_meta::DestStamp>,
     pub mode: u32,
     /// The record's access and modification times, set on the destination
     /// after the data (the application's times, not the flush's).
@@ -124,6 +127,10 @@ pub struct JobDone {
     /// Every page of the job was read back after the fdatasync and matched
     /// the buffer's CRC32C (`flush.verify`).
     pub verified: bool,
+    /// The destination file as this job left it (success only).
+    pub stamp: Option<strata_meta::DestStamp>,
+    /// The destination was changed outside strata: what was done about it.
+    pub conflict: Option<String>,
 }
 
 enum Work {
@@ -468,6 +475,8 @@ impl FlushIo {
             error: None,
             cancelled: false,
             verified: false,
+            stamp: None,
+            conflict: None,
         };
         let job = &done.job;
         if job.cancel.load(Ordering::SeqCst) {
@@ -514,7 +523,24 @@ impl FlushIo {
             return done;
         }
         match f.metadata() {
-            Ok(md) if md.is_file() => {}
+            Ok(md) if md.is_file() => {
+                let now = crate::files_reval::stamp_of_metadata(&md);
+                match job.expect {
+                    Some(was) if created => {
+                        done.conflict = Some(format!("{} was removed outside strata while strata held unflushed writes to it (file of {} bytes, inode {}): strata's version is written back", job.path, was.size, was.ino));
+                    }
+                    Some(was) if was != now => match keep_outside_version(&f, &job.path, &md) {
+                        Ok(kept) => {
+                            done.conflict = Some(format!("{} was changed outside strata while strata held unflushed writes to it (was {} bytes, inode {}, mtime {} ns; now {} bytes, inode {}, mtime {} ns): the outside version is kept as {kept}, strata's writes go to {}", job.path, was.size, was.ino, was.mtime_ns, now.size, now.ino, now.mtime_ns, job.path));
+                        }
+                        Err(e) => {
+                            done.error = Some(format!("{} was changed outside strata while strata held unflushed writes to it, and the outside version could not be kept aside ({e}): not overwritten; move it away to let strata's version be written", job.path));
+                            return done;
+                        }
+                    },
+                    _ => {}
+                }
+            }
             Ok(md) => {
                 let kind = file_kind(&md);
                 done.error = Some(format!("{} is a {kind} at the destination, not a regular file: not overwritten (remove it to let the buffered file be persisted)", job.path));
@@ -606,6 +632,12 @@ impl FlushIo {
                 done.bytes = bytes;
                 done.cancelled = cancelled;
                 done.verified = self.verify && !cancelled;
+                if !cancelled {
+                    done.stamp = f
+                        .metadata()
+                        .ok()
+                        .map(|md| crate::files_reval::stamp_of_metadata(&md));
+                }
             }
             Err(e) => done.error = Some(format!("{}: {e}", job.path)),
         }
@@ -614,6 +646,49 @@ impl FlushIo {
 }
 
 type Wake = Arc<dyn Fn() + Send + Sync>;
+
+/// Copies the destination file open as `f` (changed outside strata) to a
+/// new sibling `<path>.strata-outside-<unix seconds>[-n]`, durably; returns
+/// its path.
+fn keep_outside_version(
+    f: &File,
+    path: &str,
+    md: &std::fs::Metadata,
+) -> std::result::Result<String, String> {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::io::AsRawFd;
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    // The open file itself, read from the start (never the path again: it
+    // may have changed once more).
+    let mut src = File::open(format!("/proc/self/fd/{}", f.as_raw_fd()))
+        .map_err(|e| format!("reopen for reading: {e}"))?;
+    // Bounded: at most 100 names tried.
+    for n in 0..100u32 {
+        let name = if n == 0 {
+            format!("{path}.strata-outside-{secs}")
+        } else {
+            format!("{path}.strata-outside-{secs}-{n}")
+        };
+        let mut out = match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(md.permissions().mode() & 0o777)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&name)
+        {
+            Ok(o) => o,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(format!("create {name}: {e}")),
+        };
+        std::io::copy(&mut src, &mut out).map_err(|e| format!("copy to {name}: {e}"))?;
+        out.sync_all().map_err(|e| format!("fsync {name}: {e}"))?;
+        return Ok(name);
+    }
+    Err("100 names taken".to_string())
+}
 
 fn job_bytes(job: &Job) -> u64 {
     job.pages.iter().map(|p| p.len).sum()
@@ -1197,6 +1272,11 @@ impl Flusher {
             size,
             trunc_min: rec.trunc_min.take(),
             dest_exists: rec.dest_exists,
+            expect: if rec.dest_exists {
+                rec.dest_stamp
+            } else {
+                None
+            },
             mode: rec.mode,
             atime_ns: rec.atime_ns,
             mtime_ns: rec.mtime_ns,
@@ -1253,6 +1333,20 @@ impl Flusher {
             .is_some_and(|c| Arc::ptr_eq(c, &job.cancel))
         {
             core.files.cancels.remove(&job.file);
+        }
+        if let Some(c) = &done.conflict {
+            core.files.counters.conflicts_total += 1;
+            tracing::warn!("CONFLICT: {c}");
+            if let Some(l) = &self.sink {
+                l.error(&job.path, 0, c);
+            }
+        }
+        if done.touched {
+            // Written (partly, or by a job that no longer counts): what the
+            // destination looks like now is known only after a success.
+            if let Ok(rec) = core.meta.file_mut(job.file) {
+                rec.dest_stamp = None;
+            }
         }
         let now = core.mono_ns();
         let current_path = core
@@ -1344,10 +1438,27 @@ impl Flusher {
         if !done.verified {
             self.verified.remove(&job.file);
         }
+        if core.meta.file(job.file).is_err() {
+            return;
+        }
+        if let Some(st) = done.stamp {
+            // names the kernel gives this inode later (ln outside strata,
+            // or a link of a clean file) find this record (files_link.rs)
+            core.link_note_inode(
+                job.file,
+                &strata_proto::wire::WireDestInfo {
+                    exists: 1,
+                    ino: st.ino,
+                    dev: st.dev,
+                    ..Default::default()
+                },
+            );
+        }
         let Ok(rec) = core.meta.file_mut(job.file) else {
             return;
         };
         rec.flushed_bytes_total += done.bytes;
+        rec.dest_stamp = done.stamp;
         for p in cleaned {
             rec.dirty_pages.remove(&p);
         }

@@ -895,7 +895,12 @@ impl Poller {
             }
             Op::FileStat => {
                 let id = if req.bucket == 0 {
-                    self.core.file_lookup(name).ok_or(Errno::NoFile)?
+                    let id = self.core.file_lookup(name).ok_or(Errno::NoFile)?;
+                    // by path: the destination may have changed (files_reval.rs)
+                    if self.core.file_needs_revalidation(id) {
+                        return Err(Errno::Stale);
+                    }
+                    id
                 } else {
                     bucket
                 };

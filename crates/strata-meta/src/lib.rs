@@ -258,6 +258,11 @@ pub struct FileRecord {
     pub dest_size: u64,
     /// The destination file exists and belongs to this record.
     pub dest_exists: bool,
+    /// What the destination file looked like when strata last knew it (at
+    /// the open that made the record, after each flush): a different file
+    /// there now was changed outside strata. None = unknown (after a
+    /// replay, a write-through, a failed flush).
+    pub dest_stamp: Option<DestStamp>,
     /// Lowest size reached by truncation since the last flush.
     pub trunc_min: Option<u64>,
     /// Bumped on every data or size change.
@@ -284,6 +289,17 @@ pub struct FileRecord {
     /// A WORKFLOW file was staged out (`strata stage-out`): from then on the
     /// flusher writes it like a DEFAULT file. Never set on other modes.
     pub stage_out: bool,
+}
+
+/// Identity and content markers of a destination file: a change of any of
+/// them means someone else wrote, replaced or truncated it. (Not ctime:
+/// strata's own link, rename and chmod of the destination change it.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DestStamp {
+    pub ino: u64,
+    pub dev: u64,
+    pub size: u64,
+    pub mtime_ns: u64,
 }
 
 /// The name of page `index`'s blob.
@@ -320,6 +336,7 @@ impl FileRecord {
             atime_ns: now_ns,
             dest_size: 0,
             dest_exists: false,
+            dest_stamp: None,
             trunc_min: None,
             mod_gen: 0,
             flushed_gen: 0,

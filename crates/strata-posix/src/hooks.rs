@@ -349,6 +349,10 @@ pub(crate) unsafe fn open_tracked(
         Err(_) => return Ok(None),
     };
     let path = t.abs.as_str().ok_or(libc::EINVAL)?;
+    if crate::mapped::bypassed(path) {
+        // mapped shared by this process: the destination file is the file
+        return Ok(None);
+    }
     let creat = flags & libc::O_CREAT != 0;
     let of = OpenFlags {
         read: acc != libc::O_WRONLY,
@@ -387,6 +391,9 @@ pub(crate) unsafe fn open_tracked(
             return Err(e);
         }
     };
+    if let Err(e) = crate::mapped::join_backing(fd, a.id, acc, of.trunc) {
+        trace!("open {}: joining the mapped copy failed: {}", path, e);
+    }
     trace!(
         "open {} flags={:#o} -> fd {} id={:x} size={} persist={:?}",
         path,
@@ -651,6 +658,7 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
         crate::stdio::std_before_change(fd);
     }
     let mut release = None;
+    let mut mapped = None;
     if k & crate::K_TRACKED != 0 && crate::ready() {
         crate::sync_process();
     }
@@ -662,6 +670,9 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
         && crate::ready()
         && crate::own_process()
     {
+        if k == crate::K_MAPPED && !crate::guarded() {
+            mapped = Some(crate::tracked_id(fd));
+        }
         if k & crate::K_TRACKED != 0 {
             let id = crate::tracked_id(fd);
             if !crate::guarded() {
@@ -675,6 +686,16 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
         set_kind(fd, K_UNTRACKED);
     }
     let r = real::close(fd);
+    if let Some(id) = mapped {
+        // what the mapping and this descriptor wrote goes back to the buffer
+        let e = errno();
+        if let Err(x) = run_raw(Err(libc::EIO), || crate::mapped::sync_backings(Some(id))) {
+            trace!("close fd={}: copy back of mapped id={:x} failed: {}", fd, id, x);
+            set_errno(x);
+            return -1;
+        }
+        set_errno(e);
+    }
     if let Some(id) = release {
         // this process's last descriptor of the file: let the daemon know
         crate::release_hold(id);
@@ -1146,6 +1167,9 @@ pub unsafe extern "C" fn lseek64(fd: c_int, off: off64_t, whence: c_int) -> off6
 
 #[no_mangle]
 pub unsafe extern "C" fn fsync(fd: c_int) -> c_int {
+    if crate::kind(fd) == crate::K_MAPPED && crate::ready() && !crate::guarded() {
+        return run(|| mapped_sync(fd));
+    }
     match tracked_fd(fd) {
         None => real::fsync(fd),
         Some(t) => run(|| {
@@ -1156,8 +1180,21 @@ pub unsafe extern "C" fn fsync(fd: c_int) -> c_int {
     }
 }
 
+/// fsync of a descriptor reopened onto a mapping's backing: the backing
+/// goes back into the buffer, then the buffer's fsync.
+unsafe fn mapped_sync(fd: c_int) -> Result<c_int, c_int> {
+    let id = crate::tracked_id(fd);
+    crate::mapped::sync_backings(Some(id))?;
+    cl()?.file_sync(id).map_err(os)?;
+    trace!("fsync fd={} id={:x} (mapped)", fd, id);
+    Ok(0)
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn fdatasync(fd: c_int) -> c_int {
+    if crate::kind(fd) == crate::K_MAPPED && crate::ready() && !crate::guarded() {
+        return run(|| mapped_sync(fd));
+    }
     match tracked_fd(fd) {
         None => real::fdatasync(fd),
         Some(t) => run(|| {
@@ -1254,8 +1291,99 @@ unsafe fn t_fallocate(t: Tfd, mode: c_int, off: off64_t, len: off64_t) -> Result
             Ok(0)
         }
         libc::FALLOC_FL_KEEP_SIZE => Ok(0),
+        m if m == libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE => {
+            zero_range(t, off as u64, len as u64, true)
+        }
+        m if m & !libc::FALLOC_FL_KEEP_SIZE == libc::FALLOC_FL_ZERO_RANGE => {
+            zero_range(t, off as u64, len as u64, m & libc::FALLOC_FL_KEEP_SIZE != 0)
+        }
+        libc::FALLOC_FL_COLLAPSE_RANGE | libc::FALLOC_FL_INSERT_RANGE => {
+            shift_range(t, mode, off as u64, len as u64)
+        }
         _ => Err(libc::EOPNOTSUPP),
     }
+}
+
+/// Bytes of zeros written per round by `zero_range`.
+const ZERO_CHUNK_BYTES: u64 = 1 << 20;
+
+/// fallocate PUNCH_HOLE / ZERO_RANGE of a buffered file: the range reads
+/// as zeros (clipped at the size with KEEP_SIZE, else extending it).
+unsafe fn zero_range(t: Tfd, off: u64, len: u64, keep: bool) -> Result<c_int, c_int> {
+    let c = cl()?;
+    let end = off.checked_add(len).ok_or(libc::EFBIG)?;
+    let size = c.file_stat(t.id).map_err(os)?.size;
+    let hi = if keep { end.min(size) } else { end };
+    let zeros = vec![0u8; ZERO_CHUNK_BYTES.min(hi.saturating_sub(off)).max(1) as usize];
+    let mut at = off;
+    // Bounded: every round writes ≥ 1 byte.
+    while at < hi {
+        let n = (hi - at).min(zeros.len() as u64) as usize;
+        c.file_write(t.id, at, &zeros[..n]).map_err(os)?;
+        at += n as u64;
+    }
+    trace!("fallocate zero fd={} off={} len={} keep={}", t.fd, off, len, keep);
+    Ok(0)
+}
+
+/// fallocate COLLAPSE_RANGE / INSERT_RANGE of a buffered file, where the
+/// destination's file system has them (ext4, XFS; others: EOPNOTSUPP, as
+/// the kernel says there), with the kernel's block-alignment rules.
+unsafe fn shift_range(t: Tfd, mode: c_int, off: u64, len: u64) -> Result<c_int, c_int> {
+    const EXT4: i64 = 0xEF53;
+    const XFS: i64 = 0x5846_5342;
+    let c = cl()?;
+    let mut sfs: libc::statfs64 = std::mem::zeroed();
+    crate::copy::fstatfs64(t.fd, &mut sfs);
+    let fs = sfs.f_type as i64;
+    if fs != EXT4 && fs != XFS {
+        return Err(libc::EOPNOTSUPP);
+    }
+    let block = (sfs.f_bsize as u64).max(512);
+    if off % block != 0 || len % block != 0 {
+        return Err(libc::EINVAL);
+    }
+    let size = c.file_stat(t.id).map_err(os)?.size;
+    let mut buf = vec![0u8; ZERO_CHUNK_BYTES as usize];
+    if mode == libc::FALLOC_FL_COLLAPSE_RANGE {
+        let from = off.checked_add(len).ok_or(libc::EINVAL)?;
+        if from >= size {
+            return Err(libc::EINVAL);
+        }
+        // the tail moves down, front to back (bounded by the size)
+        let mut at = from;
+        while at < size {
+            let want = (size - at).min(buf.len() as u64) as usize;
+            let n = c.file_read(t.id, at, &mut buf[..want]).map_err(os)?;
+            if n == 0 {
+                break;
+            }
+            c.file_write(t.id, at - len, &buf[..n]).map_err(os)?;
+            at += n as u64;
+        }
+        c.file_truncate(t.id, size - len).map_err(os)?;
+    } else {
+        if off >= size {
+            return Err(libc::EINVAL);
+        }
+        let new_size = size.checked_add(len).ok_or(libc::EFBIG)?;
+        c.file_truncate(t.id, new_size).map_err(os)?;
+        // the tail moves up, back to front (bounded by the size)
+        let mut end = size;
+        while end > off {
+            let n = (end - off).min(buf.len() as u64);
+            let at = end - n;
+            let got = c.file_read(t.id, at, &mut buf[..n as usize]).map_err(os)?;
+            if got as u64 != n {
+                return Err(libc::EIO);
+            }
+            c.file_write(t.id, at + len, &buf[..got]).map_err(os)?;
+            end = at;
+        }
+        zero_range(t, off, len, true)?;
+    }
+    trace!("fallocate shift fd={} mode={:#x} off={} len={}", t.fd, mode, off, len);
+    Ok(0)
 }
 
 #[no_mangle]
@@ -1390,6 +1518,17 @@ pub unsafe extern "C" fn fstat(fd: c_int, buf: *mut libc::stat64) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn fstat64(fd: c_int, buf: *mut libc::stat64) -> c_int {
+    if crate::kind(fd) == crate::K_MAPPED && crate::ready() && !crate::guarded() {
+        // the record's identity and attributes, the backing's size
+        return run(|| {
+            let mut st: libc::stat64 = std::mem::zeroed();
+            cvt(real::fstat64(fd, &mut st))?;
+            let mut a = cl()?.file_stat(crate::tracked_id(fd)).map_err(os)?;
+            a.size = st.st_size as u64;
+            fill_stat(&a, buf);
+            Ok(0)
+        });
+    }
     match tracked_fd(fd) {
         None => real::fstat64(fd, buf),
         Some(t) => run(|| fstat_tracked(t, |a| fill_stat(a, buf))),
@@ -1973,7 +2112,7 @@ unsafe fn rename_impl(
 }
 
 /// Copies the file's bytes to `fd` (a real file) from offset 0.
-unsafe fn copy_out(c: &Client, id: u64, size: u64, fd: c_int) -> Result<(), c_int> {
+pub(crate) unsafe fn copy_out(c: &Client, id: u64, size: u64, fd: c_int) -> Result<(), c_int> {
     let mut buf = vec![0u8; (1 << 20).min(size.max(1) as usize)];
     let mut off = 0u64;
     while off < size {
@@ -2057,6 +2196,10 @@ unsafe fn mmap_tracked(
     // its bytes, which is what this descriptor still reads.
     let orphan =
         t.persist == Persist::Default && c.file_path(t.id).map_err(os)?.starts_with('\u{1}');
+    if flags & libc::MAP_SHARED != 0 {
+        // the kernel's own file behind every descriptor (mapped.rs)
+        return crate::mapped::map_shared(t, orphan, addr, len, prot, flags, off);
+    }
     let fd = match t.persist {
         Persist::Default if !orphan => {
             // flush, then let the kernel map the destination itself
@@ -2135,6 +2278,24 @@ pub unsafe extern "C" fn mmap64(
         None => real::mmap64(addr, len, prot, flags, fd, off),
         Some(t) => run(|| mmap_tracked(t, addr, len, prot, flags, off)) as *mut c_void,
     }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
+    let r = real::munmap(addr, len);
+    if r == 0 && crate::ready() && !crate::guarded() {
+        crate::mapped::unmapped(addr as usize, len);
+    }
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn msync(addr: *mut c_void, len: size_t, flags: c_int) -> c_int {
+    let r = real::msync(addr, len, flags);
+    if r != 0 || !crate::ready() || crate::guarded() {
+        return r;
+    }
+    run(|| crate::mapped::msynced(addr as usize, len).map(|_| 0))
 }
 
 // ---------------------------------------------------------------------------
@@ -2268,6 +2429,13 @@ fn fd_path(fd: c_int) -> std::ffi::CString {
 
 /// Runs `f` with the path to execute: `path` itself, or the private copy.
 unsafe fn with_exec_path(path: *const c_char, f: impl FnOnce(*const c_char) -> c_int) -> c_int {
+    if crate::ready() && !crate::guarded() {
+        // the new image has no atexit: mapped files go back to the buffer now
+        if let Err(e) = crate::run_raw(Err(libc::EIO), || crate::mapped::sync_backings(None)) {
+            set_errno(e);
+            return -1;
+        }
+    }
     match exec_prepare(path) {
         Err(e) => {
             set_errno(e);

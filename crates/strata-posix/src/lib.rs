@@ -23,8 +23,10 @@
 #![allow(clippy::missing_safety_doc)]
 
 mod aio;
+mod copy;
 mod dirs;
 mod hooks;
+mod mapped;
 mod path;
 mod real;
 mod shim;
@@ -376,6 +378,7 @@ extern "C" fn atfork_child() {
     path::CWD_LOCK.store(false, Ordering::Release);
     stdio::STREAMS_LOCK.store(false, Ordering::Release);
     dirs::DIRS_LOCK.store(false, Ordering::Release);
+    mapped::reset_after_fork();
 }
 
 // ---------------------------------------------------------------------------
@@ -465,6 +468,9 @@ pub(crate) const K_APPEND: u8 = 0x20;
 /// A descriptor of the adapter's own client (socket, tier files, destination
 /// files for read-through), moved above `INTERNAL_BASE`.
 pub(crate) const K_INTERNAL: u8 = 2;
+/// A descriptor of a buffered file reopened onto its mapping's backing
+/// memfd (mapped.rs); ID holds the file id.
+pub(crate) const K_MAPPED: u8 = 3;
 static INTERNAL_BASE: AtomicI32 = AtomicI32::new(512);
 
 #[allow(clippy::declare_interior_mutable_const)]
@@ -537,13 +543,37 @@ fn tracked_end() -> usize {
     (TRACKED_END.load(Ordering::Acquire).max(0) as usize).min(FD_MAX)
 }
 
-/// Another descriptor than `except` is a placeholder of file `id`.
+/// Another descriptor than `except` is a placeholder of file `id` (or
+/// refers to its mapping's backing), or a backing still holds it.
 pub(crate) fn id_in_use(id: u64, except: c_int) -> bool {
     (0..tracked_end()).any(|fd| {
+        let k = KIND[fd].load(Ordering::Acquire);
         fd as c_int != except
-            && KIND[fd].load(Ordering::Acquire) & K_TRACKED != 0
+            && (k & K_TRACKED != 0 || k == K_MAPPED)
             && ID[fd].load(Ordering::Relaxed) == id
-    })
+    }) || mapped::backing_of(id).is_some()
+}
+
+/// Descriptors whose (kind, id) satisfy `pred`.
+pub(crate) fn fds_where(pred: impl Fn(u8, u64) -> bool) -> Vec<c_int> {
+    (0..tracked_end())
+        .filter(|&fd| {
+            pred(
+                KIND[fd].load(Ordering::Acquire),
+                ID[fd].load(Ordering::Relaxed),
+            )
+        })
+        .map(|fd| fd as c_int)
+        .collect()
+}
+
+/// Sets kind and id of `fd` together.
+pub(crate) fn set_kind_id(fd: c_int, k: u8, id: u64) {
+    if fd >= 0 && (fd as usize) < FD_MAX {
+        ID[fd as usize].store(id, Ordering::Relaxed);
+        KIND[fd as usize].store(k, Ordering::Release);
+        TRACKED_END.fetch_max(fd + 1, Ordering::AcqRel);
+    }
 }
 
 /// Every descriptor of file `id`: held by the current client.
@@ -700,7 +730,7 @@ pub(crate) fn copy_kind(from: c_int, to: c_int) {
         let k = KIND[from as usize].load(Ordering::Acquire);
         ID[to as usize].store(ID[from as usize].load(Ordering::Relaxed), Ordering::Relaxed);
         KIND[to as usize].store(k, Ordering::Release);
-        if k & K_TRACKED != 0 {
+        if k & K_TRACKED != 0 || k == K_MAPPED {
             TRACKED_END.fetch_max(to + 1, Ordering::AcqRel);
         }
     } else {
@@ -721,7 +751,7 @@ pub(crate) fn tracked_fd(fd: c_int) -> Option<Tfd> {
     } else {
         K_UNKNOWN
     };
-    if k == K_UNTRACKED || k == K_INTERNAL || guarded() {
+    if k == K_UNTRACKED || k == K_INTERNAL || k == K_MAPPED || guarded() {
         return None;
     }
     if k & K_TRACKED == 0 {

@@ -99,6 +99,16 @@ reals! {
     dl fn __read_chk(fd: c_int, buf: *mut c_void, n: size_t, buflen: size_t) -> ssize_t;
     dl fn __pread64_chk(fd: c_int, buf: *mut c_void, n: size_t, off: off64_t, buflen: size_t) -> ssize_t;
     sys fn mmap64(addr: *mut c_void, len: size_t, prot: c_int, fl: c_int, fd: c_int, off: off64_t) -> *mut c_void = sc!(isize, libc::SYS_mmap, addr, len, prot, fl, fd, off) as *mut c_void;
+    sys fn munmap(addr: *mut c_void, len: size_t) -> c_int = sc!(c_int, libc::SYS_munmap, addr, len);
+    sys fn msync(addr: *mut c_void, len: size_t, fl: c_int) -> c_int = sc!(c_int, libc::SYS_msync, addr, len, fl);
+    sys fn copy_file_range(fd_in: c_int, off_in: *mut off64_t, fd_out: c_int, off_out: *mut off64_t, len: size_t, fl: c_uint) -> ssize_t = sc!(ssize_t, libc::SYS_copy_file_range, fd_in, off_in, fd_out, off_out, len, fl);
+    sys fn sendfile64(out_fd: c_int, in_fd: c_int, off: *mut off64_t, count: size_t) -> ssize_t = sc!(ssize_t, libc::SYS_sendfile, out_fd, in_fd, off, count);
+    sys fn splice(fd_in: c_int, off_in: *mut off64_t, fd_out: c_int, off_out: *mut off64_t, len: size_t, fl: c_uint) -> ssize_t = sc!(ssize_t, libc::SYS_splice, fd_in, off_in, fd_out, off_out, len, fl);
+    sys fn fstatfs64(fd: c_int, buf: *mut libc::statfs64) -> c_int = sc!(c_int, libc::SYS_fstatfs, fd, buf);
+    sys fn statfs64(path: *const c_char, buf: *mut libc::statfs64) -> c_int = sc!(c_int, libc::SYS_statfs, path, buf);
+    sys fn sync_file_range(fd: c_int, off: off64_t, n: off64_t, fl: c_uint) -> c_int = sc!(c_int, libc::SYS_sync_file_range, fd, off, n, fl);
+    sys fn readahead(fd: c_int, off: off64_t, n: size_t) -> ssize_t = sc!(ssize_t, libc::SYS_readahead, fd, off, n);
+    dl fn posix_fadvise64(fd: c_int, off: off64_t, len: off64_t, advice: c_int) -> c_int;
     sys fn chdir(path: *const c_char) -> c_int = sc!(c_int, libc::SYS_chdir, path);
     sys fn fchdir(fd: c_int) -> c_int = sc!(c_int, libc::SYS_fchdir, fd);
     sys fn umask(mask: mode_t) -> mode_t = sc!(mode_t, libc::SYS_umask, mask);

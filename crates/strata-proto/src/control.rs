@@ -94,6 +94,14 @@ pub struct FileCounters {
     /// them would have evicted pages not on probation (scan resistance).
     #[serde(default)]
     pub fill_declined_bytes_total: u64,
+    /// Clean records dropped because their destination file was changed,
+    /// replaced or removed outside strata.
+    #[serde(default)]
+    pub outside_changes_total: u64,
+    /// Dirty files whose destination was changed outside strata before the
+    /// flush: the outside version was kept aside (`*.strata-outside-*`).
+    #[serde(default)]
+    pub conflicts_total: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

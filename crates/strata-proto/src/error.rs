@@ -58,10 +58,12 @@ pub enum Errno {
     Perm = 24,
     #[error("size beyond the configured maximum")]
     TooBig = 25,
+    #[error("the record may be stale: the client must stat the destination")]
+    Stale = 26,
 }
 
 impl Errno {
-    pub const ALL: [Errno; 25] = [
+    pub const ALL: [Errno; 26] = [
         Errno::Inval,
         Errno::NoBucket,
         Errno::NoBlob,
@@ -87,6 +89,7 @@ impl Errno {
         Errno::NotDurable,
         Errno::Perm,
         Errno::TooBig,
+        Errno::Stale,
     ];
 
     pub fn code(self) -> i32 {
@@ -125,6 +128,7 @@ impl Errno {
             Errno::NotDurable => "STRATA_ENOTDURABLE",
             Errno::Perm => "STRATA_EPERM",
             Errno::TooBig => "STRATA_ETOOBIG",
+            Errno::Stale => "STRATA_ESTALE",
         }
     }
 }

@@ -1,0 +1,140 @@
+//! Issue 12 item 5: files changed outside strata while a daemon outlives
+//! the runs that use it. A clean record is checked against the destination
+//! (inode, device, size, mtime) before it is served; a dirty one whose
+//! destination changed keeps both versions and is reported.
+
+mod adapter_util;
+mod common;
+
+use std::path::Path;
+
+use adapter_util::*;
+use common::{TestDaemon, Tiers};
+use strata_client::file::{OpenFlags, Persist};
+
+fn sh(d: &TestDaemon, dir: &Path, script: &str) -> String {
+    strata_run(d, Mode::Default, dir, dir, &["sh", "-c", script])
+        .assert_ok(script)
+        .stdout_str()
+}
+
+#[test]
+fn edits_replacements_and_removals_outside_strata_are_seen_by_the_next_run() {
+    let d = TestDaemon::start();
+    let tmp = tempfile::Builder::new()
+        .prefix("strata-outside-")
+        .tempdir()
+        .unwrap();
+    let dir = tmp.path().join("pfs");
+    std::fs::create_dir(&dir).unwrap();
+    sh(
+        &d,
+        &dir,
+        "seq 1 1000 > same-size && echo original > replaced && echo doomed > removed && seq 1 5000 > kept && chmod 600 kept",
+    );
+    // Each file now has a clean record in the daemon (the run drained).
+    assert_eq!(d.status().files.dirty_files, 0);
+    let kept_before = d.status().files.read_hit_bytes_total;
+    assert_eq!(
+        sh(&d, &dir, "cat kept | wc -c"),
+        format!("{}\n", std::fs::read(dir.join("kept")).unwrap().len())
+    );
+    assert!(
+        d.status().files.read_hit_bytes_total > kept_before,
+        "an unchanged file should be served from the buffer"
+    );
+
+    // Outside strata: an in-place edit of the same size, a replacement by
+    // rename, a removal, a chmod.
+    let same = std::fs::read(dir.join("same-size")).unwrap();
+    let mut edited = same.clone();
+    edited[0] = b'X';
+    std::thread::sleep(std::time::Duration::from_millis(20)); // a later mtime
+    std::fs::write(dir.join("same-size"), &edited).unwrap();
+    std::fs::write(dir.join("replaced.tmp"), b"replaced outside\n").unwrap();
+    std::fs::rename(dir.join("replaced.tmp"), dir.join("replaced")).unwrap();
+    std::fs::remove_file(dir.join("removed")).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.join("kept"), std::fs::Permissions::from_mode(0o640))
+            .unwrap();
+    }
+
+    let out = sh(
+        &d,
+        &dir,
+        "head -c 5 same-size; echo; cat replaced; cat removed 2>/dev/null || echo removed: gone; ls; stat -c %a kept; echo appended >> replaced; echo appended >> same-size",
+    );
+    assert_eq!(
+        out,
+        "X\n2\n3\nreplaced outside\nremoved: gone\nkept\nreplaced\nsame-size\n640\n"
+    );
+    // What the runs wrote went on top of the outside versions.
+    assert_eq!(
+        std::fs::read(dir.join("replaced")).unwrap(),
+        b"replaced outside\nappended\n"
+    );
+    let mut want = edited.clone();
+    want.extend_from_slice(b"appended\n");
+    assert_eq!(std::fs::read(dir.join("same-size")).unwrap(), want);
+    assert!(!dir.join("removed").exists());
+    let f = d.status().files;
+    assert!(
+        f.outside_changes_total >= 3,
+        "three cached copies should have been dropped: {f:?}"
+    );
+    assert_eq!(f.conflicts_total, 0);
+}
+
+#[test]
+fn a_dirty_file_changed_outside_keeps_both_versions_and_is_reported() {
+    // No background flush: the writes stay dirty until `flush --wait`.
+    let d = TestDaemon::start_with(Tiers {
+        ram: "64MiB",
+        disk: None,
+        extra_yaml: "flush:\n  interval: 1h\n",
+    });
+    let tmp = tempfile::Builder::new()
+        .prefix("strata-conflict-")
+        .tempdir()
+        .unwrap();
+    let f = tmp.path().join("data");
+    std::fs::write(&f, b"0123456789\n").unwrap();
+    let c = d.client();
+    let fl = OpenFlags {
+        read: true,
+        write: true,
+        create: false,
+        excl: false,
+        trunc: false,
+    };
+    let p = f.to_str().unwrap();
+    let a = c.file_open(p, fl, 0o644, Persist::Default, 1 << 20).unwrap();
+    c.file_write(a.id, 0, b"AB").unwrap();
+    // Edited outside while strata holds an unflushed write.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::write(&f, b"edited outside\n").unwrap();
+    c.file_close(a.id).unwrap();
+    flush_wait(&d, tmp.path()).assert_ok("flush --wait");
+    let kept: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("data.strata-outside-"))
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(
+        std::fs::read(tmp.path().join(&kept[0])).unwrap(),
+        b"edited outside\n",
+        "the outside version is kept intact"
+    );
+    // strata's version of the file (its page, filled from what the
+    // destination held at the open, then written) lands at the path.
+    assert_eq!(std::fs::read(&f).unwrap(), b"AB23456789\n");
+    let st = d.status().files;
+    assert_eq!(st.conflicts_total, 1, "{st:?}");
+    let log = std::fs::read_to_string(d.path().join("daemon.log")).unwrap_or_default();
+    assert!(
+        log.contains("CONFLICT") && log.contains(&kept[0]),
+        "daemon.log should name both versions:\n{log}"
+    );
+}

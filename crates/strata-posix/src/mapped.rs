@@ -1,0 +1,404 @@
+//! Shared mappings of buffered files (issue 12, items 11 and 23).
+//!
+//! A `MAP_SHARED` mapping must see what `read` sees and publish what it
+//! writes. The kernel can only give that for a file it owns, so the
+//! mapping moves the file, in this process, out of the placeholder scheme:
+//!
+//! - **DEFAULT**: the file is flushed, and every descriptor of it in this
+//!   process is reopened onto the destination file itself (same number,
+//!   offset, O_APPEND, close-on-exec). Later opens of the path in this
+//!   process go straight to the destination too (`bypass`). The daemon's
+//!   record is clean and no longer held by us: other processes' next open
+//!   revalidates it against the destination (files_reval.rs).
+//! - **SCRATCH / WORKFLOW** (and a DEFAULT file already unlinked): the bytes
+//!   never go to the destination, so they move into a memfd (the
+//!   *backing*), and every descriptor of the file in this process is
+//!   reopened onto it (kind `K_MAPPED`). The backing is copied back into
+//!   the buffer at every `close`, `msync`, `munmap`, `fsync` and at exit;
+//!   the last of these retires it.
+//!
+//! **Invariant:** while a backing exists for file `id`, every descriptor of
+//! `id` in this process refers to the backing (never to a placeholder).
+//! Coherence with *other* processes is the buffer's: they see the mapping's
+//! bytes after a copy-back (SCRATCH) or a flush of theirs (DEFAULT).
+
+use std::cell::UnsafeCell;
+use std::ffi::CString;
+use std::os::raw::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use libc::{off64_t, size_t};
+use strata_client::file::Persist;
+
+use crate::{cvt, errno, real, set_errno, trace, Tfd};
+
+fn cl() -> Result<&'static strata_client::Client, c_int> {
+    crate::client()
+}
+
+fn os(e: strata_client::Error) -> c_int {
+    e.os_errno()
+}
+
+/// Files with a backing at once, per process.
+const BACKINGS_MAX: usize = 64;
+/// Mappings remembered per backing (beyond: the backing lives to exit).
+const MAPS_PER_BACKING_MAX: usize = 1024;
+/// DEFAULT paths opened straight at the destination, per process.
+const BYPASS_PATHS_MAX: usize = 1024;
+/// Bytes copied per round between a backing and the buffer.
+const COPY_CHUNK_BYTES: usize = 1 << 20;
+
+struct Backing {
+    id: u64,
+    /// The memfd (an internal descriptor: the application never sees it).
+    fd: c_int,
+    maps: Vec<(usize, usize)>,
+    /// Mappings were lost count: never retire before exit.
+    overflow: bool,
+}
+
+struct State {
+    backings: Vec<Backing>,
+    bypass: Vec<String>,
+}
+
+struct Spin {
+    locked: AtomicBool,
+    v: UnsafeCell<State>,
+}
+
+// Safety: `v` is only touched with `locked` held (see `with`).
+unsafe impl Sync for Spin {}
+
+static STATE: Spin = Spin {
+    locked: AtomicBool::new(false),
+    v: UnsafeCell::new(State {
+        backings: Vec::new(),
+        bypass: Vec::new(),
+    }),
+};
+/// Backings + bypass paths: 0 = nothing to look up (the common case).
+static IN_USE: AtomicUsize = AtomicUsize::new(0);
+
+/// Runs `f` with the state locked. `f` never calls the daemon nor blocks.
+fn with<R>(f: impl FnOnce(&mut State) -> R) -> R {
+    while STATE.locked.swap(true, Ordering::Acquire) {
+        std::hint::spin_loop();
+    }
+    let r = f(unsafe { &mut *STATE.v.get() });
+    let n = {
+        let s = unsafe { &*STATE.v.get() };
+        s.backings.len() + s.bypass.len()
+    };
+    IN_USE.store(n, Ordering::Release);
+    STATE.locked.store(false, Ordering::Release);
+    r
+}
+
+/// A fork child inherits the lock word as it was: free it.
+pub(crate) fn reset_after_fork() {
+    STATE.locked.store(false, Ordering::Release);
+}
+
+/// Is DEFAULT file `path` opened straight at the destination here?
+pub(crate) fn bypassed(path: &str) -> bool {
+    IN_USE.load(Ordering::Acquire) != 0 && with(|s| s.bypass.iter().any(|p| p == path))
+}
+
+/// The backing memfd of file `id`, if it has one.
+pub(crate) fn backing_of(id: u64) -> Option<c_int> {
+    if IN_USE.load(Ordering::Acquire) == 0 {
+        return None;
+    }
+    with(|s| s.backings.iter().find(|b| b.id == id).map(|b| b.fd))
+}
+
+/// Reopens `target` (a path, or /proc/self/fd/N of a backing) onto
+/// descriptor `fd`: same number, offset, O_APPEND, close-on-exec.
+unsafe fn reopen_onto(fd: c_int, target: &CString, acc: c_int) -> Result<(), c_int> {
+    let off = real::lseek64(fd, 0, libc::SEEK_CUR).max(0);
+    let fl = real::fcntl(fd, libc::F_GETFL, 0);
+    let fdfl = real::fcntl(fd, libc::F_GETFD, 0);
+    let keep = if fl >= 0 {
+        fl & (libc::O_APPEND | libc::O_NONBLOCK)
+    } else {
+        0
+    };
+    let n = cvt(real::open(
+        target.as_ptr(),
+        acc | keep | libc::O_CLOEXEC,
+        0,
+    ))?;
+    if off > 0 {
+        real::lseek64(n, off, libc::SEEK_SET);
+    }
+    let cloexec = if fdfl >= 0 && fdfl & libc::FD_CLOEXEC != 0 {
+        libc::O_CLOEXEC
+    } else {
+        0
+    };
+    let r = real::dup3(n, fd, cloexec);
+    let e = errno();
+    real::close(n);
+    if r < 0 {
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// Descriptors of file `id` that are placeholders in this process.
+fn placeholders_of(id: u64) -> Vec<c_int> {
+    crate::fds_where(|k, i| k & crate::K_TRACKED != 0 && i == id)
+}
+
+/// `mmap(MAP_SHARED)` of tracked descriptor `t`.
+pub(crate) unsafe fn map_shared(
+    t: Tfd,
+    orphan: bool,
+    addr: *mut c_void,
+    len: size_t,
+    prot: c_int,
+    flags: c_int,
+    off: off64_t,
+) -> Result<isize, c_int> {
+    let c = cl()?;
+    if t.persist == Persist::Default && !orphan {
+        // The destination becomes the file for this process.
+        c.file_sync_dest(t.id).map_err(os)?;
+        let p = c.file_path(t.id).map_err(os)?;
+        let cp = CString::new(p.clone()).map_err(|_| libc::EINVAL)?;
+        let mut held = false;
+        for fd in placeholders_of(t.id) {
+            let k = crate::kind(fd);
+            reopen_onto(fd, &cp, (k & 3) as c_int)?;
+            held |= k & crate::K_HELD != 0;
+            crate::set_kind(fd, crate::K_UNTRACKED);
+        }
+        with(|s| {
+            if !s.bypass.contains(&p) {
+                if s.bypass.len() >= BYPASS_PATHS_MAX {
+                    s.bypass.remove(0);
+                }
+                s.bypass.push(p.clone());
+            }
+        });
+        if held {
+            crate::release_hold(t.id);
+        }
+        trace!("mmap shared fd={} {}: the destination file from now on", t.fd, p);
+        let r = real::mmap64(addr, len, prot, flags, t.fd, off);
+        return if r == libc::MAP_FAILED {
+            Err(errno())
+        } else {
+            Ok(r as isize)
+        };
+    }
+    // SCRATCH / WORKFLOW / unlinked: a backing memfd.
+    let back = match backing_of(t.id) {
+        Some(b) => b,
+        None => {
+            let n = with(|s| s.backings.len());
+            if n >= BACKINGS_MAX {
+                return Err(libc::ENOMEM);
+            }
+            let size = c.file_stat(t.id).map_err(os)?.size;
+            let fd = cvt(libc::memfd_create(
+                c"strata-mapped".as_ptr(),
+                libc::MFD_CLOEXEC,
+            ))?;
+            if let Err(e) = crate::hooks::copy_out(c, t.id, size, fd) {
+                real::close(fd);
+                return Err(e);
+            }
+            let fd = crate::adopt_internal(fd);
+            with(|s| {
+                s.backings.push(Backing {
+                    id: t.id,
+                    fd,
+                    maps: Vec::new(),
+                    overflow: false,
+                })
+            });
+            register_exit_hook();
+            fd
+        }
+    };
+    let proc_path = CString::new(format!("/proc/self/fd/{back}")).expect("no NUL");
+    for fd in placeholders_of(t.id) {
+        let k = crate::kind(fd);
+        reopen_onto(fd, &proc_path, (k & 3) as c_int)?;
+        crate::set_kind_id(fd, crate::K_MAPPED, t.id);
+    }
+    let r = real::mmap64(addr, len, prot, flags, back, off);
+    if r == libc::MAP_FAILED {
+        return Err(errno());
+    }
+    with(|s| {
+        if let Some(b) = s.backings.iter_mut().find(|b| b.id == t.id) {
+            if b.maps.len() < MAPS_PER_BACKING_MAX {
+                b.maps.push((r as usize, len));
+            } else {
+                b.overflow = true;
+            }
+        }
+    });
+    trace!(
+        "mmap shared fd={} id={:x}: backed by memfd {} from now on",
+        t.fd,
+        t.id,
+        back
+    );
+    Ok(r as isize)
+}
+
+/// A fresh placeholder `fd` of file `id` opened while the file has a
+/// backing: it joins the backing (with O_TRUNC applied to it too).
+pub(crate) unsafe fn join_backing(fd: c_int, id: u64, acc: c_int, trunc: bool) -> Result<(), c_int> {
+    let Some(back) = backing_of(id) else {
+        return Ok(());
+    };
+    if trunc {
+        cvt(real::ftruncate64(back, 0))?;
+    }
+    let proc_path = CString::new(format!("/proc/self/fd/{back}")).expect("no NUL");
+    reopen_onto(fd, &proc_path, acc)?;
+    crate::set_kind_id(fd, crate::K_MAPPED, id);
+    Ok(())
+}
+
+/// Copies backing `back` of file `id` into the buffer (size, then bytes).
+unsafe fn copy_back(id: u64, back: c_int) -> Result<(), c_int> {
+    let c = cl()?;
+    let mut st: libc::stat64 = std::mem::zeroed();
+    cvt(real::fstat64(back, &mut st))?;
+    let size = st.st_size as u64;
+    c.file_truncate(id, size).map_err(os)?;
+    let mut buf = vec![0u8; COPY_CHUNK_BYTES.min(size.max(1) as usize)];
+    let mut off = 0u64;
+    // Bounded: every round moves ≥ 1 byte or ends.
+    while off < size {
+        let want = buf.len().min((size - off) as usize);
+        let n = cvt(real::pread64(
+            back,
+            buf.as_mut_ptr() as *mut c_void,
+            want,
+            off as off64_t,
+        ))? as usize;
+        if n == 0 {
+            break;
+        }
+        c.file_write(id, off, &buf[..n]).map_err(os)?;
+        off += n as u64;
+    }
+    trace!("mapped id={:x}: {} bytes copied back into the buffer", id, size);
+    Ok(())
+}
+
+/// Copies every backing (or only `id`'s) back; retires those with neither
+/// descriptors nor mappings left.
+pub(crate) unsafe fn sync_backings(only: Option<u64>) -> Result<(), c_int> {
+    if IN_USE.load(Ordering::Acquire) == 0 {
+        return Ok(());
+    }
+    let list: Vec<(u64, c_int)> = with(|s| {
+        s.backings
+            .iter()
+            .filter(|b| only.is_none_or(|i| i == b.id))
+            .map(|b| (b.id, b.fd))
+            .collect()
+    });
+    let mut res = Ok(());
+    for (id, back) in list {
+        if let Err(e) = copy_back(id, back) {
+            res = Err(e);
+            continue;
+        }
+        let fds_left = !crate::fds_where(|k, i| k == crate::K_MAPPED && i == id).is_empty();
+        let retire = with(|s| {
+            let Some(i) = s.backings.iter().position(|b| b.id == id) else {
+                return false;
+            };
+            let b = &s.backings[i];
+            if fds_left || !b.maps.is_empty() || b.overflow {
+                return false;
+            }
+            s.backings.remove(i);
+            true
+        });
+        if retire {
+            crate::set_kind(back, crate::K_UNTRACKED);
+            real::close(back);
+            crate::release_hold(id);
+            trace!("mapped id={:x}: retired", id);
+        }
+    }
+    res
+}
+
+/// `munmap`: forget the mappings inside [addr, addr+len), then copy back.
+pub(crate) unsafe fn unmapped(addr: usize, len: usize) {
+    if IN_USE.load(Ordering::Acquire) == 0 {
+        return;
+    }
+    let end = addr.saturating_add(len);
+    let ids: Vec<u64> = with(|s| {
+        let mut ids = Vec::new();
+        for b in &mut s.backings {
+            let before = b.maps.len();
+            b.maps.retain(|&(a, l)| !(a >= addr && a.saturating_add(l) <= end));
+            if b.maps.len() != before {
+                ids.push(b.id);
+            }
+        }
+        ids
+    });
+    for id in ids {
+        let e = errno();
+        let _ = sync_backings(Some(id));
+        set_errno(e);
+    }
+}
+
+/// `msync`: copy the backings whose mappings overlap [addr, addr+len) back.
+pub(crate) unsafe fn msynced(addr: usize, len: usize) -> Result<(), c_int> {
+    if IN_USE.load(Ordering::Acquire) == 0 {
+        return Ok(());
+    }
+    let end = addr.saturating_add(len);
+    let ids: Vec<u64> = with(|s| {
+        s.backings
+            .iter()
+            .filter(|b| {
+                b.overflow
+                    || b.maps
+                        .iter()
+                        .any(|&(a, l)| a < end && addr < a.saturating_add(l))
+            })
+            .map(|b| b.id)
+            .collect()
+    });
+    for id in ids {
+        sync_backings(Some(id))?;
+    }
+    Ok(())
+}
+
+fn register_exit_hook() {
+    static DONE: AtomicBool = AtomicBool::new(false);
+    if !DONE.swap(true, Ordering::AcqRel) {
+        unsafe { libc::atexit(at_exit) };
+    }
+}
+
+extern "C" fn at_exit() {
+    if !crate::own_process() {
+        return;
+    }
+    crate::run_raw((), || unsafe {
+        if let Err(e) = sync_backings(None) {
+            let m = format!("strata: copying memory-mapped files back into the buffer at exit failed (errno {e}): their last mapped writes are lost\n");
+            libc::write(2, m.as_ptr() as *const c_void, m.len());
+        }
+    });
+}
