@@ -409,6 +409,7 @@ fn dest_info(path: &str, fl: OpenFlags) -> Result<WireDestInfo> {
                 dev: md.dev(),
                 nlink: md.nlink().min(u32::MAX as u64) as u32,
                 _pad: 0,
+                atime_ns: ns_of(md.atime(), md.atime_nsec()),
             })
         }
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {

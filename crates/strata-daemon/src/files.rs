@@ -307,6 +307,9 @@ impl Core {
             rec.gid = dest.gid;
             rec.mtime_ns = dest.mtime_ns;
             rec.ctime_ns = dest.mtime_ns;
+            if dest.atime_ns != 0 {
+                rec.atime_ns = dest.atime_ns;
+            }
             rec.dest_stamp = crate::files_reval::stamp_of(&dest);
         } else {
             rec.uid = rustix::process::getuid().as_raw();

@@ -12,7 +12,7 @@
 //!   strata had never seen the file (a new record from the destination, or
 //!   ENOENT).
 //! - **The flusher**, before it writes a dirty record (flush.rs): if the
-//!   destination file is not the one recorded, the outside version is
+//!   destination file was replaced (another inode), the outside version is
 //!   copied aside first (`<name>.strata-outside-<unix seconds>`), then
 //!   strata's writes land, and the conflict is logged and counted. Nothing
 //!   acknowledged to either writer is lost, and nothing is merged silently.

@@ -529,12 +529,16 @@ impl FlushIo {
                     Some(was) if created => {
                         done.conflict = Some(format!("{} was removed outside strata while strata held unflushed writes to it (file of {} bytes, inode {}): strata's version is written back", job.path, was.size, was.ino));
                     }
-                    Some(was) if was != now => match keep_outside_version(&f, &job.path, &md) {
+                    // Another file at the path: replaced outside strata. (An
+                    // in-place change is not told apart from strata's own
+                    // best-effort updates of the destination — times, a
+                    // shared mapping — so it is not a conflict here.)
+                    Some(was) if (was.ino, was.dev) != (now.ino, now.dev) => match keep_outside_version(&f, &job.path, &md) {
                         Ok(kept) => {
-                            done.conflict = Some(format!("{} was changed outside strata while strata held unflushed writes to it (was {} bytes, inode {}, mtime {} ns; now {} bytes, inode {}, mtime {} ns): the outside version is kept as {kept}, strata's writes go to {}", job.path, was.size, was.ino, was.mtime_ns, now.size, now.ino, now.mtime_ns, job.path));
+                            done.conflict = Some(format!("{} was replaced outside strata while strata held unflushed writes to it (was {} bytes, inode {}, mtime {} ns; now {} bytes, inode {}, mtime {} ns): the outside version is kept as {kept}, strata's writes go to {}", job.path, was.size, was.ino, was.mtime_ns, now.size, now.ino, now.mtime_ns, job.path));
                         }
                         Err(e) => {
-                            done.error = Some(format!("{} was changed outside strata while strata held unflushed writes to it, and the outside version could not be kept aside ({e}): not overwritten; move it away to let strata's version be written", job.path));
+                            done.error = Some(format!("{} was replaced outside strata while strata held unflushed writes to it, and the outside version could not be kept aside ({e}): not overwritten; move it away to let strata's version be written", job.path));
                             return done;
                         }
                     },

@@ -349,10 +349,6 @@ pub(crate) unsafe fn open_tracked(
         Err(_) => return Ok(None),
     };
     let path = t.abs.as_str().ok_or(libc::EINVAL)?;
-    if crate::mapped::bypassed(path) {
-        // mapped shared by this process: the destination file is the file
-        return Ok(None);
-    }
     let creat = flags & libc::O_CREAT != 0;
     let of = OpenFlags {
         read: acc != libc::O_WRONLY,
@@ -2196,7 +2192,7 @@ unsafe fn mmap_tracked(
     // its bytes, which is what this descriptor still reads.
     let orphan =
         t.persist == Persist::Default && c.file_path(t.id).map_err(os)?.starts_with('\u{1}');
-    if flags & libc::MAP_SHARED != 0 {
+    if shared_write {
         // the kernel's own file behind every descriptor (mapped.rs)
         return crate::mapped::map_shared(t, orphan, addr, len, prot, flags, off);
     }

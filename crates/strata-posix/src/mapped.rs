@@ -6,10 +6,10 @@
 //!
 //! - **DEFAULT**: the file is flushed, and every descriptor of it in this
 //!   process is reopened onto the destination file itself (same number,
-//!   offset, O_APPEND, close-on-exec). Later opens of the path in this
-//!   process go straight to the destination too (`bypass`). The daemon's
-//!   record is clean and no longer held by us: other processes' next open
-//!   revalidates it against the destination (files_reval.rs).
+//!   offset, O_APPEND, close-on-exec). The daemon's record is clean and no
+//!   longer held by us: the next open (ours or another process's)
+//!   revalidates it against the destination (files_reval.rs) once the
+//!   mapping has written.
 //! - **SCRATCH / WORKFLOW** (and a DEFAULT file already unlinked): the bytes
 //!   never go to the destination, so they move into a memfd (the
 //!   *backing*), and every descriptor of the file in this process is
@@ -44,8 +44,6 @@ fn os(e: strata_client::Error) -> c_int {
 const BACKINGS_MAX: usize = 64;
 /// Mappings remembered per backing (beyond: the backing lives to exit).
 const MAPS_PER_BACKING_MAX: usize = 1024;
-/// DEFAULT paths opened straight at the destination, per process.
-const BYPASS_PATHS_MAX: usize = 1024;
 /// Bytes copied per round between a backing and the buffer.
 const COPY_CHUNK_BYTES: usize = 1 << 20;
 
@@ -60,7 +58,6 @@ struct Backing {
 
 struct State {
     backings: Vec<Backing>,
-    bypass: Vec<String>,
 }
 
 struct Spin {
@@ -75,10 +72,9 @@ static STATE: Spin = Spin {
     locked: AtomicBool::new(false),
     v: UnsafeCell::new(State {
         backings: Vec::new(),
-        bypass: Vec::new(),
     }),
 };
-/// Backings + bypass paths: 0 = nothing to look up (the common case).
+/// Backings: 0 = nothing to look up (the common case).
 static IN_USE: AtomicUsize = AtomicUsize::new(0);
 
 /// Runs `f` with the state locked. `f` never calls the daemon nor blocks.
@@ -89,7 +85,7 @@ fn with<R>(f: impl FnOnce(&mut State) -> R) -> R {
     let r = f(unsafe { &mut *STATE.v.get() });
     let n = {
         let s = unsafe { &*STATE.v.get() };
-        s.backings.len() + s.bypass.len()
+        s.backings.len()
     };
     IN_USE.store(n, Ordering::Release);
     STATE.locked.store(false, Ordering::Release);
@@ -99,11 +95,6 @@ fn with<R>(f: impl FnOnce(&mut State) -> R) -> R {
 /// A fork child inherits the lock word as it was: free it.
 pub(crate) fn reset_after_fork() {
     STATE.locked.store(false, Ordering::Release);
-}
-
-/// Is DEFAULT file `path` opened straight at the destination here?
-pub(crate) fn bypassed(path: &str) -> bool {
-    IN_USE.load(Ordering::Acquire) != 0 && with(|s| s.bypass.iter().any(|p| p == path))
 }
 
 /// The backing memfd of file `id`, if it has one.
@@ -152,7 +143,7 @@ fn placeholders_of(id: u64) -> Vec<c_int> {
     crate::fds_where(|k, i| k & crate::K_TRACKED != 0 && i == id)
 }
 
-/// `mmap(MAP_SHARED)` of tracked descriptor `t`.
+/// `mmap(MAP_SHARED, PROT_WRITE)` of tracked descriptor `t`.
 pub(crate) unsafe fn map_shared(
     t: Tfd,
     orphan: bool,
@@ -167,7 +158,7 @@ pub(crate) unsafe fn map_shared(
         // The destination becomes the file for this process.
         c.file_sync_dest(t.id).map_err(os)?;
         let p = c.file_path(t.id).map_err(os)?;
-        let cp = CString::new(p.clone()).map_err(|_| libc::EINVAL)?;
+        let cp = CString::new(p.as_str()).map_err(|_| libc::EINVAL)?;
         let mut held = false;
         for fd in placeholders_of(t.id) {
             let k = crate::kind(fd);
@@ -175,14 +166,6 @@ pub(crate) unsafe fn map_shared(
             held |= k & crate::K_HELD != 0;
             crate::set_kind(fd, crate::K_UNTRACKED);
         }
-        with(|s| {
-            if !s.bypass.contains(&p) {
-                if s.bypass.len() >= BYPASS_PATHS_MAX {
-                    s.bypass.remove(0);
-                }
-                s.bypass.push(p.clone());
-            }
-        });
         if held {
             crate::release_hold(t.id);
         }

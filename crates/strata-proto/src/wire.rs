@@ -10,7 +10,7 @@
 use crate::Errno;
 
 /// Bumped on any incompatible change of this module or of `layout`.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// Operation codes (the `op` field of a `Request`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -349,6 +349,8 @@ pub struct WireDestInfo {
     pub dev: u64,
     pub nlink: u32,
     pub _pad: u32,
+    /// Access time: a record made from the destination keeps it.
+    pub atime_ns: u64,
 }
 
 /// Plain-old-data records that travel through the arg area.
@@ -453,7 +455,7 @@ mod tests {
         assert_eq!(std::mem::size_of::<Response>(), 64);
         assert_eq!(std::mem::size_of::<WireExtent>(), 32);
         assert_eq!(std::mem::size_of::<WireFileAttr>(), 80);
-        assert_eq!(std::mem::size_of::<WireDestInfo>(), 56);
+        assert_eq!(std::mem::size_of::<WireDestInfo>(), 64);
     }
     #[test]
     fn pod_roundtrip() {
