@@ -221,8 +221,9 @@ pub unsafe extern "C" fn sync_file_range(fd: c_int, off: off64_t, n: off64_t, fl
 
 /// statfs of the destination directory holding file `id`.
 unsafe fn dest_statfs(id: u64, buf: *mut libc::statfs64) -> Result<c_int, c_int> {
-    let c = crate::client()?;
-    let p = c.file_path(id).map_err(|e| e.os_errno())?;
+    let p = crate::hooks::cl()?
+        .file_path(id)
+        .map_err(crate::hooks::os)?;
     let dir = match p.rfind('/') {
         Some(0) => "/".to_string(),
         Some(i) if !p.starts_with('\u{1}') => p[..i].to_string(),

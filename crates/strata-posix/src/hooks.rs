@@ -46,11 +46,11 @@ const IOV_MAX: c_int = 1024;
 const STRATA_DEV_MAJOR: u32 = 0x53;
 const STRATA_DEV_MINOR: u32 = 0x54;
 
-fn os(e: strata_client::Error) -> c_int {
+pub(crate) fn os(e: strata_client::Error) -> c_int {
     e.os_errno()
 }
 
-fn cl() -> Result<&'static Client, c_int> {
+pub(crate) fn cl() -> Result<&'static Client, c_int> {
     client()
 }
 

@@ -30,15 +30,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use libc::{off64_t, size_t};
 use strata_client::file::Persist;
 
+use crate::hooks::{cl, os};
 use crate::{cvt, errno, real, set_errno, trace, Tfd};
-
-fn cl() -> Result<&'static strata_client::Client, c_int> {
-    crate::client()
-}
-
-fn os(e: strata_client::Error) -> c_int {
-    e.os_errno()
-}
 
 /// Files with a backing at once, per process.
 const BACKINGS_MAX: usize = 64;
