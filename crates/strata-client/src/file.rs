@@ -34,6 +34,8 @@ pub const PAGE_BYTES_MIN: u64 = 4 << 10;
 pub const PAGE_BYTES_MAX: u64 = 64 << 20;
 /// Destination descriptors kept open for read-through (per client).
 const DEST_FDS_MAX: usize = 64;
+/// Read size of `file_materialize`.
+const MATERIALIZE_CHUNK_BYTES: usize = 8 << 20;
 /// Longest an unlink waits for a running flush job of the same path.
 const PATH_IDLE_WAIT_MAX: Duration = Duration::from_secs(60);
 /// Most bytes one write-through (`FileThrough`, pwrite, fdatasync) moves.
@@ -98,6 +100,9 @@ pub struct Unlinked {
     pub dest_may_exist: bool,
     /// Still open somewhere: its bytes live on, unnamed, until closed.
     pub still_open: bool,
+    /// The unnamed file, when some of its bytes are only at the
+    /// destination: `file_materialize` it before unlinking the destination.
+    pub orphan_with_dest: Option<u64>,
 }
 
 /// Attribute changes for `file_set_attr` (None = leave as is).
@@ -398,19 +403,7 @@ fn dest_info(path: &str, fl: OpenFlags) -> Result<WireDestInfo> {
                     ));
                 }
             }
-            Ok(WireDestInfo {
-                exists: 1,
-                mode: md.mode() & 0o7777,
-                size: md.len(),
-                mtime_ns: ns_of(md.mtime(), md.mtime_nsec()),
-                uid: md.uid(),
-                gid: md.gid(),
-                ino: md.ino(),
-                dev: md.dev(),
-                nlink: md.nlink().min(u32::MAX as u64) as u32,
-                _pad: 0,
-                atime_ns: ns_of(md.atime(), md.atime_nsec()),
-            })
+            Ok(info_of(&md))
         }
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
             if !fl.create {
@@ -424,6 +417,36 @@ fn dest_info(path: &str, fl: OpenFlags) -> Result<WireDestInfo> {
             Ok(WireDestInfo::default())
         }
         Err(e) => Err(os_err(Errno::Io, &e, path.to_string())),
+    }
+}
+
+/// A regular destination file as `FileOpen`/`FileStat` describe it.
+fn info_of(md: &std::fs::Metadata) -> WireDestInfo {
+    WireDestInfo {
+        exists: 1,
+        mode: md.mode() & 0o7777,
+        size: md.len(),
+        mtime_ns: ns_of(md.mtime(), md.mtime_nsec()),
+        uid: md.uid(),
+        gid: md.gid(),
+        ino: md.ino(),
+        dev: md.dev(),
+        nlink: md.nlink().min(u32::MAX as u64) as u32,
+        _pad: 0,
+        atime_ns: ns_of(md.atime(), md.atime_nsec()),
+    }
+}
+
+/// What is at the destination path now, for revalidating a record
+/// (`exists: 0` when nothing, or something other than a regular file, is
+/// there). None when the destination cannot be asked (the caller then
+/// leaves the answer to the kernel).
+fn dest_stamp_info(path: &str) -> Option<WireDestInfo> {
+    match std::fs::metadata(path) {
+        Ok(md) if md.is_file() => Some(info_of(&md)),
+        Ok(_) => Some(WireDestInfo::default()),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Some(WireDestInfo::default()),
+        Err(_) => None,
     }
 }
 
@@ -562,10 +585,28 @@ impl Client {
             ..Request::default()
         };
         let (resp, arg) = self.call(req, &[path.as_bytes()])?;
+        let (resp, arg) = match resp.result() {
+            // A clean record nobody holds: say what the destination holds
+            // now, so the daemon keeps the record or drops it (files_reval.rs).
+            // Answering None instead would send the caller to the kernel
+            // while the daemon keeps serving the record to others: two
+            // versions of one name (found by the differential tester).
+            Err(Errno::Stale) => {
+                let Some(info) = dest_stamp_info(path) else {
+                    return Ok(None);
+                };
+                let req = Request {
+                    flags: flags::DEST_INFO,
+                    ..req
+                };
+                self.call(req, &[path.as_bytes(), info.as_bytes()])?
+            }
+            _ => (resp, arg),
+        };
         match resp.result() {
             Ok(()) => Ok(Some(attr_of(&arg)?)),
-            // The destination answers (the caller revalidates by opening).
-            Err(Errno::NoFile | Errno::Stale) => Ok(None),
+            // The destination answers.
+            Err(Errno::NoFile) => Ok(None),
             Err(e) => Err(err(e, format!("stat {path}"))),
         }
     }
@@ -1058,7 +1099,50 @@ impl Client {
             existed: resp.val0 == 1,
             dest_may_exist: resp.val1 == 1,
             still_open: resp.val2 & 1 == 1,
+            orphan_with_dest: Some(resp.val2 >> 8).filter(|&id| id != 0),
         })
+    }
+
+    /// Copies into the buffer every byte of file `id` that only the
+    /// destination holds, reading it through `dest` (the destination file,
+    /// opened before its name goes). For a file unlinked or replaced while
+    /// other descriptors hold it open: they keep reading and writing the
+    /// bytes they opened, as with the kernel (found by the differential
+    /// tester: a write needing a page from an unlinked destination failed
+    /// with ENOENT). Bounded by the file's destination size.
+    pub fn file_materialize(&self, id: u64, dest: File) -> Result<()> {
+        let attr = self.file_stat(id)?;
+        let path = self.file_path(id)?;
+        {
+            let mut fds = self
+                .inner
+                .dest_fds
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if fds.len() >= DEST_FDS_MAX {
+                fds.clear();
+            }
+            fds.insert(id, (path, Arc::new(dest)));
+        }
+        let end = attr.dest_size.min(attr.size);
+        let mut buf = vec![0u8; MATERIALIZE_CHUNK_BYTES.min(end.max(1) as usize)];
+        let mut at = 0u64;
+        // Bounded: every round advances by ≥ 1 byte or stops.
+        while at < end {
+            let want = ((end - at) as usize).min(buf.len());
+            let n = self.file_read_fill(id, at, &mut buf[..want], flags::FILL_KEEP)?;
+            if n == 0 {
+                break;
+            }
+            at += n as u64;
+        }
+        // Every page is buffered now (FILL_KEEP): the destination inode may go.
+        self.inner
+            .dest_fds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+        Ok(())
     }
 
     fn wait_path_idle(&self, path: &str) -> Result<()> {

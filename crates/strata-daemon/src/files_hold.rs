@@ -41,6 +41,10 @@ pub struct Unlinked {
     pub dest_may_exist: bool,
     /// Still open somewhere: kept as an orphan until closed.
     pub orphaned: bool,
+    /// The orphan, when some of its bytes are only at the destination: the
+    /// caller copies them into the buffer before the destination name goes,
+    /// or the holders lose them (`Client::file_materialize`).
+    pub orphan_with_dest: Option<BucketId>,
 }
 
 /// Attribute changes of `FileSetAttr`.
@@ -119,6 +123,7 @@ impl Core {
                 existed: false,
                 dest_may_exist: false,
                 orphaned: false,
+                orphan_with_dest: None,
             });
         };
         let rec = self.meta.file(id)?;
@@ -129,6 +134,7 @@ impl Core {
                 existed: true,
                 dest_may_exist,
                 orphaned: false,
+                orphan_with_dest: None,
             });
         }
         let held = self.holds.by_file.get(&id).is_some_and(|h| !h.is_empty());
@@ -138,6 +144,7 @@ impl Core {
                 existed: true,
                 dest_may_exist,
                 orphaned: false,
+                orphan_with_dest: None,
             });
         }
         // Keep the bytes for the holders; free the name; never flush again.
@@ -155,10 +162,12 @@ impl Core {
         rec.dirty_pages.clear();
         rec.dest_exists = false;
         rec.ctime_ns = now_ns();
+        let with_dest = rec.dest_size > 0;
         Ok(Unlinked {
             existed: true,
             dest_may_exist,
             orphaned: true,
+            orphan_with_dest: with_dest.then_some(id),
         })
     }
 
@@ -250,7 +259,8 @@ mod tests {
             Unlinked {
                 existed: true,
                 dest_may_exist: false,
-                orphaned: false
+                orphaned: false,
+                orphan_with_dest: None,
             }
         );
         let dest = WireDestInfo {

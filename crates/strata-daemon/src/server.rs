@@ -872,20 +872,7 @@ impl Poller {
                 a.excl = req.flags & flags::EXCL != 0;
                 a.trunc = req.flags & flags::TRUNC != 0;
                 if req.flags & flags::DEST_INFO != 0 {
-                    let need = names_len + std::mem::size_of::<WireDestInfo>();
-                    if need > arg_bytes {
-                        return Err(Errno::Malformed);
-                    }
-                    // Copied out of shared memory before use.
-                    let mut raw = [0u8; std::mem::size_of::<WireDestInfo>()];
-                    unsafe {
-                        std::ptr::copy_nonoverlapping(
-                            arg_ptr.add(names_len),
-                            raw.as_mut_ptr(),
-                            raw.len(),
-                        )
-                    };
-                    a.dest = WireDestInfo::read_from(&raw);
+                    a.dest = Some(dest_info_arg(arg_ptr, names_len, arg_bytes)?);
                 }
                 let id = self.core.file_open(name, &a)?;
                 self.core.file_hold(id, c.id)?;
@@ -896,9 +883,16 @@ impl Poller {
             Op::FileStat => {
                 let id = if req.bucket == 0 {
                     let id = self.core.file_lookup(name).ok_or(Errno::NoFile)?;
-                    // by path: the destination may have changed (files_reval.rs)
+                    // by path: the destination may have changed (files_reval.rs);
+                    // the client answers Stale with what it found there.
                     if self.core.file_needs_revalidation(id) {
-                        return Err(Errno::Stale);
+                        if req.flags & flags::DEST_INFO == 0 {
+                            return Err(Errno::Stale);
+                        }
+                        let dest = dest_info_arg(arg_ptr, names_len, arg_bytes)?;
+                        if !self.core.file_revalidate(id, &dest)? {
+                            return Err(Errno::NoFile);
+                        }
                     }
                     id
                 } else {
@@ -992,7 +986,9 @@ impl Poller {
                 let u = self.core.file_unlink_held(name)?;
                 r.val0 = u.existed as u64;
                 r.val1 = (u.dest_may_exist || busy) as u64;
-                r.val2 = u.orphaned as u64 | (busy as u64) << 1;
+                r.val2 = u.orphaned as u64
+                    | (busy as u64) << 1
+                    | u.orphan_with_dest.map_or(0, |id| id.0 << 8);
             }
             Op::FileLink => r.val0 = self.core.file_link(name, name2)?.0,
             Op::FileIdle => r.val0 = self.flusher.as_ref().is_none_or(|f| f.path_idle(name)) as u64,
@@ -1661,4 +1657,20 @@ fn put_arg(arg_out: &mut [u8], bytes: &[u8]) -> Result<u32, Errno> {
     }
     arg_out[..bytes.len()].copy_from_slice(bytes);
     Ok(bytes.len() as u32)
+}
+
+/// The `WireDestInfo` that follows the names in the arg area (flag
+/// DEST_INFO), copied out of shared memory before use.
+fn dest_info_arg(
+    arg_ptr: *const u8,
+    names_len: usize,
+    arg_bytes: usize,
+) -> Result<WireDestInfo, Errno> {
+    let mut raw = [0u8; std::mem::size_of::<WireDestInfo>()];
+    if names_len + raw.len() > arg_bytes {
+        return Err(Errno::Malformed);
+    }
+    // SAFETY: bounds checked against the slot's arg area just above.
+    unsafe { std::ptr::copy_nonoverlapping(arg_ptr.add(names_len), raw.as_mut_ptr(), raw.len()) };
+    WireDestInfo::read_from(&raw).ok_or(Errno::Malformed)
 }

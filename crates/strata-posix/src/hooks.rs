@@ -1808,6 +1808,9 @@ unsafe fn unlink_tracked(t: &Tracked, real_rm: impl FnOnce() -> c_int) -> Result
     };
     let p = t.abs.as_str().ok_or(libc::EINVAL)?;
     let u = c.file_unlink_ex(p).map_err(os)?;
+    if let Some(id) = u.orphan_with_dest {
+        materialize_orphan(c, id, open_dest(t.abs.as_path()));
+    }
     if u.existed && !u.dest_may_exist {
         trace!(
             "unlink {} record (buffer only, still open: {})",
@@ -1829,6 +1832,31 @@ unsafe fn unlink_tracked(t: &Tracked, real_rm: impl FnOnce() -> c_int) -> Result
         Ok(0)
     } else {
         Err(e)
+    }
+}
+
+/// The destination file at `path`, opened read-only before its name goes,
+/// for `materialize_orphan` (None unless a regular file).
+fn open_dest(path: &std::path::Path) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    f.metadata().is_ok_and(|m| m.is_file()).then_some(f)
+}
+
+/// File `id` lost its name while other descriptors hold it open: copy the
+/// bytes only the destination has into the buffer before the destination
+/// name goes, so those descriptors keep reading and writing them.
+fn materialize_orphan(c: &Client, id: u64, dest: Option<std::fs::File>) {
+    let Some(dest) = dest else {
+        trace!("unlinked file {}: destination not readable, not copied", id);
+        return;
+    };
+    if let Err(e) = c.file_materialize(id, dest) {
+        trace!("unlinked file {}: copy from the destination failed: {}", id, e);
     }
 }
 
@@ -2020,10 +2048,18 @@ unsafe fn rename_impl(
                 return rename_dir(c, f, tt.as_ref(), nfd, to, real_rename);
             }
             // nothing buffered at the source: the destination moves, and a
-            // record at the target is replaced by it
+            // record at the target is replaced by it (kept for those who
+            // hold it open, with the bytes only its destination had)
+            let old_dest = match (&tt, trec) {
+                (Some(t), Some(ta)) if ta.dest_size > 0 => open_dest(t.abs.as_path()),
+                _ => None,
+            };
             let r = cvt(real_rename())?;
             if let (Some(t), Some(_)) = (&tt, trec) {
-                c.file_unlink(t.abs.as_str().unwrap_or("")).map_err(os)?;
+                let u = c.file_unlink_ex(t.abs.as_str().unwrap_or("")).map_err(os)?;
+                if let Some(id) = u.orphan_with_dest {
+                    materialize_orphan(c, id, old_dest);
+                }
             }
             return Ok(r);
         };
@@ -2041,6 +2077,14 @@ unsafe fn rename_impl(
                 if is_dir_at(nfd, to) {
                     return Err(libc::EISDIR);
                 }
+                // A buffered target open elsewhere lives on unnamed: keep
+                // its destination file reachable until its bytes are copied.
+                let old_dest = match trec {
+                    Some(ta) if ta.dest_size > 0 && ta.id != fa.id => {
+                        open_dest(t.abs.as_path()).map(|f| (ta.id, f))
+                    }
+                    _ => None,
+                };
                 // the target's directory exists: resolving `to` opened it
                 let r = real_rename();
                 let e = errno();
@@ -2072,6 +2116,11 @@ unsafe fn rename_impl(
                         r == 0,
                     )
                     .map_err(os)?;
+                if let Some((id, f)) = old_dest {
+                    if c.file_path(id).is_ok_and(|p| p.starts_with('\u{1}')) {
+                        materialize_orphan(c, id, Some(f));
+                    }
+                }
                 trace!(
                     "rename {} -> {} record={} dest={}",
                     f.abs.as_str().unwrap_or(""),

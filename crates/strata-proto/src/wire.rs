@@ -85,7 +85,9 @@ pub enum Op {
     /// destination file may exist (the caller unlinks it too); val2 bit 0:
     /// the file is still open somewhere (kept, unnamed, until closed); bit 1:
     /// a flush job still writes the path (wait for `FileIdle` before
-    /// unlinking the destination).
+    /// unlinking the destination); bits 8..: the id of the unnamed file when
+    /// some of its bytes are only at the destination (the caller copies them
+    /// into the buffer before unlinking the destination), else 0.
     FileUnlink = 56,
     /// name = from, name2 = to; flag DEST_INFO = the destination was renamed
     /// too -> val0 = 1 if a record moved.
