@@ -200,10 +200,11 @@ fn restore_default_signals() {
 
 // ---------------------------------------------------------------------------
 
-fn counters(socket: &Path) -> FileCounters {
+/// The daemon's file counters; None when it cannot be asked (gone).
+fn counters(socket: &Path) -> Option<FileCounters> {
     strata_client::status(socket)
         .map(|s: StatusReply| s.files)
-        .unwrap_or_default()
+        .ok()
 }
 
 fn plural(n: u64) -> &'static str {
@@ -252,7 +253,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
 
     let daemon = acquire_daemon(config.as_deref(), &cfg)?;
     let socket = daemon.socket.clone();
-    let before = counters(&socket);
+    let before = counters(&socket).unwrap_or_default();
     let t0 = Instant::now();
 
     let mut preload = lib.as_os_str().to_owned();
@@ -341,6 +342,15 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             eprintln!("strata: warning: stopping the private daemon: {e:#}");
             false
         }
+    };
+    let Some(after) = after else {
+        // Not "0B written": the daemon that counted is gone.
+        eprintln!(
+            "strata: the daemon went away during the run: no summary; data it buffered and had \
+             not persisted is not at the destination (restart it with `strata daemon start`: \
+             it recovers what its journal holds, then `strata flush`)"
+        );
+        return Ok(ExitCode::from(if code == 0 { 1 } else { code }));
     };
     if !quiet {
         let d = |a: u64, b: u64| a.saturating_sub(b);

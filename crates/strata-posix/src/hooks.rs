@@ -47,6 +47,7 @@ const STRATA_DEV_MAJOR: u32 = 0x53;
 const STRATA_DEV_MINOR: u32 = 0x54;
 
 pub(crate) fn os(e: strata_client::Error) -> c_int {
+    crate::note_client_error(&e);
     e.os_errno()
 }
 
@@ -350,6 +351,9 @@ pub(crate) unsafe fn open_tracked(
     };
     let path = t.abs.as_str().ok_or(libc::EINVAL)?;
     let creat = flags & libc::O_CREAT != 0;
+    if acc != libc::O_RDONLY || flags & libc::O_TRUNC != 0 {
+        crate::note_written(t.abs.bytes());
+    }
     let of = OpenFlags {
         read: acc != libc::O_WRONLY,
         write: acc != libc::O_RDONLY,
@@ -377,7 +381,13 @@ pub(crate) unsafe fn open_tracked(
         }
         Err(e) => {
             trace!("open {} flags={:#o} -> {}", path, flags, e);
-            return Err(os(e));
+            let code = os(e);
+            // the daemon just went away: the destination answers for a
+            // file this process never wrote through the buffer
+            if crate::connect_failed() && !crate::wrote(t.abs.bytes()) {
+                return Ok(None);
+            }
+            return Err(code);
         }
     };
     let fd = match fd {
@@ -424,6 +434,11 @@ pub(crate) unsafe fn make_placeholder(
 }
 
 unsafe fn open_impl_inner(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+    if flags & (libc::O_DIRECTORY | libc::O_PATH) == 0 && crate::refused_after_loss(dirfd, path) {
+        // its bytes may be only in the lost daemon's buffer
+        set_errno(libc::EIO);
+        return -1;
+    }
     if flags & (libc::O_DIRECTORY | libc::O_PATH) == 0 {
         // O_NOFOLLOW (ELOOP on a link) and O_CREAT|O_EXCL (EEXIST on a link,
         // even a dangling one) are about the name itself: the kernel answers
@@ -2109,6 +2124,7 @@ unsafe fn rename_impl(
                         }
                     }
                 }
+                crate::note_written(t.abs.bytes());
                 let moved = c
                     .file_rename(
                         f.abs.as_str().unwrap_or(""),

@@ -388,11 +388,78 @@ static CLIENT: AtomicPtr<Client> = AtomicPtr::new(std::ptr::null_mut());
 static CONNECT_LOCK: AtomicBool = AtomicBool::new(false);
 static CONNECT_FAILED: AtomicBool = AtomicBool::new(false);
 
+/// The daemon this process was connected to went away (issue 12, item 15).
+static DAEMON_LOST: AtomicBool = AtomicBool::new(false);
+/// Absolute paths this process opened for writing through the buffer: after
+/// the daemon is lost their bytes may be only in its buffer, so opening
+/// them from the destination would read stale data (EIO instead).
+static WROTE: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
+/// More than `WROTE_PATHS_MAX` paths (or a contended lock): after a loss,
+/// every tracked path is refused.
+static WROTE_OVERFLOW: AtomicBool = AtomicBool::new(false);
+const WROTE_PATHS_MAX: usize = 4096;
+
+/// Remembers that this process writes `abs` through the buffer.
+pub(crate) fn note_written(abs: &[u8]) {
+    // try_lock: never wait in a hook (a fork may have copied a held lock)
+    match WROTE.try_lock() {
+        Ok(mut w) => {
+            if w.iter().any(|p| p.as_slice() == abs) {
+                return;
+            }
+            if w.len() >= WROTE_PATHS_MAX {
+                WROTE_OVERFLOW.store(true, Ordering::Relaxed);
+                return;
+            }
+            w.push(abs.to_vec());
+        }
+        Err(_) => WROTE_OVERFLOW.store(true, Ordering::Relaxed),
+    }
+}
+
+/// An error from the client: if it says the daemon is gone, every later
+/// operation passes through to the destination (`connect_failed`), except
+/// opens of what this process wrote (`refused_after_loss`). Said once.
+pub(crate) fn note_client_error(e: &strata_client::Error) {
+    if e.errno != strata_client::Errno::NoDaemon || DAEMON_LOST.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    CONNECT_FAILED.store(true, Ordering::Release);
+    let msg = "strata-posix: the strata daemon went away: files this process wrote through \
+               the buffer now fail with EIO (restart the daemon with `strata daemon start` to \
+               recover what its journal holds); other files pass through to their destination\n";
+    unsafe { real::write(2, msg.as_ptr() as *const _, msg.len()) };
+}
+
+/// After the daemon is lost (or could not be reached): must an open of
+/// `path` fail with EIO because this process wrote it through the buffer?
+pub(crate) unsafe fn refused_after_loss(dirfd: c_int, path: *const c_char) -> bool {
+    if !connect_failed() || !plausible_ptr(path) || !ready() || guarded() {
+        return false;
+    }
+    let Some(t) = path::classify_path_at(dirfd, c_str(path), path::Last::Follow) else {
+        return false;
+    };
+    wrote(t.abs.bytes())
+}
+
+/// Did this process (maybe) write `abs` through the buffer?
+pub(crate) fn wrote(abs: &[u8]) -> bool {
+    if WROTE_OVERFLOW.load(Ordering::Relaxed) {
+        return true;
+    }
+    match WROTE.try_lock() {
+        Ok(w) => w.iter().any(|p| p.as_slice() == abs),
+        Err(_) => true,
+    }
+}
+
 fn forget_client() {
     // leaked on purpose: dropping would close the parent's connection state
     CLIENT.store(std::ptr::null_mut(), Ordering::Release);
     CONNECT_LOCK.store(false, Ordering::Release);
     CONNECT_FAILED.store(false, Ordering::Release);
+    DAEMON_LOST.store(false, Ordering::Release);
     PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
 }
 
@@ -402,6 +469,9 @@ pub(crate) fn client() -> Result<&'static Client, c_int> {
     if process_changed() {
         // a child of fork/_Fork/clone that did not run our atfork handler
         new_process();
+    }
+    if DAEMON_LOST.load(Ordering::Acquire) {
+        return Err(libc::EIO);
     }
     let p = CLIENT.load(Ordering::Acquire);
     if !p.is_null() {

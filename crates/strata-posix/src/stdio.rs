@@ -184,6 +184,11 @@ unsafe fn make_stream_buf(fd: c_int, cmode: &[u8], buffering: c_int) -> (*mut FI
 }
 
 unsafe fn fopen_tracked(path: *const c_char, mode: *const c_char) -> Option<*mut FILE> {
+    if crate::refused_after_loss(libc::AT_FDCWD, path) {
+        // its bytes may be only in the lost daemon's buffer
+        set_errno(libc::EIO);
+        return Some(std::ptr::null_mut());
+    }
     let t = tracked_path(libc::AT_FDCWD, path)?;
     let Some((flags, cmode)) = mode_flags(crate::c_str(mode)) else {
         set_errno(libc::EINVAL);
