@@ -131,6 +131,19 @@ fn resolve(cfg: &Config, var: &str) -> Result<Option<Target>, ConfigError> {
     Err(env_err(var, msg))
 }
 
+/// A path of `STRATA_INCLUDE`/`STRATA_EXCLUDE`: relative ones are taken
+/// from the current directory, as `strata run --include rel` takes them
+/// (issue 12, item 17: one was accepted, the other refused).
+fn parse_path_from_cwd(s: &str) -> Result<std::path::PathBuf, String> {
+    let p = parse_path(s)?;
+    if p.is_absolute() {
+        return Ok(p);
+    }
+    let cwd = std::env::current_dir()
+        .map_err(|e| format!("relative path {s:?} and no current directory ({e})"))?;
+    Ok(cwd.join(p))
+}
+
 pub(crate) fn apply_env(
     cfg: &mut Config,
     vars: impl Iterator<Item = (String, String)>,
@@ -156,7 +169,7 @@ pub(crate) fn apply_env(
             Target::List(k) => value
                 .split(':')
                 .filter(|s| !s.trim().is_empty())
-                .map(parse_path)
+                .map(parse_path_from_cwd)
                 .collect::<Result<Vec<_>, _>>()
                 .map(|list| match *k {
                     "adapter.include" => next.adapter.include = list,

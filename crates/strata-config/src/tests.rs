@@ -661,7 +661,6 @@ fn env_errors() {
         e.message.contains("daemon.ring_depth") && e.message.contains("power of two"),
         "{e}"
     );
-    check(&[("STRATA_INCLUDE", "/ok:relative")], "STRATA_INCLUDE");
     check(
         &[("STRATA_DEVICE_DISK0_PATH", "relative")],
         "STRATA_DEVICE_DISK0_PATH",
@@ -832,4 +831,22 @@ fn a_ram_tier_larger_than_dev_shm_is_refused() {
         Some(4),
     );
     assert!(e.to_string().contains("/dev/shm"), "{e}");
+}
+
+/// `STRATA_INCLUDE=rel` means what `strata run --include rel` means: the
+/// directory below the current one (it was refused).
+#[test]
+fn env_include_relative_is_taken_from_the_current_directory() {
+    let mut c = parse(FULL).unwrap();
+    c.apply_env(vars(&[
+        ("STRATA_INCLUDE", "/ok:relative/dir"),
+        ("STRATA_EXCLUDE", "skip"),
+    ]))
+    .unwrap();
+    let cwd = std::env::current_dir().unwrap();
+    assert_eq!(
+        c.adapter.include,
+        vec![PathBuf::from("/ok"), cwd.join("relative/dir")]
+    );
+    assert_eq!(c.adapter.exclude, vec![cwd.join("skip")]);
 }
