@@ -312,7 +312,7 @@ fn strerror_of(e: Errno) -> &'static CStr {
             c"no room in the buffer: write through to the destination (FileThrough)"
         }
         Errno::NotDurable => {
-            c"durability impossible: no non-volatile tier (journal) and no destination"
+            c"durability impossible: no non-volatile tier (journal) to keep the data on"
         }
         Errno::Perm => c"permission denied: the daemon belongs to another user",
         Errno::TooBig => c"size beyond the configured maximum",

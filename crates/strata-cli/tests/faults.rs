@@ -1198,3 +1198,23 @@ fn daemon_stopped_gracefully_while_client_connected() {
     let e = errno_of(b.get("x"));
     assert!(matches!(e, Errno::NoDaemon | Errno::Shutdown), "{e:?}");
 }
+
+/// A put too big for one lease is written under a hidden temporary name;
+/// when it fails, the error names what the caller asked for (issue 12,
+/// item 17: it named the temporary blob), and nothing is left behind.
+#[test]
+fn a_failed_large_put_names_the_blob_not_its_temporary() {
+    let d = TestDaemon::start_with(Tiers {
+        ram: "16MiB",
+        disk: None,
+        extra_yaml: "",
+    });
+    let c = d.client();
+    let b = c.bucket("ramonly").unwrap();
+    let e = b.put("big", &random_bytes(9, 200 << 20)).unwrap_err();
+    assert_eq!(e.errno, Errno::NoSpace, "{e}");
+    let msg = e.to_string();
+    assert!(msg.contains("ramonly/big"), "{msg}");
+    assert!(!msg.contains('\u{1}') && !msg.contains("tmp."), "{msg}");
+    assert!(b.list().unwrap().is_empty(), "no temporary left");
+}

@@ -144,6 +144,12 @@ fn a_ram_only_daemon_refuses_a_durable_flush() {
     b.flush(false).unwrap();
     let e = b.flush(true).unwrap_err();
     assert_eq!(e.errno, strata_proto::Errno::NotDurable, "{e}");
+    // A bucket has no destination: the message says what would help.
+    let msg = e.to_string();
+    assert!(
+        msg.contains("bucket k") && msg.contains("kind: dir") && !msg.contains("destination"),
+        "{msg}"
+    );
     assert!(d.status().journal.is_none());
 }
 

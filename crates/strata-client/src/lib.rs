@@ -642,10 +642,13 @@ impl Bucket {
                 .simple(Op::Rename, replace, self.id, &tmp, name)?;
             Ok(())
         })();
-        if res.is_err() {
+        res.map_err(|mut e: Error| {
             let _ = self.delete(&tmp);
-        }
-        res
+            // Name what the caller asked for, not the hidden temporary blob.
+            let bucket = self.name.lock().map(|n| n.clone()).unwrap_or_default();
+            e.context = e.context.replace(&tmp, &format!("{bucket}/{name}"));
+            e
+        })
     }
 
     /// Writes `data` at `offset` in pieces that fit a lease (or the arg area).
@@ -841,7 +844,19 @@ impl Bucket {
         if !durable {
             return Ok(());
         }
-        self.client.bucket_flush(self.id)
+        self.client.bucket_flush(self.id).map_err(|mut e| {
+            // A bucket has no destination: say what it would take instead.
+            let bucket = self.name.lock().map(|n| n.clone()).unwrap_or_default();
+            if e.errno == Errno::NotDurable {
+                e.context = format!(
+                    "durable flush of bucket {bucket} (add a `kind: dir` device to the \
+                     daemon's configuration)"
+                );
+            } else {
+                e.context = format!("durable flush of bucket {bucket}: {}", e.context);
+            }
+            e
+        })
     }
 
     pub fn exists(&self, name: &str) -> Result<bool> {

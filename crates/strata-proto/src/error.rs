@@ -52,7 +52,7 @@ pub enum Errno {
     IsDir = 21,
     #[error("no room in the buffer: write through to the destination (FileThrough)")]
     WriteThrough = 22,
-    #[error("durability impossible: no non-volatile tier (journal) and no destination")]
+    #[error("durability impossible: no non-volatile tier (journal) to keep the data on")]
     NotDurable = 23,
     #[error("permission denied: the daemon belongs to another user")]
     Perm = 24,
