@@ -490,6 +490,31 @@ fn hardlinks_case() -> Option<Case> {
     })
 }
 
+/// Issue 12 items 18 and 20: chown/lchown/fchown of buffered files (they
+/// were ENOENT), with the kernel's clearing of set-user-ID and set-group-ID
+/// (with group execute) bits, and the owner at the destination. As root the
+/// owner changes; otherwise both runs print the same EPERM.
+fn owner_case() -> Option<Case> {
+    require("python3", "python3").then(|| {
+        let mut c = Case::new("owner")
+            .step(step("echo hi > f && chown 1000:1000 f; echo \"rc $?\"; stat -c '%u %g %a' f"))
+            .step(step("chmod 6755 f && chown 1000 f; stat -c '%a' f; chmod 6745 f && chgrp 0 f; stat -c '%g %a' f"))
+            .step(step("ln -s f l && chown -h 1000 l; echo \"rc $?\"; stat -c '%u %F' l; chown -h 1000 f; stat -c '%u %a' f"))
+            .step(step("python3 -c \"import os\nfd = os.open('g', os.O_CREAT | os.O_WRONLY, 0o4755)\nos.write(fd, b'x')\ntry:\n    os.fchown(fd, 1000, 1000)\nexcept OSError as e: print('errno', e.errno)\nos.close(fd)\nst = os.stat('g'); print(st.st_uid, st.st_gid, oct(st.st_mode))\""));
+        c.after_default = Some(Box::new(|dir: &Path| {
+            use std::os::unix::fs::MetadataExt;
+            if unsafe { libc::geteuid() } != 0 {
+                return;
+            }
+            for (name, uid) in [("f", 1000), ("g", 1000)] {
+                let md = std::fs::metadata(dir.join(name)).unwrap();
+                assert_eq!(md.uid(), uid, "{name}: owner at the destination");
+            }
+        }));
+        c
+    })
+}
+
 /// Issue 12 items 11 and 23: shared mappings see and publish what read and
 /// write do; copy_file_range, sendfile (shutil.copyfile), posix_fadvise,
 /// fstatfs and fallocate's punch/zero modes on buffered files.
@@ -609,6 +634,7 @@ program_tests! {
     hardlinks_default, hardlinks_scratch => |_: &Path| hardlinks_case();
     git_default, git_scratch => |_: &Path| git_case();
     mmap_default, mmap_scratch => |_: &Path| mmap_case();
+    owner_default, owner_scratch => |_: &Path| owner_case();
 }
 
 /// Seed 000's checkpoint/restart workflow: a producer run writes a

@@ -110,6 +110,10 @@ pub struct Unlinked {
 pub struct SetAttr {
     /// Permission bits.
     pub mode: Option<u32>,
+    /// chown: (uid, gid), `u32::MAX` = unchanged (not with `mode`). The
+    /// daemon clears set-user-ID (and set-group-ID with group execute) as
+    /// chown(2) does; permission checks are the caller's.
+    pub owner: Option<(u32, u32)>,
     pub mtime_ns: Option<u64>,
     pub atime_ns: Option<u64>,
 }
@@ -1209,6 +1213,12 @@ impl Client {
         if a.atime_ns.is_some() {
             f |= flags::SET_ATIME;
         }
+        if a.owner.is_some() {
+            if a.mode.is_some() {
+                return Err(err(Errno::Inval, "mode and owner in one set-attr"));
+            }
+            f |= flags::SET_OWNER;
+        }
         let name = if id == 0 {
             check_path(path)?;
             path
@@ -1219,7 +1229,10 @@ impl Client {
             op: Op::FileSetAttr as u32,
             flags: f,
             bucket: id,
-            aux: a.mode.unwrap_or(0) as u64 & 0o7777,
+            aux: match a.owner {
+                Some((uid, gid)) => uid as u64 | (gid as u64) << 32,
+                None => a.mode.unwrap_or(0) as u64 & 0o7777,
+            },
             offset: a.mtime_ns.unwrap_or(0),
             len: a.atime_ns.unwrap_or(0),
             name_len: name.len() as u32,

@@ -51,6 +51,8 @@ pub struct Unlinked {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SetAttr {
     pub mode: Option<u32>,
+    /// chown: (uid, gid), `u32::MAX` = unchanged.
+    pub owner: Option<(u32, u32)>,
     pub mtime_ns: Option<u64>,
     pub atime_ns: Option<u64>,
 }
@@ -181,6 +183,19 @@ impl Core {
             }
             rec.mode = m;
         }
+        if let Some((uid, gid)) = a.owner {
+            if uid != u32::MAX {
+                rec.uid = uid;
+            }
+            if gid != u32::MAX {
+                rec.gid = gid;
+            }
+            // As chown(2) does for a regular file, whoever calls it.
+            rec.mode &= !0o4000;
+            if rec.mode & 0o010 != 0 {
+                rec.mode &= !0o2000;
+            }
+        }
         if let Some(t) = a.mtime_ns {
             rec.mtime_ns = t;
         }
@@ -292,7 +307,7 @@ mod tests {
             SetAttr {
                 mode: Some(0o755),
                 mtime_ns: Some(42),
-                atime_ns: None,
+                ..SetAttr::default()
             },
         )
         .unwrap();
@@ -308,5 +323,55 @@ mod tests {
             ),
             Err(Errno::Inval)
         );
+    }
+
+    #[test]
+    fn chown_sets_owner_and_clears_set_id_bits_like_the_kernel() {
+        let mut fx = fixture(64 << 20, 0, 0);
+        let core = &mut fx.core;
+        let id = create(core, "/d/o", 0);
+        let set = |core: &mut Core, a: SetAttr| core.file_set_attr(id, a).unwrap();
+        set(
+            core,
+            SetAttr {
+                mode: Some(0o6755),
+                ..SetAttr::default()
+            },
+        );
+        set(
+            core,
+            SetAttr {
+                owner: Some((7, u32::MAX)),
+                ..SetAttr::default()
+            },
+        );
+        let r = core.meta.file(id).unwrap();
+        let gid = r.gid;
+        assert_eq!(
+            (r.uid, r.mode),
+            (7, 0o755),
+            "setuid and setgid (g+x) cleared"
+        );
+        set(
+            core,
+            SetAttr {
+                mode: Some(0o6745),
+                ..SetAttr::default()
+            },
+        );
+        set(
+            core,
+            SetAttr {
+                owner: Some((u32::MAX, 9)),
+                ..SetAttr::default()
+            },
+        );
+        let r = core.meta.file(id).unwrap();
+        assert_eq!(
+            (r.uid, r.gid, r.mode),
+            (7, 9, 0o2745),
+            "setgid kept without g+x"
+        );
+        assert_ne!(gid, 9);
     }
 }

@@ -102,6 +102,10 @@ pub struct Job {
     /// there was changed outside strata.
     pub expect: Option<strata_meta::DestStamp>,
     pub mode: u32,
+    /// The record's owner, set on a destination file the flush creates
+    /// when it differs from the daemon's (after chown of a buffered file).
+    pub uid: u32,
+    pub gid: u32,
     /// The record's access and modification times, set on the destination
     /// after the data (the application's times, not the flush's).
     pub atime_ns: u64,
@@ -533,15 +537,17 @@ impl FlushIo {
                     // in-place change is not told apart from strata's own
                     // best-effort updates of the destination — times, a
                     // shared mapping — so it is not a conflict here.)
-                    Some(was) if (was.ino, was.dev) != (now.ino, now.dev) => match keep_outside_version(&f, &job.path, &md) {
-                        Ok(kept) => {
-                            done.conflict = Some(format!("{} was replaced outside strata while strata held unflushed writes to it (was {} bytes, inode {}, mtime {} ns; now {} bytes, inode {}, mtime {} ns): the outside version is kept as {kept}, strata's writes go to {}", job.path, was.size, was.ino, was.mtime_ns, now.size, now.ino, now.mtime_ns, job.path));
+                    Some(was) if (was.ino, was.dev) != (now.ino, now.dev) => {
+                        match keep_outside_version(&f, &job.path, &md) {
+                            Ok(kept) => {
+                                done.conflict = Some(format!("{} was replaced outside strata while strata held unflushed writes to it (was {} bytes, inode {}, mtime {} ns; now {} bytes, inode {}, mtime {} ns): the outside version is kept as {kept}, strata's writes go to {}", job.path, was.size, was.ino, was.mtime_ns, now.size, now.ino, now.mtime_ns, job.path));
+                            }
+                            Err(e) => {
+                                done.error = Some(format!("{} was replaced outside strata while strata held unflushed writes to it, and the outside version could not be kept aside ({e}): not overwritten; move it away to let strata's version be written", job.path));
+                                return done;
+                            }
                         }
-                        Err(e) => {
-                            done.error = Some(format!("{} was replaced outside strata while strata held unflushed writes to it, and the outside version could not be kept aside ({e}): not overwritten; move it away to let strata's version be written", job.path));
-                            return done;
-                        }
-                    },
+                    }
                     _ => {}
                 }
             }
@@ -566,6 +572,15 @@ impl FlushIo {
             if !job.dest_exists {
                 // Ours from scratch: the record's mode, whatever the daemon's umask.
                 use std::os::unix::fs::PermissionsExt;
+                let md = f.metadata().map_err(|e| format!("stat: {e}"))?;
+                use std::os::unix::fs::MetadataExt;
+                if (md.uid(), md.gid()) != (job.uid, job.gid) {
+                    // chown first: it clears set-user-ID, which the mode restores
+                    // (best effort: the bytes matter more than the owner)
+                    if let Err(e) = std::os::unix::fs::fchown(&f, Some(job.uid), Some(job.gid)) {
+                        tracing::warn!(path = job.path, "chown to {}:{}: {e}", job.uid, job.gid);
+                    }
+                }
                 f.set_permissions(std::fs::Permissions::from_mode(job.mode & 0o7777))
                     .map_err(|e| format!("chmod: {e}"))?;
             }
@@ -1282,6 +1297,8 @@ impl Flusher {
                 None
             },
             mode: rec.mode,
+            uid: rec.uid,
+            gid: rec.gid,
             atime_ns: rec.atime_ns,
             mtime_ns: rec.mtime_ns,
             // Every job ends with fdatasync at the destination: a page is

@@ -98,7 +98,8 @@ fn build_tiers(cfg: &Config, shm_prefix: &str) -> anyhow::Result<Tiers> {
     // touches it). The staging reserve and a first chunk are reserved now;
     // the reserver thread keeps ahead of use; a full /dev/shm makes the RAM
     // tier smaller (writes spill), never a signal.
-    let first = ((staging_bytes(cfg) + ARENA_RESERVE_FIRST_BYTES).div_ceil(block) * block).min(arena_bytes);
+    let first =
+        ((staging_bytes(cfg) + ARENA_RESERVE_FIRST_BYTES).div_ceil(block) * block).min(arena_bytes);
     let reserved = match seg.reserve(0..first as usize) {
         Ok(()) => first,
         Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {

@@ -1000,8 +1000,13 @@ impl Poller {
                 } else {
                     bucket
                 };
+                if req.flags & flags::SET_MODE != 0 && req.flags & flags::SET_OWNER != 0 {
+                    return Err(Errno::Inval);
+                }
                 let a = crate::files_hold::SetAttr {
                     mode: (req.flags & flags::SET_MODE != 0).then_some(req.aux as u32),
+                    owner: (req.flags & flags::SET_OWNER != 0)
+                        .then_some((req.aux as u32, (req.aux >> 32) as u32)),
                     mtime_ns: (req.flags & flags::SET_MTIME != 0).then_some(req.offset),
                     atime_ns: (req.flags & flags::SET_ATIME != 0).then_some(req.len),
                 };

@@ -2634,9 +2634,9 @@ unsafe fn times_of(ts: *const libc::timespec) -> Result<SetAttr, c_int> {
     if ts.is_null() {
         let n = now_ns();
         return Ok(SetAttr {
-            mode: None,
             atime_ns: Some(n),
             mtime_ns: Some(n),
+            ..Default::default()
         });
     }
     let one = |t: &libc::timespec| -> Result<Option<u64>, c_int> {
@@ -2651,9 +2651,9 @@ unsafe fn times_of(ts: *const libc::timespec) -> Result<SetAttr, c_int> {
         }
     };
     Ok(SetAttr {
-        mode: None,
         atime_ns: one(&*ts)?,
         mtime_ns: one(&*ts.add(1))?,
+        ..Default::default()
     })
 }
 
@@ -2764,6 +2764,136 @@ pub unsafe extern "C" fn fchmod(fd: c_int, mode: mode_t) -> c_int {
             Ok(0)
         }),
     }
+}
+
+/// May this process change the owner of a file owned by `a.uid:a.gid` to
+/// `uid:gid` (`u32::MAX` = unchanged)? The kernel's rules (chown_ok,
+/// chgrp_ok): root may; the owner may give the file to a group it is in.
+fn chown_allowed(a: &FileAttr, uid: u32, gid: u32) -> Result<(), c_int> {
+    let euid = unsafe { libc::geteuid() };
+    if euid == 0 {
+        return Ok(());
+    }
+    if uid != u32::MAX && (uid != a.uid || euid != a.uid) {
+        return Err(libc::EPERM);
+    }
+    if gid != u32::MAX && (euid != a.uid || (gid != a.gid && !in_group(gid))) {
+        return Err(libc::EPERM);
+    }
+    Ok(())
+}
+
+/// Is `gid` this process's effective or a supplementary group?
+fn in_group(gid: u32) -> bool {
+    if unsafe { libc::getegid() } == gid {
+        return true;
+    }
+    let mut groups = [0 as libc::gid_t; 256];
+    let n = unsafe { libc::getgroups(groups.len() as c_int, groups.as_mut_ptr()) };
+    n > 0 && groups[..n as usize].contains(&gid)
+}
+
+/// chown of a buffered file (by descriptor `id`, or by `path` when 0): the
+/// record takes the owner (the flusher gives it to the destination file it
+/// creates); `real_op` does the same on the destination (or alone, when
+/// there is no record).
+unsafe fn chown_tracked(
+    id: u64,
+    path: &str,
+    uid: u32,
+    gid: u32,
+    real_op: impl FnOnce() -> c_int,
+) -> Result<c_int, c_int> {
+    let c = match cl() {
+        Ok(c) => c,
+        Err(_) => return cvt(real_op()),
+    };
+    let a = if id != 0 {
+        c.file_stat(id).map_err(os)?
+    } else {
+        match c.file_stat_path(path).map_err(os)? {
+            Some(a) => a,
+            None => return cvt(real_op()),
+        }
+    };
+    chown_allowed(&a, uid, gid)?;
+    let owner = SetAttr {
+        owner: Some((uid, gid)),
+        ..Default::default()
+    };
+    set_attr_tracked(a.id, "", owner, real_op)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn chown(path: *const c_char, uid: libc::uid_t, gid: libc::gid_t) -> c_int {
+    match tracked_path(libc::AT_FDCWD, path) {
+        None => real::fchownat(libc::AT_FDCWD, path, uid, gid, 0),
+        Some(t) => run(|| {
+            chown_tracked(0, t.abs.as_str().ok_or(libc::EINVAL)?, uid, gid, || {
+                real::fchownat(libc::AT_FDCWD, path, uid, gid, 0)
+            })
+        }),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn lchown(path: *const c_char, uid: libc::uid_t, gid: libc::gid_t) -> c_int {
+    let real_op = || real::fchownat(libc::AT_FDCWD, path, uid, gid, libc::AT_SYMLINK_NOFOLLOW);
+    match tracked_path_nofollow(libc::AT_FDCWD, path) {
+        None => real_op(),
+        Some(t) => run(|| chown_tracked(0, t.abs.as_str().ok_or(libc::EINVAL)?, uid, gid, real_op)),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fchownat(
+    dirfd: c_int,
+    path: *const c_char,
+    uid: libc::uid_t,
+    gid: libc::gid_t,
+    flags: c_int,
+) -> c_int {
+    if flags & libc::AT_EMPTY_PATH != 0 && plausible_empty(path) {
+        return fchown(dirfd, uid, gid);
+    }
+    let real_op = || real::fchownat(dirfd, path, uid, gid, flags);
+    match tracked_path_at(dirfd, path, last_of(flags)) {
+        None => real_op(),
+        Some(t) => run(|| chown_tracked(0, t.abs.as_str().ok_or(libc::EINVAL)?, uid, gid, real_op)),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fchown(fd: c_int, uid: libc::uid_t, gid: libc::gid_t) -> c_int {
+    match tracked_fd(fd) {
+        None => real::fchown(fd, uid, gid),
+        Some(t) => run(|| {
+            let c = cl()?;
+            let a = c.file_stat(t.id).map_err(os)?;
+            chown_allowed(&a, uid, gid)?;
+            let owner = SetAttr {
+                owner: Some((uid, gid)),
+                ..Default::default()
+            };
+            let r = c.file_set_attr(t.id, "", owner).map_err(os)?;
+            trace!("fchown fd={} id={:x} {}:{}", fd, t.id, uid, gid);
+            if r == Some(Persist::Default) {
+                if let Ok(cp) = c.file_path(t.id).map(std::ffi::CString::new) {
+                    if let Ok(cp) = cp {
+                        let e = errno();
+                        real::fchownat(libc::AT_FDCWD, cp.as_ptr(), uid, gid, 0);
+                        set_errno(e);
+                    }
+                }
+            }
+            Ok(0)
+        }),
+    }
+}
+
+/// `path` is a readable empty string (AT_EMPTY_PATH on the descriptor).
+unsafe fn plausible_empty(path: *const c_char) -> bool {
+    crate::plausible_ptr(path) && crate::c_str(path).is_empty()
 }
 
 /// chmod of a DEFAULT file's destination (best effort: it may not exist yet).

@@ -142,6 +142,8 @@ reals! {
     sys fn chmod(path: *const c_char, mode: mode_t) -> c_int = sc!(c_int, libc::SYS_fchmodat, libc::AT_FDCWD, path, mode);
     sys fn fchmod(fd: c_int, mode: mode_t) -> c_int = sc!(c_int, libc::SYS_fchmod, fd, mode);
     dl fn fchmodat(dirfd: c_int, path: *const c_char, mode: mode_t, flags: c_int) -> c_int;
+    sys fn fchownat(dirfd: c_int, path: *const c_char, uid: libc::uid_t, gid: libc::gid_t, flags: c_int) -> c_int = sc!(c_int, libc::SYS_fchownat, dirfd, path, uid, gid, flags);
+    sys fn fchown(fd: c_int, uid: libc::uid_t, gid: libc::gid_t) -> c_int = sc!(c_int, libc::SYS_fchown, fd, uid, gid);
     sys fn utimensat(dirfd: c_int, path: *const c_char, ts: *const libc::timespec, flags: c_int) -> c_int = sc!(c_int, libc::SYS_utimensat, dirfd, path, ts, flags);
     sys fn futimens(fd: c_int, ts: *const libc::timespec) -> c_int = sc!(c_int, libc::SYS_utimensat, fd, std::ptr::null::<c_char>(), ts, 0);
     dl fn utimes(path: *const c_char, tv: *const libc::timeval) -> c_int;

@@ -10,7 +10,7 @@
 use crate::Errno;
 
 /// Bumped on any incompatible change of this module or of `layout`.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// Operation codes (the `op` field of a `Request`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -109,7 +109,10 @@ pub enum Op {
     /// bucket = file id: the caller's last descriptor of it closed.
     FileClose = 63,
     /// bucket = file id, or name = path (bucket 0); flags SET_MODE (aux =
-    /// mode), SET_MTIME (offset = ns), SET_ATIME (len = ns). -> val0 = persist.
+    /// mode) or SET_OWNER (aux = uid | gid << 32, u32::MAX = unchanged; the
+    /// set-user-ID bit, and set-group-ID with group execute, are cleared as
+    /// chown(2) does), SET_MTIME (offset = ns), SET_ATIME (len = ns).
+    /// -> val0 = persist.
     /// NoFile when there is no record (the destination is authoritative).
     FileSetAttr = 64,
     /// name = path -> val0 = 1 when no flush job writes that path and no
@@ -215,6 +218,8 @@ pub mod flags {
     /// `from/` moves to the same place beneath `to/` in one step (val0 =
     /// how many moved).
     pub const TREE: u32 = 1 << 14;
+    /// FileSetAttr: owner and group in `aux` (not with SET_MODE).
+    pub const SET_OWNER: u32 = 1 << 15;
     /// Bits 16..20: placement policy override + 1 (0 = bucket/daemon default).
     pub const POLICY_SHIFT: u32 = 16;
     pub const POLICY_MASK: u32 = 0xF << POLICY_SHIFT;
@@ -233,6 +238,7 @@ pub mod flags {
         | SYNC_DEST
         | FILL_KEEP
         | TREE
+        | SET_OWNER
         | POLICY_MASK;
 }
 
