@@ -34,8 +34,8 @@ fn a_relative_strata_include_is_taken_from_the_current_directory() {
         .env_remove("STRATA_EXCLUDE")
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned()
-        + &String::from_utf8_lossy(&out.stderr);
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{text}");
     let mut lines = text.lines();
     assert_eq!(lines.next(), Some("hi"), "{text}");

@@ -56,8 +56,7 @@ fn edits_replacements_and_removals_outside_strata_are_seen_by_the_next_run() {
     std::fs::remove_file(dir.join("removed")).unwrap();
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir.join("kept"), std::fs::Permissions::from_mode(0o640))
-            .unwrap();
+        std::fs::set_permissions(dir.join("kept"), std::fs::Permissions::from_mode(0o640)).unwrap();
     }
 
     let out = sh(
@@ -109,7 +108,9 @@ fn a_dirty_file_replaced_outside_keeps_both_versions_and_is_reported() {
         trunc: false,
     };
     let p = f.to_str().unwrap();
-    let a = c.file_open(p, fl, 0o644, Persist::Default, 1 << 20).unwrap();
+    let a = c
+        .file_open(p, fl, 0o644, Persist::Default, 1 << 20)
+        .unwrap();
     c.file_write(a.id, 0, b"AB").unwrap();
     // Replaced outside (an editor's save: write aside, rename over) while
     // strata holds an unflushed write.

@@ -224,6 +224,32 @@ fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
+/// Do the permission bits of `a` grant `want` (rwx as 0o4/0o2/0o1) to this
+/// process's effective ids? The kernel's classes: owner, else group
+/// (effective or supplementary), else other. Not for root.
+pub fn permits(a: &FileAttr, want: u32) -> bool {
+    let euid = rustix::process::geteuid().as_raw();
+    let class = if euid == a.uid {
+        a.mode >> 6
+    } else if in_group(a.gid) {
+        a.mode >> 3
+    } else {
+        a.mode
+    };
+    class & want == want
+}
+
+/// Is `gid` this process's effective group or one of its supplementary ones?
+pub fn in_group(gid: u32) -> bool {
+    if rustix::process::getegid().as_raw() == gid {
+        return true;
+    }
+    let mut groups = [0 as libc::gid_t; 256];
+    // SAFETY: the buffer holds 256 entries, as told.
+    let n = unsafe { libc::getgroups(groups.len() as i32, groups.as_mut_ptr()) };
+    n > 0 && groups[..n as usize].contains(&gid)
+}
+
 /// What identifies a directory's state: another process renaming it,
 /// or creating, removing or renaming entries in it, changes one of these
 /// (issue 12: a per-process cache of "this directory exists" let a create
@@ -490,20 +516,28 @@ impl Client {
         let aux = (mode & 0o7777) as u64
             | (persist.wire() as u64) << 16
             | (page_bytes.trailing_zeros() as u64) << 24;
-        let mut f = 0;
+        let mut f = flags::OWNER;
         if fl.create {
             f |= flags::CREATE;
         }
         if fl.excl {
             f |= flags::EXCL;
         }
-        if fl.trunc {
+        // Not root: the permission check comes before the truncation (a
+        // read-only file opened with O_TRUNC is EACCES and keeps its bytes).
+        let trunc_after_check = fl.trunc && !is_root();
+        if fl.trunc && !trunc_after_check {
             f |= flags::TRUNC;
         }
+        let (euid, egid) = (
+            rustix::process::geteuid().as_raw(),
+            rustix::process::getegid().as_raw(),
+        );
         let req = Request {
             op: Op::FileOpen as u32,
             flags: f,
             aux,
+            offset: euid as u64 | (egid as u64) << 32,
             name_len: path.len() as u32,
             ..Request::default()
         };
@@ -518,13 +552,16 @@ impl Client {
             };
             let (resp, arg) = self.call(req, &[path.as_bytes(), info.as_bytes()])?;
             return match resp.result() {
-                Ok(()) => self.check_access(path, fl, attr_of(&arg)?),
+                Ok(()) => {
+                    let attr = self.check_access(path, fl, attr_of(&arg)?, resp.val1 == 1)?;
+                    self.trunc_after_check(attr, trunc_after_check)
+                }
                 Err(e) => Err(open_error(e, path)),
             };
         }
         let (resp, arg) = self.call(req, &[path.as_bytes()])?;
-        let attr = match resp.result() {
-            Ok(()) => attr_of(&arg)?,
+        let (attr, created) = match resp.result() {
+            Ok(()) => (attr_of(&arg)?, resp.val1 == 1),
             Err(e @ (Errno::NeedDest | Errno::Stale)) => {
                 let info = match dest_info(path, fl) {
                     Ok(i) => i,
@@ -542,13 +579,14 @@ impl Client {
                 };
                 let (resp, arg) = self.call(req, &[path.as_bytes(), info.as_bytes()])?;
                 match resp.result() {
-                    Ok(()) => attr_of(&arg)?,
+                    Ok(()) => (attr_of(&arg)?, resp.val1 == 1),
                     Err(e) => return Err(open_error(e, path)),
                 }
             }
             Err(e) => return Err(open_error(e, path)),
         };
-        let attr = self.check_access(path, fl, attr)?;
+        let attr = self.check_access(path, fl, attr, created)?;
+        let attr = self.trunc_after_check(attr, trunc_after_check)?;
         // Pin the destination inode while the file is open: if another
         // process replaces or unlinks the path, this descriptor still reads
         // the bytes it opened (issue 12, found by the differential tester).
@@ -558,23 +596,37 @@ impl Client {
         Ok(attr)
     }
 
-    /// A buffered record: honour its permission bits like the kernel would.
-    fn check_access(&self, path: &str, fl: OpenFlags, attr: FileAttr) -> Result<FileAttr> {
-        if !is_root() {
-            if fl.read && attr.mode & 0o400 == 0 {
-                return Err(os_code(
-                    Errno::Inval,
-                    libc::EACCES,
-                    format!("{path}: permission denied"),
-                ));
-            }
-            if (fl.write || fl.trunc) && attr.mode & 0o200 == 0 {
-                return Err(os_code(
-                    Errno::Inval,
-                    libc::EACCES,
-                    format!("{path}: permission denied"),
-                ));
-            }
+    /// A buffered record: honour its permission bits like the kernel would
+    /// (owner, group or other class by the caller's effective ids; root
+    /// passes; a file this very open created is the caller's to use).
+    fn check_access(
+        &self,
+        path: &str,
+        fl: OpenFlags,
+        attr: FileAttr,
+        created: bool,
+    ) -> Result<FileAttr> {
+        if created || is_root() {
+            return Ok(attr);
+        }
+        let want = if fl.read { 0o4 } else { 0 } | if fl.write || fl.trunc { 0o2 } else { 0 };
+        if permits(&attr, want) {
+            return Ok(attr);
+        }
+        // (the open's hold stays until the process lets go of its client:
+        // another descriptor of this process may hold the file too)
+        Err(os_code(
+            Errno::Inval,
+            libc::EACCES,
+            format!("{path}: permission denied"),
+        ))
+    }
+
+    /// O_TRUNC of a caller that is not root, once `check_access` passed.
+    fn trunc_after_check(&self, mut attr: FileAttr, trunc: bool) -> Result<FileAttr> {
+        if trunc && (attr.size > 0 || attr.dest_size > 0) {
+            self.file_truncate(attr.id, 0)?;
+            attr = self.file_stat(attr.id)?;
         }
         Ok(attr)
     }

@@ -81,6 +81,9 @@ pub struct OpenArgs {
     /// log2 of the page size; 0 = default.
     pub page_shift: u32,
     pub dest: Option<WireDestInfo>,
+    /// The caller's effective (uid, gid): the owner of a file it creates
+    /// (None: the daemon's own).
+    pub owner: Option<(u32, u32)>,
 }
 
 impl OpenArgs {
@@ -229,6 +232,12 @@ impl Core {
 
     /// `FileOpen`: returns the file id (bucket id).
     pub fn file_open(&mut self, path: &str, a: &OpenArgs) -> Result<BucketId> {
+        self.file_open_ex(path, a).map(|(id, _)| id)
+    }
+
+    /// `FileOpen`: (file id, whether this call created the file). A file
+    /// the call created is the caller's to write whatever its mode says.
+    pub fn file_open_ex(&mut self, path: &str, a: &OpenArgs) -> Result<(BucketId, bool)> {
         if !path.starts_with('/') || path.contains('\0') {
             return Err(Errno::Inval);
         }
@@ -250,7 +259,7 @@ impl Core {
             if a.trunc {
                 self.file_truncate(id, 0)?;
             }
-            return Ok(id);
+            return Ok((id, false));
         }
         // No record: the client must tell us what the destination holds.
         let Some(dest) = a.dest else {
@@ -286,7 +295,7 @@ impl Core {
                 if a.trunc {
                     self.file_truncate(id, 0)?;
                 }
-                return Ok(id);
+                return Ok((id, false));
             }
         }
         // A plain bucket may carry the name only if it is empty.
@@ -312,8 +321,10 @@ impl Core {
             }
             rec.dest_stamp = crate::files_reval::stamp_of(&dest);
         } else {
-            rec.uid = rustix::process::getuid().as_raw();
-            rec.gid = rustix::process::getgid().as_raw();
+            (rec.uid, rec.gid) = a.owner.unwrap_or((
+                rustix::process::getuid().as_raw(),
+                rustix::process::getgid().as_raw(),
+            ));
         }
         if let Err(e) = self.meta.file_attach(id, rec) {
             if created {
@@ -330,7 +341,7 @@ impl Core {
             // Created in the buffer: the destination must be created too.
             self.file_modified(id);
         }
-        Ok(id)
+        Ok((id, !exists))
     }
 
     /// `FileWrite`: writes `src` at `offset` (None = append at the size).

@@ -874,10 +874,14 @@ impl Poller {
                 if req.flags & flags::DEST_INFO != 0 {
                     a.dest = Some(dest_info_arg(arg_ptr, names_len, arg_bytes)?);
                 }
-                let id = self.core.file_open(name, &a)?;
+                if req.flags & flags::OWNER != 0 {
+                    a.owner = Some((req.offset as u32, (req.offset >> 32) as u32));
+                }
+                let (id, created) = self.core.file_open_ex(name, &a)?;
                 self.core.file_hold(id, c.id)?;
                 let attr = self.core.file_attr(id)?;
                 r.val0 = id.0;
+                r.val1 = created as u64;
                 r.arg_len = put_arg(arg_out, attr.as_bytes())?;
             }
             Op::FileStat => {

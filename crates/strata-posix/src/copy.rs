@@ -135,7 +135,13 @@ pub unsafe extern "C" fn sendfile64(
     if tracked_fd(in_fd).is_none() && tracked_fd(out_fd).is_none() {
         return real::sendfile64(out_fd, in_fd, off, count);
     }
-    unguarded(copy_through(in_fd, off, out_fd, std::ptr::null_mut(), count))
+    unguarded(copy_through(
+        in_fd,
+        off,
+        out_fd,
+        std::ptr::null_mut(),
+        count,
+    ))
 }
 
 #[no_mangle]
@@ -168,7 +174,12 @@ fn advice_valid(a: c_int) -> bool {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn posix_fadvise(fd: c_int, off: off64_t, len: off64_t, advice: c_int) -> c_int {
+pub unsafe extern "C" fn posix_fadvise(
+    fd: c_int,
+    off: off64_t,
+    len: off64_t,
+    advice: c_int,
+) -> c_int {
     posix_fadvise64(fd, off, len, advice)
 }
 
@@ -203,7 +214,12 @@ pub unsafe extern "C" fn readahead(fd: c_int, off: off64_t, count: size_t) -> ss
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn sync_file_range(fd: c_int, off: off64_t, n: off64_t, flags: c_uint) -> c_int {
+pub unsafe extern "C" fn sync_file_range(
+    fd: c_int,
+    off: off64_t,
+    n: off64_t,
+    flags: c_uint,
+) -> c_int {
     match tracked_fd(fd) {
         None => real::sync_file_range(fd, off, n, flags),
         Some(_) => run(|| {

@@ -16,7 +16,9 @@ use crate::path::{tracked_path, tracked_path_at, tracked_path_nofollow, Last, Tr
 /// path with no record.
 fn record_of(c: &Client, t: Option<&Tracked>) -> Result<Option<FileAttr>, c_int> {
     match t {
-        Some(t) => c.file_stat_path(t.abs.as_str().ok_or(libc::EINVAL)?).map_err(os),
+        Some(t) => c
+            .file_stat_path(t.abs.as_str().ok_or(libc::EINVAL)?)
+            .map_err(os),
         None => Ok(None),
     }
 }
@@ -24,7 +26,9 @@ fn record_of(c: &Client, t: Option<&Tracked>) -> Result<Option<FileAttr>, c_int>
 /// Whether a tracked path has a record (a buffered file), for calls that
 /// only adjust the kernel's answer; false when the daemon cannot say.
 fn buffered(t: &Tracked) -> bool {
-    run_raw(false, || cl().is_ok_and(|c| matches!(record_of(c, Some(t)), Ok(Some(_)))))
+    run_raw(false, || {
+        cl().is_ok_and(|c| matches!(record_of(c, Some(t)), Ok(Some(_))))
+    })
 }
 
 /// Whether `*at` flags ask about a symbolic link itself.
@@ -701,7 +705,12 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
         // what the mapping and this descriptor wrote goes back to the buffer
         let e = errno();
         if let Err(x) = run_raw(Err(libc::EIO), || crate::mapped::sync_backings(Some(id))) {
-            trace!("close fd={}: copy back of mapped id={:x} failed: {}", fd, id, x);
+            trace!(
+                "close fd={}: copy back of mapped id={:x} failed: {}",
+                fd,
+                id,
+                x
+            );
             set_errno(x);
             return -1;
         }
@@ -1305,9 +1314,12 @@ unsafe fn t_fallocate(t: Tfd, mode: c_int, off: off64_t, len: off64_t) -> Result
         m if m == libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE => {
             zero_range(t, off as u64, len as u64, true)
         }
-        m if m & !libc::FALLOC_FL_KEEP_SIZE == libc::FALLOC_FL_ZERO_RANGE => {
-            zero_range(t, off as u64, len as u64, m & libc::FALLOC_FL_KEEP_SIZE != 0)
-        }
+        m if m & !libc::FALLOC_FL_KEEP_SIZE == libc::FALLOC_FL_ZERO_RANGE => zero_range(
+            t,
+            off as u64,
+            len as u64,
+            m & libc::FALLOC_FL_KEEP_SIZE != 0,
+        ),
         libc::FALLOC_FL_COLLAPSE_RANGE | libc::FALLOC_FL_INSERT_RANGE => {
             shift_range(t, mode, off as u64, len as u64)
         }
@@ -1333,7 +1345,13 @@ unsafe fn zero_range(t: Tfd, off: u64, len: u64, keep: bool) -> Result<c_int, c_
         c.file_write(t.id, at, &zeros[..n]).map_err(os)?;
         at += n as u64;
     }
-    trace!("fallocate zero fd={} off={} len={} keep={}", t.fd, off, len, keep);
+    trace!(
+        "fallocate zero fd={} off={} len={} keep={}",
+        t.fd,
+        off,
+        len,
+        keep
+    );
     Ok(0)
 }
 
@@ -1393,7 +1411,13 @@ unsafe fn shift_range(t: Tfd, mode: c_int, off: u64, len: u64) -> Result<c_int, 
         }
         zero_range(t, off, len, true)?;
     }
-    trace!("fallocate shift fd={} mode={:#x} off={} len={}", t.fd, mode, off, len);
+    trace!(
+        "fallocate shift fd={} mode={:#x} off={} len={}",
+        t.fd,
+        mode,
+        off,
+        len
+    );
     Ok(0)
 }
 
@@ -1871,7 +1895,11 @@ fn materialize_orphan(c: &Client, id: u64, dest: Option<std::fs::File>) {
         return;
     };
     if let Err(e) = c.file_materialize(id, dest) {
-        trace!("unlinked file {}: copy from the destination failed: {}", id, e);
+        trace!(
+            "unlinked file {}: copy from the destination failed: {}",
+            id,
+            e
+        );
     }
 }
 
@@ -2777,20 +2805,10 @@ fn chown_allowed(a: &FileAttr, uid: u32, gid: u32) -> Result<(), c_int> {
     if uid != u32::MAX && (uid != a.uid || euid != a.uid) {
         return Err(libc::EPERM);
     }
-    if gid != u32::MAX && (euid != a.uid || (gid != a.gid && !in_group(gid))) {
+    if gid != u32::MAX && (euid != a.uid || (gid != a.gid && !strata_client::file::in_group(gid))) {
         return Err(libc::EPERM);
     }
     Ok(())
-}
-
-/// Is `gid` this process's effective or a supplementary group?
-fn in_group(gid: u32) -> bool {
-    if unsafe { libc::getegid() } == gid {
-        return true;
-    }
-    let mut groups = [0 as libc::gid_t; 256];
-    let n = unsafe { libc::getgroups(groups.len() as c_int, groups.as_mut_ptr()) };
-    n > 0 && groups[..n as usize].contains(&gid)
 }
 
 /// chown of a buffered file (by descriptor `id`, or by `path` when 0): the
@@ -3430,7 +3448,11 @@ unsafe fn readlink_impl(dirfd: c_int, path: *const c_char, buf: *mut c_char, n: 
     let Some(t) = tracked_path_nofollow(dirfd, path) else {
         return r;
     };
-    set_errno(if buffered(&t) { libc::EINVAL } else { libc::ENOENT });
+    set_errno(if buffered(&t) {
+        libc::EINVAL
+    } else {
+        libc::ENOENT
+    });
     -1
 }
 
@@ -3456,7 +3478,8 @@ unsafe fn parent_dir(dirfd: c_int, path: *const c_char) -> Result<(), c_int> {
     let Some(i) = b.iter().rposition(|&c| c == b'/') else {
         return Ok(()); // in dirfd itself
     };
-    let dir = std::ffi::CString::new(if i == 0 { &b[..1] } else { &b[..i] }).map_err(|_| libc::EINVAL)?;
+    let dir =
+        std::ffi::CString::new(if i == 0 { &b[..1] } else { &b[..i] }).map_err(|_| libc::EINVAL)?;
     let mut st: libc::stat64 = std::mem::zeroed();
     cvt(real::fstatat64(dirfd, dir.as_ptr(), &mut st, 0))?;
     if st.st_mode & libc::S_IFMT != libc::S_IFDIR {

@@ -183,8 +183,14 @@ fn build_state() -> Result<State, String> {
     // Relative entries of STRATA_INCLUDE / STRATA_EXCLUDE were taken from
     // this process's directory: children (exec, another cwd) get them absolute.
     for (vars, list) in [
-        (["STRATA_INCLUDE", "STRATA_ADAPTER_INCLUDE"], &cfg.adapter.include),
-        (["STRATA_EXCLUDE", "STRATA_ADAPTER_EXCLUDE"], &cfg.adapter.exclude),
+        (
+            ["STRATA_INCLUDE", "STRATA_ADAPTER_INCLUDE"],
+            &cfg.adapter.include,
+        ),
+        (
+            ["STRATA_EXCLUDE", "STRATA_ADAPTER_EXCLUDE"],
+            &cfg.adapter.exclude,
+        ),
     ] {
         for var in vars {
             let relative = std::env::var_os(var).is_some_and(|v| {
@@ -193,8 +199,10 @@ fn build_state() -> Result<State, String> {
                     .any(|p| !p.trim().is_empty() && !p.trim().starts_with(['/', '~']))
             });
             if relative {
-                let joined: Vec<String> =
-                    list.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+                let joined: Vec<String> = list
+                    .iter()
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .collect();
                 std::env::set_var(var, joined.join(":"));
             }
         }

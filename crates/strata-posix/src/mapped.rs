@@ -109,11 +109,7 @@ unsafe fn reopen_onto(fd: c_int, target: &CString, acc: c_int) -> Result<(), c_i
     } else {
         0
     };
-    let n = cvt(real::open(
-        target.as_ptr(),
-        acc | keep | libc::O_CLOEXEC,
-        0,
-    ))?;
+    let n = cvt(real::open(target.as_ptr(), acc | keep | libc::O_CLOEXEC, 0))?;
     if off > 0 {
         real::lseek64(n, off, libc::SEEK_SET);
     }
@@ -162,7 +158,11 @@ pub(crate) unsafe fn map_shared(
         if held {
             crate::release_hold(t.id);
         }
-        trace!("mmap shared fd={} {}: the destination file from now on", t.fd, p);
+        trace!(
+            "mmap shared fd={} {}: the destination file from now on",
+            t.fd,
+            p
+        );
         let r = real::mmap64(addr, len, prot, flags, t.fd, off);
         return if r == libc::MAP_FAILED {
             Err(errno())
@@ -230,7 +230,12 @@ pub(crate) unsafe fn map_shared(
 
 /// A fresh placeholder `fd` of file `id` opened while the file has a
 /// backing: it joins the backing (with O_TRUNC applied to it too).
-pub(crate) unsafe fn join_backing(fd: c_int, id: u64, acc: c_int, trunc: bool) -> Result<(), c_int> {
+pub(crate) unsafe fn join_backing(
+    fd: c_int,
+    id: u64,
+    acc: c_int,
+    trunc: bool,
+) -> Result<(), c_int> {
     let Some(back) = backing_of(id) else {
         return Ok(());
     };
@@ -267,7 +272,11 @@ unsafe fn copy_back(id: u64, back: c_int) -> Result<(), c_int> {
         c.file_write(id, off, &buf[..n]).map_err(os)?;
         off += n as u64;
     }
-    trace!("mapped id={:x}: {} bytes copied back into the buffer", id, size);
+    trace!(
+        "mapped id={:x}: {} bytes copied back into the buffer",
+        id,
+        size
+    );
     Ok(())
 }
 
@@ -322,7 +331,8 @@ pub(crate) unsafe fn unmapped(addr: usize, len: usize) {
         let mut ids = Vec::new();
         for b in &mut s.backings {
             let before = b.maps.len();
-            b.maps.retain(|&(a, l)| !(a >= addr && a.saturating_add(l) <= end));
+            b.maps
+                .retain(|&(a, l)| !(a >= addr && a.saturating_add(l) <= end));
             if b.maps.len() != before {
                 ids.push(b.id);
             }

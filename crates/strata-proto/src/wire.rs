@@ -63,7 +63,9 @@ pub enum Op {
     // ---- files (the adapters' file model; see docs/ARCHITECTURE.md) ----
     /// name = absolute path; flags CREATE/EXCL/TRUNC/DEST_INFO (a
     /// `WireDestInfo` follows the name in the arg area); aux = mode & 0o7777 |
-    /// persist << 16 | page_shift << 24. -> val0 = file id, arg = `WireFileAttr`.
+    /// persist << 16 | page_shift << 24; flag OWNER: offset = the caller's
+    /// euid | egid << 32 (owner of a file it creates). -> val0 = file id,
+    /// val1 = 1 if this call created the file, arg = `WireFileAttr`.
     /// NeedDest: no record and no DEST_INFO; NoFile: absent and no CREATE.
     FileOpen = 50,
     /// bucket = file id (name empty) or name = path -> arg = `WireFileAttr`.
@@ -220,6 +222,8 @@ pub mod flags {
     pub const TREE: u32 = 1 << 14;
     /// FileSetAttr: owner and group in `aux` (not with SET_MODE).
     pub const SET_OWNER: u32 = 1 << 15;
+    /// FileOpen: `offset` carries the caller's euid | egid << 32.
+    pub const OWNER: u32 = 1 << 20;
     /// Bits 16..20: placement policy override + 1 (0 = bucket/daemon default).
     pub const POLICY_SHIFT: u32 = 16;
     pub const POLICY_MASK: u32 = 0xF << POLICY_SHIFT;
@@ -239,6 +243,7 @@ pub mod flags {
         | FILL_KEEP
         | TREE
         | SET_OWNER
+        | OWNER
         | POLICY_MASK;
 }
 

@@ -1,0 +1,106 @@
+//! Issue 12, item 19: permission bits of buffered files are honoured as the
+//! kernel honours them, for a user that is not root (as root, CI runs this
+//! as `nobody` with its own zero-configuration private daemon): O_TRUNC of a
+//! read-only file is EACCES and keeps the bytes (the daemon truncated
+//! before the check: data lost), a file created read-only is writable
+//! through the descriptor that created it (was EACCES), group and other
+//! classes apply. Outputs compared with the same script without strata.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+const SCRIPT: &str = r#"
+echo data > ro; chmod 444 ro
+(echo x > ro) 2>/dev/null; echo "trunc rc=$?"; cat ro
+python3 -c "
+import os
+fd = os.open('made', os.O_CREAT | os.O_WRONLY, 0o444)
+print('wrote', os.write(fd, b'ok'))
+os.close(fd)
+for name, fl in (('ro', os.O_RDONLY), ('ro', os.O_WRONLY), ('made', os.O_RDWR)):
+    try:
+        os.close(os.open(name, fl)); print(name, fl, 'ok')
+    except OSError as e: print(name, fl, 'errno', e.errno)
+"
+cat made; echo
+echo g > grp; chmod 604 grp; (cat grp) 2>/dev/null; echo "owner class rc=$?"
+chmod 066 grp; (echo y >> grp) 2>/dev/null; echo "no owner bits rc=$?"; chmod 644 grp; cat grp
+"#;
+
+/// `argv` as `nobody` when we are root, else as ourselves, in `dir`.
+fn as_user(dir: &Path, argv: &[&str]) -> std::process::Output {
+    let mut c;
+    if unsafe { libc::geteuid() } == 0 {
+        c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
+        c.args(argv);
+    } else {
+        c = Command::new(argv[0]);
+        c.args(&argv[1..]);
+    }
+    c.current_dir(dir)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", dir.parent().unwrap())
+        .env("TMPDIR", dir.parent().unwrap())
+        .env("LC_ALL", "C")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn permission_bits_are_honoured_for_a_user_that_is_not_root() {
+    if Command::new("python3").arg("-V").output().is_err() {
+        eprintln!("skipped: python3 missing");
+        return;
+    }
+    let top = tempfile::Builder::new()
+        .prefix("strata-perm-")
+        .tempdir()
+        .unwrap();
+    let (plain, buf) = (top.path().join("plain"), top.path().join("buf"));
+    std::fs::create_dir(&plain).unwrap();
+    std::fs::create_dir(&buf).unwrap();
+    if unsafe { libc::geteuid() } == 0 {
+        for d in [top.path(), &plain, &buf] {
+            std::os::unix::fs::chown(d, Some(65534), Some(65534)).unwrap();
+        }
+    }
+    let want = as_user(&plain, &["sh", "-c", SCRIPT]);
+    assert!(want.status.success(), "{want:?}");
+    let strata = common::strata_bin();
+    let got = as_user(
+        &buf,
+        &[
+            strata.to_str().unwrap(),
+            "run",
+            "--quiet",
+            "--mode",
+            "default",
+            "--",
+            "sh",
+            "-c",
+            SCRIPT,
+        ],
+    );
+    let (w, g) = (
+        String::from_utf8_lossy(&want.stdout),
+        String::from_utf8_lossy(&got.stdout),
+    );
+    assert!(
+        got.status.success(),
+        "{g}\n{}",
+        String::from_utf8_lossy(&got.stderr)
+    );
+    assert_eq!(g, w, "stderr:\n{}", String::from_utf8_lossy(&got.stderr));
+    assert!(w.contains("trunc rc=2\ndata\n"), "{w}");
+    for name in ["ro", "made", "grp"] {
+        assert_eq!(
+            std::fs::read(buf.join(name)).unwrap(),
+            std::fs::read(plain.join(name)).unwrap(),
+            "{name} at the destination"
+        );
+    }
+}
