@@ -26,9 +26,11 @@ static const char *dir;
         }                                                                     \
     } while (0)
 
+/* Per thread: the workers call it concurrently (a shared ring let two
+ * threads get one buffer, and one of them opened the other's file). */
 static char *pth(const char *name) {
-    static char buf[8][4096];
-    static int i;
+    static __thread char buf[8][4096];
+    static __thread int i;
     char *b = buf[i++ % 8];
     snprintf(b, 4096, "%s/%s", dir, name);
     return b;
