@@ -27,6 +27,15 @@ for name, fl in (('ro', os.O_RDONLY), ('ro', os.O_WRONLY), ('made', os.O_RDWR)):
 cat made; echo
 echo g > grp; chmod 604 grp; (cat grp) 2>/dev/null; echo "owner class rc=$?"
 chmod 066 grp; (echo y >> grp) 2>/dev/null; echo "no owner bits rc=$?"; chmod 644 grp; cat grp
+echo s > suid; chmod 6775 suid; echo more >> suid; echo "suid after write $(stat -c %a suid)"
+echo s > sgid; chmod 2745 sgid; echo more >> sgid; echo "sgid no g+x $(stat -c %a sgid)"
+echo s > tr; chmod 4755 tr; truncate -s 1 tr; echo "after ftruncate $(stat -c %a tr)"
+echo s > ptr; chmod 6755 ptr; python3 -c "import os; os.truncate('ptr', 1)"; echo "after truncate $(stat -c %a ptr)"
+echo s > ro2; chmod 444 ro2; python3 -c "
+import os
+try: os.truncate('ro2', 0)
+except OSError as e: print('truncate read-only errno', e.errno)
+"; cat ro2
 "#;
 
 /// `argv` as `nobody` when we are root, else as ourselves, in `dir`.
@@ -96,11 +105,26 @@ fn permission_bits_are_honoured_for_a_user_that_is_not_root() {
     );
     assert_eq!(g, w, "stderr:\n{}", String::from_utf8_lossy(&got.stderr));
     assert!(w.contains("trunc rc=2\ndata\n"), "{w}");
-    for name in ["ro", "made", "grp"] {
+    assert!(w.contains("suid after write 775\n"), "{w}");
+    assert!(w.contains("sgid no g+x 2745\n"), "{w}");
+    assert!(w.contains("truncate read-only errno 13\n"), "{w}");
+    use std::os::unix::fs::PermissionsExt;
+    for name in ["ro", "made", "grp", "suid", "sgid", "tr", "ptr", "ro2"] {
         assert_eq!(
             std::fs::read(buf.join(name)).unwrap(),
             std::fs::read(plain.join(name)).unwrap(),
             "{name} at the destination"
+        );
+        assert_eq!(
+            std::fs::metadata(buf.join(name))
+                .unwrap()
+                .permissions()
+                .mode(),
+            std::fs::metadata(plain.join(name))
+                .unwrap()
+                .permissions()
+                .mode(),
+            "{name}'s mode at the destination"
         );
     }
 }

@@ -4,7 +4,7 @@
 
 use std::os::raw::{c_char, c_int, c_long, c_uint, c_void};
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use libc::{iovec, mode_t, off64_t, size_t, ssize_t};
 use strata_client::file::{FileAttr, OpenFlags, Persist, SetAttr};
@@ -91,6 +91,91 @@ pub(crate) unsafe fn t_read(t: Tfd, buf: &mut [u8]) -> Result<ssize_t, c_int> {
     Ok(n as ssize_t)
 }
 
+/// Files this process opened for writing, without the privilege to keep
+/// set-user-ID bits, whose mode has set-user-ID (or set-group-ID with group
+/// execute): the first write or truncation clears the bits, as the kernel's
+/// `file_remove_privs` does. Rare: one atomic load on the write path.
+static KILL_PRIV: std::sync::Mutex<Vec<u64>> = std::sync::Mutex::new(Vec::new());
+static KILL_PRIV_PENDING: AtomicUsize = AtomicUsize::new(0);
+/// Beyond this many pending files the bits are cleared at open.
+const KILL_PRIV_FILES_MAX: usize = 256;
+
+/// The bits a write by an unprivileged caller clears from `mode`.
+fn kill_priv_bits(mode: u32) -> u32 {
+    let mut kill = mode & libc::S_ISUID;
+    if mode & libc::S_ISGID != 0 && mode & libc::S_IXGRP != 0 {
+        kill |= libc::S_ISGID;
+    }
+    kill
+}
+
+/// After an open for writing of file `id` (mode `mode`).
+unsafe fn note_kill_priv(id: u64, mode: u32) {
+    if kill_priv_bits(mode) == 0 || libc::geteuid() == 0 {
+        return;
+    }
+    let queued = match KILL_PRIV.try_lock() {
+        Ok(v) if v.contains(&id) => true,
+        Ok(mut v) if v.len() < KILL_PRIV_FILES_MAX => {
+            v.push(id);
+            KILL_PRIV_PENDING.fetch_add(1, Ordering::Release);
+            true
+        }
+        _ => false,
+    };
+    if !queued {
+        let _ = clear_priv(id);
+    }
+}
+
+/// After a write or truncation of file `id`: clears its set-ID bits if an
+/// open queued it.
+#[inline]
+unsafe fn kill_priv(id: u64) -> Result<(), c_int> {
+    if KILL_PRIV_PENDING.load(Ordering::Acquire) == 0 {
+        return Ok(());
+    }
+    let queued = match KILL_PRIV.lock() {
+        Ok(mut v) => match v.iter().position(|&x| x == id) {
+            Some(i) => {
+                v.swap_remove(i);
+                KILL_PRIV_PENDING.fetch_sub(1, Ordering::Release);
+                true
+            }
+            None => false,
+        },
+        Err(_) => false,
+    };
+    if queued && libc::geteuid() != 0 {
+        clear_priv(id)?;
+    }
+    Ok(())
+}
+
+unsafe fn clear_priv(id: u64) -> Result<(), c_int> {
+    let c = cl()?;
+    let mode = c.file_stat(id).map_err(os)?.mode & 0o7777;
+    let kill = kill_priv_bits(mode);
+    if kill == 0 {
+        return Ok(());
+    }
+    let r = c
+        .file_set_attr(
+            id,
+            "",
+            SetAttr {
+                mode: Some(mode & !kill),
+                ..Default::default()
+            },
+        )
+        .map_err(os)?;
+    trace!("write id={:x}: set-ID bits {:o} cleared", id, kill);
+    if r == Some(Persist::Default) {
+        chmod_dest(id, mode & !kill);
+    }
+    Ok(())
+}
+
 pub(crate) unsafe fn t_write(t: Tfd, data: &[u8]) -> Result<ssize_t, c_int> {
     if t.acc == libc::O_RDONLY {
         return Err(libc::EBADF);
@@ -123,6 +208,7 @@ pub(crate) unsafe fn t_write(t: Tfd, data: &[u8]) -> Result<ssize_t, c_int> {
             size
         );
     }
+    kill_priv(t.id)?;
     Ok(data.len() as ssize_t)
 }
 
@@ -172,6 +258,7 @@ unsafe fn t_pwrite(t: Tfd, data: &[u8], off: off64_t) -> Result<ssize_t, c_int> 
         off,
         data.len()
     );
+    kill_priv(t.id)?;
     Ok(data.len() as ssize_t)
 }
 
@@ -401,6 +488,9 @@ pub(crate) unsafe fn open_tracked(
             return Err(e);
         }
     };
+    if of.write {
+        note_kill_priv(a.id, a.mode);
+    }
     if let Err(e) = crate::mapped::join_backing(fd, a.id, acc, of.trunc) {
         trace!("open {}: joining the mapped copy failed: {}", path, e);
     }
@@ -428,7 +518,25 @@ pub(crate) unsafe fn make_placeholder(
     } else {
         0
     };
-    let fd = cvt(libc::memfd_create(name.as_ptr(), mfl))?;
+    let fd = cvt(libc::memfd_create(
+        name.as_ptr(),
+        mfl | libc::MFD_ALLOW_SEALING,
+    ))?;
+    // Sealed empty: a write around the adapter (a raw system call, io_uring,
+    // an unhooked libc-internal write, a program that is not preloaded
+    // writing to an inherited descriptor) fails with EPERM in the program's
+    // own call instead of landing in the placeholder, where it would be lost.
+    if real::fcntl(
+        fd,
+        libc::F_ADD_SEALS,
+        (libc::F_SEAL_WRITE | libc::F_SEAL_GROW | libc::F_SEAL_SHRINK | libc::F_SEAL_SEAL)
+            as c_long,
+    ) != 0
+    {
+        let e = errno();
+        real::close(fd);
+        return Err(e);
+    }
     let keep = flags & (libc::O_APPEND | libc::O_NONBLOCK);
     if keep != 0 {
         real::fcntl(fd, libc::F_SETFL, keep as c_long);
@@ -692,7 +800,6 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
             let id = crate::tracked_id(fd);
             if !crate::guarded() {
                 trace!("close fd={}", fd);
-                check_bypass(fd, id);
             }
             if k & crate::K_HELD != 0 {
                 release = Some(id);
@@ -726,33 +833,6 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
         set_errno(e);
     }
     r
-}
-
-/// Safety net: a placeholder's own bytes were written around the adapter
-/// (a raw system call, an unhooked libc-internal write, sendfile/splice
-/// into it...). They are not in the buffer: say so on stderr, once.
-pub(crate) unsafe fn check_bypass(fd: c_int, id: u64) {
-    let mut st: libc::stat64 = std::mem::zeroed();
-    if real::fstat64(fd, &mut st) != 0 || st.st_size <= 0 {
-        return;
-    }
-    // only a placeholder (a stale table entry must never truncate a real file)
-    let mut link = [0u8; 256];
-    match crate::path::fd_link(fd, &mut link) {
-        Some(n) if link[..n].starts_with(b"/memfd:strata:") => {}
-        _ => return,
-    }
-    let e = errno();
-    let size = st.st_size;
-    let path = crate::run_raw(None, || cl().ok().and_then(|c| c.file_path(id).ok()));
-    let msg = format!(
-        "strata-posix: warning: {size} bytes written to descriptor {fd} of {} bypassed the adapter (a raw system call or unhooked write); they are not in the buffer\n",
-        path.as_deref().unwrap_or("<unknown file>")
-    );
-    real::write(2, msg.as_ptr() as *const c_void, msg.len());
-    // warned: do not report the same bytes again through another descriptor
-    real::ftruncate64(fd, 0);
-    set_errno(e);
 }
 
 fn forget_range(first: c_uint, last: c_uint) {
@@ -1240,6 +1320,7 @@ pub unsafe extern "C" fn ftruncate64(fd: c_int, len: off64_t) -> c_int {
             }
             cl()?.file_truncate(t.id, len as u64).map_err(os)?;
             trace!("ftruncate fd={} id={:x} len={}", fd, t.id, len);
+            kill_priv(t.id)?;
             Ok(0)
         }),
     }
@@ -1263,8 +1344,8 @@ pub unsafe extern "C" fn truncate64(path: *const c_char, len: off64_t) -> c_int 
                 Err(_) => return cvt(real::truncate64(path, len)),
             };
             let p = t.abs.as_str().ok_or(libc::EINVAL)?;
-            let (id, opened) = match c.file_stat_path(p).map_err(os)? {
-                Some(a) => (a.id, false),
+            let (a, opened) = match c.file_stat_path(p).map_err(os)? {
+                Some(a) => (a, false),
                 None => match c.file_open(
                     p,
                     OpenFlags {
@@ -1275,12 +1356,27 @@ pub unsafe extern "C" fn truncate64(path: *const c_char, len: off64_t) -> c_int 
                     t.persist,
                     t.page_bytes,
                 ) {
-                    Ok(a) => (a.id, true),
+                    Ok(a) => (a, true),
                     Err(e) if e.errno == Errno::IsDir => return cvt(real::truncate64(path, len)),
                     Err(e) => return Err(os(e)),
                 },
             };
-            let r = c.file_truncate(id, len as u64).map_err(os);
+            let id = a.id;
+            // the kernel's rules: write permission; an unprivileged caller's
+            // truncation clears set-ID bits
+            let unprivileged = libc::geteuid() != 0;
+            let r = if unprivileged && !strata_client::file::permits(&a, 0o2) {
+                Err(libc::EACCES)
+            } else {
+                c.file_truncate(id, len as u64).map_err(os)
+            };
+            let r = r.and_then(|()| {
+                if unprivileged && kill_priv_bits(a.mode) != 0 {
+                    clear_priv(id)
+                } else {
+                    Ok(())
+                }
+            });
             if opened {
                 // the open's implicit hold is not a descriptor of ours
                 crate::release_hold(id);

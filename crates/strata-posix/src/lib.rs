@@ -318,31 +318,6 @@ extern "C" fn init() {
 #[link_section = ".init_array"]
 static INIT: extern "C" fn() = init;
 
-/// At exit (before glibc flushes the streams through our cookies): report
-/// placeholders that received bytes around the adapter.
-extern "C" fn fini() {
-    if !ready() || guarded() || !own_process() {
-        return;
-    }
-    let _ = std::panic::catch_unwind(|| {
-        for fd in 0..FD_MAX as c_int {
-            let k = KIND[fd as usize].load(Ordering::Acquire);
-            let k = if k == K_UNKNOWN && fd <= 2 {
-                tracked_fd(fd).map_or(K_UNKNOWN, |_| K_TRACKED)
-            } else {
-                k
-            };
-            if k & K_TRACKED != 0 {
-                unsafe { hooks::check_bypass(fd, tracked_id(fd)) };
-            }
-        }
-    });
-}
-
-#[used]
-#[link_section = ".fini_array"]
-static FINI: extern "C" fn() = fini;
-
 unsafe fn init_fork_mark() {
     let p = libc::mmap(
         std::ptr::null_mut(),
