@@ -136,6 +136,36 @@ pub fn default_socket_path() -> Result<PathBuf> {
     Ok(cfg.resolved_socket_path())
 }
 
+/// Runs `f` with this thread's effective uid switched to the real uid when
+/// they differ and the switch can be undone: the daemon's socket, shared
+/// memory and tier files belong to the real user (0600/0700), and the daemon
+/// checks the peer's effective uid at connect. Raw system calls change only
+/// the calling thread's credentials (glibc's `seteuid` would change every
+/// thread's), and only for `f`; requests carry the caller's effective ids
+/// for permission checks afterwards.
+fn as_real_user<T>(f: impl FnOnce() -> T) -> T {
+    let (mut r, mut e, mut s) = (0 as libc::uid_t, 0 as libc::uid_t, 0 as libc::uid_t);
+    // SAFETY: three valid out-pointers.
+    let got = unsafe { libc::getresuid(&mut r, &mut e, &mut s) } == 0;
+    // restorable: the real uid is root (then anything is), or the effective
+    // uid is also the saved one
+    if !got || r == e || !(r == 0 || e == s) {
+        return f();
+    }
+    // SAFETY: plain system calls on this thread's credentials; -1 = unchanged.
+    let switched = unsafe { libc::syscall(libc::SYS_setresuid, -1i64, r as i64, -1i64) } == 0;
+    let out = f();
+    if switched {
+        // SAFETY: as above; allowed by the check before the switch.
+        let back = unsafe { libc::syscall(libc::SYS_setresuid, -1i64, e as i64, -1i64) };
+        assert_eq!(
+            back, 0,
+            "restoring the effective uid after connecting failed"
+        );
+    }
+    out
+}
+
 /// Refuses a daemon socket served by another user's process (`SO_PEERCRED`):
 /// whoever listens on the path would receive our requests and data.
 fn check_daemon_peer(s: &UnixStream, socket: &Path) -> Result<()> {
@@ -239,8 +269,14 @@ impl Client {
         Client::connect_to(&default_socket_path()?)
     }
 
-    /// Connects to the daemon listening on `socket`.
+    /// Connects to the daemon listening on `socket`. A process that dropped
+    /// its effective uid (`seteuid`, as servers and test suites do) connects
+    /// as its real user, whose daemon it is: see [`as_real_user`].
     pub fn connect_to(socket: &Path) -> Result<Client> {
+        as_real_user(|| Client::connect_as_is(socket))
+    }
+
+    fn connect_as_is(socket: &Path) -> Result<Client> {
         let mut s = UnixStream::connect(socket).map_err(|e| {
             err(Errno::NoDaemon, format!("cannot reach the strata daemon at {} ({e}); start it with `strata daemon start`", socket.display()))
         })?;

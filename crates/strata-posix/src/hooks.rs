@@ -1936,12 +1936,59 @@ pub unsafe extern "C" fn eaccess(path: *const c_char, mode: c_int) -> c_int {
 /// destination file: the real unlink is skipped (a slow-PFS round trip per
 /// remove). Success if the record existed or the real unlink succeeded;
 /// a destination that may exist but cannot be removed reports the error.
+/// `abs`'s parent directory, stat'ed, if the caller may not write and search it.
+unsafe fn parent_denied(abs: &std::path::Path) -> Result<libc::stat64, c_int> {
+    let parent = abs.parent().unwrap_or(std::path::Path::new("/"));
+    let cp =
+        std::ffi::CString::new(parent.as_os_str().as_encoded_bytes()).map_err(|_| libc::EINVAL)?;
+    cvt(real::faccessat(
+        libc::AT_FDCWD,
+        cp.as_ptr(),
+        libc::W_OK | libc::X_OK,
+        libc::AT_EACCESS,
+    ))?;
+    let mut st: libc::stat64 = std::mem::zeroed();
+    cvt(real::fstatat64(libc::AT_FDCWD, cp.as_ptr(), &mut st, 0))?;
+    Ok(st)
+}
+
+/// The kernel's `may_delete` for a caller that is not root, on the name
+/// `abs` of a buffered file owned by `file_uid`: EACCES without write and
+/// search permission on the directory; EPERM in a sticky directory when the
+/// caller owns neither it nor the file. Checked before the daemon forgets a
+/// record (the kernel would refuse only afterwards: the bytes lost).
+unsafe fn may_delete(abs: &std::path::Path, file_uid: u32) -> Result<(), c_int> {
+    let euid = libc::geteuid();
+    if euid == 0 {
+        return Ok(());
+    }
+    let dir = parent_denied(abs)?;
+    if dir.st_mode & libc::S_ISVTX != 0 && euid != dir.st_uid && euid != file_uid {
+        return Err(libc::EPERM);
+    }
+    Ok(())
+}
+
+/// The kernel's `may_create` for a caller that is not root: write and
+/// search permission on the directory that gets the name `abs`.
+unsafe fn may_create(abs: &std::path::Path) -> Result<(), c_int> {
+    if libc::geteuid() == 0 {
+        return Ok(());
+    }
+    parent_denied(abs).map(|_| ())
+}
+
 unsafe fn unlink_tracked(t: &Tracked, real_rm: impl FnOnce() -> c_int) -> Result<c_int, c_int> {
     let c = match cl() {
         Ok(c) => c,
         Err(_) => return cvt(real_rm()),
     };
     let p = t.abs.as_str().ok_or(libc::EINVAL)?;
+    if libc::geteuid() != 0 {
+        if let Some(a) = c.file_stat_path(p).map_err(os)? {
+            may_delete(t.abs.as_path(), a.uid)?;
+        }
+    }
     let u = c.file_unlink_ex(p).map_err(os)?;
     if let Some(id) = u.orphan_with_dest {
         materialize_orphan(c, id, open_dest(t.abs.as_path()));
@@ -2216,6 +2263,21 @@ unsafe fn rename_impl(
                 if is_dir_at(nfd, to) {
                     return Err(libc::EISDIR);
                 }
+                if libc::geteuid() != 0 {
+                    // the kernel's checks, before anything moves (the source
+                    // may exist only in the buffer: the kernel never sees it)
+                    may_delete(f.abs.as_path(), fa.uid)?;
+                    may_create(t.abs.as_path())?;
+                    let mut st: libc::stat64 = std::mem::zeroed();
+                    let target_uid = match trec {
+                        Some(ta) => Some(ta.uid),
+                        None => (real::fstatat64(nfd, to, &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0)
+                            .then_some(st.st_uid),
+                    };
+                    if let Some(uid) = target_uid {
+                        may_delete(t.abs.as_path(), uid)?;
+                    }
+                }
                 // A buffered target open elsewhere lives on unnamed: keep
                 // its destination file reachable until its bytes are copied.
                 let old_dest = match trec {
@@ -2272,6 +2334,7 @@ unsafe fn rename_impl(
             }
             None => {
                 // leaving the buffer: materialise the bytes at the untracked target
+                may_delete(f.abs.as_path(), fa.uid)?;
                 let fd = cvt(real::openat(
                     nfd,
                     to,
@@ -2468,6 +2531,9 @@ pub unsafe extern "C" fn mmap64(
 #[no_mangle]
 pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
     let r = real::munmap(addr, len);
+    if r == 0 {
+        crate::forget_good_pages();
+    }
     if r == 0 && crate::ready() && !crate::guarded() {
         crate::mapped::unmapped(addr as usize, len);
     }
@@ -2801,16 +2867,85 @@ unsafe fn timeval_times(
 /// Applies `a` to the record of a tracked path (id 0) or descriptor, and
 /// runs `real_op` on the destination when there is no record or the file is
 /// DEFAULT and its destination exists.
+/// What a time change asks for (utimensat's rules differ by it).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Times {
+    /// No time changes (chmod), or both UTIME_OMIT.
+    Unchanged,
+    /// Both "now" (NULL, or UTIME_NOW/UTIME_OMIT only).
+    Now,
+    /// At least one explicit time.
+    Explicit,
+}
+
+unsafe fn times_class(ts: *const libc::timespec) -> Times {
+    if ts.is_null() {
+        return Times::Now;
+    }
+    let (a, m) = ((*ts).tv_nsec, (*ts.add(1)).tv_nsec);
+    let explicit = |n| n != libc::UTIME_NOW && n != libc::UTIME_OMIT;
+    if explicit(a) || explicit(m) {
+        Times::Explicit
+    } else if a == libc::UTIME_OMIT && m == libc::UTIME_OMIT {
+        Times::Unchanged
+    } else {
+        Times::Now
+    }
+}
+
+/// The kernel's attribute rules for a caller that is not root, on buffered
+/// file `attr` (setattr_prepare): a mode change needs the owner (EPERM) and
+/// drops set-group-ID unless the caller is in the file's group; explicit
+/// times need the owner (EPERM); "now" needs the owner or write permission
+/// (EACCES).
+fn setattr_allowed(attr: &FileAttr, a: &mut SetAttr, times: Times) -> Result<(), c_int> {
+    let euid = unsafe { libc::geteuid() };
+    if euid == 0 {
+        return Ok(());
+    }
+    let owner = attr.uid == euid;
+    if let Some(m) = a.mode.as_mut() {
+        if !owner {
+            return Err(libc::EPERM);
+        }
+        if *m & libc::S_ISGID != 0 && !strata_client::file::in_group(attr.gid) {
+            *m &= !libc::S_ISGID;
+        }
+    }
+    match times {
+        Times::Explicit if !owner => Err(libc::EPERM),
+        Times::Now if !owner && !strata_client::file::permits(attr, 0o2) => Err(libc::EACCES),
+        _ => Ok(()),
+    }
+}
+
 unsafe fn set_attr_tracked(
     id: u64,
     path: &str,
-    a: SetAttr,
+    mut a: SetAttr,
+    times: Times,
     real_op: impl FnOnce() -> c_int,
 ) -> Result<c_int, c_int> {
     let c = match cl() {
         Ok(c) => c,
         Err(_) => return cvt(real_op()),
     };
+    if times == Times::Unchanged && a.mode.is_none() && a.owner.is_none() {
+        // utimensat with both UTIME_OMIT: nothing to change, nothing checked
+        a.atime_ns = None;
+        a.mtime_ns = None;
+    }
+    if libc::geteuid() != 0 {
+        let cur = if id != 0 {
+            Some(c.file_stat(id).map_err(os)?)
+        } else {
+            c.file_stat_path(path).map_err(os)?
+        };
+        let Some(cur) = cur else {
+            return cvt(real_op());
+        };
+        setattr_allowed(&cur, &mut a, times)?;
+    }
     match c.file_set_attr(id, path, a).map_err(os)? {
         None => cvt(real_op()),
         Some(p) => {
@@ -2837,6 +2972,7 @@ pub unsafe extern "C" fn chmod(path: *const c_char, mode: mode_t) -> c_int {
                     mode: Some(mode & 0o7777),
                     ..Default::default()
                 },
+                Times::Unchanged,
                 || real::chmod(path, mode),
             )
         }),
@@ -2860,6 +2996,7 @@ pub unsafe extern "C" fn fchmodat(
                     mode: Some(mode & 0o7777),
                     ..Default::default()
                 },
+                Times::Unchanged,
                 || real::fchmodat(dirfd, path, mode, flags),
             )
         }),
@@ -2871,19 +3008,18 @@ pub unsafe extern "C" fn fchmod(fd: c_int, mode: mode_t) -> c_int {
     match tracked_fd(fd) {
         None => real::fchmod(fd, mode),
         Some(t) => run(|| {
-            let r = cl()?
-                .file_set_attr(
-                    t.id,
-                    "",
-                    SetAttr {
-                        mode: Some(mode & 0o7777),
-                        ..Default::default()
-                    },
-                )
-                .map_err(os)?;
+            let c = cl()?;
+            let mut a = SetAttr {
+                mode: Some(mode & 0o7777),
+                ..Default::default()
+            };
+            if libc::geteuid() != 0 {
+                setattr_allowed(&c.file_stat(t.id).map_err(os)?, &mut a, Times::Unchanged)?;
+            }
+            let r = c.file_set_attr(t.id, "", a).map_err(os)?;
             trace!("fchmod fd={} id={:x} mode={:o}", fd, t.id, mode);
             if r == Some(Persist::Default) {
-                chmod_dest(t.id, mode);
+                chmod_dest(t.id, a.mode.unwrap_or(mode));
             }
             Ok(0)
         }),
@@ -2935,7 +3071,7 @@ unsafe fn chown_tracked(
         owner: Some((uid, gid)),
         ..Default::default()
     };
-    set_attr_tracked(a.id, "", owner, real_op)
+    set_attr_tracked(a.id, "", owner, Times::Unchanged, real_op)
 }
 
 #[no_mangle]
@@ -3048,6 +3184,7 @@ pub unsafe extern "C" fn utimensat(
                 0,
                 t.abs.as_str().ok_or(libc::EINVAL)?,
                 times_of(ts)?,
+                times_class(ts),
                 || real::utimensat(dirfd, path, ts, flags),
             )
         }),
@@ -3059,8 +3196,16 @@ pub unsafe extern "C" fn futimens(fd: c_int, ts: *const libc::timespec) -> c_int
     match tracked_fd(fd) {
         None => real::futimens(fd, ts),
         Some(t) => run(|| {
-            let a = times_of(ts)?;
-            let r = cl()?.file_set_attr(t.id, "", a).map_err(os)?;
+            let mut a = times_of(ts)?;
+            let c = cl()?;
+            let times = times_class(ts);
+            if times == Times::Unchanged {
+                return Ok(0);
+            }
+            if libc::geteuid() != 0 {
+                setattr_allowed(&c.file_stat(t.id).map_err(os)?, &mut a, times)?;
+            }
+            let r = c.file_set_attr(t.id, "", a).map_err(os)?;
             trace!("futimens fd={} id={:x} {:?}", fd, t.id, a);
             if r == Some(Persist::Default) {
                 // best effort: the destination may not exist yet (the flusher sets times)
@@ -3582,4 +3727,45 @@ unsafe fn parent_dir(dirfd: c_int, path: *const c_char) -> Result<(), c_int> {
         return Err(libc::ENOTDIR);
     }
     Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// uid changes
+
+/// Before this process changes its uid: reach the daemon now, while the
+/// process is still its user (a root process that `setuid`s to another user,
+/// as servers and test suites do, could no longer connect to its daemon's
+/// private socket afterwards, and would lose sight of its buffered files).
+/// The connection, checked at connect, serves the process afterwards; its
+/// requests carry its effective ids for permission checks.
+fn connect_before_uid_change() {
+    if crate::ready() && !crate::guarded() {
+        crate::run_raw((), || {
+            let _ = cl();
+        });
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn setuid(uid: libc::uid_t) -> c_int {
+    connect_before_uid_change();
+    real::setuid(uid)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn seteuid(uid: libc::uid_t) -> c_int {
+    connect_before_uid_change();
+    real::seteuid(uid)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn setreuid(r: libc::uid_t, e: libc::uid_t) -> c_int {
+    connect_before_uid_change();
+    real::setreuid(r, e)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn setresuid(r: libc::uid_t, e: libc::uid_t, s: libc::uid_t) -> c_int {
+    connect_before_uid_change();
+    real::setresuid(r, e, s)
 }

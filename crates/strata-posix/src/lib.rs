@@ -953,14 +953,70 @@ macro_rules! trace {
 }
 pub(crate) use trace;
 
-/// A path pointer the adapter may read: not NULL and inside the user
-/// address space. Others (`(char *)-1`, small integers) go to the real call,
-/// which answers EFAULT where reading them here would crash the process
-/// (issue 12 item 22). A pointer into an unmapped page inside that range is
-/// not detected.
+/// A string pointer the adapter may read: not NULL, inside the user address
+/// space, and every page up to its terminating NUL mapped. Others (`(char
+/// *)-1`, small integers, an unmapped address) go to the real call, which
+/// answers EFAULT where reading them here would crash the process (issue 12
+/// item 22). A page that is mapped without read permission is not detected.
 pub(crate) fn plausible_ptr(p: *const c_char) -> bool {
     let a = p as usize;
-    (4096..(1usize << 56)).contains(&a)
+    if !(4096..(1usize << 56)).contains(&a) {
+        return false;
+    }
+    let mut page = a & !(PAGE_BYTES - 1);
+    let mut at = a;
+    // Bounded: a string longer than this many pages is taken as readable
+    // past them (paths end within two).
+    for _ in 0..STRING_PAGES_CHECKED {
+        if !page_mapped(page) {
+            return false;
+        }
+        let end = page + PAGE_BYTES;
+        // SAFETY: [at, end) lies in a mapped page.
+        let rest = unsafe { std::slice::from_raw_parts(at as *const u8, end - at) };
+        if rest.contains(&0) {
+            return true;
+        }
+        at = end;
+        page = end;
+    }
+    true
+}
+
+const PAGE_BYTES: usize = 4096;
+const STRING_PAGES_CHECKED: usize = 16;
+const GOOD_PAGES_CACHED: usize = 8;
+
+thread_local! {
+    /// Pages this thread found mapped: most strings live in a few (the
+    /// stack, the heap), so the check costs a system call only on a miss.
+    static GOOD_PAGES: Cell<([usize; GOOD_PAGES_CACHED], usize)> =
+        const { Cell::new(([0; GOOD_PAGES_CACHED], 0)) };
+}
+
+fn page_mapped(page: usize) -> bool {
+    let cached = GOOD_PAGES
+        .try_with(|g| g.get().0.contains(&page))
+        .unwrap_or(false);
+    if cached {
+        return true;
+    }
+    let mut v = 0u8;
+    // SAFETY: mincore only reads the page table; `v` holds one page's byte.
+    let ok = unsafe { libc::mincore(page as *mut libc::c_void, PAGE_BYTES, &mut v) } == 0;
+    if ok {
+        let _ = GOOD_PAGES.try_with(|g| {
+            let (mut pages, next) = g.get();
+            pages[next % GOOD_PAGES_CACHED] = page;
+            g.set((pages, next.wrapping_add(1)));
+        });
+    }
+    ok
+}
+
+/// After an munmap: this thread forgets the pages it found mapped.
+pub(crate) fn forget_good_pages() {
+    let _ = GOOD_PAGES.try_with(|g| g.set(([0; GOOD_PAGES_CACHED], 0)));
 }
 
 pub(crate) fn c_str<'a>(p: *const c_char) -> &'a [u8] {

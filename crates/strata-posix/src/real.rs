@@ -163,6 +163,10 @@ reals! {
     sys fn symlinkat(target: *const c_char, dirfd: c_int, path: *const c_char) -> c_int = sc!(c_int, libc::SYS_symlinkat, target, dirfd, path);
     sys fn readlinkat(dirfd: c_int, path: *const c_char, buf: *mut c_char, n: size_t) -> ssize_t = sc!(ssize_t, libc::SYS_readlinkat, dirfd, path, buf, n);
     sys fn linkat(ofd: c_int, from: *const c_char, nfd: c_int, to: *const c_char, fl: c_int) -> c_int = sc!(c_int, libc::SYS_linkat, ofd, from, nfd, to, fl);
+    dl fn setuid(uid: libc::uid_t) -> c_int;
+    dl fn seteuid(uid: libc::uid_t) -> c_int;
+    dl fn setreuid(r: libc::uid_t, e: libc::uid_t) -> c_int;
+    dl fn setresuid(r: libc::uid_t, e: libc::uid_t, s: libc::uid_t) -> c_int;
     dl fn opendir(path: *const c_char) -> *mut libc::DIR;
     dl fn fdopendir(fd: c_int) -> *mut libc::DIR;
     dl fn readdir64(d: *mut libc::DIR) -> *mut libc::dirent64;

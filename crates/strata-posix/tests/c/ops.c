@@ -598,6 +598,35 @@ static void bad_pointers(void) {
     struct stat st;
     R(stat(bad, &st));
     R(access(low, F_OK));
+    /* NULL, an address in range but unmapped (pjdfstest's 0xdeadc0de), and a
+     * string that runs off a mapped page into an unmapped one */
+    char *two = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (two == MAP_FAILED) return;
+    munmap(two + 4096, 4096);
+    memset(two, 'a', 4096);
+    const char *gone = two + 4096, *off_end = two + 4090;
+    const char *ptrs[] = {NULL, (const char *)0xdeadc0deUL, gone, off_end};
+    for (int i = 0; i < 4; i++) {
+        const char *b = ptrs[i];
+        printf("pointer %d\n", i);
+        R(open(b, O_RDONLY));
+        R(open(b, O_CREAT | O_WRONLY, 0644));
+        R(unlink(b));
+        R(rmdir(b));
+        R(truncate(b, 10));
+        R(chmod(b, 0644));
+        R(chown(b, 0, 0));
+        R(rename(b, P(0, "x")));
+        R(rename(P(0, "x"), b));
+        R(mkdir(b, 0755));
+        R(stat(b, &st));
+        R(lstat(b, &st));
+        R(utimensat(AT_FDCWD, b, NULL, 0));
+        R(link(b, P(0, "y")));
+        R(symlink(P(0, "x"), b));
+        R(access(b, F_OK));
+    }
+    munmap(two, 4096);
 }
 
 int main(int argc, char **argv) {
