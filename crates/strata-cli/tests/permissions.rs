@@ -128,3 +128,82 @@ fn permission_bits_are_honoured_for_a_user_that_is_not_root() {
         );
     }
 }
+
+/// A root process that drops to another user (`setuid`, as servers and
+/// pjdfstest do) keeps reaching its daemon: the adapter connects before the
+/// uid changes (afterwards the daemon's private socket is out of reach, and
+/// the buffered file looked absent: ENOENT). The kernel's rules then apply
+/// to the new user: writing the file it owns works, a write by the non-owner
+/// clears set-user-ID.
+#[test]
+fn a_root_process_that_drops_to_another_user_keeps_its_buffered_files() {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    if Command::new("python3").arg("-V").output().is_err() {
+        eprintln!("skipped: python3 missing");
+        return;
+    }
+    const SCRIPT: &str = r#"
+import os
+open('mine', 'w').write('root wrote\n')
+os.chown('mine', 65534, 65534)
+open('suid', 'w').write('x')
+os.chmod('suid', 0o4777)
+os.setgid(65534)
+os.setgroups([])
+os.setuid(65534)
+with open('mine', 'a') as f:
+    f.write('nobody appended\n')
+print(open('mine').read(), end='')
+with open('suid', 'a') as f:
+    f.write('y')
+print('suid mode %o' % (os.stat('suid').st_mode & 0o7777))
+"#;
+    let top = tempfile::Builder::new()
+        .prefix("strata-setuid-")
+        .tempdir()
+        .unwrap();
+    let (plain, buf) = (top.path().join("plain"), top.path().join("buf"));
+    for d in [&plain, &buf] {
+        std::fs::create_dir(d).unwrap();
+        std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    }
+    let run = |dir: &Path, strata: bool| {
+        let mut c = if strata {
+            let mut c = Command::new(common::strata_bin());
+            c.args([
+                "run", "--quiet", "--mode", "scratch", "--", "python3", "-c", SCRIPT,
+            ]);
+            c
+        } else {
+            let mut c = Command::new("python3");
+            c.args(["-c", SCRIPT]);
+            c
+        };
+        // a private zero-config identity: never the user's daemon or tiers
+        c.current_dir(dir)
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", top.path())
+            .env("XDG_RUNTIME_DIR", top.path())
+            .env("LC_ALL", "C")
+            .output()
+            .unwrap()
+    };
+    let want = run(&plain, false);
+    assert!(want.status.success(), "{want:?}");
+    let got = run(&buf, true);
+    let (w, g) = (
+        String::from_utf8_lossy(&want.stdout),
+        String::from_utf8_lossy(&got.stdout),
+    );
+    assert!(
+        got.status.success(),
+        "{g}\n{}",
+        String::from_utf8_lossy(&got.stderr)
+    );
+    assert_eq!(g, w, "stderr:\n{}", String::from_utf8_lossy(&got.stderr));
+    assert_eq!(w, "root wrote\nnobody appended\nsuid mode 777\n");
+}

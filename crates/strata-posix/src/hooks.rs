@@ -10,7 +10,9 @@ use libc::{iovec, mode_t, off64_t, size_t, ssize_t};
 use strata_client::file::{FileAttr, OpenFlags, Persist, SetAttr};
 use strata_client::{Client, Errno};
 
-use crate::path::{tracked_path, tracked_path_at, tracked_path_nofollow, Last, Tracked};
+use crate::path::{
+    enotdir_fix, tracked_path, tracked_path_at, tracked_path_nofollow, Last, Tracked,
+};
 
 /// The daemon's record of a tracked path; None for an untracked path or a
 /// path with no record.
@@ -433,14 +435,20 @@ pub(crate) unsafe fn open_tracked(
     mode: c_uint,
 ) -> Result<Option<c_int>, c_int> {
     let acc = flags & libc::O_ACCMODE;
-    if acc == 3 {
-        return Ok(None);
-    }
     let c = match cl() {
         Ok(c) => c,
         Err(_) => return Ok(None),
     };
     let path = t.abs.as_str().ok_or(libc::EINVAL)?;
+    if acc == 3 {
+        // Linux's "no read, no write" access mode (for ioctls): a file at the
+        // destination is the kernel's; for a buffered one, POSIX's EINVAL
+        // (never the kernel's ENOENT for a file that exists)
+        return match c.file_stat_path(path).map_err(os)? {
+            Some(_) => Err(libc::EINVAL),
+            None => Ok(None),
+        };
+    }
     let creat = flags & libc::O_CREAT != 0;
     if acc != libc::O_RDONLY || flags & libc::O_TRUNC != 0 {
         crate::note_written(t.abs.bytes());
@@ -585,7 +593,7 @@ unsafe fn open_impl_inner(dirfd: c_int, path: *const c_char, flags: c_int, mode:
 
 /// open/openat of a tracked path.
 unsafe fn open_impl(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
-    let fd = open_impl_inner(dirfd, path, flags, mode);
+    let fd = enotdir_fix(open_impl_inner(dirfd, path, flags, mode), dirfd, path);
     if (0..=2).contains(&fd) {
         // close(1); open("file") — the classic redirection
         let e = errno();
@@ -1334,7 +1342,7 @@ pub unsafe extern "C" fn truncate(path: *const c_char, len: off64_t) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn truncate64(path: *const c_char, len: off64_t) -> c_int {
     match tracked_path(libc::AT_FDCWD, path) {
-        None => real::truncate64(path, len),
+        None => enotdir_fix(real::truncate64(path, len), libc::AT_FDCWD, path),
         Some(t) => run(|| {
             if len < 0 {
                 return Err(libc::EINVAL);
@@ -1610,7 +1618,7 @@ pub unsafe extern "C" fn stat(path: *const c_char, buf: *mut libc::stat64) -> c_
 #[no_mangle]
 pub unsafe extern "C" fn stat64(path: *const c_char, buf: *mut libc::stat64) -> c_int {
     match tracked_path(libc::AT_FDCWD, path) {
-        None => real::stat64(path, buf),
+        None => enotdir_fix(real::stat64(path, buf), libc::AT_FDCWD, path),
         Some(t) => run(|| {
             stat_tracked(
                 &t,
@@ -1630,7 +1638,7 @@ pub unsafe extern "C" fn lstat(path: *const c_char, buf: *mut libc::stat64) -> c
 #[no_mangle]
 pub unsafe extern "C" fn lstat64(path: *const c_char, buf: *mut libc::stat64) -> c_int {
     match tracked_path_nofollow(libc::AT_FDCWD, path) {
-        None => real::lstat64(path, buf),
+        None => enotdir_fix(real::lstat64(path, buf), libc::AT_FDCWD, path),
         Some(t) => run(|| {
             stat_tracked(
                 &t,
@@ -1740,7 +1748,7 @@ pub unsafe extern "C" fn statx(
         };
     }
     match tracked_path_at(dirfd, path, last_of(flags)) {
-        None => fb(),
+        None => enotdir_fix(fb(), dirfd, path),
         Some(t) => run(|| {
             stat_tracked(
                 &t,
@@ -1764,7 +1772,7 @@ pub unsafe extern "C" fn __xstat64(
     buf: *mut libc::stat64,
 ) -> c_int {
     match tracked_path(libc::AT_FDCWD, path) {
-        None => real::__xstat64(ver, path, buf),
+        None => enotdir_fix(real::__xstat64(ver, path, buf), libc::AT_FDCWD, path),
         Some(t) => run(|| {
             stat_tracked(
                 &t,
@@ -1792,7 +1800,7 @@ pub unsafe extern "C" fn __lxstat64(
     buf: *mut libc::stat64,
 ) -> c_int {
     match tracked_path_nofollow(libc::AT_FDCWD, path) {
-        None => real::__lxstat64(ver, path, buf),
+        None => enotdir_fix(real::__lxstat64(ver, path, buf), libc::AT_FDCWD, path),
         Some(t) => run(|| {
             stat_tracked(
                 &t,
@@ -1892,7 +1900,7 @@ unsafe fn access_tracked(
 #[no_mangle]
 pub unsafe extern "C" fn access(path: *const c_char, mode: c_int) -> c_int {
     match tracked_path(libc::AT_FDCWD, path) {
-        None => real::access(path, mode),
+        None => enotdir_fix(real::access(path, mode), libc::AT_FDCWD, path),
         Some(t) => run(|| access_tracked(&t, mode, false, || real::access(path, mode))),
     }
 }
@@ -1905,7 +1913,7 @@ pub unsafe extern "C" fn faccessat(
     flags: c_int,
 ) -> c_int {
     match tracked_path_at(dirfd, path, last_of(flags)) {
-        None => real::faccessat(dirfd, path, mode, flags),
+        None => enotdir_fix(real::faccessat(dirfd, path, mode, flags), dirfd, path),
         Some(t) => run(|| {
             access_tracked(&t, mode, flags & libc::AT_EACCESS != 0, || {
                 real::faccessat(dirfd, path, mode, flags)
@@ -1917,7 +1925,7 @@ pub unsafe extern "C" fn faccessat(
 #[no_mangle]
 pub unsafe extern "C" fn euidaccess(path: *const c_char, mode: c_int) -> c_int {
     match tracked_path(libc::AT_FDCWD, path) {
-        None => real::euidaccess(path, mode),
+        None => enotdir_fix(real::euidaccess(path, mode), libc::AT_FDCWD, path),
         Some(t) => run(|| access_tracked(&t, mode, true, || real::euidaccess(path, mode))),
     }
 }
@@ -2049,7 +2057,7 @@ fn materialize_orphan(c: &Client, id: u64, dest: Option<std::fs::File>) {
 #[no_mangle]
 pub unsafe extern "C" fn unlink(path: *const c_char) -> c_int {
     match tracked_path_nofollow(libc::AT_FDCWD, path) {
-        None => real::unlink(path),
+        None => enotdir_fix(real::unlink(path), libc::AT_FDCWD, path),
         Some(t) => run(|| unlink_tracked(&t, || real::unlink(path))),
     }
 }
@@ -2060,7 +2068,7 @@ pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_in
         return crate::dirs::rmdir_at(dirfd, path, flags);
     }
     match tracked_path_nofollow(dirfd, path) {
-        None => real::unlinkat(dirfd, path, flags),
+        None => enotdir_fix(real::unlinkat(dirfd, path, flags), dirfd, path),
         Some(t) => run(|| unlink_tracked(&t, || real::unlinkat(dirfd, path, flags))),
     }
 }
@@ -2069,7 +2077,7 @@ pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_in
 #[no_mangle]
 pub unsafe extern "C" fn remove(path: *const c_char) -> c_int {
     match tracked_path_nofollow(libc::AT_FDCWD, path) {
-        None => real::remove(path),
+        None => enotdir_fix(real::remove(path), libc::AT_FDCWD, path),
         Some(t) => run(|| unlink_tracked(&t, || real::remove(path))),
     }
 }
@@ -2229,6 +2237,12 @@ unsafe fn rename_impl(
             return cvt(real_rename());
         }
         let Some(fa) = frec else {
+            // A directory never replaces a file (the kernel's answer even
+            // when the file exists only in the buffer, which the kernel
+            // would let the directory shadow: the file's bytes lost).
+            if trec.is_some() && is_dir_at(ofd, from) {
+                return Err(libc::ENOTDIR);
+            }
             // A directory: the buffered files beneath it move with it.
             if let Some(f) = tf.as_ref().filter(|_| is_dir_at(ofd, from)) {
                 return rename_dir(c, f, tt.as_ref(), nfd, to, real_rename);
@@ -2390,7 +2404,8 @@ pub unsafe extern "C" fn rename(from: *const c_char, to: *const c_char) -> c_int
     if !crate::ready() || crate::guarded() {
         return real::rename(from, to);
     }
-    rename_impl(libc::AT_FDCWD, from, libc::AT_FDCWD, to, 0)
+    let r = rename_impl(libc::AT_FDCWD, from, libc::AT_FDCWD, to, 0);
+    crate::path::enotdir_fix2(r, libc::AT_FDCWD, from, libc::AT_FDCWD, to)
 }
 
 #[no_mangle]
@@ -2403,7 +2418,8 @@ pub unsafe extern "C" fn renameat(
     if !crate::ready() || crate::guarded() {
         return real::renameat(ofd, from, nfd, to);
     }
-    rename_impl(ofd, from, nfd, to, 0)
+    let r = rename_impl(ofd, from, nfd, to, 0);
+    crate::path::enotdir_fix2(r, ofd, from, nfd, to)
 }
 
 #[no_mangle]
@@ -2417,7 +2433,8 @@ pub unsafe extern "C" fn renameat2(
     if !crate::ready() || crate::guarded() {
         return real::renameat2(ofd, from, nfd, to, flags);
     }
-    rename_impl(ofd, from, nfd, to, flags)
+    let r = rename_impl(ofd, from, nfd, to, flags);
+    crate::path::enotdir_fix2(r, ofd, from, nfd, to)
 }
 
 // ---------------------------------------------------------------------------
@@ -2963,7 +2980,7 @@ unsafe fn set_attr_tracked(
 #[no_mangle]
 pub unsafe extern "C" fn chmod(path: *const c_char, mode: mode_t) -> c_int {
     match tracked_path(libc::AT_FDCWD, path) {
-        None => real::chmod(path, mode),
+        None => enotdir_fix(real::chmod(path, mode), libc::AT_FDCWD, path),
         Some(t) => run(|| {
             set_attr_tracked(
                 0,
@@ -2987,7 +3004,7 @@ pub unsafe extern "C" fn fchmodat(
     flags: c_int,
 ) -> c_int {
     match tracked_path_at(dirfd, path, last_of(flags)) {
-        None => real::fchmodat(dirfd, path, mode, flags),
+        None => enotdir_fix(real::fchmodat(dirfd, path, mode, flags), dirfd, path),
         Some(t) => run(|| {
             set_attr_tracked(
                 0,
@@ -3077,7 +3094,11 @@ unsafe fn chown_tracked(
 #[no_mangle]
 pub unsafe extern "C" fn chown(path: *const c_char, uid: libc::uid_t, gid: libc::gid_t) -> c_int {
     match tracked_path(libc::AT_FDCWD, path) {
-        None => real::fchownat(libc::AT_FDCWD, path, uid, gid, 0),
+        None => enotdir_fix(
+            real::fchownat(libc::AT_FDCWD, path, uid, gid, 0),
+            libc::AT_FDCWD,
+            path,
+        ),
         Some(t) => run(|| {
             chown_tracked(0, t.abs.as_str().ok_or(libc::EINVAL)?, uid, gid, || {
                 real::fchownat(libc::AT_FDCWD, path, uid, gid, 0)
@@ -3090,7 +3111,7 @@ pub unsafe extern "C" fn chown(path: *const c_char, uid: libc::uid_t, gid: libc:
 pub unsafe extern "C" fn lchown(path: *const c_char, uid: libc::uid_t, gid: libc::gid_t) -> c_int {
     let real_op = || real::fchownat(libc::AT_FDCWD, path, uid, gid, libc::AT_SYMLINK_NOFOLLOW);
     match tracked_path_nofollow(libc::AT_FDCWD, path) {
-        None => real_op(),
+        None => enotdir_fix(real_op(), libc::AT_FDCWD, path),
         Some(t) => run(|| chown_tracked(0, t.abs.as_str().ok_or(libc::EINVAL)?, uid, gid, real_op)),
     }
 }
@@ -3108,7 +3129,7 @@ pub unsafe extern "C" fn fchownat(
     }
     let real_op = || real::fchownat(dirfd, path, uid, gid, flags);
     match tracked_path_at(dirfd, path, last_of(flags)) {
-        None => real_op(),
+        None => enotdir_fix(real_op(), dirfd, path),
         Some(t) => run(|| chown_tracked(0, t.abs.as_str().ok_or(libc::EINVAL)?, uid, gid, real_op)),
     }
 }
@@ -3178,7 +3199,7 @@ pub unsafe extern "C" fn utimensat(
         return futimens(dirfd, ts);
     }
     match tracked_path_at(dirfd, path, last_of(flags)) {
-        None => real::utimensat(dirfd, path, ts, flags),
+        None => enotdir_fix(real::utimensat(dirfd, path, ts, flags), dirfd, path),
         Some(t) => run(|| {
             set_attr_tracked(
                 0,
@@ -3225,7 +3246,7 @@ pub unsafe extern "C" fn futimens(fd: c_int, ts: *const libc::timespec) -> c_int
 #[no_mangle]
 pub unsafe extern "C" fn utimes(path: *const c_char, tv: *const libc::timeval) -> c_int {
     match tracked_path(libc::AT_FDCWD, path) {
-        None => real::utimes(path, tv),
+        None => enotdir_fix(real::utimes(path, tv), libc::AT_FDCWD, path),
         Some(_) => {
             let mut b: [libc::timespec; 2] = std::mem::zeroed();
             utimensat(libc::AT_FDCWD, path, timeval_times(tv, &mut b), 0)
@@ -3236,7 +3257,7 @@ pub unsafe extern "C" fn utimes(path: *const c_char, tv: *const libc::timeval) -
 #[no_mangle]
 pub unsafe extern "C" fn lutimes(path: *const c_char, tv: *const libc::timeval) -> c_int {
     match tracked_path_nofollow(libc::AT_FDCWD, path) {
-        None => real::lutimes(path, tv),
+        None => enotdir_fix(real::lutimes(path, tv), libc::AT_FDCWD, path),
         Some(_) => {
             let mut b: [libc::timespec; 2] = std::mem::zeroed();
             utimensat(
@@ -3263,7 +3284,7 @@ pub unsafe extern "C" fn futimes(fd: c_int, tv: *const libc::timeval) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn utime(path: *const c_char, t: *const libc::utimbuf) -> c_int {
     match tracked_path(libc::AT_FDCWD, path) {
-        None => real::utime(path, t),
+        None => enotdir_fix(real::utime(path, t), libc::AT_FDCWD, path),
         Some(_) => {
             let mut b: [libc::timespec; 2] = std::mem::zeroed();
             let ts = if t.is_null() {
@@ -3508,7 +3529,7 @@ unsafe fn create_name(dirfd: c_int, path: *const c_char, f: impl FnOnce() -> c_i
         set_errno(e);
         return -1;
     }
-    f()
+    enotdir_fix(f(), dirfd, path)
 }
 
 #[no_mangle]
@@ -3665,7 +3686,8 @@ unsafe fn link_impl(
 
 #[no_mangle]
 pub unsafe extern "C" fn link(from: *const c_char, to: *const c_char) -> c_int {
-    link_impl(libc::AT_FDCWD, from, libc::AT_FDCWD, to, 0)
+    let r = link_impl(libc::AT_FDCWD, from, libc::AT_FDCWD, to, 0);
+    crate::path::enotdir_fix2(r, libc::AT_FDCWD, from, libc::AT_FDCWD, to)
 }
 
 #[no_mangle]
@@ -3676,7 +3698,8 @@ pub unsafe extern "C" fn linkat(
     to: *const c_char,
     flags: c_int,
 ) -> c_int {
-    link_impl(ofd, from, nfd, to, flags)
+    let r = link_impl(ofd, from, nfd, to, flags);
+    crate::path::enotdir_fix2(r, ofd, from, nfd, to)
 }
 
 /// readlink of a buffered file that exists only in the buffer: EINVAL (not a

@@ -467,3 +467,91 @@ pub fn tracked_dir_fd(fd: c_int) -> Option<AbsPath> {
     a.fix_root();
     tracked_dir_abs(a)
 }
+
+/// Most ancestors [`enotdir_fix`] asks the daemon about.
+const ANCESTORS_CHECKED_MAX: usize = 64;
+
+/// After a call passed through to the kernel failed with ENOENT: if a
+/// directory part of `path` is a file that exists only in the buffer, the
+/// kernel (which does not see it) said ENOENT where, with the file there, it
+/// says ENOTDIR; errno becomes ENOTDIR. `r` is the call's result, returned.
+/// Costs nothing unless the call failed with ENOENT under an include prefix.
+pub fn enotdir_fix<T: PartialEq + From<i8>>(r: T, dirfd: c_int, path: *const c_char) -> T {
+    if r != T::from(-1) || crate::errno() != libc::ENOENT {
+        return r;
+    }
+    if crate::run_raw(false, || buffered_ancestor(dirfd, path)) {
+        crate::set_errno(libc::ENOTDIR);
+    } else {
+        crate::set_errno(libc::ENOENT);
+    }
+    r
+}
+
+/// [`enotdir_fix`] for a call with two paths (rename, link).
+pub fn enotdir_fix2(
+    r: c_int,
+    ofd: c_int,
+    from: *const c_char,
+    nfd: c_int,
+    to: *const c_char,
+) -> c_int {
+    enotdir_fix(enotdir_fix(r, ofd, from), nfd, to)
+}
+
+fn buffered_ancestor(dirfd: c_int, path: *const c_char) -> bool {
+    if !crate::plausible_ptr(path) || !crate::ready() || crate::connect_failed() {
+        return false;
+    }
+    let Some(lex) = resolve(dirfd, crate::c_str(path)) else {
+        return false;
+    };
+    let st = crate::state();
+    let p = lex.bytes();
+    if !st.include.iter().any(|i| under(p, i)) {
+        return false;
+    }
+    let Ok(c) = crate::client() else {
+        return false;
+    };
+    // from the deepest directory part up: the first that exists in the
+    // kernel ends the search
+    let mut end = p.len();
+    for _ in 0..ANCESTORS_CHECKED_MAX {
+        let Some(slash) = p[..end].iter().rposition(|&b| b == b'/') else {
+            return false;
+        };
+        if slash == 0 {
+            return false;
+        }
+        end = slash;
+        let anc = &p[..end];
+        if !st.include.iter().any(|i| under(anc, i)) || st.include.iter().any(|i| i == anc) {
+            return false;
+        }
+        let mut z = [0u8; PATH_BYTES];
+        z[..anc.len()].copy_from_slice(anc);
+        let mut s: libc::stat64 = unsafe { std::mem::zeroed() };
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_newfstatat,
+                libc::AT_FDCWD,
+                z.as_ptr(),
+                &mut s as *mut libc::stat64,
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        };
+        if r == 0 {
+            // a directory: ENOENT was right; anything else (a buffered file
+            // the flusher just wrote there) makes the path ENOTDIR
+            return s.st_mode & libc::S_IFMT != libc::S_IFDIR;
+        }
+        let Ok(a) = std::str::from_utf8(anc) else {
+            return false;
+        };
+        if matches!(c.file_stat_path(a), Ok(Some(_))) {
+            return true;
+        }
+    }
+    false
+}

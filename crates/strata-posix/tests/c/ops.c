@@ -629,6 +629,39 @@ static void bad_pointers(void) {
     munmap(two, 4096);
 }
 
+/* a path through a file that exists only in the buffer is ENOTDIR, as the
+ * kernel says with the file there (was ENOENT); a directory never replaces
+ * a buffered file (the kernel alone would let it shadow the file) */
+static void through_files(void) {
+    int fd; struct stat st;
+    F(fd = open(P(0, "tf"), O_CREAT | O_WRONLY | O_TRUNC, 0644));
+    R(write(fd, "keep", 4));
+    R(close(fd));
+    R(open(P(0, "tf/x"), O_RDONLY));
+    R(open(P(0, "tf/x"), O_CREAT | O_WRONLY, 0644));
+    R(mkdir(P(0, "tf/x"), 0755));
+    R(mkfifo(P(0, "tf/x"), 0644));
+    R(stat(P(0, "tf/x"), &st));
+    R(lstat(P(0, "tf/x/y"), &st));
+    R(access(P(0, "tf/x"), F_OK));
+    R(unlink(P(0, "tf/x")));
+    R(rmdir(P(0, "tf/x")));
+    R(chmod(P(0, "tf/x"), 0600));
+    R(truncate(P(0, "tf/x"), 0));
+    R(rename(P(0, "tf/x"), P(1, "y")));
+    R(rename(P(0, "tf"), P(1, "tf/y")));
+    R(link(P(0, "tf"), P(1, "tf/y")));
+    R(symlink("tf", P(0, "tf/y")));
+    R(mkdir(P(0, "td"), 0755));
+    R(rename(P(0, "td"), P(1, "tf")));
+    R(lstat(P(0, "tf"), &st));
+    printf("tf: regular=%d size=%lld\n", S_ISREG(st.st_mode), (long long)st.st_size);
+    R(lstat(P(0, "td"), &st));
+    printf("td: dir=%d\n", S_ISDIR(st.st_mode));
+    R(rmdir(P(0, "td")));
+    R(unlink(P(0, "tf")));
+}
+
 int main(int argc, char **argv) {
     snprintf(dir, sizeof dir, "%s", argv[1]);
     const char *s = argc > 2 ? argv[2] : "all";
@@ -649,5 +682,6 @@ int main(int argc, char **argv) {
     if (!strcmp(s, "all") || !strcmp(s, "attrs")) attrs();
     if (!strcmp(s, "all") || !strcmp(s, "aio")) aio_ops();
     if (!strcmp(s, "all") || !strcmp(s, "badptr")) bad_pointers();
+    if (!strcmp(s, "all") || !strcmp(s, "through")) through_files();
     return 0;
 }
