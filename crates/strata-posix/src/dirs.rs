@@ -429,7 +429,7 @@ unsafe fn check_empty(abs: &AbsPath) -> Result<(), c_int> {
 #[no_mangle]
 pub unsafe extern "C" fn rmdir(path: *const c_char) -> c_int {
     match crate::path::tracked_dir_at(libc::AT_FDCWD, path, crate::path::Last::NoFollow) {
-        None => crate::path::enotdir_fix(real::rmdir(path), libc::AT_FDCWD, path),
+        None => crate::path::rmdir_fix(real::rmdir(path), libc::AT_FDCWD, path),
         Some(abs) => run(|| {
             check_empty(&abs)?;
             crate::cvt(real::rmdir(path))
@@ -440,7 +440,7 @@ pub unsafe extern "C" fn rmdir(path: *const c_char) -> c_int {
 /// unlinkat(AT_REMOVEDIR) of a tracked directory (called by the unlinkat hook).
 pub(crate) unsafe fn rmdir_at(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
     match crate::path::tracked_dir_at(dirfd, path, crate::path::Last::NoFollow) {
-        None => crate::path::enotdir_fix(real::unlinkat(dirfd, path, flags), dirfd, path),
+        None => crate::path::rmdir_fix(real::unlinkat(dirfd, path, flags), dirfd, path),
         Some(abs) => run(|| {
             check_empty(&abs)?;
             crate::cvt(real::unlinkat(dirfd, path, flags))

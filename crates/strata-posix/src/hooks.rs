@@ -1977,6 +1977,24 @@ unsafe fn may_delete(abs: &std::path::Path, file_uid: u32) -> Result<(), c_int> 
     Ok(())
 }
 
+/// Search permission on the directory holding `abs`, for a caller that
+/// is not root (EACCES).
+unsafe fn may_search(abs: &std::path::Path) -> Result<(), c_int> {
+    if libc::geteuid() == 0 {
+        return Ok(());
+    }
+    let parent = abs.parent().unwrap_or(std::path::Path::new("/"));
+    let cp =
+        std::ffi::CString::new(parent.as_os_str().as_encoded_bytes()).map_err(|_| libc::EINVAL)?;
+    cvt(real::faccessat(
+        libc::AT_FDCWD,
+        cp.as_ptr(),
+        libc::X_OK,
+        libc::AT_EACCESS,
+    ))
+    .map(|_| ())
+}
+
 /// The kernel's `may_create` for a caller that is not root: write and
 /// search permission on the directory that gets the name `abs`.
 unsafe fn may_create(abs: &std::path::Path) -> Result<(), c_int> {
@@ -2250,6 +2268,11 @@ unsafe fn rename_impl(
             // nothing buffered at the source: the destination moves, and a
             // record at the target is replaced by it (kept for those who
             // hold it open, with the bytes only its destination had)
+            // a buffered-only target is invisible to the kernel's sticky-bit
+            // check: ours first
+            if let (Some(t), Some(ta)) = (&tt, trec) {
+                may_delete(t.abs.as_path(), ta.uid)?;
+            }
             let old_dest = match (&tt, trec) {
                 (Some(t), Some(ta)) if ta.dest_size > 0 => open_dest(t.abs.as_path()),
                 _ => None,
@@ -3638,6 +3661,13 @@ unsafe fn link_impl(
                 return Err(errno());
             }
         }
+        if let (Some(_), Some(t)) = (frec, &tt) {
+            // the kernel looks both names up first: search permission
+            if let Some(f) = &tf {
+                may_search(f.abs.as_path())?;
+            }
+            may_search(t.abs.as_path())?;
+        }
         if record_of(c, tt.as_ref())?.is_some() {
             return Err(libc::EEXIST);
         }
@@ -3669,10 +3699,15 @@ unsafe fn link_impl(
             return Err(libc::EEXIST);
         }
         parent_dir(nfd, to)?;
-        // a name outside the buffer cannot share its bytes
+        // a name outside the buffer cannot share its bytes (a bad pointer:
+        // the kernel's EFAULT)
         let Some(t) = &tt else {
+            if !crate::plausible_ptr(to) {
+                return Err(libc::EFAULT);
+            }
             return Err(libc::EXDEV);
         };
+        may_create(t.abs.as_path())?;
         c.file_link(from_abs, t.abs.as_str().ok_or(libc::EINVAL)?)
             .map_err(os)?;
         trace!(

@@ -488,6 +488,29 @@ pub fn enotdir_fix<T: PartialEq + From<i8>>(r: T, dirfd: c_int, path: *const c_c
     r
 }
 
+/// [`enotdir_fix`] for rmdir: the name itself a buffered-only file is
+/// ENOTDIR too (the kernel, not seeing it, says ENOENT).
+pub fn rmdir_fix(r: c_int, dirfd: c_int, path: *const c_char) -> c_int {
+    let r = enotdir_fix(r, dirfd, path);
+    if r != -1 || crate::errno() != libc::ENOENT {
+        return r;
+    }
+    let is_file = crate::run_raw(false, || {
+        if !crate::plausible_ptr(path) || !crate::ready() || crate::connect_failed() {
+            return false;
+        }
+        let Some(t) = classify_path_at(dirfd, crate::c_str(path), Last::NoFollow) else {
+            return false;
+        };
+        let (Some(p), Ok(c)) = (t.abs.as_str(), crate::client()) else {
+            return false;
+        };
+        matches!(c.file_stat_path(p), Ok(Some(_)))
+    });
+    crate::set_errno(if is_file { libc::ENOTDIR } else { libc::ENOENT });
+    r
+}
+
 /// [`enotdir_fix`] for a call with two paths (rename, link).
 pub fn enotdir_fix2(
     r: c_int,
