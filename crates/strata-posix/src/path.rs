@@ -554,20 +554,25 @@ fn buffered_ancestor(dirfd: c_int, path: *const c_char) -> bool {
         }
         let mut z = [0u8; PATH_BYTES];
         z[..anc.len()].copy_from_slice(anc);
-        let mut s: libc::stat64 = unsafe { std::mem::zeroed() };
-        let r = unsafe {
+        let stat_at = |flags: c_int, s: &mut libc::stat64| unsafe {
             libc::syscall(
                 libc::SYS_newfstatat,
                 libc::AT_FDCWD,
                 z.as_ptr(),
-                &mut s as *mut libc::stat64,
-                libc::AT_SYMLINK_NOFOLLOW,
-            )
+                s as *mut libc::stat64,
+                flags,
+            ) == 0
         };
-        if r == 0 {
-            // a directory: ENOENT was right; anything else (a buffered file
-            // the flusher just wrote there) makes the path ENOTDIR
+        let mut s: libc::stat64 = unsafe { std::mem::zeroed() };
+        if stat_at(0, &mut s) {
+            // a directory (or a link to one): ENOENT was right; anything
+            // else (a buffered file the flusher just wrote there) makes
+            // the path ENOTDIR
             return s.st_mode & libc::S_IFMT != libc::S_IFDIR;
+        }
+        if stat_at(libc::AT_SYMLINK_NOFOLLOW, &mut s) {
+            // a dangling symbolic link: the kernel's ENOENT
+            return false;
         }
         let Ok(a) = std::str::from_utf8(anc) else {
             return false;
