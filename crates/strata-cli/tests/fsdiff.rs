@@ -106,43 +106,23 @@ fn replay_with(seed: u32, ops: u32, keep: &str, extra: &[&str]) {
         std::fs::create_dir(&plain).unwrap();
         std::fs::create_dir(&buf).unwrap();
         let (s, n) = (seed.to_string(), ops.to_string());
-        let want = plain_run(
-            &plain,
-            &[
+        let argv = |dir: &Path| -> Vec<String> {
+            let fixed = [
                 "python3",
                 script,
-                plain.to_str().unwrap(),
+                dir.to_str().unwrap(),
                 &s,
                 &n,
                 "--keep",
                 keep,
-            ]
-            .iter()
-            .chain(extra)
-            .copied()
-            .collect::<Vec<_>>(),
-            d.path(),
-        );
+            ];
+            fixed.iter().chain(extra).map(|a| a.to_string()).collect()
+        };
+        let (plain_argv, buf_argv) = (argv(&plain), argv(&buf));
+        let as_strs = |v: &[String]| v.iter().map(String::as_str).collect::<Vec<_>>();
+        let want = plain_run(&plain, &as_strs(&plain_argv), d.path());
         want.assert_ok("fsdiff without strata");
-        let got = strata_run(
-            &d,
-            mode,
-            &buf,
-            &buf,
-            &[
-                "python3",
-                script,
-                buf.to_str().unwrap(),
-                &s,
-                &n,
-                "--keep",
-                keep,
-            ]
-            .iter()
-            .chain(extra)
-            .copied()
-            .collect::<Vec<_>>(),
-        );
+        let got = strata_run(&d, mode, &buf, &buf, &as_strs(&buf_argv));
         got.assert_ok("fsdiff under strata run");
         let want = want.stdout_str().replace(plain.to_str().unwrap(), "ROOT");
         let got = got.stdout_str().replace(buf.to_str().unwrap(), "ROOT");

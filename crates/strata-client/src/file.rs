@@ -889,6 +889,13 @@ impl Client {
             File::open(&path)
                 .map_err(|e| os_err(Errno::Io, &e, format!("read-through of {path}")))?,
         );
+        self.keep_dest_fd(id, path, f.clone());
+        Ok(f)
+    }
+
+    /// Keeps `f`, the destination file of `id` at `path`, for read-through
+    /// (bounded: past DEST_FDS_MAX the cache starts over).
+    fn keep_dest_fd(&self, id: u64, path: String, f: Arc<File>) {
         let mut fds = self
             .inner
             .dest_fds
@@ -897,8 +904,7 @@ impl Client {
         if fds.len() >= DEST_FDS_MAX {
             fds.clear();
         }
-        fds.insert(id, (path, f.clone()));
-        Ok(f)
+        fds.insert(id, (path, f));
     }
 
     /// Reads page `page_off` from the destination (short at its end).
@@ -1169,17 +1175,7 @@ impl Client {
     pub fn file_materialize(&self, id: u64, dest: File) -> Result<()> {
         let attr = self.file_stat(id)?;
         let path = self.file_path(id)?;
-        {
-            let mut fds = self
-                .inner
-                .dest_fds
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            if fds.len() >= DEST_FDS_MAX {
-                fds.clear();
-            }
-            fds.insert(id, (path, Arc::new(dest)));
-        }
+        self.keep_dest_fd(id, path, Arc::new(dest));
         let end = attr.dest_size.min(attr.size);
         let mut buf = vec![0u8; MATERIALIZE_CHUNK_BYTES.min(end.max(1) as usize)];
         let mut at = 0u64;

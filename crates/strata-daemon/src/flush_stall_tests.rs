@@ -13,7 +13,7 @@ use strata_proto::wire::WireDestInfo;
 
 use crate::core::{Core, Src};
 use crate::files::OpenArgs;
-use crate::flush::{self, FlushIo, FlushSettings, Flusher};
+use crate::flush::{FlushIo, FlushSettings, Flusher};
 use crate::server::Msg;
 use crate::testutil::fixture;
 

@@ -3172,13 +3172,7 @@ pub unsafe extern "C" fn fchown(fd: c_int, uid: libc::uid_t, gid: libc::gid_t) -
             let r = c.file_set_attr(t.id, "", owner).map_err(os)?;
             trace!("fchown fd={} id={:x} {}:{}", fd, t.id, uid, gid);
             if r == Some(Persist::Default) {
-                if let Ok(cp) = c.file_path(t.id).map(std::ffi::CString::new) {
-                    if let Ok(cp) = cp {
-                        let e = errno();
-                        real::fchownat(libc::AT_FDCWD, cp.as_ptr(), uid, gid, 0);
-                        set_errno(e);
-                    }
-                }
+                dest_apply(t.id, |p| real::fchownat(libc::AT_FDCWD, p, uid, gid, 0));
             }
             Ok(0)
         }),
@@ -3191,14 +3185,21 @@ unsafe fn plausible_empty(path: *const c_char) -> bool {
 }
 
 /// chmod of a DEFAULT file's destination (best effort: it may not exist yet).
-unsafe fn chmod_dest(id: u64, mode: mode_t) {
+/// Best effort: `op` applied to the destination file of DEFAULT file `id`
+/// (it may not exist yet: the flusher then sets what the record holds);
+/// errno is kept.
+unsafe fn dest_apply(id: u64, op: impl FnOnce(*const c_char) -> c_int) {
     if let Ok(p) = cl().and_then(|c| c.file_path(id).map_err(os)) {
         if let Ok(cp) = std::ffi::CString::new(p) {
             let e = errno();
-            real::chmod(cp.as_ptr(), mode);
+            op(cp.as_ptr());
             set_errno(e);
         }
     }
+}
+
+unsafe fn chmod_dest(id: u64, mode: mode_t) {
+    dest_apply(id, |p| real::chmod(p, mode));
 }
 
 #[no_mangle]
@@ -3252,14 +3253,7 @@ pub unsafe extern "C" fn futimens(fd: c_int, ts: *const libc::timespec) -> c_int
             let r = c.file_set_attr(t.id, "", a).map_err(os)?;
             trace!("futimens fd={} id={:x} {:?}", fd, t.id, a);
             if r == Some(Persist::Default) {
-                // best effort: the destination may not exist yet (the flusher sets times)
-                if let Ok(p) = cl().and_then(|c| c.file_path(t.id).map_err(os)) {
-                    if let Ok(cp) = std::ffi::CString::new(p) {
-                        let e = errno();
-                        real::utimensat(libc::AT_FDCWD, cp.as_ptr(), ts, 0);
-                        set_errno(e);
-                    }
-                }
+                dest_apply(t.id, |p| real::utimensat(libc::AT_FDCWD, p, ts, 0));
             }
             Ok(0)
         }),
@@ -3697,6 +3691,11 @@ unsafe fn link_impl(
         let mut st: libc::stat64 = std::mem::zeroed();
         if real::fstatat64(nfd, to, &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0 {
             return Err(libc::EEXIST);
+        }
+        match errno() {
+            libc::ENOENT => {}
+            // ENAMETOOLONG, EACCES, ELOOP, EFAULT...: the kernel's answer
+            e => return Err(e),
         }
         parent_dir(nfd, to)?;
         // a name outside the buffer cannot share its bytes (a bad pointer:

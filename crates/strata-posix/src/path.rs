@@ -286,6 +286,11 @@ pub fn resolve_real(dirfd: c_int, path: &[u8], last: Last) -> Option<AbsPath> {
                 libc::AT_SYMLINK_NOFOLLOW,
             )
         };
+        if r != 0 && crate::errno() != libc::ENOENT {
+            // EACCES (no search permission on the directory), ELOOP...: the
+            // kernel answers; the buffer must not serve what it would refuse
+            return None;
+        }
         let is_link = r == 0 && st.st_mode & libc::S_IFMT == libc::S_IFLNK;
         if !is_link || last == Last::NoFollow {
             if !a.push(name) {
