@@ -119,7 +119,9 @@ fn replay_with(seed: u32, ops: u32, keep: &str, extra: &[&str]) {
             fixed.iter().chain(extra).map(|a| a.to_string()).collect()
         };
         let (plain_argv, buf_argv) = (argv(&plain), argv(&buf));
-        let as_strs = |v: &[String]| v.iter().map(String::as_str).collect::<Vec<_>>();
+        fn as_strs(v: &[String]) -> Vec<&str> {
+            v.iter().map(String::as_str).collect()
+        }
         let want = plain_run(&plain, &as_strs(&plain_argv), d.path());
         want.assert_ok("fsdiff without strata");
         let got = strata_run(&d, mode, &buf, &buf, &as_strs(&buf_argv));
