@@ -522,6 +522,7 @@ fn mmap_case() -> Option<Case> {
     (require("python3", "python3") && require("fallocate", "util-linux")).then(|| {
         Case::new("mmap")
             .step(step(format!("python3 -c \"{}\"", MMAP_PY.replace('"', "\\\""))))
+            .step(step(format!("python3 -c \"{}\"", MMAP_OTHER_PY.replace('"', "\\\""))))
             .step(step("seq 1 3000 > p && fallocate -p -o 4096 -l 4096 p && fallocate -z -o 100 -l 50 p && fallocate -z -o 13000 -l 100 -n p && stat -c %s p && od -c p | tail -5 && fallocate -z -o 13000 -l 1000 p && stat -c %s p && sha256sum p"))
     })
 }
@@ -572,6 +573,23 @@ fd = os.open('m.dat', os.O_RDONLY)
 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
 print(os.fstatvfs(fd).f_bsize == os.statvfs('.').f_bsize)
 os.close(fd)
+"#;
+
+/// A mapping's copy-back keeps what another process wrote meanwhile to
+/// pages the mapping did not change (it wrote the whole file back: the other
+/// process's write lost).
+const MMAP_OTHER_PY: &str = r#"import mmap, os, subprocess
+open('n.dat', 'wb').write(b'a' * 16384)
+open('w.py', 'w').write("import os\nfd = os.open('n.dat', os.O_WRONLY)\nos.pwrite(fd, b'BBBBB', 12288)\nos.close(fd)\n")
+fd = os.open('n.dat', os.O_RDWR)
+mm = mmap.mmap(fd, 16384)
+mm[0:5] = b'AAAAA'
+subprocess.run(['python3', 'w.py'], check=True)
+mm.flush()
+mm.close()
+os.close(fd)
+d = open('n.dat', 'rb').read()
+print(d[0:5], d[12288:12293], len(d))
 "#;
 
 /// git on a local repository: clone (hard links), commit (objects linked

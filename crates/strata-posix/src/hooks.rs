@@ -2720,7 +2720,9 @@ fn fd_path(fd: c_int) -> std::ffi::CString {
 
 /// Runs `f` with the path to execute: `path` itself, or the private copy.
 unsafe fn with_exec_path(path: *const c_char, f: impl FnOnce(*const c_char) -> c_int) -> c_int {
-    if crate::ready() && !crate::guarded() {
+    // (not in a vfork child: it shares the parent's memory, and the parent,
+    // which shares the mapping too, copies back itself)
+    if crate::ready() && !crate::guarded() && crate::own_process() {
         // the new image has no atexit: mapped files go back to the buffer now
         if let Err(e) = crate::run_raw(Err(libc::EIO), || crate::mapped::sync_backings(None)) {
             set_errno(e);

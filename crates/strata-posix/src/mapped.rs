@@ -39,6 +39,45 @@ const BACKINGS_MAX: usize = 64;
 const MAPS_PER_BACKING_MAX: usize = 1024;
 /// Bytes copied per round between a backing and the buffer.
 const COPY_CHUNK_BYTES: usize = 1 << 20;
+/// Page size of the copy-back's change detection.
+const SUM_PAGE_BYTES: usize = 4096;
+/// Pages whose hashes a backing keeps (64 GiB of file); beyond, a
+/// copy-back writes every page past them.
+const SUM_PAGES_MAX: usize = 1 << 24;
+
+fn page_sum(page: &[u8]) -> u64 {
+    use std::hash::Hasher;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    h.write(page);
+    h.finish()
+}
+
+/// Hashes of the pages of `fd` (size `size_bytes`), as the buffer has them
+/// right after they were copied in.
+unsafe fn sums_of(fd: c_int, size_bytes: u64) -> Result<Synced, c_int> {
+    let mut buf = vec![0u8; COPY_CHUNK_BYTES.min(size_bytes.max(1) as usize)];
+    let mut sums = Vec::new();
+    let mut off = 0u64;
+    // Bounded: every round moves ≥ 1 byte or ends.
+    while off < size_bytes && sums.len() < SUM_PAGES_MAX {
+        let want = buf.len().min((size_bytes - off) as usize);
+        let n = cvt(real::pread64(
+            fd,
+            buf.as_mut_ptr() as *mut c_void,
+            want,
+            off as off64_t,
+        ))? as usize;
+        if n == 0 {
+            break;
+        }
+        sums.extend(buf[..n].chunks(SUM_PAGE_BYTES).map(page_sum));
+        off += n as u64;
+    }
+    Ok(Synced {
+        page_sums: sums,
+        size_bytes,
+    })
+}
 
 struct Backing {
     id: u64,
@@ -47,6 +86,17 @@ struct Backing {
     maps: Vec<(usize, usize)>,
     /// Mappings were lost count: never retire before exit.
     overflow: bool,
+    /// What the buffer holds of the file as this process last synchronised
+    /// it: a hash per page and the size. A copy-back writes only the pages
+    /// whose hash changed (writes of other processes to other pages stay),
+    /// and truncates only when the size changed.
+    synced: Synced,
+}
+
+#[derive(Default)]
+struct Synced {
+    page_sums: Vec<u64>,
+    size_bytes: u64,
 }
 
 struct State {
@@ -183,10 +233,14 @@ pub(crate) unsafe fn map_shared(
                 c"strata-mapped".as_ptr(),
                 libc::MFD_CLOEXEC,
             ))?;
-            if let Err(e) = crate::hooks::copy_out(c, t.id, size, fd) {
-                real::close(fd);
-                return Err(e);
-            }
+            let synced = crate::hooks::copy_out(c, t.id, size, fd).and_then(|()| sums_of(fd, size));
+            let synced = match synced {
+                Ok(s) => s,
+                Err(e) => {
+                    real::close(fd);
+                    return Err(e);
+                }
+            };
             let fd = crate::adopt_internal(fd);
             with(|s| {
                 s.backings.push(Backing {
@@ -194,6 +248,7 @@ pub(crate) unsafe fn map_shared(
                     fd,
                     maps: Vec::new(),
                     overflow: false,
+                    synced,
                 })
             });
             register_exit_hook();
@@ -249,14 +304,31 @@ pub(crate) unsafe fn join_backing(
 }
 
 /// Copies backing `back` of file `id` into the buffer (size, then bytes).
+/// The pages of backing `back` that changed since the last sync go back
+/// into file `id` (runs of changed pages in one write each); the size only
+/// if it changed.
 unsafe fn copy_back(id: u64, back: c_int) -> Result<(), c_int> {
     let c = cl()?;
     let mut st: libc::stat64 = std::mem::zeroed();
     cvt(real::fstat64(back, &mut st))?;
     let size = st.st_size as u64;
-    c.file_truncate(id, size).map_err(os)?;
+    // (taken, not cloned, under the spin lock: a copy-back of the same file
+    // by another thread meanwhile finds no sums and writes every page)
+    let was = with(|s| {
+        s.backings
+            .iter_mut()
+            .find(|b| b.id == id)
+            .map(|b| std::mem::take(&mut b.synced))
+    })
+    .unwrap_or_default();
+    if size != was.size_bytes {
+        c.file_truncate(id, size).map_err(os)?;
+    }
+    let mut sums = was.page_sums;
+    sums.truncate(size.div_ceil(SUM_PAGE_BYTES as u64) as usize);
     let mut buf = vec![0u8; COPY_CHUNK_BYTES.min(size.max(1) as usize)];
     let mut off = 0u64;
+    let mut written = 0u64;
     // Bounded: every round moves ≥ 1 byte or ends.
     while off < size {
         let want = buf.len().min((size - off) as usize);
@@ -269,15 +341,56 @@ unsafe fn copy_back(id: u64, back: c_int) -> Result<(), c_int> {
         if n == 0 {
             break;
         }
-        c.file_write(id, off, &buf[..n]).map_err(os)?;
+        // (COPY_CHUNK_BYTES is a multiple of SUM_PAGE_BYTES: pages align)
+        let mut run: Option<usize> = None; // first changed byte of a run
+        for (i, page) in buf[..n].chunks(SUM_PAGE_BYTES).enumerate() {
+            let pno = (off as usize / SUM_PAGE_BYTES) + i;
+            let sum = page_sum(page);
+            let same = sums.get(pno) == Some(&sum);
+            if pno < sums.len() {
+                sums[pno] = sum;
+            } else if sums.len() < SUM_PAGES_MAX && pno == sums.len() {
+                sums.push(sum);
+            }
+            match (same, run) {
+                (false, None) => run = Some(i * SUM_PAGE_BYTES),
+                (true, Some(at)) => {
+                    let end = i * SUM_PAGE_BYTES;
+                    c.file_write(id, off + at as u64, &buf[at..end])
+                        .map_err(os)?;
+                    written += (end - at) as u64;
+                    run = None;
+                }
+                _ => {}
+            }
+        }
+        if let Some(at) = run {
+            c.file_write(id, off + at as u64, &buf[at..n]).map_err(os)?;
+            written += (n - at) as u64;
+        }
         off += n as u64;
     }
+    with(|s| {
+        if let Some(b) = s.backings.iter_mut().find(|b| b.id == id) {
+            b.synced = Synced {
+                page_sums: sums,
+                size_bytes: size,
+            };
+        }
+    });
     trace!(
-        "mapped id={:x}: {} bytes copied back into the buffer",
+        "mapped id={:x}: {} of {} bytes copied back into the buffer",
         id,
+        written,
         size
     );
     Ok(())
+}
+
+/// Does `fd` still refer to a backing memfd?
+fn is_backing(fd: c_int) -> bool {
+    let mut link = [0u8; 64];
+    matches!(crate::path::fd_link(fd, &mut link), Some(n) if link[..n].starts_with(b"/memfd:strata-mapped"))
 }
 
 /// Copies every backing (or only `id`'s) back; retires those with neither
@@ -295,6 +408,18 @@ pub(crate) unsafe fn sync_backings(only: Option<u64>) -> Result<(), c_int> {
     });
     let mut res = Ok(());
     for (id, back) in list {
+        if !is_backing(back) {
+            // closed behind us (a forked child's close_range before exec:
+            // the parent, which shares the mapping, copies back), or the
+            // number reused for another file: never read it; forget it
+            // (only in the process that made it: a vfork child shares this
+            // state with its parent)
+            if crate::own_process() {
+                with(|s| s.backings.retain(|b| b.fd != back));
+            }
+            trace!("mapped id={:x}: backing {} gone, forgotten", id, back);
+            continue;
+        }
         if let Err(e) = copy_back(id, back) {
             res = Err(e);
             continue;
