@@ -282,6 +282,35 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         child_cmd.env("STRATA_INCLUDE", joined.join(":"));
     }
 
+    // Which paths the run's processes write through the buffer: after a
+    // daemon loss, a process started later refuses those (EIO) instead of
+    // reading their stale destination bytes. Next to the socket (a private
+    // directory); gone with the run.
+    let written_log = socket
+        .parent()
+        .map(|d| d.join(format!("run-{}.written", std::process::id())));
+    let written_log = written_log.filter(|p| {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(p)
+            .is_ok()
+    });
+    if let Some(p) = &written_log {
+        child_cmd.env("STRATA_INTERNAL_WRITTEN_LOG", p);
+    }
+    struct RemoveOnDrop(Option<PathBuf>);
+    impl Drop for RemoveOnDrop {
+        fn drop(&mut self) {
+            if let Some(p) = &self.0 {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+    }
+    let _written_log = RemoveOnDrop(written_log);
+
     install_forwarding();
     let status = match child_cmd.spawn() {
         Ok(mut child) => {

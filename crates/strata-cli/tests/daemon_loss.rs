@@ -17,7 +17,8 @@ use std::process::Stdio;
 
 /// Writes a.txt, says "ready", waits for a line on stdin (the test kills
 /// the daemon meanwhile), then tries: reading old.txt (at the destination
-/// before the run), opening a.txt, creating new.txt.
+/// before the run), opening a.txt, creating new.txt; then a new process
+/// reads a.txt and old.txt.
 const PROGRAM: &str = r#"
 import os, sys
 with open("a.txt", "w") as f:
@@ -36,6 +37,11 @@ def create():
         f.write("after\n")
     return open("new.txt").read().strip()
 attempt("new", create)
+# a process started after the loss knows what the run wrote (the run's log)
+import subprocess
+child = "import sys\nfor n in ('a.txt', 'old.txt'):\n    try:\n        print('child', n, 'ok', open(n).read().strip())\n    except OSError as e:\n        print('child', n, 'errno', e.errno)\n"
+r = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True)
+print(r.stdout.strip(), flush=True)
 "#;
 
 #[test]
@@ -75,6 +81,11 @@ fn after_the_daemon_dies_unbuffered_files_fall_back_to_the_destination() {
             "a file written through the buffer is not read stale: {ctx}"
         );
         assert!(rest.contains("new ok after"), "{ctx}");
+        assert!(
+            rest.contains(&format!("child a.txt errno {}", libc::EIO)),
+            "a process started after the loss does not read what the run wrote stale: {ctx}"
+        );
+        assert!(rest.contains("child old.txt ok persisted"), "{ctx}");
         assert_eq!(
             std::fs::read_to_string(work.path().join("new.txt")).unwrap(),
             "after\n",

@@ -401,7 +401,8 @@ static WROTE: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new())
 static WROTE_OVERFLOW: AtomicBool = AtomicBool::new(false);
 const WROTE_PATHS_MAX: usize = 4096;
 
-/// Remembers that this process writes `abs` through the buffer.
+/// Remembers that this process writes `abs` through the buffer, and tells
+/// the run's log (so processes started later know after a daemon loss).
 pub(crate) fn note_written(abs: &[u8]) {
     // try_lock: never wait in a hook (a fork may have copied a held lock)
     match WROTE.try_lock() {
@@ -409,13 +410,79 @@ pub(crate) fn note_written(abs: &[u8]) {
             if w.iter().any(|p| p.as_slice() == abs) {
                 return;
             }
+            log_written(abs);
             if w.len() >= WROTE_PATHS_MAX {
                 WROTE_OVERFLOW.store(true, Ordering::Relaxed);
                 return;
             }
             w.push(abs.to_vec());
         }
-        Err(_) => WROTE_OVERFLOW.store(true, Ordering::Relaxed),
+        Err(_) => {
+            log_written(b"*");
+            WROTE_OVERFLOW.store(true, Ordering::Relaxed)
+        }
+    }
+}
+
+/// The run's written-paths log (`strata run` names it in
+/// `STRATA_INTERNAL_WRITTEN_LOG`): one absolute path per line, appended by
+/// every process of the run on its first write-open of a path; `*` = too
+/// many to list (after a loss, every tracked path is refused).
+const WRITTEN_LOG_ENV: &str = "STRATA_INTERNAL_WRITTEN_LOG";
+/// Past this size the log takes no more paths (a `*` line instead).
+const WRITTEN_LOG_BYTES_MAX: i64 = 16 << 20;
+static WRITTEN_LOG_FD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-2);
+
+fn log_written(abs: &[u8]) {
+    let mut fd = WRITTEN_LOG_FD.load(Ordering::Acquire);
+    if fd == -2 {
+        fd = -1;
+        if let Some(p) = std::env::var_os(WRITTEN_LOG_ENV) {
+            if let Ok(cp) = std::ffi::CString::new(p.as_encoded_bytes()) {
+                fd = adopt_internal(unsafe {
+                    real::open(
+                        cp.as_ptr(),
+                        libc::O_WRONLY | libc::O_APPEND | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+                        0,
+                    )
+                });
+            }
+        }
+        if let Err(other) =
+            WRITTEN_LOG_FD.compare_exchange(-2, fd, Ordering::AcqRel, Ordering::Acquire)
+        {
+            if fd >= 0 {
+                unsafe { real::close(fd) };
+            }
+            fd = other;
+        }
+    }
+    if fd < 0 || abs.contains(&b'\n') {
+        return;
+    }
+    let mut st: libc::stat64 = unsafe { std::mem::zeroed() };
+    let full = unsafe { real::fstat64(fd, &mut st) } != 0 || st.st_size > WRITTEN_LOG_BYTES_MAX;
+    let mut line = Vec::with_capacity(abs.len() + 1);
+    line.extend_from_slice(if full { b"*" } else { abs });
+    line.push(b'\n');
+    // one write of one line with O_APPEND: lines of concurrent processes
+    // do not interleave
+    unsafe { real::write(fd, line.as_ptr() as *const _, line.len()) };
+}
+
+/// Did a process of this run (an earlier one, or a sibling) write `abs`
+/// through the buffer? Read from the run's log after a daemon loss.
+fn run_wrote(abs: &[u8]) -> bool {
+    let Some(p) = std::env::var_os(WRITTEN_LOG_ENV) else {
+        return false;
+    };
+    let old = GUARD.with(|g| g.replace(true));
+    let log = std::fs::read(p);
+    GUARD.with(|g| g.set(old));
+    match log {
+        Ok(b) => b.split(|&c| c == b'\n').any(|l| l == abs || l == b"*"),
+        // the log is gone or unreadable: refuse, never read stale
+        Err(_) => true,
     }
 }
 
@@ -450,10 +517,11 @@ pub(crate) fn wrote(abs: &[u8]) -> bool {
     if WROTE_OVERFLOW.load(Ordering::Relaxed) {
         return true;
     }
-    match WROTE.try_lock() {
+    let here = match WROTE.try_lock() {
         Ok(w) => w.iter().any(|p| p.as_slice() == abs),
         Err(_) => true,
-    }
+    };
+    here || run_wrote(abs)
 }
 
 fn forget_client() {
