@@ -299,8 +299,26 @@ fn python_case() -> Option<Case> {
             .input("input.bin", bytes(15, 777_777))
             .step(step(format!("python3 {}", script.display())))
             .step(step("python3 -c \"import hashlib,sys; print(hashlib.sha256(open('transformed.bin','rb').read()).hexdigest())\""))
+            // a module written by the program, then imported: Python's import
+            // caches directory listings by the directory's mtime, which a
+            // file created only in the buffer did not move (ModuleNotFoundError)
+            .step(step(format!("python3 -c \"{}\"", PY_IMPORT.replace('"', "\\\""))))
+            // and removed: the directory's mtime moves again
+            .step(step("python3 -c \"import os, time\nt = os.stat('.').st_mtime_ns\ntime.sleep(0.02)\nos.unlink('fresh_mod.py')\nprint(os.stat('.').st_mtime_ns > t)\""))
     })
 }
+
+const PY_IMPORT: &str = r#"import os, sys, time
+sys.path.insert(0, os.getcwd())
+try:
+    import fresh_mod
+except ImportError:
+    print('not yet')
+time.sleep(0.02)
+open('fresh_mod.py', 'w').write('X = 42\n')
+import fresh_mod
+print(fresh_mod.X)
+"#;
 
 fn sqlite_case() -> Option<Case> {
     require("sqlite3", "sqlite3").then(|| {

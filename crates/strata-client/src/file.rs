@@ -354,6 +354,46 @@ fn known_absent(path: &str, may_list: bool, stamp: DirStamp) -> bool {
     absent
 }
 
+/// A name was created in, or removed from, `path`'s directory in the
+/// buffer only: the directory's mtime and ctime move as the kernel moves
+/// them for a real entry (Python's import caches listings by directory
+/// mtime: a module written under strata was not found). Best effort (the
+/// caller created or removed the name, so it may write the directory). This
+/// process's listing of the directory stays usable: the change was ours.
+pub fn touch_parent(path: &str) {
+    let Some(dir) = std::path::Path::new(path).parent() else {
+        return;
+    };
+    let before = std::fs::metadata(dir).ok().map(|m| dir_stamp(&m));
+    let times = [
+        rustix::fs::Timespec {
+            tv_sec: 0,
+            tv_nsec: rustix::fs::UTIME_OMIT,
+        },
+        rustix::fs::Timespec {
+            tv_sec: 0,
+            tv_nsec: rustix::fs::UTIME_NOW,
+        },
+    ];
+    let times = rustix::fs::Timestamps {
+        last_access: times[0],
+        last_modification: times[1],
+    };
+    if rustix::fs::utimensat(rustix::fs::CWD, dir, &times, rustix::fs::AtFlags::empty()).is_err() {
+        return;
+    }
+    let (Some(before), Ok(after)) = (before, std::fs::metadata(dir)) else {
+        return;
+    };
+    let after = dir_stamp(&after);
+    let mut g = LISTINGS.lock().unwrap_or_else(|x| x.into_inner());
+    if let Some((stamp, _)) = g.as_mut().and_then(|l| l.dirs.get_mut(dir)) {
+        if *stamp == before {
+            *stamp = after;
+        }
+    }
+}
+
 /// May a file be created in `path`'s directory (exists, is a directory,
 /// writable and searchable)? Asked of the kernel every time: another
 /// process may have renamed or removed it. Returns the directory's stamp.
@@ -553,7 +593,11 @@ impl Client {
             let (resp, arg) = self.call(req, &[path.as_bytes(), info.as_bytes()])?;
             return match resp.result() {
                 Ok(()) => {
-                    let attr = self.check_access(path, fl, attr_of(&arg)?, resp.val1 == 1)?;
+                    let created = resp.val1 == 1;
+                    let attr = self.check_access(path, fl, attr_of(&arg)?, created)?;
+                    if created {
+                        touch_parent(path);
+                    }
                     self.trunc_after_check(attr, trunc_after_check)
                 }
                 Err(e) => Err(open_error(e, path)),
@@ -586,6 +630,9 @@ impl Client {
             Err(e) => return Err(open_error(e, path)),
         };
         let attr = self.check_access(path, fl, attr, created)?;
+        if created {
+            touch_parent(path);
+        }
         let attr = self.trunc_after_check(attr, trunc_after_check)?;
         // Pin the destination inode while the file is open: if another
         // process replaces or unlinks the path, this descriptor still reads

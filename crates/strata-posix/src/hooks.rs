@@ -2023,6 +2023,7 @@ unsafe fn unlink_tracked(t: &Tracked, real_rm: impl FnOnce() -> c_int) -> Result
         materialize_orphan(c, id, open_dest(t.abs.as_path()));
     }
     if u.existed && !u.dest_may_exist {
+        strata_client::file::touch_parent(p);
         trace!(
             "unlink {} record (buffer only, still open: {})",
             p,
@@ -2358,6 +2359,11 @@ unsafe fn rename_impl(
                         r == 0,
                     )
                     .map_err(os)?;
+                if r != 0 {
+                    // moved in the buffer only: both directories changed
+                    strata_client::file::touch_parent(f.abs.as_str().unwrap_or(""));
+                    strata_client::file::touch_parent(t.abs.as_str().unwrap_or(""));
+                }
                 if let Some((id, f)) = old_dest {
                     if c.file_path(id).is_ok_and(|p| p.starts_with('\u{1}')) {
                         materialize_orphan(c, id, Some(f));
@@ -3714,6 +3720,7 @@ unsafe fn link_impl(
         may_create(t.abs.as_path())?;
         c.file_link(from_abs, t.abs.as_str().ok_or(libc::EINVAL)?)
             .map_err(os)?;
+        strata_client::file::touch_parent(t.abs.as_str().unwrap_or(""));
         trace!(
             "link {} -> {} in the buffer",
             from_abs,
