@@ -354,6 +354,11 @@ fn known_absent(path: &str, may_list: bool, stamp: DirStamp) -> bool {
     absent
 }
 
+/// The directory [`touch_parent`] touched last, and when.
+static LAST_TOUCH: std::sync::Mutex<Option<(std::path::PathBuf, Instant)>> =
+    std::sync::Mutex::new(None);
+const TOUCH_COALESCE: Duration = Duration::from_millis(1);
+
 /// A name was created in, or removed from, `path`'s directory in the
 /// buffer only: the directory's mtime and ctime move as the kernel moves
 /// them for a real entry (Python's import caches listings by directory
@@ -364,6 +369,19 @@ pub fn touch_parent(path: &str) {
     let Some(dir) = std::path::Path::new(path).parent() else {
         return;
     };
+    // The kernel's own directory times move in clock ticks (1–4 ms): a
+    // directory this process touched less than TOUCH_COALESCE ago is left
+    // alone (a burst of creates or removes costs one touch per tick).
+    {
+        let mut last = LAST_TOUCH.lock().unwrap_or_else(|x| x.into_inner());
+        let now = Instant::now();
+        if let Some((d, at)) = last.as_ref() {
+            if d.as_path() == dir && now.duration_since(*at) < TOUCH_COALESCE {
+                return;
+            }
+        }
+        *last = Some((dir.to_path_buf(), now));
+    }
     let before = std::fs::metadata(dir).ok().map(|m| dir_stamp(&m));
     let times = [
         rustix::fs::Timespec {
