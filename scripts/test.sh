@@ -18,6 +18,11 @@ command -v fio >/dev/null || need_apt+=(fio)
 command -v python3 >/dev/null || need_apt+=(python3)
 command -v tar >/dev/null || need_apt+=(tar)
 command -v git >/dev/null || need_apt+=(git)
+command -v rsync >/dev/null || need_apt+=(rsync)
+command -v make >/dev/null || need_apt+=(make)
+# python -m venv and numpy.memmap cases (apt for Debian's python3; pip below for another one)
+python3 -c 'import ensurepip' 2>/dev/null || need_apt+=(python3-venv)
+python3 -c 'import numpy' 2>/dev/null || need_apt+=(python3-numpy)
 # MPI for crates/strata-cli/tests/adapter_mpi.rs (mpirun, and mpicc for tests/adapter/mpi_ranks.c).
 command -v mpirun >/dev/null || need_apt+=(openmpi-bin)
 command -v mpicc >/dev/null || need_apt+=(libopenmpi-dev)
@@ -31,6 +36,8 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     echo "missing: ${need_apt[*]} (install them with apt-get as root)" >&2
   fi
 fi
+# a python3 that is not Debian's does not see python3-numpy: PyPI then (the case is skipped without it)
+python3 -c 'import numpy' 2>/dev/null || python3 -m pip install -q numpy >/dev/null 2>&1 || true
 if ! command -v cargo >/dev/null; then
   [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
 fi

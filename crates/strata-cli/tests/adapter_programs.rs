@@ -610,6 +610,92 @@ d = open('n.dat', 'rb').read()
 print(d[0:5], d[12288:12293], len(d))
 "#;
 
+/// rsync -a with hard links (-H) and symbolic links, then an update that
+/// sends only what changed (rsync compares sizes and mtimes: the buffer's
+/// times must be the kernel's).
+fn rsync_case() -> Option<Case> {
+    require("rsync", "rsync").then(|| {
+        Case::new("rsync")
+            .input("src/a.bin", bytes(31, 300_000))
+            .input("src/sub/b.txt", text_lines(32, 500))
+            // (the link is of a file made in the run: a link of a file at the
+            // destination is the kernel's, at the destination, in every mode)
+            .step(step("cp -p src/a.bin src/c.bin && ln src/c.bin src/hard && ln -s sub/b.txt src/link && rsync -aH src/ dst/ && stat -c '%h %s' dst/c.bin dst/hard && readlink dst/link && sha256sum dst/c.bin dst/sub/b.txt"))
+            .step(step("echo more >> src/sub/b.txt && rsync -aHi src/ dst/ | sort && sha256sum dst/sub/b.txt && rsync -aHi src/ dst/ | wc -l"))
+    })
+}
+
+/// make decides by mtimes: a rebuild after a source changes, none when
+/// nothing changed.
+fn make_case() -> Option<Case> {
+    (require("make", "make") && require("cc", "build-essential")).then(|| {
+        let mk = b"app: a.o b.o\n\tcc -o app a.o b.o\n%.o: %.c\n\tcc -O0 -c -o $@ $<\n".to_vec();
+        let mut c = Case::new("make")
+            .input("Makefile", mk)
+            .input("a.c", b"int f(void);\nint main(void) { return f(); }\n".to_vec())
+            .input("b.c", b"int f(void) { return 0; }\n".to_vec())
+            .step(step("make && ./app; echo \"rc $?\""))
+            .step(step("make; sleep 1.1; echo 'int g(void) { return 1; }' >> b.c && make && ./app; echo \"rc $?\""));
+        c.not_byte_identical = vec!["app", "a.o", "b.o"];
+        c
+    })
+}
+
+/// python -m venv (symbolic links, copies, a pyvenv.cfg), then the
+/// environment's interpreter runs.
+fn venv_case() -> Option<Case> {
+    require("python3", "python3").then(|| {
+        let mut c = Case::new("venv")
+            .step(step("python3 -m venv --without-pip v && v/bin/python -c \"import sys, os; print(os.path.basename(sys.prefix), sys.prefix != sys.base_prefix)\" && ls v && cat v/pyvenv.cfg | grep -c home"));
+        // the activation scripts and pyvenv.cfg name the environment's
+        // absolute path, which differs between the two runs' directories
+        c.not_byte_identical = vec![
+            "v/bin/activate",
+            "v/bin/activate.csh",
+            "v/bin/activate.fish",
+            "v/pyvenv.cfg",
+        ];
+        c
+    })
+}
+
+/// numpy.memmap (a shared writable mapping) and np.load(mmap_mode): what
+/// the mapping wrote is read back by file reads, in the run and at the
+/// destination.
+fn numpy_case() -> Option<Case> {
+    let have = std::process::Command::new("python3")
+        .args(["-c", "import numpy"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have {
+        eprintln!("skipped: numpy missing (python3 -m pip install numpy)");
+        return None;
+    }
+    Some(Case::new("numpy").step(step(format!(
+        "python3 -c \"{}\"",
+        NUMPY_PY.replace('"', "\\\"")
+    ))))
+}
+
+const NUMPY_PY: &str = r#"import numpy as np
+a = np.memmap('arr.dat', dtype='float64', mode='w+', shape=(1000, 100))
+a[:] = np.arange(100000, dtype='float64').reshape(1000, 100)
+a.flush()
+del a
+b = np.memmap('arr.dat', dtype='float64', mode='r+', shape=(1000, 100))
+b[10, :] *= 2
+b.flush()
+del b
+c = np.fromfile('arr.dat', dtype='float64')
+print(c.sum(), c[1000:1003], c.size)
+np.save('x.npy', np.arange(12.0).reshape(3, 4))
+m = np.load('x.npy', mmap_mode='r+')
+m[0, 0] = 100
+m.flush()
+del m
+print(np.load('x.npy').sum())
+"#;
+
 /// git on a local repository: clone (hard links), commit (objects linked
 /// from temporary files), gc and fsck — at the destination too.
 fn git_case() -> Option<Case> {
@@ -671,6 +757,10 @@ program_tests! {
     git_default, git_scratch => |_: &Path| git_case();
     mmap_default, mmap_scratch => |_: &Path| mmap_case();
     owner_default, owner_scratch => |_: &Path| owner_case();
+    rsync_default, rsync_scratch => |_: &Path| rsync_case();
+    make_default, make_scratch => |_: &Path| make_case();
+    venv_default, venv_scratch => |_: &Path| venv_case();
+    numpy_default, numpy_scratch => |_: &Path| numpy_case();
 }
 
 /// Seed 000's checkpoint/restart workflow: a producer run writes a

@@ -843,12 +843,16 @@ impl Core {
             rec.trunc_min = None;
         }
         if !dest_renamed && rec.persist != Persist::Scratch {
-            // The new destination is written from scratch: every page is dirty.
+            // The new destination is written from scratch: every page is
+            // dirty. The file's content did not change: its mtime stays
+            // (rename(2) moves only ctime; rsync, tar and make rely on it).
+            let mtime_ns = rec.mtime_ns;
             let pages = self.meta.file_pages(id)?;
             for (p, bid) in pages {
                 self.page_written(id, p, bid);
             }
             self.file_modified(id);
+            self.meta.file_mut(id)?.mtime_ns = mtime_ns;
         } else if was_dirty {
             self.files.dirty.insert(id);
         }

@@ -491,8 +491,15 @@ fn rename_and_unlink() {
     )
     .unwrap();
     assert!(core.meta.file(c).unwrap().dirty_pages.is_empty());
+    core.meta.file_mut(c).unwrap().mtime_ns = 1_577_836_800_000_000_000;
     assert!(core.file_rename("/r/c", "/r/d", false).unwrap());
     let r = core.meta.file(c).unwrap();
+    // rename(2) moves ctime only: rsync, tar and make compare mtimes
+    assert_eq!(
+        r.mtime_ns, 1_577_836_800_000_000_000,
+        "rename kept the mtime"
+    );
+    assert!(r.ctime_ns > r.mtime_ns);
     assert!(!r.dest_exists);
     assert_eq!(r.dest_size, 0);
     assert_eq!(

@@ -508,8 +508,15 @@ impl FlushIo {
         let (f, created) = match opts.open(&job.path) {
             Ok(f) => (f, false),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // The program created the file earlier (its directory's
+                // times moved then, and may have been set since: tar, rsync
+                // and cp -a set them last): this create keeps them.
+                let dir_times = keep_dir_times(&job.path);
                 match opts.clone().create_new(true).open(&job.path) {
-                    Ok(f) => (f, true),
+                    Ok(f) => {
+                        dir_times.restore();
+                        (f, true)
+                    }
                     Err(e) => {
                         done.error = Some(format!("open {}: {e}", job.path));
                         return done;
@@ -667,6 +674,39 @@ impl FlushIo {
 type Wake = Arc<dyn Fn() + Send + Sync>;
 
 /// Copies the destination file open as `f` (changed outside strata) to a
+/// The access and modification times of `path`'s directory, to put back
+/// after the flusher creates `path` there (best effort).
+struct DirTimes {
+    dir: Option<std::path::PathBuf>,
+    times: Option<rustix::fs::Timestamps>,
+}
+
+fn keep_dir_times(path: &str) -> DirTimes {
+    let dir = std::path::Path::new(path).parent().map(|d| d.to_path_buf());
+    let times = dir
+        .as_ref()
+        .and_then(|d| rustix::fs::stat(d).ok())
+        .map(|st| rustix::fs::Timestamps {
+            last_access: rustix::fs::Timespec {
+                tv_sec: st.st_atime as _,
+                tv_nsec: st.st_atime_nsec as _,
+            },
+            last_modification: rustix::fs::Timespec {
+                tv_sec: st.st_mtime as _,
+                tv_nsec: st.st_mtime_nsec as _,
+            },
+        });
+    DirTimes { dir, times }
+}
+
+impl DirTimes {
+    fn restore(&self) {
+        if let (Some(d), Some(t)) = (&self.dir, &self.times) {
+            let _ = rustix::fs::utimensat(rustix::fs::CWD, d, t, rustix::fs::AtFlags::empty());
+        }
+    }
+}
+
 /// new sibling `<path>.strata-outside-<unix seconds>[-n]`, durably; returns
 /// its path.
 fn keep_outside_version(

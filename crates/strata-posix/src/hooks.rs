@@ -1588,10 +1588,17 @@ unsafe fn stat_tracked(
                 return Ok(r);
             }
             match c.file_open(p, OpenFlags::default(), 0, t.persist, t.page_bytes) {
-                Ok(a) => {
+                Ok(mut a) => {
                     // the open's implicit hold is not a descriptor of ours
                     // (unless one of ours refers to the file by now)
                     crate::release_hold(a.id);
+                    // names made outside the buffer (a kernel link) count
+                    // too: the record knows only the names it has seen
+                    let mut st: libc::stat64 = std::mem::zeroed();
+                    let cp = std::ffi::CString::new(p).map_err(|_| libc::EINVAL)?;
+                    if real::fstatat64(libc::AT_FDCWD, cp.as_ptr(), &mut st, 0) == 0 {
+                        a.nlink = a.nlink.max(st.st_nlink as u32);
+                    }
                     fill(&a);
                     trace!(
                         "stat {} -> record made from the destination, size {}",
