@@ -3009,12 +3009,45 @@ unsafe fn set_attr_tracked(
         Some(p) => {
             trace!("setattr id={:x} {} {:?}", id, path, a);
             if p == Persist::Default {
+                // best effort: the destination may not exist yet (the
+                // flusher sets what the record holds)
                 let e = errno();
-                real_op(); // the destination may not exist yet: the flusher sets times
+                if a.atime_ns.is_some() || a.mtime_ns.is_some() {
+                    dest_times(id, path, &a);
+                } else {
+                    real_op();
+                }
                 set_errno(e);
             }
             Ok(0)
         }
+    }
+}
+
+/// The record's times as `utimensat` takes them (None: UTIME_OMIT).
+fn timespecs_of(a: &SetAttr) -> [libc::timespec; 2] {
+    let one = |t: Option<u64>| match t {
+        Some(ns) => libc::timespec {
+            tv_sec: (ns / 1_000_000_000) as _,
+            tv_nsec: (ns % 1_000_000_000) as _,
+        },
+        None => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
+    };
+    [one(a.atime_ns), one(a.mtime_ns)]
+}
+
+/// The destination of DEFAULT file `id` (or at `path`) takes the times the
+/// record now holds: exactly those (a "now" resolved once, for both), so
+/// the flusher can tell strata's own update from an outside edit.
+unsafe fn dest_times(id: u64, path: &str, a: &SetAttr) {
+    let ts = timespecs_of(a);
+    if id != 0 {
+        dest_apply(id, |p| real::utimensat(libc::AT_FDCWD, p, ts.as_ptr(), 0));
+    } else if let Ok(cp) = std::ffi::CString::new(path) {
+        real::utimensat(libc::AT_FDCWD, cp.as_ptr(), ts.as_ptr(), 0);
     }
 }
 
@@ -3271,7 +3304,7 @@ pub unsafe extern "C" fn futimens(fd: c_int, ts: *const libc::timespec) -> c_int
             let r = c.file_set_attr(t.id, "", a).map_err(os)?;
             trace!("futimens fd={} id={:x} {:?}", fd, t.id, a);
             if r == Some(Persist::Default) {
-                dest_apply(t.id, |p| real::utimensat(libc::AT_FDCWD, p, ts, 0));
+                dest_times(t.id, "", &a);
             }
             Ok(0)
         }),
