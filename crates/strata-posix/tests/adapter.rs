@@ -54,6 +54,8 @@ struct Daemon {
     config: PathBuf,
     socket: PathBuf,
     child: Option<std::process::Child>,
+    /// What a killed daemon leaves in /dev/shm goes with the test.
+    shm_prefix: String,
 }
 
 impl Daemon {
@@ -100,6 +102,7 @@ impl Daemon {
             config,
             socket,
             child: Some(child),
+            shm_prefix: prefix,
         };
         let start = Instant::now();
         loop {
@@ -149,6 +152,10 @@ impl Drop for Daemon {
             }
             let _ = c.kill();
             let _ = c.wait();
+            // a SIGKILLed daemon leaves its segments: they go with the test
+            for suffix in ["-arena", "-ctl", ".lock"] {
+                let _ = std::fs::remove_file(format!("/dev/shm/{}{suffix}", self.shm_prefix));
+            }
         }
     }
 }

@@ -19,6 +19,9 @@ pub struct TestDaemon {
     pub config: PathBuf,
     pub socket: PathBuf,
     pub child: Option<Child>,
+    /// Its shared-memory prefix: what a killed daemon left in /dev/shm goes
+    /// when the test ends (many SIGKILLed daemons filled /dev/shm).
+    pub shm_prefix: String,
 }
 
 /// Tier sizes for a test daemon.
@@ -81,6 +84,7 @@ impl TestDaemon {
             config,
             socket,
             child: None,
+            shm_prefix: prefix,
         };
         d.spawn();
         d
@@ -168,5 +172,14 @@ impl TestDaemon {
 impl Drop for TestDaemon {
     fn drop(&mut self) {
         self.stop();
+        remove_shm(&self.shm_prefix);
+    }
+}
+
+/// The segments and lock of a dead daemon with shared-memory prefix
+/// `prefix` (a clean stop removes them itself; a SIGKILL leaves them).
+pub fn remove_shm(prefix: &str) {
+    for suffix in ["-arena", "-ctl", ".lock"] {
+        let _ = std::fs::remove_file(format!("/dev/shm/{prefix}{suffix}"));
     }
 }
