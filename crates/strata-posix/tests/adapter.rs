@@ -156,6 +156,16 @@ impl Drop for Daemon {
             for suffix in ["-arena", "-ctl", ".lock"] {
                 let _ = std::fs::remove_file(format!("/dev/shm/{}{suffix}", self.shm_prefix));
             }
+            let clients = format!("{}-c", self.shm_prefix);
+            for e in std::fs::read_dir("/dev/shm")
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                if e.file_name().to_string_lossy().starts_with(&clients) {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
         }
     }
 }

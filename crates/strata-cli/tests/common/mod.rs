@@ -182,4 +182,13 @@ pub fn remove_shm(prefix: &str) {
     for suffix in ["-arena", "-ctl", ".lock"] {
         let _ = std::fs::remove_file(format!("/dev/shm/{prefix}{suffix}"));
     }
+    // the clients' segments: `<prefix>-c<id>-<pid>`
+    let clients = format!("{prefix}-c");
+    if let Ok(rd) = std::fs::read_dir("/dev/shm") {
+        for e in rd.flatten() {
+            if e.file_name().to_string_lossy().starts_with(&clients) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
 }
