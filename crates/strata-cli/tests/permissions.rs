@@ -31,6 +31,7 @@ echo s > suid; chmod 6775 suid; echo more >> suid; echo "suid after write $(stat
 echo s > sgid; chmod 2745 sgid; echo more >> sgid; echo "sgid no g+x $(stat -c %a sgid)"
 echo s > tr; chmod 4755 tr; truncate -s 1 tr; echo "after ftruncate $(stat -c %a tr)"
 echo s > ptr; chmod 6755 ptr; python3 -c "import os; os.truncate('ptr', 1)"; echo "after truncate $(stat -c %a ptr)"
+mkdir sub; echo keep > sub/f; chmod 600 sub; (truncate -s 0 sub/f) 2>/dev/null; echo "no search rc=$?"; chmod 700 sub; cat sub/f
 echo s > ro2; chmod 444 ro2; python3 -c "
 import os
 try: os.truncate('ro2', 0)
@@ -108,6 +109,7 @@ fn permission_bits_are_honoured_for_a_user_that_is_not_root() {
     assert!(w.contains("suid after write 775\n"), "{w}");
     assert!(w.contains("sgid no g+x 2745\n"), "{w}");
     assert!(w.contains("truncate read-only errno 13\n"), "{w}");
+    assert!(w.contains("no search rc=1\nkeep\n"), "{w}");
     use std::os::unix::fs::PermissionsExt;
     for name in ["ro", "made", "grp", "suid", "sgid", "tr", "ptr", "ro2"] {
         assert_eq!(
