@@ -39,6 +39,19 @@ except OSError as e: print('truncate read-only errno', e.errno)
 "; cat ro2
 "#;
 
+/// The run under strata succeeded and printed what the plain run printed;
+/// returns that output.
+fn same_output(want: &std::process::Output, got: &std::process::Output) -> String {
+    let (w, g) = (
+        String::from_utf8_lossy(&want.stdout).into_owned(),
+        String::from_utf8_lossy(&got.stdout),
+    );
+    let stderr = String::from_utf8_lossy(&got.stderr);
+    assert!(got.status.success(), "{g}\n{stderr}");
+    assert_eq!(g, w, "stderr:\n{stderr}");
+    w
+}
+
 /// `argv` as `nobody` when we are root, else as ourselves, in `dir`.
 fn as_user(dir: &Path, argv: &[&str]) -> std::process::Output {
     let mut c;
@@ -95,16 +108,7 @@ fn permission_bits_are_honoured_for_a_user_that_is_not_root() {
             SCRIPT,
         ],
     );
-    let (w, g) = (
-        String::from_utf8_lossy(&want.stdout),
-        String::from_utf8_lossy(&got.stdout),
-    );
-    assert!(
-        got.status.success(),
-        "{g}\n{}",
-        String::from_utf8_lossy(&got.stderr)
-    );
-    assert_eq!(g, w, "stderr:\n{}", String::from_utf8_lossy(&got.stderr));
+    let w = same_output(&want, &got);
     assert!(w.contains("trunc rc=2\ndata\n"), "{w}");
     assert!(w.contains("suid after write 775\n"), "{w}");
     assert!(w.contains("sgid no g+x 2745\n"), "{w}");
@@ -197,15 +201,6 @@ print('suid mode %o' % (os.stat('suid').st_mode & 0o7777))
     let want = run(&plain, false);
     assert!(want.status.success(), "{want:?}");
     let got = run(&buf, true);
-    let (w, g) = (
-        String::from_utf8_lossy(&want.stdout),
-        String::from_utf8_lossy(&got.stdout),
-    );
-    assert!(
-        got.status.success(),
-        "{g}\n{}",
-        String::from_utf8_lossy(&got.stderr)
-    );
-    assert_eq!(g, w, "stderr:\n{}", String::from_utf8_lossy(&got.stderr));
+    let w = same_output(&want, &got);
     assert_eq!(w, "root wrote\nnobody appended\nsuid mode 777\n");
 }

@@ -383,19 +383,15 @@ pub fn touch_parent(path: &str) {
         *last = Some((dir.to_path_buf(), now));
     }
     let before = std::fs::metadata(dir).ok().map(|m| dir_stamp(&m));
-    let times = [
-        rustix::fs::Timespec {
+    let times = rustix::fs::Timestamps {
+        last_access: rustix::fs::Timespec {
             tv_sec: 0,
             tv_nsec: rustix::fs::UTIME_OMIT,
         },
-        rustix::fs::Timespec {
+        last_modification: rustix::fs::Timespec {
             tv_sec: 0,
             tv_nsec: rustix::fs::UTIME_NOW,
         },
-    ];
-    let times = rustix::fs::Timestamps {
-        last_access: times[0],
-        last_modification: times[1],
     };
     if rustix::fs::utimensat(rustix::fs::CWD, dir, &times, rustix::fs::AtFlags::empty()).is_err() {
         return;

@@ -124,11 +124,21 @@ impl Core {
 
     /// Records a data/size change of file `id` (generation, times, dirty set).
     fn file_modified(&mut self, id: BucketId) {
+        self.file_changed(id, true);
+    }
+
+    /// `content`: the bytes changed (mtime moves too), else the file only
+    /// has to be written again (moved).
+    fn file_changed(&mut self, id: BucketId, content: bool) {
         let (now, mono) = (now_ns(), self.mono_ns());
         let Ok(rec) = self.meta.file_mut(id) else {
             return;
         };
-        rec.modified(now, mono);
+        if content {
+            rec.modified(now, mono);
+        } else {
+            rec.must_rewrite(now, mono);
+        }
         let needs = rec.needs_flush();
         if needs {
             self.files.dirty.insert(id);
@@ -846,13 +856,11 @@ impl Core {
             // The new destination is written from scratch: every page is
             // dirty. The file's content did not change: its mtime stays
             // (rename(2) moves only ctime; rsync, tar and make rely on it).
-            let mtime_ns = rec.mtime_ns;
             let pages = self.meta.file_pages(id)?;
             for (p, bid) in pages {
                 self.page_written(id, p, bid);
             }
-            self.file_modified(id);
-            self.meta.file_mut(id)?.mtime_ns = mtime_ns;
+            self.file_changed(id, false);
         } else if was_dirty {
             self.files.dirty.insert(id);
         }

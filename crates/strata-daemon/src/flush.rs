@@ -673,40 +673,34 @@ impl FlushIo {
 
 type Wake = Arc<dyn Fn() + Send + Sync>;
 
-/// Copies the destination file open as `f` (changed outside strata) to a
 /// The access and modification times of `path`'s directory, to put back
 /// after the flusher creates `path` there (best effort).
-struct DirTimes {
-    dir: Option<std::path::PathBuf>,
-    times: Option<rustix::fs::Timestamps>,
-}
+struct DirTimes(Option<(std::path::PathBuf, rustix::fs::Timestamps)>);
 
 fn keep_dir_times(path: &str) -> DirTimes {
-    let dir = std::path::Path::new(path).parent().map(|d| d.to_path_buf());
-    let times = dir
-        .as_ref()
-        .and_then(|d| rustix::fs::stat(d).ok())
-        .map(|st| rustix::fs::Timestamps {
-            last_access: rustix::fs::Timespec {
-                tv_sec: st.st_atime as _,
-                tv_nsec: st.st_atime_nsec as _,
-            },
-            last_modification: rustix::fs::Timespec {
-                tv_sec: st.st_mtime as _,
-                tv_nsec: st.st_mtime_nsec as _,
-            },
-        });
-    DirTimes { dir, times }
+    let ts = |sec: i64, nsec: u64| rustix::fs::Timespec {
+        tv_sec: sec as _,
+        tv_nsec: nsec as _,
+    };
+    DirTimes(std::path::Path::new(path).parent().and_then(|d| {
+        let st = rustix::fs::stat(d).ok()?;
+        let times = rustix::fs::Timestamps {
+            last_access: ts(st.st_atime as i64, st.st_atime_nsec as u64),
+            last_modification: ts(st.st_mtime as i64, st.st_mtime_nsec as u64),
+        };
+        Some((d.to_path_buf(), times))
+    }))
 }
 
 impl DirTimes {
     fn restore(&self) {
-        if let (Some(d), Some(t)) = (&self.dir, &self.times) {
+        if let Some((d, t)) = &self.0 {
             let _ = rustix::fs::utimensat(rustix::fs::CWD, d, t, rustix::fs::AtFlags::empty());
         }
     }
 }
 
+/// Copies the destination file open as `f` (changed outside strata) to a
 /// new sibling `<path>.strata-outside-<unix seconds>[-n]`, durably; returns
 /// its path.
 fn keep_outside_version(

@@ -375,8 +375,15 @@ impl FileRecord {
 
     /// Records a data or size change made at `now_ns` (wall) / `mono_ns`.
     pub fn modified(&mut self, now_ns: u64, mono_ns: u64) {
-        self.mod_gen += 1;
         self.mtime_ns = now_ns;
+        self.must_rewrite(now_ns, mono_ns);
+    }
+
+    /// The file must be written to the destination again although its
+    /// bytes did not change (it moved): ctime moves, mtime stays, as
+    /// rename(2) leaves them.
+    pub fn must_rewrite(&mut self, now_ns: u64, mono_ns: u64) {
+        self.mod_gen += 1;
         self.ctime_ns = now_ns;
         self.last_write_mono_ns = mono_ns;
         if self.dirty_since_mono_ns == 0 {

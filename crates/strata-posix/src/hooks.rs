@@ -27,7 +27,7 @@ fn record_of(c: &Client, t: Option<&Tracked>) -> Result<Option<FileAttr>, c_int>
 
 /// Whether a tracked path has a record (a buffered file), for calls that
 /// only adjust the kernel's answer; false when the daemon cannot say.
-fn buffered(t: &Tracked) -> bool {
+pub(crate) fn buffered(t: &Tracked) -> bool {
     run_raw(false, || {
         cl().is_ok_and(|c| matches!(record_of(c, Some(t)), Ok(Some(_))))
     })
@@ -161,19 +161,16 @@ unsafe fn clear_priv(id: u64) -> Result<(), c_int> {
     if kill == 0 {
         return Ok(());
     }
-    let r = c
-        .file_set_attr(
-            id,
-            "",
-            SetAttr {
-                mode: Some(mode & !kill),
-                ..Default::default()
-            },
-        )
-        .map_err(os)?;
+    // (not set_attr_tracked: the kernel clears the bits for any writer, the
+    // owner or not)
+    let a = SetAttr {
+        mode: Some(mode & !kill),
+        ..Default::default()
+    };
+    let r = c.file_set_attr(id, "", a).map_err(os)?;
     trace!("write id={:x}: set-ID bits {:o} cleared", id, kill);
     if r == Some(Persist::Default) {
-        chmod_dest(id, mode & !kill);
+        dest_set(id, "", &a);
     }
     Ok(())
 }
@@ -1948,26 +1945,18 @@ pub unsafe extern "C" fn eaccess(path: *const c_char, mode: c_int) -> c_int {
 // ---------------------------------------------------------------------------
 // unlink, rename
 
-/// Removes the buffered record (a file still open somewhere lives on,
-/// unnamed, until closed) and the destination file. A record that never
-/// reached the destination (created in the buffer, never flushed) has no
-/// destination file: the real unlink is skipped (a slow-PFS round trip per
-/// remove). Success if the record existed or the real unlink succeeded;
-/// a destination that may exist but cannot be removed reports the error.
-/// `abs`'s parent directory, stat'ed, if the caller may not write and search it.
-unsafe fn parent_denied(abs: &std::path::Path) -> Result<libc::stat64, c_int> {
+/// `faccessat(parent of abs, mode, AT_EACCESS)`: Ok with the parent's path.
+unsafe fn parent_access(abs: &std::path::Path, mode: c_int) -> Result<std::ffi::CString, c_int> {
     let parent = abs.parent().unwrap_or(std::path::Path::new("/"));
     let cp =
         std::ffi::CString::new(parent.as_os_str().as_encoded_bytes()).map_err(|_| libc::EINVAL)?;
     cvt(real::faccessat(
         libc::AT_FDCWD,
         cp.as_ptr(),
-        libc::W_OK | libc::X_OK,
+        mode,
         libc::AT_EACCESS,
     ))?;
-    let mut st: libc::stat64 = std::mem::zeroed();
-    cvt(real::fstatat64(libc::AT_FDCWD, cp.as_ptr(), &mut st, 0))?;
-    Ok(st)
+    Ok(cp)
 }
 
 /// The kernel's `may_delete` for a caller that is not root, on the name
@@ -1980,8 +1969,10 @@ unsafe fn may_delete(abs: &std::path::Path, file_uid: u32) -> Result<(), c_int> 
     if euid == 0 {
         return Ok(());
     }
-    let dir = parent_denied(abs)?;
-    if dir.st_mode & libc::S_ISVTX != 0 && euid != dir.st_uid && euid != file_uid {
+    let dir = parent_access(abs, libc::W_OK | libc::X_OK)?;
+    let mut st: libc::stat64 = std::mem::zeroed();
+    cvt(real::fstatat64(libc::AT_FDCWD, dir.as_ptr(), &mut st, 0))?;
+    if st.st_mode & libc::S_ISVTX != 0 && euid != st.st_uid && euid != file_uid {
         return Err(libc::EPERM);
     }
     Ok(())
@@ -1993,16 +1984,7 @@ unsafe fn may_search(abs: &std::path::Path) -> Result<(), c_int> {
     if libc::geteuid() == 0 {
         return Ok(());
     }
-    let parent = abs.parent().unwrap_or(std::path::Path::new("/"));
-    let cp =
-        std::ffi::CString::new(parent.as_os_str().as_encoded_bytes()).map_err(|_| libc::EINVAL)?;
-    cvt(real::faccessat(
-        libc::AT_FDCWD,
-        cp.as_ptr(),
-        libc::X_OK,
-        libc::AT_EACCESS,
-    ))
-    .map(|_| ())
+    parent_access(abs, libc::X_OK).map(|_| ())
 }
 
 /// The kernel's `may_create` for a caller that is not root: write and
@@ -2011,9 +1993,15 @@ unsafe fn may_create(abs: &std::path::Path) -> Result<(), c_int> {
     if libc::geteuid() == 0 {
         return Ok(());
     }
-    parent_denied(abs).map(|_| ())
+    parent_access(abs, libc::W_OK | libc::X_OK).map(|_| ())
 }
 
+/// Removes the buffered record (a file still open somewhere lives on,
+/// unnamed, until closed) and the destination file. A record that never
+/// reached the destination (created in the buffer, never flushed) has no
+/// destination file: the real unlink is skipped (a slow-PFS round trip per
+/// remove). Success if the record existed or the real unlink succeeded;
+/// a destination that may exist but cannot be removed reports the error.
 unsafe fn unlink_tracked(t: &Tracked, real_rm: impl FnOnce() -> c_int) -> Result<c_int, c_int> {
     let c = match cl() {
         Ok(c) => c,
@@ -2266,24 +2254,25 @@ unsafe fn rename_impl(
             return cvt(real_rename());
         }
         let Some(fa) = frec else {
+            let from_is_dir = is_dir_at(ofd, from);
             // A directory never replaces a file (the kernel's answer even
             // when the file exists only in the buffer, which the kernel
             // would let the directory shadow: the file's bytes lost).
-            if trec.is_some() && is_dir_at(ofd, from) {
+            if trec.is_some() && from_is_dir {
                 return Err(libc::ENOTDIR);
             }
             // A directory: the buffered files beneath it move with it.
-            if let Some(f) = tf.as_ref().filter(|_| is_dir_at(ofd, from)) {
+            if let Some(f) = tf.as_ref().filter(|_| from_is_dir) {
                 return rename_dir(c, f, tt.as_ref(), nfd, to, real_rename);
+            }
+            // A buffered-only target is invisible to the kernel's sticky-bit
+            // check: ours first.
+            if let (Some(t), Some(ta)) = (&tt, trec) {
+                may_delete(t.abs.as_path(), ta.uid)?;
             }
             // nothing buffered at the source: the destination moves, and a
             // record at the target is replaced by it (kept for those who
             // hold it open, with the bytes only its destination had)
-            // a buffered-only target is invisible to the kernel's sticky-bit
-            // check: ours first
-            if let (Some(t), Some(ta)) = (&tt, trec) {
-                may_delete(t.abs.as_path(), ta.uid)?;
-            }
             let old_dest = match (&tt, trec) {
                 (Some(t), Some(ta)) if ta.dest_size > 0 => open_dest(t.abs.as_path()),
                 _ => None,
@@ -2313,17 +2302,18 @@ unsafe fn rename_impl(
                 }
                 if libc::geteuid() != 0 {
                     // the kernel's checks, before anything moves (the source
-                    // may exist only in the buffer: the kernel never sees it)
+                    // may exist only in the buffer: the kernel never sees it);
+                    // an existing target is deleted, a free name created
                     may_delete(f.abs.as_path(), fa.uid)?;
-                    may_create(t.abs.as_path())?;
                     let mut st: libc::stat64 = std::mem::zeroed();
                     let target_uid = match trec {
                         Some(ta) => Some(ta.uid),
                         None => (real::fstatat64(nfd, to, &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0)
                             .then_some(st.st_uid),
                     };
-                    if let Some(uid) = target_uid {
-                        may_delete(t.abs.as_path(), uid)?;
+                    match target_uid {
+                        Some(uid) => may_delete(t.abs.as_path(), uid)?,
+                        None => may_create(t.abs.as_path())?,
                     }
                 }
                 // A buffered target open elsewhere lives on unnamed: keep
@@ -2410,6 +2400,23 @@ unsafe fn rename_impl(
             }
         }
     })
+}
+
+/// A new memfd named `name` (flags `mfd`) holding a copy of file `id`'s
+/// `size` bytes: a private copy to map or execute.
+pub(crate) unsafe fn memfd_copy(
+    c: &Client,
+    id: u64,
+    size: u64,
+    name: &std::ffi::CStr,
+    mfd: c_uint,
+) -> Result<c_int, c_int> {
+    let fd = cvt(libc::memfd_create(name.as_ptr(), mfd))?;
+    if let Err(e) = copy_out(c, id, size, fd) {
+        real::close(fd);
+        return Err(e);
+    }
+    Ok(fd)
 }
 
 /// Copies the file's bytes to `fd` (a real file) from offset 0.
@@ -2526,15 +2533,7 @@ unsafe fn mmap_tracked(
         _ => {
             // SCRATCH / WORKFLOW never reach the destination: map a private copy
             let size = c.file_stat(t.id).map_err(os)?.size;
-            let fd = cvt(libc::memfd_create(
-                c"strata-map".as_ptr(),
-                libc::MFD_CLOEXEC,
-            ))?;
-            if let Err(e) = copy_out(c, t.id, size, fd) {
-                real::close(fd);
-                return Err(e);
-            }
-            fd
+            memfd_copy(c, t.id, size, c"strata-map", libc::MFD_CLOEXEC)?
         }
     };
     let r = real::mmap64(addr, len, prot, flags, fd, off);
@@ -2718,11 +2717,7 @@ unsafe fn exec_prepare(path: *const c_char) -> Result<Option<c_int>, c_int> {
         if a.mode & 0o111 == 0 {
             return Err(libc::EACCES);
         }
-        let fd = cvt(libc::memfd_create(c"strata-exec".as_ptr(), 0))?;
-        if let Err(e) = copy_out(c, a.id, a.size, fd) {
-            real::close(fd);
-            return Err(e);
-        }
+        let fd = memfd_copy(c, a.id, a.size, c"strata-exec", 0)?;
         real::fchmod(fd, a.mode as mode_t);
         trace!("exec {}: from a private copy (fd {})", p, fd);
         Ok(Some(fd))
@@ -2922,9 +2917,6 @@ unsafe fn timeval_times(
     buf.as_ptr()
 }
 
-/// Applies `a` to the record of a tracked path (id 0) or descriptor, and
-/// runs `real_op` on the destination when there is no record or the file is
-/// DEFAULT and its destination exists.
 /// What a time change asks for (utimensat's rules differ by it).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Times {
@@ -2977,6 +2969,10 @@ fn setattr_allowed(attr: &FileAttr, a: &mut SetAttr, times: Times) -> Result<(),
     }
 }
 
+/// Applies `a` to the record of a tracked path (id 0) or descriptor `id`,
+/// after the kernel's permission rules for the caller; a DEFAULT file's
+/// destination follows (`dest_set`). `real_op` answers when there is no
+/// record (or no daemon).
 unsafe fn set_attr_tracked(
     id: u64,
     path: &str,
@@ -2988,18 +2984,14 @@ unsafe fn set_attr_tracked(
         Ok(c) => c,
         Err(_) => return cvt(real_op()),
     };
-    if times == Times::Unchanged && a.mode.is_none() && a.owner.is_none() {
-        // utimensat with both UTIME_OMIT: nothing to change, nothing checked
+    if times == Times::Unchanged {
+        // (utimensat with both UTIME_OMIT: nothing to change, nothing checked)
         a.atime_ns = None;
         a.mtime_ns = None;
     }
-    if libc::geteuid() != 0 {
-        let cur = if id != 0 {
-            Some(c.file_stat(id).map_err(os)?)
-        } else {
-            c.file_stat_path(path).map_err(os)?
-        };
-        let Some(cur) = cur else {
+    // (an owner change is checked by its caller, chown_tracked)
+    if libc::geteuid() != 0 && (a.mode.is_some() || times != Times::Unchanged) {
+        let Some(cur) = record_by(c, id, path)? else {
             return cvt(real_op());
         };
         setattr_allowed(&cur, &mut a, times)?;
@@ -3009,18 +3001,20 @@ unsafe fn set_attr_tracked(
         Some(p) => {
             trace!("setattr id={:x} {} {:?}", id, path, a);
             if p == Persist::Default {
-                // best effort: the destination may not exist yet (the
-                // flusher sets what the record holds)
-                let e = errno();
-                if a.atime_ns.is_some() || a.mtime_ns.is_some() {
-                    dest_times(id, path, &a);
-                } else {
-                    real_op();
-                }
-                set_errno(e);
+                dest_set(id, path, &a);
             }
             Ok(0)
         }
+    }
+}
+
+/// The record of descriptor `id`, or of `path` when `id` is 0 (None: no
+/// record there).
+fn record_by(c: &Client, id: u64, path: &str) -> Result<Option<FileAttr>, c_int> {
+    if id != 0 {
+        c.file_stat(id).map(Some).map_err(os)
+    } else {
+        c.file_stat_path(path).map_err(os)
     }
 }
 
@@ -3039,16 +3033,34 @@ fn timespecs_of(a: &SetAttr) -> [libc::timespec; 2] {
     [one(a.atime_ns), one(a.mtime_ns)]
 }
 
-/// The destination of DEFAULT file `id` (or at `path`) takes the times the
-/// record now holds: exactly those (a "now" resolved once, for both), so
-/// the flusher can tell strata's own update from an outside edit.
-unsafe fn dest_times(id: u64, path: &str, a: &SetAttr) {
-    let ts = timespecs_of(a);
-    if id != 0 {
-        dest_apply(id, |p| real::utimensat(libc::AT_FDCWD, p, ts.as_ptr(), 0));
-    } else if let Ok(cp) = std::ffi::CString::new(path) {
-        real::utimensat(libc::AT_FDCWD, cp.as_ptr(), ts.as_ptr(), 0);
+/// Best effort: the destination of DEFAULT file `id` (or at `path` when 0)
+/// takes what `a` set in its record — times exactly as the record holds
+/// them (a "now" resolved once, for both). It may not exist yet: the
+/// flusher then gives the file it creates what the record holds. errno is
+/// kept.
+unsafe fn dest_set(id: u64, path: &str, a: &SetAttr) {
+    let e = errno();
+    let apply = |p: *const c_char| {
+        if let Some(m) = a.mode {
+            real::chmod(p, m);
+        }
+        if let Some((uid, gid)) = a.owner {
+            real::fchownat(libc::AT_FDCWD, p, uid, gid, 0);
+        }
+        if a.atime_ns.is_some() || a.mtime_ns.is_some() {
+            let ts = timespecs_of(a);
+            real::utimensat(libc::AT_FDCWD, p, ts.as_ptr(), 0);
+        }
+    };
+    let p = if id != 0 {
+        cl().and_then(|c| c.file_path(id).map_err(os)).ok()
+    } else {
+        Some(path.to_string())
+    };
+    if let Some(cp) = p.and_then(|p| std::ffi::CString::new(p).ok()) {
+        apply(cp.as_ptr());
     }
+    set_errno(e);
 }
 
 #[no_mangle]
@@ -3099,20 +3111,11 @@ pub unsafe extern "C" fn fchmod(fd: c_int, mode: mode_t) -> c_int {
     match tracked_fd(fd) {
         None => real::fchmod(fd, mode),
         Some(t) => run(|| {
-            let c = cl()?;
-            let mut a = SetAttr {
+            let a = SetAttr {
                 mode: Some(mode & 0o7777),
                 ..Default::default()
             };
-            if libc::geteuid() != 0 {
-                setattr_allowed(&c.file_stat(t.id).map_err(os)?, &mut a, Times::Unchanged)?;
-            }
-            let r = c.file_set_attr(t.id, "", a).map_err(os)?;
-            trace!("fchmod fd={} id={:x} mode={:o}", fd, t.id, mode);
-            if r == Some(Persist::Default) {
-                chmod_dest(t.id, a.mode.unwrap_or(mode));
-            }
-            Ok(0)
+            set_attr_tracked(t.id, "", a, Times::Unchanged, || real::fchmod(fd, mode))
         }),
     }
 }
@@ -3149,13 +3152,8 @@ unsafe fn chown_tracked(
         Ok(c) => c,
         Err(_) => return cvt(real_op()),
     };
-    let a = if id != 0 {
-        c.file_stat(id).map_err(os)?
-    } else {
-        match c.file_stat_path(path).map_err(os)? {
-            Some(a) => a,
-            None => return cvt(real_op()),
-        }
+    let Some(a) = record_by(c, id, path)? else {
+        return cvt(real_op());
     };
     chown_allowed(&a, uid, gid)?;
     let owner = SetAttr {
@@ -3212,45 +3210,13 @@ pub unsafe extern "C" fn fchownat(
 pub unsafe extern "C" fn fchown(fd: c_int, uid: libc::uid_t, gid: libc::gid_t) -> c_int {
     match tracked_fd(fd) {
         None => real::fchown(fd, uid, gid),
-        Some(t) => run(|| {
-            let c = cl()?;
-            let a = c.file_stat(t.id).map_err(os)?;
-            chown_allowed(&a, uid, gid)?;
-            let owner = SetAttr {
-                owner: Some((uid, gid)),
-                ..Default::default()
-            };
-            let r = c.file_set_attr(t.id, "", owner).map_err(os)?;
-            trace!("fchown fd={} id={:x} {}:{}", fd, t.id, uid, gid);
-            if r == Some(Persist::Default) {
-                dest_apply(t.id, |p| real::fchownat(libc::AT_FDCWD, p, uid, gid, 0));
-            }
-            Ok(0)
-        }),
+        Some(t) => run(|| chown_tracked(t.id, "", uid, gid, || real::fchown(fd, uid, gid))),
     }
 }
 
 /// `path` is a readable empty string (AT_EMPTY_PATH on the descriptor).
 unsafe fn plausible_empty(path: *const c_char) -> bool {
-    crate::plausible_ptr(path) && crate::c_str(path).is_empty()
-}
-
-/// chmod of a DEFAULT file's destination (best effort: it may not exist yet).
-/// Best effort: `op` applied to the destination file of DEFAULT file `id`
-/// (it may not exist yet: the flusher then sets what the record holds);
-/// errno is kept.
-unsafe fn dest_apply(id: u64, op: impl FnOnce(*const c_char) -> c_int) {
-    if let Ok(p) = cl().and_then(|c| c.file_path(id).map_err(os)) {
-        if let Ok(cp) = std::ffi::CString::new(p) {
-            let e = errno();
-            op(cp.as_ptr());
-            set_errno(e);
-        }
-    }
-}
-
-unsafe fn chmod_dest(id: u64, mode: mode_t) {
-    dest_apply(id, |p| real::chmod(p, mode));
+    crate::readable_cstr(path).is_some_and(|b| b.is_empty())
 }
 
 #[no_mangle]
@@ -3292,21 +3258,11 @@ pub unsafe extern "C" fn futimens(fd: c_int, ts: *const libc::timespec) -> c_int
     match tracked_fd(fd) {
         None => real::futimens(fd, ts),
         Some(t) => run(|| {
-            let mut a = times_of(ts)?;
-            let c = cl()?;
             let times = times_class(ts);
             if times == Times::Unchanged {
                 return Ok(0);
             }
-            if libc::geteuid() != 0 {
-                setattr_allowed(&c.file_stat(t.id).map_err(os)?, &mut a, times)?;
-            }
-            let r = c.file_set_attr(t.id, "", a).map_err(os)?;
-            trace!("futimens fd={} id={:x} {:?}", fd, t.id, a);
-            if r == Some(Persist::Default) {
-                dest_times(t.id, "", &a);
-            }
-            Ok(0)
+            set_attr_tracked(t.id, "", times_of(ts)?, times, || real::futimens(fd, ts))
         }),
     }
 }
@@ -3413,12 +3369,9 @@ unsafe fn acl_set(
         Ok(c) => c,
         Err(_) => return Ok(None),
     };
-    let cur = if id != 0 {
-        Some(c.file_stat(id).map_err(os)?)
-    } else {
-        c.file_stat_path(path).map_err(os)?
+    let Some(cur) = record_by(c, id, path)? else {
+        return Ok(None);
     };
-    let Some(cur) = cur else { return Ok(None) };
     let mode = (cur.mode & 0o7000) | bits;
     c.file_set_attr(
         cur.id,

@@ -476,13 +476,11 @@ fn run_wrote(abs: &[u8]) -> bool {
     let Some(p) = std::env::var_os(WRITTEN_LOG_ENV) else {
         return false;
     };
-    let old = GUARD.with(|g| g.replace(true));
-    let log = std::fs::read(p);
-    GUARD.with(|g| g.set(old));
-    match log {
-        Ok(b) => b.split(|&c| c == b'\n').any(|l| l == abs || l == b"*"),
+    // (the read is the adapter's own: guarded, so no hook sees it)
+    match run_raw(None, || std::fs::read(&p).ok()) {
+        Some(b) => b.split(|&c| c == b'\n').any(|l| l == abs || l == b"*"),
         // the log is gone or unreadable: refuse, never read stale
-        Err(_) => true,
+        None => true,
     }
 }
 
@@ -503,10 +501,12 @@ pub(crate) fn note_client_error(e: &strata_client::Error) {
 /// After the daemon is lost (or could not be reached): must an open of
 /// `path` fail with EIO because this process wrote it through the buffer?
 pub(crate) unsafe fn refused_after_loss(dirfd: c_int, path: *const c_char) -> bool {
-    if !connect_failed() || !plausible_ptr(path) || !ready() || guarded() {
+    if !connect_failed() || !ready() || guarded() {
         return false;
     }
-    let Some(t) = path::classify_path_at(dirfd, c_str(path), path::Last::Follow) else {
+    let Some(t) =
+        readable_cstr(path).and_then(|b| path::classify_path_at(dirfd, b, path::Last::Follow))
+    else {
         return false;
     };
     wrote(t.abs.bytes())
@@ -1021,15 +1021,16 @@ macro_rules! trace {
 }
 pub(crate) use trace;
 
-/// A string pointer the adapter may read: not NULL, inside the user address
-/// space, and every page up to its terminating NUL mapped. Others (`(char
-/// *)-1`, small integers, an unmapped address) go to the real call, which
-/// answers EFAULT where reading them here would crash the process (issue 12
-/// item 22). A page that is mapped without read permission is not detected.
-pub(crate) fn plausible_ptr(p: *const c_char) -> bool {
+/// The bytes of a C string the adapter may read: not NULL, inside the user
+/// address space, and every page up to its terminating NUL mapped. Others
+/// (`(char *)-1`, small integers, an unmapped address) are None: the real
+/// call answers EFAULT where reading them here would crash the process
+/// (issue 12 item 22). A page mapped without read permission is not
+/// detected. One scan finds both the pages and the length.
+pub(crate) fn readable_cstr<'a>(p: *const c_char) -> Option<&'a [u8]> {
     let a = p as usize;
     if !(4096..(1usize << 56)).contains(&a) {
-        return false;
+        return None;
     }
     let mut page = a & !(PAGE_BYTES - 1);
     let mut at = a;
@@ -1037,18 +1038,25 @@ pub(crate) fn plausible_ptr(p: *const c_char) -> bool {
     // past them (paths end within two).
     for _ in 0..STRING_PAGES_CHECKED {
         if !page_mapped(page) {
-            return false;
+            return None;
         }
         let end = page + PAGE_BYTES;
         // SAFETY: [at, end) lies in a mapped page.
         let rest = unsafe { std::slice::from_raw_parts(at as *const u8, end - at) };
-        if rest.contains(&0) {
-            return true;
+        if let Some(i) = rest.iter().position(|&b| b == 0) {
+            // SAFETY: [a, at + i) lies in the pages just checked.
+            return Some(unsafe { std::slice::from_raw_parts(a as *const u8, at + i - a) });
         }
         at = end;
         page = end;
     }
-    true
+    // SAFETY: the first pages are mapped; the rest is taken on trust.
+    Some(unsafe { std::ffi::CStr::from_ptr(p).to_bytes() })
+}
+
+/// Whether [`readable_cstr`] may read `p`.
+pub(crate) fn plausible_ptr(p: *const c_char) -> bool {
+    readable_cstr(p).is_some()
 }
 
 const PAGE_BYTES: usize = 4096;
@@ -1087,9 +1095,7 @@ pub(crate) fn forget_good_pages() {
     let _ = GOOD_PAGES.try_with(|g| g.set(([0; GOOD_PAGES_CACHED], 0)));
 }
 
+/// [`readable_cstr`], or empty for a pointer it may not read.
 pub(crate) fn c_str<'a>(p: *const c_char) -> &'a [u8] {
-    if !plausible_ptr(p) {
-        return b"";
-    }
-    unsafe { std::ffi::CStr::from_ptr(p).to_bytes() }
+    readable_cstr(p).unwrap_or(b"")
 }

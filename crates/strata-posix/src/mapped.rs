@@ -52,14 +52,18 @@ fn page_sum(page: &[u8]) -> u64 {
     h.finish()
 }
 
-/// Hashes of the pages of `fd` (size `size_bytes`), as the buffer has them
-/// right after they were copied in.
-unsafe fn sums_of(fd: c_int, size_bytes: u64) -> Result<Synced, c_int> {
+/// Reads `fd`'s first `size_bytes` in chunks of COPY_CHUNK_BYTES (a
+/// multiple of SUM_PAGE_BYTES, so chunks start on page boundaries), calling
+/// `each(offset, bytes)`; stops early at end of file.
+unsafe fn read_chunks(
+    fd: c_int,
+    size_bytes: u64,
+    mut each: impl FnMut(u64, &[u8]) -> Result<(), c_int>,
+) -> Result<(), c_int> {
     let mut buf = vec![0u8; COPY_CHUNK_BYTES.min(size_bytes.max(1) as usize)];
-    let mut sums = Vec::new();
     let mut off = 0u64;
     // Bounded: every round moves ≥ 1 byte or ends.
-    while off < size_bytes && sums.len() < SUM_PAGES_MAX {
+    while off < size_bytes {
         let want = buf.len().min((size_bytes - off) as usize);
         let n = cvt(real::pread64(
             fd,
@@ -70,9 +74,24 @@ unsafe fn sums_of(fd: c_int, size_bytes: u64) -> Result<Synced, c_int> {
         if n == 0 {
             break;
         }
-        sums.extend(buf[..n].chunks(SUM_PAGE_BYTES).map(page_sum));
+        each(off, &buf[..n])?;
         off += n as u64;
     }
+    Ok(())
+}
+
+/// Hashes of the pages of `fd` (size `size_bytes`), as the buffer has them
+/// right after they were copied in.
+unsafe fn sums_of(fd: c_int, size_bytes: u64) -> Result<Synced, c_int> {
+    let mut sums = Vec::new();
+    read_chunks(
+        fd,
+        size_bytes.min((SUM_PAGES_MAX * SUM_PAGE_BYTES) as u64),
+        |_, b| {
+            sums.extend(b.chunks(SUM_PAGE_BYTES).map(page_sum));
+            Ok(())
+        },
+    )?;
     Ok(Synced {
         page_sums: sums,
         size_bytes,
@@ -229,12 +248,8 @@ pub(crate) unsafe fn map_shared(
                 return Err(libc::ENOMEM);
             }
             let size = c.file_stat(t.id).map_err(os)?.size;
-            let fd = cvt(libc::memfd_create(
-                c"strata-mapped".as_ptr(),
-                libc::MFD_CLOEXEC,
-            ))?;
-            let synced = crate::hooks::copy_out(c, t.id, size, fd).and_then(|()| sums_of(fd, size));
-            let synced = match synced {
+            let fd = crate::hooks::memfd_copy(c, t.id, size, c"strata-mapped", libc::MFD_CLOEXEC)?;
+            let synced = match sums_of(fd, size) {
                 Ok(s) => s,
                 Err(e) => {
                     real::close(fd);
@@ -326,24 +341,10 @@ unsafe fn copy_back(id: u64, back: c_int) -> Result<(), c_int> {
     }
     let mut sums = was.page_sums;
     sums.truncate(size.div_ceil(SUM_PAGE_BYTES as u64) as usize);
-    let mut buf = vec![0u8; COPY_CHUNK_BYTES.min(size.max(1) as usize)];
-    let mut off = 0u64;
     let mut written = 0u64;
-    // Bounded: every round moves ≥ 1 byte or ends.
-    while off < size {
-        let want = buf.len().min((size - off) as usize);
-        let n = cvt(real::pread64(
-            back,
-            buf.as_mut_ptr() as *mut c_void,
-            want,
-            off as off64_t,
-        ))? as usize;
-        if n == 0 {
-            break;
-        }
-        // (COPY_CHUNK_BYTES is a multiple of SUM_PAGE_BYTES: pages align)
+    read_chunks(back, size, |off, buf| {
         let mut run: Option<usize> = None; // first changed byte of a run
-        for (i, page) in buf[..n].chunks(SUM_PAGE_BYTES).enumerate() {
+        for (i, page) in buf.chunks(SUM_PAGE_BYTES).enumerate() {
             let pno = (off as usize / SUM_PAGE_BYTES) + i;
             let sum = page_sum(page);
             let same = sums.get(pno) == Some(&sum);
@@ -365,11 +366,11 @@ unsafe fn copy_back(id: u64, back: c_int) -> Result<(), c_int> {
             }
         }
         if let Some(at) = run {
-            c.file_write(id, off + at as u64, &buf[at..n]).map_err(os)?;
-            written += (n - at) as u64;
+            c.file_write(id, off + at as u64, &buf[at..]).map_err(os)?;
+            written += (buf.len() - at) as u64;
         }
-        off += n as u64;
-    }
+        Ok(())
+    })?;
     with(|s| {
         if let Some(b) = s.backings.iter_mut().find(|b| b.id == id) {
             b.synced = Synced {

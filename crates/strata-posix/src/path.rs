@@ -357,11 +357,10 @@ pub fn tracked_path_nofollow(dirfd: c_int, path: *const c_char) -> Option<Tracke
 
 #[inline]
 pub fn tracked_path_at(dirfd: c_int, path: *const c_char, last: Last) -> Option<Tracked> {
-    if !crate::plausible_ptr(path) || !crate::ready() || crate::guarded() || crate::connect_failed()
-    {
+    if !crate::ready() || crate::guarded() || crate::connect_failed() {
         return None;
     }
-    classify_path_at(dirfd, crate::c_str(path), last)
+    classify_path_at(dirfd, crate::readable_cstr(path)?, last)
 }
 
 pub fn classify_path_at(dirfd: c_int, path: &[u8], last: Last) -> Option<Tracked> {
@@ -409,11 +408,10 @@ pub fn tracked_dir(dirfd: c_int, path: *const c_char) -> Option<AbsPath> {
 /// its canonical name read back. None when it does not exist or is not a
 /// directory: the kernel answers.
 pub fn tracked_dir_at(dirfd: c_int, path: *const c_char, last: Last) -> Option<AbsPath> {
-    if !crate::plausible_ptr(path) || !crate::ready() || crate::guarded() || crate::connect_failed()
-    {
+    if !crate::ready() || crate::guarded() || crate::connect_failed() {
         return None;
     }
-    let lex = resolve(dirfd, crate::c_str(path))?;
+    let lex = resolve(dirfd, crate::readable_cstr(path)?)?;
     let st = crate::state();
     if st.never.iter().any(|n| under(lex.bytes(), n)) {
         return None;
@@ -500,18 +498,12 @@ pub fn rmdir_fix(r: c_int, dirfd: c_int, path: *const c_char) -> c_int {
     if r != -1 || crate::errno() != libc::ENOENT {
         return r;
     }
-    let is_file = crate::run_raw(false, || {
-        if !crate::plausible_ptr(path) || !crate::ready() || crate::connect_failed() {
-            return false;
-        }
-        let Some(t) = classify_path_at(dirfd, crate::c_str(path), Last::NoFollow) else {
-            return false;
-        };
-        let (Some(p), Ok(c)) = (t.abs.as_str(), crate::client()) else {
-            return false;
-        };
-        matches!(c.file_stat_path(p), Ok(Some(_)))
-    });
+    let is_file = crate::ready()
+        && !crate::connect_failed()
+        && crate::run_raw(None, || {
+            classify_path_at(dirfd, crate::readable_cstr(path)?, Last::NoFollow)
+        })
+        .is_some_and(|t| crate::hooks::buffered(&t));
     crate::set_errno(if is_file { libc::ENOTDIR } else { libc::ENOENT });
     r
 }
@@ -528,10 +520,10 @@ pub fn enotdir_fix2(
 }
 
 fn buffered_ancestor(dirfd: c_int, path: *const c_char) -> bool {
-    if !crate::plausible_ptr(path) || !crate::ready() || crate::connect_failed() {
+    if !crate::ready() || crate::connect_failed() {
         return false;
     }
-    let Some(lex) = resolve(dirfd, crate::c_str(path)) else {
+    let Some(lex) = crate::readable_cstr(path).and_then(|b| resolve(dirfd, b)) else {
         return false;
     };
     let st = crate::state();
@@ -539,9 +531,6 @@ fn buffered_ancestor(dirfd: c_int, path: *const c_char) -> bool {
     if !st.include.iter().any(|i| under(p, i)) {
         return false;
     }
-    let Ok(c) = crate::client() else {
-        return false;
-    };
     // from the deepest directory part up: the first that exists in the
     // kernel ends the search
     let mut end = p.len();
@@ -579,7 +568,9 @@ fn buffered_ancestor(dirfd: c_int, path: *const c_char) -> bool {
             // a dangling symbolic link: the kernel's ENOENT
             return false;
         }
-        let Ok(a) = std::str::from_utf8(anc) else {
+        // not in the kernel: a buffered file? (the daemon is asked only now:
+        // a failed open in an existing directory never connects)
+        let (Ok(a), Ok(c)) = (std::str::from_utf8(anc), crate::client()) else {
             return false;
         };
         if matches!(c.file_stat_path(a), Ok(Some(_))) {

@@ -122,6 +122,19 @@ impl Daemon {
         d
     }
 
+    /// `strata flush --wait` against this daemon, which must succeed.
+    fn flush_wait(&self) {
+        ok(
+            Command::new(strata_bin())
+                .arg("--config")
+                .arg(&self.config)
+                .args(["flush", "--wait"])
+                .output()
+                .unwrap(),
+            "strata flush --wait",
+        );
+    }
+
     fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("daemon.log")).unwrap_or_default()
     }
@@ -470,15 +483,7 @@ fn fsync_with_a_journal_is_durable_on_the_dir_tier() {
         "the fsync'ed pages are on the dir tier, dirty: {disk:?}"
     );
     // The flusher still delivers them.
-    ok(
-        Command::new(strata_bin())
-            .arg("--config")
-            .arg(&d.config)
-            .args(["flush", "--wait"])
-            .output()
-            .unwrap(),
-        "strata flush --wait",
-    );
+    d.flush_wait();
     assert_eq!(
         std::fs::read(t.join("j")).unwrap(),
         b"journaled".repeat(100000)
@@ -618,15 +623,7 @@ fn bypassing_writes_fail_loudly(mode: &str) {
         assert!(got.contains(want), "no {want:?} in:\n{got}");
     }
     if mode == "default" {
-        ok(
-            Command::new(strata_bin())
-                .arg("--config")
-                .arg(&d.config)
-                .args(["flush", "--wait"])
-                .output()
-                .unwrap(),
-            "strata flush --wait",
-        );
+        d.flush_wait();
         assert_eq!(
             std::fs::read(w.tracked.join("bypassed")).unwrap(),
             b"hello world"
@@ -956,15 +953,7 @@ fn remove_of_a_buffer_only_file_skips_the_destination() {
         "sync",
     );
     // fsync made it durable in the journal; the flusher delivers it.
-    ok(
-        Command::new(strata_bin())
-            .arg("--config")
-            .arg(&d.config)
-            .args(["flush", "--wait"])
-            .output()
-            .unwrap(),
-        "strata flush --wait",
-    );
+    d.flush_wait();
     assert_eq!(std::fs::read_to_string(t.join("dur")).unwrap(), "durable\n");
     assert_eq!(
         ok(
