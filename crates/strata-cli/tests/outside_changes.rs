@@ -141,3 +141,106 @@ fn a_dirty_file_replaced_outside_keeps_both_versions_and_is_reported() {
         "daemon.log should name both versions:\n{log}"
     );
 }
+
+#[test]
+fn a_dirty_file_edited_in_place_outside_keeps_both_versions_and_is_reported() {
+    let d = TestDaemon::start_with(Tiers {
+        ram: "64MiB",
+        disk: None,
+        extra_yaml: "flush:\n  interval: 1h\n",
+    });
+    let tmp = tempfile::Builder::new()
+        .prefix("strata-inplace-")
+        .tempdir()
+        .unwrap();
+    let c = d.client();
+    let fl = OpenFlags {
+        read: true,
+        write: true,
+        create: false,
+        excl: false,
+        trunc: false,
+    };
+    // "grown": appended to outside; "same-size": one byte changed outside
+    // (same inode, same size, a later mtime).
+    for name in ["grown", "same-size"] {
+        let f = tmp.path().join(name);
+        std::fs::write(&f, b"0123456789\n").unwrap();
+        let a = c
+            .file_open(f.to_str().unwrap(), fl, 0o644, Persist::Default, 1 << 20)
+            .unwrap();
+        c.file_write(a.id, 0, b"AB").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20)); // a later mtime
+        {
+            use std::io::{Seek, Write};
+            let mut o = std::fs::OpenOptions::new().write(true).open(&f).unwrap();
+            if name == "grown" {
+                o.seek(std::io::SeekFrom::End(0)).unwrap();
+                o.write_all(b"outside\n").unwrap();
+            } else {
+                o.seek(std::io::SeekFrom::Start(5)).unwrap();
+                o.write_all(b"X").unwrap();
+            }
+        }
+        c.file_close(a.id).unwrap();
+    }
+    flush_wait(&d, tmp.path()).assert_ok("flush --wait");
+    let mut kept: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.contains(".strata-outside-"))
+        .collect();
+    kept.sort();
+    assert_eq!(kept.len(), 2, "{kept:?}");
+    assert!(kept[0].starts_with("grown.") && kept[1].starts_with("same-size."));
+    assert_eq!(
+        std::fs::read(tmp.path().join(&kept[0])).unwrap(),
+        b"0123456789\noutside\n"
+    );
+    assert_eq!(
+        std::fs::read(tmp.path().join(&kept[1])).unwrap(),
+        b"01234X6789\n"
+    );
+    // strata's version (its page, as read at the open, then written).
+    assert_eq!(
+        std::fs::read(tmp.path().join("same-size")).unwrap(),
+        b"AB23456789\n"
+    );
+    assert_eq!(d.status().files.conflicts_total, 2);
+}
+
+#[test]
+fn times_set_through_strata_are_not_a_conflict() {
+    // A flushed file whose times are set through strata, then written
+    // again: the destination's new mtime is strata's own.
+    let d = TestDaemon::start_with(Tiers {
+        ram: "64MiB",
+        disk: None,
+        extra_yaml: "flush:\n  interval: 1h\n",
+    });
+    let tmp = tempfile::Builder::new()
+        .prefix("strata-ours-")
+        .tempdir()
+        .unwrap();
+    let dir = tmp.path();
+    let script = r#"
+import os
+with open("timed", "w") as f:
+    f.write("x" * 10000); f.flush(); os.fsync(f.fileno())
+    os.utime("timed", (1000000, 2000000))
+    f.write("more\n"); f.flush(); os.fsync(f.fileno())
+    os.utime(f.fileno(), (3000000, 4000000))
+    f.write("end\n")
+"#;
+    strata_run(&d, Mode::Default, dir, dir, &["python3", "-c", script]).assert_ok("python");
+    flush_wait(&d, dir).assert_ok("flush --wait");
+    let names: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names, ["timed"]);
+    assert_eq!(d.status().files.conflicts_total, 0);
+    let mut want = vec![b'x'; 10000];
+    want.extend_from_slice(b"more\nend\n");
+    assert_eq!(std::fs::read(dir.join("timed")).unwrap(), want);
+}

@@ -1423,10 +1423,13 @@ impl Client {
 
     /// Like `file_sync`, but only the destination counts (the journal does
     /// not): returns once the file's data is written and synced there.
-    pub fn file_sync_dest(&self, id: u64) -> Result<()> {
+    /// `direct`: the caller writes the destination file itself from now on
+    /// (a shared mapping of it); the daemon then takes in-place changes
+    /// there for strata's own, not for outside edits.
+    pub fn file_sync_dest(&self, id: u64, direct: bool) -> Result<()> {
         let req = Request {
             op: Op::FileSync as u32,
-            flags: flags::SYNC_DEST,
+            flags: flags::SYNC_DEST | if direct { flags::DIRECT } else { 0 },
             bucket: id,
             ..Request::default()
         };

@@ -15,7 +15,7 @@
 //!   out) but never flushed automatically.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use strata_alloc::Range;
@@ -60,7 +60,7 @@ pub struct FileState {
     pub backoff: HashMap<BucketId, Backoff>,
     /// Cancel flags of in-flight flush jobs (set when the record is removed
     /// or moved while the job runs).
-    pub cancels: HashMap<BucketId, Arc<AtomicBool>>,
+    pub cancels: HashMap<BucketId, Arc<crate::flush::JobFlags>>,
     /// Something became urgent: the flusher should look now.
     pub kick: bool,
     /// Capacity pressure: write-throughs in progress (files_evict.rs).
@@ -163,7 +163,7 @@ impl Core {
     /// before its record goes away or moves): cancels an in-flight flush.
     pub(crate) fn file_forget(&mut self, id: BucketId) {
         if let Some(c) = self.files.cancels.get(&id) {
-            c.store(true, Ordering::SeqCst);
+            c.cancel.store(true, Ordering::SeqCst);
         }
         self.files.dirty.remove(&id);
         self.files.backoff.remove(&id);

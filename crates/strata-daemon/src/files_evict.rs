@@ -628,6 +628,7 @@ impl Core {
         t.reserved_end = t.reserved_end.max(end);
         t.clients.push(client);
         self.through_bump(id);
+        self.dest_own_change(id, crate::files_reval::OwnChange::Written);
         Ok(ThroughAnswer::Granted { at, mode, path })
     }
 
@@ -665,13 +666,14 @@ impl Core {
             return Err(Errno::Inval);
         }
         self.through_bump(id);
+        // The client wrote the destination itself: its stamp is unknown (and
+        // a job that saw it before the write must not keep its own).
+        self.dest_own_change(id, crate::files_reval::OwnChange::Written);
         let (now, mono) = (now_ns(), self.mono_ns());
         let rec = self.meta.file_mut(id)?;
         if len == 0 {
             return Ok(rec.size);
         }
-        // The client wrote the destination itself: its stamp is unknown.
-        rec.dest_stamp = None;
         let clean = rec.mod_gen == rec.flushed_gen && rec.trunc_min.is_none();
         if clean {
             // The destination holds everything up to dest_size, a hole up

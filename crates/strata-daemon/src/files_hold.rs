@@ -176,6 +176,10 @@ impl Core {
     /// `FileSetAttr`: chmod / utimes of a buffered file. The flusher
     /// applies mode and times to the destination after each job.
     pub fn file_set_attr(&mut self, id: BucketId, a: SetAttr) -> Result<()> {
+        if let (Some(t), Persist::Default) = (a.mtime_ns, self.meta.file(id)?.persist) {
+            // the client sets the same times on the destination next
+            self.dest_own_change(id, crate::files_reval::OwnChange::Mtime(t));
+        }
         let rec = self.meta.file_mut(id)?;
         if let Some(m) = a.mode {
             if m & !0o7777 != 0 {

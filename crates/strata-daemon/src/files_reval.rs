@@ -106,3 +106,40 @@ impl Core {
         Ok(false)
     }
 }
+
+/// How strata itself changes a destination file outside a flush job (told
+/// before the change is made).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OwnChange {
+    /// Bytes written by a client (a write-through): the stamp is unknown
+    /// until the next flush.
+    Written,
+    /// Times set to the record's, mtime `0` ns.
+    Mtime(u64),
+    /// A process makes the destination file its own for the rest of the
+    /// record's life (a DEFAULT shared writable mapping).
+    Direct,
+}
+
+impl Core {
+    /// Keeps `id`'s stamp true to a change strata makes to its destination
+    /// file: the flusher must not take it for an outside edit.
+    pub fn dest_own_change(&mut self, id: BucketId, change: OwnChange) {
+        if let Some(f) = self.files.cancels.get(&id) {
+            f.ours.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        let Ok(rec) = self.meta.file_mut(id) else {
+            return;
+        };
+        rec.dest_epoch += 1;
+        match change {
+            OwnChange::Written => rec.dest_stamp = None,
+            OwnChange::Mtime(t) => {
+                if let Some(s) = rec.dest_stamp.as_mut() {
+                    s.mtime_ns = t;
+                }
+            }
+            OwnChange::Direct => rec.dest_direct = true,
+        }
+    }
+}

@@ -116,7 +116,24 @@ pub struct Job {
     /// Every dirty page of the file is in this job.
     pub complete: bool,
     pub pages: Vec<JobPage>,
-    pub cancel: Arc<AtomicBool>,
+    /// Shared with the poller while the job is in flight.
+    pub flags: Arc<JobFlags>,
+    /// The record's `dest_epoch` when the job was made.
+    pub dest_epoch: u64,
+    /// Compare size and mtime with `expect` too, not only the file's
+    /// identity (false when a strata process writes the file directly).
+    pub in_place_check: bool,
+}
+
+/// What the poller tells a job in flight.
+#[derive(Debug, Default)]
+pub struct JobFlags {
+    /// The record was removed or moved: stop, what was written does not count.
+    pub cancel: AtomicBool,
+    /// strata itself changed the destination file (times, a write-through,
+    /// a shared mapping): a size or mtime that differs from `expect` may be
+    /// that change, not a conflict. Set before the change is made.
+    pub ours: AtomicBool,
 }
 
 /// What a worker reports.
@@ -483,7 +500,7 @@ impl FlushIo {
             conflict: None,
         };
         let job = &done.job;
-        if job.cancel.load(Ordering::SeqCst) {
+        if job.flags.cancel.load(Ordering::SeqCst) {
             done.cancelled = true;
             return done;
         }
@@ -491,7 +508,8 @@ impl FlushIo {
         if let Some(m) = &self.hang_marker {
             let marker = format!("{}{m}", job.path);
             // Bounded by the test that removes the marker (or cancels the job).
-            while std::path::Path::new(&marker).exists() && !job.cancel.load(Ordering::SeqCst) {
+            while std::path::Path::new(&marker).exists() && !job.flags.cancel.load(Ordering::SeqCst)
+            {
                 std::thread::sleep(Duration::from_millis(5));
             }
         }
@@ -528,7 +546,7 @@ impl FlushIo {
                 return done;
             }
         };
-        if created && job.cancel.load(Ordering::SeqCst) {
+        if created && job.flags.cancel.load(Ordering::SeqCst) {
             let _ = std::fs::remove_file(&job.path);
             done.cancelled = true;
             return done;
@@ -540,22 +558,35 @@ impl FlushIo {
                     Some(was) if created => {
                         done.conflict = Some(format!("{} was removed outside strata while strata held unflushed writes to it (file of {} bytes, inode {}): strata's version is written back", job.path, was.size, was.ino));
                     }
-                    // Another file at the path: replaced outside strata. (An
-                    // in-place change is not told apart from strata's own
-                    // best-effort updates of the destination — times, a
-                    // shared mapping — so it is not a conflict here.)
-                    Some(was) if (was.ino, was.dev) != (now.ino, now.dev) => {
-                        match keep_outside_version(&f, &job.path, &md) {
-                            Ok(kept) => {
-                                done.conflict = Some(format!("{} was replaced outside strata while strata held unflushed writes to it (was {} bytes, inode {}, mtime {} ns; now {} bytes, inode {}, mtime {} ns): the outside version is kept as {kept}, strata's writes go to {}", job.path, was.size, was.ino, was.mtime_ns, now.size, now.ino, now.mtime_ns, job.path));
-                            }
-                            Err(e) => {
-                                done.error = Some(format!("{} was replaced outside strata while strata held unflushed writes to it, and the outside version could not be kept aside ({e}): not overwritten; move it away to let strata's version be written", job.path));
-                                return done;
+                    Some(was) => {
+                        // Another file at the path: replaced outside strata.
+                        // The same file with another size or mtime: written in
+                        // place outside strata — unless strata itself changed
+                        // it meanwhile (`ours` is set before such a change, so
+                        // it is read after the fstat above).
+                        let how = if (was.ino, was.dev) != (now.ino, now.dev) {
+                            Some("replaced")
+                        } else if job.in_place_check
+                            && (was.size, was.mtime_ns) != (now.size, now.mtime_ns)
+                            && !job.flags.ours.load(Ordering::SeqCst)
+                        {
+                            Some("changed in place")
+                        } else {
+                            None
+                        };
+                        if let Some(how) = how {
+                            match keep_outside_version(&f, &job.path, &md) {
+                                Ok(kept) => {
+                                    done.conflict = Some(format!("{} was {how} outside strata while strata held unflushed writes to it (was {} bytes, inode {}, mtime {} ns; now {} bytes, inode {}, mtime {} ns): the outside version is kept as {kept}, strata's writes go to {}", job.path, was.size, was.ino, was.mtime_ns, now.size, now.ino, now.mtime_ns, job.path));
+                                }
+                                Err(e) => {
+                                    done.error = Some(format!("{} was {how} outside strata while strata held unflushed writes to it, and the outside version could not be kept aside ({e}): not overwritten; move it away to let strata's version be written", job.path));
+                                    return done;
+                                }
                             }
                         }
                     }
-                    _ => {}
+                    None => {}
                 }
             }
             Ok(md) => {
@@ -599,7 +630,7 @@ impl FlushIo {
             let mut i = 0;
             // Bounded: every round writes ≥ 1 page.
             while i < job.pages.len() {
-                if job.cancel.load(Ordering::SeqCst) {
+                if job.flags.cancel.load(Ordering::SeqCst) {
                     return Ok((bytes, true));
                 }
                 // Consecutive whole pages held in RAM go out in one pwritev.
@@ -1162,7 +1193,7 @@ impl Flusher {
                 continue;
             };
             let (file, cancel, job_id, path) =
-                (job.file, job.cancel.clone(), job.id, job.path.clone());
+                (job.file, job.flags.clone(), job.id, job.path.clone());
             // Logged before the send so that it precedes the worker's DEQUEUE.
             if let Some(l) = &self.sink {
                 l.event("ENQUEUE", &path, job_bytes(&job));
@@ -1345,7 +1376,9 @@ impl Flusher {
             mod_gen: rec.mod_gen,
             complete,
             pages,
-            cancel: Arc::new(AtomicBool::new(false)),
+            flags: Arc::new(JobFlags::default()),
+            dest_epoch: rec.dest_epoch,
+            in_place_check: !rec.dest_direct,
         };
         Some((job, pin))
     }
@@ -1385,7 +1418,7 @@ impl Flusher {
             .files
             .cancels
             .get(&job.file)
-            .is_some_and(|c| Arc::ptr_eq(c, &job.cancel))
+            .is_some_and(|c| Arc::ptr_eq(c, &job.flags))
         {
             core.files.cancels.remove(&job.file);
         }
@@ -1411,7 +1444,7 @@ impl Flusher {
             .and_then(|_| core.meta.bucket(job.file).ok())
             .map(|b| b.name.to_string());
         let stale = done.cancelled
-            || job.cancel.load(Ordering::SeqCst)
+            || job.flags.cancel.load(Ordering::SeqCst)
             || current_path.as_deref() != Some(job.path.as_str());
         if stale {
             if let Some(l) = &self.sink {
@@ -1509,11 +1542,18 @@ impl Flusher {
                 },
             );
         }
+        let through = core.files.evict.through.contains_key(&job.file);
         let Ok(rec) = core.meta.file_mut(job.file) else {
             return;
         };
         rec.flushed_bytes_total += done.bytes;
-        rec.dest_stamp = done.stamp;
+        // What the job saw last is the destination as strata left it unless
+        // strata changed it otherwise meanwhile (or still does).
+        rec.dest_stamp = if rec.dest_epoch == job.dest_epoch && !through {
+            done.stamp
+        } else {
+            None
+        };
         for p in cleaned {
             rec.dirty_pages.remove(&p);
         }

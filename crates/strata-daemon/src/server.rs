@@ -1029,9 +1029,12 @@ impl Poller {
                     as u64
             }
             Op::FileSync => {
-                r.val0 = self
-                    .core
-                    .file_sync_ex(bucket, req.flags & flags::SYNC_DEST != 0)?
+                let dest = req.flags & flags::SYNC_DEST != 0;
+                if dest && req.flags & flags::DIRECT != 0 {
+                    self.core
+                        .dest_own_change(bucket, crate::files_reval::OwnChange::Direct);
+                }
+                r.val0 = self.core.file_sync_ex(bucket, dest)?
             }
             Op::BucketFlush => r.val0 = crate::stash::bucket_flush(&mut self.core, bucket)?,
             Op::FileSyncState => {

@@ -263,6 +263,16 @@ pub struct FileRecord {
     /// there now was changed outside strata. None = unknown (after a
     /// replay, a write-through, a failed flush).
     pub dest_stamp: Option<DestStamp>,
+    /// Bumped whenever strata itself changes the destination file outside a
+    /// flush job (a write-through, times set, a shared mapping): a job that
+    /// ran meanwhile cannot tell what it saw apart from that change, so its
+    /// stamp is not kept.
+    pub dest_epoch: u64,
+    /// A process of this record writes the destination file directly (a
+    /// DEFAULT shared writable mapping made it the file for that process):
+    /// in-place changes there are strata's own, not conflicts. Kept for the
+    /// record's life.
+    pub dest_direct: bool,
     /// Lowest size reached by truncation since the last flush.
     pub trunc_min: Option<u64>,
     /// Bumped on every data or size change.
@@ -337,6 +347,8 @@ impl FileRecord {
             dest_size: 0,
             dest_exists: false,
             dest_stamp: None,
+            dest_epoch: 0,
+            dest_direct: false,
             trunc_min: None,
             mod_gen: 0,
             flushed_gen: 0,

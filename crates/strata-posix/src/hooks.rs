@@ -2514,7 +2514,7 @@ unsafe fn mmap_tracked(
     let fd = match t.persist {
         Persist::Default if !orphan => {
             // flush, then let the kernel map the destination itself
-            c.file_sync_dest(t.id).map_err(os)?;
+            c.file_sync_dest(t.id, false).map_err(os)?;
             // The destination now holds the bytes: pin its inode for this
             // process's read-through, as the mapping pins it for the kernel.
             let _ = c.pin_dest(t.id);
@@ -2709,7 +2709,7 @@ unsafe fn exec_prepare(path: *const c_char) -> Result<Option<c_int>, c_int> {
         };
         if a.persist == Persist::Default {
             if a.dirty {
-                c.file_sync_dest(a.id).map_err(os)?;
+                c.file_sync_dest(a.id, false).map_err(os)?;
             }
             trace!("exec {}: made real at the destination", p);
             return Ok(None);
@@ -3678,7 +3678,7 @@ unsafe fn link_impl(
             .ok_or(libc::EINVAL)?;
         if fa.persist == Persist::Default {
             if fa.dirty {
-                c.file_sync_dest(fa.id).map_err(os)?;
+                c.file_sync_dest(fa.id, false).map_err(os)?;
             }
             cvt(real_link())?;
             if let Some(t) = &tt {

@@ -214,7 +214,7 @@ pub(crate) unsafe fn map_shared(
     let c = cl()?;
     if t.persist == Persist::Default && !orphan {
         // The destination becomes the file for this process.
-        c.file_sync_dest(t.id).map_err(os)?;
+        c.file_sync_dest(t.id, true).map_err(os)?;
         let p = c.file_path(t.id).map_err(os)?;
         let cp = CString::new(p.as_str()).map_err(|_| libc::EINVAL)?;
         let mut held = false;

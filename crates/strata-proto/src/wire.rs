@@ -224,6 +224,9 @@ pub mod flags {
     pub const SET_OWNER: u32 = 1 << 15;
     /// FileOpen: `offset` carries the caller's euid | egid << 32.
     pub const OWNER: u32 = 1 << 20;
+    /// FileSync with SYNC_DEST: the caller writes the destination file
+    /// itself from now on (a DEFAULT shared writable mapping).
+    pub const DIRECT: u32 = 1 << 21;
     /// Bits 16..20: placement policy override + 1 (0 = bucket/daemon default).
     pub const POLICY_SHIFT: u32 = 16;
     pub const POLICY_MASK: u32 = 0xF << POLICY_SHIFT;
@@ -244,6 +247,7 @@ pub mod flags {
         | TREE
         | SET_OWNER
         | OWNER
+        | DIRECT
         | POLICY_MASK;
 }
 
