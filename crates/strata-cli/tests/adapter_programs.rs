@@ -610,6 +610,60 @@ d = open('n.dat', 'rb').read()
 print(d[0:5], d[12288:12293], len(d))
 "#;
 
+/// A DEFAULT file mapped shared and writable is one file for every process
+/// (issue 12 item 11): a process that opens it later reads the mapping's
+/// bytes at once and writes next to them on the same page; the mapping
+/// sees that at once and writes after it; a process that had the file open
+/// before the mapping reads and writes it coherently too; nothing is lost
+/// at the destination (a buffered page flushed over the mapping's later
+/// bytes lost them).
+const MMAP_COHERENT_PY: &str = r#"import mmap, os, subprocess, sys
+open('k.dat', 'wb').write(b'a' * 16384)
+early = subprocess.Popen([sys.executable, 'early.py'], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+print('early', early.stdout.readline().strip())
+fd = os.open('k.dat', os.O_RDWR)
+mm = mmap.mmap(fd, 16384)
+mm[0:5] = b'AAAAA'
+late = "import os\nfd = os.open('k.dat', os.O_RDWR)\nprint(os.pread(fd, 5, 0))\nos.pwrite(fd, b'BBBBB', 5)\nos.close(fd)\n"
+print('late', subprocess.run([sys.executable, '-c', late], check=True, capture_output=True, text=True).stdout.strip())
+print('map', mm[0:10])
+mm[10:15] = b'CCCCC'
+early.stdin.write('go\n'); early.stdin.flush()
+print('early', early.stdout.readline().strip())
+early.wait()
+print('map', mm[0:20])
+mm[20:25] = b'EEEEE'
+mm.flush(); mm.close(); os.close(fd)
+subprocess.run(['sh', '-c', 'echo tail >> k.dat'], check=True)
+d = open('k.dat', 'rb').read()
+print(d[0:25], len(d), os.stat('k.dat').st_size)
+"#;
+
+const MMAP_EARLY_PY: &str = r#"import os, sys
+fd = os.open('k.dat', os.O_RDWR)
+print(os.pread(fd, 5, 0), flush=True)
+sys.stdin.readline()
+print(os.pread(fd, 15, 0), flush=True)
+os.pwrite(fd, b'DDDDD', 15)
+os.close(fd)
+"#;
+
+fn mmap_coherent_case() -> Option<Case> {
+    require("python3", "python3").then(|| {
+        Case::new("mmap-coherent")
+            .input("coh.py", MMAP_COHERENT_PY.as_bytes().to_vec())
+            .input("early.py", MMAP_EARLY_PY.as_bytes().to_vec())
+            .step(step("python3 coh.py"))
+    })
+}
+
+#[test]
+fn mmap_coherent_default() {
+    if let Some(c) = mmap_coherent_case() {
+        run_case(c, Mode::Default);
+    }
+}
+
 /// rsync -a with hard links (-H) and symbolic links, then an update that
 /// sends only what changed (rsync compares sizes and mtimes: the buffer's
 /// times must be the kernel's).

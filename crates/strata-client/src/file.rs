@@ -138,6 +138,10 @@ pub struct FileAttr {
     pub dest_size: u64,
     /// Names of the file (hard links); 0 once unlinked while open.
     pub nlink: u32,
+    /// A process maps the destination file shared and writable: until it
+    /// is gone, everyone uses the destination file itself (the daemon
+    /// answers writes with a write-through meanwhile).
+    pub direct: bool,
 }
 
 impl FileAttr {
@@ -156,6 +160,7 @@ impl FileAttr {
             dirty: w.dirty != 0,
             dest_size: w.dest_size,
             nlink: w.nlink,
+            direct: w.direct != 0,
         }
     }
 }

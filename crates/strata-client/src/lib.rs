@@ -264,6 +264,14 @@ thread_local! {
 }
 
 impl Client {
+    /// The daemon's count of files that left the buffer because a process
+    /// maps them shared and writable (`FileAttr::direct`): when it moves, an
+    /// adapter looks whether its descriptors refer to such a file. One
+    /// atomic load from the control segment.
+    pub fn direct_gen(&self) -> u64 {
+        self.inner.ctl().direct_gen.load(Ordering::Acquire)
+    }
+
     /// Connects to the daemon at the default socket.
     pub fn connect() -> Result<Client> {
         Client::connect_to(&default_socket_path()?)

@@ -205,6 +205,7 @@ impl Core {
             gid: rec.gid,
             dirty: dirty as u32,
             nlink: self.file_nlink(id),
+            direct: rec.dest_direct as u32,
         })
     }
 

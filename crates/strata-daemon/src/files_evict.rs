@@ -419,13 +419,16 @@ impl Core {
     ) -> Result<()> {
         let rec = self.meta.file(id)?;
         let default = rec.persist == Persist::Default && !self.file_is_orphan(id);
+        // (dest_direct: a process maps the destination file shared and
+        // writable; every write goes there, where the mapping sees it)
         if default
-            && self
-                .files
-                .evict
-                .through
-                .get(&id)
-                .is_some_and(|t| t.active > 0)
+            && (rec.dest_direct
+                || self
+                    .files
+                    .evict
+                    .through
+                    .get(&id)
+                    .is_some_and(|t| t.active > 0))
         {
             return Err(Errno::WriteThrough);
         }
@@ -513,6 +516,7 @@ impl Core {
             .through
             .get(&id)
             .is_some_and(|t| t.active > 0)
+            || self.meta.file(id).is_ok_and(|r| r.dest_direct)
         {
             return false;
         }

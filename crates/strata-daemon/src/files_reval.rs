@@ -74,13 +74,16 @@ impl Core {
         debug_assert!(self.file_needs_revalidation(id));
         let rec = self.meta.file(id)?;
         let now = stamp_of(dest);
-        let same = match (rec.dest_stamp, now) {
-            (Some(was), Some(now)) => was == now,
-            // Unknown (after a replay or a write-through): the size and the
-            // mtime the flusher set must still be there.
-            (None, Some(now)) => now.size == rec.size && now.mtime_ns == rec.mtime_ns,
-            (_, None) => false,
-        };
+        // A file that was out of the buffer (mapped shared by a process
+        // that is gone now) starts over: its cached pages may be stale.
+        let same = !rec.dest_direct
+            && match (rec.dest_stamp, now) {
+                (Some(was), Some(now)) => was == now,
+                // Unknown (after a replay or a write-through): the size and the
+                // mtime the flusher set must still be there.
+                (None, Some(now)) => now.size == rec.size && now.mtime_ns == rec.mtime_ns,
+                (_, None) => false,
+            };
         if same {
             // chmod and chown outside strata change neither stamp nor bytes:
             // the destination's attributes are the file's.

@@ -142,6 +142,8 @@ pub struct JobDone {
     pub job: Job,
     /// The destination was opened (possibly created) by this job.
     pub touched: bool,
+    /// Device and inode of the destination file the job opened.
+    pub wrote: Option<(u64, u64)>,
     pub bytes: u64,
     pub error: Option<String>,
     pub cancelled: bool,
@@ -156,7 +158,10 @@ pub struct JobDone {
 
 enum Work {
     Flush(Job),
-    Unlink(String),
+    /// A destination file a stale job wrote: removed only while the path
+    /// still names that file (device, inode), never what a program put
+    /// there since (a rename over it, a new file, a symbolic link).
+    Unlink(String, (u64, u64)),
 }
 
 struct InFlight {
@@ -492,6 +497,7 @@ impl FlushIo {
         let mut done = JobDone {
             job,
             touched: false,
+            wrote: None,
             bytes: 0,
             error: None,
             cancelled: false,
@@ -512,6 +518,11 @@ impl FlushIo {
             {
                 std::thread::sleep(Duration::from_millis(5));
             }
+        }
+        // (again: the record may have gone while the job waited for a worker)
+        if job.flags.cancel.load(Ordering::SeqCst) {
+            done.cancelled = true;
+            return done;
         }
         let mut opts = OpenOptions::new();
         // O_NONBLOCK: a FIFO (or device) at the path must never block a
@@ -546,8 +557,14 @@ impl FlushIo {
                 return done;
             }
         };
+        done.wrote = f.metadata().ok().map(|md| {
+            use std::os::unix::fs::MetadataExt;
+            (md.dev(), md.ino())
+        });
         if created && job.flags.cancel.load(Ordering::SeqCst) {
-            let _ = std::fs::remove_file(&job.path);
+            if let Some(file) = done.wrote {
+                let _ = remove_if_same(&job.path, file);
+            }
             done.cancelled = true;
             return done;
         }
@@ -803,18 +820,34 @@ fn worker(
                 }
                 wake();
             }
-            Ok(Work::Unlink(path)) => {
-                match std::fs::remove_file(&path) {
-                    Ok(()) => tracing::info!(
+            Ok(Work::Unlink(path, file)) => {
+                match remove_if_same(&path, file) {
+                    Ok(true) => tracing::info!(
                         path,
                         "removed the destination a flush recreated after its file was unlinked"
                     ),
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Ok(false) => {}
                     Err(e) => tracing::warn!(path, "cannot remove a stale destination: {e}"),
                 }
                 unlinks.fetch_sub(1, Ordering::SeqCst);
             }
         }
+    }
+}
+
+/// Removes `path` if it still names `file` (device, inode); Ok(false) when
+/// something else (or nothing) is there now.
+fn remove_if_same(path: &str, file: (u64, u64)) -> std::io::Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::symlink_metadata(path) {
+        Ok(md) if (md.dev(), md.ino()) == file => match std::fs::remove_file(path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        },
+        Ok(_) => Ok(false),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
     }
 }
 
@@ -852,7 +885,7 @@ pub struct Flusher {
     in_flight_max: usize,
     /// Bandwidth-aware limit on concurrent jobs (`flush_conc`).
     conc: crate::flush_conc::Concurrency,
-    unlinks_pending: VecDeque<String>,
+    unlinks_pending: VecDeque<(String, (u64, u64))>,
     unlinks_queued: Arc<AtomicUsize>,
     /// Paths of destination unlinks sent to the workers since
     /// `unlinks_queued` was last seen at 0 (some may still run): a flush of
@@ -1057,7 +1090,7 @@ impl Flusher {
     /// unlink cannot re-create the file after it).
     pub fn path_idle(&self, path: &str) -> bool {
         !self.in_flight.values().any(|f| f.path == path)
-            && !self.unlinks_pending.iter().any(|p| p == path)
+            && !self.unlinks_pending.iter().any(|(p, _)| p == path)
             && self.unlinks_queued.load(Ordering::SeqCst) == 0
     }
 
@@ -1072,7 +1105,7 @@ impl Flusher {
             return false;
         };
         let path: &str = &b.name;
-        self.unlinks_pending.iter().any(|u| u == path)
+        self.unlinks_pending.iter().any(|(u, _)| u == path)
             || self.unlinks_sent.iter().any(|u| u == path)
     }
 
@@ -1123,17 +1156,17 @@ impl Flusher {
         }
         while let Some(p) = self.unlinks_pending.pop_front() {
             self.unlinks_queued.fetch_add(1, Ordering::SeqCst);
-            let sent = p.clone();
-            match queue.try_send(Work::Unlink(p)) {
+            let sent = p.0.clone();
+            match queue.try_send(Work::Unlink(p.0, p.1)) {
                 Ok(()) => {
                     if self.unlinks_sent.len() >= UNLINKS_PENDING_MAX {
                         self.unlinks_sent.pop_front();
                     }
                     self.unlinks_sent.push_back(sent);
                 }
-                Err(TrySendError::Full(Work::Unlink(p))) => {
+                Err(TrySendError::Full(Work::Unlink(p, file))) => {
                     self.unlinks_queued.fetch_sub(1, Ordering::SeqCst);
-                    self.unlinks_pending.push_front(p);
+                    self.unlinks_pending.push_front((p, file));
                     break;
                 }
                 Err(_) => {
@@ -1457,9 +1490,12 @@ impl Flusher {
             // The record was unlinked or moved while the job ran: what the job
             // wrote does not count, and a file it may have (re)created at a
             // path no record owns any more must go.
-            if done.touched && core.meta.file_by_path(&job.path).is_none() {
+            if let (true, Some(file)) = (
+                done.touched && core.meta.file_by_path(&job.path).is_none(),
+                done.wrote,
+            ) {
                 if self.unlinks_pending.len() < UNLINKS_PENDING_MAX {
-                    self.unlinks_pending.push_back(job.path.clone());
+                    self.unlinks_pending.push_back((job.path.clone(), file));
                 } else {
                     tracing::error!(
                         path = job.path,

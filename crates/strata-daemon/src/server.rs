@@ -1033,6 +1033,8 @@ impl Poller {
                 if dest && req.flags & flags::DIRECT != 0 {
                     self.core
                         .dest_own_change(bucket, crate::files_reval::OwnChange::Direct);
+                    // every client looks for its descriptors of direct files
+                    self.shared.ctl().direct_gen.fetch_add(1, Ordering::SeqCst);
                 }
                 r.val0 = self.core.file_sync_ex(bucket, dest)?
             }

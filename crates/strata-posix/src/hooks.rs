@@ -496,6 +496,28 @@ pub(crate) unsafe fn open_tracked(
             return Err(e);
         }
     };
+    if a.direct && a.persist == Persist::Default {
+        // a process maps it shared and writable: the destination file is
+        // the file for everyone meanwhile (mapped.rs)
+        match crate::mapped::direct_move(c, a.id) {
+            Ok(true) => {
+                trace!(
+                    "open {} flags={:#o} -> fd {} (mapped elsewhere: the destination file)",
+                    path,
+                    flags,
+                    fd
+                );
+                return Ok(Some(fd));
+            }
+            Ok(false) => {}
+            Err(e) => {
+                crate::set_kind(fd, crate::K_UNTRACKED);
+                real::close(fd);
+                crate::release_hold(a.id);
+                return Err(e);
+            }
+        }
+    }
     if of.write {
         note_kill_priv(a.id, a.mode);
     }
@@ -1353,6 +1375,10 @@ pub unsafe extern "C" fn truncate64(path: *const c_char, len: off64_t) -> c_int 
             };
             let p = t.abs.as_str().ok_or(libc::EINVAL)?;
             let (a, opened) = match c.file_stat_path(p).map_err(os)? {
+                // mapped shared somewhere: the destination file is the file
+                Some(a) if a.direct && a.persist == Persist::Default => {
+                    return cvt(real::truncate64(path, len))
+                }
                 Some(a) => (a, false),
                 None => match c.file_open(
                     p,
@@ -1574,6 +1600,8 @@ unsafe fn stat_tracked(
     };
     let p = t.abs.as_str().ok_or(libc::EINVAL)?;
     match c.file_stat_path(p).map_err(os)? {
+        // mapped shared somewhere: the destination file is the file
+        Some(a) if a.direct && a.persist == Persist::Default => cvt(fallback()),
         Some(a) => {
             fill(&a);
             trace!("stat {} -> size {}", p, a.size);

@@ -644,7 +644,7 @@ pub(crate) fn persist_code(p: Persist) -> u8 {
     }
 }
 
-fn persist_of(code: u8) -> Persist {
+pub(crate) fn persist_of(code: u8) -> Persist {
     match code {
         1 => Persist::Scratch,
         2 => Persist::Workflow,
@@ -692,6 +692,7 @@ pub(crate) fn id_in_use(id: u64, except: c_int) -> bool {
             && (k & K_TRACKED != 0 || k == K_MAPPED)
             && ID[fd].load(Ordering::Relaxed) == id
     }) || mapped::backing_of(id).is_some()
+        || mapped::holds_direct(id)
 }
 
 /// Descriptors whose (kind, id) satisfy `pred`.
@@ -900,8 +901,19 @@ pub(crate) fn tracked_fd(fd: c_int) -> Option<Tfd> {
     if process_changed() {
         new_process();
     }
+    let mut k = KIND[fd as usize].load(Ordering::Acquire);
+    if persist_of((k >> 2) & 3) == Persist::Default {
+        // another process may have mapped a file shared: ours move to the
+        // destination (mapped.rs)
+        if let Some(c) = current_client() {
+            mapped::direct_poll(c);
+            k = KIND[fd as usize].load(Ordering::Acquire);
+            if k & K_TRACKED == 0 {
+                return None;
+            }
+        }
+    }
     let id = ID[fd as usize].load(Ordering::Relaxed);
-    let k = KIND[fd as usize].load(Ordering::Acquire);
     if k & K_HELD == 0 && k & K_TRACKED != 0 {
         acquire_hold(id);
     }

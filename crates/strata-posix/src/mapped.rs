@@ -4,12 +4,20 @@
 //! writes. The kernel can only give that for a file it owns, so the
 //! mapping moves the file, in this process, out of the placeholder scheme:
 //!
-//! - **DEFAULT**: the file is flushed, and every descriptor of it in this
-//!   process is reopened onto the destination file itself (same number,
-//!   offset, O_APPEND, close-on-exec). The daemon's record is clean and no
-//!   longer held by us: the next open (ours or another process's)
-//!   revalidates it against the destination (files_reval.rs) once the
-//!   mapping has written.
+//! - **DEFAULT**: the file leaves the buffer for every process while the
+//!   mapping process lives. It is flushed (`FileSync` DIRECT: the daemon
+//!   marks the record *direct* and bumps `direct_gen` in the control
+//!   segment), and every descriptor of it in this process is reopened onto
+//!   the destination file itself (same number, offset, O_APPEND,
+//!   close-on-exec). This process keeps its hold on the record until it
+//!   exits (`DIRECT_IDS`). Every other process sees `direct_gen` move at
+//!   its next operation on a DEFAULT descriptor and moves its descriptors
+//!   of direct files to the destination too (`direct_poll`); an open of a
+//!   direct file opens the destination file. A write that races with this
+//!   is answered `WriteThrough` by the daemon, so it lands in the
+//!   destination as well: the kernel's page cache makes all of them
+//!   coherent with the mapping. Once no process holds the record, the next
+//!   open drops it (files_reval.rs) and the file is buffered again.
 //! - **SCRATCH / WORKFLOW** (and a DEFAULT file already unlinked): the bytes
 //!   never go to the destination, so they move into a memfd (the
 //!   *backing*), and every descriptor of the file in this process is
@@ -19,13 +27,13 @@
 //!
 //! **Invariant:** while a backing exists for file `id`, every descriptor of
 //! `id` in this process refers to the backing (never to a placeholder).
-//! Coherence with *other* processes is the buffer's: they see the mapping's
-//! bytes after a copy-back (SCRATCH) or a flush of theirs (DEFAULT).
+//! Coherence of a SCRATCH/WORKFLOW mapping with *other* processes is the
+//! buffer's: they see the mapping's bytes after its copy-back.
 
 use std::cell::UnsafeCell;
 use std::ffi::CString;
 use std::os::raw::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use libc::{off64_t, size_t};
 use strata_client::file::Persist;
@@ -35,6 +43,8 @@ use crate::{cvt, errno, real, set_errno, trace, Tfd};
 
 /// Files with a backing at once, per process.
 const BACKINGS_MAX: usize = 64;
+/// DEFAULT files this process mapped shared and writable (held to exit).
+const DIRECT_IDS_MAX: usize = 64;
 /// Mappings remembered per backing (beyond: the backing lives to exit).
 const MAPS_PER_BACKING_MAX: usize = 1024;
 /// Bytes copied per round between a backing and the buffer.
@@ -201,6 +211,113 @@ fn placeholders_of(id: u64) -> Vec<c_int> {
     crate::fds_where(|k, i| k & crate::K_TRACKED != 0 && i == id)
 }
 
+/// Ids of the DEFAULT files this process mapped shared and writable: it
+/// holds them until it exits (0 = free slot), so they stay direct while
+/// the mapping may write.
+static DIRECT_IDS: [AtomicU64; DIRECT_IDS_MAX] = [const { AtomicU64::new(0) }; DIRECT_IDS_MAX];
+/// The daemon's `direct_gen` this process last acted on.
+static DIRECT_SEEN: AtomicU64 = AtomicU64::new(0);
+
+/// Does this process keep a hold on `id` for a mapping of it?
+pub(crate) fn holds_direct(id: u64) -> bool {
+    id != 0 && DIRECT_IDS.iter().any(|s| s.load(Ordering::Relaxed) == id)
+}
+
+/// Remembers `id` as mapped by this process; false when the table is full
+/// (the hold then goes with the last descriptor).
+fn keep_direct(id: u64) -> bool {
+    if holds_direct(id) {
+        return true;
+    }
+    DIRECT_IDS.iter().any(|s| {
+        s.compare_exchange(0, id, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+    })
+}
+
+/// Moves every placeholder of DEFAULT file `id` in this process onto the
+/// destination file (after the daemon flushed it there); releases the hold
+/// they had when `release`. Returns the path.
+unsafe fn onto_destination(
+    c: &strata_client::Client,
+    id: u64,
+    release: bool,
+) -> Result<String, c_int> {
+    let p = c.file_path(id).map_err(os)?;
+    let cp = CString::new(p.as_str()).map_err(|_| libc::EINVAL)?;
+    let mut held = false;
+    for fd in placeholders_of(id) {
+        let k = crate::kind(fd);
+        reopen_onto(fd, &cp, (k & 3) as c_int)?;
+        held |= k & crate::K_HELD != 0;
+        crate::set_kind(fd, crate::K_UNTRACKED);
+    }
+    if held && release {
+        crate::release_hold(id);
+    }
+    Ok(p)
+}
+
+/// A DEFAULT file some process maps shared and writable (`direct`): this
+/// process's descriptors of it move to the destination file, once the
+/// daemon has flushed it there. Returns whether they moved.
+pub(crate) unsafe fn direct_move(c: &strata_client::Client, id: u64) -> Result<bool, c_int> {
+    let path = c.file_path(id).map_err(os)?;
+    if path.starts_with('\u{1}') {
+        // unlinked while open: no destination path (the buffer serves it)
+        return Ok(false);
+    }
+    c.file_sync_dest(id, false).map_err(os)?;
+    let p = onto_destination(c, id, !holds_direct(id))?;
+    trace!(
+        "id={:x} {}: mapped shared by a process, the destination file from now on",
+        id,
+        p
+    );
+    Ok(true)
+}
+
+/// Before an operation on a DEFAULT descriptor: when the daemon's
+/// `direct_gen` moved, moves this process's descriptors of every file that
+/// is direct now to the destination (module doc). One atomic load when
+/// nothing changed.
+#[inline]
+pub(crate) fn direct_poll(c: &strata_client::Client) {
+    let g = c.direct_gen();
+    let seen = DIRECT_SEEN.load(Ordering::Acquire);
+    if g == seen {
+        return;
+    }
+    // One thread looks; a write of another one that races with it is
+    // answered WriteThrough by the daemon.
+    if DIRECT_SEEN
+        .compare_exchange(seen, g, Ordering::AcqRel, Ordering::Relaxed)
+        .is_err()
+    {
+        return;
+    }
+    direct_scan(c);
+}
+
+#[cold]
+fn direct_scan(c: &strata_client::Client) {
+    let fds = crate::fds_where(|k, _| {
+        k & crate::K_TRACKED != 0 && crate::persist_of((k >> 2) & 3) == Persist::Default
+    });
+    let mut ids: Vec<u64> = fds.iter().map(|&fd| crate::tracked_id(fd)).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    for id in ids {
+        let direct = crate::run_raw(false, || c.file_stat(id).is_ok_and(|a| a.direct));
+        if direct {
+            let r = crate::run_raw(Err(libc::EIO), || unsafe { direct_move(c, id) });
+            if let Err(e) = r {
+                trace!("id={:x}: moving to the destination failed: {}", id, e);
+            }
+        }
+    }
+}
+
 /// `mmap(MAP_SHARED, PROT_WRITE)` of tracked descriptor `t`.
 pub(crate) unsafe fn map_shared(
     t: Tfd,
@@ -213,20 +330,10 @@ pub(crate) unsafe fn map_shared(
 ) -> Result<isize, c_int> {
     let c = cl()?;
     if t.persist == Persist::Default && !orphan {
-        // The destination becomes the file for this process.
+        // The destination becomes the file, for every process (see above).
         c.file_sync_dest(t.id, true).map_err(os)?;
-        let p = c.file_path(t.id).map_err(os)?;
-        let cp = CString::new(p.as_str()).map_err(|_| libc::EINVAL)?;
-        let mut held = false;
-        for fd in placeholders_of(t.id) {
-            let k = crate::kind(fd);
-            reopen_onto(fd, &cp, (k & 3) as c_int)?;
-            held |= k & crate::K_HELD != 0;
-            crate::set_kind(fd, crate::K_UNTRACKED);
-        }
-        if held {
-            crate::release_hold(t.id);
-        }
+        let kept = keep_direct(t.id);
+        let p = onto_destination(c, t.id, !kept)?;
         trace!(
             "mmap shared fd={} {}: the destination file from now on",
             t.fd,

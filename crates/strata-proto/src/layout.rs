@@ -20,7 +20,12 @@ pub struct CtlHeader {
     pub version: u32,
     pub state: AtomicU32,
     pub daemon_pid: u32,
-    pub _pad: [u32; 11],
+    pub _pad: u32,
+    /// Bumped when a file leaves the buffer because a process maps its
+    /// destination file shared and writable (`WireFileAttr::direct`):
+    /// clients then move their descriptors of such files to the destination.
+    pub direct_gen: AtomicU64,
+    pub _pad2: [u32; 8],
     /// Rung by clients after pushing a request; the daemon sleeps on it.
     pub daemon_bell: Doorbell,
 }
@@ -135,5 +140,7 @@ mod tests {
         assert_eq!(l.arg_off(1, 0), l.channel_off(1) + l.args_off);
         assert_eq!(l.total_bytes, l.header_bytes + 64 * l.channel_stride);
         assert!(std::mem::size_of::<CtlHeader>() <= CTL_SEGMENT_BYTES);
+        assert_eq!(std::mem::offset_of!(CtlHeader, direct_gen) % 8, 0);
+        assert_eq!(std::mem::offset_of!(CtlHeader, daemon_bell), 64);
     }
 }

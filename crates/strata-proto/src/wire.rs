@@ -347,6 +347,10 @@ pub struct WireFileAttr {
     pub dirty: u32,
     /// Names the file has (hard links); 0 once unlinked while open.
     pub nlink: u32,
+    /// 1 while a process maps the destination file shared and writable:
+    /// the file is out of the buffer, every process uses the destination
+    /// file itself (files_reval.rs).
+    pub direct: u32,
 }
 
 /// What the client found at the destination, sent with `FileOpen` (flag DEST_INFO).
