@@ -206,6 +206,7 @@ impl Core {
             dirty: dirty as u32,
             nlink: self.file_nlink(id),
             direct: rec.dest_direct as u32,
+            _pad: 0,
         })
     }
 

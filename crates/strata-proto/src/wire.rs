@@ -351,6 +351,8 @@ pub struct WireFileAttr {
     /// the file is out of the buffer, every process uses the destination
     /// file itself (files_reval.rs).
     pub direct: u32,
+    /// Zero (no implicit padding in a `Pod` record).
+    pub _pad: u32,
 }
 
 /// What the client found at the destination, sent with `FileOpen` (flag DEST_INFO).
@@ -475,7 +477,7 @@ mod tests {
         assert_eq!(std::mem::size_of::<Request>(), 128);
         assert_eq!(std::mem::size_of::<Response>(), 64);
         assert_eq!(std::mem::size_of::<WireExtent>(), 32);
-        assert_eq!(std::mem::size_of::<WireFileAttr>(), 80);
+        assert_eq!(std::mem::size_of::<WireFileAttr>(), 88);
         assert_eq!(std::mem::size_of::<WireDestInfo>(), 64);
     }
     #[test]
