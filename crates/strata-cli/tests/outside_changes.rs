@@ -18,6 +18,27 @@ fn sh(d: &TestDaemon, dir: &Path, script: &str) -> String {
         .stdout_str()
 }
 
+/// Open for reading and writing, no create.
+const RW: OpenFlags = OpenFlags {
+    read: true,
+    write: true,
+    create: false,
+    excl: false,
+    trunc: false,
+};
+
+/// A daemon without background flushes (writes stay dirty until `flush
+/// --wait`) and a directory for the test's files.
+fn dirty_daemon(prefix: &str) -> (TestDaemon, tempfile::TempDir) {
+    let d = TestDaemon::start_with(Tiers {
+        ram: "64MiB",
+        disk: None,
+        extra_yaml: "flush:\n  interval: 1h\n",
+    });
+    let tmp = tempfile::Builder::new().prefix(prefix).tempdir().unwrap();
+    (d, tmp)
+}
+
 #[test]
 fn edits_replacements_and_removals_outside_strata_are_seen_by_the_next_run() {
     let d = TestDaemon::start();
@@ -87,26 +108,11 @@ fn edits_replacements_and_removals_outside_strata_are_seen_by_the_next_run() {
 
 #[test]
 fn a_dirty_file_replaced_outside_keeps_both_versions_and_is_reported() {
-    // No background flush: the writes stay dirty until `flush --wait`.
-    let d = TestDaemon::start_with(Tiers {
-        ram: "64MiB",
-        disk: None,
-        extra_yaml: "flush:\n  interval: 1h\n",
-    });
-    let tmp = tempfile::Builder::new()
-        .prefix("strata-conflict-")
-        .tempdir()
-        .unwrap();
+    let (d, tmp) = dirty_daemon("strata-conflict-");
     let f = tmp.path().join("data");
     std::fs::write(&f, b"0123456789\n").unwrap();
     let c = d.client();
-    let fl = OpenFlags {
-        read: true,
-        write: true,
-        create: false,
-        excl: false,
-        trunc: false,
-    };
+    let fl = RW;
     let p = f.to_str().unwrap();
     let a = c
         .file_open(p, fl, 0o644, Persist::Default, 1 << 20)
@@ -144,23 +150,9 @@ fn a_dirty_file_replaced_outside_keeps_both_versions_and_is_reported() {
 
 #[test]
 fn a_dirty_file_edited_in_place_outside_keeps_both_versions_and_is_reported() {
-    let d = TestDaemon::start_with(Tiers {
-        ram: "64MiB",
-        disk: None,
-        extra_yaml: "flush:\n  interval: 1h\n",
-    });
-    let tmp = tempfile::Builder::new()
-        .prefix("strata-inplace-")
-        .tempdir()
-        .unwrap();
+    let (d, tmp) = dirty_daemon("strata-inplace-");
     let c = d.client();
-    let fl = OpenFlags {
-        read: true,
-        write: true,
-        create: false,
-        excl: false,
-        trunc: false,
-    };
+    let fl = RW;
     // "grown": appended to outside; "same-size": one byte changed outside
     // (same inode, same size, a later mtime).
     for name in ["grown", "same-size"] {
@@ -213,15 +205,7 @@ fn a_dirty_file_edited_in_place_outside_keeps_both_versions_and_is_reported() {
 fn times_set_through_strata_are_not_a_conflict() {
     // A flushed file whose times are set through strata, then written
     // again: the destination's new mtime is strata's own.
-    let d = TestDaemon::start_with(Tiers {
-        ram: "64MiB",
-        disk: None,
-        extra_yaml: "flush:\n  interval: 1h\n",
-    });
-    let tmp = tempfile::Builder::new()
-        .prefix("strata-ours-")
-        .tempdir()
-        .unwrap();
+    let (d, tmp) = dirty_daemon("strata-ours-");
     let dir = tmp.path();
     let script = r#"
 import os

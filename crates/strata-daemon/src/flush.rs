@@ -557,7 +557,8 @@ impl FlushIo {
                 return done;
             }
         };
-        done.wrote = f.metadata().ok().map(|md| {
+        let md = f.metadata();
+        done.wrote = md.as_ref().ok().map(|md| {
             use std::os::unix::fs::MetadataExt;
             (md.dev(), md.ino())
         });
@@ -568,7 +569,7 @@ impl FlushIo {
             done.cancelled = true;
             return done;
         }
-        match f.metadata() {
+        match md {
             Ok(md) if md.is_file() => {
                 let now = crate::files_reval::stamp_of_metadata(&md);
                 match job.expect {

@@ -268,10 +268,11 @@ pub struct FileRecord {
     /// ran meanwhile cannot tell what it saw apart from that change, so its
     /// stamp is not kept.
     pub dest_epoch: u64,
-    /// A process of this record writes the destination file directly (a
-    /// DEFAULT shared writable mapping made it the file for that process):
+    /// *Direct*: a process maps the destination file shared and writable
+    /// (DEFAULT), so the file is out of the buffer — every process uses the
+    /// destination file itself, writes are answered `WriteThrough`, and
     /// in-place changes there are strata's own, not conflicts. Kept for the
-    /// record's life.
+    /// record's life (the next open after its last holder drops it).
     pub dest_direct: bool,
     /// Lowest size reached by truncation since the last flush.
     pub trunc_min: Option<u64>,

@@ -235,16 +235,11 @@ fn keep_direct(id: u64) -> bool {
     })
 }
 
-/// Moves every placeholder of DEFAULT file `id` in this process onto the
-/// destination file (after the daemon flushed it there); releases the hold
-/// they had when `release`. Returns the path.
-unsafe fn onto_destination(
-    c: &strata_client::Client,
-    id: u64,
-    release: bool,
-) -> Result<String, c_int> {
-    let p = c.file_path(id).map_err(os)?;
-    let cp = CString::new(p.as_str()).map_err(|_| libc::EINVAL)?;
+/// Moves every placeholder of DEFAULT file `id` in this process onto its
+/// destination file `path` (after the daemon flushed it there); releases
+/// the hold they had when `release`.
+unsafe fn onto_destination(id: u64, path: &str, release: bool) -> Result<(), c_int> {
+    let cp = CString::new(path).map_err(|_| libc::EINVAL)?;
     let mut held = false;
     for fd in placeholders_of(id) {
         let k = crate::kind(fd);
@@ -255,7 +250,7 @@ unsafe fn onto_destination(
     if held && release {
         crate::release_hold(id);
     }
-    Ok(p)
+    Ok(())
 }
 
 /// A DEFAULT file some process maps shared and writable (`direct`): this
@@ -268,11 +263,11 @@ pub(crate) unsafe fn direct_move(c: &strata_client::Client, id: u64) -> Result<b
         return Ok(false);
     }
     c.file_sync_dest(id, false).map_err(os)?;
-    let p = onto_destination(c, id, !holds_direct(id))?;
+    onto_destination(id, &path, !holds_direct(id))?;
     trace!(
         "id={:x} {}: mapped shared by a process, the destination file from now on",
         id,
-        p
+        path
     );
     Ok(true)
 }
@@ -333,7 +328,8 @@ pub(crate) unsafe fn map_shared(
         // The destination becomes the file, for every process (see above).
         c.file_sync_dest(t.id, true).map_err(os)?;
         let kept = keep_direct(t.id);
-        let p = onto_destination(c, t.id, !kept)?;
+        let p = c.file_path(t.id).map_err(os)?;
+        onto_destination(t.id, &p, !kept)?;
         trace!(
             "mmap shared fd={} {}: the destination file from now on",
             t.fd,
