@@ -332,6 +332,11 @@ impl Core {
                 rec.atime_ns = dest.atime_ns;
             }
             rec.dest_stamp = crate::files_reval::stamp_of(&dest);
+            // A DEFAULT file with names strata has not seen (a hard link
+            // made outside it, perhaps outside the tracked tree): it can
+            // change through them unseen, so the destination file serves
+            // it (mapped.rs's *direct*) until it has one name again.
+            rec.dest_direct = persist == Persist::Default && dest.nlink > 1;
         } else {
             (rec.uid, rec.gid) = a.owner.unwrap_or((
                 rustix::process::getuid().as_raw(),

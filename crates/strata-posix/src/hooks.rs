@@ -3709,10 +3709,22 @@ unsafe fn link_impl(
                 c.file_sync_dest(fa.id, false).map_err(os)?;
             }
             cvt(real_link())?;
-            if let Some(t) = &tt {
-                c.file_link(from_abs, t.abs.as_str().ok_or(libc::EINVAL)?)
-                    .map_err(os)?;
-            }
+            let Some(t) = &tt else {
+                // A name outside the buffer (beyond the prefixes, or a path
+                // longer than PATH_MAX): the file can change through it
+                // unseen, so the destination file is the file from now on,
+                // for every process (mapped.rs's *direct*), until it has
+                // one name again.
+                c.file_sync_dest(fa.id, true).map_err(os)?;
+                crate::mapped::direct_move(c, fa.id)?;
+                trace!(
+                    "link {} (made real at the destination, linked there to a name outside the buffer: direct)",
+                    from_abs
+                );
+                return Ok(0);
+            };
+            c.file_link(from_abs, t.abs.as_str().ok_or(libc::EINVAL)?)
+                .map_err(os)?;
             trace!(
                 "link {} (made real at the destination, linked there)",
                 from_abs
