@@ -12,13 +12,18 @@ Operations run in several worker processes (forked at start, so they live
 under the same LD_PRELOAD): each holds its own open descriptors, and the
 driver hands them operations one at a time (deterministic interleaving).
 
-usage: fsdiff.py ROOT SEED OPS [--keep i,j,...] [--procs N] [--no-exec] [--links]
+usage: fsdiff.py ROOT SEED OPS [--keep i,j,...] [--procs N] [--no-exec] [--links] [--maps]
   --keep: run only these operation indices (shrinking); the sequence is
           generated in full from SEED first, so indices are stable.
   --links: about one operation in eight becomes a hard link, a symbolic
           link (to a file, a directory or nothing), an lstat/readlink, or an
           O_NOFOLLOW open (drawn from a second generator: the sequences
           without --links, and their recorded replays, stay the same).
+  --maps: about one operation in eight works with a shared writable
+          mapping a worker keeps between operations: map a descriptor's file
+          (MAP_SHARED, read/write), store into it, read through it, unmap
+          (from a third generator, likewise). Stores stay below the file's
+          current size, so neither side takes SIGBUS.
 """
 import errno
 import hashlib
@@ -36,11 +41,13 @@ SIZES = [0, 1, 100, 4095, 4096, 4097, 65536, 300000, 1 << 20, (1 << 20) + 3]
 
 
 LINK_OPS = ["link", "symlink", "symlink_dir", "lstat", "readlink", "open_nofollow", "stat_nlink"]
+MAP_OPS = ["mmap_write", "mmap_poke", "mmap_poke", "mmap_peek", "munmap"]
 
 
-def gen(seed, n, procs, allow_exec, links=False):
+def gen(seed, n, procs, allow_exec, links=False, maps=False):
     r = random.Random(seed)
     r2 = random.Random(seed ^ 0x5EED11)
+    r3 = random.Random(seed ^ 0x3A9)
     ops = []
     for _ in range(n):
         p = r.randrange(procs)
@@ -56,6 +63,8 @@ def gen(seed, n, procs, allow_exec, links=False):
               "t": r.randrange(1_000_000_000, 1_700_000_000), "whence": r.choice([0, 1, 2])}
         if links and r2.random() < 0.125:
             op["k"] = r2.choice(LINK_OPS)
+        if maps and r3.random() < 0.125:
+            op["k"] = r3.choice(MAP_OPS)
         ops.append(op)
     return ops
 
@@ -87,11 +96,48 @@ def st_line(st):
     return f"{kind} size={size} perm={stat.S_IMODE(st.st_mode):o}"
 
 
-def run_op(root, op, fds):
+def unmap(maps, s):
+    if s in maps:
+        m, mfd = maps.pop(s)
+        m.close()
+        os.close(mfd)
+
+
+def run_op(root, op, fds, maps):
     P = lambda x: os.path.join(root, x)
     k = op["k"]
     s = op["s"]
     try:
+        if k == "munmap":
+            if s not in maps:
+                return "nomap"
+            unmap(maps, s)
+            return "ok"
+        if k in ("mmap_poke", "mmap_peek"):
+            if s not in maps:
+                return "nomap"
+            m, mfd = maps[s]
+            limit = min(len(m), os.fstat(mfd).st_size)
+            if k == "mmap_peek":
+                return f"{limit} {h(m[:limit])}"
+            off = op["off"] % max(limit, 1)
+            n = min(op["len"], limit - off)
+            if n <= 0:
+                return "beyond"
+            m[off:off + n] = data(op["seed"], n)
+            return f"{n}@{off}"
+        if k == "mmap_write":
+            if s not in fds:
+                return "noslot"
+            unmap(maps, s)
+            size = os.fstat(fds[s]).st_size
+            if size == 0:
+                return "empty"
+            m = mmap.mmap(fds[s], size)
+            maps[s] = (m, os.dup(fds[s]))
+            n = min(op["len"], size)
+            m[0:n] = data(op["seed"], n)
+            return f"{size} {n}"
         if k == "open":
             if s in fds:
                 os.close(fds.pop(s))
@@ -241,14 +287,17 @@ def tree(root):
 
 def worker(root, rfd, wfd):
     fds = {}
+    maps = {}
     rf = os.fdopen(rfd, "r")
     wf = os.fdopen(wfd, "w")
     for line in rf:
         op = eval(line)  # our own repr from the driver
         if op is None:
             break
-        wf.write(run_op(root, op, fds) + "\n")
+        wf.write(run_op(root, op, fds, maps) + "\n")
         wf.flush()
+    for s in list(maps):
+        unmap(maps, s)
     for fd in fds.values():
         os.close(fd)
     os._exit(0)
@@ -261,6 +310,7 @@ def main():
     procs = 2
     allow_exec = True
     links = False
+    maps = False
     i = 3
     while i < len(args):
         if args[i] == "--keep":
@@ -275,9 +325,12 @@ def main():
         elif args[i] == "--links":
             links = True
             i += 1
+        elif args[i] == "--maps":
+            maps = True
+            i += 1
         else:
             raise SystemExit(f"unknown argument {args[i]}")
-    ops = gen(seed, n, procs, allow_exec, links)
+    ops = gen(seed, n, procs, allow_exec, links, maps)
     workers = []
     for _ in range(procs):
         to_r, to_w = os.pipe()

@@ -50,6 +50,8 @@ class Runner:
         extra += ["--procs", str(self.a.procs)]
         if self.a.links:
             extra += ["--links"]
+        if self.a.maps:
+            extra += ["--maps"]
         p = self.fresh("plain")
         b = self.fresh("buf")
         _, po = run([sys.executable, FSDIFF, p, str(seed), str(self.a.ops)] + extra, p)
@@ -131,6 +133,7 @@ def main():
     ap.add_argument("--shrink-runs", type=int, default=200)
     ap.add_argument("--procs", type=int, default=2, help="worker processes per run")
     ap.add_argument("--links", action="store_true", help="hard and symbolic links too (fsdiff.py --links)")
+    ap.add_argument("--maps", action="store_true", help="shared writable mappings too (fsdiff.py --maps)")
     a = ap.parse_args()
     first, last = (int(x) for x in a.seeds.split(":"))
     r = Runner(a)

@@ -633,10 +633,14 @@ print('early', early.stdout.readline().strip())
 early.wait()
 print('map', mm[0:20])
 mm[20:25] = b'EEEEE'
+other = "import mmap, os\nfd = os.open('k.dat', os.O_RDWR)\nm = mmap.mmap(fd, 16384)\nprint(m[0:25])\nm[30:35] = b'FFFFF'\nm.close()\nos.close(fd)\n"
+print('other', subprocess.run([sys.executable, '-c', other], check=True, capture_output=True, text=True).stdout.strip())
+print('map', mm[25:40])
+mm[40:45] = b'GGGGG'
 mm.flush(); mm.close(); os.close(fd)
 subprocess.run(['sh', '-c', 'echo tail >> k.dat'], check=True)
 d = open('k.dat', 'rb').read()
-print(d[0:25], len(d), os.stat('k.dat').st_size)
+print(d[0:45], len(d), os.stat('k.dat').st_size)
 "#;
 
 const MMAP_EARLY_PY: &str = r#"import os, sys
@@ -661,6 +665,40 @@ fn mmap_coherent_case() -> Option<Case> {
 fn mmap_coherent_default() {
     if let Some(c) = mmap_coherent_case() {
         run_case(c, Mode::Default);
+    }
+}
+
+/// The same in SCRATCH: one shared backing for every process (a second
+/// mapper's bytes in the same page survive, reads see the mapping at once).
+#[test]
+fn mmap_coherent_scratch() {
+    if let Some(c) = mmap_coherent_case() {
+        run_case(c, Mode::Scratch);
+    }
+}
+
+/// A process killed (SIGKILL) while it maps a file shared: what it stored
+/// through the mapping is the file's, as with the kernel (the page cache
+/// outlives the process; here the shared backing does).
+fn mmap_killed_case() -> Option<Case> {
+    require("python3", "python3").then(|| {
+        Case::new("mmap-killed")
+            .step(step("head -c 8192 /dev/zero | tr '\\0' x > m.dat && python3 -c \"import mmap, os, signal\nfd = os.open('m.dat', os.O_RDWR)\nm = mmap.mmap(fd, 8192)\nm[100:104] = b'KILL'\nos.kill(os.getpid(), signal.SIGKILL)\n\"; echo status $?; head -c 110 m.dat | tail -c 12; echo"))
+            .step(step("head -c 110 m.dat | tail -c 12; echo; python3 -c \"import mmap, os\nfd = os.open('m.dat', os.O_RDWR)\nm = mmap.mmap(fd, 8192)\nm[8000:8004] = b'BACK'\n\" && tail -c 200 m.dat | head -c 10; echo"))
+    })
+}
+
+#[test]
+fn mmap_killed_default() {
+    if let Some(c) = mmap_killed_case() {
+        run_case(c, Mode::Default);
+    }
+}
+
+#[test]
+fn mmap_killed_scratch() {
+    if let Some(c) = mmap_killed_case() {
+        run_case(c, Mode::Scratch);
     }
 }
 

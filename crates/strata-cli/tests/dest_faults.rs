@@ -466,3 +466,69 @@ fn a_cancelled_flush_leaves_what_a_program_put_at_the_path_since() {
         .file_type()
         .is_symlink());
 }
+
+/// chmod of a file while its flush job is in flight: the job applies the
+/// mode it was given, so one more job applies the new one; the record is
+/// never revalidated against the stale mode meanwhile (`stat` showed the
+/// old mode once the destination had it: the owner test of
+/// adapter_programs lost a chown this way, now and then).
+#[test]
+fn a_mode_set_while_the_file_is_flushed_reaches_the_destination() {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::set_var("STRATA_INTERNAL_FAULT_FLUSH_HANG", HANG_MARKER);
+    let d = TestDaemon::start_with(Tiers {
+        ram: "64MiB",
+        disk: None,
+        extra_yaml: "flush:\n  interval: 1h\n",
+    });
+    let base = tempfile::tempdir().unwrap();
+    let dir = base.path().join("pfs");
+    std::fs::create_dir(&dir).unwrap();
+    let f = dir.join("f");
+    let p = f.to_str().unwrap();
+    let c = d.client();
+    let fl = strata_client::file::OpenFlags {
+        read: true,
+        write: true,
+        create: true,
+        excl: false,
+        trunc: false,
+    };
+    let a = c
+        .file_open(p, fl, 0o644, strata_client::file::Persist::Default, 1 << 20)
+        .unwrap();
+    c.file_write(a.id, 0, b"buffered").unwrap();
+    c.file_close(a.id).unwrap();
+    let marker = dir.join(format!("f{HANG_MARKER}"));
+    std::fs::write(&marker, b"").unwrap();
+    let unblock = Unblock(marker);
+    assert!(d
+        .cmd()
+        .arg("flush")
+        .arg(&f)
+        .output()
+        .unwrap()
+        .status
+        .success());
+    let started = Instant::now();
+    while drain_json(&d, &f)["files"][0]["state"] != "flushing" {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "never in flight"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let set = strata_client::file::SetAttr {
+        mode: Some(0o600),
+        ..Default::default()
+    };
+    c.file_set_attr(0, p, set).unwrap();
+    drop(unblock);
+    flush_wait(&d, &dir).assert_ok("flush --wait");
+    let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o600, "mode at the destination");
+    let st = c.file_stat_path(p).unwrap();
+    if let Some(st) = st {
+        assert_eq!(st.mode & 0o7777, 0o600, "mode strata reports");
+    }
+}

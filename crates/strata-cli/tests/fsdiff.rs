@@ -177,3 +177,16 @@ fn a_write_to_a_flushed_file_unlinked_by_another_process() {
 fn fsdiff_links_default_four_processes() {
     sweep_with("default", "4003:4004", 500, &["--procs", "4", "--links"]);
 }
+
+/// Shared writable mappings kept between operations by several processes
+/// (issue 12 item 11): stores through one are read by the others' `pread`
+/// and mappings at once, in both modes.
+#[test]
+fn fsdiff_maps_default_mode() {
+    sweep_with("default", "5001:5012", 300, &["--procs", "3", "--maps"]);
+}
+
+#[test]
+fn fsdiff_maps_scratch_mode() {
+    sweep_with("scratch", "5001:5012", 300, &["--procs", "3", "--maps"]);
+}

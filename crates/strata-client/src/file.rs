@@ -1442,6 +1442,54 @@ impl Client {
         self.sync_wait(id, resp.val0, flags::SYNC_DEST, "flush to the destination")
     }
 
+    /// The shared backing of file `id` (a memfd that is the file while a
+    /// process maps it shared: the daemon's files_backing.rs). Returns the
+    /// daemon's; when it has none, `make` (if given) fills a memfd with the
+    /// file's bytes, which is offered and adopted unless the file changed
+    /// meanwhile (then it is made again, at most `BACKING_TRIES` times).
+    /// None: no backing, and `make` was not given.
+    pub fn file_backing(
+        &self,
+        id: u64,
+        mut make: Option<&mut dyn FnMut() -> std::io::Result<std::os::fd::OwnedFd>>,
+    ) -> Result<Option<std::os::fd::OwnedFd>> {
+        use std::os::fd::AsFd;
+        const BACKING_TRIES: usize = 8;
+        for _ in 0..BACKING_TRIES {
+            let (fd, gen) = crate::backing_request(&self.inner.socket, id, None)?;
+            if fd.is_some() {
+                return Ok(fd);
+            }
+            let Some(make) = make.as_mut() else {
+                return Ok(None);
+            };
+            let mine = make().map_err(|e| {
+                let code = if e.raw_os_error() == Some(libc::ENOMEM)
+                    || e.raw_os_error() == Some(libc::ENOSPC)
+                {
+                    Errno::NoSpace
+                } else {
+                    Errno::Io
+                };
+                err(
+                    code,
+                    format!("making the shared backing of file {id:#x}: {e}"),
+                )
+            })?;
+            let (fd, _) =
+                crate::backing_request(&self.inner.socket, id, Some((gen, mine.as_fd())))?;
+            if fd.is_some() {
+                return Ok(fd);
+            }
+        }
+        Err(err(
+            Errno::Busy,
+            format!(
+                "file {id:#x} kept changing while its shared mapping's backing was made; try again"
+            ),
+        ))
+    }
+
     /// `Bucket::flush(true)`: makes the blobs of bucket `id` durable.
     pub(crate) fn bucket_flush(&self, id: u64) -> Result<()> {
         let req = Request {

@@ -186,6 +186,44 @@ fn check_daemon_peer(s: &UnixStream, socket: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Control `Backing` on a fresh connection: offers `offer` (generation,
+/// descriptor) when given; returns the backing's descriptor if the daemon
+/// has one now, and the file's modification generation.
+pub(crate) fn backing_request(
+    socket: &Path,
+    id: u64,
+    offer: Option<(u64, std::os::fd::BorrowedFd<'_>)>,
+) -> Result<(Option<std::os::fd::OwnedFd>, u64)> {
+    let mut s = UnixStream::connect(socket)
+        .map_err(|e| err(Errno::NoDaemon, format!("{}: {e}", socket.display())))?;
+    check_daemon_peer(&s, socket)?;
+    let _ = s.set_read_timeout(Some(Duration::from_secs(60)));
+    let lost = |e: std::io::Error| err(Errno::NoDaemon, format!("shared backing: {e}"));
+    let req = ControlRequest::Backing {
+        id,
+        offer_gen: offer.map(|o| o.0),
+    };
+    control::write_frame(&mut s, &req).map_err(lost)?;
+    if let Some((_, fd)) = offer {
+        control::send_fd(&s, fd).map_err(lost)?;
+    }
+    match control::read_frame(&mut s).map_err(lost)? {
+        ControlReply::Backing { present, mod_gen } => {
+            let fd = if present {
+                Some(control::recv_fd(&s).map_err(lost)?)
+            } else {
+                None
+            };
+            Ok((fd, mod_gen))
+        }
+        ControlReply::Error { code, message } => Err(err(
+            Errno::from_code(code).unwrap_or(Errno::Internal),
+            message,
+        )),
+        other => Err(err(Errno::Internal, format!("unexpected reply {other:?}"))),
+    }
+}
+
 /// Sends one control request on a fresh connection.
 pub fn control_request(socket: &Path, req: &ControlRequest) -> Result<ControlReply> {
     let mut s = UnixStream::connect(socket)

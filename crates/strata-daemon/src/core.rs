@@ -781,6 +781,7 @@ impl Core {
         // A file bucket: its record goes too; an in-flight flush is cancelled.
         self.file_forget(bucket);
         self.links_drop(bucket);
+        self.backing_drop(bucket);
         if let Some(clients) = self.holds.by_file.remove(&bucket) {
             for c in clients {
                 if let Some(set) = self.holds.by_client.get_mut(&c) {

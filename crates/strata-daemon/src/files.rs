@@ -67,6 +67,8 @@ pub struct FileState {
     pub evict: crate::files_evict::EvictState,
     /// Further names of files (hard links, files_link.rs).
     pub links: crate::files_link::Links,
+    /// Shared backings of mapped files (files_backing.rs).
+    pub backings: crate::files_backing::Backings,
 }
 
 /// What `FileOpen` was asked.
@@ -129,7 +131,7 @@ impl Core {
 
     /// `content`: the bytes changed (mtime moves too), else the file only
     /// has to be written again (moved).
-    fn file_changed(&mut self, id: BucketId, content: bool) {
+    pub(crate) fn file_changed(&mut self, id: BucketId, content: bool) {
         let (now, mono) = (now_ns(), self.mono_ns());
         let Ok(rec) = self.meta.file_mut(id) else {
             return;
@@ -191,7 +193,7 @@ impl Core {
             Persist::Workflow => !rec.dirty_pages.is_empty(),
             Persist::Scratch => false,
         };
-        Ok(WireFileAttr {
+        let mut a = WireFileAttr {
             id: id.0,
             size: rec.size,
             dest_size: rec.dest_size,
@@ -207,7 +209,9 @@ impl Core {
             nlink: self.file_nlink(id),
             direct: rec.dest_direct as u32,
             _pad: 0,
-        })
+        };
+        self.backing_attr(id, &mut a);
+        Ok(a)
     }
 
     /// Bytes of a file not yet at its destination (its dirty pages, clamped
@@ -404,6 +408,9 @@ impl Core {
         taken: Option<Range>,
         handed: &mut Vec<Range>,
     ) -> Result<WriteOutcome> {
+        if let Some(r) = self.backing_write(id, offset, src.data()) {
+            return r; // (the lease, if any, goes back whole)
+        }
         let rec = self.meta.file(id)?;
         let (size, page, dest_size) = (rec.size, rec.page_bytes, rec.dest_size);
         let data = src.data();
@@ -738,6 +745,9 @@ impl Core {
         if new_size > FILE_BYTES_MAX {
             return Err(Errno::Inval);
         }
+        if let Some(r) = self.backing_truncate(id, new_size) {
+            return r;
+        }
         let rec = self.meta.file(id)?;
         let (size, page) = (rec.size, rec.page_bytes);
         if new_size == size {
@@ -935,6 +945,10 @@ impl Core {
         };
         let journal =
             !dest && self.journal.as_ref().is_some_and(|j| j.usable()) && self.stash.running();
+        if self.file_backed(id) && self.meta.file(id)?.persist == Persist::Workflow {
+            // a mapped WORKFLOW file: its backing's bytes are what must last
+            self.backing_copy_in(id, false)?;
+        }
         let rec = self.meta.file_mut(id)?;
         if rec.persist == Persist::Scratch || (rec.persist == Persist::Workflow && !journal) {
             return Ok(0);

@@ -517,6 +517,7 @@ impl Core {
             .get(&id)
             .is_some_and(|t| t.active > 0)
             || self.meta.file(id).is_ok_and(|r| r.dest_direct)
+            || self.file_backed(id)
         {
             return false;
         }

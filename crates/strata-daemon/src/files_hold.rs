@@ -110,6 +110,11 @@ impl Core {
         };
         if empty {
             self.holds.by_file.remove(&id);
+            if !self.file_is_orphan(id) && self.file_backed(id) {
+                // nobody maps or opens it any more: the buffer is the file
+                // again (on failure the backing stays, nothing is lost)
+                let _ = self.backing_copy_in(id, true);
+            }
             if self.file_is_orphan(id) {
                 if let Err(e) = self.bucket_destroy(id) {
                     tracing::error!(?id, "cannot destroy an unlinked file: {e}");
@@ -180,6 +185,9 @@ impl Core {
             // the client sets the same times on the destination next
             self.dest_own_change(id, crate::files_reval::OwnChange::Mtime(t));
         }
+        if a.mtime_ns.is_some() || a.atime_ns.is_some() {
+            self.backing_set_times(id, a.atime_ns, a.mtime_ns);
+        }
         let rec = self.meta.file_mut(id)?;
         if let Some(m) = a.mode {
             if m & !0o7777 != 0 {
@@ -207,6 +215,17 @@ impl Core {
             rec.atime_ns = t;
         }
         rec.ctime_ns = now_ns();
+        let default = rec.persist == Persist::Default;
+        if default
+            && (a.mode.is_some() || a.owner.is_some())
+            && self.files.cancels.contains_key(&id)
+        {
+            // A flush job in flight applies the mode and owner it was given
+            // (perhaps after the caller's own change at the destination):
+            // one more job applies these, and until it has, the record is
+            // not revalidated against the destination's stale ones.
+            self.file_changed(id, false);
+        }
         Ok(())
     }
 }

@@ -625,20 +625,25 @@ impl FlushIo {
         }
         done.touched = true;
         let res = (|| -> std::result::Result<(u64, bool), String> {
-            if !job.dest_exists {
-                // Ours from scratch: the record's mode, whatever the daemon's umask.
-                use std::os::unix::fs::PermissionsExt;
+            {
+                // The record's owner and mode: ours from scratch (whatever the
+                // daemon's umask), or set through strata since the last job
+                // (the caller's own change at the destination may have lost
+                // a race with that job).
+                use std::os::unix::fs::{MetadataExt, PermissionsExt};
                 let md = f.metadata().map_err(|e| format!("stat: {e}"))?;
-                use std::os::unix::fs::MetadataExt;
-                if (md.uid(), md.gid()) != (job.uid, job.gid) {
+                let chown = (md.uid(), md.gid()) != (job.uid, job.gid);
+                if chown {
                     // chown first: it clears set-user-ID, which the mode restores
                     // (best effort: the bytes matter more than the owner)
                     if let Err(e) = std::os::unix::fs::fchown(&f, Some(job.uid), Some(job.gid)) {
                         tracing::warn!(path = job.path, "chown to {}:{}: {e}", job.uid, job.gid);
                     }
                 }
-                f.set_permissions(std::fs::Permissions::from_mode(job.mode & 0o7777))
-                    .map_err(|e| format!("chmod: {e}"))?;
+                if !job.dest_exists || chown || md.mode() & 0o7777 != job.mode & 0o7777 {
+                    f.set_permissions(std::fs::Permissions::from_mode(job.mode & 0o7777))
+                        .map_err(|e| format!("chmod: {e}"))?;
+                }
             }
             if let (true, Some(t)) = (job.dest_exists, job.trunc_min) {
                 f.set_len(t).map_err(|e| format!("truncate to {t}: {e}"))?;

@@ -17,6 +17,7 @@
 pub mod core;
 pub mod drain;
 pub mod files;
+pub mod files_backing;
 pub mod files_evict;
 pub mod files_hold;
 pub mod files_link;

@@ -80,6 +80,12 @@ pub enum Msg {
     },
     /// A read-ahead worker finished a page (crate::prefetch).
     PrefetchDone(Box<crate::prefetch::Done>),
+    /// Control `Backing` (crate::files_backing).
+    Backing {
+        id: u64,
+        offer: Option<(u64, std::os::fd::OwnedFd)>,
+        reply: mpsc::Sender<strata_proto::Result<crate::files_backing::BackingReply>>,
+    },
 }
 
 struct Chan {
@@ -327,6 +333,8 @@ impl Poller {
         for id in ids {
             self.disconnect(id);
         }
+        // (their last holders are gone: retired already, unless a copy failed)
+        self.core.backings_copy_in_all(true);
         let lost = self.drain_files();
         let mut report = strata_proto::control::StopReport {
             outcome: "stopped".into(),
@@ -667,6 +675,14 @@ impl Poller {
                         self.flusher.as_ref(),
                         &paths,
                     ));
+                }
+                Msg::Backing { id, offer, reply } => {
+                    let r = self.core.file_backing(BucketId(id), offer);
+                    if r.as_ref().is_ok_and(|b| b.adopted) {
+                        // every client looks for its descriptors of the file
+                        self.shared.ctl().direct_gen.fetch_add(1, Ordering::SeqCst);
+                    }
+                    let _ = reply.send(r);
                 }
             }
         }
@@ -1436,6 +1452,77 @@ fn send(tx: &mpsc::Sender<Msg>, shared: &Shared, m: Msg) {
     shared.bell().ring();
 }
 
+/// Control `Backing` (files_backing.rs): an offered descriptor follows the
+/// request's frame, the backing's follows the reply's.
+fn serve_backing(
+    mut stream: UnixStream,
+    shared: &Arc<Shared>,
+    tx: &mpsc::Sender<Msg>,
+    id: u64,
+    offer_gen: Option<u64>,
+) {
+    let error = |stream: &mut UnixStream, code: Errno, message: String| {
+        let _ = control::write_frame(
+            stream,
+            &ControlReply::Error {
+                code: code.code(),
+                message,
+            },
+        );
+    };
+    let offer = match offer_gen {
+        None => None,
+        Some(g) => match control::recv_fd(&stream) {
+            Ok(fd) => Some((g, fd)),
+            Err(e) => {
+                return error(
+                    &mut stream,
+                    Errno::Malformed,
+                    format!("no backing descriptor: {e}"),
+                )
+            }
+        },
+    };
+    let (rtx, rrx) = mpsc::channel();
+    send(
+        tx,
+        shared,
+        Msg::Backing {
+            id,
+            offer,
+            reply: rtx,
+        },
+    );
+    match rrx.recv_timeout(Duration::from_secs(30)) {
+        Ok(Ok(b)) => {
+            let present = b.fd.is_some();
+            if control::write_frame(
+                &mut stream,
+                &ControlReply::Backing {
+                    present,
+                    mod_gen: b.mod_gen,
+                },
+            )
+            .is_ok()
+            {
+                if let Some(fd) = &b.fd {
+                    let _ = control::send_fd(&stream, std::os::fd::AsFd::as_fd(fd));
+                }
+            }
+        }
+        Ok(Err(e)) => error(
+            &mut stream,
+            e,
+            format!("file {id:#x}: no shared backing: {e}"),
+        ),
+        Err(_) => error(
+            &mut stream,
+            Errno::Timeout,
+            "daemon busy: no answer within 30 s".into(),
+        ),
+    }
+}
+
 /// The uid of the process at the other end of `stream` (`SO_PEERCRED`: the
 /// kernel's word, not what the client says).
 pub fn peer_uid(stream: &UnixStream) -> std::io::Result<u32> {
@@ -1528,6 +1615,9 @@ fn serve_conn(
         }
         ControlRequest::Ping => {
             let _ = control::write_frame(&mut stream, &ControlReply::Ok);
+        }
+        ControlRequest::Backing { id, offer_gen } => {
+            serve_backing(stream, &shared, &tx, id, offer_gen)
         }
         ControlRequest::StopDiscard => {
             let _ = control::write_frame(&mut stream, &ControlReply::Ok);

@@ -236,6 +236,8 @@ pub fn stage_out(
     let mut marked = 0u64;
     let mut evicted = 0u64;
     for (_, id) in &ids {
+        // a mapped file's bytes are in its shared backing (files_backing.rs)
+        let _ = core.backing_copy_in(*id, false);
         if mark(core, *id) {
             marked += 1;
         }

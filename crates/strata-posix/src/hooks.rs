@@ -521,7 +521,7 @@ pub(crate) unsafe fn open_tracked(
     if of.write {
         note_kill_priv(a.id, a.mode);
     }
-    if let Err(e) = crate::mapped::join_backing(fd, a.id, acc, of.trunc) {
+    if let Err(e) = crate::mapped::join_backing(fd, a.id, acc, a.direct) {
         trace!("open {}: joining the mapped copy failed: {}", path, e);
     }
     trace!(

@@ -902,15 +902,13 @@ pub(crate) fn tracked_fd(fd: c_int) -> Option<Tfd> {
         new_process();
     }
     let mut k = KIND[fd as usize].load(Ordering::Acquire);
-    if persist_of((k >> 2) & 3) == Persist::Default {
-        // another process may have mapped a file shared: ours move to the
-        // destination (mapped.rs)
-        if let Some(c) = current_client() {
-            mapped::direct_poll(c);
-            k = KIND[fd as usize].load(Ordering::Acquire);
-            if k & K_TRACKED == 0 {
-                return None;
-            }
+    // another process may have mapped a file shared: ours move to the
+    // destination file or the shared backing (mapped.rs)
+    if let Some(c) = current_client() {
+        mapped::direct_poll(c);
+        k = KIND[fd as usize].load(Ordering::Acquire);
+        if k & K_TRACKED == 0 {
+            return None;
         }
     }
     let id = ID[fd as usize].load(Ordering::Relaxed);

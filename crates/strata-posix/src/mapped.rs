@@ -20,15 +20,18 @@
 //!   open drops it (files_reval.rs) and the file is buffered again.
 //! - **SCRATCH / WORKFLOW** (and a DEFAULT file already unlinked): the bytes
 //!   never go to the destination, so they move into a memfd (the
-//!   *backing*), and every descriptor of the file in this process is
-//!   reopened onto it (kind `K_MAPPED`). The backing is copied back into
-//!   the buffer at every `close`, `msync`, `munmap`, `fsync` and at exit;
-//!   the last of these retires it.
+//!   *backing*) that is shared by every process: the first mapper fills it
+//!   and offers it to the daemon, which adopts it (the daemon's
+//!   files_backing.rs) and hands it to every later one. Every descriptor of
+//!   the file in every process is reopened onto it (kind `K_MAPPED`): an
+//!   open of a backed file joins it at once, descriptors already open join
+//!   at their next operation (`direct_gen`, as above). The daemon copies
+//!   the backing back into the buffer when the last process lets go of the
+//!   file (and at `fsync`/`msync` of a WORKFLOW file, stage-out, shutdown).
 //!
-//! **Invariant:** while a backing exists for file `id`, every descriptor of
-//! `id` in this process refers to the backing (never to a placeholder).
-//! Coherence of a SCRATCH/WORKFLOW mapping with *other* processes is the
-//! buffer's: they see the mapping's bytes after its copy-back.
+//! **Invariant:** while a backing exists for file `id` in this process,
+//! every descriptor of `id` in this process refers to the backing (never to
+//! a placeholder), and the process holds `id` at the daemon.
 
 use std::cell::UnsafeCell;
 use std::ffi::CString;
@@ -47,85 +50,15 @@ const BACKINGS_MAX: usize = 64;
 const DIRECT_IDS_MAX: usize = 64;
 /// Mappings remembered per backing (beyond: the backing lives to exit).
 const MAPS_PER_BACKING_MAX: usize = 1024;
-/// Bytes copied per round between a backing and the buffer.
-const COPY_CHUNK_BYTES: usize = 1 << 20;
-/// Page size of the copy-back's change detection.
-const SUM_PAGE_BYTES: usize = 4096;
-/// Pages whose hashes a backing keeps (64 GiB of file); beyond, a
-/// copy-back writes every page past them.
-const SUM_PAGES_MAX: usize = 1 << 24;
-
-fn page_sum(page: &[u8]) -> u64 {
-    use std::hash::Hasher;
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    h.write(page);
-    h.finish()
-}
-
-/// Reads `fd`'s first `size_bytes` in chunks of COPY_CHUNK_BYTES (a
-/// multiple of SUM_PAGE_BYTES, so chunks start on page boundaries), calling
-/// `each(offset, bytes)`; stops early at end of file.
-unsafe fn read_chunks(
-    fd: c_int,
-    size_bytes: u64,
-    mut each: impl FnMut(u64, &[u8]) -> Result<(), c_int>,
-) -> Result<(), c_int> {
-    let mut buf = vec![0u8; COPY_CHUNK_BYTES.min(size_bytes.max(1) as usize)];
-    let mut off = 0u64;
-    // Bounded: every round moves ≥ 1 byte or ends.
-    while off < size_bytes {
-        let want = buf.len().min((size_bytes - off) as usize);
-        let n = cvt(real::pread64(
-            fd,
-            buf.as_mut_ptr() as *mut c_void,
-            want,
-            off as off64_t,
-        ))? as usize;
-        if n == 0 {
-            break;
-        }
-        each(off, &buf[..n])?;
-        off += n as u64;
-    }
-    Ok(())
-}
-
-/// Hashes of the pages of `fd` (size `size_bytes`), as the buffer has them
-/// right after they were copied in.
-unsafe fn sums_of(fd: c_int, size_bytes: u64) -> Result<Synced, c_int> {
-    let mut sums = Vec::new();
-    read_chunks(
-        fd,
-        size_bytes.min((SUM_PAGES_MAX * SUM_PAGE_BYTES) as u64),
-        |_, b| {
-            sums.extend(b.chunks(SUM_PAGE_BYTES).map(page_sum));
-            Ok(())
-        },
-    )?;
-    Ok(Synced {
-        page_sums: sums,
-        size_bytes,
-    })
-}
 
 struct Backing {
     id: u64,
-    /// The memfd (an internal descriptor: the application never sees it).
+    /// This process's descriptor of the shared memfd (an internal
+    /// descriptor: the application never sees it).
     fd: c_int,
     maps: Vec<(usize, usize)>,
     /// Mappings were lost count: never retire before exit.
     overflow: bool,
-    /// What the buffer holds of the file as this process last synchronised
-    /// it: a hash per page and the size. A copy-back writes only the pages
-    /// whose hash changed (writes of other processes to other pages stay),
-    /// and truncates only when the size changed.
-    synced: Synced,
-}
-
-#[derive(Default)]
-struct Synced {
-    page_sums: Vec<u64>,
-    size_bytes: u64,
 }
 
 struct State {
@@ -272,9 +205,10 @@ pub(crate) unsafe fn direct_move(c: &strata_client::Client, id: u64) -> Result<b
     Ok(true)
 }
 
-/// Before an operation on a DEFAULT descriptor: when the daemon's
+/// Before an operation on a tracked descriptor: when the daemon's
 /// `direct_gen` moved, moves this process's descriptors of every file that
-/// is direct now to the destination (module doc). One atomic load when
+/// is direct now to the destination file or the shared backing (module
+/// doc). One atomic load when
 /// nothing changed.
 #[inline]
 pub(crate) fn direct_poll(c: &strata_client::Client) {
@@ -296,19 +230,30 @@ pub(crate) fn direct_poll(c: &strata_client::Client) {
 
 #[cold]
 fn direct_scan(c: &strata_client::Client) {
-    let fds = crate::fds_where(|k, _| {
-        k & crate::K_TRACKED != 0 && crate::persist_of((k >> 2) & 3) == Persist::Default
-    });
+    let fds = crate::fds_where(|k, _| k & crate::K_TRACKED != 0);
     let mut ids: Vec<u64> = fds.iter().map(|&fd| crate::tracked_id(fd)).collect();
     ids.sort_unstable();
     ids.dedup();
     for id in ids {
-        let direct = crate::run_raw(false, || c.file_stat(id).is_ok_and(|a| a.direct));
-        if direct {
-            let r = crate::run_raw(Err(libc::EIO), || unsafe { direct_move(c, id) });
-            if let Err(e) = r {
-                trace!("id={:x}: moving to the destination failed: {}", id, e);
+        let Some(a) = crate::run_raw(None, || c.file_stat(id).ok()) else {
+            continue;
+        };
+        if !a.direct {
+            continue;
+        }
+        let r = crate::run_raw(Err(libc::EIO), || unsafe {
+            if a.persist == Persist::Default {
+                direct_move(c, id).map(|_| ())
+            } else {
+                // mapped shared somewhere: the shared backing is the file
+                match shared_backing(c, id, false)? {
+                    Some(back) => onto_backing(id, back),
+                    None => Ok(()),
+                }
             }
+        });
+        if let Err(e) = r {
+            trace!("id={:x}: moving to the shared file failed: {}", id, e);
         }
     }
 }
@@ -342,43 +287,9 @@ pub(crate) unsafe fn map_shared(
             Ok(r as isize)
         };
     }
-    // SCRATCH / WORKFLOW / unlinked: a backing memfd.
-    let back = match backing_of(t.id) {
-        Some(b) => b,
-        None => {
-            let n = with(|s| s.backings.len());
-            if n >= BACKINGS_MAX {
-                return Err(libc::ENOMEM);
-            }
-            let size = c.file_stat(t.id).map_err(os)?.size;
-            let fd = crate::hooks::memfd_copy(c, t.id, size, c"strata-mapped", libc::MFD_CLOEXEC)?;
-            let synced = match sums_of(fd, size) {
-                Ok(s) => s,
-                Err(e) => {
-                    real::close(fd);
-                    return Err(e);
-                }
-            };
-            let fd = crate::adopt_internal(fd);
-            with(|s| {
-                s.backings.push(Backing {
-                    id: t.id,
-                    fd,
-                    maps: Vec::new(),
-                    overflow: false,
-                    synced,
-                })
-            });
-            register_exit_hook();
-            fd
-        }
-    };
-    let proc_path = CString::new(format!("/proc/self/fd/{back}")).expect("no NUL");
-    for fd in placeholders_of(t.id) {
-        let k = crate::kind(fd);
-        reopen_onto(fd, &proc_path, (k & 3) as c_int)?;
-        crate::set_kind_id(fd, crate::K_MAPPED, t.id);
-    }
+    // SCRATCH / WORKFLOW / unlinked: the shared backing memfd.
+    let back = shared_backing(c, t.id, true)?.ok_or(libc::EIO)?;
+    onto_backing(t.id, back)?;
     let r = real::mmap64(addr, len, prot, flags, back, off);
     if r == libc::MAP_FAILED {
         return Err(errno());
@@ -401,93 +312,90 @@ pub(crate) unsafe fn map_shared(
     Ok(r as isize)
 }
 
-/// A fresh placeholder `fd` of file `id` opened while the file has a
-/// backing: it joins the backing (with O_TRUNC applied to it too).
+/// This process's descriptor of file `id`'s shared backing: the one it
+/// has, or the daemon's; when the daemon has none and `make`, one filled
+/// here with the file's bytes and offered (files_backing.rs). None: no
+/// backing and not `make`.
+unsafe fn shared_backing(
+    c: &strata_client::Client,
+    id: u64,
+    make: bool,
+) -> Result<Option<c_int>, c_int> {
+    if let Some(b) = backing_of(id) {
+        return Ok(Some(b));
+    }
+    if with(|s| s.backings.len()) >= BACKINGS_MAX {
+        return Err(libc::ENOMEM);
+    }
+    let mut fill = || -> std::io::Result<std::os::fd::OwnedFd> {
+        use std::os::fd::FromRawFd;
+        let size = c
+            .file_stat(id)
+            .map_err(|e| std::io::Error::from_raw_os_error(os(e)))?
+            .size;
+        let fd = crate::hooks::memfd_copy(c, id, size, c"strata-mapped", libc::MFD_CLOEXEC)
+            .map_err(std::io::Error::from_raw_os_error)?;
+        Ok(std::os::fd::OwnedFd::from_raw_fd(fd))
+    };
+    let got = c
+        .file_backing(id, if make { Some(&mut fill) } else { None })
+        .map_err(os)?;
+    let Some(got) = got else {
+        return Ok(None);
+    };
+    let fd = crate::adopt_internal(std::os::fd::IntoRawFd::into_raw_fd(got));
+    // another thread of ours may have got it meanwhile: one per process
+    let (back, dup) = with(|s| match s.backings.iter().find(|b| b.id == id) {
+        Some(b) => (b.fd, true),
+        None => {
+            s.backings.push(Backing {
+                id,
+                fd,
+                maps: Vec::new(),
+                overflow: false,
+            });
+            (fd, false)
+        }
+    });
+    if dup {
+        crate::set_kind(fd, crate::K_UNTRACKED);
+        real::close(fd);
+    }
+    trace!("mapped id={:x}: shared backing, descriptor {}", id, back);
+    Ok(Some(back))
+}
+
+/// Every placeholder of `id` in this process moves onto backing `back`.
+unsafe fn onto_backing(id: u64, back: c_int) -> Result<(), c_int> {
+    let proc_path = CString::new(format!("/proc/self/fd/{back}")).expect("no NUL");
+    for fd in placeholders_of(id) {
+        let k = crate::kind(fd);
+        reopen_onto(fd, &proc_path, (k & 3) as c_int)?;
+        crate::set_kind_id(fd, crate::K_MAPPED, id);
+    }
+    Ok(())
+}
+
+/// A fresh placeholder `fd` of file `id` (whose open said `direct`: it has a
+/// shared backing) joins the backing. (An O_TRUNC was applied to the
+/// backing by the daemon.)
 pub(crate) unsafe fn join_backing(
     fd: c_int,
     id: u64,
     acc: c_int,
-    trunc: bool,
+    direct: bool,
 ) -> Result<(), c_int> {
-    let Some(back) = backing_of(id) else {
-        return Ok(());
+    let back = match backing_of(id) {
+        Some(b) => b,
+        None if direct => match shared_backing(cl()?, id, false)? {
+            Some(b) => b,
+            None => return Ok(()), // retired meanwhile: the buffer is the file
+        },
+        None => return Ok(()),
     };
-    if trunc {
-        cvt(real::ftruncate64(back, 0))?;
-    }
     let proc_path = CString::new(format!("/proc/self/fd/{back}")).expect("no NUL");
     reopen_onto(fd, &proc_path, acc)?;
     crate::set_kind_id(fd, crate::K_MAPPED, id);
-    Ok(())
-}
-
-/// Copies backing `back` of file `id` into the buffer (size, then bytes).
-/// The pages of backing `back` that changed since the last sync go back
-/// into file `id` (runs of changed pages in one write each); the size only
-/// if it changed.
-unsafe fn copy_back(id: u64, back: c_int) -> Result<(), c_int> {
-    let c = cl()?;
-    let mut st: libc::stat64 = std::mem::zeroed();
-    cvt(real::fstat64(back, &mut st))?;
-    let size = st.st_size as u64;
-    // (taken, not cloned, under the spin lock: a copy-back of the same file
-    // by another thread meanwhile finds no sums and writes every page)
-    let was = with(|s| {
-        s.backings
-            .iter_mut()
-            .find(|b| b.id == id)
-            .map(|b| std::mem::take(&mut b.synced))
-    })
-    .unwrap_or_default();
-    if size != was.size_bytes {
-        c.file_truncate(id, size).map_err(os)?;
-    }
-    let mut sums = was.page_sums;
-    sums.truncate(size.div_ceil(SUM_PAGE_BYTES as u64) as usize);
-    let mut written = 0u64;
-    read_chunks(back, size, |off, buf| {
-        let mut run: Option<usize> = None; // first changed byte of a run
-        for (i, page) in buf.chunks(SUM_PAGE_BYTES).enumerate() {
-            let pno = (off as usize / SUM_PAGE_BYTES) + i;
-            let sum = page_sum(page);
-            let same = sums.get(pno) == Some(&sum);
-            if pno < sums.len() {
-                sums[pno] = sum;
-            } else if sums.len() < SUM_PAGES_MAX && pno == sums.len() {
-                sums.push(sum);
-            }
-            match (same, run) {
-                (false, None) => run = Some(i * SUM_PAGE_BYTES),
-                (true, Some(at)) => {
-                    let end = i * SUM_PAGE_BYTES;
-                    c.file_write(id, off + at as u64, &buf[at..end])
-                        .map_err(os)?;
-                    written += (end - at) as u64;
-                    run = None;
-                }
-                _ => {}
-            }
-        }
-        if let Some(at) = run {
-            c.file_write(id, off + at as u64, &buf[at..]).map_err(os)?;
-            written += (buf.len() - at) as u64;
-        }
-        Ok(())
-    })?;
-    with(|s| {
-        if let Some(b) = s.backings.iter_mut().find(|b| b.id == id) {
-            b.synced = Synced {
-                page_sums: sums,
-                size_bytes: size,
-            };
-        }
-    });
-    trace!(
-        "mapped id={:x}: {} of {} bytes copied back into the buffer",
-        id,
-        written,
-        size
-    );
     Ok(())
 }
 
@@ -497,8 +405,9 @@ fn is_backing(fd: c_int) -> bool {
     matches!(crate::path::fd_link(fd, &mut link), Some(n) if link[..n].starts_with(b"/memfd:strata-mapped"))
 }
 
-/// Copies every backing (or only `id`'s) back; retires those with neither
-/// descriptors nor mappings left.
+/// Retires this process's backings (every one, or only `id`'s) that have
+/// neither descriptors nor mappings left: closes them and lets go of the
+/// file (the daemon copies the bytes back when the last process has).
 pub(crate) unsafe fn sync_backings(only: Option<u64>) -> Result<(), c_int> {
     if IN_USE.load(Ordering::Acquire) == 0 {
         return Ok(());
@@ -510,7 +419,6 @@ pub(crate) unsafe fn sync_backings(only: Option<u64>) -> Result<(), c_int> {
             .map(|b| (b.id, b.fd))
             .collect()
     });
-    let mut res = Ok(());
     for (id, back) in list {
         if !is_backing(back) {
             // closed behind us (a forked child's close_range before exec:
@@ -522,10 +430,6 @@ pub(crate) unsafe fn sync_backings(only: Option<u64>) -> Result<(), c_int> {
                 with(|s| s.backings.retain(|b| b.fd != back));
             }
             trace!("mapped id={:x}: backing {} gone, forgotten", id, back);
-            continue;
-        }
-        if let Err(e) = copy_back(id, back) {
-            res = Err(e);
             continue;
         }
         let fds_left = !crate::fds_where(|k, i| k == crate::K_MAPPED && i == id).is_empty();
@@ -547,10 +451,10 @@ pub(crate) unsafe fn sync_backings(only: Option<u64>) -> Result<(), c_int> {
             trace!("mapped id={:x}: retired", id);
         }
     }
-    res
+    Ok(())
 }
 
-/// `munmap`: forget the mappings inside [addr, addr+len), then copy back.
+/// `munmap`: forget the mappings inside [addr, addr+len), then retire.
 pub(crate) unsafe fn unmapped(addr: usize, len: usize) {
     if IN_USE.load(Ordering::Acquire) == 0 {
         return;
@@ -575,7 +479,7 @@ pub(crate) unsafe fn unmapped(addr: usize, len: usize) {
     }
 }
 
-/// `msync`: copy the backings whose mappings overlap [addr, addr+len) back.
+/// `msync` of mappings that overlap [addr, addr+len): `fsync` of their files.
 pub(crate) unsafe fn msynced(addr: usize, len: usize) -> Result<(), c_int> {
     if IN_USE.load(Ordering::Acquire) == 0 {
         return Ok(());
@@ -593,27 +497,11 @@ pub(crate) unsafe fn msynced(addr: usize, len: usize) -> Result<(), c_int> {
             .map(|b| b.id)
             .collect()
     });
+    // what the mapping wrote is in the shared backing already; a WORKFLOW
+    // file's is made durable like at fsync (the daemon copies it in)
+    let c = cl()?;
     for id in ids {
-        sync_backings(Some(id))?;
+        c.file_sync(id).map_err(os)?;
     }
     Ok(())
-}
-
-fn register_exit_hook() {
-    static DONE: AtomicBool = AtomicBool::new(false);
-    if !DONE.swap(true, Ordering::AcqRel) {
-        unsafe { libc::atexit(at_exit) };
-    }
-}
-
-extern "C" fn at_exit() {
-    if !crate::own_process() {
-        return;
-    }
-    crate::run_raw((), || unsafe {
-        if let Err(e) = sync_backings(None) {
-            let m = format!("strata: copying memory-mapped files back into the buffer at exit failed (errno {e}): their last mapped writes are lost\n");
-            libc::write(2, m.as_ptr() as *const c_void, m.len());
-        }
-    });
 }

@@ -53,6 +53,18 @@ pub enum ControlRequest {
     StageState {
         paths: Vec<String>,
     },
+    /// The shared backing memfd of file `id` (a SCRATCH/WORKFLOW or
+    /// unlinked file some process maps shared and writable): answered with
+    /// `Backing`, its descriptor passed after the frame (`send_fd`) when
+    /// present. With `offer_gen`, the client passes a memfd it filled with
+    /// the file's bytes as of the record's modification generation
+    /// `offer_gen` after the frame; the daemon adopts it unless the file
+    /// changed since (or another backing won meanwhile).
+    Backing {
+        id: u64,
+        #[serde(default)]
+        offer_gen: Option<u64>,
+    },
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -340,9 +352,18 @@ pub enum ControlReply {
     Status(StatusReply),
     Flush(FlushReply),
     Ok,
-    Error { code: i32, message: String },
+    Error {
+        code: i32,
+        message: String,
+    },
     Drain(DrainReply),
     Stage(StageReply),
+    /// `present`: the backing's descriptor follows the frame. `mod_gen`: the
+    /// file's modification generation (what an offer must have read).
+    Backing {
+        present: bool,
+        mod_gen: u64,
+    },
 }
 
 /// Where a DEFAULT file stands on its way to the destination.
@@ -521,9 +542,108 @@ pub fn read_frame<R: Read, T: for<'de> Deserialize<'de>>(r: &mut R) -> io::Resul
     serde_json::from_slice(&body).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
+/// Sends descriptor `fd` over Unix stream `s` (one byte with SCM_RIGHTS).
+pub fn send_fd(
+    s: &std::os::unix::net::UnixStream,
+    fd: std::os::fd::BorrowedFd<'_>,
+) -> io::Result<()> {
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+    let fds = [fd];
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut anc = SendAncillaryBuffer::new(&mut space);
+    if !anc.push(SendAncillaryMessage::ScmRights(&fds)) {
+        return Err(io::Error::other("no room for the descriptor"));
+    }
+    let n = rustix::net::sendmsg(
+        s,
+        &[io::IoSlice::new(&[0x46])],
+        &mut anc,
+        SendFlags::NOSIGNAL,
+    )?;
+    if n != 1 {
+        return Err(io::Error::new(
+            io::ErrorKind::WriteZero,
+            "descriptor not sent",
+        ));
+    }
+    Ok(())
+}
+
+/// Receives one descriptor sent by `send_fd` (a byte without one, or with
+/// several, is an error; extra descriptors are closed).
+pub fn recv_fd(s: &std::os::unix::net::UnixStream) -> io::Result<std::os::fd::OwnedFd> {
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+    let mut anc = RecvAncillaryBuffer::new(&mut space);
+    let mut byte = [0u8; 1];
+    let r = rustix::net::recvmsg(
+        s,
+        &mut [io::IoSliceMut::new(&mut byte)],
+        &mut anc,
+        RecvFlags::CMSG_CLOEXEC,
+    )?;
+    if r.bytes != 1 {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "no descriptor",
+        ));
+    }
+    let mut got: Vec<std::os::fd::OwnedFd> = Vec::new();
+    for m in anc.drain() {
+        if let RecvAncillaryMessage::ScmRights(fds) = m {
+            got.extend(fds);
+        }
+    }
+    if got.len() != 1 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{} descriptors where one was expected", got.len()),
+        ));
+    }
+    Ok(got.pop().expect("one"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[test]
+    fn a_descriptor_crosses_a_unix_stream_after_a_frame() {
+        use std::io::{Seek, SeekFrom};
+        use std::os::fd::AsFd;
+        let (mut a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let mut f = tempfile_in_tmp();
+        f.write_all(b"shared bytes").unwrap();
+        write_frame(
+            &mut a,
+            &ControlReply::Backing {
+                present: true,
+                mod_gen: 7,
+            },
+        )
+        .unwrap();
+        send_fd(&a, f.as_fd()).unwrap();
+        let r: ControlReply = read_frame(&mut b).unwrap();
+        assert_eq!(
+            r,
+            ControlReply::Backing {
+                present: true,
+                mod_gen: 7
+            }
+        );
+        let mut g = std::fs::File::from(recv_fd(&b).unwrap());
+        g.seek(SeekFrom::Start(0)).unwrap();
+        let mut s = String::new();
+        g.read_to_string(&mut s).unwrap();
+        assert_eq!(s, "shared bytes");
+        // a byte without a descriptor is refused
+        a.write_all(&[0]).unwrap();
+        assert!(recv_fd(&b).is_err());
+    }
+
+    fn tempfile_in_tmp() -> std::fs::File {
+        let fd = rustix::fs::memfd_create("strata-test", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+        std::fs::File::from(fd)
+    }
     #[test]
     fn frame_roundtrip() {
         let mut buf = Vec::new();
