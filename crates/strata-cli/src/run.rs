@@ -253,6 +253,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
 
     let daemon = acquire_daemon(config.as_deref(), &cfg)?;
     let socket = daemon.socket.clone();
+    warn_never_buffered(&cfg, &socket);
     let before = counters(&socket).unwrap_or_default();
     let t0 = Instant::now();
 
@@ -409,4 +410,32 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::from(code))
+}
+
+/// The adapter never buffers the daemon's runtime directory nor a tier's
+/// directory: an included prefix inside one buffers nothing, said once.
+fn warn_never_buffered(cfg: &strata_config::Config, socket: &Path) {
+    let mut never: Vec<(PathBuf, &str)> = Vec::new();
+    if let Some(d) = socket.parent() {
+        never.push((d.to_path_buf(), "the daemon's runtime directory"));
+    }
+    for dev in &cfg.devices {
+        if let Some(p) = &dev.path {
+            never.push((p.clone(), "a tier's directory"));
+        }
+    }
+    for inc in &cfg.adapter.include {
+        let inc_c = std::fs::canonicalize(inc).unwrap_or_else(|_| inc.clone());
+        for (dir, what) in &never {
+            let dir_c = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
+            if inc_c.starts_with(&dir_c) {
+                eprintln!(
+                    "strata: {} is inside {} ({}), which is never buffered: files there go straight to the file system; run from, or --include, another directory",
+                    inc.display(),
+                    dir.display(),
+                    what
+                );
+            }
+        }
+    }
 }

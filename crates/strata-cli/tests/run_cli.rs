@@ -327,3 +327,37 @@ fn flush_wait_with_nothing_dirty_and_without_a_daemon() {
     assert_eq!(r.code, Some(1));
     assert!(r.stderr.contains("no daemon"), "{}", r.stderr);
 }
+
+/// A prefix inside the daemon's runtime directory (or a tier's) is never
+/// buffered: the run says so instead of buffering nothing silently.
+#[test]
+fn an_include_inside_the_runtime_directory_is_reported() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = private_config(tmp.path());
+    let inside = tmp.path().join("daemon").join("work");
+    std::fs::create_dir_all(&inside).unwrap();
+    let out = run_with_config(
+        &config,
+        tmp.path(),
+        &["--include", inside.to_str().unwrap(), "--", "true"],
+    )
+    .output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("never buffered") && err.contains("runtime directory"),
+        "{err}"
+    );
+    let fine = tmp.path().join("work");
+    std::fs::create_dir_all(&fine).unwrap();
+    let out = run_with_config(
+        &config,
+        tmp.path(),
+        &["--include", fine.to_str().unwrap(), "--", "true"],
+    )
+    .output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("never buffered"), "{err}");
+}

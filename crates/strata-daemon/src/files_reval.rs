@@ -93,6 +93,11 @@ impl Core {
             rec.gid = dest.gid;
             return Ok(true);
         }
+        if rec.dest_direct {
+            // (not an outside change: the destination file was the file)
+            self.bucket_destroy(id)?;
+            return Ok(false);
+        }
         let path = self.file_path(id).map(str::to_string).unwrap_or_default();
         tracing::info!(
             "{path} changed outside strata ({}): its cached copy is dropped",
