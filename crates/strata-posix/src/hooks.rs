@@ -839,11 +839,11 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     }
     let r = real::close(fd);
     if let Some(id) = mapped {
-        // what the mapping and this descriptor wrote goes back to the buffer
+        // the last descriptor and mapping of a shared backing: retire it
         let e = errno();
         if let Err(x) = run_raw(Err(libc::EIO), || crate::mapped::sync_backings(Some(id))) {
             trace!(
-                "close fd={}: copy back of mapped id={:x} failed: {}",
+                "close fd={}: retiring the backing of mapped id={:x} failed: {}",
                 fd,
                 id,
                 x
@@ -2759,10 +2759,9 @@ fn fd_path(fd: c_int) -> std::ffi::CString {
 
 /// Runs `f` with the path to execute: `path` itself, or the private copy.
 unsafe fn with_exec_path(path: *const c_char, f: impl FnOnce(*const c_char) -> c_int) -> c_int {
-    // (not in a vfork child: it shares the parent's memory, and the parent,
-    // which shares the mapping too, copies back itself)
+    // (not in a vfork child: it shares the parent's memory and backings)
     if crate::ready() && !crate::guarded() && crate::own_process() {
-        // the new image has no atexit: mapped files go back to the buffer now
+        // backings with no descriptor or mapping left are let go now
         if let Err(e) = crate::run_raw(Err(libc::EIO), || crate::mapped::sync_backings(None)) {
             set_errno(e);
             return -1;

@@ -422,8 +422,8 @@ pub(crate) unsafe fn sync_backings(only: Option<u64>) -> Result<(), c_int> {
     for (id, back) in list {
         if !is_backing(back) {
             // closed behind us (a forked child's close_range before exec:
-            // the parent, which shares the mapping, copies back), or the
-            // number reused for another file: never read it; forget it
+            // the parent still holds the file), or the number reused for
+            // another file: never touch it; forget it
             // (only in the process that made it: a vfork child shares this
             // state with its parent)
             if crate::own_process() {
