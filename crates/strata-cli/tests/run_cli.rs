@@ -51,7 +51,9 @@ fn daemon_answers(socket: &Path) -> bool {
 #[test]
 fn exit_code_and_signal_of_the_command_are_returned() {
     let d = TestDaemon::start();
-    let dir = d.path().join("work");
+    // (not inside the daemon's directory: that one is never buffered)
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("work");
     std::fs::create_dir_all(&dir).unwrap();
     let r = strata_run(&d, Mode::Scratch, &dir, &dir, &["sh", "-c", "exit 7"]);
     assert_eq!(r.code, Some(7), "exit code; stderr:\n{}", r.stderr);
@@ -78,7 +80,9 @@ fn exit_code_and_signal_of_the_command_are_returned() {
 #[test]
 fn environment_of_the_command() {
     let d = TestDaemon::start();
-    let dir = d.path().join("work");
+    // (not inside the daemon's directory: that one is never buffered)
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("work");
     std::fs::create_dir_all(&dir).unwrap();
     let r = strata_run(&d, Mode::Scratch, &dir, &dir, &["sh", "-c", "echo $LD_PRELOAD; echo $STRATA_SOCKET; echo $STRATA_MODE; echo $STRATA_INCLUDE; echo $STRATA_CONFIG"]);
     r.assert_ok("env");
@@ -262,7 +266,9 @@ fn concurrent_runs_share_one_private_daemon() {
 #[test]
 fn sigterm_is_forwarded_to_the_command() {
     let d = TestDaemon::start();
-    let dir = d.path().join("work");
+    // (not inside the daemon's directory: that one is never buffered)
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("work");
     std::fs::create_dir_all(&dir).unwrap();
     let ready = d.path().join("ready");
     let script = format!(
