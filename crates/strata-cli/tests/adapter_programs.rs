@@ -652,6 +652,10 @@ os.pwrite(fd, b'DDDDD', 15)
 os.close(fd)
 "#;
 
+/// Shared writable mappings across processes: `read` in other processes
+/// sees a mapping's stores at once, a second mapper's bytes in the same
+/// page survive (DEFAULT: the destination file; SCRATCH: one shared
+/// backing for every process).
 fn mmap_coherent_case() -> Option<Case> {
     require("python3", "python3").then(|| {
         Case::new("mmap-coherent")
@@ -659,22 +663,6 @@ fn mmap_coherent_case() -> Option<Case> {
             .input("early.py", MMAP_EARLY_PY.as_bytes().to_vec())
             .step(step("python3 coh.py"))
     })
-}
-
-#[test]
-fn mmap_coherent_default() {
-    if let Some(c) = mmap_coherent_case() {
-        run_case(c, Mode::Default);
-    }
-}
-
-/// The same in SCRATCH: one shared backing for every process (a second
-/// mapper's bytes in the same page survive, reads see the mapping at once).
-#[test]
-fn mmap_coherent_scratch() {
-    if let Some(c) = mmap_coherent_case() {
-        run_case(c, Mode::Scratch);
-    }
 }
 
 /// A process killed (SIGKILL) while it maps a file shared: what it stored
@@ -686,20 +674,6 @@ fn mmap_killed_case() -> Option<Case> {
             .step(step("head -c 8192 /dev/zero | tr '\\0' x > m.dat && python3 -c \"import mmap, os, signal\nfd = os.open('m.dat', os.O_RDWR)\nm = mmap.mmap(fd, 8192)\nm[100:104] = b'KILL'\nos.kill(os.getpid(), signal.SIGKILL)\n\"; echo status $?; head -c 110 m.dat | tail -c 12; echo"))
             .step(step("head -c 110 m.dat | tail -c 12; echo; python3 -c \"import mmap, os\nfd = os.open('m.dat', os.O_RDWR)\nm = mmap.mmap(fd, 8192)\nm[8000:8004] = b'BACK'\n\" && tail -c 200 m.dat | head -c 10; echo"))
     })
-}
-
-#[test]
-fn mmap_killed_default() {
-    if let Some(c) = mmap_killed_case() {
-        run_case(c, Mode::Default);
-    }
-}
-
-#[test]
-fn mmap_killed_scratch() {
-    if let Some(c) = mmap_killed_case() {
-        run_case(c, Mode::Scratch);
-    }
 }
 
 /// Issue 12 item 21 (pjdfstest link/03): a DEFAULT file hard-linked to a
@@ -875,6 +849,8 @@ program_tests! {
     make_default, make_scratch => |_: &Path| make_case();
     venv_default, venv_scratch => |_: &Path| venv_case();
     numpy_default, numpy_scratch => |_: &Path| numpy_case();
+    mmap_coherent_default, mmap_coherent_scratch => |_: &Path| mmap_coherent_case();
+    mmap_killed_default, mmap_killed_scratch => |_: &Path| mmap_killed_case();
 }
 
 /// Seed 000's checkpoint/restart workflow: a producer run writes a

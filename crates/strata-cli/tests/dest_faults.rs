@@ -405,12 +405,20 @@ fn hung_destination_is_reported_stalled_while_others_flush() {
     );
 }
 
-/// A flush job of a file unlinked while the job waited (here: before its
-/// open) never writes or removes what the program put at the path since
-/// (it wrote the old bytes into a symbolic link's target and then removed
-/// the link as "a file the flush recreated").
-#[test]
-fn a_cancelled_flush_leaves_what_a_program_put_at_the_path_since() {
+/// A daemon with a DEFAULT file `pfs/f` ("buffered", unflushed) whose flush
+/// job is in flight and waits before opening the destination, until
+/// `unblock` is dropped (the flusher's hang injection).
+struct HungFlush {
+    // (dropped first: the job goes on before the daemon stops)
+    unblock: Unblock,
+    c: strata_client::Client,
+    dir: std::path::PathBuf,
+    f: std::path::PathBuf,
+    d: TestDaemon,
+    _base: tempfile::TempDir,
+}
+
+fn hung_flush() -> HungFlush {
     std::env::set_var("STRATA_INTERNAL_FAULT_FLUSH_HANG", HANG_MARKER);
     let d = TestDaemon::start_with(Tiers {
         ram: "64MiB",
@@ -454,14 +462,33 @@ fn a_cancelled_flush_leaves_what_a_program_put_at_the_path_since() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+    HungFlush {
+        unblock,
+        c,
+        dir,
+        f,
+        d,
+        _base: base,
+    }
+}
+
+/// A flush job of a file unlinked while the job waited (here: before its
+/// open) never writes or removes what the program put at the path since
+/// (it wrote the old bytes into a symbolic link's target and then removed
+/// the link as "a file the flush recreated").
+#[test]
+fn a_cancelled_flush_leaves_what_a_program_put_at_the_path_since() {
+    let h = hung_flush();
+    let (d, c, dir, f) = (&h.d, &h.c, &h.dir, &h.f);
+    let p = f.to_str().unwrap();
     // The program removes the file and puts a link to its own file there.
     assert!(c.file_unlink(p).unwrap());
     std::fs::write(dir.join("target"), b"mine").unwrap();
-    std::os::unix::fs::symlink("target", &f).unwrap();
-    drop(unblock);
-    flush_wait(&d, &dir).assert_ok("flush --wait");
+    std::os::unix::fs::symlink("target", f).unwrap();
+    drop(h.unblock);
+    flush_wait(d, dir).assert_ok("flush --wait");
     assert_eq!(std::fs::read(dir.join("target")).unwrap(), b"mine");
-    assert!(std::fs::symlink_metadata(&f)
+    assert!(std::fs::symlink_metadata(f)
         .unwrap()
         .file_type()
         .is_symlink());
@@ -475,57 +502,17 @@ fn a_cancelled_flush_leaves_what_a_program_put_at_the_path_since() {
 #[test]
 fn a_mode_set_while_the_file_is_flushed_reaches_the_destination() {
     use std::os::unix::fs::PermissionsExt;
-    std::env::set_var("STRATA_INTERNAL_FAULT_FLUSH_HANG", HANG_MARKER);
-    let d = TestDaemon::start_with(Tiers {
-        ram: "64MiB",
-        disk: None,
-        extra_yaml: "flush:\n  interval: 1h\n",
-    });
-    let base = tempfile::tempdir().unwrap();
-    let dir = base.path().join("pfs");
-    std::fs::create_dir(&dir).unwrap();
-    let f = dir.join("f");
+    let h = hung_flush();
+    let (d, c, dir, f) = (&h.d, &h.c, &h.dir, &h.f);
     let p = f.to_str().unwrap();
-    let c = d.client();
-    let fl = strata_client::file::OpenFlags {
-        read: true,
-        write: true,
-        create: true,
-        excl: false,
-        trunc: false,
-    };
-    let a = c
-        .file_open(p, fl, 0o644, strata_client::file::Persist::Default, 1 << 20)
-        .unwrap();
-    c.file_write(a.id, 0, b"buffered").unwrap();
-    c.file_close(a.id).unwrap();
-    let marker = dir.join(format!("f{HANG_MARKER}"));
-    std::fs::write(&marker, b"").unwrap();
-    let unblock = Unblock(marker);
-    assert!(d
-        .cmd()
-        .arg("flush")
-        .arg(&f)
-        .output()
-        .unwrap()
-        .status
-        .success());
-    let started = Instant::now();
-    while drain_json(&d, &f)["files"][0]["state"] != "flushing" {
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "never in flight"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
     let set = strata_client::file::SetAttr {
         mode: Some(0o600),
         ..Default::default()
     };
     c.file_set_attr(0, p, set).unwrap();
-    drop(unblock);
-    flush_wait(&d, &dir).assert_ok("flush --wait");
-    let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o7777;
+    drop(h.unblock);
+    flush_wait(d, dir).assert_ok("flush --wait");
+    let mode = std::fs::metadata(f).unwrap().permissions().mode() & 0o7777;
     assert_eq!(mode, 0o600, "mode at the destination");
     let st = c.file_stat_path(p).unwrap();
     if let Some(st) = st {

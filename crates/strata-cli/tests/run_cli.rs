@@ -340,30 +340,24 @@ fn flush_wait_with_nothing_dirty_and_without_a_daemon() {
 fn an_include_inside_the_runtime_directory_is_reported() {
     let tmp = tempfile::tempdir().unwrap();
     let config = private_config(tmp.path());
-    let inside = tmp.path().join("daemon").join("work");
-    std::fs::create_dir_all(&inside).unwrap();
-    let out = run_with_config(
-        &config,
-        tmp.path(),
-        &["--include", inside.to_str().unwrap(), "--", "true"],
-    )
-    .output()
-    .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
+    let run = |dir: &Path| {
+        std::fs::create_dir_all(dir).unwrap();
+        let out = run_with_config(
+            &config,
+            tmp.path(),
+            &["--include", dir.to_str().unwrap(), "--", "true"],
+        )
+        .output()
+        .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{err}");
+        err
+    };
+    let err = run(&tmp.path().join("daemon").join("work"));
     assert!(
         err.contains("never buffered") && err.contains("runtime directory"),
         "{err}"
     );
-    let fine = tmp.path().join("work");
-    std::fs::create_dir_all(&fine).unwrap();
-    let out = run_with_config(
-        &config,
-        tmp.path(),
-        &["--include", fine.to_str().unwrap(), "--", "true"],
-    )
-    .output()
-    .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = run(&tmp.path().join("work"));
     assert!(!err.contains("never buffered"), "{err}");
 }

@@ -33,6 +33,7 @@ use strata_proto::{Errno, Result};
 use crate::core::{Core, Src};
 use crate::files::{WriteOutcome, FILE_BYTES_MAX};
 use crate::files_evict::FillFrom;
+use crate::files_reval::ns_of;
 
 /// Files with a shared backing at once.
 pub const BACKINGS_MAX: usize = 4096;
@@ -53,12 +54,6 @@ pub struct BackingReply {
     pub mod_gen: u64,
     /// This call adopted an offer: clients must look for their descriptors.
     pub adopted: bool,
-}
-
-fn ns_of(secs: i64, nsec: i64) -> u64 {
-    (secs.max(0) as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(nsec.max(0) as u64)
 }
 
 /// Sets `fd`'s access and modification times (None: left alone).
@@ -106,7 +101,7 @@ fn io(e: std::io::Error) -> Errno {
 impl Core {
     /// Does file `id` have a shared backing?
     pub fn file_backed(&self, id: BucketId) -> bool {
-        !self.files.backings.by_file.is_empty() && self.files.backings.by_file.contains_key(&id)
+        self.files.backings.by_file.contains_key(&id)
     }
 
     /// `ControlRequest::Backing`: the backing of `id`, or adopts `offer`
@@ -289,8 +284,9 @@ impl Core {
 
     fn copy_in(&mut self, id: BucketId, fd: &OwnedFd) -> Result<()> {
         let size = rustix::fs::fstat(fd).map_err(sys)?.st_size as u64;
-        let page = self.meta.file(id)?.page_bytes;
-        if self.meta.file(id)?.size != size {
+        let rec = self.meta.file(id)?;
+        let (page, was_size) = (rec.page_bytes, rec.size);
+        if was_size != size {
             self.file_truncate(id, size)?;
         }
         let chunk = COPY_CHUNK_BYTES.max(page) / page * page;

@@ -43,10 +43,16 @@ pub fn stamp_of_metadata(md: &std::fs::Metadata) -> DestStamp {
         ino: md.ino(),
         dev: md.dev(),
         size: md.len(),
-        mtime_ns: (md.mtime().max(0) as u64)
-            .saturating_mul(1_000_000_000)
-            .saturating_add(md.mtime_nsec().max(0) as u64),
+        mtime_ns: ns_of(md.mtime(), md.mtime_nsec()),
     }
+}
+
+/// Nanoseconds since the epoch of a (seconds, nanoseconds) stat time
+/// (before the epoch: 0).
+pub(crate) fn ns_of(secs: i64, nsec: i64) -> u64 {
+    (secs.max(0) as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(nsec.max(0) as u64)
 }
 
 impl Core {

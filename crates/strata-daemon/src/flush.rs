@@ -562,6 +562,12 @@ impl FlushIo {
             use std::os::unix::fs::MetadataExt;
             (md.dev(), md.ino())
         });
+        // (uid, gid, permission bits) as opened: nothing below changes them
+        // before the job sets the record's
+        let owner_mode = md.as_ref().ok().map(|md| {
+            use std::os::unix::fs::MetadataExt;
+            (md.uid(), md.gid(), md.mode() & 0o7777)
+        });
         if created && job.flags.cancel.load(Ordering::SeqCst) {
             if let Some(file) = done.wrote {
                 let _ = remove_if_same(&job.path, file);
@@ -630,9 +636,9 @@ impl FlushIo {
                 // daemon's umask), or set through strata since the last job
                 // (the caller's own change at the destination may have lost
                 // a race with that job).
-                use std::os::unix::fs::{MetadataExt, PermissionsExt};
-                let md = f.metadata().map_err(|e| format!("stat: {e}"))?;
-                let chown = (md.uid(), md.gid()) != (job.uid, job.gid);
+                use std::os::unix::fs::PermissionsExt;
+                let (uid, gid, mode) = owner_mode.ok_or("no stat of the opened file")?;
+                let chown = (uid, gid) != (job.uid, job.gid);
                 if chown {
                     // chown first: it clears set-user-ID, which the mode restores
                     // (best effort: the bytes matter more than the owner)
@@ -640,7 +646,7 @@ impl FlushIo {
                         tracing::warn!(path = job.path, "chown to {}:{}: {e}", job.uid, job.gid);
                     }
                 }
-                if !job.dest_exists || chown || md.mode() & 0o7777 != job.mode & 0o7777 {
+                if !job.dest_exists || chown || mode != job.mode & 0o7777 {
                     f.set_permissions(std::fs::Permissions::from_mode(job.mode & 0o7777))
                         .map_err(|e| format!("chmod: {e}"))?;
                 }

@@ -2753,7 +2753,7 @@ unsafe fn exec_prepare(path: *const c_char) -> Result<Option<c_int>, c_int> {
 }
 
 /// `/proc/self/fd/<fd>` as a C string.
-fn fd_path(fd: c_int) -> std::ffi::CString {
+pub(crate) fn fd_path(fd: c_int) -> std::ffi::CString {
     std::ffi::CString::new(format!("/proc/self/fd/{fd}")).unwrap_or_default()
 }
 

@@ -367,7 +367,7 @@ unsafe fn shared_backing(
 
 /// Every placeholder of `id` in this process moves onto backing `back`.
 unsafe fn onto_backing(id: u64, back: c_int) -> Result<(), c_int> {
-    let proc_path = CString::new(format!("/proc/self/fd/{back}")).expect("no NUL");
+    let proc_path = crate::hooks::fd_path(back);
     for fd in placeholders_of(id) {
         let k = crate::kind(fd);
         reopen_onto(fd, &proc_path, (k & 3) as c_int)?;
@@ -393,7 +393,7 @@ pub(crate) unsafe fn join_backing(
         },
         None => return Ok(()),
     };
-    let proc_path = CString::new(format!("/proc/self/fd/{back}")).expect("no NUL");
+    let proc_path = crate::hooks::fd_path(back);
     reopen_onto(fd, &proc_path, acc)?;
     crate::set_kind_id(fd, crate::K_MAPPED, id);
     Ok(())
