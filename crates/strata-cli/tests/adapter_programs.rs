@@ -759,11 +759,37 @@ fn numpy_case() -> Option<Case> {
         eprintln!("skipped: numpy missing (python3 -m pip install numpy)");
         return None;
     }
-    Some(Case::new("numpy").step(step(format!(
-        "python3 -c \"{}\"",
-        NUMPY_PY.replace('"', "\\\"")
-    ))))
+    Some(
+        Case::new("numpy")
+            .input("workers.py", NUMPY_WORKERS_PY.as_bytes().to_vec())
+            .step(step(format!(
+                "python3 -c \"{}\"",
+                NUMPY_PY.replace('"', "\\\"")
+            )))
+            .step(step("python3 workers.py")),
+    )
 }
+
+/// The parent maps a file, spawned workers (new processes, not forks) map
+/// it too and fill one row each; the parent's mapping sees their rows, and
+/// its own later store keeps them (the per-process copy-back lost all four
+/// rows in SCRATCH).
+const NUMPY_WORKERS_PY: &str = r#"import numpy as np, multiprocessing as mp
+def work(i):
+    m = np.memmap('mm.dat', dtype='int64', mode='r+', shape=(4, 1024))
+    m[i, :] = i + 1
+    m.flush()
+if __name__ == '__main__':
+    m = np.memmap('mm.dat', dtype='int64', mode='w+', shape=(4, 1024))
+    ps = [mp.get_context('spawn').Process(target=work, args=(i,)) for i in range(4)]
+    [p.start() for p in ps]
+    [p.join() for p in ps]
+    print('parent map sees', [int(m[i, 5]) for i in range(4)])
+    m[0, 0] = 99
+    m.flush()
+    f = np.fromfile('mm.dat', dtype='int64').reshape(4, 1024)
+    print('file has', [int(x) for x in f[:, 7]], int(f[0, 0]))
+"#;
 
 const NUMPY_PY: &str = r#"import numpy as np
 a = np.memmap('arr.dat', dtype='float64', mode='w+', shape=(1000, 100))
