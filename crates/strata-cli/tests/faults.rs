@@ -13,9 +13,13 @@ use std::time::{Duration, Instant};
 use common::{TestDaemon, Tiers};
 use strata_client::{Client, Errno};
 use strata_proto::control::{self, ControlReply, ControlRequest, HelloReply};
-use strata_proto::layout::{ClientHeader, ClientLayout, CtlHeader, SlotRecords};
-use strata_proto::wire::{flags, Op, Request, Response, WireExtent, PROTOCOL_VERSION};
+use strata_proto::ReadExtent as WireExtent;
 use strata_shm::{Ring, ShmSegment};
+use strata_transport_shm::layout::{ClientHeader, ClientLayout, CtlHeader, SlotRecords};
+use strata_transport_shm::record::flags;
+use strata_transport_shm::{
+    Op, RequestRecord as Request, ResponseRecord as Response, PROTOCOL_VERSION,
+};
 use util::{checksum, errno_of, random_bytes};
 
 const CHILD_FLAG: &str = "STRATA_FAULT_CHILD";
@@ -1217,4 +1221,43 @@ fn a_failed_large_put_names_the_blob_not_its_temporary() {
     assert!(msg.contains("ramonly/big"), "{msg}");
     assert!(!msg.contains('\u{1}') && !msg.contains("tmp."), "{msg}");
     assert!(b.list().unwrap().is_empty(), "no temporary left");
+}
+
+/// A request that panics inside the daemon: its client gets `Internal` at
+/// once (no hang), the daemon logs which op it was and exits (status 70)
+/// without running anything on the possibly half-changed state, and a
+/// restart replays what was durable from the journal.
+#[test]
+fn a_panicking_request_is_answered_and_stops_the_daemon() {
+    let mut d = TestDaemon::configured(Tiers::default());
+    d.spawn_env(&[("STRATA_INTERNAL_PANIC_OP", "Stat")]);
+    {
+        let c = d.client();
+        let b = c.bucket("kept").unwrap();
+        b.put("x", b"durable bytes").unwrap();
+        b.flush(true).unwrap();
+        let e = b.stat("x").unwrap_err();
+        assert_eq!(e.errno, Errno::Internal, "{e}");
+        let e = b.get("x").unwrap_err();
+        assert_eq!(e.errno, Errno::NoDaemon, "{e}");
+    }
+    let mut child = d.child.take().unwrap();
+    let started = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(started.elapsed() < HANG_GUARD, "the daemon did not stop");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(status.code(), Some(70), "log:\n{}", d.log());
+    let log = d.log();
+    assert!(log.contains("a Stat request panicked"), "log:\n{log}");
+    common::remove_shm(&d.shm_prefix);
+    d.spawn();
+    let c = d.client();
+    assert_eq!(
+        c.bucket_open("kept").unwrap().get("x").unwrap(),
+        b"durable bytes"
+    );
 }

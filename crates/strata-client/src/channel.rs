@@ -6,10 +6,11 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use strata_proto::layout::{ChannelHeader, ClientLayout, SlotRecords};
-use strata_proto::wire::{flags, Op, Request, Response, RELEASES_MAX};
+use strata_proto::msg::{DataRef, Reply, Request};
 use strata_proto::Errno;
 use strata_shm::{Ring, ShmSegment};
+use strata_transport_shm::layout::{ChannelHeader, ClientLayout, SlotRecords};
+use strata_transport_shm::{codec, Op, RequestRecord, RELEASES_MAX};
 
 use crate::{err, Inner, Result};
 
@@ -22,6 +23,8 @@ const RELEASES_QUEUED_MAX: usize = 64;
 pub struct Submitted {
     pub slot: u32,
     pub tag: u64,
+    /// The op the reply answers (how to decode it).
+    pub op: Op,
     /// Bytes of the caller's data this request carries (puts).
     pub data_len: usize,
 }
@@ -98,16 +101,9 @@ impl Chan {
         let word = self.index as usize / 64;
         inner.header().claimed[word].fetch_or(1u64 << (self.index % 64), Ordering::SeqCst);
         self.opened = true;
-        let sub = self.submit(
-            inner,
-            Request {
-                op: Op::ChannelOpen as u32,
-                ..Request::default()
-            },
-            &[],
-        )?;
-        let (resp, _) = self.wait(inner, sub, false)?;
-        resp.result()?;
+        let sub = self.submit(inner, &Request::ChannelOpen)?;
+        self.wait(inner, sub)?
+            .map_err(|e| err(e, "claiming a channel"))?;
         Ok(())
     }
 
@@ -149,35 +145,38 @@ impl Chan {
         }
     }
 
-    /// Writes a request and its argument byte strings into a free slot and
-    /// submits it.
-    pub fn submit(&mut self, inner: &Inner, mut req: Request, args: &[&[u8]]) -> Result<Submitted> {
-        if !self.opened && req.op != Op::ChannelOpen as u32 {
+    /// Encodes a request into a free slot and submits it.
+    pub fn submit(&mut self, inner: &Inner, req: &Request) -> Result<Submitted> {
+        if !self.opened && !matches!(req, Request::ChannelOpen) {
             self.ensure_open(inner)?;
-        }
-        let total: usize = args.iter().map(|a| a.len()).sum();
-        if total > self.layout.arg_bytes as usize {
-            return Err(err(Errno::Name, "names too long for a request"));
         }
         if self.releases.len() > RELEASES_QUEUED_MAX {
             self.flush_releases(inner)?;
         }
         let slot = self.take_slot(inner)?;
-        let arg = self.arg_ptr(slot);
-        let mut at = 0usize;
-        for a in args {
-            unsafe { std::ptr::copy_nonoverlapping(a.as_ptr(), arg.add(at), a.len()) };
-            at += a.len();
-        }
-        for r in req.releases.iter_mut().take(RELEASES_MAX) {
+        let mut rec = RequestRecord::default();
+        for r in rec.releases.iter_mut().take(RELEASES_MAX) {
             match self.releases.pop() {
                 Some(p) => *r = p,
                 None => break,
             }
         }
-        req.tag = self.next_tag;
+        rec.tag = self.next_tag;
+        // SAFETY: the slot is ours until its index is pushed; its arg area
+        // is `arg_bytes` long inside the mapped client segment.
+        let arg = unsafe {
+            std::slice::from_raw_parts_mut(self.arg_ptr(slot), self.layout.arg_bytes as usize)
+        };
+        if let Err(e) = codec::encode_request(req, &mut rec, arg) {
+            self.free[slot as usize] = true;
+            // Give the releases back for the next request.
+            self.releases
+                .extend(rec.releases.iter().copied().filter(|&p| p != 0));
+            return Err(err(e, "names too long for a request"));
+        }
         self.next_tag += 1;
-        unsafe { std::ptr::write_volatile(&mut (*self.slot_ptr(slot)).req, req) };
+        // SAFETY: in bounds by layout; volatile: the daemon reads it.
+        unsafe { std::ptr::write_volatile(&mut (*self.slot_ptr(slot)).req, rec) };
         if self.sq.push(slot as u64).is_err() {
             self.free[slot as usize] = true;
             return Err(err(Errno::Busy, "submission ring full"));
@@ -185,7 +184,8 @@ impl Chan {
         inner.ctl().daemon_bell.ring();
         Ok(Submitted {
             slot,
-            tag: req.tag,
+            tag: rec.tag,
+            op: codec::op_of(req),
             data_len: 0,
         })
     }
@@ -193,15 +193,8 @@ impl Chan {
     fn flush_releases(&mut self, inner: &Inner) -> Result<()> {
         // Bounded: each Unpin carries RELEASES_MAX of them.
         while !self.releases.is_empty() {
-            let sub = self.submit(
-                inner,
-                Request {
-                    op: Op::Unpin as u32,
-                    ..Request::default()
-                },
-                &[],
-            )?;
-            self.wait(inner, sub, false)?;
+            let sub = self.submit(inner, &Request::Unpin)?;
+            let _ = self.wait(inner, sub)?;
         }
         Ok(())
     }
@@ -257,38 +250,40 @@ impl Chan {
         }
     }
 
-    /// Waits for `sub` and returns its response plus the bytes the daemon
-    /// wrote to the arg area (when `copy_arg`).
+    /// Waits for `sub` and decodes its reply: the outer error is the
+    /// transport's, the inner one the daemon's answer.
     pub fn wait(
         &mut self,
         inner: &Inner,
         sub: Submitted,
-        copy_arg: bool,
-    ) -> Result<(Response, Vec<u8>)> {
+    ) -> Result<std::result::Result<Reply<'static>, Errno>> {
         let i = sub.slot as usize;
         while !self.done[i] {
             self.reap(inner, true)?;
         }
         self.done[i] = false;
-        let resp: Response = unsafe { std::ptr::read_volatile(&(*self.slot_ptr(sub.slot)).resp) };
-        let mut out = Vec::new();
-        if copy_arg && resp.arg_len > 0 {
-            let n = (resp.arg_len as usize).min(self.layout.arg_bytes as usize);
-            out.resize(n, 0);
-            unsafe { std::ptr::copy_nonoverlapping(self.arg_ptr(sub.slot), out.as_mut_ptr(), n) };
-        }
+        // SAFETY: in bounds by layout; the daemon is done with the slot.
+        let resp = unsafe { std::ptr::read_volatile(&(*self.slot_ptr(sub.slot)).resp) };
+        // SAFETY: as in `submit`.
+        let arg = unsafe {
+            std::slice::from_raw_parts(self.arg_ptr(sub.slot), self.layout.arg_bytes as usize)
+        };
+        let reply = codec::decode_reply(sub.op, &resp, arg);
         self.free[i] = true;
         if resp.tag != sub.tag {
             return Err(err(Errno::Internal, "response does not match its request"));
         }
-        Ok((resp, out))
+        if reply == Err(Errno::Malformed) && resp.status == 0 {
+            return Err(err(Errno::Malformed, "reply the client cannot decode"));
+        }
+        Ok(reply)
     }
 
     /// Submits `req` and does not wait for its response (errors of the
     /// request itself are dropped): for notifications such as `FileClose`.
     /// Ordered with the channel's later requests like any other.
-    pub fn submit_unwaited(&mut self, inner: &Inner, req: Request) -> Result<()> {
-        let sub = self.submit(inner, req, &[])?;
+    pub fn submit_unwaited(&mut self, inner: &Inner, req: &Request) -> Result<()> {
+        let sub = self.submit(inner, req)?;
         self.unwaited[sub.slot as usize] = true;
         // Collect what already completed so slots do not pile up.
         self.reap(inner, false)
@@ -305,22 +300,15 @@ impl Chan {
             }
         }
         let want = need.max(inner.hello.lease_bytes);
-        let sub = self.submit(
-            inner,
-            Request {
-                op: Op::Lease as u32,
-                len: want,
-                ..Request::default()
-            },
-            &[],
-        )?;
-        let (resp, _) = self.wait(inner, sub, false)?;
-        resp.result()?;
-        if resp.val1 == 0 {
+        let sub = self.submit(inner, &Request::Lease { want_bytes: want })?;
+        let reply = self.wait(inner, sub)?.map_err(|e| err(e, "lease"))?;
+        let Reply::Lease { off, len: granted } = reply else {
+            return Err(err(Errno::Malformed, "lease answered with something else"));
+        };
+        if granted == 0 {
             self.lease = None;
             return Ok(false);
         }
-        let (off, granted) = (resp.val0, resp.val1);
         if off
             .checked_add(granted)
             .is_none_or(|e| e > inner.arena.len() as u64)
@@ -334,31 +322,15 @@ impl Chan {
         Ok(granted >= need)
     }
 
-    /// Copies `data` into the lease and submits a put. Returns None when no
-    /// lease large enough can be had (the caller then writes in pieces).
-    pub fn submit_put(
+    /// Copies `data` into the lease and submits the request `make` builds
+    /// around it (`Put`, `FileWrite`, `FileFill`). Returns None when no
+    /// lease large enough can be had (the caller then writes in pieces or
+    /// inline, `submit_inline`).
+    pub fn submit_data<'d>(
         &mut self,
         inner: &Inner,
-        bucket: u64,
-        name: &str,
-        offset: u64,
         data: &[u8],
-        fl: u32,
-    ) -> Result<Option<Submitted>> {
-        self.submit_data(inner, Op::Put, bucket, name, offset, data, fl)
-    }
-
-    /// `submit_put` for any data-carrying op (`Put`, `FileWrite`, `FileFill`).
-    #[allow(clippy::too_many_arguments)]
-    pub fn submit_data(
-        &mut self,
-        inner: &Inner,
-        op: Op,
-        bucket: u64,
-        name: &str,
-        offset: u64,
-        data: &[u8],
-        fl: u32,
+        make: impl FnOnce(DataRef<'d>) -> Request<'d>,
     ) -> Result<Option<Submitted>> {
         if !self.opened {
             self.ensure_open(inner)?;
@@ -378,63 +350,32 @@ impl Chan {
         };
         let used = (data.len() as u64).div_ceil(block).max(1) * block;
         self.lease = Some(((cur + used).min(end), end));
-        let req = Request {
-            op: op as u32,
-            flags: fl & !flags::SRC_ARG,
-            bucket,
-            offset,
+        let req = make(DataRef::Lease {
+            off: cur,
             len: data.len() as u64,
-            data_off: cur,
-            name_len: name.len() as u32,
-            ..Request::default()
-        };
-        let mut sub = self.submit(inner, req, &[name.as_bytes()])?;
+        });
+        let mut sub = self.submit(inner, &req)?;
         sub.data_len = data.len();
         Ok(Some(sub))
     }
 
-    /// Submits a put whose bytes travel in the slot's arg area (the last
-    /// resort when the arena has no room for a lease). Carries as much of
-    /// `data` as fits; `data_len` says how much.
-    pub fn submit_put_arg(
+    /// Submits the request `make` builds around bytes that travel in the
+    /// slot itself (the last resort when the arena has no room for a lease).
+    /// Carries as much of `data` as fits beside `name_len` bytes of names;
+    /// `data_len` says how much.
+    pub fn submit_inline<'d>(
         &mut self,
         inner: &Inner,
-        bucket: u64,
-        name: &str,
-        offset: u64,
-        data: &[u8],
-        fl: u32,
+        name_len: usize,
+        data: &'d [u8],
+        make: impl FnOnce(DataRef<'d>) -> Request<'d>,
     ) -> Result<Submitted> {
-        self.submit_data_arg(inner, Op::Put, bucket, name, offset, data, fl)
-    }
-
-    /// `submit_put_arg` for any data-carrying op.
-    #[allow(clippy::too_many_arguments)]
-    pub fn submit_data_arg(
-        &mut self,
-        inner: &Inner,
-        op: Op,
-        bucket: u64,
-        name: &str,
-        offset: u64,
-        data: &[u8],
-        fl: u32,
-    ) -> Result<Submitted> {
-        let room = (self.layout.arg_bytes as usize).saturating_sub(name.len());
+        let room = (self.layout.arg_bytes as usize).saturating_sub(name_len);
         if room == 0 {
             return Err(err(Errno::Name, "blob name fills the whole request"));
         }
         let n = data.len().min(room);
-        let req = Request {
-            op: op as u32,
-            flags: fl | flags::SRC_ARG,
-            bucket,
-            offset,
-            len: n as u64,
-            name_len: name.len() as u32,
-            ..Request::default()
-        };
-        let mut sub = self.submit(inner, req, &[name.as_bytes(), &data[..n]])?;
+        let mut sub = self.submit(inner, &make(DataRef::Inline(&data[..n])))?;
         sub.data_len = n;
         Ok(sub)
     }

@@ -21,17 +21,14 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use strata_proto::wire::{
-    flags, persist, Op, Pod, Request, WireDestInfo, WireExtent, WireFileAttr, TIER_DEST,
-    TIER_PENDING,
+use strata_proto::msg::{FileRef, Reply, Request, Through};
+pub use strata_proto::types::{
+    DestInfo, FileAttr, OpenFile, Persist, SetAttr, Unlinked, PAGE_BYTES_MAX, PAGE_BYTES_MIN,
 };
+use strata_proto::types::{ReadExtent, TIER_DEST, TIER_PENDING};
 use strata_proto::Errno;
 
-use crate::{err, extents_of, Client, Error, Result};
-
-/// Page sizes a file may use.
-pub const PAGE_BYTES_MIN: u64 = 4 << 10;
-pub const PAGE_BYTES_MAX: u64 = 64 << 20;
+use crate::{err, extents_reply, unexpected, Client, Error, Result};
 /// Destination descriptors kept open for read-through (per client).
 const DEST_FDS_MAX: usize = 64;
 /// Read size of `file_materialize`.
@@ -52,34 +49,6 @@ const PENDING_WAIT_MAX: Duration = Duration::from_secs(5);
 const PENDING_BACKOFF_MIN: Duration = Duration::from_micros(20);
 const PENDING_BACKOFF_MAX: Duration = Duration::from_millis(1);
 
-/// What becomes of a file's bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Persist {
-    /// Buffered and flushed to the destination in the background.
-    Default,
-    /// Buffered, never written to the destination.
-    Scratch,
-    /// Buffered and kept until staged out.
-    Workflow,
-}
-
-impl Persist {
-    pub fn wire(self) -> u32 {
-        match self {
-            Persist::Default => persist::DEFAULT,
-            Persist::Scratch => persist::SCRATCH,
-            Persist::Workflow => persist::WORKFLOW,
-        }
-    }
-    pub fn from_wire(v: u32) -> Persist {
-        match v {
-            persist::SCRATCH => Persist::Scratch,
-            persist::WORKFLOW => Persist::Workflow,
-            _ => Persist::Default,
-        }
-    }
-}
-
 /// How a file is opened (the subset of `O_*` flags the file model cares about).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct OpenFlags {
@@ -88,81 +57,6 @@ pub struct OpenFlags {
     pub create: bool,
     pub excl: bool,
     pub trunc: bool,
-}
-
-/// Outcome of `file_unlink_ex`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Unlinked {
-    /// There was a buffered record.
-    pub existed: bool,
-    /// A destination file may exist for it: unlink the destination too.
-    /// (False for a file created in the buffer and never flushed.)
-    pub dest_may_exist: bool,
-    /// Still open somewhere: its bytes live on, unnamed, until closed.
-    pub still_open: bool,
-    /// The unnamed file, when some of its bytes are only at the
-    /// destination: `file_materialize` it before unlinking the destination.
-    pub orphan_with_dest: Option<u64>,
-}
-
-/// Attribute changes for `file_set_attr` (None = leave as is).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SetAttr {
-    /// Permission bits.
-    pub mode: Option<u32>,
-    /// chown: (uid, gid), `u32::MAX` = unchanged (not with `mode`). The
-    /// daemon clears set-user-ID (and set-group-ID with group execute) as
-    /// chown(2) does; permission checks are the caller's.
-    pub owner: Option<(u32, u32)>,
-    pub mtime_ns: Option<u64>,
-    pub atime_ns: Option<u64>,
-}
-
-/// A file record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FileAttr {
-    pub id: u64,
-    pub size: u64,
-    /// Permission bits (no file type bits).
-    pub mode: u32,
-    pub persist: Persist,
-    pub page_bytes: u64,
-    pub mtime_ns: u64,
-    pub ctime_ns: u64,
-    pub atime_ns: u64,
-    pub uid: u32,
-    pub gid: u32,
-    /// Some bytes are not at the destination yet.
-    pub dirty: bool,
-    /// Bytes of the destination file still valid for read-through.
-    pub dest_size: u64,
-    /// Names of the file (hard links); 0 once unlinked while open.
-    pub nlink: u32,
-    /// A process maps the destination file shared and writable: until it
-    /// is gone, everyone uses the destination file itself (the daemon
-    /// answers writes with a write-through meanwhile).
-    pub direct: bool,
-}
-
-impl FileAttr {
-    fn from_wire(w: &WireFileAttr) -> FileAttr {
-        FileAttr {
-            id: w.id,
-            size: w.size,
-            mode: w.mode & 0o7777,
-            persist: Persist::from_wire(w.persist),
-            page_bytes: w.page_bytes,
-            mtime_ns: w.mtime_ns,
-            ctime_ns: w.ctime_ns,
-            atime_ns: w.atime_ns,
-            uid: w.uid,
-            gid: w.gid,
-            dirty: w.dirty != 0,
-            dest_size: w.dest_size,
-            nlink: w.nlink,
-            direct: w.direct != 0,
-        }
-    }
 }
 
 impl Error {
@@ -201,12 +95,6 @@ fn os_code(errno: Errno, code: i32, context: String) -> Error {
         context,
         os: code,
     }
-}
-
-fn attr_of(arg: &[u8]) -> Result<FileAttr> {
-    let w = WireFileAttr::read_from(arg)
-        .ok_or_else(|| err(Errno::Internal, "short file attributes from the daemon"))?;
-    Ok(FileAttr::from_wire(&w))
 }
 
 fn check_path(path: &str) -> Result<()> {
@@ -446,11 +334,11 @@ fn check_parent(path: &str) -> Result<DirStamp> {
 
 /// Looks at the destination for `FileOpen`: what is there, and may this
 /// process open it the way it asks.
-fn dest_info(path: &str, fl: OpenFlags) -> Result<WireDestInfo> {
+fn dest_info(path: &str, fl: OpenFlags) -> Result<DestInfo> {
     // A parent that fails the check falls through: the kernel's answer
     // for the path itself comes first (an existing file opens anyway).
     if listing_usable(fl) && check_parent(path).is_ok_and(|st| known_absent(path, true, st)) {
-        return Ok(WireDestInfo::default());
+        return Ok(DestInfo::default());
     }
     match std::fs::metadata(path) {
         Ok(md) => {
@@ -503,16 +391,16 @@ fn dest_info(path: &str, fl: OpenFlags) -> Result<WireDestInfo> {
                 ));
             }
             check_parent(path)?;
-            Ok(WireDestInfo::default())
+            Ok(DestInfo::default())
         }
         Err(e) => Err(os_err(Errno::Io, &e, path.to_string())),
     }
 }
 
 /// A regular destination file as `FileOpen`/`FileStat` describe it.
-fn info_of(md: &std::fs::Metadata) -> WireDestInfo {
-    WireDestInfo {
-        exists: 1,
+fn info_of(md: &std::fs::Metadata) -> DestInfo {
+    DestInfo {
+        exists: true,
         mode: md.mode() & 0o7777,
         size: md.len(),
         mtime_ns: ns_of(md.mtime(), md.mtime_nsec()),
@@ -521,7 +409,6 @@ fn info_of(md: &std::fs::Metadata) -> WireDestInfo {
         ino: md.ino(),
         dev: md.dev(),
         nlink: md.nlink().min(u32::MAX as u64) as u32,
-        _pad: 0,
         atime_ns: ns_of(md.atime(), md.atime_nsec()),
     }
 }
@@ -530,25 +417,19 @@ fn info_of(md: &std::fs::Metadata) -> WireDestInfo {
 /// (`exists: 0` when nothing, or something other than a regular file, is
 /// there). None when the destination cannot be asked (the caller then
 /// leaves the answer to the kernel).
-fn dest_stamp_info(path: &str) -> Option<WireDestInfo> {
+fn dest_stamp_info(path: &str) -> Option<DestInfo> {
     match std::fs::metadata(path) {
         Ok(md) if md.is_file() => Some(info_of(&md)),
-        Ok(_) => Some(WireDestInfo::default()),
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Some(WireDestInfo::default()),
+        Ok(_) => Some(DestInfo::default()),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Some(DestInfo::default()),
         Err(_) => None,
     }
 }
 
 impl Client {
-    fn file_call(
-        &self,
-        req: Request,
-        args: &[&[u8]],
-        what: &str,
-    ) -> Result<(strata_proto::wire::Response, Vec<u8>)> {
-        let (resp, arg) = self.call(req, args)?;
-        resp.result().map_err(|e| err(e, what.to_string()))?;
-        Ok((resp, arg))
+    /// A request whose daemon error is reported as `what`.
+    fn file_call(&self, req: &Request, what: &str) -> Result<Reply<'static>> {
+        self.ask(req, || what.to_string())
     }
 
     /// Opens (or creates) the file at absolute `path`. Consults the
@@ -565,55 +446,47 @@ impl Client {
         page_bytes: u64,
     ) -> Result<FileAttr> {
         check_path(path)?;
-        if !page_bytes.is_power_of_two() || !(PAGE_BYTES_MIN..=PAGE_BYTES_MAX).contains(&page_bytes)
-        {
+        if !strata_proto::types::page_bytes_valid(page_bytes) {
             return Err(err(
                 Errno::Inval,
                 format!("page size {page_bytes} must be a power of two in 4 KiB..=64 MiB"),
             ));
         }
-        let aux = (mode & 0o7777) as u64
-            | (persist.wire() as u64) << 16
-            | (page_bytes.trailing_zeros() as u64) << 24;
-        let mut f = flags::OWNER;
-        if fl.create {
-            f |= flags::CREATE;
-        }
-        if fl.excl {
-            f |= flags::EXCL;
-        }
         // Not root: the permission check comes before the truncation (a
         // read-only file opened with O_TRUNC is EACCES and keeps its bytes).
         let trunc_after_check = fl.trunc && !is_root();
-        if fl.trunc && !trunc_after_check {
-            f |= flags::TRUNC;
-        }
-        let (euid, egid) = (
-            rustix::process::geteuid().as_raw(),
-            rustix::process::getegid().as_raw(),
-        );
-        let req = Request {
-            op: Op::FileOpen as u32,
-            flags: f,
-            aux,
-            offset: euid as u64 | (egid as u64) << 32,
-            name_len: path.len() as u32,
-            ..Request::default()
+        let open = OpenFile {
+            create: fl.create,
+            excl: fl.excl,
+            trunc: fl.trunc && !trunc_after_check,
+            mode: mode & 0o7777,
+            persist,
+            page_shift: page_bytes.trailing_zeros(),
+            dest: None,
+            owner: Some((
+                rustix::process::geteuid().as_raw(),
+                rustix::process::getegid().as_raw(),
+            )),
+        };
+        let opened = |r: Reply<'static>| match r {
+            Reply::FileOpened { attr, created, .. } => Ok((attr, created)),
+            _ => Err(unexpected("FileOpen")),
         };
         // A create where this process already knows the destination has no
         // such file: send that along (a record, if the daemon has one, wins),
         // saving the NeedDest round trip.
         if listing_usable(fl) && check_parent(path).is_ok_and(|st| known_absent(path, false, st)) {
-            let info = WireDestInfo::default();
-            let req = Request {
-                flags: f | flags::DEST_INFO,
-                ..req
+            let req = Request::FileOpen {
+                path,
+                open: OpenFile {
+                    dest: Some(DestInfo::default()),
+                    ..open
+                },
             };
-            let (resp, arg) = self.call(req, &[path.as_bytes(), info.as_bytes()])?;
-            return match resp.result() {
-                Ok(()) => {
-                    let created = resp.val1 == 1;
-                    let attr = self.check_access(path, fl, attr_of(&arg)?, created)?;
+            return match self.call(&req)? {
+                Ok(r) => {
+                    let (attr, created) = opened(r)?;
+                    let attr = self.check_access(path, fl, attr, created)?;
                     if created {
                         touch_parent(path);
                     }
@@ -622,9 +495,8 @@ impl Client {
                 Err(e) => Err(open_error(e, path)),
             };
         }
-        let (resp, arg) = self.call(req, &[path.as_bytes()])?;
-        let (attr, created) = match resp.result() {
-            Ok(()) => (attr_of(&arg)?, resp.val1 == 1),
+        let (attr, created) = match self.call(&Request::FileOpen { path, open })? {
+            Ok(r) => opened(r)?,
             Err(e @ (Errno::NeedDest | Errno::Stale)) => {
                 let info = match dest_info(path, fl) {
                     Ok(i) => i,
@@ -632,17 +504,19 @@ impl Client {
                     // destination: tell the daemon, which drops the record
                     // (removed outside strata) and answers NoFile.
                     Err(x) if e == Errno::Stale && x.os_errno() == libc::ENOENT => {
-                        WireDestInfo::default()
+                        DestInfo::default()
                     }
                     Err(x) => return Err(x),
                 };
-                let req = Request {
-                    flags: f | flags::DEST_INFO,
-                    ..req
+                let req = Request::FileOpen {
+                    path,
+                    open: OpenFile {
+                        dest: Some(info),
+                        ..open
+                    },
                 };
-                let (resp, arg) = self.call(req, &[path.as_bytes(), info.as_bytes()])?;
-                match resp.result() {
-                    Ok(()) => (attr_of(&arg)?, resp.val1 == 1),
+                match self.call(&req)? {
+                    Ok(r) => opened(r)?,
                     Err(e) => return Err(open_error(e, path)),
                 }
             }
@@ -701,13 +575,11 @@ impl Client {
     /// destination is then authoritative).
     pub fn file_stat_path(&self, path: &str) -> Result<Option<FileAttr>> {
         check_path(path)?;
-        let req = Request {
-            op: Op::FileStat as u32,
-            name_len: path.len() as u32,
-            ..Request::default()
+        let req = Request::FileStat {
+            file: FileRef::Path(path),
+            dest: None,
         };
-        let (resp, arg) = self.call(req, &[path.as_bytes()])?;
-        let (resp, arg) = match resp.result() {
+        let res = match self.call(&req)? {
             // A clean record nobody holds: say what the destination holds
             // now, so the daemon keeps the record or drops it (files_reval.rs).
             // Answering None instead would send the caller to the kernel
@@ -717,16 +589,16 @@ impl Client {
                 let Some(info) = dest_stamp_info(path) else {
                     return Ok(None);
                 };
-                let req = Request {
-                    flags: flags::DEST_INFO,
-                    ..req
-                };
-                self.call(req, &[path.as_bytes(), info.as_bytes()])?
+                self.call(&Request::FileStat {
+                    file: FileRef::Path(path),
+                    dest: Some(info),
+                })?
             }
-            _ => (resp, arg),
+            res => res,
         };
-        match resp.result() {
-            Ok(()) => Ok(Some(attr_of(&arg)?)),
+        match res {
+            Ok(Reply::FileAttr(a)) => Ok(Some(a)),
+            Ok(_) => Err(unexpected("FileStat")),
             // The destination answers.
             Err(Errno::NoFile) => Ok(None),
             Err(e) => Err(err(e, format!("stat {path}"))),
@@ -735,24 +607,22 @@ impl Client {
 
     /// The record of an open file (`NoFile` once it was unlinked).
     pub fn file_stat(&self, id: u64) -> Result<FileAttr> {
-        let req = Request {
-            op: Op::FileStat as u32,
-            bucket: id,
-            ..Request::default()
+        let req = Request::FileStat {
+            file: FileRef::Id(id),
+            dest: None,
         };
-        let (_, arg) = self.file_call(req, &[], "file stat")?;
-        attr_of(&arg)
+        match self.file_call(&req, "file stat")? {
+            Reply::FileAttr(a) => Ok(a),
+            _ => Err(unexpected("FileStat")),
+        }
     }
 
     /// The file's current path (it changes with renames).
     pub fn file_path(&self, id: u64) -> Result<String> {
-        let req = Request {
-            op: Op::FilePath as u32,
-            bucket: id,
-            ..Request::default()
-        };
-        let (_, arg) = self.file_call(req, &[], "file path")?;
-        String::from_utf8(arg).map_err(|_| err(Errno::Internal, "file path not UTF-8"))
+        match self.file_call(&Request::FilePath { file: id }, "file path")? {
+            Reply::Path(p) => Ok(p),
+            _ => Err(unexpected("FilePath")),
+        }
     }
 
     /// Writes `data` at `offset`; returns the file size afterwards.
@@ -790,8 +660,6 @@ impl Client {
     fn write_piece(&self, id: u64, offset: Option<u64>, data: &[u8]) -> Result<(u64, usize, u64)> {
         let piece_max = (self.inner.hello.lease_bytes as usize).max(4096);
         let piece = &data[..data.len().min(piece_max)];
-        let fl = if offset.is_none() { flags::APPEND } else { 0 };
-        let off = offset.unwrap_or(0);
         // Bounded: each NeedFill fills one page of the piece; a page filled
         // stays filled (the daemon never drops buffered pages of a live file
         // while we hold it open, except through truncation, so allow a few more).
@@ -799,26 +667,32 @@ impl Client {
         let mut refused: Option<u64> = None;
         for _ in 0..=fills_max {
             let mut ch = self.chan();
-            let sub = match ch.submit_data(&self.inner, Op::FileWrite, id, "", off, piece, fl)? {
-                Some(s) => s,
-                None => ch.submit_data_arg(&self.inner, Op::FileWrite, id, "", off, piece, fl)?,
+            let write = |data| Request::FileWrite {
+                file: id,
+                at: offset,
+                data,
             };
-            let (resp, _) = ch.wait(&self.inner, sub, false)?;
+            let sub = match ch.submit_data(&self.inner, piece, write)? {
+                Some(s) => s,
+                None => ch.submit_inline(&self.inner, 0, piece, write)?,
+            };
+            let res = ch.wait(&self.inner, sub)?;
             drop(ch);
-            match resp.result() {
-                Ok(()) => return Ok((resp.val0, sub.data_len, resp.val1)),
-                Err(Errno::NeedFill) => {
-                    if !self.fill_page(id, resp.val0)? {
+            match res {
+                Ok(Reply::Written { at, size }) => return Ok((at, sub.data_len, size)),
+                Ok(Reply::NeedFill { page_off }) => {
+                    if !self.fill_page(id, page_off)? {
                         // The page could not be buffered (no room, or a
                         // write-through intervened); it may also have been
                         // filled by someone else: retry once, then write
                         // to the destination.
-                        if refused == Some(resp.val0) {
+                        if refused == Some(page_off) {
                             return self.write_through(id, offset, piece);
                         }
-                        refused = Some(resp.val0);
+                        refused = Some(page_off);
                     }
                 }
+                Ok(_) => return Err(unexpected("FileWrite")),
                 Err(Errno::WriteThrough) => {
                     return self.write_through(
                         id,
@@ -845,30 +719,24 @@ impl Client {
         offset: Option<u64>,
         data: &[u8],
     ) -> Result<(u64, usize, u64)> {
-        let fl = if offset.is_none() { flags::APPEND } else { 0 };
-        let req = Request {
-            op: Op::FileThrough as u32,
-            flags: fl,
-            bucket: id,
-            offset: offset.unwrap_or(0),
-            len: data.len() as u64,
-            aux: 1,
-            ..Request::default()
-        };
         let started = Instant::now();
         let mut sleep = Duration::from_micros(20);
-        let mut req = req;
+        let mut first = true;
         // Bounded by the daemon: it grants once the file's flush is done, or
         // reports the flush's failure; the channel reports NoDaemon if it goes away.
         let (at, mode, path) = loop {
-            let (resp, arg) = self.file_call(req, &[], "write through")?;
-            if resp.val0 == 1 {
-                let path = String::from_utf8(arg)
-                    .map_err(|_| err(Errno::Internal, "file path not UTF-8"))?;
-                break (resp.val1, resp.val2 as u32, path);
-            }
-            if resp.val1 == 1 {
-                let why = String::from_utf8_lossy(&arg).into_owned();
+            let req = Request::FileThrough {
+                file: id,
+                at: offset,
+                len: data.len() as u64,
+                first,
+            };
+            let failed = match self.file_call(&req, "write through")? {
+                Reply::Through(Through::Granted { at, mode, path }) => break (at, mode, path),
+                Reply::Through(Through::Wait { failed }) => failed,
+                _ => return Err(unexpected("FileThrough")),
+            };
+            if let Some(why) = failed {
                 return Err(Error {
                     errno: Errno::Io,
                     context: format!(
@@ -878,7 +746,7 @@ impl Client {
                     os: libc::EIO,
                 });
             }
-            req.aux = 0;
+            first = false;
             std::thread::sleep(sleep);
             sleep = (sleep * 2).min(SYNC_POLL_SLEEP_MAX);
         };
@@ -904,18 +772,17 @@ impl Client {
             // synced" for these bytes, so a later fsync has nothing to wait for.
             f.sync_data()
         })();
-        let synced = res.is_ok() as u64;
-        let done = Request {
-            op: Op::FileThroughDone as u32,
-            bucket: id,
+        let done = Request::FileThroughDone {
+            file: id,
             offset: at,
             len: written as u64,
-            aux: synced,
-            ..Request::default()
+            synced: res.is_ok(),
         };
-        let (resp, _) = self.file_call(done, &[], "write through done")?;
+        let Reply::Size(size) = self.file_call(&done, "write through done")? else {
+            return Err(unexpected("FileThroughDone"));
+        };
         match res {
-            Ok(()) => Ok((at, data.len(), resp.val0)),
+            Ok(()) => Ok((at, data.len(), size)),
             Err(e) => Err(os_err(Errno::Io, &e, format!("write-through to {path}"))),
         }
     }
@@ -1004,24 +871,35 @@ impl Client {
         }
         let bytes = self.read_dest_page(id, page_off, page)?;
         // The write needs the page: keep it even under capacity pressure.
-        self.give_page(id, page_off, &bytes, flags::FILL_KEEP)
+        self.give_page(id, page_off, &bytes, true)
     }
 
     /// Offers a destination page to the daemon; true if it was buffered.
-    /// `fl`: 0 or `FILL_KEEP` (the daemon otherwise keeps a page only if
-    /// that does not evict written data, or the page was missed before).
-    fn give_page(&self, id: u64, page_off: u64, bytes: &[u8], fl: u32) -> Result<bool> {
+    /// `keep`: keep it even under capacity pressure (the daemon otherwise
+    /// keeps a page only if that does not evict written data, or the page
+    /// was missed before).
+    fn give_page(&self, id: u64, page_off: u64, bytes: &[u8], keep: bool) -> Result<bool> {
         let mut ch = self.chan();
-        let sub = match ch.submit_data(&self.inner, Op::FileFill, id, "", page_off, bytes, fl)? {
+        let fill = |data| Request::FileFill {
+            file: id,
+            page_off,
+            data,
+            keep,
+        };
+        let sub = match ch.submit_data(&self.inner, bytes, fill)? {
             Some(s) => s,
             None => {
                 // No arena room: the page stays unbuffered; reads go to the destination.
                 return Ok(false);
             }
         };
-        let (resp, _) = ch.wait(&self.inner, sub, false)?;
-        resp.result().map_err(|e| err(e, "page fill"))?;
-        Ok(resp.val0 == 1)
+        match ch
+            .wait(&self.inner, sub)?
+            .map_err(|e| err(e, "page fill"))?
+        {
+            Reply::Filled { inserted } => Ok(inserted),
+            _ => Err(unexpected("FileFill")),
+        }
     }
 
     /// Reads into `buf` from `offset`; returns the bytes read (short at EOF).
@@ -1031,17 +909,17 @@ impl Client {
     /// destination a second time; after `PENDING_WAIT_MAX` of waiting in one
     /// call the client reads it itself.
     pub fn file_read(&self, id: u64, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        self.file_read_fill(id, offset, buf, 0)
+        self.file_read_fill(id, offset, buf, false)
     }
 
     /// `file_read`, offering the pages read from the destination with
-    /// `fill_flags` (`FILL_KEEP` for stage-in).
+    /// `keep` (stage-in: keep them even under capacity pressure).
     pub(crate) fn file_read_fill(
         &self,
         id: u64,
         offset: u64,
         buf: &mut [u8],
-        fill_flags: u32,
+        keep: bool,
     ) -> Result<usize> {
         let mut done = 0usize;
         let mut page_bytes = 0u64;
@@ -1052,20 +930,17 @@ impl Client {
         while done < buf.len() {
             let at = offset + done as u64;
             let mut ch = self.chan();
-            let req = Request {
-                op: Op::FileRead as u32,
-                bucket: id,
+            let req = Request::FileRead {
+                file: id,
                 offset: at,
                 len: (buf.len() - done) as u64,
-                ..Request::default()
             };
-            let sub = ch.submit(&self.inner, req, &[])?;
-            let (resp, arg) = ch.wait(&self.inner, sub, true)?;
-            if let Err(e) = resp.result() {
-                return Err(err(e, "file read"));
-            }
-            let mut covered = (resp.val1 as usize).min(buf.len() - done);
-            let exts = extents_of(&arg);
+            let sub = ch.submit(&self.inner, &req)?;
+            let r = ch
+                .wait(&self.inner, sub)?
+                .map_err(|e| err(e, "file read"))?;
+            let (_, covered, pin, exts) = extents_reply(r)?;
+            let mut covered = (covered as usize).min(buf.len() - done);
             let mut from_dest = Vec::new();
             let mut res = Ok(());
             for e in &exts {
@@ -1082,7 +957,7 @@ impl Client {
                         covered = (e.logical_off - at) as usize;
                         break;
                     }
-                    from_dest.push(WireExtent {
+                    from_dest.push(ReadExtent {
                         tier: TIER_DEST,
                         ..*e
                     });
@@ -1095,7 +970,7 @@ impl Client {
                     break;
                 }
             }
-            ch.release(resp.val2);
+            ch.release(pin);
             drop(ch);
             res?;
             let dst = &mut buf[done..done + covered];
@@ -1103,7 +978,7 @@ impl Client {
                 if page_bytes == 0 {
                     page_bytes = self.file_stat(id)?.page_bytes.max(PAGE_BYTES_MIN);
                 }
-                self.read_through(id, at, dst, &from_dest, page_bytes, fill_flags)?;
+                self.read_through(id, at, dst, &from_dest, page_bytes, keep)?;
             }
             done += covered;
             if covered == 0 {
@@ -1129,9 +1004,9 @@ impl Client {
         id: u64,
         base: u64,
         dst: &mut [u8],
-        exts: &[strata_proto::wire::WireExtent],
+        exts: &[ReadExtent],
         page_bytes: u64,
-        fill_flags: u32,
+        keep: bool,
     ) -> Result<()> {
         for e in exts {
             let end = e.logical_off + e.len;
@@ -1147,7 +1022,7 @@ impl Client {
                 d[..avail].copy_from_slice(&page[src_lo..src_lo + avail]);
                 d[avail..].fill(0);
                 // Not taken (no room, or a write-through intervened): fine, reads stay correct.
-                let _ = self.give_page(id, page_off, &page, fill_flags)?;
+                let _ = self.give_page(id, page_off, &page, keep)?;
                 page_off += page_bytes;
             }
         }
@@ -1162,20 +1037,13 @@ impl Client {
         // Bounded: every round returns ≥ 1 name or ends; names are unique and sorted.
         loop {
             let after = out.last().cloned().unwrap_or_default();
-            let req = Request {
-                op: Op::FileList as u32,
-                name_len: dir.len() as u32,
-                name2_len: after.len() as u32,
-                ..Request::default()
+            let req = Request::FileList { dir, after: &after };
+            let Reply::FileNames { names, more } = self.file_call(&req, "file list")? else {
+                return Err(unexpected("FileList"));
             };
-            let (resp, arg) =
-                self.file_call(req, &[dir.as_bytes(), after.as_bytes()], "file list")?;
-            let names = strata_proto::wire::unpack_strings(&arg);
             let got = names.len();
-            for n in names {
-                out.push(String::from_utf8_lossy(n).into_owned());
-            }
-            if resp.val0 == 0 || got == 0 {
+            out.extend(names);
+            if !more || got == 0 {
                 return Ok(out);
             }
         }
@@ -1183,13 +1051,11 @@ impl Client {
 
     /// Sets the file size to `len` (shrinking drops bytes; growing adds zeros).
     pub fn file_truncate(&self, id: u64, len: u64) -> Result<()> {
-        let req = Request {
-            op: Op::FileTruncate as u32,
-            bucket: id,
-            len,
-            ..Request::default()
+        let req = Request::FileTruncate {
+            file: id,
+            size: len,
         };
-        self.file_call(req, &[], "file truncate")?;
+        self.file_call(&req, "file truncate")?;
         Ok(())
     }
 
@@ -1197,13 +1063,10 @@ impl Client {
     /// true if there was one.
     pub fn file_unlink(&self, path: &str) -> Result<bool> {
         check_path(path)?;
-        let req = Request {
-            op: Op::FileUnlink as u32,
-            name_len: path.len() as u32,
-            ..Request::default()
-        };
-        let (resp, _) = self.file_call(req, &[path.as_bytes()], "file unlink")?;
-        Ok(resp.val0 == 1)
+        match self.file_call(&Request::FileUnlink { path }, "file unlink")? {
+            Reply::Unlinked(u) => Ok(u.existed),
+            _ => Err(unexpected("FileUnlink")),
+        }
     }
 
     /// Unlinks the buffered record of `path` with POSIX semantics: a file
@@ -1211,24 +1074,17 @@ impl Client {
     /// through its descriptors until the last one closes.
     pub fn file_unlink_ex(&self, path: &str) -> Result<Unlinked> {
         check_path(path)?;
-        let req = Request {
-            op: Op::FileUnlink as u32,
-            name_len: path.len() as u32,
-            ..Request::default()
+        let Reply::Unlinked(u) = self.file_call(&Request::FileUnlink { path }, "file unlink")?
+        else {
+            return Err(unexpected("FileUnlink"));
         };
-        let (resp, _) = self.file_call(req, &[path.as_bytes()], "file unlink")?;
-        if resp.val2 & 2 != 0 {
+        if u.flush_busy {
             // A flush job of this path is running: let it finish (and the
             // daemon remove what it may have created) before the caller
             // unlinks the destination, or the file could come back.
             self.wait_path_idle(path)?;
         }
-        Ok(Unlinked {
-            existed: resp.val0 == 1,
-            dest_may_exist: resp.val1 == 1,
-            still_open: resp.val2 & 1 == 1,
-            orphan_with_dest: Some(resp.val2 >> 8).filter(|&id| id != 0),
-        })
+        Ok(u)
     }
 
     /// Copies into the buffer every byte of file `id` that only the
@@ -1248,7 +1104,7 @@ impl Client {
         // Bounded: every round advances by ≥ 1 byte or stops.
         while at < end {
             let want = ((end - at) as usize).min(buf.len());
-            let n = self.file_read_fill(id, at, &mut buf[..want], flags::FILL_KEEP)?;
+            let n = self.file_read_fill(id, at, &mut buf[..want], true)?;
             if n == 0 {
                 break;
             }
@@ -1270,13 +1126,8 @@ impl Client {
         // time; past PATH_IDLE_WAIT_MAX we go on and report nothing worse
         // than a file that may reappear (logged by the daemon).
         while started.elapsed() < PATH_IDLE_WAIT_MAX {
-            let req = Request {
-                op: Op::FileIdle as u32,
-                name_len: path.len() as u32,
-                ..Request::default()
-            };
-            let (resp, _) = self.file_call(req, &[path.as_bytes()], "file idle")?;
-            if resp.val0 == 1 {
+            let idle = self.file_call(&Request::FileIdle { path }, "file idle")?;
+            if idle == Reply::Idle(true) {
                 return Ok(());
             }
             std::thread::sleep(sleep);
@@ -1289,12 +1140,7 @@ impl Client {
     /// (`file_open` holds implicitly). Until `file_close` or the process
     /// ends, an unlink keeps the file's bytes.
     pub fn file_hold(&self, id: u64) -> Result<()> {
-        let req = Request {
-            op: Op::FileHold as u32,
-            bucket: id,
-            ..Request::default()
-        };
-        self.file_call(req, &[], "file hold")?;
+        self.file_call(&Request::FileHold { file: id }, "file hold")?;
         Ok(())
     }
 
@@ -1303,13 +1149,8 @@ impl Client {
     /// ordered after it; if the process exits first, its disconnection
     /// releases the hold anyway).
     pub fn file_close(&self, id: u64) -> Result<()> {
-        let req = Request {
-            op: Op::FileClose as u32,
-            bucket: id,
-            ..Request::default()
-        };
         let mut ch = self.chan();
-        ch.submit_unwaited(&self.inner, req)
+        ch.submit_unwaited(&self.inner, &Request::FileClose { file: id })
     }
 
     /// chmod / utimes of a buffered file (by id, or by path with `id` 0).
@@ -1317,44 +1158,22 @@ impl Client {
     /// destination is then authoritative). The flusher sets the record's
     /// times on the destination after writing data.
     pub fn file_set_attr(&self, id: u64, path: &str, a: SetAttr) -> Result<Option<Persist>> {
-        let mut f = 0;
-        if a.mode.is_some() {
-            f |= flags::SET_MODE;
+        if a.owner.is_some() && a.mode.is_some() {
+            return Err(err(Errno::Inval, "mode and owner in one set-attr"));
         }
-        if a.mtime_ns.is_some() {
-            f |= flags::SET_MTIME;
-        }
-        if a.atime_ns.is_some() {
-            f |= flags::SET_ATIME;
-        }
-        if a.owner.is_some() {
-            if a.mode.is_some() {
-                return Err(err(Errno::Inval, "mode and owner in one set-attr"));
-            }
-            f |= flags::SET_OWNER;
-        }
-        let name = if id == 0 {
+        let file = if id == 0 {
             check_path(path)?;
-            path
+            FileRef::Path(path)
         } else {
-            ""
+            FileRef::Id(id)
         };
-        let req = Request {
-            op: Op::FileSetAttr as u32,
-            flags: f,
-            bucket: id,
-            aux: match a.owner {
-                Some((uid, gid)) => uid as u64 | (gid as u64) << 32,
-                None => a.mode.unwrap_or(0) as u64 & 0o7777,
-            },
-            offset: a.mtime_ns.unwrap_or(0),
-            len: a.atime_ns.unwrap_or(0),
-            name_len: name.len() as u32,
-            ..Request::default()
+        let attr = SetAttr {
+            mode: a.mode.map(|m| m & 0o7777),
+            ..a
         };
-        let (resp, _) = self.call(req, &[name.as_bytes()])?;
-        match resp.result() {
-            Ok(()) => Ok(Some(Persist::from_wire(resp.val0 as u32))),
+        match self.call(&Request::FileSetAttr { file, attr })? {
+            Ok(Reply::Persist(p)) => Ok(Some(p)),
+            Ok(_) => Err(unexpected("FileSetAttr")),
             Err(Errno::NoFile) => Ok(None),
             Err(e) => Err(err(e, format!("set attributes of {path}"))),
         }
@@ -1366,16 +1185,16 @@ impl Client {
     pub fn file_rename(&self, from: &str, to: &str, dest_renamed: bool) -> Result<bool> {
         check_path(from)?;
         check_path(to)?;
-        let f = if dest_renamed { flags::DEST_INFO } else { 0 };
-        let req = Request {
-            op: Op::FileRename as u32,
-            flags: f,
-            name_len: from.len() as u32,
-            name2_len: to.len() as u32,
-            ..Request::default()
+        let req = Request::FileRename {
+            from,
+            to,
+            dest_renamed,
+            tree: false,
         };
-        let (resp, _) = self.file_call(req, &[from.as_bytes(), to.as_bytes()], "file rename")?;
-        Ok(resp.val0 == 1)
+        match self.file_call(&req, "file rename")? {
+            Reply::Moved(n) => Ok(n == 1),
+            _ => Err(unexpected("FileRename")),
+        }
     }
 
     /// One more name `to` for the buffered file at `from` (a hard link). The
@@ -1384,14 +1203,14 @@ impl Client {
     pub fn file_link(&self, from: &str, to: &str) -> Result<u64> {
         check_path(from)?;
         check_path(to)?;
-        let req = Request {
-            op: Op::FileLink as u32,
-            name_len: from.len() as u32,
-            name2_len: to.len() as u32,
-            ..Request::default()
+        let req = Request::FileLink {
+            existing: from,
+            new: to,
         };
-        let (resp, _) = self.file_call(req, &[from.as_bytes(), to.as_bytes()], "file link")?;
-        Ok(resp.val0)
+        match self.file_call(&req, "file link")? {
+            Reply::Linked { id } => Ok(id),
+            _ => Err(unexpected("FileLink")),
+        }
     }
 
     /// A directory `from` was renamed to `to` (`dest_renamed`: at the
@@ -1400,30 +1219,29 @@ impl Client {
     pub fn file_rename_tree(&self, from: &str, to: &str, dest_renamed: bool) -> Result<u64> {
         check_path(from)?;
         check_path(to)?;
-        let f = flags::TREE | if dest_renamed { flags::DEST_INFO } else { 0 };
-        let req = Request {
-            op: Op::FileRename as u32,
-            flags: f,
-            name_len: from.len() as u32,
-            name2_len: to.len() as u32,
-            ..Request::default()
+        let req = Request::FileRename {
+            from,
+            to,
+            dest_renamed,
+            tree: true,
         };
-        let (resp, _) =
-            self.file_call(req, &[from.as_bytes(), to.as_bytes()], "directory rename")?;
-        Ok(resp.val0)
+        match self.file_call(&req, "directory rename")? {
+            Reply::Moved(n) => Ok(n),
+            _ => Err(unexpected("FileRename")),
+        }
     }
 
     /// DEFAULT files: returns once every byte written before the call is at
     /// the destination (fdatasync'ed there). SCRATCH and WORKFLOW: returns
     /// at once. A failed flush is reported as `Io` with its reason.
     pub fn file_sync(&self, id: u64) -> Result<()> {
-        let req = Request {
-            op: Op::FileSync as u32,
-            bucket: id,
-            ..Request::default()
+        let req = Request::FileSync {
+            file: id,
+            dest: false,
+            direct: false,
         };
-        let (resp, _) = self.file_call(req, &[], "file sync")?;
-        self.sync_wait(id, resp.val0, 0, "durable flush of the file")
+        let gen = self.sync_gen(&req, "file sync")?;
+        self.sync_wait(id, gen, false, "durable flush of the file")
     }
 
     /// Like `file_sync`, but only the destination counts (the journal does
@@ -1432,14 +1250,13 @@ impl Client {
     /// (a shared mapping of it); the daemon then takes in-place changes
     /// there for strata's own, not for outside edits.
     pub fn file_sync_dest(&self, id: u64, direct: bool) -> Result<()> {
-        let req = Request {
-            op: Op::FileSync as u32,
-            flags: flags::SYNC_DEST | if direct { flags::DIRECT } else { 0 },
-            bucket: id,
-            ..Request::default()
+        let req = Request::FileSync {
+            file: id,
+            dest: true,
+            direct,
         };
-        let (resp, _) = self.file_call(req, &[], "file sync")?;
-        self.sync_wait(id, resp.val0, flags::SYNC_DEST, "flush to the destination")
+        let gen = self.sync_gen(&req, "file sync")?;
+        self.sync_wait(id, gen, true, "flush to the destination")
     }
 
     /// The shared backing of file `id` (a memfd that is the file while a
@@ -1492,22 +1309,26 @@ impl Client {
 
     /// `Bucket::flush(true)`: makes the blobs of bucket `id` durable.
     pub(crate) fn bucket_flush(&self, id: u64) -> Result<()> {
-        let req = Request {
-            op: Op::BucketFlush as u32,
-            bucket: id,
-            ..Request::default()
-        };
-        let (resp, _) = self.file_call(req, &[], "durable flush")?;
+        let gen = self.sync_gen(&Request::BucketFlush { bucket: id }, "durable flush")?;
         self.sync_wait(
             id,
-            resp.val0,
-            0,
+            gen,
+            false,
             "durable flush of the bucket to a non-volatile tier",
         )
     }
 
-    /// Polls `FileSyncState` until generation `target` of `id` is durable.
-    fn sync_wait(&self, id: u64, target: u64, flags: u32, what: &str) -> Result<()> {
+    /// The generation a `FileSync` or `BucketFlush` says to wait for.
+    fn sync_gen(&self, req: &Request, what: &str) -> Result<u64> {
+        match self.file_call(req, what)? {
+            Reply::SyncGen(g) => Ok(g),
+            _ => Err(unexpected(what)),
+        }
+    }
+
+    /// Polls `FileSyncState` until generation `target` of `id` is durable
+    /// (`dest`: at the destination, not only in the journal).
+    fn sync_wait(&self, id: u64, target: u64, dest: bool, what: &str) -> Result<()> {
         if target == 0 {
             return Ok(());
         }
@@ -1516,19 +1337,18 @@ impl Client {
         // Bounded by the daemon: it answers until the flush is done or failed,
         // and the channel reports NoDaemon if it goes away.
         loop {
-            let req = Request {
-                op: Op::FileSyncState as u32,
-                flags,
-                bucket: id,
-                aux: target,
-                ..Request::default()
+            let req = Request::FileSyncState {
+                file: id,
+                gen: target,
+                dest,
             };
-            let (resp, arg) = self.file_call(req, &[], "file sync state")?;
-            if resp.val0 == 1 {
+            let Reply::SyncState { done, failed } = self.file_call(&req, "file sync state")? else {
+                return Err(unexpected("FileSyncState"));
+            };
+            if done {
                 return Ok(());
             }
-            if resp.val1 == 1 {
-                let why = String::from_utf8_lossy(&arg).into_owned();
+            if let Some(why) = failed {
                 return Err(Error {
                     errno: Errno::Io,
                     context: format!("{what} failed after {:?}: {why}", started.elapsed()),

@@ -35,12 +35,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use strata_proto::control::{self, ControlReply, ControlRequest, HelloReply, StatusReply};
-use strata_proto::layout::{ClientHeader, ClientLayout, CtlHeader, CLIENT_MAGIC, CTL_MAGIC};
-use strata_proto::wire::{
-    flags, Op, Request, Response, WireBlobStat, WireExtent, PROTOCOL_VERSION, TIER_HOLE,
-};
+pub use strata_proto::msg::{Reply, Request};
+use strata_proto::types::TIER_HOLE;
+pub use strata_proto::types::{BlobStat, PolicyChoice, ReadExtent};
 pub use strata_proto::Errno;
+use strata_proto::PutMode;
 use strata_shm::ShmSegment;
+use strata_transport_shm::layout::{
+    ClientHeader, ClientLayout, CtlHeader, CLIENT_MAGIC, CTL_MAGIC,
+};
+use strata_transport_shm::PROTOCOL_VERSION;
 
 use channel::{Chan, Submitted};
 
@@ -93,33 +97,17 @@ pub enum Placement {
 }
 
 impl Placement {
-    fn flag_bits(p: Option<Placement>) -> u32 {
-        let v = match p {
-            None => 0,
-            Some(Placement::MinimizeIoTime) => 1,
-            Some(Placement::RoundRobin) => 2,
-            Some(Placement::Random) => 3,
-        };
-        v << flags::POLICY_SHIFT
+    fn choice(p: Option<Placement>) -> Option<PolicyChoice> {
+        p.map(|p| match p {
+            Placement::MinimizeIoTime => PolicyChoice::MinimizeIoTime,
+            Placement::RoundRobin => PolicyChoice::RoundRobin,
+            Placement::Random => PolicyChoice::Random,
+        })
     }
 }
 
-/// Blob metadata.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BlobInfo {
-    pub size: u64,
-    pub access_count: u64,
-    pub atime_ns: u64,
-    pub mtime_ns: u64,
-    pub ctime_ns: u64,
-    pub score: f32,
-    pub user_score: Option<f32>,
-    pub stationary: bool,
-    pub extent_count: u32,
-    /// Bit i set: bytes on tier i.
-    pub tier_mask: u32,
-    pub dirty: bool,
-}
+/// Blob metadata (the protocol's record).
+pub type BlobInfo = BlobStat;
 
 /// Where the daemon listens, unless told otherwise: `STRATA_SOCKET`,
 /// `STRATA_DAEMON_SOCKET`, then the effective configuration.
@@ -271,7 +259,7 @@ impl Inner {
     }
     /// True while the daemon is up (its end of our lifeline is open).
     pub fn daemon_alive(&self) -> bool {
-        if self.ctl().state.load(Ordering::SeqCst) != strata_proto::layout::DAEMON_RUNNING {
+        if self.ctl().state.load(Ordering::SeqCst) != strata_transport_shm::layout::DAEMON_RUNNING {
             return false;
         }
         let mut b = [0u8; 1];
@@ -435,34 +423,28 @@ impl Client {
         }
     }
 
-    /// Runs one request synchronously. `fill` writes the arg area (names, data).
-    pub(crate) fn call(&self, req: Request, args: &[&[u8]]) -> Result<(Response, Vec<u8>)> {
+    /// Runs one request synchronously: the outer error is the transport's,
+    /// the inner one the daemon's answer.
+    pub(crate) fn call(&self, req: &Request) -> Result<std::result::Result<Reply<'static>, Errno>> {
         let mut ch = self.chan();
-        let sub = ch.submit(&self.inner, req, args)?;
-        let (resp, out) = ch.wait(&self.inner, sub, true)?;
-        Ok((resp, out))
+        let sub = ch.submit(&self.inner, req)?;
+        ch.wait(&self.inner, sub)
     }
 
-    pub(crate) fn simple(
+    /// `call`, the daemon's error reported with `context`.
+    pub(crate) fn ask(
         &self,
-        op: Op,
-        flags: u32,
-        bucket: u64,
-        name: &str,
-        name2: &str,
-    ) -> Result<Response> {
-        let req = Request {
-            op: op as u32,
-            flags,
-            bucket,
-            name_len: name.len() as u32,
-            name2_len: name2.len() as u32,
-            ..Request::default()
-        };
-        let (resp, _) = self.call(req, &[name.as_bytes(), name2.as_bytes()])?;
-        resp.result()
-            .map_err(|e| err(e, format!("{op:?} {name}")))?;
-        Ok(resp)
+        req: &Request,
+        context: impl FnOnce() -> String,
+    ) -> Result<Reply<'static>> {
+        self.call(req)?.map_err(|e| err(e, context()))
+    }
+
+    /// `ask` for requests answered `Reply::Done`; the context names the op.
+    pub(crate) fn simple(&self, req: &Request, name: &str) -> Result<()> {
+        let op = strata_transport_shm::op_of(req);
+        self.ask(req, || format!("{op:?} {name}"))?;
+        Ok(())
     }
 
     /// Opens bucket `name`, creating it if needed.
@@ -481,23 +463,24 @@ impl Client {
     }
 
     fn bucket_with(&self, name: &str, create: bool, exclusive: bool) -> Result<Bucket> {
-        let mut f = 0;
-        if create {
-            f |= flags::CREATE;
-        }
-        if exclusive {
-            f |= flags::EXCL;
-        }
-        let r = self.simple(Op::BucketOpen, f, 0, name, "").map_err(|e| {
+        let req = Request::BucketOpen {
+            name,
+            create,
+            excl: exclusive,
+        };
+        let r = self.ask(&req, || format!("BucketOpen {name}")).map_err(|e| {
             if e.errno == Errno::Name && name.starts_with('/') {
                 err(Errno::Name, format!("bucket {name:?}: names starting with '/' are the files buffered through the adapters (strata run); a native bucket needs another name"))
             } else {
                 e
             }
         })?;
+        let Reply::Bucket { id, .. } = r else {
+            return Err(unexpected("BucketOpen"));
+        };
         Ok(Bucket {
             client: self.clone(),
-            id: r.val0,
+            id,
             name: Mutex::new(name.to_string()),
         })
     }
@@ -508,40 +491,28 @@ impl Client {
         let mut cursor = 0u64;
         // Bounded: each round returns at least one name or ends.
         for _ in 0..(1u64 << 32) {
-            let req = Request {
-                op: Op::BucketList as u32,
-                aux: cursor,
-                ..Request::default()
+            let r = self.ask(&Request::BucketList { cursor }, || "list buckets".into())?;
+            let Reply::BucketNames { names, next_cursor } = r else {
+                return Err(unexpected("BucketList"));
             };
-            let (resp, arg) = self.call(req, &[])?;
-            resp.result().map_err(|e| err(e, "list buckets"))?;
-            for n in strata_proto::wire::unpack_strings(&arg) {
-                out.push(String::from_utf8_lossy(n).into_owned());
-            }
-            if resp.val0 == 0 {
+            out.extend(names);
+            if next_cursor == 0 {
                 break;
             }
-            cursor = resp.val0;
+            cursor = next_cursor;
         }
         Ok(out)
     }
 
     /// A no-op round trip through the rings (for benchmarks).
     pub fn nop(&self) -> Result<()> {
-        let (resp, _) = self.call(
-            Request {
-                op: Op::Nop as u32,
-                ..Request::default()
-            },
-            &[],
-        )?;
-        resp.result()?;
+        self.call(&Request::Nop)?.map_err(|e| err(e, "nop"))?;
         Ok(())
     }
 
     pub(crate) fn read_extents(
         &self,
-        exts: &[WireExtent],
+        exts: &[ReadExtent],
         base: u64,
         dst: &mut [u8],
     ) -> Result<()> {
@@ -619,13 +590,25 @@ impl Bucket {
 
     /// (total bytes, blob count)
     pub fn size(&self) -> Result<(u64, u64)> {
-        let r = self.client.simple(Op::BucketInfo, 0, self.id, "", "")?;
-        Ok((r.val0, r.val1))
+        let r = self
+            .client
+            .ask(&Request::BucketInfo { bucket: self.id }, || {
+                "BucketInfo ".into()
+            })?;
+        let Reply::BucketInfo { bytes, blobs } = r else {
+            return Err(unexpected("BucketInfo"));
+        };
+        Ok((bytes, blobs))
     }
 
     pub fn rename(&self, new_name: &str) -> Result<()> {
-        self.client
-            .simple(Op::BucketRename, 0, self.id, new_name, "")?;
+        self.client.simple(
+            &Request::BucketRename {
+                bucket: self.id,
+                new_name,
+            },
+            new_name,
+        )?;
         if let Ok(mut n) = self.name.lock() {
             *n = new_name.to_string();
         }
@@ -634,13 +617,21 @@ impl Bucket {
 
     /// Destroys the bucket and every blob in it.
     pub fn destroy(self) -> Result<()> {
-        self.client.simple(Op::BucketDestroy, 0, self.id, "", "")?;
+        self.client
+            .simple(&Request::BucketDestroy { bucket: self.id }, "")?;
         Ok(())
     }
 
     /// Sets tag `key` to `value` (an empty value removes it).
     pub fn tag(&self, key: &str, value: &str) -> Result<()> {
-        self.client.simple(Op::BucketTag, 0, self.id, key, value)?;
+        self.client.simple(
+            &Request::BucketTag {
+                bucket: self.id,
+                key,
+                value,
+            },
+            key,
+        )?;
         Ok(())
     }
 
@@ -657,24 +648,14 @@ impl Bucket {
     }
 
     pub fn tags(&self) -> Result<Vec<(String, String)>> {
-        let req = Request {
-            op: Op::BucketTags as u32,
-            bucket: self.id,
-            ..Request::default()
+        let r = self
+            .client
+            .call(&Request::BucketTags { bucket: self.id })?
+            .map_err(|e| err(e, ""))?;
+        let Reply::Tags(tags) = r else {
+            return Err(unexpected("BucketTags"));
         };
-        let (resp, arg) = self.client.call(req, &[])?;
-        resp.result()?;
-        let flat = strata_proto::wire::unpack_strings(&arg);
-        Ok(flat
-            .chunks(2)
-            .filter(|c| c.len() == 2)
-            .map(|c| {
-                (
-                    String::from_utf8_lossy(c[0]).into_owned(),
-                    String::from_utf8_lossy(c[1]).into_owned(),
-                )
-            })
-            .collect())
+        Ok(tags)
     }
 
     /// Stores `data` as blob `name`, replacing any previous contents.
@@ -684,44 +665,58 @@ impl Bucket {
 
     pub fn put_with(&self, name: &str, data: &[u8], opts: PutOptions) -> Result<()> {
         check_name(name)?;
-        let mut f = Placement::flag_bits(opts.placement);
-        if opts.exclusive {
-            f |= flags::EXCL;
-        }
+        let policy = Placement::choice(opts.placement);
         let mut ch = self.client.chan();
-        match ch.submit_put(&self.client.inner, self.id, name, 0, data, f)? {
+        let sub = ch.submit_data(&self.client.inner, data, |data| Request::Put {
+            bucket: self.id,
+            name,
+            data,
+            mode: PutMode::Replace {
+                excl: opts.exclusive,
+            },
+            policy,
+        })?;
+        match sub {
             Some(sub) => {
-                let (resp, _) = ch.wait(&self.client.inner, sub, true)?;
-                resp.result().map_err(|e| err(e, format!("put {name}")))?;
+                ch.wait(&self.client.inner, sub)?
+                    .map_err(|e| err(e, format!("put {name}")))?;
                 Ok(())
             }
             None => {
                 drop(ch);
-                self.put_chunked(name, data, f)
+                self.put_chunked(name, data, policy, opts.exclusive)
             }
         }
     }
 
     /// A blob too big for any lease: written under a temporary name piece
     /// by piece, then renamed over `name` (so readers never see half of it).
-    fn put_chunked(&self, name: &str, data: &[u8], f: u32) -> Result<()> {
+    fn put_chunked(
+        &self,
+        name: &str,
+        data: &[u8],
+        policy: Option<PolicyChoice>,
+        exclusive: bool,
+    ) -> Result<()> {
         let seq = self.client.inner.tmp_seq.fetch_add(1, Ordering::Relaxed);
         let tmp = format!(
             "{TMP_PREFIX}tmp.{}.{}",
             self.client.inner.hello.client_id, seq
         );
         let res = (|| {
-            self.write_pieces(&tmp, 0, data, f & flags::POLICY_MASK)?;
+            self.write_pieces(&tmp, 0, data, policy)?;
             if data.is_empty() {
                 self.put(&tmp, &[])?;
             }
-            let replace = if f & flags::EXCL != 0 {
-                0
-            } else {
-                flags::REPLACE
-            };
-            self.client
-                .simple(Op::Rename, replace, self.id, &tmp, name)?;
+            self.client.simple(
+                &Request::Rename {
+                    bucket: self.id,
+                    from: &tmp,
+                    to: name,
+                    replace: !exclusive,
+                },
+                &tmp,
+            )?;
             Ok(())
         })();
         res.map_err(|mut e: Error| {
@@ -734,7 +729,13 @@ impl Bucket {
     }
 
     /// Writes `data` at `offset` in pieces that fit a lease (or the arg area).
-    fn write_pieces(&self, name: &str, offset: u64, data: &[u8], f: u32) -> Result<u64> {
+    fn write_pieces(
+        &self,
+        name: &str,
+        offset: u64,
+        data: &[u8],
+        policy: Option<PolicyChoice>,
+    ) -> Result<u64> {
         let mut done = 0usize;
         let mut size = 0u64;
         let piece_max = (self.client.inner.hello.lease_bytes as usize).max(4096);
@@ -743,28 +744,24 @@ impl Bucket {
             let n = (data.len() - done).min(piece_max);
             let piece = &data[done..done + n];
             let mut ch = self.client.chan();
-            let fl = f | flags::PARTIAL;
-            let sub = match ch.submit_put(
-                &self.client.inner,
-                self.id,
+            let put = |data| Request::Put {
+                bucket: self.id,
                 name,
-                offset + done as u64,
-                piece,
-                fl,
-            )? {
-                Some(s) => s,
-                None => ch.submit_put_arg(
-                    &self.client.inner,
-                    self.id,
-                    name,
-                    offset + done as u64,
-                    piece,
-                    fl,
-                )?,
+                data,
+                mode: PutMode::At(offset + done as u64),
+                policy,
             };
-            let (resp, _) = ch.wait(&self.client.inner, sub, true)?;
-            resp.result().map_err(|e| err(e, format!("put {name}")))?;
-            size = resp.val0;
+            let sub = match ch.submit_data(&self.client.inner, piece, put)? {
+                Some(s) => s,
+                None => ch.submit_inline(&self.client.inner, name.len(), piece, put)?,
+            };
+            let r = ch
+                .wait(&self.client.inner, sub)?
+                .map_err(|e| err(e, format!("put {name}")))?;
+            let Reply::Size(s) = r else {
+                return Err(unexpected("Put"));
+            };
+            size = s;
             done += sub.data_len;
             if data.is_empty() {
                 break;
@@ -777,25 +774,35 @@ impl Bucket {
     /// a gap before `offset` reads as zeros). Returns the new blob size.
     pub fn put_at(&self, name: &str, offset: u64, data: &[u8]) -> Result<u64> {
         check_name(name)?;
-        self.write_pieces(name, offset, data, 0)
+        self.write_pieces(name, offset, data, None)
     }
 
     /// Appends `data` to blob `name`; returns the new size.
     pub fn append(&self, name: &str, data: &[u8]) -> Result<u64> {
         check_name(name)?;
         let mut ch = self.client.chan();
-        let sub = match ch.submit_put(&self.client.inner, self.id, name, 0, data, flags::APPEND)? {
+        let append = |data| Request::Put {
+            bucket: self.id,
+            name,
+            data,
+            mode: PutMode::Append,
+            policy: None,
+        };
+        let sub = match ch.submit_data(&self.client.inner, data, append)? {
             Some(s) => s,
             None => {
                 drop(ch);
                 let size = self.size_of(name).unwrap_or(0);
-                return self.write_pieces(name, size, data, 0);
+                return self.write_pieces(name, size, data, None);
             }
         };
-        let (resp, _) = ch.wait(&self.client.inner, sub, true)?;
-        resp.result()
+        let r = ch
+            .wait(&self.client.inner, sub)?
             .map_err(|e| err(e, format!("append {name}")))?;
-        Ok(resp.val0)
+        let Reply::Size(size) = r else {
+            return Err(unexpected("Put"));
+        };
+        Ok(size)
     }
 
     /// Returns the whole blob.
@@ -812,25 +819,24 @@ impl Bucket {
         // Bounded: each round covers ≥ 1 byte or ends.
         while done < buf.len() {
             let mut ch = self.client.chan();
-            let req = Request {
-                op: Op::Get as u32,
+            let req = Request::Get {
                 bucket: self.id,
+                name,
                 offset: offset + done as u64,
                 len: (buf.len() - done) as u64,
-                name_len: name.len() as u32,
-                ..Request::default()
             };
-            let sub = ch.submit(&self.client.inner, req, &[name.as_bytes()])?;
-            let (resp, arg) = ch.wait(&self.client.inner, sub, true)?;
-            resp.result().map_err(|e| err(e, format!("get {name}")))?;
-            let exts = extents_of(&arg);
-            let covered = resp.val1 as usize;
+            let sub = ch.submit(&self.client.inner, &req)?;
+            let r = ch
+                .wait(&self.client.inner, sub)?
+                .map_err(|e| err(e, format!("get {name}")))?;
+            let (_, covered, pin, exts) = extents_reply(r)?;
+            let covered = (covered as usize).min(buf.len() - done);
             let res = self.client.read_extents(
                 &exts,
                 offset + done as u64,
                 &mut buf[done..done + covered],
             );
-            ch.release(resp.val2);
+            ch.release(pin);
             res?;
             done += covered;
             if covered == 0 {
@@ -846,18 +852,17 @@ impl Bucket {
         let mut remaining = len;
         for round in 0u64.. {
             let mut ch = self.client.chan();
-            let req = Request {
-                op: Op::Get as u32,
+            let req = Request::Get {
                 bucket: self.id,
+                name,
                 offset: at,
                 len: remaining,
-                name_len: name.len() as u32,
-                ..Request::default()
             };
-            let sub = ch.submit(&self.client.inner, req, &[name.as_bytes()])?;
-            let (resp, arg) = ch.wait(&self.client.inner, sub, true)?;
-            resp.result().map_err(|e| err(e, format!("get {name}")))?;
-            let size = resp.val0;
+            let sub = ch.submit(&self.client.inner, &req)?;
+            let r = ch
+                .wait(&self.client.inner, sub)?
+                .map_err(|e| err(e, format!("get {name}")))?;
+            let (size, covered, pin, exts) = extents_reply(r)?;
             if round == 0 {
                 let total = size.saturating_sub(offset).min(len);
                 out.clear();
@@ -867,23 +872,22 @@ impl Bucket {
                     .ok()
                     .is_some_and(|t| out.try_reserve_exact(t).is_ok());
                 if !fits {
-                    ch.release(resp.val2);
+                    ch.release(pin);
                     return Err(err(Errno::TooBig, format!("get {name}: {total} bytes do not fit in this process's memory; read it in pieces with get_at")));
                 }
                 remaining = total;
             }
-            let covered = resp.val1 as usize;
+            let covered = (covered as usize).min(remaining as usize);
             let start = out.len();
             // SAFETY: read_extents writes every byte of the covered range (holes as zeros).
             #[allow(clippy::uninit_vec)]
             unsafe {
                 out.set_len(start + covered)
             };
-            let exts = extents_of(&arg);
             let res = self
                 .client
                 .read_extents(&exts, at, &mut out[start..start + covered]);
-            ch.release(resp.val2);
+            ch.release(pin);
             if let Err(e) = res {
                 out.truncate(start);
                 return Err(e);
@@ -899,7 +903,13 @@ impl Bucket {
 
     pub fn delete(&self, name: &str) -> Result<()> {
         check_name(name)?;
-        self.client.simple(Op::Delete, 0, self.id, name, "")?;
+        self.client.simple(
+            &Request::Delete {
+                bucket: self.id,
+                name,
+            },
+            name,
+        )?;
         Ok(())
     }
 
@@ -908,11 +918,13 @@ impl Bucket {
         check_name(from)?;
         check_name(to)?;
         self.client.simple(
-            Op::Rename,
-            if replace { flags::REPLACE } else { 0 },
-            self.id,
+            &Request::Rename {
+                bucket: self.id,
+                from,
+                to,
+                replace,
+            },
             from,
-            to,
         )?;
         Ok(())
     }
@@ -955,36 +967,17 @@ impl Bucket {
 
     pub fn stat(&self, name: &str) -> Result<BlobInfo> {
         check_name(name)?;
-        let req = Request {
-            op: Op::Stat as u32,
-            bucket: self.id,
-            name_len: name.len() as u32,
-            ..Request::default()
-        };
-        let (resp, arg) = self.client.call(req, &[name.as_bytes()])?;
-        resp.result().map_err(|e| err(e, format!("stat {name}")))?;
-        if arg.len() < std::mem::size_of::<WireBlobStat>() {
-            return Err(err(Errno::Malformed, "short stat reply"));
-        }
-        let st: WireBlobStat =
-            unsafe { std::ptr::read_unaligned(arg.as_ptr() as *const WireBlobStat) };
-        Ok(BlobInfo {
-            size: st.size,
-            access_count: st.access_count,
-            atime_ns: st.atime_ns,
-            mtime_ns: st.mtime_ns,
-            ctime_ns: st.ctime_ns,
-            score: st.score,
-            user_score: if st.user_score.is_nan() {
-                None
-            } else {
-                Some(st.user_score)
+        let r = self.client.ask(
+            &Request::Stat {
+                bucket: self.id,
+                name,
             },
-            stationary: st.stationary != 0,
-            extent_count: st.extent_count,
-            tier_mask: st.tier_mask,
-            dirty: st.dirty != 0,
-        })
+            || format!("stat {name}"),
+        )?;
+        let Reply::BlobStat(st) = r else {
+            return Err(unexpected("Stat"));
+        };
+        Ok(st)
     }
 
     /// Names of the blobs in this bucket, sorted.
@@ -992,26 +985,19 @@ impl Bucket {
         let mut out: Vec<String> = Vec::new();
         let mut last = String::new();
         for _ in 0..(1u64 << 40) {
-            let req = Request {
-                op: Op::BlobList as u32,
+            let req = Request::BlobList {
                 bucket: self.id,
-                aux: (!last.is_empty()) as u64,
-                name_len: last.len() as u32,
-                ..Request::default()
+                after: (!last.is_empty()).then_some(last.as_str()),
             };
-            let (resp, arg) = self.client.call(req, &[last.as_bytes()])?;
-            resp.result().map_err(|e| err(e, "list blobs"))?;
-            let names = strata_proto::wire::unpack_strings(&arg);
+            let r = self.client.ask(&req, || "list blobs".into())?;
+            let Reply::BlobNames { names, more } = r else {
+                return Err(unexpected("BlobList"));
+            };
             if let Some(l) = names.last() {
-                last = String::from_utf8_lossy(l).into_owned();
+                last = l.clone();
             }
-            out.extend(
-                names
-                    .into_iter()
-                    .map(|n| String::from_utf8_lossy(n).into_owned())
-                    .filter(|n| !n.starts_with(TMP_PREFIX)),
-            );
-            if resp.val0 == 0 {
+            out.extend(names.into_iter().filter(|n| !n.starts_with(TMP_PREFIX)));
+            if !more {
                 break;
             }
         }
@@ -1030,17 +1016,13 @@ impl Bucket {
                 ));
             }
         }
-        let bits = score.unwrap_or(f32::NAN).to_bits() as u64;
-        let req = Request {
-            op: Op::Score as u32,
-            flags: if stationary { flags::STATIONARY } else { 0 },
+        let req = Request::Score {
             bucket: self.id,
-            aux: bits,
-            name_len: name.len() as u32,
-            ..Request::default()
+            name,
+            score,
+            stationary,
         };
-        let (resp, _) = self.client.call(req, &[name.as_bytes()])?;
-        resp.result().map_err(|e| err(e, format!("score {name}")))?;
+        self.client.ask(&req, || format!("score {name}"))?;
         Ok(())
     }
 
@@ -1049,7 +1031,14 @@ impl Bucket {
     pub fn put_async(&self, name: &str, data: &[u8]) -> Result<PendingPut<'_>> {
         check_name(name)?;
         let mut ch = self.client.chan();
-        match ch.submit_put(&self.client.inner, self.id, name, 0, data, 0)? {
+        let put = |data| Request::Put {
+            bucket: self.id,
+            name,
+            data,
+            mode: PutMode::Replace { excl: false },
+            policy: None,
+        };
+        match ch.submit_data(&self.client.inner, data, put)? {
             Some(sub) => {
                 let idx = ch.index;
                 drop(ch);
@@ -1074,15 +1063,13 @@ impl Bucket {
     pub fn get_async(&self, name: &str) -> Result<PendingGet<'_>> {
         check_name(name)?;
         let mut ch = self.client.chan();
-        let req = Request {
-            op: Op::Get as u32,
+        let req = Request::Get {
             bucket: self.id,
+            name,
             offset: 0,
             len: u64::MAX,
-            name_len: name.len() as u32,
-            ..Request::default()
         };
-        let sub = ch.submit(&self.client.inner, req, &[name.as_bytes()])?;
+        let sub = ch.submit(&self.client.inner, &req)?;
         Ok(PendingGet {
             bucket: self,
             name: name.to_string(),
@@ -1109,8 +1096,7 @@ impl PendingPut<'_> {
         let mut ch = inner.chans[idx as usize]
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        let (resp, _) = ch.wait(inner, sub, true)?;
-        resp.result().map_err(|e| err(e, "put"))?;
+        ch.wait(inner, sub)?.map_err(|e| err(e, "put"))?;
         Ok(())
     }
 }
@@ -1122,7 +1108,7 @@ impl Drop for PendingPut<'_> {
             let mut ch = inner.chans[idx as usize]
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
-            let _ = ch.wait(inner, sub, true);
+            let _ = ch.wait(inner, sub);
         }
     }
 }
@@ -1138,26 +1124,22 @@ pub struct PendingGet<'a> {
 impl PendingGet<'_> {
     pub fn wait(self) -> Result<Vec<u8>> {
         let inner = &self.bucket.client.inner;
-        let (resp, arg) = {
+        let r = {
             let mut ch = inner.chans[self.chan as usize]
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
-            ch.wait(inner, self.sub, true)?
+            ch.wait(inner, self.sub)?
         };
-        resp.result()
-            .map_err(|e| err(e, format!("get {}", self.name)))?;
-        let size = resp.val0 as usize;
-        let covered = resp.val1 as usize;
+        let r = r.map_err(|e| err(e, format!("get {}", self.name)))?;
+        let (size, covered, pin, exts) = extents_reply(r)?;
+        let (size, covered) = (size as usize, covered as usize);
         let mut out = vec![0u8; covered];
-        let res = self
-            .bucket
-            .client
-            .read_extents(&extents_of(&arg), 0, &mut out);
+        let res = self.bucket.client.read_extents(&exts, 0, &mut out);
         {
             let mut ch = inner.chans[self.chan as usize]
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
-            ch.release(resp.val2);
+            ch.release(pin);
         }
         res?;
         if covered < size {
@@ -1171,15 +1153,25 @@ impl PendingGet<'_> {
     }
 }
 
-pub(crate) fn extents_of(arg: &[u8]) -> Vec<WireExtent> {
-    let n = arg.len() / std::mem::size_of::<WireExtent>();
-    (0..n)
-        .map(|i| unsafe {
-            std::ptr::read_unaligned(
-                arg.as_ptr().add(i * std::mem::size_of::<WireExtent>()) as *const WireExtent
-            )
-        })
-        .collect()
+/// (size, bytes covered, pin, extents) of an extent reply.
+pub(crate) fn extents_reply(r: Reply<'static>) -> Result<(u64, u64, u64, Vec<ReadExtent>)> {
+    match r {
+        Reply::Extents {
+            size,
+            covered,
+            pin,
+            extents,
+        } => Ok((size, covered, pin, extents.into_owned())),
+        _ => Err(unexpected("a read")),
+    }
+}
+
+/// The daemon answered a request with a reply of another kind.
+pub(crate) fn unexpected(what: &str) -> Error {
+    err(
+        Errno::Malformed,
+        format!("the daemon answered {what} with a reply of another kind"),
+    )
 }
 
 fn check_name(name: &str) -> Result<()> {

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use strata_proto::control::{ControlReply, ControlRequest, DrainState, StageReply};
 use strata_proto::Errno;
 
-use crate::file::{OpenFlags, Persist, PAGE_BYTES_MAX, PAGE_BYTES_MIN};
+use crate::file::{OpenFlags, Persist};
 use crate::{control_request, err, Client, Error, Result};
 
 /// Default number of parallel stage-in readers.
@@ -356,7 +356,7 @@ impl Client {
             return Err(err(Errno::Inval, "stage-in: no paths given"));
         }
         let page = opts.page_bytes;
-        if !page.is_power_of_two() || !(PAGE_BYTES_MIN..=PAGE_BYTES_MAX).contains(&page) {
+        if !strata_proto::types::page_bytes_valid(page) {
             return Err(err(
                 Errno::Inval,
                 format!("page size {page} must be a power of two in 4 KiB..=64 MiB"),
@@ -455,7 +455,7 @@ impl Client {
             loop {
                 // Stage-in asks for the data to stay: keep it even if that evicts written pages.
                 let n = self
-                    .file_read_fill(attr.id, off, buf, strata_proto::wire::flags::FILL_KEEP)
+                    .file_read_fill(attr.id, off, buf, true)
                     .map_err(|e| err(e.errno, format!("read at {off}: {e}")))?;
                 if n == 0 {
                     return Ok(());

@@ -306,7 +306,12 @@ pub(crate) fn validate(c: &Config) -> R {
     // adapter
     let a = &c.adapter;
     power_of_two("adapter.page_size", a.page_size_bytes, format_size)?;
-    size_in("adapter.page_size", a.page_size_bytes, 4 * KIB, 64 * MIB)?;
+    size_in(
+        "adapter.page_size",
+        a.page_size_bytes,
+        strata_proto::types::PAGE_BYTES_MIN,
+        strata_proto::types::PAGE_BYTES_MAX,
+    )?;
     for (i, p) in a.include.iter().enumerate() {
         absolute(&format!("adapter.include[{i}]"), p)?;
     }
@@ -327,7 +332,12 @@ pub(crate) fn validate(c: &Config) -> R {
         if let Some(ps) = p.page_size_bytes {
             let key = format!("adapter.prefixes[{i}].page_size");
             power_of_two(&key, ps, format_size)?;
-            size_in(&key, ps, 4 * KIB, 64 * MIB)?;
+            size_in(
+                &key,
+                ps,
+                strata_proto::types::PAGE_BYTES_MIN,
+                strata_proto::types::PAGE_BYTES_MAX,
+            )?;
         }
     }
 

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use strata_alloc::Range;
 use strata_meta::{BlobId, BucketId, Extent, MetaStore};
 use strata_place::{Placement, PlacementEngine, Policy, TierView};
-use strata_proto::wire::{WireBlobStat, WireExtent, TIER_HOLE};
+use strata_proto::types::{BlobStat, ReadExtent, TIER_HOLE};
 use strata_proto::{Errno, Result};
 
 use crate::tier::Tiers;
@@ -682,7 +682,7 @@ impl Core {
         name: &str,
         offset: u64,
         len: u64,
-        out: &mut Vec<WireExtent>,
+        out: &mut Vec<ReadExtent>,
         max: usize,
     ) -> Result<(u64, u64, u64)> {
         let id = self.meta.blob_lookup(bucket, name)?;
@@ -705,7 +705,7 @@ impl Core {
             }
             let lo = e.logical_off.max(start);
             let hi = e.end().min(end);
-            out.push(WireExtent {
+            out.push(ReadExtent {
                 tier: if e.is_hole() { TIER_HOLE } else { e.tier },
                 _pad: 0,
                 logical_off: lo,
@@ -740,21 +740,21 @@ impl Core {
         Ok(())
     }
 
-    pub fn stat(&self, bucket: BucketId, name: &str) -> Result<WireBlobStat> {
+    pub fn stat(&self, bucket: BucketId, name: &str) -> Result<BlobStat> {
         let id = self.meta.blob_lookup(bucket, name)?;
         let b = self.meta.blob(id).ok_or(Errno::Internal)?;
-        Ok(WireBlobStat {
+        Ok(BlobStat {
             size: b.size,
             access_count: b.access_count,
             atime_ns: b.atime_ns,
             mtime_ns: b.mtime_ns,
             ctime_ns: b.ctime_ns,
             score: self.score_of(b),
-            user_score: b.user_score.unwrap_or(f32::NAN),
+            user_score: b.user_score,
             extent_count: b.extents.len() as u32,
             tier_mask: b.tier_mask(),
-            dirty: b.dirty as u32,
-            stationary: b.stationary as u32,
+            dirty: b.dirty,
+            stationary: b.stationary,
         })
     }
 

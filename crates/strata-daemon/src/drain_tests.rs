@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use strata_meta::BucketId;
 use strata_proto::control::{DrainFile, DrainReply, DrainState};
-use strata_proto::wire::WireDestInfo;
+use strata_proto::types::DestInfo;
 
 use crate::core::{Core, Src};
 use crate::drain::{self, EventLog};
@@ -43,8 +43,8 @@ fn create(core: &mut Core, path: &str, persist: strata_meta::Persist) -> BucketI
         create: true,
         mode: 0o644,
         page_shift: SHIFT,
-        persist: persist as u32,
-        dest: Some(WireDestInfo::default()),
+        persist,
+        dest: Some(DestInfo::default()),
         ..OpenArgs::default()
     };
     core.file_open(path, &a).unwrap()

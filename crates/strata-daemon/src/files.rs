@@ -24,9 +24,7 @@ use strata_meta::{
     PAGE_SHIFT_MIN,
 };
 use strata_proto::control::FileCounters;
-use strata_proto::wire::{
-    WireDestInfo, WireExtent, WireFileAttr, TIER_DEST, TIER_HOLE, TIER_PENDING,
-};
+use strata_proto::types::{FileAttr, ReadExtent, TIER_DEST, TIER_HOLE, TIER_PENDING};
 use strata_proto::{Errno, Result};
 
 use crate::core::{now_ns, Core, Src};
@@ -71,34 +69,8 @@ pub struct FileState {
     pub backings: crate::files_backing::Backings,
 }
 
-/// What `FileOpen` was asked.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct OpenArgs {
-    pub create: bool,
-    pub excl: bool,
-    pub trunc: bool,
-    /// Permission bits for a new file.
-    pub mode: u32,
-    pub persist: u32,
-    /// log2 of the page size; 0 = default.
-    pub page_shift: u32,
-    pub dest: Option<WireDestInfo>,
-    /// The caller's effective (uid, gid): the owner of a file it creates
-    /// (None: the daemon's own).
-    pub owner: Option<(u32, u32)>,
-}
-
-impl OpenArgs {
-    /// Decodes `aux = mode & 0o7777 | persist << 16 | page_shift << 24`.
-    pub fn from_aux(aux: u64) -> OpenArgs {
-        OpenArgs {
-            mode: (aux & 0o7777) as u32,
-            persist: ((aux >> 16) & 0xFF) as u32,
-            page_shift: ((aux >> 24) & 0xFF) as u32,
-            ..OpenArgs::default()
-        }
-    }
-}
+/// What `FileOpen` was asked (the protocol's record).
+pub use strata_proto::types::OpenFile as OpenArgs;
 
 /// Outcome of `FileWrite`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,14 +158,14 @@ impl Core {
     }
 
     /// The file attributes as sent on the wire.
-    pub fn file_attr(&self, id: BucketId) -> Result<WireFileAttr> {
+    pub fn file_attr(&self, id: BucketId) -> Result<FileAttr> {
         let rec = self.meta.file(id)?;
         let dirty = match rec.persist {
             Persist::Default => rec.needs_flush() || !rec.dirty_pages.is_empty(),
             Persist::Workflow => !rec.dirty_pages.is_empty(),
             Persist::Scratch => false,
         };
-        let mut a = WireFileAttr {
+        let mut a = FileAttr {
             id: id.0,
             size: rec.size,
             dest_size: rec.dest_size,
@@ -202,13 +174,12 @@ impl Core {
             ctime_ns: rec.ctime_ns,
             atime_ns: rec.atime_ns,
             mode: rec.mode,
-            persist: rec.persist as u32,
+            persist: rec.persist,
             uid: rec.uid,
             gid: rec.gid,
-            dirty: dirty as u32,
+            dirty,
             nlink: self.file_nlink(id),
-            direct: rec.dest_direct as u32,
-            _pad: 0,
+            direct: rec.dest_direct,
         };
         self.backing_attr(id, &mut a);
         Ok(a)
@@ -281,7 +252,7 @@ impl Core {
         let Some(dest) = a.dest else {
             return Err(Errno::NeedDest);
         };
-        let persist = Persist::from_u32(a.persist).ok_or(Errno::Inval)?;
+        let persist = a.persist;
         let shift = if a.page_shift == 0 {
             PAGE_SHIFT_DEFAULT
         } else {
@@ -290,7 +261,7 @@ impl Core {
         if !(PAGE_SHIFT_MIN..=PAGE_SHIFT_MAX).contains(&shift) {
             return Err(Errno::Inval);
         }
-        let exists = dest.exists != 0;
+        let exists = dest.exists;
         if exists && dest.mode & S_IFMT == S_IFDIR {
             return Err(Errno::IsDir);
         }
@@ -514,7 +485,7 @@ impl Core {
         id: BucketId,
         offset: u64,
         len: u64,
-        out: &mut Vec<WireExtent>,
+        out: &mut Vec<ReadExtent>,
         max: usize,
     ) -> Result<(u64, u64, u64)> {
         let now = now_ns();
@@ -528,7 +499,7 @@ impl Core {
         let (mut hit, mut dest) = (0u64, 0u64);
         let base = out.len();
         // Appends one extent, merging contiguous holes / destination ranges.
-        fn push(out: &mut Vec<WireExtent>, base: usize, max: usize, e: WireExtent) -> bool {
+        fn push(out: &mut Vec<ReadExtent>, base: usize, max: usize, e: ReadExtent) -> bool {
             if out.len() > base {
                 let last = out.last_mut().expect("non-empty");
                 if (e.tier == TIER_HOLE || e.tier == TIER_DEST)
@@ -562,7 +533,7 @@ impl Core {
                         }
                         let lo = elo.max(at);
                         let h = ehi.min(data_end);
-                        let w = WireExtent {
+                        let w = ReadExtent {
                             tier: if e.is_hole() { TIER_HOLE } else { e.tier },
                             _pad: 0,
                             logical_off: lo,
@@ -588,7 +559,7 @@ impl Core {
                             out,
                             base,
                             max,
-                            WireExtent {
+                            ReadExtent {
                                 tier: TIER_HOLE,
                                 _pad: 0,
                                 logical_off: at,
@@ -611,7 +582,7 @@ impl Core {
                             out,
                             base,
                             max,
-                            WireExtent {
+                            ReadExtent {
                                 tier: TIER_PENDING,
                                 _pad: 0,
                                 logical_off: at,
@@ -627,7 +598,7 @@ impl Core {
                             out,
                             base,
                             max,
-                            WireExtent {
+                            ReadExtent {
                                 tier: TIER_DEST,
                                 _pad: 0,
                                 logical_off: at,
@@ -645,7 +616,7 @@ impl Core {
                             out,
                             base,
                             max,
-                            WireExtent {
+                            ReadExtent {
                                 tier: TIER_HOLE,
                                 _pad: 0,
                                 logical_off: at,

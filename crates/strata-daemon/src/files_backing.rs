@@ -27,7 +27,7 @@ use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
 
 use strata_meta::{BucketId, Persist};
-use strata_proto::wire::WireFileAttr;
+use strata_proto::types::FileAttr;
 use strata_proto::{Errno, Result};
 
 use crate::core::{Core, Src};
@@ -238,11 +238,11 @@ impl Core {
 
     /// The size and mtime of a backed file are its backing's (its ctime
     /// moves with them).
-    pub fn backing_attr(&self, id: BucketId, a: &mut WireFileAttr) {
+    pub fn backing_attr(&self, id: BucketId, a: &mut FileAttr) {
         let Some(fd) = self.files.backings.by_file.get(&id) else {
             return;
         };
-        a.direct = 1;
+        a.direct = true;
         if let Ok(st) = rustix::fs::fstat(fd) {
             a.size = st.st_size as u64;
             a.mtime_ns = ns_of(st.st_mtime, st.st_mtime_nsec as i64);

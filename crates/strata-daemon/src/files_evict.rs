@@ -120,14 +120,8 @@ pub struct EvictState {
     pub empty_filled_scan_at: Option<(u64, u64)>,
 }
 
-/// Answer to `FileThrough`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ThroughAnswer {
-    /// Write `len` bytes at `at` of `path` (created with `mode` if absent).
-    Granted { at: u64, mode: u32, path: String },
-    /// Flush first (started); `failed` = the last flush's error.
-    Wait { failed: Option<String> },
-}
+/// What `FileThrough` answers (the protocol's record).
+pub use strata_proto::Through as ThroughAnswer;
 
 /// Who fills a page, for scan-resistant admission (`Core::pressure_fill`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -760,7 +754,7 @@ impl Core {
 #[cfg(test)]
 mod tests {
     use strata_meta::BucketId;
-    use strata_proto::wire::{WireDestInfo, TIER_DEST, TIER_HOLE};
+    use strata_proto::types::{DestInfo, TIER_DEST, TIER_HOLE};
     use strata_proto::Errno;
 
     use super::ThroughAnswer;
@@ -777,9 +771,9 @@ mod tests {
         let a = OpenArgs {
             create: true,
             mode: 0o640,
-            persist,
+            persist: strata_meta::Persist::from_u32(persist).unwrap(),
             page_shift: SHIFT,
-            dest: Some(WireDestInfo::default()),
+            dest: Some(DestInfo::default()),
             ..OpenArgs::default()
         };
         core.file_open(path, &a).unwrap()
@@ -963,16 +957,16 @@ mod tests {
 
     /// A file of `pages` pages at the (fake) destination, not buffered.
     fn dest_file(core: &mut Core, path: &str, pages: u64) -> BucketId {
-        let dest = WireDestInfo {
-            exists: 1,
+        let dest = DestInfo {
+            exists: true,
             mode: 0o640,
             size: pages * PAGE,
-            ..WireDestInfo::default()
+            ..DestInfo::default()
         };
         let a = OpenArgs {
             create: true,
             mode: 0o640,
-            persist: 0,
+            persist: strata_meta::Persist::Default,
             page_shift: SHIFT,
             dest: Some(dest),
             ..OpenArgs::default()

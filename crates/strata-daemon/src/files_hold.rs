@@ -47,15 +47,8 @@ pub struct Unlinked {
     pub orphan_with_dest: Option<BucketId>,
 }
 
-/// Attribute changes of `FileSetAttr`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SetAttr {
-    pub mode: Option<u32>,
-    /// chown: (uid, gid), `u32::MAX` = unchanged.
-    pub owner: Option<(u32, u32)>,
-    pub mtime_ns: Option<u64>,
-    pub atime_ns: Option<u64>,
-}
+/// Attribute changes of `FileSetAttr` (the protocol's record).
+pub use strata_proto::types::SetAttr;
 
 impl Core {
     /// Is bucket `id` an unlinked-but-open file?
@@ -235,15 +228,15 @@ mod tests {
     use super::*;
     use crate::files::OpenArgs;
     use crate::testutil::{fixture, via_lease};
-    use strata_proto::wire::WireDestInfo;
+    use strata_proto::types::DestInfo;
 
     fn create(core: &mut Core, path: &str, persist: u32) -> BucketId {
         let a = OpenArgs {
             create: true,
             mode: 0o644,
-            persist,
+            persist: strata_meta::Persist::from_u32(persist).unwrap(),
             page_shift: 12,
-            dest: Some(WireDestInfo::default()),
+            dest: Some(DestInfo::default()),
             ..OpenArgs::default()
         };
         core.file_open(path, &a).unwrap()
@@ -301,11 +294,11 @@ mod tests {
                 orphan_with_dest: None,
             }
         );
-        let dest = WireDestInfo {
-            exists: 1,
+        let dest = DestInfo {
+            exists: true,
             mode: 0o600,
             size: 10,
-            ..WireDestInfo::default()
+            ..DestInfo::default()
         };
         core.file_open(
             "/d/old",

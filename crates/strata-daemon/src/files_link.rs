@@ -25,7 +25,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use strata_meta::BucketId;
-use strata_proto::wire::WireDestInfo;
+use strata_proto::types::DestInfo;
 use strata_proto::{Errno, Result};
 
 use crate::core::{now_ns, Core};
@@ -183,8 +183,8 @@ impl Core {
     }
 
     /// Remembers the destination inode record `id` was made from.
-    pub(crate) fn link_note_inode(&mut self, id: BucketId, dest: &WireDestInfo) {
-        if dest.exists == 0 || (dest.ino == 0 && dest.dev == 0) {
+    pub(crate) fn link_note_inode(&mut self, id: BucketId, dest: &DestInfo) {
+        if !dest.exists || (dest.ino == 0 && dest.dev == 0) {
             return;
         }
         let k = (dest.dev, dest.ino);
@@ -205,8 +205,8 @@ impl Core {
     /// A destination file with several names, one of which already has a
     /// record made from the same inode: that record (the caller adds the
     /// path as a further name).
-    pub(crate) fn link_by_inode(&self, dest: &WireDestInfo) -> Option<BucketId> {
-        if dest.exists == 0 || dest.nlink < 2 {
+    pub(crate) fn link_by_inode(&self, dest: &DestInfo) -> Option<BucketId> {
+        if !dest.exists || dest.nlink < 2 {
             return None;
         }
         let id = *self.files.links.by_inode.get(&(dest.dev, dest.ino))?;
@@ -249,7 +249,7 @@ impl Core {
 mod tests {
     use crate::files::OpenArgs;
     use crate::testutil;
-    use strata_proto::wire::WireDestInfo;
+    use strata_proto::types::DestInfo;
     use strata_proto::Errno;
 
     fn created() -> OpenArgs {
@@ -257,7 +257,7 @@ mod tests {
             create: true,
             mode: 0o644,
             page_shift: 12,
-            dest: Some(WireDestInfo::default()),
+            dest: Some(DestInfo::default()),
             ..OpenArgs::default()
         }
     }
@@ -322,14 +322,14 @@ mod tests {
     fn names_of_one_destination_inode_become_one_record() {
         let mut fx = testutil::fixture(64 << 20, 0, 0);
         let core = &mut fx.core;
-        let dest = WireDestInfo {
-            exists: 1,
+        let dest = DestInfo {
+            exists: true,
             mode: 0o644,
             size: 10,
             ino: 77,
             dev: 5,
             nlink: 2,
-            ..WireDestInfo::default()
+            ..DestInfo::default()
         };
         let a = OpenArgs {
             dest: Some(dest),
@@ -345,12 +345,12 @@ mod tests {
         assert_eq!(core.file_nlink(f), 2);
         // another inode is another file; one name alone never matches
         let other = OpenArgs {
-            dest: Some(WireDestInfo { ino: 78, ..dest }),
+            dest: Some(DestInfo { ino: 78, ..dest }),
             ..a
         };
         assert_ne!(core.file_open("/d/c", &other).unwrap(), f);
         let single = OpenArgs {
-            dest: Some(WireDestInfo { nlink: 1, ..dest }),
+            dest: Some(DestInfo { nlink: 1, ..dest }),
             ..a
         };
         assert_ne!(core.file_open("/d/e", &single).unwrap(), f);

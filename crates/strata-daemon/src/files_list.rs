@@ -54,7 +54,7 @@ impl Core {
 mod tests {
     use crate::files::OpenArgs;
     use crate::testutil;
-    use strata_proto::wire::WireDestInfo;
+    use strata_proto::types::DestInfo;
 
     #[test]
     fn lists_direct_children_only_sorted_with_resume() {
@@ -64,7 +64,7 @@ mod tests {
             create: true,
             mode: 0o644,
             page_shift: 12,
-            dest: Some(WireDestInfo::default()),
+            dest: Some(DestInfo::default()),
             ..OpenArgs::default()
         };
         for p in ["/d/b", "/d/a", "/d/sub/x", "/e/a", "/d/c"] {
@@ -91,7 +91,7 @@ mod tests {
             create: true,
             mode: 0o644,
             page_shift: 12,
-            dest: Some(WireDestInfo::default()),
+            dest: Some(DestInfo::default()),
             ..OpenArgs::default()
         };
         for p in ["/d/a", "/d/sub/x", "/d/sub/deep/y", "/dx/keep", "/e/a"] {

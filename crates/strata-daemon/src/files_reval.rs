@@ -21,14 +21,14 @@
 //! never served to a new open while it is clean.
 
 use strata_meta::{BucketId, DestStamp, Persist};
-use strata_proto::wire::WireDestInfo;
+use strata_proto::types::DestInfo;
 use strata_proto::Result;
 
 use crate::core::Core;
 
 /// The stamp of what `FileOpen`'s DEST_INFO describes (None: no file there).
-pub fn stamp_of(d: &WireDestInfo) -> Option<DestStamp> {
-    (d.exists != 0).then_some(DestStamp {
+pub fn stamp_of(d: &DestInfo) -> Option<DestStamp> {
+    d.exists.then_some(DestStamp {
         ino: d.ino,
         dev: d.dev,
         size: d.size,
@@ -76,7 +76,7 @@ impl Core {
     /// Compares record `id` with what the client found at the destination.
     /// Returns true when the record still describes that file; otherwise
     /// drops it (all its names and cached pages) and returns false.
-    pub fn file_revalidate(&mut self, id: BucketId, dest: &WireDestInfo) -> Result<bool> {
+    pub fn file_revalidate(&mut self, id: BucketId, dest: &DestInfo) -> Result<bool> {
         debug_assert!(self.file_needs_revalidation(id));
         let rec = self.meta.file(id)?;
         let now = stamp_of(dest);

@@ -1,7 +1,7 @@
 //! Unit tests of the file model (`files.rs`) on a real `Core`.
 
 use strata_meta::BucketId;
-use strata_proto::wire::{WireDestInfo, WireExtent, TIER_DEST, TIER_HOLE};
+use strata_proto::types::{DestInfo, ReadExtent, TIER_DEST, TIER_HOLE};
 use strata_proto::Errno;
 
 use crate::core::{Core, Src};
@@ -16,20 +16,20 @@ fn create(core: &mut Core, path: &str, persist: u32) -> BucketId {
     let a = OpenArgs {
         create: true,
         mode: 0o640,
-        persist,
+        persist: strata_meta::Persist::from_u32(persist).unwrap(),
         page_shift: SHIFT,
-        dest: Some(WireDestInfo::default()),
+        dest: Some(DestInfo::default()),
         ..OpenArgs::default()
     };
     core.file_open(path, &a).unwrap()
 }
 
 fn open_from_dest(core: &mut Core, path: &str, size: u64) -> BucketId {
-    let dest = WireDestInfo {
-        exists: 1,
+    let dest = DestInfo {
+        exists: true,
         mode: 0o600,
         size,
-        ..WireDestInfo::default()
+        ..DestInfo::default()
     };
     let a = OpenArgs {
         page_shift: SHIFT,
@@ -51,7 +51,7 @@ fn write_lease(core: &mut Core, id: BucketId, off: Option<u64>, data: &[u8]) -> 
 }
 
 /// Reads the whole file; `dest` supplies TIER_DEST bytes.
-fn read_all(core: &mut Core, id: BucketId, dest: &[u8]) -> (Vec<u8>, Vec<WireExtent>) {
+fn read_all(core: &mut Core, id: BucketId, dest: &[u8]) -> (Vec<u8>, Vec<ReadExtent>) {
     let size = core.meta.file(id).unwrap().size;
     let mut out = vec![0xEEu8; size as usize];
     let mut all = Vec::new();
@@ -350,16 +350,16 @@ fn open_flags_and_errors() {
         core.file_open(
             "/x",
             &OpenArgs {
-                dest: Some(WireDestInfo::default()),
+                dest: Some(DestInfo::default()),
                 ..base
             }
         ),
         Err(Errno::NoFile)
     );
-    let dir = WireDestInfo {
-        exists: 1,
+    let dir = DestInfo {
+        exists: true,
         mode: 0o040755,
-        ..WireDestInfo::default()
+        ..DestInfo::default()
     };
     assert_eq!(
         core.file_open(
@@ -376,19 +376,7 @@ fn open_flags_and_errors() {
             "rel",
             &OpenArgs {
                 create: true,
-                dest: Some(WireDestInfo::default()),
-                ..base
-            }
-        ),
-        Err(Errno::Inval)
-    );
-    assert_eq!(
-        core.file_open(
-            "/x",
-            &OpenArgs {
-                create: true,
-                persist: 7,
-                dest: Some(WireDestInfo::default()),
+                dest: Some(DestInfo::default()),
                 ..base
             }
         ),
@@ -398,7 +386,7 @@ fn open_flags_and_errors() {
     let attr = core.file_attr(id).unwrap();
     assert_eq!(
         (attr.mode, attr.page_bytes, attr.dirty),
-        (0o640, PAGE, 1),
+        (0o640, PAGE, true),
         "new file: dirty until created at the destination"
     );
     assert_eq!(
@@ -431,11 +419,11 @@ fn open_flags_and_errors() {
     assert_eq!(core.meta.file(id).unwrap().size, 0);
     assert_eq!(core.meta.file_pages(id).unwrap().len(), 0);
     // A destination file opened with TRUNC.
-    let d = WireDestInfo {
-        exists: 1,
+    let d = DestInfo {
+        exists: true,
         mode: 0o644,
         size: 999,
-        ..WireDestInfo::default()
+        ..DestInfo::default()
     };
     let id2 = core
         .file_open(
@@ -538,13 +526,13 @@ fn scratch_and_workflow_never_enter_the_flush_set() {
         assert!(!core.files.dirty.contains(&id));
     }
     assert!(core.meta.file(s).unwrap().dirty_pages.is_empty());
-    assert_eq!(core.file_attr(s).unwrap().dirty, 0);
+    assert!(!core.file_attr(s).unwrap().dirty);
     assert_eq!(
         core.meta.file(w).unwrap().dirty_pages.len(),
         3,
         "workflow pages await stage-out"
     );
-    assert_eq!(core.file_attr(w).unwrap().dirty, 1);
+    assert!(core.file_attr(w).unwrap().dirty);
     check(core);
 }
 

@@ -1582,8 +1582,8 @@ impl Flusher {
             // or a link of a clean file) find this record (files_link.rs)
             core.link_note_inode(
                 job.file,
-                &strata_proto::wire::WireDestInfo {
-                    exists: 1,
+                &strata_proto::types::DestInfo {
+                    exists: true,
                     ino: st.ino,
                     dev: st.dev,
                     ..Default::default()

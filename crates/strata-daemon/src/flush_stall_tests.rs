@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use strata_meta::BucketId;
 use strata_proto::control::DrainState;
-use strata_proto::wire::WireDestInfo;
+use strata_proto::types::DestInfo;
 
 use crate::core::{Core, Src};
 use crate::files::OpenArgs;
@@ -35,7 +35,7 @@ fn create_with(core: &mut Core, path: &str, data: &[u8]) -> BucketId {
         create: true,
         mode: 0o644,
         page_shift: 12,
-        dest: Some(WireDestInfo::default()),
+        dest: Some(DestInfo::default()),
         ..OpenArgs::default()
     };
     let id = core.file_open(path, &a).unwrap();

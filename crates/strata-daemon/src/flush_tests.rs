@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use strata_meta::BucketId;
-use strata_proto::wire::WireDestInfo;
+use strata_proto::types::DestInfo;
 
 use crate::core::{Core, Src};
 use crate::files::OpenArgs;
@@ -35,7 +35,7 @@ fn create(core: &mut Core, path: &str) -> BucketId {
         create: true,
         mode: 0o644,
         page_shift: SHIFT,
-        dest: Some(WireDestInfo::default()),
+        dest: Some(DestInfo::default()),
         ..OpenArgs::default()
     };
     core.file_open(path, &a).unwrap()

@@ -5,7 +5,7 @@
 use std::sync::{mpsc, Arc};
 
 use strata_meta::{Extent, Persist};
-use strata_proto::wire::WireDestInfo;
+use strata_proto::types::DestInfo;
 
 use crate::core::{Core, Src};
 use crate::files::OpenArgs;
@@ -230,9 +230,9 @@ fn create(core: &mut Core, path: &str, persist: u32) -> strata_meta::BucketId {
     let a = OpenArgs {
         create: true,
         mode: 0o640,
-        persist,
+        persist: strata_meta::Persist::from_u32(persist).unwrap(),
         page_shift: SHIFT,
-        dest: Some(WireDestInfo::default()),
+        dest: Some(DestInfo::default()),
         ..OpenArgs::default()
     };
     core.file_open(path, &a).unwrap()
@@ -247,7 +247,7 @@ fn read_file(core: &mut Core, path: &str) -> Vec<u8> {
     assert_eq!(covered, size);
     for e in &ex {
         let d = &mut out[e.logical_off as usize..(e.logical_off + e.len) as usize];
-        if e.tier == strata_proto::wire::TIER_HOLE {
+        if e.tier == strata_proto::types::TIER_HOLE {
             d.fill(0);
         } else {
             core.tiers.read(e.tier as usize, e.phys_off, d).unwrap();

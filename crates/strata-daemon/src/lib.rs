@@ -15,6 +15,7 @@
 //! **API Boundary:** no client library here (see `strata-client`), no CLI.
 
 pub mod core;
+pub mod dispatch;
 pub mod drain;
 pub mod files;
 pub mod files_backing;
@@ -61,9 +62,9 @@ use strata_config::{Config, DeviceKind};
 use strata_meta::{Limits, MetaStore};
 use strata_place::Policy;
 use strata_proto::control::HelloReply;
-use strata_proto::layout::{self, CtlHeader};
-use strata_proto::wire::PROTOCOL_VERSION;
 use strata_shm::ShmSegment;
+use strata_transport_shm::layout::{self, CtlHeader};
+use strata_transport_shm::PROTOCOL_VERSION;
 
 use crate::core::Core;
 use crate::server::{HelloTemplate, Poller, Shared};

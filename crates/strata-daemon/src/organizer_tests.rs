@@ -79,7 +79,7 @@ fn read_blob(core: &mut Core, b: BucketId, name: &str) -> Vec<u8> {
     assert_eq!(size, covered);
     let mut out = vec![0u8; size as usize];
     for e in ex {
-        if e.tier != strata_proto::wire::TIER_HOLE {
+        if e.tier != strata_proto::types::TIER_HOLE {
             core.tiers
                 .read(
                     e.tier as usize,
@@ -377,7 +377,7 @@ fn deleting_a_blob_during_its_copy_returns_all_space_at_once() {
 #[test]
 fn dirty_file_pages_demoted_under_pressure_stay_dirty_and_read_back_identical() {
     use crate::files::OpenArgs;
-    use strata_proto::wire::WireDestInfo;
+    use strata_proto::types::DestInfo;
     let mut fx = fixture(4 * MIB, 64 * MIB, MIB);
     let rx = start(&mut fx, false);
     let core = &mut fx.core;
@@ -385,9 +385,9 @@ fn dirty_file_pages_demoted_under_pressure_stay_dirty_and_read_back_identical() 
     let a = OpenArgs {
         create: true,
         mode: 0o640,
-        persist: strata_meta::Persist::Default as u32,
+        persist: strata_meta::Persist::Default,
         page_shift: 16,
-        dest: Some(WireDestInfo::default()),
+        dest: Some(DestInfo::default()),
         ..OpenArgs::default()
     };
     let id = core.file_open("/dest/f", &a).unwrap();

@@ -1011,7 +1011,7 @@ mod core_tests {
     use super::*;
     use crate::files::{OpenArgs, WriteOutcome};
     use crate::testutil::{fixture, pattern};
-    use strata_proto::wire::{WireDestInfo, WireExtent, TIER_DEST, TIER_PENDING};
+    use strata_proto::types::{DestInfo, ReadExtent, TIER_DEST, TIER_PENDING};
 
     const PAGE: u64 = 4096;
     const OWNER: (u64, u32) = (1, 0);
@@ -1027,7 +1027,7 @@ mod core_tests {
         }
     }
 
-    fn read(core: &mut Core, id: BucketId, off: u64, len: u64) -> Vec<WireExtent> {
+    fn read(core: &mut Core, id: BucketId, off: u64, len: u64) -> Vec<ReadExtent> {
         let mut ex = Vec::new();
         let (_, _, pin) = core.file_read(OWNER, id, off, len, &mut ex, 64).unwrap();
         core.unpin(OWNER, pin);
@@ -1046,11 +1046,11 @@ mod core_tests {
         core.prefetch = Prefetch::new(settings());
         let (jtx, jrx) = mpsc::sync_channel(64);
         core.prefetch.jobs = Some(jtx);
-        let info = WireDestInfo {
-            exists: 1,
+        let info = DestInfo {
+            exists: true,
             mode: 0o600,
             size: dest.len() as u64,
-            ..WireDestInfo::default()
+            ..DestInfo::default()
         };
         let id = core
             .file_open(
@@ -1151,7 +1151,7 @@ mod core_tests {
             create: true,
             mode: 0o600,
             page_shift: 12,
-            dest: Some(WireDestInfo::default()),
+            dest: Some(DestInfo::default()),
             ..OpenArgs::default()
         };
         let w = core.file_open(&format!("{path}.dirty"), &other).unwrap();
@@ -1161,11 +1161,11 @@ mod core_tests {
                 .unwrap(),
             WriteOutcome::Done { .. }
         ));
-        let info = WireDestInfo {
-            exists: 1,
+        let info = DestInfo {
+            exists: true,
             mode: 0o600,
             size: dest.len() as u64,
-            ..WireDestInfo::default()
+            ..DestInfo::default()
         };
         let id = core
             .file_open(

@@ -12,25 +12,21 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use strata_alloc::Range;
 use strata_meta::BucketId;
-use strata_place::Policy;
 use strata_proto::control::{
     self, ControlReply, ControlRequest, DrainReply, FlushReply, HelloReply, StatusReply, TierInfo,
     TierStatus,
 };
-use strata_proto::layout::{
+use strata_proto::Errno;
+use strata_proto::ReadExtent;
+use strata_shm::{Doorbell, Ring, ShmSegment};
+use strata_transport_shm::layout::{
     self, ChannelHeader, ClientHeader, ClientLayout, CtlHeader, SlotRecords,
 };
-use strata_proto::wire::{
-    self, flags, Op, Pod, Request, Response, WireDestInfo, WireExtent, PROTOCOL_VERSION,
-};
-use strata_proto::Errno;
-use strata_shm::{Doorbell, Ring, ShmSegment};
+use strata_transport_shm::{codec, RequestRecord, ResponseRecord, PROTOCOL_VERSION};
 
-use crate::core::{Core, Lease, Src};
-use crate::files::{OpenArgs, WriteOutcome};
-use crate::files_evict::FillFrom;
+use crate::core::{Core, Lease};
+use crate::dispatch::Caller;
 use crate::flush::{self, Flusher, JobDone};
 
 /// Messages from control threads to the poller.
@@ -119,6 +115,25 @@ impl ClientConn {
     }
 }
 
+/// A closure the compiler takes for `FnOnce` (so it may hand out what it
+/// borrows mutably, as `catch_unwind` around `execute` needs).
+fn once<R>(f: impl FnOnce() -> R) -> impl FnOnce() -> R {
+    f
+}
+
+/// `STRATA_INTERNAL_PANIC_OP=<op name>` in a debug build: requests of that
+/// op panic (tests of the poller's panic handling).
+fn injected_panic_op() -> Option<u32> {
+    if !cfg!(debug_assertions) {
+        return None;
+    }
+    let want = std::env::var("STRATA_INTERNAL_PANIC_OP").ok()?;
+    (0..128u32)
+        .filter_map(strata_transport_shm::Op::from_u32)
+        .find(|op| format!("{op:?}") == want)
+        .map(|op| op as u32)
+}
+
 /// Creates a client segment with every ring initialised.
 pub fn create_client_segment(
     name: &str,
@@ -180,12 +195,18 @@ pub struct Poller {
     pub blobs_max: u64,
     requests_total: u64,
     malformed_total: u64,
-    extents_buf: Vec<WireExtent>,
+    pub(crate) extents_buf: Vec<ReadExtent>,
     /// Background writer of DEFAULT files (None: no flushing, e.g. some tests).
     pub flusher: Option<Flusher>,
     /// Clients are gone; only draining remains.
     stopping: bool,
+    /// Tests: the op code whose requests panic (`STRATA_INTERNAL_PANIC_OP`,
+    /// debug builds only), to exercise `fail_stop`.
+    panic_op: Option<u32>,
 }
+
+/// Exit status of a daemon stopped by a panicking request (`fail_stop`).
+pub const PANIC_EXIT_CODE: i32 = 70;
 
 const POLL_SLEEP_MAX: Duration = Duration::from_millis(50);
 /// Longest sleep while some file is dirty (flush deadlines).
@@ -220,6 +241,7 @@ impl Poller {
             extents_buf: Vec::new(),
             flusher: None,
             stopping: false,
+            panic_op: injected_panic_op(),
         }
     }
 
@@ -761,30 +783,16 @@ impl Poller {
             let slot = slot as u32;
             let rec = c.slot(ch, slot);
             // SAFETY: in bounds by layout; volatile because the client may scribble.
-            let req: Request = unsafe { std::ptr::read_volatile(&(*rec).req) };
-            // The I/O log and the prefetcher (crate::trace): names are copied before the request runs.
-            let observed = crate::trace::wants(&self.core, &req)
-                .then(|| crate::trace::name_of(c.arg(ch, slot), c.layout.arg_bytes as usize, &req));
-            let resp = self.handle(c, ch, slot, &req);
-            if let Some(name) = observed {
-                crate::trace::observe(
-                    &mut self.core,
-                    c.id,
-                    ch,
-                    c.pid,
-                    &req,
-                    name,
-                    &resp,
-                    c.arg(ch, slot),
-                );
-            }
+            let req: RequestRecord = unsafe { std::ptr::read_volatile(&(*rec).req) };
+            let mut resp = ResponseRecord {
+                tag: req.tag,
+                ..ResponseRecord::default()
+            };
+            self.serve_slot(c, ch, slot, &req, &mut resp);
             if resp.status == Errno::Malformed.code() {
                 self.malformed_total += 1;
             }
-            let resp = Response {
-                tag: req.tag,
-                ..resp
-            };
+            // SAFETY: as above; the slot is ours until its index is pushed.
             unsafe { std::ptr::write_volatile(&mut (*rec).resp, resp) };
             if c.chans[ch as usize].cq.push(slot as u64).is_err() {
                 self.malformed_total += 1;
@@ -798,64 +806,33 @@ impl Poller {
         n
     }
 
-    /// Runs a read (`Get`, `FileRead`) that lists extents, copies them into
-    /// the slot's arg area (at most what fits) and fills size, bytes covered
-    /// and pin id into `r`.
-    fn reply_extents(
-        &mut self,
-        r: &mut Response,
-        arg_ptr: *mut u8,
-        arg_bytes: usize,
-        read: impl FnOnce(&mut Core, &mut Vec<WireExtent>, usize) -> Result<(u64, u64, u64), Errno>,
-    ) -> Result<(), Errno> {
-        let max = arg_bytes / std::mem::size_of::<WireExtent>();
-        let mut out = std::mem::take(&mut self.extents_buf);
-        out.clear();
-        let res = read(&mut self.core, &mut out, max);
-        if let Ok((size, covered, pin)) = res {
-            let bytes = out.len() * std::mem::size_of::<WireExtent>();
-            debug_assert!(bytes <= arg_bytes);
-            // SAFETY: `out` holds at most `max` extents, which fit the arg area.
-            unsafe { std::ptr::copy_nonoverlapping(out.as_ptr() as *const u8, arg_ptr, bytes) };
-            r.val0 = size;
-            r.val1 = covered;
-            r.val2 = pin;
-            r.arg_len = bytes as u32;
-        }
-        self.extents_buf = out;
-        res.map(|_| ())
-    }
-
-    fn handle(&mut self, c: &mut ClientConn, ch: u32, slot: u32, req: &Request) -> Response {
-        match self.handle_inner(c, ch, slot, req) {
-            Ok(r) => r,
-            Err(e) => Response::err(e),
-        }
-    }
-
-    fn handle_inner(
+    /// Decodes the request in a slot, runs it and encodes the reply: the
+    /// only place the poller touches a slot's argument area.
+    fn serve_slot(
         &mut self,
         c: &mut ClientConn,
         ch: u32,
         slot: u32,
-        req: &Request,
-    ) -> Result<Response, Errno> {
+        rec: &RequestRecord,
+        resp: &mut ResponseRecord,
+    ) {
         let owner = (c.id, ch);
-        for &p in &req.releases {
+        for &p in &rec.releases {
             if p != 0 {
                 self.core.unpin(owner, p);
             }
         }
-        let op = Op::from_u32(req.op).ok_or(Errno::Malformed)?;
-        if req.flags & !flags::KNOWN != 0 {
-            return Err(Errno::Malformed);
-        }
         let arg_bytes = c.layout.arg_bytes as usize;
-        let arg_ptr = c.arg(ch, slot);
-        let names_len = req.name_len as usize + req.name2_len as usize;
+        let names_len = rec.name_len as usize + rec.name2_len as usize;
         if names_len > arg_bytes {
-            return Err(Errno::Malformed);
+            *resp = ResponseRecord::err(Errno::Malformed);
+            resp.tag = rec.tag;
+            return;
         }
+        // SAFETY: the slot's arg area is `arg_bytes` long and lives as long
+        // as the client segment; while the slot is ours the client does not
+        // touch it (a misbehaving one can only scribble its own request).
+        let arg_in = unsafe { std::slice::from_raw_parts(c.arg(ch, slot), arg_bytes) };
         // Copy names out before validating: the client may change them.
         let mut names_stack = [0u8; 512];
         let mut names_heap = Vec::new();
@@ -865,461 +842,92 @@ impl Poller {
             names_heap.resize(names_len, 0);
             &mut names_heap[..]
         };
-        unsafe { std::ptr::copy_nonoverlapping(arg_ptr, names.as_mut_ptr(), names_len) };
-        let names: &[u8] = names;
-        let name = std::str::from_utf8(&names[..req.name_len as usize]).map_err(|_| Errno::Name)?;
-        let name2 =
-            std::str::from_utf8(&names[req.name_len as usize..]).map_err(|_| Errno::Name)?;
-        let bucket = BucketId(req.bucket);
-        // SAFETY: the arg area is ours to write while we hold the slot.
-        let arg_out = unsafe { std::slice::from_raw_parts_mut(arg_ptr, arg_bytes) };
-        let policy = match (req.flags & flags::POLICY_MASK) >> flags::POLICY_SHIFT {
-            0 => None,
-            1 => Some(Policy::MinimizeIoTime),
-            2 => Some(Policy::RoundRobin),
-            3 => Some(Policy::Random),
-            _ => return Err(Errno::Inval),
+        names.copy_from_slice(&arg_in[..names_len]);
+        let req = match codec::decode_request(rec, names, &arg_in[names_len..]) {
+            Ok(r) => r,
+            Err(e) => {
+                *resp = ResponseRecord::err(e);
+                resp.tag = rec.tag;
+                return;
+            }
         };
-        let mut r = Response::ok();
-        match op {
-            Op::FileOpen => {
-                let mut a = OpenArgs::from_aux(req.aux);
-                a.create = req.flags & flags::CREATE != 0;
-                a.excl = req.flags & flags::EXCL != 0;
-                a.trunc = req.flags & flags::TRUNC != 0;
-                if req.flags & flags::DEST_INFO != 0 {
-                    a.dest = Some(dest_info_arg(arg_ptr, names_len, arg_bytes)?);
-                }
-                if req.flags & flags::OWNER != 0 {
-                    a.owner = Some((req.offset as u32, (req.offset >> 32) as u32));
-                }
-                let (id, created) = self.core.file_open_ex(name, &a)?;
-                self.core.file_hold(id, c.id)?;
-                let attr = self.core.file_attr(id)?;
-                r.val0 = id.0;
-                r.val1 = created as u64;
-                r.arg_len = put_arg(arg_out, attr.as_bytes())?;
+        let caller = Caller {
+            client: c.id,
+            channel: ch,
+            reply_bytes_max: arg_bytes,
+        };
+        let observed = crate::trace::wants(&self.core, &req);
+        let mut lease = c.chans[ch as usize].lease.take();
+        let panic_op = self.panic_op;
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(once(|| {
+            if panic_op == Some(rec.op) {
+                panic!("STRATA_INTERNAL_PANIC_OP: injected panic");
             }
-            Op::FileStat => {
-                let id = if req.bucket == 0 {
-                    let id = self.core.file_lookup(name).ok_or(Errno::NoFile)?;
-                    // by path: the destination may have changed (files_reval.rs);
-                    // the client answers Stale with what it found there.
-                    if self.core.file_needs_revalidation(id) {
-                        if req.flags & flags::DEST_INFO == 0 {
-                            return Err(Errno::Stale);
-                        }
-                        let dest = dest_info_arg(arg_ptr, names_len, arg_bytes)?;
-                        if !self.core.file_revalidate(id, &dest)? {
-                            return Err(Errno::NoFile);
-                        }
-                    }
-                    id
-                } else {
-                    bucket
-                };
-                let attr = self.core.file_attr(id)?;
-                r.val0 = attr.size;
-                r.arg_len = put_arg(arg_out, attr.as_bytes())?;
+            self.execute(caller, &mut lease, &req)
+        })));
+        let res = match run {
+            Ok(res) => res,
+            Err(payload) => {
+                let op = codec::op_of(&req);
+                self.fail_stop(c, ch, slot, rec, op, payload);
             }
-            Op::FileWrite => {
-                self.core.meta.file(bucket)?;
-                let (src, taken) = self.data_src(c, ch, req, names_len, arg_ptr, arg_bytes)?;
-                let off = if req.flags & flags::APPEND != 0 {
-                    None
-                } else {
-                    Some(req.offset)
-                };
-                match self.core.file_write(bucket, off, src, taken)? {
-                    WriteOutcome::Done { at, size } => {
-                        r.val0 = at;
-                        r.val1 = size;
-                    }
-                    WriteOutcome::NeedFill { page_off } => {
-                        self.core.through_note_read(owner, bucket);
-                        let mut e = Response::err(Errno::NeedFill);
-                        e.val0 = page_off;
-                        return Ok(e);
-                    }
-                }
-            }
-            Op::FileRead => {
-                self.reply_extents(&mut r, arg_ptr, arg_bytes, |core, out, max| {
-                    core.file_read(owner, bucket, req.offset, req.len, out, max)
-                })?;
-                self.core.through_note_read(owner, bucket);
-            }
-            Op::FileFill => {
-                self.core.meta.file(bucket)?;
-                let (src, taken) = self.data_src(c, ch, req, names_len, arg_ptr, arg_bytes)?;
-                r.val0 = if self.core.through_fill_ok(owner, bucket) {
-                    self.core.file_fill(
-                        bucket,
-                        req.offset,
-                        src,
-                        taken,
-                        if req.flags & flags::FILL_KEEP != 0 {
-                            FillFrom::Keep
-                        } else {
-                            FillFrom::Read
-                        },
-                    )? as u64
-                } else {
-                    self.core.through_refuse_fill(taken);
-                    0
-                };
-            }
-            Op::FileThrough => {
-                let off = if req.flags & flags::APPEND != 0 {
-                    None
-                } else {
-                    Some(req.offset)
-                };
-                match self
-                    .core
-                    .file_through(c.id, bucket, off, req.len, req.aux == 1)?
-                {
-                    crate::files_evict::ThroughAnswer::Granted { at, mode, path } => {
-                        r.val0 = 1;
-                        r.val1 = at;
-                        r.val2 = mode as u64;
-                        r.arg_len = put_arg(arg_out, path.as_bytes())?;
-                    }
-                    crate::files_evict::ThroughAnswer::Wait { failed } => {
-                        if let Some(msg) = failed {
-                            r.val1 = 1;
-                            let n = msg.len().min(arg_out.len());
-                            arg_out[..n].copy_from_slice(&msg.as_bytes()[..n]);
-                            r.arg_len = n as u32;
-                        }
-                    }
-                }
-            }
-            Op::FileThroughDone => {
-                r.val0 =
-                    self.core
-                        .file_through_done(c.id, bucket, req.offset, req.len, req.aux == 1)?
-            }
-            Op::FileTruncate => self.core.file_truncate(bucket, req.len)?,
-            Op::FileUnlink => {
-                let busy = self.flusher.as_ref().is_some_and(|f| !f.path_idle(name));
-                let u = self.core.file_unlink_held(name)?;
-                r.val0 = u.existed as u64;
-                r.val1 = (u.dest_may_exist || busy) as u64;
-                r.val2 = u.orphaned as u64
-                    | (busy as u64) << 1
-                    | u.orphan_with_dest.map_or(0, |id| id.0 << 8);
-            }
-            Op::FileLink => r.val0 = self.core.file_link(name, name2)?.0,
-            Op::FileIdle => r.val0 = self.flusher.as_ref().is_none_or(|f| f.path_idle(name)) as u64,
-            Op::FileHold => self.core.file_hold(bucket, c.id)?,
-            Op::FileClose => self.core.file_release(bucket, c.id)?,
-            Op::FileSetAttr => {
-                let id = if req.bucket == 0 {
-                    self.core.file_lookup(name).ok_or(Errno::NoFile)?
-                } else {
-                    bucket
-                };
-                if req.flags & flags::SET_MODE != 0 && req.flags & flags::SET_OWNER != 0 {
-                    return Err(Errno::Inval);
-                }
-                let a = crate::files_hold::SetAttr {
-                    mode: (req.flags & flags::SET_MODE != 0).then_some(req.aux as u32),
-                    owner: (req.flags & flags::SET_OWNER != 0)
-                        .then_some((req.aux as u32, (req.aux >> 32) as u32)),
-                    mtime_ns: (req.flags & flags::SET_MTIME != 0).then_some(req.offset),
-                    atime_ns: (req.flags & flags::SET_ATIME != 0).then_some(req.len),
-                };
-                self.core.file_set_attr(id, a)?;
-                r.val0 = self.core.meta.file(id)?.persist as u64;
-            }
-            Op::FileRename if req.flags & flags::TREE != 0 => {
-                r.val0 =
-                    self.core
-                        .file_rename_tree(name, name2, req.flags & flags::DEST_INFO != 0)?
-            }
-            Op::FileRename => {
-                r.val0 = self
-                    .core
-                    .file_rename(name, name2, req.flags & flags::DEST_INFO != 0)?
-                    as u64
-            }
-            Op::FileSync => {
-                let dest = req.flags & flags::SYNC_DEST != 0;
-                if dest && req.flags & flags::DIRECT != 0 {
-                    self.core
-                        .dest_own_change(bucket, crate::files_reval::OwnChange::Direct);
-                    // every client looks for its descriptors of direct files
-                    self.shared.ctl().direct_gen.fetch_add(1, Ordering::SeqCst);
-                }
-                r.val0 = self.core.file_sync_ex(bucket, dest)?
-            }
-            Op::BucketFlush => r.val0 = crate::stash::bucket_flush(&mut self.core, bucket)?,
-            Op::FileSyncState => {
-                let st = self.core.file_sync_state_ex(
-                    bucket,
-                    req.aux,
-                    req.flags & flags::SYNC_DEST != 0,
-                )?;
-                r.val0 = st.done as u64;
-                if let Some(msg) = st.error {
-                    r.val1 = 1;
-                    let n = msg.len().min(arg_out.len());
-                    arg_out[..n].copy_from_slice(&msg.as_bytes()[..n]);
-                    r.arg_len = n as u32;
-                }
-            }
-            Op::FilePath => {
-                let p = self.core.file_path(bucket)?;
-                r.arg_len = put_arg(arg_out, p.as_bytes())?;
-            }
-            Op::FileList => {
-                let (names, more) =
-                    self.core
-                        .file_list(name, name2, crate::files_list::LIST_NAMES_MAX)?;
-                let (count, used) = wire::pack_strings(names.iter().map(|s| s.as_bytes()), arg_out);
-                if count == 0 && !names.is_empty() {
-                    return Err(Errno::Range);
-                }
-                r.val0 = (more || count < names.len()) as u64;
-                r.arg_len = used as u32;
-            }
-            Op::Nop => {}
-            Op::ChannelOpen | Op::ChannelClose => {
-                if let Some(l) = c.chans[ch as usize].lease.take() {
-                    self.core.lease_release(l);
-                }
-                self.core.unpin_all(owner);
-            }
-            Op::BucketOpen => {
-                // Absolute paths are the file namespace (issue 12 item 12: a
-                // native bucket named like a path broke that file). What
-                // exists (a file, for inspection; a bucket an older version
-                // created, to be removed) may be opened.
-                if name.starts_with('/')
-                    && self.core.meta.bucket_by_name(name).is_none()
-                    && req.flags & flags::CREATE != 0
-                {
-                    return Err(Errno::Name);
-                }
-                let (id, created) = self.core.meta.bucket_open(
-                    name,
-                    req.flags & flags::CREATE != 0,
-                    req.flags & flags::EXCL != 0,
-                    crate::core::now_ns(),
-                )?;
-                r.val0 = id.0;
-                r.val1 = created as u64;
-            }
-            Op::BucketInfo => {
-                let b = self.core.meta.bucket(bucket)?;
-                r.val0 = b.size_bytes;
-                r.val1 = b.blobs.len() as u64;
-            }
-            Op::BucketList => {
-                let names = self.core.meta.bucket_names();
-                let skip = req.aux as usize;
-                let (count, used) =
-                    wire::pack_strings(names.iter().skip(skip).map(|s| s.as_bytes()), arg_out);
-                if count == 0 && skip < names.len() {
-                    return Err(Errno::Range);
-                }
-                r.val0 = if skip + count < names.len() {
-                    (skip + count) as u64
-                } else {
-                    0
-                };
-                r.val1 = count as u64;
-                r.arg_len = used as u32;
-            }
-            Op::BucketRename => {
-                if self.core.meta.file(bucket).is_ok() {
-                    // A file moves like FileRename without its destination.
-                    if self.core.meta.bucket_by_name(name).is_some() {
-                        return Err(Errno::Exists);
-                    }
-                    let from = self.core.meta.bucket(bucket)?.name.to_string();
-                    self.core.file_rename(&from, name, false)?;
-                } else {
-                    self.core.meta.bucket_rename(bucket, name)?
-                }
-            }
-            Op::BucketDestroy => self.core.bucket_destroy(bucket)?,
-            Op::BucketTag => {
-                if name == crate::core::BUCKET_POLICY_TAG
-                    && !name2.is_empty()
-                    && name2.parse::<Policy>().is_err()
-                {
-                    return Err(Errno::Inval);
-                }
-                self.core.meta.bucket_tag(bucket, name, name2)?
-            }
-            Op::BucketTags => {
-                let b = self.core.meta.bucket(bucket)?;
-                let mut flat: Vec<&[u8]> = Vec::new();
-                for (k, v) in &b.tags {
-                    flat.push(k.as_bytes());
-                    flat.push(v.as_bytes());
-                }
-                let (count, used) = wire::pack_strings(flat.into_iter(), arg_out);
-                r.val1 = (count / 2) as u64;
-                r.arg_len = used as u32;
-            }
-            Op::Lease => {
-                let chan = &mut c.chans[ch as usize];
-                if let Some(l) = chan.lease.take() {
-                    self.core.lease_release(l);
-                }
-                // One channel may hold at most a quarter of the arena (or one
-                // lease size): a greedy client slows others, never starves them.
-                let cap = self.core.lease_bytes.max(self.core.tiers.arena.len() / 4);
-                let want = req.len.min(cap);
-                match self.core.lease_grant(want) {
-                    Some(g) => {
-                        c.chans[ch as usize].lease = Some(Lease {
-                            cursor: g.off,
-                            end: g.off + g.len,
-                        });
-                        r.val0 = g.off;
-                        r.val1 = g.len;
-                    }
-                    None => {
-                        r.val0 = 0;
-                        r.val1 = 0;
-                    }
-                }
-            }
-            Op::LeaseReturn => {
-                if let Some(l) = c.chans[ch as usize].lease.take() {
-                    self.core.lease_release(l);
-                }
-            }
-            Op::Put => {
-                if self.core.meta.file(bucket).is_ok() {
-                    // Pages of a file change through the file ops only.
-                    return Err(Errno::Inval);
-                }
-                let (src, taken) = self.data_src(c, ch, req, names_len, arg_ptr, arg_bytes)?;
-                if req.flags & (flags::PARTIAL | flags::APPEND) != 0 {
-                    let off = if req.flags & flags::APPEND != 0 {
-                        None
-                    } else {
-                        Some(req.offset)
-                    };
-                    r.val0 = self.core.put_at(bucket, name, off, src, taken, policy)?;
-                } else {
-                    r.val0 = self.core.put(
-                        bucket,
-                        name,
-                        src,
-                        taken,
-                        policy,
-                        req.flags & flags::EXCL != 0,
-                    )?;
-                }
-            }
-            Op::Get => {
-                self.reply_extents(&mut r, arg_ptr, arg_bytes, |core, out, max| {
-                    core.get(owner, bucket, name, req.offset, req.len, out, max)
-                })?;
-            }
-            Op::Delete | Op::Rename if self.core.meta.file(bucket).is_ok() => {
-                return Err(Errno::Inval)
-            }
-            Op::Delete => self.core.delete(bucket, name)?,
-            Op::Rename => self
-                .core
-                .rename(bucket, name, name2, req.flags & flags::REPLACE != 0)?,
-            Op::Stat => {
-                let st = self.core.stat(bucket, name)?;
-                let bytes = std::mem::size_of::<wire::WireBlobStat>();
-                unsafe {
-                    std::ptr::copy_nonoverlapping(&st as *const _ as *const u8, arg_ptr, bytes)
-                };
-                r.arg_len = bytes as u32;
-                r.val0 = st.size;
-            }
-            Op::BlobList => {
-                let after = if req.aux == 0 || name.is_empty() {
-                    None
-                } else {
-                    Some(name)
-                };
-                let _ = self.core.meta.bucket(bucket)?;
-                let mut it = self.core.meta.blob_names_after(bucket, after)?.peekable();
-                let mut used = 0usize;
-                let mut count = 0u64;
-                while let Some(n) = it.peek() {
-                    let need = 4 + n.len();
-                    if used + need > arg_out.len() {
-                        break;
-                    }
-                    arg_out[used..used + 4].copy_from_slice(&(n.len() as u32).to_le_bytes());
-                    arg_out[used + 4..used + need].copy_from_slice(n.as_bytes());
-                    used += need;
-                    count += 1;
-                    it.next();
-                }
-                if count == 0 && it.peek().is_some() {
-                    return Err(Errno::Range);
-                }
-                r.val0 = it.peek().is_some() as u64;
-                r.val1 = count;
-                r.arg_len = used as u32;
-            }
-            Op::Score => {
-                let s = f32::from_bits(req.aux as u32);
-                let score = if s.is_nan() { None } else { Some(s) };
-                self.core
-                    .set_score(bucket, name, score, req.flags & flags::STATIONARY != 0)?;
-            }
-            Op::Unpin => {}
+        };
+        let seen = observed.then(|| crate::trace::Seen::of(&req, &res));
+        c.chans[ch as usize].lease = lease;
+        // SAFETY: as above; nothing borrows the arg area any more (`req`
+        // and its inline bytes are not used after this point).
+        let arg_out = unsafe { std::slice::from_raw_parts_mut(c.arg(ch, slot), arg_bytes) };
+        if let Err(e) = codec::encode_reply(&res, resp, arg_out) {
+            *resp = ResponseRecord::err(e);
+            resp.tag = rec.tag;
         }
-        Ok(r)
+        drop(res);
+        if let Some(seen) = seen {
+            crate::trace::observe(&mut self.core, c.id, ch, c.pid, seen);
+        }
     }
 
-    /// The bytes of a `Put`-like request: in the channel's lease (taken out
-    /// of it) or, with SRC_ARG, in the arg area after the names.
-    fn data_src(
+    /// A request panicked: the daemon's state may be half-changed, so no
+    /// other request may run. Answers the request `Internal` (its client
+    /// does not hang), logs which op it was, and exits at once: what is
+    /// durable is in the journal (written and synced in order, replayed by
+    /// the next daemon as after `kill -9`); the other clients see the
+    /// daemon gone and get `NoDaemon`.
+    fn fail_stop(
         &mut self,
         c: &mut ClientConn,
         ch: u32,
-        req: &Request,
-        names_len: usize,
-        arg_ptr: *mut u8,
-        arg_bytes: usize,
-    ) -> Result<(Src<'static>, Option<Range>), Errno> {
-        if req.flags & flags::SRC_ARG != 0 {
-            let end = names_len
-                .checked_add(req.len as usize)
-                .ok_or(Errno::Malformed)?;
-            if req.len > arg_bytes as u64 || end > arg_bytes {
-                return Err(Errno::Malformed);
-            }
-            // SAFETY: in bounds of the slot's arg area, which lives as long as the client segment.
-            let data =
-                unsafe { std::slice::from_raw_parts(arg_ptr.add(names_len), req.len as usize) };
-            Ok((Src::Bytes(data), None))
-        } else {
-            let chan = &mut c.chans[ch as usize];
-            let lease = chan.lease.as_mut().ok_or(Errno::Malformed)?;
-            let taken = self.core.lease_take(lease, req.data_off, req.len)?;
-            let data = self
-                .core
-                .tiers
-                .arena
-                .slice(req.data_off, req.len)
-                .ok_or(Errno::Malformed)?;
-            // The slice borrows the arena mapping, which outlives this call.
-            let data: &'static [u8] = unsafe { std::mem::transmute::<&[u8], &'static [u8]>(data) };
-            Ok((
-                Src::Lease {
-                    off: req.data_off,
-                    data,
-                },
-                Some(taken),
-            ))
+        slot: u32,
+        rec: &RequestRecord,
+        op: strata_transport_shm::Op,
+        payload: Box<dyn std::any::Any + Send>,
+    ) -> ! {
+        let why = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "(no message)".to_string());
+        tracing::error!(
+            op = ?op,
+            client_pid = c.pid,
+            "a {op:?} request panicked ({why}); the daemon stops now so that \
+             nothing runs on a possibly inconsistent state. Durable data is in \
+             the journal: `strata daemon start` replays it. Please report this \
+             with the log."
+        );
+        let mut resp = ResponseRecord::err(Errno::Internal);
+        resp.tag = rec.tag;
+        // SAFETY: in bounds by layout; the slot is still ours.
+        unsafe { std::ptr::write_volatile(&mut (*c.slot(ch, slot)).resp, resp) };
+        if c.chans[ch as usize].cq.push(slot as u64).is_ok() {
+            c.chan_header(ch).cq_bell.ring();
         }
+        self.shared
+            .ctl()
+            .state
+            .store(layout::DAEMON_STOPPING, Ordering::SeqCst);
+        let _ = std::fs::remove_file(&self.socket);
+        std::process::exit(PANIC_EXIT_CODE);
     }
 
     pub fn status(&self) -> StatusReply {
@@ -1752,29 +1360,4 @@ fn flush_reply(rrx: mpsc::Receiver<FlushReply>) -> ControlReply {
             message: "daemon busy: no flush state within 10 s".into(),
         },
     }
-}
-
-/// Copies `bytes` into the arg area; `Range` if it does not fit.
-fn put_arg(arg_out: &mut [u8], bytes: &[u8]) -> Result<u32, Errno> {
-    if bytes.len() > arg_out.len() {
-        return Err(Errno::Range);
-    }
-    arg_out[..bytes.len()].copy_from_slice(bytes);
-    Ok(bytes.len() as u32)
-}
-
-/// The `WireDestInfo` that follows the names in the arg area (flag
-/// DEST_INFO), copied out of shared memory before use.
-fn dest_info_arg(
-    arg_ptr: *const u8,
-    names_len: usize,
-    arg_bytes: usize,
-) -> Result<WireDestInfo, Errno> {
-    let mut raw = [0u8; std::mem::size_of::<WireDestInfo>()];
-    if names_len + raw.len() > arg_bytes {
-        return Err(Errno::Malformed);
-    }
-    // SAFETY: bounds checked against the slot's arg area just above.
-    unsafe { std::ptr::copy_nonoverlapping(arg_ptr.add(names_len), raw.as_mut_ptr(), raw.len()) };
-    WireDestInfo::read_from(&raw).ok_or(Errno::Malformed)
 }

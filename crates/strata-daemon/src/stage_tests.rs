@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use strata_meta::{BucketId, Persist};
 use strata_proto::control::DrainState;
-use strata_proto::wire::{WireDestInfo, TIER_DEST};
+use strata_proto::types::{DestInfo, TIER_DEST};
 
 use crate::core::{Core, Src};
 use crate::files::OpenArgs;
@@ -35,9 +35,9 @@ fn create(core: &mut Core, path: &str, persist: Persist) -> BucketId {
     let a = OpenArgs {
         create: true,
         mode: 0o644,
-        persist: persist as u32,
+        persist,
         page_shift: SHIFT,
-        dest: Some(WireDestInfo::default()),
+        dest: Some(DestInfo::default()),
         ..OpenArgs::default()
     };
     core.file_open(path, &a).unwrap()

@@ -25,7 +25,8 @@ use std::sync::Arc;
 
 use strata_meta::BucketId;
 use strata_proto::control::{TraceRecord, TraceStatus};
-use strata_proto::wire::{Op, Request, Response, WireExtent, TIER_DEST, TIER_HOLE, TIER_PENDING};
+use strata_proto::msg::{Reply, Request};
+use strata_proto::types::{ReadExtent, TIER_DEST, TIER_HOLE, TIER_PENDING};
 use strata_proto::Errno;
 
 use crate::core::{now_ns, Core};
@@ -305,46 +306,73 @@ impl Writer {
 // ---------------------------------------------------------------------------
 // The poller's hook
 
-/// Whether request `req` is observed (traced or fed to the prefetcher):
-/// checked before the request runs, so its names can be copied first.
+/// Whether request `req` is observed (traced or fed to the prefetcher).
 pub fn wants(core: &Core, req: &Request) -> bool {
-    let Some(op) = Op::from_u32(req.op) else {
-        return false;
-    };
     let traced = matches!(
-        op,
-        Op::Put
-            | Op::Get
-            | Op::Delete
-            | Op::Rename
-            | Op::FileOpen
-            | Op::FileRead
-            | Op::FileWrite
-            | Op::FileFill
-            | Op::FileTruncate
-            | Op::FileUnlink
-            | Op::FileSync
+        req,
+        Request::Put { .. }
+            | Request::Get { .. }
+            | Request::Delete { .. }
+            | Request::Rename { .. }
+            | Request::FileOpen { .. }
+            | Request::FileRead { .. }
+            | Request::FileWrite { .. }
+            | Request::FileFill { .. }
+            | Request::FileTruncate { .. }
+            | Request::FileUnlink { .. }
+            | Request::FileSync { .. }
     );
-    (core.trace.on() && traced) || (matches!(op, Op::Get | Op::FileRead) && core.prefetch.active())
+    let read = matches!(req, Request::Get { .. } | Request::FileRead { .. });
+    (core.trace.on() && traced) || (read && core.prefetch.active())
 }
 
-/// The name of a request (copied out of the arg area before it runs).
-pub(crate) fn name_of(arg: *const u8, arg_bytes: usize, req: &Request) -> String {
-    let n = (req.name_len as usize)
-        .min(arg_bytes)
-        .min(TRACE_NAME_BYTES_MAX);
-    // SAFETY: in bounds of the slot's arg area (n <= arg_bytes).
-    let bytes = unsafe { std::slice::from_raw_parts(arg, n) };
-    String::from_utf8_lossy(bytes).into_owned()
+/// What the trace and the prefetcher need of a request that ran: taken
+/// before its reply is sent (the request borrows the transport's buffer).
+pub(crate) struct Seen {
+    op: TraceOp,
+    bucket: BucketId,
+    /// Blob name (or path of open/unlink), cut to `TRACE_NAME_BYTES_MAX`.
+    name: String,
+    offset: u64,
+    len: u64,
+    err: Option<Errno>,
+    /// Extent replies: the blob or file size and the bytes covered.
+    size: u64,
+    covered: u64,
+    /// `FileWrite`: where the bytes landed.
+    written_at: Option<u64>,
+    /// Extent replies: the first tier (`TIER_DEST`/`TIER_PENDING` if any).
+    tier: Option<u32>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum TraceOp {
+    Put,
+    Get,
+    Delete,
+    Rename,
+    Open,
+    Unlink,
+    Read,
+    Write,
+    Fill,
+    Truncate,
+    Sync,
+    Other,
+}
+
+fn cut(name: &str) -> String {
+    let mut n = name.len().min(TRACE_NAME_BYTES_MAX);
+    while !name.is_char_boundary(n) {
+        n -= 1;
+    }
+    name[..n].to_string()
 }
 
 /// First extent tier of an extent reply (`TIER_DEST` if any part goes to the destination).
-fn reply_tier(arg: *const u8, resp: &Response) -> Option<u32> {
-    let n = resp.arg_len as usize / std::mem::size_of::<WireExtent>();
+fn reply_tier(extents: &[ReadExtent]) -> Option<u32> {
     let mut first = None;
-    for i in 0..n.min(4096) {
-        // SAFETY: the daemon wrote `arg_len` bytes of extents there itself, just now.
-        let e: WireExtent = unsafe { std::ptr::read_unaligned((arg as *const WireExtent).add(i)) };
+    for e in extents.iter().take(4096) {
         if e.tier == TIER_DEST || e.tier == TIER_PENDING {
             return Some(e.tier);
         }
@@ -355,31 +383,97 @@ fn reply_tier(arg: *const u8, resp: &Response) -> Option<u32> {
     first
 }
 
-/// After request `req` of client (`client`, `ch`, `pid`) ran: records it in
-/// the trace and tells the prefetcher. `name` was copied before it ran; `arg`
-/// holds the reply.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn observe(
-    core: &mut Core,
-    client: u64,
-    ch: u32,
-    pid: u32,
-    req: &Request,
-    name: String,
-    resp: &Response,
-    arg: *const u8,
-) {
-    let Some(op) = Op::from_u32(req.op) else {
-        return;
-    };
-    let ok = resp.status == 0;
-    let bucket = BucketId(req.bucket);
+impl Seen {
+    pub(crate) fn of(req: &Request, res: &Result<Reply, Errno>) -> Seen {
+        let (op, bucket, name, offset, len) = match *req {
+            Request::Put {
+                bucket,
+                name,
+                mode,
+                data,
+                ..
+            } => {
+                let off = match mode {
+                    strata_proto::PutMode::At(o) => o,
+                    _ => 0,
+                };
+                (TraceOp::Put, bucket, cut(name), off, data.len())
+            }
+            Request::Get {
+                bucket,
+                name,
+                offset,
+                len,
+            } => (TraceOp::Get, bucket, cut(name), offset, len),
+            Request::Delete { bucket, name } => (TraceOp::Delete, bucket, cut(name), 0, 0),
+            Request::Rename { bucket, from, .. } => (TraceOp::Rename, bucket, cut(from), 0, 0),
+            Request::FileOpen { path, .. } => (TraceOp::Open, 0, cut(path), 0, 0),
+            Request::FileUnlink { path } => (TraceOp::Unlink, 0, cut(path), 0, 0),
+            Request::FileRead { file, offset, len } => {
+                (TraceOp::Read, file, String::new(), offset, len)
+            }
+            Request::FileWrite { file, at, data } => (
+                TraceOp::Write,
+                file,
+                String::new(),
+                at.unwrap_or(0),
+                data.len(),
+            ),
+            Request::FileFill {
+                file,
+                page_off,
+                data,
+                ..
+            } => (TraceOp::Fill, file, String::new(), page_off, data.len()),
+            Request::FileTruncate { file, size } => {
+                (TraceOp::Truncate, file, String::new(), 0, size)
+            }
+            Request::FileSync { file, .. } => (TraceOp::Sync, file, String::new(), 0, 0),
+            _ => (TraceOp::Other, 0, String::new(), 0, 0),
+        };
+        let mut seen = Seen {
+            op,
+            bucket: BucketId(bucket),
+            name,
+            offset,
+            len,
+            err: None,
+            size: 0,
+            covered: 0,
+            written_at: None,
+            tier: None,
+        };
+        match res {
+            Err(e) => seen.err = Some(*e),
+            Ok(Reply::NeedFill { .. }) => seen.err = Some(Errno::NeedFill),
+            Ok(Reply::Extents {
+                size,
+                covered,
+                extents,
+                ..
+            }) => {
+                seen.size = *size;
+                seen.covered = *covered;
+                seen.tier = reply_tier(extents);
+            }
+            Ok(Reply::Written { at, .. }) => seen.written_at = Some(*at),
+            Ok(_) => {}
+        }
+        seen
+    }
+}
+
+/// After a request of client (`client`, `ch`, `pid`) ran: records it in
+/// the trace and tells the prefetcher.
+pub(crate) fn observe(core: &mut Core, client: u64, ch: u32, pid: u32, s: Seen) {
+    let ok = s.err.is_none();
+    let bucket = s.bucket;
     // The prefetcher first: it sees every successful read.
     if ok && core.prefetch.active() {
-        match op {
-            Op::Get => crate::prefetch::on_get(core, (client, ch), bucket, &name),
-            Op::FileRead => {
-                crate::prefetch::on_file_read(core, (client, ch), bucket, req.offset, resp.val1)
+        match s.op {
+            TraceOp::Get => crate::prefetch::on_get(core, (client, ch), bucket, &s.name),
+            TraceOp::Read => {
+                crate::prefetch::on_file_read(core, (client, ch), bucket, s.offset, s.covered)
             }
             _ => {}
         }
@@ -387,11 +481,7 @@ pub(crate) fn observe(
     if !core.trace.on() {
         return;
     }
-    let err = if ok {
-        None
-    } else {
-        Errno::from_code(resp.status).map(|e| e.name())
-    };
+    let err = s.err.map(|e| e.name());
     let blob_tier = |core: &Core, name: &str| {
         let id = core.meta.blob_lookup(bucket, name).ok()?;
         core.meta
@@ -411,58 +501,58 @@ pub(crate) fn observe(
             .find(|e| !e.is_hole())
             .map(|e| e.tier)
     };
-    let (opname, blob, tier, size, off, path) = match op {
-        Op::Put => (
+    let name = s.name;
+    let (opname, blob, tier, size, off, path) = match s.op {
+        TraceOp::Put => (
             "put",
             name.clone(),
             if ok { blob_tier(core, &name) } else { None },
-            req.len,
-            req.offset,
+            s.len,
+            s.offset,
             None,
         ),
-        Op::Get => (
+        TraceOp::Get => (
             "get",
-            name.clone(),
-            if ok { reply_tier(arg, resp) } else { None },
-            req.len.min(resp.val0),
-            req.offset,
+            name,
+            if ok { s.tier } else { None },
+            s.len.min(s.size),
+            s.offset,
             None,
         ),
-        Op::Delete => ("delete", name.clone(), None, 0, 0, None),
-        Op::Rename => ("rename", name.clone(), None, 0, 0, None),
-        Op::FileOpen => ("open", String::new(), None, 0, 0, Some(name.clone())),
-        Op::FileUnlink => ("unlink", String::new(), None, 0, 0, Some(name.clone())),
-        Op::FileRead => (
+        TraceOp::Delete => ("delete", name, None, 0, 0, None),
+        TraceOp::Rename => ("rename", name, None, 0, 0, None),
+        TraceOp::Open => ("open", String::new(), None, 0, 0, Some(name)),
+        TraceOp::Unlink => ("unlink", String::new(), None, 0, 0, Some(name)),
+        TraceOp::Read => (
             "read",
             String::new(),
-            if ok { reply_tier(arg, resp) } else { None },
-            if ok { resp.val1 } else { req.len },
-            req.offset,
+            if ok { s.tier } else { None },
+            if ok { s.covered } else { s.len },
+            s.offset,
             None,
         ),
-        Op::FileWrite => (
-            "write",
-            String::new(),
-            if ok { page_tier(core, resp.val0) } else { None },
-            req.len,
-            if ok { resp.val0 } else { req.offset },
-            None,
-        ),
-        Op::FileFill => (
+        TraceOp::Write => {
+            let at = s.written_at.unwrap_or(s.offset);
+            (
+                "write",
+                String::new(),
+                if ok { page_tier(core, at) } else { None },
+                s.len,
+                at,
+                None,
+            )
+        }
+        TraceOp::Fill => (
             "fill",
             String::new(),
-            if ok {
-                page_tier(core, req.offset)
-            } else {
-                None
-            },
-            req.len,
-            req.offset,
+            if ok { page_tier(core, s.offset) } else { None },
+            s.len,
+            s.offset,
             None,
         ),
-        Op::FileTruncate => ("truncate", String::new(), None, req.len, 0, None),
-        Op::FileSync => ("sync", String::new(), None, 0, 0, None),
-        _ => return,
+        TraceOp::Truncate => ("truncate", String::new(), None, s.len, 0, None),
+        TraceOp::Sync => ("sync", String::new(), None, 0, 0, None),
+        TraceOp::Other => return,
     };
     let bucket_name = match path {
         Some(p) => p,

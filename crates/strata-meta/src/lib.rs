@@ -13,7 +13,7 @@
 //! functions return the removed blobs).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use strata_proto::wire::TIER_HOLE;
+use strata_proto::types::TIER_HOLE;
 use strata_proto::{Errno, Result};
 
 pub type NodeId = u32;
@@ -204,34 +204,7 @@ pub struct Bucket {
     pub file: Option<Box<FileRecord>>,
 }
 
-/// How a file's buffered bytes reach (or never reach) its destination.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u32)]
-pub enum Persist {
-    /// Buffered and flushed to the destination in the background.
-    Default = 0,
-    /// Buffered only; never written to the destination.
-    Scratch = 1,
-    /// Buffered and kept until staged out (not flushed automatically).
-    Workflow = 2,
-}
-
-impl Persist {
-    pub fn from_u32(v: u32) -> Option<Persist> {
-        match v {
-            0 => Some(Persist::Default),
-            1 => Some(Persist::Scratch),
-            2 => Some(Persist::Workflow),
-            _ => None,
-        }
-    }
-}
-
-/// Smallest and largest page size of a file (log2).
-pub const PAGE_SHIFT_MIN: u32 = 9;
-pub const PAGE_SHIFT_MAX: u32 = 30;
-/// Page size when a client passes 0.
-pub const PAGE_SHIFT_DEFAULT: u32 = 20;
+pub use strata_proto::types::{Persist, PAGE_SHIFT_DEFAULT, PAGE_SHIFT_MAX, PAGE_SHIFT_MIN};
 
 /// The file record attached to a bucket that is a tracked file. Its bytes
 /// are page blobs named by page index in decimal ([`page_name`]); page `i`

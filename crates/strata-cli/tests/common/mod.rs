@@ -56,6 +56,14 @@ impl TestDaemon {
     }
 
     pub fn start_with(t: Tiers) -> TestDaemon {
+        let mut d = TestDaemon::configured(t);
+        d.spawn();
+        d
+    }
+
+    /// A daemon's private directory and configuration, not started yet
+    /// (`spawn`, `spawn_env`).
+    pub fn configured(t: Tiers) -> TestDaemon {
         let n = COUNTER.fetch_add(1, Ordering::SeqCst);
         let dir = tempfile::Builder::new()
             .prefix("strata-test-")
@@ -79,24 +87,28 @@ impl TestDaemon {
         yaml.push_str(t.extra_yaml);
         let config = dir.path().join("strata.yaml");
         std::fs::write(&config, yaml).unwrap();
-        let mut d = TestDaemon {
+        TestDaemon {
             dir,
             config,
             socket,
             child: None,
             shm_prefix: prefix,
-        };
-        d.spawn();
-        d
+        }
     }
 
     /// Starts the daemon process (again, e.g. after a kill).
     pub fn spawn(&mut self) {
+        self.spawn_env(&[]);
+    }
+
+    /// `spawn` with extra environment variables for the daemon only.
+    pub fn spawn_env(&mut self, env: &[(&str, &str)]) {
         let log = std::fs::File::create(self.dir.path().join("daemon.log")).unwrap();
         let child = Command::new(strata_bin())
             .arg("--config")
             .arg(&self.config)
             .args(["daemon", "start", "--foreground"])
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)

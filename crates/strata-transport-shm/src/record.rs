@@ -1,5 +1,8 @@
-//! The data-plane wire format: fixed-size request and response records that
-//! live in request slots of a client's shared-memory segment.
+//! The shared-memory encoding of the data plane: fixed-size request and
+//! response records that live in request slots of a client's segment, and
+//! the `repr(C)` records copied through a slot's argument area. `codec`
+//! maps them to and from the typed `strata_proto::msg`; nothing else in
+//! strata reads these fields.
 //!
 //! A slot is owned by the client until its index is pushed on the
 //! submission ring, by the daemon until the index comes back on the
@@ -7,10 +10,10 @@
 //! (`Request::validate`) before use: a buggy or hostile client can write
 //! anything there.
 
-use crate::Errno;
+use strata_proto::Errno;
 
-/// Bumped on any incompatible change of this module or of `layout`.
-pub const PROTOCOL_VERSION: u32 = 4;
+/// Bumped on any incompatible change of this module, `codec` or `layout`.
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// Operation codes (the `op` field of a `Request`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -258,7 +261,7 @@ pub const RELEASES_MAX: usize = 4;
 /// by the daemon with a volatile read before it is validated.
 #[derive(Debug, Clone, Copy, Default)]
 #[repr(C, align(64))]
-pub struct Request {
+pub struct RequestRecord {
     pub op: u32,
     pub flags: u32,
     pub bucket: u64,
@@ -276,7 +279,7 @@ pub struct Request {
 /// A response record.
 #[derive(Debug, Clone, Copy, Default)]
 #[repr(C, align(64))]
-pub struct Response {
+pub struct ResponseRecord {
     /// 0 on success, else an `Errno` code.
     pub status: i32,
     pub arg_len: u32,
@@ -286,14 +289,11 @@ pub struct Response {
     pub tag: u64,
 }
 
-impl Response {
-    pub fn ok() -> Response {
-        Response::default()
-    }
-    pub fn err(e: Errno) -> Response {
-        Response {
+impl ResponseRecord {
+    pub fn err(e: Errno) -> ResponseRecord {
+        ResponseRecord {
             status: e.code(),
-            ..Response::default()
+            ..ResponseRecord::default()
         }
     }
     pub fn result(&self) -> Result<(), Errno> {
@@ -305,27 +305,7 @@ impl Response {
     }
 }
 
-/// Tier index used for holes (bytes never written: read as zeros).
-pub const TIER_HOLE: u32 = u32::MAX;
-
-/// Tier index used by `FileRead` for bytes to read from the destination
-/// file at the extent's `logical_off` (page not buffered).
-pub const TIER_DEST: u32 = u32::MAX - 1;
-
-/// Tier index used by `FileRead` for bytes of a page the daemon's read-ahead
-/// is fetching from the destination right now: the client should ask again
-/// shortly (the page will be buffered) rather than read the destination
-/// itself; it is always the last extent of the answer.
-pub const TIER_PENDING: u32 = u32::MAX - 2;
-
-/// Persist modes of a file record (`FileOpen` aux bits 16..24).
-pub mod persist {
-    pub const DEFAULT: u32 = 0;
-    pub const SCRATCH: u32 = 1;
-    pub const WORKFLOW: u32 = 2;
-}
-
-/// A file record as sent by `FileOpen` / `FileStat`.
+/// `strata_proto::FileAttr` in a slot.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[repr(C)]
 pub struct WireFileAttr {
@@ -355,7 +335,7 @@ pub struct WireFileAttr {
     pub _pad: u32,
 }
 
-/// What the client found at the destination, sent with `FileOpen` (flag DEST_INFO).
+/// `strata_proto::DestInfo` in a slot (after the names).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[repr(C)]
 pub struct WireDestInfo {
@@ -402,23 +382,10 @@ pub unsafe trait Pod: Copy + Default {
 }
 unsafe impl Pod for WireFileAttr {}
 unsafe impl Pod for WireDestInfo {}
-unsafe impl Pod for WireExtent {}
+unsafe impl Pod for strata_proto::ReadExtent {}
 unsafe impl Pod for WireBlobStat {}
 
-/// One extent of a blob as sent to a client by `Get`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[repr(C)]
-pub struct WireExtent {
-    pub tier: u32,
-    pub _pad: u32,
-    /// Offset of these bytes within the blob.
-    pub logical_off: u64,
-    /// Offset within the tier (arena offset or tier-file offset).
-    pub phys_off: u64,
-    pub len: u64,
-}
-
-/// Blob metadata as sent by `Stat`.
+/// `strata_proto::BlobStat` in a slot (`user_score` NaN = none).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 #[repr(C)]
 pub struct WireBlobStat {
@@ -474,9 +441,9 @@ mod tests {
     use super::*;
     #[test]
     fn record_sizes_are_stable() {
-        assert_eq!(std::mem::size_of::<Request>(), 128);
-        assert_eq!(std::mem::size_of::<Response>(), 64);
-        assert_eq!(std::mem::size_of::<WireExtent>(), 32);
+        assert_eq!(std::mem::size_of::<RequestRecord>(), 128);
+        assert_eq!(std::mem::size_of::<ResponseRecord>(), 64);
+        assert_eq!(std::mem::size_of::<strata_proto::ReadExtent>(), 32);
         assert_eq!(std::mem::size_of::<WireFileAttr>(), 88);
         assert_eq!(std::mem::size_of::<WireDestInfo>(), 64);
     }
@@ -486,7 +453,7 @@ mod tests {
             id: 7,
             size: 9,
             mode: 0o644,
-            persist: persist::SCRATCH,
+            persist: 1,
             ..Default::default()
         };
         assert_eq!(WireFileAttr::read_from(a.as_bytes()), Some(a));

@@ -58,8 +58,8 @@ pub struct ChannelHeader {
 /// One request slot's fixed part.
 #[repr(C, align(64))]
 pub struct SlotRecords {
-    pub req: crate::wire::Request,
-    pub resp: crate::wire::Response,
+    pub req: crate::record::RequestRecord,
+    pub resp: crate::record::ResponseRecord,
 }
 
 fn round_up(v: usize, to: usize) -> usize {

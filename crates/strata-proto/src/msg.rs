@@ -1,0 +1,409 @@
+//! Typed requests and replies of the data plane, the same for every
+//! transport. A transport (today shared memory, `strata-transport-shm`)
+//! encodes a `Request` on the client side, decodes it in the daemon, hands
+//! it to the engine and carries the `Reply` back the same way.
+//!
+//! Ids are raw `u64`s: a bucket id (`bucket`) or the bucket id of a file
+//! record (`file`). Every field means one thing; nothing is packed into
+//! another field.
+
+use std::borrow::Cow;
+
+use crate::types::{
+    BlobStat, DestInfo, FileAttr, OpenFile, PolicyChoice, ReadExtent, SetAttr, Unlinked,
+};
+
+/// Where the bytes of a data-carrying request are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataRef<'a> {
+    /// In the shared arena at `off`, inside the caller's lease (the bytes
+    /// the client copied there; the engine adopts them without a copy).
+    Lease { off: u64, len: u64 },
+    /// Carried by the request itself.
+    Inline(&'a [u8]),
+}
+
+impl DataRef<'_> {
+    pub fn len(&self) -> u64 {
+        match self {
+            DataRef::Lease { len, .. } => *len,
+            DataRef::Inline(d) => d.len() as u64,
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A file named by id or by path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileRef<'a> {
+    Id(u64),
+    Path(&'a str),
+}
+
+/// Where a put or a write lands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PutMode {
+    /// The blob becomes exactly the data; `excl`: fail if it exists.
+    Replace { excl: bool },
+    /// Write at this offset (the blob grows as needed).
+    At(u64),
+    /// Write at the current end.
+    Append,
+}
+
+/// One request of the data plane.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request<'a> {
+    /// Does nothing (benchmarks, tests).
+    Nop,
+    /// Claim a channel: resets the daemon's per-channel state.
+    ChannelOpen,
+    /// Release a channel: returns its lease and pins.
+    ChannelClose,
+    /// Answered `Reply::Bucket`.
+    BucketOpen {
+        name: &'a str,
+        create: bool,
+        excl: bool,
+    },
+    /// Answered `Reply::BucketInfo`.
+    BucketInfo {
+        bucket: u64,
+    },
+    /// Bucket names from position `cursor`; answered `Reply::BucketNames`.
+    BucketList {
+        cursor: u64,
+    },
+    BucketRename {
+        bucket: u64,
+        new_name: &'a str,
+    },
+    /// Removes the bucket and all its blobs.
+    BucketDestroy {
+        bucket: u64,
+    },
+    /// Sets a tag; an empty value removes it.
+    BucketTag {
+        bucket: u64,
+        key: &'a str,
+        value: &'a str,
+    },
+    /// Answered `Reply::Tags`.
+    BucketTags {
+        bucket: u64,
+    },
+    /// Arena space for the channel's puts; answered `Reply::Lease`.
+    Lease {
+        want_bytes: u64,
+    },
+    /// Give back the rest of the channel's lease.
+    LeaseReturn,
+    /// Answered `Reply::Size`.
+    Put {
+        bucket: u64,
+        name: &'a str,
+        data: DataRef<'a>,
+        mode: PutMode,
+        policy: Option<PolicyChoice>,
+    },
+    /// Answered `Reply::Extents` (blob offsets), bytes pinned until released.
+    Get {
+        bucket: u64,
+        name: &'a str,
+        offset: u64,
+        len: u64,
+    },
+    Delete {
+        bucket: u64,
+        name: &'a str,
+    },
+    Rename {
+        bucket: u64,
+        from: &'a str,
+        to: &'a str,
+        replace: bool,
+    },
+    /// Answered `Reply::BlobStat`.
+    Stat {
+        bucket: u64,
+        name: &'a str,
+    },
+    /// Blob names after `after` (None: from the start); `Reply::BlobNames`.
+    BlobList {
+        bucket: u64,
+        after: Option<&'a str>,
+    },
+    /// Pins (or with None clears) the user score of a blob.
+    Score {
+        bucket: u64,
+        name: &'a str,
+        score: Option<f32>,
+        stationary: bool,
+    },
+    /// Carries pin releases only.
+    Unpin,
+    // ---- files (the adapters' file model; see docs/ARCHITECTURE.md) ----
+    /// Answered `Reply::FileOpened`; the caller holds the file.
+    /// `NeedDest`: no record and no `open.dest`; `NoFile`: absent, no create.
+    FileOpen {
+        path: &'a str,
+        open: OpenFile,
+    },
+    /// Answered `Reply::FileAttr`. By path, the daemon may answer `Stale`
+    /// (the destination may have changed): ask again with `dest`.
+    FileStat {
+        file: FileRef<'a>,
+        dest: Option<DestInfo>,
+    },
+    /// Answered `Reply::Written`, or `Reply::NeedFill` when a page must
+    /// first be filled from the destination (nothing was written).
+    FileWrite {
+        file: u64,
+        at: Option<u64>,
+        data: DataRef<'a>,
+    },
+    /// Answered `Reply::Extents` over file offsets (tiers, `TIER_HOLE`,
+    /// `TIER_DEST`, `TIER_PENDING`).
+    FileRead {
+        file: u64,
+        offset: u64,
+        len: u64,
+    },
+    /// The destination's bytes of the page at `page_off`; `keep`: keep the
+    /// page even over pages not on probation (stage-in, a write's fill).
+    /// Answered `Reply::Filled`.
+    FileFill {
+        file: u64,
+        page_off: u64,
+        data: DataRef<'a>,
+        keep: bool,
+    },
+    FileTruncate {
+        file: u64,
+        size: u64,
+    },
+    /// Answered `Reply::Unlinked`.
+    FileUnlink {
+        path: &'a str,
+    },
+    /// `dest_renamed`: the destination was renamed too; `tree`: `from` and
+    /// `to` are directories, every record beneath moves. `Reply::Moved`.
+    FileRename {
+        from: &'a str,
+        to: &'a str,
+        dest_renamed: bool,
+        tree: bool,
+    },
+    /// Answered `Reply::SyncGen`. `dest`: the data must reach the
+    /// destination (not only the journal); `direct`: the caller writes the
+    /// destination itself from now on (a DEFAULT shared writable mapping).
+    FileSync {
+        file: u64,
+        dest: bool,
+        direct: bool,
+    },
+    /// Answered `Reply::SyncState`.
+    FileSyncState {
+        file: u64,
+        gen: u64,
+        dest: bool,
+    },
+    /// Answered `Reply::Path`.
+    FilePath {
+        file: u64,
+    },
+    /// Names (sorted) of the files with a record directly in `dir`, after
+    /// `after` (empty: from the start). `Reply::FileNames`.
+    FileList {
+        dir: &'a str,
+        after: &'a str,
+    },
+    /// The caller holds the file open (an inherited descriptor).
+    FileHold {
+        file: u64,
+    },
+    /// The caller's last descriptor of the file closed.
+    FileClose {
+        file: u64,
+    },
+    /// NoFile when there is no record. Answered `Reply::Persist`.
+    FileSetAttr {
+        file: FileRef<'a>,
+        attr: SetAttr,
+    },
+    /// Answered `Reply::Idle`: no flush job writes the path and no clean-up
+    /// unlink of it is pending.
+    FileIdle {
+        path: &'a str,
+    },
+    /// Asked after `WriteThrough`: may the caller write `len` bytes at `at`
+    /// (None: the end) to the destination itself? `first`: the first call
+    /// of a write (a fresh flush attempt). Answered `Reply::Through`.
+    FileThrough {
+        file: u64,
+        at: Option<u64>,
+        len: u64,
+        first: bool,
+    },
+    /// `len` bytes were written at `offset` of the destination (0 after a
+    /// failure); `synced`: and fdatasync'ed. Answered `Reply::Size`.
+    FileThroughDone {
+        file: u64,
+        offset: u64,
+        len: u64,
+        synced: bool,
+    },
+    /// Make the blobs of a bucket (or file) durable on a non-volatile tier
+    /// through the journal. Answered `Reply::SyncGen`; `NotDurable` without
+    /// a journal.
+    BucketFlush {
+        bucket: u64,
+    },
+    /// One more name for a file (hard link). Answered `Reply::Linked`.
+    FileLink {
+        existing: &'a str,
+        new: &'a str,
+    },
+}
+
+/// What `FileThrough` answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Through {
+    /// Write `len` bytes at `at` of `path` (create it with `mode` if absent),
+    /// then send `FileThroughDone`.
+    Granted { at: u64, mode: u32, path: String },
+    /// The file must be flushed first (an urgent flush started): ask again.
+    /// `failed`: the last flush's error.
+    Wait { failed: Option<String> },
+}
+
+/// One reply of the data plane (errors travel as `Errno` beside it).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply<'a> {
+    /// Success, nothing to say.
+    Done,
+    Bucket {
+        id: u64,
+        created: bool,
+    },
+    BucketInfo {
+        bytes: u64,
+        blobs: u64,
+    },
+    /// `next_cursor` 0: the list is complete.
+    BucketNames {
+        names: Vec<String>,
+        next_cursor: u64,
+    },
+    Tags(Vec<(String, String)>),
+    /// `len` 0: no lease could be granted now.
+    Lease {
+        off: u64,
+        len: u64,
+    },
+    /// Size of the blob or file after the call.
+    Size(u64),
+    /// Where the asked bytes are. `size`: the blob's or file's size;
+    /// `covered`: bytes the extents cover from the asked offset; `pin`:
+    /// release it when done reading (0 = nothing pinned).
+    Extents {
+        size: u64,
+        covered: u64,
+        pin: u64,
+        extents: Cow<'a, [ReadExtent]>,
+    },
+    BlobStat(BlobStat),
+    BlobNames {
+        names: Vec<String>,
+        more: bool,
+    },
+    FileOpened {
+        id: u64,
+        created: bool,
+        attr: FileAttr,
+    },
+    FileAttr(FileAttr),
+    Written {
+        at: u64,
+        size: u64,
+    },
+    /// Nothing was written: fill the page at `page_off` first.
+    NeedFill {
+        page_off: u64,
+    },
+    Filled {
+        inserted: bool,
+    },
+    Unlinked(Unlinked),
+    /// Records moved by `FileRename` (0 or 1; a tree: how many).
+    Moved(u64),
+    /// Generation to wait for with `FileSyncState` (0: nothing to wait for).
+    SyncGen(u64),
+    SyncState {
+        done: bool,
+        failed: Option<String>,
+    },
+    Path(String),
+    FileNames {
+        names: Vec<String>,
+        more: bool,
+    },
+    /// Persist mode of the file after `FileSetAttr`.
+    Persist(crate::types::Persist),
+    Idle(bool),
+    Through(Through),
+    Linked {
+        id: u64,
+    },
+}
+
+impl Reply<'_> {
+    /// The reply with everything it borrows copied.
+    pub fn into_owned(self) -> Reply<'static> {
+        match self {
+            Reply::Extents {
+                size,
+                covered,
+                pin,
+                extents,
+            } => Reply::Extents {
+                size,
+                covered,
+                pin,
+                extents: Cow::Owned(extents.into_owned()),
+            },
+            Reply::Done => Reply::Done,
+            Reply::Bucket { id, created } => Reply::Bucket { id, created },
+            Reply::BucketInfo { bytes, blobs } => Reply::BucketInfo { bytes, blobs },
+            Reply::BucketNames { names, next_cursor } => Reply::BucketNames { names, next_cursor },
+            Reply::Tags(t) => Reply::Tags(t),
+            Reply::Lease { off, len } => Reply::Lease { off, len },
+            Reply::Size(s) => Reply::Size(s),
+            Reply::BlobStat(s) => Reply::BlobStat(s),
+            Reply::BlobNames { names, more } => Reply::BlobNames { names, more },
+            Reply::FileOpened { id, created, attr } => Reply::FileOpened { id, created, attr },
+            Reply::FileAttr(a) => Reply::FileAttr(a),
+            Reply::Written { at, size } => Reply::Written { at, size },
+            Reply::NeedFill { page_off } => Reply::NeedFill { page_off },
+            Reply::Filled { inserted } => Reply::Filled { inserted },
+            Reply::Unlinked(u) => Reply::Unlinked(u),
+            Reply::Moved(n) => Reply::Moved(n),
+            Reply::SyncGen(g) => Reply::SyncGen(g),
+            Reply::SyncState { done, failed } => Reply::SyncState { done, failed },
+            Reply::Path(p) => Reply::Path(p),
+            Reply::FileNames { names, more } => Reply::FileNames { names, more },
+            Reply::Persist(p) => Reply::Persist(p),
+            Reply::Idle(b) => Reply::Idle(b),
+            Reply::Through(t) => Reply::Through(t),
+            Reply::Linked { id } => Reply::Linked { id },
+        }
+    }
+}
+
+/// The bytes a list of names costs in a reply (each name is counted with a
+/// 4-byte length, as transports frame it): engines stop a list there.
+pub fn names_cost_bytes(name: &str) -> usize {
+    4 + name.len()
+}
