@@ -314,6 +314,28 @@ static void c_read_seed(void) {
     R(close(fd));
 }
 
+/* NULL buffers: legal with a zero length (write(fd, NULL, 0) returns 0),
+ * EFAULT with bytes, as the kernel answers. */
+static void c_null_buffers(void) {
+    char *volatile nul = NULL; /* volatile: no compile-time nonnull checks */
+    int fd = RFD(open(pth("null.dat"), O_CREAT | O_RDWR | O_TRUNC, 0644));
+    R(write(fd, nul, 0));
+    R(write(fd, "0123456789", 10));
+    R(pwrite(fd, nul, 0, 3));
+    R(lseek(fd, 0, SEEK_SET));
+    R(read(fd, nul, 0));
+    R(pread(fd, nul, 0, 2));
+    struct iovec v = {nul, 0};
+    R(writev(fd, &v, 1));
+    R(readv(fd, &v, 1));
+    R(write(fd, nul, 5));
+    R(read(fd, nul, 5));
+    R(lseek(fd, 0, SEEK_CUR));
+    FSTAT(fd);
+    R(close(fd));
+    READ_ALL(pth("null.dat"), 4);
+}
+
 static void c_append(void) {
     char buf[3000];
     int fd = RFD(open(pth("append.dat"), O_CREAT | O_WRONLY | O_APPEND | O_TRUNC, 0644));
@@ -1030,6 +1052,7 @@ static const case_t CASES[] = {
     {"read_seed", c_read_seed, 0},
     {"update_in_place", c_update_in_place, 0},
     {"append", c_append, 0},
+    {"null_buffers", c_null_buffers, 0},
     {"truncate", c_truncate, 0},
     {"holes", c_holes, 0},
     {"eof", c_eof, 0},

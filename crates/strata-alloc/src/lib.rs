@@ -20,6 +20,7 @@
 //! Deliberately absent: no I/O, no memory mapping, no locking or interior mutability (the
 //! daemon owns each instance single-threaded), no record of individual allocations (callers
 //! own their ranges; the allocator cannot tell "never allocated" from "freed"), no shrinking.
+#![forbid(unsafe_code)]
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -56,6 +56,7 @@
 //!   in `/dev/shm`.
 //! * No hot reload, no merging of several files, no YAML anchors-as-merge
 //!   (`<<`) support, no writing of files (callers write [`Config::to_yaml`]).
+#![forbid(unsafe_code)]
 
 mod env;
 mod machine;

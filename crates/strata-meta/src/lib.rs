@@ -11,6 +11,7 @@
 //! **API Boundary:** no I/O and no knowledge of tiers beyond their index;
 //! freeing the space of removed extents is the caller's job (removal
 //! functions return the removed blobs).
+#![forbid(unsafe_code)]
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use strata_proto::types::TIER_HOLE;

@@ -21,6 +21,7 @@
 //! so that big blobs are not starved); promotions go to a faster tier,
 //! demotions to a slower one; a blob with a user score is promoted only if
 //! that score is at least `promote_threshold`, and never demoted while it is.
+#![forbid(unsafe_code)]
 
 mod bucket;
 mod plan;

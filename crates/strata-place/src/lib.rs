@@ -18,6 +18,7 @@
 //! Deliberately absent: no I/O, no allocation (the engine only reads the free-space view;
 //! the daemon allocates afterwards and re-plans if the view was stale), no locking (the
 //! daemon owns the engine single-threaded), no eviction/flush decisions.
+#![forbid(unsafe_code)]
 
 use std::fmt;
 use std::str::FromStr;

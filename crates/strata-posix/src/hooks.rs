@@ -292,7 +292,7 @@ unsafe fn t_readv(
     }
     let total = iov_total(iov, cnt)?;
     if cnt == 1 {
-        let b = std::slice::from_raw_parts_mut((*iov).iov_base as *mut u8, total);
+        let b = crate::user_bytes_mut((*iov).iov_base as *mut u8, total)?;
         return match off {
             None => t_read(t, b),
             Some(o) => t_pread(t, b, o),
@@ -310,7 +310,7 @@ unsafe fn t_readv(
         }
         let v = &*iov.add(i);
         let k = v.iov_len.min(n - done);
-        std::ptr::copy_nonoverlapping(tmp.as_ptr().add(done), v.iov_base as *mut u8, k);
+        crate::user_bytes_mut(v.iov_base as *mut u8, k)?.copy_from_slice(&tmp[done..done + k]);
         done += k;
     }
     Ok(n as ssize_t)
@@ -330,7 +330,7 @@ unsafe fn t_writev(
     }
     let total = iov_total(iov, cnt)?;
     if cnt == 1 {
-        let b = std::slice::from_raw_parts((*iov).iov_base as *const u8, total);
+        let b = crate::user_bytes((*iov).iov_base as *const u8, total)?;
         return match off {
             None => t_write(t, b),
             Some(o) => t_pwrite(t, b, o),
@@ -340,7 +340,7 @@ unsafe fn t_writev(
     for i in 0..cnt as usize {
         let v = &*iov.add(i);
         let k = v.iov_len.min(total - tmp.len());
-        tmp.extend_from_slice(std::slice::from_raw_parts(v.iov_base as *const u8, k));
+        tmp.extend_from_slice(crate::user_bytes(v.iov_base as *const u8, k)?);
     }
     match off {
         None => t_write(t, &tmp),
@@ -1039,12 +1039,7 @@ pub unsafe extern "C" fn strata_posix_fcntl(fd: c_int, cmd: c_int, arg: c_long) 
 pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
     match tracked_fd(fd) {
         None => real::read(fd, buf, n),
-        Some(t) => run(|| {
-            t_read(
-                t,
-                std::slice::from_raw_parts_mut(buf as *mut u8, n.min(MAX_RW)),
-            )
-        }),
+        Some(t) => run(|| t_read(t, crate::user_bytes_mut(buf as *mut u8, n.min(MAX_RW))?)),
     }
 }
 
@@ -1052,12 +1047,7 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t
 pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
     match tracked_fd(fd) {
         None => real::write(fd, buf, n),
-        Some(t) => run(|| {
-            t_write(
-                t,
-                std::slice::from_raw_parts(buf as *const u8, n.min(MAX_RW)),
-            )
-        }),
+        Some(t) => run(|| t_write(t, crate::user_bytes(buf as *const u8, n.min(MAX_RW))?)),
     }
 }
 
@@ -1073,7 +1063,7 @@ pub unsafe extern "C" fn pread64(fd: c_int, buf: *mut c_void, n: size_t, off: of
         Some(t) => run(|| {
             t_pread(
                 t,
-                std::slice::from_raw_parts_mut(buf as *mut u8, n.min(MAX_RW)),
+                crate::user_bytes_mut(buf as *mut u8, n.min(MAX_RW))?,
                 off,
             )
         }),
@@ -1094,13 +1084,7 @@ pub unsafe extern "C" fn pwrite64(
 ) -> ssize_t {
     match tracked_fd(fd) {
         None => real::pwrite64(fd, buf, n, off),
-        Some(t) => run(|| {
-            t_pwrite(
-                t,
-                std::slice::from_raw_parts(buf as *const u8, n.min(MAX_RW)),
-                off,
-            )
-        }),
+        Some(t) => run(|| t_pwrite(t, crate::user_bytes(buf as *const u8, n.min(MAX_RW))?, off)),
     }
 }
 
@@ -1256,10 +1240,10 @@ pub unsafe extern "C" fn pwritev64v2(
                 let mut tmp = Vec::with_capacity(total);
                 for i in 0..cnt as usize {
                     let v = &*iov.add(i);
-                    tmp.extend_from_slice(std::slice::from_raw_parts(
+                    tmp.extend_from_slice(crate::user_bytes(
                         v.iov_base as *const u8,
                         v.iov_len.min(total - tmp.len()),
-                    ));
+                    )?);
                 }
                 if !tmp.is_empty() {
                     let (o, _) = cl()?.file_append(t.id, &tmp).map_err(os)?;

@@ -55,6 +55,34 @@ pub(crate) fn guarded() -> bool {
     GUARD.with(|g| g.get())
 }
 
+/// A caller's buffer as a slice. NULL is legal with a zero length
+/// (`write(fd, NULL, 0)`) and is then the empty slice; NULL with bytes is
+/// `EFAULT`, as the kernel answers.
+///
+/// # Safety
+/// A non-NULL `ptr` must be valid for `len` bytes for `'a`.
+pub(crate) unsafe fn user_bytes<'a>(ptr: *const u8, len: usize) -> Result<&'a [u8], c_int> {
+    match (ptr.is_null(), len) {
+        (_, 0) => Ok(&[]),
+        (true, _) => Err(libc::EFAULT),
+        // SAFETY: non-NULL and valid for `len` bytes (the caller's contract).
+        (false, _) => Ok(unsafe { std::slice::from_raw_parts(ptr, len) }),
+    }
+}
+
+/// `user_bytes` for a buffer the call fills.
+///
+/// # Safety
+/// A non-NULL `ptr` must be valid for writes of `len` bytes for `'a`.
+pub(crate) unsafe fn user_bytes_mut<'a>(ptr: *mut u8, len: usize) -> Result<&'a mut [u8], c_int> {
+    match (ptr.is_null(), len) {
+        (_, 0) => Ok(&mut []),
+        (true, _) => Err(libc::EFAULT),
+        // SAFETY: non-NULL and valid for `len` bytes (the caller's contract).
+        (false, _) => Ok(unsafe { std::slice::from_raw_parts_mut(ptr, len) }),
+    }
+}
+
 /// Runs `f` with the guard set, catching panics (→ EIO). `Err(e)` sets errno
 /// and returns -1.
 pub(crate) fn run<T: From<i8>>(f: impl FnOnce() -> Result<T, c_int>) -> T {

@@ -9,6 +9,7 @@
 //! here: transports encode `msg` their own way (`strata-transport-shm`).
 //! **API Boundary:** numeric values (error codes) are stable; they are
 //! mirrored in `include/strata.h`.
+#![forbid(unsafe_code)]
 pub mod control;
 pub mod error;
 pub mod msg;
