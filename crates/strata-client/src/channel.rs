@@ -172,7 +172,12 @@ impl Chan {
             // Give the releases back for the next request.
             self.releases
                 .extend(rec.releases.iter().copied().filter(|&p| p != 0));
-            return Err(err(e, "names too long for a request"));
+            let why = if e == Errno::Name {
+                "names too long for a request"
+            } else {
+                "request the transport cannot carry"
+            };
+            return Err(err(e, why));
         }
         self.next_tag += 1;
         // SAFETY: in bounds by layout; volatile: the daemon reads it.

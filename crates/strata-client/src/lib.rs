@@ -88,23 +88,8 @@ pub(crate) fn err(errno: Errno, context: impl Into<String>) -> Error {
     }
 }
 
-/// Placement engine override for a put.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Placement {
-    MinimizeIoTime,
-    RoundRobin,
-    Random,
-}
-
-impl Placement {
-    fn choice(p: Option<Placement>) -> Option<PolicyChoice> {
-        p.map(|p| match p {
-            Placement::MinimizeIoTime => PolicyChoice::MinimizeIoTime,
-            Placement::RoundRobin => PolicyChoice::RoundRobin,
-            Placement::Random => PolicyChoice::Random,
-        })
-    }
-}
+/// Placement engine override for a put (the protocol's choice).
+pub type Placement = PolicyChoice;
 
 /// Blob metadata (the protocol's record).
 pub type BlobInfo = BlobStat;
@@ -665,7 +650,7 @@ impl Bucket {
 
     pub fn put_with(&self, name: &str, data: &[u8], opts: PutOptions) -> Result<()> {
         check_name(name)?;
-        let policy = Placement::choice(opts.placement);
+        let policy = opts.placement;
         let mut ch = self.client.chan();
         let sub = ch.submit_data(&self.client.inner, data, |data| Request::Put {
             bucket: self.id,

@@ -10,7 +10,7 @@ use strata_alloc::Range;
 use strata_meta::BucketId;
 use strata_place::Policy;
 use strata_proto::msg::{names_cost_bytes, DataRef, FileRef, PutMode, Reply, Request};
-use strata_proto::types::{PolicyChoice, Unlinked};
+use strata_proto::types::{PolicyChoice, ReadExtent, Unlinked};
 use strata_proto::Errno;
 
 use crate::core::{Core, Lease, Src};
@@ -83,6 +83,25 @@ impl Poller {
         }
     }
 
+    /// Runs a read that lists extents into the reused `extents_buf` and
+    /// answers them (borrowed) with its (size, bytes covered, pin).
+    fn extents_reply(
+        &mut self,
+        read: impl FnOnce(&mut Core, &mut Vec<ReadExtent>) -> Result<(u64, u64, u64), Errno>,
+    ) -> Result<Reply<'_>, Errno> {
+        let mut out = std::mem::take(&mut self.extents_buf);
+        out.clear();
+        let res = read(&mut self.core, &mut out);
+        self.extents_buf = out;
+        let (size, covered, pin) = res?;
+        Ok(Reply::Extents {
+            size,
+            covered,
+            pin,
+            extents: Cow::Borrowed(&self.extents_buf),
+        })
+    }
+
     /// Runs `req` for `caller`; `lease` is the caller's channel lease.
     pub(crate) fn execute(
         &mut self,
@@ -136,20 +155,11 @@ impl Poller {
             }
             Request::FileRead { file, offset, len } => {
                 let id = BucketId(file);
-                let mut out = std::mem::take(&mut self.extents_buf);
-                out.clear();
-                let res = self
-                    .core
-                    .file_read(owner, id, offset, len, &mut out, extents_max);
-                self.extents_buf = out;
-                let (size, covered, pin) = res?;
-                self.core.through_note_read(owner, id);
-                Reply::Extents {
-                    size,
-                    covered,
-                    pin,
-                    extents: Cow::Borrowed(&self.extents_buf),
-                }
+                return self.extents_reply(|core, out| {
+                    let read = core.file_read(owner, id, offset, len, out, extents_max)?;
+                    core.through_note_read(owner, id);
+                    Ok(read)
+                });
             }
             Request::FileFill {
                 file,
@@ -425,25 +435,9 @@ impl Poller {
                 offset,
                 len,
             } => {
-                let mut out = std::mem::take(&mut self.extents_buf);
-                out.clear();
-                let res = self.core.get(
-                    owner,
-                    BucketId(bucket),
-                    name,
-                    offset,
-                    len,
-                    &mut out,
-                    extents_max,
-                );
-                self.extents_buf = out;
-                let (size, covered, pin) = res?;
-                Reply::Extents {
-                    size,
-                    covered,
-                    pin,
-                    extents: Cow::Borrowed(&self.extents_buf),
-                }
+                return self.extents_reply(|core, out| {
+                    core.get(owner, BucketId(bucket), name, offset, len, out, extents_max)
+                });
             }
             Request::Delete { bucket, .. } | Request::Rename { bucket, .. }
                 if self.core.meta.file(BucketId(bucket)).is_ok() =>

@@ -824,10 +824,14 @@ impl Poller {
         }
         let arg_bytes = c.layout.arg_bytes as usize;
         let names_len = rec.name_len as usize + rec.name2_len as usize;
+        let refuse = |resp: &mut ResponseRecord, e: Errno| {
+            *resp = ResponseRecord {
+                tag: rec.tag,
+                ..ResponseRecord::err(e)
+            }
+        };
         if names_len > arg_bytes {
-            *resp = ResponseRecord::err(Errno::Malformed);
-            resp.tag = rec.tag;
-            return;
+            return refuse(resp, Errno::Malformed);
         }
         // SAFETY: the slot's arg area is `arg_bytes` long and lives as long
         // as the client segment; while the slot is ours the client does not
@@ -845,11 +849,7 @@ impl Poller {
         names.copy_from_slice(&arg_in[..names_len]);
         let req = match codec::decode_request(rec, names, &arg_in[names_len..]) {
             Ok(r) => r,
-            Err(e) => {
-                *resp = ResponseRecord::err(e);
-                resp.tag = rec.tag;
-                return;
-            }
+            Err(e) => return refuse(resp, e),
         };
         let caller = Caller {
             client: c.id,
@@ -878,8 +878,7 @@ impl Poller {
         // and its inline bytes are not used after this point).
         let arg_out = unsafe { std::slice::from_raw_parts_mut(c.arg(ch, slot), arg_bytes) };
         if let Err(e) = codec::encode_reply(&res, resp, arg_out) {
-            *resp = ResponseRecord::err(e);
-            resp.tag = rec.tag;
+            refuse(resp, e);
         }
         drop(res);
         if let Some(seen) = seen {
