@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Old vs new release binaries, run alternately (old, new, old, new, ...), each
 # with its own daemon, on the adapter's metadata path (bench md, SCRATCH and
-# DEFAULT), a write burst into the RAM tier (bench ior, SCRATCH) and the
-# daemon's start + stop. Prints median [min-max] per figure and the ratio of
+# DEFAULT), a write burst into the RAM tier (bench ior, SCRATCH), the native
+# API (bench kv 4 KiB and 1 MiB, bench ycsb a and c) and the daemon's start + stop. Prints median [min-max] per figure and the ratio of
 # the medians new/old.
 #
 # usage: scripts/bench-alternate.sh OLD_BIN_DIR NEW_BIN_DIR [RUNS] [WORK_DIR]
@@ -62,6 +62,34 @@ res = r['result']
 for name in ('write', 'read'):
     if name in res and isinstance(res[name], dict) and 'mib_per_s' in res[name]:
         print(json.dumps({'bin': '$1', 'run': $3, 'figure': 'ior scratch 4x256MiB ' + name + ' MiB/s', 'value': res[name]['mib_per_s']}))
+" >> "$out"
+  # Native API: put/get of one client thread, 4 KiB and 1 MiB.
+  "${s[@]}" bench kv --sizes 4KiB,1MiB --threads 1 --procs 1 --seconds 1 --json \
+    | python3 -c "
+import json, sys
+for l in sys.stdin:
+    l = l.strip()
+    if not l.startswith('{'):
+        continue
+    r = json.loads(l)
+    if r.get('bench') != 'kv' or r.get('op') not in ('put', 'get'):
+        continue
+    size = '4KiB' if r['size_bytes'] == 4096 else '1MiB'
+    print(json.dumps({'bin': '$1', 'run': $3, 'figure': 'kv ' + size + ' ' + r['op'] + ' ops/s', 'value': r['ops_per_s']}))
+    if r.get('p50_us') is not None:
+        print(json.dumps({'bin': '$1', 'run': $3, 'figure': 'kv ' + size + ' ' + r['op'] + ' p50 us', 'value': r['p50_us']}))
+" >> "$out"
+  # YCSB, strata only (the Redis side does not change between binaries).
+  "${s[@]}" bench ycsb --workloads a,c --records 50000 --ops 100000 --repeat 1 --json \
+    | python3 -c "
+import json, sys
+for l in sys.stdin:
+    l = l.strip()
+    if not l.startswith('{'):
+        continue
+    r = json.loads(l)
+    if r.get('kind') == 'run' and r.get('store') == 'strata':
+        print(json.dumps({'bin': '$1', 'run': $3, 'figure': 'ycsb ' + r['workload'] + ' ops/s', 'value': r['ops_per_s']}))
 " >> "$out"
   t0=$(date +%s.%N)
   "${s[@]}" daemon stop > /dev/null
