@@ -552,6 +552,19 @@ impl FlushIo {
                     }
                 }
             }
+            // The program made its file read-only after writing it (`chmod
+            // 444` while a descriptor it opened before still writes, or a
+            // mode change after a flush): the owner may always add write
+            // permission, so the flusher does, just for its open.
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                match open_read_only_own(&opts, &job.path) {
+                    Ok(f) => (f, false),
+                    Err(e2) => {
+                        done.error = Some(format!("open {}: {e} ({e2})", job.path));
+                        return done;
+                    }
+                }
+            }
             Err(e) => {
                 done.error = Some(format!("open {}: {e}", job.path));
                 return done;
@@ -1841,6 +1854,28 @@ unsafe fn crc32c_sse42(c: u32, data: &[u8]) -> u32 {
         c = _mm_crc32_u8(c, b);
     }
     c
+}
+
+/// Opens for writing a regular file at `path` that the daemon's user owns
+/// but whose mode has no owner write bit: adds it for the open and puts
+/// the mode back on the descriptor at once (the job then sets the record's).
+fn open_read_only_own(opts: &OpenOptions, path: &str) -> std::io::Result<File> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let md = std::fs::symlink_metadata(path)?;
+    if !md.is_file() || md.uid() != rustix::process::geteuid().as_raw() || md.mode() & 0o200 != 0 {
+        return Err(std::io::Error::other(
+            "not a read-only file of the daemon's user",
+        ));
+    }
+    let mode = md.mode() & 0o7777;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode | 0o200))?;
+    let opened = opts.open(path);
+    let back = std::fs::Permissions::from_mode(mode);
+    match &opened {
+        Ok(f) => f.set_permissions(back)?,
+        Err(_) => std::fs::set_permissions(path, back)?,
+    }
+    opened
 }
 
 #[cfg(test)]
