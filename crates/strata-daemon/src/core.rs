@@ -9,7 +9,7 @@
 //!   pin on it (frees are deferred until the last unpin);
 //! * data a client hands over is taken only from inside its own lease.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 
 use strata_alloc::Range;
 use strata_meta::{BlobId, BucketId, Extent, MetaStore};

@@ -14,7 +14,8 @@
 //!   SCRATCH pages are never dirty; WORKFLOW pages are dirty (awaiting stage
 //!   out) but never flushed automatically.
 
-use std::collections::{BTreeSet, HashMap};
+use foldhash::HashMap;
+use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 

@@ -23,7 +23,7 @@
 //! bytes as of the last copy-in; no one reads the buffer's copy of `id`
 //! except a copy-in's caller.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
 
 use strata_meta::{BucketId, Persist};

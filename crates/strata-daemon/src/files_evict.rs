@@ -58,7 +58,8 @@
 //! Known limit: a truncation of the file racing a write-through from another
 //! thread is serialised as "write, then truncate".
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use foldhash::{HashMap, HashSet};
+use std::collections::VecDeque;
 
 use strata_alloc::Range;
 use strata_meta::{BucketId, Persist};

@@ -12,7 +12,7 @@
 //! **Invariant:** `holders[f]` contains c iff `held_by[c]` contains f; an
 //! orphan is never in the flusher's dirty set.
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashSet};
 
 use strata_meta::{BucketId, Persist};
 use strata_proto::{Errno, Result};

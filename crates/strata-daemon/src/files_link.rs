@@ -22,7 +22,8 @@
 //! **Invariant:** `by_name[n] = f` iff `n ∈ names[f]`; every `f` there is a
 //! live, non-orphan file record; no name is both a bucket and a link.
 
-use std::collections::{BTreeSet, HashMap};
+use foldhash::HashMap;
+use std::collections::BTreeSet;
 
 use strata_meta::BucketId;
 use strata_proto::types::DestInfo;

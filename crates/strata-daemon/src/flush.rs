@@ -23,7 +23,8 @@
 //! **Invariant:** the poller never does destination I/O; a job's extents
 //! stay pinned until its completion has been handled.
 
-use std::collections::{HashMap, VecDeque};
+use foldhash::{HashMap, HashMapExt};
+use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

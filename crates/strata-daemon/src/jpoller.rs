@@ -16,7 +16,8 @@
 //! **Invariant:** records of a batch are ordered bucket drops, blob drops,
 //! bucket sets, blob sets, so the fold never sees a blob before its bucket.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use foldhash::{HashMap, HashMapExt, HashSet};
+use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 

@@ -13,7 +13,8 @@
 //! the destination) and only if they still need a flush; the flusher then
 //! drains them as usual.
 
-use std::collections::{BTreeSet, HashMap};
+use foldhash::{HashMap, HashMapExt};
+use std::collections::BTreeSet;
 
 use strata_alloc::Range;
 use strata_meta::{parse_page_name, Extent, FileRecord, Persist, PAGE_SHIFT_MAX, PAGE_SHIFT_MIN};

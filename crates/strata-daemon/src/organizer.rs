@@ -29,7 +29,8 @@
 //! * One batch in flight; at most `MOVES_PER_ROUND_MAX` moves per batch;
 //!   `REQUESTS_MAX` queued promotion requests (more are dropped, counted).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
+use std::collections::VecDeque;
 use std::sync::{mpsc, Arc, Mutex};
 
 use strata_config::OrganizerConfig;

@@ -34,7 +34,8 @@
 //! exists, so dirty data is never overwritten; every queue and table is
 //! bounded (`READAHEAD_*`, `STREAM_*`, `MODEL_BLOBS_MAX`, `PENDING_MAX`).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
+use std::collections::VecDeque;
 use std::os::unix::fs::FileExt;
 use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};

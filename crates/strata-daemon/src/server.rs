@@ -3,7 +3,7 @@
 //! status, stop; one small thread per connection, which also notices when a
 //! client dies because its connection closes).
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::io::Read;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;

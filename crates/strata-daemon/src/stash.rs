@@ -17,7 +17,8 @@
 //! target space is owned by the job until its completion is handled on
 //! the poller.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use foldhash::{HashMap, HashSet, HashSetExt};
+use std::collections::VecDeque;
 use std::os::unix::fs::FileExt;
 use std::sync::mpsc;
 use std::sync::Arc;

@@ -13,7 +13,8 @@
 //! functions return the removed blobs).
 #![forbid(unsafe_code)]
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use foldhash::{HashMap, HashMapExt, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use strata_proto::types::TIER_HOLE;
 use strata_proto::{Errno, Result};
 

@@ -19,7 +19,7 @@
 //! Space is counted conservatively: bytes leaving a tier are not reused in
 //! the same plan (they are freed only when the move commits).
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashSet, HashSetExt};
 
 /// A tier as the organizer sees it.
 #[derive(Debug, Clone)]

@@ -916,11 +916,11 @@ pub fn decode_reply(op: Op, r: &ResponseRecord, arg: &[u8]) -> Result<Reply<'sta
         },
         Op::Put | Op::FileThroughDone => Reply::Size(r.val0),
         Op::Get | Op::FileRead => {
-            let n = arg.len() / std::mem::size_of::<ReadExtent>();
-            let extents = (0..n)
-                .map(|i| ReadExtent::read_from(&arg[i * std::mem::size_of::<ReadExtent>()..]))
-                .collect::<Option<Vec<_>>>()
-                .ok_or(Errno::Malformed)?;
+            let chunks = arg.chunks_exact(std::mem::size_of::<ReadExtent>());
+            let mut extents = Vec::with_capacity(chunks.len());
+            for chunk in chunks {
+                extents.push(ReadExtent::read_from(chunk).ok_or(Errno::Malformed)?);
+            }
             Reply::Extents {
                 size: r.val0,
                 covered: r.val1,
