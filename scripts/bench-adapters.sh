@@ -18,6 +18,6 @@ if [ -x "$slow" ]; then
 else
   echo "bench-adapters: $slow not found; the slow-pfs baseline will be skipped" >&2
 fi
-cargo build --release -q -p strata-cli -p strata-posix
+cargo build --release -q -p strata-cli -p strata-posix -p strata-bench
 echo "bench-adapters: load average $(cut -d' ' -f1-3 /proc/loadavg) before the run" >&2
 exec target/release/strata bench adapters "${args[@]}" "$@"

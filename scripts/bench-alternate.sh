@@ -6,8 +6,8 @@
 # the medians new/old.
 #
 # usage: scripts/bench-alternate.sh OLD_BIN_DIR NEW_BIN_DIR [RUNS] [WORK_DIR]
-#   *_BIN_DIR: a directory with the `strata` binary and libstrata_posix.so of
-#   one build (target/release of a checkout of that commit).
+#   *_BIN_DIR: a directory with the `strata` binary, libstrata_posix.so (and,
+#   from issue 13 on, the `strata-bench` binary) of one build (target/release of a checkout of that commit).
 set -euo pipefail
 old=$1 new=$2 runs=${3:-5} work=${4:-$(mktemp -d /tmp/strata-alt.XXXXXX)}
 mkdir -p "$work"

@@ -40,7 +40,7 @@ mountpoint -q "$mnt" || { echo "bench-durability: $mnt is not a mount point" >&2
 if [[ -n ${DUR_BIN:-} ]]; then
     BIN=$DUR_BIN
 else
-    cargo build --release -q -p strata-cli -p strata-posix
+    cargo build --release -q -p strata-cli -p strata-posix -p strata-bench
     BIN=$ROOT/target/release/strata
 fi
 mkdir -p "$TIER_DIR"

@@ -14,7 +14,7 @@
 #   --strata   the strata binary (default: $STRATA_BIN, else target/release/strata)
 #   JOB.fio    job files (default: bench/fio/*.fio)
 # Needs fio (installed with apt-get when run as root) and jq. Run from anywhere
-# inside the repository; build first: cargo build --release -p strata-cli -p strata-posix
+# inside the repository; build first: cargo build --release
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,7 +49,7 @@ if ! command -v fio >/dev/null; then
   fi
 fi
 command -v jq >/dev/null || { echo "bench-fio: jq is not installed (apt-get install jq)" >&2; exit 1; }
-[ -x "$strata" ] || { echo "bench-fio: $strata not found; build it: cargo build --release -p strata-cli -p strata-posix" >&2; exit 1; }
+[ -x "$strata" ] || { echo "bench-fio: $strata not found; build it: cargo build --release" >&2; exit 1; }
 
 work=$(mktemp -d "$base/strata-bench-fio.XXXXXX")
 out=$(mktemp -d)

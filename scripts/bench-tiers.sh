@@ -42,7 +42,7 @@ trap cleanup EXIT
 if [[ -n ${TIERS_BIN:-} ]]; then
     BIN=$TIERS_BIN
 else
-    cargo build --release -q -p strata-cli -p strata-posix
+    cargo build --release -q -p strata-cli -p strata-posix -p strata-bench
     BIN=$ROOT/target/release/strata
 fi
 mkdir -p "$TIER_DIR" "$OUT"

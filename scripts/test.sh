@@ -80,7 +80,7 @@ make -s -C examples/c LIBDIR="$PWD/target/debug"
 examples/c/example "$tmp/daemon.sock"
 
 log "benchmark smoke runs (figures are not asserted)"
-cargo build --release -p strata-cli
+cargo build --release -p strata-cli -p strata-bench
 target/release/strata --config "$tmp/strata.yaml" bench kv --sizes 4KiB,1MiB --threads 1 --procs 1 --seconds 1
 target/release/strata --config "$tmp/strata.yaml" bench ycsb --workloads a,c --records 10000 --ops 20000 --threads 2 --vs-redis --repeat 1
 

@@ -467,7 +467,7 @@ impl Workers {
         let mut ps = Vec::new();
         for p in 0..procs {
             let mut cmd = Command::new(&exe);
-            cmd.args(["bench", "kv-worker", "--socket"]).arg(socket);
+            cmd.args(["kv-worker", "--socket"]).arg(socket);
             cmd.args([
                 "--size",
                 &size.to_string(),

@@ -15,7 +15,10 @@
 //!   organizer and prefetcher on a working set larger than RAM ([`tiers_org`]).
 //!
 //! Generators ([`zipf`]) are ports of YCSB's; latencies go to HDR histograms
-//! ([`hist`]). Entry point: [`run`], called by the CLI once a daemon runs.
+//! ([`hist`]). Entry point: [`run`], called by the `strata-bench` binary
+//! (`src/main.rs`) once a daemon runs. `strata bench ARGS` execs that binary
+//! (found beside `strata`), so the benchmarks, their Redis client and their
+//! histograms are not linked into the shipped `strata`.
 
 pub mod adapters;
 pub mod drain;
@@ -31,7 +34,9 @@ pub mod vpic;
 pub mod ycsb;
 pub mod zipf;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
 
 #[derive(clap::Subcommand, Debug, Clone)]
 pub enum BenchCmd {
@@ -97,4 +102,34 @@ pub fn run(cmd: BenchCmd, socket: &Path) -> anyhow::Result<()> {
         BenchCmd::Tiers(a) => tiers::run(a, socket),
         BenchCmd::VpicWorker(a) => vpic::run_worker(a),
     }
+}
+
+/// The `strata` executable the benchmarks start daemons with: `$STRATA_BIN`
+/// (set by `strata bench`), else the `strata` beside this executable, else
+/// the one on `PATH`.
+pub fn strata_exe() -> anyhow::Result<PathBuf> {
+    if let Some(p) = std::env::var_os("STRATA_BIN").filter(|v| !v.is_empty()) {
+        let p = PathBuf::from(p);
+        if !p.is_file() {
+            bail!("STRATA_BIN={} does not exist", p.display());
+        }
+        return Ok(p);
+    }
+    let exe = std::env::current_exe().context("cannot find this executable")?;
+    let beside = exe.with_file_name("strata");
+    if beside.is_file() {
+        return Ok(beside);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&path) {
+        let p = dir.join("strata");
+        if p.is_file() {
+            return Ok(p);
+        }
+    }
+    bail!(
+        "cannot find the strata executable (not beside {} nor on PATH): build it with \
+         `cargo build --release`, or set STRATA_BIN",
+        exe.display()
+    )
 }

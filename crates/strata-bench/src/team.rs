@@ -135,7 +135,7 @@ pub fn worker_cmds(
         .map(|rank| {
             let mut c = Command::new(&exe);
             env.apply(&mut c);
-            c.args(["bench", worker, "--dir"]).arg(dir);
+            c.args([worker, "--dir"]).arg(dir);
             c.args(["--rank", &rank.to_string(), "--procs", &procs.to_string()])
                 .args(args);
             c
@@ -692,8 +692,7 @@ impl PrivateDaemon {
         yaml.push_str(&spec.extra_yaml);
         std::fs::write(&config, yaml)?;
         let log = std::fs::File::create(dir.join("daemon.log"))?;
-        let exe = std::env::current_exe().context("cannot find the strata executable")?;
-        let mut cmd = Command::new(&exe);
+        let mut cmd = Command::new(crate::strata_exe()?);
         WorkerEnv::Direct { socket: None }.apply(&mut cmd);
         cmd.arg("--config")
             .arg(&config)

@@ -1,5 +1,6 @@
 //! `strata`: the command-line tool. Thin: every command is a few calls into
-//! the library crates (daemon, client, config, bench).
+//! the library crates (daemon, client, config); `strata bench` execs the
+//! separate `strata-bench` binary.
 
 mod daemonctl;
 mod drain;
@@ -78,10 +79,12 @@ enum Cmd {
         #[command(subcommand)]
         cmd: ConfigCmd,
     },
-    /// Benchmarks (run against a daemon, started privately if none runs).
+    /// Benchmarks (`strata bench --help`): runs the `strata-bench` binary
+    /// beside `strata` with these arguments.
+    #[command(disable_help_flag = true)]
     Bench {
-        #[command(subcommand)]
-        cmd: strata_bench::BenchCmd,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
     },
     /// Put, get and list through a zero-config private daemon, printing what happened.
     Demo,
@@ -199,6 +202,32 @@ enum ConfigCmd {
     Check { file: PathBuf },
     /// Print the effective default configuration for this machine as YAML.
     Default,
+}
+
+/// `strata bench ARGS`: execs `strata-bench` (a binary of its own, so the
+/// benchmarks are not linked into `strata`), found beside this executable as
+/// `git` and `cargo` find their external subcommands. Returns only on error.
+fn bench(config: Option<&std::path::Path>, args: &[std::ffi::OsString]) -> anyhow::Error {
+    use std::os::unix::process::CommandExt;
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => return anyhow::anyhow!("cannot find the strata executable: {e}"),
+    };
+    let bench = exe.with_file_name("strata-bench");
+    if !bench.is_file() {
+        return anyhow::anyhow!(
+            "`strata bench` runs {}, which is not built: run `cargo build --release` \
+             (or `cargo build --release -p strata-bench`)",
+            bench.display()
+        );
+    }
+    let mut cmd = std::process::Command::new(&bench);
+    if let Some(c) = config {
+        cmd.arg("--config").arg(c);
+    }
+    // The benchmarks start daemons with this very `strata`.
+    let err = cmd.args(args).env("STRATA_BIN", &exe).exec();
+    anyhow::anyhow!("cannot run {}: {err}", bench.display())
 }
 
 fn load_config(path: Option<&std::path::Path>) -> Result<Config> {
@@ -416,19 +445,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 _ => bail!("give either BLOB or --bucket-too (to remove the whole bucket)"),
             }
         }
-        Cmd::Bench { cmd } => {
-            let cfg = load_config(cfg_path.as_deref())?;
-            // Benches that start their own daemons (or run directly on a
-            // directory) do not need one here.
-            let guard = if cmd.needs_daemon() {
-                Some(daemonctl::ensure_daemon(cfg_path.as_deref(), &cfg)?)
-            } else {
-                None
-            };
-            let res = strata_bench::run(cmd, &cfg.resolved_socket_path());
-            drop(guard);
-            res?;
-        }
+        Cmd::Bench { args } => return Err(bench(cfg_path.as_deref(), &args)),
         Cmd::Demo => daemonctl::demo(cfg_path.as_deref())?,
         Cmd::Run {
             mode,

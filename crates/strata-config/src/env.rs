@@ -19,7 +19,8 @@ const ALIASES: &[(&str, &str)] = &[
 
 /// `STRATA_*` variables that are not configuration keys.
 /// `STRATA_PRELOAD_LIB`: the adapter library `strata run` preloads (plan3.md).
-const NOT_CONFIG_EXACT: &[&str] = &["STRATA_CONFIG", "STRATA_PRELOAD_LIB"];
+/// `STRATA_BIN`: the `strata` executable `strata-bench` starts daemons with.
+const NOT_CONFIG_EXACT: &[&str] = &["STRATA_CONFIG", "STRATA_PRELOAD_LIB", "STRATA_BIN"];
 const NOT_CONFIG_PREFIXES: &[&str] = &["STRATA_CLIENT_", "STRATA_INTERNAL_", "STRATA_RUN_"];
 
 /// Environment variable of a dotted key path.
