@@ -1,8 +1,11 @@
-//! strata-daemon: the per-node, per-user daemon. It owns the tiers (a RAM
-//! arena in shared memory plus directory tiers), the metadata, placement,
-//! client leases and pins, and serves clients over shared-memory rings.
+//! strata-daemon: the per-node, per-user daemon — a shell around the
+//! engine (`strata-engine`: tiers, metadata, placement, leases and pins,
+//! the file model, the background services). It builds the engine from the
+//! configuration, serves clients over shared-memory rings (`server.rs`: the
+//! poller decodes a slot, calls `Engine::execute`, encodes the reply) and
+//! answers the control socket.
 //!
-//! Threads: the **poller** (runs `server::Poller`, owns `core::Core`; the
+//! Threads: the **poller** (runs `server::Poller`, owns the `Engine`; the
 //! only thread that touches metadata or tier allocators) and the **control
 //! plane** (accept loop plus one small thread per connection). Signals
 //! (SIGTERM/SIGINT) and `strata daemon stop` set a flag the poller checks.
@@ -14,42 +17,11 @@
 //!
 //! **API Boundary:** no client library here (see `strata-client`), no CLI.
 
-pub mod core;
-pub mod dispatch;
-pub mod drain;
-pub mod files;
-pub mod files_backing;
-pub mod files_evict;
-pub mod files_hold;
-pub mod files_link;
-pub mod files_list;
-pub mod files_reval;
-pub mod flush;
-pub mod flush_conc;
 pub mod identity;
-pub mod journal;
-pub mod jpoller;
-pub mod jreplay;
-pub mod organizer;
-pub mod prefetch;
 pub mod server;
-pub mod stage;
-pub mod stash;
-pub mod tier;
-pub mod trace;
 
-#[cfg(test)]
-mod drain_tests;
-#[cfg(test)]
-mod files_tests;
-#[cfg(test)]
-mod flush_tests;
-#[cfg(test)]
-mod journal_tests;
-#[cfg(test)]
-mod organizer_tests;
-#[cfg(test)]
-pub(crate) mod testutil;
+/// The engine's modules the CLI reaches by their old paths.
+pub use strata_engine::{drain, trace};
 
 use std::os::unix::net::UnixListener;
 use std::path::Path;
@@ -66,9 +38,10 @@ use strata_shm::ShmSegment;
 use strata_transport_shm::layout::{self, CtlHeader};
 use strata_transport_shm::PROTOCOL_VERSION;
 
-use crate::core::Core;
 use crate::server::{HelloTemplate, Poller, Shared};
-use crate::tier::{Arena, Backing, Tier, Tiers};
+use strata_engine::core::Core;
+use strata_engine::tier::{Arena, Backing, Tier, Tiers};
+use strata_engine::{flush, journal, jpoller, jreplay, organizer, prefetch, stash, Done, Engine};
 
 /// Staging reserve of the arena (leases when the RAM tier is full).
 pub fn staging_bytes(cfg: &Config) -> u64 {
@@ -347,7 +320,7 @@ fn replay_journal(core: &mut Core) -> anyhow::Result<()> {
         // Keep the damaged journal for inspection; the rewrite replaces it.
         let keep = path.with_extension(format!(
             "journal.corrupt-{}",
-            core::now_ns() / 1_000_000_000
+            strata_engine::core::now_ns() / 1_000_000_000
         ));
         if let Err(e) = std::fs::copy(&path, &keep) {
             tracing::warn!("cannot keep a copy of the corrupt journal: {e}");
@@ -496,7 +469,8 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
         UnixListener::bind(&socket).with_context(|| format!("cannot bind {}", socket.display()))?;
     let _ = std::fs::set_permissions(&socket, std::os::unix::fs::PermissionsExt::from_mode(0o600));
     let (tx, rx) = mpsc::channel();
-    let flush_tx = tx.clone();
+    // The engine's workers report here; the poller applies the completions.
+    let (flush_tx, done_rx) = mpsc::channel::<Done>();
     {
         let shared = shared.clone();
         let hello = Arc::new(hello);
@@ -574,20 +548,20 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
     flusher.set_stall_warn_ns((cfg.flush.stall_warn_ms * 1e6) as u64);
     flusher.set_give_up_ns((cfg.flush.stop_give_up_ms * 1e6) as u64);
     let mut poller = Poller::new(
-        core,
+        Engine::new(core, Some(flusher)),
+        done_rx,
         shared.clone(),
         rx,
         cfg.daemon.spin(),
         cfg.node.id as u32,
         socket.clone(),
     );
-    poller.flusher = Some(flusher);
     poller.run();
 
     tracing::info!("strata daemon stopping");
     let _ = std::fs::remove_file(&socket);
     let _ = ShmSegment::unlink(&ctl_name);
-    let _ = ShmSegment::unlink(poller.core.tiers.arena.seg.name());
+    let _ = ShmSegment::unlink(poller.engine.core.tiers.arena.seg.name());
     sweep_stale_shm(&prefix);
     identity.release();
     Ok(())

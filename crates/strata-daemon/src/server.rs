@@ -18,16 +18,15 @@ use strata_proto::control::{
     TierStatus,
 };
 use strata_proto::Errno;
-use strata_proto::ReadExtent;
 use strata_shm::{Doorbell, Ring, ShmSegment};
 use strata_transport_shm::layout::{
     self, ChannelHeader, ClientHeader, ClientLayout, CtlHeader, SlotRecords,
 };
 use strata_transport_shm::{codec, RequestRecord, ResponseRecord, PROTOCOL_VERSION};
 
-use crate::core::{Core, Lease};
-use crate::dispatch::Caller;
-use crate::flush::{self, Flusher, JobDone};
+use strata_engine::core::{Core, Lease};
+use strata_engine::flush;
+use strata_engine::{Caller, Done, Engine};
 
 /// Messages from control threads to the poller.
 pub enum Msg {
@@ -43,12 +42,6 @@ pub enum Msg {
     Status {
         reply: mpsc::Sender<StatusReply>,
     },
-    /// A flush worker finished a job.
-    FlushDone(Box<JobDone>),
-    /// The stash thread finished a job (crate::stash).
-    StashDone(Box<crate::stash::StashDone>),
-    /// The organizer thread finished a batch of moves (crate::organizer).
-    OrganizerDone(Box<crate::organizer::MoveDone>),
     /// Control `Flush`: mark files urgent, reply with their state.
     Flush {
         paths: Vec<String>,
@@ -74,13 +67,11 @@ pub enum Msg {
         paths: Vec<String>,
         reply: mpsc::Sender<strata_proto::control::StageReply>,
     },
-    /// A read-ahead worker finished a page (crate::prefetch).
-    PrefetchDone(Box<crate::prefetch::Done>),
     /// Control `Backing` (crate::files_backing).
     Backing {
         id: u64,
         offer: Option<(u64, std::os::fd::OwnedFd)>,
-        reply: mpsc::Sender<strata_proto::Result<crate::files_backing::BackingReply>>,
+        reply: mpsc::Sender<strata_proto::Result<strata_engine::files_backing::BackingReply>>,
     },
 }
 
@@ -184,7 +175,12 @@ impl Shared {
 }
 
 pub struct Poller {
-    pub core: Core,
+    /// The engine every request runs on (strata-engine).
+    pub engine: Engine,
+    /// Completions of the engine's background workers.
+    done_rx: mpsc::Receiver<Done>,
+    /// `engine.direct_gen` as last published in the control segment.
+    direct_gen_published: u64,
     pub shared: Arc<Shared>,
     pub rx: mpsc::Receiver<Msg>,
     clients: HashMap<u64, ClientConn>,
@@ -195,9 +191,6 @@ pub struct Poller {
     pub blobs_max: u64,
     requests_total: u64,
     malformed_total: u64,
-    pub(crate) extents_buf: Vec<ReadExtent>,
-    /// Background writer of DEFAULT files (None: no flushing, e.g. some tests).
-    pub flusher: Option<Flusher>,
     /// Clients are gone; only draining remains.
     stopping: bool,
     /// Tests: the op code whose requests panic (`STRATA_INTERNAL_PANIC_OP`,
@@ -218,16 +211,19 @@ const JOURNAL_POLL_SLEEP: Duration = Duration::from_millis(1);
 
 impl Poller {
     pub fn new(
-        core: Core,
+        engine: Engine,
+        done_rx: mpsc::Receiver<Done>,
         shared: Arc<Shared>,
         rx: mpsc::Receiver<Msg>,
         spin: Duration,
         node_id: u32,
         socket: PathBuf,
     ) -> Poller {
-        let limits = *core.meta.limits();
+        let limits = *engine.core.meta.limits();
         Poller {
-            core,
+            engine,
+            done_rx,
+            direct_gen_published: 0,
             shared,
             rx,
             clients: HashMap::new(),
@@ -238,8 +234,6 @@ impl Poller {
             blobs_max: limits.blobs_max as u64,
             requests_total: 0,
             malformed_total: 0,
-            extents_buf: Vec::new(),
-            flusher: None,
             stopping: false,
             panic_op: injected_panic_op(),
         }
@@ -269,14 +263,17 @@ impl Poller {
         false
     }
 
-    fn flush_tick(&mut self) {
-        if let Some(f) = self.flusher.as_mut() {
-            f.tick(&mut self.core);
+    /// Tells every client that some file became direct (`Engine::direct_gen`).
+    fn publish_direct_gen(&mut self) {
+        let gen = self.engine.direct_gen;
+        if gen != self.direct_gen_published {
+            let delta = gen - self.direct_gen_published;
+            self.shared
+                .ctl()
+                .direct_gen
+                .fetch_add(delta, Ordering::SeqCst);
+            self.direct_gen_published = gen;
         }
-        crate::stash::tick(&mut self.core);
-        crate::organizer::tick(&mut self.core);
-        crate::jpoller::Journal::round(&mut self.core);
-        crate::prefetch::tick(&mut self.core);
     }
 
     /// Runs until shutdown is requested, then drains dirty files; a stop
@@ -300,25 +297,25 @@ impl Poller {
                 break;
             }
             let did = self.poll_once();
-            self.flush_tick();
+            self.engine.tick();
             self.arena_tick();
             if did == 0 {
                 let shared = self.shared.clone();
                 let spin = self.spin;
                 // Dirty files have deadlines: look again soon.
-                let journal_busy = !self.core.meta.touched.is_empty()
-                    || self.core.journal.as_ref().is_some_and(|j| j.busy())
-                    || self.core.stash.busy()
-                    || self.core.org.busy();
+                let journal_busy = !self.engine.core.meta.touched.is_empty()
+                    || self.engine.core.journal.as_ref().is_some_and(|j| j.busy())
+                    || self.engine.core.stash.busy()
+                    || self.engine.core.org.busy();
                 let max = if journal_busy {
                     JOURNAL_POLL_SLEEP
-                } else if self.core.files.dirty.is_empty() {
+                } else if self.engine.core.files.dirty.is_empty() {
                     POLL_SLEEP_MAX
                 } else {
                     FLUSH_POLL_SLEEP
                 };
                 shared.bell().wait_until(
-                    || self.any_work() || self.core.files.kick,
+                    || self.any_work() || self.engine.core.files.kick,
                     spin,
                     Some(max),
                 );
@@ -330,7 +327,7 @@ impl Poller {
     /// full /dev/shm raised SIGBUS in the application); grow it as the
     /// reserver thread reserves more, and tell it how much is in use.
     fn arena_tick(&mut self) {
-        let alloc = &mut self.core.tiers.arena.alloc;
+        let alloc = &mut self.engine.core.tiers.arena.alloc;
         let reserved = self.shared.arena_reserved_bytes.load(Ordering::Acquire);
         if reserved > alloc.capacity_bytes() {
             alloc.grow(reserved);
@@ -356,7 +353,7 @@ impl Poller {
             self.disconnect(id);
         }
         // (their last holders are gone: retired already, unless a copy failed)
-        self.core.backings_copy_in_all(true);
+        self.engine.core.backings_copy_in_all(true);
         let lost = self.drain_files();
         let mut report = strata_proto::control::StopReport {
             outcome: "stopped".into(),
@@ -367,20 +364,22 @@ impl Poller {
             self.keep_files(&lost, "files the destination did not take");
             for id in &lost {
                 let path = self
+                    .engine
                     .core
                     .meta
                     .bucket(*id)
                     .map(|b| b.name.to_string())
                     .unwrap_or_default();
                 let error = self
+                    .engine
                     .core
                     .meta
                     .file(*id)
                     .ok()
                     .and_then(|r| r.flush_error.clone())
                     .unwrap_or_default();
-                let bytes = self.core.file_dirty_bytes(*id);
-                let kept = self.core.file_durable_in_journal(*id);
+                let bytes = self.engine.core.file_dirty_bytes(*id);
+                let kept = self.engine.core.file_durable_in_journal(*id);
                 report.files.push(strata_proto::control::StopFile {
                     path,
                     bytes,
@@ -414,7 +413,7 @@ impl Poller {
                 // Serve on: clients may reconnect; the flusher keeps retrying.
                 self.stopping = false;
                 self.shared.shutdown.store(false, Ordering::SeqCst);
-                if let Some(f) = self.flusher.as_mut() {
+                if let Some(f) = self.engine.flusher.as_mut() {
                     f.draining = false;
                 }
                 self.shared
@@ -424,14 +423,14 @@ impl Poller {
                 return false;
             }
         }
-        self.core.org.shutdown();
+        self.engine.core.org.shutdown();
         self.keep_workflow_files();
-        if let Some(f) = self.flusher.as_mut() {
+        if let Some(f) = self.engine.flusher.as_mut() {
             f.stop();
         }
-        crate::jpoller::Journal::stop(&mut self.core);
-        self.core.prefetch.stop();
-        self.core.trace.stop();
+        strata_engine::jpoller::Journal::stop(&mut self.engine.core);
+        self.engine.core.prefetch.stop();
+        self.engine.core.trace.stop();
         self.write_stop_report(&report);
         true
     }
@@ -461,17 +460,18 @@ impl Poller {
     /// RAM are stashed onto the dir tier and journaled — the next daemon on
     /// these tiers has them. (Bounded by `KEEP_WORKFLOW_WAIT`.)
     fn keep_workflow_files(&mut self) {
-        if !self.core.stash.running() {
+        if !self.engine.core.stash.running() {
             return;
         }
         let ids: Vec<strata_meta::BucketId> = self
+            .engine
             .core
             .meta
             .files()
             .filter(|(id, _, rec)| {
                 rec.persist == strata_meta::Persist::Workflow
                     && !rec.dirty_pages.is_empty()
-                    && !self.core.file_is_orphan(*id)
+                    && !self.engine.core.file_is_orphan(*id)
             })
             .map(|(id, _, _)| id)
             .collect();
@@ -481,7 +481,7 @@ impl Poller {
     /// Stashes `ids` onto a non-volatile tier through the journal and waits
     /// for it (bounded by `KEEP_WORKFLOW_WAIT`).
     fn keep_files(&mut self, ids: &[strata_meta::BucketId], what: &str) {
-        if ids.is_empty() || !self.core.stash.running() {
+        if ids.is_empty() || !self.engine.core.stash.running() {
             return;
         }
         tracing::info!(
@@ -489,15 +489,16 @@ impl Poller {
             "keeping {what} on the dir tier for the next daemon"
         );
         for id in ids {
-            self.core.stash.want(*id);
+            self.engine.core.stash.want(*id);
         }
         let started = std::time::Instant::now();
         loop {
             self.drain_msgs();
-            crate::stash::tick(&mut self.core);
-            crate::jpoller::Journal::round(&mut self.core);
-            let waiting = self.core.stash.busy()
+            strata_engine::stash::tick(&mut self.engine.core);
+            strata_engine::jpoller::Journal::round(&mut self.engine.core);
+            let waiting = self.engine.core.stash.busy()
                 || self
+                    .engine
                     .core
                     .journal
                     .as_ref()
@@ -523,19 +524,19 @@ impl Poller {
     /// Shutdown: flushes until no dirty DEFAULT file remains, giving up only
     /// on files whose flush kept failing for `flush::DRAIN_GIVE_UP_NS`.
     fn drain_files(&mut self) -> Vec<strata_meta::BucketId> {
-        let Some(f) = self.flusher.as_mut() else {
-            if !self.core.files.dirty.is_empty() {
+        let Some(f) = self.engine.flusher.as_mut() else {
+            if !self.engine.core.files.dirty.is_empty() {
                 tracing::error!(
-                    files = self.core.files.dirty.len(),
+                    files = self.engine.core.files.dirty.len(),
                     "no flusher: dirty files are not written to their destination"
                 );
             }
-            return self.core.files.dirty.iter().copied().collect();
+            return self.engine.core.files.dirty.iter().copied().collect();
         };
         f.draining = true;
         let started = std::time::Instant::now();
         let mut last_log = started;
-        let total = self.core.files.dirty.len();
+        let total = self.engine.core.files.dirty.len();
         if total > 0 {
             tracing::info!(files = total, "draining dirty files to their destinations");
         }
@@ -543,13 +544,13 @@ impl Poller {
         // DRAIN_GIVE_UP_NS of failures; the flusher makes progress each round.
         loop {
             self.drain_msgs();
-            self.flush_tick();
-            let f = self.flusher.as_ref().expect("checked above");
-            if self.core.files.dirty.is_empty() && f.idle() {
+            self.engine.tick();
+            let f = self.engine.flusher.as_ref().expect("checked above");
+            if self.engine.core.files.dirty.is_empty() && f.idle() {
                 break;
             }
             if f.in_flight() == 0 {
-                if let Some(lost) = f.hopeless(&self.core) {
+                if let Some(lost) = f.hopeless(&self.engine.core) {
                     if !lost.is_empty() && f.idle() {
                         tracing::warn!(
                             files = lost.len(),
@@ -561,7 +562,7 @@ impl Poller {
             }
             if last_log.elapsed() >= Duration::from_secs(1) {
                 last_log = std::time::Instant::now();
-                let c = flush::file_counters(&self.core);
+                let c = flush::file_counters(&self.engine.core);
                 tracing::info!(
                     files = c.dirty_files,
                     bytes = c.dirty_bytes,
@@ -590,6 +591,10 @@ impl Poller {
     fn drain_msgs(&mut self) {
         if !self.shared.msgs_pending.swap(false, Ordering::SeqCst) {
             return;
+        }
+        // Bounded: each worker has a bounded queue of work in flight.
+        while let Ok(done) = self.done_rx.try_recv() {
+            self.engine.complete(done);
         }
         while let Ok(m) = self.rx.try_recv() {
             match m {
@@ -651,31 +656,24 @@ impl Poller {
                 Msg::Status { reply } => {
                     let _ = reply.send(self.status());
                 }
-                Msg::StashDone(done) => crate::stash::complete(&mut self.core, *done),
-                Msg::PrefetchDone(done) => crate::prefetch::complete(&mut self.core, *done),
-                Msg::OrganizerDone(done) => crate::organizer::complete(&mut self.core, *done),
-                Msg::FlushDone(done) => match self.flusher.as_mut() {
-                    Some(f) => f.complete(&mut self.core, *done),
-                    None => tracing::error!("flush completion without a flusher"),
-                },
                 Msg::Flush { paths, reply } => {
-                    let r = match self.flusher.as_ref() {
-                        Some(f) => flush::flush_paths(&mut self.core, f, &paths),
+                    let r = match self.engine.flusher.as_ref() {
+                        Some(f) => flush::flush_paths(&mut self.engine.core, f, &paths),
                         None => FlushReply::default(),
                     };
                     let _ = reply.send(r);
                 }
                 Msg::FlushState { paths, reply } => {
-                    let r = match self.flusher.as_ref() {
-                        Some(f) => flush::flush_state(&self.core, f, &paths),
+                    let r = match self.engine.flusher.as_ref() {
+                        Some(f) => flush::flush_state(&self.engine.core, f, &paths),
                         None => FlushReply::default(),
                     };
                     let _ = reply.send(r);
                 }
                 Msg::DrainStatus { paths, reply } => {
-                    let _ = reply.send(crate::drain::drain_status(
-                        &self.core,
-                        self.flusher.as_ref(),
+                    let _ = reply.send(strata_engine::drain::drain_status(
+                        &self.engine.core,
+                        self.engine.flusher.as_ref(),
                         &paths,
                     ));
                 }
@@ -684,25 +682,26 @@ impl Poller {
                     evict,
                     reply,
                 } => {
-                    let _ = reply.send(crate::stage::stage_out(
-                        &mut self.core,
-                        self.flusher.as_ref(),
+                    let _ = reply.send(strata_engine::stage::stage_out(
+                        &mut self.engine.core,
+                        self.engine.flusher.as_ref(),
                         &paths,
                         evict,
                     ));
                 }
                 Msg::StageState { paths, reply } => {
-                    let _ = reply.send(crate::stage::stage_state(
-                        &self.core,
-                        self.flusher.as_ref(),
+                    let _ = reply.send(strata_engine::stage::stage_state(
+                        &self.engine.core,
+                        self.engine.flusher.as_ref(),
                         &paths,
                     ));
                 }
                 Msg::Backing { id, offer, reply } => {
-                    let r = self.core.file_backing(BucketId(id), offer);
+                    let r = self.engine.core.file_backing(BucketId(id), offer);
                     if r.as_ref().is_ok_and(|b| b.adopted) {
                         // every client looks for its descriptors of the file
-                        self.shared.ctl().direct_gen.fetch_add(1, Ordering::SeqCst);
+                        self.engine.direct_gen += 1;
+                        self.publish_direct_gen();
                     }
                     let _ = reply.send(r);
                 }
@@ -716,12 +715,12 @@ impl Poller {
         };
         for (i, ch) in c.chans.iter_mut().enumerate() {
             if let Some(l) = ch.lease.take() {
-                self.core.lease_release(l);
+                self.engine.core.lease_release(l);
             }
-            self.core.unpin_all((id, i as u32));
+            self.engine.core.unpin_all((id, i as u32));
         }
-        self.core.file_client_gone(id);
-        self.core.through_client_gone(id);
+        self.engine.core.file_client_gone(id);
+        self.engine.core.through_client_gone(id);
         let _ = ShmSegment::unlink(c.seg.name());
         self.shared.clients_live.fetch_sub(1, Ordering::SeqCst);
         tracing::debug!(id, pid = c.pid, "client gone; leases and pins reclaimed");
@@ -819,7 +818,7 @@ impl Poller {
         let owner = (c.id, ch);
         for &p in &rec.releases {
             if p != 0 {
-                self.core.unpin(owner, p);
+                self.engine.core.unpin(owner, p);
             }
         }
         let arg_bytes = c.layout.arg_bytes as usize;
@@ -856,14 +855,14 @@ impl Poller {
             channel: ch,
             reply_bytes_max: arg_bytes,
         };
-        let observed = crate::trace::wants(&self.core, &req);
+        let observed = strata_engine::trace::wants(&self.engine.core, &req);
         let mut lease = c.chans[ch as usize].lease.take();
         let panic_op = self.panic_op;
         let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(once(|| {
             if panic_op == Some(rec.op) {
                 panic!("STRATA_INTERNAL_PANIC_OP: injected panic");
             }
-            self.execute(caller, &mut lease, &req)
+            self.engine.execute(caller, &mut lease, &req)
         })));
         let res = match run {
             Ok(res) => res,
@@ -872,7 +871,7 @@ impl Poller {
                 self.fail_stop(c, ch, slot, rec, op, payload);
             }
         };
-        let seen = observed.then(|| crate::trace::Seen::of(&req, &res));
+        let seen = observed.then(|| strata_engine::trace::Seen::of(&req, &res));
         c.chans[ch as usize].lease = lease;
         // SAFETY: as above; nothing borrows the arg area any more (`req`
         // and its inline bytes are not used after this point).
@@ -881,8 +880,10 @@ impl Poller {
             refuse(resp, e);
         }
         drop(res);
+        // Before the reply is pushed: its client sees the new generation.
+        self.publish_direct_gen();
         if let Some(seen) = seen {
-            crate::trace::observe(&mut self.core, c.id, ch, c.pid, seen);
+            strata_engine::trace::observe(&mut self.engine.core, c.id, ch, c.pid, seen);
         }
     }
 
@@ -930,9 +931,9 @@ impl Poller {
     }
 
     pub fn status(&self) -> StatusReply {
-        let t = &self.core.tiers;
+        let t = &self.engine.core.tiers;
         let mut dirty = vec![0u64; t.tiers.len()];
-        for b in self.core.meta.blobs() {
+        for b in self.engine.core.meta.blobs() {
             if b.dirty {
                 for e in &b.extents {
                     if !e.is_hole() {
@@ -945,7 +946,8 @@ impl Poller {
         }
         // Space in the journal's quarantine is freed for the user (not yet reusable).
         let quarantined = |i: usize| {
-            self.core
+            self.engine
+                .core
                 .journal
                 .as_ref()
                 .and_then(|j| j.quarantined_per_tier.get(i).copied())
@@ -981,25 +983,25 @@ impl Poller {
             })
             .collect();
         StatusReply {
-            files: flush::file_counters(&self.core),
+            files: flush::file_counters(&self.engine.core),
             version: PROTOCOL_VERSION,
             pid: std::process::id(),
             node_id: self.node_id,
-            uptime_s: self.core.start.elapsed().as_secs_f64(),
+            uptime_s: self.engine.core.start.elapsed().as_secs_f64(),
             socket: self.socket.display().to_string(),
             clients: self.clients.len() as u64,
-            buckets: self.core.meta.bucket_count() as u64,
-            blobs: self.core.meta.blob_count() as u64,
+            buckets: self.engine.core.meta.bucket_count() as u64,
+            blobs: self.engine.core.meta.blob_count() as u64,
             buckets_max: self.buckets_max,
             blobs_max: self.blobs_max,
             requests_total: self.requests_total,
             malformed_total: self.malformed_total,
-            policy: self.core.policy.to_string(),
+            policy: self.engine.core.policy.to_string(),
             tiers,
-            journal: self.core.journal.as_ref().map(|j| j.status()),
-            trace: self.core.trace.status(),
-            prefetch: self.core.prefetch.status(),
-            organizer: Some(self.core.org.status()),
+            journal: self.engine.core.journal.as_ref().map(|j| j.status()),
+            trace: self.engine.core.trace.status(),
+            prefetch: self.engine.core.prefetch.status(),
+            organizer: Some(self.engine.core.org.status()),
         }
     }
 }

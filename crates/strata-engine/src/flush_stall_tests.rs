@@ -14,10 +14,10 @@ use strata_proto::types::DestInfo;
 use crate::core::{Core, Src};
 use crate::files::OpenArgs;
 use crate::flush::{FlushIo, FlushSettings, Flusher};
-use crate::server::Msg;
 use crate::testutil::fixture;
+use crate::Done;
 
-fn start(core: &Core, threads: u32) -> (Flusher, mpsc::Receiver<Msg>) {
+fn start(core: &Core, threads: u32) -> (Flusher, mpsc::Receiver<Done>) {
     let (tx, rx) = mpsc::channel();
     let mut io = FlushIo::open(core, 0.0).unwrap();
     io.hang_marker = Some(".hang".into());
@@ -45,9 +45,9 @@ fn create_with(core: &mut Core, path: &str, data: &[u8]) -> BucketId {
 }
 
 /// Waits for one completion and handles it (a generous guard, not a timing check).
-fn complete_one(core: &mut Core, f: &mut Flusher, rx: &mpsc::Receiver<Msg>) {
+fn complete_one(core: &mut Core, f: &mut Flusher, rx: &mpsc::Receiver<Done>) {
     match rx.recv_timeout(Duration::from_secs(120)) {
-        Ok(Msg::FlushDone(d)) => f.complete(core, *d),
+        Ok(Done::Flush(d)) => f.complete(core, *d),
         Ok(_) => panic!("unexpected message"),
         Err(e) => panic!("no flush completion: {e}"),
     }

@@ -328,7 +328,7 @@ pub fn wants(core: &Core, req: &Request) -> bool {
 
 /// What the trace and the prefetcher need of a request that ran: taken
 /// before its reply is sent (the request borrows the transport's buffer).
-pub(crate) struct Seen {
+pub struct Seen {
     op: TraceOp,
     bucket: BucketId,
     /// Blob name (or path of open/unlink), cut to `TRACE_NAME_BYTES_MAX`.
@@ -384,7 +384,7 @@ fn reply_tier(extents: &[ReadExtent]) -> Option<u32> {
 }
 
 impl Seen {
-    pub(crate) fn of(req: &Request, res: &Result<Reply, Errno>) -> Seen {
+    pub fn of(req: &Request, res: &Result<Reply, Errno>) -> Seen {
         let (op, bucket, name, offset, len) = match *req {
             Request::Put {
                 bucket,
@@ -465,7 +465,7 @@ impl Seen {
 
 /// After a request of client (`client`, `ch`, `pid`) ran: records it in
 /// the trace and tells the prefetcher.
-pub(crate) fn observe(core: &mut Core, client: u64, ch: u32, pid: u32, s: Seen) {
+pub fn observe(core: &mut Core, client: u64, ch: u32, pid: u32, s: Seen) {
     let ok = s.err.is_none();
     let bucket = s.bucket;
     // The prefetcher first: it sees every successful read.

@@ -11,8 +11,8 @@ use crate::core::{Core, Src};
 use crate::files::OpenArgs;
 use crate::journal::{self, FileImage, Record, State};
 use crate::jpoller::Journal;
-use crate::server::Msg;
 use crate::testutil::{fixture, fixture_in, pattern, Fixture};
+use crate::Done;
 
 fn sample() -> Vec<Record> {
     let file = FileImage {
@@ -187,7 +187,7 @@ fn a_corrupt_record_is_reported_and_never_applied() {
 
 const SHIFT: u32 = 12;
 
-fn journal_on(fx: &mut Fixture) -> mpsc::Receiver<Msg> {
+fn journal_on(fx: &mut Fixture) -> mpsc::Receiver<Done> {
     let core = &mut fx.core;
     let path = fx.dir.path().join("tier").join(journal::JOURNAL_NAME);
     let scan = journal::read(&path).unwrap();
@@ -208,12 +208,12 @@ fn journal_on(fx: &mut Fixture) -> mpsc::Receiver<Msg> {
 }
 
 /// Runs poller rounds until `done` (bounded).
-fn pump(core: &mut Core, rx: &mpsc::Receiver<Msg>, mut done: impl FnMut(&mut Core) -> bool) {
+fn pump(core: &mut Core, rx: &mpsc::Receiver<Done>, mut done: impl FnMut(&mut Core) -> bool) {
     for _ in 0..20_000 {
         crate::stash::tick(core);
         Journal::round(core);
         while let Ok(m) = rx.try_recv() {
-            if let Msg::StashDone(d) = m {
+            if let Done::Stash(d) = m {
                 crate::stash::complete(core, *d);
             }
         }

@@ -40,8 +40,8 @@ use strata_shm::ShmSegment;
 use crate::core::Core;
 use crate::drain::{EventLog, EventSink};
 use crate::files::Backoff;
-use crate::server::Msg;
 use crate::tier::Backing;
+use crate::Done;
 
 /// Pin owner of flush jobs (client ids never reach it).
 pub const FLUSH_OWNER: (u64, u32) = (u64::MAX, 0);
@@ -824,7 +824,7 @@ fn job_bytes(job: &Job) -> u64 {
 fn worker(
     io: Arc<FlushIo>,
     rx: Arc<Mutex<mpsc::Receiver<Work>>>,
-    tx: mpsc::Sender<Msg>,
+    tx: mpsc::Sender<Done>,
     wake: Wake,
     unlinks: Arc<AtomicUsize>,
     log: Option<EventSink>,
@@ -841,7 +841,7 @@ fn worker(
                     l.event("DEQUEUE", &job.path, job_bytes(&job));
                 }
                 let done = io.run_job(job);
-                if tx.send(Msg::FlushDone(Box::new(done))).is_err() {
+                if tx.send(Done::Flush(Box::new(done))).is_err() {
                     return;
                 }
                 wake();
@@ -938,12 +938,12 @@ pub struct Flusher {
 }
 
 impl Flusher {
-    /// Starts the workers. Completions arrive on `tx` as `Msg::FlushDone`,
+    /// Starts the workers. Completions arrive on `tx` as `crate::Done::Flush`,
     /// followed by a call of `wake`.
     pub fn start(
         settings: FlushSettings,
         io: FlushIo,
-        tx: mpsc::Sender<Msg>,
+        tx: mpsc::Sender<Done>,
         wake: Wake,
     ) -> std::io::Result<Flusher> {
         Flusher::start_with_log(settings, io, tx, wake, None)
@@ -953,7 +953,7 @@ impl Flusher {
     pub fn start_with_log(
         settings: FlushSettings,
         io: FlushIo,
-        tx: mpsc::Sender<Msg>,
+        tx: mpsc::Sender<Done>,
         wake: Wake,
         log: Option<EventLog>,
     ) -> std::io::Result<Flusher> {

@@ -12,14 +12,14 @@ use strata_proto::types::{DestInfo, TIER_DEST};
 use crate::core::{Core, Src};
 use crate::files::OpenArgs;
 use crate::flush::{FlushIo, FlushSettings, Flusher, FLUSH_OWNER};
-use crate::server::Msg;
 use crate::stage::{evict_clean, stage_out, stage_state, stage_state_limited};
 use crate::testutil::{fixture, pattern, Fixture};
+use crate::Done;
 
 const SHIFT: u32 = 12;
 const PAGE: usize = 4096;
 
-fn start(core: &Core) -> (Flusher, mpsc::Receiver<Msg>) {
+fn start(core: &Core) -> (Flusher, mpsc::Receiver<Done>) {
     let (tx, rx) = mpsc::channel();
     let io = FlushIo::open(core, 0.0).unwrap();
     let s = FlushSettings {
@@ -49,7 +49,7 @@ fn write(core: &mut Core, id: BucketId, off: usize, data: &[u8]) {
 }
 
 /// Ticks and completes until nothing is in flight (a generous guard, not a timing check).
-fn run_flusher(core: &mut Core, f: &mut Flusher, rx: &mpsc::Receiver<Msg>) {
+fn run_flusher(core: &mut Core, f: &mut Flusher, rx: &mpsc::Receiver<Done>) {
     for _ in 0..10_000 {
         core.files.kick = true;
         f.tick(core);
@@ -57,7 +57,7 @@ fn run_flusher(core: &mut Core, f: &mut Flusher, rx: &mpsc::Receiver<Msg>) {
             return;
         }
         match rx.recv_timeout(Duration::from_secs(120)) {
-            Ok(Msg::FlushDone(d)) => f.complete(core, *d),
+            Ok(Done::Flush(d)) => f.complete(core, *d),
             Ok(_) => panic!("unexpected message"),
             Err(e) => panic!("no flush completion: {e}"),
         }

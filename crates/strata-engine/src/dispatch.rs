@@ -4,7 +4,6 @@
 //! nothing here knows rings, slots or segments.
 
 use std::borrow::Cow;
-use std::sync::atomic::Ordering;
 
 use strata_alloc::Range;
 use strata_meta::BucketId;
@@ -16,7 +15,6 @@ use strata_proto::Errno;
 use crate::core::{Core, Lease, Src};
 use crate::files::WriteOutcome;
 use crate::files_evict::FillFrom;
-use crate::server::Poller;
 
 /// Who asks, and how much a reply may carry.
 #[derive(Debug, Clone, Copy)]
@@ -59,7 +57,7 @@ fn fit_names<'s>(it: impl Iterator<Item = &'s str>, budget: usize) -> (Vec<Strin
     (out, it.peek().is_some())
 }
 
-impl Poller {
+impl crate::Engine {
     /// The bytes of a data-carrying request: taken out of the channel's
     /// lease (the range is returned so the callee can adopt or free it) or
     /// carried inline.
@@ -103,7 +101,7 @@ impl Poller {
     }
 
     /// Runs `req` for `caller`; `lease` is the caller's channel lease.
-    pub(crate) fn execute(
+    pub fn execute(
         &mut self,
         caller: Caller,
         lease: &mut Option<Lease>,
@@ -261,7 +259,7 @@ impl Poller {
                     self.core
                         .dest_own_change(id, crate::files_reval::OwnChange::Direct);
                     // every client looks for its descriptors of direct files
-                    self.shared.ctl().direct_gen.fetch_add(1, Ordering::SeqCst);
+                    self.direct_gen += 1;
                 }
                 Reply::SyncGen(self.core.file_sync_ex(id, dest)?)
             }

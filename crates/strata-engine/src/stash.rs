@@ -27,8 +27,8 @@ use strata_alloc::Range;
 use strata_meta::{BlobId, BucketId, Extent, Persist};
 
 use crate::core::{Core, PIECES_MAX};
-use crate::server::Msg;
 use crate::tier::TierIo;
+use crate::Done;
 
 /// Pin owner of stash jobs (client ids never reach it).
 pub const STASH_OWNER: (u64, u32) = (u64::MAX, 1);
@@ -201,10 +201,10 @@ impl StashIo {
     }
 }
 
-/// Starts the stash thread; its reports arrive as `Msg::StashDone`.
+/// Starts the stash thread; its reports arrive as `crate::Done::Stash`.
 pub fn start(
     core: &mut Core,
-    tx: mpsc::Sender<Msg>,
+    tx: mpsc::Sender<Done>,
     wake: Arc<dyn Fn() + Send + Sync>,
 ) -> std::io::Result<()> {
     let io = StashIo {
@@ -230,7 +230,7 @@ pub fn start(
                     if done.error.is_none() {
                         done.error = err.clone();
                     }
-                    if tx.send(Msg::StashDone(Box::new(done))).is_err() {
+                    if tx.send(Done::Stash(Box::new(done))).is_err() {
                         return;
                     }
                 }

@@ -14,13 +14,13 @@ use crate::core::{Core, Src};
 use crate::drain::{self, EventLog};
 use crate::files::OpenArgs;
 use crate::flush::{self, FlushIo, FlushSettings, Flusher};
-use crate::server::Msg;
 use crate::testutil::{fixture, pattern, Fixture};
+use crate::Done;
 
 const SHIFT: u32 = 12;
 const PAGE: usize = 4096;
 
-fn start(fx: &Fixture) -> (Flusher, mpsc::Receiver<Msg>, std::path::PathBuf) {
+fn start(fx: &Fixture) -> (Flusher, mpsc::Receiver<Done>, std::path::PathBuf) {
     let (tx, rx) = mpsc::channel();
     let io = FlushIo::open(&fx.core, 0.0).unwrap();
     let s = FlushSettings {
@@ -55,9 +55,9 @@ fn write(core: &mut Core, id: BucketId, off: usize, data: &[u8]) {
         .unwrap();
 }
 
-fn complete_one(core: &mut Core, f: &mut Flusher, rx: &mpsc::Receiver<Msg>) {
+fn complete_one(core: &mut Core, f: &mut Flusher, rx: &mpsc::Receiver<Done>) {
     match rx.recv_timeout(Duration::from_secs(120)) {
-        Ok(Msg::FlushDone(d)) => f.complete(core, *d),
+        Ok(Done::Flush(d)) => f.complete(core, *d),
         Ok(_) => panic!("unexpected message"),
         Err(e) => panic!("no flush completion: {e}"),
     }

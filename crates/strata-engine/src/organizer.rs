@@ -39,8 +39,8 @@ use strata_organize::{BlobState, MoveKind, PlanLimits, ScoreParams, TierState, T
 use strata_proto::control::OrganizerStatus;
 
 use crate::core::{now_ns, Core};
-use crate::server::Msg;
 use crate::tier::TierIo;
+use crate::Done;
 
 /// Pin owner of organizer batches (client ids never reach it).
 pub const ORGANIZER_OWNER: (u64, u32) = (u64::MAX, 2);
@@ -366,11 +366,11 @@ impl OrgIo {
 }
 
 /// Starts the organizer thread when `organizer.enabled` and there are at
-/// least two tiers; its reports arrive as `Msg::OrganizerDone`.
+/// least two tiers; its reports arrive as `crate::Done::Organizer`.
 pub fn start(
     core: &mut Core,
     cfg: &OrganizerConfig,
-    tx: mpsc::Sender<Msg>,
+    tx: mpsc::Sender<Done>,
     wake: Arc<dyn Fn() + Send + Sync>,
 ) -> std::io::Result<()> {
     core.org.configure(cfg);
@@ -400,7 +400,7 @@ pub fn start(
             // Ends when the poller drops its sender.
             while let Ok(batch) = brx.recv() {
                 let done = io.run(batch);
-                if tx.send(Msg::OrganizerDone(Box::new(done))).is_err() {
+                if tx.send(Done::Organizer(Box::new(done))).is_err() {
                     return;
                 }
                 wake();

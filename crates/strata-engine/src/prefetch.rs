@@ -9,7 +9,7 @@
 //! asked from the destination: the poller reserves arena space for each page
 //! (counted as leased) and queues a job; `prefetch.threads` workers `pread`
 //! the destination straight into that space and report back
-//! (`Msg::PrefetchDone`); the poller then inserts the page exactly like a
+//! (`crate::Done::Prefetch`); the poller then inserts the page exactly like a
 //! client's read-through fill (`Core::file_fill`: only if the page is still
 //! absent, clamped to `dest_size`, under capacity pressure rules) — and only
 //! if the file did not change meanwhile (same path, same `mod_gen`, no
@@ -46,7 +46,6 @@ use strata_proto::control::PrefetchStatus;
 use strata_shm::ShmSegment;
 
 use crate::core::{Core, Src};
-use crate::server::Msg;
 
 /// Reads a stream needs before it is read ahead.
 pub const SEQ_READS_MIN: u32 = 2;
@@ -406,7 +405,7 @@ impl Prefetch {
     pub fn start(
         core: &mut Core,
         settings: Settings,
-        tx: mpsc::Sender<Msg>,
+        tx: mpsc::Sender<crate::Done>,
         wake: Arc<dyn Fn() + Send + Sync>,
     ) -> std::io::Result<()> {
         core.prefetch = Prefetch::new(settings);
@@ -490,7 +489,7 @@ const WORKER_FDS_MAX: usize = 16;
 fn worker(
     arena: ShmSegment,
     jobs: Arc<Mutex<mpsc::Receiver<Job>>>,
-    tx: mpsc::Sender<Msg>,
+    tx: mpsc::Sender<crate::Done>,
     wake: Arc<dyn Fn() + Send + Sync>,
 ) {
     let mut fds = DestFds::default();
@@ -504,7 +503,7 @@ fn worker(
         };
         let got = fds.get(&job.path).and_then(|f| read_page(&arena, f, &job));
         if tx
-            .send(Msg::PrefetchDone(Box::new(Done { job, got })))
+            .send(crate::Done::Prefetch(Box::new(Done { job, got })))
             .is_err()
         {
             return;

@@ -11,8 +11,8 @@ use strata_meta::{BlobId, BucketId};
 use crate::core::{now_ns, Core, Src};
 use crate::journal;
 use crate::jpoller::Journal;
-use crate::server::Msg;
 use crate::testutil::{fixture, fixture_in, pattern, Fixture};
+use crate::Done;
 
 const MIB: u64 = 1 << 20;
 const HOUR_NS: u64 = 3_600_000_000_000;
@@ -26,7 +26,7 @@ fn org_cfg() -> strata_config::OrganizerConfig {
 }
 
 /// Starts the organizer (and, with `journal`, the journal and stash) on `fx`.
-fn start(fx: &mut Fixture, with_journal: bool) -> mpsc::Receiver<Msg> {
+fn start(fx: &mut Fixture, with_journal: bool) -> mpsc::Receiver<Done> {
     let core = &mut fx.core;
     let (tx, rx) = mpsc::channel();
     let wake: Arc<dyn Fn() + Send + Sync> = Arc::new(|| {});
@@ -50,15 +50,15 @@ fn start(fx: &mut Fixture, with_journal: bool) -> mpsc::Receiver<Msg> {
 }
 
 /// Poller rounds until `done` (bounded; the guard is generous, nothing is timed).
-fn pump(core: &mut Core, rx: &mpsc::Receiver<Msg>, mut done: impl FnMut(&mut Core) -> bool) {
+fn pump(core: &mut Core, rx: &mpsc::Receiver<Done>, mut done: impl FnMut(&mut Core) -> bool) {
     for _ in 0..50_000 {
         crate::organizer::tick(core);
         crate::stash::tick(core);
         Journal::round(core);
         while let Ok(m) = rx.try_recv() {
             match m {
-                Msg::OrganizerDone(d) => crate::organizer::complete(core, *d),
-                Msg::StashDone(d) => crate::stash::complete(core, *d),
+                Done::Organizer(d) => crate::organizer::complete(core, *d),
+                Done::Stash(d) => crate::stash::complete(core, *d),
                 _ => {}
             }
         }
@@ -190,7 +190,7 @@ fn a_blob_written_during_its_copy_is_not_moved() {
     let m = rx
         .recv_timeout(std::time::Duration::from_secs(600))
         .expect("organizer thread reports");
-    let Msg::OrganizerDone(d) = m else {
+    let Done::Organizer(d) = m else {
         panic!("unexpected message")
     };
     crate::organizer::complete(core, *d);
@@ -355,7 +355,7 @@ fn deleting_a_blob_during_its_copy_returns_all_space_at_once() {
         (0, 0)
     );
     assert_eq!(core.org.status().discarded_moves, 1);
-    let Msg::OrganizerDone(d) = rx
+    let Done::Organizer(d) = rx
         .recv_timeout(std::time::Duration::from_secs(600))
         .expect("report")
     else {

@@ -13,7 +13,17 @@ pub struct Fixture {
     pub core: Core,
     /// Holds the dir tier (and test destinations); removed on drop.
     pub dir: tempfile::TempDir,
-    arena_name: String,
+    /// Unlinks the arena's segment name (after `core` is gone).
+    pub arena: ArenaName,
+}
+
+/// The name of a fixture's arena segment, unlinked on drop.
+pub struct ArenaName(String);
+
+impl Drop for ArenaName {
+    fn drop(&mut self) {
+        let _ = ShmSegment::unlink(&self.0);
+    }
 }
 
 impl Fixture {
@@ -21,12 +31,6 @@ impl Fixture {
     pub fn crash(mut self) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         std::mem::replace(&mut self.dir, dir)
-    }
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        let _ = ShmSegment::unlink(&self.arena_name);
     }
 }
 
@@ -106,7 +110,7 @@ pub fn fixture_in(
     Fixture {
         core: Core::new(meta, tiers, Policy::MinimizeIoTime, 7, 1 << 20),
         dir,
-        arena_name,
+        arena: ArenaName(arena_name),
     }
 }
 

@@ -12,13 +12,13 @@ use strata_proto::types::DestInfo;
 use crate::core::{Core, Src};
 use crate::files::OpenArgs;
 use crate::flush::{self, FlushIo, FlushSettings, Flusher, FLUSH_OWNER};
-use crate::server::Msg;
 use crate::testutil::{fixture, pattern, Fixture};
+use crate::Done;
 
 const SHIFT: u32 = 12;
 const PAGE: usize = 4096;
 
-fn start(core: &Core, threads: u32, bandwidth_mib_s: f64) -> (Flusher, mpsc::Receiver<Msg>) {
+fn start(core: &Core, threads: u32, bandwidth_mib_s: f64) -> (Flusher, mpsc::Receiver<Done>) {
     let (tx, rx) = mpsc::channel();
     let io = FlushIo::open(core, bandwidth_mib_s).unwrap();
     let s = FlushSettings {
@@ -47,16 +47,16 @@ fn write(core: &mut Core, id: BucketId, off: usize, data: &[u8]) {
 }
 
 /// Waits for one completion and handles it (a generous guard, not a timing check).
-fn complete_one(core: &mut Core, f: &mut Flusher, rx: &mpsc::Receiver<Msg>) {
+fn complete_one(core: &mut Core, f: &mut Flusher, rx: &mpsc::Receiver<Done>) {
     match rx.recv_timeout(Duration::from_secs(120)) {
-        Ok(Msg::FlushDone(d)) => f.complete(core, *d),
+        Ok(Done::Flush(d)) => f.complete(core, *d),
         Ok(_) => panic!("unexpected message"),
         Err(e) => panic!("no flush completion: {e}"),
     }
 }
 
 /// Ticks and completes until nothing is dirty or in flight.
-fn flush_all(core: &mut Core, f: &mut Flusher, rx: &mpsc::Receiver<Msg>) {
+fn flush_all(core: &mut Core, f: &mut Flusher, rx: &mpsc::Receiver<Done>) {
     for _ in 0..10_000 {
         core.files.kick = true;
         f.tick(core);
@@ -448,7 +448,7 @@ fn a_fifo_at_the_destination_fails_the_job_instead_of_blocking() {
         f.tick(core);
         assert!(f.is_in_flight(id));
         match rx.recv_timeout(Duration::from_secs(120)) {
-            Ok(Msg::FlushDone(d)) => {
+            Ok(Done::Flush(d)) => {
                 let err = d.error.clone().expect("flush onto a FIFO must fail");
                 assert!(
                     err.contains("FIFO") || err.contains("No such device"),

@@ -1,0 +1,291 @@
+//! The engine driven directly through its one entry point,
+//! `Engine::execute`, with no transport in between: no rings, no slots, no
+//! client segments — the requests a transport would decode are built here.
+//! A new transport is one more caller of this same function.
+
+use strata_proto::msg::{DataRef, FileRef, PutMode, Reply, Request};
+use strata_proto::types::{DestInfo, OpenFile, Persist, ReadExtent, TIER_HOLE};
+use strata_proto::Errno;
+
+use crate::core::Lease;
+use crate::testutil::{fixture, pattern, ArenaName, Fixture};
+use crate::{Caller, Engine};
+
+const CALLER: Caller = Caller {
+    client: 1,
+    channel: 0,
+    reply_bytes_max: 64 << 10,
+};
+
+struct Rig {
+    engine: Engine,
+    /// The caller's lease, as a transport keeps one per channel.
+    lease: Option<Lease>,
+    _dir: tempfile::TempDir,
+    _arena: ArenaName,
+}
+
+fn rig() -> Rig {
+    let Fixture { core, dir, arena } = fixture(8 << 20, 32 << 20, 1 << 20);
+    Rig {
+        engine: Engine::new(core, None),
+        lease: None,
+        _dir: dir,
+        _arena: arena,
+    }
+}
+
+impl Rig {
+    fn run(&mut self, req: &Request) -> Result<Reply<'static>, Errno> {
+        self.engine
+            .execute(CALLER, &mut self.lease, req)
+            .map(into_owned)
+    }
+
+    fn bucket(&mut self, name: &str) -> u64 {
+        match self.run(&Request::BucketOpen {
+            name,
+            create: true,
+            excl: false,
+        }) {
+            Ok(Reply::Bucket { id, .. }) => id,
+            other => panic!("bucket open: {other:?}"),
+        }
+    }
+
+    /// The bytes an extent reply names, read from the tiers as a client
+    /// that maps them would; releases the pin.
+    fn bytes_of(&mut self, r: Reply<'static>) -> (u64, Vec<u8>) {
+        let Reply::Extents {
+            size,
+            covered,
+            pin,
+            extents,
+        } = r
+        else {
+            panic!("not an extent reply: {r:?}");
+        };
+        let base = extents.first().map_or(0, |e| e.logical_off);
+        let mut out = vec![0u8; covered as usize];
+        for e in extents.iter() {
+            let at = (e.logical_off - base) as usize;
+            let dst = &mut out[at..at + e.len as usize];
+            if e.tier == TIER_HOLE {
+                dst.fill(0);
+            } else {
+                self.engine
+                    .core
+                    .tiers
+                    .read(e.tier as usize, e.phys_off, dst)
+                    .expect("tier read");
+            }
+        }
+        if pin != 0 {
+            assert!(self.engine.core.unpin((CALLER.client, CALLER.channel), pin));
+        }
+        (size, out)
+    }
+}
+
+fn into_owned(r: Reply<'_>) -> Reply<'static> {
+    match r {
+        Reply::Extents {
+            size,
+            covered,
+            pin,
+            extents,
+        } => Reply::Extents {
+            size,
+            covered,
+            pin,
+            extents: std::borrow::Cow::Owned(extents.into_owned()),
+        },
+        Reply::Done => Reply::Done,
+        Reply::Bucket { id, created } => Reply::Bucket { id, created },
+        Reply::Lease { off, len } => Reply::Lease { off, len },
+        Reply::Size(s) => Reply::Size(s),
+        Reply::BlobStat(s) => Reply::BlobStat(s),
+        Reply::FileOpened { id, created, attr } => Reply::FileOpened { id, created, attr },
+        Reply::FileAttr(a) => Reply::FileAttr(a),
+        Reply::Written { at, size } => Reply::Written { at, size },
+        Reply::Unlinked(u) => Reply::Unlinked(u),
+        other => panic!("reply not used by these tests: {other:?}"),
+    }
+}
+
+#[test]
+fn inline_put_then_get_returns_the_bytes() {
+    let mut r = rig();
+    let b = r.bucket("b");
+    let data = pattern(100_000, 3);
+    let put = Request::Put {
+        bucket: b,
+        name: "x",
+        data: DataRef::Inline(&data),
+        mode: PutMode::Replace { excl: false },
+        policy: None,
+    };
+    assert_eq!(r.run(&put), Ok(Reply::Size(data.len() as u64)));
+    let got = r
+        .run(&Request::Get {
+            bucket: b,
+            name: "x",
+            offset: 0,
+            len: u64::MAX,
+        })
+        .unwrap();
+    let (size, bytes) = r.bytes_of(got);
+    assert_eq!(size, data.len() as u64);
+    assert_eq!(bytes, data);
+}
+
+#[test]
+fn a_put_through_a_lease_is_adopted_without_a_copy() {
+    let mut r = rig();
+    let b = r.bucket("b");
+    let Ok(Reply::Lease { off, len }) = r.run(&Request::Lease {
+        want_bytes: 1 << 20,
+    }) else {
+        panic!("no lease");
+    };
+    assert!(len >= 4096);
+    let data = pattern(4096, 9);
+    // What a client does in shared memory: write into its leased range.
+    r.engine.core.tiers.arena.write(off, &data).unwrap();
+    let put = Request::Put {
+        bucket: b,
+        name: "k",
+        data: DataRef::Lease { off, len: 4096 },
+        mode: PutMode::Replace { excl: false },
+        policy: None,
+    };
+    assert_eq!(r.run(&put), Ok(Reply::Size(4096)));
+    let got = r
+        .run(&Request::Get {
+            bucket: b,
+            name: "k",
+            offset: 0,
+            len: 4096,
+        })
+        .unwrap();
+    if let Reply::Extents { extents, .. } = &got {
+        let e: &ReadExtent = &extents[0];
+        assert_eq!(
+            (e.tier, e.phys_off),
+            (0, off),
+            "the leased bytes themselves"
+        );
+    }
+    assert_eq!(r.bytes_of(got).1, data);
+}
+
+#[test]
+fn misuse_is_an_error_code_not_a_panic() {
+    let mut r = rig();
+    let b = r.bucket("b");
+    // Lease data without a lease.
+    let put = Request::Put {
+        bucket: b,
+        name: "k",
+        data: DataRef::Lease { off: 0, len: 16 },
+        mode: PutMode::Replace { excl: false },
+        policy: None,
+    };
+    assert_eq!(r.run(&put), Err(Errno::Malformed));
+    // A blob that does not exist, a bucket that does not exist.
+    let get = |bucket, name| Request::Get {
+        bucket,
+        name,
+        offset: 0,
+        len: 1,
+    };
+    assert_eq!(r.run(&get(b, "nope")), Err(Errno::NoBlob));
+    assert!(r.run(&get(b + 1000, "x")).is_err());
+    // An exclusive put of an existing blob.
+    let data = [1u8; 10];
+    let excl = |excl| Request::Put {
+        bucket: b,
+        name: "e",
+        data: DataRef::Inline(&data),
+        mode: PutMode::Replace { excl },
+        policy: None,
+    };
+    assert_eq!(r.run(&excl(true)), Ok(Reply::Size(10)));
+    assert_eq!(r.run(&excl(true)), Err(Errno::Exists));
+}
+
+#[test]
+fn a_scratch_file_is_written_read_truncated_and_unlinked() {
+    let mut r = rig();
+    let path = "/engine-test/scratch.dat";
+    let open = OpenFile {
+        create: true,
+        persist: Persist::Scratch,
+        mode: 0o644,
+        dest: Some(DestInfo::default()),
+        ..OpenFile::default()
+    };
+    let Ok(Reply::FileOpened { id, created, attr }) = r.run(&Request::FileOpen { path, open })
+    else {
+        panic!("open failed");
+    };
+    assert!(created);
+    assert_eq!(attr.size, 0);
+    // Page-unaligned writes at offsets, then an append.
+    let a = pattern(10_000, 1);
+    let c = pattern(5_000, 2);
+    let w = |at, data| Request::FileWrite {
+        file: id,
+        at,
+        data: DataRef::Inline(data),
+    };
+    assert_eq!(
+        r.run(&w(Some(100), &a)),
+        Ok(Reply::Written {
+            at: 100,
+            size: 10_100
+        })
+    );
+    assert_eq!(
+        r.run(&w(None, &c)),
+        Ok(Reply::Written {
+            at: 10_100,
+            size: 15_100
+        })
+    );
+    let mut want = vec![0u8; 100];
+    want.extend_from_slice(&a);
+    want.extend_from_slice(&c);
+    let read = r
+        .run(&Request::FileRead {
+            file: id,
+            offset: 0,
+            len: 1 << 20,
+        })
+        .unwrap();
+    let (size, bytes) = r.bytes_of(read);
+    assert_eq!(size, 15_100);
+    assert_eq!(bytes, want, "holes read as zeros, data as written");
+    // Truncate, stat, unlink.
+    assert_eq!(
+        r.run(&Request::FileTruncate { file: id, size: 50 }),
+        Ok(Reply::Done)
+    );
+    let Ok(Reply::FileAttr(attr)) = r.run(&Request::FileStat {
+        file: FileRef::Id(id),
+        dest: None,
+    }) else {
+        panic!("stat failed");
+    };
+    assert_eq!(attr.size, 50);
+    assert!(matches!(
+        r.run(&Request::FileUnlink { path }),
+        Ok(Reply::Unlinked(_))
+    ));
+    assert!(r
+        .run(&Request::FileStat {
+            file: FileRef::Path(path),
+            dest: None,
+        })
+        .is_err());
+}
