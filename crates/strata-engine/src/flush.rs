@@ -149,7 +149,7 @@ pub struct JobDone {
     pub error: Option<String>,
     pub cancelled: bool,
     /// Every page of the job was read back after the fdatasync and matched
-    /// the buffer's CRC32C (`flush.verify`).
+    /// the buffer's checksum (CRC32) (`flush.verify`).
     pub verified: bool,
     /// The destination file as this job left it (success only).
     pub stamp: Option<strata_meta::DestStamp>,
@@ -426,10 +426,11 @@ impl FlushIo {
         Ok(pg.len)
     }
 
-    /// CRC32C of page `pg` as the buffer holds it (gaps are zeros).
+    /// CRC32 of page `pg` as the buffer holds it (gaps are zeros): the
+    /// daemon's one checksum (crc32fast), as the journal and the tier moves use.
     fn source_crc(&self, pg: &JobPage, buf: &mut Vec<u8>) -> std::result::Result<u32, String> {
-        let mut h = Crc32c::new();
-        let zeros = |h: &mut Crc32c, mut n: u64| {
+        let mut h = crc32fast::Hasher::new();
+        let zeros = |h: &mut crc32fast::Hasher, mut n: u64| {
             static Z: [u8; 64 << 10] = [0u8; 64 << 10];
             // Bounded: 64 KiB per round.
             while n > 0 {
@@ -484,7 +485,7 @@ impl FlushIo {
         buf.resize(pg.len as usize, 0);
         f.read_exact_at(&mut buf[..], pg.file_off)
             .map_err(|e| format!("read back of page {}: {e}", pg.index))?;
-        let mut h = Crc32c::new();
+        let mut h = crc32fast::Hasher::new();
         h.update(buf);
         let got = h.finalize();
         if got != want {
@@ -1776,86 +1777,6 @@ pub fn file_counters(core: &Core) -> FileCounters {
     c
 }
 
-/// CRC32C (Castagnoli, the iSCSI / ext4 checksum) of the read-back check:
-/// SSE4.2 `crc32` instructions when the CPU has them, else a table.
-#[derive(Debug, Clone, Copy)]
-pub struct Crc32c {
-    state: u32,
-}
-
-/// Reflected Castagnoli polynomial.
-const CRC32C_POLY: u32 = 0x82F6_3B78;
-
-const CRC32C_TABLE: [u32; 256] = {
-    let mut t = [0u32; 256];
-    let mut i = 0;
-    while i < 256 {
-        let mut c = i as u32;
-        let mut k = 0;
-        while k < 8 {
-            c = if c & 1 != 0 {
-                (c >> 1) ^ CRC32C_POLY
-            } else {
-                c >> 1
-            };
-            k += 1;
-        }
-        t[i] = c;
-        i += 1;
-    }
-    t
-};
-
-impl Default for Crc32c {
-    fn default() -> Self {
-        Crc32c::new()
-    }
-}
-
-impl Crc32c {
-    pub fn new() -> Crc32c {
-        Crc32c { state: !0 }
-    }
-
-    pub fn update(&mut self, data: &[u8]) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::is_x86_feature_detected!("sse4.2") {
-                // SAFETY: the CPU supports SSE4.2 (checked above).
-                self.state = unsafe { crc32c_sse42(self.state, data) };
-                return;
-            }
-        }
-        self.state = crc32c_table(self.state, data);
-    }
-
-    pub fn finalize(&self) -> u32 {
-        !self.state
-    }
-}
-
-pub(crate) fn crc32c_table(mut c: u32, data: &[u8]) -> u32 {
-    for &b in data {
-        c = CRC32C_TABLE[((c ^ b as u32) & 0xff) as usize] ^ (c >> 8);
-    }
-    c
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "sse4.2")]
-unsafe fn crc32c_sse42(c: u32, data: &[u8]) -> u32 {
-    use std::arch::x86_64::{_mm_crc32_u64, _mm_crc32_u8};
-    let mut words = data.chunks_exact(8);
-    let mut c64 = c as u64;
-    for w in &mut words {
-        c64 = _mm_crc32_u64(c64, u64::from_le_bytes(w.try_into().expect("8 bytes")));
-    }
-    let mut c = c64 as u32;
-    for &b in words.remainder() {
-        c = _mm_crc32_u8(c, b);
-    }
-    c
-}
 
 /// Opens for writing a regular file at `path` that the daemon's user owns
 /// but whose mode has no owner write bit: adds it for the open and puts
