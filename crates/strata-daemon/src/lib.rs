@@ -40,7 +40,7 @@ use strata_transport_shm::PROTOCOL_VERSION;
 
 use crate::server::{HelloTemplate, Poller, Shared};
 use strata_engine::core::Core;
-use strata_engine::tier::{Arena, Backing, Tier, Tiers};
+use strata_engine::tier::{Arena, DirTier, Tier, TierBackend, Tiers};
 use strata_engine::{flush, journal, jpoller, jreplay, organizer, prefetch, stash, Done, Engine};
 
 /// Staging reserve of the arena (leases when the RAM tier is full).
@@ -86,21 +86,17 @@ fn build_tiers(cfg: &Config, shm_prefix: &str) -> anyhow::Result<Tiers> {
             strata_config::format_size(first)
         ),
     };
-    let arena = Arena {
-        alloc: ExtentAllocator::new(reserved, block),
-        seg,
-        leased_bytes: 0,
-    };
+    let arena = Arena::new(seg, ExtentAllocator::new(reserved, block));
     let mut tiers = Vec::new();
     for (i, d) in cfg.devices.iter().enumerate() {
-        let (backing, alloc) = match d.kind {
-            DeviceKind::Ram => (Backing::Ram, None),
+        let (backend, lock, alloc): (Arc<dyn TierBackend>, _, _) = match d.kind {
+            DeviceKind::Ram => (arena.backend(), None, None),
             DeviceKind::Dir => {
                 let dir = d.path.as_ref().context("dir device without path")?;
-                let (file, path) =
-                    Tier::open_dir(i, &d.name, dir, d.capacity_bytes, d.block_size_bytes)?;
+                let (tier, lock) = DirTier::create(&d.name, dir, d.capacity_bytes)?;
                 (
-                    Backing::Dir { file, path },
+                    Arc::new(tier),
+                    Some(lock),
                     Some(ExtentAllocator::new(d.capacity_bytes, d.block_size_bytes)),
                 )
             }
@@ -108,7 +104,8 @@ fn build_tiers(cfg: &Config, shm_prefix: &str) -> anyhow::Result<Tiers> {
         tiers.push(Tier {
             index: i,
             name: d.name.clone(),
-            backing,
+            backend,
+            lock,
             alloc,
             capacity_bytes: d.capacity_bytes,
             block_bytes: d.block_size_bytes,
@@ -450,7 +447,7 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
             node_id: cfg.node.id as u32,
             ctl_segment: ctl_name.clone(),
             client_segment: String::new(),
-            arena_segment: core.tiers.arena.seg.name().to_string(),
+            arena_segment: core.tiers.arena.seg().name().to_string(),
             arena_bytes: core.tiers.arena.len(),
             arena_block_bytes: core.tiers.arena.alloc.block_bytes(),
             lease_bytes: cfg.placement.lease_size_bytes,
@@ -480,12 +477,12 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
             .context("cannot spawn control thread")?;
     }
     spawn_reserver(
-        core.tiers.arena.seg.name(),
+        core.tiers.arena.seg().name(),
         core.tiers.arena.len(),
         shared.clone(),
     );
     spawn_prefault(
-        core.tiers.arena.seg.name(),
+        core.tiers.arena.seg().name(),
         core.tiers.arena.len(),
         shared.clone(),
     );
@@ -561,7 +558,7 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
     tracing::info!("strata daemon stopping");
     let _ = std::fs::remove_file(&socket);
     let _ = ShmSegment::unlink(&ctl_name);
-    let _ = ShmSegment::unlink(poller.engine.core.tiers.arena.seg.name());
+    let _ = ShmSegment::unlink(poller.engine.core.tiers.arena.seg().name());
     sweep_stale_shm(&prefix);
     identity.release();
     Ok(())

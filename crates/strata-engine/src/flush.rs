@@ -35,12 +35,11 @@ use std::time::{Duration, Instant};
 
 use strata_meta::{BlobId, BucketId};
 use strata_proto::control::{FileCounters, FlushError, FlushReply};
-use strata_shm::ShmSegment;
 
 use crate::core::Core;
 use crate::drain::{EventLog, EventSink};
 use crate::files::Backoff;
-use crate::tier::Backing;
+use crate::tier::TierBackend;
 use crate::Done;
 
 /// Pin owner of flush jobs (client ids never reach it).
@@ -223,13 +222,12 @@ impl Throttle {
     }
 }
 
-/// What workers read tier bytes through: their own arena mapping and their
-/// own read-only descriptors of the dir tier files.
+/// What workers read tier bytes through: the tiers' backends (strata-tier),
+/// shared with the engine; RAM extents are written out in place.
 pub struct FlushIo {
-    arena: ShmSegment,
     ram: Option<u32>,
-    /// Index = tier index; None for the RAM tier.
-    tier_files: Vec<Option<File>>,
+    /// Index = tier index.
+    tiers: Vec<Arc<dyn TierBackend>>,
     throttle: Option<Throttle>,
     /// `flush.verify`: read every written page back and compare checksums.
     pub verify: bool,
@@ -247,18 +245,9 @@ pub struct FlushIo {
 
 impl FlushIo {
     pub fn open(core: &Core, bandwidth_max_mib_s: f64) -> std::io::Result<FlushIo> {
-        let arena = ShmSegment::open(core.tiers.arena.seg.name())?;
-        let mut tier_files = Vec::with_capacity(core.tiers.tiers.len());
-        for t in &core.tiers.tiers {
-            tier_files.push(match &t.backing {
-                Backing::Ram => None,
-                Backing::Dir { path, .. } => Some(File::open(path)?),
-            });
-        }
         Ok(FlushIo {
-            arena,
             ram: core.tiers.ram.map(|r| r as u32),
-            tier_files,
+            tiers: core.tiers.tiers.iter().map(|t| t.backend.clone()).collect(),
             throttle: Throttle::new(bandwidth_max_mib_s),
             verify: false,
             #[cfg(test)]
@@ -268,6 +257,21 @@ impl FlushIo {
                 .ok()
                 .filter(|m| !m.is_empty()),
         })
+    }
+
+    fn tier(&self, tier: u32) -> std::result::Result<&dyn TierBackend, String> {
+        self.tiers
+            .get(tier as usize)
+            .map(|b| b.as_ref())
+            .ok_or_else(|| format!("internal: no tier {tier}"))
+    }
+
+    /// The bytes of a RAM extent in place (the extent is pinned until the
+    /// job completes, so its space is not reused meanwhile).
+    fn ram_bytes(&self, tier: u32, off: u64, len: u64) -> std::result::Result<&[u8], String> {
+        self.tier(tier)?
+            .mapped(off, len)
+            .ok_or_else(|| format!("internal: extent {off}+{len} outside the arena"))
     }
 
     fn throttle(&self, n: u64) {
@@ -328,18 +332,9 @@ impl FlushIo {
         let mut slices: Vec<std::io::IoSlice<'_>> = Vec::with_capacity(pages.len() * 2);
         for pg in pages {
             for e in &pg.extents {
-                let end = e
-                    .phys_off
-                    .checked_add(e.len)
-                    .filter(|x| *x <= self.arena.len() as u64)
-                    .ok_or_else(|| format!("internal: extent {e:?} outside the arena"))?;
-                // SAFETY: bounds checked; the extent is pinned until the job completes.
-                slices.push(std::io::IoSlice::new(unsafe {
-                    std::slice::from_raw_parts(
-                        self.arena.as_ptr().add(e.phys_off as usize),
-                        (end - e.phys_off) as usize,
-                    )
-                }));
+                slices.push(std::io::IoSlice::new(
+                    self.ram_bytes(e.tier, e.phys_off, e.len)?,
+                ));
             }
         }
         let total: u64 = pages.iter().map(|p| p.len).sum();
@@ -387,30 +382,12 @@ impl FlushIo {
                 let at = pg.file_off + e.page_off + done;
                 self.throttle(n);
                 if Some(e.tier) == self.ram {
-                    let end = e
-                        .phys_off
-                        .checked_add(done + n)
-                        .filter(|x| *x <= self.arena.len() as u64);
-                    if end.is_none() {
-                        return Err(format!("internal: extent {e:?} outside the arena"));
-                    }
-                    // SAFETY: bounds checked; the extent is pinned, so its
-                    // space is not reused until this job completes.
-                    let src = unsafe {
-                        std::slice::from_raw_parts(
-                            self.arena.as_ptr().add((e.phys_off + done) as usize),
-                            n as usize,
-                        )
-                    };
+                    let src = self.ram_bytes(e.tier, e.phys_off + done, n)?;
                     f.write_all_at(src, at).map_err(|x| io("write", x))?;
                 } else {
-                    let tf = self
-                        .tier_files
-                        .get(e.tier as usize)
-                        .and_then(|t| t.as_ref())
-                        .ok_or_else(|| format!("internal: no tier {}", e.tier))?;
                     buf.resize(n as usize, 0);
-                    tf.read_exact_at(&mut buf[..n as usize], e.phys_off + done)
+                    self.tier(e.tier)?
+                        .read_at(e.phys_off + done, &mut buf[..n as usize])
                         .map_err(|x| io("tier read", x))?;
                     f.write_all_at(&buf[..n as usize], at)
                         .map_err(|x| io("write", x))?;
@@ -444,26 +421,10 @@ impl FlushIo {
             zeros(&mut h, e.page_off - pos);
             buf.resize(e.len as usize, 0);
             if Some(e.tier) == self.ram {
-                let end = e
-                    .phys_off
-                    .checked_add(e.len)
-                    .filter(|x| *x <= self.arena.len() as u64)
-                    .ok_or("internal: extent outside the arena")?;
-                // SAFETY: bounds checked; the extent is pinned until the job completes.
-                let src = unsafe {
-                    std::slice::from_raw_parts(
-                        self.arena.as_ptr().add(e.phys_off as usize),
-                        (end - e.phys_off) as usize,
-                    )
-                };
-                h.update(src);
+                h.update(self.ram_bytes(e.tier, e.phys_off, e.len)?);
             } else {
-                let tf = self
-                    .tier_files
-                    .get(e.tier as usize)
-                    .and_then(|t| t.as_ref())
-                    .ok_or("internal: no tier file")?;
-                tf.read_exact_at(&mut buf[..], e.phys_off)
+                self.tier(e.tier)?
+                    .read_at(e.phys_off, &mut buf[..])
                     .map_err(|x| format!("tier read: {x}"))?;
                 h.update(buf);
             }
@@ -1776,7 +1737,6 @@ pub fn file_counters(core: &Core) -> FileCounters {
     }
     c
 }
-
 
 /// Opens for writing a regular file at `path` that the daemon's user owns
 /// but whose mode has no owner write bit: adds it for the open and puts

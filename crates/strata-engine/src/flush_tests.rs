@@ -570,4 +570,3 @@ fn verify_reads_pages_back_and_catches_a_mismatch() {
     let err = io.verify_page(&file, &pg, &mut buf).unwrap_err();
     assert!(err.contains("checksum"), "{err}");
 }
-

@@ -35,7 +35,7 @@
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -820,9 +820,9 @@ impl Drop for Handle {
     }
 }
 
-/// CRC32 of `len` bytes of `file` at `off` (replay verification).
-pub fn crc_of_file_range(
-    file: &File,
+/// CRC32 of `len` bytes of tier `tier` at `off` (replay verification).
+pub fn crc_of_tier_range(
+    tier: &dyn strata_tier::TierBackend,
     off: u64,
     len: u64,
     crc: &mut crc32fast::Hasher,
@@ -833,7 +833,7 @@ pub fn crc_of_file_range(
     while done < len {
         let n = (len - done).min(1 << 20) as usize;
         buf.resize(n, 0);
-        file.read_exact_at(&mut buf[..n], off + done)?;
+        tier.read_at(off + done, &mut buf[..n])?;
         crc.update(&buf[..n]);
         done += n as u64;
     }

@@ -22,7 +22,6 @@ use strata_proto::control::ReplayReport;
 
 use crate::core::{now_ns, Core};
 use crate::journal::{self, Record, Scan, REPORT_MESSAGES_MAX};
-use crate::tier::Backing;
 
 fn note(r: &mut ReplayReport, msg: String) {
     tracing::warn!("journal replay: {msg}");
@@ -329,15 +328,16 @@ fn restore_blob(
             return fail(format!("extent on unknown tier {}", e.tier));
         };
         let tier = &core.tiers.tiers[t];
-        let (file_len, volatile, name, rounded, block) = match &tier.backing {
-            Backing::Dir { file, .. } => (
-                file.metadata().map(|m| m.len()).unwrap_or(0),
+        let (file_len, volatile, name, rounded, block) = if tier.is_ram() {
+            (0, true, tier.name.clone(), 0, 1)
+        } else {
+            (
+                tier.backend.len_bytes().unwrap_or(0),
                 tier.volatile,
                 tier.name.clone(),
                 tier.round_up(e.len),
                 tier.block_bytes,
-            ),
-            Backing::Ram => (0, true, tier.name.clone(), 0, 1),
+            )
         };
         if volatile {
             undo(core, &reserved);
@@ -391,10 +391,13 @@ fn restore_blob(
             if e.is_hole() {
                 continue;
             }
-            let Backing::Dir { file, .. } = &core.tiers.tiers[e.tier as usize].backing else {
+            let tier = &core.tiers.tiers[e.tier as usize];
+            if tier.is_ram() {
                 continue;
-            };
-            if journal::crc_of_file_range(file, e.phys_off, e.len, &mut h, buf).is_err() {
+            }
+            if journal::crc_of_tier_range(tier.backend.as_ref(), e.phys_off, e.len, &mut h, buf)
+                .is_err()
+            {
                 crc_ok = false;
             }
         }

@@ -349,10 +349,7 @@ impl OrgIo {
         targets.sort_unstable();
         targets.dedup();
         for t in targets {
-            let Some(f) = self.tiers.file(t) else {
-                continue;
-            };
-            if let Err(err) = f.sync_data() {
+            if let Err(err) = self.tiers.backend(t).and_then(|b| b.sync()) {
                 let msg = format!("fdatasync of tier {t}: {err}");
                 for (j, e) in batch.jobs.iter().zip(errors.iter_mut()) {
                     if j.to == t && e.is_none() {

@@ -40,10 +40,10 @@ use std::os::unix::fs::FileExt;
 use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 
+use crate::tier::TierBackend;
 use strata_alloc::Range;
 use strata_meta::{BlobId, BucketId};
 use strata_proto::control::PrefetchStatus;
-use strata_shm::ShmSegment;
 
 use crate::core::{Core, Src};
 
@@ -414,9 +414,8 @@ impl Prefetch {
         }
         let (jtx, jrx) = mpsc::sync_channel::<Job>(READAHEAD_QUEUE_MAX);
         let jrx = Arc::new(Mutex::new(jrx));
-        let arena_name = core.tiers.arena.seg.name().to_string();
         for i in 0..settings.threads.max(1) {
-            let arena = ShmSegment::open(&arena_name)?;
+            let arena = core.tiers.arena.backend();
             let (jrx, tx, wake) = (jrx.clone(), tx.clone(), wake.clone());
             let h = std::thread::Builder::new()
                 .name(format!("strata-readahead-{i}"))
@@ -487,12 +486,13 @@ impl Drop for Prefetch {
 const WORKER_FDS_MAX: usize = 16;
 
 fn worker(
-    arena: ShmSegment,
+    arena: Arc<dyn TierBackend>,
     jobs: Arc<Mutex<mpsc::Receiver<Job>>>,
     tx: mpsc::Sender<crate::Done>,
     wake: Arc<dyn Fn() + Send + Sync>,
 ) {
     let mut fds = DestFds::default();
+    let mut buf = Vec::new();
     loop {
         let job = {
             let rx = jobs.lock().unwrap_or_else(|p| p.into_inner());
@@ -501,7 +501,9 @@ fn worker(
                 Err(_) => return,
             }
         };
-        let got = fds.get(&job.path).and_then(|f| read_page(&arena, f, &job));
+        let got = fds
+            .get(&job.path)
+            .and_then(|f| read_page(arena.as_ref(), f, &job, &mut buf));
         if tx
             .send(crate::Done::Prefetch(Box::new(Done { job, got })))
             .is_err()
@@ -541,21 +543,19 @@ impl DestFds {
     }
 }
 
-/// Reads the job's page from the destination file `f` into its arena space.
-fn read_page(arena: &ShmSegment, f: &std::fs::File, job: &Job) -> Result<u64, String> {
-    if job
-        .arena
-        .off
-        .checked_add(job.len)
-        .is_none_or(|e| e > arena.len() as u64)
-        || job.len > job.arena.len
-    {
+/// Reads the job's page from the destination file `f` into its arena space
+/// (through `buf`: the tier backend is the only writer of tier bytes).
+fn read_page(
+    arena: &dyn TierBackend,
+    f: &std::fs::File,
+    job: &Job,
+    buf: &mut Vec<u8>,
+) -> Result<u64, String> {
+    if job.len > job.arena.len {
         return Err("arena space outside the mapping".into());
     }
-    // SAFETY: the poller reserved `job.arena` for this job alone until it answers.
-    let buf = unsafe {
-        std::slice::from_raw_parts_mut(arena.as_ptr().add(job.arena.off as usize), job.len as usize)
-    };
+    buf.clear();
+    buf.resize(job.len as usize, 0);
     let mut got = 0usize;
     // Bounded: each round reads ≥ 1 byte or stops.
     while got < buf.len() {
@@ -566,6 +566,10 @@ fn read_page(arena: &ShmSegment, f: &std::fs::File, job: &Job) -> Result<u64, St
             Err(e) => return Err(format!("{}: {e}", job.path)),
         }
     }
+    // The poller reserved `job.arena` for this job alone until it answers.
+    arena
+        .write_at(job.arena.off, &buf[..got])
+        .map_err(|_| "arena space outside the mapping".to_string())?;
     Ok(got as u64)
 }
 
@@ -1083,13 +1087,13 @@ mod core_tests {
             (ex[0].tier, ex[0].logical_off, ex[0].len),
             (TIER_PENDING, 2 * PAGE, PAGE)
         );
-        let arena = ShmSegment::open(core.tiers.arena.seg.name()).unwrap();
+        let arena = core.tiers.arena.backend();
         let mut jobs = jobs.into_iter();
         // Page 2 arrives: buffered, clean, identical to the destination.
         let j = jobs.next().unwrap();
         let got = DestFds::default()
             .get(&j.path)
-            .and_then(|f| read_page(&arena, f, &j));
+            .and_then(|f| read_page(arena.as_ref(), f, &j, &mut Vec::new()));
         assert_eq!(got, Ok(PAGE));
         complete(core, Done { job: j, got });
         let ex = read(core, id, 2 * PAGE, PAGE);
@@ -1112,7 +1116,7 @@ mod core_tests {
         for j in jobs {
             let got = DestFds::default()
                 .get(&j.path)
-                .and_then(|f| read_page(&arena, f, &j));
+                .and_then(|f| read_page(arena.as_ref(), f, &j, &mut Vec::new()));
             complete(core, Done { job: j, got });
         }
         assert_eq!(core.prefetch.counters.readahead_discarded_total, 3);
@@ -1181,11 +1185,11 @@ mod core_tests {
         on_file_read(core, OWNER, id, PAGE, PAGE);
         let jobs: Vec<Job> = jrx.try_iter().collect();
         assert_eq!(jobs.len(), 4);
-        let arena = ShmSegment::open(core.tiers.arena.seg.name()).unwrap();
+        let arena = core.tiers.arena.backend();
         for j in jobs {
             let got = DestFds::default()
                 .get(&j.path)
-                .and_then(|f| read_page(&arena, f, &j));
+                .and_then(|f| read_page(arena.as_ref(), f, &j, &mut Vec::new()));
             complete(core, Done { job: j, got });
         }
         assert_eq!(

@@ -19,7 +19,6 @@
 
 use foldhash::{HashMap, HashSet, HashSetExt};
 use std::collections::VecDeque;
-use std::os::unix::fs::FileExt;
 use std::sync::mpsc;
 use std::sync::Arc;
 
@@ -118,10 +117,10 @@ impl StashIo {
     /// returns the CRC of its data bytes in logical order (the sealed CRC).
     fn copy_page(&self, pg: &StashPage, buf: &mut Vec<u8>) -> std::io::Result<u32> {
         let (tier, ranges) = pg.dst.as_ref().expect("copy pages have a target");
-        let f = self
-            .tiers
-            .file(*tier)
-            .ok_or_else(|| std::io::Error::other("target tier is not a directory tier"))?;
+        let f = self.tiers.backend(*tier)?;
+        if f.mapped(0, 0).is_some() {
+            return Err(std::io::Error::other("target tier is not a directory tier"));
+        }
         let mut h = crc32fast::Hasher::new();
         // Bounded: one round per target extent, each in CHUNK_BYTES pieces.
         for ne in packed_extents(&pg.src, pg.size, *tier, pg.block, ranges)
@@ -152,7 +151,7 @@ impl StashIo {
                     &mut buf[..n],
                 )?;
                 h.update(&buf[..n]);
-                f.write_all_at(&buf[..n], ne.phys_off + (logical - ne.logical_off))?;
+                f.write_at(ne.phys_off + (logical - ne.logical_off), &buf[..n])?;
                 logical += n as u64;
             }
         }
@@ -191,10 +190,8 @@ impl StashIo {
     /// fdatasyncs the tier files in `sync`; the first error.
     fn sync(&self, sync: &HashSet<u32>) -> Option<String> {
         for t in sync {
-            if let Some(f) = self.tiers.file(*t) {
-                if let Err(e) = f.sync_data() {
-                    return Some(format!("fdatasync of tier {t}: {e}"));
-                }
+            if let Err(e) = self.tiers.backend(*t).and_then(|b| b.sync()) {
+                return Some(format!("fdatasync of tier {t}: {e}"));
             }
         }
         None

@@ -7,7 +7,9 @@ use strata_place::Policy;
 use strata_shm::ShmSegment;
 
 use crate::core::{Core, Lease, Src};
-use crate::tier::{Arena, Backing, Tier, Tiers};
+use std::sync::Arc;
+
+use crate::tier::{Arena, DirTier, Tier, TierBackend, Tiers};
 
 pub struct Fixture {
     pub core: Core,
@@ -52,17 +54,15 @@ pub fn fixture_in(
     let arena_name = format!("strata-dtest-{}-{n}", std::process::id());
     let arena_bytes = ram_bytes + staging;
     let seg = ShmSegment::create_or_replace(&arena_name, arena_bytes as usize).unwrap();
-    let arena = Arena {
-        alloc: ExtentAllocator::new(arena_bytes, 64),
-        seg,
-        leased_bytes: 0,
-    };
-    let (file, path) =
-        Tier::open_dir(1, "disk", &dir.path().join("tier"), disk_bytes, 4096).unwrap();
-    let mk = |index, name: &str, backing, alloc, cap, block, bw, lat, volatile| Tier {
+    let arena = Arena::new(seg, ExtentAllocator::new(arena_bytes, 64));
+    let (disk, disk_lock) = DirTier::create("disk", &dir.path().join("tier"), disk_bytes).unwrap();
+    let disk: Arc<dyn TierBackend> = Arc::new(disk);
+    let mut disk_lock = Some(disk_lock);
+    let mut mk = |index, name: &str, backend, alloc, cap, block, bw, lat, volatile| Tier {
         index,
         name: name.into(),
-        backing,
+        backend,
+        lock: if index == 1 { disk_lock.take() } else { None },
         alloc,
         capacity_bytes: cap,
         block_bytes: block,
@@ -77,7 +77,7 @@ pub fn fixture_in(
             mk(
                 0,
                 "ram",
-                Backing::Ram,
+                arena.backend(),
                 None,
                 ram_bytes,
                 64,
@@ -88,7 +88,7 @@ pub fn fixture_in(
             mk(
                 1,
                 "disk",
-                Backing::Dir { file, path },
+                disk,
                 Some(ExtentAllocator::new(disk_bytes, 4096)),
                 disk_bytes,
                 4096,

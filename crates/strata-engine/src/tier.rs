@@ -2,27 +2,21 @@
 //! tiers (one data file per tier). Each owns an extent allocator; all
 //! writes and reads of tier bytes by the daemon go through here.
 
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
-use std::path::PathBuf;
+use std::sync::Arc;
 
 use strata_alloc::{ExtentAllocator, Range};
 use strata_proto::{Errno, Result};
 use strata_shm::ShmSegment;
-
-pub enum Backing {
-    /// The RAM tier lives in the arena; see `Arena`.
-    Ram,
-    Dir {
-        file: File,
-        path: PathBuf,
-    },
-}
+pub use strata_tier::{DirTier, DirTierLock, Local, RamTier, TierBackend};
 
 pub struct Tier {
     pub index: usize,
     pub name: String,
-    pub backing: Backing,
+    /// Where the bytes live (strata-tier): the arena for the RAM tier, a
+    /// data file for a dir tier. Shared with the worker threads.
+    pub backend: Arc<dyn TierBackend>,
+    /// A dir tier's lock against a second daemon: ends with this tier.
+    pub lock: Option<DirTierLock>,
     /// Allocator of a dir tier; the RAM tier allocates from the arena.
     pub alloc: Option<ExtentAllocator>,
     pub capacity_bytes: u64,
@@ -38,104 +32,54 @@ pub struct Tier {
 /// The shared-memory arena: the RAM tier's bytes plus a staging reserve
 /// from which client leases are carved even when the RAM tier is full.
 pub struct Arena {
-    pub seg: ShmSegment,
+    /// The segment, as the RAM tier's backend.
+    pub mem: Arc<RamTier>,
     pub alloc: ExtentAllocator,
     pub leased_bytes: u64,
 }
 
 impl Arena {
+    pub fn new(seg: ShmSegment, alloc: ExtentAllocator) -> Arena {
+        Arena {
+            mem: Arc::new(RamTier::new(seg)),
+            alloc,
+            leased_bytes: 0,
+        }
+    }
+    pub fn seg(&self) -> &ShmSegment {
+        self.mem.segment()
+    }
     pub fn len(&self) -> u64 {
-        self.seg.len() as u64
+        self.seg().len() as u64
     }
     /// Returns the arena bytes `[off, off+len)`; None when out of bounds.
+    /// Clients may write these bytes concurrently: that can only change
+    /// blob contents, never daemon state.
     pub fn slice(&self, off: u64, len: u64) -> Option<&[u8]> {
-        let end = off.checked_add(len)?;
-        if end > self.len() {
-            return None;
-        }
-        // SAFETY: bounds checked; the mapping lives as long as self. Clients
-        // may write these bytes concurrently: that can only change blob
-        // contents, never daemon state.
-        Some(unsafe {
-            std::slice::from_raw_parts(self.seg.as_ptr().add(off as usize), len as usize)
-        })
+        self.mem.mapped(off, len)
     }
     pub fn write(&self, off: u64, src: &[u8]) -> Result<()> {
-        let end = off.checked_add(src.len() as u64).ok_or(Errno::Inval)?;
-        if end > self.len() {
-            return Err(Errno::Internal);
-        }
-        // SAFETY: bounds checked above; src never aliases the destination
-        // range because the destination was freshly allocated or is owned
-        // by the blob being written.
-        unsafe { std::ptr::copy(src.as_ptr(), self.seg.as_ptr().add(off as usize), src.len()) };
-        Ok(())
+        self.mem.write_at(off, src).map_err(|_| Errno::Internal)
     }
     pub fn read(&self, off: u64, dst: &mut [u8]) -> Result<()> {
-        let s = self.slice(off, dst.len() as u64).ok_or(Errno::Internal)?;
-        dst.copy_from_slice(s);
-        Ok(())
+        self.mem.read_at(off, dst).map_err(|_| Errno::Internal)
+    }
+    /// The RAM tier's backend (the same bytes).
+    pub fn backend(&self) -> Arc<dyn TierBackend> {
+        self.mem.clone()
     }
 }
 
 impl Tier {
-    pub fn open_dir(
-        index: usize,
-        name: &str,
-        dir: &std::path::Path,
-        capacity_bytes: u64,
-        block_bytes: u64,
-    ) -> anyhow::Result<(File, PathBuf)> {
-        std::fs::create_dir_all(dir).map_err(|e| {
-            anyhow::anyhow!(
-                "cannot create tier directory {} for device {name}: {e}",
-                dir.display()
-            )
-        })?;
-        let path = dir.join("strata-tier.data");
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&path)
-            .map_err(|e| {
-                anyhow::anyhow!(
-                    "cannot open tier file {} for device {name}: {e}",
-                    path.display()
-                )
-            })?;
-        // Buffered bytes of private files: readable by the owner only (also
-        // when an older version created the file 0644).
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))
-            .map_err(|e| {
-                anyhow::anyhow!("cannot make tier file {} private: {e}", path.display())
-            })?;
-        let _ = (index, block_bytes);
-        // One daemon per tier file: its extents and journal are this daemon's alone.
-        if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
-            anyhow::bail!(
-                "tier file {} of device {name} is in use by another strata daemon; give each daemon its own device path",
-                path.display()
-            );
-        }
-        // Sparse: space is used only as extents are written.
-        if file.metadata()?.len() < capacity_bytes {
-            file.set_len(capacity_bytes)?;
-        }
-        Ok((file, path))
-    }
-
     pub fn is_ram(&self) -> bool {
-        matches!(self.backing, Backing::Ram)
+        // Only memory tiers map bytes in place.
+        self.backend.mapped(0, 0).is_some()
     }
 
     pub fn path(&self) -> String {
-        match &self.backing {
-            Backing::Ram => String::new(),
-            Backing::Dir { path, .. } => path.display().to_string(),
+        match self.backend.local() {
+            Local::Segment { .. } => String::new(),
+            Local::File { path } => path.display().to_string(),
         }
     }
 
@@ -238,119 +182,73 @@ impl Tiers {
         t.blob_extents = t.blob_extents.saturating_sub(1);
         // The space goes back to the file system (nobody reads a freed
         // extent: frees wait for the last unpin).
-        if let Backing::Dir { file, .. } = &t.backing {
-            let fl = rustix::fs::FallocateFlags::PUNCH_HOLE | rustix::fs::FallocateFlags::KEEP_SIZE;
-            if let Err(e) = rustix::fs::fallocate(file, fl, off, rounded) {
-                static WARNED: std::sync::atomic::AtomicBool =
-                    std::sync::atomic::AtomicBool::new(false);
-                if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
-                    tracing::warn!(tier, "cannot punch freed space out of the tier file ({e}); its disk space is reused but not returned");
-                }
+        if let Err(e) = t.backend.release(off, rounded) {
+            static WARNED: std::sync::atomic::AtomicBool =
+                std::sync::atomic::AtomicBool::new(false);
+            if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                tracing::warn!(tier, "cannot punch freed space out of the tier file ({e}); its disk space is reused but not returned");
             }
         }
     }
 
     pub fn write(&self, tier: usize, off: u64, src: &[u8]) -> Result<()> {
-        match &self.tiers[tier].backing {
-            Backing::Ram => self.arena.write(off, src),
-            Backing::Dir { file, .. } => file.write_all_at(src, off).map_err(|e| {
-                tracing::error!(tier, off, "tier write failed: {e}");
-                Errno::Io
-            }),
-        }
+        self.tiers[tier]
+            .backend
+            .write_at(off, src)
+            .map_err(|e| tier_error("write", tier, off, e))
     }
 
     pub fn read(&self, tier: usize, off: u64, dst: &mut [u8]) -> Result<()> {
-        match &self.tiers[tier].backing {
-            Backing::Ram => self.arena.read(off, dst),
-            Backing::Dir { file, .. } => file.read_exact_at(dst, off).map_err(|e| {
-                tracing::error!(tier, off, "tier read failed: {e}");
-                Errno::Io
-            }),
-        }
+        self.tiers[tier]
+            .backend
+            .read_at(off, dst)
+            .map_err(|e| tier_error("read", tier, off, e))
     }
 }
 
-/// A worker thread's own view of the tiers (stash, organizer): its own
-/// mapping of the arena and its own read-write descriptors of the dir tier
-/// files, so it moves bytes without touching the poller's state. The caller
-/// guarantees the ranges are its to use: sources pinned, targets allocated to
-/// its job and not yet visible to clients.
+/// A failed tier access: out of range is a bug of ours (`Internal`), the
+/// rest an I/O error of the device (`Io`).
+fn tier_error(what: &str, tier: usize, off: u64, e: std::io::Error) -> Errno {
+    if e.kind() == std::io::ErrorKind::InvalidInput {
+        tracing::error!(tier, off, "tier {what} out of range: {e}");
+        Errno::Internal
+    } else {
+        tracing::error!(tier, off, "tier {what} failed: {e}");
+        Errno::Io
+    }
+}
+
+/// A worker thread's view of the tiers (stash, organizer): the tiers'
+/// backends, shared, so it moves bytes without touching the engine's
+/// state. The caller guarantees the ranges are its to use: sources pinned,
+/// targets allocated to its job and not yet visible to clients.
 pub struct TierIo {
-    arena: ShmSegment,
-    /// Index = tier index; None for the RAM tier (the arena).
-    files: Vec<Option<File>>,
+    /// Index = tier index.
+    backends: Vec<Arc<dyn TierBackend>>,
 }
 
 impl TierIo {
     pub fn open(tiers: &Tiers) -> std::io::Result<TierIo> {
-        let arena = ShmSegment::open(tiers.arena.seg.name())?;
-        let mut files = Vec::with_capacity(tiers.tiers.len());
-        for t in &tiers.tiers {
-            files.push(match &t.backing {
-                Backing::Ram => None,
-                Backing::Dir { path, .. } => {
-                    Some(OpenOptions::new().read(true).write(true).open(path)?)
-                }
-            });
-        }
-        Ok(TierIo { arena, files })
+        Ok(TierIo {
+            backends: tiers.tiers.iter().map(|t| t.backend.clone()).collect(),
+        })
     }
 
-    /// The data file of dir tier `tier` (None: the RAM tier or no such tier).
-    pub fn file(&self, tier: u32) -> Option<&File> {
-        self.files.get(tier as usize).and_then(|f| f.as_ref())
-    }
-
-    fn arena_range(&self, off: u64, len: usize) -> std::io::Result<usize> {
-        match off.checked_add(len as u64) {
-            Some(end) if end <= self.arena.len() as u64 => Ok(off as usize),
-            _ => Err(std::io::Error::other(format!(
-                "{off}+{len} outside the arena"
-            ))),
-        }
+    /// The backend of tier `tier`.
+    pub fn backend(&self, tier: u32) -> std::io::Result<&dyn TierBackend> {
+        self.backends
+            .get(tier as usize)
+            .map(|b| b.as_ref())
+            .ok_or_else(|| std::io::Error::other(format!("no tier {tier}")))
     }
 
     /// Reads `out.len()` bytes at `off` of tier `tier`.
     pub fn read(&self, tier: u32, off: u64, out: &mut [u8]) -> std::io::Result<()> {
-        match self
-            .files
-            .get(tier as usize)
-            .ok_or_else(|| std::io::Error::other(format!("no tier {tier}")))?
-        {
-            None => {
-                let at = self.arena_range(off, out.len())?;
-                // SAFETY: bounds checked; the caller's range is pinned (see the type's documentation).
-                let src =
-                    unsafe { std::slice::from_raw_parts(self.arena.as_ptr().add(at), out.len()) };
-                out.copy_from_slice(src);
-                Ok(())
-            }
-            Some(f) => f.read_exact_at(out, off),
-        }
+        self.backend(tier)?.read_at(off, out)
     }
 
     /// Writes `data` at `off` of tier `tier`.
     pub fn write(&self, tier: u32, off: u64, data: &[u8]) -> std::io::Result<()> {
-        match self
-            .files
-            .get(tier as usize)
-            .ok_or_else(|| std::io::Error::other(format!("no tier {tier}")))?
-        {
-            None => {
-                let at = self.arena_range(off, data.len())?;
-                // SAFETY: bounds checked; the target belongs to the caller's
-                // job and no client sees it before the commit.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        data.as_ptr(),
-                        self.arena.as_ptr().add(at),
-                        data.len(),
-                    )
-                };
-                Ok(())
-            }
-            Some(f) => f.write_all_at(data, off),
-        }
+        self.backend(tier)?.write_at(off, data)
     }
 }

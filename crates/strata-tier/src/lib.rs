@@ -1,0 +1,283 @@
+//! strata-tier: where a tier's bytes live, behind one trait.
+//!
+//! [`TierBackend`] is what every byte mover uses — the engine's stores and
+//! reads, the flusher, the stash and organizer threads, journal replay and
+//! the client's reads: `read_at`, `write_at`, `sync`, the addressable
+//! length, and how a process on this node may reach the bytes itself
+//! ([`Local`]). Two implementations: [`RamTier`] (the shared-memory arena
+//! that clients map) and [`DirTier`] (one data file in a directory). A
+//! remote tier (a peer node's memory) is one more implementation.
+//!
+//! **Architecture Invariant:** every access is bounds-checked against the
+//! backend's length before any byte moves; an out-of-range access is an
+//! `InvalidInput` error, never a read or write outside the tier.
+//!
+//! **API Boundary:** bytes at offsets. No allocation, no extents, no
+//! metadata: the engine decides which ranges are whose.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use strata_shm::ShmSegment;
+
+/// How a process on this node reaches a tier's bytes without asking the
+/// daemon for them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Local {
+    /// A shared-memory segment to map (the RAM tier).
+    Segment { name: String },
+    /// A file to open read-only and `pread` (a directory tier).
+    File { path: PathBuf },
+}
+
+/// A tier's bytes. Implementations are shared between threads: positional
+/// reads and writes of disjoint ranges may run concurrently (the engine
+/// guarantees a range is used by one mover at a time: pinned sources,
+/// freshly allocated targets).
+pub trait TierBackend: Send + Sync {
+    /// Reads `dst.len()` bytes at `off`.
+    fn read_at(&self, off: u64, dst: &mut [u8]) -> io::Result<()>;
+    /// Writes `src` at `off`.
+    fn write_at(&self, off: u64, src: &[u8]) -> io::Result<()>;
+    /// Makes what was written durable as far as this tier can be (a RAM
+    /// tier: nothing to do).
+    fn sync(&self) -> io::Result<()>;
+    /// Bytes addressable now (a directory tier grows when the engine spills).
+    fn len_bytes(&self) -> io::Result<u64>;
+    /// Returns `[off, off+len)` to the storage below (a directory tier
+    /// punches a hole); the bytes read as zeros afterwards.
+    fn release(&self, off: u64, len: u64) -> io::Result<()>;
+    /// The bytes `[off, off+len)` in place when the tier is memory this
+    /// process maps (zero-copy readers); None otherwise or out of range.
+    /// Clients may write these bytes concurrently: that changes blob
+    /// contents only, never the caller's state.
+    fn mapped(&self, off: u64, len: u64) -> Option<&[u8]>;
+    /// How a process on this node may reach the bytes itself.
+    fn local(&self) -> Local;
+}
+
+fn out_of_range(what: &str, off: u64, len: u64, size: u64) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("{what} of {len} bytes at {off} outside the tier ({size} bytes)"),
+    )
+}
+
+/// `off + len` when it stays within `size`.
+fn end_within(off: u64, len: u64, size: u64) -> Option<u64> {
+    off.checked_add(len).filter(|e| *e <= size)
+}
+
+/// The RAM tier: a shared-memory segment (the daemon's arena, which also
+/// holds the staging reserve clients lease from).
+pub struct RamTier {
+    seg: ShmSegment,
+}
+
+impl RamTier {
+    pub fn new(seg: ShmSegment) -> RamTier {
+        RamTier { seg }
+    }
+
+    /// Maps an existing segment (a worker or a client of the daemon).
+    pub fn attach(name: &str) -> io::Result<RamTier> {
+        Ok(RamTier {
+            seg: ShmSegment::open(name)?,
+        })
+    }
+
+    pub fn segment(&self) -> &ShmSegment {
+        &self.seg
+    }
+
+    fn size(&self) -> u64 {
+        self.seg.len() as u64
+    }
+}
+
+impl TierBackend for RamTier {
+    fn read_at(&self, off: u64, dst: &mut [u8]) -> io::Result<()> {
+        let src = self
+            .mapped(off, dst.len() as u64)
+            .ok_or_else(|| out_of_range("read", off, dst.len() as u64, self.size()))?;
+        dst.copy_from_slice(src);
+        Ok(())
+    }
+
+    fn write_at(&self, off: u64, src: &[u8]) -> io::Result<()> {
+        if end_within(off, src.len() as u64, self.size()).is_none() {
+            return Err(out_of_range("write", off, src.len() as u64, self.size()));
+        }
+        // SAFETY: `[off, off+len)` lies inside the mapping (checked above),
+        // which lives as long as `self`; `copy` tolerates an overlapping
+        // source (a caller moving bytes within the arena).
+        unsafe { std::ptr::copy(src.as_ptr(), self.seg.as_ptr().add(off as usize), src.len()) };
+        Ok(())
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn len_bytes(&self) -> io::Result<u64> {
+        Ok(self.size())
+    }
+
+    fn release(&self, off: u64, len: u64) -> io::Result<()> {
+        // The arena keeps its pages (reserved with fallocate, reused at once).
+        match end_within(off, len, self.size()) {
+            Some(_) => Ok(()),
+            None => Err(out_of_range("release", off, len, self.size())),
+        }
+    }
+
+    fn mapped(&self, off: u64, len: u64) -> Option<&[u8]> {
+        end_within(off, len, self.size())?;
+        // SAFETY: in bounds (checked above); the mapping lives as long as
+        // `self`. Other processes may write these bytes concurrently (see
+        // the trait): they are plain bytes, every value is valid.
+        Some(unsafe {
+            std::slice::from_raw_parts(self.seg.as_ptr().add(off as usize), len as usize)
+        })
+    }
+
+    fn local(&self) -> Local {
+        Local::Segment {
+            name: self.seg.name().to_string(),
+        }
+    }
+}
+
+/// A directory tier: one sparse data file, `strata-tier.data`.
+pub struct DirTier {
+    file: File,
+    path: PathBuf,
+}
+
+/// A directory tier's lock against a second daemon, released on drop.
+pub struct DirTierLock {
+    _file: File,
+}
+
+/// The data file's name inside a directory tier.
+pub const DIR_TIER_FILE: &str = "strata-tier.data";
+
+impl DirTier {
+    /// Opens (creating) the data file of device `name` in `dir` for the
+    /// daemon: private (0600), not through a symlink, at least
+    /// `capacity_bytes` long (sparse), and locked against a second daemon by
+    /// the returned [`DirTierLock`] — held by the tier's owner, so the lock
+    /// ends with the owner even while worker threads still hold the backend.
+    pub fn create(
+        name: &str,
+        dir: &Path,
+        capacity_bytes: u64,
+    ) -> anyhow::Result<(DirTier, DirTierLock)> {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot create tier directory {} for device {name}: {e}",
+                dir.display()
+            )
+        })?;
+        let path = dir.join(DIR_TIER_FILE);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot open tier file {} for device {name}: {e}",
+                    path.display()
+                )
+            })?;
+        // Buffered bytes of private files: readable by the owner only (also
+        // when an older version created the file 0644).
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| {
+                anyhow::anyhow!("cannot make tier file {} private: {e}", path.display())
+            })?;
+        // One daemon per tier file: its extents and journal are this daemon's alone.
+        if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+            anyhow::bail!(
+                "tier file {} of device {name} is in use by another strata daemon; give each daemon its own device path",
+                path.display()
+            );
+        }
+        // Sparse: space is used only as extents are written.
+        if file.metadata()?.len() < capacity_bytes {
+            file.set_len(capacity_bytes)?;
+        }
+        // The lock is the descriptor above; I/O uses a second one (flock
+        // belongs to an open file description, so only the owner's drop
+        // releases it).
+        let io = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)
+            .map_err(|e| anyhow::anyhow!("cannot open tier file {}: {e}", path.display()))?;
+        Ok((DirTier { file: io, path }, DirTierLock { _file: file }))
+    }
+
+    /// Opens an existing data file read-only (a client reading extents).
+    pub fn open_read_only(path: &Path) -> io::Result<DirTier> {
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)?;
+        Ok(DirTier {
+            file,
+            path: path.to_path_buf(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl TierBackend for DirTier {
+    fn read_at(&self, off: u64, dst: &mut [u8]) -> io::Result<()> {
+        off.checked_add(dst.len() as u64)
+            .ok_or_else(|| out_of_range("read", off, dst.len() as u64, u64::MAX))?;
+        self.file.read_exact_at(dst, off)
+    }
+
+    fn write_at(&self, off: u64, src: &[u8]) -> io::Result<()> {
+        off.checked_add(src.len() as u64)
+            .ok_or_else(|| out_of_range("write", off, src.len() as u64, u64::MAX))?;
+        self.file.write_all_at(src, off)
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    fn len_bytes(&self) -> io::Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
+
+    fn release(&self, off: u64, len: u64) -> io::Result<()> {
+        let fl = rustix::fs::FallocateFlags::PUNCH_HOLE | rustix::fs::FallocateFlags::KEEP_SIZE;
+        rustix::fs::fallocate(&self.file, fl, off, len).map_err(io::Error::from)
+    }
+
+    fn mapped(&self, _off: u64, _len: u64) -> Option<&[u8]> {
+        None
+    }
+
+    fn local(&self) -> Local {
+        Local::File {
+            path: self.path.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
