@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use strata_proto::msg::{DataRef, Reply, Request};
 use strata_proto::Errno;
 use strata_shm::{Ring, ShmSegment};
+use strata_tier::TierBackend;
 use strata_transport_shm::layout::{ChannelHeader, ClientLayout, SlotRecords};
 use strata_transport_shm::{codec, Op, RequestRecord, RELEASES_MAX};
 
@@ -316,14 +317,17 @@ impl Chan {
         }
         if off
             .checked_add(granted)
-            .is_none_or(|e| e > inner.arena.len() as u64)
+            .is_none_or(|e| e > inner.arena.segment().len() as u64)
         {
             return Err(err(Errno::Malformed, "lease outside the arena"));
         }
         self.lease = Some((off, off + granted));
         // Map the whole lease in one call instead of a page fault per 4 KiB
         // on the write path (pages the daemon pre-faulted are only mapped).
-        inner.arena.populate(off as usize..(off + granted) as usize);
+        inner
+            .arena
+            .segment()
+            .populate(off as usize..(off + granted) as usize);
         Ok(granted >= need)
     }
 
@@ -345,14 +349,12 @@ impl Chan {
         }
         let (cur, end) = self.lease.expect("lease_room guarantees a lease");
         let block = inner.hello.arena_block_bytes.max(1);
-        // SAFETY: [cur, cur+len) lies inside our lease (checked against the arena size).
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                data.as_ptr(),
-                inner.arena.as_ptr().add(cur as usize),
-                data.len(),
-            )
-        };
+        // [cur, cur+len) lies inside our lease, inside the arena (checked
+        // when granted; write_at checks again).
+        inner
+            .arena
+            .write_at(cur, data)
+            .map_err(|e| err(Errno::Internal, format!("lease write: {e}")))?;
         let used = (data.len() as u64).div_ceil(block).max(1) * block;
         self.lease = Some(((cur + used).min(end), end));
         let req = make(DataRef::Lease {

@@ -27,7 +27,6 @@ pub mod file;
 pub mod stage;
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -41,6 +40,7 @@ pub use strata_proto::types::{BlobStat, PolicyChoice, ReadExtent};
 pub use strata_proto::Errno;
 use strata_proto::PutMode;
 use strata_shm::ShmSegment;
+use strata_tier::{DirTier, RamTier, TierBackend};
 use strata_transport_shm::layout::{
     ClientHeader, ClientLayout, CtlHeader, CLIENT_MAGIC, CTL_MAGIC,
 };
@@ -224,8 +224,10 @@ pub(crate) struct Inner {
     pub lifeline: UnixStream,
     pub ctl: ShmSegment,
     pub seg: ShmSegment,
-    pub arena: ShmSegment,
-    pub tier_files: Vec<Option<File>>,
+    /// The RAM arena, mapped (the RAM tier's bytes and the leases).
+    pub arena: Arc<RamTier>,
+    /// Index = tier index: how this client reads each tier (strata-tier).
+    pub tiers: Vec<Arc<dyn TierBackend>>,
     pub chans: Vec<Mutex<Chan>>,
     pub spin: Duration,
     pub tmp_seq: AtomicU64,
@@ -332,10 +334,10 @@ impl Client {
         };
         let ctl = open(&hello.ctl_segment)?;
         let seg = open(&hello.client_segment)?;
-        let arena = open(&hello.arena_segment)?;
+        let arena = Arc::new(RamTier::new(open(&hello.arena_segment)?));
         let layout = ClientLayout::new(hello.channels, hello.depth, hello.arg_bytes);
         if seg.len() < layout.total_bytes
-            || (arena.len() as u64) < hello.arena_bytes
+            || (arena.segment().len() as u64) < hello.arena_bytes
             || ctl.len() < std::mem::size_of::<CtlHeader>()
         {
             return Err(err(
@@ -357,15 +359,15 @@ impl Client {
                 ));
             }
         }
-        let mut tier_files = Vec::new();
+        let mut tiers: Vec<Arc<dyn TierBackend>> = Vec::with_capacity(hello.tiers.len());
         for t in &hello.tiers {
             if t.kind == "dir" {
-                let f = File::open(&t.path).map_err(|e| {
+                let f = DirTier::open_read_only(Path::new(&t.path)).map_err(|e| {
                     err(Errno::Io, format!("cannot open tier file {}: {e}", t.path))
                 })?;
-                tier_files.push(Some(f));
+                tiers.push(Arc::new(f));
             } else {
-                tier_files.push(None);
+                tiers.push(arena.clone());
             }
         }
         let mut chans = Vec::with_capacity(layout.channels as usize);
@@ -380,7 +382,7 @@ impl Client {
                 ctl,
                 seg,
                 arena,
-                tier_files,
+                tiers,
                 chans,
                 spin,
                 tmp_seq: AtomicU64::new(1),
@@ -517,29 +519,22 @@ impl Client {
                 .tiers
                 .get(e.tier as usize)
                 .ok_or_else(|| err(Errno::Malformed, "extent on unknown tier"))?;
-            if tier.kind == "ram" {
-                let end = e
-                    .phys_off
-                    .checked_add(e.len)
-                    .filter(|&x| x <= self.inner.arena.len() as u64);
-                if end.is_none() {
-                    return Err(err(Errno::Malformed, "extent outside the arena"));
-                }
-                // SAFETY: bounds checked; the range is pinned by the daemon until we release it.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        self.inner.arena.as_ptr().add(e.phys_off as usize),
-                        d.as_mut_ptr(),
-                        len,
+            let backend = self
+                .inner
+                .tiers
+                .get(e.tier as usize)
+                .ok_or_else(|| err(Errno::Malformed, "extent on unknown tier"))?;
+            // The range is pinned by the daemon until we release it.
+            backend.read_at(e.phys_off, d).map_err(|x| {
+                if x.kind() == std::io::ErrorKind::InvalidInput {
+                    err(
+                        Errno::Malformed,
+                        format!("extent outside tier {}", tier.name),
                     )
-                };
-            } else {
-                let f = self.inner.tier_files[e.tier as usize]
-                    .as_ref()
-                    .ok_or_else(|| err(Errno::Internal, "tier file not open"))?;
-                f.read_exact_at(d, e.phys_off)
-                    .map_err(|x| err(Errno::Io, format!("reading tier {}: {x}", tier.name)))?;
-            }
+                } else {
+                    err(Errno::Io, format!("reading tier {}: {x}", tier.name))
+                }
+            })?;
         }
         Ok(())
     }

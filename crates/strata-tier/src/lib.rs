@@ -98,6 +98,7 @@ impl RamTier {
 }
 
 impl TierBackend for RamTier {
+    #[inline]
     fn read_at(&self, off: u64, dst: &mut [u8]) -> io::Result<()> {
         let src = self
             .mapped(off, dst.len() as u64)
@@ -106,6 +107,7 @@ impl TierBackend for RamTier {
         Ok(())
     }
 
+    #[inline]
     fn write_at(&self, off: u64, src: &[u8]) -> io::Result<()> {
         if end_within(off, src.len() as u64, self.size()).is_none() {
             return Err(out_of_range("write", off, src.len() as u64, self.size()));
@@ -133,6 +135,7 @@ impl TierBackend for RamTier {
         }
     }
 
+    #[inline]
     fn mapped(&self, off: u64, len: u64) -> Option<&[u8]> {
         end_within(off, len, self.size())?;
         // SAFETY: in bounds (checked above); the mapping lives as long as
