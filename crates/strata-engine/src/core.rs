@@ -842,11 +842,12 @@ mod tests {
         };
         core.tiers.arena.write(g.off, data).unwrap();
         let taken = core.lease_take(&mut lease, g.off, data.len() as u64)?;
+        // The bytes borrow a handle on the arena, not the core.
+        let mem = core.tiers.arena.mem.clone();
         let src = Src::Lease {
             off: g.off,
-            data: core.tiers.arena.slice(g.off, data.len() as u64).unwrap(),
+            data: crate::tier::TierBackend::mapped(mem.as_ref(), g.off, data.len() as u64).unwrap(),
         };
-        let src: Src<'static> = unsafe { std::mem::transmute(src) };
         let r = core.put(b, name, src, Some(taken), None, false);
         core.lease_release(lease);
         r

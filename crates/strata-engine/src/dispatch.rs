@@ -15,6 +15,7 @@ use strata_proto::Errno;
 use crate::core::{Core, Lease, Src};
 use crate::files::WriteOutcome;
 use crate::files_evict::FillFrom;
+use crate::tier::{RamTier, TierBackend};
 
 /// Who asks, and how much a reply may carry.
 #[derive(Debug, Clone, Copy)]
@@ -60,9 +61,11 @@ fn fit_names<'s>(it: impl Iterator<Item = &'s str>, budget: usize) -> (Vec<Strin
 impl crate::Engine {
     /// The bytes of a data-carrying request: taken out of the channel's
     /// lease (the range is returned so the callee can adopt or free it) or
-    /// carried inline.
+    /// carried inline. Lease bytes borrow `mem`, the caller's handle on the
+    /// arena, so they outlive no mapping and borrow nothing of `core`.
     fn data_src<'d>(
         core: &mut Core,
+        mem: &'d RamTier,
         lease: &mut Option<Lease>,
         data: &DataRef<'d>,
     ) -> Result<(Src<'d>, Option<Range>), Errno> {
@@ -71,11 +74,9 @@ impl crate::Engine {
             DataRef::Lease { off, len } => {
                 let lease = lease.as_mut().ok_or(Errno::Malformed)?;
                 let taken = core.lease_take(lease, off, len)?;
-                let data = core.tiers.arena.slice(off, len).ok_or(Errno::Malformed)?;
-                // SAFETY: the slice borrows the arena mapping, which lives as
-                // long as the daemon; the bytes lie in the range just taken
-                // out of the lease, which only the callee adopts or frees.
-                let data: &'d [u8] = unsafe { std::mem::transmute::<&[u8], &'d [u8]>(data) };
+                // The bytes lie in the range just taken out of the lease,
+                // which only the callee adopts or frees.
+                let data = mem.mapped(off, len).ok_or(Errno::Malformed)?;
                 Ok((Src::Lease { off, data }, Some(taken)))
             }
         }
@@ -142,7 +143,8 @@ impl crate::Engine {
             Request::FileWrite { file, at, data } => {
                 let id = BucketId(file);
                 self.core.meta.file(id)?;
-                let (src, taken) = Self::data_src(&mut self.core, lease, &data)?;
+                let mem = self.core.tiers.arena.mem.clone();
+                let (src, taken) = Self::data_src(&mut self.core, &mem, lease, &data)?;
                 match self.core.file_write(id, at, src, taken)? {
                     WriteOutcome::Done { at, size } => Reply::Written { at, size },
                     WriteOutcome::NeedFill { page_off } => {
@@ -167,7 +169,8 @@ impl crate::Engine {
             } => {
                 let id = BucketId(file);
                 self.core.meta.file(id)?;
-                let (src, taken) = Self::data_src(&mut self.core, lease, &data)?;
+                let mem = self.core.tiers.arena.mem.clone();
+                let (src, taken) = Self::data_src(&mut self.core, &mem, lease, &data)?;
                 let inserted = if self.core.through_fill_ok(owner, id) {
                     let from = if keep { FillFrom::Keep } else { FillFrom::Read };
                     self.core.file_fill(id, page_off, src, taken, from)?
@@ -414,7 +417,8 @@ impl crate::Engine {
                     // Pages of a file change through the file ops only.
                     return Err(Errno::Inval);
                 }
-                let (src, taken) = Self::data_src(&mut self.core, lease, &data)?;
+                let mem = self.core.tiers.arena.mem.clone();
+                let (src, taken) = Self::data_src(&mut self.core, &mem, lease, &data)?;
                 let policy = policy_of(policy);
                 Reply::Size(match mode {
                     PutMode::At(off) => {

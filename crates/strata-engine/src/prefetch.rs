@@ -708,11 +708,11 @@ pub fn complete(core: &mut Core, done: Done) {
     if core.meta.page_blob(job.file, job.page).is_some() {
         return discard(core, "the page is buffered already");
     }
-    let Some(data) = core.tiers.arena.slice(job.arena.off, got) else {
+    // The bytes borrow a handle on the arena, not the core.
+    let mem = core.tiers.arena.mem.clone();
+    let Some(data) = mem.mapped(job.arena.off, got) else {
         return discard(core, "arena range");
     };
-    // The slice borrows the arena mapping, which outlives this call.
-    let data: &'static [u8] = unsafe { std::mem::transmute::<&[u8], &'static [u8]>(data) };
     // `file_fill` consumes the reserved space whatever it decides.
     match core.file_fill(
         job.file,

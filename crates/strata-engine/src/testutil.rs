@@ -130,7 +130,7 @@ pub fn pattern(n: usize, seed: u8) -> Vec<u8> {
 pub fn via_lease<T>(
     core: &mut Core,
     data: &[u8],
-    f: impl FnOnce(&mut Core, Src<'static>, Option<strata_alloc::Range>) -> T,
+    f: impl FnOnce(&mut Core, Src<'_>, Option<strata_alloc::Range>) -> T,
 ) -> T {
     let g = core.lease_grant(data.len().max(1) as u64).unwrap();
     assert!(g.len >= data.len() as u64, "test lease too small");
@@ -142,12 +142,12 @@ pub fn via_lease<T>(
     let taken = core
         .lease_take(&mut lease, g.off, data.len() as u64)
         .unwrap();
+    // The bytes borrow a handle on the arena, not the core.
+    let mem = core.tiers.arena.mem.clone();
     let src = Src::Lease {
         off: g.off,
-        data: core.tiers.arena.slice(g.off, data.len() as u64).unwrap(),
+        data: crate::tier::TierBackend::mapped(mem.as_ref(), g.off, data.len() as u64).unwrap(),
     };
-    // SAFETY (test): the arena outlives the call.
-    let src: Src<'static> = unsafe { std::mem::transmute(src) };
     let r = f(core, src, Some(taken));
     core.lease_release(lease);
     r
