@@ -50,6 +50,13 @@ log "build (debug, whole workspace incl. libstrata.so and libstrata_posix.so)"
 cargo build --workspace --all-targets
 cargo build -p strata-posix
 
+log "lints: every unsafe block states its SAFETY reason (workspace [lints], denied)"
+if cargo clippy --version >/dev/null 2>&1; then
+  cargo clippy --workspace --all-targets --quiet
+else
+  echo "cargo clippy is not installed here (rustup component add clippy): lints not checked" >&2
+fi
+
 log "unit, property and integration tests"
 cargo test --workspace -- --test-threads=2
 

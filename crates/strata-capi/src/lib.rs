@@ -147,6 +147,7 @@ unsafe fn arg_str<'a>(p: *const c_char, what: &str, bad_utf8: Errno) -> Result<&
 
 /// A blob or bucket name: non-NULL, UTF-8, non-empty.
 unsafe fn arg_name<'a>(p: *const c_char, what: &str) -> Result<&'a str, Error> {
+    // SAFETY: the string comes from the C caller (strata.h: NUL-terminated, or NULL, which is refused).
     let s = unsafe { arg_str(p, what, Errno::Name)? };
     if s.is_empty() {
         return Err(fail(Errno::Name, format!("{what} is empty")));
@@ -376,6 +377,7 @@ pub unsafe extern "C" fn strata_connect(
 ) -> c_int {
     ffi("strata_connect", || {
         let out = arg_out(out, "out")?;
+        // SAFETY: the out-pointer comes from the C caller (strata.h: NULL or writable); put_out skips NULL and writes unaligned.
         unsafe { put_out(out, std::ptr::null_mut()) };
         let client = if socket.is_null() {
             Client::connect()?
@@ -392,6 +394,7 @@ pub unsafe extern "C" fn strata_connect(
             magic: CLIENT_MAGIC,
             client,
         }));
+        // SAFETY: the out-pointer comes from the C caller (strata.h: NULL or writable); put_out skips NULL and writes unaligned.
         unsafe { put_out(out, h) };
         Ok(())
     })
@@ -404,6 +407,7 @@ pub unsafe extern "C" fn strata_connect(
 #[no_mangle]
 pub unsafe extern "C" fn strata_disconnect(client: *mut strata_client) {
     ffi_void("strata_disconnect", || {
+        // SAFETY: the handle comes from the C caller (strata.h: a strata_client from strata_connect, or NULL); arg_client refuses NULL and a wrong magic word.
         if unsafe { arg_client(client) }.is_ok() {
             // SAFETY: a live handle made by Box::into_raw; ownership returns here.
             let mut h = unsafe { Box::from_raw(client) };
@@ -428,8 +432,11 @@ pub unsafe extern "C" fn strata_bucket_open(
 ) -> c_int {
     ffi("strata_bucket_open", || {
         let out = arg_out(out, "out")?;
+        // SAFETY: the out-pointer comes from the C caller (strata.h: NULL or writable); put_out skips NULL and writes unaligned.
         unsafe { put_out(out, std::ptr::null_mut()) };
+        // SAFETY: the handle comes from the C caller (strata.h: a strata_client from strata_connect, or NULL); arg_client refuses NULL and a wrong magic word.
         let c = unsafe { arg_client(client)? };
+        // SAFETY: the string comes from the C caller (strata.h: NUL-terminated, or NULL, which is refused).
         let name = unsafe { arg_name(name, "bucket name")? };
         if flags & !(STRATA_CREATE | STRATA_EXCL) != 0 {
             return Err(fail(Errno::Inval, format!("unknown flags {flags:#x}")));
@@ -444,6 +451,7 @@ pub unsafe extern "C" fn strata_bucket_open(
             magic: BUCKET_MAGIC,
             bucket,
         }));
+        // SAFETY: the out-pointer comes from the C caller (strata.h: NULL or writable); put_out skips NULL and writes unaligned.
         unsafe { put_out(out, h) };
         Ok(())
     })
@@ -456,6 +464,7 @@ pub unsafe extern "C" fn strata_bucket_open(
 #[no_mangle]
 pub unsafe extern "C" fn strata_bucket_close(bucket: *mut strata_bucket) {
     ffi_void("strata_bucket_close", || {
+        // SAFETY: the handle comes from the C caller (strata.h: a strata_bucket from strata_bucket_open, or NULL); arg_bucket refuses NULL and a wrong magic word.
         if unsafe { arg_bucket(bucket) }.is_ok() {
             // SAFETY: a live handle made by Box::into_raw; ownership returns here.
             let mut h = unsafe { Box::from_raw(bucket) };
@@ -472,6 +481,7 @@ pub unsafe extern "C" fn strata_bucket_close(bucket: *mut strata_bucket) {
 #[no_mangle]
 pub unsafe extern "C" fn strata_bucket_destroy(bucket: *mut strata_bucket) -> c_int {
     ffi("strata_bucket_destroy", || {
+        // SAFETY: the handle comes from the C caller (strata.h: a strata_bucket from strata_bucket_open, or NULL); arg_bucket refuses NULL and a wrong magic word.
         unsafe { arg_bucket(bucket)? };
         // SAFETY: a live handle made by Box::into_raw; ownership returns here.
         let mut h = unsafe { Box::from_raw(bucket) };
@@ -491,10 +501,12 @@ pub unsafe extern "C" fn strata_bucket_size(
     blobs: *mut u64,
 ) -> c_int {
     ffi("strata_bucket_size", || {
+        // SAFETY: the handle comes from the C caller (strata.h: a strata_bucket from strata_bucket_open, or NULL); arg_bucket refuses NULL and a wrong magic word.
         let b = unsafe { arg_bucket(bucket)? };
         let bytes = arg_out(bytes, "bytes")?;
         let blobs = arg_out(blobs, "blobs")?;
         let (n, c) = b.size()?;
+        // SAFETY: `bytes` and `blobs` were checked non-NULL by arg_out; the C caller promises they point to writable u64s (strata.h).
         unsafe {
             put_out(bytes, n);
             put_out(blobs, c);
@@ -513,7 +525,9 @@ pub unsafe extern "C" fn strata_bucket_rename(
     new_name: *const c_char,
 ) -> c_int {
     ffi("strata_bucket_rename", || {
+        // SAFETY: the handle comes from the C caller (strata.h: a strata_bucket from strata_bucket_open, or NULL); arg_bucket refuses NULL and a wrong magic word.
         let b = unsafe { arg_bucket(bucket)? };
+        // SAFETY: the string comes from the C caller (strata.h: NUL-terminated, or NULL, which is refused).
         let n = unsafe { arg_name(new_name, "new bucket name")? };
         b.rename(n)
     })
@@ -530,11 +544,14 @@ pub unsafe extern "C" fn strata_bucket_tag(
     value: *const c_char,
 ) -> c_int {
     ffi("strata_bucket_tag", || {
+        // SAFETY: the handle comes from the C caller (strata.h: a strata_bucket from strata_bucket_open, or NULL); arg_bucket refuses NULL and a wrong magic word.
         let b = unsafe { arg_bucket(bucket)? };
+        // SAFETY: the string comes from the C caller (strata.h: NUL-terminated, or NULL, which is refused).
         let k = unsafe { arg_str(key, "tag key", Errno::Inval)? };
         if k.is_empty() {
             return Err(fail(Errno::Inval, "tag key is empty"));
         }
+        // SAFETY: the string comes from the C caller (strata.h: NUL-terminated, or NULL, which is refused).
         let v = unsafe { arg_str(value, "tag value", Errno::Inval)? };
         b.tag(k, v)
     })
@@ -551,9 +568,11 @@ pub unsafe extern "C" fn strata_bucket_list(
     ctx: *mut c_void,
 ) -> c_int {
     ffi("strata_bucket_list", || {
+        // SAFETY: the handle comes from the C caller (strata.h: a strata_client from strata_connect, or NULL); arg_client refuses NULL and a wrong magic word.
         let c = unsafe { arg_client(client)? };
         let cb = cb.ok_or_else(|| fail(Errno::Inval, "callback is NULL"))?;
         let names = c.bucket_names()?;
+        // SAFETY: `cb` and `ctx` are the C caller's callback and context (strata.h); each name handed to it is a valid C string.
         unsafe { each_name(names, cb, ctx) };
         Ok(())
     })
@@ -573,8 +592,11 @@ pub unsafe extern "C" fn strata_put(
     len: usize,
 ) -> c_int {
     ffi("strata_put", || {
+        // SAFETY: the handle comes from the C caller (strata.h: a strata_bucket from strata_bucket_open, or NULL); arg_bucket refuses NULL and a wrong magic word.
         let b = unsafe { arg_bucket(bucket)? };
+        // SAFETY: the string comes from the C caller (strata.h: NUL-terminated, or NULL, which is refused).
         let n = unsafe { arg_name(name, "blob name")? };
+        // SAFETY: the C caller promises `len` readable bytes at the pointer (strata.h); NULL is refused and a length of 0 reads nothing.
         let d = unsafe { arg_bytes(data, len, "data")? };
         b.put(n, d)
     })
@@ -594,13 +616,17 @@ pub unsafe extern "C" fn strata_put_at(
     new_size_or_null: *mut u64,
 ) -> c_int {
     ffi("strata_put_at", || {
+        // SAFETY: the handle comes from the C caller (strata.h: a strata_bucket from strata_bucket_open, or NULL); arg_bucket refuses NULL and a wrong magic word.
         let b = unsafe { arg_bucket(bucket)? };
+        // SAFETY: the string comes from the C caller (strata.h: NUL-terminated, or NULL, which is refused).
         let n = unsafe { arg_name(name, "blob name")? };
+        // SAFETY: the C caller promises `len` readable bytes at the pointer (strata.h); NULL is refused and a length of 0 reads nothing.
         let d = unsafe { arg_bytes(data, len, "data")? };
         if offset.checked_add(len as u64).is_none() {
             return Err(fail(Errno::Inval, "offset + len overflows"));
         }
         let size = b.put_at(n, offset, d)?;
+        // SAFETY: the out-pointer comes from the C caller (strata.h: NULL or writable); put_out skips NULL and writes unaligned.
         unsafe { put_out(new_size_or_null, size) };
         Ok(())
     })
@@ -619,10 +645,14 @@ pub unsafe extern "C" fn strata_append(
     new_size_or_null: *mut u64,
 ) -> c_int {
     ffi("strata_append", || {
+        // SAFETY: the handle comes from the C caller (strata.h: a strata_bucket from strata_bucket_open, or NULL); arg_bucket refuses NULL and a wrong magic word.
         let b = unsafe { arg_bucket(bucket)? };
+        // SAFETY: the string comes from the C caller (strata.h: NUL-terminated, or NULL, which is refused).
         let n = unsafe { arg_name(name, "blob name")? };
+        // SAFETY: the C caller promises `len` readable bytes at the pointer (strata.h); NULL is refused and a length of 0 reads nothing.
         let d = unsafe { arg_bytes(data, len, "data")? };
         let size = b.append(n, d)?;
+        // SAFETY: the out-pointer comes from the C caller (strata.h: NULL or writable); put_out skips NULL and writes unaligned.
         unsafe { put_out(new_size_or_null, size) };
         Ok(())
     })
@@ -642,13 +672,17 @@ pub unsafe extern "C" fn strata_get(
     len_out: *mut usize,
 ) -> c_int {
     ffi("strata_get", || {
+        // SAFETY: the handle comes from the C caller (strata.h: a strata_bucket from strata_bucket_open, or NULL); arg_bucket refuses NULL and a wrong magic word.
         let b = unsafe { arg_bucket(bucket)? };
+        // SAFETY: the string comes from the C caller (strata.h: NUL-terminated, or NULL, which is refused).
         let n = unsafe { arg_name(name, "blob name")? };
         let len_out = arg_out(len_out, "len_out")?;
+        // SAFETY: the C caller promises `cap` writable bytes at the pointer (strata.h); NULL is refused and a capacity of 0 writes nothing.
         let dst = unsafe { arg_buf(buf, cap, "buf")? };
         // Cheap size check first: no need to read a blob that cannot fit.
         let size = b.size_of(n)?;
         if size > cap as u64 {
+            // SAFETY: the out-pointer comes from the C caller (strata.h: NULL or writable); put_out skips NULL and writes unaligned.
             unsafe { put_out(len_out, usize::try_from(size).unwrap_or(usize::MAX)) };
             return Err(fail(
                 Errno::Range,
@@ -659,6 +693,7 @@ pub unsafe extern "C" fn strata_get(
         // a partial copy must never look like a success.
         let data = b.get(n)?;
         if data.len() > cap {
+            // SAFETY: the out-pointer comes from the C caller (strata.h: NULL or writable); put_out skips NULL and writes unaligned.
             unsafe { put_out(len_out, data.len()) };
             return Err(fail(
                 Errno::Range,
@@ -666,6 +701,7 @@ pub unsafe extern "C" fn strata_get(
             ));
         }
         dst[..data.len()].copy_from_slice(&data);
+        // SAFETY: the out-pointer comes from the C caller (strata.h: NULL or writable); put_out skips NULL and writes unaligned.
         unsafe { put_out(len_out, data.len()) };
         Ok(())
     })
@@ -685,9 +721,12 @@ pub unsafe extern "C" fn strata_get_at(
     got: *mut usize,
 ) -> c_int {
     ffi("strata_get_at", || {
+        // SAFETY: the handle comes from the C caller (strata.h: a strata_bucket from strata_bucket_open, or NULL); arg_bucket refuses NULL and a wrong magic word.
         let b = unsafe { arg_bucket(bucket)? };
+        // SAFETY: the string comes from the C caller (strata.h: NUL-terminated, or NULL, which is refused).
         let n = unsafe { arg_name(name, "blob name")? };
         let got = arg_out(got, "got")?;
+        // SAFETY: the C caller promises `cap` writable bytes at the pointer (strata.h); NULL is refused and a capacity of 0 writes nothing.
         let dst = unsafe { arg_buf(buf, cap, "buf")? };
         if offset.checked_add(cap as u64).is_none() {
             return Err(fail(Errno::Inval, "offset + cap overflows"));
@@ -699,6 +738,7 @@ pub unsafe extern "C" fn strata_get_at(
         } else {
             b.get_at(n, offset, dst)?
         };
+        // SAFETY: the out-pointer comes from the C caller (strata.h: NULL or writable); put_out skips NULL and writes unaligned.
         unsafe { put_out(got, k) };
         Ok(())
     })
@@ -718,11 +758,14 @@ pub unsafe extern "C" fn strata_get_alloc(
     ffi("strata_get_alloc", || {
         let data = arg_out(data, "data")?;
         let len = arg_out(len, "len")?;
+        // SAFETY: `data` and `len` were checked non-NULL by arg_out; the C caller promises they are writable (strata.h).
         unsafe {
             put_out(data, std::ptr::null_mut());
             put_out(len, 0);
         }
+        // SAFETY: the handle comes from the C caller (strata.h: a strata_bucket from strata_bucket_open, or NULL); arg_bucket refuses NULL and a wrong magic word.
         let b = unsafe { arg_bucket(bucket)? };
+        // SAFETY: the string comes from the C caller (strata.h: NUL-terminated, or NULL, which is refused).
         let n = unsafe { arg_name(name, "blob name")? };
         let v = b.get(n)?;
         // SAFETY: plain malloc; at least one byte so an empty blob still gets a non-NULL pointer.
@@ -735,6 +778,7 @@ pub unsafe extern "C" fn strata_get_alloc(
         }
         // SAFETY: p has room for v.len() bytes; the regions are distinct.
         unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), p, v.len()) };
+        // SAFETY: `data` and `len` were checked non-NULL by arg_out; the C caller promises they are writable (strata.h).
         unsafe {
             put_out(data, p as *mut c_void);
             put_out(len, v.len());
@@ -764,7 +808,9 @@ pub unsafe extern "C" fn strata_free(p: *mut c_void) {
 #[no_mangle]
 pub unsafe extern "C" fn strata_delete(bucket: *mut strata_bucket, name: *const c_char) -> c_int {
     ffi("strata_delete", || {
+        // SAFETY: the handle comes from the C caller (strata.h: a strata_bucket from strata_bucket_open, or NULL); arg_bucket refuses NULL and a wrong magic word.
         let b = unsafe { arg_bucket(bucket)? };
+        // SAFETY: the string comes from the C caller (strata.h: NUL-terminated, or NULL, which is refused).
         let n = unsafe { arg_name(name, "blob name")? };
         b.delete(n)
     })
@@ -779,6 +825,7 @@ pub unsafe extern "C" fn strata_delete(bucket: *mut strata_bucket, name: *const 
 #[no_mangle]
 pub unsafe extern "C" fn strata_flush(bucket: *mut strata_bucket, durable: c_int) -> c_int {
     ffi("strata_flush", || {
+        // SAFETY: the handle comes from the C caller (strata.h: a strata_bucket from strata_bucket_open, or NULL); arg_bucket refuses NULL and a wrong magic word.
         let b = unsafe { arg_bucket(bucket)? };
         b.flush(durable != 0)
     })
@@ -796,8 +843,11 @@ pub unsafe extern "C" fn strata_rename(
     replace: c_int,
 ) -> c_int {
     ffi("strata_rename", || {
+        // SAFETY: the handle comes from the C caller (strata.h: a strata_bucket from strata_bucket_open, or NULL); arg_bucket refuses NULL and a wrong magic word.
         let b = unsafe { arg_bucket(bucket)? };
+        // SAFETY: the string comes from the C caller (strata.h: NUL-terminated, or NULL, which is refused).
         let f = unsafe { arg_name(from, "from")? };
+        // SAFETY: the string comes from the C caller (strata.h: NUL-terminated, or NULL, which is refused).
         let t = unsafe { arg_name(to, "to")? };
         b.rename_blob(f, t, replace != 0)
     })
@@ -814,10 +864,13 @@ pub unsafe extern "C" fn strata_exists(
     exists: *mut c_int,
 ) -> c_int {
     ffi("strata_exists", || {
+        // SAFETY: the handle comes from the C caller (strata.h: a strata_bucket from strata_bucket_open, or NULL); arg_bucket refuses NULL and a wrong magic word.
         let b = unsafe { arg_bucket(bucket)? };
+        // SAFETY: the string comes from the C caller (strata.h: NUL-terminated, or NULL, which is refused).
         let n = unsafe { arg_name(name, "blob name")? };
         let out = arg_out(exists, "exists")?;
         let e = b.exists(n)?;
+        // SAFETY: the out-pointer comes from the C caller (strata.h: NULL or writable); put_out skips NULL and writes unaligned.
         unsafe { put_out(out, e as c_int) };
         Ok(())
     })
@@ -834,10 +887,13 @@ pub unsafe extern "C" fn strata_blob_size(
     size: *mut u64,
 ) -> c_int {
     ffi("strata_blob_size", || {
+        // SAFETY: the handle comes from the C caller (strata.h: a strata_bucket from strata_bucket_open, or NULL); arg_bucket refuses NULL and a wrong magic word.
         let b = unsafe { arg_bucket(bucket)? };
+        // SAFETY: the string comes from the C caller (strata.h: NUL-terminated, or NULL, which is refused).
         let n = unsafe { arg_name(name, "blob name")? };
         let out = arg_out(size, "size")?;
         let s = b.size_of(n)?;
+        // SAFETY: the out-pointer comes from the C caller (strata.h: NULL or writable); put_out skips NULL and writes unaligned.
         unsafe { put_out(out, s) };
         Ok(())
     })
@@ -854,9 +910,11 @@ pub unsafe extern "C" fn strata_blob_list(
     ctx: *mut c_void,
 ) -> c_int {
     ffi("strata_blob_list", || {
+        // SAFETY: the handle comes from the C caller (strata.h: a strata_bucket from strata_bucket_open, or NULL); arg_bucket refuses NULL and a wrong magic word.
         let b = unsafe { arg_bucket(bucket)? };
         let cb = cb.ok_or_else(|| fail(Errno::Inval, "callback is NULL"))?;
         let names = b.list()?;
+        // SAFETY: `cb` and `ctx` are the C caller's callback and context (strata.h); each name handed to it is a valid C string.
         unsafe { each_name(names, cb, ctx) };
         Ok(())
     })
@@ -876,7 +934,9 @@ pub unsafe extern "C" fn strata_set_score(
     stationary: c_int,
 ) -> c_int {
     ffi("strata_set_score", || {
+        // SAFETY: the handle comes from the C caller (strata.h: a strata_bucket from strata_bucket_open, or NULL); arg_bucket refuses NULL and a wrong magic word.
         let b = unsafe { arg_bucket(bucket)? };
+        // SAFETY: the string comes from the C caller (strata.h: NUL-terminated, or NULL, which is refused).
         let n = unsafe { arg_name(name, "blob name")? };
         let s = if score == -1.0 {
             None // STRATA_SCORE_NONE
@@ -920,7 +980,9 @@ pub unsafe extern "C" fn strata_stat(
 ) -> c_int {
     ffi("strata_stat", || {
         let out = arg_out(out, "out")?;
+        // SAFETY: the handle comes from the C caller (strata.h: a strata_bucket from strata_bucket_open, or NULL); arg_bucket refuses NULL and a wrong magic word.
         let b = unsafe { arg_bucket(bucket)? };
+        // SAFETY: the string comes from the C caller (strata.h: NUL-terminated, or NULL, which is refused).
         let n = unsafe { arg_name(name, "blob name")? };
         let i = b.stat(n)?;
         let st = strata_blob_stat {
@@ -936,6 +998,7 @@ pub unsafe extern "C" fn strata_stat(
             stationary: i.stationary as i32,
             dirty: i.dirty as i32,
         };
+        // SAFETY: the out-pointer comes from the C caller (strata.h: NULL or writable); put_out skips NULL and writes unaligned.
         unsafe { put_out(out, st) };
         Ok(())
     })

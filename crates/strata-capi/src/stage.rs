@@ -126,6 +126,7 @@ unsafe fn finish(r: &StageReport, report: *mut strata_stage_report) -> Result<()
         evicted_bytes: r.evicted_bytes,
         seconds: r.elapsed.as_secs_f64(),
     };
+    // SAFETY: the out-pointer comes from the C caller (strata.h: NULL or writable); put_out skips NULL and writes unaligned.
     unsafe { put_out(report, c) };
     match r.errors.first() {
         None => Ok(()),
@@ -158,7 +159,9 @@ pub unsafe extern "C" fn strata_stage_in(
     report_or_null: *mut strata_stage_report,
 ) -> c_int {
     ffi("strata_stage_in", || {
+        // SAFETY: the handle comes from the C caller (strata.h: a strata_client from strata_connect, or NULL); arg_client refuses NULL and a wrong magic word.
         let c = unsafe { arg_client(client)? };
+        // SAFETY: the C caller promises `npaths` readable C-string pointers at `paths` (strata.h); arg_paths refuses NULL ones.
         let paths = unsafe { arg_paths(paths, npaths)? };
         let persist = match mode {
             STRATA_MODE_DEFAULT => Persist::Default,
@@ -180,6 +183,7 @@ pub unsafe extern "C" fn strata_stage_in(
             opts.jobs = jobs as usize;
         }
         let r = c.stage_in(&paths, &opts)?;
+        // SAFETY: `report` is the C caller's out-pointer (strata.h: NULL or writable); finish skips NULL.
         unsafe { finish(&r, report_or_null) }
     })
 }
@@ -203,7 +207,9 @@ pub unsafe extern "C" fn strata_stage_out(
     report_or_null: *mut strata_stage_report,
 ) -> c_int {
     ffi("strata_stage_out", || {
+        // SAFETY: the handle comes from the C caller (strata.h: a strata_client from strata_connect, or NULL); arg_client refuses NULL and a wrong magic word.
         let c = unsafe { arg_client(client)? };
+        // SAFETY: the C caller promises `npaths` readable C-string pointers at `paths` (strata.h); arg_paths refuses NULL ones.
         let paths = unsafe { arg_paths(paths, npaths)? };
         if flags & !(STRATA_STAGE_EVICT | STRATA_STAGE_NO_WAIT) != 0 {
             return Err(fail(Errno::Inval, format!("unknown flags {flags:#x}")));
@@ -225,6 +231,7 @@ pub unsafe extern "C" fn strata_stage_out(
             progress: progress_of(cb, ctx),
         };
         let r = c.stage_out(&paths, &opts)?;
+        // SAFETY: `report` is the C caller's out-pointer (strata.h: NULL or writable); finish skips NULL.
         unsafe { finish(&r, report_or_null) }
     })
 }
@@ -237,6 +244,7 @@ mod tests {
     fn bad_arguments_are_rejected_without_a_daemon() {
         let p = c"/tmp".as_ptr();
         let paths = [p];
+        // SAFETY: test: the C entry points with NULL and valid arguments; every pointer passed is NULL or points to a live local.
         unsafe {
             assert_eq!(
                 strata_stage_in(
@@ -283,6 +291,7 @@ mod tests {
             ..StageReport::default()
         };
         let mut out = strata_stage_report::default();
+        // SAFETY: `report` is the C caller's out-pointer (strata.h: NULL or writable); finish skips NULL.
         unsafe { finish(&r, &mut out).unwrap() };
         assert_eq!((out.files, out.bytes, out.failed), (2, 10, 0));
         r.errors.push(::strata_client::stage::StageError {
@@ -295,6 +304,7 @@ mod tests {
             errno: Errno::Io,
             message: "x".into(),
         });
+        // SAFETY: `report` is the C caller's out-pointer (strata.h: NULL or writable); finish skips NULL.
         let e = unsafe { finish(&r, &mut out) }.unwrap_err();
         assert_eq!(e.errno, Errno::NoFile);
         assert!(

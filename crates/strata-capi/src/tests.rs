@@ -32,6 +32,7 @@ fn defines() -> BTreeMap<String, String> {
 
 fn c(p: *const c_char) -> String {
     assert!(!p.is_null());
+    // SAFETY: `p` is a non-NULL, NUL-terminated string the library returned (strata_strerror / last error).
     unsafe { CStr::from_ptr(p) }.to_str().unwrap().to_string()
 }
 
@@ -142,6 +143,7 @@ const ENAME: c_int = -(Errno::Name as c_int);
 #[test]
 fn connect_failure_leaves_null_and_a_message() {
     let mut cl: *mut strata_client = std::ptr::dangling_mut();
+    // SAFETY: test: every pointer passed is NULL (refused by the callee), a C string literal, or a live local.
     let rc = unsafe { strata_connect(c"/nonexistent/strata-capi-test.sock".as_ptr(), &mut cl) };
     assert_eq!(rc, -Errno::NoDaemon.code());
     assert!(cl.is_null());
@@ -150,6 +152,7 @@ fn connect_failure_leaves_null_and_a_message() {
         msg.contains("strata_connect") && msg.contains("/nonexistent/strata-capi-test.sock"),
         "{msg}"
     );
+    // SAFETY: test: every pointer passed is NULL (refused by the callee), a C string literal, or a live local.
     assert_eq!(unsafe { strata_connect(null(), null_mut()) }, EINVAL);
     assert!(c(strata_last_error_message()).contains("out is NULL"));
 }
@@ -163,6 +166,7 @@ fn null_handles_and_arguments_are_rejected() {
     let mut b: *mut strata_bucket = null_mut();
     let n = c"x".as_ptr();
     let buf = [0u8; 4];
+    // SAFETY: test: every pointer passed is NULL (refused by the callee) or points to a live local.
     unsafe {
         assert_eq!(
             strata_bucket_open(null_mut(), n, STRATA_CREATE, &mut b),
@@ -217,12 +221,14 @@ fn wrong_handle_kind_is_rejected() {
     };
     let fb = &mut f as *mut Fake as *mut strata_bucket;
     let mut u = 0u64;
+    // SAFETY: test: `fb` points to a live local `Fake` whose magic is wrong; the callee reads only the magic word and refuses it.
     unsafe {
         assert_eq!(strata_bucket_size(fb, &mut u, &mut u), EINVAL);
         strata_bucket_close(fb); // rejected: not freed
     }
     f.magic = BUCKET_MAGIC + 1;
     let fc = &mut f as *mut Fake as *mut strata_client;
+    // SAFETY: test: `fc` points to a live local `Fake` whose magic is wrong; the callee reads only the magic word and refuses it.
     unsafe {
         assert_eq!(strata_bucket_list(fc, None, null_mut()), EINVAL);
         strata_disconnect(fc);
@@ -234,6 +240,7 @@ fn wrong_handle_kind_is_rejected() {
 fn bad_utf8_names_are_ename() {
     let bad = [0xffu8, 0xfe, 0];
     let s = bad.as_ptr() as *const c_char;
+    // SAFETY: test: every pointer passed is NULL (refused by the callee) or points to a live local.
     unsafe {
         assert!(arg_name(s, "n").is_err_and(|e| e.errno == Errno::Name));
         assert!(arg_name(c"".as_ptr(), "n").is_err_and(|e| e.errno == Errno::Name));

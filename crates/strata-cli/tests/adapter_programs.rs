@@ -521,6 +521,7 @@ fn owner_case() -> Option<Case> {
             .step(step("python3 -c \"import os\nfd = os.open('g', os.O_CREAT | os.O_WRONLY, 0o4755)\nos.write(fd, b'x')\ntry:\n    os.fchown(fd, 1000, 1000)\nexcept OSError as e: print('errno', e.errno)\nos.close(fd)\nst = os.stat('g'); print(st.st_uid, st.st_gid, oct(st.st_mode))\""));
         c.after_default = Some(Box::new(|dir: &Path| {
             use std::os::unix::fs::MetadataExt;
+            // SAFETY: geteuid/getuid take no arguments and cannot fail.
             if unsafe { libc::geteuid() } != 0 {
                 return;
             }

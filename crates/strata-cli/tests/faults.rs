@@ -140,6 +140,7 @@ fn client_killed_mid_put_is_reclaimed() {
         util::eventually("child busy", HANG_GUARD, || {
             d.status().requests_total > req0 + 20
         });
+        // SAFETY: kill takes plain integers; a pid that is gone is an error return, not undefined behaviour.
         unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
         let st = child.wait().unwrap();
         assert_eq!(
@@ -201,6 +202,7 @@ impl Hostile {
         let hello = ControlRequest::Hello {
             version: PROTOCOL_VERSION,
             pid: std::process::id(),
+            // SAFETY: geteuid/getuid take no arguments and cannot fail.
             uid: unsafe { libc::getuid() },
         };
         control::write_frame(&mut s, &hello).unwrap();
@@ -215,8 +217,10 @@ impl Hostile {
         let base = seg.as_ptr();
         let off = layout.channel_off(0);
         let sq =
+            // SAFETY: the ring's region lies inside the mapped segment at offsets from its layout; attach validates the header.
             unsafe { Ring::attach(base.add(off + layout.sq_off), layout.cq_off - layout.sq_off) }
                 .unwrap();
+        // SAFETY: the ring's region lies inside the mapped segment at offsets from its layout; attach validates the header.
         let cq = unsafe {
             Ring::attach(
                 base.add(off + layout.cq_off),
@@ -239,20 +243,25 @@ impl Hostile {
         h
     }
     fn header(&self) -> &ClientHeader {
+        // SAFETY: the header lies at a layout offset inside the mapped segment, which lives as long as `self`; its fields are plain integers and atomics, valid for any bits.
         unsafe { &*(self.seg.as_ptr() as *const ClientHeader) }
     }
     fn bell(&self) {
+        // SAFETY: the header lies at a layout offset inside the mapped segment, which lives as long as `self`; its fields are plain integers and atomics, valid for any bits.
         unsafe { &*(self.ctl.as_ptr() as *const CtlHeader) }
             .daemon_bell
             .ring();
     }
     fn slot(&self, slot: u32) -> *mut SlotRecords {
+        // SAFETY: the slot's offset comes from the layout, inside the mapped segment; only a pointer is formed here.
         unsafe { self.seg.as_ptr().add(self.layout.slot_off(0, slot)) as *mut SlotRecords }
     }
     fn arg(&self, slot: u32) -> *mut u8 {
+        // SAFETY: the slot's offset comes from the layout, inside the mapped segment; only a pointer is formed here.
         unsafe { self.seg.as_ptr().add(self.layout.arg_off(0, slot)) }
     }
     fn ring_word(&self, ring_off: usize, field: usize) -> &std::sync::atomic::AtomicU32 {
+        // SAFETY: the ring's words lie inside the mapped client segment at offsets from its layout; AtomicU32 is valid for any bits and 4-aligned there.
         unsafe {
             &*(self
                 .seg
@@ -268,9 +277,11 @@ impl Hostile {
     }
     fn try_call(&mut self, req: &mut Request, arg: &[u8], limit: Duration) -> Option<Response> {
         let n = arg.len().min(self.layout.arg_bytes as usize);
+        // SAFETY: n ≤ arg_bytes, the size of the slot's argument area; the regions are distinct.
         unsafe { std::ptr::copy_nonoverlapping(arg.as_ptr(), self.arg(0), n) };
         req.tag = self.tag;
         self.tag += 1;
+        // SAFETY: slot 0 is this test client's, inside its mapped segment.
         unsafe { std::ptr::write_volatile(&mut (*self.slot(0)).req, *req) };
         self.sq.push(0).unwrap();
         self.bell();
@@ -278,6 +289,7 @@ impl Hostile {
         loop {
             if let Some(s) = self.cq.pop().unwrap() {
                 assert_eq!(s, 0, "completion for a slot we did not use");
+                // SAFETY: slot 0 is this test client's, inside its mapped segment.
                 let resp = unsafe { std::ptr::read_volatile(&(*self.slot(0)).resp) };
                 assert_eq!(resp.tag, req.tag);
                 return Some(resp);
@@ -673,6 +685,7 @@ fn malformed_ring_entries_get_error_codes() {
         );
     }
     // A correct put from the lease still works after all that.
+    // SAFETY: [loff, loff+17) lies inside the lease the daemon granted this test client, inside the mapped arena.
     unsafe {
         std::ptr::copy_nonoverlapping(
             b"hostile but valid".as_ptr(),
@@ -737,6 +750,7 @@ fn malformed_ring_entries_get_error_codes() {
         Ok(()),
     );
     assert_eq!(r.val1, 12);
+    // SAFETY: the argument area is arg_bytes long, more than one WireExtent; unaligned read of plain integers.
     let ext: WireExtent = unsafe { std::ptr::read_unaligned(h.arg(0) as *const WireExtent) };
     assert_eq!((ext.logical_off, ext.len), (5, 12));
     // Garbage pins to release, a score out of range, a listing cursor past the end.
@@ -1158,6 +1172,7 @@ fn daemon_killed_while_client_waits() {
     b.put("x", &random_bytes(3, 2 << 20)).unwrap();
     let pid = d.child.as_ref().unwrap().id() as i32;
     // Freeze the daemon so the next request is certainly left waiting.
+    // SAFETY: kill takes plain integers; a pid that is gone is an error return, not undefined behaviour.
     unsafe { libc::kill(pid, libc::SIGSTOP) };
     let (tx, rx) = std::sync::mpsc::channel();
     let b2 = b.clone();

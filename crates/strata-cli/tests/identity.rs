@@ -12,6 +12,7 @@ mod common;
 use common::{strata_bin, TestDaemon};
 
 fn is_root() -> bool {
+    // SAFETY: geteuid/getuid take no arguments and cannot fail.
     unsafe { libc::geteuid() == 0 }
 }
 
@@ -175,6 +176,7 @@ fn a_tier_file_left_0644_by_an_older_version_is_made_private() {
     }
     let m = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o7777;
     let (dm, fm) = (m(&disk), m(&disk.join("strata-tier.data")));
+    // SAFETY: kill takes plain integers; a pid that is gone is an error return, not undefined behaviour.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let _ = child.wait();
     assert_eq!((dm, fm), (0o700, 0o600));

@@ -61,11 +61,13 @@ fn as_user(dir: &Path, argv: &[&str]) -> std::process::Output {
         use std::os::unix::fs::PermissionsExt;
         std::fs::create_dir(&run).unwrap();
         std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
+        // SAFETY: geteuid/getuid take no arguments and cannot fail.
         if unsafe { libc::geteuid() } == 0 {
             std::os::unix::fs::chown(&run, Some(65534), Some(65534)).unwrap();
         }
     }
     let mut c;
+    // SAFETY: geteuid/getuid take no arguments and cannot fail.
     if unsafe { libc::geteuid() } == 0 {
         c = Command::new("setpriv");
         c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
@@ -98,6 +100,7 @@ fn permission_bits_are_honoured_for_a_user_that_is_not_root() {
     let (plain, buf) = (top.path().join("plain"), top.path().join("buf"));
     std::fs::create_dir(&plain).unwrap();
     std::fs::create_dir(&buf).unwrap();
+    // SAFETY: geteuid/getuid take no arguments and cannot fail.
     if unsafe { libc::geteuid() } == 0 {
         for d in [top.path(), &plain, &buf] {
             std::os::unix::fs::chown(d, Some(65534), Some(65534)).unwrap();
@@ -155,6 +158,7 @@ fn permission_bits_are_honoured_for_a_user_that_is_not_root() {
 /// clears set-user-ID.
 #[test]
 fn a_root_process_that_drops_to_another_user_keeps_its_buffered_files() {
+    // SAFETY: geteuid/getuid take no arguments and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("skipped: needs root");
         return;
@@ -231,6 +235,7 @@ fn a_file_made_read_only_after_a_flush_is_still_persisted() {
         .unwrap();
     let buf = top.path().join("buf");
     std::fs::create_dir(&buf).unwrap();
+    // SAFETY: geteuid/getuid take no arguments and cannot fail.
     if unsafe { libc::geteuid() } == 0 {
         for d in [top.path(), &buf] {
             std::os::unix::fs::chown(d, Some(65534), Some(65534)).unwrap();

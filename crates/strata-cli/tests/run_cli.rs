@@ -295,6 +295,7 @@ fn sigterm_is_forwarded_to_the_command() {
         assert!(start.elapsed() < HANG_LIMIT, "the command never started");
         std::thread::sleep(Duration::from_millis(10));
     }
+    // SAFETY: kill takes plain integers; a pid that is gone is an error return, not undefined behaviour.
     unsafe { libc::kill(ch.id() as i32, libc::SIGTERM) };
     let st = loop {
         if let Some(st) = ch.try_wait().unwrap() {

@@ -10,8 +10,11 @@ use common::{strata_bin, TestDaemon};
 /// A pipe whose read end is already closed: the first write gets EPIPE.
 fn closed_pipe() -> OwnedFd {
     let mut fds = [0i32; 2];
+    // SAFETY: `fds` is a live [c_int; 2] that pipe fills.
     assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: fds[0] is the pipe's read end, opened above and owned by nobody else.
     unsafe { libc::close(fds[0]) };
+    // SAFETY: fds[1] is the pipe's write end, opened above; ownership moves to the OwnedFd.
     unsafe { OwnedFd::from_raw_fd(fds[1]) }
 }
 

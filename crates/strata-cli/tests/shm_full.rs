@@ -13,6 +13,7 @@ use std::process::Command;
 
 #[test]
 fn a_full_dev_shm_spills_instead_of_sigbus() {
+    // SAFETY: geteuid/getuid take no arguments and cannot fail.
     if unsafe { libc::geteuid() } != 0
         || Command::new("unshare")
             .args(["-m", "true"])

@@ -58,7 +58,9 @@ impl Chan {
         let base = seg.as_ptr();
         let off = layout.channel_off(index);
         let sq =
+            // SAFETY: the ring's region lies inside the mapped segment at offsets from its layout; attach validates the header.
             unsafe { Ring::attach(base.add(off + layout.sq_off), layout.cq_off - layout.sq_off) };
+        // SAFETY: the ring's region lies inside the mapped segment at offsets from its layout; attach validates the header.
         let cq = unsafe {
             Ring::attach(
                 base.add(off + layout.cq_off),
@@ -86,12 +88,15 @@ impl Chan {
     }
 
     fn header(&self) -> &ChannelHeader {
+        // SAFETY: the header lies at a layout offset inside the mapped segment, which lives as long as `self`; its fields are plain integers and atomics, valid for any bits.
         unsafe { &*(self.base.add(self.layout.channel_off(self.index)) as *const ChannelHeader) }
     }
     fn slot_ptr(&self, slot: u32) -> *mut SlotRecords {
+        // SAFETY: the slot's offset comes from the layout, inside the mapped segment; only a pointer is formed here.
         unsafe { self.base.add(self.layout.slot_off(self.index, slot)) as *mut SlotRecords }
     }
     fn arg_ptr(&self, slot: u32) -> *mut u8 {
+        // SAFETY: the slot's offset comes from the layout, inside the mapped segment; only a pointer is formed here.
         unsafe { self.base.add(self.layout.arg_off(self.index, slot)) }
     }
 

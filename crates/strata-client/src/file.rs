@@ -863,7 +863,7 @@ impl Client {
     fn fill_page(&self, id: u64, page_off: u64) -> Result<bool> {
         let attr = self.file_stat(id)?;
         let page = attr.page_bytes;
-        if page == 0 || page_off % page != 0 {
+        if page == 0 || !page_off.is_multiple_of(page) {
             return Err(err(
                 Errno::Internal,
                 format!("fill of unaligned page offset {page_off}"),

@@ -239,9 +239,11 @@ pub(crate) struct Inner {
 
 impl Inner {
     pub fn ctl(&self) -> &CtlHeader {
+        // SAFETY: the header lies at a layout offset inside the mapped segment, which lives as long as `self`; its fields are plain integers and atomics, valid for any bits.
         unsafe { &*(self.ctl.as_ptr() as *const CtlHeader) }
     }
     pub fn header(&self) -> &ClientHeader {
+        // SAFETY: the header lies at a layout offset inside the mapped segment, which lives as long as `self`; its fields are plain integers and atomics, valid for any bits.
         unsafe { &*(self.seg.as_ptr() as *const ClientHeader) }
     }
     /// True while the daemon is up (its end of our lifeline is open).
@@ -346,7 +348,9 @@ impl Client {
             ));
         }
         {
+            // SAFETY: the header lies at a layout offset inside the mapped segment, which lives as long as `self`; its fields are plain integers and atomics, valid for any bits.
             let h = unsafe { &*(seg.as_ptr() as *const ClientHeader) };
+            // SAFETY: the header lies at a layout offset inside the mapped segment, which lives as long as `self`; its fields are plain integers and atomics, valid for any bits.
             let c = unsafe { &*(ctl.as_ptr() as *const CtlHeader) };
             if h.magic != CLIENT_MAGIC
                 || h.version != PROTOCOL_VERSION

@@ -33,11 +33,13 @@ pub struct Identity {
 /// A user name for messages ("alice (uid 1001)"), or just the uid.
 pub fn describe_uid(uid: u32) -> String {
     let mut buf = vec![0 as libc::c_char; 4096];
+    // SAFETY: a plain C struct of integers (and pointers) for which all-zero bytes are a valid value.
     let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
     let mut out: *mut libc::passwd = std::ptr::null_mut();
     // SAFETY: getpwuid_r writes into our buffers only.
     let rc = unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut out) };
     if rc == 0 && !out.is_null() && !pw.pw_name.is_null() {
+        // SAFETY: getpwuid_r succeeded, so pw_name points to a NUL-terminated string inside `buf`, which is alive.
         let name = unsafe { std::ffi::CStr::from_ptr(pw.pw_name) }
             .to_string_lossy()
             .to_string();
@@ -255,7 +257,7 @@ mod tests {
         let a = lock_file(&p).unwrap().unwrap();
         stamp(&a, Path::new("/run/a.sock"));
         let b = lock_file(&p).unwrap();
-        let holder = b.err().expect("second lock refused");
+        let holder = b.expect_err("second lock refused");
         assert!(holder.starts_with("/run/a.sock"), "{holder}");
         drop(a);
         assert!(lock_file(&p).unwrap().is_ok());

@@ -163,30 +163,6 @@ fn is_own_segment(prefix: &str, name: &str) -> bool {
         && pid.bytes().all(|b| b.is_ascii_digit())
 }
 
-#[cfg(test)]
-mod sweep_tests {
-    use super::is_own_segment;
-    #[test]
-    fn sweeps_only_its_own_segment_names() {
-        for n in ["strata-x-ctl", "strata-x-arena", "strata-x-c12-3456"] {
-            assert!(is_own_segment("strata-x", n), "{n}");
-        }
-        for n in [
-            "strata-x-b-ctl",
-            "strata-x-b-arena",
-            "strata-x-b-c1-2",
-            "strata-x-c1",
-            "strata-x-c1-2-3",
-            "strata-x-cx-1",
-            "strata-xy-ctl",
-            "strata-x",
-            "other",
-        ] {
-            assert!(!is_own_segment("strata-x", n), "{n}");
-        }
-    }
-}
-
 /// Runs a daemon in the foreground until SIGTERM/SIGINT or `daemon stop`.
 /// `ready` is called once the socket accepts connections.
 /// Arena bytes pre-faulted in the background at start (from offset 0, where
@@ -213,6 +189,7 @@ fn spawn_prefault(arena_name: &str, arena_bytes: u64, shared: Arc<server::Shared
         .name("strata-prefault".into())
         .spawn(move || {
             // Lowest priority for this thread only (Linux: per-thread nice).
+            // SAFETY: setpriority takes plain integers; 0 is this thread.
             unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) };
             let Ok(seg) = ShmSegment::open(&name) else {
                 return;
@@ -409,6 +386,7 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
     let ctl_name = format!("{prefix}-ctl");
     let ctl = ShmSegment::create_or_replace(&ctl_name, layout::CTL_SEGMENT_BYTES)
         .with_context(|| format!("cannot create /dev/shm/{ctl_name}"))?;
+    // SAFETY: the control segment was just created with CTL_SEGMENT_BYTES ≥ size_of::<CtlHeader>() and is page-aligned; no client maps it before the socket exists.
     unsafe {
         let h = &mut *(ctl.as_ptr() as *mut CtlHeader);
         h.magic = layout::CTL_MAGIC;
@@ -438,6 +416,7 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
         .context("cannot install signal handler")?;
     }
     // A client that dies mid-write must not kill us with SIGPIPE.
+    // SAFETY: ignoring SIGPIPE installs no handler code; it only changes the disposition.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
 
     let hello = HelloTemplate {
@@ -562,4 +541,28 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
     sweep_stale_shm(&prefix);
     identity.release();
     Ok(())
+}
+
+#[cfg(test)]
+mod sweep_tests {
+    use super::is_own_segment;
+    #[test]
+    fn sweeps_only_its_own_segment_names() {
+        for n in ["strata-x-ctl", "strata-x-arena", "strata-x-c12-3456"] {
+            assert!(is_own_segment("strata-x", n), "{n}");
+        }
+        for n in [
+            "strata-x-b-ctl",
+            "strata-x-b-arena",
+            "strata-x-b-c1-2",
+            "strata-x-c1",
+            "strata-x-c1-2-3",
+            "strata-x-cx-1",
+            "strata-xy-ctl",
+            "strata-x",
+            "other",
+        ] {
+            assert!(!is_own_segment("strata-x", n), "{n}");
+        }
+    }
 }

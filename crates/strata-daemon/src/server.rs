@@ -96,12 +96,15 @@ impl ClientConn {
         unsafe { &*(self.seg.as_ptr() as *const ClientHeader) }
     }
     fn chan_header(&self, ch: u32) -> &ChannelHeader {
+        // SAFETY: the header lies at a layout offset inside the mapped segment, which lives as long as `self`; its fields are plain integers and atomics, valid for any bits.
         unsafe { &*(self.seg.as_ptr().add(self.layout.channel_off(ch)) as *const ChannelHeader) }
     }
     fn slot(&self, ch: u32, slot: u32) -> *mut SlotRecords {
+        // SAFETY: the slot's offset comes from the layout, inside the mapped segment; only a pointer is formed here.
         unsafe { self.seg.as_ptr().add(self.layout.slot_off(ch, slot)) as *mut SlotRecords }
     }
     fn arg(&self, ch: u32, slot: u32) -> *mut u8 {
+        // SAFETY: the slot's offset comes from the layout, inside the mapped segment; only a pointer is formed here.
         unsafe { self.seg.as_ptr().add(self.layout.arg_off(ch, slot)) }
     }
 }
@@ -133,6 +136,7 @@ pub fn create_client_segment(
 ) -> std::io::Result<ShmSegment> {
     let seg = ShmSegment::create_or_replace(name, layout.total_bytes)?;
     let base = seg.as_ptr();
+    // SAFETY: the segment was just created with the layout's total size and is page-aligned; no client maps it before the hello reply names it.
     unsafe {
         let h = &mut *(base as *mut ClientHeader);
         h.magic = layout::CLIENT_MAGIC;
@@ -167,6 +171,7 @@ pub struct Shared {
 
 impl Shared {
     pub fn ctl(&self) -> &CtlHeader {
+        // SAFETY: the header lies at a layout offset inside the mapped segment, which lives as long as `self`; its fields are plain integers and atomics, valid for any bits.
         unsafe { &*(self.ctl.as_ptr() as *const CtlHeader) }
     }
     pub fn bell(&self) -> &Doorbell {
@@ -621,6 +626,7 @@ impl Poller {
                                 layout.cq_off - layout.sq_off,
                             )
                         };
+                        // SAFETY: the ring's region lies inside the mapped segment at offsets from its layout; attach validates the header.
                         let cq = unsafe {
                             Ring::attach(
                                 base.add(off + layout.cq_off),

@@ -159,7 +159,7 @@ impl Core {
         let a = &mut self.tiers.arena.alloc;
         let block = a.block_bytes();
         let end = off.checked_add(len).ok_or(Errno::Malformed)?;
-        if off % block != 0 || off < lease.cursor || end > lease.end {
+        if !off.is_multiple_of(block) || off < lease.cursor || end > lease.end {
             return Err(Errno::Malformed);
         }
         let end_rounded = (end.div_ceil(block) * block).min(lease.end);

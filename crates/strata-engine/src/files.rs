@@ -429,7 +429,7 @@ impl Core {
             let whole = lo == ps && hi == ps + page;
             let r = match (whole, src, taken) {
                 (true, Src::Lease { off: data_off, .. }, Some(t))
-                    if page % block == 0 && (data_off + (lo - off)) % block == 0 =>
+                    if page % block == 0 && (data_off + (lo - off)).is_multiple_of(block) =>
                 {
                     let sub = Range {
                         off: data_off + (lo - off),
@@ -673,7 +673,7 @@ impl Core {
         };
         let (page, dest_size) = (rec.page_bytes, rec.dest_size);
         let data = src.data();
-        if page_off % page != 0 || data.len() as u64 > page {
+        if !page_off.is_multiple_of(page) || data.len() as u64 > page {
             give_back(self);
             return Err(Errno::Inval);
         }
@@ -742,7 +742,7 @@ impl Core {
             for p in drop {
                 self.page_remove(id, p);
             }
-            if new_size % page != 0 {
+            if !new_size.is_multiple_of(page) {
                 let p = new_size / page;
                 let keep = new_size - p * page;
                 if let Some(bid) = self.meta.page_blob(id, p) {

@@ -70,7 +70,7 @@ impl Core {
             && rec.dirty_pages.is_empty()
             && rec.trunc_min.is_none()
             && !self.file_is_orphan(id)
-            && !self.holds.by_file.get(&id).is_some_and(|h| !h.is_empty())
+            && self.holds.by_file.get(&id).is_none_or(|h| h.is_empty())
     }
 
     /// Compares record `id` with what the client found at the destination.

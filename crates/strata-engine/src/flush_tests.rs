@@ -434,6 +434,7 @@ fn a_fifo_at_the_destination_fails_the_job_instead_of_blocking() {
     let id = create(core, &p);
     write(core, id, 0, b"kept");
     let c = std::ffi::CString::new(p.clone()).unwrap();
+    // SAFETY: `c` is a NUL-terminated path that lives across the call.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
     // Once without a reader (open would block) and once with one (open succeeds).
     for with_reader in [false, true] {

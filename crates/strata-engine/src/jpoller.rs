@@ -411,16 +411,13 @@ impl Journal {
                     crc: b.sealed_crc,
                     extents: b.extents.iter().filter(|e| !e.is_hole()).copied().collect(),
                 });
-                if !self.shadow_blobs.contains_key(&id) {
-                    self.shadow_blobs.insert(
-                        id,
-                        ShadowBlob {
-                            bucket: b.bucket,
-                            bucket_name: bname.into(),
-                            name: b.name.clone(),
-                            extents,
-                        },
-                    );
+                if let std::collections::hash_map::Entry::Vacant(e) = self.shadow_blobs.entry(id) {
+                    e.insert(ShadowBlob {
+                        bucket: b.bucket,
+                        bucket_name: bname.into(),
+                        name: b.name.clone(),
+                        extents,
+                    });
                     self.count(b.bucket, 1);
                     buckets.insert(b.bucket);
                 }

@@ -578,9 +578,9 @@ mod tests {
         pinned_hot.user_score = Some(0.9);
         let mut stationary = blob(2, 40 * MIB, 0, 0.0);
         stationary.stationary = true;
-        let mut cold_disk = blob(3, 1 * MIB, 1, 0.1);
+        let mut cold_disk = blob(3, MIB, 1, 0.1);
         cold_disk.user_score = Some(0.1);
-        let mut hot_stationary = blob(4, 1 * MIB, 1, 0.99);
+        let mut hot_stationary = blob(4, MIB, 1, 0.99);
         hot_stationary.stationary = true;
         let blobs = [pinned_hot, stationary, cold_disk, hot_stationary];
         let m = plan(&tiers, &blobs, &[3, 4], &limits());

@@ -42,6 +42,7 @@ impl DirStream {
         let off = self.buf.len() * 8;
         self.buf.resize(self.buf.len() + reclen / 8, 0);
         let idx = self.offs.len() as i64;
+        // SAFETY: `buf` is a Vec<u64> of buf.len()*8 initialised bytes; viewing them as u8 is always valid and aligned.
         let b = unsafe {
             std::slice::from_raw_parts_mut(self.buf.as_mut_ptr() as *mut u8, self.buf.len() * 8)
         };
@@ -55,6 +56,7 @@ impl DirStream {
     }
 
     fn entry(&mut self, i: usize) -> *mut dirent64 {
+        // SAFETY: offs[i] is the start of a record written by push, inside `buf`.
         unsafe { (self.buf.as_mut_ptr() as *mut u8).add(self.offs[i]) as *mut dirent64 }
     }
 
@@ -120,8 +122,10 @@ fn with_dirs<R>(f: impl FnOnce(&mut Vec<(usize, *mut DirStream)>) -> R) -> R {
     while DIRS_LOCK.swap(true, Ordering::Acquire) {
         std::hint::spin_loop();
     }
+    // SAFETY: the table is only touched with its spin lock held (taken above), so no other reference exists.
     let r = f(unsafe { &mut *std::ptr::addr_of_mut!(DIRS) });
     DIRS_COUNT.store(
+        // SAFETY: the table is only touched with its spin lock held (taken above), so no other reference exists.
         unsafe { (*std::ptr::addr_of!(DIRS)).len() },
         Ordering::Release,
     );

@@ -379,6 +379,7 @@ fn split_ns(ns: u64) -> (i64, i64) {
 }
 
 pub(crate) fn fill_stat(a: &FileAttr, st: *mut libc::stat64) {
+    // SAFETY: a plain C struct of integers (and pointers) for which all-zero bytes are a valid value.
     let mut s: libc::stat64 = unsafe { std::mem::zeroed() };
     s.st_dev = libc::makedev(STRATA_DEV_MAJOR, STRATA_DEV_MINOR);
     s.st_ino = a.id;
@@ -392,10 +393,12 @@ pub(crate) fn fill_stat(a: &FileAttr, st: *mut libc::stat64) {
     (s.st_atime, s.st_atime_nsec) = split_ns(a.atime_ns);
     (s.st_mtime, s.st_mtime_nsec) = split_ns(a.mtime_ns);
     (s.st_ctime, s.st_ctime_nsec) = split_ns(a.ctime_ns);
+    // SAFETY: `st` was checked non-NULL by the caller, which passed the application's stat buffer (the libc contract of stat).
     unsafe { *st = s };
 }
 
 fn fill_statx(a: &FileAttr, st: *mut libc::statx) {
+    // SAFETY: a plain C struct of integers (and pointers) for which all-zero bytes are a valid value.
     let mut s: libc::statx = unsafe { std::mem::zeroed() };
     s.stx_mask = libc::STATX_BASIC_STATS;
     s.stx_blksize = a.page_bytes.min(u32::MAX as u64) as u32;
@@ -408,6 +411,7 @@ fn fill_statx(a: &FileAttr, st: *mut libc::statx) {
     s.stx_blocks = a.size.div_ceil(512);
     let ts = |ns: u64| {
         let (sec, nsec) = split_ns(ns);
+        // SAFETY: a plain C struct of integers (and pointers) for which all-zero bytes are a valid value.
         let mut t: libc::statx_timestamp = unsafe { std::mem::zeroed() };
         t.tv_sec = sec;
         t.tv_nsec = nsec as u32;
@@ -418,6 +422,7 @@ fn fill_statx(a: &FileAttr, st: *mut libc::statx) {
     s.stx_ctime = ts(a.ctime_ns);
     s.stx_dev_major = STRATA_DEV_MAJOR;
     s.stx_dev_minor = STRATA_DEV_MINOR;
+    // SAFETY: `st` was checked non-NULL by the caller, which passed the application's stat buffer (the libc contract of stat).
     unsafe { *st = s };
 }
 
@@ -1483,7 +1488,7 @@ unsafe fn shift_range(t: Tfd, mode: c_int, off: u64, len: u64) -> Result<c_int, 
         return Err(libc::EOPNOTSUPP);
     }
     let block = (sfs.f_bsize as u64).max(512);
-    if off % block != 0 || len % block != 0 {
+    if !off.is_multiple_of(block) || !len.is_multiple_of(block) {
         return Err(libc::EINVAL);
     }
     let size = c.file_stat(t.id).map_err(os)?.size;
@@ -2878,7 +2883,9 @@ pub unsafe extern "C" fn dlopen(file: *const c_char, mode: c_int) -> *mut c_void
 // DEFAULT file or a file without a record)
 
 fn now_ns() -> u64 {
+    // SAFETY: a plain C struct of integers (and pointers) for which all-zero bytes are a valid value.
     let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: `ts` is a live timespec; CLOCK_REALTIME always exists.
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
@@ -2960,6 +2967,7 @@ unsafe fn times_class(ts: *const libc::timespec) -> Times {
 /// times need the owner (EPERM); "now" needs the owner or write permission
 /// (EACCES).
 fn setattr_allowed(attr: &FileAttr, a: &mut SetAttr, times: Times) -> Result<(), c_int> {
+    // SAFETY: geteuid/getuid take no arguments and cannot fail.
     let euid = unsafe { libc::geteuid() };
     if euid == 0 {
         return Ok(());
@@ -3135,6 +3143,7 @@ pub unsafe extern "C" fn fchmod(fd: c_int, mode: mode_t) -> c_int {
 /// `uid:gid` (`u32::MAX` = unchanged)? The kernel's rules (chown_ok,
 /// chgrp_ok): root may; the owner may give the file to a group it is in.
 fn chown_allowed(a: &FileAttr, uid: u32, gid: u32) -> Result<(), c_int> {
+    // SAFETY: geteuid/getuid take no arguments and cannot fail.
     let euid = unsafe { libc::geteuid() };
     if euid == 0 {
         return Ok(());
@@ -3344,7 +3353,10 @@ const ACL_XATTR: &[u8] = b"system.posix_acl_access";
 /// Permission bits of a POSIX ACL in its xattr form (version 2; entries of
 /// tag u16, perm u16, id u32). None if malformed.
 fn acl_mode(v: &[u8]) -> Option<u32> {
-    if v.len() < 4 || u32::from_le_bytes(v[0..4].try_into().ok()?) != 2 || (v.len() - 4) % 8 != 0 {
+    if v.len() < 4
+        || u32::from_le_bytes(v[0..4].try_into().ok()?) != 2
+        || !(v.len() - 4).is_multiple_of(8)
+    {
         return None;
     }
     let (mut user, mut group, mut other, mut mask) = (None, None, None, None);

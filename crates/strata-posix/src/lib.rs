@@ -112,11 +112,13 @@ pub(crate) fn run_raw<T>(fallback: T, f: impl FnOnce() -> T) -> T {
 
 #[inline]
 pub(crate) fn set_errno(e: c_int) {
+    // SAFETY: __errno_location returns this thread's errno, valid for the thread's lifetime.
     unsafe { *libc::__errno_location() = e };
 }
 
 #[inline]
 pub(crate) fn errno() -> c_int {
+    // SAFETY: __errno_location returns this thread's errno, valid for the thread's lifetime.
     unsafe { *libc::__errno_location() }
 }
 
@@ -163,6 +165,7 @@ pub(crate) fn ready() -> bool {
 }
 
 pub(crate) fn state() -> &'static State {
+    // SAFETY: callers run only once `ready()` (STATE set with Release before READY): STATE is then a leaked Box, never freed.
     unsafe { &*STATE.load(Ordering::Acquire) }
 }
 
@@ -293,6 +296,7 @@ fn build_state() -> Result<State, String> {
 
 extern "C" fn init() {
     GUARD.with(|g| g.set(true));
+    // SAFETY: the library constructor runs once, before any interposed call can use what it sets up; getrlimit writes into a local.
     unsafe {
         real::resolve_all();
         PID.store(libc::getpid(), Ordering::Relaxed);
@@ -317,6 +321,7 @@ extern "C" fn init() {
         match build_state() {
             Ok(s) => {
                 STATE.store(Box::into_raw(Box::new(s)), Ordering::Release);
+                // SAFETY: atfork_child is an extern "C" fn that only resets atomics; registering it has no other requirement.
                 unsafe { libc::pthread_atfork(None, None, Some(atfork_child)) };
                 READY.store(true, Ordering::Release);
                 trace!(
@@ -331,6 +336,7 @@ extern "C" fn init() {
             Err(e) => {
                 let msg =
                     format!("strata-posix: configuration error, passing all I/O through: {e}\n");
+                // SAFETY: the buffer is alive across the call and has the given length; write(2) only reads it.
                 unsafe { real::write(2, msg.as_ptr() as *const _, msg.len()) };
             }
         }
@@ -338,6 +344,7 @@ extern "C" fn init() {
     GUARD.with(|g| g.set(false));
     if ready() {
         // `prog > tracked-file`: stdio of inherited tracked descriptors
+        // SAFETY: called once from the constructor, before any stream is used.
         let _ = std::panic::catch_unwind(|| unsafe { stdio::std_init() });
     }
 }
@@ -374,8 +381,10 @@ unsafe fn init_fork_mark() {
 fn process_changed() -> bool {
     let m = FORK_MARK.load(Ordering::Relaxed);
     if m.is_null() {
+        // SAFETY: getpid takes no arguments and cannot fail.
         unsafe { libc::getpid() != PID.load(Ordering::Relaxed) }
     } else {
+        // SAFETY: `m` points to the fork mark, a static AtomicU32 in this library (init_fork_mark).
         unsafe { (*m).load(Ordering::Relaxed) == 0 }
     }
 }
@@ -396,6 +405,7 @@ fn new_process() {
     forget_holds();
     let m = FORK_MARK.load(Ordering::Relaxed);
     if !m.is_null() {
+        // SAFETY: `m` points to the fork mark, a static AtomicU32 in this library (init_fork_mark).
         unsafe { (*m).store(1, Ordering::Relaxed) };
     }
 }
@@ -467,6 +477,7 @@ fn log_written(abs: &[u8]) {
         fd = -1;
         if let Some(p) = std::env::var_os(WRITTEN_LOG_ENV) {
             if let Ok(cp) = std::ffi::CString::new(p.as_encoded_bytes()) {
+                // SAFETY: `cp` is a NUL-terminated path alive across the call; the real open returns a new descriptor (or -1) that adopt_internal takes over.
                 fd = adopt_internal(unsafe {
                     real::open(
                         cp.as_ptr(),
@@ -480,6 +491,7 @@ fn log_written(abs: &[u8]) {
             WRITTEN_LOG_FD.compare_exchange(-2, fd, Ordering::AcqRel, Ordering::Acquire)
         {
             if fd >= 0 {
+                // SAFETY: `fd` is a descriptor this library opened and owns; nobody else uses it after this.
                 unsafe { real::close(fd) };
             }
             fd = other;
@@ -488,13 +500,16 @@ fn log_written(abs: &[u8]) {
     if fd < 0 || abs.contains(&b'\n') {
         return;
     }
+    // SAFETY: a plain C struct of integers (and pointers) for which all-zero bytes are a valid value.
     let mut st: libc::stat64 = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a live local stat64; fstat64 writes it.
     let full = unsafe { real::fstat64(fd, &mut st) } != 0 || st.st_size > WRITTEN_LOG_BYTES_MAX;
     let mut line = Vec::with_capacity(abs.len() + 1);
     line.extend_from_slice(if full { b"*" } else { abs });
     line.push(b'\n');
     // one write of one line with O_APPEND: lines of concurrent processes
     // do not interleave
+    // SAFETY: the buffer is alive across the call and has the given length; write(2) only reads it.
     unsafe { real::write(fd, line.as_ptr() as *const _, line.len()) };
 }
 
@@ -523,6 +538,7 @@ pub(crate) fn note_client_error(e: &strata_client::Error) {
     let msg = "strata-posix: the strata daemon went away: files this process wrote through \
                the buffer now fail with EIO (restart the daemon with `strata daemon start` to \
                recover what its journal holds); other files pass through to their destination\n";
+    // SAFETY: the buffer is alive across the call and has the given length; write(2) only reads it.
     unsafe { real::write(2, msg.as_ptr() as *const _, msg.len()) };
 }
 
@@ -558,6 +574,7 @@ fn forget_client() {
     CONNECT_LOCK.store(false, Ordering::Release);
     CONNECT_FAILED.store(false, Ordering::Release);
     DAEMON_LOST.store(false, Ordering::Release);
+    // SAFETY: getpid takes no arguments and cannot fail.
     PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
 }
 
@@ -573,6 +590,7 @@ pub(crate) fn client() -> Result<&'static Client, c_int> {
     }
     let p = CLIENT.load(Ordering::Acquire);
     if !p.is_null() {
+        // SAFETY: the pointer is a leaked Box (never freed), published with Release and read with Acquire.
         return Ok(unsafe { &*p });
     }
     while CONNECT_LOCK.swap(true, Ordering::Acquire) {
@@ -581,6 +599,7 @@ pub(crate) fn client() -> Result<&'static Client, c_int> {
     let p = CLIENT.load(Ordering::Acquire);
     if !p.is_null() {
         CONNECT_LOCK.store(false, Ordering::Release);
+        // SAFETY: the pointer is a leaked Box (never freed), published with Release and read with Acquire.
         return Ok(unsafe { &*p });
     }
     if CONNECT_FAILED.load(Ordering::Relaxed) {
@@ -592,12 +611,14 @@ pub(crate) fn client() -> Result<&'static Client, c_int> {
         Ok(c) => {
             let b = Box::into_raw(Box::new(c));
             CLIENT.store(b, Ordering::Release);
+            // SAFETY: the pointer is a leaked Box (never freed), published with Release and read with Acquire.
             Ok(unsafe { &*b })
         }
         Err(e) => {
             CONNECT_FAILED.store(true, Ordering::Relaxed);
             let msg =
                 format!("strata-posix: {e}; tracked files pass through to their destination\n");
+            // SAFETY: the buffer is alive across the call and has the given length; write(2) only reads it.
             unsafe { real::write(2, msg.as_ptr() as *const _, msg.len()) };
             Err(libc::EIO)
         }
@@ -617,6 +638,7 @@ fn current_client() -> Option<&'static Client> {
         return None;
     }
     let p = CLIENT.load(Ordering::Acquire);
+    // SAFETY: the pointer is a leaked Box (never freed), published with Release and read with Acquire.
     (!p.is_null()).then(|| unsafe { &*p })
 }
 
@@ -823,6 +845,7 @@ pub(crate) fn refresh_status(fd: c_int) {
     for d in 0..tracked_end() {
         let k = KIND[d].load(Ordering::Acquire);
         if k & K_TRACKED != 0 && ID[d].load(Ordering::Relaxed) == id {
+            // SAFETY: fcntl with an integer argument; a bad descriptor is an error return.
             let fl = unsafe { real::fcntl(d as c_int, libc::F_GETFL, 0) };
             if fl >= 0 {
                 let nk = if fl & libc::O_APPEND != 0 {
@@ -869,8 +892,10 @@ pub(crate) fn adopt_internal(fd: c_int) -> c_int {
     let mut out = fd;
     if fd < base {
         let e = errno();
+        // SAFETY: fcntl with an integer argument; a bad descriptor is an error return.
         let n = unsafe { real::fcntl(fd, libc::F_DUPFD_CLOEXEC, base as std::os::raw::c_long) };
         if n >= 0 {
+            // SAFETY: `fd` is a descriptor this library opened and owns; nobody else uses it after this.
             unsafe { real::close(fd) };
             out = n;
         }
@@ -960,6 +985,7 @@ fn classify(fd: c_int) -> Option<Tfd> {
     match t {
         Some((id, acc, p)) => {
             // inherited over exec: this process holds the file from now on
+            // SAFETY: fcntl with an integer argument; a bad descriptor is an error return.
             let fl = unsafe { real::fcntl(fd, libc::F_GETFL, 0) };
             set_tracked(fd, id, acc, p, false, fl >= 0 && fl & libc::O_APPEND != 0);
             acquire_hold(id);
@@ -1013,6 +1039,7 @@ pub(crate) fn persist_for(m: Mode) -> Option<Persist> {
 /// False in a child that shares our memory without our atfork handler
 /// having run (vfork): such a process must not change the tables.
 pub(crate) fn own_process() -> bool {
+    // SAFETY: getpid takes no arguments and cannot fail.
     unsafe { libc::getpid() == PID.load(Ordering::Relaxed) }
 }
 
@@ -1032,6 +1059,7 @@ impl StackWriter {
         }
     }
     pub fn flush(&self) {
+        // SAFETY: `self.buf` holds at least `self.len` initialised bytes; write(2) only reads them.
         unsafe { real::write(2, self.buf.as_ptr() as *const _, self.len) };
     }
 }
@@ -1050,6 +1078,7 @@ macro_rules! trace {
         if $crate::debug_on() {
             use std::fmt::Write as _;
             let mut w = $crate::StackWriter::new();
+            // SAFETY: getpid takes no arguments and cannot fail.
             let _ = write!(w, "strata-posix[{}]: ", unsafe { libc::getpid() });
             let _ = write!(w, $($arg)*);
             let _ = w.write_str("\n");

@@ -70,7 +70,7 @@ struct Spin {
     v: UnsafeCell<State>,
 }
 
-// Safety: `v` is only touched with `locked` held (see `with`).
+// SAFETY: `v` is only touched with `locked` held (see `with`).
 unsafe impl Sync for Spin {}
 
 static STATE: Spin = Spin {
@@ -87,8 +87,10 @@ fn with<R>(f: impl FnOnce(&mut State) -> R) -> R {
     while STATE.locked.swap(true, Ordering::Acquire) {
         std::hint::spin_loop();
     }
+    // SAFETY: the state is only touched inside `with`, with its spin lock held (taken above), so no other reference exists.
     let r = f(unsafe { &mut *STATE.v.get() });
     let n = {
+        // SAFETY: the state is only touched inside `with`, with its spin lock held (taken above), so no other reference exists.
         let s = unsafe { &*STATE.v.get() };
         s.backings.len()
     };
@@ -241,6 +243,7 @@ fn direct_scan(c: &strata_client::Client) {
         if !a.direct {
             continue;
         }
+        // SAFETY: these reopen this process's own tracked descriptors of file `id` in place (raw fcntl/dup3 on descriptor numbers the fd table says are tracked); no Rust object owns those descriptors.
         let r = crate::run_raw(Err(libc::EIO), || unsafe {
             if a.persist == Persist::Default {
                 direct_move(c, id).map(|_| ())

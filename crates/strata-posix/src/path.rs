@@ -93,12 +93,14 @@ fn lock_cwd() {
 
 pub fn refresh_cwd() {
     let mut b = [0u8; PATH_BYTES];
+    // SAFETY: `b` is a live buffer of PATH_BYTES bytes; getcwd writes at most that many.
     let r = unsafe { libc::getcwd(b.as_mut_ptr() as *mut c_char, PATH_BYTES) };
     if r.is_null() {
         return;
     }
     let n = b.iter().position(|&c| c == 0).unwrap_or(0);
     lock_cwd();
+    // SAFETY: CWD is written only while CWD_LOCK is held (lock_cwd above); n ≤ PATH_BYTES, the buffer's size.
     unsafe {
         let cwd = &mut *std::ptr::addr_of_mut!(CWD);
         cwd[..n].copy_from_slice(&b[..n]);
@@ -109,6 +111,7 @@ pub fn refresh_cwd() {
 
 fn copy_cwd(a: &mut AbsPath) -> bool {
     lock_cwd();
+    // SAFETY: CWD and CWD_LEN are read only while CWD_LOCK is held (lock_cwd above); n ≤ PATH_BYTES.
     let ok = unsafe {
         let n = CWD_LEN;
         let cwd = &*std::ptr::addr_of!(CWD);
@@ -128,6 +131,7 @@ pub fn fd_link(fd: c_int, buf: &mut [u8]) -> Option<usize> {
     let mut w = &mut name[..];
     use std::io::Write;
     let _ = write!(w, "/proc/self/fd/{fd}\0");
+    // SAFETY: `name` is NUL-terminated by the write above; readlink writes at most buf.len() bytes into `buf`.
     let n = unsafe {
         libc::readlink(
             name.as_ptr() as *const c_char,
@@ -179,6 +183,7 @@ pub enum Last {
 struct OwnedFd(c_int);
 impl Drop for OwnedFd {
     fn drop(&mut self) {
+        // SAFETY: the descriptor is this guard's own, closed exactly once here (Drop).
         unsafe { libc::syscall(libc::SYS_close, self.0) };
     }
 }
@@ -252,6 +257,7 @@ pub fn resolve_real(dirfd: c_int, path: &[u8], last: Last) -> Option<AbsPath> {
             Some(d) => {
                 let mut dz = [0u8; PATH_BYTES];
                 dz[..d.len()].copy_from_slice(d);
+                // SAFETY: raw openat(2): `dz` is a NUL-terminated path in a live local; the result is a new descriptor or an error.
                 let fd = unsafe {
                     libc::syscall(
                         libc::SYS_openat,
@@ -276,7 +282,9 @@ pub fn resolve_real(dirfd: c_int, path: &[u8], last: Last) -> Option<AbsPath> {
             return None; // NAME_MAX: the kernel says ENAMETOOLONG
         }
         nz[..name.len()].copy_from_slice(name);
+        // SAFETY: a plain C struct of integers (and pointers) for which all-zero bytes are a valid value.
         let mut st: libc::stat64 = unsafe { std::mem::zeroed() };
+        // SAFETY: raw newfstatat(2): `nz` is NUL-terminated, `st` a live local stat64 the kernel fills.
         let r = unsafe {
             libc::syscall(
                 libc::SYS_newfstatat,
@@ -303,6 +311,7 @@ pub fn resolve_real(dirfd: c_int, path: &[u8], last: Last) -> Option<AbsPath> {
             return None;
         }
         let mut t = [0u8; PATH_BYTES];
+        // SAFETY: raw readlinkat(2): `nz` is NUL-terminated; the kernel writes at most t.len() bytes into the live local `t`.
         let n = unsafe {
             libc::syscall(
                 libc::SYS_readlinkat,
@@ -421,6 +430,7 @@ pub fn tracked_dir_at(dirfd: c_int, path: *const c_char, last: Last) -> Option<A
     } else {
         0
     };
+    // SAFETY: raw openat(2) on a NUL-terminated path in a live local; the result is a new descriptor or an error.
     let fd = unsafe {
         libc::syscall(
             libc::SYS_openat,
@@ -548,6 +558,7 @@ fn buffered_ancestor(dirfd: c_int, path: *const c_char) -> bool {
         }
         let mut z = [0u8; PATH_BYTES];
         z[..anc.len()].copy_from_slice(anc);
+        // SAFETY: raw newfstatat(2): `z` is NUL-terminated and `s` a live stat64 the kernel fills.
         let stat_at = |flags: c_int, s: &mut libc::stat64| unsafe {
             libc::syscall(
                 libc::SYS_newfstatat,
@@ -557,6 +568,7 @@ fn buffered_ancestor(dirfd: c_int, path: *const c_char) -> bool {
                 flags,
             ) == 0
         };
+        // SAFETY: a plain C struct of integers (and pointers) for which all-zero bytes are a valid value.
         let mut s: libc::stat64 = unsafe { std::mem::zeroed() };
         if stat_at(0, &mut s) {
             // a directory (or a link to one): ENOENT was right; anything

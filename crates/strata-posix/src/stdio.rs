@@ -48,8 +48,10 @@ fn with_streams<R>(f: impl FnOnce(&mut Vec<(usize, c_int)>) -> R) -> R {
     while STREAMS_LOCK.swap(true, Ordering::Acquire) {
         std::hint::spin_loop();
     }
+    // SAFETY: the table is only touched with its spin lock held (taken above), so no other reference exists.
     let r = f(unsafe { &mut *std::ptr::addr_of_mut!(STREAMS) });
     STREAM_COUNT.store(
+        // SAFETY: the table is only touched with its spin lock held (taken above), so no other reference exists.
         unsafe { (*std::ptr::addr_of!(STREAMS)).len() },
         Ordering::Relaxed,
     );
@@ -376,8 +378,7 @@ fn std_applicable(fd: c_int) -> bool {
 /// Before descriptor `fd` (0–2) is closed or replaced: our stream on it
 /// writes out what it holds while the descriptor still is the file.
 pub(crate) unsafe fn std_before_change(fd: c_int) {
-    if fd < 1
-        || fd > 2
+    if !(1..=2).contains(&fd)
         || STD_ACTIVE.load(Ordering::Acquire) & (1 << fd) == 0
         || !std_applicable(fd)
     {

@@ -155,6 +155,7 @@ impl Daemon {
 impl Drop for Daemon {
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {
+            // SAFETY: kill takes plain integers; a pid that is gone is an error return, not undefined behaviour.
             unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
             let start = Instant::now();
             while start.elapsed() < Duration::from_secs(30) {

@@ -32,6 +32,8 @@ pub struct ShmSegment {
 // SAFETY: the segment is just an address range; all synchronisation of its
 // contents is the users' business (through atomics).
 unsafe impl Send for ShmSegment {}
+// SAFETY: `&ShmSegment` exposes only the name and a raw pointer; every access
+// through that pointer is the caller's unsafe code, synchronised by atomics.
 unsafe impl Sync for ShmSegment {}
 
 impl std::fmt::Debug for ShmSegment {
@@ -218,6 +220,7 @@ impl ShmSegment {
         let base = self.as_ptr();
         // SAFETY: [start, end) lies within our mapping; start is page aligned.
         let addr = unsafe { base.add(start) } as *mut core::ffi::c_void;
+        // SAFETY: [addr, addr+end-start) lies within our mapping and addr is page-aligned (checked above).
         let populated = unsafe {
             rustix::mm::madvise(addr, end - start, rustix::mm::Advice::LinuxPopulateWrite)
         }
@@ -230,6 +233,7 @@ impl ShmSegment {
                 unsafe { AtomicU8::from_ptr(base.add(off)) }.fetch_add(0, Relaxed);
                 off += page;
             }
+            // SAFETY: [addr, addr+len) lies within our mapping; madvise does not touch the bytes.
             let _ = unsafe { rustix::mm::madvise(addr, end - start, rustix::mm::Advice::WillNeed) };
         }
     }

@@ -36,15 +36,20 @@ fn fork_ring_and_doorbells() {
     let bells = Ring::bytes_for(CAP).next_multiple_of(64);
     let seg = ShmSegment::create(&name, bells + 128).unwrap();
     seg.populate(0..seg.len());
+    // SAFETY: test: the buffer is a live, 64-aligned, zeroed allocation large enough for a ring of this capacity.
     let ring = unsafe { Ring::init(seg.as_ptr(), CAP) };
+    // SAFETY: test: the doorbells lie inside the live buffer, 64-aligned, zeroed; the buffer outlives the threads that use them.
     let data = unsafe { Doorbell::from_ptr(seg.as_ptr().add(bells)) };
+    // SAFETY: test: the doorbells lie inside the live buffer, 64-aligned, zeroed; the buffer outlives the threads that use them.
     let space = unsafe { Doorbell::from_ptr(seg.as_ptr().add(bells + 64)) };
 
+    // SAFETY: test: the child only touches the shared mapping and calls _exit; it runs no destructor and takes no lock.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork failed");
     if pid == 0 {
         // Child: no allocation, no panics; report failures via the exit code.
         // Attach independently, as a real peer would.
+        // SAFETY: test: the pointer is a live allocation of at least the given length (or NULL / misaligned on purpose: attach refuses those).
         let code = match unsafe { Ring::attach(seg.as_ptr(), seg.len()) } {
             Err(_) => 10,
             Ok(r) => {
@@ -76,6 +81,7 @@ fn fork_ring_and_doorbells() {
                 code
             }
         };
+        // SAFETY: test: _exit ends the forked child without running the parent's destructors.
         unsafe { libc::_exit(code) };
     }
 
@@ -91,6 +97,7 @@ fn fork_ring_and_doorbells() {
         }
     }
     let mut status = 0;
+    // SAFETY: test: `status` is a live local; `pid` is our child.
     assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
     assert!(
         libc::WIFEXITED(status),
@@ -108,6 +115,7 @@ const ACK: usize = 128;
 
 fn word(seg: &ShmSegment, off: usize) -> &AtomicU32 {
     assert!(off + 4 <= seg.len());
+    // SAFETY: test: the offset lies inside the live mapping/buffer and is aligned for the atomic; any bits are a valid atomic.
     unsafe { &*(seg.as_ptr().add(off) as *const AtomicU32) }
 }
 

@@ -12,11 +12,15 @@ struct Buf {
     ptr: *mut u8,
     layout: Layout,
 }
+// SAFETY: the buffer is owned by the test and only reached through the
+// ring's atomics.
 unsafe impl Send for Buf {}
+// SAFETY: as for Send.
 unsafe impl Sync for Buf {}
 impl Buf {
     fn new(len: usize) -> Buf {
         let layout = Layout::from_size_align(len.max(64), 64).unwrap();
+        // SAFETY: test: `layout` has a non-zero size.
         let ptr = unsafe { alloc_zeroed(layout) };
         assert!(!ptr.is_null());
         Buf { ptr, layout }
@@ -26,11 +30,13 @@ impl Buf {
     }
     fn u32_at(&self, off: usize) -> &AtomicU32 {
         assert!(off + 4 <= self.len());
+        // SAFETY: test: the offset lies inside the live mapping/buffer and is aligned for the atomic; any bits are a valid atomic.
         unsafe { &*(self.ptr.add(off) as *const AtomicU32) }
     }
 }
 impl Drop for Buf {
     fn drop(&mut self) {
+        // SAFETY: test: `ptr` came from alloc_zeroed with this very layout and is freed once.
         unsafe { dealloc(self.ptr, self.layout) }
     }
 }
@@ -55,10 +61,12 @@ proptest! {
     ) {
         let cap = 1u32 << cap_log2;
         let buf = Buf::new(Ring::bytes_for(cap));
+        // SAFETY: test: the buffer is a live, 64-aligned, zeroed allocation large enough for a ring of this capacity.
         unsafe { Ring::init(buf.ptr, cap) };
         // Start the free-running indices near the wrap point.
         buf.u32_at(Ring::HEAD_OFFSET).store(start, Ordering::SeqCst);
         buf.u32_at(Ring::TAIL_OFFSET).store(start, Ordering::SeqCst);
+        // SAFETY: test: the pointer is a live allocation of at least the given length (or NULL / misaligned on purpose: attach refuses those).
         let ring = unsafe { Ring::attach(buf.ptr, buf.len()) }.unwrap();
         prop_assert_eq!(ring.capacity(), cap);
         let mut model = VecDeque::new();
@@ -101,6 +109,7 @@ proptest! {
         buf.u32_at(4).store(cap, Ordering::SeqCst);
         buf.u32_at(Ring::HEAD_OFFSET).store(head, Ordering::SeqCst);
         buf.u32_at(Ring::TAIL_OFFSET).store(tail, Ordering::SeqCst);
+        // SAFETY: test: the pointer is a live allocation of at least the given length (or NULL / misaligned on purpose: attach refuses those).
         if let Ok(ring) = unsafe { Ring::attach(buf.ptr, region) } {
             prop_assert!(Ring::bytes_for(ring.capacity()) <= region);
             for op in ops {
@@ -125,29 +134,36 @@ fn corrupt_headers_are_errors() {
 
     // Never initialised.
     assert_eq!(
+        // SAFETY: test: the pointer is a live allocation of at least the given length (or NULL / misaligned on purpose: attach refuses those).
         unsafe { Ring::attach(buf.ptr, len) }.unwrap_err(),
         RingError::BadMagic
     );
 
+    // SAFETY: test: the buffer is a live, 64-aligned, zeroed allocation large enough for a ring of this capacity.
     unsafe { Ring::init(buf.ptr, cap) };
+    // SAFETY: test: the pointer is a live allocation of at least the given length (or NULL / misaligned on purpose: attach refuses those).
     assert!(unsafe { Ring::attach(buf.ptr, len) }.is_ok());
 
     // Region smaller than the header / than the advertised capacity.
     assert_eq!(
+        // SAFETY: test: the pointer is a live allocation of at least the given length (or NULL / misaligned on purpose: attach refuses those).
         unsafe { Ring::attach(buf.ptr, 10) }.unwrap_err(),
         RingError::TooSmall
     );
     assert_eq!(
+        // SAFETY: test: the pointer is a live allocation of at least the given length (or NULL / misaligned on purpose: attach refuses those).
         unsafe { Ring::attach(buf.ptr, len - 1) }.unwrap_err(),
         RingError::TooSmall
     );
 
     // Misaligned base.
     assert_eq!(
+        // SAFETY: test: the pointer is a live allocation of at least the given length (or NULL / misaligned on purpose: attach refuses those).
         unsafe { Ring::attach(buf.ptr.add(8), len - 8) }.unwrap_err(),
         RingError::Misaligned
     );
     assert_eq!(
+        // SAFETY: test: the pointer is a live allocation of at least the given length (or NULL / misaligned on purpose: attach refuses those).
         unsafe { Ring::attach(std::ptr::null_mut(), len) }.unwrap_err(),
         RingError::Misaligned
     );
@@ -156,6 +172,7 @@ fn corrupt_headers_are_errors() {
     for bad in [0u32, 1, 3, 6, 131072, u32::MAX, 1 << 31] {
         buf.u32_at(4).store(bad, Ordering::SeqCst);
         assert_eq!(
+            // SAFETY: test: the pointer is a live allocation of at least the given length (or NULL / misaligned on purpose: attach refuses those).
             unsafe { Ring::attach(buf.ptr, len) }.unwrap_err(),
             RingError::BadCapacity,
             "cap {bad}"
@@ -164,6 +181,7 @@ fn corrupt_headers_are_errors() {
     // Valid power of two but bigger than the region.
     buf.u32_at(4).store(1024, Ordering::SeqCst);
     assert_eq!(
+        // SAFETY: test: the pointer is a live allocation of at least the given length (or NULL / misaligned on purpose: attach refuses those).
         unsafe { Ring::attach(buf.ptr, len) }.unwrap_err(),
         RingError::TooSmall
     );
@@ -172,6 +190,7 @@ fn corrupt_headers_are_errors() {
     // Bad magic.
     buf.u32_at(0).store(0xdead_beef, Ordering::SeqCst);
     assert_eq!(
+        // SAFETY: test: the pointer is a live allocation of at least the given length (or NULL / misaligned on purpose: attach refuses those).
         unsafe { Ring::attach(buf.ptr, len) }.unwrap_err(),
         RingError::BadMagic
     );
@@ -183,12 +202,14 @@ fn corrupt_headers_are_errors() {
     buf.u32_at(Ring::TAIL_OFFSET)
         .store(5 + cap + 1, Ordering::SeqCst);
     assert_eq!(
+        // SAFETY: test: the pointer is a live allocation of at least the given length (or NULL / misaligned on purpose: attach refuses those).
         unsafe { Ring::attach(buf.ptr, len) }.unwrap_err(),
         RingError::Corrupt
     );
 
     // Corruption after attach: pop, push and len all report Corrupt.
     buf.u32_at(Ring::TAIL_OFFSET).store(5, Ordering::SeqCst);
+    // SAFETY: test: the pointer is a live allocation of at least the given length (or NULL / misaligned on purpose: attach refuses those).
     let ring = unsafe { Ring::attach(buf.ptr, len) }.unwrap();
     ring.push(1).unwrap();
     assert_eq!(ring.pop(), Ok(Some(1)));
@@ -210,6 +231,7 @@ fn corrupt_headers_are_errors() {
     // A peer rewriting the capacity after attach has no effect on us.
     buf.u32_at(Ring::HEAD_OFFSET).store(6, Ordering::SeqCst);
     buf.u32_at(Ring::TAIL_OFFSET).store(6, Ordering::SeqCst);
+    // SAFETY: test: the pointer is a live allocation of at least the given length (or NULL / misaligned on purpose: attach refuses those).
     let ring = unsafe { Ring::attach(buf.ptr, len) }.unwrap();
     buf.u32_at(4).store(65536, Ordering::SeqCst);
     assert_eq!(ring.capacity(), cap);
@@ -227,6 +249,7 @@ fn corrupt_headers_are_errors() {
 #[should_panic]
 fn init_rejects_bad_capacity() {
     let buf = Buf::new(4096);
+    // SAFETY: test: the buffer is a live, 64-aligned, zeroed allocation large enough for a ring of this capacity.
     unsafe { Ring::init(buf.ptr, 3) };
 }
 
@@ -235,6 +258,7 @@ fn max_capacity_layout() {
     assert_eq!(Ring::bytes_for(2), 192 + 16);
     assert_eq!(Ring::bytes_for(65536), 192 + 8 * 65536);
     let buf = Buf::new(Ring::bytes_for(65536));
+    // SAFETY: test: the buffer is a live, 64-aligned, zeroed allocation large enough for a ring of this capacity.
     let ring = unsafe { Ring::init(buf.ptr, 65536) };
     for i in 0..65536u64 {
         ring.push(i).unwrap();
@@ -249,10 +273,13 @@ fn two_threads_with_doorbells() {
     const N: u64 = 1_000_000;
     let cap = 64;
     let buf = Arc::new(Buf::new(Ring::bytes_for(cap) + 128));
+    // SAFETY: test: the buffer is a live, 64-aligned, zeroed allocation large enough for a ring of this capacity.
     let ring = Arc::new(unsafe { Ring::init(buf.ptr, cap) });
     // Doorbells live right after the ring, as they would in a segment.
     let bells_off = Ring::bytes_for(cap).next_multiple_of(64);
+    // SAFETY: test: the doorbells lie inside the live buffer, 64-aligned, zeroed; the buffer outlives the threads that use them.
     let data: &'static Doorbell = unsafe { Doorbell::from_ptr(buf.ptr.add(bells_off)) };
+    // SAFETY: test: the doorbells lie inside the live buffer, 64-aligned, zeroed; the buffer outlives the threads that use them.
     let space: &'static Doorbell = unsafe { Doorbell::from_ptr(buf.ptr.add(bells_off + 64)) };
     let deadlock_guard = Some(Duration::from_secs(120));
 

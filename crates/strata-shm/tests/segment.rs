@@ -37,18 +37,22 @@ fn create_open_unlink() {
     assert_eq!(meta.len(), 10_000);
 
     // Zero-filled, and writes are visible through a second mapping.
+    // SAFETY: test: the offset lies inside the live mapping/buffer and is aligned for the atomic; any bits are a valid atomic.
     let w = unsafe { &*(seg.as_ptr().add(64) as *const AtomicU64) };
     assert_eq!(w.load(Ordering::SeqCst), 0);
     w.store(0x0123_4567_89ab_cdef, Ordering::SeqCst);
+    // SAFETY: test: the offset lies inside the live mapping/buffer and is aligned for the atomic; any bits are a valid atomic.
     let last = unsafe { &*(seg.as_ptr().add(9_992) as *const AtomicU64) };
     last.store(42, Ordering::SeqCst);
 
     let other = ShmSegment::open(&name).unwrap();
     assert_eq!(other.len(), 10_000);
     assert_ne!(other.as_ptr(), seg.as_ptr());
+    // SAFETY: test: the offset lies inside the live mapping/buffer and is aligned for the atomic; any bits are a valid atomic.
     let w2 = unsafe { &*(other.as_ptr().add(64) as *const AtomicU64) };
     assert_eq!(w2.load(Ordering::SeqCst), 0x0123_4567_89ab_cdef);
     assert_eq!(
+        // SAFETY: test: the offset lies inside the live mapping/buffer and is aligned for the atomic; any bits are a valid atomic.
         unsafe { &*(other.as_ptr().add(9_992) as *const AtomicU64) }.load(Ordering::SeqCst),
         42
     );
@@ -87,10 +91,12 @@ fn create_or_replace_replaces() {
     let name = unique("replace");
     let _c = Cleanup(name.clone());
     let a = ShmSegment::create_or_replace(&name, 4096).unwrap();
+    // SAFETY: test: the offset lies inside the live mapping/buffer and is aligned for the atomic; any bits are a valid atomic.
     unsafe { &*(a.as_ptr() as *const AtomicU64) }.store(9, Ordering::SeqCst);
     let b = ShmSegment::create_or_replace(&name, 8192).unwrap();
     assert_eq!(b.len(), 8192);
     assert_eq!(
+        // SAFETY: test: the offset lies inside the live mapping/buffer and is aligned for the atomic; any bits are a valid atomic.
         unsafe { &*(b.as_ptr() as *const AtomicU64) }.load(Ordering::SeqCst),
         0
     );

@@ -85,7 +85,7 @@ impl ClientLayout {
     pub fn new(channels: u32, depth: u32, arg_bytes: u32) -> ClientLayout {
         assert!(channels as usize <= CHANNELS_MAX && channels > 0);
         assert!(depth.is_power_of_two() && depth >= 2);
-        assert!(arg_bytes % 4096 == 0 && arg_bytes > 0);
+        assert!(arg_bytes.is_multiple_of(4096) && arg_bytes > 0);
         let header_bytes = round_up(std::mem::size_of::<ClientHeader>(), 4096);
         let ring_bytes = round_up(Ring::bytes_for(depth), 64);
         let sq_off = round_up(std::mem::size_of::<ChannelHeader>(), 64);

@@ -380,10 +380,22 @@ pub unsafe trait Pod: Copy + Default {
         Some(unsafe { std::ptr::read_unaligned(b.as_ptr() as *const Self) })
     }
 }
+// SAFETY: repr(C), integer fields only, explicit `_pad`: no padding bytes
+// (size pinned below) and every bit pattern is a valid value.
 unsafe impl Pod for WireFileAttr {}
+// SAFETY: as above (integers and an explicit `_pad`; size pinned below).
 unsafe impl Pod for WireDestInfo {}
+// SAFETY: repr(C) in strata-proto with an explicit `_pad`; integers only.
 unsafe impl Pod for strata_proto::ReadExtent {}
+// SAFETY: repr(C), u64/u32/f32 fields in an order that leaves no padding
+// (size pinned below); every bit pattern of an f32 is a value (NaN included).
 unsafe impl Pod for WireBlobStat {}
+
+// No padding in any Pod record: each size is the sum of its fields.
+const _: () = assert!(std::mem::size_of::<WireFileAttr>() == 7 * 8 + 8 * 4);
+const _: () = assert!(std::mem::size_of::<WireDestInfo>() == 5 * 8 + 6 * 4);
+const _: () = assert!(std::mem::size_of::<strata_proto::ReadExtent>() == 3 * 8 + 2 * 4);
+const _: () = assert!(std::mem::size_of::<WireBlobStat>() == 5 * 8 + 6 * 4);
 
 /// `strata_proto::BlobStat` in a slot (`user_score` NaN = none).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
