@@ -1,7 +1,7 @@
 //! One channel of a client: submission/completion rings plus request slots
 //! in the client's shared-memory segment, a lease of arena space, and the
 //! pins to give back. A channel is used by one thread at a time (its
-//! `Mutex` in `Inner`).
+//! `Mutex` in `ShmTransport`).
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -13,7 +13,8 @@ use strata_tier::TierBackend;
 use strata_transport_shm::layout::{ChannelHeader, ClientLayout, SlotRecords};
 use strata_transport_shm::{codec, Op, RequestRecord, RELEASES_MAX};
 
-use crate::{err, Inner, Result};
+use crate::shm::ShmShared;
+use crate::{err, Result};
 
 /// How long one sleep lasts before the client re-checks that the daemon lives.
 const WAIT_SLICE: Duration = Duration::from_millis(100);
@@ -50,7 +51,7 @@ pub struct Chan {
 }
 
 // SAFETY: the raw pointer refers to the client segment, which lives as long
-// as `Inner`; access is serialised by the channel's Mutex.
+// as the `ShmTransport` holding the channel; access is serialised by the channel's Mutex.
 unsafe impl Send for Chan {}
 
 impl Chan {
@@ -100,7 +101,7 @@ impl Chan {
         unsafe { self.base.add(self.layout.arg_off(self.index, slot)) }
     }
 
-    fn ensure_open(&mut self, inner: &Inner) -> Result<()> {
+    fn ensure_open(&mut self, inner: &ShmShared) -> Result<()> {
         if self.opened {
             return Ok(());
         }
@@ -113,7 +114,7 @@ impl Chan {
         Ok(())
     }
 
-    fn take_slot(&mut self, inner: &Inner) -> Result<u32> {
+    fn take_slot(&mut self, inner: &ShmShared) -> Result<u32> {
         if let Some(i) = self.free.iter().position(|f| *f) {
             self.free[i] = false;
             return Ok(i as u32);
@@ -152,7 +153,7 @@ impl Chan {
     }
 
     /// Encodes a request into a free slot and submits it.
-    pub fn submit(&mut self, inner: &Inner, req: &Request) -> Result<Submitted> {
+    pub fn submit(&mut self, inner: &ShmShared, req: &Request) -> Result<Submitted> {
         if !self.opened && !matches!(req, Request::ChannelOpen) {
             self.ensure_open(inner)?;
         }
@@ -201,7 +202,7 @@ impl Chan {
         })
     }
 
-    fn flush_releases(&mut self, inner: &Inner) -> Result<()> {
+    fn flush_releases(&mut self, inner: &ShmShared) -> Result<()> {
         // Bounded: each Unpin carries RELEASES_MAX of them.
         while !self.releases.is_empty() {
             let sub = self.submit(inner, &Request::Unpin)?;
@@ -211,7 +212,7 @@ impl Chan {
     }
 
     /// Moves finished slots from the completion ring to `done`.
-    fn reap(&mut self, inner: &Inner, block: bool) -> Result<()> {
+    fn reap(&mut self, inner: &ShmShared, block: bool) -> Result<()> {
         let mut got = false;
         loop {
             match self.cq.pop() {
@@ -237,7 +238,7 @@ impl Chan {
         Ok(())
     }
 
-    fn sleep(&self, inner: &Inner) -> Result<()> {
+    fn sleep(&self, inner: &ShmShared) -> Result<()> {
         let cq = &self.cq;
         let started = Instant::now();
         // Bounded: gives up when the daemon is gone.
@@ -265,7 +266,7 @@ impl Chan {
     /// transport's, the inner one the daemon's answer.
     pub fn wait(
         &mut self,
-        inner: &Inner,
+        inner: &ShmShared,
         sub: Submitted,
     ) -> Result<std::result::Result<Reply<'static>, Errno>> {
         let i = sub.slot as usize;
@@ -293,7 +294,7 @@ impl Chan {
     /// Submits `req` and does not wait for its response (errors of the
     /// request itself are dropped): for notifications such as `FileClose`.
     /// Ordered with the channel's later requests like any other.
-    pub fn submit_unwaited(&mut self, inner: &Inner, req: &Request) -> Result<()> {
+    pub fn submit_unwaited(&mut self, inner: &ShmShared, req: &Request) -> Result<()> {
         let sub = self.submit(inner, req)?;
         self.unwaited[sub.slot as usize] = true;
         // Collect what already completed so slots do not pile up.
@@ -302,15 +303,15 @@ impl Chan {
 
     /// Makes sure the lease has `len` bytes (block-rounded) free; returns
     /// false if the daemon cannot grant that much.
-    fn lease_room(&mut self, inner: &Inner, len: u64) -> Result<bool> {
-        let block = inner.hello.arena_block_bytes.max(1);
+    fn lease_room(&mut self, inner: &ShmShared, len: u64) -> Result<bool> {
+        let block = inner.arena_block_bytes.max(1);
         let need = len.div_ceil(block).max(1) * block;
         if let Some((cur, end)) = self.lease {
             if end - cur >= need {
                 return Ok(true);
             }
         }
-        let want = need.max(inner.hello.lease_bytes);
+        let want = need.max(inner.lease_bytes);
         let sub = self.submit(inner, &Request::Lease { want_bytes: want })?;
         let reply = self.wait(inner, sub)?.map_err(|e| err(e, "lease"))?;
         let Reply::Lease { off, len: granted } = reply else {
@@ -342,7 +343,7 @@ impl Chan {
     /// inline, `submit_inline`).
     pub fn submit_data<'d>(
         &mut self,
-        inner: &Inner,
+        inner: &ShmShared,
         data: &[u8],
         make: impl FnOnce(DataRef<'d>) -> Request<'d>,
     ) -> Result<Option<Submitted>> {
@@ -353,7 +354,7 @@ impl Chan {
             return Ok(None);
         }
         let (cur, end) = self.lease.expect("lease_room guarantees a lease");
-        let block = inner.hello.arena_block_bytes.max(1);
+        let block = inner.arena_block_bytes.max(1);
         // [cur, cur+len) lies inside our lease, inside the arena (checked
         // when granted; write_at checks again).
         inner
@@ -377,7 +378,7 @@ impl Chan {
     /// `data_len` says how much.
     pub fn submit_inline<'d>(
         &mut self,
-        inner: &Inner,
+        inner: &ShmShared,
         name_len: usize,
         data: &'d [u8],
         make: impl FnOnce(DataRef<'d>) -> Request<'d>,

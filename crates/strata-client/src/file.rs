@@ -26,7 +26,7 @@ pub use strata_proto::types::{
     DestInfo, FileAttr, OpenFile, Persist, SetAttr, Unlinked, PAGE_BYTES_MAX, PAGE_BYTES_MIN,
 };
 use strata_proto::types::{ReadExtent, TIER_DEST, TIER_PENDING};
-use strata_proto::Errno;
+use strata_proto::{Errno, Target};
 
 use crate::{err, extents_reply, unexpected, Client, Error, Result};
 /// Destination descriptors kept open for read-through (per client).
@@ -658,7 +658,7 @@ impl Client {
     /// One FileWrite of a prefix of `data`; fills pages from the destination
     /// when the daemon asks. Returns (offset written at, bytes, size after).
     fn write_piece(&self, id: u64, offset: Option<u64>, data: &[u8]) -> Result<(u64, usize, u64)> {
-        let piece_max = (self.inner.hello.lease_bytes as usize).max(4096);
+        let piece_max = self.transport_for(Target::Id(id))?.data_max_bytes();
         let piece = &data[..data.len().min(piece_max)];
         // Bounded: each NeedFill fills one page of the piece; a page filled
         // stays filled (the daemon never drops buffered pages of a live file
@@ -666,20 +666,20 @@ impl Client {
         let fills_max = piece.len() / PAGE_BYTES_MIN as usize + 8;
         let mut refused: Option<u64> = None;
         for _ in 0..=fills_max {
-            let mut ch = self.chan();
             let write = |data| Request::FileWrite {
                 file: id,
                 at: offset,
                 data,
             };
-            let sub = match ch.submit_data(&self.inner, piece, write)? {
-                Some(s) => s,
-                None => ch.submit_inline(&self.inner, 0, piece, write)?,
-            };
-            let res = ch.wait(&self.inner, sub)?;
-            drop(ch);
+            let (carried, res) = self.on_lane(Target::Id(id), None, |lane| {
+                let t = match lane.submit_data(piece, &write)? {
+                    Some(t) => t,
+                    None => lane.submit_inline(0, piece, &write)?,
+                };
+                Ok((t.data_len, lane.wait(t)?))
+            })?;
             match res {
-                Ok(Reply::Written { at, size }) => return Ok((at, sub.data_len, size)),
+                Ok(Reply::Written { at, size }) => return Ok((at, carried, size)),
                 Ok(Reply::NeedFill { page_off }) => {
                     if !self.fill_page(id, page_off)? {
                         // The page could not be buffered (no room, or a
@@ -879,24 +879,23 @@ impl Client {
     /// keeps a page only if that does not evict written data, or the page
     /// was missed before).
     fn give_page(&self, id: u64, page_off: u64, bytes: &[u8], keep: bool) -> Result<bool> {
-        let mut ch = self.chan();
         let fill = |data| Request::FileFill {
             file: id,
             page_off,
             data,
             keep,
         };
-        let sub = match ch.submit_data(&self.inner, bytes, fill)? {
-            Some(s) => s,
-            None => {
-                // No arena room: the page stays unbuffered; reads go to the destination.
-                return Ok(false);
+        let answer = self.on_lane(Target::Id(id), None, |lane| {
+            match lane.submit_data(bytes, &fill)? {
+                Some(t) => lane.wait(t).map(Some),
+                None => Ok(None),
             }
+        })?;
+        let Some(answer) = answer else {
+            // No arena room: the page stays unbuffered; reads go to the destination.
+            return Ok(false);
         };
-        match ch
-            .wait(&self.inner, sub)?
-            .map_err(|e| err(e, "page fill"))?
-        {
+        match answer.map_err(|e| err(e, "page fill"))? {
             Reply::Filled { inserted } => Ok(inserted),
             _ => Err(unexpected("FileFill")),
         }
@@ -929,50 +928,49 @@ impl Client {
         // PENDING_WAIT_MAX in total).
         while done < buf.len() {
             let at = offset + done as u64;
-            let mut ch = self.chan();
             let req = Request::FileRead {
                 file: id,
                 offset: at,
                 len: (buf.len() - done) as u64,
             };
-            let sub = ch.submit(&self.inner, &req)?;
-            let r = ch
-                .wait(&self.inner, sub)?
-                .map_err(|e| err(e, "file read"))?;
-            let (_, covered, pin, exts) = extents_reply(r)?;
-            let mut covered = (covered as usize).min(buf.len() - done);
-            let mut from_dest = Vec::new();
-            let mut res = Ok(());
-            for e in &exts {
-                if e.logical_off < at || e.logical_off + e.len > at + covered as u64 {
-                    res = Err(err(
-                        Errno::Malformed,
-                        "file extent outside the requested range",
-                    ));
-                    break;
-                }
-                if e.tier == TIER_PENDING {
-                    if waited < PENDING_WAIT_MAX {
-                        // Stop before it: what follows is asked again.
-                        covered = (e.logical_off - at) as usize;
+            let rest = &mut buf[done..];
+            let (covered, exts, from_dest) = self.on_lane(Target::Id(id), None, |lane| {
+                let t = lane.submit(&req)?;
+                let r = lane.wait(t)?.map_err(|e| err(e, "file read"))?;
+                let (_, covered, pin, exts) = extents_reply(r)?;
+                let mut covered = (covered as usize).min(rest.len());
+                let mut from_dest = Vec::new();
+                let mut res = Ok(());
+                for e in &exts {
+                    if e.logical_off < at || e.logical_off + e.len > at + covered as u64 {
+                        res = Err(err(
+                            Errno::Malformed,
+                            "file extent outside the requested range",
+                        ));
                         break;
                     }
-                    from_dest.push(ReadExtent {
-                        tier: TIER_DEST,
-                        ..*e
-                    });
-                } else if e.tier == TIER_DEST {
-                    from_dest.push(*e);
-                } else if let Err(x) =
-                    self.read_extents(std::slice::from_ref(e), at, &mut buf[done..done + covered])
-                {
-                    res = Err(x);
-                    break;
+                    if e.tier == TIER_PENDING {
+                        if waited < PENDING_WAIT_MAX {
+                            // Stop before it: what follows is asked again.
+                            covered = (e.logical_off - at) as usize;
+                            break;
+                        }
+                        from_dest.push(ReadExtent {
+                            tier: TIER_DEST,
+                            ..*e
+                        });
+                    } else if e.tier == TIER_DEST {
+                        from_dest.push(*e);
+                    } else if let Err(x) =
+                        lane.read_extents(std::slice::from_ref(e), at, &mut rest[..covered])
+                    {
+                        res = Err(x);
+                        break;
+                    }
                 }
-            }
-            ch.release(pin);
-            drop(ch);
-            res?;
+                lane.release(pin);
+                res.map(|()| (covered, exts, from_dest))
+            })?;
             let dst = &mut buf[done..done + covered];
             if !from_dest.is_empty() {
                 if page_bytes == 0 {
@@ -1149,8 +1147,9 @@ impl Client {
     /// ordered after it; if the process exits first, its disconnection
     /// releases the hold anyway).
     pub fn file_close(&self, id: u64) -> Result<()> {
-        let mut ch = self.chan();
-        ch.submit_unwaited(&self.inner, &Request::FileClose { file: id })
+        self.on_lane(Target::Id(id), None, |lane| {
+            lane.notify(&Request::FileClose { file: id })
+        })
     }
 
     /// chmod / utimes of a buffered file (by id, or by path with `id` 0).

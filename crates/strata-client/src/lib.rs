@@ -9,44 +9,44 @@
 //! # Ok::<(), strata_client::Error>(())
 //! ```
 //!
-//! How it talks to the daemon: a `Hello` over the Unix socket maps three
-//! shared-memory segments (control, this client's rings, the RAM arena).
-//! Each thread then uses one *channel* (a submission ring, a completion
-//! ring and request slots). Blob bytes travel by one copy: the client
-//! copies them into arena space the daemon leased to the channel and the
-//! daemon adopts those bytes as the blob (or moves them to a slower tier);
-//! reads copy straight out of the arena or the tier's file, under a pin
-//! that stops the daemon reusing the space until the copy is done.
+//! How it talks to the engine: every call builds a typed `strata_proto`
+//! request; the metadata lookup ([`MetaLookup`], today [`LocalLookup`]: one
+//! node) says which node holds what the request addresses, and that node's
+//! [`Transport`] carries it. Today's transport is shared memory with the
+//! node's daemon ([`shm::ShmTransport`]): a `Hello` over the Unix socket
+//! maps the segments, each thread uses one channel (a [`Lane`]), blob bytes
+//! travel by one copy into arena space the daemon leased to the channel,
+//! and reads copy straight out of the arena or a tier's file under a pin.
 //!
 //! **Architecture Invariant:** the socket connection stays open for the
 //! client's lifetime; when it closes the daemon reclaims leases and pins.
+//! No code outside `shm`/`channel` knows rings, slots, leases or segments.
 //! **API Boundary:** no placement or metadata logic here; the daemon decides.
 
 mod channel;
 pub mod file;
+pub mod lookup;
+pub mod shm;
 pub mod stage;
+pub mod transport;
 
 use std::fs::File;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use strata_proto::control::{self, ControlReply, ControlRequest, HelloReply, StatusReply};
 pub use strata_proto::msg::{Reply, Request};
-use strata_proto::types::TIER_HOLE;
 pub use strata_proto::types::{BlobStat, PolicyChoice, ReadExtent};
 pub use strata_proto::Errno;
 use strata_proto::PutMode;
-use strata_shm::ShmSegment;
-use strata_tier::{DirTier, RamTier, TierBackend};
-use strata_transport_shm::layout::{
-    ClientHeader, ClientLayout, CtlHeader, CLIENT_MAGIC, CTL_MAGIC,
-};
 use strata_transport_shm::PROTOCOL_VERSION;
 
-use channel::{Chan, Submitted};
+pub use lookup::{LocalLookup, MetaLookup};
+pub use strata_proto::Target;
+pub use transport::{Answer, Lane, Ticket, Transport};
 
 /// Errors of the client API: a strata error code plus context.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -221,49 +221,16 @@ pub fn status(socket: &Path) -> Result<StatusReply> {
 
 pub(crate) struct Inner {
     pub hello: HelloReply,
-    pub lifeline: UnixStream,
-    pub ctl: ShmSegment,
-    pub seg: ShmSegment,
-    /// The RAM arena, mapped (the RAM tier's bytes and the leases).
-    pub arena: Arc<RamTier>,
-    /// Index = tier index: how this client reads each tier (strata-tier).
-    pub tiers: Vec<Arc<dyn TierBackend>>,
-    pub chans: Vec<Mutex<Chan>>,
-    pub spin: Duration,
+    /// Which node holds what a request addresses.
+    pub lookup: Box<dyn MetaLookup>,
+    /// Index = node: the way to that node's engine (today one node, over
+    /// shared memory with its daemon).
+    pub nodes: Vec<Box<dyn Transport>>,
     pub tmp_seq: AtomicU64,
     /// Read-only descriptors of destination files for read-through, by file id.
     pub dest_fds: Mutex<std::collections::HashMap<u64, (String, Arc<File>)>>,
     /// The daemon's socket (control requests such as stage-out).
     pub socket: PathBuf,
-}
-
-impl Inner {
-    pub fn ctl(&self) -> &CtlHeader {
-        // SAFETY: the header lies at a layout offset inside the mapped segment, which lives as long as `self`; its fields are plain integers and atomics, valid for any bits.
-        unsafe { &*(self.ctl.as_ptr() as *const CtlHeader) }
-    }
-    pub fn header(&self) -> &ClientHeader {
-        // SAFETY: the header lies at a layout offset inside the mapped segment, which lives as long as `self`; its fields are plain integers and atomics, valid for any bits.
-        unsafe { &*(self.seg.as_ptr() as *const ClientHeader) }
-    }
-    /// True while the daemon is up (its end of our lifeline is open).
-    pub fn daemon_alive(&self) -> bool {
-        if self.ctl().state.load(Ordering::SeqCst) != strata_transport_shm::layout::DAEMON_RUNNING {
-            return false;
-        }
-        let mut b = [0u8; 1];
-        match rustix::net::recv(
-            &self.lifeline,
-            &mut b,
-            rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT,
-        ) {
-            Ok((0, _)) => false,
-            Ok(_) => true,
-            Err(rustix::io::Errno::AGAIN) => true,
-            Err(rustix::io::Errno::INTR) => true,
-            Err(_) => false,
-        }
-    }
 }
 
 /// A connection to the node's strata daemon. Cheap to clone; usable from
@@ -273,18 +240,13 @@ pub struct Client {
     inner: Arc<Inner>,
 }
 
-static THREAD_COUNTER: AtomicUsize = AtomicUsize::new(0);
-thread_local! {
-    static THREAD_INDEX: usize = THREAD_COUNTER.fetch_add(1, Ordering::Relaxed);
-}
-
 impl Client {
     /// The daemon's count of files that left the buffer because a process
     /// maps them shared and writable (`FileAttr::direct`): when it moves, an
     /// adapter looks whether its descriptors refer to such a file. One
     /// atomic load from the control segment.
     pub fn direct_gen(&self) -> u64 {
-        self.inner.ctl().direct_gen.load(Ordering::Acquire)
+        self.local().direct_gen()
     }
 
     /// Connects to the daemon at the default socket.
@@ -330,65 +292,12 @@ impl Client {
                 ))
             }
         };
-        let open = |name: &str| {
-            ShmSegment::open(name)
-                .map_err(|e| err(Errno::NoDaemon, format!("cannot map /dev/shm/{name}: {e}")))
-        };
-        let ctl = open(&hello.ctl_segment)?;
-        let seg = open(&hello.client_segment)?;
-        let arena = Arc::new(RamTier::new(open(&hello.arena_segment)?));
-        let layout = ClientLayout::new(hello.channels, hello.depth, hello.arg_bytes);
-        if seg.len() < layout.total_bytes
-            || (arena.segment().len() as u64) < hello.arena_bytes
-            || ctl.len() < std::mem::size_of::<CtlHeader>()
-        {
-            return Err(err(
-                Errno::Version,
-                "shared-memory segments smaller than announced",
-            ));
-        }
-        {
-            // SAFETY: the header lies at a layout offset inside the mapped segment, which lives as long as `self`; its fields are plain integers and atomics, valid for any bits.
-            let h = unsafe { &*(seg.as_ptr() as *const ClientHeader) };
-            // SAFETY: the header lies at a layout offset inside the mapped segment, which lives as long as `self`; its fields are plain integers and atomics, valid for any bits.
-            let c = unsafe { &*(ctl.as_ptr() as *const CtlHeader) };
-            if h.magic != CLIENT_MAGIC
-                || h.version != PROTOCOL_VERSION
-                || c.magic != CTL_MAGIC
-                || h.client_id != hello.client_id
-            {
-                return Err(err(
-                    Errno::Version,
-                    "client segment header does not match the hello",
-                ));
-            }
-        }
-        let mut tiers: Vec<Arc<dyn TierBackend>> = Vec::with_capacity(hello.tiers.len());
-        for t in &hello.tiers {
-            if t.kind == "dir" {
-                let f = DirTier::open_read_only(Path::new(&t.path)).map_err(|e| {
-                    err(Errno::Io, format!("cannot open tier file {}: {e}", t.path))
-                })?;
-                tiers.push(Arc::new(f));
-            } else {
-                tiers.push(arena.clone());
-            }
-        }
-        let mut chans = Vec::with_capacity(layout.channels as usize);
-        for i in 0..layout.channels {
-            chans.push(Mutex::new(Chan::attach(&seg, &layout, i)?));
-        }
-        let spin = Duration::from_micros(hello.spin_us);
+        let transport = shm::ShmTransport::attach(&hello, s)?;
         Ok(Client {
             inner: Arc::new(Inner {
                 hello,
-                lifeline: s,
-                ctl,
-                seg,
-                arena,
-                tiers,
-                chans,
-                spin,
+                lookup: Box::new(LocalLookup),
+                nodes: vec![Box::new(transport)],
                 tmp_seq: AtomicU64::new(1),
                 dest_fds: Mutex::new(Default::default()),
                 socket: socket.to_path_buf(),
@@ -405,21 +314,61 @@ impl Client {
         &self.inner.socket
     }
 
-    pub(crate) fn chan(&self) -> std::sync::MutexGuard<'_, Chan> {
-        let n = self.inner.chans.len();
-        let i = THREAD_INDEX.with(|t| *t) % n;
-        match self.inner.chans[i].lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
+    /// Runs `f` on a lane of the transport (this thread's when `at` is
+    /// None) and returns what `f` returns.
+    pub(crate) fn on_lane<T>(
+        &self,
+        route: Target<'_>,
+        at: Option<u32>,
+        f: impl FnOnce(&mut dyn Lane) -> Result<T>,
+    ) -> Result<T> {
+        let mut f = Some(f);
+        let mut out = None;
+        self.transport_for(route)?.with_lane(at, &mut |lane| {
+            if let Some(f) = f.take() {
+                out = Some(f(lane));
+            }
+            Ok(())
+        })?;
+        out.unwrap_or_else(|| {
+            Err(err(
+                Errno::Internal,
+                "the transport did not run the request",
+            ))
+        })
+    }
+
+    /// The transport to the node holding what `route` addresses.
+    pub(crate) fn transport_for(&self, route: Target<'_>) -> Result<&dyn Transport> {
+        let node = self.inner.lookup.node_for(route);
+        match self.inner.nodes.get(node as usize) {
+            Some(t) => Ok(t.as_ref()),
+            None => Err(err(
+                Errno::NoDaemon,
+                format!("{route:?} is held by node {node}, which this client has no transport to"),
+            )),
         }
+    }
+
+    /// The transport to this client's own node.
+    pub(crate) fn local(&self) -> &dyn Transport {
+        let node = self.inner.lookup.local_node() as usize;
+        debug_assert!(node < self.inner.nodes.len());
+        self.inner.nodes[node.min(self.inner.nodes.len() - 1)].as_ref()
+    }
+
+    /// True while the daemon is up.
+    pub fn daemon_alive(&self) -> bool {
+        self.local().daemon_alive()
     }
 
     /// Runs one request synchronously: the outer error is the transport's,
     /// the inner one the daemon's answer.
     pub(crate) fn call(&self, req: &Request) -> Result<std::result::Result<Reply<'static>, Errno>> {
-        let mut ch = self.chan();
-        let sub = ch.submit(&self.inner, req)?;
-        ch.wait(&self.inner, sub)
+        self.on_lane(req.target(), None, |lane| {
+            let t = lane.submit(req)?;
+            lane.wait(t)
+        })
     }
 
     /// `call`, the daemon's error reported with `context`.
@@ -498,48 +447,6 @@ impl Client {
     /// A no-op round trip through the rings (for benchmarks).
     pub fn nop(&self) -> Result<()> {
         self.call(&Request::Nop)?.map_err(|e| err(e, "nop"))?;
-        Ok(())
-    }
-
-    pub(crate) fn read_extents(
-        &self,
-        exts: &[ReadExtent],
-        base: u64,
-        dst: &mut [u8],
-    ) -> Result<()> {
-        for e in exts {
-            let at = (e.logical_off - base) as usize;
-            let len = e.len as usize;
-            let d = dst
-                .get_mut(at..at + len)
-                .ok_or_else(|| err(Errno::Internal, "extent outside the buffer"))?;
-            if e.tier == TIER_HOLE {
-                d.fill(0);
-                continue;
-            }
-            let tier = self
-                .inner
-                .hello
-                .tiers
-                .get(e.tier as usize)
-                .ok_or_else(|| err(Errno::Malformed, "extent on unknown tier"))?;
-            let backend = self
-                .inner
-                .tiers
-                .get(e.tier as usize)
-                .ok_or_else(|| err(Errno::Malformed, "extent on unknown tier"))?;
-            // The range is pinned by the daemon until we release it.
-            backend.read_at(e.phys_off, d).map_err(|x| {
-                if x.kind() == std::io::ErrorKind::InvalidInput {
-                    err(
-                        Errno::Malformed,
-                        format!("extent outside tier {}", tier.name),
-                    )
-                } else {
-                    err(Errno::Io, format!("reading tier {}: {x}", tier.name))
-                }
-            })?;
-        }
         Ok(())
     }
 }
@@ -650,8 +557,7 @@ impl Bucket {
     pub fn put_with(&self, name: &str, data: &[u8], opts: PutOptions) -> Result<()> {
         check_name(name)?;
         let policy = opts.placement;
-        let mut ch = self.client.chan();
-        let sub = ch.submit_data(&self.client.inner, data, |data| Request::Put {
+        let put = |data| Request::Put {
             bucket: self.id,
             name,
             data,
@@ -659,17 +565,19 @@ impl Bucket {
                 excl: opts.exclusive,
             },
             policy,
+        };
+        let answer = self.client.on_lane(Target::Id(self.id), None, |lane| {
+            match lane.submit_data(data, &put)? {
+                Some(t) => lane.wait(t).map(Some),
+                None => Ok(None),
+            }
         })?;
-        match sub {
-            Some(sub) => {
-                ch.wait(&self.client.inner, sub)?
-                    .map_err(|e| err(e, format!("put {name}")))?;
+        match answer {
+            Some(a) => {
+                a.map_err(|e| err(e, format!("put {name}")))?;
                 Ok(())
             }
-            None => {
-                drop(ch);
-                self.put_chunked(name, data, policy, opts.exclusive)
-            }
+            None => self.put_chunked(name, data, policy, opts.exclusive),
         }
     }
 
@@ -722,12 +630,14 @@ impl Bucket {
     ) -> Result<u64> {
         let mut done = 0usize;
         let mut size = 0u64;
-        let piece_max = (self.client.inner.hello.lease_bytes as usize).max(4096);
+        let piece_max = self
+            .client
+            .transport_for(Target::Id(self.id))?
+            .data_max_bytes();
         // Bounded loop: every round writes at least one byte or fails.
         while done < data.len() || (data.is_empty() && done == 0) {
             let n = (data.len() - done).min(piece_max);
             let piece = &data[done..done + n];
-            let mut ch = self.client.chan();
             let put = |data| Request::Put {
                 bucket: self.id,
                 name,
@@ -735,18 +645,19 @@ impl Bucket {
                 mode: PutMode::At(offset + done as u64),
                 policy,
             };
-            let sub = match ch.submit_data(&self.client.inner, piece, put)? {
-                Some(s) => s,
-                None => ch.submit_inline(&self.client.inner, name.len(), piece, put)?,
-            };
-            let r = ch
-                .wait(&self.client.inner, sub)?
-                .map_err(|e| err(e, format!("put {name}")))?;
+            let (carried, answer) = self.client.on_lane(Target::Id(self.id), None, |lane| {
+                let t = match lane.submit_data(piece, &put)? {
+                    Some(t) => t,
+                    None => lane.submit_inline(name.len(), piece, &put)?,
+                };
+                Ok((t.data_len, lane.wait(t)?))
+            })?;
+            let r = answer.map_err(|e| err(e, format!("put {name}")))?;
             let Reply::Size(s) = r else {
                 return Err(unexpected("Put"));
             };
             size = s;
-            done += sub.data_len;
+            done += carried;
             if data.is_empty() {
                 break;
             }
@@ -764,7 +675,6 @@ impl Bucket {
     /// Appends `data` to blob `name`; returns the new size.
     pub fn append(&self, name: &str, data: &[u8]) -> Result<u64> {
         check_name(name)?;
-        let mut ch = self.client.chan();
         let append = |data| Request::Put {
             bucket: self.id,
             name,
@@ -772,17 +682,17 @@ impl Bucket {
             mode: PutMode::Append,
             policy: None,
         };
-        let sub = match ch.submit_data(&self.client.inner, data, append)? {
-            Some(s) => s,
-            None => {
-                drop(ch);
-                let size = self.size_of(name).unwrap_or(0);
-                return self.write_pieces(name, size, data, None);
+        let answer = self.client.on_lane(Target::Id(self.id), None, |lane| {
+            match lane.submit_data(data, &append)? {
+                Some(t) => lane.wait(t).map(Some),
+                None => Ok(None),
             }
+        })?;
+        let Some(answer) = answer else {
+            let size = self.size_of(name).unwrap_or(0);
+            return self.write_pieces(name, size, data, None);
         };
-        let r = ch
-            .wait(&self.client.inner, sub)?
-            .map_err(|e| err(e, format!("append {name}")))?;
+        let r = answer.map_err(|e| err(e, format!("append {name}")))?;
         let Reply::Size(size) = r else {
             return Err(unexpected("Put"));
         };
@@ -802,26 +712,22 @@ impl Bucket {
         let mut done = 0usize;
         // Bounded: each round covers ≥ 1 byte or ends.
         while done < buf.len() {
-            let mut ch = self.client.chan();
             let req = Request::Get {
                 bucket: self.id,
                 name,
                 offset: offset + done as u64,
                 len: (buf.len() - done) as u64,
             };
-            let sub = ch.submit(&self.client.inner, &req)?;
-            let r = ch
-                .wait(&self.client.inner, sub)?
-                .map_err(|e| err(e, format!("get {name}")))?;
-            let (_, covered, pin, exts) = extents_reply(r)?;
-            let covered = (covered as usize).min(buf.len() - done);
-            let res = self.client.read_extents(
-                &exts,
-                offset + done as u64,
-                &mut buf[done..done + covered],
-            );
-            ch.release(pin);
-            res?;
+            let rest = &mut buf[done..];
+            let covered = self.client.on_lane(Target::Id(self.id), None, |lane| {
+                let t = lane.submit(&req)?;
+                let r = lane.wait(t)?.map_err(|e| err(e, format!("get {name}")))?;
+                let (_, covered, pin, exts) = extents_reply(r)?;
+                let covered = (covered as usize).min(rest.len());
+                let res = lane.read_extents(&exts, offset + done as u64, &mut rest[..covered]);
+                lane.release(pin);
+                res.map(|()| covered)
+            })?;
             done += covered;
             if covered == 0 {
                 break;
@@ -835,47 +741,47 @@ impl Bucket {
         let mut at = offset;
         let mut remaining = len;
         for round in 0u64.. {
-            let mut ch = self.client.chan();
             let req = Request::Get {
                 bucket: self.id,
                 name,
                 offset: at,
                 len: remaining,
             };
-            let sub = ch.submit(&self.client.inner, &req)?;
-            let r = ch
-                .wait(&self.client.inner, sub)?
-                .map_err(|e| err(e, format!("get {name}")))?;
-            let (size, covered, pin, exts) = extents_reply(r)?;
-            if round == 0 {
-                let total = size.saturating_sub(offset).min(len);
-                out.clear();
-                // A blob larger than this process can hold is an error, not
-                // an abort of the process (use get_at with a buffer of your own).
-                let fits = usize::try_from(total)
-                    .ok()
-                    .is_some_and(|t| out.try_reserve_exact(t).is_ok());
-                if !fits {
-                    ch.release(pin);
-                    return Err(err(Errno::TooBig, format!("get {name}: {total} bytes do not fit in this process's memory; read it in pieces with get_at")));
+            let covered = self.client.on_lane(Target::Id(self.id), None, |lane| {
+                let t = lane.submit(&req)?;
+                let r = lane.wait(t)?.map_err(|e| err(e, format!("get {name}")))?;
+                let (size, covered, pin, exts) = extents_reply(r)?;
+                if round == 0 {
+                    let total = size.saturating_sub(offset).min(len);
+                    out.clear();
+                    // A blob larger than this process can hold is an error, not
+                    // an abort of the process (use get_at with a buffer of your own).
+                    let fits = usize::try_from(total)
+                        .ok()
+                        .is_some_and(|t| out.try_reserve_exact(t).is_ok());
+                    if !fits {
+                        lane.release(pin);
+                        return Err(err(Errno::TooBig, format!("get {name}: {total} bytes do not fit in this process's memory; read it in pieces with get_at")));
+                    }
+                    remaining = total;
                 }
-                remaining = total;
-            }
-            let covered = (covered as usize).min(remaining as usize);
-            let start = out.len();
-            // SAFETY: read_extents writes every byte of the covered range (holes as zeros).
-            #[allow(clippy::uninit_vec)]
-            unsafe {
-                out.set_len(start + covered)
-            };
-            let res = self
-                .client
-                .read_extents(&exts, at, &mut out[start..start + covered]);
-            ch.release(pin);
-            if let Err(e) = res {
-                out.truncate(start);
-                return Err(e);
-            }
+                let covered = (covered as usize).min(remaining as usize);
+                let start = out.len();
+                // SAFETY: read_extents writes every byte of the covered range
+                // (holes as zeros), or fails and the length is put back; the
+                // capacity was reserved for the whole read in round 0.
+                #[allow(clippy::uninit_vec)]
+                unsafe {
+                    out.set_len(start + covered)
+                };
+                let res = lane.read_extents(&exts, at, &mut out[start..start + covered]);
+                lane.release(pin);
+                if let Err(e) = res {
+                    out.truncate(start);
+                    return Err(e);
+                }
+                Ok(covered)
+            })?;
             at += covered as u64;
             remaining = remaining.saturating_sub(covered as u64);
             if remaining == 0 || covered == 0 {
@@ -1014,7 +920,6 @@ impl Bucket {
     /// shared memory, so `data` may be reused); `wait()` collects the result.
     pub fn put_async(&self, name: &str, data: &[u8]) -> Result<PendingPut<'_>> {
         check_name(name)?;
-        let mut ch = self.client.chan();
         let put = |data| Request::Put {
             bucket: self.id,
             name,
@@ -1022,43 +927,39 @@ impl Bucket {
             mode: PutMode::Replace { excl: false },
             policy: None,
         };
-        match ch.submit_data(&self.client.inner, data, put)? {
-            Some(sub) => {
-                let idx = ch.index;
-                drop(ch);
-                Ok(PendingPut {
-                    bucket: self,
-                    sub: Some((idx, sub)),
-                    fallback: None,
-                })
-            }
-            None => {
-                drop(ch);
-                Ok(PendingPut {
-                    bucket: self,
-                    sub: None,
-                    fallback: Some(self.put(name, data)),
-                })
-            }
-        }
+        let ticket = self.client.on_lane(Target::Id(self.id), None, |lane| {
+            lane.submit_data(data, &put)
+        })?;
+        Ok(match ticket {
+            Some(t) => PendingPut {
+                bucket: self,
+                ticket: Some(t),
+                fallback: None,
+            },
+            None => PendingPut {
+                bucket: self,
+                ticket: None,
+                fallback: Some(self.put(name, data)),
+            },
+        })
     }
 
     /// Starts a get; `wait()` returns the bytes.
     pub fn get_async(&self, name: &str) -> Result<PendingGet<'_>> {
         check_name(name)?;
-        let mut ch = self.client.chan();
         let req = Request::Get {
             bucket: self.id,
             name,
             offset: 0,
             len: u64::MAX,
         };
-        let sub = ch.submit(&self.client.inner, &req)?;
+        let ticket = self
+            .client
+            .on_lane(Target::Id(self.id), None, |lane| lane.submit(&req))?;
         Ok(PendingGet {
             bucket: self,
             name: name.to_string(),
-            chan: ch.index,
-            sub,
+            ticket,
         })
     }
 }
@@ -1066,7 +967,7 @@ impl Bucket {
 /// An in-flight put.
 pub struct PendingPut<'a> {
     bucket: &'a Bucket,
-    sub: Option<(u32, Submitted)>,
+    ticket: Option<Ticket>,
     fallback: Option<Result<()>>,
 }
 
@@ -1075,24 +976,28 @@ impl PendingPut<'_> {
         if let Some(r) = self.fallback.take() {
             return r;
         }
-        let (idx, sub) = self.sub.take().expect("pending put has a submission");
-        let inner = &self.bucket.client.inner;
-        let mut ch = inner.chans[idx as usize]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        ch.wait(inner, sub)?.map_err(|e| err(e, "put"))?;
+        let Some(t) = self.ticket.take() else {
+            return Err(err(Errno::Internal, "pending put without a request"));
+        };
+        self.bucket
+            .client
+            .on_lane(Target::Id(self.bucket.id), Some(t.lane), |lane| {
+                lane.wait(t)
+            })?
+            .map_err(|e| err(e, "put"))?;
         Ok(())
     }
 }
 
 impl Drop for PendingPut<'_> {
     fn drop(&mut self) {
-        if let Some((idx, sub)) = self.sub.take() {
-            let inner = &self.bucket.client.inner;
-            let mut ch = inner.chans[idx as usize]
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            let _ = ch.wait(inner, sub);
+        if let Some(t) = self.ticket.take() {
+            let _ = self
+                .bucket
+                .client
+                .on_lane(Target::Id(self.bucket.id), Some(t.lane), |lane| {
+                    lane.wait(t)
+                });
         }
     }
 }
@@ -1101,36 +1006,29 @@ impl Drop for PendingPut<'_> {
 pub struct PendingGet<'a> {
     bucket: &'a Bucket,
     name: String,
-    chan: u32,
-    sub: Submitted,
+    ticket: Ticket,
 }
 
 impl PendingGet<'_> {
     pub fn wait(self) -> Result<Vec<u8>> {
-        let inner = &self.bucket.client.inner;
-        let r = {
-            let mut ch = inner.chans[self.chan as usize]
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            ch.wait(inner, self.sub)?
-        };
-        let r = r.map_err(|e| err(e, format!("get {}", self.name)))?;
-        let (size, covered, pin, exts) = extents_reply(r)?;
-        let (size, covered) = (size as usize, covered as usize);
-        let mut out = vec![0u8; covered];
-        let res = self.bucket.client.read_extents(&exts, 0, &mut out);
-        {
-            let mut ch = inner.chans[self.chan as usize]
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            ch.release(pin);
-        }
-        res?;
-        if covered < size {
+        let client = &self.bucket.client;
+        let t = self.ticket;
+        let out = client.on_lane(Target::Id(self.bucket.id), Some(t.lane), |lane| {
+            let r = lane
+                .wait(t)?
+                .map_err(|e| err(e, format!("get {}", self.name)))?;
+            let (size, covered, pin, exts) = extents_reply(r)?;
+            let mut out = vec![0u8; covered as usize];
+            let res = lane.read_extents(&exts, 0, &mut out);
+            lane.release(pin);
+            res.map(|()| (size as usize, out))
+        });
+        let (size, mut out) = out?;
+        if out.len() < size {
             // Too many extents for one answer: read the rest synchronously.
             let mut rest = Vec::new();
             self.bucket
-                .get_range_vec(&self.name, covered as u64, u64::MAX, &mut rest)?;
+                .get_range_vec(&self.name, out.len() as u64, u64::MAX, &mut rest)?;
             out.extend_from_slice(&rest);
         }
         Ok(out)

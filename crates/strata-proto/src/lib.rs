@@ -16,7 +16,7 @@ pub mod msg;
 pub mod types;
 
 pub use error::{Errno, Result};
-pub use msg::{DataRef, FileRef, PutMode, Reply, Request, Through};
+pub use msg::{DataRef, FileRef, PutMode, Reply, Request, Target, Through};
 pub use types::{
     BlobStat, DestInfo, FileAttr, OpenFile, Persist, PolicyChoice, ReadExtent, SetAttr, Unlinked,
 };

@@ -268,6 +268,65 @@ pub enum Request<'a> {
     },
 }
 
+/// What a request addresses, for routing it to the node that holds it
+/// (the client's metadata lookup turns a target into a node).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target<'a> {
+    /// The transport itself (channels, leases, pins): the node the client
+    /// is attached to.
+    Local,
+    /// An object by name: a bucket name or a file path (its owner is
+    /// `strata_meta::owner_of` of the name).
+    Name(&'a str),
+    /// An object by id (buckets, files): the id carries its node.
+    Id(u64),
+    /// Every node (listings merge their answers).
+    All,
+}
+
+impl<'a> Request<'a> {
+    /// What this request addresses (exhaustive: a new request must say).
+    pub fn target(&self) -> Target<'a> {
+        use Request::*;
+        match *self {
+            Nop | ChannelOpen | ChannelClose | Lease { .. } | LeaseReturn | Unpin => Target::Local,
+            BucketOpen { name, .. } => Target::Name(name),
+            BucketList { .. } | FileList { .. } => Target::All,
+            BucketInfo { bucket }
+            | BucketRename { bucket, .. }
+            | BucketDestroy { bucket }
+            | BucketTag { bucket, .. }
+            | BucketTags { bucket }
+            | BucketFlush { bucket }
+            | Put { bucket, .. }
+            | Get { bucket, .. }
+            | Delete { bucket, .. }
+            | Rename { bucket, .. }
+            | Stat { bucket, .. }
+            | BlobList { bucket, .. }
+            | Score { bucket, .. } => Target::Id(bucket),
+            FileOpen { path, .. } | FileUnlink { path } | FileIdle { path } => Target::Name(path),
+            FileRename { from, .. } => Target::Name(from),
+            FileLink { existing, .. } => Target::Name(existing),
+            FileStat { file, .. } | FileSetAttr { file, .. } => match file {
+                FileRef::Id(id) => Target::Id(id),
+                FileRef::Path(p) => Target::Name(p),
+            },
+            FileWrite { file, .. }
+            | FileRead { file, .. }
+            | FileFill { file, .. }
+            | FileTruncate { file, .. }
+            | FileSync { file, .. }
+            | FileSyncState { file, .. }
+            | FilePath { file }
+            | FileHold { file }
+            | FileClose { file }
+            | FileThrough { file, .. }
+            | FileThroughDone { file, .. } => Target::Id(file),
+        }
+    }
+}
+
 /// What `FileThrough` answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Through {

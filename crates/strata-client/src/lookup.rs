@@ -1,0 +1,100 @@
+//! Metadata lookup: which node holds what a request addresses.
+//!
+//! Every request names its target (`Request::target`: a bucket name or
+//! file path, an id, the transport itself, or every node); a
+//! [`MetaLookup`] turns the target into the node whose daemon holds that
+//! metadata, and the client sends the request over that node's transport.
+//! Names are placed by the one owner function (`strata_meta::owner_of`),
+//! ids carry their node in their top bits (`strata_meta::NODE_SHIFT`).
+//! Today's implementation is [`LocalLookup`]: one node, which holds
+//! everything; a many-node lookup is another implementation of the trait.
+
+use strata_meta::NodeId;
+use strata_proto::Target;
+
+/// Which node holds the metadata a request addresses.
+pub trait MetaLookup: Send + Sync {
+    /// Nodes of the system (≥ 1).
+    fn node_count(&self) -> u32;
+
+    /// The node this client's own daemon runs on.
+    fn local_node(&self) -> NodeId;
+
+    /// The node that answers a request addressing `t`.
+    fn node_for(&self, t: Target<'_>) -> NodeId {
+        match t {
+            Target::Local | Target::All => self.local_node(),
+            Target::Name(name) => strata_meta::owner_of(name.as_bytes(), self.node_count()),
+            Target::Id(id) => (id >> strata_meta::NODE_SHIFT) as NodeId,
+        }
+    }
+}
+
+/// One node: the local daemon holds all metadata.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LocalLookup;
+
+impl MetaLookup for LocalLookup {
+    fn node_count(&self) -> u32 {
+        1
+    }
+    fn local_node(&self) -> NodeId {
+        0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_node_owns_every_target() {
+        let l = LocalLookup;
+        for t in [
+            Target::Local,
+            Target::All,
+            Target::Name("/data/out.h5"),
+            Target::Name("results"),
+            Target::Id(7),
+        ] {
+            assert_eq!(l.node_for(t), 0, "{t:?}");
+        }
+    }
+
+    /// A lookup over several nodes: names spread by the owner function,
+    /// ids go home to the node in their top bits.
+    struct Nodes(u32);
+    impl MetaLookup for Nodes {
+        fn node_count(&self) -> u32 {
+            self.0
+        }
+        fn local_node(&self) -> NodeId {
+            1
+        }
+    }
+
+    #[test]
+    fn names_spread_and_ids_go_home() {
+        let l = Nodes(4);
+        let mut seen = [false; 4];
+        for i in 0..200 {
+            let n = l.node_for(Target::Name(&format!("/ckpt/rank{i}")));
+            assert!(n < 4);
+            seen[n as usize] = true;
+        }
+        assert!(
+            seen.iter().all(|s| *s),
+            "every node owns some names: {seen:?}"
+        );
+        assert_eq!(
+            l.node_for(Target::Id((3u64 << strata_meta::NODE_SHIFT) | 5)),
+            3
+        );
+        assert_eq!(l.node_for(Target::Local), 1);
+        assert_eq!(
+            l.node_for(Target::Name("x")),
+            strata_meta::owner_of(b"x", 4),
+            "the one owner function"
+        );
+    }
+}

@@ -1,0 +1,305 @@
+//! The node-local transport: shared memory with the daemon on this node.
+//!
+//! After the `Hello` on the Unix socket, the client maps three segments
+//! (control, its own rings and slots, the RAM arena) and opens the
+//! directory tiers read-only. Each thread uses one *channel* (a lane:
+//! crate::channel). Bytes travel by one copy: written into arena space the
+//! daemon leased to the channel, read straight out of the arena or a tier
+//! file under a pin.
+//!
+//! **Architecture Invariant:** the socket (the lifeline) stays open for the
+//! transport's lifetime; when it closes the daemon reclaims leases and pins.
+
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use strata_proto::control::HelloReply;
+use strata_proto::control::TierInfo;
+use strata_proto::msg::{DataRef, Request};
+use strata_proto::types::{ReadExtent, TIER_HOLE};
+use strata_proto::Errno;
+use strata_shm::ShmSegment;
+use strata_tier::{DirTier, RamTier, TierBackend};
+use strata_transport_shm::layout::{
+    ClientHeader, ClientLayout, CtlHeader, CLIENT_MAGIC, CTL_MAGIC,
+};
+use strata_transport_shm::{Op, PROTOCOL_VERSION};
+
+use crate::channel::{Chan, Submitted};
+use crate::transport::{Answer, Lane, Ticket, Transport};
+use crate::{err, Result};
+
+/// What every channel of a client shares: the mappings and the hello's
+/// sizes.
+pub(crate) struct ShmShared {
+    pub lifeline: UnixStream,
+    pub ctl: ShmSegment,
+    pub seg: ShmSegment,
+    /// The RAM arena, mapped (the RAM tier's bytes and the leases).
+    pub arena: Arc<RamTier>,
+    /// Index = tier index: how this client reads each tier (strata-tier).
+    pub tiers: Vec<Arc<dyn TierBackend>>,
+    /// Tier descriptions from the hello (names for errors).
+    pub tier_info: Vec<TierInfo>,
+    pub spin: Duration,
+    pub arena_block_bytes: u64,
+    pub lease_bytes: u64,
+}
+
+impl ShmShared {
+    pub fn ctl(&self) -> &CtlHeader {
+        // SAFETY: the header lies at offset 0 of the mapped control segment
+        // (length checked in `attach`), which lives as long as `self`; its
+        // fields are plain integers and atomics, valid for any bits.
+        unsafe { &*(self.ctl.as_ptr() as *const CtlHeader) }
+    }
+    pub fn header(&self) -> &ClientHeader {
+        // SAFETY: the header lies at offset 0 of the mapped client segment
+        // (length checked in `attach`), which lives as long as `self`; its
+        // fields are plain integers and atomics, valid for any bits.
+        unsafe { &*(self.seg.as_ptr() as *const ClientHeader) }
+    }
+    /// True while the daemon is up (its end of our lifeline is open).
+    pub fn daemon_alive(&self) -> bool {
+        if self.ctl().state.load(Ordering::SeqCst) != strata_transport_shm::layout::DAEMON_RUNNING {
+            return false;
+        }
+        let mut b = [0u8; 1];
+        match rustix::net::recv(
+            &self.lifeline,
+            &mut b,
+            rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT,
+        ) {
+            Ok((0, _)) => false,
+            Ok(_) => true,
+            Err(rustix::io::Errno::AGAIN) => true,
+            Err(rustix::io::Errno::INTR) => true,
+            Err(_) => false,
+        }
+    }
+}
+
+/// The shared-memory transport of one client.
+pub struct ShmTransport {
+    shared: ShmShared,
+    chans: Vec<Mutex<Chan>>,
+}
+
+static THREAD_COUNTER: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    static THREAD_INDEX: usize = THREAD_COUNTER.fetch_add(1, Ordering::Relaxed);
+}
+
+impl ShmTransport {
+    /// Maps the segments the daemon announced in `hello` and checks their
+    /// headers; `lifeline` is the socket the hello came over.
+    pub fn attach(hello: &HelloReply, lifeline: UnixStream) -> Result<ShmTransport> {
+        let open = |name: &str| {
+            ShmSegment::open(name)
+                .map_err(|e| err(Errno::NoDaemon, format!("cannot map /dev/shm/{name}: {e}")))
+        };
+        let ctl = open(&hello.ctl_segment)?;
+        let seg = open(&hello.client_segment)?;
+        let arena = Arc::new(RamTier::new(open(&hello.arena_segment)?));
+        let layout = ClientLayout::new(hello.channels, hello.depth, hello.arg_bytes);
+        if seg.len() < layout.total_bytes
+            || seg.len() < std::mem::size_of::<ClientHeader>()
+            || (arena.segment().len() as u64) < hello.arena_bytes
+            || ctl.len() < std::mem::size_of::<CtlHeader>()
+        {
+            return Err(err(
+                Errno::Version,
+                "shared-memory segments smaller than announced",
+            ));
+        }
+        let mut tiers: Vec<Arc<dyn TierBackend>> = Vec::with_capacity(hello.tiers.len());
+        for t in &hello.tiers {
+            if t.kind == "dir" {
+                let f = DirTier::open_read_only(Path::new(&t.path)).map_err(|e| {
+                    err(Errno::Io, format!("cannot open tier file {}: {e}", t.path))
+                })?;
+                tiers.push(Arc::new(f));
+            } else {
+                tiers.push(arena.clone());
+            }
+        }
+        let shared = ShmShared {
+            lifeline,
+            ctl,
+            seg,
+            arena,
+            tiers,
+            tier_info: hello.tiers.clone(),
+            spin: Duration::from_micros(hello.spin_us),
+            arena_block_bytes: hello.arena_block_bytes.max(1),
+            lease_bytes: hello.lease_bytes,
+        };
+        {
+            let (h, c) = (shared.header(), shared.ctl());
+            if h.magic != CLIENT_MAGIC
+                || h.version != PROTOCOL_VERSION
+                || c.magic != CTL_MAGIC
+                || h.client_id != hello.client_id
+            {
+                return Err(err(
+                    Errno::Version,
+                    "client segment header does not match the hello",
+                ));
+            }
+        }
+        let mut chans = Vec::with_capacity(layout.channels as usize);
+        for i in 0..layout.channels {
+            chans.push(Mutex::new(Chan::attach(&shared.seg, &layout, i)?));
+        }
+        if chans.is_empty() {
+            return Err(err(Errno::Version, "the daemon announced no channels"));
+        }
+        Ok(ShmTransport { shared, chans })
+    }
+}
+
+/// A channel held by one thread, with what it shares with the others.
+struct ShmLane<'a> {
+    ch: &'a mut Chan,
+    shm: &'a ShmShared,
+}
+
+fn ticket(lane: u32, s: Submitted) -> Ticket {
+    Ticket {
+        lane,
+        slot: s.slot,
+        tag: s.tag,
+        code: s.op as u32,
+        data_len: s.data_len,
+    }
+}
+
+impl Lane for ShmLane<'_> {
+    fn index(&self) -> u32 {
+        self.ch.index
+    }
+
+    fn submit(&mut self, req: &Request) -> Result<Ticket> {
+        let s = self.ch.submit(self.shm, req)?;
+        Ok(ticket(self.ch.index, s))
+    }
+
+    fn submit_data<'d>(
+        &mut self,
+        data: &'d [u8],
+        make: &dyn Fn(DataRef<'d>) -> Request<'d>,
+    ) -> Result<Option<Ticket>> {
+        let s = self.ch.submit_data(self.shm, data, make)?;
+        Ok(s.map(|s| ticket(self.ch.index, s)))
+    }
+
+    fn submit_inline<'d>(
+        &mut self,
+        name_len: usize,
+        data: &'d [u8],
+        make: &dyn Fn(DataRef<'d>) -> Request<'d>,
+    ) -> Result<Ticket> {
+        let s = self.ch.submit_inline(self.shm, name_len, data, make)?;
+        Ok(ticket(self.ch.index, s))
+    }
+
+    fn wait(&mut self, t: Ticket) -> Result<Answer> {
+        if t.lane != self.ch.index {
+            return Err(err(
+                Errno::Internal,
+                "waiting on another lane than the request's",
+            ));
+        }
+        let op =
+            Op::from_u32(t.code).ok_or_else(|| err(Errno::Internal, "ticket of an unknown op"))?;
+        self.ch.wait(
+            self.shm,
+            Submitted {
+                slot: t.slot,
+                tag: t.tag,
+                op,
+                data_len: t.data_len,
+            },
+        )
+    }
+
+    fn notify(&mut self, req: &Request) -> Result<()> {
+        self.ch.submit_unwaited(self.shm, req)
+    }
+
+    fn release(&mut self, pin: u64) {
+        self.ch.release(pin)
+    }
+
+    fn read_extents(&self, exts: &[ReadExtent], base: u64, dst: &mut [u8]) -> Result<()> {
+        for e in exts {
+            let at = e
+                .logical_off
+                .checked_sub(base)
+                .ok_or_else(|| err(Errno::Malformed, "extent before the read"))?
+                as usize;
+            let len = e.len as usize;
+            let d = dst
+                .get_mut(at..at.saturating_add(len))
+                .ok_or_else(|| err(Errno::Internal, "extent outside the buffer"))?;
+            if e.tier == TIER_HOLE {
+                d.fill(0);
+                continue;
+            }
+            let (Some(tier), Some(backend)) = (
+                self.shm.tier_info.get(e.tier as usize),
+                self.shm.tiers.get(e.tier as usize),
+            ) else {
+                return Err(err(Errno::Malformed, "extent on unknown tier"));
+            };
+            // The range is pinned by the daemon until we release it.
+            backend.read_at(e.phys_off, d).map_err(|x| {
+                if x.kind() == std::io::ErrorKind::InvalidInput {
+                    err(
+                        Errno::Malformed,
+                        format!("extent outside tier {}", tier.name),
+                    )
+                } else {
+                    err(Errno::Io, format!("reading tier {}: {x}", tier.name))
+                }
+            })?;
+        }
+        Ok(())
+    }
+}
+
+impl Transport for ShmTransport {
+    fn with_lane(
+        &self,
+        at: Option<u32>,
+        f: &mut dyn FnMut(&mut dyn Lane) -> Result<()>,
+    ) -> Result<()> {
+        let n = self.chans.len();
+        let i = match at {
+            Some(i) if (i as usize) < n => i as usize,
+            Some(i) => return Err(err(Errno::Internal, format!("no lane {i}"))),
+            None => THREAD_INDEX.with(|t| *t) % n,
+        };
+        let mut g = self.chans[i].lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut ShmLane {
+            ch: &mut g,
+            shm: &self.shared,
+        })
+    }
+
+    fn data_max_bytes(&self) -> usize {
+        (self.shared.lease_bytes as usize).max(4096)
+    }
+
+    fn daemon_alive(&self) -> bool {
+        self.shared.daemon_alive()
+    }
+
+    fn direct_gen(&self) -> u64 {
+        self.shared.ctl().direct_gen.load(Ordering::Acquire)
+    }
+}
