@@ -1,0 +1,553 @@
+//! unlink, rename
+
+#[allow(unused_imports)]
+use super::*;
+
+/// `faccessat(parent of abs, mode, AT_EACCESS)`: Ok with the parent's path.
+pub(super) unsafe fn parent_access(
+    abs: &std::path::Path,
+    mode: c_int,
+) -> Result<std::ffi::CString, c_int> {
+    let parent = abs.parent().unwrap_or(std::path::Path::new("/"));
+    let cp =
+        std::ffi::CString::new(parent.as_os_str().as_encoded_bytes()).map_err(|_| libc::EINVAL)?;
+    cvt(real::faccessat(
+        libc::AT_FDCWD,
+        cp.as_ptr(),
+        mode,
+        libc::AT_EACCESS,
+    ))?;
+    Ok(cp)
+}
+
+/// The kernel's `may_delete` for a caller that is not root, on the name
+/// `abs` of a buffered file owned by `file_uid`: EACCES without write and
+/// search permission on the directory; EPERM in a sticky directory when the
+/// caller owns neither it nor the file. Checked before the daemon forgets a
+/// record (the kernel would refuse only afterwards: the bytes lost).
+pub(super) unsafe fn may_delete(abs: &std::path::Path, file_uid: u32) -> Result<(), c_int> {
+    let euid = libc::geteuid();
+    if euid == 0 {
+        return Ok(());
+    }
+    let dir = parent_access(abs, libc::W_OK | libc::X_OK)?;
+    let mut st: libc::stat64 = std::mem::zeroed();
+    cvt(real::fstatat64(libc::AT_FDCWD, dir.as_ptr(), &mut st, 0))?;
+    if st.st_mode & libc::S_ISVTX != 0 && euid != st.st_uid && euid != file_uid {
+        return Err(libc::EPERM);
+    }
+    Ok(())
+}
+
+/// Search permission on the directory holding `abs`, for a caller that
+/// is not root (EACCES).
+pub(super) unsafe fn may_search(abs: &std::path::Path) -> Result<(), c_int> {
+    if libc::geteuid() == 0 {
+        return Ok(());
+    }
+    parent_access(abs, libc::X_OK).map(|_| ())
+}
+
+/// The kernel's `may_create` for a caller that is not root: write and
+/// search permission on the directory that gets the name `abs`.
+pub(super) unsafe fn may_create(abs: &std::path::Path) -> Result<(), c_int> {
+    if libc::geteuid() == 0 {
+        return Ok(());
+    }
+    parent_access(abs, libc::W_OK | libc::X_OK).map(|_| ())
+}
+
+/// Removes the buffered record (a file still open somewhere lives on,
+/// unnamed, until closed) and the destination file. A record that never
+/// reached the destination (created in the buffer, never flushed) has no
+/// destination file: the real unlink is skipped (a slow-PFS round trip per
+/// remove). Success if the record existed or the real unlink succeeded;
+/// a destination that may exist but cannot be removed reports the error.
+pub(super) unsafe fn unlink_tracked(
+    t: &Tracked,
+    real_rm: impl FnOnce() -> c_int,
+) -> Result<c_int, c_int> {
+    let c = match cl() {
+        Ok(c) => c,
+        Err(_) => return cvt(real_rm()),
+    };
+    let p = t.abs.as_str().ok_or(libc::EINVAL)?;
+    if libc::geteuid() != 0 {
+        if let Some(a) = c.file_stat_path(p).map_err(os)? {
+            may_delete(t.abs.as_path(), a.uid)?;
+        }
+    }
+    let u = c.file_unlink_ex(p).map_err(os)?;
+    if let Some(id) = u.orphan_with_dest {
+        materialize_orphan(c, id, open_dest(t.abs.as_path()));
+    }
+    if u.existed && !u.dest_may_exist {
+        strata_client::file::touch_parent(p);
+        trace!(
+            "unlink {} record (buffer only, still open: {})",
+            p,
+            u.still_open
+        );
+        return Ok(0);
+    }
+    let r = real_rm();
+    let e = errno();
+    trace!(
+        "unlink {} record={} still_open={} dest={}",
+        p,
+        u.existed,
+        u.still_open,
+        r == 0
+    );
+    if r == 0 || (u.existed && e == libc::ENOENT) {
+        Ok(0)
+    } else {
+        Err(e)
+    }
+}
+
+/// The destination file at `path`, opened read-only before its name goes,
+/// for `materialize_orphan` (None unless a regular file).
+pub(super) fn open_dest(path: &std::path::Path) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    f.metadata().is_ok_and(|m| m.is_file()).then_some(f)
+}
+
+/// File `id` lost its name while other descriptors hold it open: copy the
+/// bytes only the destination has into the buffer before the destination
+/// name goes, so those descriptors keep reading and writing them.
+pub(super) fn materialize_orphan(c: &Client, id: u64, dest: Option<std::fs::File>) {
+    let Some(dest) = dest else {
+        trace!("unlinked file {}: destination not readable, not copied", id);
+        return;
+    };
+    if let Err(e) = c.file_materialize(id, dest) {
+        trace!(
+            "unlinked file {}: copy from the destination failed: {}",
+            id,
+            e
+        );
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn unlink(path: *const c_char) -> c_int {
+    match tracked_path_nofollow(libc::AT_FDCWD, path) {
+        None => enotdir_fix(real::unlink(path), libc::AT_FDCWD, path),
+        Some(t) => run(|| unlink_tracked(&t, || real::unlink(path))),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+    if flags & libc::AT_REMOVEDIR != 0 {
+        return crate::dirs::rmdir_at(dirfd, path, flags);
+    }
+    match tracked_path_nofollow(dirfd, path) {
+        None => enotdir_fix(real::unlinkat(dirfd, path, flags), dirfd, path),
+        Some(t) => run(|| unlink_tracked(&t, || real::unlinkat(dirfd, path, flags))),
+    }
+}
+
+/// glibc's remove() calls its internal unlink, so it is hooked on its own.
+#[no_mangle]
+pub unsafe extern "C" fn remove(path: *const c_char) -> c_int {
+    match tracked_path_nofollow(libc::AT_FDCWD, path) {
+        None => enotdir_fix(real::remove(path), libc::AT_FDCWD, path),
+        Some(t) => run(|| unlink_tracked(&t, || real::remove(path))),
+    }
+}
+
+/// Whether `path` (relative to `dirfd`) is a directory, without following
+/// a final symlink.
+pub(super) unsafe fn is_dir_at(dirfd: c_int, path: *const c_char) -> bool {
+    let mut st: libc::stat64 = std::mem::zeroed();
+    real::fstatat64(dirfd, path, &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0
+        && st.st_mode & libc::S_IFMT == libc::S_IFDIR
+}
+
+/// Deepest directory level a rename of a buffered tree walks.
+pub(super) const TREE_DEPTH_MAX: usize = 256;
+
+/// After a buffered tree `from` was renamed to the untracked directory
+/// `to`: every buffered file beneath `from` is written at its new path
+/// beneath `to` and its record dropped (the tree left the buffer).
+/// Subdirectories are real (mkdir is not buffered), so the walk follows the
+/// moved tree at `to`.
+pub(super) unsafe fn materialise_tree(
+    c: &Client,
+    from: &str,
+    to: &str,
+    depth: usize,
+) -> Result<(), c_int> {
+    if depth > TREE_DEPTH_MAX {
+        return Err(libc::ELOOP);
+    }
+    for name in c.file_list_dir(from).map_err(os)? {
+        let old = format!("{from}/{name}");
+        let Some(a) = c.file_stat_path(&old).map_err(os)? else {
+            continue;
+        };
+        let new = std::ffi::CString::new(format!("{to}/{name}")).map_err(|_| libc::EINVAL)?;
+        let fd = cvt(real::open(
+            new.as_ptr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+            a.mode,
+        ))?;
+        let res = copy_out(c, a.id, a.size, fd).and_then(|_| {
+            if a.persist == Persist::Default {
+                cvt(libc::fdatasync(fd)).map(|_| ())
+            } else {
+                Ok(())
+            }
+        });
+        real::close(fd);
+        res?;
+        c.file_unlink_ex(&old).map_err(os)?;
+    }
+    let Ok(rd) = std::fs::read_dir(to) else {
+        return Ok(());
+    };
+    for e in rd.flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            let n = e.file_name();
+            let Some(n) = n.to_str() else { continue };
+            materialise_tree(c, &format!("{from}/{n}"), &format!("{to}/{n}"), depth + 1)?;
+        }
+    }
+    Ok(())
+}
+
+/// rename(2) of a directory under the adapter (issue 12 item 2: the
+/// buffered files beneath it stayed at the old path, the flusher retried
+/// them forever and they were lost at shutdown).
+pub(super) unsafe fn rename_dir(
+    c: &Client,
+    f: &crate::path::Tracked,
+    t: Option<&crate::path::Tracked>,
+    nfd: c_int,
+    to: *const c_char,
+    real_rename: impl Fn() -> c_int,
+) -> Result<c_int, c_int> {
+    let from = f.abs.as_str().ok_or(libc::EINVAL)?;
+    // `rename("a", "b/")`: the target is the directory b.
+    let to_bytes = crate::c_str(to);
+    let stripped = {
+        let mut n = to_bytes.len();
+        while n > 1 && to_bytes[n - 1] == b'/' {
+            n -= 1;
+        }
+        &to_bytes[..n]
+    };
+    let t_owned = if t.is_none() && stripped.len() != to_bytes.len() {
+        crate::path::classify_path_at(nfd, stripped, Last::NoFollow)
+    } else {
+        None
+    };
+    match t.or(t_owned.as_ref()) {
+        Some(t) => {
+            let tabs = t.abs.as_str().ok_or(libc::EINVAL)?;
+            // Into its own subtree: EINVAL before anything else, as the kernel says.
+            if tabs.len() > from.len()
+                && tabs.starts_with(from)
+                && tabs.as_bytes()[from.len()] == b'/'
+            {
+                return Err(libc::EINVAL);
+            }
+            // A target directory holding only buffered files looks empty to
+            // the kernel, which would replace it and orphan them.
+            if is_dir_at(nfd, to) && tabs != from && !c.file_list_dir(tabs).map_err(os)?.is_empty()
+            {
+                return Err(libc::ENOTEMPTY);
+            }
+            cvt(real_rename())?;
+            let n = c.file_rename_tree(from, tabs, true).map_err(os)?;
+            trace!(
+                "rename dir {} -> {}: {} buffered files moved",
+                from,
+                tabs,
+                n
+            );
+            Ok(0)
+        }
+        None => {
+            cvt(real_rename())?;
+            let target = crate::path::resolve_real(nfd, stripped, Last::NoFollow)
+                .or_else(|| crate::path::resolve(nfd, stripped))
+                .ok_or(libc::ENAMETOOLONG)?;
+            let target = target.as_str().ok_or(libc::EINVAL)?;
+            materialise_tree(c, from, target, 0)?;
+            trace!(
+                "rename dir {} -> untracked {}: buffered files made real",
+                from,
+                target
+            );
+            Ok(0)
+        }
+    }
+}
+
+pub(super) unsafe fn rename_impl(
+    ofd: c_int,
+    from: *const c_char,
+    nfd: c_int,
+    to: *const c_char,
+    flags: c_uint,
+) -> c_int {
+    let real_rename = || real::renameat2(ofd, from, nfd, to, flags);
+    let tf = tracked_path_nofollow(ofd, from);
+    let tt = tracked_path_nofollow(nfd, to);
+    if tf.is_none() && tt.is_none() {
+        return if flags == 0 {
+            real::renameat(ofd, from, nfd, to)
+        } else {
+            real_rename()
+        };
+    }
+    run(|| {
+        let c = match cl() {
+            Ok(c) => c,
+            Err(_) => return cvt(real_rename()),
+        };
+        let frec = record_of(c, tf.as_ref())?;
+        let trec = record_of(c, tt.as_ref())?;
+        if flags & libc::RENAME_EXCHANGE != 0 {
+            if frec.is_some() || trec.is_some() {
+                return Err(libc::EINVAL);
+            }
+            return cvt(real_rename());
+        }
+        let Some(fa) = frec else {
+            let from_is_dir = is_dir_at(ofd, from);
+            // A directory never replaces a file (the kernel's answer even
+            // when the file exists only in the buffer, which the kernel
+            // would let the directory shadow: the file's bytes lost).
+            if trec.is_some() && from_is_dir {
+                return Err(libc::ENOTDIR);
+            }
+            // A directory: the buffered files beneath it move with it.
+            if let Some(f) = tf.as_ref().filter(|_| from_is_dir) {
+                return rename_dir(c, f, tt.as_ref(), nfd, to, real_rename);
+            }
+            // A buffered-only target is invisible to the kernel's sticky-bit
+            // check: ours first.
+            if let (Some(t), Some(ta)) = (&tt, trec) {
+                may_delete(t.abs.as_path(), ta.uid)?;
+            }
+            // nothing buffered at the source: the destination moves, and a
+            // record at the target is replaced by it (kept for those who
+            // hold it open, with the bytes only its destination had)
+            let old_dest = match (&tt, trec) {
+                (Some(t), Some(ta)) if ta.dest_size > 0 => open_dest(t.abs.as_path()),
+                _ => None,
+            };
+            let r = cvt(real_rename())?;
+            if let (Some(t), Some(_)) = (&tt, trec) {
+                let u = c.file_unlink_ex(t.abs.as_str().unwrap_or("")).map_err(os)?;
+                if let Some(id) = u.orphan_with_dest {
+                    materialize_orphan(c, id, old_dest);
+                }
+            }
+            return Ok(r);
+        };
+        let f = tf.as_ref().expect("record implies tracked");
+        if flags & libc::RENAME_NOREPLACE != 0 {
+            let mut st: libc::stat64 = std::mem::zeroed();
+            if trec.is_some() || real::fstatat64(nfd, to, &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0 {
+                return Err(libc::EEXIST);
+            }
+        }
+        match &tt {
+            Some(t) => {
+                // A file never replaces a directory (the kernel's answer even
+                // when the file exists only in the buffer).
+                if is_dir_at(nfd, to) {
+                    return Err(libc::EISDIR);
+                }
+                if libc::geteuid() != 0 {
+                    // the kernel's checks, before anything moves (the source
+                    // may exist only in the buffer: the kernel never sees it);
+                    // an existing target is deleted, a free name created
+                    may_delete(f.abs.as_path(), fa.uid)?;
+                    let mut st: libc::stat64 = std::mem::zeroed();
+                    let target_uid = match trec {
+                        Some(ta) => Some(ta.uid),
+                        None => (real::fstatat64(nfd, to, &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0)
+                            .then_some(st.st_uid),
+                    };
+                    match target_uid {
+                        Some(uid) => may_delete(t.abs.as_path(), uid)?,
+                        None => may_create(t.abs.as_path())?,
+                    }
+                }
+                // A buffered target open elsewhere lives on unnamed: keep
+                // its destination file reachable until its bytes are copied.
+                let old_dest = match trec {
+                    Some(ta) if ta.dest_size > 0 && ta.id != fa.id => {
+                        open_dest(t.abs.as_path()).map(|f| (ta.id, f))
+                    }
+                    _ => None,
+                };
+                // the target's directory exists: resolving `to` opened it
+                let r = real_rename();
+                let e = errno();
+                if r != 0 && e != libc::ENOENT {
+                    return Err(e);
+                }
+                if r != 0 {
+                    // The source exists only in the buffer; the target's
+                    // destination file is replaced now, as rename(2) would
+                    // replace its name: the flush then creates a new file,
+                    // and descriptors of the old one keep reading it (the
+                    // flush would otherwise truncate that very inode). A
+                    // symbolic link, FIFO or socket there is replaced in
+                    // every mode (the name is the buffered file's now).
+                    let mut st: libc::stat64 = std::mem::zeroed();
+                    if real::fstatat64(nfd, to, &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0 {
+                        let kind = st.st_mode & libc::S_IFMT;
+                        if (kind == libc::S_IFREG && t.persist != Persist::Scratch)
+                            || (kind != libc::S_IFREG && kind != libc::S_IFDIR)
+                        {
+                            real::unlinkat(nfd, to, 0);
+                        }
+                    }
+                }
+                crate::note_written(t.abs.bytes());
+                let moved = c
+                    .file_rename(
+                        f.abs.as_str().unwrap_or(""),
+                        t.abs.as_str().unwrap_or(""),
+                        r == 0,
+                    )
+                    .map_err(os)?;
+                if r != 0 {
+                    // moved in the buffer only: both directories changed
+                    strata_client::file::touch_parent(f.abs.as_str().unwrap_or(""));
+                    strata_client::file::touch_parent(t.abs.as_str().unwrap_or(""));
+                }
+                if let Some((id, f)) = old_dest {
+                    if c.file_path(id).is_ok_and(|p| p.starts_with('\u{1}')) {
+                        materialize_orphan(c, id, Some(f));
+                    }
+                }
+                trace!(
+                    "rename {} -> {} record={} dest={}",
+                    f.abs.as_str().unwrap_or(""),
+                    t.abs.as_str().unwrap_or(""),
+                    moved,
+                    r == 0
+                );
+                Ok(0)
+            }
+            None => {
+                // leaving the buffer: materialise the bytes at the untracked target
+                may_delete(f.abs.as_path(), fa.uid)?;
+                let fd = cvt(real::openat(
+                    nfd,
+                    to,
+                    libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+                    fa.mode,
+                ))?;
+                let res = copy_out(c, fa.id, fa.size, fd);
+                real::close(fd);
+                res?;
+                let u = c.file_unlink_ex(f.abs.as_str().unwrap_or("")).map_err(os)?;
+                if u.dest_may_exist {
+                    real::unlinkat(ofd, from, 0);
+                }
+                trace!(
+                    "rename {} -> untracked target: copied {} bytes",
+                    f.abs.as_str().unwrap_or(""),
+                    fa.size
+                );
+                Ok(0)
+            }
+        }
+    })
+}
+
+/// A new memfd named `name` (flags `mfd`) holding a copy of file `id`'s
+/// `size` bytes: a private copy to map or execute.
+pub(crate) unsafe fn memfd_copy(
+    c: &Client,
+    id: u64,
+    size: u64,
+    name: &std::ffi::CStr,
+    mfd: c_uint,
+) -> Result<c_int, c_int> {
+    let fd = cvt(libc::memfd_create(name.as_ptr(), mfd))?;
+    if let Err(e) = copy_out(c, id, size, fd) {
+        real::close(fd);
+        return Err(e);
+    }
+    Ok(fd)
+}
+
+/// Copies the file's bytes to `fd` (a real file) from offset 0.
+pub(crate) unsafe fn copy_out(c: &Client, id: u64, size: u64, fd: c_int) -> Result<(), c_int> {
+    let mut buf = vec![0u8; (1 << 20).min(size.max(1) as usize)];
+    let mut off = 0u64;
+    while off < size {
+        let want = buf.len().min((size - off) as usize);
+        let n = c.file_read(id, off, &mut buf[..want]).map_err(os)?;
+        if n == 0 {
+            break;
+        }
+        let mut done = 0;
+        while done < n {
+            let w = cvt(real::pwrite64(
+                fd,
+                buf[done..n].as_ptr() as *const c_void,
+                n - done,
+                (off + done as u64) as off64_t,
+            ))?;
+            done += w as usize;
+        }
+        off += n as u64;
+    }
+    cvt(real::ftruncate64(fd, size as off64_t))?;
+    Ok(())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn rename(from: *const c_char, to: *const c_char) -> c_int {
+    if !crate::ready() || crate::guarded() {
+        return real::rename(from, to);
+    }
+    let r = rename_impl(libc::AT_FDCWD, from, libc::AT_FDCWD, to, 0);
+    crate::path::enotdir_fix2(r, libc::AT_FDCWD, from, libc::AT_FDCWD, to)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn renameat(
+    ofd: c_int,
+    from: *const c_char,
+    nfd: c_int,
+    to: *const c_char,
+) -> c_int {
+    if !crate::ready() || crate::guarded() {
+        return real::renameat(ofd, from, nfd, to);
+    }
+    let r = rename_impl(ofd, from, nfd, to, 0);
+    crate::path::enotdir_fix2(r, ofd, from, nfd, to)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn renameat2(
+    ofd: c_int,
+    from: *const c_char,
+    nfd: c_int,
+    to: *const c_char,
+    flags: c_uint,
+) -> c_int {
+    if !crate::ready() || crate::guarded() {
+        return real::renameat2(ofd, from, nfd, to, flags);
+    }
+    let r = rename_impl(ofd, from, nfd, to, flags);
+    crate::path::enotdir_fix2(r, ofd, from, nfd, to)
+}
