@@ -859,38 +859,34 @@ impl Poller {
         let caller = Caller {
             client: c.id,
             channel: ch,
+            pid: c.pid,
             reply_bytes_max: arg_bytes,
         };
-        let observed = strata_engine::trace::wants(&self.engine.core, &req);
         let mut lease = c.chans[ch as usize].lease.take();
         let panic_op = self.panic_op;
+        let arg_out_ptr = c.arg(ch, slot);
+        let engine = &mut self.engine;
         let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(once(|| {
             if panic_op == Some(rec.op) {
                 panic!("STRATA_INTERNAL_PANIC_OP: injected panic");
             }
-            self.engine.execute(caller, &mut lease, &req)
+            engine.serve(caller, &mut lease, &req, |res| {
+                // SAFETY: as above; the reply is encoded after the request
+                // ran, and the engine reads nothing of the request's inline
+                // bytes once it answered (its observers use a copy).
+                let arg_out = unsafe { std::slice::from_raw_parts_mut(arg_out_ptr, arg_bytes) };
+                if let Err(e) = codec::encode_reply(res, resp, arg_out) {
+                    refuse(resp, e);
+                }
+            })
         })));
-        let res = match run {
-            Ok(res) => res,
-            Err(payload) => {
-                let op = codec::op_of(&req);
-                self.fail_stop(c, ch, slot, rec, op, payload);
-            }
-        };
-        let seen = observed.then(|| strata_engine::trace::Seen::of(&req, &res));
-        c.chans[ch as usize].lease = lease;
-        // SAFETY: as above; nothing borrows the arg area any more (`req`
-        // and its inline bytes are not used after this point).
-        let arg_out = unsafe { std::slice::from_raw_parts_mut(c.arg(ch, slot), arg_bytes) };
-        if let Err(e) = codec::encode_reply(&res, resp, arg_out) {
-            refuse(resp, e);
+        if let Err(payload) = run {
+            let op = codec::op_of(&req);
+            self.fail_stop(c, ch, slot, rec, op, payload);
         }
-        drop(res);
+        c.chans[ch as usize].lease = lease;
         // Before the reply is pushed: its client sees the new generation.
         self.publish_direct_gen();
-        if let Some(seen) = seen {
-            strata_engine::trace::observe(&mut self.engine.core, c.id, ch, c.pid, seen);
-        }
     }
 
     /// A request panicked: the daemon's state may be half-changed, so no

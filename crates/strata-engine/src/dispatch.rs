@@ -22,6 +22,8 @@ use crate::tier::{RamTier, TierBackend};
 pub struct Caller {
     pub client: u64,
     pub channel: u32,
+    /// The client's process id (the I/O log names it; 0: the daemon's own).
+    pub pid: u32,
     /// Bytes of the reply's variable part the transport can carry (lists
     /// and extents are cut to it; the rest is asked for again).
     pub reply_bytes_max: usize,

@@ -1,5 +1,5 @@
 //! The engine driven directly through its one entry point,
-//! `Engine::execute`, with no transport in between: no rings, no slots, no
+//! `Engine::execute` (and `Engine::serve`, the transports' call), with no transport in between: no rings, no slots, no
 //! client segments — the requests a transport would decode are built here.
 //! A new transport is one more caller of this same function.
 
@@ -14,6 +14,7 @@ use crate::{Caller, Engine};
 const CALLER: Caller = Caller {
     client: 1,
     channel: 0,
+    pid: 1,
     reply_bytes_max: 64 << 10,
 };
 
@@ -39,7 +40,7 @@ impl Rig {
     fn run(&mut self, req: &Request) -> Result<Reply<'static>, Errno> {
         self.engine
             .execute(CALLER, &mut self.lease, req)
-            .map(into_owned)
+            .map(Reply::into_owned)
     }
 
     fn bucket(&mut self, name: &str) -> u64 {
@@ -84,32 +85,6 @@ impl Rig {
             assert!(self.engine.core.unpin((CALLER.client, CALLER.channel), pin));
         }
         (size, out)
-    }
-}
-
-fn into_owned(r: Reply<'_>) -> Reply<'static> {
-    match r {
-        Reply::Extents {
-            size,
-            covered,
-            pin,
-            extents,
-        } => Reply::Extents {
-            size,
-            covered,
-            pin,
-            extents: std::borrow::Cow::Owned(extents.into_owned()),
-        },
-        Reply::Done => Reply::Done,
-        Reply::Bucket { id, created } => Reply::Bucket { id, created },
-        Reply::Lease { off, len } => Reply::Lease { off, len },
-        Reply::Size(s) => Reply::Size(s),
-        Reply::BlobStat(s) => Reply::BlobStat(s),
-        Reply::FileOpened { id, created, attr } => Reply::FileOpened { id, created, attr },
-        Reply::FileAttr(a) => Reply::FileAttr(a),
-        Reply::Written { at, size } => Reply::Written { at, size },
-        Reply::Unlinked(u) => Reply::Unlinked(u),
-        other => panic!("reply not used by these tests: {other:?}"),
     }
 }
 
@@ -288,4 +263,73 @@ fn a_scratch_file_is_written_read_truncated_and_unlinked() {
             dest: None,
         })
         .is_err());
+}
+
+/// `Engine::serve` — what a transport calls — answers through the
+/// transport's closure exactly once and then lets the observers see the
+/// request: the I/O log gets the put and the get with the caller's pid,
+/// with no transport code involved.
+#[test]
+fn serve_answers_once_and_feeds_the_io_log() {
+    let mut r = rig();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("io.trace");
+    r.engine.core.trace = crate::trace::Tracer::start(&log, 1 << 30, vec!["ram".into()]).unwrap();
+    let b = r.bucket("served");
+    let caller = Caller {
+        pid: 4242,
+        ..CALLER
+    };
+    let put = Request::Put {
+        bucket: b,
+        name: "blob",
+        data: DataRef::Inline(b"twelve bytes"),
+        mode: PutMode::Replace { excl: false },
+        policy: None,
+    };
+    let mut answers = 0;
+    let size = r.engine.serve(caller, &mut r.lease, &put, |res| {
+        answers += 1;
+        match res {
+            Ok(Reply::Size(n)) => *n,
+            other => panic!("put: {other:?}"),
+        }
+    });
+    assert_eq!((answers, size), (1, 12));
+    let get = Request::Get {
+        bucket: b,
+        name: "blob",
+        offset: 0,
+        len: 64,
+    };
+    let got = r.engine.serve(caller, &mut r.lease, &get, |res| {
+        res.as_ref()
+            .map(|reply| reply.clone().into_owned())
+            .map_err(|e| *e)
+    });
+    let (size, bytes) = r.bytes_of(got.unwrap());
+    assert_eq!((size, bytes.as_slice()), (12, &b"twelve bytes"[..]));
+    let missing = Request::Get {
+        bucket: b,
+        name: "absent",
+        offset: 0,
+        len: 1,
+    };
+    let e = r
+        .engine
+        .serve(caller, &mut r.lease, &missing, |res| res.clone().err());
+    assert_eq!(e, Some(Errno::NoBlob));
+    r.engine.core.trace.stop();
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    for (line, op) in lines.iter().zip(["put", "get", "get"]) {
+        assert!(line.contains(&format!("\"op\":\"{op}\"")), "{line}");
+        assert!(line.contains("\"pid\":4242"), "{line}");
+    }
+    assert!(
+        lines[2].contains("\"err\":\"STRATA_ENOBLOB\""),
+        "{}",
+        lines[2]
+    );
 }

@@ -98,6 +98,36 @@ impl Engine {
         }
     }
 
+    /// **The entry point a transport calls**: runs `req` for `caller`
+    /// ([`Engine::execute`]), hands the reply to `answer` (the transport
+    /// encodes it there: the reply may borrow the engine and the request
+    /// the transport's buffer), then lets the engine's observers — the I/O
+    /// log and the prefetcher — see what ran. A transport needs nothing
+    /// else to serve a request.
+    pub fn serve<R>(
+        &mut self,
+        caller: Caller,
+        lease: &mut Option<crate::core::Lease>,
+        req: &strata_proto::Request<'_>,
+        answer: impl FnOnce(&Result<strata_proto::Reply<'_>, strata_proto::Errno>) -> R,
+    ) -> R {
+        let observed = crate::trace::wants(&self.core, req);
+        let res = self.execute(caller, lease, req);
+        let seen = observed.then(|| crate::trace::Seen::of(req, &res));
+        let out = answer(&res);
+        drop(res);
+        if let Some(seen) = seen {
+            crate::trace::observe(
+                &mut self.core,
+                caller.client,
+                caller.channel,
+                caller.pid,
+                seen,
+            );
+        }
+        out
+    }
+
     /// One round of every background service: each starts what is due.
     pub fn tick(&mut self) {
         if let Some(f) = self.flusher.as_mut() {

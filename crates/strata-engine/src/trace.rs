@@ -304,10 +304,10 @@ impl Writer {
 }
 
 // ---------------------------------------------------------------------------
-// The poller's hook
+// The engine's observation hook (Engine::serve)
 
 /// Whether request `req` is observed (traced or fed to the prefetcher).
-pub fn wants(core: &Core, req: &Request) -> bool {
+pub(crate) fn wants(core: &Core, req: &Request) -> bool {
     let traced = matches!(
         req,
         Request::Put { .. }
@@ -328,7 +328,7 @@ pub fn wants(core: &Core, req: &Request) -> bool {
 
 /// What the trace and the prefetcher need of a request that ran: taken
 /// before its reply is sent (the request borrows the transport's buffer).
-pub struct Seen {
+pub(crate) struct Seen {
     op: TraceOp,
     bucket: BucketId,
     /// Blob name (or path of open/unlink), cut to `TRACE_NAME_BYTES_MAX`.
@@ -465,7 +465,7 @@ impl Seen {
 
 /// After a request of client (`client`, `ch`, `pid`) ran: records it in
 /// the trace and tells the prefetcher.
-pub fn observe(core: &mut Core, client: u64, ch: u32, pid: u32, s: Seen) {
+pub(crate) fn observe(core: &mut Core, client: u64, ch: u32, pid: u32, s: Seen) {
     let ok = s.err.is_none();
     let bucket = s.bucket;
     // The prefetcher first: it sees every successful read.
