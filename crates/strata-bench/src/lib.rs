@@ -19,6 +19,41 @@
 //! (`src/main.rs`) once a daemon runs. `strata bench ARGS` execs that binary
 //! (found beside `strata`), so the benchmarks, their Redis client and their
 //! histograms are not linked into the shipped `strata`.
+//!
+//! ## The benchmarks
+//!
+//! (Moved here from docs/ARCHITECTURE.md, which keeps the map.)
+//!
+//! A binary of its own (`strata-bench`, `src/main.rs`), so the benchmarks, their Redis client
+//! and histograms are not linked into `strata`: `strata bench ARGS` execs the `strata-bench`
+//! beside it (as `git`/`cargo` run external subcommands) with `STRATA_BIN` set to itself; the
+//! benchmarks start daemons with that `strata` (`strata_exe`) and their worker processes with
+//! `strata-bench` itself. A benchmark that needs the configured daemon uses the running one or
+//! starts it with `strata daemon start` and stops it at the end.
+//! `strata bench kv` (put/get latency percentiles and throughput vs an in-run memcpy
+//! reference, threads × processes), `strata bench ycsb [--vs-redis]` (YCSB A, B, C, D, F
+//! with zipfian/latest generators against strata and a real `redis-server` it starts on
+//! loopback, same run, ratios with spread), `strata bench ior` (IOR-like checkpoint/restart,
+//! file per process, optional fsync per write, read phase by the neighbour process),
+//! `strata bench md` (mdtest-like create/stat/read/remove) — both directly on a directory or
+//! `--via-strata MODE` through the adapter — and `strata bench adapters` (the issue-3 table:
+//! tmpfs, slow-pfs and strata setups in one run, ratios with spread). `bench/fio/*.fio` +
+//! `scripts/bench-fio.sh` compare fio with and without the adapter. `strata bench drain`
+//! measures the destination's raw bandwidth (N writer threads + fdatasync) and strata's drain
+//! of the same bytes (buffered with flushing off, then one `flush`) in the same run.
+//! `strata bench tiers` runs the issue-5 experiments with private daemons: VPIC-like writes
+//! (shared file per timestep, 8 particle variables, one slice per process) and BD-CATS-like
+//! strided reads (`vpic.rs`, worker processes) directly on tmpfs, the disk and the destination
+//! and through strata with 2 tiers (RAM + destination) and 3 tiers (RAM + dir tier +
+//! destination), speedups against 1 tier and a back-of-the-envelope from the bandwidths of the
+//! same run; the three placement engines on a put-heavy native-API workload with the data
+//! twice the RAM tier and fitting in it (time, latency, bytes per tier, gets); sequential
+//! readers of destination files 4 × the RAM tier with read-ahead off or on, compute-bound and
+//! I/O-bound (buffer hit rate, run time); and a native read working set larger than RAM with
+//! organizer/prefetcher on or off (`tiers_org.rs`: RAM hit rate per pass, throughput). Reads
+//! of the disk tier and the destination come after `fdatasync` + `POSIX_FADV_DONTNEED`, so
+//! they read the device, not the page cache. `--save` JSON feeds `scripts/plot-tiers.py`
+//! (PNGs under `bench/results/`); `scripts/bench-tiers.sh` runs it all.
 
 pub mod adapters;
 pub mod drain;

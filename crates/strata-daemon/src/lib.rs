@@ -16,6 +16,17 @@
 //! are copied, validated, and answered with `Errno::Malformed`.
 //!
 //! **API Boundary:** no client library here (see `strata-client`), no CLI.
+//!
+//! ## Shutdown
+//!
+//! (Moved here from docs/ARCHITECTURE.md, which keeps the map.)
+//!
+//! **Shutdown.** SIGTERM/SIGINT/`daemon stop` set a flag; the poller finishes the current
+//! round, publishes `DAEMON_STOPPING` in the control segment (waiting clients fail with
+//! `NoDaemon`), disconnects clients, drains every dirty DEFAULT file to its destination, and
+//! syncs the journal (DEFAULT files are now clean, so only WORKFLOW files and native blobs on
+//! non-volatile tiers remain in it), and removes its socket and shared memory. Dir tier files
+//! and the journal stay: the next daemon on the same tiers restores them.
 
 pub mod identity;
 pub mod server;

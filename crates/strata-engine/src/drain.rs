@@ -19,6 +19,20 @@
 //! it (reported as a NOTE). One writer thread appends lines; when the file
 //! would exceed `EVENT_LOG_BYTES_MAX` it is truncated to empty and starts
 //! with a NOTE saying so.
+//!
+//! ## Details
+//!
+//! (Moved here from docs/ARCHITECTURE.md, which keeps the map.)
+//!
+//! `drain.rs` answers `DrainStatus` (per file the flusher writes — DEFAULT, and WORKFLOW once
+//! staged out, `FileRecord::flushed_like_default` —: `dirty`/`flushing`/`persisted`/`failed`
+//! with the error and retry time, size, dirty bytes, the record's `flushed_bytes_total`,
+//! `stalled` and `verified`; at
+//! most `DRAIN_ROWS_MAX` rows, `truncated` beyond) and keeps the **event log**
+//! `<socket>.drain.log` (`<unix ns> ENQUEUE|DEQUEUE|DONE|ERROR <path> <bytes> [error]`): the
+//! poller and workers `try_send` lines on a bounded queue (full → dropped and counted in a NOTE
+//! line), one writer thread appends them and truncates the file with a NOTE at
+//! `EVENT_LOG_BYTES_MAX` (64 MiB).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;

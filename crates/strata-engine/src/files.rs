@@ -13,6 +13,55 @@
 //! * a DEFAULT file is in `FileState::dirty` iff its record `needs_flush()`;
 //!   SCRATCH pages are never dirty; WORKFLOW pages are dirty (awaiting stage
 //!   out) but never flushed automatically.
+//!
+//! ## The file model; writes and reads through the adapter
+//!
+//! (Moved here from docs/ARCHITECTURE.md, which keeps the map.)
+//!
+//! The file model lives in `files.rs` (ops on `Core`, poller thread), `files_list.rs`
+//! (buffered children of a directory, for merged listings) and `files_hold.rs` (which clients
+//! hold which file open; unlink of a held file leaves an unnamed *orphan* that dies with its
+//! last holder; chmod/utimes) and `files_link.rs` (hard links: further names of a record,
+//! found by every path lookup through `Core::file_lookup`; unlinking the primary name promotes
+//! another; a second name of a destination inode a record came from, or was flushed to, joins
+//! that record) and `files_reval.rs` (changes made outside strata: a clean record nobody holds
+//! is served only after the client reports the destination's inode, device, size and mtime —
+//! `Stale`, then `FileOpen` or `FileStat` with DEST_INFO — and is dropped when they differ from the stamp the
+//! open or the last flush recorded; the flusher, finding a dirty file's destination replaced or
+//! changed in place, keeps the outside version aside as `<name>.strata-outside-<s>` before it
+//! writes; strata's own changes of the destination — a write-through, times, a shared mapping —
+//! go through `Core::dest_own_change`, which keeps the stamp true and flags a job in flight; a
+//! record mapped shared by a process is *direct* — out of the buffer, every write answered
+//! `WriteThrough` — until the next open after its last holder; so is a record whose
+//! destination file has a name outside the buffer) and `files_backing.rs` (shared backings: the
+//! memfd a SCRATCH/WORKFLOW file mapped shared lives in meanwhile, passed to and from clients
+//! over the socket with SCM_RIGHTS; while it exists the record's writes, truncations and size
+//! go to it, and it is copied into the buffer when the last holder lets go). Its
+//! invariants, checked by `Core::file_check`:
+//! - a page blob is authoritative for its page: bytes beyond the blob (below the file size)
+//!   read as zeros; a page blob overlapping `[0, dest_size)` is created only from the
+//!   destination's bytes (`FileFill`) or by a write covering that overlap — `FileWrite`
+//!   answers `NeedFill` *before* modifying anything;
+//! - absent pages read from the destination below `dest_size` (`TIER_DEST` extents; the
+//!   client reads them), zeros above;
+//! - a DEFAULT file is in the flusher's dirty set iff its record needs a flush; SCRATCH pages
+//!   are never dirty; an orphan is never flushed.
+//!
+//! **A write through the adapter.** `write(fd, buf, n)` on a tracked descriptor: the hook
+//! looks up the descriptor's kind (one atomic load), reads the position from the placeholder
+//! (`lseek`), and calls `file_write(id, pos, buf)`: the client copies `buf` into its lease and
+//! sends `FileWrite`. The poller splits the range into pages; a page that must first come from
+//! the destination is answered `NeedFill` (nothing changed) — the client reads that page from
+//! the destination, sends `FileFill` and retries. Whole aligned pages adopt the lease bytes;
+//! partial pages are copied in. The size, mtime and `mod_gen` move, the pages become dirty and
+//! the file joins the flusher's dirty set. The hook advances the placeholder's offset. With
+//! `O_APPEND` the daemon picks the offset (atomic among appenders).
+//!
+//! **A read through the adapter.** `FileRead` returns extents over file offsets: buffer
+//! extents (copied under a pin as for `Get`), holes (zeros) and `TIER_DEST` runs, which the
+//! client reads from the destination a page at a time and offers back with `FileFill` so the
+//! next read hits the buffer; a page the daemon is reading ahead comes as `TIER_PENDING` and
+//! the client asks again shortly (see `prefetch.rs`).
 
 use foldhash::HashMap;
 use std::collections::BTreeSet;

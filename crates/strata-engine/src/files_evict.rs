@@ -57,6 +57,42 @@
 //!
 //! Known limit: a truncation of the file racing a write-through from another
 //! thread is serialised as "write, then truncate".
+//!
+//! ## Capacity pressure and scan-resistant admission
+//!
+//! (Moved here from docs/ARCHITECTURE.md, which keeps the map.)
+//!
+//! **Capacity pressure** (`files_evict.rs`). Before a DEFAULT write modifies anything, the
+//! poller computes the bytes it would newly allocate; if all tiers together (within their
+//! configured capacities) lack them, it evicts *clean* pages of DEFAULT files — flushed (so
+//! `fdatasync`ed at the destination), entirely below `dest_size`, not pinned, outside the
+//! written range — least recently used first. Never a dirty page, a SCRATCH/WORKFLOW page or
+//! a native blob. If that is still not enough (everything is dirty) it answers
+//! `WriteThrough`. The client then asks `FileThrough`: while the file has dirty pages, a
+//! pending truncation or a flush job in flight, the daemon starts an urgent flush and the
+//! client asks again; once clean, the daemon drops the clean pages overlapping the range and
+//! grants it (O_APPEND: the daemon picks the offset). The client `pwrite`s and `fdatasync`s
+//! the destination itself (≤ 64 MiB per grant) and sends `FileThroughDone`, which moves the
+//! size, `dest_size`, times and generations (flushed and synced). While a write-through runs,
+//! writes of that file also go through, the flusher leaves the file alone, and `FileFill` is
+//! refused — also later for a channel whose last look at the file predates a write-through
+//! (its destination bytes may be stale). A `FileFill` that finds no room evicts, or is
+//! refused rather than spilling. Counters: `evicted_bytes_total`, `write_through_bytes_total`.
+//!
+//! **Scan-resistant admission of fills** (`Core::pressure_fill`, 2Q-style). A page filled
+//! from the destination (client read-through, read-ahead) is *on probation* while its bytes
+//! are those filled (`Blob::fill_gen == gen`; any write gives the blob a new `gen`). Under
+//! pressure a fill may evict only pages on probation (least recently used first, from a
+//! second queue of the same eviction scan); pages the application wrote stay, and the fill
+//! is declined (`fill_declined_bytes_total`; the reader has its bytes anyway). A client's
+//! declined fill leaves its (file, page) in a bounded ghost list (`GHOST_PAGES_MAX`); the
+//! same page's next fill — it is being read again — may evict any clean page and is kept
+//! off probation. Fills marked `FILL_KEEP` (stage-in, and the page a partial write needs
+//! first) are admitted the same way. Read-ahead fills neither note nor consume ghosts. So one
+//! read of data larger than the buffer cannot push the written working set out (under plain
+//! LRU a cyclic scan of twice the buffer gets 0 % hits), while re-read data still gets in.
+//! **Architecture Invariant:** only writes, explicit keeps and second misses evict pages that
+//! are not on probation.
 
 use foldhash::{HashMap, HashSet};
 use std::collections::VecDeque;

@@ -11,6 +11,26 @@
 //!
 //! **Invariant:** `holders[f]` contains c iff `held_by[c]` contains f; an
 //! orphan is never in the flusher's dirty set.
+//!
+//! ## Open, close, unlink
+//!
+//! (Moved here from docs/ARCHITECTURE.md, which keeps the map.)
+//!
+//! **Open / close / unlink.** `open` of a tracked path sends `FileOpen`; with no record the
+//! daemon answers `NeedDest`, the client stats the destination (or, for creates that discard
+//! or refuse an existing file, trusts one cached listing of the directory while the
+//! directory's (dev, ino, mtime, ctime) are unchanged — one `stat` — so a directory renamed or
+//! changed by another process is listed again) and retries with a `WireDestInfo`. An open of a
+//! file with destination bytes pins the destination inode (a read-only descriptor cached per
+//! file id), so a process holding a file that another process unlinks or replaces keeps
+//! reading the bytes it opened. The daemon remembers that this client holds the file; a held
+//! file replaced by `rename` becomes an orphan, like after `unlink`. `close` of the
+//! process's last descriptor of a file sends `FileClose` without waiting. `unlink` sends
+//! `FileUnlink`: a held file becomes an unnamed orphan until its last holder closes; the
+//! client then unlinks the destination only if one may exist, after waiting (`FileIdle`)
+//! for a flush job of that path still running — and, when the orphan has bytes only the
+//! destination holds (the reply names it), after copying those pages into the buffer through a
+//! descriptor of the destination file (`file_materialize`), so the other holders keep them.
 
 use foldhash::{HashMap, HashSet};
 

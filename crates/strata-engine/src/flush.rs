@@ -22,6 +22,42 @@
 //!
 //! **Invariant:** the poller never does destination I/O; a job's extents
 //! stay pinned until its completion has been handled.
+//!
+//! ## Details
+//!
+//! (Moved here from docs/ARCHITECTURE.md, which keeps the map.)
+//!
+//! `flush.rs` is the **flusher**: the poller picks eligible dirty files (urgent, quiet for
+//! `flush.interval`, dirty for long, or ≥ 64 MiB dirty; a bounded slice per 2 ms tick),
+//! snapshots them into *jobs* (≤ 1024 pages, extents pinned under `FLUSH_OWNER`) on a bounded
+//! queue; `flush.threads` workers open the destination, apply `trunc_min`, `pwrite` each page
+//! from the arena or a dir tier, `ftruncate` to the size, set the record's times, `fdatasync`
+//! when a sync asked for it, and report back through the poller's message channel. Only pages
+//! whose generation did not change are marked clean. Failures keep the data dirty and retry
+//! with exponential backoff (1 s → 30 s); a job overtaken by unlink/rename counts for nothing
+//! and a file it may have created at a path no record owns is removed. Shutdown disconnects
+//! clients, then drains every DEFAULT file (progress logged). Files whose flush keeps failing
+//! for `flush.stop_give_up` (60 s) are stashed onto a non-volatile tier through the journal
+//! (the next daemon flushes them); if that is impossible the stop is *refused* and the poller
+//! serves on, unless the stop asked to discard (`StopDiscard`). The outcome is written to
+//! `<socket>.stop.json` (`StopReport`), which `strata daemon stop` reads to name the files and
+//! set its exit code. The flusher opens destinations `O_NONBLOCK` and refuses anything but a
+//! regular file (a FIFO at a destination path must not block a flush thread). A file it
+//! creates gets the record's owner, mode and times, and its directory keeps the times it had
+//! (the program created the file earlier, and tar, rsync or cp -a may have set them since).
+//! A destination the program made read-only after a flush (its own descriptor still writes)
+//! is opened by adding the owner's write bit for the open only; the job then sets the record's mode.
+//! Every flush job ends with `fdatasync` of the destination, so *clean* means *durable at
+//! the destination* — the only data eviction may drop. Runs of consecutive pages held in RAM
+//! go out as one `pwritev` (≤ 16 MiB) straight from the arena. How many jobs run at once is
+//! **bandwidth-aware** (`flush_conc.rs`): over windows of ≥ 0.5 s with a backlog, the
+//! controller probes one step up or down within `1..=flush.threads` (8), keeps going while
+//! the destination's MiB/s rises by > 5 %, and steps back and holds when it falls. A job in
+//! flight for `flush.stall_warn` (10 s) is logged once as stalled (a hung mount) and
+//! `strata drain status` shows `flushing (stalled N s)` (JSON `stalled`); the other threads keep flushing other files. With `flush.verify`
+//! each flushed page is read back after the fdatasync and its CRC32 (crc32fast, the checksum the journal and tier moves use) compared with the
+//! buffer's; a mismatch fails the job (retried, data kept); a file persisted by such flushes
+//! only is `verified` in drain status (a later write-through or write clears it).
 
 use foldhash::{HashMap, HashMapExt};
 use std::collections::VecDeque;

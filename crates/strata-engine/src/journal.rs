@@ -31,6 +31,32 @@
 //! a non-volatile tier is not reused before the batch recording the free
 //! is durable (the poller's quarantine). Replay never applies a record
 //! whose CRC fails; it reports it and continues with the next valid frame.
+//!
+//! ## The journal's three files
+//!
+//! (Moved here from docs/ARCHITECTURE.md, which keeps the map.)
+//!
+//! The **journal** is three files. `journal.rs` is the format and the journal thread: frames
+//! `[magic u16][kind u8][flags u8][len u32][crc32 u32][payload]` after an 8-byte file magic;
+//! records are *states* (`Tier`, `BucketSet` with the file image, `BucketDrop`, `BlobSet`
+//! with size, dirty flag, sealed CRC and extents, `BlobDrop`), so replay is a fold keyed by
+//! name where the last record wins; the thread appends batches, fdatasyncs when a waiter
+//! asks or `journal.sync_interval` passed (group commit), publishes the synced batch number,
+//! and compacts (live records → tmp file, fdatasync, rename, fsync of the directory) in the
+//! background. `jpoller.rs` is the poller's side: `MetaStore` records which blobs and buckets
+//! changed (`touched`, one set insert per mutation, only when a journal is kept); at most
+//! every 10 ms (at once when an fsync waits) the poller turns them into records,
+//! using a *shadow* (id → key last journaled) to drop the old key of a blob that moved to
+//! RAM, was renamed, deleted, or whose bucket was renamed. Journaled: native buckets and
+//! their blobs wholly on non-volatile tiers; DEFAULT files needing a flush (dirty pages only)
+//! and WORKFLOW files with pages on non-volatile tiers or a journal sync. Never: SCRATCH,
+//! orphans, RAM. `jreplay.rs` applies the fold at start, verifying each blob: known tier
+//! (matched by path), non-volatile, block-aligned, inside the tier file, no overlap (the
+//! allocator's `reserve`), and the sealed CRC of fsync'ed pages (a mismatch is reported and
+//! the bytes kept — they are the newest the application wrote); DEFAULT files come back
+//! with their dirty pages only and rejoin the flusher's dirty set. Corrupt ranges are
+//! skipped to the next valid frame, reported in `status` and logged, and a copy of the
+//! damaged journal is kept; a torn last record is expected after a crash and ignored.
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};

@@ -12,6 +12,20 @@
 //! DEFAULT files come back only with their dirty pages (clean pages are at
 //! the destination) and only if they still need a flush; the flusher then
 //! drains them as usual.
+//!
+//! ## Crash and restart
+//!
+//! (Moved here from docs/ARCHITECTURE.md, which keeps the map.)
+//!
+//! **Crash and restart.** `kill -9` loses RAM and the poller's unsent records; the tier
+//! files and the journal's appended batches stay. At start the daemon reads the journal
+//! (`journal::read`: fold, skipping corrupt ranges), restores what it describes
+//! (`jreplay::replay`), rewrites it atomically from what was restored, and starts the journal
+//! thread; the flusher then drains the restored dirty files. Everything acknowledged by
+//! fsync was in a synced batch, so it is restored. A restored file counts as synced
+//! (`Journal::restored`): it keeps its record in the rewritten journal until the destination
+//! has it, even when nothing but metadata is owed (an fsync'ed empty file, a truncation), so a
+//! second crash during recovery loses nothing either (`tests/crash.rs`, `scripts/kill9.sh`).
 
 use foldhash::{HashMap, HashMapExt};
 use std::collections::BTreeSet;

@@ -17,6 +17,47 @@
 //!
 //! **API Boundary:** `Engine` (`execute`, `tick`, `complete`) and the
 //! `Core` state it owns; no transport, no client library, no CLI.
+//!
+//! ## Core, tiers and the daemon's shell
+//!
+//! (Moved here from docs/ARCHITECTURE.md, which keeps the map.)
+//!
+//! `tier.rs` owns the arena and dir-tier files and all byte movement on the
+//! daemon side (`TierIo`: a worker thread's own arena mapping and tier descriptors, used by
+//! the stash and organizer threads); `core.rs` (`Core`) executes requests: leases, pins, placement, put / partial
+//! put / append / get / delete / rename / compaction of fragmented blobs; `dispatch.rs` runs one
+//! typed `Request` and answers a typed `Reply` (no rings, no slots); `server.rs` runs the
+//! **poller** (serves every claimed channel — decode, `dispatch`, encode — then spins, then sleeps
+//! on the daemon doorbell; a request that panics is answered `Internal`, logged with its op,
+//! and the daemon exits at once with status 70, the journal intact)
+//! and the **control plane** (accept loop; one small thread per connection that also
+//! detects client death by EOF); `lib.rs` wires them, sweeps stale shared memory of a crashed predecessor, and handles
+//! SIGTERM/SIGINT; `identity.rs` takes the daemon's identity first — one `flock` each on the
+//! socket (`<socket>.lock`), the shared-memory prefix (`/dev/shm/<prefix>.lock`) and every dir
+//! tier (`<dir>/strata.lock`), before anything is swept, replaced or replayed, so a second daemon
+//! sharing any of them is refused without touching the first; it refuses directories owned by
+//! another user or reached through a symlink (runtime dir) and makes them 0700. The arena
+//! allocator covers only pages reserved in /dev/shm (`fallocate`): the staging reserve plus
+//! 256 MiB at start, then the `strata-reserve` thread reserves the pre-fault region (first
+//! 2 GiB) at once and beyond it keeps 512 MiB (or a quarter of the use) reserved ahead of use;
+//! the poller grows the allocator to it (`arena_tick`). tmpfs zeroes `fallocate`d pages only at
+//! first touch, so the pre-fault thread (nice 19) still touches the reserved part of the first
+//! 2 GiB ahead of the writers. A full /dev/shm stops the RAM tier's growth (placement spills)
+//! instead of raising SIGBUS.
+//! **Architecture Invariants:**
+//! - all metadata and allocator mutation happens on the poller thread, in submission order
+//!   per channel; control threads only pass messages;
+//! - requests are copied out of shared memory (`read_volatile`) and validated; bad ones get
+//!   `Errno::Malformed`, a corrupt ring or a slot index ≥ depth disconnects the client;
+//! - a put takes data only from inside the channel's own lease (`lease_take`);
+//! - an extent is freed exactly once, never while pinned (deferred until the last unpin);
+//! - capacity pressure never fails a put: pieces that do not fit spill onto the slowest tier
+//!   (its allocator and file grow; with a RAM-only configuration, the staging reserve) —
+//!   except writes of DEFAULT files, which first evict clean pages and otherwise go through
+//!   to the destination (`files_evict.rs`, below).
+//!
+//! **API Boundary:** no client code, no CLI. The poller never does destination I/O: clients
+//! read the destination, flusher and read-ahead threads read and write it.
 
 pub mod core;
 pub mod dispatch;

@@ -28,6 +28,46 @@
 //!   if that score is ≥ `promote_threshold` and never demoted while it is.
 //! * One batch in flight; at most `MOVES_PER_ROUND_MAX` moves per batch;
 //!   `REQUESTS_MAX` queued promotion requests (more are dropped, counted).
+//!
+//! ## Details
+//!
+//! (Moved here from docs/ARCHITECTURE.md, which keeps the map.)
+//!
+//! `organizer.rs` is the **buffer organizer** (`organizer:` config). Every put, append, get and
+//! `FileRead` (per page blob) updates the blob's access count, time and heat
+//! (`organizer::record_access`); `Core::score_of` scores it (`stat`, `ls --long`). Once per
+//! `organizer.interval` (within 5 ms when promotions were requested) the poller scores a
+//! rotating window of ≤ 16 384 blobs plus those accessed since the last round (≤ 16 384,
+//! noted by `Organizer::accessed`, so a hot blob is seen at once in any store) and the
+//! requested ones — ≈ 2 ms of poller time per round for 32 K blobs —, asks `strata_organize::plan` for
+//! ≤ 64 moves and ≤ `bandwidth_max × interval` bytes (1 GiB unlimited), allocates target space
+//! for each data extent on the target tier (holes stay holes; never spill), pins each job's
+//! source extents (`ORGANIZER_OWNER`) and sends the batch to the **organizer thread**. It copies
+//! in 1 MiB chunks through its own `TierIo`, paced by a token bucket
+//! (`bandwidth_max`, 1 MiB burst), checks the copy against the blob's sealed CRC when it was
+//! fsync'ed, fdatasyncs the target tier files and answers `Done::Organizer`. On the poller a
+//! move commits only if the blob's generation, size and extents are unchanged: the blob points
+//! at the copy and the old extents go through `Core::free_extents` (deferred while a reader
+//! pins them; quarantined or held by the journal on non-volatile tiers); otherwise the copy is
+//! discarded. A free of a source extent while its job is in flight (delete, overwrite, stash,
+//! eviction) cancels that job at once: the thread checks the job's cancel flag under its lock
+//! before every target write, so the poller can return the target space and unpin the source
+//! immediately. One batch is in flight at a time. Counters (promoted / demoted blobs and
+//! bytes, discarded, failed, skipped moves, requests) are in `status`.
+//! **Architecture Invariants (organizer):** a move changes where a blob's bytes are — never
+//! its bytes, size, generation or dirty flag, so a dirty blob stays dirty and the flusher
+//! still persists it; target space is invisible until the commit and the copy is fdatasync'ed
+//! before it, so a journal record never points at unsynced bytes; a blob promoted off a
+//! non-volatile tier keeps its last journal record and the extents it points to are *held*
+//! (jpoller's rule for a newer version only in RAM), so fsync'ed data stays durable across
+//! `kill -9` (tested); the poller never waits for a copy (at most for the thread's current
+//! 1 MiB chunk write when cancelling); stationary blobs never move.
+//! **API Boundary (prefetcher → organizer):** `Core::request_promote(blob_id) -> bool` queues a
+//! promotion (≤ `REQUESTS_MAX` = 4096, more dropped and counted; false when the organizer is
+//! off or the blob unknown); the organizer drains `prefetch::take_promote_requests` into it
+//! every round. Requests for stationary blobs, blobs with a user score below
+//! `promote_threshold`, or blobs that do not fit under the fastest tier's `high_water` are
+//! ignored.
 
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::collections::VecDeque;

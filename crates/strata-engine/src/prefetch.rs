@@ -33,6 +33,57 @@
 //! workers do); a prefetched page is inserted only where no page blob
 //! exists, so dirty data is never overwritten; every queue and table is
 //! bounded (`READAHEAD_*`, `STREAM_*`, `MODEL_BLOBS_MAX`, `PENDING_MAX`).
+//!
+//! ## Details
+//!
+//! (Moved here from docs/ARCHITECTURE.md, which keeps the map.)
+//!
+//! `prefetch.rs` is the **prefetcher** (`prefetch:` config). *Read-ahead*: per file, a
+//! `StreamTable` keeps ≤ 8 streams (next expected offset, run length); a `FileRead` within one
+//! page of a stream's expected offset lengthens it, anything else starts a new one (the least
+//! recently used is replaced; ≤ 4096 files). From the second sequential read on, the next
+//! `readahead_pages` pages below `dest_size` that have no page blob are fetched (refilled when
+//! less than half the depth is ahead): the poller reserves arena space per page (counted as
+//! leased; ≤ 64 MiB in flight), queues a job (≤ 1024), and `prefetch.threads` workers `pread`
+//! the destination straight into that space (their own arena mapping; each keeps ≤ 16
+//! destination descriptors open while `stat` shows the path still names the same device and
+//! inode — an `open` per page costs a round trip on a network file system) and answer with
+//! `Done::Prefetch`. The poller inserts the page with `Core::file_fill` — the same path as a
+//! client's read-through, so capacity pressure rules apply — only if the file still has the
+//! same path and `mod_gen`, no write-through started or ended since (`through_fill_ok` under
+//! its own owner), and the page is still absent; otherwise the space is freed and the page
+//! counted as discarded (conservatively: any write or truncation of the file discards its
+//! pages in flight); a page that finds no room (every tier full of pages that may not be
+//! evicted) pauses read-ahead for the next 256 reads rather than read the destination for
+//! nothing. A `FileRead` that reaches a page in flight gets a `TIER_PENDING` extent
+//! (the last of the answer) instead of `TIER_DEST`: the client asks again with a short backoff
+//! (20 µs → 1 ms) until the page is buffered, and reads the destination itself only after 5 s
+//! of waiting in one call — so no page crosses from the destination twice and an I/O-bound
+//! reader gains the workers' parallel reads. Read-ahead never asks for a page inside or before
+//! the read that triggered it, so a reader's own read-through and read-ahead never overlap. *Prediction*: every successful native `Get` feeds a
+//! `SuccessorModel` (per client thread — channel — the previous blob → this one; per blob the last
+//! `successors_max` successors with counts, halved at 2^16; ≤ 65 536 blobs, oldest dropped);
+//! a read blob's successors seen ≥ `min_count` times that are not wholly on the fastest tier
+//! are queued as promotion requests while the organizer runs (≤ 1024 outstanding; one not seen
+//! done within 10 s is forgotten). A request *arrives* when the blob, unchanged, sits on faster
+//! tiers than when asked; a promoted blob demoted again before its read counts as unused. With `trace.enabled`, the model
+//! starts from the I/O log of earlier runs (`warm_from_trace`: the newest 64 MiB of `<trace>.1`
+//! and `<trace>`, gets per process, blobs that exist after the journal replay), so a restarted
+//! daemon predicts from the first read. *Accounting*: a page inserted by
+//! read-ahead or a requested blob seen on faster tiers is *prefetched* and kept *pending*
+//! with its (blob id, generation) until a read of it (*used*) or a sweep (every 100 ms,
+//! ≤ 4096 entries) finds it gone, rewritten or demoted (*unused*); ≤ 65 536 pending, the
+//! oldest age out as unused. `strata status` prints the counters.
+//! **Architecture Invariants (trace, prefetch):** recording an event never blocks the poller;
+//! the writer thread alone touches the trace files; a read-ahead page is inserted only where
+//! no page blob exists and the file is unchanged since the job was issued, so a page written
+//! (dirty) meanwhile is never overwritten and stale destination bytes never enter the buffer;
+//! every table and queue of the prefetcher is bounded.
+//! **API Boundary (prefetch → organizer):** the prefetcher never moves blobs itself; it
+//! publishes promotion requests (`prefetch::take_promote_requests`) that the organizer's tick
+//! hands to `Core::request_promote` and carries out under its own bandwidth limit; the
+//! prefetcher sees the outcome in the metadata. With `organizer.enabled: false` nothing is
+//! asked (the model still learns).
 
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::collections::VecDeque;

@@ -15,6 +15,18 @@
 //! * **State** is computed like the drain status, with WORKFLOW files
 //!   included: a WORKFLOW file not staged out with unflushed bytes is `dirty`.
 //!   The client's stage-out waits on it.
+//!
+//! ## Details
+//!
+//! (Moved here from docs/ARCHITECTURE.md, which keeps the map.)
+//!
+//! `stage.rs` answers `StageOut` / `StageState` (staging): stage-out sets the record's
+//! `stage_out` flag on WORKFLOW files — from then on `needs_flush()` treats them like DEFAULT
+//! files (sticky: later writes are flushed too) — and makes every matching WORKFLOW/DEFAULT
+//! file urgent and durable; with `evict` it drops the clean pages of persisted files that lie
+//! wholly below `dest_size` (never a dirty page; pinned extents are freed after the last unpin),
+//! so reads go back to the destination. `StageState` reports DEFAULT and WORKFLOW files like the
+//! drain status (a WORKFLOW file not staged out with unflushed bytes is `dirty`) plus buffered bytes.
 
 use strata_meta::{BucketId, FileRecord, Persist};
 use strata_proto::control::{DrainState, StageFile, StageReply};

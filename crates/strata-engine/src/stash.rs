@@ -16,6 +16,42 @@
 //! **Invariant:** source extents stay pinned (`STASH_OWNER`) and the
 //! target space is owned by the job until its completion is handled on
 //! the poller.
+//!
+//! ## Details; fsync; the durability invariants
+//!
+//! (Moved here from docs/ARCHITECTURE.md, which keeps the map.)
+//!
+//! `stash.rs` makes fsync durable without the destination: a file's dirty pages with bytes
+//! in RAM get space on the fastest non-volatile tier — for their data extents only, each
+//! block-aligned, so a sparse blob's holes stay holes; the stash thread copies them (its own
+//! `TierIo`), computes their CRC (over the data bytes in logical order, holes excluded), fdatasyncs every tier file involved; on completion the
+//! poller moves each unchanged page onto its copy (RAM freed, CRC sealed) and asks the
+//! journal for a sync; `FileSyncState` is done when that batch is durable. Pages rewritten
+//! meanwhile retry (≤ 8 times); no room on a non-volatile tier, an I/O error or a failed
+//! journal fall back to the destination flush. `Bucket::flush(durable)` uses the same path
+//! for native buckets.
+//! **Architecture Invariants (durability):**
+//! - a record is written only after the bytes it points to are in the tier file (the poller
+//!   writes tier bytes before it emits; the stash fdatasyncs before it reports);
+//! - space freed on a non-volatile tier is *quarantined* until the journal batch recording
+//!   the free is durable (`Core::release_extent`), so a replay never points at reused space;
+//! - a blob whose newer version lives only in RAM keeps its last durable record, and the
+//!   extents that record points to are *held* (not reused) until a newer version is durable,
+//!   the blob is clean at its destination, or it is deleted — so a crash brings back the
+//!   fsync'ed version of a page rewritten after fsync, never a hole; a file's image carries
+//!   its size at the last sync and replay cuts extensions that were never durable;
+//! - fsync is answered only from `jsynced` (journal durable) or `synced_gen` (destination
+//!   fdatasync'ed); a path under `fsync: relaxed` is answered at once and counted in status;
+//! - one daemon per tier file (`flock`).
+//!
+//! **fsync.** `FileSync` returns the generation to wait for (0 for SCRATCH, a clean file, or
+//! a path under `fsync: relaxed`). With a journal (a non-volatile tier), the file joins the
+//! stash queue: its dirty RAM pages are copied to the dir tier and fdatasync'ed by the stash
+//! thread, the poller moves the pages onto the copies and emits the file's records with a
+//! sync request, and the journal thread's fdatasync makes `FileSyncState` answer done. Without
+//! a journal (RAM only), the file is marked urgent and durable and the flusher writes and
+//! `fdatasync`s the destination. The client polls `FileSyncState` (20 µs → 2 ms backoff) and
+//! reports a failure as `EIO`.
 
 use foldhash::{HashMap, HashSet, HashSetExt};
 use std::collections::VecDeque;

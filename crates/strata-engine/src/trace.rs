@@ -16,6 +16,23 @@
 //! **Architecture Invariant:** recording never blocks and never allocates
 //! more than one event's names; the writer is the only thread touching the
 //! trace files.
+//!
+//! ## Details
+//!
+//! (Moved here from docs/ARCHITECTURE.md, which keeps the map.)
+//!
+//! `trace.rs` is the **I/O log** (`trace:` config, `strata trace`). The engine's one hook,
+//! in `Engine::serve` (`trace::wants` before a request runs — to copy its name out of the
+//! transport's buffer before the reply overwrites it — and `trace::observe` after) turns put/get/delete/rename and the file
+//! ops open/read/write/fill/truncate/unlink/sync into `Event`s (time, client pid, bucket, blob,
+//! offset, size, tier that served or took the bytes — `dest` for read-through —, error name)
+//! and `try_send`s them on a bounded queue (`TRACE_QUEUE_MAX`, 65 536): a full queue drops the
+//! event and counts it (`status`, and a `dropped` record in the file), the poller never waits.
+//! One writer thread appends JSON lines (`TraceRecord` in `strata-proto`) in batches
+//! (≤ 256 KiB); before the file would pass half of `trace.size_max` it is renamed to
+//! `<path>.1` and restarted, so both files together stay under the cap. The daemon's own
+//! operations appear with pid 0 (`readahead`, `promote`). The same hook feeds the prefetcher
+//! in memory whether or not the file is written.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -144,7 +144,7 @@ pub enum Request<'a> {
     },
     /// Carries pin releases only.
     Unpin,
-    // ---- files (the adapters' file model; see docs/ARCHITECTURE.md) ----
+    // ---- files (the adapters' file model; see strata-engine/src/files.rs) ----
     /// Answered `Reply::FileOpened`; the caller holds the file.
     /// `NeedDest`: no record and no `open.dest`; `NoFile`: absent, no create.
     FileOpen {
