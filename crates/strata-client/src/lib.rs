@@ -225,12 +225,30 @@ pub(crate) struct Inner {
     pub lookup: Box<dyn MetaLookup>,
     /// Index = node: the way to that node's engine (today one node, over
     /// shared memory with its daemon).
-    pub nodes: Vec<Box<dyn Transport>>,
+    pub nodes: Vec<Node>,
     pub tmp_seq: AtomicU64,
     /// Read-only descriptors of destination files for read-through, by file id.
     pub dest_fds: Mutex<std::collections::HashMap<u64, (String, Arc<File>)>>,
     /// The daemon's socket (control requests such as stage-out).
     pub socket: PathBuf,
+}
+
+/// The way to one node's engine. The shared-memory transport is named so
+/// the hot path calls it without dynamic dispatch; any other transport
+/// (a network one) is a trait object.
+pub(crate) enum Node {
+    Shm(shm::ShmTransport),
+    #[allow(dead_code)] // the first network transport (many nodes) uses it
+    Other(Box<dyn Transport>),
+}
+
+impl Node {
+    fn transport(&self) -> &dyn Transport {
+        match self {
+            Node::Shm(s) => s,
+            Node::Other(t) => t.as_ref(),
+        }
+    }
 }
 
 /// A connection to the node's strata daemon. Cheap to clone; usable from
@@ -297,7 +315,7 @@ impl Client {
             inner: Arc::new(Inner {
                 hello,
                 lookup: Box::new(LocalLookup),
-                nodes: vec![Box::new(transport)],
+                nodes: vec![Node::Shm(transport)],
                 tmp_seq: AtomicU64::new(1),
                 dest_fds: Mutex::new(Default::default()),
                 socket: socket.to_path_buf(),
@@ -322,39 +340,55 @@ impl Client {
         at: Option<u32>,
         f: impl FnOnce(&mut dyn Lane) -> Result<T>,
     ) -> Result<T> {
-        let mut f = Some(f);
-        let mut out = None;
-        self.transport_for(route)?.with_lane(at, &mut |lane| {
-            if let Some(f) = f.take() {
-                out = Some(f(lane));
+        match self.node_for(route)? {
+            // The node-local transport, called without dynamic dispatch:
+            // every request of the native API and the adapters takes it.
+            Node::Shm(s) => s.on_lane(at, f),
+            Node::Other(t) => {
+                let mut f = Some(f);
+                let mut out = None;
+                t.with_lane(at, &mut |lane| {
+                    if let Some(f) = f.take() {
+                        out = Some(f(lane));
+                    }
+                    Ok(())
+                })?;
+                out.unwrap_or_else(|| {
+                    Err(err(
+                        Errno::Internal,
+                        "the transport did not run the request",
+                    ))
+                })
             }
-            Ok(())
-        })?;
-        out.unwrap_or_else(|| {
-            Err(err(
-                Errno::Internal,
-                "the transport did not run the request",
-            ))
+        }
+    }
+
+    /// The node holding what `route` addresses.
+    fn node_for(&self, route: Target<'_>) -> Result<&Node> {
+        let nodes = &self.inner.nodes;
+        if nodes.len() == 1 {
+            // One node holds everything (LocalLookup): no lookup to make.
+            return Ok(&nodes[0]);
+        }
+        let node = self.inner.lookup.node_for(route);
+        nodes.get(node as usize).ok_or_else(|| {
+            err(
+                Errno::NoDaemon,
+                format!("{route:?} is held by node {node}, which this client has no transport to"),
+            )
         })
     }
 
     /// The transport to the node holding what `route` addresses.
     pub(crate) fn transport_for(&self, route: Target<'_>) -> Result<&dyn Transport> {
-        let node = self.inner.lookup.node_for(route);
-        match self.inner.nodes.get(node as usize) {
-            Some(t) => Ok(t.as_ref()),
-            None => Err(err(
-                Errno::NoDaemon,
-                format!("{route:?} is held by node {node}, which this client has no transport to"),
-            )),
-        }
+        self.node_for(route).map(Node::transport)
     }
 
     /// The transport to this client's own node.
     pub(crate) fn local(&self) -> &dyn Transport {
         let node = self.inner.lookup.local_node() as usize;
         debug_assert!(node < self.inner.nodes.len());
-        self.inner.nodes[node.min(self.inner.nodes.len() - 1)].as_ref()
+        self.inner.nodes[node.min(self.inner.nodes.len() - 1)].transport()
     }
 
     /// True while the daemon is up.

@@ -179,15 +179,18 @@ fn ticket(lane: u32, s: Submitted) -> Ticket {
 }
 
 impl Lane for ShmLane<'_> {
+    #[inline]
     fn index(&self) -> u32 {
         self.ch.index
     }
 
+    #[inline]
     fn submit(&mut self, req: &Request) -> Result<Ticket> {
         let s = self.ch.submit(self.shm, req)?;
         Ok(ticket(self.ch.index, s))
     }
 
+    #[inline]
     fn submit_data<'d>(
         &mut self,
         data: &'d [u8],
@@ -197,6 +200,7 @@ impl Lane for ShmLane<'_> {
         Ok(s.map(|s| ticket(self.ch.index, s)))
     }
 
+    #[inline]
     fn submit_inline<'d>(
         &mut self,
         name_len: usize,
@@ -207,6 +211,7 @@ impl Lane for ShmLane<'_> {
         Ok(ticket(self.ch.index, s))
     }
 
+    #[inline]
     fn wait(&mut self, t: Ticket) -> Result<Answer> {
         if t.lane != self.ch.index {
             return Err(err(
@@ -227,14 +232,17 @@ impl Lane for ShmLane<'_> {
         )
     }
 
+    #[inline]
     fn notify(&mut self, req: &Request) -> Result<()> {
         self.ch.submit_unwaited(self.shm, req)
     }
 
+    #[inline]
     fn release(&mut self, pin: u64) {
         self.ch.release(pin)
     }
 
+    #[inline]
     fn read_extents(&self, exts: &[ReadExtent], base: u64, dst: &mut [u8]) -> Result<()> {
         for e in exts {
             let at = e
@@ -272,12 +280,15 @@ impl Lane for ShmLane<'_> {
     }
 }
 
-impl Transport for ShmTransport {
-    fn with_lane(
+impl ShmTransport {
+    /// [`Transport::with_lane`] without dynamic dispatch (the client's hot
+    /// path): runs `f` on a locked channel and returns what it returns.
+    #[inline]
+    pub(crate) fn on_lane<T>(
         &self,
         at: Option<u32>,
-        f: &mut dyn FnMut(&mut dyn Lane) -> Result<()>,
-    ) -> Result<()> {
+        f: impl FnOnce(&mut dyn Lane) -> Result<T>,
+    ) -> Result<T> {
         let n = self.chans.len();
         let i = match at {
             Some(i) if (i as usize) < n => i as usize,
@@ -289,6 +300,16 @@ impl Transport for ShmTransport {
             ch: &mut g,
             shm: &self.shared,
         })
+    }
+}
+
+impl Transport for ShmTransport {
+    fn with_lane(
+        &self,
+        at: Option<u32>,
+        f: &mut dyn FnMut(&mut dyn Lane) -> Result<()>,
+    ) -> Result<()> {
+        self.on_lane(at, f)
     }
 
     fn data_max_bytes(&self) -> usize {
