@@ -493,19 +493,21 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
         stash::start(&mut core, flush_tx.clone(), wake.clone())
             .context("cannot start the stash thread")?;
     }
-    prefetch::Prefetch::start(&mut core, cfg.prefetch, flush_tx.clone(), wake.clone())
-        .context("cannot start the read-ahead threads")?;
+    let mut prefetcher =
+        prefetch::Prefetch::start(&core, cfg.prefetch, flush_tx.clone(), wake.clone())
+            .context("cannot start the read-ahead threads")?;
+    let mut tracer = trace::Tracer::off();
     if cfg.trace.enabled {
         let path = cfg.resolved_trace_path();
-        if core.prefetch.settings.enabled && core.prefetch.settings.predict {
+        if prefetcher.settings.enabled && prefetcher.settings.predict {
             // The successor model starts from what the I/O log of earlier runs says.
-            let pairs = prefetch::warm_from_trace(&mut core, &path);
+            let pairs = prefetch::warm_from_trace(&core, &mut prefetcher, &path);
             if pairs > 0 {
                 tracing::info!(pairs, path = %path.display(), "prefetch model warmed from the I/O log");
             }
         }
         let names = core.tiers.tiers.iter().map(|t| t.name.clone()).collect();
-        core.trace = trace::Tracer::start(&path, cfg.trace.size_max_bytes, names)
+        tracer = trace::Tracer::start(&path, cfg.trace.size_max_bytes, names)
             .with_context(|| format!("cannot open the trace file {}", path.display()))?;
     }
     organizer::start(&mut core, &cfg.organizer, flush_tx.clone(), wake.clone())
@@ -535,7 +537,12 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
     flusher.set_stall_warn_ns((cfg.flush.stall_warn_ms * 1e6) as u64);
     flusher.set_give_up_ns((cfg.flush.stop_give_up_ms * 1e6) as u64);
     let mut poller = Poller::new(
-        Engine::new(core, Some(flusher)),
+        {
+            let mut engine = Engine::new(core, Some(flusher));
+            engine.prefetch = prefetcher;
+            engine.trace = tracer;
+            engine
+        },
         done_rx,
         shared.clone(),
         rx,

@@ -434,8 +434,8 @@ impl Poller {
             f.stop();
         }
         strata_engine::jpoller::Journal::stop(&mut self.engine.core);
-        self.engine.core.prefetch.stop();
-        self.engine.core.trace.stop();
+        self.engine.prefetch.stop();
+        self.engine.trace.stop();
         self.write_stop_report(&report);
         true
     }
@@ -1001,8 +1001,8 @@ impl Poller {
             policy: self.engine.core.policy.to_string(),
             tiers,
             journal: self.engine.core.journal.as_ref().map(|j| j.status()),
-            trace: self.engine.core.trace.status(),
-            prefetch: self.engine.core.prefetch.status(),
+            trace: self.engine.trace.status(),
+            prefetch: self.engine.prefetch.status(),
             organizer: Some(self.engine.core.org.status()),
         }
     }

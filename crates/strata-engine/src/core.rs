@@ -79,10 +79,10 @@ pub struct Core {
     pub stash: crate::stash::StashState,
     /// Path prefixes whose fsync returns once buffered (`fsync: relaxed`).
     pub fsync_relaxed: Vec<String>,
-    /// The I/O log (crate::trace).
-    pub trace: crate::trace::Tracer,
-    /// Read-ahead and predicted promotions (crate::prefetch).
-    pub prefetch: crate::prefetch::Prefetch,
+    /// Pages of files a background fill (read-ahead, crate::prefetch) is
+    /// fetching from the destination now: a read reaching one waits for it
+    /// (`TIER_PENDING`) instead of reading the destination twice.
+    pub fills_in_flight: foldhash::HashSet<(BucketId, u64)>,
     /// The buffer organizer (scores, moves between tiers, promotion requests).
     pub org: crate::organizer::Organizer,
 }
@@ -113,8 +113,7 @@ impl Core {
             journal: None,
             stash: Default::default(),
             fsync_relaxed: Vec::new(),
-            trace: Default::default(),
-            prefetch: Default::default(),
+            fills_in_flight: Default::default(),
             org: Default::default(),
         }
     }

@@ -274,7 +274,7 @@ fn serve_answers_once_and_feeds_the_io_log() {
     let mut r = rig();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("io.trace");
-    r.engine.core.trace = crate::trace::Tracer::start(&log, 1 << 30, vec!["ram".into()]).unwrap();
+    r.engine.trace = crate::trace::Tracer::start(&log, 1 << 30, vec!["ram".into()]).unwrap();
     let b = r.bucket("served");
     let caller = Caller {
         pid: 4242,
@@ -319,7 +319,7 @@ fn serve_answers_once_and_feeds_the_io_log() {
         .engine
         .serve(caller, &mut r.lease, &missing, |res| res.clone().err());
     assert_eq!(e, Some(Errno::NoBlob));
-    r.engine.core.trace.stop();
+    r.engine.trace.stop();
     let text = std::fs::read_to_string(&log).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 3, "{text}");

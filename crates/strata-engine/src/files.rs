@@ -625,7 +625,7 @@ impl Core {
                 }
                 None => {
                     let dend = hi.min(dest_size.max(at));
-                    if dend > at && self.prefetch.page_in_flight(id, p) {
+                    if dend > at && self.fills_in_flight.contains(&(id, p)) {
                         // Read-ahead is fetching this page: the client waits
                         // for it instead of reading the destination twice.
                         let _ = push(

@@ -62,6 +62,7 @@
 pub mod core;
 pub mod dispatch;
 pub mod drain;
+pub mod events;
 pub mod files;
 pub mod files_backing;
 pub mod files_evict;
@@ -127,6 +128,10 @@ pub struct Engine {
     /// client must look again at its descriptors of direct files. The
     /// transport publishes it to its clients before answering the request.
     pub direct_gen: u64,
+    /// Observers of the requests (crate::events): the I/O log …
+    pub trace: crate::trace::Tracer,
+    /// … and the prefetcher (read-ahead, predicted promotions).
+    pub prefetch: crate::prefetch::Prefetch,
 }
 
 impl Engine {
@@ -136,6 +141,8 @@ impl Engine {
             flusher,
             extents_buf: Vec::new(),
             direct_gen: 0,
+            trace: crate::trace::Tracer::off(),
+            prefetch: crate::prefetch::Prefetch::default(),
         }
     }
 
@@ -152,21 +159,33 @@ impl Engine {
         req: &strata_proto::Request<'_>,
         answer: impl FnOnce(&Result<strata_proto::Reply<'_>, strata_proto::Errno>) -> R,
     ) -> R {
-        let observed = crate::trace::wants(&self.core, req);
+        let observed = crate::events::wanted(req, self.trace.on(), self.prefetch.active());
         let res = self.execute(caller, lease, req);
-        let seen = observed.then(|| crate::trace::Seen::of(req, &res));
+        let seen = observed.then(|| crate::events::Seen::of(req, &res));
         let out = answer(&res);
         drop(res);
         if let Some(seen) = seen {
-            crate::trace::observe(
-                &mut self.core,
-                caller.client,
-                caller.channel,
-                caller.pid,
-                seen,
-            );
+            self.observe(caller, &seen);
         }
         out
+    }
+
+    /// Hands what a request did to the observers: the prefetcher first (it
+    /// sees every successful read), then the I/O log.
+    fn observe(&mut self, caller: Caller, s: &crate::events::Seen) {
+        use crate::events::SeenOp;
+        let owner = (caller.client, caller.channel);
+        if s.err.is_none() && self.prefetch.active() {
+            let (core, pf, tr) = (&mut self.core, &mut self.prefetch, &mut self.trace);
+            match s.op {
+                SeenOp::Get => crate::prefetch::on_get(core, pf, tr, owner, s.bucket, &s.name),
+                SeenOp::Read => {
+                    crate::prefetch::on_file_read(core, pf, owner, s.bucket, s.offset, s.covered)
+                }
+                _ => {}
+            }
+        }
+        crate::trace::observe(&self.core, &mut self.trace, caller.pid, s);
     }
 
     /// One round of every background service: each starts what is due.
@@ -175,16 +194,19 @@ impl Engine {
             f.tick(&mut self.core);
         }
         crate::stash::tick(&mut self.core);
-        crate::organizer::tick(&mut self.core);
+        let requests = crate::prefetch::take_promote_requests(&mut self.prefetch);
+        crate::organizer::tick(&mut self.core, requests);
         crate::jpoller::Journal::round(&mut self.core);
-        crate::prefetch::tick(&mut self.core);
+        crate::prefetch::tick(&mut self.core, &mut self.prefetch, &mut self.trace);
     }
 
     /// Applies a worker's finished piece of work.
     pub fn complete(&mut self, done: Done) {
         match done {
             Done::Stash(d) => crate::stash::complete(&mut self.core, *d),
-            Done::Prefetch(d) => crate::prefetch::complete(&mut self.core, *d),
+            Done::Prefetch(d) => {
+                crate::prefetch::complete(&mut self.core, &mut self.prefetch, &mut self.trace, *d)
+            }
             Done::Organizer(d) => crate::organizer::complete(&mut self.core, *d),
             Done::Flush(d) => match self.flusher.as_mut() {
                 Some(f) => f.complete(&mut self.core, *d),

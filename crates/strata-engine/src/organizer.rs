@@ -457,10 +457,11 @@ fn data_bytes(b: &Blob, block: u64) -> u64 {
         .sum()
 }
 
-/// Once per poller round: plans and starts a batch when one is due.
-pub fn tick(core: &mut Core) {
-    // The prefetcher's predicted promotions (bounded by its own queue).
-    for id in crate::prefetch::take_promote_requests(core) {
+/// Once per engine round: plans and starts a batch when one is due.
+/// `requests`: the prefetcher's predicted promotions since the last round
+/// (bounded by its own queue: `prefetch::take_promote_requests`).
+pub fn tick(core: &mut Core, requests: Vec<BlobId>) {
+    for id in requests {
         core.request_promote(id);
     }
     if !core.org.running() || core.org.in_flight.is_some() {

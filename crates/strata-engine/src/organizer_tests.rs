@@ -52,7 +52,7 @@ fn start(fx: &mut Fixture, with_journal: bool) -> mpsc::Receiver<Done> {
 /// Poller rounds until `done` (bounded; the guard is generous, nothing is timed).
 fn pump(core: &mut Core, rx: &mpsc::Receiver<Done>, mut done: impl FnMut(&mut Core) -> bool) {
     for _ in 0..50_000 {
-        crate::organizer::tick(core);
+        crate::organizer::tick(core, Vec::new());
         crate::stash::tick(core);
         Journal::round(core);
         while let Ok(m) = rx.try_recv() {
@@ -177,7 +177,7 @@ fn a_blob_written_during_its_copy_is_not_moved() {
     let disk_used = core.tiers.tiers[1].blob_bytes;
     let ram_used = core.tiers.tiers[0].blob_bytes;
     assert!(core.request_promote(x));
-    crate::organizer::tick(core);
+    crate::organizer::tick(core, Vec::new());
     assert!(
         core.org.status().in_flight,
         "the batch is with the organizer thread"
@@ -343,7 +343,7 @@ fn deleting_a_blob_during_its_copy_returns_all_space_at_once() {
     let x = core.meta.blob_lookup(b, "x").unwrap();
     assert_eq!(mask(core, x), 0b10);
     assert!(core.request_promote(x));
-    crate::organizer::tick(core);
+    crate::organizer::tick(core, Vec::new());
     assert!(core.org.status().in_flight);
     core.delete(b, "x").unwrap();
     // No waiting for the organizer thread: target freed, source unpinned.

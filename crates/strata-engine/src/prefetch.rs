@@ -85,7 +85,7 @@
 //! prefetcher sees the outcome in the metadata. With `organizer.enabled: false` nothing is
 //! asked (the model still learns).
 
-use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
+use foldhash::{HashMap, HashMapExt};
 use std::collections::VecDeque;
 use std::os::unix::fs::FileExt;
 use std::sync::mpsc::{self, SyncSender, TrySendError};
@@ -97,6 +97,7 @@ use strata_meta::{BlobId, BucketId};
 use strata_proto::control::PrefetchStatus;
 
 use crate::core::{Core, Src};
+use crate::trace::Tracer;
 
 /// Reads a stream needs before it is read ahead.
 pub const SEQ_READS_MIN: u32 = 2;
@@ -390,7 +391,7 @@ pub struct Prefetch {
     model: SuccessorModel,
     /// The blob each client thread (channel) read last.
     last_read: HashMap<(u64, u32), BlobId>,
-    in_flight: HashSet<(BucketId, u64)>,
+    /// Bytes of read-ahead in flight (the pages: `Core::fills_in_flight`).
     in_flight_bytes: u64,
     jobs: Option<SyncSender<Job>>,
     workers: Vec<std::thread::JoinHandle<()>>,
@@ -424,7 +425,6 @@ impl Prefetch {
             streams: StreamTable::default(),
             model: SuccessorModel::new(settings.successors_max.max(1) as usize, MODEL_BLOBS_MAX),
             last_read: HashMap::new(),
-            in_flight: HashSet::new(),
             in_flight_bytes: 0,
             jobs: None,
             workers: Vec::new(),
@@ -438,11 +438,6 @@ impl Prefetch {
         }
     }
 
-    /// Whether read-ahead is fetching page `page` of `file` now.
-    pub fn page_in_flight(&self, file: BucketId, page: u64) -> bool {
-        !self.in_flight.is_empty() && self.in_flight.contains(&(file, page))
-    }
-
     /// Whether reads are observed at all.
     pub fn active(&self) -> bool {
         self.settings.enabled && (self.readahead_on() || self.settings.predict)
@@ -452,16 +447,17 @@ impl Prefetch {
         self.settings.enabled && self.settings.readahead_pages > 0 && self.jobs.is_some()
     }
 
-    /// Starts the read-ahead workers; they report through `tx` and `wake`.
+    /// The prefetcher of `settings` with its read-ahead workers started;
+    /// they report through `tx` and `wake`.
     pub fn start(
-        core: &mut Core,
+        core: &Core,
         settings: Settings,
         tx: mpsc::Sender<crate::Done>,
         wake: Arc<dyn Fn() + Send + Sync>,
-    ) -> std::io::Result<()> {
-        core.prefetch = Prefetch::new(settings);
+    ) -> std::io::Result<Prefetch> {
+        let mut pf = Prefetch::new(settings);
         if !settings.enabled || settings.readahead_pages == 0 {
-            return Ok(());
+            return Ok(pf);
         }
         let (jtx, jrx) = mpsc::sync_channel::<Job>(READAHEAD_QUEUE_MAX);
         let jrx = Arc::new(Mutex::new(jrx));
@@ -471,10 +467,10 @@ impl Prefetch {
             let h = std::thread::Builder::new()
                 .name(format!("strata-readahead-{i}"))
                 .spawn(move || worker(arena, jrx, tx, wake))?;
-            core.prefetch.workers.push(h);
+            pf.workers.push(h);
         }
-        core.prefetch.jobs = Some(jtx);
-        Ok(())
+        pf.jobs = Some(jtx);
+        Ok(pf)
     }
 
     /// Stops the workers (shutdown): they end once their current read
@@ -628,43 +624,46 @@ fn read_page(
 // Hooks (poller thread)
 
 /// A `FileRead` of `[off, off+covered)` of `file` by channel `owner` succeeded.
-pub fn on_file_read(core: &mut Core, owner: (u64, u32), file: BucketId, off: u64, covered: u64) {
+pub fn on_file_read(
+    core: &mut Core,
+    pf: &mut Prefetch,
+    owner: (u64, u32),
+    file: BucketId,
+    off: u64,
+    covered: u64,
+) {
     let _ = owner;
     let Ok(rec) = core.meta.file(file) else {
         return;
     };
     let (page, dest_size, mod_gen) = (rec.page_bytes, rec.dest_size, rec.mod_gen);
     // Pages read that were prefetched: used.
-    if covered > 0 && !core.prefetch.pending.is_empty() {
+    if covered > 0 && !pf.pending.is_empty() {
         let (first, last) = (off / page, (off + covered - 1) / page);
         for p in first..=last.min(first + crate::files::READ_PAGES_MAX) {
-            if let Some(pd) = core.prefetch.pending.remove(&Key::Page(file, p)) {
+            if let Some(pd) = pf.pending.remove(&Key::Page(file, p)) {
                 let same = core
                     .meta
                     .page_blob(file, p)
                     .and_then(|b| core.meta.blob(b))
                     .is_some_and(|b| b.id == pd.blob && b.gen == pd.gen);
                 if same {
-                    core.prefetch.used(pd.bytes);
+                    pf.used(pd.bytes);
                 } else {
-                    core.prefetch.unused(pd.bytes);
+                    pf.unused(pd.bytes);
                 }
             }
         }
     }
-    if !core.prefetch.readahead_on() {
+    if !pf.readahead_on() {
         return;
     }
-    if core.prefetch.paused_reads > 0 {
-        core.prefetch.paused_reads -= 1;
+    if pf.paused_reads > 0 {
+        pf.paused_reads -= 1;
         return;
     }
-    let depth = core.prefetch.settings.readahead_pages;
-    let Some(pages) = core
-        .prefetch
-        .streams
-        .on_read(file, off, covered, page, depth)
-    else {
+    let depth = pf.settings.readahead_pages;
+    let Some(pages) = pf.streams.on_read(file, off, covered, page, depth) else {
         return;
     };
     let Ok(path) = core.meta.bucket(file).map(|b| b.name.to_string()) else {
@@ -679,11 +678,11 @@ pub fn on_file_read(core: &mut Core, owner: (u64, u32), file: BucketId, off: u64
         if page_off >= dest_size {
             break;
         }
-        if core.meta.page_blob(file, p).is_some() || core.prefetch.in_flight.contains(&(file, p)) {
+        if core.meta.page_blob(file, p).is_some() || core.fills_in_flight.contains(&(file, p)) {
             continue;
         }
         let len = page.min(dest_size - page_off);
-        if core.prefetch.in_flight_bytes + len > READAHEAD_IN_FLIGHT_BYTES_MAX {
+        if pf.in_flight_bytes + len > READAHEAD_IN_FLIGHT_BYTES_MAX {
             break;
         }
         let Some(arena) = core.tiers.arena.alloc.alloc(len) else {
@@ -698,15 +697,15 @@ pub fn on_file_read(core: &mut Core, owner: (u64, u32), file: BucketId, off: u64
             arena,
             mod_gen,
         };
-        let Some(jobs) = core.prefetch.jobs.as_ref() else {
+        let Some(jobs) = pf.jobs.as_ref() else {
             break;
         };
         match jobs.try_send(job) {
             Ok(()) => {
                 core.tiers.arena.leased_bytes += arena.len;
-                core.prefetch.in_flight.insert((file, p));
-                core.prefetch.in_flight_bytes += len;
-                core.prefetch.counters.readahead_pages_total += 1;
+                core.fills_in_flight.insert((file, p));
+                pf.in_flight_bytes += len;
+                pf.counters.readahead_pages_total += 1;
             }
             Err(TrySendError::Full(j)) | Err(TrySendError::Disconnected(j)) => {
                 if let Err(e) = core.tiers.arena.alloc.free(j.arena) {
@@ -719,12 +718,12 @@ pub fn on_file_read(core: &mut Core, owner: (u64, u32), file: BucketId, off: u64
 }
 
 /// A worker finished a read-ahead job: insert the page if still valid.
-pub fn complete(core: &mut Core, done: Done) {
+pub fn complete(core: &mut Core, pf: &mut Prefetch, tr: &mut Tracer, done: Done) {
     let Done { job, got } = done;
-    core.prefetch.in_flight.remove(&(job.file, job.page));
-    core.prefetch.in_flight_bytes -= job.len.min(core.prefetch.in_flight_bytes);
+    core.fills_in_flight.remove(&(job.file, job.page));
+    pf.in_flight_bytes -= job.len.min(pf.in_flight_bytes);
     core.tiers.arena.leased_bytes -= job.arena.len.min(core.tiers.arena.leased_bytes);
-    let discard = |core: &mut Core, why: &str| {
+    let discard = |core: &mut Core, pf: &mut Prefetch, why: &str| {
         tracing::trace!(
             file = job.file.0,
             page = job.page,
@@ -733,12 +732,12 @@ pub fn complete(core: &mut Core, done: Done) {
         if let Err(e) = core.tiers.arena.alloc.free(job.arena) {
             tracing::error!("returning read-ahead space failed: {e}");
         }
-        core.prefetch.counters.readahead_discarded_total += 1;
+        pf.counters.readahead_discarded_total += 1;
     };
     let got = match got {
         Ok(n) if n > 0 => n,
-        Ok(_) => return discard(core, "nothing at the destination"),
-        Err(e) => return discard(core, &e),
+        Ok(_) => return discard(core, pf, "nothing at the destination"),
+        Err(e) => return discard(core, pf, &e),
     };
     // Still the same file, unchanged since the job was issued, no write-through.
     let same_file = core
@@ -754,15 +753,15 @@ pub fn complete(core: &mut Core, done: Done) {
         || core.file_is_orphan(job.file)
         || !core.through_fill_ok(READAHEAD_OWNER, job.file)
     {
-        return discard(core, "the file changed");
+        return discard(core, pf, "the file changed");
     }
     if core.meta.page_blob(job.file, job.page).is_some() {
-        return discard(core, "the page is buffered already");
+        return discard(core, pf, "the page is buffered already");
     }
     // The bytes borrow a handle on the arena, not the core.
     let mem = core.tiers.arena.mem.clone();
     let Some(data) = mem.mapped(job.arena.off, got) else {
-        return discard(core, "arena range");
+        return discard(core, pf, "arena range");
     };
     // `file_fill` consumes the reserved space whatever it decides.
     match core.file_fill(
@@ -785,8 +784,8 @@ pub fn complete(core: &mut Core, done: Done) {
             };
             let (blob, gen, bytes, tier) = (b.id, b.gen, b.size, b.extents.first().map(|e| e.tier));
             debug_assert!(!b.dirty, "a read-ahead page is clean");
-            core.prefetch.counters.readahead_bytes_total += bytes;
-            core.prefetch.remember(
+            pf.counters.readahead_bytes_total += bytes;
+            pf.remember(
                 Key::Page(job.file, job.page),
                 Pending {
                     blob,
@@ -797,6 +796,7 @@ pub fn complete(core: &mut Core, done: Done) {
             );
             crate::trace::record_internal(
                 core,
+                tr,
                 "readahead",
                 job.file,
                 "",
@@ -808,8 +808,8 @@ pub fn complete(core: &mut Core, done: Done) {
         Ok(false) => {
             // The page was absent (checked above): no room in the buffer.
             // Reading ahead now would only read the destination for nothing.
-            core.prefetch.counters.readahead_discarded_total += 1;
-            core.prefetch.paused_reads = READAHEAD_PAUSE_READS;
+            pf.counters.readahead_discarded_total += 1;
+            pf.paused_reads = READAHEAD_PAUSE_READS;
         }
         Err(e) => {
             tracing::debug!(
@@ -817,35 +817,42 @@ pub fn complete(core: &mut Core, done: Done) {
                 page = job.page,
                 "read-ahead fill failed: {e}"
             );
-            core.prefetch.counters.readahead_discarded_total += 1;
+            pf.counters.readahead_discarded_total += 1;
         }
     }
 }
 
 /// A native `Get` of `bucket`/`name` by channel `owner` (a client thread) succeeded.
-pub fn on_get(core: &mut Core, owner: (u64, u32), bucket: BucketId, name: &str) {
+pub fn on_get(
+    core: &mut Core,
+    pf: &mut Prefetch,
+    tr: &mut Tracer,
+    owner: (u64, u32),
+    bucket: BucketId,
+    name: &str,
+) {
     let Ok(id) = core.meta.blob_lookup(bucket, name) else {
         return;
     };
-    if let Some(r) = core.prefetch.requested.remove(&id) {
+    if let Some(r) = pf.requested.remove(&id) {
         // Moved before this read: it counts (and is used right below).
         // Not yet moved: the request is moot.
         if has_risen(core, id, &r) {
-            promoted(core, id);
+            promoted(core, pf, tr, id);
         }
     }
-    if let Some(pd) = core.prefetch.pending.remove(&Key::Blob(id)) {
+    if let Some(pd) = pf.pending.remove(&Key::Blob(id)) {
         let same = core.meta.blob(id).is_some_and(|b| b.gen == pd.gen);
         if same {
-            core.prefetch.used(pd.bytes);
+            pf.used(pd.bytes);
         } else {
-            core.prefetch.unused(pd.bytes);
+            pf.unused(pd.bytes);
         }
     }
-    if !core.prefetch.settings.predict {
+    if !pf.settings.predict {
         return;
     }
-    let p = &mut core.prefetch;
+    let p = &mut *pf;
     if p.last_read.len() >= LAST_READ_CLIENTS_MAX && !p.last_read.contains_key(&owner) {
         p.last_read.clear();
     }
@@ -861,9 +868,7 @@ pub fn on_get(core: &mut Core, owner: (u64, u32), bucket: BucketId, name: &str) 
     let next: Vec<BlobId> = p.model.likely(id, min).into_iter().take(max).collect();
     let now = core.mono_ns();
     for s in next {
-        if core.prefetch.requested.contains_key(&s)
-            || core.prefetch.requested.len() >= PROMOTE_REQUESTS_MAX
-        {
+        if pf.requested.contains_key(&s) || pf.requested.len() >= PROMOTE_REQUESTS_MAX {
             continue;
         }
         let Some(b) = core.meta.blob(s) else { continue };
@@ -872,7 +877,7 @@ pub fn on_get(core: &mut Core, owner: (u64, u32), bucket: BucketId, name: &str) 
         let Some(slowest) = slowest_tier(b).filter(|t| *t > 0) else {
             continue;
         };
-        let p = &mut core.prefetch;
+        let p = &mut *pf;
         p.requested.insert(
             s,
             Request {
@@ -908,20 +913,20 @@ fn has_risen(core: &Core, id: BlobId, r: &Request) -> bool {
 /// organizer (`Core::request_promote`) moves them to the fastest tier with
 /// room when it can; the prefetcher sees the result in the metadata (the
 /// tiers of the blob's extents).
-pub fn take_promote_requests(core: &mut Core) -> Vec<BlobId> {
-    core.prefetch.promote_queue.drain(..).collect()
+pub fn take_promote_requests(pf: &mut Prefetch) -> Vec<BlobId> {
+    pf.promote_queue.drain(..).collect()
 }
 
 /// A promotion asked for arrived (the blob moved to a faster tier): it
 /// counts as prefetched until read, rewritten or demoted again.
-fn promoted(core: &mut Core, id: BlobId) {
-    core.prefetch.requested.remove(&id);
+fn promoted(core: &mut Core, pf: &mut Prefetch, tr: &mut Tracer, id: BlobId) {
+    pf.requested.remove(&id);
     let Some(b) = core.meta.blob(id) else { return };
     let (gen, bucket, name, bytes, tier) =
         (b.gen, b.bucket, b.name.to_string(), b.size, slowest_tier(b));
-    core.prefetch.counters.promoted_blobs_total += 1;
-    core.prefetch.counters.promoted_bytes_total += bytes;
-    core.prefetch.remember(
+    pf.counters.promoted_blobs_total += 1;
+    pf.counters.promoted_bytes_total += bytes;
+    pf.remember(
         Key::Blob(id),
         Pending {
             blob: id,
@@ -930,7 +935,7 @@ fn promoted(core: &mut Core, id: BlobId) {
             tier: tier.unwrap_or(0),
         },
     );
-    crate::trace::record_internal(core, "promote", bucket, &name, 0, bytes, tier);
+    crate::trace::record_internal(core, tr, "promote", bucket, &name, 0, bytes, tier);
 }
 
 /// Bytes of the I/O log read at start to warm the successor model (the newest).
@@ -963,7 +968,7 @@ fn tail_text(path: &std::path::Path, max: u64) -> String {
 /// Feeds the successor model with the `get`s of the I/O log at `path` (its
 /// rotated predecessor first; at most the newest `WARM_BYTES_MAX` bytes),
 /// per process, for blobs that exist now. Returns the pairs learned.
-pub fn warm_from_trace(core: &mut Core, path: &std::path::Path) -> usize {
+pub fn warm_from_trace(core: &Core, pf: &mut Prefetch, path: &std::path::Path) -> usize {
     let cur = tail_text(path, WARM_BYTES_MAX);
     let old = tail_text(
         &crate::trace::rotated_path(path),
@@ -989,7 +994,7 @@ pub fn warm_from_trace(core: &mut Core, path: &std::path::Path) -> usize {
         }
         if let Some(prev) = last.insert(r.pid, id) {
             if prev != id {
-                core.prefetch.model.record(prev, id);
+                pf.model.record(prev, id);
                 pairs += 1;
             }
         }
@@ -999,19 +1004,18 @@ pub fn warm_from_trace(core: &mut Core, path: &std::path::Path) -> usize {
 
 /// Periodic work (poller tick): sweeps pending entries for pages and blobs
 /// that went away, changed or were demoted before being read.
-pub fn tick(core: &mut Core) {
-    if core.prefetch.pending.is_empty() && core.prefetch.requested.is_empty() {
+pub fn tick(core: &mut Core, pf: &mut Prefetch, tr: &mut Tracer) {
+    if pf.pending.is_empty() && pf.requested.is_empty() {
         return;
     }
     let now = core.mono_ns();
-    if now.saturating_sub(core.prefetch.last_sweep_ns) < SWEEP_INTERVAL_NS {
+    if now.saturating_sub(pf.last_sweep_ns) < SWEEP_INTERVAL_NS {
         return;
     }
-    core.prefetch.last_sweep_ns = now;
+    pf.last_sweep_ns = now;
     // Requested promotions: arrived (count them), moot (the blob changed
     // or went away), or expired (the organizer did not move it in time).
-    let settled: Vec<(BlobId, bool)> = core
-        .prefetch
+    let settled: Vec<(BlobId, bool)> = pf
         .requested
         .iter()
         .filter_map(|(id, r)| {
@@ -1028,17 +1032,17 @@ pub fn tick(core: &mut Core) {
         .collect();
     for (id, arrived) in settled {
         if arrived {
-            promoted(core, id);
+            promoted(core, pf, tr, id);
         } else {
-            core.prefetch.requested.remove(&id);
+            pf.requested.remove(&id);
         }
     }
-    let n = core.prefetch.pending_order.len().min(SWEEP_PER_TICK);
+    let n = pf.pending_order.len().min(SWEEP_PER_TICK);
     for _ in 0..n {
-        let Some(key) = core.prefetch.pending_order.pop_front() else {
+        let Some(key) = pf.pending_order.pop_front() else {
             break;
         };
-        let Some(pd) = core.prefetch.pending.get(&key).copied() else {
+        let Some(pd) = pf.pending.get(&key).copied() else {
             continue;
         };
         let blob = match key {
@@ -1052,10 +1056,10 @@ pub fn tick(core: &mut Core) {
                 && (matches!(key, Key::Page(..)) || slowest_tier(b).unwrap_or(0) <= pd.tier)
         });
         if alive {
-            core.prefetch.pending_order.push_back(key);
+            pf.pending_order.push_back(key);
         } else {
-            core.prefetch.pending.remove(&key);
-            core.prefetch.unused(pd.bytes);
+            pf.pending.remove(&key);
+            pf.unused(pd.bytes);
         }
     }
 }
@@ -1098,9 +1102,10 @@ mod core_tests {
         std::fs::write(&path, &dest).unwrap();
         let path = path.to_str().unwrap().to_string();
         let core = &mut f.core;
-        core.prefetch = Prefetch::new(settings());
+        let pf = &mut Prefetch::new(settings());
+        let tr = &mut Tracer::off();
         let (jtx, jrx) = mpsc::sync_channel(64);
-        core.prefetch.jobs = Some(jtx);
+        pf.jobs = Some(jtx);
         let info = DestInfo {
             exists: true,
             mode: 0o600,
@@ -1118,9 +1123,9 @@ mod core_tests {
             )
             .unwrap();
         // Two sequential reads, as the poller's hook sees them: pages 2..6 are asked.
-        on_file_read(core, OWNER, id, 0, PAGE);
+        on_file_read(core, pf, OWNER, id, 0, PAGE);
         assert!(jrx.try_recv().is_err(), "one read is no stream");
-        on_file_read(core, OWNER, id, PAGE, PAGE);
+        on_file_read(core, pf, OWNER, id, PAGE, PAGE);
         let jobs: Vec<Job> = jrx.try_iter().collect();
         assert_eq!(
             jobs.iter().map(|j| j.page).collect::<Vec<_>>(),
@@ -1146,7 +1151,7 @@ mod core_tests {
             .get(&j.path)
             .and_then(|f| read_page(arena.as_ref(), f, &j, &mut Vec::new()));
         assert_eq!(got, Ok(PAGE));
-        complete(core, Done { job: j, got });
+        complete(core, pf, tr, Done { job: j, got });
         let ex = read(core, id, 2 * PAGE, PAGE);
         assert!(ex.len() == 1 && ex[0].tier == 0, "{ex:?}");
         let mut buf = vec![0u8; PAGE as usize];
@@ -1154,8 +1159,8 @@ mod core_tests {
         assert!(buf[..] == dest[2 * PAGE as usize..3 * PAGE as usize]);
         let bid = core.meta.page_blob(id, 2).unwrap();
         assert!(!core.meta.blob(bid).unwrap().dirty);
-        on_file_read(core, OWNER, id, 2 * PAGE, PAGE);
-        assert_eq!(core.prefetch.counters.used_bytes_total, PAGE);
+        on_file_read(core, pf, OWNER, id, 2 * PAGE, PAGE);
+        assert_eq!(pf.counters.used_bytes_total, PAGE);
         // Page 4 is written while pages 3..6 are in flight: they all arrive
         // after the write and are discarded; the written bytes stay.
         let mine = vec![0xABu8; PAGE as usize];
@@ -1168,9 +1173,9 @@ mod core_tests {
             let got = DestFds::default()
                 .get(&j.path)
                 .and_then(|f| read_page(arena.as_ref(), f, &j, &mut Vec::new()));
-            complete(core, Done { job: j, got });
+            complete(core, pf, tr, Done { job: j, got });
         }
-        assert_eq!(core.prefetch.counters.readahead_discarded_total, 3);
+        assert_eq!(pf.counters.readahead_discarded_total, 3);
         let ex = read(core, id, 4 * PAGE, PAGE);
         core.tiers
             .read(ex[0].tier as usize, ex[0].phys_off, &mut buf)
@@ -1184,7 +1189,7 @@ mod core_tests {
         );
         // Everything reserved came back.
         assert_eq!(core.tiers.arena.leased_bytes, 0);
-        assert!(core.prefetch.in_flight.is_empty() && core.prefetch.in_flight_bytes == 0);
+        assert!(core.fills_in_flight.is_empty() && pf.in_flight_bytes == 0);
         core.file_check().unwrap();
         core.check().unwrap();
     }
@@ -1198,9 +1203,10 @@ mod core_tests {
         std::fs::write(&path, &dest).unwrap();
         let path = path.to_str().unwrap().to_string();
         let core = &mut f.core;
-        core.prefetch = Prefetch::new(settings());
+        let pf = &mut Prefetch::new(settings());
+        let tr = &mut Tracer::off();
         let (jtx, jrx) = mpsc::sync_channel(64);
-        core.prefetch.jobs = Some(jtx);
+        pf.jobs = Some(jtx);
         // Every tier full of dirty pages of another file: nothing may be evicted.
         let other = OpenArgs {
             create: true,
@@ -1232,8 +1238,8 @@ mod core_tests {
                 },
             )
             .unwrap();
-        on_file_read(core, OWNER, id, 0, PAGE);
-        on_file_read(core, OWNER, id, PAGE, PAGE);
+        on_file_read(core, pf, OWNER, id, 0, PAGE);
+        on_file_read(core, pf, OWNER, id, PAGE, PAGE);
         let jobs: Vec<Job> = jrx.try_iter().collect();
         assert_eq!(jobs.len(), 4);
         let arena = core.tiers.arena.backend();
@@ -1241,20 +1247,20 @@ mod core_tests {
             let got = DestFds::default()
                 .get(&j.path)
                 .and_then(|f| read_page(arena.as_ref(), f, &j, &mut Vec::new()));
-            complete(core, Done { job: j, got });
+            complete(core, pf, tr, Done { job: j, got });
         }
         assert_eq!(
-            core.prefetch.counters.readahead_discarded_total, 4,
+            pf.counters.readahead_discarded_total, 4,
             "no room: {:?}",
-            core.prefetch.counters
+            pf.counters
         );
-        assert_eq!(core.prefetch.counters.readahead_bytes_total, 0);
+        assert_eq!(pf.counters.readahead_bytes_total, 0);
         // The reader goes on; nothing more is asked for the next reads.
         for p in 2..16 {
-            on_file_read(core, OWNER, id, p * PAGE, PAGE);
+            on_file_read(core, pf, OWNER, id, p * PAGE, PAGE);
         }
         assert!(jrx.try_recv().is_err(), "read-ahead paused");
-        assert_eq!(core.prefetch.paused_reads, READAHEAD_PAUSE_READS - 14);
+        assert_eq!(pf.paused_reads, READAHEAD_PAUSE_READS - 14);
         assert_eq!(core.tiers.arena.leased_bytes, 0);
         assert!(
             core.meta.file(w).unwrap().dirty_pages.len() == 32,

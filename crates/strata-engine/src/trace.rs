@@ -22,7 +22,7 @@
 //! (Moved here from docs/ARCHITECTURE.md, which keeps the map.)
 //!
 //! `trace.rs` is the **I/O log** (`trace:` config, `strata trace`). The engine's one hook,
-//! in `Engine::serve` (`trace::wants` before a request runs — to copy its name out of the
+//! in `Engine::serve` (`events::wanted` before a request runs — to copy its name out of the
 //! transport's buffer before the reply overwrites it — and `trace::observe` after) turns put/get/delete/rename and the file
 //! ops open/read/write/fill/truncate/unlink/sync into `Event`s (time, client pid, bucket, blob,
 //! offset, size, tier that served or took the bytes — `dest` for read-through —, error name)
@@ -42,18 +42,16 @@ use std::sync::Arc;
 
 use strata_meta::BucketId;
 use strata_proto::control::{TraceRecord, TraceStatus};
-use strata_proto::msg::{Reply, Request};
-use strata_proto::types::{ReadExtent, TIER_DEST, TIER_HOLE, TIER_PENDING};
-use strata_proto::Errno;
+
+use strata_proto::types::{TIER_DEST, TIER_HOLE, TIER_PENDING};
 
 use crate::core::{now_ns, Core};
+use crate::events::{Seen, SeenOp};
 
 /// Events waiting for the writer; beyond this they are dropped and counted.
 pub const TRACE_QUEUE_MAX: usize = 65_536;
 /// Bytes the writer appends per `write` call at most.
 const TRACE_BATCH_BYTES: usize = 256 << 10;
-/// Name bytes kept per event (longer names are cut).
-const TRACE_NAME_BYTES_MAX: usize = 4096;
 
 /// One traced operation, as the poller sees it.
 #[derive(Debug, Clone)]
@@ -321,181 +319,12 @@ impl Writer {
 }
 
 // ---------------------------------------------------------------------------
-// The engine's observation hook (Engine::serve)
+// The I/O log's side of the engine's observation hook (Engine::serve, crate::events)
 
-/// Whether request `req` is observed (traced or fed to the prefetcher).
-pub(crate) fn wants(core: &Core, req: &Request) -> bool {
-    let traced = matches!(
-        req,
-        Request::Put { .. }
-            | Request::Get { .. }
-            | Request::Delete { .. }
-            | Request::Rename { .. }
-            | Request::FileOpen { .. }
-            | Request::FileRead { .. }
-            | Request::FileWrite { .. }
-            | Request::FileFill { .. }
-            | Request::FileTruncate { .. }
-            | Request::FileUnlink { .. }
-            | Request::FileSync { .. }
-    );
-    let read = matches!(req, Request::Get { .. } | Request::FileRead { .. });
-    (core.trace.on() && traced) || (read && core.prefetch.active())
-}
-
-/// What the trace and the prefetcher need of a request that ran: taken
-/// before its reply is sent (the request borrows the transport's buffer).
-pub(crate) struct Seen {
-    op: TraceOp,
-    bucket: BucketId,
-    /// Blob name (or path of open/unlink), cut to `TRACE_NAME_BYTES_MAX`.
-    name: String,
-    offset: u64,
-    len: u64,
-    err: Option<Errno>,
-    /// Extent replies: the blob or file size and the bytes covered.
-    size: u64,
-    covered: u64,
-    /// `FileWrite`: where the bytes landed.
-    written_at: Option<u64>,
-    /// Extent replies: the first tier (`TIER_DEST`/`TIER_PENDING` if any).
-    tier: Option<u32>,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum TraceOp {
-    Put,
-    Get,
-    Delete,
-    Rename,
-    Open,
-    Unlink,
-    Read,
-    Write,
-    Fill,
-    Truncate,
-    Sync,
-    Other,
-}
-
-fn cut(name: &str) -> String {
-    let mut n = name.len().min(TRACE_NAME_BYTES_MAX);
-    while !name.is_char_boundary(n) {
-        n -= 1;
-    }
-    name[..n].to_string()
-}
-
-/// First extent tier of an extent reply (`TIER_DEST` if any part goes to the destination).
-fn reply_tier(extents: &[ReadExtent]) -> Option<u32> {
-    let mut first = None;
-    for e in extents.iter().take(4096) {
-        if e.tier == TIER_DEST || e.tier == TIER_PENDING {
-            return Some(e.tier);
-        }
-        if e.tier != TIER_HOLE && first.is_none() {
-            first = Some(e.tier);
-        }
-    }
-    first
-}
-
-impl Seen {
-    pub fn of(req: &Request, res: &Result<Reply, Errno>) -> Seen {
-        let (op, bucket, name, offset, len) = match *req {
-            Request::Put {
-                bucket,
-                name,
-                mode,
-                data,
-                ..
-            } => {
-                let off = match mode {
-                    strata_proto::PutMode::At(o) => o,
-                    _ => 0,
-                };
-                (TraceOp::Put, bucket, cut(name), off, data.len())
-            }
-            Request::Get {
-                bucket,
-                name,
-                offset,
-                len,
-            } => (TraceOp::Get, bucket, cut(name), offset, len),
-            Request::Delete { bucket, name } => (TraceOp::Delete, bucket, cut(name), 0, 0),
-            Request::Rename { bucket, from, .. } => (TraceOp::Rename, bucket, cut(from), 0, 0),
-            Request::FileOpen { path, .. } => (TraceOp::Open, 0, cut(path), 0, 0),
-            Request::FileUnlink { path } => (TraceOp::Unlink, 0, cut(path), 0, 0),
-            Request::FileRead { file, offset, len } => {
-                (TraceOp::Read, file, String::new(), offset, len)
-            }
-            Request::FileWrite { file, at, data } => (
-                TraceOp::Write,
-                file,
-                String::new(),
-                at.unwrap_or(0),
-                data.len(),
-            ),
-            Request::FileFill {
-                file,
-                page_off,
-                data,
-                ..
-            } => (TraceOp::Fill, file, String::new(), page_off, data.len()),
-            Request::FileTruncate { file, size } => {
-                (TraceOp::Truncate, file, String::new(), 0, size)
-            }
-            Request::FileSync { file, .. } => (TraceOp::Sync, file, String::new(), 0, 0),
-            _ => (TraceOp::Other, 0, String::new(), 0, 0),
-        };
-        let mut seen = Seen {
-            op,
-            bucket: BucketId(bucket),
-            name,
-            offset,
-            len,
-            err: None,
-            size: 0,
-            covered: 0,
-            written_at: None,
-            tier: None,
-        };
-        match res {
-            Err(e) => seen.err = Some(*e),
-            Ok(Reply::NeedFill { .. }) => seen.err = Some(Errno::NeedFill),
-            Ok(Reply::Extents {
-                size,
-                covered,
-                extents,
-                ..
-            }) => {
-                seen.size = *size;
-                seen.covered = *covered;
-                seen.tier = reply_tier(extents);
-            }
-            Ok(Reply::Written { at, .. }) => seen.written_at = Some(*at),
-            Ok(_) => {}
-        }
-        seen
-    }
-}
-
-/// After a request of client (`client`, `ch`, `pid`) ran: records it in
-/// the trace and tells the prefetcher.
-pub(crate) fn observe(core: &mut Core, client: u64, ch: u32, pid: u32, s: Seen) {
-    let ok = s.err.is_none();
+/// After a request of process `pid` ran: records it in the I/O log.
+pub(crate) fn observe(core: &Core, tr: &mut Tracer, pid: u32, s: &Seen) {
     let bucket = s.bucket;
-    // The prefetcher first: it sees every successful read.
-    if ok && core.prefetch.active() {
-        match s.op {
-            TraceOp::Get => crate::prefetch::on_get(core, (client, ch), bucket, &s.name),
-            TraceOp::Read => {
-                crate::prefetch::on_file_read(core, (client, ch), bucket, s.offset, s.covered)
-            }
-            _ => {}
-        }
-    }
-    if !core.trace.on() {
+    if !tr.on() {
         return;
     }
     let err = s.err.map(|e| e.name());
@@ -518,9 +347,10 @@ pub(crate) fn observe(core: &mut Core, client: u64, ch: u32, pid: u32, s: Seen) 
             .find(|e| !e.is_hole())
             .map(|e| e.tier)
     };
-    let name = s.name;
+    let ok = s.err.is_none();
+    let name = s.name.clone();
     let (opname, blob, tier, size, off, path) = match s.op {
-        TraceOp::Put => (
+        SeenOp::Put => (
             "put",
             name.clone(),
             if ok { blob_tier(core, &name) } else { None },
@@ -528,7 +358,7 @@ pub(crate) fn observe(core: &mut Core, client: u64, ch: u32, pid: u32, s: Seen) 
             s.offset,
             None,
         ),
-        TraceOp::Get => (
+        SeenOp::Get => (
             "get",
             name,
             if ok { s.tier } else { None },
@@ -536,11 +366,11 @@ pub(crate) fn observe(core: &mut Core, client: u64, ch: u32, pid: u32, s: Seen) 
             s.offset,
             None,
         ),
-        TraceOp::Delete => ("delete", name, None, 0, 0, None),
-        TraceOp::Rename => ("rename", name, None, 0, 0, None),
-        TraceOp::Open => ("open", String::new(), None, 0, 0, Some(name)),
-        TraceOp::Unlink => ("unlink", String::new(), None, 0, 0, Some(name)),
-        TraceOp::Read => (
+        SeenOp::Delete => ("delete", name, None, 0, 0, None),
+        SeenOp::Rename => ("rename", name, None, 0, 0, None),
+        SeenOp::Open => ("open", String::new(), None, 0, 0, Some(name)),
+        SeenOp::Unlink => ("unlink", String::new(), None, 0, 0, Some(name)),
+        SeenOp::Read => (
             "read",
             String::new(),
             if ok { s.tier } else { None },
@@ -548,7 +378,7 @@ pub(crate) fn observe(core: &mut Core, client: u64, ch: u32, pid: u32, s: Seen) 
             s.offset,
             None,
         ),
-        TraceOp::Write => {
+        SeenOp::Write => {
             let at = s.written_at.unwrap_or(s.offset);
             (
                 "write",
@@ -559,7 +389,7 @@ pub(crate) fn observe(core: &mut Core, client: u64, ch: u32, pid: u32, s: Seen) 
                 None,
             )
         }
-        TraceOp::Fill => (
+        SeenOp::Fill => (
             "fill",
             String::new(),
             if ok { page_tier(core, s.offset) } else { None },
@@ -567,9 +397,9 @@ pub(crate) fn observe(core: &mut Core, client: u64, ch: u32, pid: u32, s: Seen) 
             s.offset,
             None,
         ),
-        TraceOp::Truncate => ("truncate", String::new(), None, s.len, 0, None),
-        TraceOp::Sync => ("sync", String::new(), None, 0, 0, None),
-        TraceOp::Other => return,
+        SeenOp::Truncate => ("truncate", String::new(), None, s.len, 0, None),
+        SeenOp::Sync => ("sync", String::new(), None, 0, 0, None),
+        SeenOp::Other => return,
     };
     let bucket_name = match path {
         Some(p) => p,
@@ -590,12 +420,14 @@ pub(crate) fn observe(core: &mut Core, client: u64, ch: u32, pid: u32, s: Seen) 
         tier,
         err,
     };
-    core.trace.record(e);
+    tr.record(e);
 }
 
 /// Records an operation of the daemon itself (read-ahead, promotion).
+#[allow(clippy::too_many_arguments)]
 pub fn record_internal(
-    core: &mut Core,
+    core: &Core,
+    tr: &mut Tracer,
     op: &'static str,
     bucket: BucketId,
     blob: &str,
@@ -603,7 +435,7 @@ pub fn record_internal(
     size: u64,
     tier: Option<u32>,
 ) {
-    if !core.trace.on() {
+    if !tr.on() {
         return;
     }
     let bucket = core
@@ -611,7 +443,7 @@ pub fn record_internal(
         .bucket(bucket)
         .map(|b| b.name.to_string())
         .unwrap_or_default();
-    core.trace.record(Event {
+    tr.record(Event {
         t_ns: now_ns(),
         pid: 0,
         op,
