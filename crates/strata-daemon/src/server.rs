@@ -428,7 +428,7 @@ impl Poller {
                 return false;
             }
         }
-        self.engine.core.org.shutdown();
+        strata_engine::organizer::shutdown(&mut self.engine.core);
         self.keep_workflow_files();
         if let Some(f) = self.engine.flusher.as_mut() {
             f.stop();

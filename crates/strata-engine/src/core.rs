@@ -85,6 +85,8 @@ pub struct Core {
     pub fills_in_flight: foldhash::HashSet<(BucketId, u64)>,
     /// The buffer organizer (scores, moves between tiers, promotion requests).
     pub org: crate::organizer::Organizer,
+    /// Access statistics and notices for the organizer (crate::events).
+    pub access: crate::events::Accesses,
 }
 
 pub fn now_ns() -> u64 {
@@ -115,6 +117,7 @@ impl Core {
             fsync_relaxed: Vec::new(),
             fills_in_flight: Default::default(),
             org: Default::default(),
+            access: Default::default(),
         }
     }
 
@@ -477,13 +480,11 @@ impl Core {
             }
         };
         let size = src.data().len() as u64;
-        let params = self.org.params;
         let blob = self.meta.blob_mut(id).ok_or(Errno::Internal)?;
         let old = std::mem::replace(&mut blob.extents, extents);
         let old_size = std::mem::replace(&mut blob.size, size);
         blob.mtime_ns = now;
-        crate::organizer::record_access(blob, now, &params);
-        self.org.accessed(id);
+        self.access.record(blob, now);
         blob.dirty = true;
         debug_assert!(blob.check().is_ok(), "{:?}", blob.check());
         self.meta.blob_touch(id);
@@ -605,14 +606,12 @@ impl Core {
         if extents.len() > limit {
             extents = self.compact(&extents, new_size, policy)?;
         }
-        let params = self.org.params;
         let blob = self.meta.blob_mut(id).ok_or(Errno::Internal)?;
         let old_size = blob.size;
         blob.extents = extents;
         blob.size = new_size;
         blob.mtime_ns = now;
-        crate::organizer::record_access(blob, now, &params);
-        self.org.accessed(id);
+        self.access.record(blob, now);
         blob.dirty = true;
         debug_assert!(blob.check().is_ok(), "{:?}", blob.check());
         self.meta.blob_touch(id);
@@ -686,10 +685,8 @@ impl Core {
     ) -> Result<(u64, u64, u64)> {
         let id = self.meta.blob_lookup(bucket, name)?;
         let now = now_ns();
-        let params = self.org.params;
         let blob = self.meta.blob_stats_mut(id).ok_or(Errno::Internal)?;
-        crate::organizer::record_access(blob, now, &params);
-        self.org.accessed(id);
+        self.access.record(blob, now);
         let size = blob.size;
         let start = offset.min(size);
         let end = offset.saturating_add(len).min(size);

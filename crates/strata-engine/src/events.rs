@@ -8,13 +8,18 @@
 //! the store in the engine (`Engine::trace`, `Engine::prefetch`), not in
 //! `Core`, and know no transport.
 //!
+//! The store's own notices are [`Accesses`]: every put, append, get and
+//! page read updates the blob's access statistics and notes the blob for
+//! the organizer's next round (`Core::access`).
+//!
 //! **Architecture Invariant:** observing never changes what a request
 //! answered and never blocks the engine (the I/O log drops and counts when
 //! its queue is full).
 //! **API Boundary:** plain data from `strata_proto` requests and replies;
 //! no service state here.
 
-use strata_meta::BucketId;
+use strata_meta::{Blob, BlobId, BucketId};
+use strata_organize::ScoreParams;
 use strata_proto::msg::{Reply, Request};
 use strata_proto::types::{ReadExtent, TIER_DEST, TIER_HOLE, TIER_PENDING};
 use strata_proto::Errno;
@@ -177,5 +182,90 @@ impl Seen {
             Ok(_) => {}
         }
         seen
+    }
+}
+
+/// Blobs noted as accessed between two rounds of the organizer, at most
+/// (more are dropped: the organizer's rotating window still finds them).
+pub const ACCESSED_MAX: usize = 16_384;
+
+/// The store's access notices: statistics for the score of each blob, and
+/// the blobs accessed since the organizer last looked (bounded).
+#[derive(Debug)]
+pub struct Accesses {
+    /// The score windows (`organizer.recency_window`, `frequency_window`).
+    pub params: ScoreParams,
+    /// Whether blobs are noted (an organizer runs).
+    noting: bool,
+    ids: Vec<BlobId>,
+}
+
+impl Default for Accesses {
+    fn default() -> Self {
+        let cfg = strata_config::OrganizerConfig::default();
+        Accesses {
+            params: ScoreParams {
+                recency_window_ns: cfg.recency_window_ns(),
+                frequency_window_ns: cfg.frequency_window_ns(),
+            },
+            noting: false,
+            ids: Vec::new(),
+        }
+    }
+}
+
+impl Accesses {
+    /// Blob `b` was read or written at `now` (ns): its access count, time
+    /// and decayed heat move, and it is noted for the organizer.
+    pub fn record(&mut self, b: &mut Blob, now: u64) {
+        b.heat = strata_organize::heat_after_access(b.heat, b.atime_ns, now, &self.params);
+        b.access_count += 1;
+        b.atime_ns = now;
+        if self.noting && self.ids.len() < ACCESSED_MAX {
+            self.ids.push(b.id);
+        }
+    }
+
+    /// Starts or stops noting accessed blobs (stopping forgets them).
+    pub fn set_noting(&mut self, on: bool) {
+        self.noting = on;
+        if !on {
+            self.ids.clear();
+        }
+    }
+
+    /// The blobs accessed since the last call (may repeat).
+    pub fn take(&mut self) -> Vec<BlobId> {
+        std::mem::take(&mut self.ids)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strata_meta::{Limits, MetaStore};
+
+    #[test]
+    fn accesses_move_the_statistics_and_note_only_while_an_organizer_runs() {
+        let mut meta = MetaStore::new(0, Limits::default());
+        let (b, _) = meta.bucket_open("b", true, false, 0).unwrap();
+        let id = meta.blob_create(b, "x", 0).unwrap();
+        let mut a = Accesses::default();
+        let blob = meta.blob_stats_mut(id).unwrap();
+        a.record(blob, 1_000);
+        assert_eq!((blob.access_count, blob.atime_ns), (1, 1_000));
+        assert!(blob.heat > 0.0);
+        assert!(a.take().is_empty(), "nothing noted without an organizer");
+        a.set_noting(true);
+        for t in 0..(ACCESSED_MAX as u64 + 10) {
+            a.record(blob, 2_000 + t);
+        }
+        let noted = a.take();
+        assert_eq!(noted.len(), ACCESSED_MAX, "bounded");
+        assert!(noted.iter().all(|n| *n == id));
+        assert!(a.take().is_empty(), "taken once");
+        a.record(blob, 5_000_000);
+        a.set_noting(false);
+        assert!(a.take().is_empty(), "stopping forgets");
     }
 }

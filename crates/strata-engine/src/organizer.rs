@@ -91,7 +91,7 @@ pub const REQUESTS_MAX: usize = 4096;
 pub const SCAN_BLOBS_MAX: usize = 16_384;
 /// Blobs accessed since the last round that are scored in it (more are
 /// left to the rotating window).
-pub const RECENT_MAX: usize = 16_384;
+pub const RECENT_MAX: usize = crate::events::ACCESSED_MAX;
 /// Moves per round (one batch).
 pub const MOVES_PER_ROUND_MAX: usize = 64;
 /// Bytes per round when the bandwidth is unlimited.
@@ -153,13 +153,10 @@ pub struct MoveDone {
 /// The organizer's state on the poller (in `Core`).
 pub struct Organizer {
     pub enabled: bool,
-    pub params: ScoreParams,
     cfg: OrganizerConfig,
     tier_scores: Vec<f64>,
     requests: VecDeque<BlobId>,
     requested: HashSet<BlobId>,
-    /// Blobs accessed since the last round (≤ `RECENT_MAX`, may repeat).
-    recent: Vec<BlobId>,
     tx: Option<mpsc::Sender<MoveBatch>>,
     in_flight: Option<InFlight>,
     next_batch: u64,
@@ -173,15 +170,10 @@ impl Default for Organizer {
         let cfg = OrganizerConfig::default();
         Organizer {
             enabled: false,
-            params: ScoreParams {
-                recency_window_ns: cfg.recency_window_ns(),
-                frequency_window_ns: cfg.frequency_window_ns(),
-            },
             cfg,
             tier_scores: Vec::new(),
             requests: VecDeque::new(),
             requested: HashSet::new(),
-            recent: Vec::new(),
             tx: None,
             in_flight: None,
             next_batch: 1,
@@ -193,26 +185,15 @@ impl Default for Organizer {
 }
 
 impl Organizer {
-    /// Takes the score windows from the configuration (the thread starts in [`start`]).
+    /// Takes thresholds and limits from the configuration (the thread and
+    /// the store's score windows, `Core::access`, are set by [`start`]).
     pub fn configure(&mut self, cfg: &OrganizerConfig) {
-        self.params = ScoreParams {
-            recency_window_ns: cfg.recency_window_ns(),
-            frequency_window_ns: cfg.frequency_window_ns(),
-        };
         self.cfg = cfg.clone();
         self.status.bandwidth_max_mib_s = cfg.bandwidth_max_mib_s;
     }
 
-    /// Notes an access of `id` so the next round scores it (hot blobs are
-    /// found at once however many blobs there are).
-    pub fn accessed(&mut self, id: BlobId) {
-        if self.enabled && self.recent.len() < RECENT_MAX {
-            self.recent.push(id);
-        }
-    }
-
     /// Shutdown: no new rounds (a batch in flight still completes or is cancelled).
-    pub fn shutdown(&mut self) {
+    fn shutdown(&mut self) {
         self.enabled = false;
         self.requests.clear();
         self.requested.clear();
@@ -241,17 +222,16 @@ impl Organizer {
     }
 }
 
-/// Updates a blob's access statistics (count, time, decayed heat).
-pub fn record_access(b: &mut Blob, now: u64, p: &ScoreParams) {
-    b.heat = strata_organize::heat_after_access(b.heat, b.atime_ns, now, p);
-    b.access_count += 1;
-    b.atime_ns = now;
-}
-
 impl Core {
     /// A blob's score now: its user score if set, else from heat and recency.
     pub fn score_of(&self, b: &Blob) -> f32 {
-        strata_organize::blob_score(b.heat, b.atime_ns, now_ns(), b.user_score, &self.org.params)
+        strata_organize::blob_score(
+            b.heat,
+            b.atime_ns,
+            now_ns(),
+            b.user_score,
+            &self.access.params,
+        )
     }
 
     /// Records a read of the page blobs of file `id` covering `[start, end)` (FileRead).
@@ -266,7 +246,6 @@ impl Core {
         if end <= start || page == 0 {
             return;
         }
-        let p = self.org.params;
         // Bounded by the pages one FileRead walks.
         for pg in start / page..=(end - 1) / page {
             if let Some(b) = self
@@ -274,8 +253,7 @@ impl Core {
                 .page_blob(id, pg)
                 .and_then(|b| self.meta.blob_stats_mut(b))
             {
-                record_access(b, now, &p);
-                self.org.accessed(b.id);
+                self.access.record(b, now);
             }
         }
     }
@@ -402,6 +380,13 @@ impl OrgIo {
     }
 }
 
+/// Shutdown: no new rounds, no more access notices (a batch in flight
+/// still completes or is cancelled).
+pub fn shutdown(core: &mut Core) {
+    core.org.shutdown();
+    core.access.set_noting(false);
+}
+
 /// Starts the organizer thread when `organizer.enabled` and there are at
 /// least two tiers; its reports arrive as `crate::Done::Organizer`.
 pub fn start(
@@ -411,6 +396,10 @@ pub fn start(
     wake: Arc<dyn Fn() + Send + Sync>,
 ) -> std::io::Result<()> {
     core.org.configure(cfg);
+    core.access.params = ScoreParams {
+        recency_window_ns: cfg.recency_window_ns(),
+        frequency_window_ns: cfg.frequency_window_ns(),
+    };
     core.org.tier_scores = strata_organize::tier_scores(
         &core
             .tiers
@@ -445,6 +434,7 @@ pub fn start(
         })?;
     core.org.tx = Some(btx);
     core.org.enabled = true;
+    core.access.set_noting(true);
     Ok(())
 }
 
@@ -506,7 +496,7 @@ pub fn tick(core: &mut Core, requests: Vec<BlobId>) {
         })
         .collect();
     // A rotating window of the blob table, plus the requested blobs.
-    let p = core.org.params;
+    let p = core.access.params;
     let state = |b: &Blob| BlobState {
         id: b.id.0,
         bytes: data_bytes(b, block),
@@ -530,7 +520,7 @@ pub fn tick(core: &mut Core, requests: Vec<BlobId>) {
     core.org.scan_cursor += SCAN_BLOBS_MAX;
     let requests: Vec<BlobId> = core.org.requests.drain(..).collect();
     core.org.requested.clear();
-    let recent = std::mem::take(&mut core.org.recent);
+    let recent = core.access.take();
     let mut seen: HashSet<u64> = if requests.is_empty() && recent.is_empty() {
         HashSet::new()
     } else {
