@@ -1003,7 +1003,7 @@ impl Poller {
             journal: self.engine.core.journal.as_ref().map(|j| j.status()),
             trace: self.engine.trace.status(),
             prefetch: self.engine.prefetch.status(),
-            organizer: Some(self.engine.core.org.status()),
+            organizer: Some(strata_engine::organizer::status(&self.engine.core)),
         }
     }
 }

@@ -54,6 +54,8 @@ struct PinRec {
 /// Limits of the core's own tables.
 pub const PINS_PER_CHANNEL_MAX: usize = 4096;
 pub const PIECES_MAX: usize = 16;
+/// The pin owner of copies between tiers (the organizer's moves).
+pub const COPY_OWNER: (u64, u32) = (u64::MAX, 2);
 /// Bucket tag selecting the bucket's placement policy.
 pub const BUCKET_POLICY_TAG: &str = "placement";
 
@@ -87,6 +89,8 @@ pub struct Core {
     pub org: crate::organizer::Organizer,
     /// Access statistics and notices for the organizer (crate::events).
     pub access: crate::events::Accesses,
+    /// Copies of extents in flight between tiers (the organizer's moves).
+    pub copies: crate::copies::Copies,
 }
 
 pub fn now_ns() -> u64 {
@@ -118,6 +122,7 @@ impl Core {
             fills_in_flight: Default::default(),
             org: Default::default(),
             access: Default::default(),
+            copies: Default::default(),
         }
     }
 
@@ -251,8 +256,13 @@ impl Core {
     }
 
     pub(crate) fn free_extents(&mut self, extents: &[Extent]) {
-        if self.org.moving() {
-            crate::organizer::cancel_for(self, extents);
+        if self.copies.busy() {
+            // A copy reading any of them is cancelled at once: its target
+            // space returned, its source unpinned (crate::copies).
+            for (pin, dst) in self.copies.cancel_reading(extents) {
+                self.unpin(COPY_OWNER, pin);
+                self.free_unreferenced(&dst);
+            }
         }
         for e in extents {
             if e.is_hole() {
@@ -264,6 +274,14 @@ impl Core {
             } else {
                 self.release_extent(e.tier, e.phys_off, e.len);
             }
+        }
+    }
+
+    /// Returns space no blob points to (a copy's target): at once, never
+    /// journaled.
+    pub(crate) fn free_unreferenced(&mut self, extents: &[Extent]) {
+        for e in extents.iter().filter(|e| !e.is_hole()) {
+            self.tiers.free_extent(e.tier as usize, e.phys_off, e.len);
         }
     }
 

@@ -59,6 +59,7 @@
 //! **API Boundary:** no client code, no CLI. The poller never does destination I/O: clients
 //! read the destination, flusher and read-ahead threads read and write it.
 
+pub mod copies;
 pub mod core;
 pub mod dispatch;
 pub mod drain;

@@ -69,7 +69,7 @@
 //! `promote_threshold`, or blobs that do not fit under the fastest tier's `high_water` are
 //! ignored.
 
-use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
+use foldhash::{HashSet, HashSetExt};
 use std::collections::VecDeque;
 use std::sync::{mpsc, Arc, Mutex};
 
@@ -83,7 +83,7 @@ use crate::tier::TierIo;
 use crate::Done;
 
 /// Pin owner of organizer batches (client ids never reach it).
-pub const ORGANIZER_OWNER: (u64, u32) = (u64::MAX, 2);
+pub const ORGANIZER_OWNER: (u64, u32) = crate::core::COPY_OWNER;
 /// Queued promotion requests (prefetcher); more are dropped and counted.
 pub const REQUESTS_MAX: usize = 4096;
 /// Blobs scored per round from a rotating window over the blob table
@@ -123,22 +123,6 @@ pub struct MoveJob {
     pub cancel: Arc<Mutex<bool>>,
 }
 
-/// The poller's record of a job in flight.
-struct Slot {
-    cancel: Arc<Mutex<bool>>,
-    pin: u64,
-    dst: Vec<Extent>,
-    /// Target freed and source unpinned already (cancelled).
-    done: bool,
-}
-
-struct InFlight {
-    id: u64,
-    slots: Vec<Slot>,
-    /// Source extent → its job: a free of one of them cancels the job.
-    src_keys: HashMap<(u32, u64), usize>,
-}
-
 pub struct MoveBatch {
     pub id: u64,
     pub jobs: Vec<MoveJob>,
@@ -158,7 +142,6 @@ pub struct Organizer {
     requests: VecDeque<BlobId>,
     requested: HashSet<BlobId>,
     tx: Option<mpsc::Sender<MoveBatch>>,
-    in_flight: Option<InFlight>,
     next_batch: u64,
     last_round_ns: u64,
     scan_cursor: usize,
@@ -175,7 +158,6 @@ impl Default for Organizer {
             requests: VecDeque::new(),
             requested: HashSet::new(),
             tx: None,
-            in_flight: None,
             next_batch: 1,
             last_round_ns: 0,
             scan_cursor: 0,
@@ -199,11 +181,6 @@ impl Organizer {
         self.requested.clear();
     }
 
-    /// A batch is in flight (its sources are watched by `free_extents`).
-    pub fn moving(&self) -> bool {
-        self.in_flight.is_some()
-    }
-
     pub fn running(&self) -> bool {
         self.enabled && self.tx.is_some()
     }
@@ -212,14 +189,18 @@ impl Organizer {
     pub fn busy(&self) -> bool {
         self.running() && !self.requests.is_empty()
     }
+}
 
-    pub fn status(&self) -> OrganizerStatus {
-        let mut s = self.status.clone();
-        s.enabled = self.running();
-        s.requests_queued = self.requests.len() as u64;
-        s.in_flight = self.in_flight.is_some();
-        s
-    }
+/// The organizer's counters, with the store's view of its copies (in
+/// flight; those cancelled by a free count as discarded).
+pub fn status(core: &Core) -> OrganizerStatus {
+    let o = &core.org;
+    let mut s = o.status.clone();
+    s.enabled = o.running();
+    s.requests_queued = o.requests.len() as u64;
+    s.in_flight = core.copies.busy();
+    s.discarded_moves += core.copies.cancelled_total;
+    s
 }
 
 impl Core {
@@ -454,7 +435,7 @@ pub fn tick(core: &mut Core, requests: Vec<BlobId>) {
     for id in requests {
         core.request_promote(id);
     }
-    if !core.org.running() || core.org.in_flight.is_some() {
+    if !core.org.running() || core.copies.busy() {
         return;
     }
     let now_mono = core.mono_ns();
@@ -595,7 +576,7 @@ fn start_batch(core: &mut Core, moves: Vec<strata_organize::Move>) {
             debug_assert_eq!(at, e.len, "target ranges cover the extent");
         }
         if !ok || dst.len() > limit {
-            free_dst(core, &dst);
+            core.free_unreferenced(&dst);
             core.org.status.skipped_moves += 1;
             continue;
         }
@@ -608,7 +589,7 @@ fn start_batch(core: &mut Core, moves: Vec<strata_organize::Move>) {
             Ok(p) => p,
             Err(e) => {
                 tracing::warn!("organizer cannot pin its sources: {e}");
-                free_dst(core, &dst);
+                core.free_unreferenced(&dst);
                 continue;
             }
         };
@@ -632,102 +613,46 @@ fn start_batch(core: &mut Core, moves: Vec<strata_organize::Move>) {
     }
     let id = core.org.next_batch;
     core.org.next_batch += 1;
-    let mut flight = InFlight {
-        id,
-        slots: Vec::with_capacity(jobs.len()),
-        src_keys: HashMap::new(),
-    };
     let mut batch = MoveBatch {
         id,
         jobs: Vec::with_capacity(jobs.len()),
     };
-    for (i, (pin, job)) in jobs.into_iter().enumerate() {
-        for e in job.src.iter().filter(|e| !e.is_hole()) {
-            flight.src_keys.insert((e.tier, e.phys_off), i);
-        }
-        flight.slots.push(Slot {
+    let mut copies = Vec::with_capacity(jobs.len());
+    for (pin, job) in jobs {
+        let slot = crate::copies::Slot {
             cancel: job.cancel.clone(),
             pin,
             dst: job.dst.clone(),
             done: false,
-        });
+        };
+        copies.push((job.src.clone(), slot));
         batch.jobs.push(job);
     }
-    core.org.in_flight = Some(flight);
+    core.copies.begin(id, copies);
     let sent = core.org.tx.as_ref().map(|tx| tx.send(batch));
     if !matches!(sent, Some(Ok(()))) {
         tracing::error!("organizer thread gone: the organizer stops");
         core.org.tx = None;
-        if let Some(f) = core.org.in_flight.take() {
-            for slot in f.slots {
+        for slot in core.copies.finish(id).unwrap_or_default() {
+            if !slot.done {
                 core.unpin(ORGANIZER_OWNER, slot.pin);
-                free_dst(core, &slot.dst);
+                core.free_unreferenced(&slot.dst);
             }
         }
-    }
-}
-
-/// `Core::free_extents` is about to free `extents`: a job copying any of
-/// them is cancelled at once — its target space returned, its source
-/// unpinned — so a deleted or rewritten blob's space comes back without
-/// waiting for the copy.
-pub(crate) fn cancel_for(core: &mut Core, extents: &[Extent]) {
-    let Some(f) = core.org.in_flight.as_mut() else {
-        return;
-    };
-    let mut hit: Vec<usize> = extents
-        .iter()
-        .filter(|e| !e.is_hole())
-        .filter_map(|e| f.src_keys.get(&(e.tier, e.phys_off)).copied())
-        .collect();
-    hit.sort_unstable();
-    hit.dedup();
-    for i in hit {
-        let Some(f) = core.org.in_flight.as_mut() else {
-            return;
-        };
-        let slot = &mut f.slots[i];
-        if slot.done {
-            continue;
-        }
-        // Waits at most for one chunk the thread is writing.
-        *slot.cancel.lock().unwrap_or_else(|e| e.into_inner()) = true;
-        slot.done = true;
-        let (pin, dst) = (slot.pin, std::mem::take(&mut slot.dst));
-        core.org.status.discarded_moves += 1;
-        core.unpin(ORGANIZER_OWNER, pin);
-        free_dst(core, &dst);
-    }
-}
-
-/// Returns target space that no blob points to (never journaled: freed at once).
-fn free_dst(core: &mut Core, dst: &[Extent]) {
-    for e in dst.iter().filter(|e| !e.is_hole()) {
-        core.tiers.free_extent(e.tier as usize, e.phys_off, e.len);
     }
 }
 
 /// Handles the organizer thread's report (poller thread): commits each
 /// move whose blob did not change meanwhile, discards the others.
 pub fn complete(core: &mut Core, done: MoveDone) {
-    let flight = match core.org.in_flight.take() {
-        Some(f) if f.id == done.batch.id => f,
-        other => {
-            core.org.in_flight = other;
-            tracing::error!(
-                batch = done.batch.id,
-                "completion of an unknown organizer batch"
-            );
-            return;
-        }
+    let Some(slots) = core.copies.finish(done.batch.id) else {
+        tracing::error!(
+            batch = done.batch.id,
+            "completion of an unknown organizer batch"
+        );
+        return;
     };
-    for ((job, err), slot) in done
-        .batch
-        .jobs
-        .into_iter()
-        .zip(done.errors)
-        .zip(flight.slots)
-    {
+    for ((job, err), slot) in done.batch.jobs.into_iter().zip(done.errors).zip(slots) {
         if slot.done {
             continue; // cancelled: space returned, counted
         }
@@ -735,7 +660,7 @@ pub fn complete(core: &mut Core, done: MoveDone) {
         if let Some(e) = err {
             tracing::warn!(blob = job.blob.0, "organizer move failed: {e}");
             core.org.status.failed_moves += 1;
-            free_dst(core, &job.dst);
+            core.free_unreferenced(&job.dst);
             continue;
         }
         let unchanged = core
@@ -744,7 +669,7 @@ pub fn complete(core: &mut Core, done: MoveDone) {
             .is_some_and(|b| b.gen == job.gen && b.size == job.size && b.extents == job.src);
         if !unchanged {
             core.org.status.discarded_moves += 1;
-            free_dst(core, &job.dst);
+            core.free_unreferenced(&job.dst);
             continue;
         }
         let Some(b) = core.meta.blob_mut(job.blob) else {

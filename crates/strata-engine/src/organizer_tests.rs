@@ -140,7 +140,7 @@ fn hot_blob_is_promoted_and_cold_one_demoted_with_identical_bytes() {
     });
     assert_eq!(read_blob(core, b, "hot"), hot_data);
     assert_eq!(read_blob(core, b, "cold"), cold_data);
-    let s = core.org.status();
+    let s = crate::organizer::status(core);
     assert!(
         s.promoted_blobs >= 1 && s.demoted_blobs >= 1 && s.promoted_bytes >= hot_data.len() as u64,
         "{s:?}"
@@ -179,7 +179,7 @@ fn a_blob_written_during_its_copy_is_not_moved() {
     assert!(core.request_promote(x));
     crate::organizer::tick(core, Vec::new());
     assert!(
-        core.org.status().in_flight,
+        crate::organizer::status(core).in_flight,
         "the batch is with the organizer thread"
     );
     // A write in place while the copy runs: the move must not commit.
@@ -194,7 +194,7 @@ fn a_blob_written_during_its_copy_is_not_moved() {
         panic!("unexpected message")
     };
     crate::organizer::complete(core, *d);
-    assert_eq!(core.org.status().discarded_moves, 1);
+    assert_eq!(crate::organizer::status(core).discarded_moves, 1);
     assert_eq!(mask(core, x), 0b10, "still on the dir tier");
     assert_eq!(read_blob(core, b, "x"), want);
     assert_eq!(
@@ -256,10 +256,12 @@ fn user_wishes_hold_stationary_and_low_user_scores_stay_put() {
     }
     pump(core, &rx, |c| mask(c, ids[2]) == 0b01);
     // Let a few more rounds run: the others never move.
-    let rounds = core.org.status().rounds;
-    pump(core, &rx, |c| c.org.status().rounds > rounds + 20);
+    let rounds = crate::organizer::status(core).rounds;
+    pump(core, &rx, |c| {
+        crate::organizer::status(c).rounds > rounds + 20
+    });
     assert_eq!((mask(core, ids[0]), mask(core, ids[1])), (0b10, 0b10));
-    assert_eq!(core.org.status().promoted_blobs, 1);
+    assert_eq!(crate::organizer::status(core).promoted_blobs, 1);
 }
 
 #[test]
@@ -344,7 +346,7 @@ fn deleting_a_blob_during_its_copy_returns_all_space_at_once() {
     assert_eq!(mask(core, x), 0b10);
     assert!(core.request_promote(x));
     crate::organizer::tick(core, Vec::new());
-    assert!(core.org.status().in_flight);
+    assert!(crate::organizer::status(core).in_flight);
     core.delete(b, "x").unwrap();
     // No waiting for the organizer thread: target freed, source unpinned.
     assert_eq!(
@@ -354,7 +356,7 @@ fn deleting_a_blob_during_its_copy_returns_all_space_at_once() {
         ),
         (0, 0)
     );
-    assert_eq!(core.org.status().discarded_moves, 1);
+    assert_eq!(crate::organizer::status(core).discarded_moves, 1);
     let Done::Organizer(d) = rx
         .recv_timeout(std::time::Duration::from_secs(600))
         .expect("report")
@@ -362,7 +364,7 @@ fn deleting_a_blob_during_its_copy_returns_all_space_at_once() {
         panic!()
     };
     crate::organizer::complete(core, *d);
-    assert!(!core.org.status().in_flight);
+    assert!(!crate::organizer::status(core).in_flight);
     assert_eq!(
         (
             core.tiers.tiers[0].blob_bytes,
@@ -423,7 +425,7 @@ fn dirty_file_pages_demoted_under_pressure_stay_dirty_and_read_back_identical() 
         c.tiers.tiers[0].blob_bytes as f64 <= 0.6 * (4 * MIB) as f64
     });
     let demoted = on(core, 0b10);
-    assert!(demoted > 0 && core.org.status().demoted_blobs as usize == demoted);
+    assert!(demoted > 0 && crate::organizer::status(core).demoted_blobs as usize == demoted);
     for p in 0..pages {
         let b = core.meta.blob(core.meta.page_blob(id, p).unwrap()).unwrap();
         assert!(b.dirty, "page {p} keeps its dirty flag");
