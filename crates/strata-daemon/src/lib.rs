@@ -510,7 +510,7 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
         tracer = trace::Tracer::start(&path, cfg.trace.size_max_bytes, names)
             .with_context(|| format!("cannot open the trace file {}", path.display()))?;
     }
-    organizer::start(&mut core, &cfg.organizer, flush_tx.clone(), wake.clone())
+    let org = organizer::start(&mut core, &cfg.organizer, flush_tx.clone(), wake.clone())
         .context("cannot start the organizer thread")?;
     tracing::info!(socket = %socket.display(), tiers = cfg.devices.len(), "strata daemon ready");
     ready(&socket);
@@ -541,6 +541,7 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
             let mut engine = Engine::new(core, Some(flusher));
             engine.prefetch = prefetcher;
             engine.trace = tracer;
+            engine.org = org;
             engine
         },
         done_rx,

@@ -311,7 +311,7 @@ impl Poller {
                 let journal_busy = !self.engine.core.meta.touched.is_empty()
                     || self.engine.core.journal.as_ref().is_some_and(|j| j.busy())
                     || self.engine.core.stash.busy()
-                    || self.engine.core.org.busy();
+                    || self.engine.org.busy();
                 let max = if journal_busy {
                     JOURNAL_POLL_SLEEP
                 } else if self.engine.core.files.dirty.is_empty() {
@@ -428,7 +428,7 @@ impl Poller {
                 return false;
             }
         }
-        strata_engine::organizer::shutdown(&mut self.engine.core);
+        strata_engine::organizer::shutdown(&mut self.engine.core, &mut self.engine.org);
         self.keep_workflow_files();
         if let Some(f) = self.engine.flusher.as_mut() {
             f.stop();
@@ -1003,7 +1003,10 @@ impl Poller {
             journal: self.engine.core.journal.as_ref().map(|j| j.status()),
             trace: self.engine.trace.status(),
             prefetch: self.engine.prefetch.status(),
-            organizer: Some(strata_engine::organizer::status(&self.engine.core)),
+            organizer: Some(strata_engine::organizer::status(
+                &self.engine.core,
+                &self.engine.org,
+            )),
         }
     }
 }

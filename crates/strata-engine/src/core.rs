@@ -85,8 +85,6 @@ pub struct Core {
     /// fetching from the destination now: a read reaching one waits for it
     /// (`TIER_PENDING`) instead of reading the destination twice.
     pub fills_in_flight: foldhash::HashSet<(BucketId, u64)>,
-    /// The buffer organizer (scores, moves between tiers, promotion requests).
-    pub org: crate::organizer::Organizer,
     /// Access statistics and notices for the organizer (crate::events).
     pub access: crate::events::Accesses,
     /// Copies of extents in flight between tiers (the organizer's moves).
@@ -120,7 +118,6 @@ impl Core {
             stash: Default::default(),
             fsync_relaxed: Vec::new(),
             fills_in_flight: Default::default(),
-            org: Default::default(),
             access: Default::default(),
             copies: Default::default(),
         }

@@ -133,6 +133,8 @@ pub struct Engine {
     pub trace: crate::trace::Tracer,
     /// … and the prefetcher (read-ahead, predicted promotions).
     pub prefetch: crate::prefetch::Prefetch,
+    /// The buffer organizer (scores, moves between tiers, promotion requests).
+    pub org: crate::organizer::Organizer,
 }
 
 impl Engine {
@@ -144,6 +146,7 @@ impl Engine {
             direct_gen: 0,
             trace: crate::trace::Tracer::off(),
             prefetch: crate::prefetch::Prefetch::default(),
+            org: crate::organizer::Organizer::default(),
         }
     }
 
@@ -179,7 +182,10 @@ impl Engine {
         if s.err.is_none() && self.prefetch.active() {
             let (core, pf, tr) = (&mut self.core, &mut self.prefetch, &mut self.trace);
             match s.op {
-                SeenOp::Get => crate::prefetch::on_get(core, pf, tr, owner, s.bucket, &s.name),
+                SeenOp::Get => {
+                    let promote = self.org.running();
+                    crate::prefetch::on_get(core, pf, tr, promote, owner, s.bucket, &s.name)
+                }
                 SeenOp::Read => {
                     crate::prefetch::on_file_read(core, pf, owner, s.bucket, s.offset, s.covered)
                 }
@@ -196,7 +202,7 @@ impl Engine {
         }
         crate::stash::tick(&mut self.core);
         let requests = crate::prefetch::take_promote_requests(&mut self.prefetch);
-        crate::organizer::tick(&mut self.core, requests);
+        crate::organizer::tick(&mut self.core, &mut self.org, requests);
         crate::jpoller::Journal::round(&mut self.core);
         crate::prefetch::tick(&mut self.core, &mut self.prefetch, &mut self.trace);
     }
@@ -208,7 +214,7 @@ impl Engine {
             Done::Prefetch(d) => {
                 crate::prefetch::complete(&mut self.core, &mut self.prefetch, &mut self.trace, *d)
             }
-            Done::Organizer(d) => crate::organizer::complete(&mut self.core, *d),
+            Done::Organizer(d) => crate::organizer::complete(&mut self.core, &mut self.org, *d),
             Done::Flush(d) => match self.flusher.as_mut() {
                 Some(f) => f.complete(&mut self.core, *d),
                 None => tracing::error!("flush completion without a flusher"),

@@ -189,12 +189,35 @@ impl Organizer {
     pub fn busy(&self) -> bool {
         self.running() && !self.requests.is_empty()
     }
+
+    /// **The prefetcher's entry point**: asks the organizer to promote blob
+    /// `id` to the fastest tier with room, in its next round (within
+    /// milliseconds). Returns false when the organizer is off, the blob is
+    /// unknown, or the queue (`REQUESTS_MAX`) is full (counted as dropped).
+    /// Stationary blobs and blobs whose user score is below
+    /// `promote_threshold` are left where they are.
+    pub fn request_promote(&mut self, core: &Core, id: BlobId) -> bool {
+        if !self.running() || core.meta.blob(id).is_none() {
+            return false;
+        }
+        let o = self;
+        o.status.requests_total += 1;
+        if o.requested.contains(&id) {
+            return true;
+        }
+        if o.requests.len() >= REQUESTS_MAX {
+            o.status.requests_dropped += 1;
+            return false;
+        }
+        o.requested.insert(id);
+        o.requests.push_back(id);
+        true
+    }
 }
 
 /// The organizer's counters, with the store's view of its copies (in
 /// flight; those cancelled by a free count as discarded).
-pub fn status(core: &Core) -> OrganizerStatus {
-    let o = &core.org;
+pub fn status(core: &Core, o: &Organizer) -> OrganizerStatus {
     let mut s = o.status.clone();
     s.enabled = o.running();
     s.requests_queued = o.requests.len() as u64;
@@ -237,30 +260,6 @@ impl Core {
                 self.access.record(b, now);
             }
         }
-    }
-
-    /// **The prefetcher's entry point**: asks the organizer to promote blob
-    /// `id` to the fastest tier with room, in its next round (within
-    /// milliseconds). Returns false when the organizer is off, the blob is
-    /// unknown, or the queue (`REQUESTS_MAX`) is full (counted as dropped).
-    /// Stationary blobs and blobs whose user score is below
-    /// `promote_threshold` are left where they are.
-    pub fn request_promote(&mut self, id: BlobId) -> bool {
-        if !self.org.running() || self.meta.blob(id).is_none() {
-            return false;
-        }
-        let o = &mut self.org;
-        o.status.requests_total += 1;
-        if o.requested.contains(&id) {
-            return true;
-        }
-        if o.requests.len() >= REQUESTS_MAX {
-            o.status.requests_dropped += 1;
-            return false;
-        }
-        o.requested.insert(id);
-        o.requests.push_back(id);
-        true
     }
 }
 
@@ -363,8 +362,8 @@ impl OrgIo {
 
 /// Shutdown: no new rounds, no more access notices (a batch in flight
 /// still completes or is cancelled).
-pub fn shutdown(core: &mut Core) {
-    core.org.shutdown();
+pub fn shutdown(core: &mut Core, org: &mut Organizer) {
+    org.shutdown();
     core.access.set_noting(false);
 }
 
@@ -375,13 +374,14 @@ pub fn start(
     cfg: &OrganizerConfig,
     tx: mpsc::Sender<Done>,
     wake: Arc<dyn Fn() + Send + Sync>,
-) -> std::io::Result<()> {
-    core.org.configure(cfg);
+) -> std::io::Result<Organizer> {
+    let mut org = Organizer::default();
+    org.configure(cfg);
     core.access.params = ScoreParams {
         recency_window_ns: cfg.recency_window_ns(),
         frequency_window_ns: cfg.frequency_window_ns(),
     };
-    core.org.tier_scores = strata_organize::tier_scores(
+    org.tier_scores = strata_organize::tier_scores(
         &core
             .tiers
             .tiers
@@ -389,10 +389,10 @@ pub fn start(
             .map(|t| (t.bandwidth_mib_s, t.latency_us))
             .collect::<Vec<_>>(),
     );
-    core.org.status.tier_scores = core.org.tier_scores.clone();
+    org.status.tier_scores = org.tier_scores.clone();
     if !cfg.enabled || core.tiers.tiers.len() < 2 {
-        core.org.enabled = false;
-        return Ok(());
+        org.enabled = false;
+        return Ok(org);
     }
     let rate = cfg.bandwidth_max_mib_s * 1024.0 * 1024.0;
     let mut io = OrgIo {
@@ -413,10 +413,10 @@ pub fn start(
                 wake();
             }
         })?;
-    core.org.tx = Some(btx);
-    core.org.enabled = true;
+    org.tx = Some(btx);
+    org.enabled = true;
     core.access.set_noting(true);
-    Ok(())
+    Ok(org)
 }
 
 /// Bytes a blob's data extents occupy on a tier with blocks of `block` bytes.
@@ -431,24 +431,24 @@ fn data_bytes(b: &Blob, block: u64) -> u64 {
 /// Once per engine round: plans and starts a batch when one is due.
 /// `requests`: the prefetcher's predicted promotions since the last round
 /// (bounded by its own queue: `prefetch::take_promote_requests`).
-pub fn tick(core: &mut Core, requests: Vec<BlobId>) {
+pub fn tick(core: &mut Core, org: &mut Organizer, requests: Vec<BlobId>) {
     for id in requests {
-        core.request_promote(id);
+        org.request_promote(core, id);
     }
-    if !core.org.running() || core.copies.busy() {
+    if !org.running() || core.copies.busy() {
         return;
     }
     let now_mono = core.mono_ns();
-    let since = now_mono.saturating_sub(core.org.last_round_ns);
-    let interval_ns = (core.org.cfg.interval_ms * 1e6) as u64;
-    let due = core.org.last_round_ns == 0
+    let since = now_mono.saturating_sub(org.last_round_ns);
+    let interval_ns = (org.cfg.interval_ms * 1e6) as u64;
+    let due = org.last_round_ns == 0
         || since >= interval_ns
-        || (!core.org.requests.is_empty() && since >= REQUEST_ROUND_NS);
+        || (!org.requests.is_empty() && since >= REQUEST_ROUND_NS);
     if !due {
         return;
     }
-    core.org.last_round_ns = now_mono;
-    core.org.status.rounds += 1;
+    org.last_round_ns = now_mono;
+    org.status.rounds += 1;
     let now = now_ns();
     let n_tiers = core.tiers.tiers.len();
     let block = core
@@ -471,7 +471,7 @@ pub fn tick(core: &mut Core, requests: Vec<BlobId>) {
         .iter()
         .enumerate()
         .map(|(i, t)| TierState {
-            score: core.org.tier_scores.get(i).copied().unwrap_or(0.0),
+            score: org.tier_scores.get(i).copied().unwrap_or(0.0),
             capacity_bytes: t.capacity_bytes,
             used_bytes: t.blob_bytes.saturating_sub(quarantined(i)),
         })
@@ -487,20 +487,20 @@ pub fn tick(core: &mut Core, requests: Vec<BlobId>) {
         user_score: b.user_score,
     };
     let total = core.meta.blob_count();
-    if core.org.scan_cursor >= total {
-        core.org.scan_cursor = 0;
+    if org.scan_cursor >= total {
+        org.scan_cursor = 0;
     }
     let mut blobs: Vec<BlobState> = core
         .meta
         .blobs()
-        .skip(core.org.scan_cursor)
+        .skip(org.scan_cursor)
         .take(SCAN_BLOBS_MAX)
         .filter(|b| b.size > 0)
         .map(state)
         .collect();
-    core.org.scan_cursor += SCAN_BLOBS_MAX;
-    let requests: Vec<BlobId> = core.org.requests.drain(..).collect();
-    core.org.requested.clear();
+    org.scan_cursor += SCAN_BLOBS_MAX;
+    let requests: Vec<BlobId> = org.requests.drain(..).collect();
+    org.requested.clear();
     let recent = core.access.take();
     let mut seen: HashSet<u64> = if requests.is_empty() && recent.is_empty() {
         HashSet::new()
@@ -514,7 +514,7 @@ pub fn tick(core: &mut Core, requests: Vec<BlobId>) {
             }
         }
     }
-    let c = &core.org.cfg;
+    let c = &org.cfg;
     let round_bytes = if c.bandwidth_max_mib_s > 0.0 {
         ((c.bandwidth_max_mib_s * 1024.0 * 1024.0) * c.interval_ms / 1e3) as u64
     } else {
@@ -534,11 +534,11 @@ pub fn tick(core: &mut Core, requests: Vec<BlobId>) {
     if moves.is_empty() {
         return;
     }
-    start_batch(core, moves);
+    start_batch(core, org, moves);
 }
 
 /// Allocates targets, pins sources and hands the batch to the thread.
-fn start_batch(core: &mut Core, moves: Vec<strata_organize::Move>) {
+fn start_batch(core: &mut Core, org: &mut Organizer, moves: Vec<strata_organize::Move>) {
     let limit = core.meta.limits().extents_per_blob_max;
     let mut jobs: Vec<(u64, MoveJob)> = Vec::with_capacity(moves.len());
     for m in moves {
@@ -577,7 +577,7 @@ fn start_batch(core: &mut Core, moves: Vec<strata_organize::Move>) {
         }
         if !ok || dst.len() > limit {
             core.free_unreferenced(&dst);
-            core.org.status.skipped_moves += 1;
+            org.status.skipped_moves += 1;
             continue;
         }
         let keys: Vec<(u32, u64)> = src
@@ -611,8 +611,8 @@ fn start_batch(core: &mut Core, moves: Vec<strata_organize::Move>) {
     if jobs.is_empty() {
         return;
     }
-    let id = core.org.next_batch;
-    core.org.next_batch += 1;
+    let id = org.next_batch;
+    org.next_batch += 1;
     let mut batch = MoveBatch {
         id,
         jobs: Vec::with_capacity(jobs.len()),
@@ -629,10 +629,10 @@ fn start_batch(core: &mut Core, moves: Vec<strata_organize::Move>) {
         batch.jobs.push(job);
     }
     core.copies.begin(id, copies);
-    let sent = core.org.tx.as_ref().map(|tx| tx.send(batch));
+    let sent = org.tx.as_ref().map(|tx| tx.send(batch));
     if !matches!(sent, Some(Ok(()))) {
         tracing::error!("organizer thread gone: the organizer stops");
-        core.org.tx = None;
+        org.tx = None;
         for slot in core.copies.finish(id).unwrap_or_default() {
             if !slot.done {
                 core.unpin(ORGANIZER_OWNER, slot.pin);
@@ -644,7 +644,7 @@ fn start_batch(core: &mut Core, moves: Vec<strata_organize::Move>) {
 
 /// Handles the organizer thread's report (poller thread): commits each
 /// move whose blob did not change meanwhile, discards the others.
-pub fn complete(core: &mut Core, done: MoveDone) {
+pub fn complete(core: &mut Core, org: &mut Organizer, done: MoveDone) {
     let Some(slots) = core.copies.finish(done.batch.id) else {
         tracing::error!(
             batch = done.batch.id,
@@ -659,7 +659,7 @@ pub fn complete(core: &mut Core, done: MoveDone) {
         core.unpin(ORGANIZER_OWNER, slot.pin);
         if let Some(e) = err {
             tracing::warn!(blob = job.blob.0, "organizer move failed: {e}");
-            core.org.status.failed_moves += 1;
+            org.status.failed_moves += 1;
             core.free_unreferenced(&job.dst);
             continue;
         }
@@ -668,7 +668,7 @@ pub fn complete(core: &mut Core, done: MoveDone) {
             .blob(job.blob)
             .is_some_and(|b| b.gen == job.gen && b.size == job.size && b.extents == job.src);
         if !unchanged {
-            core.org.status.discarded_moves += 1;
+            org.status.discarded_moves += 1;
             core.free_unreferenced(&job.dst);
             continue;
         }
@@ -679,7 +679,7 @@ pub fn complete(core: &mut Core, done: MoveDone) {
         debug_assert!(b.check().is_ok(), "{:?}", b.check());
         debug_assert_eq!(b.gen, job.gen);
         core.free_extents(&old);
-        let s = &mut core.org.status;
+        let s = &mut org.status;
         let bytes = job.size;
         match job.kind {
             MoveKind::Promote | MoveKind::Requested => {

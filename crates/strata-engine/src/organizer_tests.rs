@@ -11,6 +11,7 @@ use strata_meta::{BlobId, BucketId};
 use crate::core::{now_ns, Core, Src};
 use crate::journal;
 use crate::jpoller::Journal;
+use crate::organizer::Organizer;
 use crate::testutil::{fixture, fixture_in, pattern, Fixture};
 use crate::Done;
 
@@ -26,7 +27,7 @@ fn org_cfg() -> strata_config::OrganizerConfig {
 }
 
 /// Starts the organizer (and, with `journal`, the journal and stash) on `fx`.
-fn start(fx: &mut Fixture, with_journal: bool) -> mpsc::Receiver<Done> {
+fn start(fx: &mut Fixture, with_journal: bool) -> (mpsc::Receiver<Done>, Organizer) {
     let core = &mut fx.core;
     let (tx, rx) = mpsc::channel();
     let wake: Arc<dyn Fn() + Send + Sync> = Arc::new(|| {});
@@ -45,25 +46,30 @@ fn start(fx: &mut Fixture, with_journal: bool) -> mpsc::Receiver<Done> {
         Journal::start(core, settings, wake.clone()).unwrap();
         crate::stash::start(core, tx.clone(), wake.clone()).unwrap();
     }
-    crate::organizer::start(core, &org_cfg(), tx, wake).unwrap();
-    rx
+    let org = crate::organizer::start(core, &org_cfg(), tx, wake).unwrap();
+    (rx, org)
 }
 
 /// Poller rounds until `done` (bounded; the guard is generous, nothing is timed).
-fn pump(core: &mut Core, rx: &mpsc::Receiver<Done>, mut done: impl FnMut(&mut Core) -> bool) {
+fn pump(
+    core: &mut Core,
+    org: &mut Organizer,
+    rx: &mpsc::Receiver<Done>,
+    mut done: impl FnMut(&mut Core, &Organizer) -> bool,
+) {
     for _ in 0..50_000 {
-        crate::organizer::tick(core, Vec::new());
+        crate::organizer::tick(core, org, Vec::new());
         crate::stash::tick(core);
         Journal::round(core);
         while let Ok(m) = rx.try_recv() {
             match m {
-                Done::Organizer(d) => crate::organizer::complete(core, *d),
+                Done::Organizer(d) => crate::organizer::complete(core, org, *d),
                 Done::Stash(d) => crate::stash::complete(core, *d),
                 _ => {}
             }
         }
         Journal::round(core);
-        if done(core) {
+        if done(core, org) {
             return;
         }
         std::thread::sleep(std::time::Duration::from_micros(200));
@@ -107,8 +113,8 @@ fn make_cold(core: &mut Core, id: BlobId) {
 #[test]
 fn hot_blob_is_promoted_and_cold_one_demoted_with_identical_bytes() {
     let mut fx = fixture(4 * MIB, 64 * MIB, MIB);
-    let rx = start(&mut fx, false);
-    let core = &mut fx.core;
+    let (rx, mut org) = start(&mut fx, false);
+    let (core, org) = (&mut fx.core, &mut org);
     let (b, _) = core.meta.bucket_open("b", true, false, 0).unwrap();
     let (cold_data, hot_data) = (
         pattern(3 * MIB as usize, 1),
@@ -134,13 +140,13 @@ fn hot_blob_is_promoted_and_cold_one_demoted_with_identical_bytes() {
     assert!(core.score_of(core.meta.blob(hot).unwrap()) >= 0.7);
     assert!(core.score_of(core.meta.blob(cold).unwrap()) < 0.3);
     // Cold goes down first (room), then hot comes up.
-    pump(core, &rx, |c| {
+    pump(core, org, &rx, |c, _| {
         read_blob(c, b, "hot");
         mask(c, hot) == 0b01 && mask(c, cold) == 0b10
     });
     assert_eq!(read_blob(core, b, "hot"), hot_data);
     assert_eq!(read_blob(core, b, "cold"), cold_data);
-    let s = crate::organizer::status(core);
+    let s = crate::organizer::status(core, org);
     assert!(
         s.promoted_blobs >= 1 && s.demoted_blobs >= 1 && s.promoted_bytes >= hot_data.len() as u64,
         "{s:?}"
@@ -155,8 +161,8 @@ fn hot_blob_is_promoted_and_cold_one_demoted_with_identical_bytes() {
 #[test]
 fn a_blob_written_during_its_copy_is_not_moved() {
     let mut fx = fixture(8 * MIB, 64 * MIB, MIB);
-    let rx = start(&mut fx, false);
-    let core = &mut fx.core;
+    let (rx, mut org) = start(&mut fx, false);
+    let (core, org) = (&mut fx.core, &mut org);
     let (b, _) = core.meta.bucket_open("b", true, false, 0).unwrap();
     let data = pattern(2 * MIB as usize, 5);
     // On the dir tier: the RAM tier is full when it is written.
@@ -176,10 +182,10 @@ fn a_blob_written_during_its_copy_is_not_moved() {
     assert_eq!(mask(core, x), 0b10);
     let disk_used = core.tiers.tiers[1].blob_bytes;
     let ram_used = core.tiers.tiers[0].blob_bytes;
-    assert!(core.request_promote(x));
-    crate::organizer::tick(core, Vec::new());
+    assert!(org.request_promote(core, x));
+    crate::organizer::tick(core, org, Vec::new());
     assert!(
-        crate::organizer::status(core).in_flight,
+        crate::organizer::status(core, org).in_flight,
         "the batch is with the organizer thread"
     );
     // A write in place while the copy runs: the move must not commit.
@@ -193,8 +199,8 @@ fn a_blob_written_during_its_copy_is_not_moved() {
     let Done::Organizer(d) = m else {
         panic!("unexpected message")
     };
-    crate::organizer::complete(core, *d);
-    assert_eq!(crate::organizer::status(core).discarded_moves, 1);
+    crate::organizer::complete(core, org, *d);
+    assert_eq!(crate::organizer::status(core, org).discarded_moves, 1);
     assert_eq!(mask(core, x), 0b10, "still on the dir tier");
     assert_eq!(read_blob(core, b, "x"), want);
     assert_eq!(
@@ -206,8 +212,8 @@ fn a_blob_written_during_its_copy_is_not_moved() {
         "the copy's space is returned"
     );
     // Asked again, it moves.
-    assert!(core.request_promote(x));
-    pump(core, &rx, |c| mask(c, x) == 0b01);
+    assert!(org.request_promote(core, x));
+    pump(core, org, &rx, |c, _| mask(c, x) == 0b01);
     assert_eq!(read_blob(core, b, "x"), want);
     assert_eq!(
         core.tiers.tiers[1].blob_bytes,
@@ -220,8 +226,8 @@ fn a_blob_written_during_its_copy_is_not_moved() {
 #[test]
 fn user_wishes_hold_stationary_and_low_user_scores_stay_put() {
     let mut fx = fixture(8 * MIB, 64 * MIB, MIB);
-    let rx = start(&mut fx, false);
-    let core = &mut fx.core;
+    let (rx, mut org) = start(&mut fx, false);
+    let (core, org) = (&mut fx.core, &mut org);
     let (b, _) = core.meta.bucket_open("b", true, false, 0).unwrap();
     core.put(
         b,
@@ -252,23 +258,23 @@ fn user_wishes_hold_stationary_and_low_user_scores_stay_put() {
     core.set_score(b, "still", Some(1.0), true).unwrap();
     core.set_score(b, "low", Some(0.1), false).unwrap();
     for i in &ids {
-        assert!(core.request_promote(*i));
+        assert!(org.request_promote(core, *i));
     }
-    pump(core, &rx, |c| mask(c, ids[2]) == 0b01);
+    pump(core, org, &rx, |c, _| mask(c, ids[2]) == 0b01);
     // Let a few more rounds run: the others never move.
-    let rounds = crate::organizer::status(core).rounds;
-    pump(core, &rx, |c| {
-        crate::organizer::status(c).rounds > rounds + 20
+    let rounds = crate::organizer::status(core, org).rounds;
+    pump(core, org, &rx, |c, o| {
+        crate::organizer::status(c, o).rounds > rounds + 20
     });
     assert_eq!((mask(core, ids[0]), mask(core, ids[1])), (0b10, 0b10));
-    assert_eq!(crate::organizer::status(core).promoted_blobs, 1);
+    assert_eq!(crate::organizer::status(core, org).promoted_blobs, 1);
 }
 
 #[test]
 fn a_promoted_durable_blob_survives_a_crash_from_its_dir_tier_record() {
     let mut fx = fixture(64 << 10, 64 * MIB, MIB);
-    let rx = start(&mut fx, true);
-    let core = &mut fx.core;
+    let (rx, mut org) = start(&mut fx, true);
+    let (core, org) = (&mut fx.core, &mut org);
     let (b, _) = core.meta.bucket_open("data", true, false, 0).unwrap();
     let big = pattern(MIB as usize, 9);
     core.put(b, "big", Src::Bytes(&big), None, None, false)
@@ -277,13 +283,13 @@ fn a_promoted_durable_blob_survives_a_crash_from_its_dir_tier_record() {
     assert_eq!(mask(core, id), 0b10);
     // Durable: fsync of the bucket (the journal record is synced).
     let target = crate::stash::bucket_flush(core, b).unwrap();
-    pump(core, &rx, |c| {
+    pump(core, org, &rx, |c, _| {
         c.journal.as_ref().unwrap().jsynced(b) >= target
     });
     // The RAM tier grows room for it: make the promotion possible.
     core.tiers.tiers[0].capacity_bytes = 4 * MIB;
-    assert!(core.request_promote(id));
-    pump(core, &rx, |c| mask(c, id) == 0b01);
+    assert!(org.request_promote(core, id));
+    pump(core, org, &rx, |c, _| mask(c, id) == 0b01);
     // Make sure whatever the journal does after the move is durable, then crash.
     let seq = core
         .journal
@@ -292,7 +298,7 @@ fn a_promoted_durable_blob_survives_a_crash_from_its_dir_tier_record() {
         .shared
         .written_seq
         .load(std::sync::atomic::Ordering::SeqCst);
-    pump(core, &rx, |c| {
+    pump(core, org, &rx, |c, _| {
         Journal::round(c);
         c.journal
             .as_ref()
@@ -306,7 +312,7 @@ fn a_promoted_durable_blob_survives_a_crash_from_its_dir_tier_record() {
     let dir = fx.crash();
 
     let mut fx = fixture_in(dir, 64 << 10, 64 * MIB, MIB);
-    let _rx = start(&mut fx, true);
+    let (_rx, _org) = start(&mut fx, true);
     let core = &mut fx.core;
     let b = core.meta.bucket_by_name("data").expect("bucket restored");
     assert!(
@@ -320,8 +326,8 @@ fn a_promoted_durable_blob_survives_a_crash_from_its_dir_tier_record() {
 #[test]
 fn deleting_a_blob_during_its_copy_returns_all_space_at_once() {
     let mut fx = fixture(8 * MIB, 64 * MIB, MIB);
-    let rx = start(&mut fx, false);
-    let core = &mut fx.core;
+    let (rx, mut org) = start(&mut fx, false);
+    let (core, org) = (&mut fx.core, &mut org);
     let (b, _) = core.meta.bucket_open("b", true, false, 0).unwrap();
     core.put(
         b,
@@ -344,9 +350,9 @@ fn deleting_a_blob_during_its_copy_returns_all_space_at_once() {
     core.delete(b, "filler").unwrap();
     let x = core.meta.blob_lookup(b, "x").unwrap();
     assert_eq!(mask(core, x), 0b10);
-    assert!(core.request_promote(x));
-    crate::organizer::tick(core, Vec::new());
-    assert!(crate::organizer::status(core).in_flight);
+    assert!(org.request_promote(core, x));
+    crate::organizer::tick(core, org, Vec::new());
+    assert!(crate::organizer::status(core, org).in_flight);
     core.delete(b, "x").unwrap();
     // No waiting for the organizer thread: target freed, source unpinned.
     assert_eq!(
@@ -356,15 +362,15 @@ fn deleting_a_blob_during_its_copy_returns_all_space_at_once() {
         ),
         (0, 0)
     );
-    assert_eq!(crate::organizer::status(core).discarded_moves, 1);
+    assert_eq!(crate::organizer::status(core, org).discarded_moves, 1);
     let Done::Organizer(d) = rx
         .recv_timeout(std::time::Duration::from_secs(600))
         .expect("report")
     else {
         panic!()
     };
-    crate::organizer::complete(core, *d);
-    assert!(!crate::organizer::status(core).in_flight);
+    crate::organizer::complete(core, org, *d);
+    assert!(!crate::organizer::status(core, org).in_flight);
     assert_eq!(
         (
             core.tiers.tiers[0].blob_bytes,
@@ -381,8 +387,8 @@ fn dirty_file_pages_demoted_under_pressure_stay_dirty_and_read_back_identical() 
     use crate::files::OpenArgs;
     use strata_proto::types::DestInfo;
     let mut fx = fixture(4 * MIB, 64 * MIB, MIB);
-    let rx = start(&mut fx, false);
-    let core = &mut fx.core;
+    let (rx, mut org) = start(&mut fx, false);
+    let (core, org) = (&mut fx.core, &mut org);
     // 64 KiB pages; 3.5 MiB written while the RAM tier holds 4 MiB.
     let a = OpenArgs {
         create: true,
@@ -412,7 +418,7 @@ fn dirty_file_pages_demoted_under_pressure_stay_dirty_and_read_back_identical() 
         "{}",
         core.tiers.tiers[0].blob_bytes
     );
-    core.org.configure(&strata_config::OrganizerConfig {
+    org.configure(&strata_config::OrganizerConfig {
         high_water: 0.8,
         low_water: 0.6,
         ..org_cfg()
@@ -421,11 +427,11 @@ fn dirty_file_pages_demoted_under_pressure_stay_dirty_and_read_back_identical() 
     for p in 0..pages {
         make_cold(core, core.meta.page_blob(id, p).unwrap());
     }
-    pump(core, &rx, |c| {
+    pump(core, org, &rx, |c, _| {
         c.tiers.tiers[0].blob_bytes as f64 <= 0.6 * (4 * MIB) as f64
     });
     let demoted = on(core, 0b10);
-    assert!(demoted > 0 && crate::organizer::status(core).demoted_blobs as usize == demoted);
+    assert!(demoted > 0 && crate::organizer::status(core, org).demoted_blobs as usize == demoted);
     for p in 0..pages {
         let b = core.meta.blob(core.meta.page_blob(id, p).unwrap()).unwrap();
         assert!(b.dirty, "page {p} keeps its dirty flag");

@@ -827,6 +827,7 @@ pub fn on_get(
     core: &mut Core,
     pf: &mut Prefetch,
     tr: &mut Tracer,
+    promote: bool,
     owner: (u64, u32),
     bucket: BucketId,
     name: &str,
@@ -859,8 +860,9 @@ pub fn on_get(
     if let Some(prev) = p.last_read.insert(owner, id) {
         p.model.record(prev, id);
     }
-    // Only the organizer moves blobs: without it there is nothing to ask.
-    if !core.org.running() {
+    // Only the organizer moves blobs: without it (`promote` false) there
+    // is nothing to ask.
+    if !promote {
         return;
     }
     let min = p.settings.min_count;
