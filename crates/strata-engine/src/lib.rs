@@ -1,9 +1,16 @@
 //! strata-engine: the blob store (metadata, tiers, pins, leases) and the
-//! file model behind one entry point, [`Engine::execute`], plus the
-//! background services that keep it (flusher, stash, organizer, prefetch,
-//! journal). It knows no rings, slots, segments or sockets: a transport
-//! (today the daemon's shared-memory poller) decodes requests into
-//! `strata_proto::Request`, calls `execute` and encodes the `Reply`.
+//! file model behind one entry point, [`Engine::serve`] ([`Engine::execute`]
+//! and then the observers), plus the background services that keep it
+//! (flusher, stash, organizer, prefetch, journal). It knows no rings, slots,
+//! segments or sockets: a transport (today the daemon's shared-memory
+//! poller) decodes requests into `strata_proto::Request`, calls `serve` and
+//! encodes the `Reply` in the closure `serve` hands it.
+//!
+//! State: [`Core`](crate::core::Core) is the store (metadata, tiers,
+//! placement, pins, leases, the file model, the journal's and the stash's
+//! bookkeeping); the organizer, the prefetcher and the I/O log live beside
+//! it in [`Engine`] and see the store through `crate::events` (requests
+//! served, blobs accessed) and `crate::copies` (copies a free cancels).
 //!
 //! Threads: everything here runs on the engine's thread (the daemon's
 //! poller) except the background workers (flush, stash, organizer moves,
@@ -15,8 +22,8 @@
 //! completions. Every service has the same shape: `tick` (start work) and
 //! `complete` (apply a finished piece).
 //!
-//! **API Boundary:** `Engine` (`execute`, `tick`, `complete`) and the
-//! `Core` state it owns; no transport, no client library, no CLI.
+//! **API Boundary:** `Engine` (`serve`, `execute`, `tick`, `complete`) and
+//! the state it owns; no transport, no client library, no CLI.
 //!
 //! ## Core, tiers and the daemon's shell
 //!
