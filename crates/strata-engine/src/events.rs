@@ -1,7 +1,7 @@
 //! What the engine tells the services that observe its requests.
 //!
 //! `Engine::serve` runs a request, lets the transport encode the reply, and
-//! then hands a [`Seen`] — a summary of what the request did, taken before
+//! then hands a `Seen` — a summary of what the request did, taken before
 //! the reply is sent (the request borrows the transport's buffer) — to each
 //! observer: the I/O log (`crate::trace::observe`) and the prefetcher
 //! (`crate::prefetch::on_get`, `on_file_read`). The observers live beside

@@ -6,7 +6,7 @@
 //! poller) decodes requests into `strata_proto::Request`, calls `serve` and
 //! encodes the `Reply` in the closure `serve` hands it.
 //!
-//! State: [`Core`](crate::core::Core) is the store (metadata, tiers,
+//! State: [`Core`] is the store (metadata, tiers,
 //! placement, pins, leases, the file model, the journal's and the stash's
 //! bookkeeping); the organizer, the prefetcher and the I/O log live beside
 //! it in [`Engine`] and see the store through `crate::events` (requests

@@ -11,7 +11,7 @@
 //! file as a `dropped` record carrying their count.
 //!
 //! The same events feed the prefetcher in memory (`crate::prefetch`), whether
-//! or not the file is written: [`observe`] is the poller's single hook.
+//! or not the file is written: `observe` is its side of the engine's hook (`Engine::serve`).
 //!
 //! **Architecture Invariant:** recording never blocks and never allocates
 //! more than one event's names; the writer is the only thread touching the
