@@ -3,19 +3,26 @@
 #[allow(unused_imports)]
 use super::*;
 
-#[no_mangle]
-pub unsafe extern "C" fn fsync(fd: c_int) -> c_int {
+/// fsync and fdatasync of a descriptor (`name` for the trace; `kernel`,
+/// the real call for an untracked one): a buffered file's data is durable
+/// when this returns (strata keeps no metadata a data sync could skip).
+unsafe fn sync_fd(fd: c_int, name: &str, kernel: unsafe fn(c_int) -> c_int) -> c_int {
     if crate::kind(fd) == crate::K_MAPPED && crate::ready() && !crate::guarded() {
         return run(|| mapped_sync(fd));
     }
     match tracked_fd(fd) {
-        None => real::fsync(fd),
+        None => kernel(fd),
         Some(t) => run(|| {
             cl()?.file_sync(t.id).map_err(os)?;
-            trace!("fsync fd={} id={:x}", fd, t.id);
+            trace!("{} fd={} id={:x}", name, fd, t.id);
             Ok(0)
         }),
     }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fsync(fd: c_int) -> c_int {
+    sync_fd(fd, "fsync", real::fsync)
 }
 
 /// fsync of a descriptor reopened onto a mapping's backing: the backing
@@ -30,17 +37,7 @@ pub(super) unsafe fn mapped_sync(fd: c_int) -> Result<c_int, c_int> {
 
 #[no_mangle]
 pub unsafe extern "C" fn fdatasync(fd: c_int) -> c_int {
-    if crate::kind(fd) == crate::K_MAPPED && crate::ready() && !crate::guarded() {
-        return run(|| mapped_sync(fd));
-    }
-    match tracked_fd(fd) {
-        None => real::fdatasync(fd),
-        Some(t) => run(|| {
-            cl()?.file_sync(t.id).map_err(os)?;
-            trace!("fdatasync fd={} id={:x}", fd, t.id);
-            Ok(0)
-        }),
-    }
+    sync_fd(fd, "fdatasync", real::fdatasync)
 }
 
 #[no_mangle]
