@@ -73,7 +73,7 @@ use strata_meta::{BlobId, BucketId};
 use strata_proto::control::{FileCounters, FlushError, FlushReply};
 
 use crate::core::Core;
-use crate::drain::{EventLog, EventSink};
+use crate::drain_log::{EventLog, EventSink};
 use crate::files::Backoff;
 use crate::tier::TierBackend;
 use crate::Done;

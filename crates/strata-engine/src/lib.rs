@@ -70,6 +70,7 @@ pub mod copies;
 pub mod core;
 pub mod dispatch;
 pub mod drain;
+pub mod drain_log;
 pub mod events;
 pub mod files;
 pub mod files_backing;
