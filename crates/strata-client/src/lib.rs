@@ -399,10 +399,20 @@ impl Client {
     /// Runs one request synchronously: the outer error is the transport's,
     /// the inner one the daemon's answer.
     pub(crate) fn call(&self, req: &Request) -> Result<std::result::Result<Reply<'static>, Errno>> {
-        self.on_lane(req.target(), None, |lane| {
+        let answer = self.on_lane(req.target(), None, |lane| {
             let t = lane.submit(req)?;
             lane.wait(t)
-        })
+        })?;
+        // The client's side of the boundary check (the engine asserts it).
+        if let Ok(reply) = &answer {
+            if !reply.answers(req) {
+                return Err(err(
+                    Errno::Malformed,
+                    format!("the daemon answered {req:?} with {reply:?}"),
+                ));
+            }
+        }
+        Ok(answer)
     }
 
     /// `call`, the daemon's error reported with `context`.

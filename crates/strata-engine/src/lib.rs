@@ -173,6 +173,14 @@ impl Engine {
     ) -> R {
         let observed = crate::events::wanted(req, self.trace.on(), self.prefetch.active());
         let res = self.execute(caller, lease, req);
+        // The engine's side of the boundary check (the client checks too):
+        // a reply of another kind would be read as another op's answer.
+        if let Ok(reply) = &res {
+            assert!(
+                reply.answers(req),
+                "the engine answered {req:?} with {reply:?}"
+            );
+        }
         let seen = observed.then(|| crate::events::Seen::of(req, &res));
         let out = answer(&res);
         drop(res);

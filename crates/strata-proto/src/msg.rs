@@ -419,6 +419,54 @@ pub enum Reply<'a> {
 }
 
 impl Reply<'_> {
+    /// Whether this reply is one `req` may be answered with. Checked on
+    /// both sides of the engine boundary: the engine asserts it on the way
+    /// out (a wrong kind would be read as another op's answer), a client
+    /// refuses a reply that does not answer its request.
+    pub fn answers(&self, req: &Request<'_>) -> bool {
+        use Reply as R;
+        use Request as Q;
+        match req {
+            Q::Nop
+            | Q::ChannelOpen
+            | Q::ChannelClose
+            | Q::BucketRename { .. }
+            | Q::BucketDestroy { .. }
+            | Q::BucketTag { .. }
+            | Q::LeaseReturn
+            | Q::Delete { .. }
+            | Q::Rename { .. }
+            | Q::Score { .. }
+            | Q::Unpin
+            | Q::FileTruncate { .. }
+            | Q::FileHold { .. }
+            | Q::FileClose { .. } => matches!(self, R::Done),
+            Q::BucketOpen { .. } => matches!(self, R::Bucket { .. }),
+            Q::BucketInfo { .. } => matches!(self, R::BucketInfo { .. }),
+            Q::BucketList { .. } => matches!(self, R::BucketNames { .. }),
+            Q::BucketTags { .. } => matches!(self, R::Tags(_)),
+            Q::Lease { .. } => matches!(self, R::Lease { .. }),
+            Q::Put { .. } | Q::FileThroughDone { .. } => matches!(self, R::Size(_)),
+            Q::Get { .. } | Q::FileRead { .. } => matches!(self, R::Extents { .. }),
+            Q::Stat { .. } => matches!(self, R::BlobStat(_)),
+            Q::BlobList { .. } => matches!(self, R::BlobNames { .. }),
+            Q::FileOpen { .. } => matches!(self, R::FileOpened { .. }),
+            Q::FileStat { .. } => matches!(self, R::FileAttr(_)),
+            Q::FileWrite { .. } => matches!(self, R::Written { .. } | R::NeedFill { .. }),
+            Q::FileFill { .. } => matches!(self, R::Filled { .. }),
+            Q::FileUnlink { .. } => matches!(self, R::Unlinked(_)),
+            Q::FileRename { .. } => matches!(self, R::Moved(_)),
+            Q::FileSync { .. } | Q::BucketFlush { .. } => matches!(self, R::SyncGen(_)),
+            Q::FileSyncState { .. } => matches!(self, R::SyncState { .. }),
+            Q::FilePath { .. } => matches!(self, R::Path(_)),
+            Q::FileList { .. } => matches!(self, R::FileNames { .. }),
+            Q::FileSetAttr { .. } => matches!(self, R::Persist(_)),
+            Q::FileIdle { .. } => matches!(self, R::Idle(_)),
+            Q::FileThrough { .. } => matches!(self, R::Through(_)),
+            Q::FileLink { .. } => matches!(self, R::Linked { .. }),
+        }
+    }
+
     /// The reply with everything it borrows copied.
     pub fn into_owned(self) -> Reply<'static> {
         match self {
@@ -465,4 +513,32 @@ impl Reply<'_> {
 /// 4-byte length, as transports frame it): engines stop a list there.
 pub fn names_cost_bytes(name: &str) -> usize {
     4 + name.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reply_of_another_kind_does_not_answer() {
+        let put = Request::Put {
+            bucket: 1,
+            name: "x",
+            data: DataRef::Inline(b"abc"),
+            mode: PutMode::Replace { excl: false },
+            policy: None,
+        };
+        assert!(Reply::Size(3).answers(&put));
+        assert!(!Reply::Done.answers(&put), "Done would read as size 0");
+        let write = Request::FileWrite {
+            file: 1,
+            at: Some(0),
+            data: DataRef::Inline(b"abc"),
+        };
+        assert!(Reply::NeedFill { page_off: 0 }.answers(&write));
+        assert!(Reply::Written { at: 0, size: 3 }.answers(&write));
+        assert!(!Reply::Size(3).answers(&write));
+        assert!(Reply::Done.answers(&Request::Nop));
+        assert!(!Reply::Idle(true).answers(&Request::Nop));
+    }
 }

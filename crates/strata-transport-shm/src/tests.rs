@@ -413,6 +413,10 @@ proptest! {
         encode_reply(&res, &mut resp, &mut arg).unwrap();
         prop_assert_eq!(resp.tag, 9);
         let back = decode_reply(op, &resp, &arg);
+        if let Ok(reply) = &back {
+            // What the codec decodes for an op is an answer to it.
+            prop_assert!(reply.answers(&build(&raw)), "{:?} for {:?}", reply, op);
+        }
         prop_assert_eq!(back, res);
     }
 
