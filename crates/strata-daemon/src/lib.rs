@@ -490,12 +490,18 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
         };
         jpoller::Journal::start(&mut core, settings, wake.clone())
             .context("cannot write the journal")?;
-        stash::start(&mut core, flush_tx.clone(), wake.clone())
-            .context("cannot start the stash thread")?;
+        stash::start(
+            &mut core,
+            strata_engine::report(flush_tx.clone(), wake.clone(), Done::Stash),
+        )
+        .context("cannot start the stash thread")?;
     }
-    let mut prefetcher =
-        prefetch::Prefetch::start(&core, cfg.prefetch, flush_tx.clone(), wake.clone())
-            .context("cannot start the read-ahead threads")?;
+    let mut prefetcher = prefetch::Prefetch::start(
+        &core,
+        cfg.prefetch,
+        strata_engine::report(flush_tx.clone(), wake.clone(), Done::Prefetch),
+    )
+    .context("cannot start the read-ahead threads")?;
     let mut tracer = trace::Tracer::off();
     if cfg.trace.enabled {
         let path = cfg.resolved_trace_path();
@@ -510,8 +516,12 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
         tracer = trace::Tracer::start(&path, cfg.trace.size_max_bytes, names)
             .with_context(|| format!("cannot open the trace file {}", path.display()))?;
     }
-    let org = organizer::start(&mut core, &cfg.organizer, flush_tx.clone(), wake.clone())
-        .context("cannot start the organizer thread")?;
+    let org = organizer::start(
+        &mut core,
+        &cfg.organizer,
+        strata_engine::report(flush_tx.clone(), wake.clone(), Done::Organizer),
+    )
+    .context("cannot start the organizer thread")?;
     tracing::info!(socket = %socket.display(), tiers = cfg.devices.len(), "strata daemon ready");
     ready(&socket);
 
@@ -529,8 +539,7 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
     let mut flusher = flush::Flusher::start_with_log(
         flush::FlushSettings::from_config(&cfg.flush),
         flush_io,
-        flush_tx,
-        wake,
+        strata_engine::report(flush_tx, wake, Done::Flush),
         log,
     )
     .context("cannot start flush threads")?;

@@ -72,13 +72,13 @@ pub struct Core {
     deferred: HashMap<PinKey, u64>,
     pub start: std::time::Instant,
     /// File-model state: counters, the flusher's dirty set, backoff.
-    pub files: crate::files::FileState,
+    pub files: crate::state::FileState,
     /// Which clients hold which files open (unlink-while-open).
-    pub holds: crate::files_hold::Holders,
+    pub holds: crate::state::Holders,
     /// The journal of non-volatile data (None: no journal).
-    pub journal: Option<crate::jpoller::Journal>,
+    pub journal: Option<crate::state::Journal>,
     /// The stash (fsync onto a non-volatile tier) in flight, per file.
-    pub stash: crate::stash::StashState,
+    pub stash: crate::state::StashState,
     /// Path prefixes whose fsync returns once buffered (`fsync: relaxed`).
     pub fsync_relaxed: Vec<String>,
     /// Pages of files a background fill (read-ahead, crate::prefetch) is
@@ -112,7 +112,7 @@ impl Core {
             pin_counts: HashMap::new(),
             deferred: HashMap::new(),
             start: std::time::Instant::now(),
-            files: crate::files::FileState::default(),
+            files: crate::state::FileState::default(),
             holds: Default::default(),
             journal: None,
             stash: Default::default(),

@@ -13,27 +13,10 @@ use strata_proto::types::{PolicyChoice, ReadExtent, Unlinked};
 use strata_proto::Errno;
 
 use crate::core::{Core, Lease, Src};
-use crate::files::WriteOutcome;
-use crate::files_evict::FillFrom;
+use crate::state::FillFrom;
+use crate::state::WriteOutcome;
 use crate::tier::{RamTier, TierBackend};
-
-/// Who asks, and how much a reply may carry.
-#[derive(Debug, Clone, Copy)]
-pub struct Caller {
-    pub client: u64,
-    pub channel: u32,
-    /// The client's process id (the I/O log names it; 0: the daemon's own).
-    pub pid: u32,
-    /// Bytes of the reply's variable part the transport can carry (lists
-    /// and extents are cut to it; the rest is asked for again).
-    pub reply_bytes_max: usize,
-}
-
-impl Caller {
-    fn owner(&self) -> (u64, u32) {
-        (self.client, self.channel)
-    }
-}
+use crate::Caller;
 
 fn policy_of(p: Option<PolicyChoice>) -> Option<Policy> {
     p.map(|p| match p {

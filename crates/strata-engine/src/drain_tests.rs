@@ -32,7 +32,13 @@ fn start(fx: &Fixture) -> (Flusher, mpsc::Receiver<Done>, std::path::PathBuf) {
     let log_path = drain::event_log_path(&fx.dir.path().join("d.sock"));
     let log = EventLog::start(&log_path).unwrap();
     (
-        Flusher::start_with_log(s, io, tx, Arc::new(|| {}), Some(log)).unwrap(),
+        Flusher::start_with_log(
+            s,
+            io,
+            crate::report(tx, Arc::new(|| {}), Done::Flush),
+            Some(log),
+        )
+        .unwrap(),
         rx,
         log_path,
     )

@@ -18,6 +18,8 @@
 //! **API Boundary:** plain data from `strata_proto` requests and replies;
 //! no service state here.
 
+use std::sync::Arc;
+
 use strata_meta::{Blob, BlobId, BucketId};
 use strata_organize::ScoreParams;
 use strata_proto::msg::{Reply, Request};
@@ -239,6 +241,13 @@ impl Accesses {
         std::mem::take(&mut self.ids)
     }
 }
+
+/// How a service's worker threads report finished work: a sink the host
+/// gives the service at start (over one channel to the engine's thread,
+/// which it also wakes: `crate::report`), so no service names the engine's
+/// completion type. Returns false once the engine is gone (the worker then
+/// stops).
+pub type Report<T> = Arc<dyn Fn(T) -> bool + Send + Sync>;
 
 #[cfg(test)]
 mod tests {

@@ -63,74 +63,27 @@
 //! next read hits the buffer; a page the daemon is reading ahead comes as `TIER_PENDING` and
 //! the client asks again shortly (see `prefetch.rs`).
 
-use foldhash::HashMap;
-use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 use strata_alloc::Range;
 use strata_meta::{
     format_u64, BlobId, BucketId, Extent, FileRecord, Persist, PAGE_SHIFT_DEFAULT, PAGE_SHIFT_MAX,
     PAGE_SHIFT_MIN,
 };
-use strata_proto::control::FileCounters;
 use strata_proto::types::{FileAttr, ReadExtent, TIER_DEST, TIER_HOLE, TIER_PENDING};
 use strata_proto::{Errno, Result};
 
 use crate::core::{now_ns, Core, Src};
-use crate::files_evict::FillFrom;
 
-/// Largest file size (and write end) accepted: POSIX `off_t` is signed.
-pub const FILE_BYTES_MAX: u64 = i64::MAX as u64;
-/// Pages one `FileRead` walks at most (the client asks again for the rest).
-pub const READ_PAGES_MAX: u64 = 1 << 16;
 /// S_IFMT / S_IFDIR of a destination mode.
 const S_IFMT: u32 = 0o170000;
 const S_IFDIR: u32 = 0o040000;
 
-/// Retry state of a file whose last flush failed.
-#[derive(Debug, Clone, Copy)]
-pub struct Backoff {
-    pub failures: u32,
-    /// Monotonic ns before which the file is not retried.
-    pub retry_at_mono_ns: u64,
-    /// Monotonic ns of the first failure in this series.
-    pub first_failure_mono_ns: u64,
-}
-
-/// File-model state owned by `Core` (poller thread only).
-#[derive(Default)]
-pub struct FileState {
-    pub counters: FileCounters,
-    /// DEFAULT files whose record `needs_flush()`: the flusher's work list.
-    pub dirty: BTreeSet<BucketId>,
-    /// Files whose last flush failed.
-    pub backoff: HashMap<BucketId, Backoff>,
-    /// Cancel flags of in-flight flush jobs (set when the record is removed
-    /// or moved while the job runs).
-    pub cancels: HashMap<BucketId, Arc<crate::flush::JobFlags>>,
-    /// Something became urgent: the flusher should look now.
-    pub kick: bool,
-    /// Capacity pressure: write-throughs in progress (files_evict.rs).
-    pub evict: crate::files_evict::EvictState,
-    /// Further names of files (hard links, files_link.rs).
-    pub links: crate::files_link::Links,
-    /// Shared backings of mapped files (files_backing.rs).
-    pub backings: crate::files_backing::Backings,
-}
-
+pub use crate::state::{
+    Backoff, FileState, FillFrom, WriteOutcome, FILE_BYTES_MAX, READ_PAGES_MAX,
+};
 /// What `FileOpen` was asked (the protocol's record).
 pub use strata_proto::types::OpenFile as OpenArgs;
-
-/// Outcome of `FileWrite`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WriteOutcome {
-    /// (file offset written at, size after).
-    Done { at: u64, size: u64 },
-    /// Nothing was modified: the page at this file offset must first be
-    /// filled from the destination.
-    NeedFill { page_off: u64 },
-}
 
 /// Outcome of `FileSyncState`.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -23,7 +23,6 @@
 //! bytes as of the last copy-in; no one reads the buffer's copy of `id`
 //! except a copy-in's caller.
 
-use foldhash::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
 
 use strata_meta::{BucketId, Persist};
@@ -31,20 +30,15 @@ use strata_proto::types::FileAttr;
 use strata_proto::{Errno, Result};
 
 use crate::core::{Core, Src};
-use crate::files::{WriteOutcome, FILE_BYTES_MAX};
-use crate::files_evict::FillFrom;
 use crate::files_reval::ns_of;
+pub use crate::state::Backings;
+use crate::state::FillFrom;
+use crate::state::{WriteOutcome, FILE_BYTES_MAX};
 
 /// Files with a shared backing at once.
 pub const BACKINGS_MAX: usize = 4096;
 /// Bytes copied per round from a backing into the buffer.
 const COPY_CHUNK_BYTES: u64 = 1 << 20;
-
-/// Shared backings (poller thread only).
-#[derive(Default)]
-pub struct Backings {
-    pub by_file: HashMap<BucketId, OwnedFd>,
-}
 
 /// What `Core::file_backing` answers.
 pub struct BackingReply {

@@ -94,15 +94,12 @@
 //! **Architecture Invariant:** only writes, explicit keeps and second misses evict pages that
 //! are not on probation.
 
-use foldhash::{HashMap, HashSet};
-use std::collections::VecDeque;
-
 use strata_alloc::Range;
 use strata_meta::{BucketId, Persist};
 use strata_proto::{Errno, Result};
 
 use crate::core::{now_ns, Core};
-use crate::files::FILE_BYTES_MAX;
+use crate::state::FILE_BYTES_MAX;
 
 /// Bytes evicted beyond what a request needs (amortises the scan), as a
 /// fraction of the total configured capacity (1/64), capped.
@@ -117,62 +114,9 @@ const GENS_PRUNE_AT: usize = 4096;
 /// forgotten first. 65 536 pages: 64 GiB of 1 MiB pages.
 pub const GHOST_PAGES_MAX: usize = 1 << 16;
 
-/// A write-through in progress on one file.
-#[derive(Debug, Default, Clone)]
-pub struct Through {
-    /// Granted and not yet done.
-    pub active: u32,
-    /// Highest end offset granted (O_APPEND writers get offsets past it).
-    pub reserved_end: u64,
-    /// The client of each active grant (a multiset).
-    pub clients: Vec<u64>,
-}
-
-/// State of capacity pressure (poller thread only), kept in `FileState`.
-#[derive(Debug, Default)]
-pub struct EvictState {
-    pub through: HashMap<BucketId, Through>,
-    /// Write-through generation of every file that ever had one (bumped at
-    /// each grant and each done).
-    pub gens: HashMap<BucketId, u64>,
-    /// (channel owner, file) -> generation seen by that channel's last
-    /// `FileRead` / `NeedFill` of the file (only files in `gens`).
-    pub seen: HashMap<((u64, u32), BucketId), u64>,
-    /// Eviction candidates of the last scan, least recently used first
-    /// (re-checked when taken; a new scan when exhausted).
-    pub queue: VecDeque<(BucketId, u64)>,
-    /// The candidates of the same scan that were on probation (filled from
-    /// the destination and not rewritten since), least recently used first.
-    pub queue_filled: VecDeque<(BucketId, u64)>,
-    /// Declined fills (file, page), for scan-resistant admission; at most
-    /// `GHOST_PAGES_MAX`, oldest first in `ghost_order`.
-    pub ghost: HashSet<(BucketId, u64)>,
-    pub ghost_order: VecDeque<(BucketId, u64)>,
-    /// Fills accepted so far (fills and flush completions make clean pages).
-    pub fills: u64,
-    /// (flushed bytes, fills) when a scan last found no candidate: no new
-    /// scan until one of them moves.
-    pub empty_scan_at: Option<(u64, u64)>,
-    /// The same for candidates on probation.
-    pub empty_filled_scan_at: Option<(u64, u64)>,
-}
-
+pub use crate::state::{EvictState, FillFrom, Through};
 /// What `FileThrough` answers (the protocol's record).
 pub use strata_proto::Through as ThroughAnswer;
-
-/// Who fills a page, for scan-resistant admission (`Core::pressure_fill`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FillFrom {
-    /// A client's read-through: declined fills are remembered (ghosts), a
-    /// ghost's second fill may evict any clean page.
-    Read,
-    /// The daemon's read-ahead: evicts only pages on probation and leaves
-    /// the ghost list alone (the reader's own fill decides).
-    ReadAhead,
-    /// `FILL_KEEP` (stage-in, the page a partial write needs): may evict
-    /// any clean page.
-    Keep,
-}
 
 /// One eviction candidate.
 struct Candidate {

@@ -32,8 +32,6 @@
 //! destination holds (the reply names it), after copying those pages into the buffer through a
 //! descriptor of the destination file (`file_materialize`), so the other holders keep them.
 
-use foldhash::{HashMap, HashSet};
-
 use strata_meta::{BucketId, Persist};
 use strata_proto::{Errno, Result};
 
@@ -44,13 +42,6 @@ pub const ORPHAN_PREFIX: &str = "\u{1}unlinked/";
 /// Clients remembered per file; beyond this a file is simply not tracked
 /// for more holders (an orphan then lives until the remembered ones go).
 pub const HOLDERS_PER_FILE_MAX: usize = 1024;
-
-/// Who holds which file open (poller thread only).
-#[derive(Default)]
-pub struct Holders {
-    pub by_file: HashMap<BucketId, Vec<u64>>,
-    pub by_client: HashMap<u64, HashSet<BucketId>>,
-}
 
 /// Outcome of `FileUnlink`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +58,7 @@ pub struct Unlinked {
     pub orphan_with_dest: Option<BucketId>,
 }
 
+pub use crate::state::Holders;
 /// Attribute changes of `FileSetAttr` (the protocol's record).
 pub use strata_proto::types::SetAttr;
 

@@ -22,27 +22,15 @@
 //! **Invariant:** `by_name[n] = f` iff `n ∈ names[f]`; every `f` there is a
 //! live, non-orphan file record; no name is both a bucket and a link.
 
-use foldhash::HashMap;
-use std::collections::BTreeSet;
-
 use strata_meta::BucketId;
 use strata_proto::types::DestInfo;
 use strata_proto::{Errno, Result};
 
 use crate::core::{now_ns, Core};
+pub use crate::state::Links;
 
 /// Names one file has at most (POSIX `LINK_MAX` is often 65 000; ext4's).
 pub const NAMES_PER_FILE_MAX: usize = 65_000;
-
-/// Further names of file records (poller thread only).
-#[derive(Default)]
-pub struct Links {
-    pub by_name: HashMap<String, BucketId>,
-    pub names: HashMap<BucketId, BTreeSet<String>>,
-    /// (dev, ino) of the destination file a record was made from.
-    pub by_inode: HashMap<(u64, u64), BucketId>,
-    pub inode_of: HashMap<BucketId, (u64, u64)>,
-}
 
 impl Core {
     /// The file record a path names: its primary name or a further one.

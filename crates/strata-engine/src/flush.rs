@@ -63,7 +63,7 @@ use foldhash::{HashMap, HashMapExt};
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -74,9 +74,10 @@ use strata_proto::control::{FileCounters, FlushError, FlushReply};
 
 use crate::core::Core;
 use crate::drain_log::{EventLog, EventSink};
-use crate::files::Backoff;
+use crate::events::Report;
+use crate::state::Backoff;
+pub use crate::state::JobFlags;
 use crate::tier::TierBackend;
-use crate::Done;
 
 /// Pin owner of flush jobs (client ids never reach it).
 pub const FLUSH_OWNER: (u64, u32) = (u64::MAX, 0);
@@ -159,17 +160,6 @@ pub struct Job {
     /// Compare size and mtime with `expect` too, not only the file's
     /// identity (false when a strata process writes the file directly).
     pub in_place_check: bool,
-}
-
-/// What the poller tells a job in flight.
-#[derive(Debug, Default)]
-pub struct JobFlags {
-    /// The record was removed or moved: stop, what was written does not count.
-    pub cancel: AtomicBool,
-    /// strata itself changed the destination file (times, a write-through,
-    /// a shared mapping): a size or mtime that differs from `expect` may be
-    /// that change, not a conflict. Set before the change is made.
-    pub ours: AtomicBool,
 }
 
 /// What a worker reports.
@@ -743,8 +733,6 @@ impl FlushIo {
     }
 }
 
-type Wake = Arc<dyn Fn() + Send + Sync>;
-
 /// The access and modification times of `path`'s directory, to put back
 /// after the flusher creates `path` there (best effort).
 struct DirTimes(Option<(std::path::PathBuf, rustix::fs::Timestamps)>);
@@ -822,8 +810,7 @@ fn job_bytes(job: &Job) -> u64 {
 fn worker(
     io: Arc<FlushIo>,
     rx: Arc<Mutex<mpsc::Receiver<Work>>>,
-    tx: mpsc::Sender<Done>,
-    wake: Wake,
+    report: Report<Box<JobDone>>,
     unlinks: Arc<AtomicUsize>,
     log: Option<EventSink>,
 ) {
@@ -839,10 +826,9 @@ fn worker(
                     l.event("DEQUEUE", &job.path, job_bytes(&job));
                 }
                 let done = io.run_job(job);
-                if tx.send(Done::Flush(Box::new(done))).is_err() {
+                if !report(Box::new(done)) {
                     return;
                 }
-                wake();
             }
             Ok(Work::Unlink(path, file)) => {
                 match remove_if_same(&path, file) {
@@ -936,23 +922,20 @@ pub struct Flusher {
 }
 
 impl Flusher {
-    /// Starts the workers. Completions arrive on `tx` as `crate::Done::Flush`,
-    /// followed by a call of `wake`.
+    /// Starts the workers; they hand each finished job to `report`.
     pub fn start(
         settings: FlushSettings,
         io: FlushIo,
-        tx: mpsc::Sender<Done>,
-        wake: Wake,
+        report: Report<Box<JobDone>>,
     ) -> std::io::Result<Flusher> {
-        Flusher::start_with_log(settings, io, tx, wake, None)
+        Flusher::start_with_log(settings, io, report, None)
     }
 
     /// `start`, with the poller and the workers appending to the event log `log`.
     pub fn start_with_log(
         settings: FlushSettings,
         io: FlushIo,
-        tx: mpsc::Sender<Done>,
-        wake: Wake,
+        report: Report<Box<JobDone>>,
         log: Option<EventLog>,
     ) -> std::io::Result<Flusher> {
         let sink = log.as_ref().and_then(|l| l.sink());
@@ -965,17 +948,16 @@ impl Flusher {
         let spawn = {
             let (io, qrx, u, l) = (io, qrx, unlinks_queued.clone(), sink.clone());
             Box::new(move |i: usize| {
-                let (io, qrx, tx, wake, u, l) = (
+                let (io, qrx, report, u, l) = (
                     io.clone(),
                     qrx.clone(),
-                    tx.clone(),
-                    wake.clone(),
+                    report.clone(),
                     u.clone(),
                     l.clone(),
                 );
                 std::thread::Builder::new()
                     .name(format!("strata-flush-{i}"))
-                    .spawn(move || worker(io, qrx, tx, wake, u, l))
+                    .spawn(move || worker(io, qrx, report, u, l))
             }) as Box<dyn Fn(usize) -> std::io::Result<JoinHandle<()>> + Send>
         };
         let mut workers = Vec::with_capacity(threads);

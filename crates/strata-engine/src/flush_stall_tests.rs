@@ -27,7 +27,10 @@ fn start(core: &Core, threads: u32) -> (Flusher, mpsc::Receiver<Done>) {
         threads,
         bandwidth_max_mib_s: 0.0,
     };
-    (Flusher::start(s, io, tx, Arc::new(|| {})).unwrap(), rx)
+    (
+        Flusher::start(s, io, crate::report(tx, Arc::new(|| {}), Done::Flush)).unwrap(),
+        rx,
+    )
 }
 
 fn create_with(core: &mut Core, path: &str, data: &[u8]) -> BucketId {

@@ -27,7 +27,10 @@ fn start(core: &Core, threads: u32, bandwidth_mib_s: f64) -> (Flusher, mpsc::Rec
         threads,
         bandwidth_max_mib_s: bandwidth_mib_s,
     };
-    (Flusher::start(s, io, tx, Arc::new(|| {})).unwrap(), rx)
+    (
+        Flusher::start(s, io, crate::report(tx, Arc::new(|| {}), Done::Flush)).unwrap(),
+        rx,
+    )
 }
 
 fn create(core: &mut Core, path: &str) -> BucketId {
@@ -328,7 +331,7 @@ fn control_flush_marks_matching_files_and_large_files_split_into_jobs() {
         threads: 2,
         bandwidth_max_mib_s: 1024.0,
     };
-    let mut f = Flusher::start(s, io, tx, Arc::new(|| {})).unwrap();
+    let mut f = Flusher::start(s, io, crate::report(tx, Arc::new(|| {}), Done::Flush)).unwrap();
     let core = &mut fx.core;
     let ida = create(core, &a);
     let idb = create(core, &b);
@@ -378,7 +381,10 @@ fn a_hung_destination_does_not_stop_other_files_and_is_reported() {
             threads: 2,
             bandwidth_max_mib_s: 0.0,
         };
-        (Flusher::start(s, io, tx, Arc::new(|| {})).unwrap(), rx)
+        (
+            Flusher::start(s, io, crate::report(tx, Arc::new(|| {}), Done::Flush)).unwrap(),
+            rx,
+        )
     };
     // `flush.stall_warn` of 1 ns: any job still in flight counts as stalled.
     f.set_stall_warn_ns(1);
@@ -484,7 +490,7 @@ fn verify_reads_pages_back_and_catches_a_mismatch() {
         threads: 2,
         bandwidth_max_mib_s: 0.0,
     };
-    let mut f = Flusher::start(s, io, tx, Arc::new(|| {})).unwrap();
+    let mut f = Flusher::start(s, io, crate::report(tx, Arc::new(|| {}), Done::Flush)).unwrap();
     let core = &mut fx.core;
     let id = create(core, &path);
     let model = pattern(3 * PAGE + 10, 5);
@@ -515,7 +521,7 @@ fn verify_reads_pages_back_and_catches_a_mismatch() {
     io.verify = true;
     io.corrupt_jobs
         .store(1, std::sync::atomic::Ordering::SeqCst);
-    let mut h = Flusher::start(s, io, tx, Arc::new(|| {})).unwrap();
+    let mut h = Flusher::start(s, io, crate::report(tx, Arc::new(|| {}), Done::Flush)).unwrap();
     let model = pattern(2 * PAGE + 1, 11);
     write(core, id, 0, &model);
     core.files.kick = true;

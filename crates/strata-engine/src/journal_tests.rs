@@ -203,7 +203,7 @@ fn journal_on(fx: &mut Fixture) -> mpsc::Receiver<Done> {
         compact_min_bytes: 1 << 20,
     };
     Journal::start(core, settings, wake.clone()).unwrap();
-    crate::stash::start(core, tx, wake).unwrap();
+    crate::stash::start(core, crate::report(tx, wake, Done::Stash)).unwrap();
     rx
 }
 

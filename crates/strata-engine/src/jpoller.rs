@@ -26,6 +26,8 @@ use strata_proto::control::{JournalStatus, ReplayReport};
 
 use crate::core::Core;
 use crate::journal::{self, FileImage, Handle, Record};
+pub use crate::state::Journal;
+use crate::state::{ShadowBlob, ShadowBucket};
 
 /// Batches are emitted at most this often unless a sync is waiting.
 pub const EMIT_INTERVAL_NS: u64 = 10_000_000;
@@ -35,55 +37,6 @@ pub const SYNC_WAITS_MAX: usize = 65_536;
 pub const QUARANTINE_SYNC_BYTES: u64 = 16 << 20;
 /// Prefix of orphan buckets (unlinked while open): never journaled.
 const ORPHAN_PREFIX: char = '\u{1}';
-
-struct ShadowBlob {
-    bucket: BucketId,
-    bucket_name: Arc<str>,
-    name: Box<str>,
-    /// (tier, offset) of the extents the journaled record points to: held
-    /// (never reused) while the record is live.
-    extents: Vec<(u32, u64)>,
-}
-
-struct ShadowBucket {
-    name: Arc<str>,
-    hash: u32,
-}
-
-pub struct Journal {
-    /// The journal thread; None until `start` (replay builds the first state without it).
-    handle: Option<Handle>,
-    pub path: std::path::PathBuf,
-    pub shared: Arc<journal::Shared>,
-    next_seq: u64,
-    shadow_blobs: HashMap<BlobId, ShadowBlob>,
-    shadow_buckets: HashMap<BucketId, ShadowBucket>,
-    blob_counts: HashMap<BucketId, u64>,
-    /// (batch seq that records the free, tier, offset, length).
-    quarantine: VecDeque<(u64, u32, u64, u64)>,
-    pub quarantined_bytes: u64,
-    /// Per tier: (allocated bytes, extents) in quarantine — freed from the
-    /// user's point of view, not yet reusable.
-    pub quarantined_per_tier: Vec<(u64, u64)>,
-    /// Extents some live record points to → its blob.
-    held: HashMap<(u32, u64), BlobId>,
-    /// Held extents their blob no longer uses (length): freed, via the
-    /// quarantine, once the record pointing to them is superseded.
-    held_free: HashMap<(u32, u64), u64>,
-    nonvolatile: Vec<bool>,
-    last_emit: std::time::Instant,
-    force: bool,
-    /// Files with a journal sync: the highest `mod_gen` known durable
-    /// through the journal (0 while the first is pending).
-    pub jsynced: HashMap<BucketId, u64>,
-    /// Size of each file at its last journal sync.
-    synced_size: HashMap<BucketId, u64>,
-    /// (file, generation, batch seq to be synced).
-    waits: Vec<(BucketId, u64, u64)>,
-    pub journal_syncs: u64,
-    pub relaxed_syncs: u64,
-    pub report: ReplayReport,
-}
 
 fn bucket_record(b: &Bucket, synced_size: u64) -> Record {
     let file = b.file.as_deref().map(|r| FileImage {

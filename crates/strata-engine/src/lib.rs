@@ -88,6 +88,7 @@ pub mod organizer;
 pub mod prefetch;
 pub mod stage;
 pub mod stash;
+pub mod state;
 pub mod tier;
 pub mod trace;
 
@@ -106,8 +107,6 @@ mod organizer_tests;
 #[cfg(test)]
 pub(crate) mod testutil;
 
-pub use crate::dispatch::Caller;
-
 use strata_proto::types::ReadExtent;
 
 use crate::core::Core;
@@ -124,6 +123,41 @@ pub enum Done {
     Organizer(Box<crate::organizer::MoveDone>),
     /// A read-ahead worker finished a page (crate::prefetch).
     Prefetch(Box<crate::prefetch::Done>),
+}
+
+/// Who asks, and how much a reply may carry.
+#[derive(Debug, Clone, Copy)]
+pub struct Caller {
+    pub client: u64,
+    pub channel: u32,
+    /// The client's process id (the I/O log names it; 0: the daemon's own).
+    pub pid: u32,
+    /// Bytes of the reply's variable part the transport can carry (lists
+    /// and extents are cut to it; the rest is asked for again).
+    pub reply_bytes_max: usize,
+}
+
+impl Caller {
+    pub(crate) fn owner(&self) -> (u64, u32) {
+        (self.client, self.channel)
+    }
+}
+
+/// A service's report sink over `tx`, the channel to the engine's thread:
+/// wraps each finished piece with `wrap` (e.g. `Done::Flush`), sends it and
+/// calls `wake` (the host's doorbell). False once the engine is gone.
+pub fn report<T: 'static>(
+    tx: std::sync::mpsc::Sender<Done>,
+    wake: std::sync::Arc<dyn Fn() + Send + Sync>,
+    wrap: fn(T) -> Done,
+) -> crate::events::Report<T> {
+    std::sync::Arc::new(move |piece| {
+        let sent = tx.send(wrap(piece)).is_ok();
+        if sent {
+            wake();
+        }
+        sent
+    })
 }
 
 /// The engine: its state and the one entry point transports call.

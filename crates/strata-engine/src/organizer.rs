@@ -79,8 +79,8 @@ use strata_organize::{BlobState, MoveKind, PlanLimits, ScoreParams, TierState, T
 use strata_proto::control::OrganizerStatus;
 
 use crate::core::{now_ns, Core};
+use crate::events::Report;
 use crate::tier::TierIo;
-use crate::Done;
 
 /// Pin owner of organizer batches (client ids never reach it).
 pub const ORGANIZER_OWNER: (u64, u32) = crate::core::COPY_OWNER;
@@ -368,12 +368,11 @@ pub fn shutdown(core: &mut Core, org: &mut Organizer) {
 }
 
 /// Starts the organizer thread when `organizer.enabled` and there are at
-/// least two tiers; its reports arrive as `crate::Done::Organizer`.
+/// least two tiers; it hands each finished batch to `report`.
 pub fn start(
     core: &mut Core,
     cfg: &OrganizerConfig,
-    tx: mpsc::Sender<Done>,
-    wake: Arc<dyn Fn() + Send + Sync>,
+    report: Report<Box<MoveDone>>,
 ) -> std::io::Result<Organizer> {
     let mut org = Organizer::default();
     org.configure(cfg);
@@ -407,10 +406,9 @@ pub fn start(
             // Ends when the poller drops its sender.
             while let Ok(batch) = brx.recv() {
                 let done = io.run(batch);
-                if tx.send(Done::Organizer(Box::new(done))).is_err() {
+                if !report(Box::new(done)) {
                     return;
                 }
-                wake();
             }
         })?;
     org.tx = Some(btx);

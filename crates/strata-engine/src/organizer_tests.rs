@@ -44,9 +44,10 @@ fn start(fx: &mut Fixture, with_journal: bool) -> (mpsc::Receiver<Done>, Organiz
             compact_min_bytes: 1 << 20,
         };
         Journal::start(core, settings, wake.clone()).unwrap();
-        crate::stash::start(core, tx.clone(), wake.clone()).unwrap();
+        crate::stash::start(core, crate::report(tx.clone(), wake.clone(), Done::Stash)).unwrap();
     }
-    let org = crate::organizer::start(core, &org_cfg(), tx, wake).unwrap();
+    let org = crate::organizer::start(core, &org_cfg(), crate::report(tx, wake, Done::Organizer))
+        .unwrap();
     (rx, org)
 }
 

@@ -97,6 +97,7 @@ use strata_meta::{BlobId, BucketId};
 use strata_proto::control::PrefetchStatus;
 
 use crate::core::{Core, Src};
+use crate::events::Report;
 use crate::trace::Tracer;
 
 /// Reads a stream needs before it is read ahead.
@@ -452,8 +453,7 @@ impl Prefetch {
     pub fn start(
         core: &Core,
         settings: Settings,
-        tx: mpsc::Sender<crate::Done>,
-        wake: Arc<dyn Fn() + Send + Sync>,
+        report: Report<Box<Done>>,
     ) -> std::io::Result<Prefetch> {
         let mut pf = Prefetch::new(settings);
         if !settings.enabled || settings.readahead_pages == 0 {
@@ -463,10 +463,10 @@ impl Prefetch {
         let jrx = Arc::new(Mutex::new(jrx));
         for i in 0..settings.threads.max(1) {
             let arena = core.tiers.arena.backend();
-            let (jrx, tx, wake) = (jrx.clone(), tx.clone(), wake.clone());
+            let (jrx, report) = (jrx.clone(), report.clone());
             let h = std::thread::Builder::new()
                 .name(format!("strata-readahead-{i}"))
-                .spawn(move || worker(arena, jrx, tx, wake))?;
+                .spawn(move || worker(arena, jrx, report))?;
             pf.workers.push(h);
         }
         pf.jobs = Some(jtx);
@@ -535,8 +535,7 @@ const WORKER_FDS_MAX: usize = 16;
 fn worker(
     arena: Arc<dyn TierBackend>,
     jobs: Arc<Mutex<mpsc::Receiver<Job>>>,
-    tx: mpsc::Sender<crate::Done>,
-    wake: Arc<dyn Fn() + Send + Sync>,
+    report: Report<Box<Done>>,
 ) {
     let mut fds = DestFds::default();
     let mut buf = Vec::new();
@@ -551,13 +550,9 @@ fn worker(
         let got = fds
             .get(&job.path)
             .and_then(|f| read_page(arena.as_ref(), f, &job, &mut buf));
-        if tx
-            .send(crate::Done::Prefetch(Box::new(Done { job, got })))
-            .is_err()
-        {
+        if !report(Box::new(Done { job, got })) {
             return;
         }
-        wake();
     }
 }
 

@@ -28,7 +28,10 @@ fn start(core: &Core) -> (Flusher, mpsc::Receiver<Done>) {
         threads: 2,
         bandwidth_max_mib_s: 0.0,
     };
-    (Flusher::start(s, io, tx, Arc::new(|| {})).unwrap(), rx)
+    (
+        Flusher::start(s, io, crate::report(tx, Arc::new(|| {}), Done::Flush)).unwrap(),
+        rx,
+    )
 }
 
 fn create(core: &mut Core, path: &str, persist: Persist) -> BucketId {

@@ -53,17 +53,17 @@
 //! `fdatasync`s the destination. The client polls `FileSyncState` (20 µs → 2 ms backoff) and
 //! reports a failure as `EIO`.
 
-use foldhash::{HashMap, HashSet, HashSetExt};
-use std::collections::VecDeque;
+use foldhash::{HashSet, HashSetExt};
 use std::sync::mpsc;
-use std::sync::Arc;
 
 use strata_alloc::Range;
 use strata_meta::{BlobId, BucketId, Extent, Persist};
 
 use crate::core::{Core, PIECES_MAX};
+use crate::events::Report;
+use crate::state::StashInFlight;
+pub use crate::state::{StashJob, StashPage, StashState};
 use crate::tier::TierIo;
-use crate::Done;
 
 /// Pin owner of stash jobs (client ids never reach it).
 pub const STASH_OWNER: (u64, u32) = (u64::MAX, 1);
@@ -75,72 +75,11 @@ pub const STASH_JOBS_MAX: usize = 4;
 pub const STASH_RETRIES_MAX: u32 = 8;
 const CHUNK_BYTES: usize = 1 << 20;
 
-pub struct StashPage {
-    pub blob: BlobId,
-    pub gen: u64,
-    pub size: u64,
-    /// The blob's extents (holes included) at the snapshot.
-    pub src: Vec<Extent>,
-    /// Target space when the page has bytes on a volatile tier.
-    pub dst: Option<(u32, Vec<Range>)>,
-    /// Block size of the target tier (data extents start aligned to it).
-    pub block: u64,
-}
-
-pub struct StashJob {
-    pub id: u64,
-    pub file: BucketId,
-    /// `mod_gen` of the file at the snapshot.
-    pub gen: u64,
-    /// All dirty pages are in this job.
-    pub complete: bool,
-    pub pages: Vec<StashPage>,
-    /// Tier files to fdatasync besides the targets (pages already there).
-    pub sync_tiers: Vec<u32>,
-}
-
 pub struct StashDone {
     pub job: StashJob,
     pub crcs: Vec<Option<u32>>,
     pub bytes: u64,
     pub error: Option<String>,
-}
-
-struct InFlight {
-    job_id: u64,
-    pin: u64,
-}
-
-/// The poller's stash bookkeeping (in `Core`).
-#[derive(Default)]
-pub struct StashState {
-    wanted: VecDeque<BucketId>,
-    wanted_set: HashSet<BucketId>,
-    in_flight: HashMap<BucketId, InFlight>,
-    retries: HashMap<BucketId, u32>,
-    next_job: u64,
-    tx: Option<mpsc::Sender<StashJob>>,
-    /// Why the last durable flush of a native bucket or WORKFLOW file failed.
-    pub failed: HashMap<BucketId, String>,
-    pub stashed_bytes_total: u64,
-    pub jobs_total: u64,
-    pub fallbacks_total: u64,
-}
-
-impl StashState {
-    pub fn running(&self) -> bool {
-        self.tx.is_some()
-    }
-    /// Asks for a stash of file `id` (its fsync waits for it).
-    pub fn want(&mut self, id: BucketId) {
-        self.failed.remove(&id);
-        if self.wanted_set.insert(id) {
-            self.wanted.push_back(id);
-        }
-    }
-    pub fn busy(&self) -> bool {
-        !self.wanted.is_empty() || !self.in_flight.is_empty()
-    }
 }
 
 /// The stash thread's view of the tiers.
@@ -234,12 +173,8 @@ impl StashIo {
     }
 }
 
-/// Starts the stash thread; its reports arrive as `crate::Done::Stash`.
-pub fn start(
-    core: &mut Core,
-    tx: mpsc::Sender<Done>,
-    wake: Arc<dyn Fn() + Send + Sync>,
-) -> std::io::Result<()> {
+/// Starts the stash thread; it hands each finished job to `report`.
+pub fn start(core: &mut Core, report: Report<Box<StashDone>>) -> std::io::Result<()> {
     let io = StashIo {
         tiers: TierIo::open(&core.tiers)?,
     };
@@ -263,11 +198,10 @@ pub fn start(
                     if done.error.is_none() {
                         done.error = err.clone();
                     }
-                    if tx.send(Done::Stash(Box::new(done))).is_err() {
+                    if !report(Box::new(done)) {
                         return;
                     }
                 }
-                wake();
             }
         })?;
     core.stash.tx = Some(jtx);
@@ -528,7 +462,7 @@ fn start_job(core: &mut Core, file: BucketId) {
     core.stash.next_job += 1;
     core.stash
         .in_flight
-        .insert(file, InFlight { job_id: id, pin });
+        .insert(file, StashInFlight { job_id: id, pin });
     if let Err(mpsc::SendError(job)) = tx.send(StashJob {
         id,
         file,

@@ -1,0 +1,289 @@
+//! The state the store keeps for the file model and the services that
+//! work on it — the records only, no behaviour: `Core` owns one of each
+//! (`FileState`, `Holders`, `StashState`, `Journal`), and the modules
+//! named beside each section implement what is done with them
+//! (`impl Core` blocks and functions over `&mut Core`).
+//!
+//! **Architecture Invariant:** this module imports nothing of the engine
+//! but `crate::journal` (the journal's format and thread), so `core`, which
+//! holds these records, sits below every module that works on them: the
+//! engine's modules form no import loop.
+//! **API Boundary:** data definitions and trivial accessors; each type is
+//! re-exported by the module that works on it (`files::FileState`, …).
+
+use std::collections::{BTreeSet, VecDeque};
+use std::os::fd::OwnedFd;
+use std::sync::atomic::AtomicBool;
+use std::sync::{mpsc, Arc};
+
+use foldhash::{HashMap, HashSet};
+use strata_alloc::Range;
+use strata_meta::{BlobId, BucketId, Extent};
+use strata_proto::control::{FileCounters, ReplayReport};
+
+use crate::journal::{self, Handle};
+
+// ---- files
+/// Largest file size (and write end) accepted: POSIX `off_t` is signed.
+pub const FILE_BYTES_MAX: u64 = i64::MAX as u64;
+
+// ---- files
+/// Pages one `FileRead` walks at most (the client asks again for the rest).
+pub const READ_PAGES_MAX: u64 = 1 << 16;
+
+// ---- files
+/// Retry state of a file whose last flush failed.
+#[derive(Debug, Clone, Copy)]
+pub struct Backoff {
+    pub failures: u32,
+    /// Monotonic ns before which the file is not retried.
+    pub retry_at_mono_ns: u64,
+    /// Monotonic ns of the first failure in this series.
+    pub first_failure_mono_ns: u64,
+}
+
+// ---- files
+/// File-model state owned by `Core` (poller thread only).
+#[derive(Default)]
+pub struct FileState {
+    pub counters: FileCounters,
+    /// DEFAULT files whose record `needs_flush()`: the flusher's work list.
+    pub dirty: BTreeSet<BucketId>,
+    /// Files whose last flush failed.
+    pub backoff: HashMap<BucketId, Backoff>,
+    /// Cancel flags of in-flight flush jobs (set when the record is removed
+    /// or moved while the job runs).
+    pub cancels: HashMap<BucketId, Arc<JobFlags>>,
+    /// Something became urgent: the flusher should look now.
+    pub kick: bool,
+    /// Capacity pressure: write-throughs in progress (files_evict.rs).
+    pub evict: EvictState,
+    /// Further names of files (hard links, files_link.rs).
+    pub links: Links,
+    /// Shared backings of mapped files (files_backing.rs).
+    pub backings: Backings,
+}
+
+// ---- files
+/// Outcome of `FileWrite`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// (file offset written at, size after).
+    Done { at: u64, size: u64 },
+    /// Nothing was modified: the page at this file offset must first be
+    /// filled from the destination.
+    NeedFill { page_off: u64 },
+}
+
+// ---- files_evict
+/// A write-through in progress on one file.
+#[derive(Debug, Default, Clone)]
+pub struct Through {
+    /// Granted and not yet done.
+    pub active: u32,
+    /// Highest end offset granted (O_APPEND writers get offsets past it).
+    pub reserved_end: u64,
+    /// The client of each active grant (a multiset).
+    pub clients: Vec<u64>,
+}
+
+// ---- files_evict
+/// State of capacity pressure (poller thread only), kept in `FileState`.
+#[derive(Debug, Default)]
+pub struct EvictState {
+    pub through: HashMap<BucketId, Through>,
+    /// Write-through generation of every file that ever had one (bumped at
+    /// each grant and each done).
+    pub gens: HashMap<BucketId, u64>,
+    /// (channel owner, file) -> generation seen by that channel's last
+    /// `FileRead` / `NeedFill` of the file (only files in `gens`).
+    pub seen: HashMap<((u64, u32), BucketId), u64>,
+    /// Eviction candidates of the last scan, least recently used first
+    /// (re-checked when taken; a new scan when exhausted).
+    pub queue: VecDeque<(BucketId, u64)>,
+    /// The candidates of the same scan that were on probation (filled from
+    /// the destination and not rewritten since), least recently used first.
+    pub queue_filled: VecDeque<(BucketId, u64)>,
+    /// Declined fills (file, page), for scan-resistant admission; at most
+    /// `GHOST_PAGES_MAX`, oldest first in `ghost_order`.
+    pub ghost: HashSet<(BucketId, u64)>,
+    pub ghost_order: VecDeque<(BucketId, u64)>,
+    /// Fills accepted so far (fills and flush completions make clean pages).
+    pub fills: u64,
+    /// (flushed bytes, fills) when a scan last found no candidate: no new
+    /// scan until one of them moves.
+    pub empty_scan_at: Option<(u64, u64)>,
+    /// The same for candidates on probation.
+    pub empty_filled_scan_at: Option<(u64, u64)>,
+}
+
+// ---- files_evict
+/// Who fills a page, for scan-resistant admission (`Core::pressure_fill`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FillFrom {
+    /// A client's read-through: declined fills are remembered (ghosts), a
+    /// ghost's second fill may evict any clean page.
+    Read,
+    /// The daemon's read-ahead: evicts only pages on probation and leaves
+    /// the ghost list alone (the reader's own fill decides).
+    ReadAhead,
+    /// `FILL_KEEP` (stage-in, the page a partial write needs): may evict
+    /// any clean page.
+    Keep,
+}
+
+// ---- files_link
+/// Further names of file records (poller thread only).
+#[derive(Default)]
+pub struct Links {
+    pub by_name: HashMap<String, BucketId>,
+    pub names: HashMap<BucketId, BTreeSet<String>>,
+    /// (dev, ino) of the destination file a record was made from.
+    pub by_inode: HashMap<(u64, u64), BucketId>,
+    pub inode_of: HashMap<BucketId, (u64, u64)>,
+}
+
+// ---- files_backing
+/// Shared backings (poller thread only).
+#[derive(Default)]
+pub struct Backings {
+    pub by_file: HashMap<BucketId, OwnedFd>,
+}
+
+// ---- flush
+/// What the poller tells a job in flight.
+#[derive(Debug, Default)]
+pub struct JobFlags {
+    /// The record was removed or moved: stop, what was written does not count.
+    pub cancel: AtomicBool,
+    /// strata itself changed the destination file (times, a write-through,
+    /// a shared mapping): a size or mtime that differs from `expect` may be
+    /// that change, not a conflict. Set before the change is made.
+    pub ours: AtomicBool,
+}
+
+// ---- files_hold
+/// Who holds which file open (poller thread only).
+#[derive(Default)]
+pub struct Holders {
+    pub by_file: HashMap<BucketId, Vec<u64>>,
+    pub by_client: HashMap<u64, HashSet<BucketId>>,
+}
+
+// ---- stash
+pub struct StashPage {
+    pub blob: BlobId,
+    pub gen: u64,
+    pub size: u64,
+    /// The blob's extents (holes included) at the snapshot.
+    pub src: Vec<Extent>,
+    /// Target space when the page has bytes on a volatile tier.
+    pub dst: Option<(u32, Vec<Range>)>,
+    /// Block size of the target tier (data extents start aligned to it).
+    pub block: u64,
+}
+
+// ---- stash
+pub struct StashJob {
+    pub id: u64,
+    pub file: BucketId,
+    /// `mod_gen` of the file at the snapshot.
+    pub gen: u64,
+    /// All dirty pages are in this job.
+    pub complete: bool,
+    pub pages: Vec<StashPage>,
+    /// Tier files to fdatasync besides the targets (pages already there).
+    pub sync_tiers: Vec<u32>,
+}
+
+// ---- stash
+pub(crate) struct StashInFlight {
+    pub(crate) job_id: u64,
+    pub(crate) pin: u64,
+}
+
+// ---- stash
+/// The poller's stash bookkeeping (in `Core`).
+#[derive(Default)]
+pub struct StashState {
+    pub(crate) wanted: VecDeque<BucketId>,
+    pub(crate) wanted_set: HashSet<BucketId>,
+    pub(crate) in_flight: HashMap<BucketId, StashInFlight>,
+    pub(crate) retries: HashMap<BucketId, u32>,
+    pub(crate) next_job: u64,
+    pub(crate) tx: Option<mpsc::Sender<StashJob>>,
+    /// Why the last durable flush of a native bucket or WORKFLOW file failed.
+    pub failed: HashMap<BucketId, String>,
+    pub stashed_bytes_total: u64,
+    pub jobs_total: u64,
+    pub fallbacks_total: u64,
+}
+
+// ---- stash
+impl StashState {
+    pub fn running(&self) -> bool {
+        self.tx.is_some()
+    }
+    /// Asks for a stash of file `id` (its fsync waits for it).
+    pub fn want(&mut self, id: BucketId) {
+        self.failed.remove(&id);
+        if self.wanted_set.insert(id) {
+            self.wanted.push_back(id);
+        }
+    }
+    pub fn busy(&self) -> bool {
+        !self.wanted.is_empty() || !self.in_flight.is_empty()
+    }
+}
+
+// ---- jpoller
+pub(crate) struct ShadowBlob {
+    pub(crate) bucket: BucketId,
+    pub(crate) bucket_name: Arc<str>,
+    pub(crate) name: Box<str>,
+    /// (tier, offset) of the extents the journaled record points to: held
+    /// (never reused) while the record is live.
+    pub(crate) extents: Vec<(u32, u64)>,
+}
+
+// ---- jpoller
+pub(crate) struct ShadowBucket {
+    pub(crate) name: Arc<str>,
+    pub(crate) hash: u32,
+}
+
+// ---- jpoller
+pub struct Journal {
+    /// The journal thread; None until `start` (replay builds the first state without it).
+    pub(crate) handle: Option<Handle>,
+    pub path: std::path::PathBuf,
+    pub shared: Arc<journal::Shared>,
+    pub(crate) next_seq: u64,
+    pub(crate) shadow_blobs: HashMap<BlobId, ShadowBlob>,
+    pub(crate) shadow_buckets: HashMap<BucketId, ShadowBucket>,
+    pub(crate) blob_counts: HashMap<BucketId, u64>,
+    /// (batch seq that records the free, tier, offset, length).
+    pub(crate) quarantine: VecDeque<(u64, u32, u64, u64)>,
+    pub quarantined_bytes: u64,
+    /// Per tier: (allocated bytes, extents) in quarantine — freed from the
+    /// user's point of view, not yet reusable.
+    pub quarantined_per_tier: Vec<(u64, u64)>,
+    /// Extents some live record points to → its blob.
+    pub(crate) held: HashMap<(u32, u64), BlobId>,
+    /// Held extents their blob no longer uses (length): freed, via the
+    /// quarantine, once the record pointing to them is superseded.
+    pub(crate) held_free: HashMap<(u32, u64), u64>,
+    pub(crate) nonvolatile: Vec<bool>,
+    pub(crate) last_emit: std::time::Instant,
+    pub(crate) force: bool,
+    /// Files with a journal sync: the highest `mod_gen` known durable
+    /// through the journal (0 while the first is pending).
+    pub jsynced: HashMap<BucketId, u64>,
+    /// Size of each file at its last journal sync.
+    pub(crate) synced_size: HashMap<BucketId, u64>,
+    /// (file, generation, batch seq to be synced).
+    pub(crate) waits: Vec<(BucketId, u64, u64)>,
+    pub journal_syncs: u64,
+    pub relaxed_syncs: u64,
+    pub report: ReplayReport,
+}
