@@ -342,8 +342,17 @@ fn a_blob_that_always_follows_is_promoted_before_it_is_read() {
     assert_eq!(b.get("B").unwrap(), b_bytes);
     let p = d.status().prefetch;
     assert_eq!(
-        (p.used_bytes_total, p.pending_bytes, p.unused_bytes_total),
-        (300_000, 0, 0),
+        (p.used_bytes_total, p.unused_bytes_total),
+        (300_000, 0),
+        "{p:?}"
+    );
+    // Reading B also asked for C (C follows B): once the organizer has
+    // moved it, C's 1000 bytes are pending (prefetched, not yet read) —
+    // whether that happened before this status is a race the test must
+    // not depend on (it failed 1 run in 30 on the old code too).
+    assert!(
+        (p.promoted_blobs_total, p.pending_bytes) == (1, 0)
+            || (p.promoted_blobs_total, p.pending_bytes) == (2, 1000),
         "{p:?}"
     );
     let promotes = trace_json(&d, &["--op", "promote"]);

@@ -204,23 +204,41 @@ pub(super) unsafe fn dest_set(id: u64, path: &str, a: &SetAttr) {
     set_errno(e);
 }
 
+/// A hook on a path (`dirfd`, `path`; `last`: whether a symbolic link as
+/// the last component is followed): `kernel` answers for an untracked
+/// path, `tracked` (with the absolute path and `kernel` for the
+/// destination's side) for a tracked one.
+unsafe fn on_path(
+    dirfd: c_int,
+    path: *const c_char,
+    last: Last,
+    kernel: impl Fn() -> c_int,
+    tracked: impl FnOnce(&str, &dyn Fn() -> c_int) -> Result<c_int, c_int>,
+) -> c_int {
+    match tracked_path_at(dirfd, path, last) {
+        None => enotdir_fix(kernel(), dirfd, path),
+        Some(t) => run(|| tracked(t.abs.as_str().ok_or(libc::EINVAL)?, &kernel)),
+    }
+}
+
+/// chmod of a tracked path: the record's mode (and the destination's).
+unsafe fn chmod_path(path: &str, mode: mode_t, kernel: &dyn Fn() -> c_int) -> Result<c_int, c_int> {
+    let a = SetAttr {
+        mode: Some(mode & 0o7777),
+        ..Default::default()
+    };
+    set_attr_tracked(0, path, a, Times::Unchanged, kernel)
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn chmod(path: *const c_char, mode: mode_t) -> c_int {
-    match tracked_path(libc::AT_FDCWD, path) {
-        None => enotdir_fix(real::chmod(path, mode), libc::AT_FDCWD, path),
-        Some(t) => run(|| {
-            set_attr_tracked(
-                0,
-                t.abs.as_str().ok_or(libc::EINVAL)?,
-                SetAttr {
-                    mode: Some(mode & 0o7777),
-                    ..Default::default()
-                },
-                Times::Unchanged,
-                || real::chmod(path, mode),
-            )
-        }),
-    }
+    on_path(
+        libc::AT_FDCWD,
+        path,
+        Last::Follow,
+        || real::chmod(path, mode),
+        |p, k| chmod_path(p, mode, k),
+    )
 }
 
 #[no_mangle]
@@ -230,21 +248,10 @@ pub unsafe extern "C" fn fchmodat(
     mode: mode_t,
     flags: c_int,
 ) -> c_int {
-    match tracked_path_at(dirfd, path, last_of(flags)) {
-        None => enotdir_fix(real::fchmodat(dirfd, path, mode, flags), dirfd, path),
-        Some(t) => run(|| {
-            set_attr_tracked(
-                0,
-                t.abs.as_str().ok_or(libc::EINVAL)?,
-                SetAttr {
-                    mode: Some(mode & 0o7777),
-                    ..Default::default()
-                },
-                Times::Unchanged,
-                || real::fchmodat(dirfd, path, mode, flags),
-            )
-        }),
-    }
+    let kernel = || real::fchmodat(dirfd, path, mode, flags);
+    on_path(dirfd, path, last_of(flags), kernel, |p, k| {
+        chmod_path(p, mode, k)
+    })
 }
 
 #[no_mangle]
@@ -307,27 +314,18 @@ pub(super) unsafe fn chown_tracked(
 
 #[no_mangle]
 pub unsafe extern "C" fn chown(path: *const c_char, uid: libc::uid_t, gid: libc::gid_t) -> c_int {
-    match tracked_path(libc::AT_FDCWD, path) {
-        None => enotdir_fix(
-            real::fchownat(libc::AT_FDCWD, path, uid, gid, 0),
-            libc::AT_FDCWD,
-            path,
-        ),
-        Some(t) => run(|| {
-            chown_tracked(0, t.abs.as_str().ok_or(libc::EINVAL)?, uid, gid, || {
-                real::fchownat(libc::AT_FDCWD, path, uid, gid, 0)
-            })
-        }),
-    }
+    let kernel = || real::fchownat(libc::AT_FDCWD, path, uid, gid, 0);
+    on_path(libc::AT_FDCWD, path, Last::Follow, kernel, |p, k| {
+        chown_tracked(0, p, uid, gid, k)
+    })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn lchown(path: *const c_char, uid: libc::uid_t, gid: libc::gid_t) -> c_int {
-    let real_op = || real::fchownat(libc::AT_FDCWD, path, uid, gid, libc::AT_SYMLINK_NOFOLLOW);
-    match tracked_path_nofollow(libc::AT_FDCWD, path) {
-        None => enotdir_fix(real_op(), libc::AT_FDCWD, path),
-        Some(t) => run(|| chown_tracked(0, t.abs.as_str().ok_or(libc::EINVAL)?, uid, gid, real_op)),
-    }
+    let kernel = || real::fchownat(libc::AT_FDCWD, path, uid, gid, libc::AT_SYMLINK_NOFOLLOW);
+    on_path(libc::AT_FDCWD, path, Last::NoFollow, kernel, |p, k| {
+        chown_tracked(0, p, uid, gid, k)
+    })
 }
 
 #[no_mangle]
@@ -341,11 +339,10 @@ pub unsafe extern "C" fn fchownat(
     if flags & libc::AT_EMPTY_PATH != 0 && plausible_empty(path) {
         return fchown(dirfd, uid, gid);
     }
-    let real_op = || real::fchownat(dirfd, path, uid, gid, flags);
-    match tracked_path_at(dirfd, path, last_of(flags)) {
-        None => enotdir_fix(real_op(), dirfd, path),
-        Some(t) => run(|| chown_tracked(0, t.abs.as_str().ok_or(libc::EINVAL)?, uid, gid, real_op)),
-    }
+    let kernel = || real::fchownat(dirfd, path, uid, gid, flags);
+    on_path(dirfd, path, last_of(flags), kernel, |p, k| {
+        chown_tracked(0, p, uid, gid, k)
+    })
 }
 
 #[no_mangle]
