@@ -38,7 +38,7 @@
 //! (`organizer::record_access`); `Core::score_of` scores it (`stat`, `ls --long`). Once per
 //! `organizer.interval` (within 5 ms when promotions were requested) the poller scores a
 //! rotating window of ≤ 16 384 blobs plus those accessed since the last round (≤ 16 384,
-//! noted by `Organizer::accessed`, so a hot blob is seen at once in any store) and the
+//! noted by `Core::access`, crate::events, so a hot blob is seen at once in any store) and the
 //! requested ones — ≈ 2 ms of poller time per round for 32 K blobs —, asks `strata_organize::plan` for
 //! ≤ 64 moves and ≤ `bandwidth_max × interval` bytes (1 GiB unlimited), allocates target space
 //! for each data extent on the target tier (holes stay holes; never spill), pins each job's
@@ -62,7 +62,7 @@
 //! (jpoller's rule for a newer version only in RAM), so fsync'ed data stays durable across
 //! `kill -9` (tested); the poller never waits for a copy (at most for the thread's current
 //! 1 MiB chunk write when cancelling); stationary blobs never move.
-//! **API Boundary (prefetcher → organizer):** `Core::request_promote(blob_id) -> bool` queues a
+//! **API Boundary (prefetcher → organizer):** `Organizer::request_promote(core, blob_id) -> bool` queues a
 //! promotion (≤ `REQUESTS_MAX` = 4096, more dropped and counted; false when the organizer is
 //! off or the blob unknown); the organizer drains `prefetch::take_promote_requests` into it
 //! every round. Requests for stationary blobs, blobs with a user score below
@@ -134,7 +134,7 @@ pub struct MoveDone {
     pub errors: Vec<Option<String>>,
 }
 
-/// The organizer's state on the poller (in `Core`).
+/// The organizer's state on the poller (in `Engine`, beside `Core`).
 pub struct Organizer {
     pub enabled: bool,
     cfg: OrganizerConfig,

@@ -81,7 +81,7 @@
 //! every table and queue of the prefetcher is bounded.
 //! **API Boundary (prefetch → organizer):** the prefetcher never moves blobs itself; it
 //! publishes promotion requests (`prefetch::take_promote_requests`) that the organizer's tick
-//! hands to `Core::request_promote` and carries out under its own bandwidth limit; the
+//! hands to `Organizer::request_promote` and carries out under its own bandwidth limit; the
 //! prefetcher sees the outcome in the metadata. With `organizer.enabled: false` nothing is
 //! asked (the model still learns).
 
@@ -907,7 +907,7 @@ fn has_risen(core: &Core, id: BlobId, r: &Request) -> bool {
 
 /// **API Boundary** with the organizer: the promotions the prefetcher asks
 /// for, oldest first (at most `PROMOTE_REQUESTS_MAX` outstanding). The
-/// organizer (`Core::request_promote`) moves them to the fastest tier with
+/// organizer (`Organizer::request_promote`) moves them to the fastest tier with
 /// room when it can; the prefetcher sees the result in the metadata (the
 /// tiers of the blob's extents).
 pub fn take_promote_requests(pf: &mut Prefetch) -> Vec<BlobId> {
