@@ -774,3 +774,82 @@ fn more_async_requests_than_ring_slots() {
     assert_eq!(done + busy, 100);
     assert!(done >= 32, "{done} puts in flight at once");
 }
+
+/// The client's `Transport` trait path (what a transport to another node
+/// is reached through) carries the whole native and file API: the same
+/// workload through `connect_through_trait` reads back what the direct
+/// shared-memory client wrote, and the other way round.
+#[test]
+fn the_transport_trait_path_carries_the_whole_api() {
+    use strata_client::file::{OpenFlags, Persist};
+    let d = small();
+    let direct = d.client();
+    let dyn_c = strata_client::Client::connect_through_trait(&d.socket).expect("connect");
+    let lease = dyn_c.hello().lease_bytes as usize;
+    // Blobs: small (inline or leased), one lease, larger than a lease (pieces).
+    for (writer, reader, bucket) in [(&dyn_c, &direct, "via-trait"), (&direct, &dyn_c, "via-shm")] {
+        let w = writer.bucket(bucket).unwrap();
+        for (i, len) in [0usize, 100, 4096, lease, 3 * lease + 17]
+            .into_iter()
+            .enumerate()
+        {
+            let data = random_bytes(i as u64 + 1, len);
+            w.put(&format!("k{i}"), &data).unwrap();
+            let r = reader.bucket(bucket).unwrap();
+            assert_eq!(r.get(&format!("k{i}")).unwrap(), data, "{bucket} k{i}");
+            assert_eq!(r.stat(&format!("k{i}")).unwrap().size, len as u64);
+            let mut part = vec![0u8; len.min(1000)];
+            assert_eq!(
+                w.get_at(&format!("k{i}"), 0, &mut part).unwrap(),
+                part.len()
+            );
+            assert_eq!(part, data[..part.len()]);
+        }
+        let listed = writer.bucket(bucket).unwrap().list().unwrap();
+        assert_eq!(listed.len(), 5, "{listed:?}");
+        w.delete("k0").unwrap();
+        assert_eq!(
+            errno_of(reader.bucket(bucket).unwrap().get("k0")),
+            Errno::NoBlob
+        );
+    }
+    // Files (SCRATCH: nothing reaches the destination): written through the
+    // trait path, read by the direct client, and the other way round.
+    let dir = tempfile::tempdir().unwrap();
+    let rw = OpenFlags {
+        read: true,
+        write: true,
+        create: true,
+        excl: false,
+        trunc: true,
+    };
+    for (writer, reader, name) in [(&dyn_c, &direct, "a"), (&direct, &dyn_c, "b")] {
+        let path = dir.path().join(name);
+        let path = path.to_str().unwrap();
+        let data = random_bytes(7, 3 * lease + 5);
+        let f = writer
+            .file_open(path, rw, 0o600, Persist::Scratch, 1 << 20)
+            .unwrap();
+        writer.file_write(f.id, 0, &data).unwrap();
+        writer.file_sync(f.id).unwrap();
+        let g = reader
+            .file_open(
+                path,
+                OpenFlags {
+                    read: true,
+                    ..Default::default()
+                },
+                0,
+                Persist::Scratch,
+                1 << 20,
+            )
+            .unwrap();
+        assert_eq!(g.id, f.id);
+        let mut got = vec![0u8; data.len()];
+        assert_eq!(reader.file_read(g.id, 0, &mut got).unwrap(), data.len());
+        assert!(got == data, "file {name}");
+        assert_eq!(reader.file_stat(g.id).unwrap().size, data.len() as u64);
+        writer.file_close(f.id).unwrap();
+        reader.file_close(g.id).unwrap();
+    }
+}

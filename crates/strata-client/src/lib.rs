@@ -238,7 +238,7 @@ pub(crate) struct Inner {
 /// (a network one) is a trait object.
 pub(crate) enum Node {
     Shm(shm::ShmTransport),
-    #[allow(dead_code)] // the first network transport (many nodes) uses it
+    /// Any other transport (a network one; `connect_through_trait`).
     Other(Box<dyn Transport>),
 }
 
@@ -276,10 +276,19 @@ impl Client {
     /// its effective uid (`seteuid`, as servers and test suites do) connects
     /// as its real user, whose daemon it is: see [`as_real_user`].
     pub fn connect_to(socket: &Path) -> Result<Client> {
-        as_real_user(|| Client::connect_as_is(socket))
+        as_real_user(|| Client::connect_as_is(socket, false))
     }
 
-    fn connect_as_is(socket: &Path) -> Result<Client> {
+    /// Connects like [`Client::connect_to`], but every request goes
+    /// through the `Transport` trait object, as a transport to another node
+    /// would, instead of the direct shared-memory path: tests run the same
+    /// workload both ways to show the trait path is complete.
+    #[doc(hidden)]
+    pub fn connect_through_trait(socket: &Path) -> Result<Client> {
+        as_real_user(|| Client::connect_as_is(socket, true))
+    }
+
+    fn connect_as_is(socket: &Path, through_trait: bool) -> Result<Client> {
         let mut s = UnixStream::connect(socket).map_err(|e| {
             err(Errno::NoDaemon, format!("cannot reach the strata daemon at {} ({e}); start it with `strata daemon start`", socket.display()))
         })?;
@@ -311,11 +320,16 @@ impl Client {
             }
         };
         let transport = shm::ShmTransport::attach(&hello, s)?;
+        let node = if through_trait {
+            Node::Other(Box::new(transport))
+        } else {
+            Node::Shm(transport)
+        };
         Ok(Client {
             inner: Arc::new(Inner {
                 hello,
                 lookup: Box::new(LocalLookup),
-                nodes: vec![Node::Shm(transport)],
+                nodes: vec![node],
                 tmp_seq: AtomicU64::new(1),
                 dest_fds: Mutex::new(Default::default()),
                 socket: socket.to_path_buf(),
