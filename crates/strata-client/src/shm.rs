@@ -180,11 +180,6 @@ fn ticket(lane: u32, s: Submitted) -> Ticket {
 
 impl Lane for ShmLane<'_> {
     #[inline]
-    fn index(&self) -> u32 {
-        self.ch.index
-    }
-
-    #[inline]
     fn submit(&mut self, req: &Request) -> Result<Ticket> {
         let s = self.ch.submit(self.shm, req)?;
         Ok(ticket(self.ch.index, s))

@@ -46,9 +46,6 @@ pub struct Ticket {
 
 /// One ordered request stream, held by one thread for a closure's length.
 pub trait Lane {
-    /// This lane's index (to come back to it with `with_lane(Some(i), …)`).
-    fn index(&self) -> u32;
-
     /// Sends `req`; its answer is collected with [`Lane::wait`].
     fn submit(&mut self, req: &Request) -> Result<Ticket>;
 

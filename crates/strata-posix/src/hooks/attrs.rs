@@ -204,25 +204,13 @@ pub(super) unsafe fn dest_set(id: u64, path: &str, a: &SetAttr) {
     set_errno(e);
 }
 
-/// A hook on a path (`dirfd`, `path`; `last`: whether a symbolic link as
-/// the last component is followed): `kernel` answers for an untracked
-/// path, `tracked` (with the absolute path and `kernel` for the
-/// destination's side) for a tracked one.
-unsafe fn on_path(
-    dirfd: c_int,
-    path: *const c_char,
-    last: Last,
-    kernel: impl Fn() -> c_int,
-    tracked: impl FnOnce(&str, &dyn Fn() -> c_int) -> Result<c_int, c_int>,
-) -> c_int {
-    match tracked_path_at(dirfd, path, last) {
-        None => enotdir_fix(kernel(), dirfd, path),
-        Some(t) => run(|| tracked(t.abs.as_str().ok_or(libc::EINVAL)?, &kernel)),
-    }
-}
-
 /// chmod of a tracked path: the record's mode (and the destination's).
-unsafe fn chmod_path(path: &str, mode: mode_t, kernel: &dyn Fn() -> c_int) -> Result<c_int, c_int> {
+unsafe fn chmod_path(
+    t: &Tracked,
+    mode: mode_t,
+    kernel: &dyn Fn() -> c_int,
+) -> Result<c_int, c_int> {
+    let path = t.abs.as_str().ok_or(libc::EINVAL)?;
     let a = SetAttr {
         mode: Some(mode & 0o7777),
         ..Default::default()
@@ -237,7 +225,7 @@ pub unsafe extern "C" fn chmod(path: *const c_char, mode: mode_t) -> c_int {
         path,
         Last::Follow,
         || real::chmod(path, mode),
-        |p, k| chmod_path(p, mode, k),
+        |t, k| chmod_path(t, mode, k),
     )
 }
 
@@ -249,8 +237,8 @@ pub unsafe extern "C" fn fchmodat(
     flags: c_int,
 ) -> c_int {
     let kernel = || real::fchmodat(dirfd, path, mode, flags);
-    on_path(dirfd, path, last_of(flags), kernel, |p, k| {
-        chmod_path(p, mode, k)
+    on_path(dirfd, path, last_of(flags), kernel, |t, k| {
+        chmod_path(t, mode, k)
     })
 }
 
@@ -315,16 +303,16 @@ pub(super) unsafe fn chown_tracked(
 #[no_mangle]
 pub unsafe extern "C" fn chown(path: *const c_char, uid: libc::uid_t, gid: libc::gid_t) -> c_int {
     let kernel = || real::fchownat(libc::AT_FDCWD, path, uid, gid, 0);
-    on_path(libc::AT_FDCWD, path, Last::Follow, kernel, |p, k| {
-        chown_tracked(0, p, uid, gid, k)
+    on_path(libc::AT_FDCWD, path, Last::Follow, kernel, |t, k| {
+        chown_tracked(0, t.abs.as_str().ok_or(libc::EINVAL)?, uid, gid, k)
     })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn lchown(path: *const c_char, uid: libc::uid_t, gid: libc::gid_t) -> c_int {
     let kernel = || real::fchownat(libc::AT_FDCWD, path, uid, gid, libc::AT_SYMLINK_NOFOLLOW);
-    on_path(libc::AT_FDCWD, path, Last::NoFollow, kernel, |p, k| {
-        chown_tracked(0, p, uid, gid, k)
+    on_path(libc::AT_FDCWD, path, Last::NoFollow, kernel, |t, k| {
+        chown_tracked(0, t.abs.as_str().ok_or(libc::EINVAL)?, uid, gid, k)
     })
 }
 
@@ -340,8 +328,8 @@ pub unsafe extern "C" fn fchownat(
         return fchown(dirfd, uid, gid);
     }
     let kernel = || real::fchownat(dirfd, path, uid, gid, flags);
-    on_path(dirfd, path, last_of(flags), kernel, |p, k| {
-        chown_tracked(0, p, uid, gid, k)
+    on_path(dirfd, path, last_of(flags), kernel, |t, k| {
+        chown_tracked(0, t.abs.as_str().ok_or(libc::EINVAL)?, uid, gid, k)
     })
 }
 

@@ -69,6 +69,23 @@ pub(super) unsafe fn set_pos(fd: c_int, p: u64) -> Result<(), c_int> {
     cvt(real::lseek64(fd, p as off64_t, libc::SEEK_SET)).map(|_| ())
 }
 
+/// A hook on a path (`dirfd`, `path`; `last`: whether a symbolic link as
+/// the last component is followed): `kernel` answers for an untracked
+/// path, `tracked` (with the path's classification and `kernel` for the
+/// destination's side) for a tracked one, under the re-entry guard.
+pub(super) unsafe fn on_path(
+    dirfd: c_int,
+    path: *const c_char,
+    last: Last,
+    kernel: impl Fn() -> c_int,
+    tracked: impl FnOnce(&Tracked, &dyn Fn() -> c_int) -> Result<c_int, c_int>,
+) -> c_int {
+    match tracked_path_at(dirfd, path, last) {
+        None => enotdir_fix(kernel(), dirfd, path),
+        Some(t) => run(|| tracked(&t, &kernel)),
+    }
+}
+
 /// Entry points that are another entry point under a second name (the
 /// names without 64 on LP64 Linux, `creat`, …): `name(args) -> ret = target;`
 /// generates `#[no_mangle] name` calling `target` with the same arguments.

@@ -78,10 +78,9 @@ unsafe fn path_stat(
     last: Last,
     kernel: impl Fn() -> c_int,
 ) -> c_int {
-    match tracked_path_at(libc::AT_FDCWD, path, last) {
-        None => enotdir_fix(kernel(), libc::AT_FDCWD, path),
-        Some(t) => run(|| stat_tracked(&t, &kernel, || is_reg(buf), |a| fill_stat(a, buf))),
-    }
+    on_path(libc::AT_FDCWD, path, last, kernel, |t, k| {
+        stat_tracked(t, k, || is_reg(buf), |a| fill_stat(a, buf))
+    })
 }
 
 /// Generates the stat-by-path entry points: `name(args) = last, kernel call`.
