@@ -45,6 +45,9 @@ struct Case {
     name: &'static str,
     /// Input files (relative path → bytes) created in both directories first.
     inputs: Vec<(String, Vec<u8>)>,
+    /// Shell commands run in both directories without strata first (what
+    /// `inputs` cannot make: links, trees).
+    outside: Vec<String>,
     steps: Vec<Step>,
     /// Files whose bytes legitimately differ between runs (checked otherwise).
     not_byte_identical: Vec<&'static str>,
@@ -57,6 +60,7 @@ impl Case {
         Case {
             name,
             inputs: vec![],
+            outside: vec![],
             steps: vec![],
             not_byte_identical: vec![],
             after_default: None,
@@ -64,6 +68,10 @@ impl Case {
     }
     fn input(mut self, rel: &str, data: Vec<u8>) -> Case {
         self.inputs.push((rel.to_string(), data));
+        self
+    }
+    fn outside(mut self, sh: &str) -> Case {
+        self.outside.push(sh.to_string());
         self
     }
     fn step(mut self, s: Step) -> Case {
@@ -107,6 +115,32 @@ fn run_case(case: Case, mode: Mode) {
     for (rel, data) in &case.inputs {
         seed_both(&[&x.tracked, &x.reference], rel, data);
         inputs.insert(rel.clone(), data.clone());
+    }
+    for sh in &case.outside {
+        for dir in [&x.tracked, &x.reference] {
+            plain_run(dir, &["sh", "-c", sh], &x.scratch)
+                .assert_ok(&format!("{}: `{sh}` without strata", case.name));
+        }
+    }
+    if !case.outside.is_empty() {
+        // What the outside commands made is there before strata, like inputs.
+        let mut stack = vec![x.tracked.clone()];
+        while let Some(dir) = stack.pop() {
+            for e in std::fs::read_dir(&dir).unwrap() {
+                let p = e.unwrap().path();
+                let md = std::fs::symlink_metadata(&p).unwrap();
+                if md.is_dir() {
+                    stack.push(p);
+                } else if md.is_file() {
+                    let rel = p
+                        .strip_prefix(&x.tracked)
+                        .unwrap()
+                        .to_string_lossy()
+                        .into_owned();
+                    inputs.insert(rel, std::fs::read(&p).unwrap());
+                }
+            }
+        }
     }
     for (i, s) in case.steps.iter().enumerate() {
         let ctx = format!("{} ({} mode) step {i} `{}`", case.name, mode.as_str(), s.sh);
@@ -508,6 +542,23 @@ fn hardlinks_case() -> Option<Case> {
     })
 }
 
+/// Hard links made outside strata, at the destination only, then copied
+/// with their identity checked (`cp -a` compares stat and fstat of each
+/// file: "skipping file …, as it was replaced while being copied" when a
+/// stat by path and an fstat of the opened file disagreed).
+fn hardlinks_outside_case() -> Option<Case> {
+    require("cp", "coreutils").then(|| {
+        Case::new("hardlinks_outside")
+            .outside("mkdir s && seq 1 2000 > s/a && ln s/a s/b && echo c > s/c")
+            .step(step(
+                "cp -a s t && stat -c %h t/a t/b s/a && cat t/c && tail -1 t/b",
+            ))
+            .step(step(
+                "tar cf x.tar s && mkdir u && tar xf x.tar -C u && stat -c %h u/s/a && rm x.tar",
+            ))
+    })
+}
+
 /// Issue 12 items 18 and 20: chown/lchown/fchown of buffered files (they
 /// were ENOENT), with the kernel's clearing of set-user-ID and set-group-ID
 /// (with group execute) bits, and the owner at the destination. As root the
@@ -869,6 +920,7 @@ program_tests! {
     names_default, names_scratch => |_: &Path| names_case();
     symlinks_default, symlinks_scratch => |_: &Path| symlinks_case();
     hardlinks_default, hardlinks_scratch => |_: &Path| hardlinks_case();
+    hardlinks_outside_default, hardlinks_outside_scratch => |_: &Path| hardlinks_outside_case();
     git_default, git_scratch => |_: &Path| git_case();
     mmap_default, mmap_scratch => |_: &Path| mmap_case();
     owner_default, owner_scratch => |_: &Path| owner_case();

@@ -37,6 +37,13 @@ pub(super) unsafe fn stat_tracked(
                     // the open's implicit hold is not a descriptor of ours
                     // (unless one of ours refers to the file by now)
                     crate::release_hold(a.id);
+                    if a.direct && a.persist == Persist::Default {
+                        // made direct (a destination file with several
+                        // names): the destination file is the file, as for
+                        // a direct record above — its stat stays
+                        trace!("stat {} -> record made direct, destination answers", p);
+                        return Ok(r);
+                    }
                     // names made outside the buffer (a kernel link) count
                     // too: the record knows only the names it has seen
                     let mut st: libc::stat64 = std::mem::zeroed();
