@@ -483,6 +483,7 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
             shared.bell().ring();
         })
     };
+    let mut stash = stash::Stash::default();
     if core.journal.is_some() {
         let settings = journal::WriterSettings {
             sync_interval: std::time::Duration::from_secs_f64(cfg.journal.sync_interval_ms / 1e3),
@@ -490,7 +491,7 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
         };
         jpoller::Journal::start(&mut core, settings, wake.clone())
             .context("cannot write the journal")?;
-        stash::start(
+        stash = stash::start(
             &mut core,
             strata_engine::report(flush_tx.clone(), wake.clone(), Done::Stash),
         )
@@ -551,6 +552,7 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
             engine.prefetch = prefetcher;
             engine.trace = tracer;
             engine.org = org;
+            engine.stash = stash;
             engine
         },
         done_rx,

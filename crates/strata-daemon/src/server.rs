@@ -310,7 +310,7 @@ impl Poller {
                 // Dirty files have deadlines: look again soon.
                 let journal_busy = !self.engine.core.meta.touched.is_empty()
                     || self.engine.core.journal.as_ref().is_some_and(|j| j.busy())
-                    || self.engine.core.stash.busy()
+                    || self.engine.stash.busy(&self.engine.core.stash)
                     || self.engine.org.busy();
                 let max = if journal_busy {
                     JOURNAL_POLL_SLEEP
@@ -465,7 +465,7 @@ impl Poller {
     /// RAM are stashed onto the dir tier and journaled — the next daemon on
     /// these tiers has them. (Bounded by `KEEP_WORKFLOW_WAIT`.)
     fn keep_workflow_files(&mut self) {
-        if !self.engine.core.stash.running() {
+        if !self.engine.stash.running() {
             return;
         }
         let ids: Vec<strata_meta::BucketId> = self
@@ -486,7 +486,7 @@ impl Poller {
     /// Stashes `ids` onto a non-volatile tier through the journal and waits
     /// for it (bounded by `KEEP_WORKFLOW_WAIT`).
     fn keep_files(&mut self, ids: &[strata_meta::BucketId], what: &str) {
-        if ids.is_empty() || !self.engine.core.stash.running() {
+        if ids.is_empty() || !self.engine.stash.running() {
             return;
         }
         tracing::info!(
@@ -499,9 +499,9 @@ impl Poller {
         let started = std::time::Instant::now();
         loop {
             self.drain_msgs();
-            strata_engine::stash::tick(&mut self.engine.core);
+            strata_engine::stash::tick(&mut self.engine.core, &mut self.engine.stash);
             strata_engine::jpoller::Journal::round(&mut self.engine.core);
-            let waiting = self.engine.core.stash.busy()
+            let waiting = self.engine.stash.busy(&self.engine.core.stash)
                 || self
                     .engine
                     .core

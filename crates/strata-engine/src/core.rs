@@ -77,8 +77,9 @@ pub struct Core {
     pub holds: crate::state::Holders,
     /// The journal of non-volatile data (None: no journal).
     pub journal: Option<crate::state::Journal>,
-    /// The stash (fsync onto a non-volatile tier) in flight, per file.
-    pub stash: crate::state::StashState,
+    /// Files whose fsync waits for a stash (fsync onto a non-volatile
+    /// tier); the stash service is `Engine::stash`.
+    pub stash: crate::state::StashWants,
     /// Path prefixes whose fsync returns once buffered (`fsync: relaxed`).
     pub fsync_relaxed: Vec<String>,
     /// Pages of files a background fill (read-ahead, crate::prefetch) is

@@ -187,7 +187,13 @@ fn a_corrupt_record_is_reported_and_never_applied() {
 
 const SHIFT: u32 = 12;
 
-fn journal_on(fx: &mut Fixture) -> mpsc::Receiver<Done> {
+/// The services a test pumps: the completions and the stash.
+struct Svc {
+    rx: mpsc::Receiver<Done>,
+    stash: crate::stash::Stash,
+}
+
+fn journal_on(fx: &mut Fixture) -> Svc {
     let core = &mut fx.core;
     let path = fx.dir.path().join("tier").join(journal::JOURNAL_NAME);
     let scan = journal::read(&path).unwrap();
@@ -203,18 +209,18 @@ fn journal_on(fx: &mut Fixture) -> mpsc::Receiver<Done> {
         compact_min_bytes: 1 << 20,
     };
     Journal::start(core, settings, wake.clone()).unwrap();
-    crate::stash::start(core, crate::report(tx, wake, Done::Stash)).unwrap();
-    rx
+    let stash = crate::stash::start(core, crate::report(tx, wake, Done::Stash)).unwrap();
+    Svc { rx, stash }
 }
 
 /// Runs poller rounds until `done` (bounded).
-fn pump(core: &mut Core, rx: &mpsc::Receiver<Done>, mut done: impl FnMut(&mut Core) -> bool) {
+fn pump(core: &mut Core, svc: &mut Svc, mut done: impl FnMut(&mut Core) -> bool) {
     for _ in 0..20_000 {
-        crate::stash::tick(core);
+        crate::stash::tick(core, &mut svc.stash);
         Journal::round(core);
-        while let Ok(m) = rx.try_recv() {
+        while let Ok(m) = svc.rx.try_recv() {
             if let Done::Stash(d) = m {
-                crate::stash::complete(core, *d);
+                crate::stash::complete(core, &mut svc.stash, *d);
             }
         }
         Journal::round(core);
@@ -260,7 +266,7 @@ fn read_file(core: &mut Core, path: &str) -> Vec<u8> {
 #[test]
 fn fsync_stashes_ram_pages_and_a_restarted_core_gets_them_back() {
     let mut fx = fixture(4 << 20, 64 << 20, 1 << 20);
-    let rx = journal_on(&mut fx);
+    let mut rx = journal_on(&mut fx);
     let core = &mut fx.core;
     let data = pattern(10_000, 3);
     let id = create(core, "/dest/ckpt", Persist::Default as u32);
@@ -271,7 +277,7 @@ fn fsync_stashes_ram_pages_and_a_restarted_core_gets_them_back() {
     assert_eq!(core.meta.blob(page0).unwrap().extents[0].tier, 0);
     let target = core.file_sync(id).unwrap();
     assert!(target > 0);
-    pump(core, &rx, |c| c.file_sync_state(id, target).unwrap().done);
+    pump(core, &mut rx, |c| c.file_sync_state(id, target).unwrap().done);
     // Now on the dir tier, sealed, still dirty (the destination never saw it).
     let b = core.meta.blob(page0).unwrap();
     assert!(b.extents.iter().all(|e| e.tier == 1) && b.sealed_crc.is_some() && b.dirty);
@@ -314,7 +320,7 @@ fn fsync_stashes_ram_pages_and_a_restarted_core_gets_them_back() {
 fn native_blobs_on_the_dir_tier_survive_and_ram_blobs_do_not() {
     // A RAM tier too small for the big blob: it goes to the dir tier.
     let mut fx = fixture(64 << 10, 64 << 20, 1 << 20);
-    let rx = journal_on(&mut fx);
+    let mut rx = journal_on(&mut fx);
     let core = &mut fx.core;
     let (b, _) = core.meta.bucket_open("data", true, false, 0).unwrap();
     let big = pattern(1 << 20, 9);
@@ -339,7 +345,7 @@ fn native_blobs_on_the_dir_tier_survive_and_ram_blobs_do_not() {
         .shared
         .written_seq
         .load(std::sync::atomic::Ordering::SeqCst);
-    pump(core, &rx, |c| {
+    pump(core, &mut rx, |c| {
         c.journal
             .as_ref()
             .unwrap()
@@ -449,13 +455,13 @@ fn the_writer_compacts_to_the_live_records_and_loses_nothing() {
 #[test]
 fn a_page_rewritten_in_ram_after_fsync_comes_back_as_its_fsynced_version() {
     let mut fx = fixture(4 << 20, 64 << 20, 1 << 20);
-    let rx = journal_on(&mut fx);
+    let mut rx = journal_on(&mut fx);
     let core = &mut fx.core;
     let v1 = pattern(8192, 1);
     let id = create(core, "/dest/f", Persist::Default as u32);
     core.file_write(id, Some(0), Src::Bytes(&v1), None).unwrap();
     let target = core.file_sync(id).unwrap();
-    pump(core, &rx, |c| c.file_sync_state(id, target).unwrap().done);
+    pump(core, &mut rx, |c| c.file_sync_state(id, target).unwrap().done);
     // Rewrite both pages (the new version lands in RAM) and extend the file,
     // without fsync; let the journal see it all.
     let v2 = pattern(8192 + 4096, 2);
@@ -478,7 +484,7 @@ fn a_page_rewritten_in_ram_after_fsync_comes_back_as_its_fsynced_version() {
         .shared
         .written_seq
         .load(std::sync::atomic::Ordering::SeqCst);
-    pump(core, &rx, |c| {
+    pump(core, &mut rx, |c| {
         Journal::round(c);
         c.journal
             .as_ref()
@@ -534,7 +540,7 @@ fn snapshot(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
 #[test]
 fn a_power_loss_drops_unsynced_state_and_keeps_what_fsync_acknowledged() {
     let mut fx = fixture(4 << 20, 64 << 20, 1 << 20);
-    let rx = journal_on(&mut fx);
+    let mut rx = journal_on(&mut fx);
     let core = &mut fx.core;
     let v1 = pattern(3 * 4096 + 100, 7);
     let a = create(core, "/dest/a", Persist::Default as u32);
@@ -542,7 +548,7 @@ fn a_power_loss_drops_unsynced_state_and_keeps_what_fsync_acknowledged() {
     let empty = create(core, "/dest/empty", Persist::Default as u32);
     let target = core.file_sync(a).unwrap();
     let target_e = core.file_sync(empty).unwrap();
-    pump(core, &rx, |c| {
+    pump(core, &mut rx, |c| {
         c.file_sync_state(a, target).unwrap().done
             && c.file_sync_state(empty, target_e).unwrap().done
     });
@@ -564,7 +570,7 @@ fn a_power_loss_drops_unsynced_state_and_keeps_what_fsync_acknowledged() {
     let b = create(core, "/dest/b", Persist::Default as u32);
     core.file_write(b, Some(0), Src::Bytes(&v2), None).unwrap();
     let (ta, tb) = (core.file_sync(a).unwrap(), core.file_sync(b).unwrap());
-    pump(core, &rx, |c| {
+    pump(core, &mut rx, |c| {
         c.file_sync_state(a, ta).unwrap().done && c.file_sync_state(b, tb).unwrap().done
     });
     let grown = std::fs::read(&journal_path).unwrap();

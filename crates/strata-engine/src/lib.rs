@@ -177,6 +177,8 @@ pub struct Engine {
     pub prefetch: crate::prefetch::Prefetch,
     /// The buffer organizer (scores, moves between tiers, promotion requests).
     pub org: crate::organizer::Organizer,
+    /// The stash: fsync onto a non-volatile tier (not running: no journal).
+    pub stash: crate::stash::Stash,
 }
 
 impl Engine {
@@ -189,6 +191,7 @@ impl Engine {
             trace: crate::trace::Tracer::off(),
             prefetch: crate::prefetch::Prefetch::default(),
             org: crate::organizer::Organizer::default(),
+            stash: crate::stash::Stash::default(),
         }
     }
 
@@ -250,7 +253,7 @@ impl Engine {
         if let Some(f) = self.flusher.as_mut() {
             f.tick(&mut self.core);
         }
-        crate::stash::tick(&mut self.core);
+        crate::stash::tick(&mut self.core, &mut self.stash);
         let requests = crate::prefetch::take_promote_requests(&mut self.prefetch);
         crate::organizer::tick(&mut self.core, &mut self.org, requests);
         crate::jpoller::Journal::round(&mut self.core);
@@ -260,7 +263,7 @@ impl Engine {
     /// Applies a worker's finished piece of work.
     pub fn complete(&mut self, done: Done) {
         match done {
-            Done::Stash(d) => crate::stash::complete(&mut self.core, *d),
+            Done::Stash(d) => crate::stash::complete(&mut self.core, &mut self.stash, *d),
             Done::Prefetch(d) => {
                 crate::prefetch::complete(&mut self.core, &mut self.prefetch, &mut self.trace, *d)
             }

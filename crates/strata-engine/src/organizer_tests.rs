@@ -27,10 +27,17 @@ fn org_cfg() -> strata_config::OrganizerConfig {
 }
 
 /// Starts the organizer (and, with `journal`, the journal and stash) on `fx`.
-fn start(fx: &mut Fixture, with_journal: bool) -> (mpsc::Receiver<Done>, Organizer) {
+/// The services a test pumps besides the organizer: the completions and the stash.
+struct Svc {
+    rx: mpsc::Receiver<Done>,
+    stash: crate::stash::Stash,
+}
+
+fn start(fx: &mut Fixture, with_journal: bool) -> (Svc, Organizer) {
     let core = &mut fx.core;
     let (tx, rx) = mpsc::channel();
     let wake: Arc<dyn Fn() + Send + Sync> = Arc::new(|| {});
+    let mut stash = crate::stash::Stash::default();
     if with_journal {
         let path = fx.dir.path().join("tier").join(journal::JOURNAL_NAME);
         let scan = journal::read(&path).unwrap();
@@ -44,28 +51,29 @@ fn start(fx: &mut Fixture, with_journal: bool) -> (mpsc::Receiver<Done>, Organiz
             compact_min_bytes: 1 << 20,
         };
         Journal::start(core, settings, wake.clone()).unwrap();
-        crate::stash::start(core, crate::report(tx.clone(), wake.clone(), Done::Stash)).unwrap();
+        stash = crate::stash::start(core, crate::report(tx.clone(), wake.clone(), Done::Stash))
+            .unwrap();
     }
     let org = crate::organizer::start(core, &org_cfg(), crate::report(tx, wake, Done::Organizer))
         .unwrap();
-    (rx, org)
+    (Svc { rx, stash }, org)
 }
 
 /// Poller rounds until `done` (bounded; the guard is generous, nothing is timed).
 fn pump(
     core: &mut Core,
     org: &mut Organizer,
-    rx: &mpsc::Receiver<Done>,
+    svc: &mut Svc,
     mut done: impl FnMut(&mut Core, &Organizer) -> bool,
 ) {
     for _ in 0..50_000 {
         crate::organizer::tick(core, org, Vec::new());
-        crate::stash::tick(core);
+        crate::stash::tick(core, &mut svc.stash);
         Journal::round(core);
-        while let Ok(m) = rx.try_recv() {
+        while let Ok(m) = svc.rx.try_recv() {
             match m {
                 Done::Organizer(d) => crate::organizer::complete(core, org, *d),
-                Done::Stash(d) => crate::stash::complete(core, *d),
+                Done::Stash(d) => crate::stash::complete(core, &mut svc.stash, *d),
                 _ => {}
             }
         }
@@ -114,7 +122,7 @@ fn make_cold(core: &mut Core, id: BlobId) {
 #[test]
 fn hot_blob_is_promoted_and_cold_one_demoted_with_identical_bytes() {
     let mut fx = fixture(4 * MIB, 64 * MIB, MIB);
-    let (rx, mut org) = start(&mut fx, false);
+    let (mut rx, mut org) = start(&mut fx, false);
     let (core, org) = (&mut fx.core, &mut org);
     let (b, _) = core.meta.bucket_open("b", true, false, 0).unwrap();
     let (cold_data, hot_data) = (
@@ -141,7 +149,7 @@ fn hot_blob_is_promoted_and_cold_one_demoted_with_identical_bytes() {
     assert!(core.score_of(core.meta.blob(hot).unwrap()) >= 0.7);
     assert!(core.score_of(core.meta.blob(cold).unwrap()) < 0.3);
     // Cold goes down first (room), then hot comes up.
-    pump(core, org, &rx, |c, _| {
+    pump(core, org, &mut rx, |c, _| {
         read_blob(c, b, "hot");
         mask(c, hot) == 0b01 && mask(c, cold) == 0b10
     });
@@ -162,7 +170,7 @@ fn hot_blob_is_promoted_and_cold_one_demoted_with_identical_bytes() {
 #[test]
 fn a_blob_written_during_its_copy_is_not_moved() {
     let mut fx = fixture(8 * MIB, 64 * MIB, MIB);
-    let (rx, mut org) = start(&mut fx, false);
+    let (mut rx, mut org) = start(&mut fx, false);
     let (core, org) = (&mut fx.core, &mut org);
     let (b, _) = core.meta.bucket_open("b", true, false, 0).unwrap();
     let data = pattern(2 * MIB as usize, 5);
@@ -194,7 +202,7 @@ fn a_blob_written_during_its_copy_is_not_moved() {
         .unwrap();
     let mut want = data.clone();
     want[100..109].copy_from_slice(b"NEW BYTES");
-    let m = rx
+    let m = rx.rx
         .recv_timeout(std::time::Duration::from_secs(600))
         .expect("organizer thread reports");
     let Done::Organizer(d) = m else {
@@ -214,7 +222,7 @@ fn a_blob_written_during_its_copy_is_not_moved() {
     );
     // Asked again, it moves.
     assert!(org.request_promote(core, x));
-    pump(core, org, &rx, |c, _| mask(c, x) == 0b01);
+    pump(core, org, &mut rx, |c, _| mask(c, x) == 0b01);
     assert_eq!(read_blob(core, b, "x"), want);
     assert_eq!(
         core.tiers.tiers[1].blob_bytes,
@@ -227,7 +235,7 @@ fn a_blob_written_during_its_copy_is_not_moved() {
 #[test]
 fn user_wishes_hold_stationary_and_low_user_scores_stay_put() {
     let mut fx = fixture(8 * MIB, 64 * MIB, MIB);
-    let (rx, mut org) = start(&mut fx, false);
+    let (mut rx, mut org) = start(&mut fx, false);
     let (core, org) = (&mut fx.core, &mut org);
     let (b, _) = core.meta.bucket_open("b", true, false, 0).unwrap();
     core.put(
@@ -261,10 +269,10 @@ fn user_wishes_hold_stationary_and_low_user_scores_stay_put() {
     for i in &ids {
         assert!(org.request_promote(core, *i));
     }
-    pump(core, org, &rx, |c, _| mask(c, ids[2]) == 0b01);
+    pump(core, org, &mut rx, |c, _| mask(c, ids[2]) == 0b01);
     // Let a few more rounds run: the others never move.
     let rounds = crate::organizer::status(core, org).rounds;
-    pump(core, org, &rx, |c, o| {
+    pump(core, org, &mut rx, |c, o| {
         crate::organizer::status(c, o).rounds > rounds + 20
     });
     assert_eq!((mask(core, ids[0]), mask(core, ids[1])), (0b10, 0b10));
@@ -274,7 +282,7 @@ fn user_wishes_hold_stationary_and_low_user_scores_stay_put() {
 #[test]
 fn a_promoted_durable_blob_survives_a_crash_from_its_dir_tier_record() {
     let mut fx = fixture(64 << 10, 64 * MIB, MIB);
-    let (rx, mut org) = start(&mut fx, true);
+    let (mut rx, mut org) = start(&mut fx, true);
     let (core, org) = (&mut fx.core, &mut org);
     let (b, _) = core.meta.bucket_open("data", true, false, 0).unwrap();
     let big = pattern(MIB as usize, 9);
@@ -284,13 +292,13 @@ fn a_promoted_durable_blob_survives_a_crash_from_its_dir_tier_record() {
     assert_eq!(mask(core, id), 0b10);
     // Durable: fsync of the bucket (the journal record is synced).
     let target = crate::stash::bucket_flush(core, b).unwrap();
-    pump(core, org, &rx, |c, _| {
+    pump(core, org, &mut rx, |c, _| {
         c.journal.as_ref().unwrap().jsynced(b) >= target
     });
     // The RAM tier grows room for it: make the promotion possible.
     core.tiers.tiers[0].capacity_bytes = 4 * MIB;
     assert!(org.request_promote(core, id));
-    pump(core, org, &rx, |c, _| mask(c, id) == 0b01);
+    pump(core, org, &mut rx, |c, _| mask(c, id) == 0b01);
     // Make sure whatever the journal does after the move is durable, then crash.
     let seq = core
         .journal
@@ -299,7 +307,7 @@ fn a_promoted_durable_blob_survives_a_crash_from_its_dir_tier_record() {
         .shared
         .written_seq
         .load(std::sync::atomic::Ordering::SeqCst);
-    pump(core, org, &rx, |c, _| {
+    pump(core, org, &mut rx, |c, _| {
         Journal::round(c);
         c.journal
             .as_ref()
@@ -364,7 +372,7 @@ fn deleting_a_blob_during_its_copy_returns_all_space_at_once() {
         (0, 0)
     );
     assert_eq!(crate::organizer::status(core, org).discarded_moves, 1);
-    let Done::Organizer(d) = rx
+    let Done::Organizer(d) = rx.rx
         .recv_timeout(std::time::Duration::from_secs(600))
         .expect("report")
     else {
@@ -388,7 +396,7 @@ fn dirty_file_pages_demoted_under_pressure_stay_dirty_and_read_back_identical() 
     use crate::files::OpenArgs;
     use strata_proto::types::DestInfo;
     let mut fx = fixture(4 * MIB, 64 * MIB, MIB);
-    let (rx, mut org) = start(&mut fx, false);
+    let (mut rx, mut org) = start(&mut fx, false);
     let (core, org) = (&mut fx.core, &mut org);
     // 64 KiB pages; 3.5 MiB written while the RAM tier holds 4 MiB.
     let a = OpenArgs {
@@ -428,7 +436,7 @@ fn dirty_file_pages_demoted_under_pressure_stay_dirty_and_read_back_identical() 
     for p in 0..pages {
         make_cold(core, core.meta.page_blob(id, p).unwrap());
     }
-    pump(core, org, &rx, |c, _| {
+    pump(core, org, &mut rx, |c, _| {
         c.tiers.tiers[0].blob_bytes as f64 <= 0.6 * (4 * MIB) as f64
     });
     let demoted = on(core, 0b10);

@@ -61,8 +61,8 @@ use strata_meta::{BlobId, BucketId, Extent, Persist};
 
 use crate::core::{Core, PIECES_MAX};
 use crate::events::Report;
-use crate::state::StashInFlight;
-pub use crate::state::{StashJob, StashPage, StashState};
+use crate::state::StashWants;
+pub use crate::state::{StashJob, StashPage};
 use crate::tier::TierIo;
 
 /// Pin owner of stash jobs (client ids never reach it).
@@ -80,6 +80,42 @@ pub struct StashDone {
     pub crcs: Vec<Option<u32>>,
     pub bytes: u64,
     pub error: Option<String>,
+}
+
+/// A stash job on the stash thread: what its completion releases.
+struct InFlight {
+    job_id: u64,
+    pin: u64,
+}
+
+/// **The stash service** (in `Engine`, beside the flusher, organizer and
+/// prefetcher): the thread's channel, the jobs in flight, retries and
+/// counters. It takes its work from `Core::stash` ([`StashWants`]) on
+/// [`tick`] and applies the thread's reports on [`complete`].
+#[derive(Default)]
+pub struct Stash {
+    tx: Option<mpsc::Sender<StashJob>>,
+    in_flight: foldhash::HashMap<BucketId, InFlight>,
+    retries: foldhash::HashMap<BucketId, u32>,
+    next_job: u64,
+    pub stashed_bytes_total: u64,
+    pub jobs_total: u64,
+    pub fallbacks_total: u64,
+}
+
+impl Stash {
+    pub fn running(&self) -> bool {
+        self.tx.is_some()
+    }
+    /// Jobs in flight or wants not yet taken: the poller comes back soon.
+    pub fn busy(&self, wants: &StashWants) -> bool {
+        wants.pending() || !self.in_flight.is_empty()
+    }
+    /// The thread is gone: no more wants are taken (fsync uses the destination).
+    fn detach(&mut self, core: &mut Core) {
+        self.tx = None;
+        core.stash.attached = false;
+    }
 }
 
 /// The stash thread's view of the tiers.
@@ -173,8 +209,9 @@ impl StashIo {
     }
 }
 
-/// Starts the stash thread; it hands each finished job to `report`.
-pub fn start(core: &mut Core, report: Report<Box<StashDone>>) -> std::io::Result<()> {
+/// Starts the stash thread; it hands each finished job to `report`. The
+/// returned service goes into `Engine::stash`.
+pub fn start(core: &mut Core, report: Report<Box<StashDone>>) -> std::io::Result<Stash> {
     let io = StashIo {
         tiers: TierIo::open(&core.tiers)?,
     };
@@ -204,14 +241,17 @@ pub fn start(core: &mut Core, report: Report<Box<StashDone>>) -> std::io::Result
                 }
             }
         })?;
-    core.stash.tx = Some(jtx);
-    Ok(())
+    core.stash.attached = true;
+    Ok(Stash {
+        tx: Some(jtx),
+        ..Stash::default()
+    })
 }
 
 /// Gives up on the stash of `file`: its fsync waits for the destination.
-fn fall_back(core: &mut Core, file: BucketId, why: &str) {
-    core.stash.fallbacks_total += 1;
-    core.stash.retries.remove(&file);
+fn fall_back(core: &mut Core, s: &mut Stash, file: BucketId, why: &str) {
+    s.fallbacks_total += 1;
+    s.retries.remove(&file);
     let path = core
         .meta
         .bucket(file)
@@ -341,27 +381,27 @@ fn free_target(core: &mut Core, dst: &(u32, Vec<Range>)) {
 }
 
 /// Once per poller round: starts stash jobs for files that want one.
-pub fn tick(core: &mut Core) {
-    // Bounded: at most STASH_JOBS_MAX jobs in flight, one pass over `wanted`.
-    let mut rounds = core.stash.wanted.len();
-    while core.stash.in_flight.len() < STASH_JOBS_MAX && rounds > 0 {
+pub fn tick(core: &mut Core, s: &mut Stash) {
+    // Bounded: at most STASH_JOBS_MAX jobs in flight, one pass over the queue.
+    let mut rounds = core.stash.queue.len();
+    while s.in_flight.len() < STASH_JOBS_MAX && rounds > 0 {
         rounds -= 1;
-        let Some(file) = core.stash.wanted.pop_front() else {
+        let Some(file) = core.stash.queue.pop_front() else {
             break;
         };
-        if core.stash.in_flight.contains_key(&file) {
-            core.stash.wanted.push_back(file);
+        if s.in_flight.contains_key(&file) {
+            core.stash.queue.push_back(file);
             continue;
         }
-        core.stash.wanted_set.remove(&file);
-        start_job(core, file);
+        core.stash.queued.remove(&file);
+        start_job(core, s, file);
     }
 }
 
-fn start_job(core: &mut Core, file: BucketId) {
+fn start_job(core: &mut Core, s: &mut Stash, file: BucketId) {
     let journal_ok = core.journal.as_ref().is_some_and(|j| j.usable());
-    let Some(tx) = core.stash.tx.clone().filter(|_| journal_ok) else {
-        fall_back(core, file, "no journal");
+    let Some(tx) = s.tx.clone().filter(|_| journal_ok) else {
+        fall_back(core, s, file, "no journal");
         return;
     };
     let Ok(bucket) = core.meta.bucket(file) else {
@@ -427,7 +467,7 @@ fn start_job(core: &mut Core, file: BucketId) {
                             free_target(core, d);
                         }
                     }
-                    fall_back(core, file, "no room on a non-volatile tier");
+                    fall_back(core, s, file, "no room on a non-volatile tier");
                     return;
                 }
             }
@@ -454,15 +494,13 @@ fn start_job(core: &mut Core, file: BucketId) {
                     free_target(core, d);
                 }
             }
-            fall_back(core, file, &format!("cannot pin: {e}"));
+            fall_back(core, s, file, &format!("cannot pin: {e}"));
             return;
         }
     };
-    let id = core.stash.next_job;
-    core.stash.next_job += 1;
-    core.stash
-        .in_flight
-        .insert(file, StashInFlight { job_id: id, pin });
+    let id = s.next_job;
+    s.next_job += 1;
+    s.in_flight.insert(file, InFlight { job_id: id, pin });
     if let Err(mpsc::SendError(job)) = tx.send(StashJob {
         id,
         file,
@@ -471,15 +509,15 @@ fn start_job(core: &mut Core, file: BucketId) {
         pages,
         sync_tiers,
     }) {
-        core.stash.in_flight.remove(&file);
+        s.in_flight.remove(&file);
         core.unpin(STASH_OWNER, pin);
         for p in &job.pages {
             if let Some(d) = &p.dst {
                 free_target(core, d);
             }
         }
-        core.stash.tx = None;
-        fall_back(core, file, "stash thread gone");
+        s.detach(core);
+        fall_back(core, s, file, "stash thread gone");
     }
 }
 
@@ -506,11 +544,11 @@ pub fn bucket_flush(core: &mut Core, id: BucketId) -> strata_proto::Result<u64> 
 }
 
 /// Handles the stash thread's report (poller thread).
-pub fn complete(core: &mut Core, done: StashDone) {
+pub fn complete(core: &mut Core, s: &mut Stash, done: StashDone) {
     let job = done.job;
-    match core.stash.in_flight.get(&job.file) {
+    match s.in_flight.get(&job.file) {
         Some(f) if f.job_id == job.id => {
-            let f = core.stash.in_flight.remove(&job.file).expect("checked");
+            let f = s.in_flight.remove(&job.file).expect("checked");
             core.unpin(STASH_OWNER, f.pin);
         }
         _ => {
@@ -518,14 +556,14 @@ pub fn complete(core: &mut Core, done: StashDone) {
             return;
         }
     }
-    core.stash.jobs_total += 1;
+    s.jobs_total += 1;
     if let Some(err) = done.error {
         for p in &job.pages {
             if let Some(d) = &p.dst {
                 free_target(core, d);
             }
         }
-        fall_back(core, job.file, &err);
+        fall_back(core, s, job.file, &err);
         return;
     }
     let mut all = true;
@@ -556,7 +594,7 @@ pub fn complete(core: &mut Core, done: StashDone) {
                     None => Vec::new(),
                 };
                 core.free_extents(&old);
-                core.stash.stashed_bytes_total += data_bytes(&pg.src, pg.size);
+                s.stashed_bytes_total += data_bytes(&pg.src, pg.size);
             }
             (Some(d), false) => {
                 free_target(core, d);
@@ -575,16 +613,16 @@ pub fn complete(core: &mut Core, done: StashDone) {
         return;
     }
     if !all_pages_ok {
-        let n = core.stash.retries.entry(job.file).or_insert(0);
+        let n = s.retries.entry(job.file).or_insert(0);
         *n += 1;
         if *n > STASH_RETRIES_MAX {
-            fall_back(core, job.file, "pages kept changing");
+            fall_back(core, s, job.file, "pages kept changing");
         } else {
             core.stash.want(job.file);
         }
         return;
     }
-    core.stash.retries.remove(&job.file);
+    s.retries.remove(&job.file);
     core.meta.touched.bucket(job.file);
     let size = core.meta.file(job.file).map(|r| r.size).unwrap_or(0);
     let queued = match core.journal.as_mut() {
@@ -595,7 +633,7 @@ pub fn complete(core: &mut Core, done: StashDone) {
         None => false,
     };
     if !queued {
-        fall_back(core, job.file, "too many journal syncs waiting");
+        fall_back(core, s, job.file, "too many journal syncs waiting");
     }
 }
 

@@ -14,7 +14,7 @@
 use std::collections::{BTreeSet, VecDeque};
 use std::os::fd::OwnedFd;
 use std::sync::atomic::AtomicBool;
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 
 use foldhash::{HashMap, HashSet};
 use strata_alloc::Range;
@@ -197,42 +197,38 @@ pub struct StashJob {
 }
 
 // ---- stash
-pub(crate) struct StashInFlight {
-    pub(crate) job_id: u64,
-    pub(crate) pin: u64,
-}
-
-// ---- stash
-/// The poller's stash bookkeeping (in `Core`).
+/// The file model's demand on the stash service (`crate::stash`): the
+/// files and buckets whose fsync waits for a stash, and why the last
+/// durable flush of one failed. It lives in `Core` because a request
+/// (`FileSync`, `FileSyncState`, `BucketFlush`) reads and writes it — as
+/// `FileState::dirty` is the file model's demand on the flusher; the
+/// service itself (thread, jobs in flight, retries) is `Engine::stash`.
 #[derive(Default)]
-pub struct StashState {
-    pub(crate) wanted: VecDeque<BucketId>,
-    pub(crate) wanted_set: HashSet<BucketId>,
-    pub(crate) in_flight: HashMap<BucketId, StashInFlight>,
-    pub(crate) retries: HashMap<BucketId, u32>,
-    pub(crate) next_job: u64,
-    pub(crate) tx: Option<mpsc::Sender<StashJob>>,
+pub struct StashWants {
+    pub(crate) queue: VecDeque<BucketId>,
+    pub(crate) queued: HashSet<BucketId>,
     /// Why the last durable flush of a native bucket or WORKFLOW file failed.
     pub failed: HashMap<BucketId, String>,
-    pub stashed_bytes_total: u64,
-    pub jobs_total: u64,
-    pub fallbacks_total: u64,
+    /// A stash service is attached (`stash::start`) and its thread lives.
+    pub(crate) attached: bool,
 }
 
 // ---- stash
-impl StashState {
+impl StashWants {
+    /// Whether a stash service takes the wants (else fsync uses the destination).
     pub fn running(&self) -> bool {
-        self.tx.is_some()
+        self.attached
     }
     /// Asks for a stash of file `id` (its fsync waits for it).
     pub fn want(&mut self, id: BucketId) {
         self.failed.remove(&id);
-        if self.wanted_set.insert(id) {
-            self.wanted.push_back(id);
+        if self.queued.insert(id) {
+            self.queue.push_back(id);
         }
     }
-    pub fn busy(&self) -> bool {
-        !self.wanted.is_empty() || !self.in_flight.is_empty()
+    /// Wants not yet taken by the service.
+    pub fn pending(&self) -> bool {
+        !self.queue.is_empty()
     }
 }
 
