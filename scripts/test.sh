@@ -26,6 +26,8 @@ python3 -c 'import numpy' 2>/dev/null || need_apt+=(python3-numpy)
 # MPI for crates/strata-cli/tests/adapter_mpi.rs (mpirun, and mpicc for tests/adapter/mpi_ranks.c).
 command -v mpirun >/dev/null || need_apt+=(openmpi-bin)
 command -v mpicc >/dev/null || need_apt+=(libopenmpi-dev)
+# Network namespaces for the many-node tests (crates/strata-cli/tests/cluster_util).
+command -v ip >/dev/null || need_apt+=(iproute2)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     log "installing ${need_apt[*]}"
@@ -59,6 +61,9 @@ fi
 
 log "unit, property and integration tests"
 cargo test --workspace -- --test-threads=2
+
+log "cluster tests again on 127.x addresses (the fallback where namespaces cannot be made)"
+CLUSTER_TEST_BED=loopback cargo test -p strata-cli --test cluster -- --test-threads=2
 
 log "heavy integration tests (4 processes x 256 MiB with checksums)"
 cargo test -p strata-cli --test multiproc -- --ignored --test-threads=1

@@ -43,6 +43,24 @@ pub fn start_detached(config: Option<&Path>, cfg: &Config) -> Result<PathBuf> {
 /// `None` if ours lost the start race (the instance lock) to another daemon
 /// that now answers on the socket.
 pub fn start_detached_pid(config: Option<&Path>, cfg: &Config) -> Result<(PathBuf, Option<u32>)> {
+    start_detached_pid_with(config, cfg, &[])
+}
+
+/// [`start_detached`] with more arguments for `daemon start --foreground`
+/// (a cluster member's).
+pub fn start_detached_with(
+    config: Option<&Path>,
+    cfg: &Config,
+    extra: &[std::ffi::OsString],
+) -> Result<PathBuf> {
+    start_detached_pid_with(config, cfg, extra).map(|(s, _)| s)
+}
+
+fn start_detached_pid_with(
+    config: Option<&Path>,
+    cfg: &Config,
+    extra: &[std::ffi::OsString],
+) -> Result<(PathBuf, Option<u32>)> {
     let socket = cfg.resolved_socket_path();
     if ping(&socket) {
         bail!(
@@ -65,6 +83,7 @@ pub fn start_detached_pid(config: Option<&Path>, cfg: &Config) -> Result<(PathBu
         cmd.arg("--config").arg(c);
     }
     cmd.args(["daemon", "start", "--foreground"])
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log);

@@ -2,6 +2,7 @@
 //! the library crates (daemon, client, config); `strata bench` execs the
 //! separate `strata-bench` binary.
 
+mod cluster;
 mod daemonctl;
 mod drain;
 mod flush;
@@ -39,6 +40,12 @@ enum Cmd {
     Daemon {
         #[command(subcommand)]
         cmd: DaemonCmd,
+    },
+    /// Many nodes, one system: start a daemon on every node, see them,
+    /// drain and stop them.
+    Cluster {
+        #[command(subcommand)]
+        cmd: ClusterCmd,
     },
     /// Store FILE (or stdin with `-`) as blob BLOB of bucket BUCKET.
     Put {
@@ -175,11 +182,64 @@ enum DrainCmd {
 }
 
 #[derive(Subcommand)]
+enum ClusterCmd {
+    /// Start a daemon on every node (through --launcher, else srun, mpirun
+    /// or ssh as available, else print the commands) and wait until all
+    /// agree they are up; fails naming the nodes that are not.
+    Start {
+        #[command(flatten)]
+        hosts: cluster::HostArgs,
+        /// How to run a command on a node: {host} (its address, else its
+        /// name), {name}, {id}, {cmd}; e.g. 'ssh {host} {cmd}' or
+        /// 'ip netns exec {name} {cmd}'. A --config path may hold {name}
+        /// and {id} too (one config per node).
+        #[arg(long, value_name = "TEMPLATE")]
+        launcher: Option<String>,
+        /// Only print the command to run on each node, then wait for them.
+        #[arg(long, conflicts_with = "launcher")]
+        print: bool,
+    },
+    /// Drain every node, then stop its daemon.
+    Stop {
+        #[command(flatten)]
+        hosts: cluster::HostArgs,
+        /// Stop without draining first (the daemons still drain as they stop).
+        #[arg(long)]
+        no_drain: bool,
+    },
+    /// A table of the nodes: address, state, tiers, dirty bytes, flush lag,
+    /// peers seen; exit 1 when a node does not answer.
+    Status {
+        #[command(flatten)]
+        hosts: cluster::HostArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The node list (ids, addresses) and where it came from.
+    Hosts {
+        #[command(flatten)]
+        hosts: cluster::HostArgs,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
 enum DaemonCmd {
     /// Start the daemon (detached unless --foreground).
     Start {
         #[arg(long)]
         foreground: bool,
+        /// Join a cluster (its nodes from --hosts, --hostfile, the job's
+        /// resource manager or cluster.hosts; the secret from
+        /// cluster.secret_file, written by `strata cluster start`).
+        #[arg(long)]
+        cluster: bool,
+        #[command(flatten)]
+        hosts: cluster::HostArgs,
+        /// This node's name in the node list (default: the host name).
+        #[arg(long, requires = "cluster")]
+        node: Option<String>,
     },
     /// Stop the daemon: it drains every buffered file to its destination
     /// first. Data the destination does not take is kept on a non-volatile
@@ -290,17 +350,74 @@ fn run(cli: Cli) -> Result<ExitCode> {
             print!("{}", cfg.to_yaml());
         }
         Cmd::Daemon {
-            cmd: DaemonCmd::Start { foreground },
+            cmd:
+                DaemonCmd::Start {
+                    foreground,
+                    cluster,
+                    hosts,
+                    node,
+                },
         } => {
             let cfg = load_config(cfg_path.as_deref())?;
+            if (hosts.hosts.is_some() || hosts.hostfile.is_some()) && !cluster {
+                bail!("--hosts and --hostfile start a cluster member: add --cluster");
+            }
+            let setup = if cluster || !cfg.cluster.hosts.is_empty() {
+                Some(strata_daemon::cluster::Setup::from_args(
+                    &cfg,
+                    &hosts.args(node.clone()),
+                )?)
+            } else {
+                None
+            };
             if foreground {
                 daemonctl::init_logging(&cfg);
-                strata_daemon::run(cfg, |s| {
+                strata_daemon::run_with(cfg, setup, |s| {
                     eprintln!("strata daemon listening on {}", s.display())
                 })?;
             } else {
-                let socket = daemonctl::start_detached(cfg_path.as_deref(), &cfg)?;
-                println!("strata daemon started (socket {})", socket.display());
+                let mut extra: Vec<std::ffi::OsString> = Vec::new();
+                if let Some(s) = &setup {
+                    extra.extend([
+                        "--cluster".into(),
+                        "--hosts".into(),
+                        s.membership.to_hosts_arg().into(),
+                        "--node".into(),
+                        s.membership.nodes[s.me as usize].name.clone().into(),
+                    ]);
+                }
+                let socket = daemonctl::start_detached_with(cfg_path.as_deref(), &cfg, &extra)?;
+                match &setup {
+                    Some(s) => println!(
+                        "strata daemon started (socket {}; cluster node {} of {}, listening on {})",
+                        socket.display(),
+                        s.me,
+                        s.membership.nodes.len(),
+                        s.membership.nodes[s.me as usize].endpoint(cfg.cluster.port)
+                    ),
+                    None => println!("strata daemon started (socket {})", socket.display()),
+                }
+            }
+        }
+        Cmd::Cluster { cmd } => {
+            let c = cfg_path.as_deref();
+            match cmd {
+                ClusterCmd::Start {
+                    hosts,
+                    launcher,
+                    print,
+                } => cluster::start(c, &hosts, launcher.as_deref(), print)?,
+                ClusterCmd::Stop { hosts, no_drain } => {
+                    if !cluster::stop(c, &hosts, no_drain)? {
+                        return Ok(ExitCode::from(1));
+                    }
+                }
+                ClusterCmd::Status { hosts, json } => {
+                    if !cluster::status(c, &hosts, json)? {
+                        return Ok(ExitCode::from(1));
+                    }
+                }
+                ClusterCmd::Hosts { hosts, json } => cluster::hosts(c, &hosts, json)?,
             }
         }
         Cmd::Daemon {

@@ -103,6 +103,37 @@ pub fn status_table(st: &StatusReply) -> String {
     out.push_str(&journal_lines(st));
     out.push_str(&crate::trace::status_lines(st));
     out.push_str(&organizer_line(st));
+    out.push_str(&cluster_lines(st));
+    out
+}
+
+/// A cluster member's view of its peers (nothing outside a cluster).
+fn cluster_lines(st: &StatusReply) -> String {
+    let Some(c) = &st.cluster else {
+        return String::new();
+    };
+    let up = c.peers.iter().filter(|p| p.state == "up").count();
+    let mut out = format!(
+        "\ncluster: node {} ({}, {}) of {} from {}; {up}/{} up\n",
+        c.node,
+        c.name,
+        c.address,
+        c.peers.len(),
+        c.source,
+        c.peers.len()
+    );
+    let mut t = Table::new(&["NODE", "NAME", "ADDRESS", "STATE", "LAST SEEN", "ERROR"]);
+    for p in &c.peers {
+        t.row(vec![
+            p.node.to_string(),
+            p.name.clone(),
+            p.address.clone(),
+            p.state.clone(),
+            p.last_seen_s.map_or("never".into(), |s| format!("{s:.1}s ago")),
+            p.error.clone(),
+        ]);
+    }
+    out.push_str(&t.render());
     out
 }
 

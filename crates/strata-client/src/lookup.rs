@@ -15,7 +15,12 @@ use strata_proto::Target;
 /// Which node holds the metadata a request addresses.
 pub trait MetaLookup: Send + Sync {
     /// Nodes of the system (≥ 1).
-    fn node_count(&self) -> u32;
+    fn node_count(&self) -> u32 {
+        self.ring().node_count()
+    }
+
+    /// The owner function's ring over the nodes.
+    fn ring(&self) -> &strata_meta::Ring;
 
     /// The node this client's own daemon runs on.
     fn local_node(&self) -> NodeId;
@@ -24,7 +29,7 @@ pub trait MetaLookup: Send + Sync {
     fn node_for(&self, t: Target<'_>) -> NodeId {
         match t {
             Target::Local | Target::All => self.local_node(),
-            Target::Name(name) => strata_meta::owner_of(name.as_bytes(), self.node_count()),
+            Target::Name(name) => strata_meta::owner_of(name.as_bytes(), self.ring()),
             Target::Id(id) => (id >> strata_meta::NODE_SHIFT) as NodeId,
         }
     }
@@ -34,9 +39,11 @@ pub trait MetaLookup: Send + Sync {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LocalLookup;
 
+static SINGLE: strata_meta::Ring = strata_meta::Ring::single();
+
 impl MetaLookup for LocalLookup {
-    fn node_count(&self) -> u32 {
-        1
+    fn ring(&self) -> &strata_meta::Ring {
+        &SINGLE
     }
     fn local_node(&self) -> NodeId {
         0
@@ -63,10 +70,10 @@ mod tests {
 
     /// A lookup over several nodes: names spread by the owner function,
     /// ids go home to the node in their top bits.
-    struct Nodes(u32);
+    struct Nodes(strata_meta::Ring);
     impl MetaLookup for Nodes {
-        fn node_count(&self) -> u32 {
-            self.0
+        fn ring(&self) -> &strata_meta::Ring {
+            &self.0
         }
         fn local_node(&self) -> NodeId {
             1
@@ -75,7 +82,7 @@ mod tests {
 
     #[test]
     fn names_spread_and_ids_go_home() {
-        let l = Nodes(4);
+        let l = Nodes(strata_meta::Ring::new(&["a", "b", "c", "d"]).unwrap());
         let mut seen = [false; 4];
         for i in 0..200 {
             let n = l.node_for(Target::Name(&format!("/ckpt/rank{i}")));
@@ -93,7 +100,7 @@ mod tests {
         assert_eq!(l.node_for(Target::Local), 1);
         assert_eq!(
             l.node_for(Target::Name("x")),
-            strata_meta::owner_of(b"x", 4),
+            strata_meta::owner_of(b"x", l.ring()),
             "the one owner function"
         );
     }

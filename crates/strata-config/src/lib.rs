@@ -45,6 +45,8 @@
 //! trace: { enabled: false, path: auto, size_max: 64MiB }      # the I/O log
 //! prefetch: { enabled: true, readahead_pages: 4, threads: 2, predict: true,
 //!             successors_max: 4, min_count: 2 }
+//! cluster: { hosts: [], port: 7707, secret_file: auto, call_timeout: 10s,
+//!            heartbeat_interval: 1s, start_timeout: 1m }
 //! ```
 //!
 //! ## Deliberately absent
@@ -261,6 +263,8 @@ pub struct Config {
     pub trace: TraceConfig,
     #[serde(default)]
     pub prefetch: PrefetchConfig,
+    #[serde(default)]
+    pub cluster: ClusterConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -575,6 +579,39 @@ impl Default for JournalConfig {
     }
 }
 
+/// Many nodes: who they are (when no launcher or resource manager says)
+/// and how daemons talk to each other. Without hosts (here, `--hosts`,
+/// `--hostfile` or a resource manager's variables) the daemon is alone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClusterConfig {
+    /// Hostlists (Slurm syntax, entries may carry `=addr` and `:port`).
+    pub hosts: Vec<String>,
+    /// Port of the daemons' cluster service when a host names none; 1..=65535.
+    pub port: u16,
+    /// The file holding the cluster secret (0600); `None` = `auto`
+    /// (see [`Config::resolved_cluster_secret_path`]).
+    pub secret_file: Option<PathBuf>,
+    /// Deadline of every remote call; 1ms..=1h.
+    pub call_timeout_ms: f64,
+    /// Heartbeat period between daemons; 1ms..=1min, below `call_timeout`.
+    pub heartbeat_interval_ms: f64,
+    /// How long `cluster start` waits for every node to agree it is up; ≤ 1h.
+    pub start_timeout_ms: f64,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            hosts: Vec::new(),
+            port: 7707,
+            secret_file: None,
+            call_timeout_ms: 10_000.0,
+            heartbeat_interval_ms: 1_000.0,
+            start_timeout_ms: 60_000.0,
+        }
+    }
+}
+
 /// The I/O log: an optional trace of operations written by the daemon.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TraceConfig {
@@ -641,6 +678,21 @@ impl Config {
         }
     }
 
+    /// The cluster secret file, resolving `auto` to
+    /// `$XDG_CONFIG_HOME/strata/cluster.secret` (else `~/.config/…`): a
+    /// home directory is usually shared by a job's nodes.
+    pub fn resolved_cluster_secret_path(&self) -> PathBuf {
+        if let Some(p) = &self.cluster.secret_file {
+            return p.clone();
+        }
+        let base = std::env::var_os("XDG_CONFIG_HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+            .unwrap_or_else(|| PathBuf::from("/tmp"));
+        base.join("strata").join("cluster.secret")
+    }
+
     /// Whether the daemon keeps a journal: `journal.enabled`, else whether
     /// some configured tier is non-volatile.
     pub fn journal_enabled(&self) -> bool {
@@ -700,6 +752,7 @@ impl Config {
             journal: JournalConfig::default(),
             trace: TraceConfig::default(),
             prefetch: PrefetchConfig::default(),
+            cluster: ClusterConfig::default(),
         }
     }
 

@@ -56,6 +56,12 @@ pub(crate) const SCALAR_KEYS: &[&str] = &[
     "prefetch.predict",
     "prefetch.successors_max",
     "prefetch.min_count",
+    "cluster.hosts",
+    "cluster.port",
+    "cluster.secret_file",
+    "cluster.call_timeout",
+    "cluster.heartbeat_interval",
+    "cluster.start_timeout",
 ];
 
 /// Keys of the `adapter` section that hold lists of paths.
@@ -83,6 +89,7 @@ const SECTIONS: &[&str] = &[
     "journal",
     "trace",
     "prefetch",
+    "cluster",
 ];
 
 // ---------------------------------------------------------------------------
@@ -241,6 +248,31 @@ pub(crate) fn set_scalar(cfg: &mut Config, path: &str, v: &str) -> Result<(), St
         "prefetch.predict" => cfg.prefetch.predict = parse_bool(v)?,
         "prefetch.successors_max" => cfg.prefetch.successors_max = parse_u32(v)?,
         "prefetch.min_count" => cfg.prefetch.min_count = parse_u32(v)?,
+        // One hostlist as a scalar (`STRATA_CLUSTER_HOSTS=node[1-4]`); a
+        // YAML list of them is read in `from_tree`.
+        "cluster.hosts" => {
+            cfg.cluster.hosts = if v.trim().is_empty() {
+                Vec::new()
+            } else {
+                vec![v.trim().to_string()]
+            }
+        }
+        "cluster.port" => {
+            cfg.cluster.port = u16::try_from(parse_uint(v, u16::MAX as u64)?)
+                .map_err(|_| format!("invalid port {v:?}"))?
+        }
+        "cluster.secret_file" => {
+            cfg.cluster.secret_file = if v.trim() == "auto" {
+                None
+            } else {
+                Some(parse_path(v)?)
+            }
+        }
+        "cluster.call_timeout" => cfg.cluster.call_timeout_ms = parse_duration_us(v)? / 1e3,
+        "cluster.heartbeat_interval" => {
+            cfg.cluster.heartbeat_interval_ms = parse_duration_us(v)? / 1e3
+        }
+        "cluster.start_timeout" => cfg.cluster.start_timeout_ms = parse_duration_us(v)? / 1e3,
         _ => return Err(format!("unknown key {path}")),
     }
     Ok(())
@@ -399,6 +431,31 @@ fn paths_list(e: &Entry<'_>) -> Result<Vec<PathBuf>, ConfigError> {
         .collect()
 }
 
+/// `cluster.hosts`: one hostlist, or a list of them.
+fn hosts_list(e: &Entry<'_>) -> Result<Vec<String>, ConfigError> {
+    let lists: Vec<String> = match &e.node.value {
+        Value::Seq(items) => items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| {
+                let key = format!("{}[{i}]", e.path);
+                scalar(item, &key, item.line).map(|s| s.trim().to_string())
+            })
+            .collect::<Result<_, _>>()?,
+        _ => vec![scalar(e.node, &e.path, e.line)?.trim().to_string()],
+    };
+    for (i, l) in lists.iter().enumerate() {
+        if let Err(x) = strata_cluster::hostlist::expand(l) {
+            let line = match &e.node.value {
+                Value::Seq(items) => items[i].line,
+                _ => e.line,
+            };
+            return Err(err(&e.path, line, format!("bad hostlist {l:?}: {x}")));
+        }
+    }
+    Ok(lists)
+}
+
 fn read_prefixes(e: &Entry<'_>) -> Result<Vec<PrefixConfig>, ConfigError> {
     let Value::Seq(items) = &e.node.value else {
         return Err(err(
@@ -515,6 +572,12 @@ pub(crate) fn from_tree(root: Option<&Node>) -> Result<Config, ConfigError> {
         for key in SCALAR_KEYS.iter().filter(|k| k.starts_with(&prefix)) {
             let short = &key[prefix.len()..];
             known.push(short);
+            if *key == "cluster.hosts" {
+                if let Some(e) = t.take(short) {
+                    cfg.cluster.hosts = hosts_list(&e)?;
+                }
+                continue;
+            }
             if let Some(e) = t.take(short) {
                 let text = scalar(e.node, &e.path, e.line)?;
                 set_scalar(&mut cfg, key, text).map_err(|m| err(&e.path, e.line, m))?;

@@ -850,3 +850,45 @@ fn env_include_relative_is_taken_from_the_current_directory() {
     );
     assert_eq!(c.adapter.exclude, vec![cwd.join("skip")]);
 }
+
+#[test]
+fn cluster_keys() {
+    let c = parse(
+        "cluster:\n  hosts:\n    - node[01-04]\n    - gpu3=10.1.0.9:7800\n  port: 7000\n  call_timeout: 2s\n  heartbeat_interval: 250ms\n",
+    )
+    .unwrap();
+    assert_eq!(c.cluster.hosts, ["node[01-04]", "gpu3=10.1.0.9:7800"]);
+    assert_eq!(c.cluster.port, 7000);
+    assert_eq!(c.cluster.call_timeout_ms, 2000.0);
+    assert_eq!(c.cluster.heartbeat_interval_ms, 250.0);
+    // One hostlist as a plain value.
+    let one = parse("cluster:\n  hosts: n[1-2]\n").unwrap();
+    assert_eq!(one.cluster.hosts, ["n[1-2]"]);
+    // Defaults: no hosts (one node).
+    let d = parse("").unwrap();
+    assert_eq!(d.cluster, ClusterConfig::default());
+    assert!(d.cluster.hosts.is_empty());
+    // Errors name key and line.
+    expect_err("cluster:\n  hosts:\n    - ok\n    - n[1-\n", "cluster.hosts", Some(4));
+    expect_err("cluster:\n  port: 0\n", "cluster.port", Some(2));
+    expect_err("cluster:\n  port: 70000\n", "cluster.port", Some(2));
+    expect_err("cluster:\n  call_timeout: 0s\n", "cluster.call_timeout", Some(2));
+    expect_err(
+        "cluster:\n  call_timeout: 1s\n  heartbeat_interval: 2s\n",
+        "cluster.heartbeat_interval",
+        Some(3),
+    );
+    expect_err("cluster:\n  secret_file: rel/s\n", "cluster.secret_file", Some(2));
+    expect_err("cluster:\n  host: a\n", "cluster.host", Some(2));
+    // Environment override: one hostlist.
+    let mut e = d.clone();
+    e.apply_env(vars(&[("STRATA_CLUSTER_HOSTS", "a,b=10.0.0.2")])).unwrap();
+    assert_eq!(e.cluster.hosts, ["a,b=10.0.0.2"]);
+    assert!(d
+        .clone()
+        .apply_env(vars(&[("STRATA_CLUSTER_HOSTS", "a[")]))
+        .is_err());
+    // The written file reads back equal.
+    assert_eq!(parse(&c.to_yaml()).unwrap().cluster, c.cluster);
+    assert_eq!(parse(&d.to_yaml()).unwrap().cluster, d.cluster);
+}

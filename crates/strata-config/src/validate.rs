@@ -494,6 +494,41 @@ pub(crate) fn validate(c: &Config) -> R {
         int,
     )?;
     range_u64("prefetch.min_count", p.min_count.into(), 1, 1_000_000, int)?;
+    // cluster
+    let k = &c.cluster;
+    for (i, h) in k.hosts.iter().enumerate() {
+        if let Err(e) = strata_cluster::hostlist::expand(h) {
+            return fail(format!("cluster.hosts[{i}]"), format!("bad hostlist {h:?}: {e}"));
+        }
+    }
+    if k.port == 0 {
+        return fail("cluster.port", "port 0 is not a port (expected 1..=65535)");
+    }
+    if let Some(p) = &k.secret_file {
+        absolute("cluster.secret_file", p)?;
+    }
+    let ms = |key: &str, v: f64, min: f64, max: f64, range: &str| -> R {
+        if !(v.is_finite() && v >= min && v <= max) {
+            return fail(
+                key,
+                format!("{} is out of range ({range})", format_duration_us(v * 1e3)),
+            );
+        }
+        Ok(())
+    };
+    ms("cluster.call_timeout", k.call_timeout_ms, 1.0, 3_600_000.0, "1ms to 1h")?;
+    ms("cluster.heartbeat_interval", k.heartbeat_interval_ms, 1.0, 60_000.0, "1ms to 1m")?;
+    ms("cluster.start_timeout", k.start_timeout_ms, 1.0, 3_600_000.0, "1ms to 1h")?;
+    if k.heartbeat_interval_ms >= k.call_timeout_ms {
+        return fail(
+            "cluster.heartbeat_interval",
+            format!(
+                "heartbeat_interval ({}) must be shorter than call_timeout ({}): a live node would look dead",
+                format_duration_us(k.heartbeat_interval_ms * 1e3),
+                format_duration_us(k.call_timeout_ms * 1e3)
+            ),
+        );
+    }
     if o.demote_threshold >= o.promote_threshold {
         return fail(
             "organizer.demote_threshold",

@@ -423,5 +423,43 @@ pub(crate) fn to_yaml(c: &Config) -> String {
         &p.min_count.to_string(),
         "times a successor must have followed before it is promoted",
     );
+
+    let k = &c.cluster;
+    o.section(
+        "cluster",
+        "many nodes (--hosts, --hostfile or a resource manager's variables come first)",
+    );
+    if k.hosts.is_empty() {
+        o.line(2, "hosts", "[]", "Slurm hostlists, e.g. node[01-04],gpu3; [] = one node");
+    } else {
+        o.line(2, "hosts", "", "Slurm hostlists; entries may carry =addr and :port");
+        for h in &k.hosts {
+            let _ = writeln!(o.0, "    - {}", yaml_str(h));
+        }
+    }
+    o.line(2, "port", &k.port.to_string(), "of a host that names none");
+    let sf = k
+        .secret_file
+        .as_ref()
+        .map_or("auto".to_string(), |p| path_str(p));
+    o.line(2, "secret_file", &sf, "auto = ~/.config/strata/cluster.secret (0600)");
+    o.line(
+        2,
+        "call_timeout",
+        &format_duration_us(k.call_timeout_ms * 1e3),
+        "deadline of every remote call",
+    );
+    o.line(
+        2,
+        "heartbeat_interval",
+        &format_duration_us(k.heartbeat_interval_ms * 1e3),
+        "",
+    );
+    o.line(
+        2,
+        "start_timeout",
+        &format_duration_us(k.start_timeout_ms * 1e3),
+        "cluster start fails, naming the silent nodes, after this",
+    );
     o.0
 }

@@ -28,6 +28,7 @@
 //! non-volatile tiers remain in it), and removes its socket and shared memory. Dir tier files
 //! and the journal stay: the next daemon on the same tiers restores them.
 
+pub mod cluster;
 pub mod identity;
 pub mod server;
 
@@ -351,6 +352,19 @@ fn replay_journal(core: &mut Core) -> anyhow::Result<()> {
 }
 
 pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
+    run_with(cfg, None, ready)
+}
+
+/// [`run`], joined to a cluster when `cluster` is given (this node's id
+/// then comes from its place in the node list).
+pub fn run_with(
+    mut cfg: Config,
+    cluster: Option<cluster::Setup>,
+    ready: impl FnOnce(&Path),
+) -> anyhow::Result<()> {
+    if let Some(c) = &cluster {
+        cfg.node.id = u16::try_from(c.me).context("node id beyond 16 bits")?;
+    }
     cfg.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
     // Every lock (socket, shm prefix, tiers) before anything is swept or replaced.
     let identity = identity::acquire(&cfg)?;
@@ -414,6 +428,7 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
         ctl,
         arena_reserved_bytes: AtomicU64::new(core.tiers.arena.alloc.capacity_bytes()),
         arena_used_bytes: AtomicU64::new(0),
+        cluster: std::sync::Mutex::new(None),
     });
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         let s = shared.clone();
@@ -458,6 +473,10 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
     let (tx, rx) = mpsc::channel();
     // The engine's workers report here; the poller applies the completions.
     let (flush_tx, done_rx) = mpsc::channel::<Done>();
+    let cluster = match cluster {
+        Some(setup) => Some(cluster::start(setup, tx.clone(), shared.clone())?),
+        None => None,
+    };
     {
         let shared = shared.clone();
         let hello = Arc::new(hello);
@@ -570,6 +589,11 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
     let _ = ShmSegment::unlink(poller.engine.core.tiers.arena.seg().name());
     sweep_stale_shm(&prefix);
     identity.release();
+    // Last: a peer (or `cluster stop`) that sees this node stop answering
+    // finds it gone for good.
+    if let Some(c) = cluster {
+        c.stop();
+    }
     Ok(())
 }
 

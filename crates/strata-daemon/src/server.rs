@@ -167,6 +167,9 @@ pub struct Shared {
     pub arena_reserved_bytes: AtomicU64,
     /// Arena bytes in use (published by the poller for the reserver).
     pub arena_used_bytes: AtomicU64,
+    /// The cluster service's view of the peers (None: one node), kept by
+    /// its thread and shown in `status`.
+    pub cluster: std::sync::Mutex<Option<strata_proto::control::ClusterStatus>>,
 }
 
 impl Shared {
@@ -1007,6 +1010,7 @@ impl Poller {
                 &self.engine.core,
                 &self.engine.org,
             )),
+            cluster: self.shared.cluster.lock().ok().and_then(|c| c.clone()),
         }
     }
 }

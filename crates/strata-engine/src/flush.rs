@@ -1747,12 +1747,23 @@ pub fn file_counters(core: &Core) -> FileCounters {
     c.files = core.meta.file_count() as u64;
     c.dirty_files = 0;
     c.dirty_bytes = 0;
+    let mut oldest = u64::MAX;
     for id in &core.files.dirty {
-        if core.meta.file(*id).is_ok_and(|r| r.needs_flush()) {
-            c.dirty_files += 1;
-            c.dirty_bytes += core.file_dirty_bytes(*id);
+        if let Ok(r) = core.meta.file(*id) {
+            if r.needs_flush() {
+                c.dirty_files += 1;
+                c.dirty_bytes += core.file_dirty_bytes(*id);
+                if r.dirty_since_mono_ns > 0 {
+                    oldest = oldest.min(r.dirty_since_mono_ns);
+                }
+            }
         }
     }
+    c.oldest_dirty_s = if oldest == u64::MAX {
+        0.0
+    } else {
+        core.mono_ns().saturating_sub(oldest) as f64 / 1e9
+    };
     c
 }
 

@@ -4,7 +4,7 @@
 //! **Architecture Invariant:** every table has a named limit (`Limits`);
 //! reaching one returns `Errno::Limit`, never a panic. Ids carry the node id
 //! in their top 16 bits, and every lookup by name goes through
-//! [`owner_of`], so a later step can shard metadata across nodes by hash.
+//! [`owner_of`] (a consistent-hash [`Ring`] over the cluster's nodes).
 //! A blob's extents cover `[0, size)` exactly, in logical order, without
 //! overlap (holes are explicit extents on `TIER_HOLE`).
 //!
@@ -66,11 +66,14 @@ pub fn format_u64(mut v: u64, buf: &mut [u8; 20]) -> &str {
     std::str::from_utf8(&buf[i..]).expect("ascii digits")
 }
 
-/// The one owner function: which node owns the metadata of bucket `name`
-/// among `node_count` nodes. Every lookup by name goes through it.
-pub fn owner_of(name: &[u8], node_count: u32) -> NodeId {
-    debug_assert!(node_count >= 1);
-    (name_hash(name) % node_count.max(1) as u64) as NodeId
+pub mod ring;
+pub use ring::{Ring, RingError};
+
+/// The one owner function: which node of `ring` owns the metadata of
+/// bucket (or file) `name`. Every lookup by name goes through it.
+#[inline]
+pub fn owner_of(name: &[u8], ring: &Ring) -> NodeId {
+    ring.owner(name)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -419,7 +422,8 @@ impl FileRecord {
 /// All buckets and blobs of this node.
 pub struct MetaStore {
     node_id: NodeId,
-    node_count: u32,
+    /// The owner function's nodes (`Ring::single` outside a cluster).
+    ring: Ring,
     limits: Limits,
     next_bucket: u64,
     buckets: HashMap<BucketId, Bucket>,
@@ -467,7 +471,7 @@ impl MetaStore {
         assert!(node_id <= 0xFFFF, "node id must fit 16 bits");
         MetaStore {
             node_id,
-            node_count: 1,
+            ring: Ring::single(),
             limits,
             next_bucket: 1,
             buckets: HashMap::new(),
@@ -484,6 +488,17 @@ impl MetaStore {
     pub fn limits(&self) -> &Limits {
         &self.limits
     }
+    /// The nodes names are owned by (a cluster's ring; one node by default).
+    pub fn set_ring(&mut self, ring: Ring) {
+        assert!(
+            ring.node_count() == 1 || self.node_id < ring.node_count(),
+            "this node is on the ring"
+        );
+        self.ring = ring;
+    }
+    pub fn ring(&self) -> &Ring {
+        &self.ring
+    }
     pub fn bucket_count(&self) -> usize {
         self.buckets.len()
     }
@@ -492,7 +507,7 @@ impl MetaStore {
     }
 
     fn check_local(&self, name: &[u8]) -> Result<()> {
-        if owner_of(name, self.node_count) != self.node_id % self.node_count.max(1) {
+        if self.ring.node_count() > 1 && owner_of(name, &self.ring) != self.node_id {
             // Remote ownership arrives with the distributed issue.
             return Err(Errno::Internal);
         }
@@ -1054,9 +1069,10 @@ mod tests {
 
     #[test]
     fn owner_is_stable() {
-        assert_eq!(owner_of(b"/data/file", 1), 0);
+        assert_eq!(owner_of(b"/data/file", &Ring::single()), 0);
         assert_eq!(name_hash(b"abc"), name_hash(b"abc"));
-        let n = owner_of(b"/data/file", 7);
+        let r = Ring::new(&["a", "b", "c", "d", "e", "f", "g"]).unwrap();
+        let n = owner_of(b"/data/file", &r);
         assert!(n < 7);
     }
 

@@ -114,6 +114,10 @@ pub struct FileCounters {
     /// flush: the outside version was kept aside (`*.strata-outside-*`).
     #[serde(default)]
     pub conflicts_total: u64,
+    /// Age of the oldest unpersisted change (the flush lag), seconds; 0
+    /// when nothing is dirty.
+    #[serde(default)]
+    pub oldest_dirty_s: f64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -194,6 +198,36 @@ pub struct StatusReply {
     /// The buffer organizer's counters (None: an older daemon).
     #[serde(default)]
     pub organizer: Option<OrganizerStatus>,
+    /// This daemon's view of its cluster (None: one node, no cluster).
+    #[serde(default)]
+    pub cluster: Option<ClusterStatus>,
+}
+
+/// A cluster member's view of the cluster.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ClusterStatus {
+    /// This node's id, name and cluster address.
+    pub node: u32,
+    pub name: String,
+    pub address: String,
+    /// Where the node list came from (`--hosts`, `SLURM_JOB_NODELIST`, …).
+    pub source: String,
+    pub peers: Vec<PeerStatus>,
+}
+
+/// What one node knows of another (heartbeats).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct PeerStatus {
+    pub node: u32,
+    pub name: String,
+    pub address: String,
+    /// `up`, `down` (no answer within the call deadline), `starting` (never
+    /// answered yet), `mismatch` (answers with another node list).
+    pub state: String,
+    /// Seconds since its last answer (None: never).
+    pub last_seen_s: Option<f64>,
+    /// Why the last call failed.
+    pub error: String,
 }
 
 /// The I/O log's state (`trace:` in the configuration).

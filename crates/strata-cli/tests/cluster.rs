@@ -1,0 +1,152 @@
+//! Many nodes on one machine (tests/cluster_util: network namespaces, else
+//! 127.x addresses): `strata cluster start` through a launcher template,
+//! agreement, `status`, a node killed with SIGKILL seen `down` by the
+//! others, its restart alone with `daemon start --cluster`, a stranger
+//! without the secret refused, and `cluster stop`.
+
+mod cluster_util;
+
+use cluster_util::Bed;
+
+fn ok(o: &std::process::Output, what: &str) {
+    assert!(
+        o.status.success(),
+        "{what}: {}\nstdout: {}\nstderr: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+fn states(s: &[serde_json::Value]) -> Vec<String> {
+    s.iter()
+        .map(|r| r["state"].as_str().unwrap_or("?").to_string())
+        .collect()
+}
+
+/// What node `viewer` says of node `of`.
+fn peer_state(s: &[serde_json::Value], viewer: usize, of: u64) -> String {
+    s[viewer]["peers"]
+        .as_array()
+        .and_then(|p| p.iter().find(|x| x["node"].as_u64() == Some(of)))
+        .and_then(|x| x["state"].as_str())
+        .unwrap_or("?")
+        .to_string()
+}
+
+#[test]
+fn start_status_kill_restart_stop() {
+    let bed = Bed::new(3, "128MiB", Some("256MiB"), "60s");
+    eprintln!("cluster test on {}", bed.kind);
+    let o = bed.cli(&["cluster", "start", "--launcher", bed.launcher()]);
+    ok(&o, "cluster start");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(out.matches(" up ").count(), 3, "{out}");
+    assert!(bed.secret_path().exists(), "cluster start wrote the secret");
+
+    // Every node answers, and every node sees every other up.
+    let s = bed.status();
+    assert_eq!(states(&s), ["up", "up", "up"]);
+    for v in 0..3 {
+        for of in 0..3u64 {
+            assert_eq!(peer_state(&s, v, of), "up", "node {v} on node {of}: {s:#?}");
+        }
+    }
+    // The local status of a member shows its cluster.
+    let o = std::process::Command::new(cluster_util::strata_bin())
+        .arg("--config")
+        .arg(&bed.nodes[0].config)
+        .args(["status", "--json"])
+        .output()
+        .unwrap();
+    let st: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(st["cluster"]["peers"].as_array().unwrap().len(), 3);
+    assert_eq!(st["node_id"], 0);
+
+    // SIGKILL node 1: the others see it down (within the call deadline;
+    // polled, not timed), the table says so and exits 1.
+    let pid = bed.pid(1).expect("node 1 runs");
+    // SAFETY: kill(2) on our own daemon's pid.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    let s = bed.wait_status("node 1 seen down", |s| {
+        s[1]["state"] == "down" && peer_state(s, 0, 1) == "down" && peer_state(s, 2, 1) == "down"
+    });
+    assert_eq!(states(&s), ["up", "down", "up"]);
+    let o = bed.cli(&["cluster", "status"]);
+    assert_eq!(o.status.code(), Some(1));
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(table.contains("down") && table.contains(&bed.nodes[1].addr), "{table}");
+
+    // Node 1 restarts alone and rejoins.
+    ok(&bed.start_node(1), "daemon start --cluster");
+    bed.wait_status("node 1 back", |s| {
+        states(s) == ["up", "up", "up"] && (0..3).all(|v| peer_state(s, v, 1) == "up")
+    });
+
+    // Stop: drains, stops every daemon; their sockets go away.
+    let o = bed.cli(&["cluster", "stop"]);
+    ok(&o, "cluster stop");
+    for n in &bed.nodes {
+        // The process may still be exiting (a generous guard, not a timing check).
+        let started = std::time::Instant::now();
+        while n.socket.exists() && started.elapsed() < std::time::Duration::from_secs(60) {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(!n.socket.exists(), "{} still has a socket", n.name);
+    }
+}
+
+#[test]
+fn without_the_secret_nothing_answers() {
+    let bed = Bed::new(2, "64MiB", None, "60s");
+    eprintln!("cluster test on {}", bed.kind);
+    ok(
+        &bed.cli(&["cluster", "start", "--launcher", bed.launcher()]),
+        "cluster start",
+    );
+    // A client with another secret: refused by every node, named.
+    let other = bed.dir.path().join("other.secret");
+    strata_net::Secret::generate().save(&other).unwrap();
+    let o = std::process::Command::new(cluster_util::strata_bin())
+        .arg("--config")
+        .arg(&bed.config_template)
+        .args(["cluster", "status", "--json", "--hosts", &bed.hosts])
+        .env("STRATA_CLUSTER_SECRET_FILE", &other)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    for r in &rows {
+        assert_eq!(r["state"], "down");
+        let e = r["error"].as_str().unwrap();
+        assert!(e.contains("secret"), "{e}");
+    }
+    // The daemons logged the refusals and still serve the real members.
+    assert_eq!(states(&bed.status()), ["up", "up"]);
+    let log = std::fs::read_to_string(bed.nodes[0].socket.with_extension("log")).unwrap();
+    assert!(log.contains("cluster connection refused"), "{log}");
+    ok(&bed.cli(&["cluster", "stop"]), "cluster stop");
+}
+
+#[test]
+fn a_start_that_cannot_agree_names_the_missing_node() {
+    let bed = Bed::new(2, "64MiB", None, "3s");
+    eprintln!("cluster test on {}", bed.kind);
+    // Only node 0 comes up; the launcher given for the start runs nothing.
+    strata_net::Secret::generate().save(&bed.secret_path()).unwrap();
+    ok(&bed.start_node(0), "node 0 alone");
+    let o = bed.cli(&["cluster", "start", "--launcher", "true {name} {cmd}"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    let (n0, n1) = (&bed.nodes[0].name, &bed.nodes[1].name);
+    assert!(err.contains("did not come up"), "{err}");
+    // Node 1 never answered; node 0 answers but does not see node 1.
+    let line = |n: &str| {
+        err.lines()
+            .find(|l| l.trim_start().starts_with(&format!("{n} (")))
+            .unwrap_or_else(|| panic!("no line for {n}: {err}"))
+            .to_string()
+    };
+    assert!(line(n1).contains("connect") || line(n1).contains("answer"), "{err}");
+    assert!(line(n0).contains("sees 1/2 nodes up"), "{err}");
+}

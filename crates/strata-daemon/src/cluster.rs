@@ -1,0 +1,540 @@
+//! The daemon's **cluster side**: one more transport into the same daemon.
+//! A thread runs a tokio runtime with the control RPC service
+//! (`strata_net::rpc`) on this node's cluster address and a heartbeat loop
+//! that calls `Hello` on every peer. Requests that need the engine go to the
+//! poller as control messages (`Msg`), exactly as the control socket's do —
+//! the engine's thread stays the only one touching its state.
+//!
+//! **Invariants:** every remote call has the configured deadline; a peer
+//! that does not answer within it is `down` (never a hang of this thread or
+//! of the poller); a peer with another node list is `mismatch` and never
+//! counted as up; nothing listens before the secret is loaded, and nothing
+//! answers a connection that did not prove it.
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use strata_cluster::{Inputs, Membership};
+use strata_config::Config;
+use strata_meta::NodeId;
+use strata_net::{pb, rpc, Secret, Transport};
+use strata_proto::control::{ClusterStatus, PeerStatus, StatusReply};
+
+use crate::server::{Msg, Shared};
+
+/// Peers called at once by one heartbeat round.
+const HEARTBEAT_FANOUT_MAX: usize = 64;
+/// Longest `Drain` wait a caller may ask for.
+const DRAIN_WAIT_MAX: Duration = Duration::from_secs(24 * 3600);
+
+/// What a daemon needs to join its cluster.
+pub struct Setup {
+    pub membership: Membership,
+    /// This node.
+    pub me: NodeId,
+    pub secret: Secret,
+    /// Port of hosts that name none.
+    pub port: u16,
+    pub call_timeout: Duration,
+    pub heartbeat: Duration,
+    pub transport: Arc<dyn Transport>,
+}
+
+/// How `daemon start --cluster` was asked to find its nodes and itself.
+#[derive(Debug, Default, Clone)]
+pub struct Args {
+    pub hosts: Option<String>,
+    pub hostfile: Option<std::path::PathBuf>,
+    /// This node's name in the list (default: the host name).
+    pub node: Option<String>,
+}
+
+/// This machine's host name.
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most `len` bytes into the buffer we own.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len() - 1) };
+    if rc != 0 {
+        return String::new();
+    }
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// The node list from `args`, the resource manager or the config (first
+/// found); an error naming what to pass when there is none.
+pub fn membership(cfg: &Config, args: &Args) -> anyhow::Result<Membership> {
+    let env = |k: &str| std::env::var(k).ok();
+    let inputs = Inputs {
+        hosts: args.hosts.as_deref(),
+        hostfile: args.hostfile.as_deref(),
+        config_hosts: &cfg.cluster.hosts,
+        env: &env,
+    };
+    match strata_cluster::discover(&inputs)? {
+        Some(m) => Ok(m),
+        None => bail!(
+            "no cluster nodes: pass --hosts 'node[01-04]' or --hostfile FILE, run inside a Slurm, PBS or LSF job, or set cluster.hosts in the config"
+        ),
+    }
+}
+
+impl Setup {
+    /// Everything `daemon start --cluster` needs: the node list, which node
+    /// this is, the secret (it must exist: `cluster start` writes it).
+    pub fn from_args(cfg: &Config, args: &Args) -> anyhow::Result<Setup> {
+        let membership = membership(cfg, args)?;
+        let host = hostname();
+        let wanted = args.node.clone().unwrap_or(host.clone());
+        let short = wanted.split('.').next().unwrap_or(&wanted).to_string();
+        let me = membership
+            .find(&wanted)
+            .or_else(|| membership.find(&short))
+            .map(|n| n.id)
+            .with_context(|| {
+                format!(
+                    "this node ({wanted}) is not among the cluster's {} nodes from {}: pass --node NAME",
+                    membership.nodes.len(),
+                    membership.source
+                )
+            })?;
+        let secret_path = cfg.resolved_cluster_secret_path();
+        let secret = Secret::load(&secret_path)?;
+        Ok(Setup {
+            membership,
+            me,
+            secret,
+            port: cfg.cluster.port,
+            call_timeout: Duration::from_secs_f64(cfg.cluster.call_timeout_ms / 1e3),
+            heartbeat: Duration::from_secs_f64(cfg.cluster.heartbeat_interval_ms / 1e3),
+            transport: Arc::new(strata_net::TcpTransport),
+        })
+    }
+
+    fn endpoint(&self, id: NodeId) -> String {
+        self.membership.nodes[id as usize].endpoint(self.port)
+    }
+}
+
+/// Loads the secret at `path`, or writes a new one there (0600) when there
+/// is none (`cluster start`).
+pub fn secret_for_start(path: &Path) -> anyhow::Result<(Secret, bool)> {
+    match Secret::load(path) {
+        Ok(s) => Ok((s, false)),
+        Err(strata_net::auth::SecretError::Read { error, .. })
+            if error.kind() == std::io::ErrorKind::NotFound =>
+        {
+            let s = Secret::generate();
+            s.save(path)?;
+            Ok((s, true))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Peer {
+    state: &'static str,
+    last_seen: Option<Instant>,
+    error: String,
+}
+
+struct State {
+    setup: Setup,
+    digest: Vec<u8>,
+    boot_id: u64,
+    peers: Mutex<Vec<Peer>>,
+    tx: Mutex<mpsc::Sender<Msg>>,
+    shared: Arc<Shared>,
+}
+
+impl State {
+    fn send(&self, m: Msg) -> Result<(), tonic::Status> {
+        let tx = self
+            .tx
+            .lock()
+            .map_err(|_| tonic::Status::internal("message channel poisoned"))?;
+        tx.send(m)
+            .map_err(|_| tonic::Status::unavailable("the daemon is stopping"))?;
+        self.shared.msgs_pending.store(true, Ordering::SeqCst);
+        self.shared.bell().ring();
+        Ok(())
+    }
+
+    /// Asks the poller and waits for its answer (bounded by the call deadline).
+    async fn ask<T: Send + 'static>(
+        &self,
+        make: impl FnOnce(mpsc::Sender<T>) -> Msg,
+    ) -> Result<T, tonic::Status> {
+        let (rtx, rrx) = mpsc::channel();
+        self.send(make(rtx))?;
+        let deadline = self.setup.call_timeout;
+        tokio::task::spawn_blocking(move || rrx.recv_timeout(deadline))
+            .await
+            .map_err(|e| tonic::Status::internal(format!("waiting for the engine: {e}")))?
+            .map_err(|_| tonic::Status::deadline_exceeded("the engine did not answer in time"))
+    }
+
+    fn peers_up(&self) -> u32 {
+        let p = self.peers.lock().map(|p| p.clone()).unwrap_or_default();
+        p.iter().filter(|x| x.state == "up").count() as u32
+    }
+
+    /// The status snapshot `strata status` shows.
+    fn snapshot(&self) -> ClusterStatus {
+        let peers = self.peers.lock().map(|p| p.clone()).unwrap_or_default();
+        let m = &self.setup.membership;
+        ClusterStatus {
+            node: self.setup.me,
+            name: m.nodes[self.setup.me as usize].name.clone(),
+            address: self.setup.endpoint(self.setup.me),
+            source: m.source.to_string(),
+            peers: m
+                .nodes
+                .iter()
+                .zip(peers)
+                .map(|(n, p)| PeerStatus {
+                    node: n.id,
+                    name: n.name.clone(),
+                    address: n.endpoint(self.setup.port),
+                    state: p.state.to_string(),
+                    last_seen_s: if n.id == self.setup.me {
+                        Some(0.0)
+                    } else {
+                        p.last_seen.map(|t| t.elapsed().as_secs_f64())
+                    },
+                    error: p.error,
+                })
+                .collect(),
+        }
+    }
+
+    fn publish(&self) {
+        let snap = self.snapshot();
+        if let Ok(mut c) = self.shared.cluster.lock() {
+            *c = Some(snap);
+        }
+    }
+}
+
+struct Service(Arc<State>);
+
+fn node_status(st: &State, s: &StatusReply) -> pb::NodeStatus {
+    let me = st.setup.me;
+    let snap = st.snapshot();
+    pb::NodeStatus {
+        node: me,
+        name: snap.name,
+        address: snap.address,
+        boot_id: st.boot_id,
+        tiers: s
+            .tiers
+            .iter()
+            .map(|t| pb::TierUse {
+                name: t.name.clone(),
+                used_bytes: t.used_bytes,
+                capacity_bytes: t.capacity_bytes,
+            })
+            .collect(),
+        dirty_bytes: s.files.dirty_bytes,
+        flush_lag_s: s.files.oldest_dirty_s,
+        peers: snap
+            .peers
+            .iter()
+            .map(|p| pb::PeerState {
+                node: p.node,
+                state: p.state.clone(),
+                last_seen_s: p.last_seen_s.unwrap_or(-1.0),
+            })
+            .collect(),
+        clients: s.clients as u32,
+    }
+}
+
+#[tonic::async_trait]
+impl pb::cluster_server::Cluster for Service {
+    async fn hello(
+        &self,
+        r: tonic::Request<pb::HelloRequest>,
+    ) -> Result<tonic::Response<pb::HelloReply>, tonic::Status> {
+        let st = &self.0;
+        let r = r.into_inner();
+        if r.membership_digest != st.digest {
+            tracing::warn!(
+                from = r.from_name,
+                "a node with another node list called: start every node with the same hosts"
+            );
+        }
+        let me = &st.setup.membership.nodes[st.setup.me as usize];
+        Ok(tonic::Response::new(pb::HelloReply {
+            node: st.setup.me,
+            name: me.name.clone(),
+            membership_digest: st.digest.clone(),
+            boot_id: st.boot_id,
+            peers_up: st.peers_up(),
+            peers_total: st.setup.membership.nodes.len() as u32,
+        }))
+    }
+
+    async fn status(
+        &self,
+        _: tonic::Request<pb::StatusRequest>,
+    ) -> Result<tonic::Response<pb::NodeStatus>, tonic::Status> {
+        let s = self.0.ask(|reply| Msg::Status { reply }).await?;
+        Ok(tonic::Response::new(node_status(&self.0, &s)))
+    }
+
+    async fn drain(
+        &self,
+        r: tonic::Request<pb::DrainRequest>,
+    ) -> Result<tonic::Response<pb::DrainReply>, tonic::Status> {
+        let st = &self.0;
+        let wait = Duration::from_secs_f64(r.into_inner().wait_s.clamp(0.0, 1e9)).min(DRAIN_WAIT_MAX);
+        let started = Instant::now();
+        let mut f = st
+            .ask(|reply| Msg::Flush {
+                paths: Vec::new(),
+                reply,
+            })
+            .await?;
+        // Bounded by `wait`.
+        loop {
+            let done = f.dirty_files == 0 && f.flushing_files == 0;
+            let only_failures = !f.errors.is_empty() && f.flushing_files == 0;
+            if done || only_failures || started.elapsed() >= wait {
+                let error = f
+                    .errors
+                    .iter()
+                    .take(8)
+                    .map(|e| format!("{}: {}", e.path, e.message))
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                return Ok(tonic::Response::new(pb::DrainReply {
+                    done,
+                    dirty_bytes: f.dirty_bytes,
+                    error,
+                }));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            f = st
+                .ask(|reply| Msg::FlushState {
+                    paths: Vec::new(),
+                    reply,
+                })
+                .await?;
+        }
+    }
+
+    async fn stop(
+        &self,
+        _: tonic::Request<pb::StopRequest>,
+    ) -> Result<tonic::Response<pb::StopReply>, tonic::Status> {
+        tracing::info!("stop asked by the cluster");
+        // The daemon's stop drains every buffered file first.
+        self.0.shared.shutdown.store(true, Ordering::SeqCst);
+        self.0.shared.bell().ring();
+        Ok(tonic::Response::new(pb::StopReply {}))
+    }
+}
+
+/// One heartbeat to peer `id`: its new state.
+async fn beat(st: &State, id: NodeId, client: &mut Option<rpc::Client>) -> Result<(), String> {
+    let s = &st.setup;
+    if client.is_none() {
+        *client = Some(
+            rpc::connect(s.transport.clone(), &s.endpoint(id), &s.secret, s.call_timeout)
+                .await
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    let c = client.as_mut().expect("connected above");
+    let me = &s.membership.nodes[s.me as usize];
+    let r = c
+        .hello(pb::HelloRequest {
+            from_node: s.me,
+            from_name: me.name.clone(),
+            membership_digest: st.digest.clone(),
+        })
+        .await
+        .map_err(|e| {
+            *client = None;
+            format!("{}: {}", e.code(), e.message())
+        })?
+        .into_inner();
+    if r.membership_digest != st.digest {
+        return Err(format!(
+            "mismatch: {} has another node list (start every node with the same hosts)",
+            r.name
+        ));
+    }
+    if r.node != id {
+        return Err(format!("mismatch: node {id}'s address answers as node {}", r.node));
+    }
+    Ok(())
+}
+
+async fn heartbeats(st: Arc<State>) {
+    let n = st.setup.membership.nodes.len();
+    let me = st.setup.me as usize;
+    let clients: Vec<Arc<tokio::sync::Mutex<Option<rpc::Client>>>> =
+        (0..n).map(|_| Arc::default()).collect();
+    let fanout = Arc::new(tokio::sync::Semaphore::new(HEARTBEAT_FANOUT_MAX));
+    let mut tick = tokio::time::interval(st.setup.heartbeat);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Bounded: one round per heartbeat until the runtime stops.
+    loop {
+        tick.tick().await;
+        let mut set = tokio::task::JoinSet::new();
+        for (id, client) in clients.iter().enumerate() {
+            if id == me {
+                continue;
+            }
+            let (st, client, fanout) = (st.clone(), client.clone(), fanout.clone());
+            set.spawn(async move {
+                let _permit = fanout.acquire().await;
+                // One beat at a time per peer; a beat never outlives the deadline.
+                let Ok(mut c) = client.try_lock() else { return };
+                let res = tokio::time::timeout(st.setup.call_timeout, beat(&st, id as NodeId, &mut c))
+                    .await
+                    .unwrap_or_else(|_| {
+                        *c = None;
+                        Err(format!("no answer within {:?}", st.setup.call_timeout))
+                    });
+                if let Ok(mut peers) = st.peers.lock() {
+                    let p = &mut peers[id];
+                    match res {
+                        Ok(()) => {
+                            if p.state != "up" {
+                                tracing::info!(node = id, "cluster peer up");
+                            }
+                            p.state = "up";
+                            p.last_seen = Some(Instant::now());
+                            p.error.clear();
+                        }
+                        Err(e) => {
+                            let expired = p
+                                .last_seen
+                                .is_none_or(|t| t.elapsed() >= st.setup.call_timeout);
+                            let state = if e.starts_with("mismatch") {
+                                "mismatch"
+                            } else if p.last_seen.is_none() {
+                                "starting"
+                            } else if expired {
+                                "down"
+                            } else {
+                                p.state
+                            };
+                            if state != p.state && state != "starting" {
+                                tracing::warn!(node = id, "cluster peer {state}: {e}");
+                            }
+                            p.state = state;
+                            p.error = e;
+                        }
+                    }
+                }
+            });
+        }
+        while set.join_next().await.is_some() {}
+        st.publish();
+    }
+}
+
+/// The running cluster side; [`Handle::stop`] ends it.
+pub struct Handle {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Handle {
+    pub fn stop(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Starts the cluster side: listens on this node's address (an error now,
+/// e.g. an address in use, fails the daemon's start) and serves until
+/// [`Handle::stop`].
+pub fn start(setup: Setup, tx: mpsc::Sender<Msg>, shared: Arc<Shared>) -> anyhow::Result<Handle> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("strata-cluster")
+        .enable_all()
+        .build()
+        .context("cannot start the cluster runtime")?;
+    let addr = setup.endpoint(setup.me);
+    let listener = rt
+        .block_on(setup.transport.listen(&addr))
+        .with_context(|| format!("cannot listen on the cluster address {addr}"))?;
+    let n = setup.membership.nodes.len();
+    let mut peers = vec![
+        Peer {
+            state: "starting",
+            last_seen: None,
+            error: String::new(),
+        };
+        n
+    ];
+    peers[setup.me as usize] = Peer {
+        state: "up",
+        last_seen: Some(Instant::now()),
+        error: String::new(),
+    };
+    let boot_id = {
+        use rand::RngCore;
+        rand::rng().next_u64()
+    };
+    let state = Arc::new(State {
+        digest: setup.membership.digest(setup.port).to_vec(),
+        boot_id,
+        peers: Mutex::new(peers),
+        tx: Mutex::new(tx),
+        shared,
+        setup,
+    });
+    state.publish();
+    tracing::info!(
+        node = state.setup.me,
+        address = addr,
+        nodes = n,
+        source = %state.setup.membership.source,
+        "cluster service listening"
+    );
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name("strata-cluster".into())
+        .spawn(move || {
+            rt.block_on(async move {
+                let beats = tokio::spawn(heartbeats(state.clone()));
+                let s = &state.setup;
+                let res = rpc::serve(
+                    listener,
+                    s.secret.clone(),
+                    s.call_timeout,
+                    s.call_timeout.max(DRAIN_WAIT_MAX),
+                    Service(state.clone()),
+                    async {
+                        let _ = stop_rx.await;
+                    },
+                )
+                .await;
+                beats.abort();
+                if let Err(e) = res {
+                    tracing::error!("cluster service ended: {}", rpc::error_chain(&e));
+                }
+            });
+            rt.shutdown_timeout(Duration::from_secs(1));
+        })
+        .context("cannot spawn the cluster thread")?;
+    Ok(Handle {
+        stop: Some(stop_tx),
+        thread: Some(thread),
+    })
+}
