@@ -27,6 +27,8 @@ use crate::server::{Msg, Shared};
 
 /// Peers called at once by one heartbeat round.
 const HEARTBEAT_FANOUT_MAX: usize = 64;
+/// How long a stopping daemon lets its open cluster calls finish.
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
 /// Longest `Drain` wait a caller may ask for.
 const DRAIN_WAIT_MAX: Duration = Duration::from_secs(24 * 3600);
 
@@ -514,20 +516,33 @@ pub fn start(setup: Setup, tx: mpsc::Sender<Msg>, shared: Arc<Shared>) -> anyhow
             rt.block_on(async move {
                 let beats = tokio::spawn(heartbeats(state.clone()));
                 let s = &state.setup;
-                let res = rpc::serve(
+                let quit = Arc::new(tokio::sync::Notify::new());
+                let q = quit.clone();
+                let mut server = tokio::spawn(rpc::serve(
                     listener,
                     s.secret.clone(),
                     s.call_timeout,
                     s.call_timeout.max(DRAIN_WAIT_MAX),
                     Service(state.clone()),
-                    async {
-                        let _ = stop_rx.await;
-                    },
-                )
-                .await;
+                    async move { q.notified().await },
+                ));
+                let res = tokio::select! {
+                    r = &mut server => Some(r),
+                    _ = stop_rx => {
+                        // A graceful end waits for every connection to close,
+                        // and live peers keep theirs open: bounded.
+                        quit.notify_one();
+                        tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await.ok()
+                    }
+                };
                 beats.abort();
-                if let Err(e) = res {
-                    tracing::error!("cluster service ended: {}", rpc::error_chain(&e));
+                server.abort();
+                match res {
+                    Some(Ok(Err(e))) => {
+                        tracing::error!("cluster service ended: {}", rpc::error_chain(&e))
+                    }
+                    Some(Err(e)) if e.is_panic() => tracing::error!("cluster service panicked"),
+                    _ => {}
                 }
             });
             rt.shutdown_timeout(Duration::from_secs(1));
