@@ -318,6 +318,9 @@ fn strerror_of(e: Errno) -> &'static CStr {
         Errno::Perm => c"permission denied: the daemon belongs to another user",
         Errno::TooBig => c"size beyond the configured maximum",
         Errno::Stale => c"the record may be stale: the client must stat the destination",
+        Errno::NodeDown => {
+            c"a cluster node that holds this is down or unreachable: see `strata cluster status`"
+        }
     }
 }
 
@@ -349,6 +352,7 @@ fn name_of(e: Errno) -> &'static CStr {
         Errno::Perm => c"STRATA_EPERM",
         Errno::TooBig => c"STRATA_ETOOBIG",
         Errno::Stale => c"STRATA_ESTALE",
+        Errno::NodeDown => c"STRATA_ENODEDOWN",
     }
 }
 

@@ -160,13 +160,19 @@ pub fn hosts(config: Option<&Path>, h: &HostArgs, json: bool) -> Result<()> {
             .collect();
         println!(
             "{}",
-            serde_json::to_string_pretty(&serde_json::json!({"source": m.source.to_string(), "nodes": rows}))?
+            serde_json::to_string_pretty(
+                &serde_json::json!({"source": m.source.to_string(), "nodes": rows})
+            )?
         );
         return Ok(());
     }
     let mut t = Table::new(&["ID", "NODE", "ADDRESS"]);
     for n in &m.nodes {
-        t.row(vec![n.id.to_string(), n.name.clone(), n.endpoint(cfg.cluster.port)]);
+        t.row(vec![
+            n.id.to_string(),
+            n.name.clone(),
+            n.endpoint(cfg.cluster.port),
+        ]);
     }
     print!("{}", t.render());
     println!("{} node(s) from {}", m.nodes.len(), m.source);
@@ -174,7 +180,13 @@ pub fn hosts(config: Option<&Path>, h: &HostArgs, json: bool) -> Result<()> {
 }
 
 /// The command that starts the daemon of node `n`.
-fn daemon_cmd(exe: &Path, config: Option<&Path>, m: &Membership, n: &Node, foreground: bool) -> Vec<OsString> {
+fn daemon_cmd(
+    exe: &Path,
+    config: Option<&Path>,
+    m: &Membership,
+    n: &Node,
+    foreground: bool,
+) -> Vec<OsString> {
     let mut v: Vec<OsString> = vec![exe.into()];
     if let Some(c) = config {
         v.push("--config".into());
@@ -229,9 +241,8 @@ enum Launch {
 }
 
 fn have(prog: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|p| {
-        std::env::split_paths(&p).any(|d| d.join(prog).is_file())
-    })
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(prog).is_file()))
 }
 
 fn choose(launcher: Option<&str>, print: bool) -> Launch {
@@ -272,7 +283,10 @@ fn run_bounded(argv: &[OsString], deadline: Duration) -> Result<()> {
             if !st.success() {
                 bail!(
                     "{} ({st}): {}",
-                    argv.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" "),
+                    argv.iter()
+                        .map(|a| a.to_string_lossy())
+                        .collect::<Vec<_>>()
+                        .join(" "),
                     String::from_utf8_lossy(&out.stderr).trim()
                 );
             }
@@ -280,7 +294,10 @@ fn run_bounded(argv: &[OsString], deadline: Duration) -> Result<()> {
         }
         if started.elapsed() > deadline {
             let _ = child.kill();
-            bail!("{} did not finish within {deadline:?}", argv[0].to_string_lossy());
+            bail!(
+                "{} did not finish within {deadline:?}",
+                argv[0].to_string_lossy()
+            );
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -343,7 +360,11 @@ pub fn start(
             }
             let errs: Vec<String> = handles
                 .into_iter()
-                .filter_map(|h| h.join().unwrap_or(Err("launcher thread panicked".into())).err())
+                .filter_map(|h| {
+                    h.join()
+                        .unwrap_or(Err("launcher thread panicked".into()))
+                        .err()
+                })
                 .collect();
             if !errs.is_empty() {
                 bail!("cannot start every daemon:\n  {}", errs.join("\n  "));
@@ -362,10 +383,17 @@ pub fn start(
             }
             let errs: Vec<String> = handles
                 .into_iter()
-                .filter_map(|h| h.join().unwrap_or(Err("launcher thread panicked".into())).err())
+                .filter_map(|h| {
+                    h.join()
+                        .unwrap_or(Err("launcher thread panicked".into()))
+                        .err()
+                })
                 .collect();
             if !errs.is_empty() {
-                bail!("cannot start every daemon over ssh (or pass --launcher / --print):\n  {}", errs.join("\n  "));
+                bail!(
+                    "cannot start every daemon over ssh (or pass --launcher / --print):\n  {}",
+                    errs.join("\n  ")
+                );
             }
         }
         Launch::Srun | Launch::Mpirun => {
@@ -411,7 +439,10 @@ pub fn start(
                 println!(
                     "  {}: {}",
                     node.name,
-                    c.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ")
+                    c.iter()
+                        .map(|a| a.to_string_lossy())
+                        .collect::<Vec<_>>()
+                        .join(" ")
                 );
             }
             eprintln!("strata: waiting up to {deadline:?} for all of them to agree …");
@@ -494,7 +525,17 @@ async fn status_table(ctx: &Ctx) -> Result<(String, bool)> {
         })
         .await;
     let total = ctx.membership.nodes.len();
-    let mut t = Table::new(&["NODE", "NAME", "ADDRESS", "STATE", "TIERS USED/CAPACITY", "DIRTY", "FLUSH LAG", "PEERS UP", "CLIENTS"]);
+    let mut t = Table::new(&[
+        "NODE",
+        "NAME",
+        "ADDRESS",
+        "STATE",
+        "TIERS USED/CAPACITY",
+        "DIRTY",
+        "FLUSH LAG",
+        "PEERS UP",
+        "CLIENTS",
+    ]);
     let mut notes = Vec::new();
     for (n, r) in ctx.membership.nodes.iter().zip(&rows) {
         match r {
@@ -502,7 +543,14 @@ async fn status_table(ctx: &Ctx) -> Result<(String, bool)> {
                 let tiers = s
                     .tiers
                     .iter()
-                    .map(|x| format!("{} {}/{}", x.name, format_size(x.used_bytes), format_size(x.capacity_bytes)))
+                    .map(|x| {
+                        format!(
+                            "{} {}/{}",
+                            x.name,
+                            format_size(x.used_bytes),
+                            format_size(x.capacity_bytes)
+                        )
+                    })
                     .collect::<Vec<_>>()
                     .join(", ");
                 let up = s.peers.iter().filter(|p| p.state == "up").count();
@@ -603,7 +651,11 @@ pub fn stop(config: Option<&Path>, h: &HostArgs, no_drain: bool) -> Result<bool>
                     if r.done {
                         Ok(())
                     } else {
-                        Err(format!("{} still dirty: {}", format_size(r.dirty_bytes), r.error))
+                        Err(format!(
+                            "{} still dirty: {}",
+                            format_size(r.dirty_bytes),
+                            r.error
+                        ))
                     }
                 })
                 .await;

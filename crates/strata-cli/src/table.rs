@@ -129,7 +129,8 @@ fn cluster_lines(st: &StatusReply) -> String {
             p.name.clone(),
             p.address.clone(),
             p.state.clone(),
-            p.last_seen_s.map_or("never".into(), |s| format!("{s:.1}s ago")),
+            p.last_seen_s
+                .map_or("never".into(), |s| format!("{s:.1}s ago")),
             p.error.clone(),
         ]);
     }

@@ -75,7 +75,10 @@ fn start_status_kill_restart_stop() {
     let o = bed.cli(&["cluster", "status"]);
     assert_eq!(o.status.code(), Some(1));
     let table = String::from_utf8_lossy(&o.stdout);
-    assert!(table.contains("down") && table.contains(&bed.nodes[1].addr), "{table}");
+    assert!(
+        table.contains("down") && table.contains(&bed.nodes[1].addr),
+        "{table}"
+    );
 
     // Node 1 restarts alone and rejoins.
     ok(&bed.start_node(1), "daemon start --cluster");
@@ -114,7 +117,12 @@ fn without_the_secret_nothing_answers() {
         .env("STRATA_CLUSTER_SECRET_FILE", &other)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let rows: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
     for r in &rows {
         assert_eq!(r["state"], "down");
@@ -142,7 +150,11 @@ fn without_the_secret_nothing_answers() {
         while proc_dir.exists() && started.elapsed() < std::time::Duration::from_secs(60) {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        assert!(!proc_dir.exists(), "{} (pid {pid}) still runs after its stop", n.name);
+        assert!(
+            !proc_dir.exists(),
+            "{} (pid {pid}) still runs after its stop",
+            n.name
+        );
     }
 }
 
@@ -151,7 +163,9 @@ fn a_start_that_cannot_agree_names_the_missing_node() {
     let bed = Bed::new(2, "64MiB", None, "3s");
     eprintln!("cluster test on {}", bed.kind);
     // Only node 0 comes up; the launcher given for the start runs nothing.
-    strata_net::Secret::generate().save(&bed.secret_path()).unwrap();
+    strata_net::Secret::generate()
+        .save(&bed.secret_path())
+        .unwrap();
     ok(&bed.start_node(0), "node 0 alone");
     let o = bed.cli(&["cluster", "start", "--launcher", "true {name} {cmd}"]);
     assert!(!o.status.success());
@@ -165,6 +179,218 @@ fn a_start_that_cannot_agree_names_the_missing_node() {
             .unwrap_or_else(|| panic!("no line for {n}: {err}"))
             .to_string()
     };
-    assert!(line(n1).contains("connect") || line(n1).contains("answer"), "{err}");
+    assert!(
+        line(n1).contains("connect") || line(n1).contains("answer"),
+        "{err}"
+    );
     assert!(line(n0).contains("sees 1/2 nodes up"), "{err}");
+}
+
+fn checksum(b: &[u8]) -> u64 {
+    // FNV-1a over the bytes (equality of contents, not security).
+    b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, x| {
+        (h ^ *x as u64).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// The native API from every node on every node's data: names spread over
+/// the owners, puts and gets of 0 B … 20 MiB from any node, renames,
+/// deletes and listings seen everywhere, concurrent writers, and a killed
+/// owner turning the calls that need it into `NodeDown` while the rest
+/// works on.
+#[test]
+fn native_api_from_every_node_on_every_nodes_data() {
+    use strata_client::Client;
+    use strata_proto::Errno;
+    let bed = Bed::new(3, "256MiB", None, "60s");
+    eprintln!("cluster test on {}", bed.kind);
+    ok(
+        &bed.cli(&["cluster", "start", "--launcher", bed.launcher()]),
+        "cluster start",
+    );
+    let clients: Vec<Client> = bed
+        .nodes
+        .iter()
+        .map(|n| Client::connect_to(&n.socket).unwrap())
+        .collect();
+    let sizes = [0usize, 1, 4096, 1 << 20, 9 << 20, 20 << 20];
+    for (i, size) in sizes.iter().enumerate() {
+        let data = pattern(*size, i as u64 + 1);
+        let writer = &clients[i % 3];
+        writer
+            .bucket(&format!("b{i}"))
+            .unwrap()
+            .put("blob", &data)
+            .unwrap();
+        for (j, c) in clients.iter().enumerate() {
+            let got = c
+                .bucket_open(&format!("b{i}"))
+                .unwrap()
+                .get("blob")
+                .unwrap();
+            assert_eq!(
+                (got.len(), checksum(&got)),
+                (data.len(), checksum(&data)),
+                "size {size} written on node {} read on node {j}",
+                i % 3
+            );
+        }
+    }
+    // The buckets spread over the nodes (each daemon holds its own share).
+    let held: Vec<u64> = bed
+        .nodes
+        .iter()
+        .map(|n| {
+            let o = std::process::Command::new(cluster_util::strata_bin())
+                .arg("--config")
+                .arg(&n.config)
+                .args(["status", "--json"])
+                .output()
+                .unwrap();
+            let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            v["buckets"].as_u64().unwrap()
+        })
+        .collect();
+    assert_eq!(held.iter().sum::<u64>(), sizes.len() as u64, "{held:?}");
+    assert!(
+        held.iter().filter(|h| **h > 0).count() >= 2,
+        "names spread: {held:?}"
+    );
+    // Listings merge every node, the same from each.
+    let want: Vec<String> = (0..sizes.len()).map(|i| format!("b{i}")).collect();
+    for c in &clients {
+        assert_eq!(c.bucket_names().unwrap(), want);
+    }
+    // put_at, stat, rename, delete: seen from the other nodes.
+    let b0 = clients[0].bucket("shared").unwrap();
+    b0.put("x", b"hello world").unwrap();
+    clients[1]
+        .bucket_open("shared")
+        .unwrap()
+        .put_at("x", 6, b"WORLD")
+        .unwrap();
+    assert_eq!(
+        clients[2].bucket_open("shared").unwrap().get("x").unwrap(),
+        b"hello WORLD"
+    );
+    assert_eq!(
+        clients[2]
+            .bucket_open("shared")
+            .unwrap()
+            .stat("x")
+            .unwrap()
+            .size,
+        11
+    );
+    clients[2]
+        .bucket_open("shared")
+        .unwrap()
+        .rename_blob("x", "y", false)
+        .unwrap();
+    let e = clients[0]
+        .bucket_open("shared")
+        .unwrap()
+        .get("x")
+        .unwrap_err();
+    assert_eq!(e.errno, Errno::NoBlob);
+    assert_eq!(
+        clients[1].bucket_open("shared").unwrap().get("y").unwrap(),
+        b"hello WORLD"
+    );
+    clients[1]
+        .bucket_open("shared")
+        .unwrap()
+        .delete("y")
+        .unwrap();
+    assert_eq!(
+        clients[0]
+            .bucket_open("shared")
+            .unwrap()
+            .get("y")
+            .unwrap_err()
+            .errno,
+        Errno::NoBlob
+    );
+    // Concurrent writers from every node to one name and to their own.
+    std::thread::scope(|s| {
+        for (i, c) in clients.iter().enumerate() {
+            s.spawn(move || {
+                let b = c.bucket("race").unwrap();
+                for k in 0..20u8 {
+                    b.put("same", &[i as u8; 4096]).unwrap();
+                    b.put(&format!("own{i}"), &[k; 1000]).unwrap();
+                }
+            });
+        }
+    });
+    let same: Vec<Vec<u8>> = clients
+        .iter()
+        .map(|c| c.bucket_open("race").unwrap().get("same").unwrap())
+        .collect();
+    assert!(
+        same.iter().all(|v| *v == same[0]),
+        "every node reads the same last write"
+    );
+    assert!(
+        same[0].iter().all(|b| *b == same[0][0]) && same[0][0] < 3,
+        "one whole write"
+    );
+    for i in 0..clients.len() {
+        for other in &clients {
+            assert_eq!(
+                other
+                    .bucket_open("race")
+                    .unwrap()
+                    .get(&format!("own{i}"))
+                    .unwrap(),
+                vec![19u8; 1000]
+            );
+        }
+    }
+
+    // Kill the owner of one bucket: calls that need it fail with NodeDown
+    // (naming the node), the other nodes' data stays readable.
+    let victim_bucket = (0..sizes.len())
+        .map(|i| format!("b{i}"))
+        .find(|n| {
+            let b = clients[0].bucket_open(n).unwrap();
+            b.id() >> 48 != 0
+        })
+        .expect("some bucket is not on node 0");
+    let owner = (clients[0].bucket_open(&victim_bucket).unwrap().id() >> 48) as usize;
+    let pid = bed.pid(owner).unwrap();
+    // SAFETY: kill(2) on our own daemon's pid.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    let viewer = (owner + 1) % 3;
+    let e = match clients[viewer].bucket_open(&victim_bucket) {
+        Err(e) => e,
+        Ok(_) => panic!("{victim_bucket} opened on a dead node"),
+    };
+    assert_eq!(e.errno, Errno::NodeDown, "{e}");
+    assert!(e.to_string().contains(&bed.nodes[owner].name), "{e}");
+    for (i, size) in sizes.iter().enumerate() {
+        let name = format!("b{i}");
+        match clients[viewer].bucket_open(&name) {
+            Ok(b) => {
+                assert_ne!((b.id() >> 48) as usize, owner);
+                assert_eq!(
+                    checksum(&b.get("blob").unwrap()),
+                    checksum(&pattern(*size, i as u64 + 1))
+                );
+            }
+            Err(e) => assert_eq!(e.errno, Errno::NodeDown, "{name}: {e}"),
+        }
+    }
 }

@@ -25,6 +25,7 @@
 
 mod channel;
 pub mod file;
+pub mod forward;
 pub mod lookup;
 pub mod shm;
 pub mod stage;
@@ -44,7 +45,7 @@ pub use strata_proto::Errno;
 use strata_proto::PutMode;
 use strata_transport_shm::PROTOCOL_VERSION;
 
-pub use lookup::{LocalLookup, MetaLookup};
+pub use lookup::{LocalLookup, MetaLookup, RingLookup};
 pub use strata_proto::Target;
 pub use transport::{Answer, Lane, Ticket, Transport};
 
@@ -352,11 +353,39 @@ impl Client {
         } else {
             Node::Shm(transport)
         };
+        // A cluster member: the other nodes through this daemon, names by the ring.
+        let (lookup, nodes): (Box<dyn MetaLookup>, Vec<Node>) = if hello.cluster_nodes.len() > 1 {
+            let ring = strata_meta::Ring::new(&hello.cluster_nodes)
+                .map_err(|e| err(Errno::Malformed, format!("the daemon's node list: {e}")))?;
+            let me = hello.node_id;
+            if me as usize >= hello.cluster_nodes.len() {
+                return Err(err(
+                    Errno::Malformed,
+                    "the daemon's node id is not in its node list",
+                ));
+            }
+            let mut node = Some(node);
+            let nodes = (0..hello.cluster_nodes.len() as u32)
+                .map(|i| {
+                    if i == me {
+                        node.take().expect("one local node")
+                    } else {
+                        Node::Other(Box::new(forward::ForwardTransport {
+                            node: i,
+                            socket: socket.to_path_buf(),
+                        }))
+                    }
+                })
+                .collect();
+            (Box::new(lookup::RingLookup { ring, local: me }), nodes)
+        } else {
+            (Box::new(LocalLookup), vec![node])
+        };
         Ok(Client {
             inner: Arc::new(Inner {
                 hello,
-                lookup: Box::new(LocalLookup),
-                nodes: vec![node],
+                lookup,
+                nodes,
                 tmp_seq: AtomicU64::new(1),
                 dest_fds: Mutex::new(Default::default()),
                 socket: socket.to_path_buf(),
@@ -425,7 +454,16 @@ impl Client {
     /// Runs one request synchronously: the outer error is the transport's,
     /// the inner one the daemon's answer.
     pub(crate) fn call(&self, req: &Request) -> Result<std::result::Result<Reply<'static>, Errno>> {
-        let answer = self.on_lane(req.target(), None, |lane| {
+        self.call_at(req.target(), req)
+    }
+
+    /// [`Client::call`] on the node `route` names.
+    fn call_at(
+        &self,
+        route: Target<'_>,
+        req: &Request,
+    ) -> Result<std::result::Result<Reply<'static>, Errno>> {
+        let answer = self.on_lane(route, None, |lane| {
             let t = lane.submit(req)?;
             lane.wait(t)
         })?;
@@ -496,20 +534,35 @@ impl Client {
     }
 
     /// Names of all buckets.
+    /// The buckets of every node (a cluster's listing merges them, sorted).
     pub fn bucket_names(&self) -> Result<Vec<String>> {
+        let nodes = self.inner.nodes.len();
         let mut out = Vec::new();
-        let mut cursor = 0u64;
-        // Bounded: each round returns at least one name or ends.
-        for _ in 0..(1u64 << 32) {
-            let r = self.ask(&Request::BucketList { cursor }, || "list buckets".into())?;
-            let Reply::BucketNames { names, next_cursor } = r else {
-                return Err(unexpected("BucketList"));
+        for node in 0..nodes {
+            // A node's ids carry it in their top bits: this routes to it.
+            let route = if nodes == 1 {
+                Target::Local
+            } else {
+                Target::Id((node as u64) << strata_meta::NODE_SHIFT)
             };
-            out.extend(names);
-            if next_cursor == 0 {
-                break;
+            let mut cursor = 0u64;
+            // Bounded: each round returns at least one name or ends.
+            for _ in 0..(1u64 << 32) {
+                let r = self
+                    .call_at(route, &Request::BucketList { cursor })?
+                    .map_err(|e| err(e, "list buckets"))?;
+                let Reply::BucketNames { names, next_cursor } = r else {
+                    return Err(unexpected("BucketList"));
+                };
+                out.extend(names);
+                if next_cursor == 0 {
+                    break;
+                }
+                cursor = next_cursor;
             }
-            cursor = next_cursor;
+        }
+        if nodes > 1 {
+            out.sort();
         }
         Ok(out)
     }

@@ -28,10 +28,29 @@ pub trait MetaLookup: Send + Sync {
     /// The node that answers a request addressing `t`.
     fn node_for(&self, t: Target<'_>) -> NodeId {
         match t {
-            Target::Local | Target::All => self.local_node(),
+            // Files stay with the node that serves the process (issue 15
+            // spreads them).
+            Target::Local | Target::All | Target::Path(_) => self.local_node(),
             Target::Name(name) => strata_meta::owner_of(name.as_bytes(), self.ring()),
             Target::Id(id) => (id >> strata_meta::NODE_SHIFT) as NodeId,
         }
+    }
+}
+
+/// A cluster: buckets by name at the owner of the name on the ring over
+/// the nodes' names, ids at the node in their top bits.
+#[derive(Debug, Clone)]
+pub struct RingLookup {
+    pub ring: strata_meta::Ring,
+    pub local: NodeId,
+}
+
+impl MetaLookup for RingLookup {
+    fn ring(&self) -> &strata_meta::Ring {
+        &self.ring
+    }
+    fn local_node(&self) -> NodeId {
+        self.local
     }
 }
 
@@ -60,7 +79,7 @@ mod tests {
         for t in [
             Target::Local,
             Target::All,
-            Target::Name("/data/out.h5"),
+            Target::Path("/data/out.h5"),
             Target::Name("results"),
             Target::Id(7),
         ] {

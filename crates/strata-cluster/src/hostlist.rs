@@ -64,11 +64,15 @@ fn group(item: &str, body: &str) -> Result<Vec<String>, HostlistError> {
     for r in body.split(',') {
         let r = r.trim();
         let (lo, hi) = r.split_once('-').unwrap_or((r, r));
-        let digits = |s: &str| !s.is_empty() && s.len() <= 18 && s.bytes().all(|b| b.is_ascii_digit());
+        let digits =
+            |s: &str| !s.is_empty() && s.len() <= 18 && s.bytes().all(|b| b.is_ascii_digit());
         if !digits(lo) || !digits(hi) {
             return Err(bad(r));
         }
-        let (a, b): (u64, u64) = (lo.parse().map_err(|_| bad(r))?, hi.parse().map_err(|_| bad(r))?);
+        let (a, b): (u64, u64) = (
+            lo.parse().map_err(|_| bad(r))?,
+            hi.parse().map_err(|_| bad(r))?,
+        );
         if a > b {
             return Err(bad(r));
         }
@@ -154,20 +158,31 @@ mod tests {
 
     #[test]
     fn slurm_examples() {
-        assert_eq!(x("node[01-04,07],gpu3"), ["node01", "node02", "node03", "node04", "node07", "gpu3"]);
+        assert_eq!(
+            x("node[01-04,07],gpu3"),
+            ["node01", "node02", "node03", "node04", "node07", "gpu3"]
+        );
         assert_eq!(x("n1"), ["n1"]);
         assert_eq!(x("n[8-10]"), ["n8", "n9", "n10"]);
         assert_eq!(x("n[08-10]"), ["n08", "n09", "n10"]);
-        assert_eq!(x("rack[1-2]-n[1-2]"), ["rack1-n1", "rack1-n2", "rack2-n1", "rack2-n2"]);
+        assert_eq!(
+            x("rack[1-2]-n[1-2]"),
+            ["rack1-n1", "rack1-n2", "rack2-n1", "rack2-n2"]
+        );
         assert_eq!(x("a[1],b"), ["a1", "b"]);
         assert_eq!(x(" a , b "), ["a", "b"]);
         assert_eq!(x("node03=10.1.0.3,node04"), ["node03=10.1.0.3", "node04"]);
-        assert_eq!(x("n[1-2].cluster.org"), ["n1.cluster.org", "n2.cluster.org"]);
+        assert_eq!(
+            x("n[1-2].cluster.org"),
+            ["n1.cluster.org", "n2.cluster.org"]
+        );
     }
 
     #[test]
     fn malformed_lists_are_errors() {
-        for bad in ["n[1-2", "n1-2]", "n[[1]]", "n[a-b]", "n[3-1]", "n[]", "n[1,]", "a,,b", "", "n[1--2]"] {
+        for bad in [
+            "n[1-2", "n1-2]", "n[[1]]", "n[a-b]", "n[3-1]", "n[]", "n[1,]", "a,,b", "", "n[1--2]",
+        ] {
             assert!(expand(bad).is_err(), "{bad:?} accepted: {:?}", expand(bad));
         }
         assert_eq!(expand("n[0-9999999]"), Err(HostlistError::TooMany));

@@ -99,7 +99,10 @@ pub enum MembershipError {
     #[error("{source_name}: lists no host")]
     Empty { source_name: String },
     #[error("cannot read {path}: {error}")]
-    Read { path: PathBuf, error: std::io::Error },
+    Read {
+        path: PathBuf,
+        error: std::io::Error,
+    },
 }
 
 /// What [`discover`] looks at.
@@ -200,7 +203,8 @@ fn entry(text: &str) -> Result<(String, Option<String>, Option<u16>), String> {
     let good_name = |s: &str| {
         !s.is_empty()
             && s.len() <= 253
-            && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b))
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b))
     };
     if !good_name(name) {
         return Err(format!("bad host name {name:?} in {text:?}"));
@@ -283,7 +287,11 @@ fn build(source: Source, entries: Vec<(usize, String)>) -> Result<Membership, Me
     Ok(Membership { nodes, source })
 }
 
-fn expand_list(source: &Source, list: &str, line: usize) -> Result<Vec<(usize, String)>, MembershipError> {
+fn expand_list(
+    source: &Source,
+    list: &str,
+    line: usize,
+) -> Result<Vec<(usize, String)>, MembershipError> {
     hostlist::expand(list)
         .map(|v| v.into_iter().map(|h| (line, h)).collect())
         .map_err(|error| MembershipError::Hostlist {
@@ -360,10 +368,7 @@ pub fn discover(i: &Inputs<'_>) -> Result<Option<Membership>, MembershipError> {
         return hostfile(Source::Pbs(p.clone()), &p).map(Some);
     }
     if let Some(h) = var("LSB_HOSTS") {
-        let e = h
-            .split_whitespace()
-            .map(|w| (0, w.to_string()))
-            .collect();
+        let e = h.split_whitespace().map(|w| (0, w.to_string())).collect();
         return build(Source::Lsf, e).map(Some);
     }
     if !i.config_hosts.is_empty() {

@@ -32,7 +32,10 @@ fn hosts_with_addresses_and_ports() {
     i.hosts = Some("node[01-02],node03=10.1.0.3,node04:7701,node05=10.1.0.5:7702,v6=[fd00::5]:9");
     let m = discover(&i).unwrap().unwrap();
     assert_eq!(m.source, Source::Hosts);
-    assert_eq!(names(&m), ["node01", "node02", "node03", "node04", "node05", "v6"]);
+    assert_eq!(
+        names(&m),
+        ["node01", "node02", "node03", "node04", "node05", "v6"]
+    );
     let ids: Vec<NodeId> = m.nodes.iter().map(|n| n.id).collect();
     assert_eq!(ids, [0, 1, 2, 3, 4, 5]);
     assert_eq!(m.nodes[0].endpoint(7700), "node01:7700");
@@ -52,7 +55,11 @@ fn hosts_with_addresses_and_ports() {
 fn first_source_wins() {
     let dir = tempfile::tempdir().unwrap();
     let hf = dir.path().join("hosts");
-    std::fs::write(&hf, "# the job's nodes\nalpha\nbeta:7000   # a comment\n\nbeta:7000\ngamma slots=4\n").unwrap();
+    std::fs::write(
+        &hf,
+        "# the job's nodes\nalpha\nbeta:7000   # a comment\n\nbeta:7000\ngamma slots=4\n",
+    )
+    .unwrap();
     let pbs = dir.path().join("pbs");
     std::fs::write(&pbs, "p1\np1\np1\np2\np2\n").unwrap();
     let vars: HashMap<&str, String> = [
@@ -76,16 +83,26 @@ fn first_source_wins() {
     assert_eq!(m.nodes[1].port, Some(7000));
     i.hostfile = None;
     assert_eq!(names(&discover(&i).unwrap().unwrap()), ["s1", "s2", "s3"]);
-    let no_slurm = |k: &str| (k != "SLURM_JOB_NODELIST").then(|| vars.get(k).cloned()).flatten();
+    let no_slurm = |k: &str| {
+        (k != "SLURM_JOB_NODELIST")
+            .then(|| vars.get(k).cloned())
+            .flatten()
+    };
     i.env = &no_slurm;
     let m = discover(&i).unwrap().unwrap();
-    assert_eq!((names(&m), m.source.clone()), (vec!["p1", "p2"], Source::Pbs(pbs.clone())));
+    assert_eq!(
+        (names(&m), m.source.clone()),
+        (vec!["p1", "p2"], Source::Pbs(pbs.clone()))
+    );
     let lsf_only = |k: &str| (k == "LSB_HOSTS").then(|| vars.get(k).cloned()).flatten();
     i.env = &lsf_only;
     assert_eq!(names(&discover(&i).unwrap().unwrap()), ["l1", "l2"]);
     i.env = &no_env;
     let m = discover(&i).unwrap().unwrap();
-    assert_eq!((names(&m), m.source.clone()), (vec!["c1", "c2", "c9"], Source::Config));
+    assert_eq!(
+        (names(&m), m.source.clone()),
+        (vec!["c1", "c2", "c9"], Source::Config)
+    );
 }
 
 #[test]
@@ -103,10 +120,16 @@ fn bad_entries_name_their_source_and_line() {
     assert!(e.contains("line 2") && e.contains("unbalanced"), "{e}");
 
     std::fs::write(&hf, "# nothing\n").unwrap();
-    assert!(discover(&i).unwrap_err().to_string().contains("lists no host"));
+    assert!(discover(&i)
+        .unwrap_err()
+        .to_string()
+        .contains("lists no host"));
 
     i.hostfile = Some(Path::new("/nonexistent/hosts"));
-    assert!(discover(&i).unwrap_err().to_string().contains("cannot read /nonexistent/hosts"));
+    assert!(discover(&i)
+        .unwrap_err()
+        .to_string()
+        .contains("cannot read /nonexistent/hosts"));
 
     let mut i = inputs(&no_env);
     for (bad, why) in [
@@ -128,7 +151,10 @@ fn bad_entries_name_their_source_and_line() {
         ..inputs(&no_env)
     };
     let e = discover(&i).unwrap_err().to_string();
-    assert!(e.contains("cluster.hosts, entry 2") && e.contains("bad range"), "{e}");
+    assert!(
+        e.contains("cluster.hosts, entry 2") && e.contains("bad range"),
+        "{e}"
+    );
 }
 
 #[test]

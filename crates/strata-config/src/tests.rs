@@ -869,20 +869,33 @@ fn cluster_keys() {
     assert_eq!(d.cluster, ClusterConfig::default());
     assert!(d.cluster.hosts.is_empty());
     // Errors name key and line.
-    expect_err("cluster:\n  hosts:\n    - ok\n    - n[1-\n", "cluster.hosts", Some(4));
+    expect_err(
+        "cluster:\n  hosts:\n    - ok\n    - n[1-\n",
+        "cluster.hosts",
+        Some(4),
+    );
     expect_err("cluster:\n  port: 0\n", "cluster.port", Some(2));
     expect_err("cluster:\n  port: 70000\n", "cluster.port", Some(2));
-    expect_err("cluster:\n  call_timeout: 0s\n", "cluster.call_timeout", Some(2));
+    expect_err(
+        "cluster:\n  call_timeout: 0s\n",
+        "cluster.call_timeout",
+        Some(2),
+    );
     expect_err(
         "cluster:\n  call_timeout: 1s\n  heartbeat_interval: 2s\n",
         "cluster.heartbeat_interval",
         Some(3),
     );
-    expect_err("cluster:\n  secret_file: rel/s\n", "cluster.secret_file", Some(2));
+    expect_err(
+        "cluster:\n  secret_file: rel/s\n",
+        "cluster.secret_file",
+        Some(2),
+    );
     expect_err("cluster:\n  host: a\n", "cluster.host", Some(2));
     // Environment override: one hostlist.
     let mut e = d.clone();
-    e.apply_env(vars(&[("STRATA_CLUSTER_HOSTS", "a,b=10.0.0.2")])).unwrap();
+    e.apply_env(vars(&[("STRATA_CLUSTER_HOSTS", "a,b=10.0.0.2")]))
+        .unwrap();
     assert_eq!(e.cluster.hosts, ["a,b=10.0.0.2"]);
     assert!(d
         .clone()

@@ -498,7 +498,10 @@ pub(crate) fn validate(c: &Config) -> R {
     let k = &c.cluster;
     for (i, h) in k.hosts.iter().enumerate() {
         if let Err(e) = strata_cluster::hostlist::expand(h) {
-            return fail(format!("cluster.hosts[{i}]"), format!("bad hostlist {h:?}: {e}"));
+            return fail(
+                format!("cluster.hosts[{i}]"),
+                format!("bad hostlist {h:?}: {e}"),
+            );
         }
     }
     if k.port == 0 {
@@ -516,9 +519,27 @@ pub(crate) fn validate(c: &Config) -> R {
         }
         Ok(())
     };
-    ms("cluster.call_timeout", k.call_timeout_ms, 1.0, 3_600_000.0, "1ms to 1h")?;
-    ms("cluster.heartbeat_interval", k.heartbeat_interval_ms, 1.0, 60_000.0, "1ms to 1m")?;
-    ms("cluster.start_timeout", k.start_timeout_ms, 1.0, 3_600_000.0, "1ms to 1h")?;
+    ms(
+        "cluster.call_timeout",
+        k.call_timeout_ms,
+        1.0,
+        3_600_000.0,
+        "1ms to 1h",
+    )?;
+    ms(
+        "cluster.heartbeat_interval",
+        k.heartbeat_interval_ms,
+        1.0,
+        60_000.0,
+        "1ms to 1m",
+    )?;
+    ms(
+        "cluster.start_timeout",
+        k.start_timeout_ms,
+        1.0,
+        3_600_000.0,
+        "1ms to 1h",
+    )?;
     if k.heartbeat_interval_ms >= k.call_timeout_ms {
         return fail(
             "cluster.heartbeat_interval",

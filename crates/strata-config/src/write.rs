@@ -430,9 +430,19 @@ pub(crate) fn to_yaml(c: &Config) -> String {
         "many nodes (--hosts, --hostfile or a resource manager's variables come first)",
     );
     if k.hosts.is_empty() {
-        o.line(2, "hosts", "[]", "Slurm hostlists, e.g. node[01-04],gpu3; [] = one node");
+        o.line(
+            2,
+            "hosts",
+            "[]",
+            "Slurm hostlists, e.g. node[01-04],gpu3; [] = one node",
+        );
     } else {
-        o.line(2, "hosts", "", "Slurm hostlists; entries may carry =addr and :port");
+        o.line(
+            2,
+            "hosts",
+            "",
+            "Slurm hostlists; entries may carry =addr and :port",
+        );
         for h in &k.hosts {
             let _ = writeln!(o.0, "    - {}", yaml_str(h));
         }
@@ -442,7 +452,12 @@ pub(crate) fn to_yaml(c: &Config) -> String {
         .secret_file
         .as_ref()
         .map_or("auto".to_string(), |p| path_str(p));
-    o.line(2, "secret_file", &sf, "auto = ~/.config/strata/cluster.secret (0600)");
+    o.line(
+        2,
+        "secret_file",
+        &sf,
+        "auto = ~/.config/strata/cluster.secret (0600)",
+    );
     o.line(
         2,
         "call_timeout",

@@ -23,7 +23,10 @@ use strata_meta::NodeId;
 use strata_net::{pb, rpc, Secret, Transport};
 use strata_proto::control::{ClusterStatus, PeerStatus, StatusReply};
 
-use crate::server::{Msg, Shared};
+use crate::server::{ExecOut, Forward, Msg, Shared};
+use strata_proto::control::{FORWARD_ARG_BYTES_MAX, FORWARD_DATA_BYTES_MAX};
+use strata_proto::Errno;
+use strata_transport_shm::{RequestRecord, ResponseRecord};
 
 /// Peers called at once by one heartbeat round.
 const HEARTBEAT_FANOUT_MAX: usize = 64;
@@ -294,7 +297,8 @@ impl pb::cluster_server::Cluster for Service {
         r: tonic::Request<pb::DrainRequest>,
     ) -> Result<tonic::Response<pb::DrainReply>, tonic::Status> {
         let st = &self.0;
-        let wait = Duration::from_secs_f64(r.into_inner().wait_s.clamp(0.0, 1e9)).min(DRAIN_WAIT_MAX);
+        let wait =
+            Duration::from_secs_f64(r.into_inner().wait_s.clamp(0.0, 1e9)).min(DRAIN_WAIT_MAX);
         let started = Instant::now();
         let mut f = st
             .ask(|reply| Msg::Flush {
@@ -330,6 +334,35 @@ impl pb::cluster_server::Cluster for Service {
         }
     }
 
+    async fn execute(
+        &self,
+        r: tonic::Request<pb::ExecRequest>,
+    ) -> Result<tonic::Response<pb::ExecReply>, tonic::Status> {
+        let st = &self.0;
+        let r = r.into_inner();
+        let record = RequestRecord::from_wire(&r.record)
+            .ok_or_else(|| tonic::Status::invalid_argument("malformed request record"))?;
+        if r.arg.len() > FORWARD_ARG_BYTES_MAX + FORWARD_DATA_BYTES_MAX {
+            return Err(tonic::Status::invalid_argument("request too large"));
+        }
+        if r.from_node as usize >= st.setup.membership.nodes.len() {
+            return Err(tonic::Status::invalid_argument("unknown node"));
+        }
+        let out = st
+            .ask(|reply| Msg::Execute {
+                from: r.from_node,
+                record,
+                arg: r.arg,
+                reply,
+            })
+            .await?;
+        Ok(tonic::Response::new(pb::ExecReply {
+            record: out.record.to_wire(),
+            arg: out.arg,
+            data: out.data,
+        }))
+    }
+
     async fn stop(
         &self,
         _: tonic::Request<pb::StopRequest>,
@@ -347,9 +380,14 @@ async fn beat(st: &State, id: NodeId, client: &mut Option<rpc::Client>) -> Resul
     let s = &st.setup;
     if client.is_none() {
         *client = Some(
-            rpc::connect(s.transport.clone(), &s.endpoint(id), &s.secret, s.call_timeout)
-                .await
-                .map_err(|e| e.to_string())?,
+            rpc::connect(
+                s.transport.clone(),
+                &s.endpoint(id),
+                &s.secret,
+                s.call_timeout,
+            )
+            .await
+            .map_err(|e| e.to_string())?,
         );
     }
     let c = client.as_mut().expect("connected above");
@@ -373,7 +411,10 @@ async fn beat(st: &State, id: NodeId, client: &mut Option<rpc::Client>) -> Resul
         ));
     }
     if r.node != id {
-        return Err(format!("mismatch: node {id}'s address answers as node {}", r.node));
+        return Err(format!(
+            "mismatch: node {id}'s address answers as node {}",
+            r.node
+        ));
     }
     Ok(())
 }
@@ -399,12 +440,13 @@ async fn heartbeats(st: Arc<State>) {
                 let _permit = fanout.acquire().await;
                 // One beat at a time per peer; a beat never outlives the deadline.
                 let Ok(mut c) = client.try_lock() else { return };
-                let res = tokio::time::timeout(st.setup.call_timeout, beat(&st, id as NodeId, &mut c))
-                    .await
-                    .unwrap_or_else(|_| {
-                        *c = None;
-                        Err(format!("no answer within {:?}", st.setup.call_timeout))
-                    });
+                let res =
+                    tokio::time::timeout(st.setup.call_timeout, beat(&st, id as NodeId, &mut c))
+                        .await
+                        .unwrap_or_else(|_| {
+                            *c = None;
+                            Err(format!("no answer within {:?}", st.setup.call_timeout))
+                        });
                 if let Ok(mut peers) = st.peers.lock() {
                     let p = &mut peers[id];
                     match res {
@@ -444,14 +486,116 @@ async fn heartbeats(st: Arc<State>) {
     }
 }
 
+/// Sends this daemon's clients' requests to their owner node (the control
+/// socket's `Forward`), on the cluster runtime, each with the call deadline.
+struct Forwarder {
+    rt: tokio::runtime::Handle,
+    state: Arc<State>,
+    clients: Vec<tokio::sync::Mutex<Option<rpc::Client>>>,
+    stopped: std::sync::atomic::AtomicBool,
+}
+
+impl Forwarder {
+    async fn call(
+        &self,
+        node: NodeId,
+        record: Vec<u8>,
+        arg: Vec<u8>,
+    ) -> Result<pb::ExecReply, String> {
+        let s = &self.state.setup;
+        let mut c = {
+            let mut g = self.clients[node as usize].lock().await;
+            match g.as_ref() {
+                Some(c) => c.clone(),
+                None => {
+                    let c = rpc::connect(
+                        s.transport.clone(),
+                        &s.endpoint(node),
+                        &s.secret,
+                        s.call_timeout,
+                    )
+                    .await
+                    .map_err(|e| e.to_string())?;
+                    *g = Some(c.clone());
+                    c
+                }
+            }
+        };
+        let res = c
+            .execute(pb::ExecRequest {
+                from_node: s.me,
+                record,
+                arg,
+            })
+            .await;
+        match res {
+            Ok(r) => Ok(r.into_inner()),
+            Err(e) => {
+                // A broken channel is made again by the next call.
+                *self.clients[node as usize].lock().await = None;
+                Err(format!("{}: {}", e.code(), e.message()))
+            }
+        }
+    }
+}
+
+impl Forward for Forwarder {
+    fn forward(
+        &self,
+        node: u32,
+        record: Vec<u8>,
+        arg: Vec<u8>,
+    ) -> Result<ExecOut, (Errno, String)> {
+        let s = &self.state.setup;
+        let n = s.membership.nodes.len();
+        if node as usize >= n || node == s.me {
+            return Err((
+                Errno::Inval,
+                format!("node {node}: not another node of this cluster"),
+            ));
+        }
+        if self.stopped.load(Ordering::SeqCst) {
+            return Err((Errno::Shutdown, "the daemon is stopping".into()));
+        }
+        let deadline = s.call_timeout;
+        let res = self.rt.block_on(async {
+            match tokio::time::timeout(deadline, self.call(node, record, arg)).await {
+                Ok(r) => r,
+                Err(_) => Err(format!("no answer within {deadline:?}")),
+            }
+        });
+        let down = |e: String| {
+            let nd = &s.membership.nodes[node as usize];
+            (
+                Errno::NodeDown,
+                format!(
+                    "node {node} ({}, {}) is down or unreachable: {e}",
+                    nd.name,
+                    s.endpoint(node)
+                ),
+            )
+        };
+        let r = res.map_err(down)?;
+        let record = ResponseRecord::from_wire(&r.record)
+            .ok_or_else(|| (Errno::Malformed, "malformed response record".to_string()))?;
+        Ok(ExecOut {
+            record,
+            arg: r.arg,
+            data: r.data,
+        })
+    }
+}
+
 /// The running cluster side; [`Handle::stop`] ends it.
 pub struct Handle {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
+    forwarder: Arc<Forwarder>,
 }
 
 impl Handle {
     pub fn stop(mut self) {
+        self.forwarder.stopped.store(true, Ordering::SeqCst);
         if let Some(s) = self.stop.take() {
             let _ = s.send(());
         }
@@ -502,6 +646,13 @@ pub fn start(setup: Setup, tx: mpsc::Sender<Msg>, shared: Arc<Shared>) -> anyhow
         setup,
     });
     state.publish();
+    let forwarder = Arc::new(Forwarder {
+        rt: rt.handle().clone(),
+        state: state.clone(),
+        clients: (0..n).map(|_| tokio::sync::Mutex::new(None)).collect(),
+        stopped: std::sync::atomic::AtomicBool::new(false),
+    });
+    let _ = state.shared.forwarder.set(forwarder.clone());
     tracing::info!(
         node = state.setup.me,
         address = addr,
@@ -551,5 +702,6 @@ pub fn start(setup: Setup, tx: mpsc::Sender<Msg>, shared: Arc<Shared>) -> anyhow
     Ok(Handle {
         stop: Some(stop_tx),
         thread: Some(thread),
+        forwarder,
     })
 }

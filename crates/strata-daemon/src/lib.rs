@@ -429,6 +429,7 @@ pub fn run_with(
         arena_reserved_bytes: AtomicU64::new(core.tiers.arena.alloc.capacity_bytes()),
         arena_used_bytes: AtomicU64::new(0),
         cluster: std::sync::Mutex::new(None),
+        forwarder: std::sync::OnceLock::new(),
     });
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         let s = shared.clone();
@@ -462,6 +463,10 @@ pub fn run_with(
             spin_us: cfg.daemon.spin_us as u64,
             ram_tier: core.tiers.ram.map(|r| r as u32),
             tiers: server::tier_infos(&core),
+            cluster_nodes: cluster
+                .as_ref()
+                .map(|c| c.membership.nodes.iter().map(|n| n.name.clone()).collect())
+                .unwrap_or_default(),
         },
         shm_prefix: prefix.clone(),
         clients_max: cfg.daemon.clients_max as u64,

@@ -42,6 +42,14 @@ pub enum Msg {
     Status {
         reply: mpsc::Sender<StatusReply>,
     },
+    /// A native-API request another node's daemon forwarded to this one
+    /// (the owner of its name or id).
+    Execute {
+        from: u32,
+        record: RequestRecord,
+        arg: Vec<u8>,
+        reply: mpsc::Sender<ExecOut>,
+    },
     /// Control `Flush`: mark files urgent, reply with their state.
     Flush {
         paths: Vec<String>,
@@ -170,6 +178,53 @@ pub struct Shared {
     /// The cluster service's view of the peers (None: one node), kept by
     /// its thread and shown in `status`.
     pub cluster: std::sync::Mutex<Option<strata_proto::control::ClusterStatus>>,
+    /// How a request reaches another node's daemon (set by the cluster side).
+    pub forwarder: std::sync::OnceLock<Arc<dyn Forward>>,
+}
+
+/// What a forwarded request produced on its owner: the response record,
+/// the reply's argument area, and the bytes of the extents a read covered
+/// (each data extent's bytes in reply order; holes carry none).
+#[derive(Debug, Default)]
+pub struct ExecOut {
+    pub record: ResponseRecord,
+    pub arg: Vec<u8>,
+    pub data: Vec<u8>,
+}
+
+/// The way to another node's daemon (the cluster side implements it).
+pub trait Forward: Send + Sync {
+    /// Runs the request (`record` in its wire form, `arg` its names and
+    /// inline data) on node `node`; the owner's [`ExecOut`] or why not.
+    fn forward(&self, node: u32, record: Vec<u8>, arg: Vec<u8>)
+        -> Result<ExecOut, (Errno, String)>;
+}
+
+/// Client ids of requests other nodes forward here (one per node; below
+/// the stash's owner id, far above any local client id).
+pub const REMOTE_CLIENT_BASE: u64 = u64::MAX - (1 << 20);
+
+/// Ops another node may forward: the native API's (files, leases and
+/// channels stay with their node).
+fn forwardable(op: strata_transport_shm::Op) -> bool {
+    use strata_transport_shm::Op;
+    matches!(
+        op,
+        Op::BucketOpen
+            | Op::BucketInfo
+            | Op::BucketList
+            | Op::BucketRename
+            | Op::BucketDestroy
+            | Op::BucketTag
+            | Op::BucketTags
+            | Op::Put
+            | Op::Get
+            | Op::Delete
+            | Op::Stat
+            | Op::Rename
+            | Op::BlobList
+            | Op::Score
+    )
 }
 
 impl Shared {
@@ -665,6 +720,14 @@ impl Poller {
                 Msg::Status { reply } => {
                     let _ = reply.send(self.status());
                 }
+                Msg::Execute {
+                    from,
+                    record,
+                    arg,
+                    reply,
+                } => {
+                    let _ = reply.send(self.execute_forwarded(from, &record, &arg));
+                }
                 Msg::Flush { paths, reply } => {
                     let r = match self.engine.flusher.as_ref() {
                         Some(f) => flush::flush_paths(&mut self.engine.core, f, &paths),
@@ -1015,6 +1078,77 @@ impl Poller {
     }
 }
 
+impl Poller {
+    /// Runs a request another node forwarded (bounded: a read covers at most
+    /// `FORWARD_DATA_BYTES_MAX`, the rest is asked for again), reads the
+    /// bytes a read covered and releases its pin at once.
+    fn execute_forwarded(&mut self, from: u32, rec: &RequestRecord, arg: &[u8]) -> ExecOut {
+        use strata_proto::control::{FORWARD_ARG_BYTES_MAX, FORWARD_DATA_BYTES_MAX};
+        let fail = |e: Errno| ExecOut {
+            record: ResponseRecord::err(e),
+            ..ExecOut::default()
+        };
+        match strata_transport_shm::Op::from_u32(rec.op) {
+            Some(op) if forwardable(op) => {}
+            _ => return fail(Errno::Inval),
+        }
+        let names_len = rec.name_len as usize + rec.name2_len as usize;
+        if names_len > arg.len() {
+            return fail(Errno::Malformed);
+        }
+        let (names, tail) = arg.split_at(names_len);
+        let mut req = match codec::decode_request(rec, names, tail) {
+            Ok(r) => r,
+            Err(e) => return fail(e),
+        };
+        if let strata_proto::Request::Get { len, .. } = &mut req {
+            *len = (*len).min(FORWARD_DATA_BYTES_MAX as u64);
+        }
+        let caller = Caller {
+            client: REMOTE_CLIENT_BASE + u64::from(from),
+            channel: 0,
+            pid: 0,
+            reply_bytes_max: FORWARD_ARG_BYTES_MAX,
+        };
+        let mut out = ExecOut {
+            arg: vec![0u8; FORWARD_ARG_BYTES_MAX],
+            ..ExecOut::default()
+        };
+        let mut lease = None;
+        let mut read: Option<(u64, Vec<strata_proto::types::ReadExtent>)> = None;
+        self.engine.serve(caller, &mut lease, &req, |res| {
+            if let Err(e) = codec::encode_reply(res, &mut out.record, &mut out.arg) {
+                out.record = ResponseRecord::err(e);
+            }
+            if let Ok(strata_proto::Reply::Extents { pin, extents, .. }) = res {
+                read = Some((*pin, extents.to_vec()));
+            }
+        });
+        out.arg.truncate(out.record.arg_len as usize);
+        if let Some((pin, extents)) = read {
+            for e in extents
+                .iter()
+                .filter(|e| e.tier != strata_proto::types::TIER_HOLE)
+            {
+                let at = out.data.len();
+                out.data.resize(at + e.len as usize, 0);
+                if self
+                    .engine
+                    .core
+                    .tiers
+                    .read(e.tier as usize, e.phys_off, &mut out.data[at..])
+                    .is_err()
+                {
+                    self.engine.core.unpin((caller.client, caller.channel), pin);
+                    return fail(Errno::Io);
+                }
+            }
+            self.engine.core.unpin((caller.client, caller.channel), pin);
+        }
+        out
+    }
+}
+
 /// What the control plane needs to answer a hello.
 pub struct HelloTemplate {
     pub reply: HelloReply,
@@ -1068,6 +1202,64 @@ fn send(tx: &mpsc::Sender<Msg>, shared: &Shared, m: Msg) {
     let _ = tx.send(m);
     shared.msgs_pending.store(true, Ordering::SeqCst);
     shared.bell().ring();
+}
+
+/// Control `Forward`: the request's argument area follows the frame; the
+/// owner's answer goes back as `Forwarded` and its bytes.
+fn serve_forward(
+    mut stream: UnixStream,
+    shared: &Arc<Shared>,
+    node: u32,
+    record: Vec<u8>,
+    arg_len: u64,
+) {
+    use std::io::Write;
+    use strata_proto::control::{FORWARD_ARG_BYTES_MAX, FORWARD_DATA_BYTES_MAX};
+    let error = |stream: &mut UnixStream, e: Errno, message: String| {
+        let _ = control::write_frame(
+            stream,
+            &ControlReply::Error {
+                code: e.code(),
+                message,
+            },
+        );
+    };
+    if arg_len as usize > FORWARD_ARG_BYTES_MAX + FORWARD_DATA_BYTES_MAX {
+        return error(
+            &mut stream,
+            Errno::TooBig,
+            format!("{arg_len} bytes to forward"),
+        );
+    }
+    let mut arg = vec![0u8; arg_len as usize];
+    if let Err(e) = stream.read_exact(&mut arg) {
+        return error(
+            &mut stream,
+            Errno::Malformed,
+            format!("forwarded bytes: {e}"),
+        );
+    }
+    let Some(f) = shared.forwarder.get() else {
+        return error(
+            &mut stream,
+            Errno::Inval,
+            "this daemon is not a cluster member".into(),
+        );
+    };
+    match f.forward(node, record, arg) {
+        Ok(out) => {
+            let frame = ControlReply::Forwarded {
+                record: out.record.to_wire(),
+                arg_len: out.arg.len() as u64,
+                data_len: out.data.len() as u64,
+            };
+            if control::write_frame(&mut stream, &frame).is_ok() {
+                let _ = stream.write_all(&out.arg);
+                let _ = stream.write_all(&out.data);
+            }
+        }
+        Err((e, message)) => error(&mut stream, e, message),
+    }
 }
 
 /// Control `Backing` (files_backing.rs): an offered descriptor follows the
@@ -1237,6 +1429,11 @@ fn serve_conn(
         ControlRequest::Backing { id, offer_gen } => {
             serve_backing(stream, &shared, &tx, id, offer_gen)
         }
+        ControlRequest::Forward {
+            node,
+            record,
+            arg_len,
+        } => serve_forward(stream, &shared, node, record, arg_len),
         ControlRequest::StopDiscard => {
             let _ = control::write_frame(&mut stream, &ControlReply::Ok);
             shared.discard.store(true, Ordering::SeqCst);

@@ -37,7 +37,10 @@ fn peers(socket: &Path) -> Vec<String> {
 fn wait(what: &str, ok: impl Fn() -> bool) {
     let started = Instant::now();
     while !ok() {
-        assert!(started.elapsed() < Duration::from_secs(120), "{what}: never reached");
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "{what}: never reached"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -87,7 +90,8 @@ fn partition_marks_peers_down_within_the_deadline_and_healing_brings_them_back()
         threads.push(std::thread::spawn(move || {
             strata_daemon::run_with(cfg, Some(setup), move |_| tx.send(()).unwrap())
         }));
-        rx.recv_timeout(Duration::from_secs(60)).expect("daemon ready");
+        rx.recv_timeout(Duration::from_secs(60))
+            .expect("daemon ready");
     }
     let all_up = |s: &[String]| s.len() == 3 && s.iter().all(|x| x == "up");
     wait("all up", || sockets.iter().all(|s| all_up(&peers(s))));
@@ -104,6 +108,85 @@ fn partition_marks_peers_down_within_the_deadline_and_healing_brings_them_back()
     transports[2].heal(&addrs[0]);
     wait("all up again", || sockets.iter().all(|s| all_up(&peers(s))));
 
+    // Hostile or malformed forwarded requests from a member get errors; the
+    // daemon keeps serving.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        use strata_transport_shm::{Op, RequestRecord, ResponseRecord};
+        let t: Arc<dyn Transport> = Arc::new(TcpTransport);
+        let mut c = rpc::connect(
+            t,
+            &format!("{}:7707", addrs[1]),
+            &secret,
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+        let e = c
+            .execute(pb::ExecRequest {
+                from_node: 0,
+                record: vec![1, 2, 3],
+                arg: vec![],
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        let e = c
+            .execute(pb::ExecRequest {
+                from_node: 99,
+                record: RequestRecord::default().to_wire(),
+                arg: vec![],
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument, "unknown node");
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        for op in [
+            Op::ChannelOpen as u32,
+            Op::Lease as u32,
+            Op::Put as u32,
+            Op::Get as u32,
+            9999,
+        ] {
+            for _ in 0..50 {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                let rec = RequestRecord {
+                    op,
+                    flags: (rng & 0xff) as u32,
+                    bucket: rng,
+                    offset: rng >> 3,
+                    len: rng >> 5,
+                    name_len: (rng % 64) as u32,
+                    name2_len: (rng % 7) as u32,
+                    ..RequestRecord::default()
+                };
+                let arg: Vec<u8> = (0..(rng % 300) as usize)
+                    .map(|i| (rng >> (i % 56)) as u8)
+                    .collect();
+                let r = c
+                    .execute(pb::ExecRequest {
+                        from_node: 0,
+                        record: rec.to_wire(),
+                        arg,
+                    })
+                    .await
+                    .unwrap()
+                    .into_inner();
+                let resp = ResponseRecord::from_wire(&r.record).unwrap();
+                assert_ne!(resp.status, 0, "garbage for op {op} was accepted");
+            }
+        }
+    });
+    assert!(
+        strata_client::status(&sockets[1]).is_ok(),
+        "the daemon still serves"
+    );
+
     // Stop every daemon through the cluster service.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -112,9 +195,14 @@ fn partition_marks_peers_down_within_the_deadline_and_healing_brings_them_back()
     rt.block_on(async {
         let t: Arc<dyn Transport> = Arc::new(TcpTransport);
         for a in &addrs {
-            let mut c = rpc::connect(t.clone(), &format!("{a}:7707"), &secret, Duration::from_secs(5))
-                .await
-                .unwrap();
+            let mut c = rpc::connect(
+                t.clone(),
+                &format!("{a}:7707"),
+                &secret,
+                Duration::from_secs(5),
+            )
+            .await
+            .unwrap();
             c.stop(pb::StopRequest { drain: true }).await.unwrap();
         }
     });

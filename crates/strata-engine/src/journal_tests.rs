@@ -277,7 +277,9 @@ fn fsync_stashes_ram_pages_and_a_restarted_core_gets_them_back() {
     assert_eq!(core.meta.blob(page0).unwrap().extents[0].tier, 0);
     let target = core.file_sync(id).unwrap();
     assert!(target > 0);
-    pump(core, &mut rx, |c| c.file_sync_state(id, target).unwrap().done);
+    pump(core, &mut rx, |c| {
+        c.file_sync_state(id, target).unwrap().done
+    });
     // Now on the dir tier, sealed, still dirty (the destination never saw it).
     let b = core.meta.blob(page0).unwrap();
     assert!(b.extents.iter().all(|e| e.tier == 1) && b.sealed_crc.is_some() && b.dirty);
@@ -461,7 +463,9 @@ fn a_page_rewritten_in_ram_after_fsync_comes_back_as_its_fsynced_version() {
     let id = create(core, "/dest/f", Persist::Default as u32);
     core.file_write(id, Some(0), Src::Bytes(&v1), None).unwrap();
     let target = core.file_sync(id).unwrap();
-    pump(core, &mut rx, |c| c.file_sync_state(id, target).unwrap().done);
+    pump(core, &mut rx, |c| {
+        c.file_sync_state(id, target).unwrap().done
+    });
     // Rewrite both pages (the new version lands in RAM) and extend the file,
     // without fsync; let the journal see it all.
     let v2 = pattern(8192 + 4096, 2);

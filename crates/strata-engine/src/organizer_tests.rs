@@ -202,7 +202,8 @@ fn a_blob_written_during_its_copy_is_not_moved() {
         .unwrap();
     let mut want = data.clone();
     want[100..109].copy_from_slice(b"NEW BYTES");
-    let m = rx.rx
+    let m = rx
+        .rx
         .recv_timeout(std::time::Duration::from_secs(600))
         .expect("organizer thread reports");
     let Done::Organizer(d) = m else {
@@ -372,7 +373,8 @@ fn deleting_a_blob_during_its_copy_returns_all_space_at_once() {
         (0, 0)
     );
     assert_eq!(crate::organizer::status(core, org).discarded_moves, 1);
-    let Done::Organizer(d) = rx.rx
+    let Done::Organizer(d) = rx
+        .rx
         .recv_timeout(std::time::Duration::from_secs(600))
         .expect("report")
     else {

@@ -168,7 +168,14 @@ mod tests {
         // A regression guard: these values must never change (a restarted
         // daemon, or one built later, must find the same owners).
         let r = Ring::new(&names(4)).unwrap();
-        let keys = ["/a", "/b", "results", "/ckpt/rank17", "/scratch/out.h5", "x"];
+        let keys = [
+            "/a",
+            "/b",
+            "results",
+            "/ckpt/rank17",
+            "/scratch/out.h5",
+            "x",
+        ];
         let got: Vec<NodeId> = keys.iter().map(|k| r.owner(k.as_bytes())).collect();
         assert_eq!(got, PINNED_OWNERS);
         assert_eq!(ring_hash(b"abc"), PINNED_HASH);

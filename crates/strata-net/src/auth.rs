@@ -188,7 +188,12 @@ pub async fn server(conn: &mut Conn, secret: &Secret, deadline: Duration) -> io:
         let mut answer = Vec::with_capacity(8 + NONCE_BYTES + MAC_BYTES);
         answer.extend_from_slice(MAGIC);
         answer.extend_from_slice(&nonce_s);
-        answer.extend_from_slice(&secret.mac(b"server", nonce_c, &nonce_s).finalize().into_bytes());
+        answer.extend_from_slice(
+            &secret
+                .mac(b"server", nonce_c, &nonce_s)
+                .finalize()
+                .into_bytes(),
+        );
         conn.write_all(&answer).await?;
         let mut proof = [0u8; MAC_BYTES];
         conn.read_exact(&mut proof).await?;
@@ -247,10 +252,15 @@ mod tests {
             out
         });
         let mut c = t.connect(&addr).await.unwrap();
-        c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n.............").await.unwrap();
+        c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n.............")
+            .await
+            .unwrap();
         let _silent = t.connect(&addr).await.unwrap();
         let out = s.await.unwrap();
-        assert_eq!(out[0].as_ref().unwrap_err().kind(), io::ErrorKind::PermissionDenied);
+        assert_eq!(
+            out[0].as_ref().unwrap_err().kind(),
+            io::ErrorKind::PermissionDenied
+        );
         assert_eq!(out[1].as_ref().unwrap_err().kind(), io::ErrorKind::TimedOut);
     }
 
@@ -261,7 +271,10 @@ mod tests {
         let p = d.path().join("sub/cluster.secret");
         let k = Secret::generate();
         k.save(&p).unwrap();
-        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
         assert_eq!(Secret::load(&p).unwrap(), k);
         assert!(k.save(&p).is_err(), "never overwrites a secret");
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();

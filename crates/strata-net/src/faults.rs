@@ -130,7 +130,10 @@ impl Transport for FaultyTransport {
                 tokio::time::sleep(PARTITION_RECHECK).await;
             }
             let refuse = {
-                let mut r = self.rng.lock().map_err(|_| io::Error::other("rng poisoned"))?;
+                let mut r = self
+                    .rng
+                    .lock()
+                    .map_err(|_| io::Error::other("rng poisoned"))?;
                 r.random_bool(self.plan.connect_fail_prob.clamp(0.0, 1.0))
             };
             if refuse {
@@ -272,7 +275,9 @@ impl AsyncWrite for FaultyConn {
             if this.plan.delay_max > Duration::ZERO
                 && this.rng.random_bool(this.plan.delay_prob.clamp(0.0, 1.0))
             {
-                let ns = this.rng.random_range(0..=this.plan.delay_max.as_nanos() as u64);
+                let ns = this
+                    .rng
+                    .random_range(0..=this.plan.delay_max.as_nanos() as u64);
                 this.sleep = Some(Box::pin(tokio::time::sleep(Duration::from_nanos(ns))));
             }
         }
@@ -370,13 +375,19 @@ mod tests {
         let (a, b, c) = (run(plan(7)).await, run(plan(7)).await, run(plan(8)).await);
         assert_eq!(a, b);
         assert_ne!(a, c, "another seed, other faults");
-        assert!(a.iter().any(|l| !l.ends_with("ok")), "faults were injected: {a:?}");
+        assert!(
+            a.iter().any(|l| !l.ends_with("ok")),
+            "faults were injected: {a:?}"
+        );
     }
 
     #[tokio::test]
     async fn a_partition_stalls_until_it_heals_and_deadlines_end_the_wait() {
         let addr = echo_server(&TcpTransport).await;
-        let t = Arc::new(FaultyTransport::new(Arc::new(TcpTransport), FaultPlan::none(1)));
+        let t = Arc::new(FaultyTransport::new(
+            Arc::new(TcpTransport),
+            FaultPlan::none(1),
+        ));
         let mut c = t.connect(&addr).await.unwrap();
         t.partition("127.0.0.1");
         let e = with_deadline(Duration::from_millis(30), "echo", async {

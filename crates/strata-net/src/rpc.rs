@@ -19,8 +19,9 @@ use crate::auth::{self, Secret};
 use crate::pb;
 use crate::transport::{with_deadline, Conn, Listener, Transport};
 
-/// Largest control message (blob bytes take the bulk path).
-pub const MESSAGE_BYTES_MAX: usize = 1 << 20;
+/// Largest message: a forwarded request with its data
+/// (`strata_proto::control::FORWARD_DATA_BYTES_MAX`) and its names.
+pub const MESSAGE_BYTES_MAX: usize = 10 << 20;
 /// Calls in flight per connection on a server.
 pub const CONCURRENT_CALLS_MAX: usize = 64;
 /// Authenticated connections waiting to be served.
@@ -211,6 +212,12 @@ mod tests {
         ) -> Result<tonic::Response<pb::StopReply>, tonic::Status> {
             Err(tonic::Status::unimplemented("test"))
         }
+        async fn execute(
+            &self,
+            _: tonic::Request<pb::ExecRequest>,
+        ) -> Result<tonic::Response<pb::ExecReply>, tonic::Status> {
+            Err(tonic::Status::unimplemented("test"))
+        }
     }
 
     #[tokio::test]
@@ -242,17 +249,28 @@ mod tests {
             .await
             .unwrap()
             .into_inner();
-        assert_eq!((r.node, r.name.as_str(), r.membership_digest), (3, "echo of b", vec![1, 2, 3]));
+        assert_eq!(
+            (r.node, r.name.as_str(), r.membership_digest),
+            (3, "echo of b", vec![1, 2, 3])
+        );
         // The deadline ends a call the server does not answer.
         let e = c.status(pb::StatusRequest {}).await.unwrap_err();
         assert!(
-            matches!(e.code(), tonic::Code::Cancelled | tonic::Code::DeadlineExceeded | tonic::Code::Unavailable),
+            matches!(
+                e.code(),
+                tonic::Code::Cancelled | tonic::Code::DeadlineExceeded | tonic::Code::Unavailable
+            ),
             "{e:?}"
         );
         // Another secret: refused.
-        let e = connect(t.clone(), &addr, &Secret::generate(), Duration::from_millis(300))
-            .await
-            .expect_err("refused");
+        let e = connect(
+            t.clone(),
+            &addr,
+            &Secret::generate(),
+            Duration::from_millis(300),
+        )
+        .await
+        .expect_err("refused");
         assert!(e.to_string().contains("secret"), "{e}");
         stop_tx.send(()).unwrap();
         server.await.unwrap().unwrap();

@@ -10,6 +10,11 @@ use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
 
 pub const FRAME_BYTES_MAX: usize = 16 << 20;
+/// Most blob data one forwarded request carries (a larger put goes in
+/// pieces; a larger read is answered in parts).
+pub const FORWARD_DATA_BYTES_MAX: usize = 8 << 20;
+/// Most bytes of a forwarded request's or reply's argument area besides data.
+pub const FORWARD_ARG_BYTES_MAX: usize = 1 << 20;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -64,6 +69,15 @@ pub enum ControlRequest {
         id: u64,
         #[serde(default)]
         offer_gen: Option<u64>,
+    },
+    /// A native-API request for node `node`'s daemon, sent on by this one
+    /// over the cluster (the caller has no network side of its own):
+    /// `record` is the request record in its wire form; `arg_len` bytes of
+    /// its argument area (names, then data) follow the frame.
+    Forward {
+        node: u32,
+        record: Vec<u8>,
+        arg_len: u64,
     },
 }
 
@@ -150,6 +164,10 @@ pub struct HelloReply {
     /// Index of the RAM tier in `tiers`, if there is one.
     pub ram_tier: Option<u32>,
     pub tiers: Vec<TierInfo>,
+    /// The cluster's node names in id order (empty: one node, no cluster):
+    /// the client builds the owner ring from them.
+    #[serde(default)]
+    pub cluster_nodes: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -397,6 +415,14 @@ pub enum ControlReply {
     Backing {
         present: bool,
         mod_gen: u64,
+    },
+    /// The owner's answer to a `Forward`: its response record; `arg_len`
+    /// bytes of the reply's argument area, then `data_len` bytes of the
+    /// blob data a read covered, follow the frame.
+    Forwarded {
+        record: Vec<u8>,
+        arg_len: u64,
+        data_len: u64,
     },
 }
 

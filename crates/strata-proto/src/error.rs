@@ -60,10 +60,12 @@ pub enum Errno {
     TooBig = 25,
     #[error("the record may be stale: the client must stat the destination")]
     Stale = 26,
+    #[error("a cluster node that holds this is down or unreachable")]
+    NodeDown = 27,
 }
 
 impl Errno {
-    pub const ALL: [Errno; 26] = [
+    pub const ALL: [Errno; 27] = [
         Errno::Inval,
         Errno::NoBucket,
         Errno::NoBlob,
@@ -90,6 +92,7 @@ impl Errno {
         Errno::Perm,
         Errno::TooBig,
         Errno::Stale,
+        Errno::NodeDown,
     ];
 
     pub fn code(self) -> i32 {
@@ -129,6 +132,7 @@ impl Errno {
             Errno::Perm => "STRATA_EPERM",
             Errno::TooBig => "STRATA_ETOOBIG",
             Errno::Stale => "STRATA_ESTALE",
+            Errno::NodeDown => "STRATA_ENODEDOWN",
         }
     }
 }

@@ -275,9 +275,11 @@ pub enum Target<'a> {
     /// The transport itself (channels, leases, pins): the node the client
     /// is attached to.
     Local,
-    /// An object by name: a bucket name or a file path (its owner is
-    /// `strata_meta::owner_of` of the name).
+    /// A bucket by name (its owner is `strata_meta::owner_of` of the name).
     Name(&'a str),
+    /// A file by path (its record lives on the node whose daemon serves the
+    /// process, until files span nodes).
+    Path(&'a str),
     /// An object by id (buckets, files): the id carries its node.
     Id(u64),
     /// Every node (listings merge their answers).
@@ -305,12 +307,12 @@ impl<'a> Request<'a> {
             | Stat { bucket, .. }
             | BlobList { bucket, .. }
             | Score { bucket, .. } => Target::Id(bucket),
-            FileOpen { path, .. } | FileUnlink { path } | FileIdle { path } => Target::Name(path),
-            FileRename { from, .. } => Target::Name(from),
-            FileLink { existing, .. } => Target::Name(existing),
+            FileOpen { path, .. } | FileUnlink { path } | FileIdle { path } => Target::Path(path),
+            FileRename { from, .. } => Target::Path(from),
+            FileLink { existing, .. } => Target::Path(existing),
             FileStat { file, .. } | FileSetAttr { file, .. } => match file {
                 FileRef::Id(id) => Target::Id(id),
-                FileRef::Path(p) => Target::Name(p),
+                FileRef::Path(p) => Target::Path(p),
             },
             FileWrite { file, .. }
             | FileRead { file, .. }

@@ -276,6 +276,134 @@ pub struct RequestRecord {
     pub releases: [u64; RELEASES_MAX],
 }
 
+/// Bytes of a [`RequestRecord`] / [`ResponseRecord`] as sent over a byte
+/// stream (the forwarding path between daemons), little-endian, fixed.
+pub const REQUEST_WIRE_BYTES: usize = 4 * 4 + 8 * 6 + 8 * RELEASES_MAX;
+pub const RESPONSE_WIRE_BYTES: usize = 4 + 4 + 8 * 4;
+
+fn u32_at(b: &[u8], at: &mut usize) -> u32 {
+    let v = u32::from_le_bytes(b[*at..*at + 4].try_into().expect("4 bytes"));
+    *at += 4;
+    v
+}
+fn u64_at(b: &[u8], at: &mut usize) -> u64 {
+    let v = u64::from_le_bytes(b[*at..*at + 8].try_into().expect("8 bytes"));
+    *at += 8;
+    v
+}
+
+impl RequestRecord {
+    /// The record as bytes for a stream (every field, fixed order).
+    pub fn to_wire(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(REQUEST_WIRE_BYTES);
+        for x in [self.op, self.flags, self.name_len, self.name2_len] {
+            v.extend_from_slice(&x.to_le_bytes());
+        }
+        for x in [
+            self.bucket,
+            self.offset,
+            self.len,
+            self.data_off,
+            self.aux,
+            self.tag,
+        ] {
+            v.extend_from_slice(&x.to_le_bytes());
+        }
+        for x in self.releases {
+            v.extend_from_slice(&x.to_le_bytes());
+        }
+        debug_assert_eq!(v.len(), REQUEST_WIRE_BYTES);
+        v
+    }
+
+    /// Reads [`Self::to_wire`]'s bytes; None when the length is wrong.
+    pub fn from_wire(b: &[u8]) -> Option<RequestRecord> {
+        if b.len() != REQUEST_WIRE_BYTES {
+            return None;
+        }
+        let at = &mut 0;
+        let mut r = RequestRecord {
+            op: u32_at(b, at),
+            flags: u32_at(b, at),
+            name_len: u32_at(b, at),
+            name2_len: u32_at(b, at),
+            ..RequestRecord::default()
+        };
+        r.bucket = u64_at(b, at);
+        r.offset = u64_at(b, at);
+        r.len = u64_at(b, at);
+        r.data_off = u64_at(b, at);
+        r.aux = u64_at(b, at);
+        r.tag = u64_at(b, at);
+        for x in r.releases.iter_mut() {
+            *x = u64_at(b, at);
+        }
+        Some(r)
+    }
+}
+
+impl ResponseRecord {
+    pub fn to_wire(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(RESPONSE_WIRE_BYTES);
+        v.extend_from_slice(&self.status.to_le_bytes());
+        v.extend_from_slice(&self.arg_len.to_le_bytes());
+        for x in [self.val0, self.val1, self.val2, self.tag] {
+            v.extend_from_slice(&x.to_le_bytes());
+        }
+        v
+    }
+
+    pub fn from_wire(b: &[u8]) -> Option<ResponseRecord> {
+        if b.len() != RESPONSE_WIRE_BYTES {
+            return None;
+        }
+        let at = &mut 0;
+        Some(ResponseRecord {
+            status: u32_at(b, at) as i32,
+            arg_len: u32_at(b, at),
+            val0: u64_at(b, at),
+            val1: u64_at(b, at),
+            val2: u64_at(b, at),
+            tag: u64_at(b, at),
+        })
+    }
+}
+
+#[cfg(test)]
+mod wire_tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_through_their_wire_form() {
+        let r = RequestRecord {
+            op: 7,
+            flags: 3,
+            bucket: 1 << 50,
+            offset: 9,
+            len: u64::MAX,
+            data_off: 4,
+            aux: 5,
+            name_len: 6,
+            name2_len: 2,
+            tag: 77,
+            releases: [1, 2, 3, 4],
+        };
+        let back = RequestRecord::from_wire(&r.to_wire()).unwrap();
+        assert_eq!(format!("{back:?}"), format!("{r:?}"));
+        assert!(RequestRecord::from_wire(&[0u8; 3]).is_none());
+        let p = ResponseRecord {
+            status: -5,
+            arg_len: 12,
+            val0: 1,
+            val1: 2,
+            val2: 3,
+            tag: 4,
+        };
+        let back = ResponseRecord::from_wire(&p.to_wire()).unwrap();
+        assert_eq!(format!("{back:?}"), format!("{p:?}"));
+    }
+}
+
 /// A response record.
 #[derive(Debug, Clone, Copy, Default)]
 #[repr(C, align(64))]

@@ -53,8 +53,14 @@ fn try_netns(id: &str, n: usize, net: u8) -> Option<(String, Vec<(String, String
     if !run(&["ip", "link", "add", &bridge, "type", "bridge"]) {
         return None;
     }
-    let ok = run(&["ip", "addr", "add", &format!("10.213.{net}.254/24"), "dev", &bridge])
-        && run(&["ip", "link", "set", &bridge, "up"]);
+    let ok = run(&[
+        "ip",
+        "addr",
+        "add",
+        &format!("10.213.{net}.254/24"),
+        "dev",
+        &bridge,
+    ]) && run(&["ip", "link", "set", &bridge, "up"]);
     let mut made = Vec::new();
     let mut good = ok;
     for i in 0..n {
@@ -65,13 +71,28 @@ fn try_netns(id: &str, n: usize, net: u8) -> Option<(String, Vec<(String, String
         let (host_end, ns_end) = (format!("{id}v{i}"), format!("{id}p{i}"));
         let addr = format!("10.213.{net}.{}", i + 1);
         good = run(&["ip", "netns", "add", &ns])
-            && run(&["ip", "link", "add", &host_end, "type", "veth", "peer", "name", &ns_end])
+            && run(&[
+                "ip", "link", "add", &host_end, "type", "veth", "peer", "name", &ns_end,
+            ])
             && run(&["ip", "link", "set", &host_end, "master", &bridge])
             && run(&["ip", "link", "set", &host_end, "up"])
             && run(&["ip", "link", "set", &ns_end, "netns", &ns])
             && run(&["ip", "netns", "exec", &ns, "ip", "link", "set", "lo", "up"])
-            && run(&["ip", "netns", "exec", &ns, "ip", "addr", "add", &format!("{addr}/24"), "dev", &ns_end])
-            && run(&["ip", "netns", "exec", &ns, "ip", "link", "set", &ns_end, "up"]);
+            && run(&[
+                "ip",
+                "netns",
+                "exec",
+                &ns,
+                "ip",
+                "addr",
+                "add",
+                &format!("{addr}/24"),
+                "dev",
+                &ns_end,
+            ])
+            && run(&[
+                "ip", "netns", "exec", &ns, "ip", "link", "set", &ns_end, "up",
+            ]);
         made.push((ns, addr));
     }
     if !good {
@@ -91,18 +112,33 @@ impl Bed {
         let r: u32 = rand::random();
         let id = format!("s{:05x}", r & 0xfffff);
         let net = (r >> 20) as u8;
-        let dir = tempfile::Builder::new().prefix("strata-bed-").tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("strata-bed-")
+            .tempdir()
+            .unwrap();
         let dest = dir.path().join("dest");
         std::fs::create_dir_all(&dest).unwrap();
         // CLUSTER_TEST_BED=loopback skips the namespaces (to test the fallback).
         let netns = std::env::var("CLUSTER_TEST_BED").map_or(true, |v| v != "loopback");
         let (kind, bridge, named) = match netns.then(|| try_netns(&id, n, net)).flatten() {
-            Some((b, made)) => ("netns", Some(b), made.into_iter().map(|(ns, a)| (ns.clone(), a, Some(ns))).collect::<Vec<_>>()),
+            Some((b, made)) => (
+                "netns",
+                Some(b),
+                made.into_iter()
+                    .map(|(ns, a)| (ns.clone(), a, Some(ns)))
+                    .collect::<Vec<_>>(),
+            ),
             None => (
                 "loopback",
                 None,
                 (0..n)
-                    .map(|i| (format!("{id}n{i}"), format!("127.{}.{}.{}", 100 + (net % 100), (r >> 12) as u8, i + 1), None))
+                    .map(|i| {
+                        (
+                            format!("{id}n{i}"),
+                            format!("127.{}.{}.{}", 100 + (net % 100), (r >> 12) as u8, i + 1),
+                            None,
+                        )
+                    })
                     .collect(),
             ),
         };
@@ -112,7 +148,8 @@ impl Bed {
             let nd = dir.path().join(&name);
             let rt = nd.join("rt");
             std::fs::create_dir_all(&rt).unwrap();
-            std::fs::set_permissions(&rt, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+            std::fs::set_permissions(&rt, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+                .unwrap();
             let socket = rt.join("daemon.sock");
             let shm_prefix = format!("strata-bed-{name}");
             let mut y = format!(
@@ -196,7 +233,15 @@ impl Bed {
         self.in_node(i, &strata_bin())
             .arg("--config")
             .arg(&n.config)
-            .args(["daemon", "start", "--cluster", "--hosts", &self.hosts, "--node", &n.name])
+            .args([
+                "daemon",
+                "start",
+                "--cluster",
+                "--hosts",
+                &self.hosts,
+                "--node",
+                &n.name,
+            ])
             .output()
             .unwrap()
     }
@@ -226,7 +271,11 @@ impl Bed {
     }
 
     /// Polls `cluster status` until `ok` (a generous guard, not a timing check).
-    pub fn wait_status(&self, what: &str, ok: impl Fn(&[serde_json::Value]) -> bool) -> Vec<serde_json::Value> {
+    pub fn wait_status(
+        &self,
+        what: &str,
+        ok: impl Fn(&[serde_json::Value]) -> bool,
+    ) -> Vec<serde_json::Value> {
         let started = Instant::now();
         loop {
             let s = self.status();
