@@ -31,10 +31,61 @@ use crate::{err, Result};
 /// daemon's own deadline, `cluster.call_timeout`, normally ends it first).
 const FORWARD_SOCKET_TIMEOUT: Duration = Duration::from_secs(3600);
 
+/// Writes with `MSG_NOSIGNAL`: a daemon that closed the connection is an
+/// error here, never a SIGPIPE killing the program (C programs keep the
+/// default SIGPIPE action).
+struct NoSigPipe<'a>(&'a UnixStream);
+
+impl Write for NoSigPipe<'_> {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        rustix::net::send(self.0, b, rustix::net::SendFlags::NOSIGNAL).map_err(Into::into)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Idle connections to the daemon one transport keeps for later requests.
+const IDLE_CONNECTIONS_MAX: usize = 8;
+
 /// The way to node `node`, through the daemon at `socket`.
 pub struct ForwardTransport {
     pub node: u32,
     pub socket: PathBuf,
+    /// Connections a finished request left open (one request at a time on each).
+    idle: std::sync::Mutex<Vec<UnixStream>>,
+}
+
+impl ForwardTransport {
+    pub fn new(node: u32, socket: PathBuf) -> ForwardTransport {
+        ForwardTransport {
+            node,
+            socket,
+            idle: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// A connection (`true`: from the pool, it may have died meanwhile).
+    fn take(&self) -> std::io::Result<(UnixStream, bool)> {
+        if let Some(s) = self.idle.lock().ok().and_then(|mut v| v.pop()) {
+            return Ok((s, true));
+        }
+        Ok((self.connect()?, false))
+    }
+
+    fn connect(&self) -> std::io::Result<UnixStream> {
+        let s = UnixStream::connect(&self.socket)?;
+        s.set_read_timeout(Some(FORWARD_SOCKET_TIMEOUT))?;
+        Ok(s)
+    }
+
+    fn give_back(&self, s: UnixStream) {
+        if let Ok(mut v) = self.idle.lock() {
+            if v.len() < IDLE_CONNECTIONS_MAX {
+                v.push(s);
+            }
+        }
+    }
 }
 
 struct ForwardLane<'t> {
@@ -91,18 +142,26 @@ impl ForwardLane<'_> {
                 format!("forwarding through {}: {e}", self.t.socket.display()),
             )
         };
-        let mut s = UnixStream::connect(&self.t.socket).map_err(down)?;
-        let _ = s.set_read_timeout(Some(FORWARD_SOCKET_TIMEOUT));
-        control::write_frame(
-            &mut s,
-            &ControlRequest::Forward {
-                node: self.t.node,
-                record: rec.to_wire(),
-                arg_len: arg.len() as u64,
-            },
-        )
-        .map_err(down)?;
-        s.write_all(arg).map_err(down)?;
+        let frame = ControlRequest::Forward {
+            node: self.t.node,
+            record: rec.to_wire(),
+            arg_len: arg.len() as u64,
+        };
+        let send = |s: &mut UnixStream| -> std::io::Result<()> {
+            let mut w = NoSigPipe(s);
+            control::write_frame(&mut w, &frame)?;
+            w.write_all(arg)
+        };
+        let (mut s, pooled) = self.t.take().map_err(down)?;
+        if let Err(e) = send(&mut s) {
+            // A pooled connection the daemon closed meanwhile (a restart):
+            // nothing was sent, so one fresh attempt is safe.
+            if !pooled {
+                return Err(down(e));
+            }
+            s = self.t.connect().map_err(down)?;
+            send(&mut s).map_err(down)?;
+        }
         let reply: ControlReply = control::read_frame(&mut s).map_err(down)?;
         match reply {
             ControlReply::Forwarded {
@@ -122,8 +181,10 @@ impl ForwardLane<'_> {
                 s.read_exact(&mut self.arg_back).map_err(down)?;
                 let mut data = vec![0u8; data_len as usize];
                 s.read_exact(&mut data).map_err(down)?;
+                self.t.give_back(s);
                 Ok((r, data))
             }
+            // The daemon may close the connection after an error: not pooled.
             ControlReply::Error { code, message } => Err(err(
                 Errno::from_code(code).unwrap_or(Errno::Internal),
                 message,

@@ -370,10 +370,10 @@ impl Client {
                     if i == me {
                         node.take().expect("one local node")
                     } else {
-                        Node::Other(Box::new(forward::ForwardTransport {
-                            node: i,
-                            socket: socket.to_path_buf(),
-                        }))
+                        Node::Other(Box::new(forward::ForwardTransport::new(
+                            i,
+                            socket.to_path_buf(),
+                        )))
                     }
                 })
                 .collect();

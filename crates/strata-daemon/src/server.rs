@@ -1205,43 +1205,64 @@ fn send(tx: &mpsc::Sender<Msg>, shared: &Shared, m: Msg) {
 }
 
 /// Control `Forward`: the request's argument area follows the frame; the
-/// owner's answer goes back as `Forwarded` and its bytes.
+/// owner's answer goes back as `Forwarded` and its bytes. The client may
+/// keep the connection for more `Forward` frames (its pool of them).
 fn serve_forward(
     mut stream: UnixStream,
+    shared: &Arc<Shared>,
+    mut node: u32,
+    mut record: Vec<u8>,
+    mut arg_len: u64,
+) {
+    // Bounded by the connection: one request per frame until the client
+    // closes it or sends something else.
+    loop {
+        if !forward_one(&mut stream, shared, node, record, arg_len) {
+            return;
+        }
+        match control::read_frame::<_, ControlRequest>(&mut stream) {
+            Ok(ControlRequest::Forward {
+                node: n,
+                record: r,
+                arg_len: a,
+            }) => (node, record, arg_len) = (n, r, a),
+            _ => return,
+        }
+    }
+}
+
+/// One forwarded request; false when the connection is broken.
+fn forward_one(
+    stream: &mut UnixStream,
     shared: &Arc<Shared>,
     node: u32,
     record: Vec<u8>,
     arg_len: u64,
-) {
+) -> bool {
     use std::io::Write;
     use strata_proto::control::{FORWARD_ARG_BYTES_MAX, FORWARD_DATA_BYTES_MAX};
     let error = |stream: &mut UnixStream, e: Errno, message: String| {
-        let _ = control::write_frame(
+        control::write_frame(
             stream,
             &ControlReply::Error {
                 code: e.code(),
                 message,
             },
-        );
+        )
+        .is_ok()
     };
     if arg_len as usize > FORWARD_ARG_BYTES_MAX + FORWARD_DATA_BYTES_MAX {
-        return error(
-            &mut stream,
-            Errno::TooBig,
-            format!("{arg_len} bytes to forward"),
-        );
+        error(stream, Errno::TooBig, format!("{arg_len} bytes to forward"));
+        return false;
     }
     let mut arg = vec![0u8; arg_len as usize];
     if let Err(e) = stream.read_exact(&mut arg) {
-        return error(
-            &mut stream,
-            Errno::Malformed,
-            format!("forwarded bytes: {e}"),
-        );
+        error(stream, Errno::Malformed, format!("forwarded bytes: {e}"));
+        return false;
     }
     let Some(f) = shared.forwarder.get() else {
         return error(
-            &mut stream,
+            stream,
             Errno::Inval,
             "this daemon is not a cluster member".into(),
         );
@@ -1253,12 +1274,11 @@ fn serve_forward(
                 arg_len: out.arg.len() as u64,
                 data_len: out.data.len() as u64,
             };
-            if control::write_frame(&mut stream, &frame).is_ok() {
-                let _ = stream.write_all(&out.arg);
-                let _ = stream.write_all(&out.data);
-            }
+            control::write_frame(stream, &frame).is_ok()
+                && stream.write_all(&out.arg).is_ok()
+                && stream.write_all(&out.data).is_ok()
         }
-        Err((e, message)) => error(&mut stream, e, message),
+        Err((e, message)) => error(stream, e, message),
     }
 }
 

@@ -60,7 +60,7 @@ pub enum Errno {
     TooBig = 25,
     #[error("the record may be stale: the client must stat the destination")]
     Stale = 26,
-    #[error("a cluster node that holds this is down or unreachable")]
+    #[error("a cluster node that holds this is down or unreachable: see `strata cluster status`")]
     NodeDown = 27,
 }
 
