@@ -348,14 +348,17 @@ impl pb::cluster_server::Cluster for Service {
         if r.from_node as usize >= st.setup.membership.nodes.len() {
             return Err(tonic::Status::invalid_argument("unknown node"));
         }
-        let out = st
-            .ask(|reply| Msg::Execute {
-                from: r.from_node,
-                record,
-                arg: r.arg,
-                reply,
-            })
-            .await?;
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        st.send(Msg::Execute {
+            from: r.from_node,
+            record,
+            arg: r.arg,
+            reply,
+        })?;
+        let out = tokio::time::timeout(st.setup.call_timeout, answer)
+            .await
+            .map_err(|_| tonic::Status::deadline_exceeded("the engine did not answer in time"))?
+            .map_err(|_| tonic::Status::unavailable("the daemon is stopping"))?;
         Ok(tonic::Response::new(pb::ExecReply {
             record: out.record.to_wire(),
             arg: out.arg,

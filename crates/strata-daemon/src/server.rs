@@ -48,7 +48,9 @@ pub enum Msg {
         from: u32,
         record: RequestRecord,
         arg: Vec<u8>,
-        reply: mpsc::Sender<ExecOut>,
+        /// Answered from the poller straight into the async caller (no
+        /// blocking thread in between).
+        reply: tokio::sync::oneshot::Sender<ExecOut>,
     },
     /// Control `Flush`: mark files urgent, reply with their state.
     Flush {
