@@ -103,18 +103,25 @@ impl ForwardLane<'_> {
     fn send(&mut self, req: &Request) -> Result<Ticket> {
         let op = codec::op_of(req);
         let mut rec = RequestRecord::default();
-        let mut arg = vec![0u8; FORWARD_ARG_BYTES_MAX + FORWARD_DATA_BYTES_MAX];
-        codec::encode_request(req, &mut rec, &mut arg)
-            .map_err(|e| err(e, "request the forwarding path cannot carry"))?;
-        let used = rec.name_len as usize
-            + rec.name2_len as usize
-            + match req {
-                Request::Put {
-                    data: DataRef::Inline(d),
-                    ..
-                } => d.len(),
-                _ => 0,
-            };
+        // Sized to the request (names are short): a buffer of the maximum
+        // would be zeroed on every request (glibc serves it from the heap
+        // once its mmap threshold has grown) — ~0.5 ms for 9 MiB.
+        let data_len = match req {
+            Request::Put {
+                data: DataRef::Inline(d),
+                ..
+            } => d.len(),
+            _ => 0,
+        };
+        let mut arg =
+            vec![0u8; (data_len + 8192).min(FORWARD_ARG_BYTES_MAX + FORWARD_DATA_BYTES_MAX)];
+        if codec::encode_request(req, &mut rec, &mut arg) == Err(Errno::Name) {
+            arg = vec![0u8; FORWARD_ARG_BYTES_MAX + FORWARD_DATA_BYTES_MAX];
+            rec = RequestRecord::default();
+            codec::encode_request(req, &mut rec, &mut arg)
+                .map_err(|e| err(e, "request the forwarding path cannot carry"))?;
+        }
+        let used = rec.name_len as usize + rec.name2_len as usize + data_len;
         arg.truncate(used);
         self.next_tag += 1;
         rec.tag = self.next_tag;
