@@ -115,11 +115,16 @@ impl ForwardLane<'_> {
         };
         let mut arg =
             vec![0u8; (data_len + 8192).min(FORWARD_ARG_BYTES_MAX + FORWARD_DATA_BYTES_MAX)];
-        if codec::encode_request(req, &mut rec, &mut arg) == Err(Errno::Name) {
-            arg = vec![0u8; FORWARD_ARG_BYTES_MAX + FORWARD_DATA_BYTES_MAX];
-            rec = RequestRecord::default();
-            codec::encode_request(req, &mut rec, &mut arg)
-                .map_err(|e| err(e, "request the forwarding path cannot carry"))?;
+        let cannot = |e| err(e, "request the forwarding path cannot carry");
+        match codec::encode_request(req, &mut rec, &mut arg) {
+            Ok(()) => {}
+            // Long names: once more with the largest area.
+            Err(Errno::Name) => {
+                arg = vec![0u8; FORWARD_ARG_BYTES_MAX + FORWARD_DATA_BYTES_MAX];
+                rec = RequestRecord::default();
+                codec::encode_request(req, &mut rec, &mut arg).map_err(cannot)?;
+            }
+            Err(e) => return Err(cannot(e)),
         }
         let used = rec.name_len as usize + rec.name2_len as usize + data_len;
         arg.truncate(used);
