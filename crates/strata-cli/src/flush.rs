@@ -72,7 +72,8 @@ pub fn drain(socket: &Path, paths: &[PathBuf], progress: bool) -> Result<FlushRe
     let mut bar: Option<indicatif::ProgressBar> = None;
     let mut state = first;
     loop {
-        if state.dirty_files == 0 || only_failures_left(&state) {
+        // Clean only when no job or clean-up of these paths is left either.
+        if (state.dirty_files == 0 && state.flushing_files == 0) || only_failures_left(&state) {
             break;
         }
         if progress && bar.is_none() && start.elapsed() >= BAR_AFTER {

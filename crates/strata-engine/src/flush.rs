@@ -1738,6 +1738,29 @@ pub fn flush_state(core: &Core, flusher: &Flusher, paths: &[String]) -> FlushRep
             });
         }
     }
+    // Work that still changes the destination under `paths` although no
+    // dirty record names it: jobs of records renamed or unlinked while they
+    // ran, and the clean-up unlinks of what such a job created. A drain that
+    // ended before them left e.g. a renamed-away temporary file at the
+    // destination (ordered_ops test, CI of fdcc105).
+    for (id, f) in &flusher.in_flight {
+        if !core.files.dirty.contains(id) && matches(&f.path, paths) {
+            r.flushing_files += 1;
+        }
+    }
+    r.flushing_files += flusher
+        .unlinks_pending
+        .iter()
+        .filter(|(p, _)| matches(p, paths))
+        .count() as u64;
+    r.flushing_files += flusher
+        .unlinks_sent
+        .iter()
+        .filter(|p| matches(p, paths))
+        .count() as u64;
+    if flusher.unlinks_queued.load(Ordering::SeqCst) > 0 {
+        r.flushing_files += 1;
+    }
     r
 }
 
