@@ -25,8 +25,8 @@
 
 mod channel;
 pub mod file;
-pub mod forward;
 pub mod lookup;
+pub mod remote;
 pub mod shm;
 pub mod stage;
 pub mod transport;
@@ -370,7 +370,7 @@ impl Client {
                     if i == me {
                         node.take().expect("one local node")
                     } else {
-                        Node::Other(Box::new(forward::ForwardTransport::new(
+                        Node::Other(Box::new(remote::RemoteTransport::new(
                             i,
                             socket.to_path_buf(),
                         )))

@@ -23,10 +23,10 @@ use strata_meta::NodeId;
 use strata_net::{pb, rpc, Secret, Transport};
 use strata_proto::control::{ClusterStatus, PeerStatus, StatusReply};
 
-use crate::server::{ExecOut, Forward, Msg, Shared};
-use strata_proto::control::{FORWARD_ARG_BYTES_MAX, FORWARD_DATA_BYTES_MAX};
+use crate::server::{BulkConn, Msg, Peers, Shared};
 use strata_proto::Errno;
-use strata_transport_shm::{RequestRecord, ResponseRecord};
+
+mod bulk;
 
 /// Peers called at once by one heartbeat round.
 const HEARTBEAT_FANOUT_MAX: usize = 64;
@@ -334,38 +334,6 @@ impl pb::cluster_server::Cluster for Service {
         }
     }
 
-    async fn execute(
-        &self,
-        r: tonic::Request<pb::ExecRequest>,
-    ) -> Result<tonic::Response<pb::ExecReply>, tonic::Status> {
-        let st = &self.0;
-        let r = r.into_inner();
-        let record = RequestRecord::from_wire(&r.record)
-            .ok_or_else(|| tonic::Status::invalid_argument("malformed request record"))?;
-        if r.arg.len() > FORWARD_ARG_BYTES_MAX + FORWARD_DATA_BYTES_MAX {
-            return Err(tonic::Status::invalid_argument("request too large"));
-        }
-        if r.from_node as usize >= st.setup.membership.nodes.len() {
-            return Err(tonic::Status::invalid_argument("unknown node"));
-        }
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        st.send(Msg::Execute {
-            from: r.from_node,
-            record,
-            arg: r.arg,
-            reply,
-        })?;
-        let out = tokio::time::timeout(st.setup.call_timeout, answer)
-            .await
-            .map_err(|_| tonic::Status::deadline_exceeded("the engine did not answer in time"))?
-            .map_err(|_| tonic::Status::unavailable("the daemon is stopping"))?;
-        Ok(tonic::Response::new(pb::ExecReply {
-            record: out.record.to_wire(),
-            arg: out.arg,
-            data: out.data,
-        }))
-    }
-
     async fn stop(
         &self,
         _: tonic::Request<pb::StopRequest>,
@@ -489,69 +457,16 @@ async fn heartbeats(st: Arc<State>) {
     }
 }
 
-/// Sends this daemon's clients' requests to their owner node (the control
-/// socket's `Forward`), on the cluster runtime, each with the call deadline.
-struct Forwarder {
-    rt: tokio::runtime::Handle,
+/// Opens bulk connections to other nodes for this daemon's clients.
+struct Dialer {
     state: Arc<State>,
-    clients: Vec<tokio::sync::Mutex<Option<rpc::Client>>>,
     stopped: std::sync::atomic::AtomicBool,
 }
 
-impl Forwarder {
-    async fn call(
-        &self,
-        node: NodeId,
-        record: Vec<u8>,
-        arg: Vec<u8>,
-    ) -> Result<pb::ExecReply, String> {
+impl Peers for Dialer {
+    fn bulk_dial(&self, node: u32) -> Result<BulkConn, (Errno, String)> {
         let s = &self.state.setup;
-        let mut c = {
-            let mut g = self.clients[node as usize].lock().await;
-            match g.as_ref() {
-                Some(c) => c.clone(),
-                None => {
-                    let c = rpc::connect(
-                        s.transport.clone(),
-                        &s.endpoint(node),
-                        &s.secret,
-                        s.call_timeout,
-                    )
-                    .await
-                    .map_err(|e| e.to_string())?;
-                    *g = Some(c.clone());
-                    c
-                }
-            }
-        };
-        let res = c
-            .execute(pb::ExecRequest {
-                from_node: s.me,
-                record,
-                arg,
-            })
-            .await;
-        match res {
-            Ok(r) => Ok(r.into_inner()),
-            Err(e) => {
-                // A broken channel is made again by the next call.
-                *self.clients[node as usize].lock().await = None;
-                Err(format!("{}: {}", e.code(), e.message()))
-            }
-        }
-    }
-}
-
-impl Forward for Forwarder {
-    fn forward(
-        &self,
-        node: u32,
-        record: Vec<u8>,
-        arg: Vec<u8>,
-    ) -> Result<ExecOut, (Errno, String)> {
-        let s = &self.state.setup;
-        let n = s.membership.nodes.len();
-        if node as usize >= n || node == s.me {
+        if node as usize >= s.membership.nodes.len() || node == s.me {
             return Err((
                 Errno::Inval,
                 format!("node {node}: not another node of this cluster"),
@@ -560,31 +475,30 @@ impl Forward for Forwarder {
         if self.stopped.load(Ordering::SeqCst) {
             return Err((Errno::Shutdown, "the daemon is stopping".into()));
         }
-        let deadline = s.call_timeout;
-        let res = self.rt.block_on(async {
-            match tokio::time::timeout(deadline, self.call(node, record, arg)).await {
-                Ok(r) => r,
-                Err(_) => Err(format!("no answer within {deadline:?}")),
-            }
-        });
-        let down = |e: String| {
-            let nd = &s.membership.nodes[node as usize];
+        let nd = &s.membership.nodes[node as usize];
+        let address = strata_net::bulk::bulk_endpoint(&s.endpoint(node))
+            .map_err(|e| (Errno::Inval, e.to_string()))?;
+        let stream = strata_net::bulk::dial(
+            s.transport.as_ref(),
+            &address,
+            s.me,
+            &s.secret,
+            s.call_timeout,
+        )
+        .map_err(|e| {
             (
                 Errno::NodeDown,
                 format!(
-                    "node {node} ({}, {}) is down or unreachable: {e}",
-                    nd.name,
-                    s.endpoint(node)
+                    "node {node} ({}, {address}) is down or unreachable: {e}",
+                    nd.name
                 ),
             )
-        };
-        let r = res.map_err(down)?;
-        let record = ResponseRecord::from_wire(&r.record)
-            .ok_or_else(|| (Errno::Malformed, "malformed response record".to_string()))?;
-        Ok(ExecOut {
-            record,
-            arg: r.arg,
-            data: r.data,
+        })?;
+        Ok(BulkConn {
+            stream,
+            name: nd.name.clone(),
+            address,
+            timeout: s.call_timeout,
         })
     }
 }
@@ -593,12 +507,16 @@ impl Forward for Forwarder {
 pub struct Handle {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
-    forwarder: Arc<Forwarder>,
+    dialer: Arc<Dialer>,
+    bulk: Option<bulk::Listening>,
 }
 
 impl Handle {
     pub fn stop(mut self) {
-        self.forwarder.stopped.store(true, Ordering::SeqCst);
+        self.dialer.stopped.store(true, Ordering::SeqCst);
+        if let Some(b) = self.bulk.take() {
+            b.stop();
+        }
         if let Some(s) = self.stop.take() {
             let _ = s.send(());
         }
@@ -649,16 +567,17 @@ pub fn start(setup: Setup, tx: mpsc::Sender<Msg>, shared: Arc<Shared>) -> anyhow
         setup,
     });
     state.publish();
-    let forwarder = Arc::new(Forwarder {
-        rt: rt.handle().clone(),
+    let bulk_addr = strata_net::bulk::bulk_endpoint(&addr)?;
+    let bulk = bulk::listen(state.clone(), &bulk_addr)?;
+    let dialer = Arc::new(Dialer {
         state: state.clone(),
-        clients: (0..n).map(|_| tokio::sync::Mutex::new(None)).collect(),
         stopped: std::sync::atomic::AtomicBool::new(false),
     });
-    let _ = state.shared.forwarder.set(forwarder.clone());
+    let _ = state.shared.peers.set(dialer.clone());
     tracing::info!(
         node = state.setup.me,
         address = addr,
+        bulk = bulk_addr,
         nodes = n,
         source = %state.setup.membership.source,
         "cluster service listening"
@@ -705,6 +624,7 @@ pub fn start(setup: Setup, tx: mpsc::Sender<Msg>, shared: Arc<Shared>) -> anyhow
     Ok(Handle {
         stop: Some(stop_tx),
         thread: Some(thread),
-        forwarder,
+        dialer,
+        bulk: Some(bulk),
     })
 }

@@ -429,7 +429,7 @@ pub fn run_with(
         arena_reserved_bytes: AtomicU64::new(core.tiers.arena.alloc.capacity_bytes()),
         arena_used_bytes: AtomicU64::new(0),
         cluster: std::sync::Mutex::new(None),
-        forwarder: std::sync::OnceLock::new(),
+        peers: std::sync::OnceLock::new(),
     });
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         let s = shared.clone();

@@ -48,6 +48,8 @@ pub enum Msg {
         from: u32,
         record: RequestRecord,
         arg: Vec<u8>,
+        /// A buffer for the bytes a read covers (the caller's, reused).
+        data: Vec<u8>,
         /// Answered from the poller straight into the async caller (no
         /// blocking thread in between).
         reply: tokio::sync::oneshot::Sender<ExecOut>,
@@ -181,7 +183,7 @@ pub struct Shared {
     /// its thread and shown in `status`.
     pub cluster: std::sync::Mutex<Option<strata_proto::control::ClusterStatus>>,
     /// How a request reaches another node's daemon (set by the cluster side).
-    pub forwarder: std::sync::OnceLock<Arc<dyn Forward>>,
+    pub peers: std::sync::OnceLock<Arc<dyn Peers>>,
 }
 
 /// What a forwarded request produced on its owner: the response record,
@@ -191,15 +193,29 @@ pub struct Shared {
 pub struct ExecOut {
     pub record: ResponseRecord,
     pub arg: Vec<u8>,
+    /// The bytes a read covered: `data[..data_len]` (the buffer is reused,
+    /// never shrunk or zeroed again).
     pub data: Vec<u8>,
+    pub data_len: usize,
+    /// The request's argument buffer, given back for the caller's next one.
+    pub spent: Vec<u8>,
 }
 
-/// The way to another node's daemon (the cluster side implements it).
-pub trait Forward: Send + Sync {
-    /// Runs the request (`record` in its wire form, `arg` its names and
-    /// inline data) on node `node`; the owner's [`ExecOut`] or why not.
-    fn forward(&self, node: u32, record: Vec<u8>, arg: Vec<u8>)
-        -> Result<ExecOut, (Errno, String)>;
+/// An authenticated bulk connection to another node, for a client here.
+pub struct BulkConn {
+    pub stream: std::net::TcpStream,
+    /// The node's name and bulk address (for the client's error messages).
+    pub name: String,
+    pub address: String,
+    /// The cluster's call deadline (the client's socket timeouts).
+    pub timeout: Duration,
+}
+
+/// The way to other nodes' daemons (the cluster side implements it).
+pub trait Peers: Send + Sync {
+    /// Dials node `node`'s bulk port for a client of this daemon; `NodeDown`
+    /// naming the node when it does not answer within the call deadline.
+    fn bulk_dial(&self, node: u32) -> Result<BulkConn, (Errno, String)>;
 }
 
 /// Client ids of requests other nodes forward here (one per node; below
@@ -729,9 +745,12 @@ impl Poller {
                     from,
                     record,
                     arg,
+                    data,
                     reply,
                 } => {
-                    let _ = reply.send(self.execute_forwarded(from, &record, &arg));
+                    let mut out = self.execute_forwarded(from, &record, &arg, data);
+                    out.spent = arg;
+                    let _ = reply.send(out);
                 }
                 Msg::Flush { paths, reply } => {
                     let r = match self.engine.flusher.as_ref() {
@@ -1087,7 +1106,13 @@ impl Poller {
     /// Runs a request another node forwarded (bounded: a read covers at most
     /// `FORWARD_DATA_BYTES_MAX`, the rest is asked for again), reads the
     /// bytes a read covered and releases its pin at once.
-    fn execute_forwarded(&mut self, from: u32, rec: &RequestRecord, arg: &[u8]) -> ExecOut {
+    fn execute_forwarded(
+        &mut self,
+        from: u32,
+        rec: &RequestRecord,
+        arg: &[u8],
+        data: Vec<u8>,
+    ) -> ExecOut {
         use strata_proto::control::{FORWARD_ARG_BYTES_MAX, FORWARD_DATA_BYTES_MAX};
         let fail = |e: Errno| ExecOut {
             record: ResponseRecord::err(e),
@@ -1115,7 +1140,10 @@ impl Poller {
             pid: 0,
             reply_bytes_max: FORWARD_ARG_BYTES_MAX,
         };
-        let mut out = ExecOut::default();
+        let mut out = ExecOut {
+            data,
+            ..ExecOut::default()
+        };
         // One reply area kept across requests (zeroing 1 MiB per request
         // cost more than the request).
         let mut area = std::mem::take(&mut self.forward_area);
@@ -1133,23 +1161,34 @@ impl Poller {
         out.arg = area[..(out.record.arg_len as usize).min(area.len())].to_vec();
         self.forward_area = area;
         if let Some((pin, extents)) = read {
-            for e in extents
-                .iter()
-                .filter(|e| e.tier != strata_proto::types::TIER_HOLE)
-            {
-                let at = out.data.len();
-                out.data.resize(at + e.len as usize, 0);
+            let held = || {
+                extents
+                    .iter()
+                    .filter(|e| e.tier != strata_proto::types::TIER_HOLE)
+            };
+            let total: usize = held().map(|e| e.len as usize).sum();
+            if out.data.len() < total {
+                out.data.resize(total, 0);
+            }
+            let mut at = 0usize;
+            for e in held() {
+                let end = at + e.len as usize;
                 if self
                     .engine
                     .core
                     .tiers
-                    .read(e.tier as usize, e.phys_off, &mut out.data[at..])
+                    .read(e.tier as usize, e.phys_off, &mut out.data[at..end])
                     .is_err()
                 {
                     self.engine.core.unpin((caller.client, caller.channel), pin);
-                    return fail(Errno::Io);
+                    return ExecOut {
+                        data: out.data,
+                        ..fail(Errno::Io)
+                    };
                 }
+                at = end;
             }
+            out.data_len = total;
             self.engine.core.unpin((caller.client, caller.channel), pin);
         }
         out
@@ -1211,81 +1250,42 @@ fn send(tx: &mpsc::Sender<Msg>, shared: &Shared, m: Msg) {
     shared.bell().ring();
 }
 
-/// Control `Forward`: the request's argument area follows the frame; the
-/// owner's answer goes back as `Forwarded` and its bytes. The client may
-/// keep the connection for more `Forward` frames (its pool of them).
-fn serve_forward(
-    mut stream: UnixStream,
-    shared: &Arc<Shared>,
-    mut node: u32,
-    mut record: Vec<u8>,
-    mut arg_len: u64,
-) {
-    // Bounded by the connection: one request per frame until the client
-    // closes it or sends something else.
-    loop {
-        if !forward_one(&mut stream, shared, node, record, arg_len) {
-            return;
-        }
-        match control::read_frame::<_, ControlRequest>(&mut stream) {
-            Ok(ControlRequest::Forward {
-                node: n,
-                record: r,
-                arg_len: a,
-            }) => (node, record, arg_len) = (n, r, a),
-            _ => return,
-        }
-    }
-}
-
-/// One forwarded request; false when the connection is broken.
-fn forward_one(
-    stream: &mut UnixStream,
-    shared: &Arc<Shared>,
-    node: u32,
-    record: Vec<u8>,
-    arg_len: u64,
-) -> bool {
-    use std::io::Write;
-    use strata_proto::control::{FORWARD_ARG_BYTES_MAX, FORWARD_DATA_BYTES_MAX};
+/// Control `BulkConnect`: this daemon dials the node and hands the
+/// authenticated socket to the client (after the reply frame), which then
+/// speaks the bulk frames on it itself.
+fn serve_bulk_connect(mut stream: UnixStream, shared: &Arc<Shared>, node: u32) {
     let error = |stream: &mut UnixStream, e: Errno, message: String| {
-        control::write_frame(
+        let _ = control::write_frame(
             stream,
             &ControlReply::Error {
                 code: e.code(),
                 message,
             },
-        )
-        .is_ok()
+        );
     };
-    if arg_len as usize > FORWARD_ARG_BYTES_MAX + FORWARD_DATA_BYTES_MAX {
-        error(stream, Errno::TooBig, format!("{arg_len} bytes to forward"));
-        return false;
-    }
-    let mut arg = vec![0u8; arg_len as usize];
-    if let Err(e) = stream.read_exact(&mut arg) {
-        error(stream, Errno::Malformed, format!("forwarded bytes: {e}"));
-        return false;
-    }
-    let Some(f) = shared.forwarder.get() else {
+    let Some(p) = shared.peers.get() else {
         return error(
-            stream,
+            &mut stream,
             Errno::Inval,
             "this daemon is not a cluster member".into(),
         );
     };
-    match f.forward(node, record, arg) {
-        Ok(out) => {
-            let frame = ControlReply::Forwarded {
-                record: out.record.to_wire(),
-                arg_len: out.arg.len() as u64,
-                data_len: out.data.len() as u64,
+    match p.bulk_dial(node) {
+        Ok(c) => {
+            use std::os::fd::AsFd;
+            let frame = ControlReply::BulkConnected {
+                node,
+                name: c.name,
+                address: c.address,
+                timeout_ms: c.timeout.as_millis() as u64,
             };
-            control::write_frame(stream, &frame).is_ok()
-                && stream.write_all(&out.arg).is_ok()
-                && stream.write_all(&out.data).is_ok()
+            if control::write_frame(&mut stream, &frame).is_ok() {
+                if let Err(e) = control::send_fd(&stream, c.stream.as_fd()) {
+                    tracing::debug!("bulk socket not handed over: {e}");
+                }
+            }
         }
-        Err((e, message)) => error(stream, e, message),
+        Err((e, message)) => error(&mut stream, e, message),
     }
 }
 
@@ -1456,11 +1456,7 @@ fn serve_conn(
         ControlRequest::Backing { id, offer_gen } => {
             serve_backing(stream, &shared, &tx, id, offer_gen)
         }
-        ControlRequest::Forward {
-            node,
-            record,
-            arg_len,
-        } => serve_forward(stream, &shared, node, record, arg_len),
+        ControlRequest::BulkConnect { node } => serve_bulk_connect(stream, &shared, node),
         ControlRequest::StopDiscard => {
             let _ = control::write_frame(&mut stream, &ControlReply::Ok);
             shared.discard.store(true, Ordering::SeqCst);

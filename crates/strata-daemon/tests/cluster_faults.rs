@@ -108,41 +108,46 @@ fn partition_marks_peers_down_within_the_deadline_and_healing_brings_them_back()
     transports[2].heal(&addrs[0]);
     wait("all up again", || sockets.iter().all(|s| all_up(&peers(s))));
 
-    // Hostile or malformed forwarded requests from a member get errors; the
-    // daemon keeps serving.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    // Hostile or malformed bulk frames from a member get errors; the
+    // daemon keeps serving. A stranger without the secret is refused.
+    {
+        use std::io::{Read, Write};
+        use strata_proto::bulk::{self as frame, Kind};
         use strata_transport_shm::{Op, RequestRecord, ResponseRecord};
-        let t: Arc<dyn Transport> = Arc::new(TcpTransport);
-        let mut c = rpc::connect(
-            t,
-            &format!("{}:7707", addrs[1]),
-            &secret,
-            Duration::from_secs(5),
-        )
-        .await
-        .unwrap();
-        let e = c
-            .execute(pb::ExecRequest {
-                from_node: 0,
-                record: vec![1, 2, 3],
-                arg: vec![],
-            })
-            .await
+        let bulk = format!("{}:7708", addrs[1]);
+        let t = TcpTransport;
+        let dial =
+            || strata_net::bulk::dial(&t, &bulk, 0, &secret, Duration::from_secs(5)).unwrap();
+        let reply = |s: &mut std::net::TcpStream| -> (frame::Header, Vec<u8>) {
+            let h = frame::read_header(s).unwrap();
+            let mut body =
+                vec![0u8; h.record_len as usize + h.arg_len as usize + h.data_len as usize];
+            s.read_exact(&mut body).unwrap();
+            (h, body)
+        };
+        // Not a frame at all; a record of the wrong size: an error frame, then closed.
+        for bad in [b"GET / HTTP/1.1\r\nHost: x\r\n".to_vec(), {
+            let mut v = Vec::new();
+            frame::write_frame(&mut v, Kind::Request, &[1, 2, 3], &[], &[]).unwrap();
+            v
+        }] {
+            let mut s = dial();
+            s.write_all(&bad).unwrap();
+            let (h, _) = reply(&mut s);
+            assert_eq!(h.kind, Kind::Error);
+            let mut rest = Vec::new();
+            // Closed after the error.
+            match s.read_to_end(&mut rest) {
+                Ok(n) => assert_eq!(n, 0),
+                Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset),
+            }
+        }
+        // Wrong secret: refused before any frame.
+        let e = strata_net::bulk::dial(&t, &bulk, 0, &Secret::generate(), Duration::from_secs(5))
             .unwrap_err();
-        assert_eq!(e.code(), tonic::Code::InvalidArgument);
-        let e = c
-            .execute(pb::ExecRequest {
-                from_node: 99,
-                record: RequestRecord::default().to_wire(),
-                arg: vec![],
-            })
-            .await
-            .unwrap_err();
-        assert_eq!(e.code(), tonic::Code::InvalidArgument, "unknown node");
+        assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied);
+        // Well-formed frames with garbage records: error replies, same connection.
+        let mut s = dial();
         let mut rng = 0x9e37_79b9_7f4a_7c15u64;
         for op in [
             Op::ChannelOpen as u32,
@@ -168,20 +173,14 @@ fn partition_marks_peers_down_within_the_deadline_and_healing_brings_them_back()
                 let arg: Vec<u8> = (0..(rng % 300) as usize)
                     .map(|i| (rng >> (i % 56)) as u8)
                     .collect();
-                let r = c
-                    .execute(pb::ExecRequest {
-                        from_node: 0,
-                        record: rec.to_wire(),
-                        arg,
-                    })
-                    .await
-                    .unwrap()
-                    .into_inner();
-                let resp = ResponseRecord::from_wire(&r.record).unwrap();
+                frame::write_frame(&mut s, Kind::Request, &rec.to_wire(), &[&arg], &[]).unwrap();
+                let (h, body) = reply(&mut s);
+                assert_eq!(h.kind, Kind::Reply);
+                let resp = ResponseRecord::from_wire(&body[..h.record_len as usize]).unwrap();
                 assert_ne!(resp.status, 0, "garbage for op {op} was accepted");
             }
         }
-    });
+    }
     assert!(
         strata_client::status(&sockets[1]).is_ok(),
         "the daemon still serves"

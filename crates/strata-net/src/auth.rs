@@ -134,41 +134,108 @@ fn refused(why: &str) -> io::Error {
     io::Error::new(io::ErrorKind::PermissionDenied, why.to_string())
 }
 
+// The handshake's messages, shared by the async halves (the RPC) and the
+// blocking ones (the bulk path's dial and accept).
+
+fn client_hello() -> ([u8; NONCE_BYTES], Vec<u8>) {
+    let mut nonce_c = [0u8; NONCE_BYTES];
+    rand::rng().fill_bytes(&mut nonce_c);
+    let mut hello = Vec::with_capacity(MAGIC.len() + NONCE_BYTES);
+    hello.extend_from_slice(MAGIC);
+    hello.extend_from_slice(&nonce_c);
+    (nonce_c, hello)
+}
+
+const ANSWER_BYTES: usize = 8 + NONCE_BYTES + MAC_BYTES;
+const HELLO_BYTES: usize = 8 + NONCE_BYTES;
+
+/// Checks the server's answer; the client's proof to send.
+fn client_proof(
+    secret: &Secret,
+    nonce_c: &[u8; NONCE_BYTES],
+    answer: &[u8; ANSWER_BYTES],
+) -> io::Result<[u8; MAC_BYTES]> {
+    if &answer[..8] != MAGIC {
+        return Err(refused(
+            "the peer is not a strata daemon of this protocol version",
+        ));
+    }
+    let nonce_s = &answer[8..8 + NONCE_BYTES];
+    secret
+        .mac(b"server", nonce_c, nonce_s)
+        .verify_slice(&answer[8 + NONCE_BYTES..])
+        .map_err(|_| refused("the peer does not know the cluster secret"))?;
+    Ok(secret
+        .mac(b"client", nonce_s, nonce_c)
+        .finalize()
+        .into_bytes()
+        .into())
+}
+
+fn eof_refused(e: io::Error) -> io::Error {
+    if e.kind() == io::ErrorKind::UnexpectedEof {
+        refused("the peer closed the connection during the handshake (not a strata daemon of this version?)")
+    } else {
+        e
+    }
+}
+
+fn ok_refused(ok: io::Result<[u8; 2]>) -> io::Result<()> {
+    match ok {
+        Ok(b) if &b == b"OK" => Ok(()),
+        Ok(_) => Err(refused("the peer refused the handshake")),
+        Err(_) => Err(refused(
+            "the peer refused our proof of the cluster secret (a different secret file?)",
+        )),
+    }
+}
+
+/// The server's answer to a hello, and its nonce.
+fn server_answer(
+    secret: &Secret,
+    hello: &[u8; HELLO_BYTES],
+) -> io::Result<([u8; NONCE_BYTES], Vec<u8>)> {
+    if &hello[..8] != MAGIC {
+        return Err(refused("not a strata daemon of this protocol version"));
+    }
+    let nonce_c = &hello[8..];
+    let mut nonce_s = [0u8; NONCE_BYTES];
+    rand::rng().fill_bytes(&mut nonce_s);
+    let mut answer = Vec::with_capacity(ANSWER_BYTES);
+    answer.extend_from_slice(MAGIC);
+    answer.extend_from_slice(&nonce_s);
+    answer.extend_from_slice(
+        &secret
+            .mac(b"server", nonce_c, &nonce_s)
+            .finalize()
+            .into_bytes(),
+    );
+    Ok((nonce_s, answer))
+}
+
+fn server_check(
+    secret: &Secret,
+    hello: &[u8; HELLO_BYTES],
+    nonce_s: &[u8; NONCE_BYTES],
+    proof: &[u8; MAC_BYTES],
+) -> io::Result<()> {
+    secret
+        .mac(b"client", nonce_s, &hello[8..])
+        .verify_slice(proof)
+        .map_err(|_| refused("the peer does not know the cluster secret"))
+}
+
 /// The connecting side's half; `Ok` once both sides proved the secret.
 pub async fn client(conn: &mut Conn, secret: &Secret, deadline: Duration) -> io::Result<()> {
     with_deadline(deadline, "cluster handshake", async {
-        let mut nonce_c = [0u8; NONCE_BYTES];
-        rand::rng().fill_bytes(&mut nonce_c);
-        let mut hello = Vec::with_capacity(MAGIC.len() + NONCE_BYTES);
-        hello.extend_from_slice(MAGIC);
-        hello.extend_from_slice(&nonce_c);
+        let (nonce_c, hello) = client_hello();
         conn.write_all(&hello).await?;
-        let mut answer = [0u8; 8 + NONCE_BYTES + MAC_BYTES];
-        conn.read_exact(&mut answer).await.map_err(|e| {
-            if e.kind() == io::ErrorKind::UnexpectedEof {
-                refused("the peer closed the connection during the handshake (not a strata daemon of this version?)")
-            } else {
-                e
-            }
-        })?;
-        if &answer[..8] != MAGIC {
-            return Err(refused("the peer is not a strata daemon of this protocol version"));
-        }
-        let nonce_s = &answer[8..8 + NONCE_BYTES];
-        secret
-            .mac(b"server", &nonce_c, nonce_s)
-            .verify_slice(&answer[8 + NONCE_BYTES..])
-            .map_err(|_| refused("the peer does not know the cluster secret"))?;
-        let proof = secret.mac(b"client", nonce_s, &nonce_c).finalize().into_bytes();
+        let mut answer = [0u8; ANSWER_BYTES];
+        conn.read_exact(&mut answer).await.map_err(eof_refused)?;
+        let proof = client_proof(secret, &nonce_c, &answer)?;
         conn.write_all(&proof).await?;
         let mut ok = [0u8; 2];
-        conn.read_exact(&mut ok).await.map_err(|_| {
-            refused("the peer refused our proof of the cluster secret (a different secret file?)")
-        })?;
-        if &ok != b"OK" {
-            return Err(refused("the peer refused the handshake"));
-        }
-        Ok(())
+        ok_refused(conn.read_exact(&mut ok).await.map(|_| ok))
     })
     .await
 }
@@ -177,34 +244,49 @@ pub async fn client(conn: &mut Conn, secret: &Secret, deadline: Duration) -> io:
 /// when the peer does not prove the secret.
 pub async fn server(conn: &mut Conn, secret: &Secret, deadline: Duration) -> io::Result<()> {
     with_deadline(deadline, "cluster handshake", async {
-        let mut hello = [0u8; 8 + NONCE_BYTES];
+        let mut hello = [0u8; HELLO_BYTES];
         conn.read_exact(&mut hello).await?;
-        if &hello[..8] != MAGIC {
-            return Err(refused("not a strata daemon of this protocol version"));
-        }
-        let nonce_c = &hello[8..];
-        let mut nonce_s = [0u8; NONCE_BYTES];
-        rand::rng().fill_bytes(&mut nonce_s);
-        let mut answer = Vec::with_capacity(8 + NONCE_BYTES + MAC_BYTES);
-        answer.extend_from_slice(MAGIC);
-        answer.extend_from_slice(&nonce_s);
-        answer.extend_from_slice(
-            &secret
-                .mac(b"server", nonce_c, &nonce_s)
-                .finalize()
-                .into_bytes(),
-        );
+        let (nonce_s, answer) = server_answer(secret, &hello)?;
         conn.write_all(&answer).await?;
         let mut proof = [0u8; MAC_BYTES];
         conn.read_exact(&mut proof).await?;
-        secret
-            .mac(b"client", &nonce_s, nonce_c)
-            .verify_slice(&proof)
-            .map_err(|_| refused("the peer does not know the cluster secret"))?;
+        server_check(secret, &hello, &nonce_s, &proof)?;
         conn.write_all(b"OK").await?;
         Ok(())
     })
     .await
+}
+
+/// [`client`] on a blocking stream; the caller's socket timeouts are the
+/// deadline.
+pub fn client_blocking<S: std::io::Read + std::io::Write>(
+    conn: &mut S,
+    secret: &Secret,
+) -> io::Result<()> {
+    let (nonce_c, hello) = client_hello();
+    conn.write_all(&hello)?;
+    let mut answer = [0u8; ANSWER_BYTES];
+    conn.read_exact(&mut answer).map_err(eof_refused)?;
+    let proof = client_proof(secret, &nonce_c, &answer)?;
+    conn.write_all(&proof)?;
+    let mut ok = [0u8; 2];
+    ok_refused(conn.read_exact(&mut ok).map(|_| ok))
+}
+
+/// [`server`] on a blocking stream; the caller's socket timeouts are the
+/// deadline.
+pub fn server_blocking<S: std::io::Read + std::io::Write>(
+    conn: &mut S,
+    secret: &Secret,
+) -> io::Result<()> {
+    let mut hello = [0u8; HELLO_BYTES];
+    conn.read_exact(&mut hello)?;
+    let (nonce_s, answer) = server_answer(secret, &hello)?;
+    conn.write_all(&answer)?;
+    let mut proof = [0u8; MAC_BYTES];
+    conn.read_exact(&mut proof)?;
+    server_check(secret, &hello, &nonce_s, &proof)?;
+    conn.write_all(b"OK")
 }
 
 #[cfg(test)]

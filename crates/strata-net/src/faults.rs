@@ -147,6 +147,36 @@ impl Transport for FaultyTransport {
         })
     }
 
+    /// Partitions and refused connects apply; the bytes of a socket handed
+    /// to a client are not intercepted (it is the kernel's).
+    fn dial_socket(&self, peer: &str, deadline: Duration) -> io::Result<std::net::TcpStream> {
+        let host = host_of(peer).to_string();
+        let end = std::time::Instant::now() + deadline;
+        while self.partitions.cut(&host) {
+            if std::time::Instant::now() >= end {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("connect to {peer}: no answer within {deadline:?} (partitioned)"),
+                ));
+            }
+            std::thread::sleep(PARTITION_RECHECK);
+        }
+        let refuse = {
+            let mut r = self
+                .rng
+                .lock()
+                .map_err(|_| io::Error::other("rng poisoned"))?;
+            r.random_bool(self.plan.connect_fail_prob.clamp(0.0, 1.0))
+        };
+        if refuse {
+            return Err(io::Error::new(
+                io::ErrorKind::ConnectionRefused,
+                format!("connect to {peer}: refused (injected fault)"),
+            ));
+        }
+        self.inner.dial_socket(peer, deadline)
+    }
+
     fn listen<'a>(&'a self, addr: &'a str) -> BoxFuture<'a, io::Result<Box<dyn Listener>>> {
         Box::pin(async move {
             let inner = self.inner.listen(addr).await?;

@@ -7,6 +7,9 @@
 //!   seeded delays, resets, refused connects and partitions for tests.
 //! - [`auth`] — the cluster secret and the handshake every connection
 //!   starts with (both sides prove the secret; a stranger is refused).
+//! - [`bulk`] — the bulk layer's connections: blob bytes on TCP
+//!   connections of their own (frames in `strata_proto::bulk`), dialed by a
+//!   daemon and handed to the client that asked.
 //! - [`rpc`] — the control RPC (tonic/gRPC, `proto/cluster.proto`) over
 //!   authenticated connections, every call with a deadline.
 //!
@@ -14,11 +17,13 @@
 //! nothing here knows the engine: a daemon implements the generated
 //! service trait ([`pb::cluster_server::Cluster`]) on top of it.
 //!
-//! **API Boundary:** async (tokio); the daemon runs it on its own runtime
-//! thread, apart from the engine's poller.
+//! **API Boundary:** the RPC is async (tokio), run by the daemon on its own
+//! runtime, apart from the engine's poller; the bulk layer is blocking
+//! (its sockets end up in client processes and in per-connection threads).
 #![forbid(unsafe_code)]
 
 pub mod auth;
+pub mod bulk;
 pub mod faults;
 pub mod rpc;
 pub mod transport;

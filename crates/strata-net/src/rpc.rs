@@ -212,12 +212,6 @@ mod tests {
         ) -> Result<tonic::Response<pb::StopReply>, tonic::Status> {
             Err(tonic::Status::unimplemented("test"))
         }
-        async fn execute(
-            &self,
-            _: tonic::Request<pb::ExecRequest>,
-        ) -> Result<tonic::Response<pb::ExecReply>, tonic::Status> {
-            Err(tonic::Status::unimplemented("test"))
-        }
     }
 
     #[tokio::test]

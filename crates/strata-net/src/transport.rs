@@ -35,6 +35,9 @@ pub trait Transport: Send + Sync + 'static {
     fn connect<'a>(&'a self, peer: &'a str) -> BoxFuture<'a, io::Result<Conn>>;
     /// Listens on `addr` (`host:port`; port 0 picks one).
     fn listen<'a>(&'a self, addr: &'a str) -> BoxFuture<'a, io::Result<Box<dyn Listener>>>;
+    /// A kernel socket to `peer` for the bulk path (blocking, handed to a
+    /// client process), connected within `deadline`.
+    fn dial_socket(&self, peer: &str, deadline: Duration) -> io::Result<std::net::TcpStream>;
 }
 
 /// Accepts connections.
@@ -111,6 +114,34 @@ impl Transport for TcpTransport {
             Ok(Box::new(TcpListener(l)) as Box<dyn Listener>)
         })
     }
+
+    fn dial_socket(&self, peer: &str, deadline: Duration) -> io::Result<std::net::TcpStream> {
+        let addr = resolve_blocking(peer)?;
+        let s = std::net::TcpStream::connect_timeout(&addr, deadline)
+            .map_err(|e| io::Error::new(e.kind(), format!("connect to {peer}: {e}")))?;
+        tune_bulk_socket(&s)?;
+        Ok(s)
+    }
+}
+
+/// Resolves `peer` without the async runtime (the bulk path's threads).
+pub fn resolve_blocking(peer: &str) -> io::Result<std::net::SocketAddr> {
+    use std::net::ToSocketAddrs;
+    peer.to_socket_addrs()?.next().ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("{peer}: the name resolves to no address"),
+        )
+    })
+}
+
+/// The bulk path's socket options: no Nagle delay, large buffers (best
+/// effort: the kernel caps them at net.core.*mem_max).
+pub fn tune_bulk_socket(s: &std::net::TcpStream) -> io::Result<()> {
+    s.set_nodelay(true)?;
+    let _ = rustix::net::sockopt::set_socket_send_buffer_size(s, SOCKET_BUFFER_BYTES as usize);
+    let _ = rustix::net::sockopt::set_socket_recv_buffer_size(s, SOCKET_BUFFER_BYTES as usize);
+    Ok(())
 }
 
 struct TcpListener(tokio::net::TcpListener);

@@ -70,14 +70,12 @@ pub enum ControlRequest {
         #[serde(default)]
         offer_gen: Option<u64>,
     },
-    /// A native-API request for node `node`'s daemon, sent on by this one
-    /// over the cluster (the caller has no network side of its own):
-    /// `record` is the request record in its wire form; `arg_len` bytes of
-    /// its argument area (names, then data) follow the frame.
-    Forward {
+    /// An authenticated bulk connection to node `node` (the owner of names
+    /// this client uses), dialed by this daemon — the client holds no
+    /// cluster secret: answered with `BulkConnected`, the socket's
+    /// descriptor passed after the frame (`send_fd`).
+    BulkConnect {
         node: u32,
-        record: Vec<u8>,
-        arg_len: u64,
     },
 }
 
@@ -416,13 +414,13 @@ pub enum ControlReply {
         present: bool,
         mod_gen: u64,
     },
-    /// The owner's answer to a `Forward`: its response record; `arg_len`
-    /// bytes of the reply's argument area, then `data_len` bytes of the
-    /// blob data a read covered, follow the frame.
-    Forwarded {
-        record: Vec<u8>,
-        arg_len: u64,
-        data_len: u64,
+    /// A bulk connection to `node` (`name` at `address`) follows the frame;
+    /// `timeout_ms` is the cluster's call deadline (the socket's timeouts).
+    BulkConnected {
+        node: u32,
+        name: String,
+        address: String,
+        timeout_ms: u64,
     },
 }
 

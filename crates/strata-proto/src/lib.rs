@@ -10,6 +10,7 @@
 //! **API Boundary:** numeric values (error codes) are stable; they are
 //! mirrored in `include/strata.h`.
 #![forbid(unsafe_code)]
+pub mod bulk;
 pub mod control;
 pub mod error;
 pub mod msg;

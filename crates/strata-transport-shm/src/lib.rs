@@ -19,7 +19,10 @@ pub mod layout;
 pub mod record;
 
 pub use codec::{decode_reply, decode_request, encode_reply, encode_request, op_of};
-pub use record::{Op, Pod, RequestRecord, ResponseRecord, PROTOCOL_VERSION, RELEASES_MAX};
+pub use record::{
+    Op, Pod, RequestRecord, ResponseRecord, PROTOCOL_VERSION, RELEASES_MAX, REQUEST_WIRE_BYTES,
+    RESPONSE_WIRE_BYTES,
+};
 
 #[cfg(test)]
 mod tests;

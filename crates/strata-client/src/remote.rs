@@ -1,0 +1,449 @@
+//! The transport to **another node's engine**: the bulk layer. The client
+//! asks its own daemon for a connection to the owner node (control
+//! `BulkConnect`); the daemon dials it, proves the cluster secret and hands
+//! the socket over (SCM_RIGHTS) — the client holds no secret and never
+//! listens. On it, a request is encoded with the shared-memory codec into
+//! a record and its names, followed by the put's bytes written straight
+//! from the caller's buffer, in one frame of `strata_proto::bulk`; the
+//! owner runs it and answers with its reply and, for a read, the bytes the
+//! reply's extents cover.
+//!
+//! Bounds: one request carries at most `FORWARD_DATA_BYTES_MAX` of data
+//! (larger puts go in pieces, larger reads are answered in parts: both are
+//! the callers' usual loops); a transport keeps at most
+//! `IDLE_CONNECTIONS_MAX` idle connections; every read and write has the
+//! cluster's call deadline (the socket's timeouts), after which the call
+//! fails with `NodeDown` naming the node.
+
+use std::io::Read;
+use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use strata_proto::bulk::{self as frame, Kind};
+use strata_proto::control::{
+    self, ControlReply, ControlRequest, FORWARD_ARG_BYTES_MAX, FORWARD_DATA_BYTES_MAX,
+};
+use strata_proto::msg::{DataRef, Request};
+use strata_proto::types::{ReadExtent, TIER_HOLE};
+use strata_proto::Errno;
+use strata_transport_shm::{codec, RequestRecord, ResponseRecord, RESPONSE_WIRE_BYTES};
+
+use crate::transport::{Answer, Lane, Ticket, Transport};
+use crate::{err, Result};
+
+/// How long asking the local daemon for a connection may take (it dials
+/// with the cluster's deadline and answers `NodeDown` after it).
+const DIAL_SOCKET_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// Writes with `MSG_NOSIGNAL`: a peer that closed the connection is an
+/// error here, never a SIGPIPE killing the program (C programs keep the
+/// default SIGPIPE action).
+struct NoSigPipe<'a>(&'a TcpStream);
+
+impl std::io::Write for NoSigPipe<'_> {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        rustix::net::send(self.0, b, rustix::net::SendFlags::NOSIGNAL).map_err(Into::into)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Idle connections to one node a transport keeps for later requests.
+const IDLE_CONNECTIONS_MAX: usize = 8;
+
+/// A bulk connection and the node it reaches.
+struct Conn {
+    s: TcpStream,
+}
+
+/// The way to node `node`: bulk connections the daemon at `socket` dials.
+pub struct RemoteTransport {
+    pub node: u32,
+    pub socket: PathBuf,
+    /// Connections a finished request left open (one request at a time on each).
+    idle: std::sync::Mutex<Vec<Conn>>,
+    /// The node's name and bulk address, once known (error messages).
+    peer: std::sync::Mutex<String>,
+    /// Reply buffers of finished lanes (at most `IDLE_CONNECTIONS_MAX`).
+    buffers: std::sync::Mutex<Vec<(Vec<u8>, Vec<u8>)>>,
+}
+
+impl RemoteTransport {
+    pub fn new(node: u32, socket: PathBuf) -> RemoteTransport {
+        RemoteTransport {
+            node,
+            socket,
+            idle: std::sync::Mutex::new(Vec::new()),
+            peer: std::sync::Mutex::new(format!("node {node}")),
+            buffers: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// A connection (`true`: from the pool). Pooled connections the peer
+    /// closed meanwhile (a restart) are dropped here.
+    fn take(&self) -> Result<(Conn, bool)> {
+        while let Some(c) = self.idle.lock().ok().and_then(|mut v| v.pop()) {
+            if alive(&c.s) {
+                return Ok((c, true));
+            }
+        }
+        Ok((self.connect()?, false))
+    }
+
+    /// Asks the local daemon for a new connection to the node.
+    fn connect(&self) -> Result<Conn> {
+        let no_daemon = |e: std::io::Error| {
+            err(
+                Errno::NoDaemon,
+                format!(
+                    "asking {} for a bulk connection: {e}",
+                    self.socket.display()
+                ),
+            )
+        };
+        let mut u = UnixStream::connect(&self.socket).map_err(no_daemon)?;
+        u.set_read_timeout(Some(DIAL_SOCKET_TIMEOUT))
+            .map_err(no_daemon)?;
+        control::write_frame(&mut u, &ControlRequest::BulkConnect { node: self.node })
+            .map_err(no_daemon)?;
+        match control::read_frame(&mut u).map_err(no_daemon)? {
+            ControlReply::BulkConnected {
+                node,
+                name,
+                address,
+                timeout_ms,
+            } if node == self.node => {
+                let s = TcpStream::from(control::recv_fd(&u).map_err(no_daemon)?);
+                let t = Some(Duration::from_millis(timeout_ms.max(1)));
+                s.set_read_timeout(t).map_err(no_daemon)?;
+                s.set_write_timeout(t).map_err(no_daemon)?;
+                if let Ok(mut p) = self.peer.lock() {
+                    *p = format!("node {node} ({name}, {address})");
+                }
+                Ok(Conn { s })
+            }
+            ControlReply::Error { code, message } => Err(err(
+                Errno::from_code(code).unwrap_or(Errno::Internal),
+                message,
+            )),
+            other => Err(err(
+                Errno::Internal,
+                format!("unexpected answer to BulkConnect: {other:?}"),
+            )),
+        }
+    }
+
+    fn give_back(&self, c: Conn) {
+        if let Ok(mut v) = self.idle.lock() {
+            if v.len() < IDLE_CONNECTIONS_MAX {
+                v.push(c);
+            }
+        }
+    }
+
+    fn down(&self, e: std::io::Error) -> crate::Error {
+        let peer = self.peer.lock().map(|p| p.clone()).unwrap_or_default();
+        err(
+            Errno::NodeDown,
+            format!("{peer} is down or unreachable: {e}"),
+        )
+    }
+}
+
+/// True when a pooled connection has nothing unread and is not closed.
+fn alive(s: &TcpStream) -> bool {
+    let mut b = [0u8; 1];
+    matches!(
+        rustix::net::recv(
+            s,
+            &mut b,
+            rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT
+        ),
+        Err(rustix::io::Errno::AGAIN)
+    )
+}
+
+struct RemoteLane<'t> {
+    t: &'t RemoteTransport,
+    next_tag: u64,
+    /// The answer of the last submitted request, by tag.
+    answer: Option<(u64, Answer)>,
+    /// Bytes of the data extents of the last read, in reply order.
+    data: Vec<u8>,
+    /// The last reply's argument area.
+    arg_back: Vec<u8>,
+    /// Bytes of the current reply read so far (0: none, a retry is safe).
+    got: usize,
+    /// Bytes of `data` the last reply filled.
+    data_len: usize,
+}
+
+impl RemoteLane<'_> {
+    fn send(&mut self, req: &Request) -> Result<Ticket> {
+        let op = codec::op_of(req);
+        let mut rec = RequestRecord::default();
+        // The record and names are encoded without the put's bytes, which
+        // are written from the caller's buffer after them.
+        let data: &[u8] = match req {
+            Request::Put {
+                data: DataRef::Inline(d),
+                ..
+            } => d,
+            _ => &[],
+        };
+        let cannot = |e| err(e, "request the bulk path cannot carry");
+        let mut names = vec![0u8; 4096];
+        let encoded = match req {
+            Request::Put {
+                bucket,
+                name,
+                mode,
+                policy,
+                ..
+            } => {
+                let bare = Request::Put {
+                    bucket: *bucket,
+                    name,
+                    data: DataRef::Inline(&[]),
+                    mode: *mode,
+                    policy: *policy,
+                };
+                let r = encode_grow(&bare, &mut rec, &mut names);
+                rec.len = data.len() as u64;
+                r
+            }
+            _ => encode_grow(req, &mut rec, &mut names),
+        };
+        encoded.map_err(cannot)?;
+        names.truncate(rec.name_len as usize + rec.name2_len as usize);
+        self.next_tag += 1;
+        rec.tag = self.next_tag;
+        let reply = self.round_trip(&rec, &names, data)?;
+        let answer = codec::decode_reply(op, &reply, &self.arg_back);
+        self.answer = Some((rec.tag, answer));
+        Ok(Ticket {
+            lane: 0,
+            slot: 0,
+            tag: rec.tag,
+            code: op as u32,
+            data_len: 0,
+        })
+    }
+
+    /// Sends the request; its response record (the reply's argument area
+    /// goes to `arg_back`, a read's bytes to `data`).
+    fn round_trip(
+        &mut self,
+        rec: &RequestRecord,
+        names: &[u8],
+        data: &[u8],
+    ) -> Result<ResponseRecord> {
+        let wire = rec.to_wire();
+        let send = |c: &Conn| {
+            frame::write_frame(
+                &mut NoSigPipe(&c.s),
+                Kind::Request,
+                &wire,
+                &[names, data],
+                &[],
+            )
+        };
+        let (mut c, pooled) = self.t.take()?;
+        let mut res = send(&c).and_then(|_| self.read_reply(&mut c));
+        if let (Err(e), true) = (&res, pooled) {
+            // A pooled connection the owner closed before reading (its
+            // restart): the request was not run; one fresh attempt.
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::BrokenPipe
+                    | std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::UnexpectedEof
+            ) && self.got == 0
+            {
+                c = self.t.connect()?;
+                res = send(&c).and_then(|_| self.read_reply(&mut c));
+            }
+        }
+        match res {
+            Ok(Ok(r)) => {
+                self.t.give_back(c);
+                Ok(r)
+            }
+            // An error frame: the owner closes the connection after it.
+            Ok(Err(e)) => Err(e),
+            Err(e) => Err(self.t.down(e)),
+        }
+    }
+
+    /// Reads one reply frame (`self.got`: bytes of it read so far).
+    fn read_reply(&mut self, c: &mut Conn) -> std::io::Result<Result<ResponseRecord>> {
+        self.got = 0;
+        let h = frame::read_header(&mut c.s)?;
+        self.got = frame::HEADER_BYTES;
+        let mut rec = vec![0u8; h.record_len as usize];
+        c.s.read_exact(&mut rec)?;
+        self.arg_back.clear();
+        self.arg_back.resize(h.arg_len as usize, 0);
+        c.s.read_exact(&mut self.arg_back)?;
+        // Grown, never cleared: no zeroing of megabytes per read.
+        let n = h.data_len as usize;
+        if self.data.len() < n {
+            self.data.resize(n, 0);
+        }
+        self.data_len = n;
+        c.s.read_exact(&mut self.data[..n])?;
+        let bad =
+            |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string());
+        match h.kind {
+            Kind::Reply if rec.len() == RESPONSE_WIRE_BYTES => {
+                Ok(Ok(ResponseRecord::from_wire(&rec)
+                    .ok_or_else(|| bad("malformed response record"))?))
+            }
+            Kind::Error => Ok(Err(err(
+                frame::error_code(&rec),
+                String::from_utf8_lossy(&self.arg_back).into_owned(),
+            ))),
+            _ => Err(bad("unexpected bulk frame")),
+        }
+    }
+}
+
+/// Encodes `req`'s record and names into `names`, growing it once for long
+/// names.
+fn encode_grow(
+    req: &Request,
+    rec: &mut RequestRecord,
+    names: &mut Vec<u8>,
+) -> std::result::Result<(), Errno> {
+    match codec::encode_request(req, rec, names) {
+        Err(Errno::Name) => {
+            names.resize(FORWARD_ARG_BYTES_MAX, 0);
+            *rec = RequestRecord::default();
+            codec::encode_request(req, rec, names)
+        }
+        r => r,
+    }
+}
+
+impl Lane for RemoteLane<'_> {
+    fn submit(&mut self, req: &Request) -> Result<Ticket> {
+        self.send(req)
+    }
+
+    fn submit_data<'d>(
+        &mut self,
+        data: &'d [u8],
+        make: &dyn Fn(DataRef<'d>) -> Request<'d>,
+    ) -> Result<Option<Ticket>> {
+        if data.len() > FORWARD_DATA_BYTES_MAX {
+            return Ok(None);
+        }
+        let mut t = self.send(&make(DataRef::Inline(data)))?;
+        t.data_len = data.len();
+        Ok(Some(t))
+    }
+
+    fn submit_inline<'d>(
+        &mut self,
+        name_len: usize,
+        data: &'d [u8],
+        make: &dyn Fn(DataRef<'d>) -> Request<'d>,
+    ) -> Result<Ticket> {
+        let room = (FORWARD_ARG_BYTES_MAX + FORWARD_DATA_BYTES_MAX).saturating_sub(name_len);
+        let n = data.len().min(room).min(FORWARD_DATA_BYTES_MAX);
+        let mut t = self.send(&make(DataRef::Inline(&data[..n])))?;
+        t.data_len = n;
+        Ok(t)
+    }
+
+    fn wait(&mut self, t: Ticket) -> Result<Answer> {
+        match self.answer.take() {
+            Some((tag, a)) if tag == t.tag => Ok(a),
+            _ => Err(err(
+                Errno::Internal,
+                "waiting for a request this lane did not send",
+            )),
+        }
+    }
+
+    fn notify(&mut self, req: &Request) -> Result<()> {
+        self.send(req).map(|_| ())
+    }
+
+    fn read_extents(&self, exts: &[ReadExtent], base: u64, dst: &mut [u8]) -> Result<()> {
+        let mut at = 0usize;
+        for e in exts {
+            let off = e
+                .logical_off
+                .checked_sub(base)
+                .ok_or_else(|| err(Errno::Malformed, "extent before the read"))?
+                as usize;
+            let len = e.len as usize;
+            let d = dst
+                .get_mut(off..off.saturating_add(len))
+                .ok_or_else(|| err(Errno::Internal, "extent outside the buffer"))?;
+            if e.tier == TIER_HOLE {
+                d.fill(0);
+                continue;
+            }
+            let src = self.data[..self.data_len]
+                .get(at..at + len)
+                .ok_or_else(|| err(Errno::Malformed, "forwarded read shorter than its extents"))?;
+            d.copy_from_slice(src);
+            at += len;
+        }
+        Ok(())
+    }
+
+    fn release(&mut self, _pin: u64) {
+        // The owner released the pin when it read the bytes.
+    }
+}
+
+impl Transport for RemoteTransport {
+    fn with_lane(
+        &self,
+        _at: Option<u32>,
+        f: &mut dyn FnMut(&mut dyn Lane) -> Result<()>,
+    ) -> Result<()> {
+        // Reply buffers outlive the lane: a read of megabytes does not
+        // fault in fresh pages every time.
+        let (data, arg_back) = self
+            .buffers
+            .lock()
+            .ok()
+            .and_then(|mut b| b.pop())
+            .unwrap_or_default();
+        let mut lane = RemoteLane {
+            t: self,
+            next_tag: 0,
+            answer: None,
+            data,
+            arg_back,
+            got: 0,
+            data_len: 0,
+        };
+        let r = f(&mut lane);
+        if let Ok(mut b) = self.buffers.lock() {
+            if b.len() < IDLE_CONNECTIONS_MAX {
+                b.push((lane.data, lane.arg_back));
+            }
+        }
+        r
+    }
+
+    fn data_max_bytes(&self) -> usize {
+        FORWARD_DATA_BYTES_MAX
+    }
+
+    fn daemon_alive(&self) -> bool {
+        UnixStream::connect(&self.socket).is_ok()
+    }
+
+    fn direct_gen(&self) -> u64 {
+        0
+    }
+}

@@ -1,0 +1,219 @@
+//! The owner's side of the **bulk layer**: a listener on this node's bulk
+//! port (cluster port + `strata_net::bulk::BULK_PORT_OFFSET`) and one
+//! blocking thread per connection. A connection proves the cluster secret
+//! and names the node that dialed it (`strata_net::bulk::accept`), then
+//! carries frames of `strata_proto::bulk`, one request at a time: the
+//! request goes to the poller as `Msg::Execute` (the engine's thread stays
+//! the only one touching its state), the reply and the bytes a read covered
+//! come back in one frame.
+//!
+//! **Invariants:** at most `BULK_CONNECTIONS_MAX` connections are served
+//! (more are closed, logged); a frame's lengths are checked before its body
+//! is read; a malformed frame gets an error frame and the connection is
+//! closed; no read or write waits longer than the call deadline once a
+//! frame started (`BULK_IDLE_MAX` between frames).
+
+use std::io::{self, Read};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use strata_proto::bulk::{self as frame, Kind};
+use strata_proto::Errno;
+use strata_transport_shm::{RequestRecord, REQUEST_WIRE_BYTES};
+
+use super::State;
+use crate::server::Msg;
+
+/// Bulk connections served at once (each one thread).
+pub const BULK_CONNECTIONS_MAX: usize = 256;
+/// How long a connection may stay idle between frames (clients keep a few
+/// open for their next requests).
+pub const BULK_IDLE_MAX: Duration = Duration::from_secs(3600);
+
+/// The running listener.
+pub struct Listening {
+    stop: Arc<AtomicBool>,
+    addr: std::net::SocketAddr,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Listening {
+    /// Stops accepting (connections in service end with their peer or the
+    /// process).
+    pub fn stop(mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wakes the accept.
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Listens on `addr` (an error now fails the daemon's start).
+pub fn listen(st: Arc<State>, addr: &str) -> anyhow::Result<Listening> {
+    let a = strata_net::transport::resolve_blocking(addr)
+        .with_context(|| format!("bulk address {addr}"))?;
+    let l = TcpListener::bind(a)
+        .with_context(|| format!("cannot listen on the bulk address {addr}"))?;
+    let addr = l.local_addr()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    let thread = std::thread::Builder::new()
+        .name("strata-bulk-accept".into())
+        .spawn(move || accept_loop(l, st, s2))
+        .context("cannot spawn the bulk listener")?;
+    Ok(Listening {
+        stop,
+        addr,
+        thread: Some(thread),
+    })
+}
+
+fn accept_loop(l: TcpListener, st: Arc<State>, stop: Arc<AtomicBool>) {
+    let active = Arc::new(AtomicUsize::new(0));
+    for conn in l.incoming() {
+        if stop.load(Ordering::SeqCst) {
+            return;
+        }
+        let s = match conn {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("bulk accept failed: {e}");
+                // EMFILE and the like: do not spin.
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
+        let peer = s
+            .peer_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|_| "?".into());
+        if active.fetch_add(1, Ordering::SeqCst) >= BULK_CONNECTIONS_MAX {
+            active.fetch_sub(1, Ordering::SeqCst);
+            tracing::warn!(
+                peer,
+                "bulk connection closed: {BULK_CONNECTIONS_MAX} already served"
+            );
+            continue;
+        }
+        let (st, a) = (st.clone(), active.clone());
+        let spawned = std::thread::Builder::new()
+            .name("strata-bulk".into())
+            .stack_size(256 << 10)
+            .spawn(move || {
+                serve(s, &st, &peer);
+                a.fetch_sub(1, Ordering::SeqCst);
+            });
+        if let Err(e) = spawned {
+            active.fetch_sub(1, Ordering::SeqCst);
+            tracing::error!("cannot spawn a bulk connection thread: {e}");
+        }
+    }
+}
+
+fn send_error(s: &mut TcpStream, e: Errno, message: &str) {
+    let (rec, msg) = frame::error_body(e, message);
+    let _ = frame::write_frame(&mut NoSig(s), Kind::Error, &rec, &[&msg], &[]);
+}
+
+/// Writes with `MSG_NOSIGNAL` (a peer gone is an error, not a SIGPIPE).
+struct NoSig<'a>(&'a TcpStream);
+
+impl io::Write for NoSig<'_> {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        rustix::net::send(self.0, b, rustix::net::SendFlags::NOSIGNAL).map_err(Into::into)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Serves one connection until its peer closes it or breaks the protocol.
+fn serve(mut s: TcpStream, st: &State, peer: &str) {
+    let setup = &st.setup;
+    let from = match strata_net::bulk::accept(&mut s, &setup.secret, setup.call_timeout) {
+        Ok(id) if (id as usize) < setup.membership.nodes.len() && id != setup.me => id,
+        Ok(id) => {
+            tracing::warn!(
+                peer,
+                id,
+                "bulk connection refused: not another node of this cluster"
+            );
+            return;
+        }
+        Err(e) => {
+            tracing::warn!(peer, "bulk connection refused: {e}");
+            return;
+        }
+    };
+    let mut arg = Vec::new();
+    let mut data = Vec::new();
+    // Bounded by the connection: it ends when the peer closes it, breaks the
+    // protocol, or stays idle for BULK_IDLE_MAX.
+    loop {
+        if s.set_read_timeout(Some(BULK_IDLE_MAX)).is_err() {
+            return;
+        }
+        let h = match frame::read_header(&mut s) {
+            Ok(h) => h,
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return,
+            Err(e) => {
+                tracing::warn!(peer, "bulk frame refused: {e}");
+                send_error(&mut s, Errno::Malformed, &e.to_string());
+                return;
+            }
+        };
+        if s.set_read_timeout(Some(setup.call_timeout)).is_err() {
+            return;
+        }
+        if h.kind != Kind::Request || h.record_len as usize != REQUEST_WIRE_BYTES || h.data_len != 0
+        {
+            tracing::warn!(peer, ?h, "bulk frame refused: not a request");
+            send_error(&mut s, Errno::Malformed, "expected a request frame");
+            return;
+        }
+        let mut rec = [0u8; REQUEST_WIRE_BYTES];
+        arg.resize(h.arg_len as usize, 0);
+        if let Err(e) = s.read_exact(&mut rec).and_then(|_| s.read_exact(&mut arg)) {
+            tracing::warn!(peer, "bulk request cut short: {e}");
+            return;
+        }
+        let Some(record) = RequestRecord::from_wire(&rec) else {
+            send_error(&mut s, Errno::Malformed, "malformed request record");
+            return;
+        };
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let sent = st.send(Msg::Execute {
+            from,
+            record,
+            arg: std::mem::take(&mut arg),
+            data: std::mem::take(&mut data),
+            reply,
+        });
+        let out = match sent.ok().and_then(|_| answer.blocking_recv().ok()) {
+            Some(out) => out,
+            None => {
+                send_error(&mut s, Errno::Shutdown, "the daemon is stopping");
+                return;
+            }
+        };
+        let wrote = frame::write_frame(
+            &mut NoSig(&s),
+            Kind::Reply,
+            &out.record.to_wire(),
+            &[&out.arg],
+            &out.data[..out.data_len],
+        );
+        if let Err(e) = wrote {
+            tracing::debug!(peer, "bulk reply not delivered: {e}");
+            return;
+        }
+        // The buffers come back for the next request.
+        arg = out.spent;
+        data = out.data;
+    }
+}

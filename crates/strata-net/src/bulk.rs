@@ -1,0 +1,144 @@
+//! **The bulk layer's connections** (Mercury's bulk layer, seed 003): blob
+//! bytes travel on TCP connections of their own, never in RPC messages.
+//! A node's bulk port is its cluster port + [`BULK_PORT_OFFSET`].
+//!
+//! A connection is dialed by a daemon ([`dial`], through its
+//! [`Transport`], so partitions and refused connects apply), authenticated
+//! with the cluster secret (the same handshake as the RPC), followed by the
+//! dialer's node id; the daemon then hands the socket to a client process
+//! on its node, which speaks the frames of `strata_proto::bulk` on it
+//! directly — the bytes go from the client's buffer to the owner with no
+//! hop through the local daemon. The owner side ([`accept`]) checks the
+//! same handshake before reading a frame.
+//!
+//! **Invariant:** a connection that did not prove the secret carries no
+//! frame; every blocking call here has a socket timeout.
+
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use crate::auth::{self, Secret};
+use crate::faults::host_of;
+use crate::transport::Transport;
+
+/// The bulk port's distance from the node's cluster (RPC) port.
+pub const BULK_PORT_OFFSET: u16 = 1;
+
+/// `host:port` of the bulk listener of the node whose RPC endpoint is
+/// `endpoint` (`host:port`, `[v6]:port`).
+pub fn bulk_endpoint(endpoint: &str) -> io::Result<String> {
+    let bad = || {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{endpoint}: not host:port"),
+        )
+    };
+    let (_, port) = endpoint.rsplit_once(':').ok_or_else(bad)?;
+    let port: u16 = port.parse().map_err(|_| bad())?;
+    let bulk = port.checked_add(BULK_PORT_OFFSET).ok_or_else(bad)?;
+    let host = host_of(endpoint);
+    Ok(if host.contains(':') {
+        format!("[{host}]:{bulk}")
+    } else {
+        format!("{host}:{bulk}")
+    })
+}
+
+/// Opens an authenticated bulk connection to `peer` (its bulk endpoint) for
+/// node `me`; every step within `deadline`. The socket keeps `deadline` as
+/// its read and write timeout.
+pub fn dial(
+    t: &dyn Transport,
+    peer: &str,
+    me: u32,
+    secret: &Secret,
+    deadline: Duration,
+) -> io::Result<TcpStream> {
+    let mut s = t.dial_socket(peer, deadline)?;
+    s.set_read_timeout(Some(deadline))?;
+    s.set_write_timeout(Some(deadline))?;
+    auth::client_blocking(&mut s, secret)?;
+    s.write_all(&me.to_le_bytes())?;
+    Ok(s)
+}
+
+/// The owner's side of [`dial`]: the handshake and the dialer's node id,
+/// within `deadline` (the socket's timeouts are the caller's afterwards).
+pub fn accept(s: &mut TcpStream, secret: &Secret, deadline: Duration) -> io::Result<u32> {
+    crate::transport::tune_bulk_socket(s)?;
+    s.set_read_timeout(Some(deadline))?;
+    s.set_write_timeout(Some(deadline))?;
+    auth::server_blocking(s, secret)?;
+    let mut id = [0u8; 4];
+    s.read_exact(&mut id)?;
+    Ok(u32::from_le_bytes(id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::faults::{FaultPlan, FaultyTransport};
+    use crate::transport::TcpTransport;
+    use std::sync::Arc;
+
+    #[test]
+    fn bulk_endpoints_are_next_to_the_rpc_port() {
+        assert_eq!(bulk_endpoint("10.0.0.1:7707").unwrap(), "10.0.0.1:7708");
+        assert_eq!(bulk_endpoint("[::1]:7707").unwrap(), "[::1]:7708");
+        assert_eq!(bulk_endpoint("n1:80").unwrap(), "n1:81");
+        assert!(bulk_endpoint("n1").is_err());
+        assert!(bulk_endpoint("n1:65535").is_err());
+    }
+
+    fn serve_once(secret: Secret) -> (String, std::thread::JoinHandle<io::Result<u32>>) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let h = std::thread::spawn(move || {
+            let (mut s, _) = l.accept()?;
+            let id = accept(&mut s, &secret, Duration::from_secs(5))?;
+            // Echo one byte: the connection works after the handshake.
+            let mut b = [0u8; 1];
+            s.read_exact(&mut b)?;
+            s.write_all(&b)?;
+            Ok(id)
+        });
+        (addr, h)
+    }
+
+    #[test]
+    fn dial_authenticates_and_names_the_dialer() {
+        let k = Secret::generate();
+        let (addr, h) = serve_once(k.clone());
+        let mut s = dial(&TcpTransport, &addr, 3, &k, Duration::from_secs(5)).unwrap();
+        s.write_all(b"x").unwrap();
+        let mut b = [0u8; 1];
+        s.read_exact(&mut b).unwrap();
+        assert_eq!(&b, b"x");
+        assert_eq!(h.join().unwrap().unwrap(), 3);
+        // Another secret: refused on both sides.
+        let (addr, h) = serve_once(k.clone());
+        let e = dial(
+            &TcpTransport,
+            &addr,
+            3,
+            &Secret::generate(),
+            Duration::from_secs(5),
+        )
+        .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::PermissionDenied);
+        assert!(h.join().unwrap().is_err());
+    }
+
+    #[test]
+    fn a_partitioned_peer_times_out_at_the_deadline() {
+        let k = Secret::generate();
+        let (addr, _h) = serve_once(k.clone());
+        let t = FaultyTransport::new(Arc::new(TcpTransport), FaultPlan::none(1));
+        t.partition("127.0.0.1");
+        let e = dial(&t, &addr, 0, &k, Duration::from_millis(50)).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        t.heal("127.0.0.1");
+        dial(&t, &addr, 0, &k, Duration::from_secs(5)).unwrap();
+    }
+}
