@@ -136,13 +136,13 @@ pub fn keys_per_worker(size: u64, workers: usize, max_keys: usize, working_set: 
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
+pub enum Phase {
     Put,
     Get,
 }
 
 impl Phase {
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Phase::Put => "put",
             Phase::Get => "get",
@@ -163,12 +163,12 @@ enum Msg {
 
 /// What one worker (or a merge of workers) did in one phase.
 #[derive(Debug, Clone, Default)]
-struct PhaseResult {
-    ops: u64,
-    bytes: u64,
+pub struct PhaseResult {
+    pub ops: u64,
+    pub bytes: u64,
     /// Longest worker's time (the phase's wall time).
-    elapsed_ns: u64,
-    hist: Hist,
+    pub elapsed_ns: u64,
+    pub hist: Hist,
 }
 
 impl PhaseResult {
@@ -397,13 +397,65 @@ pub fn run_worker(a: KvWorkerArgs) -> Result<()> {
     Ok(())
 }
 
-struct Proc {
+pub struct Proc {
     child: Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
 }
 
 impl Proc {
+    /// Starts a `kv-worker` command (its pipes are set here).
+    pub fn spawn(mut cmd: Command) -> Result<Proc> {
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("cannot spawn {:?}", cmd.get_program()))?;
+        let stdin = child.stdin.take().context("worker stdin")?;
+        let stdout = BufReader::new(child.stdout.take().context("worker stdout")?);
+        Ok(Proc {
+            child,
+            stdin,
+            stdout,
+        })
+    }
+
+    /// Barrier: every process connected, populated and warmed up.
+    pub fn barrier(ps: &mut [Proc]) -> Result<()> {
+        for p in ps {
+            let l = p.read_line()?;
+            if l != "ready" {
+                bail!("worker said {l:?} instead of ready");
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs `phase` in every process at once; their results merged.
+    pub fn run_phase(ps: &mut [Proc], phase: Phase) -> Result<PhaseResult> {
+        for p in ps.iter_mut() {
+            p.stdin
+                .write_all(format!("{}\n", phase.name()).as_bytes())?;
+            p.stdin.flush()?;
+        }
+        let mut total = PhaseResult::default();
+        for p in ps.iter_mut() {
+            let l = p.read_line()?;
+            let json = l
+                .strip_prefix("done ")
+                .ok_or_else(|| anyhow!("worker said {l:?}"))?;
+            let w: WirePhase = serde_json::from_str(json)?;
+            total.merge(&PhaseResult {
+                ops: w.ops,
+                bytes: w.bytes,
+                elapsed_ns: w.elapsed_ns,
+                hist: Hist::decode(&w.hist)?,
+            });
+        }
+        Ok(total)
+    }
+
     fn read_line(&mut self) -> Result<String> {
         let mut l = String::new();
         if self.stdout.read_line(&mut l)? == 0 {
@@ -488,56 +540,17 @@ impl Workers {
                 &format!("p{p}"),
             ]);
             // The worker's CLI finds the same daemon through this, never starts its own.
-            cmd.env("STRATA_SOCKET", socket)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit());
-            let mut child = cmd
-                .spawn()
-                .with_context(|| format!("cannot spawn {}", exe.display()))?;
-            let stdin = child.stdin.take().context("worker stdin")?;
-            let stdout = BufReader::new(child.stdout.take().context("worker stdout")?);
-            ps.push(Proc {
-                child,
-                stdin,
-                stdout,
-            });
+            cmd.env("STRATA_SOCKET", socket);
+            ps.push(Proc::spawn(cmd)?);
         }
-        // Barrier: every process connected, populated and warmed up.
-        for p in &mut ps {
-            let l = p.read_line()?;
-            if l != "ready" {
-                bail!("worker said {l:?} instead of ready");
-            }
-        }
+        Proc::barrier(&mut ps)?;
         Ok(Workers::Procs(ps))
     }
 
     fn run(&mut self, phase: Phase) -> Result<PhaseResult> {
         match self {
             Workers::Local(g) => g.run(phase),
-            Workers::Procs(ps) => {
-                for p in ps.iter_mut() {
-                    p.stdin
-                        .write_all(format!("{}\n", phase.name()).as_bytes())?;
-                    p.stdin.flush()?;
-                }
-                let mut total = PhaseResult::default();
-                for p in ps.iter_mut() {
-                    let l = p.read_line()?;
-                    let json = l
-                        .strip_prefix("done ")
-                        .ok_or_else(|| anyhow!("worker said {l:?}"))?;
-                    let w: WirePhase = serde_json::from_str(json)?;
-                    total.merge(&PhaseResult {
-                        ops: w.ops,
-                        bytes: w.bytes,
-                        elapsed_ns: w.elapsed_ns,
-                        hist: Hist::decode(&w.hist)?,
-                    });
-                }
-                Ok(total)
-            }
+            Workers::Procs(ps) => Proc::run_phase(ps, phase),
         }
     }
 

@@ -10,6 +10,9 @@
 //!   on a directory or through the adapter (`--via-strata MODE`).
 //! * `adapters` ([`adapters`]): the issue-3 table — ior and md on tmpfs, on the
 //!   slow-pfs mount and through strata (private daemons), with ratios.
+//! * `cluster` ([`cluster`], beds in [`bed`]): the native API across 1, 2,
+//!   4 nodes (network namespaces) against iperf3 and a raw TCP ping-pong
+//!   between the same nodes.
 //! * `tiers` ([`tiers`], workers in [`vpic`]): the issue-5 experiments —
 //!   VPIC/BD-CATS-like I/O on 1, 2 and 3 tiers, the placement engines, the
 //!   organizer and prefetcher on a working set larger than RAM ([`tiers_org`]).
@@ -56,6 +59,8 @@
 //! (PNGs under `bench/results/`); `scripts/bench-tiers.sh` runs it all.
 
 pub mod adapters;
+pub mod bed;
+pub mod cluster;
 pub mod drain;
 pub mod hist;
 pub mod ior;
@@ -89,6 +94,11 @@ pub enum BenchCmd {
     Drain(drain::DrainArgs),
     /// The tiering experiments: VPIC/BD-CATS-like I/O on 1, 2, 3 tiers; placement engines compared.
     Tiers(tiers::TiersArgs),
+    /// The native API across nodes (1, 2, 4 by default) vs raw TCP between the same nodes.
+    Cluster(cluster::ClusterArgs),
+    /// Internal: the raw TCP peer of `bench cluster` (ping-pong, stream).
+    #[command(hide = true)]
+    TcpPeer(cluster::TcpPeerArgs),
     /// Internal: one worker process of `bench kv --procs N`.
     #[command(hide = true)]
     KvWorker(kv::KvWorkerArgs),
@@ -113,6 +123,8 @@ impl BenchCmd {
             BenchCmd::Ior(a) => a.via_strata.is_some(),
             BenchCmd::Md(a) => a.via_strata.is_some(),
             BenchCmd::Adapters(_)
+            | BenchCmd::Cluster(_)
+            | BenchCmd::TcpPeer(_)
             | BenchCmd::Drain(_)
             | BenchCmd::Tiers(_)
             | BenchCmd::VpicWorker(_)
@@ -132,6 +144,8 @@ pub fn run(cmd: BenchCmd, socket: &Path) -> anyhow::Result<()> {
         BenchCmd::Md(a) => md::run(a, socket),
         BenchCmd::Adapters(a) => adapters::run(a, socket),
         BenchCmd::Drain(a) => drain::run(a),
+        BenchCmd::Cluster(a) => cluster::run(a),
+        BenchCmd::TcpPeer(a) => cluster::run_tcp_peer(a),
         BenchCmd::IorWorker(a) => ior::run_worker(a),
         BenchCmd::MdWorker(a) => md::run_worker(a),
         BenchCmd::Tiers(a) => tiers::run(a, socket),

@@ -6,7 +6,7 @@
 
 mod cluster_util;
 
-use cluster_util::Bed;
+use cluster_util::{Bed, BedExt};
 
 fn ok(o: &std::process::Output, what: &str) {
     assert!(
@@ -36,16 +36,16 @@ fn peer_state(s: &[serde_json::Value], viewer: usize, of: u64) -> String {
 
 #[test]
 fn start_status_kill_restart_stop() {
-    let bed = Bed::new(3, "128MiB", Some("256MiB"), "60s");
+    let bed = cluster_util::bed(3, "128MiB", Some("256MiB"), "60s");
     eprintln!("cluster test on {}", bed.kind);
-    let o = bed.cli(&["cluster", "start", "--launcher", bed.launcher()]);
+    let o = bed.run_cli(&["cluster", "start", "--launcher", bed.launcher()]);
     ok(&o, "cluster start");
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(out.matches(" up ").count(), 3, "{out}");
     assert!(bed.secret_path().exists(), "cluster start wrote the secret");
 
     // Every node answers, and every node sees every other up.
-    let s = bed.status();
+    let s = bed.statuses();
     assert_eq!(states(&s), ["up", "up", "up"]);
     for v in 0..3 {
         for of in 0..3u64 {
@@ -68,11 +68,11 @@ fn start_status_kill_restart_stop() {
     let pid = bed.pid(1).expect("node 1 runs");
     // SAFETY: kill(2) on our own daemon's pid.
     unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-    let s = bed.wait_status("node 1 seen down", |s| {
+    let s = bed.wait_for("node 1 seen down", |s| {
         s[1]["state"] == "down" && peer_state(s, 0, 1) == "down" && peer_state(s, 2, 1) == "down"
     });
     assert_eq!(states(&s), ["up", "down", "up"]);
-    let o = bed.cli(&["cluster", "status"]);
+    let o = bed.run_cli(&["cluster", "status"]);
     assert_eq!(o.status.code(), Some(1));
     let table = String::from_utf8_lossy(&o.stdout);
     assert!(
@@ -81,13 +81,13 @@ fn start_status_kill_restart_stop() {
     );
 
     // Node 1 restarts alone and rejoins.
-    ok(&bed.start_node(1), "daemon start --cluster");
-    bed.wait_status("node 1 back", |s| {
+    ok(&bed.start(1), "daemon start --cluster");
+    bed.wait_for("node 1 back", |s| {
         states(s) == ["up", "up", "up"] && (0..3).all(|v| peer_state(s, v, 1) == "up")
     });
 
     // Stop: drains, stops every daemon; their sockets go away.
-    let o = bed.cli(&["cluster", "stop"]);
+    let o = bed.run_cli(&["cluster", "stop"]);
     ok(&o, "cluster stop");
     for n in &bed.nodes {
         // The process may still be exiting (a generous guard, not a timing check).
@@ -101,10 +101,10 @@ fn start_status_kill_restart_stop() {
 
 #[test]
 fn without_the_secret_nothing_answers() {
-    let bed = Bed::new(2, "64MiB", None, "60s");
+    let bed = cluster_util::bed(2, "64MiB", None, "60s");
     eprintln!("cluster test on {}", bed.kind);
     ok(
-        &bed.cli(&["cluster", "start", "--launcher", bed.launcher()]),
+        &bed.run_cli(&["cluster", "start", "--launcher", bed.launcher()]),
         "cluster start",
     );
     // A client with another secret: refused by every node, named.
@@ -130,7 +130,7 @@ fn without_the_secret_nothing_answers() {
         assert!(e.contains("secret"), "{e}");
     }
     // The daemons logged the refusals and still serve the real members.
-    assert_eq!(states(&bed.status()), ["up", "up"]);
+    assert_eq!(states(&bed.statuses()), ["up", "up"]);
     let log = std::fs::read_to_string(bed.nodes[0].socket.with_extension("log")).unwrap();
     assert!(log.contains("cluster connection refused"), "{log}");
     // One member stopped alone while its peer still holds connections to it:
@@ -160,14 +160,14 @@ fn without_the_secret_nothing_answers() {
 
 #[test]
 fn a_start_that_cannot_agree_names_the_missing_node() {
-    let bed = Bed::new(2, "64MiB", None, "3s");
+    let bed = cluster_util::bed(2, "64MiB", None, "3s");
     eprintln!("cluster test on {}", bed.kind);
     // Only node 0 comes up; the launcher given for the start runs nothing.
     strata_net::Secret::generate()
         .save(&bed.secret_path())
         .unwrap();
-    ok(&bed.start_node(0), "node 0 alone");
-    let o = bed.cli(&["cluster", "start", "--launcher", "true {name} {cmd}"]);
+    ok(&bed.start(0), "node 0 alone");
+    let o = bed.run_cli(&["cluster", "start", "--launcher", "true {name} {cmd}"]);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     let (n0, n1) = (&bed.nodes[0].name, &bed.nodes[1].name);
@@ -214,10 +214,10 @@ fn pattern(len: usize, seed: u64) -> Vec<u8> {
 fn native_api_from_every_node_on_every_nodes_data() {
     use strata_client::Client;
     use strata_proto::Errno;
-    let bed = Bed::new(3, "256MiB", None, "60s");
+    let bed = cluster_util::bed(3, "256MiB", None, "60s");
     eprintln!("cluster test on {}", bed.kind);
     ok(
-        &bed.cli(&["cluster", "start", "--launcher", bed.launcher()]),
+        &bed.run_cli(&["cluster", "start", "--launcher", bed.launcher()]),
         "cluster start",
     );
     let clients: Vec<Client> = bed

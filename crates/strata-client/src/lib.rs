@@ -397,6 +397,20 @@ impl Client {
         &self.inner.hello
     }
 
+    /// The node (its id: its place in the cluster's list) that holds bucket
+    /// `name`'s record and answers its requests; 0 on a single node.
+    pub fn owner_of_bucket(&self, name: &str) -> u32 {
+        self.inner.lookup.node_for(strata_proto::Target::Name(name))
+    }
+
+    /// The node this client's daemon runs on, and how many nodes there are.
+    pub fn node(&self) -> (u32, u32) {
+        (
+            self.inner.lookup.local_node(),
+            self.inner.lookup.node_count(),
+        )
+    }
+
     /// The socket this client is connected to.
     pub fn socket_path(&self) -> &Path {
         &self.inner.socket

@@ -1,318 +1,60 @@
-//! A test bed of "nodes" on one machine: each node is a network namespace
-//! (`ip netns`, a veth pair to a private bridge, an address in a private
-//! range) with its own daemon config — socket, shared-memory prefix, tiers —
-//! and all share one destination directory and one cluster secret, as a
-//! job's nodes share a parallel file system and a home directory. Where
-//! namespaces cannot be made (not root, no `ip`), nodes are distinct
-//! 127.x.y.z addresses instead; [`Bed::kind`] says which ran, and the tests
-//! print it.
+//! The cluster tests' bed: `strata_bench::bed` (network namespaces, else
+//! 127.x.y.z addresses) with this build's `strata`, failing the test on
+//! any error. `CLUSTER_TEST_BED=loopback` skips the namespaces (to test the
+//! fallback).
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::process::Output;
+
+pub use strata_bench::bed::{Bed, BedNode, BedSpec};
 
 pub fn strata_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_strata"))
 }
 
-pub struct BedNode {
-    pub name: String,
-    pub addr: String,
-    /// Its network namespace (None: loopback fallback).
-    pub netns: Option<String>,
-    pub config: PathBuf,
-    pub socket: PathBuf,
-    pub shm_prefix: String,
+/// `n` nodes, each with RAM `ram` (and a dir tier when `disk` is given);
+/// `cluster start` gives up after `start_timeout`.
+pub fn bed(n: usize, ram: &str, disk: Option<&str>, start_timeout: &str) -> Bed {
+    Bed::new(&BedSpec {
+        nodes: n,
+        ram: ram.into(),
+        disk: disk.map(Into::into),
+        start_timeout: start_timeout.into(),
+        strata: strata_bin(),
+        loopback: std::env::var("CLUSTER_TEST_BED").is_ok_and(|v| v == "loopback"),
+        log: "info".into(),
+    })
+    .expect("test bed")
 }
 
-pub struct Bed {
-    pub dir: tempfile::TempDir,
-    pub nodes: Vec<BedNode>,
-    /// "netns" or "loopback".
-    pub kind: &'static str,
-    bridge: Option<String>,
-    /// `--hosts` of the bed.
-    pub hosts: String,
-    /// `--config` template (`{name}`).
-    pub config_template: String,
-    pub dest: PathBuf,
+/// `Bed` calls that fail the test instead of returning errors.
+pub trait BedExt {
+    fn run_cli(&self, args: &[&str]) -> Output;
+    fn statuses(&self) -> Vec<serde_json::Value>;
+    fn wait_for(
+        &self,
+        what: &str,
+        ok: impl Fn(&[serde_json::Value]) -> bool,
+    ) -> Vec<serde_json::Value>;
+    fn start(&self, i: usize) -> Output;
 }
 
-fn run(args: &[&str]) -> bool {
-    Command::new(args[0])
-        .args(&args[1..])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-fn try_netns(id: &str, n: usize, net: u8) -> Option<(String, Vec<(String, String)>)> {
-    let bridge = format!("{id}br");
-    if !run(&["ip", "link", "add", &bridge, "type", "bridge"]) {
-        return None;
+impl BedExt for Bed {
+    fn run_cli(&self, args: &[&str]) -> Output {
+        self.cli(args).expect("strata cli")
     }
-    let ok = run(&[
-        "ip",
-        "addr",
-        "add",
-        &format!("10.213.{net}.254/24"),
-        "dev",
-        &bridge,
-    ]) && run(&["ip", "link", "set", &bridge, "up"]);
-    let mut made = Vec::new();
-    let mut good = ok;
-    for i in 0..n {
-        if !good {
-            break;
-        }
-        let ns = format!("{id}n{i}");
-        let (host_end, ns_end) = (format!("{id}v{i}"), format!("{id}p{i}"));
-        let addr = format!("10.213.{net}.{}", i + 1);
-        good = run(&["ip", "netns", "add", &ns])
-            && run(&[
-                "ip", "link", "add", &host_end, "type", "veth", "peer", "name", &ns_end,
-            ])
-            && run(&["ip", "link", "set", &host_end, "master", &bridge])
-            && run(&["ip", "link", "set", &host_end, "up"])
-            && run(&["ip", "link", "set", &ns_end, "netns", &ns])
-            && run(&["ip", "netns", "exec", &ns, "ip", "link", "set", "lo", "up"])
-            && run(&[
-                "ip",
-                "netns",
-                "exec",
-                &ns,
-                "ip",
-                "addr",
-                "add",
-                &format!("{addr}/24"),
-                "dev",
-                &ns_end,
-            ])
-            && run(&[
-                "ip", "netns", "exec", &ns, "ip", "link", "set", &ns_end, "up",
-            ]);
-        made.push((ns, addr));
+    fn statuses(&self) -> Vec<serde_json::Value> {
+        self.status().expect("cluster status")
     }
-    if !good {
-        for (ns, _) in &made {
-            run(&["ip", "netns", "del", ns]);
-        }
-        run(&["ip", "link", "del", &bridge]);
-        return None;
-    }
-    Some((bridge, made))
-}
-
-impl Bed {
-    /// `n` nodes, each with RAM `ram` (and a dir tier when `disk` is given);
-    /// `cluster start` gives up after `start_timeout`.
-    pub fn new(n: usize, ram: &str, disk: Option<&str>, start_timeout: &str) -> Bed {
-        let r: u32 = rand::random();
-        let id = format!("s{:05x}", r & 0xfffff);
-        let net = (r >> 20) as u8;
-        let dir = tempfile::Builder::new()
-            .prefix("strata-bed-")
-            .tempdir()
-            .unwrap();
-        let dest = dir.path().join("dest");
-        std::fs::create_dir_all(&dest).unwrap();
-        // CLUSTER_TEST_BED=loopback skips the namespaces (to test the fallback).
-        let netns = std::env::var("CLUSTER_TEST_BED").map_or(true, |v| v != "loopback");
-        let (kind, bridge, named) = match netns.then(|| try_netns(&id, n, net)).flatten() {
-            Some((b, made)) => (
-                "netns",
-                Some(b),
-                made.into_iter()
-                    .map(|(ns, a)| (ns.clone(), a, Some(ns)))
-                    .collect::<Vec<_>>(),
-            ),
-            None => (
-                "loopback",
-                None,
-                (0..n)
-                    .map(|i| {
-                        (
-                            format!("{id}n{i}"),
-                            format!("127.{}.{}.{}", 100 + (net % 100), (r >> 12) as u8, i + 1),
-                            None,
-                        )
-                    })
-                    .collect(),
-            ),
-        };
-        let secret = dir.path().join("cluster.secret");
-        let mut nodes = Vec::new();
-        for (name, addr, netns) in named {
-            let nd = dir.path().join(&name);
-            let rt = nd.join("rt");
-            std::fs::create_dir_all(&rt).unwrap();
-            std::fs::set_permissions(&rt, std::os::unix::fs::PermissionsExt::from_mode(0o700))
-                .unwrap();
-            let socket = rt.join("daemon.sock");
-            let shm_prefix = format!("strata-bed-{name}");
-            let mut y = format!(
-                "daemon:\n  socket: {}\n  shm_prefix: {shm_prefix}\n  log: info\ndevices:\n  - name: ram\n    kind: ram\n    capacity: {ram}\n",
-                socket.display()
-            );
-            if let Some(d) = disk {
-                y.push_str(&format!(
-                    "  - name: disk\n    kind: dir\n    path: {}\n    capacity: {d}\n",
-                    nd.join("tier").display()
-                ));
-            }
-            y.push_str(&format!(
-                "cluster:\n  secret_file: {}\n  call_timeout: 2s\n  heartbeat_interval: 200ms\n  start_timeout: {start_timeout}\n",
-                secret.display()
-            ));
-            let config = dir.path().join(format!("{name}.yaml"));
-            std::fs::write(&config, y).unwrap();
-            nodes.push(BedNode {
-                name,
-                addr,
-                netns,
-                config,
-                socket,
-                shm_prefix,
-            });
-        }
-        let hosts = nodes
-            .iter()
-            .map(|n| format!("{}={}", n.name, n.addr))
-            .collect::<Vec<_>>()
-            .join(",");
-        let config_template = dir.path().join("{name}.yaml").display().to_string();
-        eprintln!("test bed: {n} nodes on {kind} ({hosts})");
-        Bed {
-            dir,
-            nodes,
-            kind,
-            bridge,
-            hosts,
-            config_template,
-            dest,
-        }
-    }
-
-    pub fn launcher(&self) -> &'static str {
-        if self.kind == "netns" {
-            "ip netns exec {name} {cmd}"
-        } else {
-            "{cmd}"
-        }
-    }
-
-    pub fn secret_path(&self) -> PathBuf {
-        self.dir.path().join("cluster.secret")
-    }
-
-    /// `strata --config TEMPLATE ARGS… --hosts HOSTS` from outside the nodes.
-    pub fn cli(&self, args: &[&str]) -> Output {
-        let mut c = Command::new(strata_bin());
-        c.arg("--config").arg(&self.config_template).args(args);
-        c.arg("--hosts").arg(&self.hosts);
-        c.env("STRATA_LOG", "warn").output().unwrap()
-    }
-
-    /// A command run inside node `i` (its namespace).
-    pub fn in_node(&self, i: usize, prog: &Path) -> Command {
-        match &self.nodes[i].netns {
-            Some(ns) => {
-                let mut c = Command::new("ip");
-                c.args(["netns", "exec", ns]).arg(prog);
-                c
-            }
-            None => Command::new(prog),
-        }
-    }
-
-    /// Starts node `i`'s daemon alone (`daemon start --cluster`).
-    pub fn start_node(&self, i: usize) -> Output {
-        let n = &self.nodes[i];
-        self.in_node(i, &strata_bin())
-            .arg("--config")
-            .arg(&n.config)
-            .args([
-                "daemon",
-                "start",
-                "--cluster",
-                "--hosts",
-                &self.hosts,
-                "--node",
-                &n.name,
-            ])
-            .output()
-            .unwrap()
-    }
-
-    /// The pid of node `i`'s daemon (its control socket is a file: no namespace needed).
-    pub fn pid(&self, i: usize) -> Option<u32> {
-        let o = Command::new(strata_bin())
-            .arg("--config")
-            .arg(&self.nodes[i].config)
-            .args(["status", "--json"])
-            .output()
-            .ok()?;
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout).ok()?;
-        v["pid"].as_u64().map(|p| p as u32)
-    }
-
-    /// `cluster status --json` rows.
-    pub fn status(&self) -> Vec<serde_json::Value> {
-        let o = self.cli(&["cluster", "status", "--json"]);
-        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
-            panic!(
-                "cluster status --json: {e}\n{}\n{}",
-                String::from_utf8_lossy(&o.stdout),
-                String::from_utf8_lossy(&o.stderr)
-            )
-        })
-    }
-
-    /// Polls `cluster status` until `ok` (a generous guard, not a timing check).
-    pub fn wait_status(
+    fn wait_for(
         &self,
         what: &str,
         ok: impl Fn(&[serde_json::Value]) -> bool,
     ) -> Vec<serde_json::Value> {
-        let started = Instant::now();
-        loop {
-            let s = self.status();
-            if ok(&s) {
-                return s;
-            }
-            if started.elapsed() > Duration::from_secs(120) {
-                panic!("{what}: never reached; last status {s:#?}");
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        self.wait_status(what, ok).expect("cluster status")
     }
-}
-
-impl Drop for Bed {
-    fn drop(&mut self) {
-        for i in 0..self.nodes.len() {
-            if let Some(p) = self.pid(i) {
-                // SAFETY: kill(2) on a pid we read from our own daemon's status.
-                unsafe { libc::kill(p as i32, libc::SIGKILL) };
-            }
-        }
-        std::thread::sleep(Duration::from_millis(50));
-        for n in &self.nodes {
-            if let Ok(rd) = std::fs::read_dir("/dev/shm") {
-                for e in rd.flatten() {
-                    if e.file_name().to_string_lossy().starts_with(&n.shm_prefix) {
-                        let _ = std::fs::remove_file(e.path());
-                    }
-                }
-            }
-            if let Some(ns) = &n.netns {
-                run(&["ip", "netns", "del", ns]);
-            }
-        }
-        if let Some(b) = &self.bridge {
-            run(&["ip", "link", "del", b]);
-        }
+    fn start(&self, i: usize) -> Output {
+        self.start_node(i).expect("start node")
     }
 }
