@@ -67,8 +67,6 @@ pub struct RemoteTransport {
     idle: std::sync::Mutex<Vec<Conn>>,
     /// The node's name and bulk address, once known (error messages).
     peer: std::sync::Mutex<String>,
-    /// Reply buffers of finished lanes (at most `IDLE_CONNECTIONS_MAX`).
-    buffers: std::sync::Mutex<Vec<(Vec<u8>, Vec<u8>)>>,
 }
 
 impl RemoteTransport {
@@ -78,7 +76,6 @@ impl RemoteTransport {
             socket,
             idle: std::sync::Mutex::new(Vec::new()),
             peer: std::sync::Mutex::new(format!("node {node}")),
-            buffers: std::sync::Mutex::new(Vec::new()),
         }
     }
 
@@ -171,17 +168,40 @@ struct RemoteLane<'t> {
     next_tag: u64,
     /// The answer of the last submitted request, by tag.
     answer: Option<(u64, Answer)>,
-    /// Bytes of the data extents of the last read, in reply order.
-    data: Vec<u8>,
     /// The last reply's argument area.
     arg_back: Vec<u8>,
     /// Bytes of the current reply read so far (0: none, a retry is safe).
     got: usize,
-    /// Bytes of `data` the last reply filled.
-    data_len: usize,
+    /// The connection of the last read while its bytes (the data extents,
+    /// in reply order) are still in the socket: `read_extents` reads them
+    /// straight into the caller's buffer.
+    pending: std::cell::RefCell<Option<Pending>>,
+}
+
+struct Pending {
+    c: Conn,
+    /// Data bytes not read yet.
+    left: usize,
 }
 
 impl RemoteLane<'_> {
+    /// Reads and drops what the last read left in its socket (a caller that
+    /// did not want the bytes), then pools the connection; drops it on error.
+    fn settle(&self) {
+        let Some(mut p) = self.pending.borrow_mut().take() else {
+            return;
+        };
+        let mut sink = [0u8; 64 << 10];
+        while p.left > 0 {
+            let n = p.left.min(sink.len());
+            if p.c.s.read_exact(&mut sink[..n]).is_err() {
+                return;
+            }
+            p.left -= n;
+        }
+        self.t.give_back(p.c);
+    }
+
     fn send(&mut self, req: &Request) -> Result<Ticket> {
         let op = codec::op_of(req);
         let mut rec = RequestRecord::default();
@@ -251,6 +271,7 @@ impl RemoteLane<'_> {
                 &[],
             )
         };
+        self.settle();
         let (mut c, pooled) = self.t.take()?;
         let mut res = send(&c).and_then(|_| self.read_reply(&mut c));
         if let (Err(e), true) = (&res, pooled) {
@@ -268,8 +289,12 @@ impl RemoteLane<'_> {
             }
         }
         match res {
-            Ok(Ok(r)) => {
+            Ok(Ok((r, 0))) => {
                 self.t.give_back(c);
+                Ok(r)
+            }
+            Ok(Ok((r, left))) => {
+                *self.pending.borrow_mut() = Some(Pending { c, left });
                 Ok(r)
             }
             // An error frame: the owner closes the connection after it.
@@ -278,8 +303,9 @@ impl RemoteLane<'_> {
         }
     }
 
-    /// Reads one reply frame (`self.got`: bytes of it read so far).
-    fn read_reply(&mut self, c: &mut Conn) -> std::io::Result<Result<ResponseRecord>> {
+    /// Reads a reply frame up to its data (`self.got`: bytes of it read so
+    /// far); the response record and the data bytes left in the socket.
+    fn read_reply(&mut self, c: &mut Conn) -> std::io::Result<Result<(ResponseRecord, usize)>> {
         self.got = 0;
         let h = frame::read_header(&mut c.s)?;
         self.got = frame::HEADER_BYTES;
@@ -288,20 +314,13 @@ impl RemoteLane<'_> {
         self.arg_back.clear();
         self.arg_back.resize(h.arg_len as usize, 0);
         c.s.read_exact(&mut self.arg_back)?;
-        // Grown, never cleared: no zeroing of megabytes per read.
-        let n = h.data_len as usize;
-        if self.data.len() < n {
-            self.data.resize(n, 0);
-        }
-        self.data_len = n;
-        c.s.read_exact(&mut self.data[..n])?;
         let bad =
             |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string());
         match h.kind {
-            Kind::Reply if rec.len() == RESPONSE_WIRE_BYTES => {
-                Ok(Ok(ResponseRecord::from_wire(&rec)
-                    .ok_or_else(|| bad("malformed response record"))?))
-            }
+            Kind::Reply if rec.len() == RESPONSE_WIRE_BYTES => Ok(Ok((
+                ResponseRecord::from_wire(&rec).ok_or_else(|| bad("malformed response record"))?,
+                h.data_len as usize,
+            ))),
             Kind::Error => Ok(Err(err(
                 frame::error_code(&rec),
                 String::from_utf8_lossy(&self.arg_back).into_owned(),
@@ -374,32 +393,35 @@ impl Lane for RemoteLane<'_> {
     }
 
     fn read_extents(&self, exts: &[ReadExtent], base: u64, dst: &mut [u8]) -> Result<()> {
-        let mut at = 0usize;
+        let mut slot = self.pending.borrow_mut();
         for e in exts {
-            let off = e
-                .logical_off
-                .checked_sub(base)
-                .ok_or_else(|| err(Errno::Malformed, "extent before the read"))?
-                as usize;
-            let len = e.len as usize;
-            let d = dst
-                .get_mut(off..off.saturating_add(len))
-                .ok_or_else(|| err(Errno::Internal, "extent outside the buffer"))?;
+            let d = crate::transport::extent_dst(e, base, dst)?;
             if e.tier == TIER_HOLE {
                 d.fill(0);
                 continue;
             }
-            let src = self.data[..self.data_len]
-                .get(at..at + len)
-                .ok_or_else(|| err(Errno::Malformed, "forwarded read shorter than its extents"))?;
-            d.copy_from_slice(src);
-            at += len;
+            let p = slot
+                .as_mut()
+                .filter(|p| p.left >= d.len())
+                .ok_or_else(|| err(Errno::Malformed, "remote read shorter than its extents"))?;
+            if let Err(e) = p.c.s.read_exact(d) {
+                *slot = None;
+                return Err(self.t.down(e));
+            }
+            p.left -= d.len();
+        }
+        if slot.as_ref().is_some_and(|p| p.left == 0) {
+            if let Some(p) = slot.take() {
+                self.t.give_back(p.c);
+            }
         }
         Ok(())
     }
 
     fn release(&mut self, _pin: u64) {
-        // The owner released the pin when it read the bytes.
+        // The owner released its pin once it sent the bytes; bytes the
+        // caller did not read are dropped here.
+        self.settle();
     }
 }
 
@@ -409,29 +431,16 @@ impl Transport for RemoteTransport {
         _at: Option<u32>,
         f: &mut dyn FnMut(&mut dyn Lane) -> Result<()>,
     ) -> Result<()> {
-        // Reply buffers outlive the lane: a read of megabytes does not
-        // fault in fresh pages every time.
-        let (data, arg_back) = self
-            .buffers
-            .lock()
-            .ok()
-            .and_then(|mut b| b.pop())
-            .unwrap_or_default();
         let mut lane = RemoteLane {
             t: self,
             next_tag: 0,
             answer: None,
-            data,
-            arg_back,
+            arg_back: Vec::new(),
             got: 0,
-            data_len: 0,
+            pending: std::cell::RefCell::new(None),
         };
         let r = f(&mut lane);
-        if let Ok(mut b) = self.buffers.lock() {
-            if b.len() < IDLE_CONNECTIONS_MAX {
-                b.push((lane.data, lane.arg_back));
-            }
-        }
+        lane.settle();
         r
     }
 

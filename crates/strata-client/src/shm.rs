@@ -240,15 +240,7 @@ impl Lane for ShmLane<'_> {
     #[inline]
     fn read_extents(&self, exts: &[ReadExtent], base: u64, dst: &mut [u8]) -> Result<()> {
         for e in exts {
-            let at = e
-                .logical_off
-                .checked_sub(base)
-                .ok_or_else(|| err(Errno::Malformed, "extent before the read"))?
-                as usize;
-            let len = e.len as usize;
-            let d = dst
-                .get_mut(at..at.saturating_add(len))
-                .ok_or_else(|| err(Errno::Internal, "extent outside the buffer"))?;
+            let d = crate::transport::extent_dst(e, base, dst)?;
             if e.tier == TIER_HOLE {
                 d.fill(0);
                 continue;

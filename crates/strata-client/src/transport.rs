@@ -107,3 +107,15 @@ pub trait Transport: Send + Sync {
     /// adapters.
     fn direct_gen(&self) -> u64;
 }
+
+/// The part of `dst` (whose first byte is logical offset `base`) extent `e`
+/// covers: the bounds every lane's `read_extents` checks.
+pub(crate) fn extent_dst<'d>(e: &ReadExtent, base: u64, dst: &'d mut [u8]) -> Result<&'d mut [u8]> {
+    let at = e
+        .logical_off
+        .checked_sub(base)
+        .ok_or_else(|| crate::err(Errno::Malformed, "extent before the read"))?
+        as usize;
+    dst.get_mut(at..at.saturating_add(e.len as usize))
+        .ok_or_else(|| crate::err(Errno::Internal, "extent outside the buffer"))
+}

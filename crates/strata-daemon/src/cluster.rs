@@ -154,6 +154,10 @@ struct State {
     peers: Mutex<Vec<Peer>>,
     tx: Mutex<mpsc::Sender<Msg>>,
     shared: Arc<Shared>,
+    /// The tiers' backends, for the bulk threads' reads and leased puts.
+    tiers: Arc<strata_engine::tier::TierIo>,
+    /// The RAM tier's index (the arena).
+    ram: Option<usize>,
 }
 
 impl State {
@@ -529,7 +533,13 @@ impl Handle {
 /// Starts the cluster side: listens on this node's address (an error now,
 /// e.g. an address in use, fails the daemon's start) and serves until
 /// [`Handle::stop`].
-pub fn start(setup: Setup, tx: mpsc::Sender<Msg>, shared: Arc<Shared>) -> anyhow::Result<Handle> {
+pub fn start(
+    setup: Setup,
+    tx: mpsc::Sender<Msg>,
+    shared: Arc<Shared>,
+    tiers: strata_engine::tier::TierIo,
+    ram: Option<usize>,
+) -> anyhow::Result<Handle> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("strata-cluster")
@@ -565,6 +575,8 @@ pub fn start(setup: Setup, tx: mpsc::Sender<Msg>, shared: Arc<Shared>) -> anyhow
         tx: Mutex::new(tx),
         shared,
         setup,
+        tiers: Arc::new(tiers),
+        ram,
     });
     state.publish();
     let bulk_addr = strata_net::bulk::bulk_endpoint(&addr)?;

@@ -479,7 +479,13 @@ pub fn run_with(
     // The engine's workers report here; the poller applies the completions.
     let (flush_tx, done_rx) = mpsc::channel::<Done>();
     let cluster = match cluster {
-        Some(setup) => Some(cluster::start(setup, tx.clone(), shared.clone())?),
+        Some(setup) => Some(cluster::start(
+            setup,
+            tx.clone(),
+            shared.clone(),
+            strata_engine::tier::TierIo::open(&core.tiers)?,
+            core.tiers.ram,
+        )?),
         None => None,
     };
     {

@@ -48,11 +48,30 @@ pub enum Msg {
         from: u32,
         record: RequestRecord,
         arg: Vec<u8>,
-        /// A buffer for the bytes a read covers (the caller's, reused).
-        data: Vec<u8>,
+        /// Arena bytes `(off, len)` granted by `Lease` that hold the put's
+        /// data (the record points there); what the put does not take is
+        /// returned.
+        lease: Option<(u64, u64)>,
         /// Answered from the poller straight into the async caller (no
         /// blocking thread in between).
         reply: tokio::sync::oneshot::Sender<ExecOut>,
+    },
+    /// Arena space for a put's bytes a bulk thread will read from its
+    /// socket straight into the arena: `(off, len)`, `len` possibly less
+    /// than wanted, or None when the arena has none free.
+    Lease {
+        want: u64,
+        reply: tokio::sync::oneshot::Sender<Option<(u64, u64)>>,
+    },
+    /// Returns a `Lease` grant that was not used.
+    LeaseReturn {
+        off: u64,
+        len: u64,
+    },
+    /// Releases a pin a bulk thread held while it sent a read's bytes.
+    Unpin {
+        client: u64,
+        pin: u64,
     },
     /// Control `Flush`: mark files urgent, reply with their state.
     Flush {
@@ -193,10 +212,11 @@ pub struct Shared {
 pub struct ExecOut {
     pub record: ResponseRecord,
     pub arg: Vec<u8>,
-    /// The bytes a read covered: `data[..data_len]` (the buffer is reused,
-    /// never shrunk or zeroed again).
-    pub data: Vec<u8>,
-    pub data_len: usize,
+    /// A read's extents, held by `pin` (of client `REMOTE_CLIENT_BASE +
+    /// from`, channel 0) until the caller sent their bytes and returned it
+    /// with `Msg::Unpin` — the bytes go from the tier to the socket.
+    pub extents: Vec<strata_proto::types::ReadExtent>,
+    pub pin: u64,
     /// The request's argument buffer, given back for the caller's next one.
     pub spent: Vec<u8>,
 }
@@ -738,6 +758,27 @@ impl Poller {
                     );
                 }
                 Msg::Disconnect { id } => self.disconnect(id),
+                Msg::Unpin { client, pin } => {
+                    self.engine.core.unpin((client, 0), pin);
+                }
+                Msg::Lease { want, reply } => {
+                    let g = self.engine.core.lease_grant(want);
+                    let granted = g.map(|r| (r.off, r.len));
+                    if reply.send(granted).is_err() {
+                        if let Some((off, len)) = granted {
+                            self.engine.core.lease_release(strata_engine::core::Lease {
+                                cursor: off,
+                                end: off + len,
+                            });
+                        }
+                    }
+                }
+                Msg::LeaseReturn { off, len } => {
+                    self.engine.core.lease_release(strata_engine::core::Lease {
+                        cursor: off,
+                        end: off + len,
+                    });
+                }
                 Msg::Status { reply } => {
                     let _ = reply.send(self.status());
                 }
@@ -745,10 +786,10 @@ impl Poller {
                     from,
                     record,
                     arg,
-                    data,
+                    lease,
                     reply,
                 } => {
-                    let mut out = self.execute_forwarded(from, &record, &arg, data);
+                    let mut out = self.execute_forwarded(from, &record, &arg, lease);
                     out.spent = arg;
                     let _ = reply.send(out);
                 }
@@ -1103,15 +1144,33 @@ impl Poller {
 }
 
 impl Poller {
-    /// Runs a request another node forwarded (bounded: a read covers at most
-    /// `FORWARD_DATA_BYTES_MAX`, the rest is asked for again), reads the
-    /// bytes a read covered and releases its pin at once.
+    /// Runs a request another node sent (bounded: a read covers at most
+    /// `FORWARD_DATA_BYTES_MAX`, the rest is asked for again); a read's
+    /// extents stay pinned for the bulk thread that sends their bytes.
     fn execute_forwarded(
         &mut self,
         from: u32,
         rec: &RequestRecord,
         arg: &[u8],
-        data: Vec<u8>,
+        granted: Option<(u64, u64)>,
+    ) -> ExecOut {
+        let mut lease = granted.map(|(off, len)| strata_engine::core::Lease {
+            cursor: off,
+            end: off + len,
+        });
+        let out = self.execute_leased(from, rec, arg, &mut lease);
+        if let Some(l) = lease {
+            self.engine.core.lease_release(l);
+        }
+        out
+    }
+
+    fn execute_leased(
+        &mut self,
+        from: u32,
+        rec: &RequestRecord,
+        arg: &[u8],
+        lease: &mut Option<strata_engine::core::Lease>,
     ) -> ExecOut {
         use strata_proto::control::{FORWARD_ARG_BYTES_MAX, FORWARD_DATA_BYTES_MAX};
         let fail = |e: Errno| ExecOut {
@@ -1140,17 +1199,13 @@ impl Poller {
             pid: 0,
             reply_bytes_max: FORWARD_ARG_BYTES_MAX,
         };
-        let mut out = ExecOut {
-            data,
-            ..ExecOut::default()
-        };
+        let mut out = ExecOut::default();
         // One reply area kept across requests (zeroing 1 MiB per request
         // cost more than the request).
         let mut area = std::mem::take(&mut self.forward_area);
         area.resize(FORWARD_ARG_BYTES_MAX, 0);
-        let mut lease = None;
         let mut read: Option<(u64, Vec<strata_proto::types::ReadExtent>)> = None;
-        self.engine.serve(caller, &mut lease, &req, |res| {
+        self.engine.serve(caller, lease, &req, |res| {
             if let Err(e) = codec::encode_reply(res, &mut out.record, &mut area) {
                 out.record = ResponseRecord::err(e);
             }
@@ -1161,35 +1216,8 @@ impl Poller {
         out.arg = area[..(out.record.arg_len as usize).min(area.len())].to_vec();
         self.forward_area = area;
         if let Some((pin, extents)) = read {
-            let held = || {
-                extents
-                    .iter()
-                    .filter(|e| e.tier != strata_proto::types::TIER_HOLE)
-            };
-            let total: usize = held().map(|e| e.len as usize).sum();
-            if out.data.len() < total {
-                out.data.resize(total, 0);
-            }
-            let mut at = 0usize;
-            for e in held() {
-                let end = at + e.len as usize;
-                if self
-                    .engine
-                    .core
-                    .tiers
-                    .read(e.tier as usize, e.phys_off, &mut out.data[at..end])
-                    .is_err()
-                {
-                    self.engine.core.unpin((caller.client, caller.channel), pin);
-                    return ExecOut {
-                        data: out.data,
-                        ..fail(Errno::Io)
-                    };
-                }
-                at = end;
-            }
-            out.data_len = total;
-            self.engine.core.unpin((caller.client, caller.channel), pin);
+            out.extents = extents;
+            out.pin = pin;
         }
         out
     }

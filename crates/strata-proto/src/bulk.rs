@@ -98,45 +98,73 @@ pub fn write_frame<W: Write>(
     arg: &[&[u8]],
     data: &[u8],
 ) -> io::Result<()> {
+    let mut head = frame_head(kind, record, arg, data.len() as u64)?;
+    let arg_len: usize = arg.iter().map(|a| a.len()).sum();
+    // Data joins the head only behind a coalesced argument area.
+    if !data.is_empty()
+        && arg_len <= COALESCE_BYTES_MAX
+        && head.len() + data.len() <= COALESCE_BYTES_MAX
+    {
+        head.extend_from_slice(data);
+        return w.write_all(&head);
+    }
+    flush_head(w, &head, arg)?;
+    if !data.is_empty() {
+        w.write_all(data)?;
+    }
+    Ok(())
+}
+
+/// Writes a frame's header, record and argument area; its `data_len`
+/// bytes of data are the caller's to write next (from where they lie).
+pub fn write_head<W: Write>(
+    w: &mut W,
+    kind: Kind,
+    record: &[u8],
+    arg: &[&[u8]],
+    data_len: u64,
+) -> io::Result<()> {
+    let head = frame_head(kind, record, arg, data_len)?;
+    flush_head(w, &head, arg)
+}
+
+/// The header, the record and the argument parts small enough to coalesce.
+fn frame_head(kind: Kind, record: &[u8], arg: &[&[u8]], data_len: u64) -> io::Result<Vec<u8>> {
     let arg_len: usize = arg.iter().map(|a| a.len()).sum();
     let bad =
         |what: &str| io::Error::new(io::ErrorKind::InvalidInput, format!("bulk frame: {what}"));
     if record.len() > RECORD_BYTES_MAX {
         return Err(bad("record too large"));
     }
-    if arg_len > ARG_BYTES_MAX || data.len() > DATA_BYTES_MAX {
+    if arg_len > ARG_BYTES_MAX || data_len > DATA_BYTES_MAX as u64 {
         return Err(bad("body too large"));
     }
     let h = Header {
         kind,
         record_len: record.len() as u32,
         arg_len: arg_len as u32,
-        data_len: data.len() as u64,
+        data_len,
     }
     .encode();
     let mut head = Vec::with_capacity(HEADER_BYTES + record.len() + COALESCE_BYTES_MAX);
     head.extend_from_slice(&h);
     head.extend_from_slice(record);
-    for a in arg {
-        if head.len() + a.len() <= HEADER_BYTES + RECORD_BYTES_MAX + COALESCE_BYTES_MAX {
+    if arg_len <= COALESCE_BYTES_MAX {
+        for a in arg {
             head.extend_from_slice(a);
-        } else {
-            if !head.is_empty() {
-                w.write_all(&head)?;
-                head.clear();
-            }
-            w.write_all(a)?;
         }
     }
-    if !data.is_empty() && head.len() + data.len() <= COALESCE_BYTES_MAX {
-        head.extend_from_slice(data);
-        return w.write_all(&head);
-    }
-    if !head.is_empty() {
-        w.write_all(&head)?;
-    }
-    if !data.is_empty() {
-        w.write_all(data)?;
+    Ok(head)
+}
+
+/// Writes `head`, then the argument parts it did not take.
+fn flush_head<W: Write>(w: &mut W, head: &[u8], arg: &[&[u8]]) -> io::Result<()> {
+    w.write_all(head)?;
+    let arg_len: usize = arg.iter().map(|a| a.len()).sum();
+    if arg_len > COALESCE_BYTES_MAX {
+        for a in arg {
+            w.write_all(a)?;
+        }
     }
     Ok(())
 }

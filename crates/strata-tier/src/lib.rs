@@ -54,9 +54,26 @@ pub trait TierBackend: Send + Sync {
     /// Clients may write these bytes concurrently: that changes blob
     /// contents only, never the caller's state.
     fn mapped(&self, off: u64, len: u64) -> Option<&[u8]>;
+    /// Fills `[off, off+len)` with the next `len` bytes of `src` (a socket):
+    /// straight into the memory of a mapped tier, through a bounded buffer
+    /// otherwise. On error the range holds some of the bytes.
+    fn fill_from(&self, off: u64, len: u64, src: &mut dyn io::Read) -> io::Result<()> {
+        let mut buf = vec![0u8; len.min(FILL_CHUNK_BYTES) as usize];
+        let mut done = 0u64;
+        while done < len {
+            let n = (len - done).min(FILL_CHUNK_BYTES) as usize;
+            src.read_exact(&mut buf[..n])?;
+            self.write_at(off + done, &buf[..n])?;
+            done += n as u64;
+        }
+        Ok(())
+    }
     /// How a process on this node may reach the bytes itself.
     fn local(&self) -> Local;
 }
+
+/// Buffer of [`TierBackend::fill_from`] for tiers that are not mapped.
+pub const FILL_CHUNK_BYTES: u64 = 1 << 20;
 
 fn out_of_range(what: &str, off: u64, len: u64, size: u64) -> io::Error {
     io::Error::new(
@@ -98,6 +115,20 @@ impl RamTier {
 }
 
 impl TierBackend for RamTier {
+    fn fill_from(&self, off: u64, len: u64, src: &mut dyn io::Read) -> io::Result<()> {
+        if end_within(off, len, self.size()).is_none() {
+            return Err(out_of_range("fill", off, len, self.size()));
+        }
+        // SAFETY: `[off, off+len)` lies inside the mapping (checked above),
+        // which lives as long as `self`. The caller owns the range (a lease:
+        // no blob lives there); other processes writing it meanwhile would
+        // change plain bytes only.
+        let dst = unsafe {
+            std::slice::from_raw_parts_mut(self.seg.as_ptr().add(off as usize), len as usize)
+        };
+        src.read_exact(dst)
+    }
+
     #[inline]
     fn read_at(&self, off: u64, dst: &mut [u8]) -> io::Result<()> {
         let src = self

@@ -22,10 +22,13 @@ use std::time::Duration;
 use anyhow::Context;
 use strata_proto::bulk::{self as frame, Kind};
 use strata_proto::Errno;
+use strata_transport_shm::record::flags;
 use strata_transport_shm::{RequestRecord, REQUEST_WIRE_BYTES};
 
 use super::State;
-use crate::server::Msg;
+use crate::server::{ExecOut, Msg, REMOTE_CLIENT_BASE};
+use std::io::Write;
+use strata_proto::types::TIER_HOLE;
 
 /// Bulk connections served at once (each one thread).
 pub const BULK_CONNECTIONS_MAX: usize = 256;
@@ -132,6 +135,100 @@ impl io::Write for NoSig<'_> {
     }
 }
 
+/// Puts at least this large are read from the socket straight into arena
+/// space leased for them (one poller round trip more, one copy less).
+const LEASED_PUT_BYTES_MIN: u64 = 64 << 10;
+
+/// Reads the request's argument area (`arg_len` bytes: names, then a put's
+/// data). A large put's data goes into a lease of the arena (returned with
+/// the record pointing there); everything else into `arg`.
+fn receive_body(
+    s: &mut TcpStream,
+    st: &State,
+    record: &mut RequestRecord,
+    arg_len: u64,
+    arg: &mut Vec<u8>,
+) -> io::Result<Option<(u64, u64)>> {
+    let names = u64::from(record.name_len) + u64::from(record.name2_len);
+    let data = arg_len.saturating_sub(names);
+    let put = record.op == strata_transport_shm::Op::Put as u32
+        && record.flags & flags::SRC_ARG != 0
+        && record.len == data;
+    let ram = st.ram.and_then(|r| st.tiers.backend(r as u32).ok());
+    let grant = match ram {
+        Some(_) if put && names <= arg_len && data >= LEASED_PUT_BYTES_MIN => {
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            st.send(Msg::Lease { want: data, reply })
+                .ok()
+                .and_then(|_| answer.blocking_recv().ok())
+                .flatten()
+        }
+        _ => None,
+    };
+    let (Some(ram), Some((off, len))) = (ram, grant) else {
+        arg.resize(arg_len as usize, 0);
+        s.read_exact(arg)?;
+        return Ok(None);
+    };
+    let give_back = |st: &State| {
+        let _ = st.send(Msg::LeaseReturn { off, len });
+    };
+    if len < data {
+        // The arena is short of one range this large: through `arg`.
+        give_back(st);
+        arg.resize(arg_len as usize, 0);
+        s.read_exact(arg)?;
+        return Ok(None);
+    }
+    arg.resize(names as usize, 0);
+    let filled = s.read_exact(arg).and_then(|_| ram.fill_from(off, data, s));
+    if let Err(e) = filled {
+        give_back(st);
+        return Err(e);
+    }
+    record.flags &= !flags::SRC_ARG;
+    record.data_off = off;
+    Ok(Some((off, len)))
+}
+
+/// Bytes read from a tier that is not mapped here, per write.
+const SCRATCH_BYTES_MAX: u64 = 1 << 20;
+
+/// Sends the reply and the bytes of a read's extents straight from the
+/// tiers: a mapped tier (the RAM arena) from its memory, others through
+/// `scratch` (the pin keeps the extents in place meanwhile).
+fn send_reply(s: &TcpStream, st: &State, out: &ExecOut, scratch: &mut Vec<u8>) -> io::Result<()> {
+    let held = || out.extents.iter().filter(|e| e.tier != TIER_HOLE);
+    let total: u64 = held().map(|e| e.len).sum();
+    let mut w = NoSig(s);
+    frame::write_head(
+        &mut w,
+        Kind::Reply,
+        &out.record.to_wire(),
+        &[&out.arg],
+        total,
+    )?;
+    for e in held() {
+        let b = st.tiers.backend(e.tier)?;
+        if let Some(m) = b.mapped(e.phys_off, e.len) {
+            w.write_all(m)?;
+            continue;
+        }
+        let mut done = 0u64;
+        while done < e.len {
+            let n = (e.len - done).min(SCRATCH_BYTES_MAX);
+            if scratch.len() < n as usize {
+                scratch.resize(n as usize, 0);
+            }
+            let buf = &mut scratch[..n as usize];
+            b.read_at(e.phys_off + done, buf)?;
+            w.write_all(buf)?;
+            done += n;
+        }
+    }
+    Ok(())
+}
+
 /// Serves one connection until its peer closes it or breaks the protocol.
 fn serve(mut s: TcpStream, st: &State, peer: &str) {
     let setup = &st.setup;
@@ -151,7 +248,7 @@ fn serve(mut s: TcpStream, st: &State, peer: &str) {
         }
     };
     let mut arg = Vec::new();
-    let mut data = Vec::new();
+    let mut scratch = Vec::new();
     // Bounded by the connection: it ends when the peer closes it, breaks the
     // protocol, or stays idle for BULK_IDLE_MAX.
     loop {
@@ -177,21 +274,27 @@ fn serve(mut s: TcpStream, st: &State, peer: &str) {
             return;
         }
         let mut rec = [0u8; REQUEST_WIRE_BYTES];
-        arg.resize(h.arg_len as usize, 0);
-        if let Err(e) = s.read_exact(&mut rec).and_then(|_| s.read_exact(&mut arg)) {
+        if let Err(e) = s.read_exact(&mut rec) {
             tracing::warn!(peer, "bulk request cut short: {e}");
             return;
         }
-        let Some(record) = RequestRecord::from_wire(&rec) else {
+        let Some(mut record) = RequestRecord::from_wire(&rec) else {
             send_error(&mut s, Errno::Malformed, "malformed request record");
             return;
+        };
+        let lease = match receive_body(&mut s, st, &mut record, h.arg_len as u64, &mut arg) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(peer, "bulk request cut short: {e}");
+                return;
+            }
         };
         let (reply, answer) = tokio::sync::oneshot::channel();
         let sent = st.send(Msg::Execute {
             from,
             record,
             arg: std::mem::take(&mut arg),
-            data: std::mem::take(&mut data),
+            lease,
             reply,
         });
         let out = match sent.ok().and_then(|_| answer.blocking_recv().ok()) {
@@ -201,19 +304,18 @@ fn serve(mut s: TcpStream, st: &State, peer: &str) {
                 return;
             }
         };
-        let wrote = frame::write_frame(
-            &mut NoSig(&s),
-            Kind::Reply,
-            &out.record.to_wire(),
-            &[&out.arg],
-            &out.data[..out.data_len],
-        );
-        if let Err(e) = wrote {
+        let sent = send_reply(&s, st, &out, &mut scratch);
+        if out.pin != 0 {
+            let _ = st.send(Msg::Unpin {
+                client: REMOTE_CLIENT_BASE + u64::from(from),
+                pin: out.pin,
+            });
+        }
+        if let Err(e) = sent {
             tracing::debug!(peer, "bulk reply not delivered: {e}");
             return;
         }
-        // The buffers come back for the next request.
+        // The buffer comes back for the next request.
         arg = out.spent;
-        data = out.data;
     }
 }
