@@ -262,6 +262,9 @@ fn forwardable(op: strata_transport_shm::Op) -> bool {
             | Op::Rename
             | Op::BlobList
             | Op::Score
+            // A durable flush of a bucket, and polling its generation.
+            | Op::BucketFlush
+            | Op::FileSyncState
     )
 }
 
