@@ -328,6 +328,42 @@ fn spawn_detached(argv: &[OsString], log: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The launcher template of `cluster start` over ssh.
+const SSH_TEMPLATE: &str = "ssh -o BatchMode=yes -o ConnectTimeout=10 {host} {cmd}";
+
+/// Starts every node's daemon through launcher template `t`, all at once,
+/// each bounded by `deadline`; the errors of those that failed, together
+/// (`how` completes the message).
+fn launch_each(
+    t: &str,
+    how: &str,
+    exe: &Path,
+    config: Option<&Path>,
+    m: &Membership,
+    deadline: Duration,
+) -> Result<()> {
+    let mut handles = Vec::new();
+    for node in &m.nodes {
+        let argv = launch_argv(t, node, &daemon_cmd(exe, config, m, node, false))?;
+        let name = node.name.clone();
+        handles.push(std::thread::spawn(move || {
+            run_bounded(&argv, deadline).map_err(|e| format!("{name}: {e:#}"))
+        }));
+    }
+    let errs: Vec<String> = handles
+        .into_iter()
+        .filter_map(|h| {
+            h.join()
+                .unwrap_or(Err("launcher thread panicked".into()))
+                .err()
+        })
+        .collect();
+    if !errs.is_empty() {
+        bail!("cannot start every daemon{how}:\n  {}", errs.join("\n  "));
+    }
+    Ok(())
+}
+
 /// `strata cluster start`.
 pub fn start(
     config: Option<&Path>,
@@ -350,51 +386,18 @@ pub fn start(
     match choose(launcher, print) {
         Launch::Template(t) => {
             eprintln!("strata: starting {n} daemon(s) with `{t}`");
-            let mut handles = Vec::new();
-            for node in &m.nodes {
-                let argv = launch_argv(&t, node, &daemon_cmd(&exe, config, &m, node, false))?;
-                let name = node.name.clone();
-                handles.push(std::thread::spawn(move || {
-                    run_bounded(&argv, deadline).map_err(|e| format!("{name}: {e:#}"))
-                }));
-            }
-            let errs: Vec<String> = handles
-                .into_iter()
-                .filter_map(|h| {
-                    h.join()
-                        .unwrap_or(Err("launcher thread panicked".into()))
-                        .err()
-                })
-                .collect();
-            if !errs.is_empty() {
-                bail!("cannot start every daemon:\n  {}", errs.join("\n  "));
-            }
+            launch_each(&t, "", &exe, config, &m, deadline)?;
         }
         Launch::Ssh => {
             eprintln!("strata: starting {n} daemon(s) over ssh");
-            let t = "ssh -o BatchMode=yes -o ConnectTimeout=10 {host} {cmd}";
-            let mut handles = Vec::new();
-            for node in &m.nodes {
-                let argv = launch_argv(t, node, &daemon_cmd(&exe, config, &m, node, false))?;
-                let name = node.name.clone();
-                handles.push(std::thread::spawn(move || {
-                    run_bounded(&argv, deadline).map_err(|e| format!("{name}: {e:#}"))
-                }));
-            }
-            let errs: Vec<String> = handles
-                .into_iter()
-                .filter_map(|h| {
-                    h.join()
-                        .unwrap_or(Err("launcher thread panicked".into()))
-                        .err()
-                })
-                .collect();
-            if !errs.is_empty() {
-                bail!(
-                    "cannot start every daemon over ssh (or pass --launcher / --print):\n  {}",
-                    errs.join("\n  ")
-                );
-            }
+            launch_each(
+                SSH_TEMPLATE,
+                " over ssh (or pass --launcher / --print)",
+                &exe,
+                config,
+                &m,
+                deadline,
+            )?;
         }
         Launch::Srun | Launch::Mpirun => {
             // One step on all nodes, daemons in the foreground inside it; each

@@ -55,12 +55,6 @@ pub fn flush_state(socket: &Path, paths: &[PathBuf]) -> Result<FlushReply> {
     )
 }
 
-/// Whether `r` leaves nothing the flusher can still do: every remaining dirty
-/// file has failed and nothing is being written.
-fn only_failures_left(r: &FlushReply) -> bool {
-    !r.errors.is_empty() && r.flushing_files == 0 && r.dirty_files <= r.errors.len() as u64
-}
-
 /// Requests a flush of `paths` and waits until they are clean. Returns the
 /// final state; its `errors` are non-empty when files could not be persisted.
 /// A progress bar (dirty bytes remaining) appears on stderr when the drain
@@ -73,7 +67,7 @@ pub fn drain(socket: &Path, paths: &[PathBuf], progress: bool) -> Result<FlushRe
     let mut state = first;
     loop {
         // Clean only when no job or clean-up of these paths is left either.
-        if (state.dirty_files == 0 && state.flushing_files == 0) || only_failures_left(&state) {
+        if state.drained() || state.only_failures_left() {
             break;
         }
         if progress && bar.is_none() && start.elapsed() >= BAR_AFTER {
@@ -164,16 +158,16 @@ mod tests {
             dirty_files: 1,
             ..Default::default()
         };
-        assert!(!only_failures_left(&r));
+        assert!(!r.only_failures_left());
         r.errors.push(strata_proto::control::FlushError {
             path: "/x".into(),
             message: "EACCES".into(),
         });
-        assert!(only_failures_left(&r));
+        assert!(r.only_failures_left());
         r.flushing_files = 1;
-        assert!(!only_failures_left(&r));
+        assert!(!r.only_failures_left());
         r.flushing_files = 0;
         r.dirty_files = 2;
-        assert!(!only_failures_left(&r));
+        assert!(!r.only_failures_left());
     }
 }

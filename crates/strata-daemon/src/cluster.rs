@@ -312,9 +312,7 @@ impl pb::cluster_server::Cluster for Service {
             .await?;
         // Bounded by `wait`.
         loop {
-            let done = f.dirty_files == 0 && f.flushing_files == 0;
-            let only_failures = !f.errors.is_empty() && f.flushing_files == 0;
-            if done || only_failures || started.elapsed() >= wait {
+            if f.drained() || f.only_failures_left() || started.elapsed() >= wait {
                 let error = f
                     .errors
                     .iter()
@@ -323,7 +321,7 @@ impl pb::cluster_server::Cluster for Service {
                     .collect::<Vec<_>>()
                     .join("; ");
                 return Ok(tonic::Response::new(pb::DrainReply {
-                    done,
+                    done: f.drained(),
                     dirty_bytes: f.dirty_bytes,
                     error,
                 }));

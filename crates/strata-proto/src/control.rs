@@ -94,6 +94,22 @@ pub struct FlushReply {
     pub errors: Vec<FlushError>,
 }
 
+impl FlushReply {
+    /// Nothing of the flushed paths is left to write: no dirty file and no
+    /// job or clean-up still changing the destination under them.
+    pub fn drained(&self) -> bool {
+        self.dirty_files == 0 && self.flushing_files == 0
+    }
+
+    /// Nothing the flusher can still do: every remaining dirty file has
+    /// failed and nothing is being written.
+    pub fn only_failures_left(&self) -> bool {
+        !self.errors.is_empty()
+            && self.flushing_files == 0
+            && self.dirty_files <= self.errors.len() as u64
+    }
+}
+
 /// File-model counters in `StatusReply` (totals since the daemon started).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct FileCounters {
