@@ -28,6 +28,8 @@ command -v mpirun >/dev/null || need_apt+=(openmpi-bin)
 command -v mpicc >/dev/null || need_apt+=(libopenmpi-dev)
 # Network namespaces for the many-node tests (crates/strata-cli/tests/cluster_util).
 command -v ip >/dev/null || need_apt+=(iproute2)
+# The raw TCP peer of `strata bench cluster` (it falls back to its own TCP stream without it).
+command -v iperf3 >/dev/null || need_apt+=(iperf3)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     log "installing ${need_apt[*]}"
@@ -64,6 +66,9 @@ cargo test --workspace -- --test-threads=2
 
 log "cluster tests again on 127.x addresses (the fallback where namespaces cannot be made)"
 CLUSTER_TEST_BED=loopback cargo test -p strata-cli --test cluster -- --test-threads=2
+
+log "bench cluster, bounded: 2 nodes, one short repeat (the figures in BENCHMARKS.md come from release builds)"
+target/debug/strata bench cluster --nodes 2 --sizes 1MiB --seconds 0.3 --repeats 1 --ram 256MiB
 
 log "heavy integration tests (4 processes x 256 MiB with checksums)"
 cargo test -p strata-cli --test multiproc -- --ignored --test-threads=1

@@ -496,3 +496,54 @@ fn a_gibibyte_blob_crosses_nodes() {
         assert!(got == data, "1 GiB read on node {n} differs");
     }
 }
+
+/// A hung owner (SIGSTOP: it holds its connections and answers nothing, as
+/// behind a partition): calls that need it end with `NodeDown` at the call
+/// deadline — on a pooled bulk connection and on a new one — the caller's
+/// own data stays readable, and after SIGCONT the same client works again.
+#[test]
+fn a_hung_owner_gives_node_down_at_the_deadline_then_recovers() {
+    use strata_client::Client;
+    use strata_proto::Errno;
+    let bed = cluster_util::bed(2, "64MiB", None, "60s");
+    eprintln!("cluster test on {}", bed.kind);
+    ok(
+        &bed.run_cli(&["cluster", "start", "--launcher", bed.launcher()]),
+        "cluster start",
+    );
+    let c1 = Client::connect_to(&bed.nodes[1].socket).unwrap();
+    let owned_by = |n: u32| {
+        (0..10_000)
+            .map(|k| format!("hang{k}"))
+            .find(|b| c1.owner_of_bucket(b) == n)
+            .unwrap()
+    };
+    let (remote, local) = (c1.bucket(&owned_by(0)).unwrap(), c1.bucket(&owned_by(1)).unwrap());
+    remote.put("r", b"remote bytes").unwrap();
+    local.put("l", b"local bytes").unwrap();
+    let pid = bed.pid(0).expect("node 0 runs");
+    // SAFETY: kill(2) on our own daemon's pid.
+    unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // Pooled connection: the request is sent, no answer comes.
+        let e = remote.get("r").unwrap_err();
+        assert_eq!(e.errno, Errno::NodeDown, "{e}");
+        assert!(e.to_string().contains(&bed.nodes[0].name), "{e}");
+        // A new client: its daemon's dial gets no handshake.
+        let fresh = Client::connect_to(&bed.nodes[1].socket).unwrap();
+        let e = fresh
+            .bucket_open(&owned_by(0))
+            .map(|_| ())
+            .unwrap_err();
+        assert_eq!(e.errno, Errno::NodeDown, "{e}");
+        assert_eq!(local.get("l").unwrap(), b"local bytes");
+    }));
+    // SAFETY: as above.
+    unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+    if let Err(p) = outcome {
+        std::panic::resume_unwind(p);
+    }
+    assert_eq!(remote.get("r").unwrap(), b"remote bytes");
+    remote.put("r2", b"after").unwrap();
+    assert_eq!(remote.get("r2").unwrap(), b"after");
+}
