@@ -518,7 +518,10 @@ fn a_hung_owner_gives_node_down_at_the_deadline_then_recovers() {
             .find(|b| c1.owner_of_bucket(b) == n)
             .unwrap()
     };
-    let (remote, local) = (c1.bucket(&owned_by(0)).unwrap(), c1.bucket(&owned_by(1)).unwrap());
+    let (remote, local) = (
+        c1.bucket(&owned_by(0)).unwrap(),
+        c1.bucket(&owned_by(1)).unwrap(),
+    );
     remote.put("r", b"remote bytes").unwrap();
     local.put("l", b"local bytes").unwrap();
     let pid = bed.pid(0).expect("node 0 runs");
@@ -531,10 +534,7 @@ fn a_hung_owner_gives_node_down_at_the_deadline_then_recovers() {
         assert!(e.to_string().contains(&bed.nodes[0].name), "{e}");
         // A new client: its daemon's dial gets no handshake.
         let fresh = Client::connect_to(&bed.nodes[1].socket).unwrap();
-        let e = fresh
-            .bucket_open(&owned_by(0))
-            .map(|_| ())
-            .unwrap_err();
+        let e = fresh.bucket_open(&owned_by(0)).map(|_| ()).unwrap_err();
         assert_eq!(e.errno, Errno::NodeDown, "{e}");
         assert_eq!(local.get("l").unwrap(), b"local bytes");
     }));

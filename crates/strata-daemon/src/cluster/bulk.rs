@@ -135,6 +135,25 @@ impl io::Write for NoSig<'_> {
     }
 }
 
+/// How long a bulk thread polls for the engine's answer before it sleeps:
+/// the engine usually answers within microseconds (its thread is awake,
+/// it was just rung), and a sleeping thread takes longer than that to wake.
+const ANSWER_SPIN: Duration = Duration::from_micros(20);
+
+fn wait_answer<T>(mut rx: tokio::sync::oneshot::Receiver<T>) -> Option<T> {
+    use tokio::sync::oneshot::error::TryRecvError;
+    let start = std::time::Instant::now();
+    // Bounded by ANSWER_SPIN, then a blocking wait.
+    loop {
+        match rx.try_recv() {
+            Ok(v) => return Some(v),
+            Err(TryRecvError::Closed) => return None,
+            Err(TryRecvError::Empty) if start.elapsed() < ANSWER_SPIN => std::hint::spin_loop(),
+            Err(TryRecvError::Empty) => return rx.blocking_recv().ok(),
+        }
+    }
+}
+
 /// Puts at least this large are read from the socket straight into arena
 /// space leased for them (one poller round trip more, one copy less).
 const LEASED_PUT_BYTES_MIN: u64 = 64 << 10;
@@ -297,7 +316,7 @@ fn serve(mut s: TcpStream, st: &State, peer: &str) {
             lease,
             reply,
         });
-        let out = match sent.ok().and_then(|_| answer.blocking_recv().ok()) {
+        let out = match sent.ok().and_then(|_| wait_answer(answer)) {
             Some(out) => out,
             None => {
                 send_error(&mut s, Errno::Shutdown, "the daemon is stopping");
