@@ -234,10 +234,60 @@ fn launch_argv(template: &str, n: &Node, cmd: &[OsString]) -> Result<Vec<OsStrin
 /// How daemons get started on their nodes.
 enum Launch {
     Template(String),
-    Srun,
-    Mpirun,
+    /// One step of the resource manager (or mpirun) on every node.
+    Step(Step),
     Ssh,
     Print,
+}
+
+/// The launchers that start one process per node in a single command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Srun,
+    Flux,
+    Pbsdsh,
+    Blaunch,
+    Mpirun,
+}
+
+/// The argv prefix that runs a command once on each of `hosts`.
+fn step_argv(step: Step, hosts: &[String]) -> Vec<OsString> {
+    let n = hosts.len().to_string();
+    let list = hosts.join(",");
+    let v: Vec<String> = match step {
+        // --overlap: the daemons must not block the job's own steps.
+        Step::Srun => vec![
+            "srun".into(),
+            "--overlap".into(),
+            "--exact".into(),
+            "-N".into(),
+            n,
+            "--ntasks-per-node=1".into(),
+            format!("--nodelist={list}"),
+        ],
+        Step::Flux => vec![
+            "flux".into(),
+            "run".into(),
+            "-N".into(),
+            n.clone(),
+            "-n".into(),
+            n,
+            format!("--requires=host:{list}"),
+        ],
+        // -u: once per host of the job (PBS_NODEFILE lists a host per core).
+        Step::Pbsdsh => vec!["pbsdsh".into(), "-u".into()],
+        Step::Blaunch => vec!["blaunch".into(), "-z".into(), hosts.join(" ")],
+        Step::Mpirun => vec![
+            "mpirun".into(),
+            "--host".into(),
+            list,
+            "-np".into(),
+            n,
+            "--map-by".into(),
+            "ppr:1:node".into(),
+        ],
+    };
+    v.into_iter().map(OsString::from).collect()
 }
 
 fn have(prog: &str) -> bool {
@@ -252,13 +302,17 @@ fn choose(launcher: Option<&str>, print: bool) -> Launch {
     if print {
         return Launch::Print;
     }
-    if std::env::var_os("SLURM_JOB_ID").is_some() && have("srun") {
-        return Launch::Srun;
-    }
-    if (std::env::var_os("PBS_JOBID").is_some() || std::env::var_os("LSB_JOBID").is_some())
-        && have("mpirun")
-    {
-        return Launch::Mpirun;
+    let env = |k: &str| std::env::var_os(k).is_some();
+    // The job's resource manager first, then mpirun, then ssh.
+    let managers = [
+        (env("SLURM_JOB_ID") && have("srun"), Step::Srun),
+        (env("FLUX_JOB_ID") && have("flux"), Step::Flux),
+        (env("PBS_JOBID") && have("pbsdsh"), Step::Pbsdsh),
+        (env("LSB_JOBID") && have("blaunch"), Step::Blaunch),
+        (have("mpirun"), Step::Mpirun),
+    ];
+    if let Some((_, s)) = managers.iter().find(|(ok, _)| *ok) {
+        return Launch::Step(*s);
     }
     if have("ssh") {
         return Launch::Ssh;
@@ -399,33 +453,13 @@ pub fn start(
                 deadline,
             )?;
         }
-        Launch::Srun | Launch::Mpirun => {
+        Launch::Step(step) => {
             // One step on all nodes, daemons in the foreground inside it; each
             // finds its node by host name (no --node).
             let mut d = daemon_cmd(&exe, config, &m, &m.nodes[0], true);
             d.truncate(d.len() - 2);
             let hostlist: Vec<String> = m.nodes.iter().map(|x| x.name.clone()).collect();
-            let mut argv: Vec<OsString> = if matches!(choose(launcher, print), Launch::Srun) {
-                vec![
-                    "srun".into(),
-                    "--overlap".into(),
-                    "--exact".into(),
-                    "-N".into(),
-                    n.to_string().into(),
-                    "--ntasks-per-node=1".into(),
-                    format!("--nodelist={}", hostlist.join(",")).into(),
-                ]
-            } else {
-                vec![
-                    "mpirun".into(),
-                    "--host".into(),
-                    hostlist.join(",").into(),
-                    "-np".into(),
-                    n.to_string().into(),
-                    "--map-by".into(),
-                    "ppr:1:node".into(),
-                ]
-            };
+            let mut argv = step_argv(step, &hostlist);
             argv.extend(d);
             let log = secret_path.with_file_name("cluster-launch.log");
             eprintln!(
@@ -712,4 +746,50 @@ pub fn stop(config: Option<&Path>, h: &HostArgs, no_drain: bool) -> Result<bool>
         ok
     });
     Ok(ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(v: Vec<OsString>) -> String {
+        v.iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    #[test]
+    fn each_launcher_runs_one_process_per_node() {
+        let hosts = vec!["n01".to_string(), "n02".to_string(), "gpu3".to_string()];
+        assert_eq!(
+            words(step_argv(Step::Srun, &hosts)),
+            "srun --overlap --exact -N 3 --ntasks-per-node=1 --nodelist=n01,n02,gpu3"
+        );
+        assert_eq!(
+            words(step_argv(Step::Flux, &hosts)),
+            "flux run -N 3 -n 3 --requires=host:n01,n02,gpu3"
+        );
+        assert_eq!(words(step_argv(Step::Pbsdsh, &hosts)), "pbsdsh -u");
+        assert_eq!(step_argv(Step::Blaunch, &hosts)[2], "n01 n02 gpu3");
+        assert_eq!(
+            words(step_argv(Step::Mpirun, &hosts)),
+            "mpirun --host n01,n02,gpu3 -np 3 --map-by ppr:1:node"
+        );
+    }
+
+    #[test]
+    fn ssh_is_a_launcher_template() {
+        let n = Node {
+            id: 2,
+            name: "n03".into(),
+            addr: Some("10.1.0.3".into()),
+            port: None,
+        };
+        let argv = launch_argv(SSH_TEMPLATE, &n, &["strata".into(), "daemon".into()]).unwrap();
+        assert_eq!(
+            words(argv),
+            "ssh -o BatchMode=yes -o ConnectTimeout=10 10.1.0.3 strata daemon"
+        );
+    }
 }

@@ -238,6 +238,10 @@ pub trait Peers: Send + Sync {
     fn bulk_dial(&self, node: u32) -> Result<BulkConn, (Errno, String)>;
 }
 
+/// A remote request moving at least this many bytes lets the engine's next
+/// idle wait skip its spin (`Poller::quiet_next`).
+const QUIET_TRANSFER_BYTES: u64 = 64 << 10;
+
 /// Client ids of requests other nodes forward here (one per node; below
 /// the stash's owner id, far above any local client id).
 pub const REMOTE_CLIENT_BASE: u64 = u64::MAX - (1 << 20);
@@ -283,6 +287,10 @@ pub struct Poller {
     pub engine: Engine,
     /// Reply area of forwarded requests, kept across them.
     forward_area: Vec<u8>,
+    /// The last message started or ended a large remote transfer: the next
+    /// one comes after megabytes crossed a socket, so the idle wait skips
+    /// its spin (on few cores the spin took CPU from the kernel's copies).
+    quiet_next: bool,
     /// Completions of the engine's background workers.
     done_rx: mpsc::Receiver<Done>,
     /// `engine.direct_gen` as last published in the control segment.
@@ -328,6 +336,7 @@ impl Poller {
         let limits = *engine.core.meta.limits();
         Poller {
             forward_area: Vec::new(),
+            quiet_next: false,
             engine,
             done_rx,
             direct_gen_published: 0,
@@ -408,7 +417,11 @@ impl Poller {
             self.arena_tick();
             if did == 0 {
                 let shared = self.shared.clone();
-                let spin = self.spin;
+                let spin = if std::mem::take(&mut self.quiet_next) {
+                    Duration::ZERO
+                } else {
+                    self.spin
+                };
                 // Dirty files have deadlines: look again soon.
                 let journal_busy = !self.engine.core.meta.touched.is_empty()
                     || self.engine.core.journal.as_ref().is_some_and(|j| j.busy())
@@ -765,6 +778,7 @@ impl Poller {
                     self.engine.core.unpin((client, 0), pin);
                 }
                 Msg::Lease { want, reply } => {
+                    self.quiet_next = true;
                     let g = self.engine.core.lease_grant(want);
                     let granted = g.map(|r| (r.off, r.len));
                     if reply.send(granted).is_err() {
@@ -793,6 +807,8 @@ impl Poller {
                     reply,
                 } => {
                     let mut out = self.execute_forwarded(from, &record, &arg, lease);
+                    let read: u64 = out.extents.iter().map(|e| e.len).sum();
+                    self.quiet_next |= record.len.max(read) >= QUIET_TRANSFER_BYTES;
                     out.spent = arg;
                     let _ = reply.send(out);
                 }
