@@ -254,7 +254,8 @@ impl RemoteLane<'_> {
     }
 
     /// Sends the request; its response record (the reply's argument area
-    /// goes to `arg_back`, a read's bytes to `data`).
+    /// goes to `arg_back`; a read's bytes stay in the socket, `pending`,
+    /// until `read_extents` takes them).
     fn round_trip(
         &mut self,
         rec: &RequestRecord,
