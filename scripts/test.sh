@@ -69,6 +69,7 @@ CLUSTER_TEST_BED=loopback cargo test -p strata-cli --test cluster -- --test-thre
 
 log "bench cluster, bounded: 2 nodes, one short repeat (the figures in BENCHMARKS.md come from release builds)"
 target/debug/strata bench cluster --nodes 2 --sizes 1MiB --seconds 0.3 --repeats 1 --ram 256MiB
+target/debug/strata bench cluster --nodes 2 --sizes 1MiB --seconds 0.3 --repeats 1 --ram 256MiB --loopback
 
 log "heavy integration tests (4 processes x 256 MiB with checksums)"
 cargo test -p strata-cli --test multiproc -- --ignored --test-threads=1

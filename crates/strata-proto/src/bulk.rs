@@ -266,4 +266,33 @@ mod tests {
         assert_eq!(msg, b"node 2 is down");
         assert_eq!(error_code(b"\xff\xff"), Errno::Internal);
     }
+
+    proptest::proptest! {
+        /// Any 24 bytes: a header within every bound, or an error — never a
+        /// panic, never a length over its bound.
+        #[test]
+        fn any_header_bytes_decode_within_bounds_or_fail(b in proptest::array::uniform24(0u8..)) {
+            if let Ok(h) = Header::decode(&b) {
+                proptest::prop_assert!(h.record_len as usize <= RECORD_BYTES_MAX);
+                proptest::prop_assert!(h.arg_len as usize <= ARG_BYTES_MAX);
+                proptest::prop_assert!(h.data_len <= DATA_BYTES_MAX as u64);
+                proptest::prop_assert_eq!(Header::decode(&h.encode()), Ok(h));
+            }
+        }
+
+        /// A valid header with arbitrary lengths round-trips or is refused
+        /// as too big, by the same bounds `write_frame` checks.
+        #[test]
+        fn lengths_are_refused_exactly_over_their_bounds(
+            record_len in 0u32..1024,
+            arg_len in 0u32..(ARG_BYTES_MAX as u32 * 2),
+            data_len in 0u64..(DATA_BYTES_MAX as u64 * 2),
+        ) {
+            let h = Header { kind: Kind::Request, record_len, arg_len, data_len };
+            let fits = record_len as usize <= RECORD_BYTES_MAX
+                && arg_len as usize <= ARG_BYTES_MAX
+                && data_len <= DATA_BYTES_MAX as u64;
+            proptest::prop_assert_eq!(Header::decode(&h.encode()).is_ok(), fits);
+        }
+    }
 }
