@@ -109,6 +109,10 @@ fn a_second_daemon_on_the_same_tier_directory_is_refused() {
         out.contains("tier directory") && out.contains("in use"),
         "{out}"
     );
+    // The refused daemon took its own shared-memory prefix first: it leaves
+    // no lock file behind.
+    let lock = format!("/dev/shm/strata-idt{}.lock", std::process::id());
+    assert!(!Path::new(&lock).exists(), "{lock} left behind");
     d.client().bucket("still").unwrap().put("ok", b"1").unwrap();
 }
 

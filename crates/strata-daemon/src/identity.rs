@@ -214,22 +214,30 @@ pub fn acquire(cfg: &Config) -> anyhow::Result<Identity> {
         },
     )?;
 
-    // 3. Every directory tier.
-    for (i, d) in cfg.devices.iter().enumerate() {
-        if d.kind != DeviceKind::Dir {
-            continue;
+    // 3. Every directory tier. A refusal here leaves no shared-memory lock
+    // file behind (this daemon holds it, and never started).
+    let tiers = (|| -> anyhow::Result<()> {
+        for (i, d) in cfg.devices.iter().enumerate() {
+            if d.kind != DeviceKind::Dir {
+                continue;
+            }
+            let Some(path) = d.path.as_ref() else {
+                bail!("devices[{i}] ({}) is a dir device without a path", d.name)
+            };
+            private_dir(path, &format!("tier directory of device {}", d.name), true)?;
+            take(&mut locks, &path.join(TIER_LOCK_NAME), &socket, |holder| {
+                format!(
+                    "the tier directory {} of device {} is in use by another strata daemon ({holder}); give each daemon its own device path, or use that daemon",
+                    path.display(),
+                    d.name
+                )
+            })?;
         }
-        let Some(path) = d.path.as_ref() else {
-            bail!("devices[{i}] ({}) is a dir device without a path", d.name)
-        };
-        private_dir(path, &format!("tier directory of device {}", d.name), true)?;
-        take(&mut locks, &path.join(TIER_LOCK_NAME), &socket, |holder| {
-            format!(
-                "the tier directory {} of device {} is in use by another strata daemon ({holder}); give each daemon its own device path, or use that daemon",
-                path.display(),
-                d.name
-            )
-        })?;
+        Ok(())
+    })();
+    if let Err(e) = tiers {
+        let _ = std::fs::remove_file(format!("/dev/shm/{prefix}.lock"));
+        return Err(e);
     }
     Ok(Identity {
         socket,
