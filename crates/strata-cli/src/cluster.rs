@@ -658,7 +658,7 @@ pub fn status(config: Option<&Path>, h: &HostArgs, json: bool) -> Result<bool> {
                     "dirty_bytes": s.dirty_bytes, "flush_lag_s": s.flush_lag_s, "boot_id": s.boot_id,
                     "clients": s.clients,
                     "tiers": s.tiers.iter().map(|t| serde_json::json!({"name": t.name, "used_bytes": t.used_bytes, "capacity_bytes": t.capacity_bytes})).collect::<Vec<_>>(),
-                    "peers": s.peers.iter().map(|p| serde_json::json!({"node": p.node, "state": p.state})).collect::<Vec<_>>(),
+                    "peers": s.peers.iter().map(|p| serde_json::json!({"node": p.node, "state": p.state, "rtt_us": (p.rtt_us >= 0.0).then_some(p.rtt_us)})).collect::<Vec<_>>(),
                 }),
                 Err(e) => serde_json::json!({"node": n.id, "name": n.name, "address": n.endpoint(ctx.port), "state": "down", "error": e}),
             })

@@ -122,7 +122,15 @@ fn cluster_lines(st: &StatusReply) -> String {
         c.source,
         c.peers.len()
     );
-    let mut t = Table::new(&["NODE", "NAME", "ADDRESS", "STATE", "LAST SEEN", "ERROR"]);
+    let mut t = Table::new(&[
+        "NODE",
+        "NAME",
+        "ADDRESS",
+        "STATE",
+        "LAST SEEN",
+        "RTT",
+        "ERROR",
+    ]);
     for p in &c.peers {
         t.row(vec![
             p.node.to_string(),
@@ -131,6 +139,7 @@ fn cluster_lines(st: &StatusReply) -> String {
             p.state.clone(),
             p.last_seen_s
                 .map_or("never".into(), |s| format!("{s:.1}s ago")),
+            p.rtt_us.map_or("-".into(), |us| format!("{us:.0}µs")),
             p.error.clone(),
         ]);
     }

@@ -62,6 +62,20 @@ fn start_status_kill_restart_stop() {
     let st: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(st["cluster"]["peers"].as_array().unwrap().len(), 3);
     assert_eq!(st["node_id"], 0);
+    // Every peer seen up has a measured heartbeat round trip (the
+    // network latency placement will weigh).
+    for p in st["cluster"]["peers"].as_array().unwrap() {
+        if p["node"] != 0 {
+            assert!(p["rtt_us"].as_f64().unwrap() > 0.0, "{p}");
+        }
+    }
+    for row in &s {
+        for p in row["peers"].as_array().unwrap() {
+            if p["node"] != row["node"] {
+                assert!(p["rtt_us"].as_f64().is_some_and(|r| r > 0.0), "{row}");
+            }
+        }
+    }
 
     // SIGKILL node 1: the others see it down (within the call deadline;
     // polled, not timed), the table says so and exits 1.

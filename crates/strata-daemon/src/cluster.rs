@@ -145,6 +145,8 @@ struct Peer {
     state: &'static str,
     last_seen: Option<Instant>,
     error: String,
+    /// Heartbeat round trip, smoothed (the measured latency to the peer).
+    rtt: Option<Duration>,
 }
 
 struct State {
@@ -216,6 +218,7 @@ impl State {
                         p.last_seen.map(|t| t.elapsed().as_secs_f64())
                     },
                     error: p.error,
+                    rtt_us: p.rtt.map(|d| d.as_secs_f64() * 1e6),
                 })
                 .collect(),
         }
@@ -257,6 +260,7 @@ fn node_status(st: &State, s: &StatusReply) -> pb::NodeStatus {
                 node: p.node,
                 state: p.state.clone(),
                 last_seen_s: p.last_seen_s.unwrap_or(-1.0),
+                rtt_us: p.rtt_us.unwrap_or(-1.0),
             })
             .collect(),
         clients: s.clients as u32,
@@ -349,7 +353,12 @@ impl pb::cluster_server::Cluster for Service {
 }
 
 /// One heartbeat to peer `id`: its new state.
-async fn beat(st: &State, id: NodeId, client: &mut Option<rpc::Client>) -> Result<(), String> {
+/// One heartbeat: the round trip of the `Hello` call (connecting excluded).
+async fn beat(
+    st: &State,
+    id: NodeId,
+    client: &mut Option<rpc::Client>,
+) -> Result<Duration, String> {
     let s = &st.setup;
     if client.is_none() {
         *client = Some(
@@ -365,6 +374,7 @@ async fn beat(st: &State, id: NodeId, client: &mut Option<rpc::Client>) -> Resul
     }
     let c = client.as_mut().expect("connected above");
     let me = &s.membership.nodes[s.me as usize];
+    let started = Instant::now();
     let r = c
         .hello(pb::HelloRequest {
             from_node: s.me,
@@ -389,7 +399,7 @@ async fn beat(st: &State, id: NodeId, client: &mut Option<rpc::Client>) -> Resul
             r.node
         ));
     }
-    Ok(())
+    Ok(started.elapsed())
 }
 
 async fn heartbeats(st: Arc<State>) {
@@ -423,10 +433,12 @@ async fn heartbeats(st: Arc<State>) {
                 if let Ok(mut peers) = st.peers.lock() {
                     let p = &mut peers[id];
                     match res {
-                        Ok(()) => {
+                        Ok(rtt) => {
                             if p.state != "up" {
                                 tracing::info!(node = id, "cluster peer up");
                             }
+                            // Smoothed as TCP does (7/8 old, 1/8 new).
+                            p.rtt = Some(p.rtt.map_or(rtt, |old| (old * 7 + rtt) / 8));
                             p.state = "up";
                             p.last_seen = Some(Instant::now());
                             p.error.clear();
@@ -554,6 +566,7 @@ pub fn start(
             state: "starting",
             last_seen: None,
             error: String::new(),
+            rtt: None,
         };
         n
     ];
@@ -561,6 +574,7 @@ pub fn start(
         state: "up",
         last_seen: Some(Instant::now()),
         error: String::new(),
+        rtt: None,
     };
     let boot_id = {
         use rand::RngCore;

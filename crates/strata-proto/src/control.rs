@@ -260,6 +260,10 @@ pub struct PeerStatus {
     pub last_seen_s: Option<f64>,
     /// Why the last call failed.
     pub error: String,
+    /// Round trip of its heartbeats, µs, smoothed (None: never answered,
+    /// or this node).
+    #[serde(default)]
+    pub rtt_us: Option<f64>,
 }
 
 /// The I/O log's state (`trace:` in the configuration).
