@@ -115,12 +115,7 @@ fn start_status_kill_restart_stop() {
 
 #[test]
 fn without_the_secret_nothing_answers() {
-    let bed = cluster_util::bed(2, "64MiB", None, "60s");
-    eprintln!("cluster test on {}", bed.kind);
-    ok(
-        &bed.run_cli(&["cluster", "start", "--launcher", bed.launcher()]),
-        "cluster start",
-    );
+    let bed = started(2, "64MiB", None, "60s");
     // A client with another secret: refused by every node, named.
     let other = bed.dir.path().join("other.secret");
     strata_net::Secret::generate().save(&other).unwrap();
@@ -200,6 +195,33 @@ fn a_start_that_cannot_agree_names_the_missing_node() {
     assert!(line(n0).contains("sees 1/2 nodes up"), "{err}");
 }
 
+/// A bed of `n` nodes with its cluster started (the test says which bed ran).
+fn started(n: usize, ram: &str, disk: Option<&str>, start_timeout: &str) -> Bed {
+    let bed = cluster_util::bed(n, ram, disk, start_timeout);
+    eprintln!("cluster test on {}", bed.kind);
+    ok(
+        &bed.run_cli(&["cluster", "start", "--launcher", bed.launcher()]),
+        "cluster start",
+    );
+    bed
+}
+
+/// A client on every node of `bed`.
+fn clients_of(bed: &Bed) -> Vec<strata_client::Client> {
+    bed.nodes
+        .iter()
+        .map(|n| strata_client::Client::connect_to(&n.socket).unwrap())
+        .collect()
+}
+
+/// The first bucket name `PREFIX<k>` that node `n` owns.
+fn bucket_owned_by(c: &strata_client::Client, prefix: &str, n: u32) -> String {
+    (0..10_000)
+        .map(|k| format!("{prefix}{k}"))
+        .find(|b| c.owner_of_bucket(b) == n)
+        .unwrap()
+}
+
 fn checksum(b: &[u8]) -> u64 {
     // FNV-1a over the bytes (equality of contents, not security).
     b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, x| {
@@ -226,19 +248,9 @@ fn pattern(len: usize, seed: u64) -> Vec<u8> {
 /// works on.
 #[test]
 fn native_api_from_every_node_on_every_nodes_data() {
-    use strata_client::Client;
     use strata_proto::Errno;
-    let bed = cluster_util::bed(3, "256MiB", None, "60s");
-    eprintln!("cluster test on {}", bed.kind);
-    ok(
-        &bed.run_cli(&["cluster", "start", "--launcher", bed.launcher()]),
-        "cluster start",
-    );
-    let clients: Vec<Client> = bed
-        .nodes
-        .iter()
-        .map(|n| Client::connect_to(&n.socket).unwrap())
-        .collect();
+    let bed = started(3, "256MiB", None, "60s");
+    let clients = clients_of(&bed);
     let sizes = [0usize, 1, 4096, 1 << 20, 9 << 20, 20 << 20];
     for (i, size) in sizes.iter().enumerate() {
         let data = pattern(*size, i as u64 + 1);
@@ -418,20 +430,10 @@ fn native_api_from_every_node_on_every_nodes_data() {
 fn a_restarted_owner_replays_its_journaled_blobs() {
     use strata_client::Client;
     use strata_proto::Errno;
-    let bed = cluster_util::bed(3, "64MiB", Some("256MiB"), "60s");
-    eprintln!("cluster test on {}", bed.kind);
-    ok(
-        &bed.run_cli(&["cluster", "start", "--launcher", bed.launcher()]),
-        "cluster start",
-    );
+    let bed = started(3, "64MiB", Some("256MiB"), "60s");
     let c1 = Client::connect_to(&bed.nodes[1].socket).unwrap();
     // A bucket owned by node 0, another by node 2, written from node 1.
-    let owned_by = |n: u32| {
-        (0..10_000)
-            .map(|k| format!("dur{k}"))
-            .find(|b| c1.owner_of_bucket(b) == n)
-            .unwrap()
-    };
+    let owned_by = |n: u32| bucket_owned_by(&c1, "dur", n);
     let (on0, on2) = (owned_by(0), owned_by(2));
     let blobs: Vec<(String, Vec<u8>)> = (0..6)
         .map(|i| (format!("b{i}"), pattern(1000 + i * 700_000, i as u64 + 7)))
@@ -478,22 +480,9 @@ fn a_restarted_owner_replays_its_journaled_blobs() {
 /// every node), in the pieces the bulk path carries.
 #[test]
 fn a_gibibyte_blob_crosses_nodes() {
-    use strata_client::Client;
-    let bed = cluster_util::bed(3, "1280MiB", None, "60s");
-    eprintln!("cluster test on {}", bed.kind);
-    ok(
-        &bed.run_cli(&["cluster", "start", "--launcher", bed.launcher()]),
-        "cluster start",
-    );
-    let clients: Vec<Client> = bed
-        .nodes
-        .iter()
-        .map(|n| Client::connect_to(&n.socket).unwrap())
-        .collect();
-    let name = (0..10_000)
-        .map(|k| format!("big{k}"))
-        .find(|b| clients[0].owner_of_bucket(b) == 1)
-        .unwrap();
+    let bed = started(3, "1280MiB", None, "60s");
+    let clients = clients_of(&bed);
+    let name = bucket_owned_by(&clients[0], "big", 1);
     // 1 GiB of a 1 MiB pattern shifted per MiB (cheap to make and to check
     // in a debug build).
     let unit = pattern(1 << 20, 42);
@@ -519,19 +508,9 @@ fn a_gibibyte_blob_crosses_nodes() {
 fn a_hung_owner_gives_node_down_at_the_deadline_then_recovers() {
     use strata_client::Client;
     use strata_proto::Errno;
-    let bed = cluster_util::bed(2, "64MiB", None, "60s");
-    eprintln!("cluster test on {}", bed.kind);
-    ok(
-        &bed.run_cli(&["cluster", "start", "--launcher", bed.launcher()]),
-        "cluster start",
-    );
+    let bed = started(2, "64MiB", None, "60s");
     let c1 = Client::connect_to(&bed.nodes[1].socket).unwrap();
-    let owned_by = |n: u32| {
-        (0..10_000)
-            .map(|k| format!("hang{k}"))
-            .find(|b| c1.owner_of_bucket(b) == n)
-            .unwrap()
-    };
+    let owned_by = |n: u32| bucket_owned_by(&c1, "hang", n);
     let (remote, local) = (
         c1.bucket(&owned_by(0)).unwrap(),
         c1.bucket(&owned_by(1)).unwrap(),

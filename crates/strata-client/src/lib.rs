@@ -190,12 +190,14 @@ pub(crate) fn backing_request(
             };
             Ok((fd, mod_gen))
         }
-        ControlReply::Error { code, message } => Err(err(
-            Errno::from_code(code).unwrap_or(Errno::Internal),
-            message,
-        )),
+        ControlReply::Error { code, message } => Err(daemon_error(code, message)),
         other => Err(err(Errno::Internal, format!("unexpected reply {other:?}"))),
     }
+}
+
+/// The error a daemon answered on the control socket (`ControlReply::Error`).
+pub(crate) fn daemon_error(code: i32, message: String) -> Error {
+    err(Errno::from_code(code).unwrap_or(Errno::Internal), message)
 }
 
 /// Sends one control request on a fresh connection.
@@ -212,10 +214,7 @@ pub fn control_request(socket: &Path, req: &ControlRequest) -> Result<ControlRep
 pub fn status(socket: &Path) -> Result<StatusReply> {
     match control_request(socket, &ControlRequest::Status)? {
         ControlReply::Status(s) => Ok(s),
-        ControlReply::Error { code, message } => Err(err(
-            Errno::from_code(code).unwrap_or(Errno::Internal),
-            message,
-        )),
+        ControlReply::Error { code, message } => Err(daemon_error(code, message)),
         other => Err(err(Errno::Internal, format!("unexpected reply {other:?}"))),
     }
 }
@@ -334,12 +333,7 @@ impl Client {
         let _ = s.set_read_timeout(None);
         let hello = match reply {
             ControlReply::Hello(h) => h,
-            ControlReply::Error { code, message } => {
-                return Err(err(
-                    Errno::from_code(code).unwrap_or(Errno::Internal),
-                    message,
-                ))
-            }
+            ControlReply::Error { code, message } => return Err(daemon_error(code, message)),
             other => {
                 return Err(err(
                     Errno::Internal,

@@ -122,10 +122,7 @@ impl RemoteTransport {
                 }
                 Ok(Conn { s })
             }
-            ControlReply::Error { code, message } => Err(err(
-                Errno::from_code(code).unwrap_or(Errno::Internal),
-                message,
-            )),
+            ControlReply::Error { code, message } => Err(crate::daemon_error(code, message)),
             other => Err(err(
                 Errno::Internal,
                 format!("unexpected answer to BulkConnect: {other:?}"),

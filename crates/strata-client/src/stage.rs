@@ -484,10 +484,7 @@ impl Client {
 fn stage_request(socket: &Path, req: &ControlRequest) -> Result<StageReply> {
     match control_request(socket, req)? {
         ControlReply::Stage(r) => Ok(r),
-        ControlReply::Error { code, message } => Err(err(
-            Errno::from_code(code).unwrap_or(Errno::Internal),
-            message,
-        )),
+        ControlReply::Error { code, message } => Err(crate::daemon_error(code, message)),
         other => Err(err(
             Errno::Version,
             format!("unexpected reply {other:?} (is the daemon an older version without staging?)"),

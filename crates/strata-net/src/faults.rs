@@ -101,6 +101,24 @@ impl FaultyTransport {
         }
     }
 
+    /// A refused connect, drawn from the plan's `connect_fail_prob`.
+    fn maybe_refuse(&self, peer: &str) -> io::Result<()> {
+        let refuse = {
+            let mut r = self
+                .rng
+                .lock()
+                .map_err(|_| io::Error::other("rng poisoned"))?;
+            r.random_bool(self.plan.connect_fail_prob.clamp(0.0, 1.0))
+        };
+        if refuse {
+            return Err(io::Error::new(
+                io::ErrorKind::ConnectionRefused,
+                format!("connect to {peer}: refused (injected fault)"),
+            ));
+        }
+        Ok(())
+    }
+
     fn conn_rng(&self) -> StdRng {
         let seed = self.rng.lock().map(|mut r| r.random::<u64>()).unwrap_or(0);
         StdRng::seed_from_u64(seed)
@@ -129,19 +147,7 @@ impl Transport for FaultyTransport {
             while self.partitions.cut(&host) {
                 tokio::time::sleep(PARTITION_RECHECK).await;
             }
-            let refuse = {
-                let mut r = self
-                    .rng
-                    .lock()
-                    .map_err(|_| io::Error::other("rng poisoned"))?;
-                r.random_bool(self.plan.connect_fail_prob.clamp(0.0, 1.0))
-            };
-            if refuse {
-                return Err(io::Error::new(
-                    io::ErrorKind::ConnectionRefused,
-                    format!("connect to {peer}: refused (injected fault)"),
-                ));
-            }
+            self.maybe_refuse(peer)?;
             let c = self.inner.connect(peer).await?;
             Ok(self.wrap(c, peer))
         })
@@ -161,19 +167,7 @@ impl Transport for FaultyTransport {
             }
             std::thread::sleep(PARTITION_RECHECK);
         }
-        let refuse = {
-            let mut r = self
-                .rng
-                .lock()
-                .map_err(|_| io::Error::other("rng poisoned"))?;
-            r.random_bool(self.plan.connect_fail_prob.clamp(0.0, 1.0))
-        };
-        if refuse {
-            return Err(io::Error::new(
-                io::ErrorKind::ConnectionRefused,
-                format!("connect to {peer}: refused (injected fault)"),
-            ));
-        }
+        self.maybe_refuse(peer)?;
         self.inner.dial_socket(peer, deadline)
     }
 

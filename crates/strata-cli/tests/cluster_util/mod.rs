@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::process::Output;
 
-pub use strata_bench::bed::{Bed, BedNode, BedSpec};
+pub use strata_bench::bed::{Bed, BedSpec};
 
 pub fn strata_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_strata"))
