@@ -37,20 +37,6 @@ use crate::{err, Result};
 /// with the cluster's deadline and answers `NodeDown` after it).
 const DIAL_SOCKET_TIMEOUT: Duration = Duration::from_secs(3600);
 
-/// Writes with `MSG_NOSIGNAL`: a peer that closed the connection is an
-/// error here, never a SIGPIPE killing the program (C programs keep the
-/// default SIGPIPE action).
-struct NoSigPipe<'a>(&'a TcpStream);
-
-impl std::io::Write for NoSigPipe<'_> {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        rustix::net::send(self.0, b, rustix::net::SendFlags::NOSIGNAL).map_err(Into::into)
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// Idle connections to one node a transport keeps for later requests.
 const IDLE_CONNECTIONS_MAX: usize = 8;
 
@@ -262,7 +248,7 @@ impl RemoteLane<'_> {
         let wire = rec.to_wire();
         let send = |c: &Conn| {
             frame::write_frame(
-                &mut NoSigPipe(&c.s),
+                &mut frame::NoSigPipe(&c.s),
                 Kind::Request,
                 &wire,
                 &[names, data],

@@ -90,6 +90,20 @@ impl Header {
     }
 }
 
+/// Writes on a socket with `MSG_NOSIGNAL`: a peer that closed the
+/// connection is an error, never a SIGPIPE killing the process (C programs
+/// keep the default SIGPIPE action).
+pub struct NoSigPipe<'a, S: std::os::fd::AsFd>(pub &'a S);
+
+impl<S: std::os::fd::AsFd> Write for NoSigPipe<'_, S> {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        rustix::net::send(self.0, b, rustix::net::SendFlags::NOSIGNAL).map_err(Into::into)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 /// Writes one frame: small ones in one write, large parts from their place.
 pub fn write_frame<W: Write>(
     w: &mut W,

@@ -120,19 +120,7 @@ fn accept_loop(l: TcpListener, st: Arc<State>, stop: Arc<AtomicBool>) {
 
 fn send_error(s: &mut TcpStream, e: Errno, message: &str) {
     let (rec, msg) = frame::error_body(e, message);
-    let _ = frame::write_frame(&mut NoSig(s), Kind::Error, &rec, &[&msg], &[]);
-}
-
-/// Writes with `MSG_NOSIGNAL` (a peer gone is an error, not a SIGPIPE).
-struct NoSig<'a>(&'a TcpStream);
-
-impl io::Write for NoSig<'_> {
-    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-        rustix::net::send(self.0, b, rustix::net::SendFlags::NOSIGNAL).map_err(Into::into)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
+    let _ = frame::write_frame(&mut frame::NoSigPipe(s), Kind::Error, &rec, &[&msg], &[]);
 }
 
 /// How long a bulk thread polls for the engine's answer before it sleeps:
@@ -219,7 +207,7 @@ const SCRATCH_BYTES_MAX: u64 = 1 << 20;
 fn send_reply(s: &TcpStream, st: &State, out: &ExecOut, scratch: &mut Vec<u8>) -> io::Result<()> {
     let held = || out.extents.iter().filter(|e| e.tier != TIER_HOLE);
     let total: u64 = held().map(|e| e.len).sum();
-    let mut w = NoSig(s);
+    let mut w = frame::NoSigPipe(s);
     frame::write_head(
         &mut w,
         Kind::Reply,
