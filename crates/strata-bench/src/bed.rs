@@ -23,6 +23,8 @@ pub struct BedSpec {
     pub disk: Option<String>,
     /// `cluster.start_timeout`.
     pub start_timeout: String,
+    /// `cluster.remote_tier` (None: the default).
+    pub remote_tier: Option<String>,
     /// The `strata` executable the nodes run.
     pub strata: PathBuf,
     /// Skip the namespaces even where they could be made.
@@ -186,6 +188,9 @@ impl Bed {
                 secret.display(),
                 spec.start_timeout
             ));
+            if let Some(r) = &spec.remote_tier {
+                y.push_str(&format!("  remote_tier: {r}\n"));
+            }
             let config = dir.path().join(format!("{name}.yaml"));
             std::fs::write(&config, y)?;
             nodes.push(BedNode {

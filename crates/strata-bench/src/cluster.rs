@@ -380,6 +380,7 @@ pub fn run(a: ClusterArgs) -> Result<()> {
             ram: a.ram.clone(),
             disk: None,
             start_timeout: "60s".into(),
+            remote_tier: None,
             strata: strata.clone(),
             loopback: a.loopback,
             log: "warn".into(),

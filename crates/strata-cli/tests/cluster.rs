@@ -540,3 +540,149 @@ fn a_hung_owner_gives_node_down_at_the_deadline_then_recovers() {
     remote.put("r2", b"after").unwrap();
     assert_eq!(remote.get("r2").unwrap(), b"after");
 }
+
+/// `strata status --json` of node `i`.
+fn node_status(bed: &Bed, i: usize) -> serde_json::Value {
+    let o = std::process::Command::new(cluster_util::strata_bin())
+        .arg("--config")
+        .arg(&bed.nodes[i].config)
+        .args(["status", "--json"])
+        .output()
+        .unwrap();
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// Node `i`'s tier named `name` in its status.
+fn tier_of(status: &serde_json::Value, name: &str) -> serde_json::Value {
+    status["tiers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == name)
+        .unwrap_or_else(|| panic!("no tier {name} in {status}"))
+        .clone()
+}
+
+/// Capacity pressure across nodes: when a node's own tiers are full, its
+/// blobs go to memory the other nodes lend it (remote tiers, node-local
+/// first), are read back from every node, and a lender's death and
+/// restart turn into errors and reported losses — never wrong bytes — while
+/// everything else stays intact and new puts use the new lender.
+#[test]
+fn a_full_node_spills_onto_remote_tiers_and_a_lenders_restart_is_never_silent() {
+    use strata_proto::Errno;
+    let bed = cluster_util::bed_lending(3, "16MiB", Some("16MiB"), "60s", Some("48MiB"));
+    eprintln!("cluster test on {}", bed.kind);
+    ok(
+        &bed.run_cli(&["cluster", "start", "--launcher", bed.launcher()]),
+        "cluster start",
+    );
+    let clients = clients_of(&bed);
+    let on0 = bucket_owned_by(&clients[0], "spill", 0);
+    // 80 MiB into node 0's 32 MiB of tiers, from node 0 and from node 1.
+    let blobs: Vec<Vec<u8>> = (0..40).map(|i| pattern(2 << 20, i + 100)).collect();
+    for (i, data) in blobs.iter().enumerate() {
+        clients[i % 2]
+            .bucket(&on0)
+            .unwrap()
+            .put(&format!("k{i}"), data)
+            .unwrap();
+    }
+    let s0 = node_status(&bed, 0);
+    let (n1, n2) = (&bed.nodes[1].name, &bed.nodes[2].name);
+    let used = |s: &serde_json::Value, n: &str| {
+        tier_of(s, &format!("remote:{n}"))["used_bytes"]
+            .as_u64()
+            .unwrap()
+    };
+    assert!(
+        used(&s0, n1) + used(&s0, n2) >= 40 << 20,
+        "the remote tiers took what node 0 could not: {s0}"
+    );
+    assert!(used(&s0, n2) > 0, "node 2 lends some: {s0}");
+    assert_eq!(
+        tier_of(&s0, "disk")["spilled_bytes"].as_u64().unwrap(),
+        0,
+        "the remote tiers had room: the local disk did not grow"
+    );
+    assert_eq!(tier_of(&s0, &format!("remote:{n1}"))["kind"], "remote");
+    // Every node reads every blob back (node 0's clients from the lenders
+    // directly, the others through node 0).
+    for (j, c) in clients.iter().enumerate() {
+        let b = c.bucket_open(&on0).unwrap();
+        for (i, data) in blobs.iter().enumerate() {
+            let got = b.get(&format!("k{i}")).unwrap();
+            assert_eq!(checksum(&got), checksum(data), "k{i} read on node {j}");
+        }
+    }
+
+    // Node 2 dies: what it held is an error, never wrong bytes; the rest reads.
+    let pid = bed.pid(2).expect("node 2 runs");
+    // SAFETY: kill(2) on our own daemon's pid.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    let mut failed = 0;
+    for c in &clients[..2] {
+        let b = c.bucket_open(&on0).unwrap();
+        for (i, data) in blobs.iter().enumerate() {
+            match b.get(&format!("k{i}")) {
+                Ok(got) => assert_eq!(checksum(&got), checksum(data), "k{i}"),
+                Err(e) => {
+                    assert!(matches!(e.errno, Errno::NodeDown | Errno::Io), "k{i}: {e}");
+                    failed += 1;
+                }
+            }
+        }
+    }
+    assert!(failed > 0, "the bytes node 2 held are unreachable");
+
+    // It restarts: node 0 sees another process there and reports the loss.
+    ok(&bed.start(2), "node 2 restarts");
+    bed.wait_for("node 2 back", |s| {
+        states(s) == ["up", "up", "up"] && (0..3).all(|v| peer_state(s, v, 2) == "up")
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let lost = loop {
+        let t = tier_of(&node_status(&bed, 0), &format!("remote:{n2}"));
+        let lost = t["lost_blobs"].as_u64().unwrap();
+        if lost > 0 {
+            break lost;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no loss reported: {t}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let mut gone = 0;
+    for (j, c) in clients.iter().enumerate().take(2) {
+        let b = c.bucket_open(&on0).unwrap();
+        gone = 0;
+        for (i, data) in blobs.iter().enumerate() {
+            match b.get(&format!("k{i}")) {
+                Ok(got) => assert_eq!(checksum(&got), checksum(data), "k{i} on node {j}"),
+                Err(e) => {
+                    assert_eq!(e.errno, Errno::NoBlob, "k{i} on node {j}: {e}");
+                    gone += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(gone, lost, "every dropped blob was counted, no other one");
+    assert!(gone < blobs.len() as u64, "the rest is intact");
+    // Their space is freed once the readers' pins are released (the
+    // clients' next requests above did).
+    bed.wait_for("the lost donation freed", |_| {
+        used(&node_status(&bed, 0), n2) == 0
+    });
+    // The new node 2 lends again: new puts past node 0's capacity work.
+    let b = clients[1].bucket_open(&on0).unwrap();
+    for i in 0..gone {
+        let data = pattern(2 << 20, 1000 + i);
+        b.put(&format!("again{i}"), &data).unwrap();
+        assert_eq!(
+            checksum(&b.get(&format!("again{i}")).unwrap()),
+            checksum(&data)
+        );
+    }
+    ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
+}

@@ -235,7 +235,9 @@ pub(crate) struct Inner {
 
 /// The way to one node's engine. The shared-memory transport is named so
 /// the hot path calls it without dynamic dispatch; any other transport
-/// (a network one) is a trait object.
+/// (a network one) is a trait object. (One per node per client: the
+/// shared-memory variant stays inline, no pointer to chase on the hot path.)
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Node {
     Shm(shm::ShmTransport),
     /// Any other transport (a network one; `connect_through_trait`).
@@ -341,7 +343,7 @@ impl Client {
                 ))
             }
         };
-        let transport = shm::ShmTransport::attach(&hello, s)?;
+        let transport = shm::ShmTransport::attach(&hello, s, socket)?;
         let node = if through_trait {
             Node::Other(Box::new(transport))
         } else {

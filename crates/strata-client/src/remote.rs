@@ -124,6 +124,46 @@ impl RemoteTransport {
         }
     }
 
+    /// Reads `dst.len()` bytes at `off` of the memory node `self.node`
+    /// lends this client's node (a remote tier of its daemon), in donation
+    /// epoch `epoch` (the extent's): a donation lost since is an error,
+    /// never zeros.
+    pub(crate) fn donation_read(&self, epoch: u32, off: u64, dst: &mut [u8]) -> Result<()> {
+        use strata_proto::donation::{self as don, Op, Record};
+        // Bounded by the frame bound per call.
+        for (i, chunk) in dst.chunks_mut(frame::DATA_BYTES_MAX).enumerate() {
+            let (c, _) = self.take()?;
+            let rec = Record {
+                op: Op::Read,
+                epoch,
+                off: off + (i * frame::DATA_BYTES_MAX) as u64,
+                len: chunk.len() as u64,
+                nonce: 0,
+            };
+            match don::call(&c.s, &rec, &[], chunk) {
+                Ok(_) => self.give_back(c),
+                Err(e) => {
+                    let peer = self.peer.lock().map(|p| p.clone()).unwrap_or_default();
+                    if e.answered {
+                        self.give_back(c);
+                    }
+                    return Err(match e.errno {
+                        Errno::Stale => err(
+                            Errno::Io,
+                            format!("these bytes were in memory {peer} lent this node, and {peer} restarted: they are lost ({})", e.message),
+                        ),
+                        Errno::NodeDown | Errno::Timeout => err(
+                            Errno::NodeDown,
+                            format!("{peer} is down or unreachable: {}", e.message),
+                        ),
+                        x => err(x, format!("reading memory {peer} lends: {}", e.message)),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn down(&self, e: std::io::Error) -> crate::Error {
         let peer = self.peer.lock().map(|p| p.clone()).unwrap_or_default();
         err(

@@ -43,6 +43,9 @@ pub(crate) struct ShmShared {
     pub arena: Arc<RamTier>,
     /// Index = tier index: how this client reads each tier (strata-tier).
     pub tiers: Vec<Arc<dyn TierBackend>>,
+    /// Index = tier index: the way to the node lending a remote tier's
+    /// memory (None for this node's tiers).
+    pub remote: Vec<Option<crate::remote::RemoteTransport>>,
     /// Tier descriptions from the hello (names for errors).
     pub tier_info: Vec<TierInfo>,
     pub spin: Duration,
@@ -97,7 +100,7 @@ thread_local! {
 impl ShmTransport {
     /// Maps the segments the daemon announced in `hello` and checks their
     /// headers; `lifeline` is the socket the hello came over.
-    pub fn attach(hello: &HelloReply, lifeline: UnixStream) -> Result<ShmTransport> {
+    pub fn attach(hello: &HelloReply, lifeline: UnixStream, socket: &Path) -> Result<ShmTransport> {
         let open = |name: &str| {
             ShmSegment::open(name)
                 .map_err(|e| err(Errno::NoDaemon, format!("cannot map /dev/shm/{name}: {e}")))
@@ -117,15 +120,28 @@ impl ShmTransport {
             ));
         }
         let mut tiers: Vec<Arc<dyn TierBackend>> = Vec::with_capacity(hello.tiers.len());
+        let mut remote = Vec::with_capacity(hello.tiers.len());
         for t in &hello.tiers {
-            if t.kind == "dir" {
-                let f = DirTier::open_read_only(Path::new(&t.path)).map_err(|e| {
-                    err(Errno::Io, format!("cannot open tier file {}: {e}", t.path))
-                })?;
-                tiers.push(Arc::new(f));
-            } else {
-                tiers.push(arena.clone());
+            let mut lent = None;
+            match (t.kind.as_str(), t.node) {
+                ("dir", _) => {
+                    let f = DirTier::open_read_only(Path::new(&t.path)).map_err(|e| {
+                        err(Errno::Io, format!("cannot open tier file {}: {e}", t.path))
+                    })?;
+                    tiers.push(Arc::new(f));
+                }
+                ("remote", Some(node)) => {
+                    // Read over bulk connections to the lending node
+                    // (`read_extents`); the arena stands in, never read.
+                    lent = Some(crate::remote::RemoteTransport::new(
+                        node,
+                        socket.to_path_buf(),
+                    ));
+                    tiers.push(arena.clone());
+                }
+                _ => tiers.push(arena.clone()),
             }
+            remote.push(lent);
         }
         let shared = ShmShared {
             lifeline,
@@ -133,6 +149,7 @@ impl ShmTransport {
             seg,
             arena,
             tiers,
+            remote,
             tier_info: hello.tiers.clone(),
             spin: Duration::from_micros(hello.spin_us),
             arena_block_bytes: hello.arena_block_bytes.max(1),
@@ -251,6 +268,10 @@ impl Lane for ShmLane<'_> {
             ) else {
                 return Err(err(Errno::Malformed, "extent on unknown tier"));
             };
+            if let Some(Some(lent)) = self.shm.remote.get(e.tier as usize) {
+                lent.donation_read(e.epoch, e.phys_off, d)?;
+                continue;
+            }
             // The range is pinned by the daemon until we release it.
             backend.read_at(e.phys_off, d).map_err(|x| {
                 if x.kind() == std::io::ErrorKind::InvalidInput {

@@ -46,7 +46,7 @@
 //! prefetch: { enabled: true, readahead_pages: 4, threads: 2, predict: true,
 //!             successors_max: 4, min_count: 2 }
 //! cluster: { hosts: [], port: 7707, secret_file: auto, call_timeout: 10s,
-//!            heartbeat_interval: 1s, start_timeout: 1m }
+//!            heartbeat_interval: 1s, start_timeout: 1m, remote_tier: 256MiB }
 //! ```
 //!
 //! ## Deliberately absent
@@ -597,6 +597,10 @@ pub struct ClusterConfig {
     pub heartbeat_interval_ms: f64,
     /// How long `cluster start` waits for every node to agree it is up; ≤ 1h.
     pub start_timeout_ms: f64,
+    /// Memory each node lends every other node as a *remote tier* (and
+    /// asks of each): where a node's blobs go when its own tiers are full,
+    /// before its last tier grows. 0 = no remote tiers; ≤ 1 TiB.
+    pub remote_tier_bytes: u64,
 }
 
 impl Default for ClusterConfig {
@@ -608,6 +612,7 @@ impl Default for ClusterConfig {
             call_timeout_ms: 10_000.0,
             heartbeat_interval_ms: 1_000.0,
             start_timeout_ms: 60_000.0,
+            remote_tier_bytes: 256 << 20,
         }
     }
 }

@@ -62,6 +62,7 @@ pub(crate) const SCALAR_KEYS: &[&str] = &[
     "cluster.call_timeout",
     "cluster.heartbeat_interval",
     "cluster.start_timeout",
+    "cluster.remote_tier",
 ];
 
 /// Keys of the `adapter` section that hold lists of paths.
@@ -273,6 +274,7 @@ pub(crate) fn set_scalar(cfg: &mut Config, path: &str, v: &str) -> Result<(), St
             cfg.cluster.heartbeat_interval_ms = parse_duration_us(v)? / 1e3
         }
         "cluster.start_timeout" => cfg.cluster.start_timeout_ms = parse_duration_us(v)? / 1e3,
+        "cluster.remote_tier" => cfg.cluster.remote_tier_bytes = parse_size(v)?,
         _ => return Err(format!("unknown key {path}")),
     }
     Ok(())

@@ -540,6 +540,9 @@ pub(crate) fn validate(c: &Config) -> R {
         3_600_000.0,
         "1ms to 1h",
     )?;
+    if k.remote_tier_bytes > 0 {
+        size_in("cluster.remote_tier", k.remote_tier_bytes, 1 << 20, 1 << 40)?;
+    }
     if k.heartbeat_interval_ms >= k.call_timeout_ms {
         return fail(
             "cluster.heartbeat_interval",

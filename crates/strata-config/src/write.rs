@@ -476,5 +476,11 @@ pub(crate) fn to_yaml(c: &Config) -> String {
         &format_duration_us(k.start_timeout_ms * 1e3),
         "cluster start fails, naming the silent nodes, after this",
     );
+    o.line(
+        2,
+        "remote_tier",
+        &format_size(k.remote_tier_bytes),
+        "memory lent to each other node when its tiers are full (0 = none)",
+    );
     o.0
 }

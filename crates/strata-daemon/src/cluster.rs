@@ -46,6 +46,8 @@ pub struct Setup {
     pub call_timeout: Duration,
     pub heartbeat: Duration,
     pub transport: Arc<dyn Transport>,
+    /// Memory lent to (and asked of) every other node as a remote tier.
+    pub remote_tier_bytes: u64,
 }
 
 /// How `daemon start --cluster` was asked to find its nodes and itself.
@@ -116,6 +118,7 @@ impl Setup {
             call_timeout: Duration::from_secs_f64(cfg.cluster.call_timeout_ms / 1e3),
             heartbeat: Duration::from_secs_f64(cfg.cluster.heartbeat_interval_ms / 1e3),
             transport: Arc::new(strata_net::TcpTransport),
+            remote_tier_bytes: cfg.cluster.remote_tier_bytes,
         })
     }
 
@@ -147,6 +150,8 @@ struct Peer {
     error: String,
     /// Heartbeat round trip, smoothed (the measured latency to the peer).
     rtt: Option<Duration>,
+    /// The peer process's boot id (its last answer).
+    boot_id: Option<u64>,
 }
 
 struct State {
@@ -160,6 +165,8 @@ struct State {
     tiers: Arc<strata_engine::tier::TierIo>,
     /// The RAM tier's index (the arena).
     ram: Option<usize>,
+    /// Memory this node lends the others (served on the bulk threads).
+    donations: strata_net::donate::Donations,
 }
 
 impl State {
@@ -219,6 +226,11 @@ impl State {
                     },
                     error: p.error,
                     rtt_us: p.rtt.map(|d| d.as_secs_f64() * 1e6),
+                    boot_id: if n.id == self.setup.me {
+                        Some(self.boot_id)
+                    } else {
+                        p.boot_id
+                    },
                 })
                 .collect(),
         }
@@ -358,7 +370,7 @@ async fn beat(
     st: &State,
     id: NodeId,
     client: &mut Option<rpc::Client>,
-) -> Result<Duration, String> {
+) -> Result<(Duration, u64), String> {
     let s = &st.setup;
     if client.is_none() {
         *client = Some(
@@ -399,7 +411,7 @@ async fn beat(
             r.node
         ));
     }
-    Ok(started.elapsed())
+    Ok((started.elapsed(), r.boot_id))
 }
 
 async fn heartbeats(st: Arc<State>) {
@@ -433,7 +445,14 @@ async fn heartbeats(st: Arc<State>) {
                 if let Ok(mut peers) = st.peers.lock() {
                     let p = &mut peers[id];
                     match res {
-                        Ok(rtt) => {
+                        Ok((rtt, boot)) => {
+                            if p.boot_id.is_some_and(|b| b != boot) {
+                                tracing::warn!(
+                                    node = id,
+                                    "cluster peer restarted (another boot id)"
+                                );
+                            }
+                            p.boot_id = Some(boot);
                             if p.state != "up" {
                                 tracing::info!(node = id, "cluster peer up");
                             }
@@ -567,6 +586,7 @@ pub fn start(
             last_seen: None,
             error: String::new(),
             rtt: None,
+            boot_id: None,
         };
         n
     ];
@@ -575,11 +595,13 @@ pub fn start(
         last_seen: Some(Instant::now()),
         error: String::new(),
         rtt: None,
+        boot_id: None,
     };
     let boot_id = {
         use rand::RngCore;
         rand::rng().next_u64()
     };
+    let setup_remote_bytes = setup.remote_tier_bytes;
     let state = Arc::new(State {
         digest: setup.membership.digest(setup.port).to_vec(),
         boot_id,
@@ -589,6 +611,7 @@ pub fn start(
         setup,
         tiers: Arc::new(tiers),
         ram,
+        donations: strata_net::donate::Donations::new(setup_remote_bytes, boot_id),
     });
     state.publish();
     let bulk_addr = strata_net::bulk::bulk_endpoint(&addr)?;

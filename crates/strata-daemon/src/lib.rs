@@ -126,9 +126,89 @@ fn build_tiers(cfg: &Config, shm_prefix: &str) -> anyhow::Result<Tiers> {
             volatile: d.volatile,
             blob_bytes: 0,
             blob_extents: 0,
+            remote: None,
+            lost_blobs: 0,
         });
     }
-    Ok(Tiers { tiers, arena, ram })
+    Ok(Tiers {
+        tiers,
+        arena,
+        ram,
+        remote_due_ns: 0,
+    })
+}
+
+/// Block size of remote tiers' allocators.
+const REMOTE_TIER_BLOCK_BYTES: u64 = 4096;
+/// A remote tier's assumed bandwidth and latency until its link measured them.
+const REMOTE_TIER_BANDWIDTH_MIB_S: f64 = 1000.0;
+const REMOTE_TIER_LATENCY_US: f64 = 100.0;
+
+/// One remote tier per other node (`cluster.remote_tier` bytes each, 0:
+/// none), after the local tiers: memory those nodes lend this one when its
+/// own tiers are full (`strata_net::donate`, `strata_engine::remote`).
+fn add_remote_tiers(core: &mut Core, c: &cluster::Setup, shared: &Arc<Shared>) {
+    if c.remote_tier_bytes == 0 {
+        return;
+    }
+    for n in &c.membership.nodes {
+        if n.id == c.me {
+            continue;
+        }
+        let Ok(address) = strata_net::bulk::bulk_endpoint(&n.endpoint(c.port)) else {
+            tracing::warn!(
+                node = n.id,
+                "no bulk address for node {}: no remote tier there",
+                n.name
+            );
+            continue;
+        };
+        let up = {
+            let (shared, node) = (shared.clone(), n.id as usize);
+            Arc::new(move || {
+                let s = shared.cluster.lock().ok()?;
+                let p = s.as_ref()?.peers.get(node)?;
+                if p.state == "up" {
+                    p.boot_id
+                } else {
+                    None
+                }
+            })
+        };
+        let link = Arc::new(strata_net::donate::RemoteTier::new(
+            strata_net::donate::DonorAddress {
+                node: n.id,
+                name: n.name.clone(),
+                address,
+                me: c.me,
+                transport: c.transport.clone(),
+                secret: c.secret.clone(),
+                deadline: c.call_timeout,
+                up,
+            },
+            c.remote_tier_bytes,
+        ));
+        let index = core.tiers.tiers.len();
+        core.tiers.tiers.push(Tier {
+            index,
+            name: format!("remote:{}", n.name),
+            backend: link.clone(),
+            lock: None,
+            alloc: Some(ExtentAllocator::new(
+                c.remote_tier_bytes,
+                REMOTE_TIER_BLOCK_BYTES,
+            )),
+            capacity_bytes: c.remote_tier_bytes,
+            block_bytes: REMOTE_TIER_BLOCK_BYTES,
+            bandwidth_mib_s: REMOTE_TIER_BANDWIDTH_MIB_S,
+            latency_us: REMOTE_TIER_LATENCY_US,
+            volatile: true,
+            blob_bytes: 0,
+            blob_extents: 0,
+            remote: Some(link),
+            lost_blobs: 0,
+        });
+    }
 }
 
 fn policy_of(cfg: &Config) -> Policy {
@@ -446,6 +526,9 @@ pub fn run_with(
     // SAFETY: ignoring SIGPIPE installs no handler code; it only changes the disposition.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
 
+    if let Some(c) = &cluster {
+        add_remote_tiers(&mut core, c, &shared);
+    }
     let hello = HelloTemplate {
         reply: HelloReply {
             version: PROTOCOL_VERSION,

@@ -1111,11 +1111,7 @@ impl Poller {
             .enumerate()
             .map(|(i, tier)| TierStatus {
                 name: tier.name.clone(),
-                kind: if tier.is_ram() {
-                    "ram".into()
-                } else {
-                    "dir".into()
-                },
+                kind: tier.kind().into(),
                 path: tier.path(),
                 capacity_bytes: tier.capacity_bytes,
                 used_bytes: tier.blob_bytes - quarantined(i).0.min(tier.blob_bytes),
@@ -1132,6 +1128,7 @@ impl Poller {
                 volatile: tier.volatile,
                 bandwidth_mib_s: tier.bandwidth_mib_s,
                 latency_us: tier.latency_us,
+                lost_blobs: tier.lost_blobs,
             })
             .collect();
         StatusReply {
@@ -1616,15 +1613,12 @@ pub fn tier_infos(core: &Core) -> Vec<TierInfo> {
         .map(|t| TierInfo {
             index: t.index as u32,
             name: t.name.clone(),
-            kind: if t.is_ram() {
-                "ram".into()
-            } else {
-                "dir".into()
-            },
+            kind: t.kind().into(),
             path: t.path(),
             block_bytes: t.block_bytes,
             capacity_bytes: t.capacity_bytes,
             volatile: t.volatile,
+            node: t.remote.as_ref().map(|r| r.node()),
         })
         .collect()
 }

@@ -37,6 +37,14 @@ impl<'a> Src<'a> {
     }
 }
 
+/// How a put places its bytes ([`Core::placing`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Placing {
+    pub policy: Policy,
+    /// Remote tiers may take what this node's tiers cannot.
+    pub remote_ok: bool,
+}
+
 /// A client's lease: arena bytes `[cursor, end)` it may still fill.
 #[derive(Debug, Clone, Copy)]
 pub struct Lease {
@@ -322,13 +330,43 @@ impl Core {
         self.engine.place(policy, len, &views, PIECES_MAX)
     }
 
+    /// Node-local first: a placement over this node's tiers; only when
+    /// that would spill (grow the last local tier past its capacity) and
+    /// the caller may use remote tiers, one over the local and the usable
+    /// remote tiers (memory other nodes lend; the local ones stay first
+    /// in the list, so they fill first).
+    fn place_local_first(&mut self, to: Placing, len: u64) -> Placement {
+        let mut views = self.tier_views();
+        let local = self.tiers.local_count();
+        let remote: Vec<TierView> = views
+            .drain(local..)
+            .filter(|v| self.tiers.tiers[v.index].usable())
+            .collect();
+        let p = self.engine.place(to.policy, len, &views, PIECES_MAX);
+        if !p.spilled() || !to.remote_ok || remote.iter().all(|v| v.free_bytes == 0) {
+            return p;
+        }
+        views.extend(remote);
+        self.engine.place(to.policy, len, &views, PIECES_MAX)
+    }
+
+    /// How a put into `bucket` places its bytes: its policy, and whether
+    /// remote tiers may take them (native-API buckets only: a file's pages
+    /// stay on this node, where the flusher and fsync reach them).
+    pub fn placing(&self, bucket: BucketId, policy: Option<Policy>) -> Placing {
+        Placing {
+            policy: policy.unwrap_or_else(|| self.bucket_policy(bucket)),
+            remote_ok: self.meta.bucket(bucket).is_ok_and(|b| b.file.is_none()),
+        }
+    }
+
     /// Stores `src` as new extents starting at logical offset `logical`.
     /// Adopts lease bytes in place when the RAM tier is chosen for the
     /// first piece; copies otherwise. Never fails for lack of space: what
     /// does not fit is spilled onto the slowest tier.
     fn store(
         &mut self,
-        policy: Policy,
+        policy: Placing,
         logical: u64,
         src: Src<'_>,
         taken: Option<Range>,
@@ -357,7 +395,7 @@ impl Core {
 
     fn store_into(
         &mut self,
-        policy: Policy,
+        policy: Placing,
         logical: u64,
         src: Src<'_>,
         taken: Option<Range>,
@@ -367,7 +405,7 @@ impl Core {
         let data = src.data();
         let mut done = 0u64;
         let total = data.len() as u64;
-        let placement = self.place(policy, total);
+        let placement = self.place_local_first(policy, total);
         for (i, piece) in placement.pieces.iter().enumerate() {
             if piece.len_bytes == 0 {
                 continue;
@@ -403,30 +441,59 @@ impl Core {
                     None => self.tiers.alloc_spill(piece.len_bytes)?,
                 }
             };
-            let mut at = 0u64;
-            let mut pending = ranges.into_iter();
-            while let Some(r) = pending.next() {
-                let n = r.len.min(piece.len_bytes - at);
-                out.push(Extent {
-                    logical_off: logical + done + at,
-                    len: n,
-                    tier: tier as u32,
-                    phys_off: r.off,
-                });
-                if let Err(e) =
-                    self.tiers
-                        .write(tier, r.off, &bytes[at as usize..(at + n) as usize])
-                {
-                    for rest in pending {
-                        self.tiers.free_extent(tier, rest.off, rest.len);
-                    }
+            let first = out.len();
+            let written = self.write_piece(tier, ranges, logical + done, bytes, out);
+            if let Err(e) = written {
+                if !self.tiers.tiers[tier].is_remote() {
                     return Err(e);
                 }
-                at += n;
+                // The node lending the memory failed us (down, full, lost):
+                // capacity pressure degrades speed, never correctness — the
+                // piece goes to this node's last tier instead.
+                let gone: Vec<Extent> = out.drain(first..).collect();
+                self.free_extents(&gone);
+                let (tier, ranges) = self.tiers.alloc_spill(piece.len_bytes)?;
+                self.write_piece(tier, ranges, logical + done, bytes, out)?;
             }
             done += piece.len_bytes;
         }
         debug_assert_eq!(done, total);
+        Ok(())
+    }
+
+    /// Writes `bytes` (a piece starting at blob offset `logical`) into
+    /// `ranges` of `tier`, pushing an extent per range onto `out`; on error
+    /// the ranges not yet pushed are freed (the pushed ones are the
+    /// caller's to free).
+    fn write_piece(
+        &mut self,
+        tier: usize,
+        ranges: Vec<Range>,
+        logical: u64,
+        bytes: &[u8],
+        out: &mut Vec<Extent>,
+    ) -> Result<()> {
+        let mut at = 0u64;
+        let mut pending = ranges.into_iter();
+        while let Some(r) = pending.next() {
+            let n = r.len.min(bytes.len() as u64 - at);
+            out.push(Extent {
+                logical_off: logical + at,
+                len: n,
+                tier: tier as u32,
+                phys_off: r.off,
+            });
+            if let Err(e) = self
+                .tiers
+                .write(tier, r.off, &bytes[at as usize..(at + n) as usize])
+            {
+                for rest in pending {
+                    self.tiers.free_extent(tier, rest.off, rest.len);
+                }
+                return Err(e);
+            }
+            at += n;
+        }
         Ok(())
     }
 
@@ -485,7 +552,7 @@ impl Core {
                 Err(e) => return fail(self, taken, e),
             },
         };
-        let policy = policy.unwrap_or_else(|| self.bucket_policy(bucket));
+        let policy = self.placing(bucket, policy);
         let extents = match self.store(policy, 0, src, taken) {
             Ok(x) => x,
             Err(e) => {
@@ -551,7 +618,7 @@ impl Core {
             }
         }
         let id = self.blob_or_create(bucket, name, now)?;
-        let policy = policy.unwrap_or_else(|| self.bucket_policy(bucket));
+        let policy = self.placing(bucket, policy);
         let data = src.data();
         let (size, mut extents) = {
             let b = self.meta.blob(id).ok_or(Errno::Internal)?;
@@ -640,7 +707,7 @@ impl Core {
     /// Holes are never materialised: a sparse blob may be far larger than
     /// memory (a client can write at offset 2^50), so only data runs are
     /// read into a buffer.
-    fn compact(&mut self, extents: &[Extent], _size: u64, policy: Policy) -> Result<Vec<Extent>> {
+    fn compact(&mut self, extents: &[Extent], _size: u64, policy: Placing) -> Result<Vec<Extent>> {
         let mut out: Vec<Extent> = Vec::with_capacity(extents.len());
         let mut fresh_all: Vec<Extent> = Vec::new();
         let mut rewritten: Vec<Extent> = Vec::new();
@@ -719,7 +786,11 @@ impl Core {
             let hi = e.end().min(end);
             out.push(ReadExtent {
                 tier: if e.is_hole() { TIER_HOLE } else { e.tier },
-                _pad: 0,
+                epoch: if e.is_hole() {
+                    0
+                } else {
+                    self.tiers.epoch_of(e.tier)
+                },
                 logical_off: lo,
                 phys_off: if e.is_hole() {
                     0

@@ -538,7 +538,7 @@ impl Core {
                         let h = ehi.min(data_end);
                         let w = ReadExtent {
                             tier: if e.is_hole() { TIER_HOLE } else { e.tier },
-                            _pad: 0,
+                            epoch: 0,
                             logical_off: lo,
                             phys_off: if e.is_hole() {
                                 0
@@ -564,7 +564,7 @@ impl Core {
                             max,
                             ReadExtent {
                                 tier: TIER_HOLE,
-                                _pad: 0,
+                                epoch: 0,
                                 logical_off: at,
                                 phys_off: 0,
                                 len: hi - at,
@@ -587,7 +587,7 @@ impl Core {
                             max,
                             ReadExtent {
                                 tier: TIER_PENDING,
-                                _pad: 0,
+                                epoch: 0,
                                 logical_off: at,
                                 phys_off: at,
                                 len: dend - at,
@@ -603,7 +603,7 @@ impl Core {
                             max,
                             ReadExtent {
                                 tier: TIER_DEST,
-                                _pad: 0,
+                                epoch: 0,
                                 logical_off: at,
                                 phys_off: at,
                                 len: dend - at,
@@ -621,7 +621,7 @@ impl Core {
                             max,
                             ReadExtent {
                                 tier: TIER_HOLE,
-                                _pad: 0,
+                                epoch: 0,
                                 logical_off: at,
                                 phys_off: 0,
                                 len: hi - at,

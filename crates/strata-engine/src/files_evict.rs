@@ -131,9 +131,11 @@ impl Core {
     /// past any tier's configured capacity. `lease` = arena bytes the
     /// caller already holds (a write's lease, adoptable by the RAM tier).
     pub fn capacity_free(&self, lease: u64) -> u64 {
+        // File pages stay on this node's tiers.
         self.tiers
             .tiers
             .iter()
+            .filter(|t| !t.is_remote())
             .map(|t| {
                 let (free, _) = t.free_for_blobs(&self.tiers.arena);
                 if t.is_ram() {
@@ -148,7 +150,12 @@ impl Core {
 
     /// Sum of the configured capacities.
     fn capacity_total(&self) -> u64 {
-        self.tiers.tiers.iter().map(|t| t.capacity_bytes).sum()
+        self.tiers
+            .tiers
+            .iter()
+            .filter(|t| !t.is_remote())
+            .map(|t| t.capacity_bytes)
+            .sum()
     }
 
     fn block_max(&self) -> u64 {

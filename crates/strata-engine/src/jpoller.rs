@@ -109,7 +109,7 @@ impl Journal {
         let records = j.collect(core);
         let mut state = journal::State::default();
         for (i, t) in core.tiers.tiers.iter().enumerate() {
-            if !t.is_ram() {
+            if !t.is_ram() && !t.is_remote() {
                 state.apply(Record::Tier {
                     index: i as u32,
                     path: t.path(),

@@ -86,6 +86,7 @@ pub mod jpoller;
 pub mod jreplay;
 pub mod organizer;
 pub mod prefetch;
+pub mod remote;
 pub mod stage;
 pub mod stash;
 pub mod state;
@@ -104,6 +105,8 @@ mod flush_tests;
 mod journal_tests;
 #[cfg(test)]
 mod organizer_tests;
+#[cfg(test)]
+mod remote_tests;
 #[cfg(test)]
 pub(crate) mod testutil;
 
@@ -258,6 +261,7 @@ impl Engine {
         crate::organizer::tick(&mut self.core, &mut self.org, requests);
         crate::jpoller::Journal::round(&mut self.core);
         crate::prefetch::tick(&mut self.core, &mut self.prefetch, &mut self.trace);
+        crate::remote::tend(&mut self.core);
     }
 
     /// Applies a worker's finished piece of work.

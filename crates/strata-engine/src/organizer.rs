@@ -470,7 +470,13 @@ pub fn tick(core: &mut Core, org: &mut Organizer, requests: Vec<BlobId>) {
         .enumerate()
         .map(|(i, t)| TierState {
             score: org.tier_scores.get(i).copied().unwrap_or(0.0),
-            capacity_bytes: t.capacity_bytes,
+            // A remote tier is only left (promotions back to this node):
+            // nothing is demoted onto memory another node lends.
+            capacity_bytes: if t.is_remote() {
+                t.blob_bytes
+            } else {
+                t.capacity_bytes
+            },
             used_bytes: t.blob_bytes.saturating_sub(quarantined(i)),
         })
         .collect();

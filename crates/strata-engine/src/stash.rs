@@ -367,7 +367,7 @@ fn alloc_target(core: &mut Core, len: u64) -> Option<(u32, Vec<Range>)> {
             return Some((t as u32, r));
         }
     }
-    let slowest = &core.tiers.tiers[n - 1];
+    let slowest = &core.tiers.tiers[core.tiers.local_count() - 1];
     if !slowest.volatile && !slowest.is_ram() {
         return core.tiers.alloc_spill(len).ok().map(|(t, r)| (t as u32, r));
     }

@@ -71,6 +71,8 @@ pub fn fixture_in(
         volatile,
         blob_bytes: 0,
         blob_extents: 0,
+        remote: None,
+        lost_blobs: 0,
     };
     let tiers = Tiers {
         tiers: vec![
@@ -99,6 +101,7 @@ pub fn fixture_in(
         ],
         arena,
         ram: Some(0),
+        remote_due_ns: 0,
     };
     let meta = MetaStore::new(
         0,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use strata_alloc::{ExtentAllocator, Range};
 use strata_proto::{Errno, Result};
 use strata_shm::ShmSegment;
-pub use strata_tier::{DirTier, DirTierLock, Local, RamTier, TierBackend};
+pub use strata_tier::{DirTier, DirTierLock, Local, RamTier, RemoteLink, TierBackend};
 
 pub struct Tier {
     pub index: usize,
@@ -27,6 +27,12 @@ pub struct Tier {
     /// Bytes allocated to blob extents (block-rounded), including deferred frees.
     pub blob_bytes: u64,
     pub blob_extents: u64,
+    /// A remote tier's link (memory another node lends); None for local
+    /// tiers. Remote tiers come after every local tier, are volatile, and
+    /// hold native-API blobs only (never file pages).
+    pub remote: Option<Arc<dyn RemoteLink>>,
+    /// Blobs dropped because the node lending this (remote) tier lost it.
+    pub lost_blobs: u64,
 }
 
 /// The shared-memory arena: the RAM tier's bytes plus a staging reserve
@@ -80,7 +86,29 @@ impl Tier {
         match self.backend.local() {
             Local::Segment { .. } => String::new(),
             Local::File { path } => path.display().to_string(),
+            Local::Remote { .. } => String::new(),
         }
+    }
+
+    /// "ram", "dir" or "remote" (status, the client's hello).
+    pub fn kind(&self) -> &'static str {
+        if self.is_remote() {
+            "remote"
+        } else if self.is_ram() {
+            "ram"
+        } else {
+            "dir"
+        }
+    }
+
+    pub fn is_remote(&self) -> bool {
+        self.remote.is_some()
+    }
+
+    /// May new bytes be placed here now? (A remote tier whose donor is
+    /// down, failed lately or lost its donation takes none.)
+    pub fn usable(&self) -> bool {
+        self.remote.as_ref().is_none_or(|r| r.usable())
     }
 
     pub fn round_up(&self, len: u64) -> u64 {
@@ -108,6 +136,8 @@ pub struct Tiers {
     pub tiers: Vec<Tier>,
     pub arena: Arena,
     pub ram: Option<usize>,
+    /// When the remote tiers are next tended (`crate::remote`), mono ns.
+    pub remote_due_ns: u64,
 }
 
 impl Tiers {
@@ -134,10 +164,15 @@ impl Tiers {
         Some(ranges)
     }
 
-    /// Allocates on the slowest tier beyond its capacity (spill). For a dir
-    /// tier this never fails: the allocator and the file grow.
+    /// Tiers of this node (remote tiers follow them).
+    pub fn local_count(&self) -> usize {
+        self.tiers.iter().take_while(|t| !t.is_remote()).count()
+    }
+
+    /// Allocates on the slowest local tier beyond its capacity (spill). For
+    /// a dir tier this never fails: the allocator and the file grow.
     pub fn alloc_spill(&mut self, len: u64) -> Result<(usize, Vec<Range>)> {
-        let slowest = self.tiers.len() - 1;
+        let slowest = self.local_count() - 1;
         if let Some(r) = self.alloc_on(slowest, len, 64) {
             return Ok((slowest, r));
         }
@@ -162,6 +197,14 @@ impl Tiers {
         t.blob_bytes += rounded;
         t.blob_extents += ranges.len() as u64;
         Ok((slowest, ranges))
+    }
+
+    /// The donation epoch of a remote tier's bytes (0 for local tiers).
+    pub fn epoch_of(&self, tier: u32) -> u32 {
+        self.tiers
+            .get(tier as usize)
+            .and_then(|t| t.remote.as_ref())
+            .map_or(0, |r| r.epoch())
     }
 
     /// Bytes stored beyond the tier's configured capacity.

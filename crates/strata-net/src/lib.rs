@@ -10,6 +10,8 @@
 //! - [`bulk`] — the bulk layer's connections: blob bytes on TCP
 //!   connections of their own (frames in `strata_proto::bulk`), dialed by a
 //!   daemon and handed to the client that asked.
+//! - [`donate`] — remote tiers: memory a node lends another (the donor's
+//!   store and the requester's `TierBackend`), on bulk connections.
 //! - [`rpc`] — the control RPC (tonic/gRPC, `proto/cluster.proto`) over
 //!   authenticated connections, every call with a deadline.
 //!
@@ -24,6 +26,7 @@
 
 pub mod auth;
 pub mod bulk;
+pub mod donate;
 pub mod faults;
 pub mod rpc;
 pub mod transport;

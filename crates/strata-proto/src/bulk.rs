@@ -12,6 +12,8 @@
 //! error:   header | errno u32 | message (UTF-8)
 //! ```
 //!
+//! The same connections carry remote tiers' frames (`crate::donation`).
+//!
 //! Every length is checked against its bound before a byte of the body is
 //! read, so a hostile peer cannot make a side allocate more than
 //! `ARG_BYTES_MAX + DATA_BYTES_MAX`.
@@ -40,6 +42,8 @@ pub enum Kind {
     Request = 1,
     Reply = 2,
     Error = 3,
+    /// A remote tier's request (`crate::donation`).
+    Donation = 4,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +75,7 @@ impl Header {
             1 => Kind::Request,
             2 => Kind::Reply,
             3 => Kind::Error,
+            4 => Kind::Donation,
             _ => return Err(Errno::Malformed),
         };
         let u32_at = |i: usize| u32::from_le_bytes(h[i..i + 4].try_into().expect("4 bytes"));

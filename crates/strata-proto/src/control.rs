@@ -158,6 +158,10 @@ pub struct TierInfo {
     pub block_bytes: u64,
     pub capacity_bytes: u64,
     pub volatile: bool,
+    /// A remote tier's donor node (kind "remote"): read its extents over a
+    /// bulk connection to that node.
+    #[serde(default)]
+    pub node: Option<u32>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -198,6 +202,9 @@ pub struct TierStatus {
     pub volatile: bool,
     pub bandwidth_mib_s: f64,
     pub latency_us: f64,
+    /// A remote tier: blobs dropped because its donor restarted.
+    #[serde(default)]
+    pub lost_blobs: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -264,6 +271,10 @@ pub struct PeerStatus {
     /// or this node).
     #[serde(default)]
     pub rtt_us: Option<f64>,
+    /// The boot id of the process answering its heartbeats (another one
+    /// than before: the node restarted, and what it held in memory is gone).
+    #[serde(default)]
+    pub boot_id: Option<u64>,
 }
 
 /// The I/O log's state (`trace:` in the configuration).

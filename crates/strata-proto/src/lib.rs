@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 pub mod bulk;
 pub mod control;
+pub mod donation;
 pub mod error;
 pub mod msg;
 pub mod types;

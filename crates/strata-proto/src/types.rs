@@ -58,8 +58,11 @@ pub const TIER_PENDING: u32 = u32::MAX - 2;
 pub struct ReadExtent {
     /// Tier index, or `TIER_HOLE` / `TIER_DEST` / `TIER_PENDING`.
     pub tier: u32,
-    /// Zero (no implicit padding: transports copy the record as is).
-    pub _pad: u32,
+    /// For bytes on a remote tier: the donation epoch they were written
+    /// in (`crate::donation`; the reader names it, a lost donation is an
+    /// error, never zeros); 0 otherwise. (Also keeps the record free of
+    /// implicit padding: transports copy it as is.)
+    pub epoch: u32,
     /// Offset of these bytes within the blob (file reads: within the file).
     pub logical_off: u64,
     /// Offset within the tier (arena offset or tier-file offset).

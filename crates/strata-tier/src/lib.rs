@@ -4,9 +4,10 @@
 //! reads, the flusher, the stash and organizer threads, journal replay and
 //! the client's reads: `read_at`, `write_at`, `sync`, the addressable
 //! length, and how a process on this node may reach the bytes itself
-//! ([`Local`]). Two implementations: [`RamTier`] (the shared-memory arena
-//! that clients map) and [`DirTier`] (one data file in a directory). A
-//! remote tier (a peer node's memory) is one more implementation.
+//! ([`Local`]). Two implementations here: [`RamTier`] (the shared-memory
+//! arena that clients map) and [`DirTier`] (one data file in a directory).
+//! A remote tier (memory a peer node lends, `strata-net`) is one more,
+//! with a [`RemoteLink`] beside it.
 //!
 //! **Architecture Invariant:** every access is bounds-checked against the
 //! backend's length before any byte moves; an out-of-range access is an
@@ -30,6 +31,31 @@ pub enum Local {
     Segment { name: String },
     /// A file to open read-only and `pread` (a directory tier).
     File { path: PathBuf },
+    /// Memory node `node` lends this node (a remote tier): read through a
+    /// bulk connection to that node, naming the extent's epoch.
+    Remote { node: u32 },
+}
+
+/// A remote tier's link to the node that lends it memory, as the engine
+/// sees it beside the bytes ([`TierBackend`]).
+pub trait RemoteLink: Send + Sync {
+    /// The donor node's id.
+    fn node(&self) -> u32;
+    /// The donation's epoch (0: none attached); extents name it for readers.
+    fn epoch(&self) -> u32;
+    /// New bytes may be placed there now (attached or attachable, no
+    /// recent failure, the donor not known to be down).
+    fn usable(&self) -> bool;
+    /// Bytes the donor granted (the tier's capacity may not exceed it).
+    fn granted_bytes(&self) -> u64;
+    /// True once after the donation was found lost (the donor restarted):
+    /// every extent on the tier is gone. The link attaches anew only after
+    /// [`RemoteLink::allow_attach`].
+    fn take_lost(&self) -> bool;
+    /// Every extent of the lost donation is freed: the next use may attach.
+    fn allow_attach(&self);
+    /// Measured (bandwidth MiB/s, latency µs) of the link, when measured.
+    fn measured(&self) -> Option<(f64, f64)>;
 }
 
 /// A tier's bytes. Implementations are shared between threads: positional

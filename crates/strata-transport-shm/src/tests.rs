@@ -327,7 +327,7 @@ fn reply_for(op: Op, r: &Raw) -> Reply<'static> {
                 (0..(r.a % 9))
                     .map(|i| ReadExtent {
                         tier: (r.b as u32).wrapping_add(i as u32),
-                        _pad: 0,
+                        epoch: 0,
                         logical_off: r.c.wrapping_mul(i),
                         phys_off: r.a ^ i,
                         len: r.b >> i,

@@ -5,7 +5,9 @@
 //! carries frames of `strata_proto::bulk`, one request at a time: the
 //! request goes to the poller as `Msg::Execute` (the engine's thread stays
 //! the only one touching its state), the reply and the bytes a read covered
-//! come back in one frame.
+//! come back in one frame. Remote tiers' frames (`Kind::Donation`: memory
+//! this node lends the dialer) are served by the connection's thread itself
+//! (`strata_net::donate::Donations`).
 //!
 //! **Invariants:** at most `BULK_CONNECTIONS_MAX` connections are served
 //! (more are closed, logged); a frame's lengths are checked before its body
@@ -119,6 +121,10 @@ fn accept_loop(l: TcpListener, st: Arc<State>, stop: Arc<AtomicBool>) {
 }
 
 fn send_error(s: &mut TcpStream, e: Errno, message: &str) {
+    send_error_ref(s, e, message)
+}
+
+fn send_error_ref(s: &TcpStream, e: Errno, message: &str) {
     let (rec, msg) = frame::error_body(e, message);
     let _ = frame::write_frame(&mut frame::NoSigPipe(s), Kind::Error, &rec, &[&msg], &[]);
 }
@@ -207,6 +213,27 @@ const SCRATCH_BYTES_MAX: u64 = 1 << 20;
 fn send_reply(s: &TcpStream, st: &State, out: &ExecOut, scratch: &mut Vec<u8>) -> io::Result<()> {
     let held = || out.extents.iter().filter(|e| e.tier != TIER_HOLE);
     let total: u64 = held().map(|e| e.len).sum();
+    // Bytes on remote tiers (memory another node lends) are fetched before
+    // the header goes out: a lender that is down or lost them turns into an
+    // error frame naming it, not a reply cut short. (≤ DATA_BYTES_MAX.)
+    let mut fetched: Vec<Vec<u8>> = Vec::new();
+    for e in held() {
+        let b = st.tiers.backend(e.tier)?;
+        if matches!(b.local(), strata_tier::Local::Remote { .. }) {
+            let mut v = vec![0u8; e.len as usize];
+            if let Err(x) = b.read_at(e.phys_off, &mut v) {
+                let code = if x.kind() == io::ErrorKind::NotFound {
+                    Errno::Io
+                } else {
+                    Errno::NodeDown
+                };
+                send_error_ref(s, code, &x.to_string());
+                return Ok(());
+            }
+            fetched.push(v);
+        }
+    }
+    let mut fetched = fetched.into_iter();
     let mut w = frame::NoSigPipe(s);
     frame::write_head(
         &mut w,
@@ -219,6 +246,10 @@ fn send_reply(s: &TcpStream, st: &State, out: &ExecOut, scratch: &mut Vec<u8>) -
         let b = st.tiers.backend(e.tier)?;
         if let Some(m) = b.mapped(e.phys_off, e.len) {
             w.write_all(m)?;
+            continue;
+        }
+        if matches!(b.local(), strata_tier::Local::Remote { .. }) {
+            w.write_all(&fetched.next().expect("fetched above"))?;
             continue;
         }
         let mut done = 0u64;
@@ -273,6 +304,14 @@ fn serve(mut s: TcpStream, st: &State, peer: &str) {
         };
         if s.set_read_timeout(Some(setup.call_timeout)).is_err() {
             return;
+        }
+        if h.kind == Kind::Donation {
+            // A remote tier's bytes: served here, never by the engine's thread.
+            if let Err(e) = st.donations.serve(&mut s, from, &h) {
+                tracing::debug!(peer, "donation frame ended the connection: {e}");
+                return;
+            }
+            continue;
         }
         if h.kind != Kind::Request || h.record_len as usize != REQUEST_WIRE_BYTES || h.data_len != 0
         {
