@@ -686,3 +686,69 @@ fn a_full_node_spills_onto_remote_tiers_and_a_lenders_restart_is_never_silent() 
     }
     ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
 }
+
+/// The organizer moves a blob toward the node that reads it: after a few
+/// reads from node 1 of a blob node 0 owns, its bytes live in the memory
+/// node 1 lends node 0, node 1's readers read them there (only the answer
+/// crosses the network), every other node still reads it through node 0,
+/// and overwrites and deletes work as before.
+#[test]
+fn a_blob_moves_toward_the_node_that_reads_it() {
+    use strata_proto::Errno;
+    let bed = cluster_util::bed_lending(3, "128MiB", None, "60s", Some("64MiB"));
+    eprintln!("cluster test on {}", bed.kind);
+    ok(
+        &bed.run_cli(&["cluster", "start", "--launcher", bed.launcher()]),
+        "cluster start",
+    );
+    let clients = clients_of(&bed);
+    let on0 = bucket_owned_by(&clients[0], "near", 0);
+    let data = pattern(5 << 20, 77);
+    clients[2].bucket(&on0).unwrap().put("hot", &data).unwrap();
+    let n1 = bed.nodes[1].name.clone();
+    let lent_used = || {
+        tier_of(&node_status(&bed, 0), &format!("remote:{n1}"))["used_bytes"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(lent_used(), 0, "placed on node 0's own RAM first");
+    let b1 = clients[1].bucket_open(&on0).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    // Bounded by the deadline: node 1 keeps reading until the move shows.
+    while lent_used() < 5 << 20 {
+        assert_eq!(checksum(&b1.get("hot").unwrap()), checksum(&data));
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never moved toward node 1: {}",
+            node_status(&bed, 0)["organizer"]
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let org = &node_status(&bed, 0)["organizer"];
+    assert!(org["moved_toward_readers"].as_u64().unwrap() >= 1, "{org}");
+    // Read everywhere: node 1 from its own memory, the others through node 0.
+    for (j, c) in clients.iter().enumerate() {
+        let b = c.bucket_open(&on0).unwrap();
+        for _ in 0..3 {
+            assert_eq!(
+                checksum(&b.get("hot").unwrap()),
+                checksum(&data),
+                "node {j}"
+            );
+        }
+        let mut part = vec![0u8; 100_000];
+        assert_eq!(b.get_at("hot", 4 << 20, &mut part).unwrap(), part.len());
+        assert_eq!(part, data[4 << 20..(4 << 20) + 100_000], "node {j}");
+    }
+    // Overwritten from node 2, read on node 1: the new bytes.
+    let new = pattern(3 << 20, 78);
+    clients[2]
+        .bucket_open(&on0)
+        .unwrap()
+        .put("hot", &new)
+        .unwrap();
+    assert_eq!(checksum(&b1.get("hot").unwrap()), checksum(&new));
+    clients[0].bucket_open(&on0).unwrap().delete("hot").unwrap();
+    assert_eq!(b1.get("hot").unwrap_err().errno, Errno::NoBlob);
+    ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
+}

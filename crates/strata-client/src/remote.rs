@@ -26,7 +26,7 @@ use strata_proto::control::{
     self, ControlReply, ControlRequest, FORWARD_ARG_BYTES_MAX, FORWARD_DATA_BYTES_MAX,
 };
 use strata_proto::msg::{DataRef, Request};
-use strata_proto::types::{ReadExtent, TIER_HOLE};
+use strata_proto::types::{ReadExtent, TIER_HOLE, TIER_LENT};
 use strata_proto::Errno;
 use strata_transport_shm::{codec, RequestRecord, ResponseRecord, RESPONSE_WIRE_BYTES};
 
@@ -53,6 +53,9 @@ pub struct RemoteTransport {
     idle: std::sync::Mutex<Vec<Conn>>,
     /// The node's name and bulk address, once known (error messages).
     peer: std::sync::Mutex<String>,
+    /// The memory this client's node lends that node (its donation epoch
+    /// and a read-only descriptor), once asked for: `TIER_LENT` extents.
+    lent: std::sync::Mutex<Option<(u32, std::fs::File)>>,
 }
 
 impl RemoteTransport {
@@ -62,6 +65,7 @@ impl RemoteTransport {
             socket,
             idle: std::sync::Mutex::new(Vec::new()),
             peer: std::sync::Mutex::new(format!("node {node}")),
+            lent: std::sync::Mutex::new(None),
         }
     }
 
@@ -164,6 +168,63 @@ impl RemoteTransport {
         Ok(())
     }
 
+    /// Reads `dst.len()` bytes at `off` of the memory this client's node
+    /// lends node `self.node`, in donation `epoch` (a `TIER_LENT` extent of
+    /// that node's answer): from this node's memory, no network.
+    fn lent_read(&self, epoch: u32, off: u64, dst: &mut [u8]) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        let mut g = self.lent.lock().unwrap_or_else(|p| p.into_inner());
+        // At most one refresh: the lender's memory is asked for again when
+        // the cached one is from another epoch.
+        for fresh in [false, true] {
+            if fresh || g.is_none() {
+                *g = Some(self.ask_lent()?);
+            }
+            let (have, f) = g.as_ref().expect("set above");
+            if *have == epoch {
+                return f.read_exact_at(dst, off).map_err(|e| {
+                    err(
+                        Errno::Io,
+                        format!("reading memory this node lends node {}: {e}", self.node),
+                    )
+                });
+            }
+        }
+        Err(err(
+            Errno::Io,
+            format!(
+                "the memory this node lent node {} for these bytes is gone (one of the two daemons restarted)",
+                self.node
+            ),
+        ))
+    }
+
+    /// Asks the local daemon for the memory it lends node `self.node`.
+    fn ask_lent(&self) -> Result<(u32, std::fs::File)> {
+        let no_daemon = |e: std::io::Error| {
+            err(
+                Errno::NoDaemon,
+                format!("asking {} for lent memory: {e}", self.socket.display()),
+            )
+        };
+        let mut u = UnixStream::connect(&self.socket).map_err(no_daemon)?;
+        u.set_read_timeout(Some(DIAL_SOCKET_TIMEOUT))
+            .map_err(no_daemon)?;
+        control::write_frame(&mut u, &ControlRequest::Lent { node: self.node })
+            .map_err(no_daemon)?;
+        match control::read_frame(&mut u).map_err(no_daemon)? {
+            ControlReply::Lent { node, epoch, .. } if node == self.node => {
+                let fd = control::recv_fd(&u).map_err(no_daemon)?;
+                Ok((epoch, std::fs::File::from(fd)))
+            }
+            ControlReply::Error { code, message } => Err(crate::daemon_error(code, message)),
+            other => Err(err(
+                Errno::Internal,
+                format!("unexpected answer to Lent: {other:?}"),
+            )),
+        }
+    }
+
     fn down(&self, e: std::io::Error) -> crate::Error {
         let peer = self.peer.lock().map(|p| p.clone()).unwrap_or_default();
         err(
@@ -171,6 +232,21 @@ impl RemoteTransport {
             format!("{peer} is down or unreachable: {e}"),
         )
     }
+}
+
+/// Ends a `Held` reply: `Release`, and the owner's empty reply saying its
+/// hold was still in force.
+fn release_held(c: &Conn) -> std::io::Result<()> {
+    frame::write_frame(&mut frame::NoSigPipe(&c.s), Kind::Release, &[], &[], &[])?;
+    let mut r = &c.s;
+    let h = frame::read_header(&mut r)?;
+    if h.kind != Kind::Reply || h.record_len != 0 || h.arg_len != 0 || h.data_len != 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "no acknowledgement of the release",
+        ));
+    }
+    Ok(())
 }
 
 /// True when a pooled connection has nothing unread and is not closed.
@@ -205,6 +281,9 @@ struct Pending {
     c: Conn,
     /// Data bytes not read yet.
     left: usize,
+    /// A `Held` reply: the owner keeps the extents in place until this
+    /// lane releases them (`release_held`).
+    held: bool,
 }
 
 impl RemoteLane<'_> {
@@ -221,6 +300,9 @@ impl RemoteLane<'_> {
                 return;
             }
             p.left -= n;
+        }
+        if p.held && release_held(&p.c).is_err() {
+            return;
         }
         self.t.give_back(p.c);
     }
@@ -313,12 +395,12 @@ impl RemoteLane<'_> {
             }
         }
         match res {
-            Ok(Ok((r, 0))) => {
+            Ok(Ok((r, 0, false))) => {
                 self.t.give_back(c);
                 Ok(r)
             }
-            Ok(Ok((r, left))) => {
-                *self.pending.borrow_mut() = Some(Pending { c, left });
+            Ok(Ok((r, left, held))) => {
+                *self.pending.borrow_mut() = Some(Pending { c, left, held });
                 Ok(r)
             }
             // An error frame: the owner closes the connection after it.
@@ -329,7 +411,10 @@ impl RemoteLane<'_> {
 
     /// Reads a reply frame up to its data (`self.got`: bytes of it read so
     /// far); the response record and the data bytes left in the socket.
-    fn read_reply(&mut self, c: &mut Conn) -> std::io::Result<Result<(ResponseRecord, usize)>> {
+    fn read_reply(
+        &mut self,
+        c: &mut Conn,
+    ) -> std::io::Result<Result<(ResponseRecord, usize, bool)>> {
         self.got = 0;
         let h = frame::read_header(&mut c.s)?;
         self.got = frame::HEADER_BYTES;
@@ -341,9 +426,10 @@ impl RemoteLane<'_> {
         let bad =
             |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string());
         match h.kind {
-            Kind::Reply if rec.len() == RESPONSE_WIRE_BYTES => Ok(Ok((
+            Kind::Reply | Kind::Held if rec.len() == RESPONSE_WIRE_BYTES => Ok(Ok((
                 ResponseRecord::from_wire(&rec).ok_or_else(|| bad("malformed response record"))?,
                 h.data_len as usize,
+                h.kind == Kind::Held,
             ))),
             Kind::Error => Ok(Err(err(
                 frame::error_code(&rec),
@@ -424,6 +510,13 @@ impl Lane for RemoteLane<'_> {
                 d.fill(0);
                 continue;
             }
+            if e.tier == TIER_LENT {
+                if !slot.as_ref().is_some_and(|p| p.held) {
+                    return Err(err(Errno::Malformed, "lent extent in a reply not held"));
+                }
+                self.t.lent_read(e.epoch, e.phys_off, d)?;
+                continue;
+            }
             let p = slot
                 .as_mut()
                 .filter(|p| p.left >= d.len())
@@ -436,6 +529,16 @@ impl Lane for RemoteLane<'_> {
         }
         if slot.as_ref().is_some_and(|p| p.left == 0) {
             if let Some(p) = slot.take() {
+                // The owner's ack proves the lent bytes stayed in place
+                // while they were read.
+                if p.held {
+                    release_held(&p.c).map_err(|e| {
+                        err(
+                            Errno::NodeDown,
+                            format!("{}: the answer's hold ended before its bytes were read ({e}); read again", self.t.node),
+                        )
+                    })?;
+                }
                 self.t.give_back(p.c);
             }
         }

@@ -534,6 +534,10 @@ impl Peers for Dialer {
             timeout: s.call_timeout,
         })
     }
+
+    fn lent(&self, node: u32) -> Option<(u32, u64, std::fs::File)> {
+        self.state.donations.lent_to(node)
+    }
 }
 
 /// The running cluster side; [`Handle::stop`] ends it.

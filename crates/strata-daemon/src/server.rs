@@ -217,6 +217,10 @@ pub struct ExecOut {
     /// with `Msg::Unpin` — the bytes go from the tier to the socket.
     pub extents: Vec<strata_proto::types::ReadExtent>,
     pub pin: u64,
+    /// Some extents are `TIER_LENT` (in memory the caller's node lends this
+    /// one): the caller reads them there, and `pin` is held until it says
+    /// it is done (a `Held` reply, then `Release`).
+    pub held: bool,
     /// The request's argument buffer, given back for the caller's next one.
     pub spent: Vec<u8>,
 }
@@ -236,6 +240,9 @@ pub trait Peers: Send + Sync {
     /// Dials node `node`'s bulk port for a client of this daemon; `NodeDown`
     /// naming the node when it does not answer within the call deadline.
     fn bulk_dial(&self, node: u32) -> Result<BulkConn, (Errno, String)>;
+    /// The memory this node lends node `node`: (epoch, bytes, a read-only
+    /// descriptor); None when it lends none.
+    fn lent(&self, node: u32) -> Option<(u32, u64, std::fs::File)>;
 }
 
 /// A remote request moving at least this many bytes lets the engine's next
@@ -1221,7 +1228,52 @@ impl Poller {
         let mut area = std::mem::take(&mut self.forward_area);
         area.resize(FORWARD_ARG_BYTES_MAX, 0);
         let mut read: Option<(u64, Vec<strata_proto::types::ReadExtent>)> = None;
+        // Tiers of memory the caller's node lends this one: the caller
+        // reads their extents there (`TIER_LENT`).
+        let lent: Vec<u32> = self
+            .engine
+            .core
+            .tiers
+            .tiers
+            .iter()
+            .filter(|t| t.remote.as_ref().is_some_and(|r| r.node() == from))
+            .map(|t| t.index as u32)
+            .collect();
+        let mut held = false;
         self.engine.serve(caller, lease, &req, |res| {
+            use strata_proto::types::{ReadExtent, TIER_LENT};
+            let redirected;
+            let res = match res {
+                Ok(strata_proto::Reply::Extents {
+                    size,
+                    covered,
+                    pin,
+                    extents,
+                }) if extents.iter().any(|e| lent.contains(&e.tier)) => {
+                    let ex: Vec<ReadExtent> = extents
+                        .iter()
+                        .map(|e| {
+                            if lent.contains(&e.tier) {
+                                ReadExtent {
+                                    tier: TIER_LENT,
+                                    ..*e
+                                }
+                            } else {
+                                *e
+                            }
+                        })
+                        .collect();
+                    held = true;
+                    redirected = Ok(strata_proto::Reply::Extents {
+                        size: *size,
+                        covered: *covered,
+                        pin: *pin,
+                        extents: std::borrow::Cow::Owned(ex),
+                    });
+                    &redirected
+                }
+                r => r,
+            };
             if let Err(e) = codec::encode_reply(res, &mut out.record, &mut area) {
                 out.record = ResponseRecord::err(e);
             }
@@ -1229,6 +1281,11 @@ impl Poller {
                 read = Some((*pin, extents.to_vec()));
             }
         });
+        out.held = held;
+        if let (strata_proto::Request::Get { bucket, name, .. }, Some(_)) = (&req, &read) {
+            self.engine
+                .note_remote_read(from, strata_meta::BucketId(*bucket), name);
+        }
         out.arg = area[..(out.record.arg_len as usize).min(area.len())].to_vec();
         self.forward_area = area;
         if let Some((pin, extents)) = read {
@@ -1330,6 +1387,29 @@ fn serve_bulk_connect(mut stream: UnixStream, shared: &Arc<Shared>, node: u32) {
             }
         }
         Err((e, message)) => error(&mut stream, e, message),
+    }
+}
+
+/// Control `Lent`: a read-only descriptor of the memory this node lends
+/// node `node`, for a client reading the bytes that node's daemon moved
+/// here for this node's readers (`TIER_LENT` extents).
+fn serve_lent(mut stream: UnixStream, shared: &Arc<Shared>, node: u32) {
+    let lent = shared.peers.get().and_then(|p| p.lent(node));
+    let Some((epoch, bytes, file)) = lent else {
+        let _ = control::write_frame(
+            &mut stream,
+            &ControlReply::Error {
+                code: Errno::NoBlob.code(),
+                message: format!("this node lends node {node} no memory (now)"),
+            },
+        );
+        return;
+    };
+    use std::os::fd::AsFd;
+    if control::write_frame(&mut stream, &ControlReply::Lent { node, epoch, bytes }).is_ok() {
+        if let Err(e) = control::send_fd(&stream, file.as_fd()) {
+            tracing::debug!("lent memory not handed over: {e}");
+        }
     }
 }
 
@@ -1501,6 +1581,7 @@ fn serve_conn(
             serve_backing(stream, &shared, &tx, id, offer_gen)
         }
         ControlRequest::BulkConnect { node } => serve_bulk_connect(stream, &shared, node),
+        ControlRequest::Lent { node } => serve_lent(stream, &shared, node),
         ControlRequest::StopDiscard => {
             let _ = control::write_frame(&mut stream, &ControlReply::Ok);
             shared.discard.store(true, Ordering::SeqCst);

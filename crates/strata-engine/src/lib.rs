@@ -182,6 +182,8 @@ pub struct Engine {
     pub org: crate::organizer::Organizer,
     /// The stash: fsync onto a non-volatile tier (not running: no journal).
     pub stash: crate::stash::Stash,
+    /// Which node reads which blob (moves toward readers, crate::remote).
+    pub locality: crate::remote::Locality,
 }
 
 impl Engine {
@@ -195,6 +197,20 @@ impl Engine {
             prefetch: crate::prefetch::Prefetch::default(),
             org: crate::organizer::Organizer::default(),
             stash: crate::stash::Stash::default(),
+            locality: crate::remote::Locality::default(),
+        }
+    }
+
+    /// Another node (`node`) read blob `name` of `bucket` here: enough
+    /// reads in a row from it move the blob onto memory that node lends
+    /// this one, where its readers find it on their own node
+    /// (crate::remote).
+    pub fn note_remote_read(&mut self, node: u32, bucket: strata_meta::BucketId, name: &str) {
+        let Ok(id) = self.core.meta.blob_lookup(bucket, name) else {
+            return;
+        };
+        if let Some(to) = crate::remote::note_read(&self.core, &mut self.locality, node, id) {
+            self.org.request_move(id, to);
         }
     }
 

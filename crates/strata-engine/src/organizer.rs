@@ -141,6 +141,8 @@ pub struct Organizer {
     tier_scores: Vec<f64>,
     requests: VecDeque<BlobId>,
     requested: HashSet<BlobId>,
+    /// Moves toward a reader's node (`crate::remote::Locality`): blob, tier.
+    toward: VecDeque<(BlobId, usize)>,
     tx: Option<mpsc::Sender<MoveBatch>>,
     next_batch: u64,
     last_round_ns: u64,
@@ -157,6 +159,7 @@ impl Default for Organizer {
             tier_scores: Vec::new(),
             requests: VecDeque::new(),
             requested: HashSet::new(),
+            toward: VecDeque::new(),
             tx: None,
             next_batch: 1,
             last_round_ns: 0,
@@ -211,6 +214,19 @@ impl Organizer {
         }
         o.requested.insert(id);
         o.requests.push_back(id);
+        true
+    }
+
+    /// Queues a move of blob `id` onto tier `to` (memory the node reading
+    /// it lends this one), done before the next planned round; false when
+    /// the organizer is off or the queue full (≤ `REQUESTS_MAX`).
+    pub fn request_move(&mut self, id: BlobId, to: usize) -> bool {
+        if !self.running() || self.toward.len() >= REQUESTS_MAX {
+            return false;
+        }
+        if !self.toward.iter().any(|(b, _)| *b == id) {
+            self.toward.push_back((id, to));
+        }
         true
     }
 }
@@ -436,6 +452,26 @@ pub fn tick(core: &mut Core, org: &mut Organizer, requests: Vec<BlobId>) {
     if !org.running() || core.copies.busy() {
         return;
     }
+    // Moves toward readers first, as a batch of their own.
+    if !org.toward.is_empty() {
+        let n = org.toward.len().min(MOVES_PER_ROUND_MAX);
+        let moves: Vec<strata_organize::Move> = org
+            .toward
+            .drain(..n)
+            .filter_map(|(id, to)| {
+                let b = core.meta.blob(id)?;
+                Some(strata_organize::Move {
+                    blob: id.0,
+                    from_mask: b.tier_mask() as u64,
+                    to,
+                    bytes: b.size,
+                    kind: MoveKind::Toward,
+                })
+            })
+            .collect();
+        start_batch(core, org, moves);
+        return;
+    }
     let now_mono = core.mono_ns();
     let since = now_mono.saturating_sub(org.last_round_ns);
     let interval_ns = (org.cfg.interval_ms * 1e6) as u64;
@@ -494,12 +530,17 @@ pub fn tick(core: &mut Core, org: &mut Organizer, requests: Vec<BlobId>) {
     if org.scan_cursor >= total {
         org.scan_cursor = 0;
     }
+    // Blobs with bytes on remote tiers are left where they are (placed
+    // there by spill or moved toward their reader): planned moves would
+    // pull them back and forth.
+    let local_mask = (1u64 << core.tiers.local_count()) - 1;
+    let on_local = |b: &Blob| b.tier_mask() as u64 & !local_mask == 0;
     let mut blobs: Vec<BlobState> = core
         .meta
         .blobs()
         .skip(org.scan_cursor)
         .take(SCAN_BLOBS_MAX)
-        .filter(|b| b.size > 0)
+        .filter(|b| b.size > 0 && on_local(b))
         .map(state)
         .collect();
     org.scan_cursor += SCAN_BLOBS_MAX;
@@ -513,7 +554,7 @@ pub fn tick(core: &mut Core, org: &mut Organizer, requests: Vec<BlobId>) {
     };
     for id in requests.iter().chain(recent.iter()) {
         if seen.insert(id.0) {
-            if let Some(b) = core.meta.blob(*id).filter(|b| b.size > 0) {
+            if let Some(b) = core.meta.blob(*id).filter(|b| b.size > 0 && on_local(b)) {
                 blobs.push(state(b));
             }
         }
@@ -697,6 +738,7 @@ pub fn complete(core: &mut Core, org: &mut Organizer, done: MoveDone) {
                 s.demoted_blobs += 1;
                 s.demoted_bytes += bytes;
             }
+            MoveKind::Toward => s.moved_toward_readers += 1,
         }
     }
 }

@@ -12,6 +12,15 @@
 //!   (a warning naming the node, `lost_blobs` per tier) rather than read as
 //!   zeros — and once their space is freed (pins released) the link may
 //!   attach a new donation.
+//!
+//! **Toward the reader** ([`Locality`], [`note_read`]): when another node
+//! reads a blob here `LOCALITY_READS_MIN` times in a row, the organizer
+//! moves it onto the memory *that* node lends this one (`MoveKind::Toward`);
+//! that node's clients then read it from their own node's memory (a `Held`
+//! reply with `TIER_LENT` extents: only the answer crosses the network).
+//! A blob moves this way at most once per `LOCALITY_MOVE_INTERVAL_NS`.
+
+use std::collections::HashMap;
 
 use strata_meta::BlobId;
 
@@ -76,4 +85,67 @@ fn drop_lost(core: &mut Core, tier: usize, node: u32) {
         "node {node} restarted and lost the memory it lent this node: {} blobs stored there are gone",
         lost.len()
     );
+}
+
+/// Reads in a row from one node that move a blob toward it.
+pub const LOCALITY_READS_MIN: u32 = 3;
+/// Smaller blobs are not worth a move (the answer's round trip dominates).
+pub const LOCALITY_BLOB_BYTES_MIN: u64 = 64 << 10;
+/// Blobs whose readers are tracked (more: the table starts over).
+pub const LOCALITY_BLOBS_MAX: usize = 65_536;
+/// A blob moves toward a reader at most this often.
+pub const LOCALITY_MOVE_INTERVAL_NS: u64 = 10_000_000_000;
+
+/// Who read which blob lately (reads by other nodes only).
+#[derive(Default)]
+pub struct Locality {
+    streaks: HashMap<BlobId, Streak>,
+}
+
+struct Streak {
+    node: u32,
+    reads: u32,
+    moved_ns: u64,
+}
+
+/// Notes a read of blob `id` by node `node`; the remote tier to move the
+/// blob to when it is due.
+pub fn note_read(core: &Core, loc: &mut Locality, node: u32, id: BlobId) -> Option<usize> {
+    let b = core.meta.blob(id)?;
+    if b.size < LOCALITY_BLOB_BYTES_MIN || b.stationary {
+        return None;
+    }
+    if loc.streaks.len() >= LOCALITY_BLOBS_MAX && !loc.streaks.contains_key(&id) {
+        loc.streaks.clear();
+    }
+    let now = core.mono_ns();
+    let s = loc.streaks.entry(id).or_insert(Streak {
+        node,
+        reads: 0,
+        moved_ns: 0,
+    });
+    if s.node != node {
+        s.node = node;
+        s.reads = 0;
+    }
+    s.reads += 1;
+    let rested = s.moved_ns == 0 || now.saturating_sub(s.moved_ns) >= LOCALITY_MOVE_INTERVAL_NS;
+    if s.reads < LOCALITY_READS_MIN || !rested {
+        return None;
+    }
+    let to = core
+        .tiers
+        .tiers
+        .iter()
+        .position(|t| t.remote.as_ref().is_some_and(|r| r.node() == node))?;
+    let data = || b.extents.iter().filter(|e| !e.is_hole());
+    let t = &core.tiers.tiers[to];
+    let need: u64 = data().map(|e| t.round_up(e.len)).sum();
+    let room = t.capacity_bytes.saturating_sub(t.blob_bytes);
+    if data().all(|e| e.tier as usize == to) || !t.usable() || need > room {
+        return None;
+    }
+    s.reads = 0;
+    s.moved_ns = now;
+    Some(to)
 }

@@ -319,3 +319,38 @@ fn file_pages_never_go_to_a_remote_tier() {
     }
     assert_eq!(f.core.tiers.tiers[2].blob_bytes, 0);
 }
+
+#[test]
+fn reads_in_a_row_from_one_node_ask_for_a_move_toward_it_once() {
+    use crate::remote::{note_read, Locality, LOCALITY_READS_MIN};
+    let (mut f, _lent) = with_remote();
+    let (b, _) = f.core.meta.bucket_open("b", true, false, 0).unwrap();
+    put(&mut f.core, b, "big", &pattern(300_000, 1));
+    put(&mut f.core, b, "small", &pattern(1000, 2));
+    let big = f.core.meta.blob_lookup(b, "big").unwrap();
+    let small = f.core.meta.blob_lookup(b, "small").unwrap();
+    let mut loc = Locality::default();
+    // A node that lends nothing here: never.
+    assert_eq!(note_read(&f.core, &mut loc, 5, big), None);
+    // Small blobs stay.
+    for _ in 0..10 {
+        assert_eq!(note_read(&f.core, &mut loc, 1, small), None);
+    }
+    // Another reader in between starts the count over.
+    for _ in 1..LOCALITY_READS_MIN {
+        assert_eq!(note_read(&f.core, &mut loc, 1, big), None);
+    }
+    assert_eq!(note_read(&f.core, &mut loc, 2, big), None);
+    for _ in 1..LOCALITY_READS_MIN {
+        assert_eq!(note_read(&f.core, &mut loc, 1, big), None);
+    }
+    assert_eq!(
+        note_read(&f.core, &mut loc, 1, big),
+        Some(2),
+        "due: tier 2 is node 1's"
+    );
+    // Not again within the interval, however often it is read.
+    for _ in 0..10 {
+        assert_eq!(note_read(&f.core, &mut loc, 1, big), None);
+    }
+}

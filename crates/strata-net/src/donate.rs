@@ -80,6 +80,21 @@ impl Donations {
         (m.values().map(|d| d.granted_bytes).sum(), m.len())
     }
 
+    /// The memory lent to node `node` now: its epoch, its length and a
+    /// read-only descriptor of it (for a client of this node reading bytes
+    /// that node's daemon moved here for it). None when nothing is lent.
+    pub fn lent_to(&self, node: u32) -> Option<(u32, u64, File)> {
+        use std::os::fd::AsRawFd;
+        let d = self
+            .by_node
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&node)
+            .cloned()?;
+        let ro = File::open(format!("/proc/self/fd/{}", d.mem.as_raw_fd())).ok()?;
+        Some((d.epoch, d.granted_bytes, ro))
+    }
+
     fn attach(&self, from: u32, rec: &Record) -> Result<Record, Refused> {
         if self.grant_bytes == 0 {
             return Err(Refused(

@@ -70,6 +70,9 @@ pub enum MoveKind {
     Demote,
     /// A promotion asked for (prefetch).
     Requested,
+    /// A move toward the node that reads the blob (onto memory that node
+    /// lends this one); never planned here, asked for by the engine.
+    Toward,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -717,6 +720,7 @@ mod tests {
                         prop_assert!(tiers[mv.to].score <= tiers[slowest_from].score && b.tier_mask & (1 << mv.to) == 0);
                         prop_assert!(!b.user_score.is_some_and(|u| u >= lim.promote_threshold), "demoted against the user score");
                     }
+                    MoveKind::Toward => prop_assert!(false, "the plan never moves toward a reader"),
                 }
             }
             for (t, inc) in incoming.iter().enumerate() {

@@ -44,6 +44,13 @@ pub enum Kind {
     Error = 3,
     /// A remote tier's request (`crate::donation`).
     Donation = 4,
+    /// A reply whose sender holds the read's extents pinned until the
+    /// reader sends `Release` (extents `TIER_LENT`: the reader reads them
+    /// from memory its own node lends the sender).
+    Held = 5,
+    /// The reader is done with a `Held` reply's extents (no body); answered
+    /// with an empty `Reply` while the hold was still in force.
+    Release = 6,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +83,8 @@ impl Header {
             2 => Kind::Reply,
             3 => Kind::Error,
             4 => Kind::Donation,
+            5 => Kind::Held,
+            6 => Kind::Release,
             _ => return Err(Errno::Malformed),
         };
         let u32_at = |i: usize| u32::from_le_bytes(h[i..i + 4].try_into().expect("4 bytes"));

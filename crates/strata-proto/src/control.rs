@@ -77,6 +77,13 @@ pub enum ControlRequest {
     BulkConnect {
         node: u32,
     },
+    /// The memory this daemon lends node `node` (a remote tier of that
+    /// node's daemon), to read blob bytes its owner moved here for this
+    /// node's readers: answered with `Lent`, a read-only descriptor of it
+    /// passed after the frame.
+    Lent {
+        node: u32,
+    },
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -379,6 +386,9 @@ pub struct OrganizerStatus {
     pub requests_dropped: u64,
     pub requested_promotions: u64,
     pub requests_queued: u64,
+    /// Blobs moved toward the node that reads them (onto memory it lends).
+    #[serde(default)]
+    pub moved_toward_readers: u64,
     pub in_flight: bool,
 }
 
@@ -452,6 +462,13 @@ pub enum ControlReply {
         name: String,
         address: String,
         timeout_ms: u64,
+    },
+    /// The memory lent to `node`, in donation `epoch`, `bytes` long; a
+    /// read-only descriptor follows the frame.
+    Lent {
+        node: u32,
+        epoch: u32,
+        bytes: u64,
     },
 }
 

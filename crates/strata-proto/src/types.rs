@@ -51,12 +51,17 @@ pub const TIER_DEST: u32 = u32::MAX - 1;
 /// read-ahead fetches right now: ask again shortly instead of reading the
 /// destination; always the last extent of an answer.
 pub const TIER_PENDING: u32 = u32::MAX - 2;
+/// Tier index of a `ReadExtent` (a remote node's answer) whose bytes are in
+/// memory the reader's own node lends the answering node: the reader reads
+/// them there (`phys_off` in that memory, `epoch` its donation's), while the
+/// answer's hold keeps them in place.
+pub const TIER_LENT: u32 = u32::MAX - 3;
 
 /// Where some bytes of a blob or file are, as answered by a read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[repr(C)]
 pub struct ReadExtent {
-    /// Tier index, or `TIER_HOLE` / `TIER_DEST` / `TIER_PENDING`.
+    /// Tier index, or `TIER_HOLE` / `TIER_DEST` / `TIER_PENDING` / `TIER_LENT`.
     pub tier: u32,
     /// For bytes on a remote tier: the donation epoch they were written
     /// in (`crate::donation`; the reader names it, a lost donation is an

@@ -30,7 +30,7 @@ use strata_transport_shm::{RequestRecord, REQUEST_WIRE_BYTES};
 use super::State;
 use crate::server::{ExecOut, Msg, REMOTE_CLIENT_BASE};
 use std::io::Write;
-use strata_proto::types::TIER_HOLE;
+use strata_proto::types::{TIER_HOLE, TIER_LENT};
 
 /// Bulk connections served at once (each one thread).
 pub const BULK_CONNECTIONS_MAX: usize = 256;
@@ -211,7 +211,13 @@ const SCRATCH_BYTES_MAX: u64 = 1 << 20;
 /// tiers: a mapped tier (the RAM arena) from its memory, others through
 /// `scratch` (the pin keeps the extents in place meanwhile).
 fn send_reply(s: &TcpStream, st: &State, out: &ExecOut, scratch: &mut Vec<u8>) -> io::Result<()> {
-    let held = || out.extents.iter().filter(|e| e.tier != TIER_HOLE);
+    // Holes carry no bytes, nor do extents the caller reads from memory its
+    // own node lends this one (`TIER_LENT`).
+    let held = || {
+        out.extents
+            .iter()
+            .filter(|e| e.tier != TIER_HOLE && e.tier != TIER_LENT)
+    };
     let total: u64 = held().map(|e| e.len).sum();
     // Bytes on remote tiers (memory another node lends) are fetched before
     // the header goes out: a lender that is down or lost them turns into an
@@ -237,7 +243,7 @@ fn send_reply(s: &TcpStream, st: &State, out: &ExecOut, scratch: &mut Vec<u8>) -
     let mut w = frame::NoSigPipe(s);
     frame::write_head(
         &mut w,
-        Kind::Reply,
+        if out.held { Kind::Held } else { Kind::Reply },
         &out.record.to_wire(),
         &[&out.arg],
         total,
@@ -265,6 +271,22 @@ fn send_reply(s: &TcpStream, st: &State, out: &ExecOut, scratch: &mut Vec<u8>) -
         }
     }
     Ok(())
+}
+
+/// After a `Held` reply: waits (≤ `deadline`) for the reader's `Release`
+/// and acknowledges it with an empty reply — the reader's proof that the
+/// extents stayed in place while it read them. Anything else ends the
+/// connection (the reader then reports its read failed).
+fn await_release(s: &mut TcpStream, deadline: Duration) -> io::Result<()> {
+    s.set_read_timeout(Some(deadline))?;
+    let h = frame::read_header(s)?;
+    if h.kind != Kind::Release || h.record_len != 0 || h.arg_len != 0 || h.data_len != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "expected the release of a held reply",
+        ));
+    }
+    frame::write_frame(&mut frame::NoSigPipe(&*s), Kind::Reply, &[], &[], &[])
 }
 
 /// Serves one connection until its peer closes it or breaks the protocol.
@@ -350,7 +372,10 @@ fn serve(mut s: TcpStream, st: &State, peer: &str) {
                 return;
             }
         };
-        let sent = send_reply(&s, st, &out, &mut scratch);
+        let mut sent = send_reply(&s, st, &out, &mut scratch);
+        if out.held && sent.is_ok() {
+            sent = await_release(&mut s, setup.call_timeout);
+        }
         if out.pin != 0 {
             let _ = st.send(Msg::Unpin {
                 client: REMOTE_CLIENT_BASE + u64::from(from),
