@@ -21,7 +21,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -55,6 +55,12 @@ pub struct ClusterArgs {
     /// 127.x addresses even where namespaces could be made.
     #[arg(long)]
     pub loopback: bool,
+    /// Also measure remote tiers on 2 nodes: puts and gets of a node whose
+    /// own tiers are full (spilled onto memory its peer lends) against the
+    /// same with room at home, and gets of another node's blobs once they
+    /// moved toward the reader against the same without remote tiers.
+    #[arg(long)]
+    pub remote_tiers: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -375,28 +381,93 @@ pub fn run(a: ClusterArgs) -> Result<()> {
     let strata = crate::strata_exe()?;
     let mut rows: Vec<Row> = Vec::new();
     for &n in &a.nodes {
-        let bed = Bed::new(&BedSpec {
-            nodes: n,
-            ram: a.ram.clone(),
-            disk: None,
-            start_timeout: "60s".into(),
-            remote_tier: None,
-            strata: strata.clone(),
-            loopback: a.loopback,
-            log: "warn".into(),
-        })?;
-        let o = bed.cli(&["cluster", "start", "--launcher", bed.launcher()])?;
-        if !o.status.success() {
-            bail!(
-                "cluster start on {n} nodes failed: {}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-        }
+        // No remote tiers: the bulk path itself, not blobs moved toward
+        // their readers (measured apart, `--remote-tiers`).
+        let bed = started(&a, &strata, n, &a.ram, "0")?;
         let res = measure(&a, &bed, n, &mut rows);
         let _ = bed.cli(&["cluster", "stop"]);
         res?;
     }
+    if a.remote_tiers {
+        measure_remote_tiers(&a, &strata, &mut rows)?;
+    }
     report(&a, &rows)
+}
+
+/// A bed of `n` nodes (RAM `ram`, `remote_tier` lent to each peer), its
+/// cluster started.
+fn started(a: &ClusterArgs, strata: &Path, n: usize, ram: &str, remote_tier: &str) -> Result<Bed> {
+    let bed = Bed::new(&BedSpec {
+        nodes: n,
+        ram: ram.into(),
+        disk: None,
+        start_timeout: "60s".into(),
+        remote_tier: Some(remote_tier.into()),
+        strata: strata.to_path_buf(),
+        loopback: a.loopback,
+        log: "warn".into(),
+    })?;
+    let o = bed.cli(&["cluster", "start", "--launcher", bed.launcher()])?;
+    if !o.status.success() {
+        bail!(
+            "cluster start on {n} nodes failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    Ok(bed)
+}
+
+/// Remote tiers on 2 nodes, each figure against the same workload without
+/// them in the same run: (1) a client on node 0 puts and gets 1 MiB blobs
+/// of a bucket node 0 owns while node 0's RAM (16 MiB) holds a quarter of
+/// them — the rest goes to memory node 1 lends — against node 0 with room
+/// in RAM; (2) a client on node 1 reads node 0's blobs, which move toward
+/// it after three reads each, against the same with no remote tiers
+/// (every read through node 0).
+fn measure_remote_tiers(a: &ClusterArgs, strata: &Path, rows: &mut Vec<Row>) -> Result<()> {
+    let size = 1u64 << 20;
+    let row = |what: &str, peer: &str| Row {
+        nodes: 2,
+        bed: String::new(),
+        what: what.into(),
+        unit: "MiB/s".into(),
+        strata: Vec::new(),
+        peer: peer.into(),
+        peer_values: Vec::new(),
+        ratios: Vec::new(),
+        lower_is_better: false,
+    };
+    let mut spill_put = row("1MiB put, own RAM full", "room in own RAM");
+    let mut spill_get = row("1MiB get, own RAM full", "room in own RAM");
+    let mut toward = row("1MiB get of node 0's, moved", "through node 0");
+    let names = |bed: &Bed| bed.nodes.iter().map(|x| x.name.clone()).collect::<Vec<_>>();
+    for r in 0..a.repeats {
+        let one = |ram: &str, lend: &str, node: usize| -> Result<(f64, f64, String)> {
+            let bed = started(a, strata, 2, ram, lend)?;
+            let owned = buckets(&names(&bed))?;
+            let res = kv_phases(&bed, &[(node, &owned[0])], size, a.seconds);
+            let _ = bed.cli(&["cluster", "stop"]);
+            let (put, get) = res?;
+            Ok((mib_per_s(&put), mib_per_s(&get), bed.kind.to_string()))
+        };
+        let (sp, sg, kind) = one("16MiB", "1GiB", 0)?;
+        let (lp, lg, _) = one("1GiB", "1GiB", 0)?;
+        let (_, tg, _) = one("1GiB", "1GiB", 1)?;
+        let (_, ng, _) = one("1GiB", "0", 1)?;
+        for (row, v, peer) in [
+            (&mut spill_put, sp, lp),
+            (&mut spill_get, sg, lg),
+            (&mut toward, tg, ng),
+        ] {
+            row.bed = kind.clone();
+            row.strata.push(v);
+            row.peer_values.push(peer);
+            row.ratios.push(v / peer);
+        }
+        progress(2, &format!("remote tiers {}/{}", r + 1, a.repeats));
+    }
+    rows.extend([spill_put, spill_get, toward]);
+    Ok(())
 }
 
 fn measure(a: &ClusterArgs, bed: &Bed, n: usize, rows: &mut Vec<Row>) -> Result<()> {
