@@ -91,7 +91,14 @@ pub fn status_table(st: &StatusReply) -> String {
             } else {
                 "no".into()
             },
-            if tier.path.is_empty() {
+            if tier.kind == "remote" {
+                // Memory another node lends this one (`remote:NAME`).
+                let by = tier.name.strip_prefix("remote:").unwrap_or(&tier.name);
+                match tier.lost_blobs {
+                    0 => format!("(memory {by} lends)"),
+                    n => format!("(memory {by} lends; {n} blobs lost when it restarted)"),
+                }
+            } else if tier.path.is_empty() {
                 "(shared memory)".into()
             } else {
                 tier.path.clone()
@@ -193,11 +200,12 @@ pub fn organizer_line(st: &StatusReply) -> String {
     };
     let scores: Vec<String> = o.tier_scores.iter().map(|s| format!("{s:.3}")).collect();
     format!(
-        "organizer  promoted {} ({})  demoted {} ({})  discarded {}  failed {}  requests {} ({} dropped, {} queued)  {}  tier scores {}\n",
+        "organizer  promoted {} ({})  demoted {} ({})  toward readers {}  discarded {}  failed {}  requests {} ({} dropped, {} queued)  {}  tier scores {}\n",
         o.promoted_blobs,
         format_size(o.promoted_bytes),
         o.demoted_blobs,
         format_size(o.demoted_bytes),
+        o.moved_toward_readers,
         o.discarded_moves,
         o.failed_moves,
         o.requests_total,

@@ -31,8 +31,12 @@ const TEND_INTERVAL_NS: u64 = 100_000_000;
 
 /// Once per engine round (does its work at most every `TEND_INTERVAL_NS`).
 pub fn tend(core: &mut Core) {
+    // One node, or no remote tiers: nothing to do, not even a clock read.
+    if core.tiers.tiers.last().is_none_or(|t| !t.is_remote()) {
+        return;
+    }
     let now = core.mono_ns();
-    if core.tiers.tiers.last().is_none_or(|t| !t.is_remote()) || now < core.tiers.remote_due_ns {
+    if now < core.tiers.remote_due_ns {
         return;
     }
     core.tiers.remote_due_ns = now + TEND_INTERVAL_NS;
