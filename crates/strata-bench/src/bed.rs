@@ -25,6 +25,8 @@ pub struct BedSpec {
     pub start_timeout: String,
     /// `cluster.remote_tier` (None: the default).
     pub remote_tier: Option<String>,
+    /// `cluster.toward_readers`.
+    pub toward_readers: bool,
     /// The `strata` executable the nodes run.
     pub strata: PathBuf,
     /// Skip the namespaces even where they could be made.
@@ -190,6 +192,9 @@ impl Bed {
             ));
             if let Some(r) = &spec.remote_tier {
                 y.push_str(&format!("  remote_tier: {r}\n"));
+            }
+            if spec.toward_readers {
+                y.push_str("  toward_readers: true\n");
             }
             let config = dir.path().join(format!("{name}.yaml"));
             std::fs::write(&config, y)?;

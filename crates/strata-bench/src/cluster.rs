@@ -383,7 +383,7 @@ pub fn run(a: ClusterArgs) -> Result<()> {
     for &n in &a.nodes {
         // No remote tiers: the bulk path itself, not blobs moved toward
         // their readers (measured apart, `--remote-tiers`).
-        let bed = started(&a, &strata, n, &a.ram, "0")?;
+        let bed = started(&a, &strata, n, &a.ram, "0", false)?;
         let res = measure(&a, &bed, n, &mut rows);
         let _ = bed.cli(&["cluster", "stop"]);
         res?;
@@ -396,13 +396,21 @@ pub fn run(a: ClusterArgs) -> Result<()> {
 
 /// A bed of `n` nodes (RAM `ram`, `remote_tier` lent to each peer), its
 /// cluster started.
-fn started(a: &ClusterArgs, strata: &Path, n: usize, ram: &str, remote_tier: &str) -> Result<Bed> {
+fn started(
+    a: &ClusterArgs,
+    strata: &Path,
+    n: usize,
+    ram: &str,
+    remote_tier: &str,
+    toward_readers: bool,
+) -> Result<Bed> {
     let bed = Bed::new(&BedSpec {
         nodes: n,
         ram: ram.into(),
         disk: None,
         start_timeout: "60s".into(),
         remote_tier: Some(remote_tier.into()),
+        toward_readers,
         strata: strata.to_path_buf(),
         loopback: a.loopback,
         log: "warn".into(),
@@ -443,7 +451,7 @@ fn measure_remote_tiers(a: &ClusterArgs, strata: &Path, rows: &mut Vec<Row>) -> 
     let names = |bed: &Bed| bed.nodes.iter().map(|x| x.name.clone()).collect::<Vec<_>>();
     for r in 0..a.repeats {
         let one = |ram: &str, lend: &str, node: usize| -> Result<(f64, f64, String)> {
-            let bed = started(a, strata, 2, ram, lend)?;
+            let bed = started(a, strata, 2, ram, lend, true)?;
             let owned = buckets(&names(&bed))?;
             let res = kv_phases(&bed, &[(node, &owned[0])], size, a.seconds);
             let _ = bed.cli(&["cluster", "stop"]);

@@ -571,7 +571,7 @@ fn tier_of(status: &serde_json::Value, name: &str) -> serde_json::Value {
 #[test]
 fn a_full_node_spills_onto_remote_tiers_and_a_lenders_restart_is_never_silent() {
     use strata_proto::Errno;
-    let bed = cluster_util::bed_lending(3, "16MiB", Some("16MiB"), "60s", Some("48MiB"));
+    let bed = cluster_util::bed_lending(3, "16MiB", Some("16MiB"), "60s", Some("48MiB"), false);
     eprintln!("cluster test on {}", bed.kind);
     ok(
         &bed.run_cli(&["cluster", "start", "--launcher", bed.launcher()]),
@@ -695,7 +695,7 @@ fn a_full_node_spills_onto_remote_tiers_and_a_lenders_restart_is_never_silent() 
 #[test]
 fn a_blob_moves_toward_the_node_that_reads_it() {
     use strata_proto::Errno;
-    let bed = cluster_util::bed_lending(3, "128MiB", None, "60s", Some("64MiB"));
+    let bed = cluster_util::bed_lending(3, "128MiB", None, "60s", Some("64MiB"), true);
     eprintln!("cluster test on {}", bed.kind);
     ok(
         &bed.run_cli(&["cluster", "start", "--launcher", bed.launcher()]),

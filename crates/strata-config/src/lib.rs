@@ -46,7 +46,8 @@
 //! prefetch: { enabled: true, readahead_pages: 4, threads: 2, predict: true,
 //!             successors_max: 4, min_count: 2 }
 //! cluster: { hosts: [], port: 7707, secret_file: auto, call_timeout: 10s,
-//!            heartbeat_interval: 1s, start_timeout: 1m, remote_tier: 256MiB }
+//!            heartbeat_interval: 1s, start_timeout: 1m, remote_tier: 256MiB,
+//!            toward_readers: false }
 //! ```
 //!
 //! ## Deliberately absent
@@ -601,6 +602,11 @@ pub struct ClusterConfig {
     /// asks of each): where a node's blobs go when its own tiers are full,
     /// before its last tier grows. 0 = no remote tiers; ≤ 1 TiB.
     pub remote_tier_bytes: u64,
+    /// Move a blob another node keeps reading onto the memory that node
+    /// lends its owner (reads there stay on that node). Off by default: a
+    /// moved blob then lives only in the reader node's memory and shares
+    /// its fate (that node's death makes the blob unreadable).
+    pub toward_readers: bool,
 }
 
 impl Default for ClusterConfig {
@@ -613,6 +619,7 @@ impl Default for ClusterConfig {
             heartbeat_interval_ms: 1_000.0,
             start_timeout_ms: 60_000.0,
             remote_tier_bytes: 256 << 20,
+            toward_readers: false,
         }
     }
 }

@@ -63,6 +63,7 @@ pub(crate) const SCALAR_KEYS: &[&str] = &[
     "cluster.heartbeat_interval",
     "cluster.start_timeout",
     "cluster.remote_tier",
+    "cluster.toward_readers",
 ];
 
 /// Keys of the `adapter` section that hold lists of paths.
@@ -275,6 +276,7 @@ pub(crate) fn set_scalar(cfg: &mut Config, path: &str, v: &str) -> Result<(), St
         }
         "cluster.start_timeout" => cfg.cluster.start_timeout_ms = parse_duration_us(v)? / 1e3,
         "cluster.remote_tier" => cfg.cluster.remote_tier_bytes = parse_size(v)?,
+        "cluster.toward_readers" => cfg.cluster.toward_readers = parse_bool(v)?,
         _ => return Err(format!("unknown key {path}")),
     }
     Ok(())

@@ -482,5 +482,11 @@ pub(crate) fn to_yaml(c: &Config) -> String {
         &format_size(k.remote_tier_bytes),
         "memory lent to each other node when its tiers are full (0 = none)",
     );
+    o.line(
+        2,
+        "toward_readers",
+        &k.toward_readers.to_string(),
+        "move blobs another node keeps reading into the memory it lends (they share its fate)",
+    );
     o.0
 }

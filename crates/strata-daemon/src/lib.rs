@@ -666,6 +666,7 @@ pub fn run_with(
             engine.trace = tracer;
             engine.org = org;
             engine.stash = stash;
+            engine.locality.enabled = cfg.cluster.toward_readers;
             engine
         },
         done_rx,

@@ -18,7 +18,9 @@
 //! moves it onto the memory *that* node lends this one (`MoveKind::Toward`);
 //! that node's clients then read it from their own node's memory (a `Held`
 //! reply with `TIER_LENT` extents: only the answer crosses the network).
-//! A blob moves this way at most once per `LOCALITY_MOVE_INTERVAL_NS`.
+//! A blob moves this way at most once per `LOCALITY_MOVE_INTERVAL_NS`, and
+//! only with `cluster.toward_readers` (a moved blob lives only in the
+//! reader node's memory and shares that node's fate).
 
 use std::collections::HashMap;
 
@@ -103,6 +105,8 @@ pub const LOCALITY_MOVE_INTERVAL_NS: u64 = 10_000_000_000;
 /// Who read which blob lately (reads by other nodes only).
 #[derive(Default)]
 pub struct Locality {
+    /// `cluster.toward_readers` (off: nothing is tracked or moved).
+    pub enabled: bool,
     streaks: HashMap<BlobId, Streak>,
 }
 
@@ -115,6 +119,9 @@ struct Streak {
 /// Notes a read of blob `id` by node `node`; the remote tier to move the
 /// blob to when it is due.
 pub fn note_read(core: &Core, loc: &mut Locality, node: u32, id: BlobId) -> Option<usize> {
+    if !loc.enabled {
+        return None;
+    }
     let b = core.meta.blob(id)?;
     if b.size < LOCALITY_BLOB_BYTES_MIN || b.stationary {
         return None;

@@ -330,6 +330,12 @@ fn reads_in_a_row_from_one_node_ask_for_a_move_toward_it_once() {
     let big = f.core.meta.blob_lookup(b, "big").unwrap();
     let small = f.core.meta.blob_lookup(b, "small").unwrap();
     let mut loc = Locality::default();
+    assert_eq!(
+        (0..10).find_map(|_| note_read(&f.core, &mut loc, 1, big)),
+        None,
+        "off by default"
+    );
+    loc.enabled = true;
     // A node that lends nothing here: never.
     assert_eq!(note_read(&f.core, &mut loc, 5, big), None);
     // Small blobs stay.

@@ -16,7 +16,7 @@ pub fn strata_bin() -> PathBuf {
 /// `n` nodes, each with RAM `ram` (and a dir tier when `disk` is given);
 /// `cluster start` gives up after `start_timeout`.
 pub fn bed(n: usize, ram: &str, disk: Option<&str>, start_timeout: &str) -> Bed {
-    bed_lending(n, ram, disk, start_timeout, None)
+    bed_lending(n, ram, disk, start_timeout, None, false)
 }
 
 /// [`bed`] where each node lends `remote_tier` to every other one.
@@ -26,6 +26,7 @@ pub fn bed_lending(
     disk: Option<&str>,
     start_timeout: &str,
     remote_tier: Option<&str>,
+    toward_readers: bool,
 ) -> Bed {
     Bed::new(&BedSpec {
         nodes: n,
@@ -33,6 +34,7 @@ pub fn bed_lending(
         disk: disk.map(Into::into),
         start_timeout: start_timeout.into(),
         remote_tier: remote_tier.map(Into::into),
+        toward_readers,
         strata: strata_bin(),
         loopback: std::env::var("CLUSTER_TEST_BED").is_ok_and(|v| v == "loopback"),
         log: "info".into(),
