@@ -197,7 +197,11 @@ fn a_start_that_cannot_agree_names_the_missing_node() {
 
 /// A bed of `n` nodes with its cluster started (the test says which bed ran).
 fn started(n: usize, ram: &str, disk: Option<&str>, start_timeout: &str) -> Bed {
-    let bed = cluster_util::bed(n, ram, disk, start_timeout);
+    started_with(cluster_util::bed(n, ram, disk, start_timeout))
+}
+
+/// `bed`'s cluster, started.
+fn started_with(bed: Bed) -> Bed {
     eprintln!("cluster test on {}", bed.kind);
     ok(
         &bed.run_cli(&["cluster", "start", "--launcher", bed.launcher()]),
@@ -571,12 +575,14 @@ fn tier_of(status: &serde_json::Value, name: &str) -> serde_json::Value {
 #[test]
 fn a_full_node_spills_onto_remote_tiers_and_a_lenders_restart_is_never_silent() {
     use strata_proto::Errno;
-    let bed = cluster_util::bed_lending(3, "16MiB", Some("16MiB"), "60s", Some("48MiB"), false);
-    eprintln!("cluster test on {}", bed.kind);
-    ok(
-        &bed.run_cli(&["cluster", "start", "--launcher", bed.launcher()]),
-        "cluster start",
-    );
+    let bed = started_with(cluster_util::bed_lending(
+        3,
+        "16MiB",
+        Some("16MiB"),
+        "60s",
+        Some("48MiB"),
+        false,
+    ));
     let clients = clients_of(&bed);
     let on0 = bucket_owned_by(&clients[0], "spill", 0);
     // 80 MiB into node 0's 32 MiB of tiers, from node 0 and from node 1.
@@ -695,12 +701,14 @@ fn a_full_node_spills_onto_remote_tiers_and_a_lenders_restart_is_never_silent() 
 #[test]
 fn a_blob_moves_toward_the_node_that_reads_it() {
     use strata_proto::Errno;
-    let bed = cluster_util::bed_lending(3, "128MiB", None, "60s", Some("64MiB"), true);
-    eprintln!("cluster test on {}", bed.kind);
-    ok(
-        &bed.run_cli(&["cluster", "start", "--launcher", bed.launcher()]),
-        "cluster start",
-    );
+    let bed = started_with(cluster_util::bed_lending(
+        3,
+        "128MiB",
+        None,
+        "60s",
+        Some("64MiB"),
+        true,
+    ));
     let clients = clients_of(&bed);
     let on0 = bucket_owned_by(&clients[0], "near", 0);
     let data = pattern(5 << 20, 77);

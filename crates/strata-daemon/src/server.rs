@@ -1351,19 +1351,23 @@ fn send(tx: &mpsc::Sender<Msg>, shared: &Shared, m: Msg) {
     shared.bell().ring();
 }
 
+/// Answers a control request with an error frame (best effort: the client
+/// may have gone).
+fn reply_error(stream: &mut UnixStream, e: Errno, message: String) {
+    let _ = control::write_frame(
+        stream,
+        &ControlReply::Error {
+            code: e.code(),
+            message,
+        },
+    );
+}
+
 /// Control `BulkConnect`: this daemon dials the node and hands the
 /// authenticated socket to the client (after the reply frame), which then
 /// speaks the bulk frames on it itself.
 fn serve_bulk_connect(mut stream: UnixStream, shared: &Arc<Shared>, node: u32) {
-    let error = |stream: &mut UnixStream, e: Errno, message: String| {
-        let _ = control::write_frame(
-            stream,
-            &ControlReply::Error {
-                code: e.code(),
-                message,
-            },
-        );
-    };
+    let error = reply_error;
     let Some(p) = shared.peers.get() else {
         return error(
             &mut stream,
@@ -1396,14 +1400,11 @@ fn serve_bulk_connect(mut stream: UnixStream, shared: &Arc<Shared>, node: u32) {
 fn serve_lent(mut stream: UnixStream, shared: &Arc<Shared>, node: u32) {
     let lent = shared.peers.get().and_then(|p| p.lent(node));
     let Some((epoch, bytes, file)) = lent else {
-        let _ = control::write_frame(
+        return reply_error(
             &mut stream,
-            &ControlReply::Error {
-                code: Errno::NoBlob.code(),
-                message: format!("this node lends node {node} no memory (now)"),
-            },
+            Errno::NoBlob,
+            format!("this node lends node {node} no memory (now)"),
         );
-        return;
     };
     use std::os::fd::AsFd;
     if control::write_frame(&mut stream, &ControlReply::Lent { node, epoch, bytes }).is_ok() {
@@ -1422,15 +1423,7 @@ fn serve_backing(
     id: u64,
     offer_gen: Option<u64>,
 ) {
-    let error = |stream: &mut UnixStream, code: Errno, message: String| {
-        let _ = control::write_frame(
-            stream,
-            &ControlReply::Error {
-                code: code.code(),
-                message,
-            },
-        );
-    };
+    let error = reply_error;
     let offer = match offer_gen {
         None => None,
         Some(g) => match control::recv_fd(&stream) {

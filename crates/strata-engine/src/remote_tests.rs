@@ -19,6 +19,8 @@ use crate::tier::{Local, RemoteLink, Tier, TierBackend};
 struct Lent {
     mem: Mutex<Vec<u8>>,
     failing: AtomicBool,
+    /// Writes fail while the link still looks usable (a reset mid-call).
+    writes_fail: AtomicBool,
     lost: AtomicBool,
     lost_taken: AtomicBool,
     attach_allowed: AtomicU32,
@@ -34,6 +36,9 @@ impl TierBackend for Lent {
         Ok(())
     }
     fn write_at(&self, off: u64, src: &[u8]) -> std::io::Result<()> {
+        if self.writes_fail.load(Ordering::SeqCst) {
+            return Err(std::io::Error::other("connection reset"));
+        }
         if self.failing.load(Ordering::SeqCst) || self.lost.load(Ordering::SeqCst) {
             return Err(std::io::Error::other("donor down"));
         }
@@ -225,31 +230,7 @@ fn a_failed_remote_write_falls_back_to_the_last_local_tier() {
         put(&mut f.core, b, &format!("fill{i}"), &pattern(700_000, i));
     }
     // Usable as far as placement knows, but every write fails.
-    struct Flaky(Arc<Lent>);
-    impl TierBackend for Flaky {
-        fn read_at(&self, off: u64, dst: &mut [u8]) -> std::io::Result<()> {
-            self.0.read_at(off, dst)
-        }
-        fn write_at(&self, _off: u64, _src: &[u8]) -> std::io::Result<()> {
-            Err(std::io::Error::other("connection reset"))
-        }
-        fn sync(&self) -> std::io::Result<()> {
-            Ok(())
-        }
-        fn len_bytes(&self) -> std::io::Result<u64> {
-            Ok(REMOTE_BYTES)
-        }
-        fn release(&self, _off: u64, _len: u64) -> std::io::Result<()> {
-            Ok(())
-        }
-        fn mapped(&self, _off: u64, _len: u64) -> Option<&[u8]> {
-            None
-        }
-        fn local(&self) -> Local {
-            Local::Remote { node: 1 }
-        }
-    }
-    f.core.tiers.tiers[2].backend = Arc::new(Flaky(lent));
+    lent.writes_fail.store(true, Ordering::SeqCst);
     let data = pattern(900_000, 5);
     put(&mut f.core, b, "k", &data);
     assert!(!tiers_of(&f.core, b, "k").contains(&2));

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use strata_proto::bulk::{self as frame, Kind};
+use strata_proto::bulk as frame;
 use strata_proto::donation::{self as don, CallError, Op, Record};
 use strata_proto::Errno;
 use strata_tier::{Local, RemoteLink, TierBackend};
@@ -177,7 +177,7 @@ impl Donations {
     /// `Err` only when the connection must close (I/O, a broken frame).
     pub fn serve(&self, s: &mut TcpStream, from: u32, h: &frame::Header) -> io::Result<()> {
         if h.record_len as usize != don::RECORD_BYTES || h.arg_len != 0 {
-            refuse(s, Errno::Malformed, "malformed donation frame");
+            frame::send_error(s, Errno::Malformed, "malformed donation frame");
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "malformed donation frame",
@@ -186,7 +186,7 @@ impl Donations {
         let mut b = [0u8; don::RECORD_BYTES];
         s.read_exact(&mut b)?;
         let Some(rec) = Record::decode(&b) else {
-            refuse(s, Errno::Malformed, "unknown donation op");
+            frame::send_error(s, Errno::Malformed, "unknown donation op");
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "unknown donation op",
@@ -195,7 +195,7 @@ impl Donations {
         if (rec.op == Op::Write) != (h.data_len > 0)
             || (rec.op == Op::Write && h.data_len != rec.len)
         {
-            refuse(s, Errno::Malformed, "donation data does not match its op");
+            frame::send_error(s, Errno::Malformed, "donation data does not match its op");
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "donation data mismatch",
@@ -212,7 +212,7 @@ impl Donations {
                 if rec.op == Op::Write {
                     skip(s, h.data_len)?;
                 }
-                refuse(s, e, &m);
+                frame::send_error(s, e, &m);
                 return Ok(());
             }
         };
@@ -226,7 +226,7 @@ impl Donations {
                     s.read_exact(&mut buf)?;
                     if let Err(e) = d.mem.write_all_at(&buf, rec.off + done) {
                         skip(s, rec.len - done - n as u64)?;
-                        refuse(
+                        frame::send_error(
                             s,
                             Errno::NoSpace,
                             &format!("the donor's memory is full: {e}"),
@@ -239,7 +239,7 @@ impl Donations {
             }
             (Op::Read, Some(d)) => {
                 if rec.len > frame::DATA_BYTES_MAX as u64 {
-                    refuse(s, Errno::TooBig, "donation read over the frame bound");
+                    frame::send_error(s, Errno::TooBig, "donation read over the frame bound");
                     return Ok(());
                 }
                 let mut w = frame::NoSigPipe(&*s);
@@ -265,11 +265,6 @@ impl Donations {
             _ => don::write_reply(&mut frame::NoSigPipe(s), &reply, 0),
         }
     }
-}
-
-fn refuse(s: &TcpStream, e: Errno, message: &str) {
-    let (rec, msg) = frame::error_body(e, message);
-    let _ = frame::write_frame(&mut frame::NoSigPipe(s), Kind::Error, &rec, &[&msg], &[]);
 }
 
 /// Reads and drops `n` bytes (a refused write's data).
@@ -662,7 +657,7 @@ mod tests {
                     };
                     while let Ok(h) = frame::read_header(&mut s) {
                         let d = store.lock().unwrap().clone();
-                        if h.kind != Kind::Donation || d.serve(&mut s, from, &h).is_err() {
+                        if h.kind != frame::Kind::Donation || d.serve(&mut s, from, &h).is_err() {
                             return;
                         }
                     }

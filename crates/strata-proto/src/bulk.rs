@@ -216,6 +216,13 @@ pub fn error_body(e: Errno, message: &str) -> ([u8; 4], Vec<u8>) {
     (e.code().to_le_bytes(), m)
 }
 
+/// Sends an error frame (best effort: the connection is usually closed
+/// after it, or the peer has gone).
+pub fn send_error<S: std::os::fd::AsFd>(s: &S, e: Errno, message: &str) {
+    let (rec, msg) = error_body(e, message);
+    let _ = write_frame(&mut NoSigPipe(s), Kind::Error, &rec, &[&msg], &[]);
+}
+
 /// The errno of an error frame's record (`Internal` if unknown).
 pub fn error_code(record: &[u8]) -> Errno {
     record

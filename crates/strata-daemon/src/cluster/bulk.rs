@@ -120,15 +120,6 @@ fn accept_loop(l: TcpListener, st: Arc<State>, stop: Arc<AtomicBool>) {
     }
 }
 
-fn send_error(s: &mut TcpStream, e: Errno, message: &str) {
-    send_error_ref(s, e, message)
-}
-
-fn send_error_ref(s: &TcpStream, e: Errno, message: &str) {
-    let (rec, msg) = frame::error_body(e, message);
-    let _ = frame::write_frame(&mut frame::NoSigPipe(s), Kind::Error, &rec, &[&msg], &[]);
-}
-
 /// How long a bulk thread polls for the engine's answer before it sleeps:
 /// the engine usually answers within microseconds (its thread is awake,
 /// it was just rung), and a sleeping thread takes longer than that to wake.
@@ -233,7 +224,7 @@ fn send_reply(s: &TcpStream, st: &State, out: &ExecOut, scratch: &mut Vec<u8>) -
                 } else {
                     Errno::NodeDown
                 };
-                send_error_ref(s, code, &x.to_string());
+                frame::send_error(s, code, &x.to_string());
                 return Ok(());
             }
             fetched.push(v);
@@ -320,7 +311,7 @@ fn serve(mut s: TcpStream, st: &State, peer: &str) {
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return,
             Err(e) => {
                 tracing::warn!(peer, "bulk frame refused: {e}");
-                send_error(&mut s, Errno::Malformed, &e.to_string());
+                frame::send_error(&s, Errno::Malformed, &e.to_string());
                 return;
             }
         };
@@ -338,7 +329,7 @@ fn serve(mut s: TcpStream, st: &State, peer: &str) {
         if h.kind != Kind::Request || h.record_len as usize != REQUEST_WIRE_BYTES || h.data_len != 0
         {
             tracing::warn!(peer, ?h, "bulk frame refused: not a request");
-            send_error(&mut s, Errno::Malformed, "expected a request frame");
+            frame::send_error(&s, Errno::Malformed, "expected a request frame");
             return;
         }
         let mut rec = [0u8; REQUEST_WIRE_BYTES];
@@ -347,7 +338,7 @@ fn serve(mut s: TcpStream, st: &State, peer: &str) {
             return;
         }
         let Some(mut record) = RequestRecord::from_wire(&rec) else {
-            send_error(&mut s, Errno::Malformed, "malformed request record");
+            frame::send_error(&s, Errno::Malformed, "malformed request record");
             return;
         };
         let lease = match receive_body(&mut s, st, &mut record, h.arg_len as u64, &mut arg) {
@@ -368,7 +359,7 @@ fn serve(mut s: TcpStream, st: &State, peer: &str) {
         let out = match sent.ok().and_then(|_| wait_answer(answer)) {
             Some(out) => out,
             None => {
-                send_error(&mut s, Errno::Shutdown, "the daemon is stopping");
+                frame::send_error(&s, Errno::Shutdown, "the daemon is stopping");
                 return;
             }
         };
