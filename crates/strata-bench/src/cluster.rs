@@ -556,6 +556,30 @@ fn measure(a: &ClusterArgs, bed: &Bed, n: usize, rows: &mut Vec<Row>) -> Result<
         }
         rows.push(put_bw);
         rows.push(get_bw);
+        if !remote {
+            continue;
+        }
+        // One client alone (node 1 on node 0's data) against one TCP
+        // stream: what the pipelining of one large call buys when the
+        // machine is not already busy with other streams.
+        let mut put_one = row(format!("{tag} {s} put, one client"), "MiB/s", false, "");
+        let mut get_one = row(format!("{tag} {s} get, one client"), "MiB/s", false, "");
+        for r in 0..a.repeats {
+            let (put, get) = kv_phases(bed, &[(src, &owned[dst])], size, a.seconds)?;
+            let (tcp, peer) = streams(bed, &[(src, dst)], a.seconds, 7950 + (r as u16) * 16)?;
+            for (row, v) in [
+                (&mut put_one, mib_per_s(&put)),
+                (&mut get_one, mib_per_s(&get)),
+            ] {
+                row.strata.push(v);
+                row.peer = format!("{peer} ×1");
+                row.peer_values.push(tcp);
+                row.ratios.push(v / tcp);
+            }
+            progress(n, &format!("{s} one client {}/{}", r + 1, a.repeats));
+        }
+        rows.push(put_one);
+        rows.push(get_one);
     }
     Ok(())
 }

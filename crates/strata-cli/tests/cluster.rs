@@ -502,6 +502,26 @@ fn a_gibibyte_blob_crosses_nodes() {
         let got = b.get("g").unwrap();
         assert!(got == data, "1 GiB read on node {n} differs");
     }
+    // Pieces side by side (the bulk layer's pipelining): a put_at larger
+    // than one frame at an odd offset over the blob, and a get_at whose
+    // buffer runs past the blob's end, from another node than the writer.
+    let piece = strata_proto::control::FORWARD_DATA_BYTES_MAX;
+    let patch = pattern(3 * piece + 12_345, 7);
+    let at = (1u64 << 30) - 5 * piece as u64 - 777;
+    let size = clients[2]
+        .bucket_open(&name)
+        .unwrap()
+        .put_at("g", at, &patch)
+        .unwrap();
+    assert_eq!(size, 1 << 30, "a put_at inside the blob keeps its size");
+    data[at as usize..at as usize + patch.len()].copy_from_slice(&patch);
+    let tail_at = (1u64 << 30) - 2 * piece as u64 - 99;
+    let mut buf = vec![0u8; 4 * piece];
+    let b = clients[0].bucket_open(&name).unwrap();
+    let n = b.get_at("g", tail_at, &mut buf).unwrap();
+    assert_eq!(n, 2 * piece + 99, "a get_at past the end is short by exactly that");
+    assert!(buf[..n] == data[tail_at as usize..], "the blob's tail read in pieces differs");
+    assert!(b.get("g").unwrap() == data, "the patched blob differs");
 }
 
 /// A hung owner (SIGSTOP: it holds its connections and answers nothing, as

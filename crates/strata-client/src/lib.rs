@@ -24,6 +24,7 @@
 //! **API Boundary:** no placement or metadata logic here; the daemon decides.
 
 mod channel;
+mod pieces;
 pub mod file;
 pub mod lookup;
 pub mod remote;
@@ -753,7 +754,10 @@ impl Bucket {
         })
     }
 
-    /// Writes `data` at `offset` in pieces that fit a lease (or the arg area).
+    /// Writes `data` at `offset` in pieces that fit a lease (or the arg
+    /// area); returns the blob's size after. Where the transport carries
+    /// several requests at once (the bulk layer), the pieces go side by
+    /// side, up to its `streams_max`.
     fn write_pieces(
         &self,
         name: &str,
@@ -761,12 +765,31 @@ impl Bucket {
         data: &[u8],
         policy: Option<PolicyChoice>,
     ) -> Result<u64> {
+        let t = self.client.transport_for(Target::Id(self.id))?;
+        let (piece_max, streams) = (t.data_max_bytes(), t.streams_max());
+        if streams <= 1 || data.len() <= piece_max {
+            return self.write_pieces_seq(name, offset, data, policy, piece_max);
+        }
+        let split = pieces::Pieces::new(data.len(), piece_max, streams);
+        let sizes = pieces::run(split.ranges().collect(), streams, |(at, len)| {
+            let piece = &data[at..at + len];
+            self.write_pieces_seq(name, offset + at as u64, piece, policy, piece_max)
+        })?;
+        // Each reply's size is the blob's after its piece: the last is the largest.
+        Ok(sizes.into_iter().max().unwrap_or(0))
+    }
+
+    /// [`Bucket::write_pieces`], one piece after another.
+    fn write_pieces_seq(
+        &self,
+        name: &str,
+        offset: u64,
+        data: &[u8],
+        policy: Option<PolicyChoice>,
+        piece_max: usize,
+    ) -> Result<u64> {
         let mut done = 0usize;
         let mut size = 0u64;
-        let piece_max = self
-            .client
-            .transport_for(Target::Id(self.id))?
-            .data_max_bytes();
         // Bounded loop: every round writes at least one byte or fails.
         while done < data.len() || (data.is_empty() && done == 0) {
             let n = (data.len() - done).min(piece_max);
@@ -842,6 +865,45 @@ impl Bucket {
     /// Reads into `buf` from byte `offset`; returns the bytes read (short at the end of the blob).
     pub fn get_at(&self, name: &str, offset: u64, buf: &mut [u8]) -> Result<usize> {
         check_name(name)?;
+        let t = self.client.transport_for(Target::Id(self.id))?;
+        let (piece_max, streams) = (t.data_max_bytes(), t.streams_max());
+        if streams <= 1 || buf.len() <= piece_max {
+            return self.get_at_seq(name, offset, buf);
+        }
+        self.get_at_side_by_side(name, offset, buf, piece_max, streams)
+    }
+
+    /// [`Bucket::get_at`] in pieces side by side (the bulk layer).
+    fn get_at_side_by_side(
+        &self,
+        name: &str,
+        offset: u64,
+        buf: &mut [u8],
+        piece_max: usize,
+        streams: usize,
+    ) -> Result<usize> {
+        let split = pieces::Pieces::new(buf.len(), piece_max, streams);
+        let lens: Vec<usize> = split.ranges().map(|(_, l)| l).collect();
+        let items: Vec<(u64, &mut [u8])> = buf
+            .chunks_mut(split.piece)
+            .enumerate()
+            .map(|(i, c)| (offset + (i * split.piece) as u64, c))
+            .collect();
+        debug_assert_eq!(items.len(), lens.len());
+        let got = pieces::run(items, streams, |(at, b)| self.get_at_seq(name, at, b))?;
+        // Contiguous from `offset`: a short piece (the blob's end) ends it.
+        let mut done = 0usize;
+        for (g, l) in got.into_iter().zip(lens) {
+            done += g;
+            if g < l {
+                break;
+            }
+        }
+        Ok(done)
+    }
+
+    /// [`Bucket::get_at`], one request after another.
+    fn get_at_seq(&self, name: &str, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let mut done = 0usize;
         // Bounded: each round covers ≥ 1 byte or ends.
         while done < buf.len() {
@@ -871,6 +933,8 @@ impl Bucket {
 
     fn get_range_vec(&self, name: &str, offset: u64, len: u64, out: &mut Vec<u8>) -> Result<()> {
         check_name(name)?;
+        let t = self.client.transport_for(Target::Id(self.id))?;
+        let (piece_max, streams) = (t.data_max_bytes(), t.streams_max());
         let mut at = offset;
         let mut remaining = len;
         for round in 0u64.. {
@@ -899,6 +963,46 @@ impl Bucket {
                     remaining = total;
                 }
                 let covered = (covered as usize).min(remaining as usize);
+                if round == 0 && streams > 1 && (covered as u64) < remaining && covered > 0 {
+                    // Pipelined (the bulk layer): the rest is asked for on
+                    // other connections while this reply's bytes arrive.
+                    let total = remaining as usize;
+                    // SAFETY: as below — every byte of 0..total is written by
+                    // read_extents or the reads of the rest, or the length
+                    // is cut back to what was written.
+                    #[allow(clippy::uninit_vec)]
+                    unsafe {
+                        out.set_len(total)
+                    };
+                    let (head, tail) = out.split_at_mut(covered);
+                    let (res, rest) = std::thread::scope(|s| {
+                        let rest = s.spawn(|| {
+                            let t_off = offset + covered as u64;
+                            let n = streams - 1;
+                            if n <= 1 || tail.len() <= piece_max {
+                                self.get_at_seq(name, t_off, tail)
+                            } else {
+                                self.get_at_side_by_side(name, t_off, tail, piece_max, n)
+                            }
+                        });
+                        let res = lane.read_extents(&exts, at, head);
+                        lane.release(pin);
+                        (res, rest.join())
+                    });
+                    let rest = rest
+                        .map_err(|_| err(Errno::Internal, format!("get {name}: a reader panicked")))
+                        .and_then(|r| r);
+                    return match (res, rest) {
+                        (Ok(()), Ok(got)) => {
+                            out.truncate(covered + got);
+                            Ok(covered + got)
+                        }
+                        (Err(e), _) | (_, Err(e)) => {
+                            out.clear();
+                            Err(e)
+                        }
+                    };
+                }
                 let start = out.len();
                 // SAFETY: read_extents writes every byte of the covered range
                 // (holes as zeros), or fails and the length is put back; the

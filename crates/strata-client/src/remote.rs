@@ -10,7 +10,8 @@
 //!
 //! Bounds: one request carries at most `FORWARD_DATA_BYTES_MAX` of data
 //! (larger puts go in pieces, larger reads are answered in parts: both are
-//! the callers' usual loops); a transport keeps at most
+//! the callers' usual loops, which send up to `BULK_STREAMS_MAX` pieces side
+//! by side, each on its own connection: pipelined); a transport keeps at most
 //! `IDLE_CONNECTIONS_MAX` idle connections; every read and write has the
 //! cluster's call deadline (the socket's timeouts), after which the call
 //! fails with `NodeDown` naming the node.
@@ -39,6 +40,11 @@ const DIAL_SOCKET_TIMEOUT: Duration = Duration::from_secs(3600);
 
 /// Idle connections to one node a transport keeps for later requests.
 const IDLE_CONNECTIONS_MAX: usize = 8;
+
+/// Pieces of one large put or get in flight at once, each on a connection
+/// of its own (so the owner reads piece 2 while it stores piece 1). The
+/// bytes in flight per call are bounded by this × `FORWARD_DATA_BYTES_MAX`.
+pub const BULK_STREAMS_MAX: usize = 4;
 
 /// A bulk connection and the node it reaches.
 struct Conn {
@@ -573,6 +579,10 @@ impl Transport for RemoteTransport {
 
     fn data_max_bytes(&self) -> usize {
         FORWARD_DATA_BYTES_MAX
+    }
+
+    fn streams_max(&self) -> usize {
+        BULK_STREAMS_MAX
     }
 
     fn daemon_alive(&self) -> bool {

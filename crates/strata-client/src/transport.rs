@@ -99,6 +99,14 @@ pub trait Transport: Send + Sync {
     /// The most data one request carries (a larger write goes in pieces).
     fn data_max_bytes(&self) -> usize;
 
+    /// How many requests of one large call may be in flight at once, each
+    /// on a lane (a connection) of its own: a put or get of more than
+    /// `data_max_bytes` is split into pieces sent side by side. 1 (the
+    /// default): one after another.
+    fn streams_max(&self) -> usize {
+        1
+    }
+
     /// True while the daemon at the other end is up.
     fn daemon_alive(&self) -> bool;
 
