@@ -27,6 +27,9 @@ pub struct BedSpec {
     pub remote_tier: Option<String>,
     /// `cluster.toward_readers`.
     pub toward_readers: bool,
+    /// `cluster.files_at_owner`, and the adapter buffers the shared
+    /// destination directory (DEFAULT mode, 64 KiB pages).
+    pub files_at_owner: bool,
     /// The `strata` executable the nodes run.
     pub strata: PathBuf,
     /// Skip the namespaces even where they could be made.
@@ -195,6 +198,12 @@ impl Bed {
             }
             if spec.toward_readers {
                 y.push_str("  toward_readers: true\n");
+            }
+            if spec.files_at_owner {
+                y.push_str(&format!(
+                    "  files_at_owner: true\nadapter:\n  page_size: 64KiB\n  mode: default\n  include: [{}]\n",
+                    dest.display()
+                ));
             }
             let config = dir.path().join(format!("{name}.yaml"));
             std::fs::write(&config, y)?;

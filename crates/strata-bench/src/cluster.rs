@@ -411,6 +411,7 @@ fn started(
         start_timeout: "60s".into(),
         remote_tier: Some(remote_tier.into()),
         toward_readers,
+        files_at_owner: false,
         strata: strata.to_path_buf(),
         loopback: a.loopback,
         log: "warn".into(),

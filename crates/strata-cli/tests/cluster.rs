@@ -780,3 +780,247 @@ fn a_blob_moves_toward_the_node_that_reads_it() {
     assert_eq!(b1.get("hot").unwrap_err().errno, Errno::NoBlob);
     ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
 }
+
+/// The first path `DIR/PREFIX<k>` whose owner is node `n`.
+fn path_owned_by(bed: &Bed, prefix: &str, n: u32) -> String {
+    let names: Vec<String> = bed.nodes.iter().map(|x| x.name.clone()).collect();
+    let ring = strata_meta::Ring::new(&names).unwrap();
+    (0..10_000)
+        .map(|k| format!("{}/{prefix}{k}", bed.dest.display()))
+        .find(|p| strata_meta::owner_of(p.as_bytes(), &ring) == n)
+        .unwrap()
+}
+
+/// Files at their path's owner (`cluster.files_at_owner`), through the
+/// file API the adapters use, from every node: a file created on one node
+/// is seen by `stat` and read on the others; `O_EXCL` from two nodes lets
+/// exactly one win; `O_APPEND` from three nodes never overlaps; an N-1
+/// file written in unaligned disjoint ranges from three nodes reads back
+/// the same everywhere and reaches the shared destination whole; listings
+/// merge the nodes; a rename between two owners answers EXDEV, one within
+/// an owner is seen everywhere; an unlink too.
+#[test]
+fn files_live_at_their_owner_one_namespace_on_every_node() {
+    use strata_client::file::{OpenFlags, Persist};
+    let bed = started_with(cluster_util::bed_with_files(3, "256MiB", None));
+    let clients = clients_of(&bed);
+    let rw_create = OpenFlags {
+        read: true,
+        write: true,
+        create: true,
+        ..Default::default()
+    };
+    let page = 64 << 10;
+    let open = |c: &strata_client::Client, p: &str, fl: OpenFlags| {
+        c.file_open(p, fl, 0o644, Persist::Default, page)
+    };
+
+    // Created on node 1, owned by node 0: stat and read on node 2.
+    let p0 = path_owned_by(&bed, "made-on-1-", 0);
+    let a = open(&clients[1], &p0, rw_create).unwrap();
+    assert_eq!(a.id >> strata_meta::NODE_SHIFT, 0, "the record is at the owner");
+    clients[1].file_write(a.id, 0, b"written on node 1").unwrap();
+    clients[1].file_close(a.id).unwrap();
+    let st = clients[2].file_stat_path(&p0).unwrap().expect("seen on node 2");
+    assert_eq!(st.size, 17);
+    let b = open(&clients[2], &p0, OpenFlags { read: true, ..Default::default() }).unwrap();
+    let mut buf = vec![0u8; 64];
+    let n = clients[2].file_read(b.id, 0, &mut buf).unwrap();
+    assert_eq!(&buf[..n], b"written on node 1");
+    clients[2].file_close(b.id).unwrap();
+
+    // O_EXCL from two nodes at once: exactly one wins.
+    let px = path_owned_by(&bed, "excl-", 2);
+    let excl = OpenFlags {
+        excl: true,
+        ..rw_create
+    };
+    let wins: Vec<bool> = std::thread::scope(|s| {
+        let hs: Vec<_> = [0usize, 1]
+            .iter()
+            .map(|&i| {
+                let (c, px) = (&clients[i], &px);
+                s.spawn(move || match open(c, px, excl) {
+                    Ok(a) => {
+                        c.file_close(a.id).unwrap();
+                        true
+                    }
+                    Err(e) => {
+                        assert_eq!(e.os_errno(), libc::EEXIST, "{e}");
+                        false
+                    }
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(wins.iter().filter(|w| **w).count(), 1, "{wins:?}");
+
+    // O_APPEND from three nodes: 3 × 50 records of 999 bytes, none torn.
+    let pa = path_owned_by(&bed, "append-", 1);
+    std::thread::scope(|s| {
+        for (i, c) in clients.iter().enumerate() {
+            let pa = &pa;
+            s.spawn(move || {
+                let a = open(c, pa, rw_create).unwrap();
+                for _ in 0..50 {
+                    c.file_append(a.id, &[b'a' + i as u8; 999]).unwrap();
+                }
+                c.file_close(a.id).unwrap();
+            });
+        }
+    });
+    let a = open(&clients[0], &pa, rw_create).unwrap();
+    let mut all = vec![0u8; 3 * 50 * 999 + 10];
+    let n = clients[0].file_read(a.id, 0, &mut all).unwrap();
+    assert_eq!(n, 3 * 50 * 999);
+    let mut per = [0usize; 3];
+    for rec in all[..n].chunks(999) {
+        assert!(rec.iter().all(|b| *b == rec[0]), "a torn append record");
+        per[(rec[0] - b'a') as usize] += 1;
+    }
+    assert_eq!(per, [50, 50, 50]);
+    clients[0].file_close(a.id).unwrap();
+
+    // N-1: node i writes [i·L, (i+1)·L), L unaligned to the page, then fsyncs.
+    let pn = path_owned_by(&bed, "n-to-1-", 2);
+    let l = 3 * page as usize + 12_345;
+    let expect: Vec<u8> = (0..3).flat_map(|i| pattern(l, 100 + i)).collect();
+    std::thread::scope(|s| {
+        for (i, c) in clients.iter().enumerate() {
+            let (pn, expect) = (&pn, &expect);
+            s.spawn(move || {
+                let a = open(c, pn, rw_create).unwrap();
+                c.file_write(a.id, (i * l) as u64, &expect[i * l..(i + 1) * l])
+                    .unwrap();
+                c.file_sync(a.id).unwrap();
+                c.file_close(a.id).unwrap();
+            });
+        }
+    });
+    for (i, c) in clients.iter().enumerate() {
+        let a = open(c, &pn, OpenFlags { read: true, ..Default::default() }).unwrap();
+        let mut got = vec![0u8; expect.len() + 1];
+        let n = c.file_read(a.id, 0, &mut got).unwrap();
+        assert!(n == expect.len() && got[..n] == expect[..], "N-1 file read on node {i} differs");
+        c.file_close(a.id).unwrap();
+    }
+
+    // Listings merge every node's records.
+    let names = clients[1].file_list_dir(&bed.dest.display().to_string()).unwrap();
+    for p in [&p0, &px, &pa, &pn] {
+        let name = p.rsplit('/').next().unwrap();
+        assert!(names.iter().any(|n| n == name), "{name} missing from {names:?}");
+    }
+
+    // Renames: between owners EXDEV (nothing moved), within one owner seen everywhere.
+    let other = path_owned_by(&bed, "renamed-", 1);
+    let e = clients[2].file_rename(&p0, &other, false).unwrap_err();
+    assert_eq!(e.os_errno(), libc::EXDEV, "{e}");
+    assert!(clients[0].file_stat_path(&p0).unwrap().is_some());
+    let same = path_owned_by(&bed, "renamed-", 0);
+    assert!(clients[2].file_rename(&p0, &same, false).unwrap());
+    assert_eq!(clients[1].file_stat_path(&same).unwrap().unwrap().size, 17);
+    assert!(clients[1].file_stat_path(&p0).unwrap().is_none());
+    // Unlinked on node 1, gone on node 0.
+    assert!(clients[1].file_unlink(&px).unwrap());
+    let _ = std::fs::remove_file(&px);
+    assert!(clients[0].file_stat_path(&px).unwrap().is_none());
+
+    // `cluster stop` drains every node: the destination holds the files whole.
+    drop(clients);
+    ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
+    assert!(std::fs::read(&pn).unwrap() == expect, "N-1 file at the destination differs");
+    assert_eq!(std::fs::read(&same).unwrap(), b"written on node 1");
+    assert_eq!(std::fs::read(&pa).unwrap().len(), 3 * 50 * 999);
+}
+
+/// `strata run -- sh -c SCRIPT` inside node `i` (its namespace, its daemon),
+/// buffering the shared destination; its output.
+fn run_on(bed: &Bed, i: usize, script: &str) -> std::process::Output {
+    let n = &bed.nodes[i];
+    let mut c = bed.in_node(i, &bed.strata);
+    c.arg("--config")
+        .arg(&n.config)
+        .args(["run", "--mode", "default", "--include"])
+        .arg(&bed.dest)
+        .args(["--", "sh", "-c", script])
+        .current_dir(&bed.dest)
+        .env("STRATA_SOCKET", &n.socket)
+        .env_remove("LD_PRELOAD")
+        .env("LC_ALL", "C");
+    let o = c.output().expect("strata run");
+    if !o.status.success() {
+        for n in &bed.nodes {
+            let log = n.socket.with_file_name("daemon.log");
+            eprintln!("--- {}:\n{}", log.display(), std::fs::read_to_string(&log).unwrap_or_default());
+        }
+    }
+    ok(&o, &format!("node {i}: {script}"));
+    o
+}
+
+/// Real, unmodified programs under `strata run` on one node, their outputs
+/// read by real programs on the others, with files at their path's owner:
+/// the bytes are the ones the writer wrote, never the destination's stale
+/// (or absent) ones, `ls` on another node lists files only buffered so
+/// far, and after `cluster stop` the destination holds them all.
+#[test]
+fn real_programs_on_one_node_read_on_another() {
+    let bed = started_with(cluster_util::bed_with_files(3, "256MiB", None));
+    let d = bed.dest.display().to_string();
+    run_on(
+        &bed,
+        1,
+        &format!(
+            "set -e; seq 1 200000 > {d}/seq.txt; mkdir -p {d}/tree; \
+             for i in 1 2 3 4 5 6 7 8; do seq $i 5000 > {d}/tree/part$i; done; \
+             cp {d}/seq.txt {d}/tree/copy.txt; tar -C {d} -cf {d}/tree.tar tree"
+        ),
+    );
+    let expect_seq: String = (1..=200000).map(|i| format!("{i}\n")).collect();
+    let out = run_on(&bed, 2, &format!("cat {d}/seq.txt"));
+    assert!(out.stdout == expect_seq.as_bytes(), "seq.txt read on node 2 differs");
+    let out = run_on(&bed, 0, &format!("ls {d} {d}/tree"));
+    let listing = String::from_utf8_lossy(&out.stdout);
+    for name in ["seq.txt", "tree.tar", "part1", "part8", "copy.txt"] {
+        assert!(listing.contains(name), "ls on node 0 misses {name}: {listing}");
+    }
+    let out = run_on(
+        &bed,
+        0,
+        &format!("set -e; cd {d}; mkdir x; tar -C x -xf tree.tar; cat x/tree/part3 x/tree/copy.txt"),
+    );
+    let part3: String = (3..=5000).map(|i| format!("{i}\n")).collect();
+    assert!(
+        out.stdout == format!("{part3}{expect_seq}").as_bytes(),
+        "a tar made on node 1, unpacked on node 0, differs"
+    );
+    // Mapped on another node than the writer's (python's mmap, shared and
+    // private), read and written: the same bytes as read(2) gives.
+    if std::process::Command::new("python3").arg("-c").arg("1").status().is_ok_and(|s| s.success()) {
+        let py = format!(
+            "import mmap; f = open('{d}/tree/part1', 'r+b'); m = mmap.mmap(f.fileno(), 0); \
+             assert m[:4] == b'1\\n2\\n', m[:4]; m[0:1] = b'X'; m.flush(); m.close(); f.close(); \
+             g = open('{d}/tree/part1', 'rb'); assert g.read(4) == b'X\\n2\\n'; print('mapped')"
+        );
+        let out = run_on(&bed, 2, &format!("python3 -c \"{py}\""));
+        assert_eq!(out.stdout, b"mapped\n");
+        let out = run_on(&bed, 0, &format!("head -c 4 {d}/tree/part1"));
+        assert_eq!(out.stdout, b"X\n2\n", "a write through a mapping on node 2, read on node 0");
+    }
+    // Appending from node 2 to a file node 1 wrote: node 0 sees both.
+    run_on(&bed, 2, &format!("echo tail >> {d}/seq.txt"));
+    let out = run_on(&bed, 0, &format!("tail -n 2 {d}/seq.txt"));
+    assert_eq!(out.stdout, b"200000\ntail\n");
+    ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
+    let at_dest = std::fs::read(bed.dest.join("seq.txt")).unwrap();
+    assert!(at_dest == format!("{expect_seq}tail\n").as_bytes(), "seq.txt at the destination differs");
+    let part8: String = (8..=5000).map(|i| format!("{i}\n")).collect();
+    assert_eq!(std::fs::read(bed.dest.join("tree/part8")).unwrap(), part8.as_bytes());
+    let part1 = std::fs::read(bed.dest.join("tree/part1")).unwrap();
+    let py_ran = std::process::Command::new("python3").arg("-c").arg("1").status().is_ok_and(|s| s.success());
+    let first: &[u8] = if py_ran { b"X\n2\n" } else { b"1\n2\n" };
+    assert!(part1.starts_with(first), "part1 at the destination: {:?}", &part1[..8]);
+    assert_eq!(std::fs::read(bed.dest.join("x/tree/part8")).unwrap(), part8.as_bytes());
+}

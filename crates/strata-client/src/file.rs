@@ -29,6 +29,9 @@ use strata_proto::types::{ReadExtent, TIER_DEST, TIER_PENDING};
 use strata_proto::{Errno, Target};
 
 use crate::{err, extents_reply, unexpected, Client, Error, Result};
+/// Directories a rename of a directory looks into for buffered files when
+/// files live at their path's owner (`Client::file_tree_movable`).
+const TREE_WALK_DIRS_MAX: usize = 100_000;
 /// Destination descriptors kept open for read-through (per client).
 const DEST_FDS_MAX: usize = 64;
 /// Read size of `file_materialize`.
@@ -1027,16 +1030,89 @@ impl Client {
         Ok(())
     }
 
+    /// Ok when a buffered file can move from path `a` to path `b` (rename,
+    /// link) in the buffer: both names live on the same node. With files at
+    /// their path's owner (`cluster.files_at_owner`) two paths owned by
+    /// different nodes answer `EXDEV` (`Error::os`): moving a record
+    /// between nodes is not built yet, and `EXDEV` is the answer programs
+    /// like `mv` handle by copying. Adapters ask before they touch the
+    /// destination.
+    pub fn file_same_home(&self, a: &str, b: &str) -> Result<()> {
+        let l = &self.inner.lookup;
+        if self.inner.nodes.len() == 1 || !l.paths_at_owner() {
+            return Ok(());
+        }
+        if l.node_for(Target::Path(a)) == l.node_for(Target::Path(b)) {
+            return Ok(());
+        }
+        Err(cross_node(a, b))
+    }
+
+    /// Ok when directory `a` can be renamed to `b` as far as the buffer is
+    /// concerned: always on one node; with files at their path's owner only
+    /// when no buffered file lies beneath `a` (its files' owners would
+    /// change with their paths), else `EXDEV` (see
+    /// [`Client::file_same_home`]). Walks the destination's directories
+    /// under `a` (at most `TREE_WALK_DIRS_MAX`; a larger tree answers
+    /// `EXDEV` too).
+    pub fn file_tree_movable(&self, a: &str, b: &str) -> Result<()> {
+        if self.inner.nodes.len() == 1 || !self.inner.lookup.paths_at_owner() {
+            return Ok(());
+        }
+        let mut dirs = vec![a.to_string()];
+        let mut seen = 0usize;
+        // Bounded: at most TREE_WALK_DIRS_MAX directories are looked at.
+        while let Some(d) = dirs.pop() {
+            seen += 1;
+            if seen > TREE_WALK_DIRS_MAX || !self.file_list_dir(&d)?.is_empty() {
+                return Err(cross_node(a, b));
+            }
+            let Ok(rd) = std::fs::read_dir(&d) else {
+                continue;
+            };
+            for e in rd.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    if let Some(name) = e.file_name().to_str() {
+                        dirs.push(format!("{}/{name}", d.trim_end_matches('/')));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Names (not paths) of the files with a buffered record directly in
     /// directory `dir` (absolute, normalised), sorted.
     pub fn file_list_dir(&self, dir: &str) -> Result<Vec<String>> {
         check_path(dir)?;
+        let nodes = self.inner.nodes.len();
+        if nodes == 1 || !self.inner.lookup.paths_at_owner() {
+            return self.file_list_dir_at(Target::All, dir);
+        }
+        // Files at their path's owner: a directory's children are spread
+        // over the nodes; the listing merges them (a node's ids carry it in
+        // their top bits: this routes to it).
+        let mut out = Vec::new();
+        for node in 0..nodes {
+            let route = Target::Id((node as u64) << strata_meta::NODE_SHIFT);
+            out.extend(self.file_list_dir_at(route, dir)?);
+        }
+        out.sort_unstable();
+        out.dedup();
+        Ok(out)
+    }
+
+    /// One node's part of [`Client::file_list_dir`].
+    fn file_list_dir_at(&self, route: Target<'_>, dir: &str) -> Result<Vec<String>> {
         let mut out: Vec<String> = Vec::new();
         // Bounded: every round returns ≥ 1 name or ends; names are unique and sorted.
         loop {
             let after = out.last().cloned().unwrap_or_default();
             let req = Request::FileList { dir, after: &after };
-            let Reply::FileNames { names, more } = self.file_call(&req, "file list")? else {
+            let r = self
+                .call_at(route, &req)?
+                .map_err(|e| err(e, format!("file list {dir}")))?;
+            let Reply::FileNames { names, more } = r else {
                 return Err(unexpected("FileList"));
             };
             let got = names.len();
@@ -1184,6 +1260,7 @@ impl Client {
     pub fn file_rename(&self, from: &str, to: &str, dest_renamed: bool) -> Result<bool> {
         check_path(from)?;
         check_path(to)?;
+        self.file_same_home(from, to)?;
         let req = Request::FileRename {
             from,
             to,
@@ -1202,6 +1279,7 @@ impl Client {
     pub fn file_link(&self, from: &str, to: &str) -> Result<u64> {
         check_path(from)?;
         check_path(to)?;
+        self.file_same_home(from, to)?;
         let req = Request::FileLink {
             existing: from,
             new: to,
@@ -1218,6 +1296,7 @@ impl Client {
     pub fn file_rename_tree(&self, from: &str, to: &str, dest_renamed: bool) -> Result<u64> {
         check_path(from)?;
         check_path(to)?;
+        self.file_tree_movable(from, to)?;
         let req = Request::FileRename {
             from,
             to,
@@ -1377,5 +1456,17 @@ fn open_error(e: Errno, path: &str) -> Error {
         errno: e,
         context: format!("open {path}"),
         os,
+    }
+}
+
+/// `EXDEV` for a move between two nodes' files.
+fn cross_node(a: &str, b: &str) -> Error {
+    Error {
+        errno: Errno::Inval,
+        context: format!(
+            "{a} -> {b}: the buffered file would move between nodes (cluster.files_at_owner), \
+             which is not built yet; copy it instead"
+        ),
+        os: libc::EXDEV,
     }
 }

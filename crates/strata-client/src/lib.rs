@@ -374,7 +374,12 @@ impl Client {
                     }
                 })
                 .collect();
-            (Box::new(lookup::RingLookup { ring, local: me }), nodes)
+            let lookup = lookup::RingLookup {
+                ring,
+                local: me,
+                paths_at_owner: hello.files_at_owner,
+            };
+            (Box::new(lookup), nodes)
         } else {
             (Box::new(LocalLookup), vec![node])
         };

@@ -25,11 +25,20 @@ pub trait MetaLookup: Send + Sync {
     /// The node this client's own daemon runs on.
     fn local_node(&self) -> NodeId;
 
+    /// Files live at the owner of their path (`cluster.files_at_owner`);
+    /// false: at the node that serves the process.
+    fn paths_at_owner(&self) -> bool {
+        false
+    }
+
     /// The node that answers a request addressing `t`.
     fn node_for(&self, t: Target<'_>) -> NodeId {
         match t {
-            // Files stay with the node that serves the process (issue 15
-            // spreads them).
+            Target::Path(p) if self.paths_at_owner() => {
+                strata_meta::owner_of(p.as_bytes(), self.ring())
+            }
+            // Files stay with the node that serves the process unless they
+            // live at their path's owner.
             Target::Local | Target::All | Target::Path(_) => self.local_node(),
             Target::Name(name) => strata_meta::owner_of(name.as_bytes(), self.ring()),
             Target::Id(id) => (id >> strata_meta::NODE_SHIFT) as NodeId,
@@ -43,6 +52,8 @@ pub trait MetaLookup: Send + Sync {
 pub struct RingLookup {
     pub ring: strata_meta::Ring,
     pub local: NodeId,
+    /// `cluster.files_at_owner`.
+    pub paths_at_owner: bool,
 }
 
 impl MetaLookup for RingLookup {
@@ -51,6 +62,9 @@ impl MetaLookup for RingLookup {
     }
     fn local_node(&self) -> NodeId {
         self.local
+    }
+    fn paths_at_owner(&self) -> bool {
+        self.paths_at_owner
     }
 }
 
@@ -122,5 +136,26 @@ mod tests {
             strata_meta::owner_of(b"x", l.ring()),
             "the one owner function"
         );
+    }
+
+    #[test]
+    fn paths_go_to_their_owner_only_when_files_live_there() {
+        let ring = strata_meta::Ring::new(&["a", "b", "c", "d"]).unwrap();
+        let mut l = RingLookup {
+            ring,
+            local: 2,
+            paths_at_owner: false,
+        };
+        let paths: Vec<String> = (0..64).map(|i| format!("/ckpt/rank{i}")).collect();
+        assert!(paths.iter().all(|p| l.node_for(Target::Path(p)) == 2));
+        l.paths_at_owner = true;
+        let mut seen = [false; 4];
+        for p in &paths {
+            let n = l.node_for(Target::Path(p));
+            assert_eq!(n, strata_meta::owner_of(p.as_bytes(), &l.ring));
+            seen[n as usize] = true;
+        }
+        assert!(seen.iter().all(|s| *s), "{seen:?}");
+        assert_eq!(l.node_for(Target::All), 2, "listings start at home");
     }
 }

@@ -316,40 +316,72 @@ impl RemoteLane<'_> {
     fn send(&mut self, req: &Request) -> Result<Ticket> {
         let op = codec::op_of(req);
         let mut rec = RequestRecord::default();
-        // The record and names are encoded without the put's bytes, which
-        // are written from the caller's buffer after them.
-        let data: &[u8] = match req {
-            Request::Put {
-                data: DataRef::Inline(d),
-                ..
-            } => d,
-            _ => &[],
-        };
-        let cannot = |e| err(e, "request the bulk path cannot carry");
-        let mut names = vec![0u8; 4096];
-        let encoded = match req {
+        // The record and names are encoded without the bytes a put or a
+        // file write carries, which are written from the caller's buffer
+        // after them.
+        let none = DataRef::Inline(&[]);
+        let (bare, data): (Request, &[u8]) = match *req {
             Request::Put {
                 bucket,
                 name,
+                data: DataRef::Inline(d),
                 mode,
                 policy,
-                ..
-            } => {
-                let bare = Request::Put {
-                    bucket: *bucket,
+            } => (
+                Request::Put {
+                    bucket,
                     name,
-                    data: DataRef::Inline(&[]),
-                    mode: *mode,
-                    policy: *policy,
-                };
-                let r = encode_grow(&bare, &mut rec, &mut names);
-                rec.len = data.len() as u64;
-                r
-            }
-            _ => encode_grow(req, &mut rec, &mut names),
+                    data: none,
+                    mode,
+                    policy,
+                },
+                d,
+            ),
+            Request::FileWrite {
+                file,
+                at,
+                data: DataRef::Inline(d),
+            } => (
+                Request::FileWrite {
+                    file,
+                    at,
+                    data: none,
+                },
+                d,
+            ),
+            Request::FileFill {
+                file,
+                page_off,
+                data: DataRef::Inline(d),
+                keep,
+            } => (
+                Request::FileFill {
+                    file,
+                    page_off,
+                    data: none,
+                    keep,
+                },
+                d,
+            ),
+            ref other => (other.clone(), &[]),
         };
-        encoded.map_err(cannot)?;
-        names.truncate(rec.name_len as usize + rec.name2_len as usize);
+        let cannot = |e| err(e, "request the bulk path cannot carry");
+        let mut names = vec![0u8; 4096];
+        encode_grow(&bare, &mut rec, &mut names).map_err(cannot)?;
+        rec.len = if data.is_empty() { rec.len } else { data.len() as u64 };
+        // What the argument area holds besides the data: the names, and
+        // what the destination looked like for an open or a stat.
+        let dest_info = match req {
+            Request::FileOpen { open, .. } => open.dest.is_some(),
+            Request::FileStat { dest, .. } => dest.is_some(),
+            _ => false,
+        };
+        let tail = if dest_info {
+            std::mem::size_of::<strata_transport_shm::record::WireDestInfo>()
+        } else {
+            0
+        };
+        names.truncate(rec.name_len as usize + rec.name2_len as usize + tail);
         self.next_tag += 1;
         rec.tag = self.next_tag;
         let reply = self.round_trip(&rec, &names, data)?;

@@ -47,7 +47,7 @@
 //!             successors_max: 4, min_count: 2 }
 //! cluster: { hosts: [], port: 7707, secret_file: auto, call_timeout: 10s,
 //!            heartbeat_interval: 1s, start_timeout: 1m, remote_tier: 256MiB,
-//!            toward_readers: false }
+//!            toward_readers: false, files_at_owner: false }
 //! ```
 //!
 //! ## Deliberately absent
@@ -607,6 +607,11 @@ pub struct ClusterConfig {
     /// moved blob then lives only in the reader node's memory and shares
     /// its fate (that node's death makes the blob unreadable).
     pub toward_readers: bool,
+    /// Files of the adapters live at the owner of their absolute path
+    /// (record and pages), so every node sees one namespace. Off by
+    /// default while files across nodes are being built (issue 15): each
+    /// node then keeps its own files, as a single node does.
+    pub files_at_owner: bool,
 }
 
 impl Default for ClusterConfig {
@@ -620,6 +625,7 @@ impl Default for ClusterConfig {
             start_timeout_ms: 60_000.0,
             remote_tier_bytes: 256 << 20,
             toward_readers: false,
+            files_at_owner: false,
         }
     }
 }

@@ -64,6 +64,7 @@ pub(crate) const SCALAR_KEYS: &[&str] = &[
     "cluster.start_timeout",
     "cluster.remote_tier",
     "cluster.toward_readers",
+    "cluster.files_at_owner",
 ];
 
 /// Keys of the `adapter` section that hold lists of paths.
@@ -277,6 +278,7 @@ pub(crate) fn set_scalar(cfg: &mut Config, path: &str, v: &str) -> Result<(), St
         "cluster.start_timeout" => cfg.cluster.start_timeout_ms = parse_duration_us(v)? / 1e3,
         "cluster.remote_tier" => cfg.cluster.remote_tier_bytes = parse_size(v)?,
         "cluster.toward_readers" => cfg.cluster.toward_readers = parse_bool(v)?,
+        "cluster.files_at_owner" => cfg.cluster.files_at_owner = parse_bool(v)?,
         _ => return Err(format!("unknown key {path}")),
     }
     Ok(())

@@ -488,5 +488,11 @@ pub(crate) fn to_yaml(c: &Config) -> String {
         &k.toward_readers.to_string(),
         "move blobs another node keeps reading into the memory it lends (they share its fate)",
     );
+    o.line(
+        2,
+        "files_at_owner",
+        &k.files_at_owner.to_string(),
+        "files live at the owner of their path: one namespace on every node (issue 15, partial)",
+    );
     o.0
 }

@@ -550,6 +550,7 @@ pub fn run_with(
                 .as_ref()
                 .map(|c| c.membership.nodes.iter().map(|n| n.name.clone()).collect())
                 .unwrap_or_default(),
+            files_at_owner: cluster.is_some() && cfg.cluster.files_at_owner,
         },
         shm_prefix: prefix.clone(),
         clients_max: cfg.daemon.clients_max as u64,

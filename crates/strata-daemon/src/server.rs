@@ -276,6 +276,26 @@ fn forwardable(op: strata_transport_shm::Op) -> bool {
             // A durable flush of a bucket, and polling its generation.
             | Op::BucketFlush
             | Op::FileSyncState
+            // The file model, for files that live at their path's owner
+            // (`cluster.files_at_owner`).
+            | Op::FileOpen
+            | Op::FileStat
+            | Op::FileWrite
+            | Op::FileRead
+            | Op::FileFill
+            | Op::FileTruncate
+            | Op::FileUnlink
+            | Op::FileRename
+            | Op::FileLink
+            | Op::FileSync
+            | Op::FilePath
+            | Op::FileList
+            | Op::FileHold
+            | Op::FileClose
+            | Op::FileSetAttr
+            | Op::FileIdle
+            | Op::FileThrough
+            | Op::FileThroughDone
     )
 }
 
@@ -1196,9 +1216,19 @@ impl Poller {
         lease: &mut Option<strata_engine::core::Lease>,
     ) -> ExecOut {
         use strata_proto::control::{FORWARD_ARG_BYTES_MAX, FORWARD_DATA_BYTES_MAX};
-        let fail = |e: Errno| ExecOut {
-            record: ResponseRecord::err(e),
-            ..ExecOut::default()
+        let fail = |e: Errno| {
+            tracing::warn!(
+                from,
+                op = rec.op,
+                flags = rec.flags,
+                names = rec.name_len + rec.name2_len,
+                arg = arg.len(),
+                "a request from another node refused: {e}"
+            );
+            ExecOut {
+                record: ResponseRecord::err(e),
+                ..ExecOut::default()
+            }
         };
         match strata_transport_shm::Op::from_u32(rec.op) {
             Some(op) if forwardable(op) => {}
@@ -1213,7 +1243,9 @@ impl Poller {
             Ok(r) => r,
             Err(e) => return fail(e),
         };
-        if let strata_proto::Request::Get { len, .. } = &mut req {
+        if let strata_proto::Request::Get { len, .. } | strata_proto::Request::FileRead { len, .. } =
+            &mut req
+        {
             *len = (*len).min(FORWARD_DATA_BYTES_MAX as u64);
         }
         let caller = Caller {

@@ -193,6 +193,10 @@ pub struct HelloReply {
     /// the client builds the owner ring from them.
     #[serde(default)]
     pub cluster_nodes: Vec<String>,
+    /// Files live at the owner of their path (`cluster.files_at_owner`):
+    /// the client routes a path's requests there.
+    #[serde(default)]
+    pub files_at_owner: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

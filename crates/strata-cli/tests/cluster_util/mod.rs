@@ -35,6 +35,25 @@ pub fn bed_lending(
         start_timeout: start_timeout.into(),
         remote_tier: remote_tier.map(Into::into),
         toward_readers,
+        files_at_owner: false,
+        strata: strata_bin(),
+        loopback: std::env::var("CLUSTER_TEST_BED").is_ok_and(|v| v == "loopback"),
+        log: "info".into(),
+    })
+    .expect("test bed")
+}
+
+/// [`bed`] with `cluster.files_at_owner` and the adapter buffering the
+/// shared destination (`bed.dest`, DEFAULT mode).
+pub fn bed_with_files(n: usize, ram: &str, disk: Option<&str>) -> Bed {
+    Bed::new(&BedSpec {
+        nodes: n,
+        ram: ram.into(),
+        disk: disk.map(Into::into),
+        start_timeout: "60s".into(),
+        remote_tier: None,
+        toward_readers: false,
+        files_at_owner: true,
         strata: strata_bin(),
         loopback: std::env::var("CLUSTER_TEST_BED").is_ok_and(|v| v == "loopback"),
         log: "info".into(),

@@ -30,7 +30,7 @@ use strata_transport_shm::{RequestRecord, REQUEST_WIRE_BYTES};
 use super::State;
 use crate::server::{ExecOut, Msg, REMOTE_CLIENT_BASE};
 use std::io::Write;
-use strata_proto::types::{TIER_HOLE, TIER_LENT};
+use strata_proto::types::{TIER_DEST, TIER_HOLE, TIER_LENT, TIER_PENDING};
 
 /// Bulk connections served at once (each one thread).
 pub const BULK_CONNECTIONS_MAX: usize = 256;
@@ -203,11 +203,13 @@ const SCRATCH_BYTES_MAX: u64 = 1 << 20;
 /// `scratch` (the pin keeps the extents in place meanwhile).
 fn send_reply(s: &TcpStream, st: &State, out: &ExecOut, scratch: &mut Vec<u8>) -> io::Result<()> {
     // Holes carry no bytes, nor do extents the caller reads from memory its
-    // own node lends this one (`TIER_LENT`).
+    // own node lends this one (`TIER_LENT`), nor a file's pages the caller
+    // reads from the destination (`TIER_DEST`) or asks for again once read
+    // ahead (`TIER_PENDING`).
     let held = || {
-        out.extents
-            .iter()
-            .filter(|e| e.tier != TIER_HOLE && e.tier != TIER_LENT)
+        out.extents.iter().filter(|e| {
+            !matches!(e.tier, TIER_HOLE | TIER_LENT | TIER_DEST | TIER_PENDING)
+        })
     };
     let total: u64 = held().map(|e| e.len).sum();
     // Bytes on remote tiers (memory another node lends) are fetched before

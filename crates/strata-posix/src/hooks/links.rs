@@ -64,6 +64,11 @@ pub(super) unsafe fn link_impl(
             .as_ref()
             .and_then(|f| f.abs.as_str())
             .ok_or(libc::EINVAL)?;
+        if let Some(t) = &tt {
+            // Both names on the node that holds the file, before anything moves.
+            c.file_same_home(from_abs, t.abs.as_str().ok_or(libc::EINVAL)?)
+                .map_err(os)?;
+        }
         if fa.persist == Persist::Default {
             if fa.dirty {
                 c.file_sync_dest(fa.id, false).map_err(os)?;

@@ -265,6 +265,7 @@ pub(super) unsafe fn rename_dir(
             {
                 return Err(libc::ENOTEMPTY);
             }
+            c.file_tree_movable(from, tabs).map_err(os)?;
             cvt(real_rename())?;
             let n = c.file_rename_tree(from, tabs, true).map_err(os)?;
             trace!(
@@ -356,6 +357,11 @@ pub(super) unsafe fn rename_impl(
             return Ok(r);
         };
         let f = tf.as_ref().expect("record implies tracked");
+        if let Some(t) = &tt {
+            // Both names on the node that holds the file, before anything moves.
+            c.file_same_home(f.abs.as_str().unwrap_or(""), t.abs.as_str().unwrap_or(""))
+                .map_err(os)?;
+        }
         if flags & libc::RENAME_NOREPLACE != 0 {
             let mut st: libc::stat64 = std::mem::zeroed();
             if trec.is_some() || real::fstatat64(nfd, to, &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0 {
