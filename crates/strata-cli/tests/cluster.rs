@@ -1009,6 +1009,24 @@ fn real_programs_on_one_node_read_on_another() {
         let out = run_on(&bed, 0, &format!("head -c 4 {d}/tree/part1"));
         assert_eq!(out.stdout, b"X\n2\n", "a write through a mapping on node 2, read on node 0");
     }
+    // Moves between two owners' names (the file is handed to the
+    // destination, then moved there): mv and ln on node 1, a directory
+    // renamed on node 0, all read on node 2.
+    let src = path_owned_by(&bed, "mv-src-", 0);
+    let dst = path_owned_by(&bed, "mv-dst-", 2);
+    let lnk = path_owned_by(&bed, "ln-", 1);
+    run_on(
+        &bed,
+        1,
+        &format!("set -e; seq 7 70000 > {src}; mv {src} {dst}; ln {dst} {lnk}; echo more >> {lnk}"),
+    );
+    let moved: String = (7..=70000).map(|i| format!("{i}\n")).collect::<String>() + "more\n";
+    let out = run_on(&bed, 2, &format!("cat {dst}; test ! -e {src} && echo gone"));
+    assert!(out.stdout == format!("{moved}gone\n").as_bytes(), "mv + ln across owners, read on node 2");
+    run_on(&bed, 0, &format!("set -e; mv {d}/tree {d}/tree2; echo new > {d}/tree2/part9"));
+    let out = run_on(&bed, 2, &format!("cat {d}/tree2/part8 {d}/tree2/part9; test ! -e {d}/tree && echo gone"));
+    let part8: String = (8..=5000).map(|i| format!("{i}\n")).collect();
+    assert!(out.stdout == format!("{part8}new\ngone\n").as_bytes(), "a directory renamed on node 0, read on node 2");
     // Appending from node 2 to a file node 1 wrote: node 0 sees both.
     run_on(&bed, 2, &format!("echo tail >> {d}/seq.txt"));
     let out = run_on(&bed, 0, &format!("tail -n 2 {d}/seq.txt"));
@@ -1016,9 +1034,11 @@ fn real_programs_on_one_node_read_on_another() {
     ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
     let at_dest = std::fs::read(bed.dest.join("seq.txt")).unwrap();
     assert!(at_dest == format!("{expect_seq}tail\n").as_bytes(), "seq.txt at the destination differs");
-    let part8: String = (8..=5000).map(|i| format!("{i}\n")).collect();
-    assert_eq!(std::fs::read(bed.dest.join("tree/part8")).unwrap(), part8.as_bytes());
-    let part1 = std::fs::read(bed.dest.join("tree/part1")).unwrap();
+    assert_eq!(std::fs::read(bed.dest.join("tree2/part8")).unwrap(), part8.as_bytes());
+    assert_eq!(std::fs::read(bed.dest.join("tree2/part9")).unwrap(), b"new\n");
+    assert!(std::fs::read(&dst).unwrap() == moved.as_bytes());
+    assert!(std::fs::read(&lnk).unwrap() == moved.as_bytes());
+    let part1 = std::fs::read(bed.dest.join("tree2/part1")).unwrap();
     let py_ran = std::process::Command::new("python3").arg("-c").arg("1").status().is_ok_and(|s| s.success());
     let first: &[u8] = if py_ran { b"X\n2\n" } else { b"1\n2\n" };
     assert!(part1.starts_with(first), "part1 at the destination: {:?}", &part1[..8]);

@@ -30,7 +30,7 @@ use strata_proto::{Errno, Target};
 
 use crate::{err, extents_reply, unexpected, Client, Error, Result};
 /// Directories a rename of a directory looks into for buffered files when
-/// files live at their path's owner (`Client::file_tree_movable`).
+/// files live at their path's owner (`Client::file_tree_prepare_move`).
 const TREE_WALK_DIRS_MAX: usize = 100_000;
 /// Destination descriptors kept open for read-through (per client).
 const DEST_FDS_MAX: usize = 64;
@@ -1033,10 +1033,11 @@ impl Client {
     /// Ok when a buffered file can move from path `a` to path `b` (rename,
     /// link) in the buffer: both names live on the same node. With files at
     /// their path's owner (`cluster.files_at_owner`) two paths owned by
-    /// different nodes answer `EXDEV` (`Error::os`): moving a record
-    /// between nodes is not built yet, and `EXDEV` is the answer programs
-    /// like `mv` handle by copying. Adapters ask before they touch the
-    /// destination.
+    /// different nodes answer `EXDEV` (`Error::os`): a record does not move
+    /// between nodes; adapters then hand a DEFAULT file to the destination
+    /// (`file_hand_to_dest`) and move that, and answer `EXDEV` for the
+    /// other modes (programs like `mv` then copy). Adapters ask before
+    /// they touch the destination.
     pub fn file_same_home(&self, a: &str, b: &str) -> Result<()> {
         let l = &self.inner.lookup;
         if self.inner.nodes.len() == 1 || !l.paths_at_owner() {
@@ -1048,14 +1049,45 @@ impl Client {
         Err(cross_node(a, b))
     }
 
-    /// Ok when directory `a` can be renamed to `b` as far as the buffer is
-    /// concerned: always on one node; with files at their path's owner only
-    /// when no buffered file lies beneath `a` (its files' owners would
-    /// change with their paths), else `EXDEV` (see
-    /// [`Client::file_same_home`]). Walks the destination's directories
-    /// under `a` (at most `TREE_WALK_DIRS_MAX`; a larger tree answers
-    /// `EXDEV` too).
-    pub fn file_tree_movable(&self, a: &str, b: &str) -> Result<()> {
+    /// Makes the DEFAULT file at `path` the destination's alone: its bytes
+    /// written and synced there, then its buffered record dropped (the
+    /// destination file stays). What a move between two nodes' paths does
+    /// first (with files at their path's owner); then the destination file
+    /// moves, and the file is buffered again at its new owner when next
+    /// opened. SCRATCH and WORKFLOW files have no destination copy to hand
+    /// over: `EXDEV`. Nothing buffered at `path`: Ok.
+    ///
+    /// Not atomic: a write from another process between the sync and the
+    /// drop is lost, and descriptors open meanwhile keep the dropped record
+    /// (as after an unlink) — see docs/FILES-ACROSS-NODES.md.
+    pub fn file_hand_to_dest(&self, path: &str, to: &str) -> Result<()> {
+        let Some(a) = self.file_stat_path(path)? else {
+            return Ok(());
+        };
+        if a.persist != Persist::Default {
+            return Err(cross_node(path, to));
+        }
+        self.file_sync_dest(a.id, false)?;
+        self.file_unlink_ex(path)?;
+        Ok(())
+    }
+
+    /// Prepares renaming directory `a` to `b` as far as the buffer is
+    /// concerned: nothing to do on one node (the records move with
+    /// `file_rename_tree`). With files at their path's owner, every file
+    /// beneath `a` would change owner: each DEFAULT one is handed to the
+    /// destination (`file_hand_to_dest`), a SCRATCH or WORKFLOW one answers
+    /// `EXDEV` (see [`Client::file_same_home`]). Walks the destination's
+    /// directories under `a` (at most `TREE_WALK_DIRS_MAX`; a larger tree
+    /// answers `EXDEV` too).
+    pub fn file_tree_prepare_move(&self, a: &str, b: &str) -> Result<()> {
+        self.walk_tree(a, b, true)
+    }
+
+    /// Ok when no buffered file lies beneath `a` that would change owner
+    /// in a rename to `b` (`hand`: hand DEFAULT ones to the destination
+    /// first).
+    fn walk_tree(&self, a: &str, b: &str, hand: bool) -> Result<()> {
         if self.inner.nodes.len() == 1 || !self.inner.lookup.paths_at_owner() {
             return Ok(());
         }
@@ -1064,8 +1096,15 @@ impl Client {
         // Bounded: at most TREE_WALK_DIRS_MAX directories are looked at.
         while let Some(d) = dirs.pop() {
             seen += 1;
-            if seen > TREE_WALK_DIRS_MAX || !self.file_list_dir(&d)?.is_empty() {
+            if seen > TREE_WALK_DIRS_MAX {
                 return Err(cross_node(a, b));
+            }
+            let dir = d.trim_end_matches('/');
+            for name in self.file_list_dir(&d)? {
+                if !hand {
+                    return Err(cross_node(a, b));
+                }
+                self.file_hand_to_dest(&format!("{dir}/{name}"), b)?;
             }
             let Ok(rd) = std::fs::read_dir(&d) else {
                 continue;
@@ -1296,7 +1335,7 @@ impl Client {
     pub fn file_rename_tree(&self, from: &str, to: &str, dest_renamed: bool) -> Result<u64> {
         check_path(from)?;
         check_path(to)?;
-        self.file_tree_movable(from, to)?;
+        self.walk_tree(from, to, false)?;
         let req = Request::FileRename {
             from,
             to,

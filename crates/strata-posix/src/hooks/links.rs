@@ -65,9 +65,15 @@ pub(super) unsafe fn link_impl(
             .and_then(|f| f.abs.as_str())
             .ok_or(libc::EINVAL)?;
         if let Some(t) = &tt {
-            // Both names on the node that holds the file, before anything moves.
-            c.file_same_home(from_abs, t.abs.as_str().ok_or(libc::EINVAL)?)
-                .map_err(os)?;
+            let to_abs = t.abs.as_str().ok_or(libc::EINVAL)?;
+            if c.file_same_home(from_abs, to_abs).is_err() {
+                // Two nodes own the two names (cluster.files_at_owner): a
+                // DEFAULT file goes to its destination and leaves the
+                // buffer, and the destination file gets the new name;
+                // other modes answer EXDEV.
+                c.file_hand_to_dest(from_abs, to_abs).map_err(os)?;
+                return cvt(real_link());
+            }
         }
         if fa.persist == Persist::Default {
             if fa.dirty {

@@ -265,7 +265,7 @@ pub(super) unsafe fn rename_dir(
             {
                 return Err(libc::ENOTEMPTY);
             }
-            c.file_tree_movable(from, tabs).map_err(os)?;
+            c.file_tree_prepare_move(from, tabs).map_err(os)?;
             cvt(real_rename())?;
             let n = c.file_rename_tree(from, tabs, true).map_err(os)?;
             trace!(
@@ -315,13 +315,24 @@ pub(super) unsafe fn rename_impl(
             Ok(c) => c,
             Err(_) => return cvt(real_rename()),
         };
-        let frec = record_of(c, tf.as_ref())?;
+        let mut frec = record_of(c, tf.as_ref())?;
         let trec = record_of(c, tt.as_ref())?;
         if flags & libc::RENAME_EXCHANGE != 0 {
             if frec.is_some() || trec.is_some() {
                 return Err(libc::EINVAL);
             }
             return cvt(real_rename());
+        }
+        if let (Some(_), Some(f), Some(t)) = (frec, &tf, &tt) {
+            let (fp, tp) = (f.abs.as_str().unwrap_or(""), t.abs.as_str().unwrap_or(""));
+            if c.file_same_home(fp, tp).is_err() {
+                // Two nodes own the two names (cluster.files_at_owner): a
+                // DEFAULT file goes to its destination and leaves the
+                // buffer, then its destination file moves like any
+                // unbuffered one (below); other modes answer EXDEV.
+                c.file_hand_to_dest(fp, tp).map_err(os)?;
+                frec = None;
+            }
         }
         let Some(fa) = frec else {
             let from_is_dir = is_dir_at(ofd, from);
@@ -357,11 +368,6 @@ pub(super) unsafe fn rename_impl(
             return Ok(r);
         };
         let f = tf.as_ref().expect("record implies tracked");
-        if let Some(t) = &tt {
-            // Both names on the node that holds the file, before anything moves.
-            c.file_same_home(f.abs.as_str().unwrap_or(""), t.abs.as_str().unwrap_or(""))
-                .map_err(os)?;
-        }
         if flags & libc::RENAME_NOREPLACE != 0 {
             let mut st: libc::stat64 = std::mem::zeroed();
             if trec.is_some() || real::fstatat64(nfd, to, &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0 {
