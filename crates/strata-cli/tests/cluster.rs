@@ -927,12 +927,31 @@ fn files_live_at_their_owner_one_namespace_on_every_node() {
     let _ = std::fs::remove_file(&px);
     assert!(clients[0].file_stat_path(&px).unwrap().is_none());
 
-    // `cluster stop` drains every node: the destination holds the files whole.
-    drop(clients);
-    ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
+    // `strata flush --wait` on node 1 asks every node: a hung node 2 makes
+    // it fail naming that node (after the 2 s call deadline), never report
+    // its files clean; once node 2 answers again, the flush drains the
+    // files every node holds and the destination has them whole.
+    let n1 = &bed.nodes[1];
+    let flush = || {
+        let mut f = bed.in_node(1, &bed.strata);
+        f.arg("--config").arg(&n1.config).args(["flush", "--wait"]).arg(&bed.dest);
+        f.output().unwrap()
+    };
+    let pid = bed.pid(2).expect("node 2 runs");
+    // SAFETY: kill(2) on our own daemon's pid.
+    unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+    let hung = flush();
+    // SAFETY: as above.
+    unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+    let said = String::from_utf8_lossy(&hung.stderr).into_owned();
+    assert!(!hung.status.success(), "a flush with node 2 hung succeeded: {said}");
+    assert!(said.contains(&bed.nodes[2].name), "{said}");
+    ok(&flush(), "strata flush --wait on node 1");
     assert!(std::fs::read(&pn).unwrap() == expect, "N-1 file at the destination differs");
     assert_eq!(std::fs::read(&same).unwrap(), b"written on node 1");
     assert_eq!(std::fs::read(&pa).unwrap().len(), 3 * 50 * 999);
+    drop(clients);
+    ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
 }
 
 /// `strata run -- sh -c SCRIPT` inside node `i` (its namespace, its daemon),

@@ -34,6 +34,10 @@ const HEARTBEAT_FANOUT_MAX: usize = 64;
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
 /// Longest `Drain` wait a caller may ask for.
 const DRAIN_WAIT_MAX: Duration = Duration::from_secs(24 * 3600);
+/// Paths one `Flush` call may name.
+const FLUSH_PATHS_MAX: usize = 4096;
+/// Flush errors one `Flush` answer carries (the rest are counted only).
+const FLUSH_ERRORS_MAX: usize = 256;
 
 /// What a daemon needs to join its cluster.
 pub struct Setup {
@@ -48,6 +52,8 @@ pub struct Setup {
     pub transport: Arc<dyn Transport>,
     /// Memory lent to (and asked of) every other node as a remote tier.
     pub remote_tier_bytes: u64,
+    /// `cluster.files_at_owner`: flushes and drains ask every node.
+    pub files_at_owner: bool,
 }
 
 /// How `daemon start --cluster` was asked to find its nodes and itself.
@@ -119,6 +125,7 @@ impl Setup {
             heartbeat: Duration::from_secs_f64(cfg.cluster.heartbeat_interval_ms / 1e3),
             transport: Arc::new(strata_net::TcpTransport),
             remote_tier_bytes: cfg.cluster.remote_tier_bytes,
+            files_at_owner: cfg.cluster.files_at_owner,
         })
     }
 
@@ -352,6 +359,40 @@ impl pb::cluster_server::Cluster for Service {
         }
     }
 
+    async fn flush(
+        &self,
+        r: tonic::Request<pb::FlushRequest>,
+    ) -> Result<tonic::Response<pb::FlushState>, tonic::Status> {
+        let r = r.into_inner();
+        if r.paths.len() > FLUSH_PATHS_MAX {
+            return Err(tonic::Status::invalid_argument(format!(
+                "{} paths in one flush (at most {FLUSH_PATHS_MAX})",
+                r.paths.len()
+            )));
+        }
+        let paths = r.paths;
+        let f = if r.request {
+            self.0.ask(|reply| Msg::Flush { paths, reply }).await?
+        } else {
+            self.0.ask(|reply| Msg::FlushState { paths, reply }).await?
+        };
+        Ok(tonic::Response::new(pb::FlushState {
+            dirty_files: f.dirty_files,
+            dirty_bytes: f.dirty_bytes,
+            flushing_files: f.flushing_files,
+            flushed_bytes_total: f.flushed_bytes_total,
+            errors: f
+                .errors
+                .into_iter()
+                .take(FLUSH_ERRORS_MAX)
+                .map(|e| pb::FlushError {
+                    path: e.path,
+                    message: e.message,
+                })
+                .collect(),
+        }))
+    }
+
     async fn stop(
         &self,
         _: tonic::Request<pb::StopRequest>,
@@ -490,10 +531,13 @@ async fn heartbeats(st: Arc<State>) {
     }
 }
 
-/// Opens bulk connections to other nodes for this daemon's clients.
+/// Opens bulk connections to other nodes for this daemon's clients, and
+/// asks the others for their flush state.
 struct Dialer {
     state: Arc<State>,
     stopped: std::sync::atomic::AtomicBool,
+    /// The cluster runtime (control-socket threads call peers through it).
+    rt: tokio::runtime::Handle,
 }
 
 impl Peers for Dialer {
@@ -538,6 +582,92 @@ impl Peers for Dialer {
     fn lent(&self, node: u32) -> Option<(u32, u64, std::fs::File)> {
         self.state.donations.lent_to(node)
     }
+
+    fn flush_others(
+        &self,
+        paths: &[String],
+        request: bool,
+    ) -> Vec<Result<strata_proto::control::FlushReply, String>> {
+        let st = self.state.clone();
+        let s = &st.setup;
+        if !s.files_at_owner || self.stopped.load(Ordering::SeqCst) {
+            return Vec::new();
+        }
+        if paths.len() > FLUSH_PATHS_MAX {
+            return vec![Err(format!(
+                "{} paths in one flush (at most {FLUSH_PATHS_MAX})",
+                paths.len()
+            ))];
+        }
+        let others: Vec<NodeId> = (0..s.membership.nodes.len() as NodeId)
+            .filter(|&n| n != s.me)
+            .collect();
+        let req = pb::FlushRequest {
+            paths: paths.to_vec(),
+            request,
+        };
+        // One call per node at once (≤ NODES_MAX), each within the deadline.
+        self.rt.block_on(async {
+            let mut set = tokio::task::JoinSet::new();
+            for (i, &n) in others.iter().enumerate() {
+                let (st, req) = (st.clone(), req.clone());
+                set.spawn(async move { (i, flush_one(&st, n, req).await) });
+            }
+            let mut out: Vec<Result<strata_proto::control::FlushReply, String>> =
+                vec![Err(String::new()); others.len()];
+            while let Some(r) = set.join_next().await {
+                if let Ok((i, r)) = r {
+                    out[i] = r;
+                }
+            }
+            out
+        })
+    }
+}
+
+/// Node `n`'s flush state of `req.paths`: an error naming it when it does
+/// not answer within the call deadline.
+async fn flush_one(
+    st: &State,
+    n: NodeId,
+    req: pb::FlushRequest,
+) -> Result<strata_proto::control::FlushReply, String> {
+    let s = &st.setup;
+    let nd = &s.membership.nodes[n as usize];
+    let down = |e: String| {
+        format!(
+            "node {n} ({}, {}) holds files here and did not answer: {e}",
+            nd.name,
+            s.endpoint(n)
+        )
+    };
+    let call = async {
+        let mut c = rpc::connect(s.transport.clone(), &s.endpoint(n), &s.secret, s.call_timeout)
+            .await
+            .map_err(|e| e.to_string())?;
+        c.flush(req)
+            .await
+            .map_err(|e| format!("{}: {}", e.code(), e.message()))
+    };
+    let r = tokio::time::timeout(s.call_timeout, call)
+        .await
+        .map_err(|_| down(format!("no answer within {:?}", s.call_timeout)))?
+        .map_err(down)?
+        .into_inner();
+    Ok(strata_proto::control::FlushReply {
+        dirty_files: r.dirty_files,
+        dirty_bytes: r.dirty_bytes,
+        flushing_files: r.flushing_files,
+        flushed_bytes_total: r.flushed_bytes_total,
+        errors: r
+            .errors
+            .into_iter()
+            .map(|e| strata_proto::control::FlushError {
+                path: e.path,
+                message: e.message,
+            })
+            .collect(),
+    })
 }
 
 /// The running cluster side; [`Handle::stop`] ends it.
@@ -623,6 +753,7 @@ pub fn start(
     let dialer = Arc::new(Dialer {
         state: state.clone(),
         stopped: std::sync::atomic::AtomicBool::new(false),
+        rt: rt.handle().clone(),
     });
     let _ = state.shared.peers.set(dialer.clone());
     tracing::info!(

@@ -243,6 +243,38 @@ pub trait Peers: Send + Sync {
     /// The memory this node lends node `node`: (epoch, bytes, a read-only
     /// descriptor); None when it lends none.
     fn lent(&self, node: u32) -> Option<(u32, u64, std::fs::File)>;
+    /// With files at their path's owner: every other node's flush state of
+    /// `paths` (flushed now when `request`), each within the call
+    /// deadline; a node that does not answer is an `Err` naming it. Empty
+    /// when files stay with their node.
+    fn flush_others(&self, _paths: &[String], _request: bool) -> Vec<Result<FlushReply, String>> {
+        Vec::new()
+    }
+}
+
+/// `local` and the other nodes' flush states as one: counts summed, errors
+/// joined; a node that did not answer counts as one dirty file that failed
+/// (a drain then ends, reporting it, instead of calling the files clean).
+fn merge_flush(mut local: FlushReply, others: Vec<Result<FlushReply, String>>) -> FlushReply {
+    for o in others {
+        match o {
+            Ok(r) => {
+                local.dirty_files += r.dirty_files;
+                local.dirty_bytes += r.dirty_bytes;
+                local.flushing_files += r.flushing_files;
+                local.flushed_bytes_total += r.flushed_bytes_total;
+                local.errors.extend(r.errors);
+            }
+            Err(e) => {
+                local.dirty_files += 1;
+                local.errors.push(strata_proto::control::FlushError {
+                    path: "(files another node holds)".into(),
+                    message: e,
+                });
+            }
+        }
+    }
+    local
 }
 
 /// A remote request moving at least this many bytes lets the engine's next
@@ -1560,14 +1592,12 @@ fn serve_conn(
     };
     match req {
         ControlRequest::Flush { paths } => {
-            let (rtx, rrx) = mpsc::channel();
-            send(&tx, &shared, Msg::Flush { paths, reply: rtx });
-            let _ = control::write_frame(&mut stream, &flush_reply(rrx));
+            let reply = flush_control(&tx, &shared, paths, true);
+            let _ = control::write_frame(&mut stream, &reply);
         }
         ControlRequest::FlushState { paths } => {
-            let (rtx, rrx) = mpsc::channel();
-            send(&tx, &shared, Msg::FlushState { paths, reply: rtx });
-            let _ = control::write_frame(&mut stream, &flush_reply(rrx));
+            let reply = flush_control(&tx, &shared, paths, false);
+            let _ = control::write_frame(&mut stream, &reply);
         }
         ControlRequest::DrainStatus { paths } => {
             let (rtx, rrx) = mpsc::channel();
@@ -1727,6 +1757,39 @@ pub fn tier_infos(core: &Core) -> Vec<TierInfo> {
             node: t.remote.as_ref().map(|r| r.node()),
         })
         .collect()
+}
+
+/// `Flush` (`request`) or `FlushState` of `paths`: this node's answer, and
+/// with files at their path's owner every other node's, merged.
+fn flush_control(
+    tx: &mpsc::Sender<Msg>,
+    shared: &Shared,
+    paths: Vec<String>,
+    request: bool,
+) -> ControlReply {
+    let (rtx, rrx) = mpsc::channel();
+    let p = paths.clone();
+    let msg = if request {
+        Msg::Flush {
+            paths: p,
+            reply: rtx,
+        }
+    } else {
+        Msg::FlushState {
+            paths: p,
+            reply: rtx,
+        }
+    };
+    send(tx, shared, msg);
+    let reply = flush_reply(rrx);
+    let (ControlReply::Flush(local), Some(peers)) = (&reply, shared.peers.get()) else {
+        return reply;
+    };
+    let others = peers.flush_others(&paths, request);
+    if others.is_empty() {
+        return reply;
+    }
+    ControlReply::Flush(merge_flush(local.clone(), others))
 }
 
 fn flush_reply(rrx: mpsc::Receiver<FlushReply>) -> ControlReply {

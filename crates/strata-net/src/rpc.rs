@@ -212,6 +212,12 @@ mod tests {
         ) -> Result<tonic::Response<pb::StopReply>, tonic::Status> {
             Err(tonic::Status::unimplemented("test"))
         }
+        async fn flush(
+            &self,
+            _: tonic::Request<pb::FlushRequest>,
+        ) -> Result<tonic::Response<pb::FlushState>, tonic::Status> {
+            Err(tonic::Status::unimplemented("test"))
+        }
     }
 
     #[tokio::test]
