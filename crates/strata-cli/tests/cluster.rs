@@ -519,8 +519,15 @@ fn a_gibibyte_blob_crosses_nodes() {
     let mut buf = vec![0u8; 4 * piece];
     let b = clients[0].bucket_open(&name).unwrap();
     let n = b.get_at("g", tail_at, &mut buf).unwrap();
-    assert_eq!(n, 2 * piece + 99, "a get_at past the end is short by exactly that");
-    assert!(buf[..n] == data[tail_at as usize..], "the blob's tail read in pieces differs");
+    assert_eq!(
+        n,
+        2 * piece + 99,
+        "a get_at past the end is short by exactly that"
+    );
+    assert!(
+        buf[..n] == data[tail_at as usize..],
+        "the blob's tail read in pieces differs"
+    );
     assert!(b.get("g").unwrap() == data, "the patched blob differs");
 }
 
@@ -818,12 +825,57 @@ fn files_live_at_their_owner_one_namespace_on_every_node() {
     // Created on node 1, owned by node 0: stat and read on node 2.
     let p0 = path_owned_by(&bed, "made-on-1-", 0);
     let a = open(&clients[1], &p0, rw_create).unwrap();
-    assert_eq!(a.id >> strata_meta::NODE_SHIFT, 0, "the record is at the owner");
-    clients[1].file_write(a.id, 0, b"written on node 1").unwrap();
+    assert_eq!(
+        a.id >> strata_meta::NODE_SHIFT,
+        0,
+        "the record is at the owner"
+    );
+    assert_eq!(
+        clients[1].file_stat(a.id).unwrap().holders,
+        1,
+        "one client holds it"
+    );
+    let again = open(&clients[1], &p0, rw_create).unwrap();
+    assert_eq!(
+        clients[2].file_stat(again.id).unwrap().holders,
+        1,
+        "the same client, once"
+    );
+    let other = strata_client::Client::connect_to(&bed.nodes[1].socket).unwrap();
+    open(&other, &p0, rw_create).unwrap();
+    assert_eq!(
+        clients[2].file_stat(a.id).unwrap().holders,
+        2,
+        "two clients of node 1"
+    );
+    drop(other);
+    // Its node tells the owner it is gone (in the background).
+    let t0 = std::time::Instant::now();
+    while clients[2].file_stat(a.id).unwrap().holders != 1 {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(30),
+            "a gone client's hold stays"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    clients[1]
+        .file_write(a.id, 0, b"written on node 1")
+        .unwrap();
     clients[1].file_close(a.id).unwrap();
-    let st = clients[2].file_stat_path(&p0).unwrap().expect("seen on node 2");
+    let st = clients[2]
+        .file_stat_path(&p0)
+        .unwrap()
+        .expect("seen on node 2");
     assert_eq!(st.size, 17);
-    let b = open(&clients[2], &p0, OpenFlags { read: true, ..Default::default() }).unwrap();
+    let b = open(
+        &clients[2],
+        &p0,
+        OpenFlags {
+            read: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let mut buf = vec![0u8; 64];
     let n = clients[2].file_read(b.id, 0, &mut buf).unwrap();
     assert_eq!(&buf[..n], b"written on node 1");
@@ -899,18 +951,34 @@ fn files_live_at_their_owner_one_namespace_on_every_node() {
         }
     });
     for (i, c) in clients.iter().enumerate() {
-        let a = open(c, &pn, OpenFlags { read: true, ..Default::default() }).unwrap();
+        let a = open(
+            c,
+            &pn,
+            OpenFlags {
+                read: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         let mut got = vec![0u8; expect.len() + 1];
         let n = c.file_read(a.id, 0, &mut got).unwrap();
-        assert!(n == expect.len() && got[..n] == expect[..], "N-1 file read on node {i} differs");
+        assert!(
+            n == expect.len() && got[..n] == expect[..],
+            "N-1 file read on node {i} differs"
+        );
         c.file_close(a.id).unwrap();
     }
 
     // Listings merge every node's records.
-    let names = clients[1].file_list_dir(&bed.dest.display().to_string()).unwrap();
+    let names = clients[1]
+        .file_list_dir(&bed.dest.display().to_string())
+        .unwrap();
     for p in [&p0, &px, &pa, &pn] {
         let name = p.rsplit('/').next().unwrap();
-        assert!(names.iter().any(|n| n == name), "{name} missing from {names:?}");
+        assert!(
+            names.iter().any(|n| n == name),
+            "{name} missing from {names:?}"
+        );
     }
 
     // Renames: between owners EXDEV (nothing moved), within one owner seen everywhere.
@@ -934,7 +1002,10 @@ fn files_live_at_their_owner_one_namespace_on_every_node() {
     let n1 = &bed.nodes[1];
     let flush = || {
         let mut f = bed.in_node(1, &bed.strata);
-        f.arg("--config").arg(&n1.config).args(["flush", "--wait"]).arg(&bed.dest);
+        f.arg("--config")
+            .arg(&n1.config)
+            .args(["flush", "--wait"])
+            .arg(&bed.dest);
         f.output().unwrap()
     };
     let pid = bed.pid(2).expect("node 2 runs");
@@ -944,10 +1015,16 @@ fn files_live_at_their_owner_one_namespace_on_every_node() {
     // SAFETY: as above.
     unsafe { libc::kill(pid as i32, libc::SIGCONT) };
     let said = String::from_utf8_lossy(&hung.stderr).into_owned();
-    assert!(!hung.status.success(), "a flush with node 2 hung succeeded: {said}");
+    assert!(
+        !hung.status.success(),
+        "a flush with node 2 hung succeeded: {said}"
+    );
     assert!(said.contains(&bed.nodes[2].name), "{said}");
     ok(&flush(), "strata flush --wait on node 1");
-    assert!(std::fs::read(&pn).unwrap() == expect, "N-1 file at the destination differs");
+    assert!(
+        std::fs::read(&pn).unwrap() == expect,
+        "N-1 file at the destination differs"
+    );
     assert_eq!(std::fs::read(&same).unwrap(), b"written on node 1");
     assert_eq!(std::fs::read(&pa).unwrap().len(), 3 * 50 * 999);
     drop(clients);
@@ -972,7 +1049,11 @@ fn run_on(bed: &Bed, i: usize, script: &str) -> std::process::Output {
     if !o.status.success() {
         for n in &bed.nodes {
             let log = n.socket.with_file_name("daemon.log");
-            eprintln!("--- {}:\n{}", log.display(), std::fs::read_to_string(&log).unwrap_or_default());
+            eprintln!(
+                "--- {}:\n{}",
+                log.display(),
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
         }
     }
     ok(&o, &format!("node {i}: {script}"));
@@ -999,16 +1080,24 @@ fn real_programs_on_one_node_read_on_another() {
     );
     let expect_seq: String = (1..=200000).map(|i| format!("{i}\n")).collect();
     let out = run_on(&bed, 2, &format!("cat {d}/seq.txt"));
-    assert!(out.stdout == expect_seq.as_bytes(), "seq.txt read on node 2 differs");
+    assert!(
+        out.stdout == expect_seq.as_bytes(),
+        "seq.txt read on node 2 differs"
+    );
     let out = run_on(&bed, 0, &format!("ls {d} {d}/tree"));
     let listing = String::from_utf8_lossy(&out.stdout);
     for name in ["seq.txt", "tree.tar", "part1", "part8", "copy.txt"] {
-        assert!(listing.contains(name), "ls on node 0 misses {name}: {listing}");
+        assert!(
+            listing.contains(name),
+            "ls on node 0 misses {name}: {listing}"
+        );
     }
     let out = run_on(
         &bed,
         0,
-        &format!("set -e; cd {d}; mkdir x; tar -C x -xf tree.tar; cat x/tree/part3 x/tree/copy.txt"),
+        &format!(
+            "set -e; cd {d}; mkdir x; tar -C x -xf tree.tar; cat x/tree/part3 x/tree/copy.txt"
+        ),
     );
     let part3: String = (3..=5000).map(|i| format!("{i}\n")).collect();
     assert!(
@@ -1017,7 +1106,12 @@ fn real_programs_on_one_node_read_on_another() {
     );
     // Mapped on another node than the writer's (python's mmap, shared and
     // private), read and written: the same bytes as read(2) gives.
-    if std::process::Command::new("python3").arg("-c").arg("1").status().is_ok_and(|s| s.success()) {
+    if std::process::Command::new("python3")
+        .arg("-c")
+        .arg("1")
+        .status()
+        .is_ok_and(|s| s.success())
+    {
         let py = format!(
             "import mmap; f = open('{d}/tree/part1', 'r+b'); m = mmap.mmap(f.fileno(), 0); \
              assert m[:4] == b'1\\n2\\n', m[:4]; m[0:1] = b'X'; m.flush(); m.close(); f.close(); \
@@ -1026,7 +1120,10 @@ fn real_programs_on_one_node_read_on_another() {
         let out = run_on(&bed, 2, &format!("python3 -c \"{py}\""));
         assert_eq!(out.stdout, b"mapped\n");
         let out = run_on(&bed, 0, &format!("head -c 4 {d}/tree/part1"));
-        assert_eq!(out.stdout, b"X\n2\n", "a write through a mapping on node 2, read on node 0");
+        assert_eq!(
+            out.stdout, b"X\n2\n",
+            "a write through a mapping on node 2, read on node 0"
+        );
     }
     // Moves between two owners' names (the file is handed to the
     // destination, then moved there): mv and ln on node 1, a directory
@@ -1041,25 +1138,186 @@ fn real_programs_on_one_node_read_on_another() {
     );
     let moved: String = (7..=70000).map(|i| format!("{i}\n")).collect::<String>() + "more\n";
     let out = run_on(&bed, 2, &format!("cat {dst}; test ! -e {src} && echo gone"));
-    assert!(out.stdout == format!("{moved}gone\n").as_bytes(), "mv + ln across owners, read on node 2");
-    run_on(&bed, 0, &format!("set -e; mv {d}/tree {d}/tree2; echo new > {d}/tree2/part9"));
-    let out = run_on(&bed, 2, &format!("cat {d}/tree2/part8 {d}/tree2/part9; test ! -e {d}/tree && echo gone"));
+    assert!(
+        out.stdout == format!("{moved}gone\n").as_bytes(),
+        "mv + ln across owners, read on node 2"
+    );
+    // Renamed between owners by the process that holds it open: its
+    // descriptor follows the file, as with the kernel.
+    let (held, held2) = (
+        path_owned_by(&bed, "held-", 0),
+        path_owned_by(&bed, "held2-", 2),
+    );
+    if std::process::Command::new("python3")
+        .arg("-c")
+        .arg("1")
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        let py = format!(
+            "import os; f = open('{held}', 'a'); f.write('x'); f.flush(); os.rename('{held}', '{held2}'); \
+             f.write('y'); f.close(); print(open('{held2}').read())"
+        );
+        let out = run_on(&bed, 1, &format!("python3 -c \"{py}\""));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "xy\n");
+    }
+    // Renamed by another process (mv) while a shell holds it open: EXDEV,
+    // so mv copies and unlinks, as between two file systems; nothing the
+    // file held before the move is lost.
+    let (h3, h4) = (
+        path_owned_by(&bed, "held3-", 0),
+        path_owned_by(&bed, "held4-", 2),
+    );
+    let out = run_on(
+        &bed,
+        1,
+        &format!("set -e; exec 3>>{h3}; echo x >&3; mv {h3} {h4}; exec 3>&-; cat {h4}; test ! -e {h3} && echo gone"),
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "x\ngone\n");
+    run_on(
+        &bed,
+        0,
+        &format!("set -e; mv {d}/tree {d}/tree2; echo new > {d}/tree2/part9"),
+    );
+    let out = run_on(
+        &bed,
+        2,
+        &format!("cat {d}/tree2/part8 {d}/tree2/part9; test ! -e {d}/tree && echo gone"),
+    );
     let part8: String = (8..=5000).map(|i| format!("{i}\n")).collect();
-    assert!(out.stdout == format!("{part8}new\ngone\n").as_bytes(), "a directory renamed on node 0, read on node 2");
+    assert!(
+        out.stdout == format!("{part8}new\ngone\n").as_bytes(),
+        "a directory renamed on node 0, read on node 2"
+    );
     // Appending from node 2 to a file node 1 wrote: node 0 sees both.
     run_on(&bed, 2, &format!("echo tail >> {d}/seq.txt"));
     let out = run_on(&bed, 0, &format!("tail -n 2 {d}/seq.txt"));
     assert_eq!(out.stdout, b"200000\ntail\n");
     ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
     let at_dest = std::fs::read(bed.dest.join("seq.txt")).unwrap();
-    assert!(at_dest == format!("{expect_seq}tail\n").as_bytes(), "seq.txt at the destination differs");
-    assert_eq!(std::fs::read(bed.dest.join("tree2/part8")).unwrap(), part8.as_bytes());
-    assert_eq!(std::fs::read(bed.dest.join("tree2/part9")).unwrap(), b"new\n");
+    assert!(
+        at_dest == format!("{expect_seq}tail\n").as_bytes(),
+        "seq.txt at the destination differs"
+    );
+    assert_eq!(
+        std::fs::read(bed.dest.join("tree2/part8")).unwrap(),
+        part8.as_bytes()
+    );
+    assert_eq!(
+        std::fs::read(bed.dest.join("tree2/part9")).unwrap(),
+        b"new\n"
+    );
     assert!(std::fs::read(&dst).unwrap() == moved.as_bytes());
     assert!(std::fs::read(&lnk).unwrap() == moved.as_bytes());
     let part1 = std::fs::read(bed.dest.join("tree2/part1")).unwrap();
-    let py_ran = std::process::Command::new("python3").arg("-c").arg("1").status().is_ok_and(|s| s.success());
+    let py_ran = std::process::Command::new("python3")
+        .arg("-c")
+        .arg("1")
+        .status()
+        .is_ok_and(|s| s.success());
     let first: &[u8] = if py_ran { b"X\n2\n" } else { b"1\n2\n" };
-    assert!(part1.starts_with(first), "part1 at the destination: {:?}", &part1[..8]);
-    assert_eq!(std::fs::read(bed.dest.join("x/tree/part8")).unwrap(), part8.as_bytes());
+    assert!(
+        part1.starts_with(first),
+        "part1 at the destination: {:?}",
+        &part1[..8]
+    );
+    assert_eq!(
+        std::fs::read(bed.dest.join("x/tree/part8")).unwrap(),
+        part8.as_bytes()
+    );
+}
+
+/// The differential tester (tests/fsdiff) under `strata run` on node 1 of
+/// a 3-node bed with files at their path's owner: most of its files live
+/// on the other nodes; every result line, and the destination after a
+/// cluster-wide drain, must match a plain run. One worker process: a file
+/// renamed between two owners' names while another process holds it open
+/// answers EXDEV (its descriptors could not follow; README), which a plain
+/// run never does. By hand for now (`--ignored`; `FSDIFF_CLUSTER_SEEDS`,
+/// `FSDIFF_CLUSTER_OPS`, `FSDIFF_CLUSTER_MODES`): which node owns which
+/// path depends on the bed's random directory, so a seed passes or fails
+/// by chance while the gaps in docs/FILES-ACROSS-NODES.md ("found by the
+/// differential tester") are open — CI would be flaky.
+#[test]
+#[ignore]
+fn the_differential_tester_agrees_with_files_at_their_owner() {
+    if !std::process::Command::new("python3")
+        .arg("-c")
+        .arg("1")
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        eprintln!("python3 missing: skipped");
+        return;
+    }
+    let bed = started_with(cluster_util::bed_with_files(3, "512MiB", None));
+    let seeds = std::env::var("FSDIFF_CLUSTER_SEEDS").unwrap_or_else(|_| "1:10".into());
+    let ops = std::env::var("FSDIFF_CLUSTER_OPS").unwrap_or_else(|_| "200".into());
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fsdiff/run.py");
+    let n1 = &bed.nodes[1];
+    let modes = std::env::var("FSDIFF_CLUSTER_MODES").unwrap_or_else(|_| "default".into());
+    for mode in modes.split(',') {
+        let extra: &[&str] = if std::env::var("FSDIFF_CLUSTER_LINKS").is_ok() {
+            &["--links"]
+        } else {
+            &[]
+        };
+        let out = std::process::Command::new("python3")
+            .arg(&script)
+            .arg("--strata")
+            .arg(&bed.strata)
+            .arg("--config")
+            .arg(&n1.config)
+            .args([
+                "--mode", mode, "--seeds", &seeds, "--ops", &ops, "--procs", "1", "--work",
+            ])
+            .arg(bed.dest.join(format!("fsdiff-{mode}")))
+            .args(extra)
+            .env("STRATA_SOCKET", &n1.socket)
+            .env_remove("LD_PRELOAD")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() {
+            for n in &bed.nodes {
+                let log = n.socket.with_file_name("daemon.log");
+                let l = std::fs::read_to_string(&log).unwrap_or_default();
+                let tail: Vec<&str> = l.lines().rev().take(20).collect();
+                eprintln!(
+                    "--- {}:\n{}",
+                    log.display(),
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                );
+            }
+        }
+        assert!(
+            out.status.success(),
+            "differential tester ({mode}, seeds {seeds}) across nodes:\n{text}"
+        );
+    }
+}
+
+/// A 3-node bed with files at their owner, kept up for `BED_SECONDS`
+/// (default 600) for experiments by hand: prints each node's config,
+/// socket and namespace. `cargo test --test cluster -- --ignored bed_for_hand --nocapture`.
+#[test]
+#[ignore]
+fn bed_for_hand() {
+    let bed = started_with(cluster_util::bed_with_files(3, "512MiB", None));
+    for n in &bed.nodes {
+        println!(
+            "node {} config={} socket={} netns={:?}",
+            n.name,
+            n.config.display(),
+            n.socket.display(),
+            n.netns
+        );
+    }
+    println!("dest={}", bed.dest.display());
+    let secs: u64 = std::env::var("BED_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(600);
+    std::thread::sleep(std::time::Duration::from_secs(secs));
 }

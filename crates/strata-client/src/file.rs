@@ -30,8 +30,11 @@ use strata_proto::{Errno, Target};
 
 use crate::{err, extents_reply, unexpected, Client, Error, Result};
 /// Directories a rename of a directory looks into for buffered files when
-/// files live at their path's owner (`Client::file_tree_prepare_move`).
+/// files live at their path's owner (`Client::file_tree_leaving`).
 const TREE_WALK_DIRS_MAX: usize = 100_000;
+/// Buffered files a directory rename moves between nodes
+/// (`Client::file_tree_leaving`).
+const TREE_FILES_MAX: usize = 100_000;
 /// Destination descriptors kept open for read-through (per client).
 const DEST_FDS_MAX: usize = 64;
 /// Read size of `file_materialize`.
@@ -1057,9 +1060,11 @@ impl Client {
     /// opened. SCRATCH and WORKFLOW files have no destination copy to hand
     /// over: `EXDEV`. Nothing buffered at `path`: Ok.
     ///
-    /// Not atomic: a write from another process between the sync and the
-    /// drop is lost, and descriptors open meanwhile keep the dropped record
-    /// (as after an unlink) — see docs/FILES-ACROSS-NODES.md.
+    /// The caller makes sure no descriptor keeps using the record (the POSIX
+    /// adapter moves its own onto the destination file and refuses, EXDEV,
+    /// while `FileAttr::holders` says another process holds it): a
+    /// descriptor open meanwhile keeps the dropped record, as after an
+    /// unlink.
     pub fn file_hand_to_dest(&self, path: &str, to: &str) -> Result<()> {
         let Some(a) = self.file_stat_path(path)? else {
             return Ok(());
@@ -1072,24 +1077,16 @@ impl Client {
         Ok(())
     }
 
-    /// Prepares renaming directory `a` to `b` as far as the buffer is
-    /// concerned: nothing to do on one node (the records move with
-    /// `file_rename_tree`). With files at their path's owner, every file
-    /// beneath `a` would change owner: each DEFAULT one is handed to the
-    /// destination (`file_hand_to_dest`), a SCRATCH or WORKFLOW one answers
-    /// `EXDEV` (see [`Client::file_same_home`]). Walks the destination's
-    /// directories under `a` (at most `TREE_WALK_DIRS_MAX`; a larger tree
-    /// answers `EXDEV` too).
-    pub fn file_tree_prepare_move(&self, a: &str, b: &str) -> Result<()> {
-        self.walk_tree(a, b, true)
-    }
-
-    /// Ok when no buffered file lies beneath `a` that would change owner
-    /// in a rename to `b` (`hand`: hand DEFAULT ones to the destination
-    /// first).
-    fn walk_tree(&self, a: &str, b: &str, hand: bool) -> Result<()> {
+    /// The buffered files beneath directory `a` whose owner would change
+    /// if it were renamed to `b` (with files at their path's owner: all of
+    /// them; on one node or without: none, the records move with
+    /// `file_rename_tree`), with their attributes. Walks the destination's
+    /// directories under `a`; more than `TREE_WALK_DIRS_MAX` of them, or
+    /// more than `TREE_FILES_MAX` buffered files, answer `EXDEV`.
+    pub fn file_tree_leaving(&self, a: &str, b: &str) -> Result<Vec<(String, FileAttr)>> {
+        let mut out = Vec::new();
         if self.inner.nodes.len() == 1 || !self.inner.lookup.paths_at_owner() {
-            return Ok(());
+            return Ok(out);
         }
         let mut dirs = vec![a.to_string()];
         let mut seen = 0usize;
@@ -1101,10 +1098,13 @@ impl Client {
             }
             let dir = d.trim_end_matches('/');
             for name in self.file_list_dir(&d)? {
-                if !hand {
-                    return Err(cross_node(a, b));
+                let p = format!("{dir}/{name}");
+                if let Some(attr) = self.file_stat_path(&p)? {
+                    if out.len() >= TREE_FILES_MAX {
+                        return Err(cross_node(a, b));
+                    }
+                    out.push((p, attr));
                 }
-                self.file_hand_to_dest(&format!("{dir}/{name}"), b)?;
             }
             let Ok(rd) = std::fs::read_dir(&d) else {
                 continue;
@@ -1112,12 +1112,12 @@ impl Client {
             for e in rd.flatten() {
                 if e.file_type().is_ok_and(|t| t.is_dir()) {
                     if let Some(name) = e.file_name().to_str() {
-                        dirs.push(format!("{}/{name}", d.trim_end_matches('/')));
+                        dirs.push(format!("{dir}/{name}"));
                     }
                 }
             }
         }
-        Ok(())
+        Ok(out)
     }
 
     /// Names (not paths) of the files with a buffered record directly in
@@ -1335,7 +1335,9 @@ impl Client {
     pub fn file_rename_tree(&self, from: &str, to: &str, dest_renamed: bool) -> Result<u64> {
         check_path(from)?;
         check_path(to)?;
-        self.walk_tree(from, to, false)?;
+        if !self.file_tree_leaving(from, to)?.is_empty() {
+            return Err(cross_node(from, to));
+        }
         let req = Request::FileRename {
             from,
             to,

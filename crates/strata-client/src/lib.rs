@@ -24,9 +24,9 @@
 //! **API Boundary:** no placement or metadata logic here; the daemon decides.
 
 mod channel;
-mod pieces;
 pub mod file;
 pub mod lookup;
+mod pieces;
 pub mod remote;
 pub mod shm;
 pub mod stage;
@@ -49,6 +49,33 @@ use strata_transport_shm::PROTOCOL_VERSION;
 pub use lookup::{LocalLookup, MetaLookup, RingLookup};
 pub use strata_proto::Target;
 pub use transport::{Answer, Lane, Ticket, Transport};
+
+/// What the process does with a descriptor the client receives from its
+/// daemon (a bulk connection, lent memory): the POSIX adapter moves it out
+/// of the low numbers applications close and `dup2` onto blindly, and
+/// marks it its own (the application's `close` of it is ignored).
+static FD_ADOPTER: std::sync::OnceLock<fn(std::os::fd::RawFd) -> std::os::fd::RawFd> =
+    std::sync::OnceLock::new();
+
+/// Registers the process's [`FD_ADOPTER`] (once; later calls are ignored).
+/// `f` takes a descriptor the client owns and returns the one to use
+/// instead (the same, or a duplicate after closing the original).
+pub fn set_fd_adopter(f: fn(std::os::fd::RawFd) -> std::os::fd::RawFd) {
+    let _ = FD_ADOPTER.set(f);
+}
+
+/// A descriptor received from the daemon, adopted (see [`set_fd_adopter`]).
+pub(crate) fn adopt_fd(fd: std::os::fd::OwnedFd) -> std::os::fd::OwnedFd {
+    use std::os::fd::{FromRawFd, IntoRawFd};
+    let Some(f) = FD_ADOPTER.get() else {
+        return fd;
+    };
+    let n = f(fd.into_raw_fd());
+    debug_assert!(n >= 0);
+    // SAFETY: the adopter hands back a descriptor this client owns alone
+    // (the one given, or its duplicate after closing that one).
+    unsafe { std::os::fd::OwnedFd::from_raw_fd(n) }
+}
 
 /// Errors of the client API: a strata error code plus context.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -370,6 +397,7 @@ impl Client {
                         Node::Other(Box::new(remote::RemoteTransport::new(
                             i,
                             socket.to_path_buf(),
+                            hello.client_id,
                         )))
                     }
                 })

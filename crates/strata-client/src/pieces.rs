@@ -94,7 +94,13 @@ mod tests {
 
     #[test]
     fn pieces_cover_exactly_in_order() {
-        for (len, max, streams) in [(17, 8, 4), (16 << 20, 8 << 20, 4), (9, 8, 1), (1, 8, 4), (100, 3, 2)] {
+        for (len, max, streams) in [
+            (17, 8, 4),
+            (16 << 20, 8 << 20, 4),
+            (9, 8, 1),
+            (1, 8, 4),
+            (100, 3, 2),
+        ] {
             let p = Pieces::new(len, max, streams);
             let r: Vec<_> = p.ranges().collect();
             assert!(r.iter().all(|&(_, l)| l > 0 && l <= max));

@@ -55,6 +55,9 @@ struct Conn {
 pub struct RemoteTransport {
     pub node: u32,
     pub socket: PathBuf,
+    /// This client's id at its own daemon (the owner keeps its file holds
+    /// apart and drops them when it goes).
+    pub client: u64,
     /// Connections a finished request left open (one request at a time on each).
     idle: std::sync::Mutex<Vec<Conn>>,
     /// The node's name and bulk address, once known (error messages).
@@ -65,10 +68,11 @@ pub struct RemoteTransport {
 }
 
 impl RemoteTransport {
-    pub fn new(node: u32, socket: PathBuf) -> RemoteTransport {
+    pub fn new(node: u32, socket: PathBuf, client: u64) -> RemoteTransport {
         RemoteTransport {
             node,
             socket,
+            client,
             idle: std::sync::Mutex::new(Vec::new()),
             peer: std::sync::Mutex::new(format!("node {node}")),
             lent: std::sync::Mutex::new(None),
@@ -100,8 +104,11 @@ impl RemoteTransport {
         let mut u = UnixStream::connect(&self.socket).map_err(no_daemon)?;
         u.set_read_timeout(Some(DIAL_SOCKET_TIMEOUT))
             .map_err(no_daemon)?;
-        control::write_frame(&mut u, &ControlRequest::BulkConnect { node: self.node })
-            .map_err(no_daemon)?;
+        let ask = ControlRequest::BulkConnect {
+            node: self.node,
+            client: self.client,
+        };
+        control::write_frame(&mut u, &ask).map_err(no_daemon)?;
         match control::read_frame(&mut u).map_err(no_daemon)? {
             ControlReply::BulkConnected {
                 node,
@@ -109,7 +116,7 @@ impl RemoteTransport {
                 address,
                 timeout_ms,
             } if node == self.node => {
-                let s = TcpStream::from(control::recv_fd(&u).map_err(no_daemon)?);
+                let s = TcpStream::from(crate::adopt_fd(control::recv_fd(&u).map_err(no_daemon)?));
                 let t = Some(Duration::from_millis(timeout_ms.max(1)));
                 s.set_read_timeout(t).map_err(no_daemon)?;
                 s.set_write_timeout(t).map_err(no_daemon)?;
@@ -220,7 +227,7 @@ impl RemoteTransport {
             .map_err(no_daemon)?;
         match control::read_frame(&mut u).map_err(no_daemon)? {
             ControlReply::Lent { node, epoch, .. } if node == self.node => {
-                let fd = control::recv_fd(&u).map_err(no_daemon)?;
+                let fd = crate::adopt_fd(control::recv_fd(&u).map_err(no_daemon)?);
                 Ok((epoch, std::fs::File::from(fd)))
             }
             ControlReply::Error { code, message } => Err(crate::daemon_error(code, message)),
@@ -368,7 +375,11 @@ impl RemoteLane<'_> {
         let cannot = |e| err(e, "request the bulk path cannot carry");
         let mut names = vec![0u8; 4096];
         encode_grow(&bare, &mut rec, &mut names).map_err(cannot)?;
-        rec.len = if data.is_empty() { rec.len } else { data.len() as u64 };
+        rec.len = if data.is_empty() {
+            rec.len
+        } else {
+            data.len() as u64
+        };
         // What the argument area holds besides the data: the names, and
         // what the destination looked like for an open or a stat.
         let dest_info = match req {

@@ -136,6 +136,7 @@ impl ShmTransport {
                     lent = Some(crate::remote::RemoteTransport::new(
                         node,
                         socket.to_path_buf(),
+                        hello.client_id,
                     ));
                     tiers.push(arena.clone());
                 }

@@ -38,6 +38,8 @@ const DRAIN_WAIT_MAX: Duration = Duration::from_secs(24 * 3600);
 const FLUSH_PATHS_MAX: usize = 4096;
 /// Flush errors one `Flush` answer carries (the rest are counted only).
 const FLUSH_ERRORS_MAX: usize = 256;
+/// Local clients whose bulk dials are remembered (for `client_gone`).
+const DIALED_CLIENTS_MAX: usize = 65_536;
 
 /// What a daemon needs to join its cluster.
 pub struct Setup {
@@ -359,6 +361,23 @@ impl pb::cluster_server::Cluster for Service {
         }
     }
 
+    async fn client_gone(
+        &self,
+        r: tonic::Request<pb::ClientGoneRequest>,
+    ) -> Result<tonic::Response<pb::ClientGoneReply>, tonic::Status> {
+        let r = r.into_inner();
+        let st = &self.0;
+        if r.from_node as usize >= st.setup.membership.nodes.len() || r.from_node == st.setup.me {
+            return Err(tonic::Status::invalid_argument(
+                "not another node of this cluster",
+            ));
+        }
+        st.send(Msg::RemoteClientGone {
+            holder: crate::server::remote_holder(r.from_node, r.client),
+        })?;
+        Ok(tonic::Response::new(pb::ClientGoneReply {}))
+    }
+
     async fn flush(
         &self,
         r: tonic::Request<pb::FlushRequest>,
@@ -538,10 +557,13 @@ struct Dialer {
     stopped: std::sync::atomic::AtomicBool,
     /// The cluster runtime (control-socket threads call peers through it).
     rt: tokio::runtime::Handle,
+    /// The nodes each local client asked a bulk connection to (≤
+    /// `DIALED_CLIENTS_MAX` clients).
+    dialed: Mutex<std::collections::HashMap<u64, std::collections::BTreeSet<NodeId>>>,
 }
 
 impl Peers for Dialer {
-    fn bulk_dial(&self, node: u32) -> Result<BulkConn, (Errno, String)> {
+    fn bulk_dial(&self, node: u32, client: u64) -> Result<BulkConn, (Errno, String)> {
         let s = &self.state.setup;
         if node as usize >= s.membership.nodes.len() || node == s.me {
             return Err((
@@ -555,10 +577,19 @@ impl Peers for Dialer {
         let nd = &s.membership.nodes[node as usize];
         let address = strata_net::bulk::bulk_endpoint(&s.endpoint(node))
             .map_err(|e| (Errno::Inval, e.to_string()))?;
-        let stream = strata_net::bulk::dial(
+        if client != 0 {
+            // Remembered so its holds there end with it (`client_gone`).
+            if let Ok(mut d) = self.dialed.lock() {
+                if d.len() < DIALED_CLIENTS_MAX || d.contains_key(&client) {
+                    d.entry(client).or_default().insert(node);
+                }
+            }
+        }
+        let stream = strata_net::bulk::dial_for(
             s.transport.as_ref(),
             &address,
             s.me,
+            client,
             &s.secret,
             s.call_timeout,
         )
@@ -581,6 +612,41 @@ impl Peers for Dialer {
 
     fn lent(&self, node: u32) -> Option<(u32, u64, std::fs::File)> {
         self.state.donations.lent_to(node)
+    }
+
+    fn client_gone(&self, client: u64) {
+        let Some(nodes) = self.dialed.lock().ok().and_then(|mut d| d.remove(&client)) else {
+            return;
+        };
+        let st = self.state.clone();
+        // In the background: a node that does not answer keeps the holds
+        // until it restarts (never data, only an orphan's lifetime).
+        self.rt.spawn(async move {
+            for n in nodes {
+                let s = &st.setup;
+                let call = async {
+                    let mut c = rpc::connect(
+                        s.transport.clone(),
+                        &s.endpoint(n),
+                        &s.secret,
+                        s.call_timeout,
+                    )
+                    .await
+                    .map_err(|e| e.to_string())?;
+                    c.client_gone(pb::ClientGoneRequest {
+                        from_node: s.me,
+                        client,
+                    })
+                    .await
+                    .map_err(|e| e.to_string())
+                };
+                match tokio::time::timeout(s.call_timeout, call).await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => tracing::debug!(node = n, client, "client-gone not told: {e}"),
+                    Err(_) => tracing::debug!(node = n, client, "client-gone not told in time"),
+                }
+            }
+        });
     }
 
     fn flush_others(
@@ -642,9 +708,14 @@ async fn flush_one(
         )
     };
     let call = async {
-        let mut c = rpc::connect(s.transport.clone(), &s.endpoint(n), &s.secret, s.call_timeout)
-            .await
-            .map_err(|e| e.to_string())?;
+        let mut c = rpc::connect(
+            s.transport.clone(),
+            &s.endpoint(n),
+            &s.secret,
+            s.call_timeout,
+        )
+        .await
+        .map_err(|e| e.to_string())?;
         c.flush(req)
             .await
             .map_err(|e| format!("{}: {}", e.code(), e.message()))
@@ -754,6 +825,7 @@ pub fn start(
         state: state.clone(),
         stopped: std::sync::atomic::AtomicBool::new(false),
         rt: rt.handle().clone(),
+        dialed: Mutex::new(Default::default()),
     });
     let _ = state.shared.peers.set(dialer.clone());
     tracing::info!(

@@ -44,8 +44,14 @@ pub enum Msg {
     },
     /// A native-API request another node's daemon forwarded to this one
     /// (the owner of its name or id).
+    /// Another node's client (`remote_holder`) is gone: its file holds end.
+    RemoteClientGone {
+        holder: u64,
+    },
     Execute {
         from: u32,
+        /// The id it runs under (`remote_holder` of the dialing client).
+        holder: u64,
         record: RequestRecord,
         arg: Vec<u8>,
         /// Arena bytes `(off, len)` granted by `Lease` that hold the put's
@@ -239,7 +245,10 @@ pub struct BulkConn {
 pub trait Peers: Send + Sync {
     /// Dials node `node`'s bulk port for a client of this daemon; `NodeDown`
     /// naming the node when it does not answer within the call deadline.
-    fn bulk_dial(&self, node: u32) -> Result<BulkConn, (Errno, String)>;
+    fn bulk_dial(&self, node: u32, client: u64) -> Result<BulkConn, (Errno, String)>;
+    /// Client `client` of this daemon is gone: the nodes it dialed drop
+    /// its file holds (in the background).
+    fn client_gone(&self, _client: u64) {}
     /// The memory this node lends node `node`: (epoch, bytes, a read-only
     /// descriptor); None when it lends none.
     fn lent(&self, node: u32) -> Option<(u32, u64, std::fs::File)>;
@@ -283,7 +292,15 @@ const QUIET_TRANSFER_BYTES: u64 = 64 << 10;
 
 /// Client ids of requests other nodes forward here (one per node; below
 /// the stash's owner id, far above any local client id).
-pub const REMOTE_CLIENT_BASE: u64 = u64::MAX - (1 << 20);
+pub const REMOTE_CLIENT_BASE: u64 = 1 << 63;
+
+/// The id a request of client `client` of node `node` runs under here (its
+/// pins and file holds): above every local client's, distinct per remote
+/// client (the client's low 40 bits), never the stash's `u64::MAX`.
+pub fn remote_holder(node: u32, client: u64) -> u64 {
+    debug_assert!(node < (1 << 20));
+    REMOTE_CLIENT_BASE | (u64::from(node) << 40) | (client & ((1 << 40) - 1))
+}
 
 /// Ops another node may forward: the native API's (files, leases and
 /// channels stay with their node).
@@ -858,14 +875,20 @@ impl Poller {
                 Msg::Status { reply } => {
                     let _ = reply.send(self.status());
                 }
+                Msg::RemoteClientGone { holder } => {
+                    self.engine.core.unpin_all((holder, 0));
+                    self.engine.core.file_client_gone(holder);
+                    self.engine.core.through_client_gone(holder);
+                }
                 Msg::Execute {
                     from,
+                    holder,
                     record,
                     arg,
                     lease,
                     reply,
                 } => {
-                    let mut out = self.execute_forwarded(from, &record, &arg, lease);
+                    let mut out = self.execute_forwarded(from, holder, &record, &arg, lease);
                     let read: u64 = out.extents.iter().map(|e| e.len).sum();
                     self.quiet_next |= record.len.max(read) >= QUIET_TRANSFER_BYTES;
                     out.spent = arg;
@@ -936,6 +959,9 @@ impl Poller {
         }
         self.engine.core.file_client_gone(id);
         self.engine.core.through_client_gone(id);
+        if let Some(p) = self.shared.peers.get() {
+            p.client_gone(id);
+        }
         let _ = ShmSegment::unlink(c.seg.name());
         self.shared.clients_live.fetch_sub(1, Ordering::SeqCst);
         tracing::debug!(id, pid = c.pid, "client gone; leases and pins reclaimed");
@@ -1225,6 +1251,7 @@ impl Poller {
     fn execute_forwarded(
         &mut self,
         from: u32,
+        holder: u64,
         rec: &RequestRecord,
         arg: &[u8],
         granted: Option<(u64, u64)>,
@@ -1233,7 +1260,7 @@ impl Poller {
             cursor: off,
             end: off + len,
         });
-        let out = self.execute_leased(from, rec, arg, &mut lease);
+        let out = self.execute_leased(from, holder, rec, arg, &mut lease);
         if let Some(l) = lease {
             self.engine.core.lease_release(l);
         }
@@ -1243,6 +1270,7 @@ impl Poller {
     fn execute_leased(
         &mut self,
         from: u32,
+        holder: u64,
         rec: &RequestRecord,
         arg: &[u8],
         lease: &mut Option<strata_engine::core::Lease>,
@@ -1275,13 +1303,13 @@ impl Poller {
             Ok(r) => r,
             Err(e) => return fail(e),
         };
-        if let strata_proto::Request::Get { len, .. } | strata_proto::Request::FileRead { len, .. } =
-            &mut req
+        if let strata_proto::Request::Get { len, .. }
+        | strata_proto::Request::FileRead { len, .. } = &mut req
         {
             *len = (*len).min(FORWARD_DATA_BYTES_MAX as u64);
         }
         let caller = Caller {
-            client: REMOTE_CLIENT_BASE + u64::from(from),
+            client: holder,
             channel: 0,
             pid: 0,
             reply_bytes_max: FORWARD_ARG_BYTES_MAX,
@@ -1430,7 +1458,7 @@ fn reply_error(stream: &mut UnixStream, e: Errno, message: String) {
 /// Control `BulkConnect`: this daemon dials the node and hands the
 /// authenticated socket to the client (after the reply frame), which then
 /// speaks the bulk frames on it itself.
-fn serve_bulk_connect(mut stream: UnixStream, shared: &Arc<Shared>, node: u32) {
+fn serve_bulk_connect(mut stream: UnixStream, shared: &Arc<Shared>, node: u32, client: u64) {
     let error = reply_error;
     let Some(p) = shared.peers.get() else {
         return error(
@@ -1439,7 +1467,7 @@ fn serve_bulk_connect(mut stream: UnixStream, shared: &Arc<Shared>, node: u32) {
             "this daemon is not a cluster member".into(),
         );
     };
-    match p.bulk_dial(node) {
+    match p.bulk_dial(node, client) {
         Ok(c) => {
             use std::os::fd::AsFd;
             let frame = ControlReply::BulkConnected {
@@ -1635,7 +1663,9 @@ fn serve_conn(
         ControlRequest::Backing { id, offer_gen } => {
             serve_backing(stream, &shared, &tx, id, offer_gen)
         }
-        ControlRequest::BulkConnect { node } => serve_bulk_connect(stream, &shared, node),
+        ControlRequest::BulkConnect { node, client } => {
+            serve_bulk_connect(stream, &shared, node, client)
+        }
         ControlRequest::Lent { node } => serve_lent(stream, &shared, node),
         ControlRequest::StopDiscard => {
             let _ = control::write_frame(&mut stream, &ControlReply::Ok);

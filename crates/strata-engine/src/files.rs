@@ -183,6 +183,7 @@ impl Core {
             dirty,
             nlink: self.file_nlink(id),
             direct: rec.dest_direct,
+            holders: self.holds.by_file.get(&id).map_or(0, |h| h.len() as u32),
         };
         self.backing_attr(id, &mut a);
         Ok(a)

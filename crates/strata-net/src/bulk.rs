@@ -55,24 +55,52 @@ pub fn dial(
     secret: &Secret,
     deadline: Duration,
 ) -> io::Result<TcpStream> {
+    dial_for(t, peer, me, 0, secret, deadline)
+}
+
+/// [`dial`] on behalf of client `client` of node `me` (its id at its own
+/// daemon; 0: the daemon itself): the owner keeps that client's file holds
+/// apart from the other clients' of the node.
+pub fn dial_for(
+    t: &dyn Transport,
+    peer: &str,
+    me: u32,
+    client: u64,
+    secret: &Secret,
+    deadline: Duration,
+) -> io::Result<TcpStream> {
     let mut s = t.dial_socket(peer, deadline)?;
     s.set_read_timeout(Some(deadline))?;
     s.set_write_timeout(Some(deadline))?;
     auth::client_blocking(&mut s, secret)?;
-    s.write_all(&me.to_le_bytes())?;
+    let mut hello = [0u8; 12];
+    hello[..4].copy_from_slice(&me.to_le_bytes());
+    hello[4..].copy_from_slice(&client.to_le_bytes());
+    s.write_all(&hello)?;
     Ok(s)
 }
 
 /// The owner's side of [`dial`]: the handshake and the dialer's node id,
 /// within `deadline` (the socket's timeouts are the caller's afterwards).
 pub fn accept(s: &mut TcpStream, secret: &Secret, deadline: Duration) -> io::Result<u32> {
+    accept_for(s, secret, deadline).map(|(node, _)| node)
+}
+
+/// [`accept`]: the dialer's node id and the client it dialed for.
+pub fn accept_for(
+    s: &mut TcpStream,
+    secret: &Secret,
+    deadline: Duration,
+) -> io::Result<(u32, u64)> {
     crate::transport::tune_bulk_socket(s)?;
     s.set_read_timeout(Some(deadline))?;
     s.set_write_timeout(Some(deadline))?;
     auth::server_blocking(s, secret)?;
-    let mut id = [0u8; 4];
-    s.read_exact(&mut id)?;
-    Ok(u32::from_le_bytes(id))
+    let mut hello = [0u8; 12];
+    s.read_exact(&mut hello)?;
+    let node = u32::from_le_bytes(hello[..4].try_into().expect("4 bytes"));
+    let client = u64::from_le_bytes(hello[4..].try_into().expect("8 bytes"));
+    Ok((node, client))
 }
 
 #[cfg(test)]

@@ -218,6 +218,12 @@ mod tests {
         ) -> Result<tonic::Response<pb::FlushState>, tonic::Status> {
             Err(tonic::Status::unimplemented("test"))
         }
+        async fn client_gone(
+            &self,
+            _: tonic::Request<pb::ClientGoneRequest>,
+        ) -> Result<tonic::Response<pb::ClientGoneReply>, tonic::Status> {
+            Err(tonic::Status::unimplemented("test"))
+        }
     }
 
     #[tokio::test]

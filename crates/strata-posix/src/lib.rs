@@ -323,6 +323,9 @@ extern "C" fn init() {
                 STATE.store(Box::into_raw(Box::new(s)), Ordering::Release);
                 // SAFETY: atfork_child is an extern "C" fn that only resets atomics; registering it has no other requirement.
                 unsafe { libc::pthread_atfork(None, None, Some(atfork_child)) };
+                // Descriptors the client receives (bulk connections, lent
+                // memory) are ours, out of the application's way.
+                strata_client::set_fd_adopter(adopt_internal);
                 READY.store(true, Ordering::Release);
                 trace!(
                     "ready: include {:?}",

@@ -188,6 +188,58 @@ unsafe fn onto_destination(id: u64, path: &str, release: bool) -> Result<(), c_i
     Ok(())
 }
 
+/// How long a move between two nodes' names waits for the holds of
+/// processes that just ended to go (`leave_for_another_node`).
+const HOLDERS_SETTLE_MAX: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A DEFAULT file about to get a name another node owns (a rename or link
+/// between two owners' paths, `cluster.files_at_owner`) leaves the buffer:
+/// its bytes are synced to the destination, this process's descriptors of
+/// it move onto the destination file (so they follow it through the
+/// rename, as kernel descriptors do), its hold ends and its record is
+/// dropped. `EXDEV` (the move does not happen) for SCRATCH and WORKFLOW
+/// files, and while another process holds it open or this one maps it:
+/// their descriptors could not follow.
+pub(crate) unsafe fn leave_for_another_node(
+    c: &strata_client::Client,
+    a: &strata_client::file::FileAttr,
+    from: &str,
+    to: &str,
+) -> Result<(), c_int> {
+    use strata_client::file::Persist;
+    if a.persist != Persist::Default || holds_direct(a.id) {
+        return Err(libc::EXDEV);
+    }
+    let mine = u32::from(!placeholders_of(a.id).is_empty());
+    // A process that just ended may still count (its node tells the owner
+    // in the background): look again for a moment before refusing.
+    let started = std::time::Instant::now();
+    let mut holders = a.holders;
+    // Bounded by HOLDERS_SETTLE_MAX.
+    while holders > mine && started.elapsed() < HOLDERS_SETTLE_MAX {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        holders = c.file_stat(a.id).map_err(os)?.holders;
+    }
+    if holders > mine {
+        trace!(
+            "{} -> {}: held open by {} other process(es), EXDEV",
+            from,
+            to,
+            holders - mine
+        );
+        return Err(libc::EXDEV);
+    }
+    c.file_sync_dest(a.id, false).map_err(os)?;
+    onto_destination(a.id, from, true)?;
+    c.file_hand_to_dest(from, to).map_err(os)?;
+    trace!(
+        "{} -> {}: between two nodes' names, left the buffer",
+        from,
+        to
+    );
+    Ok(())
+}
+
 /// A DEFAULT file some process maps shared and writable (`direct`): this
 /// process's descriptors of it move to the destination file, once the
 /// daemon has flushed it there. Returns whether they moved.

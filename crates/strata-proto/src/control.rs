@@ -76,6 +76,10 @@ pub enum ControlRequest {
     /// descriptor passed after the frame (`send_fd`).
     BulkConnect {
         node: u32,
+        /// The asking client's id (its hello's `client_id`): the owner keeps
+        /// its file holds apart and drops them when it goes.
+        #[serde(default)]
+        client: u64,
     },
     /// The memory this daemon lends node `node` (a remote tier of that
     /// node's daemon), to read blob bytes its owner moved here for this

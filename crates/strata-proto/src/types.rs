@@ -119,6 +119,8 @@ pub struct FileAttr {
     /// A process maps the destination file shared and writable: until it
     /// is gone, everyone uses the destination file itself.
     pub direct: bool,
+    /// Clients (processes) holding the file open, on any node.
+    pub holders: u32,
 }
 
 /// What the client found at the destination path (`FileOpen`, `FileStat`).

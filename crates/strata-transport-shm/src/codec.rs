@@ -141,7 +141,7 @@ fn attr_record(a: &FileAttr) -> WireFileAttr {
         dirty: a.dirty as u32,
         nlink: a.nlink,
         direct: a.direct as u32,
-        _pad: 0,
+        holders: a.holders,
     }
 }
 
@@ -161,6 +161,7 @@ fn attr_of(w: &WireFileAttr) -> Result<FileAttr, Errno> {
         dest_size: w.dest_size,
         nlink: w.nlink,
         direct: w.direct != 0,
+        holders: w.holders,
     })
 }
 

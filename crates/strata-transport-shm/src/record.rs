@@ -459,8 +459,8 @@ pub struct WireFileAttr {
     /// the file is out of the buffer, every process uses the destination
     /// file itself (files_reval.rs).
     pub direct: u32,
-    /// Zero (no implicit padding in a `Pod` record).
-    pub _pad: u32,
+    /// Processes holding the file open (`FileAttr::holders`).
+    pub holders: u32,
 }
 
 /// `strata_proto::DestInfo` in a slot (after the names).

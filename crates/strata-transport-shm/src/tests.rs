@@ -277,6 +277,7 @@ fn attr_of_raw(r: &Raw) -> FileAttr {
         dest_size: r.c >> 3,
         nlink: (r.b >> 40) as u32,
         direct: r.bits[1],
+        holders: (r.c >> 50) as u32,
     }
 }
 

@@ -28,7 +28,7 @@ use strata_transport_shm::record::flags;
 use strata_transport_shm::{RequestRecord, REQUEST_WIRE_BYTES};
 
 use super::State;
-use crate::server::{ExecOut, Msg, REMOTE_CLIENT_BASE};
+use crate::server::{remote_holder, ExecOut, Msg};
 use std::io::Write;
 use strata_proto::types::{TIER_DEST, TIER_HOLE, TIER_LENT, TIER_PENDING};
 
@@ -207,9 +207,9 @@ fn send_reply(s: &TcpStream, st: &State, out: &ExecOut, scratch: &mut Vec<u8>) -
     // reads from the destination (`TIER_DEST`) or asks for again once read
     // ahead (`TIER_PENDING`).
     let held = || {
-        out.extents.iter().filter(|e| {
-            !matches!(e.tier, TIER_HOLE | TIER_LENT | TIER_DEST | TIER_PENDING)
-        })
+        out.extents
+            .iter()
+            .filter(|e| !matches!(e.tier, TIER_HOLE | TIER_LENT | TIER_DEST | TIER_PENDING))
     };
     let total: u64 = held().map(|e| e.len).sum();
     // Bytes on remote tiers (memory another node lends) are fetched before
@@ -285,21 +285,26 @@ fn await_release(s: &mut TcpStream, deadline: Duration) -> io::Result<()> {
 /// Serves one connection until its peer closes it or breaks the protocol.
 fn serve(mut s: TcpStream, st: &State, peer: &str) {
     let setup = &st.setup;
-    let from = match strata_net::bulk::accept(&mut s, &setup.secret, setup.call_timeout) {
-        Ok(id) if (id as usize) < setup.membership.nodes.len() && id != setup.me => id,
-        Ok(id) => {
-            tracing::warn!(
-                peer,
-                id,
-                "bulk connection refused: not another node of this cluster"
-            );
-            return;
-        }
-        Err(e) => {
-            tracing::warn!(peer, "bulk connection refused: {e}");
-            return;
-        }
-    };
+    let (from, client) =
+        match strata_net::bulk::accept_for(&mut s, &setup.secret, setup.call_timeout) {
+            Ok((id, client)) if (id as usize) < setup.membership.nodes.len() && id != setup.me => {
+                (id, client)
+            }
+            Ok((id, _)) => {
+                tracing::warn!(
+                    peer,
+                    id,
+                    "bulk connection refused: not another node of this cluster"
+                );
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(peer, "bulk connection refused: {e}");
+                return;
+            }
+        };
+    // This connection's requests run as its client's (pins, file holds).
+    let holder = remote_holder(from, client);
     let mut arg = Vec::new();
     let mut scratch = Vec::new();
     // Bounded by the connection: it ends when the peer closes it, breaks the
@@ -353,6 +358,7 @@ fn serve(mut s: TcpStream, st: &State, peer: &str) {
         let (reply, answer) = tokio::sync::oneshot::channel();
         let sent = st.send(Msg::Execute {
             from,
+            holder,
             record,
             arg: std::mem::take(&mut arg),
             lease,
@@ -371,7 +377,7 @@ fn serve(mut s: TcpStream, st: &State, peer: &str) {
         }
         if out.pin != 0 {
             let _ = st.send(Msg::Unpin {
-                client: REMOTE_CLIENT_BASE + u64::from(from),
+                client: holder,
                 pin: out.pin,
             });
         }

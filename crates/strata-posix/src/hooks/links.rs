@@ -67,11 +67,10 @@ pub(super) unsafe fn link_impl(
         if let Some(t) = &tt {
             let to_abs = t.abs.as_str().ok_or(libc::EINVAL)?;
             if c.file_same_home(from_abs, to_abs).is_err() {
-                // Two nodes own the two names (cluster.files_at_owner): a
-                // DEFAULT file goes to its destination and leaves the
-                // buffer, and the destination file gets the new name;
-                // other modes answer EXDEV.
-                c.file_hand_to_dest(from_abs, to_abs).map_err(os)?;
+                // Two nodes own the two names (cluster.files_at_owner): the
+                // file leaves the buffer (or EXDEV), and the destination
+                // file gets the new name.
+                crate::mapped::leave_for_another_node(c, &fa, from_abs, to_abs)?;
                 return cvt(real_link());
             }
         }

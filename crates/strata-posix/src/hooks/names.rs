@@ -265,7 +265,11 @@ pub(super) unsafe fn rename_dir(
             {
                 return Err(libc::ENOTEMPTY);
             }
-            c.file_tree_prepare_move(from, tabs).map_err(os)?;
+            // Files at their path's owner: the buffered files beneath get
+            // names other nodes own; each leaves the buffer (or EXDEV).
+            for (p, a) in c.file_tree_leaving(from, tabs).map_err(os)? {
+                crate::mapped::leave_for_another_node(c, &a, &p, tabs)?;
+            }
             cvt(real_rename())?;
             let n = c.file_rename_tree(from, tabs, true).map_err(os)?;
             trace!(
@@ -323,14 +327,13 @@ pub(super) unsafe fn rename_impl(
             }
             return cvt(real_rename());
         }
-        if let (Some(_), Some(f), Some(t)) = (frec, &tf, &tt) {
+        if let (Some(fa), Some(f), Some(t)) = (frec, &tf, &tt) {
             let (fp, tp) = (f.abs.as_str().unwrap_or(""), t.abs.as_str().unwrap_or(""));
             if c.file_same_home(fp, tp).is_err() {
-                // Two nodes own the two names (cluster.files_at_owner): a
-                // DEFAULT file goes to its destination and leaves the
-                // buffer, then its destination file moves like any
-                // unbuffered one (below); other modes answer EXDEV.
-                c.file_hand_to_dest(fp, tp).map_err(os)?;
+                // Two nodes own the two names (cluster.files_at_owner): the
+                // file leaves the buffer (or EXDEV), then its destination
+                // file moves like any unbuffered one (below).
+                crate::mapped::leave_for_another_node(c, &fa, fp, tp)?;
                 frec = None;
             }
         }
