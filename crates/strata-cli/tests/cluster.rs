@@ -1021,6 +1021,28 @@ fn files_live_at_their_owner_one_namespace_on_every_node() {
     );
     assert!(said.contains(&bed.nodes[2].name), "{said}");
     ok(&flush(), "strata flush --wait on node 1");
+    // `strata drain status` on node 1 lists the files every node holds.
+    let mut ds = bed.in_node(1, &bed.strata);
+    ds.arg("--config")
+        .arg(&n1.config)
+        .args(["drain", "status", "--json"])
+        .arg(&bed.dest);
+    let ds = ds.output().unwrap();
+    ok(&ds, "strata drain status on node 1");
+    let v: serde_json::Value = serde_json::from_slice(&ds.stdout).unwrap();
+    let listed: Vec<&str> = v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["path"].as_str())
+        .collect();
+    for p in [&pn, &pa, &same] {
+        assert!(
+            listed.contains(&p.as_str()),
+            "drain status on node 1 misses {p}: {listed:?}"
+        );
+    }
+    assert_eq!(v["dirty_files"].as_u64(), Some(0), "{v}");
     assert!(
         std::fs::read(&pn).unwrap() == expect,
         "N-1 file at the destination differs"

@@ -361,6 +361,26 @@ impl pb::cluster_server::Cluster for Service {
         }
     }
 
+    async fn drain_status(
+        &self,
+        r: tonic::Request<pb::DrainStatusRequest>,
+    ) -> Result<tonic::Response<pb::DrainStatusReply>, tonic::Status> {
+        let paths = r.into_inner().paths;
+        if paths.len() > FLUSH_PATHS_MAX {
+            return Err(tonic::Status::invalid_argument(format!(
+                "{} paths in one drain status (at most {FLUSH_PATHS_MAX})",
+                paths.len()
+            )));
+        }
+        let d = self
+            .0
+            .ask(|reply| Msg::DrainStatus { paths, reply })
+            .await?;
+        let json = serde_json::to_vec(&d)
+            .map_err(|e| tonic::Status::internal(format!("drain status: {e}")))?;
+        Ok(tonic::Response::new(pb::DrainStatusReply { json }))
+    }
+
     async fn client_gone(
         &self,
         r: tonic::Request<pb::ClientGoneRequest>,
@@ -649,6 +669,45 @@ impl Peers for Dialer {
         });
     }
 
+    fn drain_others(
+        &self,
+        paths: &[String],
+    ) -> Vec<Result<strata_proto::control::DrainReply, String>> {
+        let st = self.state.clone();
+        let s = &st.setup;
+        if !s.files_at_owner || self.stopped.load(Ordering::SeqCst) {
+            return Vec::new();
+        }
+        if paths.len() > FLUSH_PATHS_MAX {
+            return vec![Err(format!(
+                "{} paths in one drain status (at most {FLUSH_PATHS_MAX})",
+                paths.len()
+            ))];
+        }
+        let others: Vec<NodeId> = (0..s.membership.nodes.len() as NodeId)
+            .filter(|&n| n != s.me)
+            .collect();
+        let req = pb::DrainStatusRequest {
+            paths: paths.to_vec(),
+        };
+        // One call per node at once (≤ NODES_MAX), each within the deadline.
+        self.rt.block_on(async {
+            let mut set = tokio::task::JoinSet::new();
+            for (i, &n) in others.iter().enumerate() {
+                let (st, req) = (st.clone(), req.clone());
+                set.spawn(async move { (i, drain_one(&st, n, req).await) });
+            }
+            let mut out: Vec<Result<strata_proto::control::DrainReply, String>> =
+                vec![Err(String::new()); others.len()];
+            while let Some(r) = set.join_next().await {
+                if let Ok((i, r)) = r {
+                    out[i] = r;
+                }
+            }
+            out
+        })
+    }
+
     fn flush_others(
         &self,
         paths: &[String],
@@ -689,6 +748,43 @@ impl Peers for Dialer {
             out
         })
     }
+}
+
+/// Node `n`'s drain status of `req.paths`: an error naming it when it does
+/// not answer within the call deadline.
+async fn drain_one(
+    st: &State,
+    n: NodeId,
+    req: pb::DrainStatusRequest,
+) -> Result<strata_proto::control::DrainReply, String> {
+    let s = &st.setup;
+    let nd = &s.membership.nodes[n as usize];
+    let down = |e: String| {
+        format!(
+            "node {n} ({}, {}) holds files here and did not answer: {e}",
+            nd.name,
+            s.endpoint(n)
+        )
+    };
+    let call = async {
+        let mut c = rpc::connect(
+            s.transport.clone(),
+            &s.endpoint(n),
+            &s.secret,
+            s.call_timeout,
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        c.drain_status(req)
+            .await
+            .map_err(|e| format!("{}: {}", e.code(), e.message()))
+    };
+    let r = tokio::time::timeout(s.call_timeout, call)
+        .await
+        .map_err(|_| down(format!("no answer within {:?}", s.call_timeout)))?
+        .map_err(down)?
+        .into_inner();
+    serde_json::from_slice(&r.json).map_err(|e| down(format!("unreadable answer: {e}")))
 }
 
 /// Node `n`'s flush state of `req.paths`: an error naming it when it does

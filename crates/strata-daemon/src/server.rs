@@ -259,6 +259,66 @@ pub trait Peers: Send + Sync {
     fn flush_others(&self, _paths: &[String], _request: bool) -> Vec<Result<FlushReply, String>> {
         Vec::new()
     }
+    /// With files at their path's owner: every other node's drain status of
+    /// `paths` (as [`Peers::flush_others`]).
+    fn drain_others(
+        &self,
+        _paths: &[String],
+    ) -> Vec<Result<strata_proto::control::DrainReply, String>> {
+        Vec::new()
+    }
+}
+
+/// Files of one merged drain status (the local answer's own limit applies
+/// per node).
+const DRAIN_FILES_MERGED_MAX: usize = 100_000;
+
+/// `local` and the other nodes' drain status as one: files joined (sorted
+/// by path), counts summed; a node that did not answer is one failed row
+/// naming it.
+fn merge_drain(
+    mut local: strata_proto::control::DrainReply,
+    others: Vec<Result<strata_proto::control::DrainReply, String>>,
+) -> strata_proto::control::DrainReply {
+    use strata_proto::control::{DrainFile, DrainState};
+    if others.is_empty() {
+        return local;
+    }
+    for o in others {
+        match o {
+            Ok(r) => {
+                local.dirty_files += r.dirty_files;
+                local.flushing_files += r.flushing_files;
+                local.failed_files += r.failed_files;
+                local.persisted_files += r.persisted_files;
+                local.dirty_bytes += r.dirty_bytes;
+                local.truncated |= r.truncated;
+                local.files.extend(r.files);
+            }
+            Err(e) => {
+                local.failed_files += 1;
+                local.files.push(DrainFile {
+                    path: "(files another node holds)".into(),
+                    state: DrainState::Failed,
+                    size_bytes: 0,
+                    dirty_bytes: 0,
+                    flushed_bytes_total: 0,
+                    error: Some(e),
+                    retry_in_ms: None,
+                    failures: 1,
+                    flushing_ms: None,
+                    stalled: false,
+                    verified: false,
+                });
+            }
+        }
+    }
+    local.files.sort_by(|a, b| a.path.cmp(&b.path));
+    if local.files.len() > DRAIN_FILES_MERGED_MAX {
+        local.files.truncate(DRAIN_FILES_MERGED_MAX);
+        local.truncated = true;
+    }
+    local
 }
 
 /// `local` and the other nodes' flush states as one: counts summed, errors
@@ -1629,9 +1689,25 @@ fn serve_conn(
         }
         ControlRequest::DrainStatus { paths } => {
             let (rtx, rrx) = mpsc::channel();
-            send(&tx, &shared, Msg::DrainStatus { paths, reply: rtx });
+            let p = paths.clone();
+            send(
+                &tx,
+                &shared,
+                Msg::DrainStatus {
+                    paths: p,
+                    reply: rtx,
+                },
+            );
             let reply = match rrx.recv_timeout(Duration::from_secs(10)) {
-                Ok(r) => ControlReply::Drain(r),
+                Ok(r) => {
+                    // Files at their path's owner: the other nodes hold some.
+                    let others = shared
+                        .peers
+                        .get()
+                        .map(|p| p.drain_others(&paths))
+                        .unwrap_or_default();
+                    ControlReply::Drain(merge_drain(r, others))
+                }
                 Err(_) => ControlReply::Error {
                     code: Errno::Timeout.code(),
                     message: "daemon busy: no drain status within 10 s".into(),

@@ -224,6 +224,12 @@ mod tests {
         ) -> Result<tonic::Response<pb::ClientGoneReply>, tonic::Status> {
             Err(tonic::Status::unimplemented("test"))
         }
+        async fn drain_status(
+            &self,
+            _: tonic::Request<pb::DrainStatusRequest>,
+        ) -> Result<tonic::Response<pb::DrainStatusReply>, tonic::Status> {
+            Err(tonic::Status::unimplemented("test"))
+        }
     }
 
     #[tokio::test]
