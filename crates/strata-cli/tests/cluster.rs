@@ -1069,14 +1069,7 @@ fn run_on(bed: &Bed, i: usize, script: &str) -> std::process::Output {
         .env("LC_ALL", "C");
     let o = c.output().expect("strata run");
     if !o.status.success() {
-        for n in &bed.nodes {
-            let log = n.socket.with_file_name("daemon.log");
-            eprintln!(
-                "--- {}:\n{}",
-                log.display(),
-                std::fs::read_to_string(&log).unwrap_or_default()
-            );
-        }
+        print_daemon_logs(bed);
     }
     ok(&o, &format!("node {i}: {script}"));
     o
@@ -1128,12 +1121,7 @@ fn real_programs_on_one_node_read_on_another() {
     );
     // Mapped on another node than the writer's (python's mmap, shared and
     // private), read and written: the same bytes as read(2) gives.
-    if std::process::Command::new("python3")
-        .arg("-c")
-        .arg("1")
-        .status()
-        .is_ok_and(|s| s.success())
-    {
+    if has_python() {
         let py = format!(
             "import mmap; f = open('{d}/tree/part1', 'r+b'); m = mmap.mmap(f.fileno(), 0); \
              assert m[:4] == b'1\\n2\\n', m[:4]; m[0:1] = b'X'; m.flush(); m.close(); f.close(); \
@@ -1170,12 +1158,7 @@ fn real_programs_on_one_node_read_on_another() {
         path_owned_by(&bed, "held-", 0),
         path_owned_by(&bed, "held2-", 2),
     );
-    if std::process::Command::new("python3")
-        .arg("-c")
-        .arg("1")
-        .status()
-        .is_ok_and(|s| s.success())
-    {
+    if has_python() {
         let py = format!(
             "import os; f = open('{held}', 'a'); f.write('x'); f.flush(); os.rename('{held}', '{held2}'); \
              f.write('y'); f.close(); print(open('{held2}').read())"
@@ -1232,11 +1215,7 @@ fn real_programs_on_one_node_read_on_another() {
     assert!(std::fs::read(&dst).unwrap() == moved.as_bytes());
     assert!(std::fs::read(&lnk).unwrap() == moved.as_bytes());
     let part1 = std::fs::read(bed.dest.join("tree2/part1")).unwrap();
-    let py_ran = std::process::Command::new("python3")
-        .arg("-c")
-        .arg("1")
-        .status()
-        .is_ok_and(|s| s.success());
+    let py_ran = has_python();
     let first: &[u8] = if py_ran { b"X\n2\n" } else { b"1\n2\n" };
     assert!(
         part1.starts_with(first),
@@ -1263,12 +1242,7 @@ fn real_programs_on_one_node_read_on_another() {
 #[test]
 #[ignore]
 fn the_differential_tester_agrees_with_files_at_their_owner() {
-    if !std::process::Command::new("python3")
-        .arg("-c")
-        .arg("1")
-        .status()
-        .is_ok_and(|s| s.success())
-    {
+    if !has_python() {
         eprintln!("python3 missing: skipped");
         return;
     }
@@ -1302,16 +1276,7 @@ fn the_differential_tester_agrees_with_files_at_their_owner() {
         let text = String::from_utf8_lossy(&out.stdout).into_owned()
             + &String::from_utf8_lossy(&out.stderr);
         if !out.status.success() {
-            for n in &bed.nodes {
-                let log = n.socket.with_file_name("daemon.log");
-                let l = std::fs::read_to_string(&log).unwrap_or_default();
-                let tail: Vec<&str> = l.lines().rev().take(20).collect();
-                eprintln!(
-                    "--- {}:\n{}",
-                    log.display(),
-                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-                );
-            }
+            print_daemon_logs(&bed);
         }
         assert!(
             out.status.success(),
@@ -1342,4 +1307,24 @@ fn bed_for_hand() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(600);
     std::thread::sleep(std::time::Duration::from_secs(secs));
+}
+
+/// True when python3 runs here (the python cases are skipped without it).
+fn has_python() -> bool {
+    std::process::Command::new("python3")
+        .arg("-c")
+        .arg("1")
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Prints the tail of every node's daemon log (after a failure).
+fn print_daemon_logs(bed: &Bed) {
+    for n in &bed.nodes {
+        let log = n.socket.with_file_name("daemon.log");
+        let l = std::fs::read_to_string(&log).unwrap_or_default();
+        let tail: Vec<&str> = l.lines().rev().take(40).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        eprintln!("--- {}:\n{}", log.display(), tail.join("\n"));
+    }
 }

@@ -643,27 +643,18 @@ impl Peers for Dialer {
         // until it restarts (never data, only an orphan's lifetime).
         self.rt.spawn(async move {
             for n in nodes {
-                let s = &st.setup;
-                let call = async {
-                    let mut c = rpc::connect(
-                        s.transport.clone(),
-                        &s.endpoint(n),
-                        &s.secret,
-                        s.call_timeout,
-                    )
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let me = st.setup.me;
+                let told = call_node(&st, n, |mut c| async move {
                     c.client_gone(pb::ClientGoneRequest {
-                        from_node: s.me,
+                        from_node: me,
                         client,
                     })
                     .await
-                    .map_err(|e| e.to_string())
-                };
-                match tokio::time::timeout(s.call_timeout, call).await {
-                    Ok(Ok(_)) => {}
-                    Ok(Err(e)) => tracing::debug!(node = n, client, "client-gone not told: {e}"),
-                    Err(_) => tracing::debug!(node = n, client, "client-gone not told in time"),
+                    .map_err(status_text)
+                })
+                .await;
+                if let Err(e) = told {
+                    tracing::debug!(node = n, client, "client-gone not told: {e}");
                 }
             }
         });
@@ -673,38 +664,15 @@ impl Peers for Dialer {
         &self,
         paths: &[String],
     ) -> Vec<Result<strata_proto::control::DrainReply, String>> {
-        let st = self.state.clone();
-        let s = &st.setup;
-        if !s.files_at_owner || self.stopped.load(Ordering::SeqCst) {
-            return Vec::new();
-        }
-        if paths.len() > FLUSH_PATHS_MAX {
-            return vec![Err(format!(
-                "{} paths in one drain status (at most {FLUSH_PATHS_MAX})",
-                paths.len()
-            ))];
-        }
-        let others: Vec<NodeId> = (0..s.membership.nodes.len() as NodeId)
-            .filter(|&n| n != s.me)
-            .collect();
         let req = pb::DrainStatusRequest {
             paths: paths.to_vec(),
         };
-        // One call per node at once (≤ NODES_MAX), each within the deadline.
-        self.rt.block_on(async {
-            let mut set = tokio::task::JoinSet::new();
-            for (i, &n) in others.iter().enumerate() {
-                let (st, req) = (st.clone(), req.clone());
-                set.spawn(async move { (i, drain_one(&st, n, req).await) });
+        self.ask_others(paths.len(), move |mut c| {
+            let req = req.clone();
+            async move {
+                let r = c.drain_status(req).await.map_err(status_text)?.into_inner();
+                serde_json::from_slice(&r.json).map_err(|e| format!("unreadable answer: {e}"))
             }
-            let mut out: Vec<Result<strata_proto::control::DrainReply, String>> =
-                vec![Err(String::new()); others.len()];
-            while let Some(r) = set.join_next().await {
-                if let Ok((i, r)) = r {
-                    out[i] = r;
-                }
-            }
-            out
         })
     }
 
@@ -713,33 +681,66 @@ impl Peers for Dialer {
         paths: &[String],
         request: bool,
     ) -> Vec<Result<strata_proto::control::FlushReply, String>> {
+        let req = pb::FlushRequest {
+            paths: paths.to_vec(),
+            request,
+        };
+        self.ask_others(paths.len(), move |mut c| {
+            let req = req.clone();
+            async move {
+                let r = c.flush(req).await.map_err(status_text)?.into_inner();
+                Ok(strata_proto::control::FlushReply {
+                    dirty_files: r.dirty_files,
+                    dirty_bytes: r.dirty_bytes,
+                    flushing_files: r.flushing_files,
+                    flushed_bytes_total: r.flushed_bytes_total,
+                    errors: r
+                        .errors
+                        .into_iter()
+                        .map(|e| strata_proto::control::FlushError {
+                            path: e.path,
+                            message: e.message,
+                        })
+                        .collect(),
+                })
+            }
+        })
+    }
+}
+
+impl Dialer {
+    /// With files at their path's owner: `call` on every other node at once
+    /// (≤ NODES_MAX), each connection and call within the call deadline, in
+    /// node order; a node that does not answer is an `Err` naming it. Empty
+    /// when files stay with their node (or the daemon is stopping);
+    /// `paths_len` over `FLUSH_PATHS_MAX` is one `Err`.
+    fn ask_others<T, F, Fut>(&self, paths_len: usize, call: F) -> Vec<Result<T, String>>
+    where
+        T: Send + 'static,
+        F: Fn(rpc::Client) -> Fut + Clone + Send + 'static,
+        Fut: std::future::Future<Output = Result<T, String>> + Send,
+    {
         let st = self.state.clone();
         let s = &st.setup;
         if !s.files_at_owner || self.stopped.load(Ordering::SeqCst) {
             return Vec::new();
         }
-        if paths.len() > FLUSH_PATHS_MAX {
+        if paths_len > FLUSH_PATHS_MAX {
             return vec![Err(format!(
-                "{} paths in one flush (at most {FLUSH_PATHS_MAX})",
-                paths.len()
+                "{paths_len} paths in one call (at most {FLUSH_PATHS_MAX})"
             ))];
         }
         let others: Vec<NodeId> = (0..s.membership.nodes.len() as NodeId)
             .filter(|&n| n != s.me)
             .collect();
-        let req = pb::FlushRequest {
-            paths: paths.to_vec(),
-            request,
-        };
-        // One call per node at once (≤ NODES_MAX), each within the deadline.
         self.rt.block_on(async {
             let mut set = tokio::task::JoinSet::new();
             for (i, &n) in others.iter().enumerate() {
-                let (st, req) = (st.clone(), req.clone());
-                set.spawn(async move { (i, flush_one(&st, n, req).await) });
+                let (st, call) = (st.clone(), call.clone());
+                set.spawn(async move { (i, call_node(&st, n, call).await) });
             }
-            let mut out: Vec<Result<strata_proto::control::FlushReply, String>> =
-                vec![Err(String::new()); others.len()];
+            let mut out: Vec<Result<T, String>> =
+                (0..others.len()).map(|_| Err(String::new())).collect();
             while let Some(r) = set.join_next().await {
                 if let Ok((i, r)) = r {
                     out[i] = r;
@@ -750,50 +751,18 @@ impl Peers for Dialer {
     }
 }
 
-/// Node `n`'s drain status of `req.paths`: an error naming it when it does
-/// not answer within the call deadline.
-async fn drain_one(
-    st: &State,
-    n: NodeId,
-    req: pb::DrainStatusRequest,
-) -> Result<strata_proto::control::DrainReply, String> {
-    let s = &st.setup;
-    let nd = &s.membership.nodes[n as usize];
-    let down = |e: String| {
-        format!(
-            "node {n} ({}, {}) holds files here and did not answer: {e}",
-            nd.name,
-            s.endpoint(n)
-        )
-    };
-    let call = async {
-        let mut c = rpc::connect(
-            s.transport.clone(),
-            &s.endpoint(n),
-            &s.secret,
-            s.call_timeout,
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-        c.drain_status(req)
-            .await
-            .map_err(|e| format!("{}: {}", e.code(), e.message()))
-    };
-    let r = tokio::time::timeout(s.call_timeout, call)
-        .await
-        .map_err(|_| down(format!("no answer within {:?}", s.call_timeout)))?
-        .map_err(down)?
-        .into_inner();
-    serde_json::from_slice(&r.json).map_err(|e| down(format!("unreadable answer: {e}")))
+/// A tonic status as one line.
+fn status_text(e: tonic::Status) -> String {
+    format!("{}: {}", e.code(), e.message())
 }
 
-/// Node `n`'s flush state of `req.paths`: an error naming it when it does
-/// not answer within the call deadline.
-async fn flush_one(
-    st: &State,
-    n: NodeId,
-    req: pb::FlushRequest,
-) -> Result<strata_proto::control::FlushReply, String> {
+/// `call` on a new connection to node `n`: an error naming the node when it
+/// does not answer within the call deadline.
+async fn call_node<T, F, Fut>(st: &State, n: NodeId, call: F) -> Result<T, String>
+where
+    F: FnOnce(rpc::Client) -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
     let s = &st.setup;
     let nd = &s.membership.nodes[n as usize];
     let down = |e: String| {
@@ -803,8 +772,8 @@ async fn flush_one(
             s.endpoint(n)
         )
     };
-    let call = async {
-        let mut c = rpc::connect(
+    let attempt = async {
+        let c = rpc::connect(
             s.transport.clone(),
             &s.endpoint(n),
             &s.secret,
@@ -812,29 +781,12 @@ async fn flush_one(
         )
         .await
         .map_err(|e| e.to_string())?;
-        c.flush(req)
-            .await
-            .map_err(|e| format!("{}: {}", e.code(), e.message()))
+        call(c).await
     };
-    let r = tokio::time::timeout(s.call_timeout, call)
+    tokio::time::timeout(s.call_timeout, attempt)
         .await
         .map_err(|_| down(format!("no answer within {:?}", s.call_timeout)))?
-        .map_err(down)?
-        .into_inner();
-    Ok(strata_proto::control::FlushReply {
-        dirty_files: r.dirty_files,
-        dirty_bytes: r.dirty_bytes,
-        flushing_files: r.flushing_files,
-        flushed_bytes_total: r.flushed_bytes_total,
-        errors: r
-            .errors
-            .into_iter()
-            .map(|e| strata_proto::control::FlushError {
-                path: e.path,
-                message: e.message,
-            })
-            .collect(),
-    })
+        .map_err(down)
 }
 
 /// The running cluster side; [`Handle::stop`] ends it.
