@@ -269,6 +269,80 @@ impl Bed {
         }
     }
 
+    /// `mpirun` across the bed's nodes, `per_node` ranks on each (Open MPI,
+    /// `--map-by ppr:P:node` over a hostfile of the node addresses), as a
+    /// job launcher runs ranks on a real cluster: every rank runs inside its
+    /// node (namespace, host name = its address) with `STRATA_CONFIG` naming
+    /// that node's config — what a node-local default config gives on real
+    /// hardware. Open MPI reaches the other nodes through an "rsh agent"
+    /// script that runs its daemon inside the node instead of over ssh.
+    /// Append the program and its arguments to the returned command.
+    pub fn mpirun(&self, per_node: usize) -> Result<Command> {
+        let dir = self.dir.path();
+        let hostfile = dir.join("mpi-hosts");
+        let agent = dir.join("mpi-agent.sh");
+        let netns = self.kind == "netns";
+        let mut cases = String::new();
+        let mut hosts = String::new();
+        for n in &self.nodes {
+            // Inside a namespace the node gets a host name of its own (a
+            // UTS namespace); on loopback addresses the machine's stays.
+            let (enter, name) = match &n.netns {
+                Some(ns) => (
+                    format!("ip netns exec {ns} unshare --uts "),
+                    "hostname \"$0\"; ",
+                ),
+                None => (String::new(), ""),
+            };
+            cases.push_str(&format!(
+                "{addr}) exec {enter}sh -c '{name}export STRATA_CONFIG=\"$1\"; shift; exec sh -c \"$*\"' {addr} '{cfg}' \"$@\";;\n",
+                addr = n.addr,
+                cfg = n.config.display()
+            ));
+            hosts.push_str(&format!("{} slots={per_node}\n", n.addr));
+        }
+        let script = format!(
+            "#!/bin/sh\n# Open MPI's rsh agent for the strata test bed: `agent [opts] HOST CMD…`\n# runs CMD inside node HOST with that node's strata config.\nwhile [ $# -gt 0 ]; do case \"$1\" in -*) shift;; *) break;; esac; done\nhost=$1; shift\ncase \"$host\" in\n{cases}*) echo \"mpi-agent: unknown node $host\" >&2; exit 255;;\nesac\n"
+        );
+        std::fs::write(&agent, script).context("cannot write the mpirun agent")?;
+        std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+        std::fs::write(&hostfile, hosts).context("cannot write the mpirun hostfile")?;
+        // Open MPI's own traffic stays on the bed's network.
+        let ifs = if netns {
+            let a = &self.nodes[0].addr;
+            format!("{}.0/24", &a[..a.rfind('.').unwrap_or(a.len())])
+        } else {
+            "lo".to_string()
+        };
+        let mut c = Command::new(if netns { "ip" } else { "mpirun" });
+        if let Some(ns) = &self.nodes[0].netns {
+            c.args(["netns", "exec", ns, "unshare", "--uts", "sh", "-c"])
+                .arg("hostname \"$0\"; exec \"$@\"")
+                .arg(&self.nodes[0].addr)
+                .arg("mpirun");
+        }
+        c.args(["--mca", "plm_rsh_agent"])
+            .arg(&agent)
+            .args(["--mca", "oob_tcp_if_include", &ifs])
+            .args(["--mca", "btl_tcp_if_include", &ifs])
+            // One host name for all nodes on loopback: Open MPI's
+            // shared-memory segments would collide between "nodes".
+            .args(["--mca", "btl", if netns { "self,vader,tcp" } else { "self,tcp" }])
+            .args(["-np", &(per_node * self.nodes.len()).to_string()])
+            .args(["--map-by", &format!("ppr:{per_node}:node")])
+            .arg("--hostfile")
+            .arg(&hostfile)
+            .env("STRATA_CONFIG", &self.nodes[0].config)
+            .env_remove("STRATA_SOCKET")
+            .env_remove("LD_PRELOAD");
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+                .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+        }
+        Ok(c)
+    }
+
     /// Starts node `i`'s daemon alone (`daemon start --cluster`).
     pub fn start_node(&self, i: usize) -> Result<Output> {
         let n = &self.nodes[i];

@@ -4,7 +4,9 @@
 //! others, its restart alone with `daemon start --cluster`, a stranger
 //! without the secret refused, and `cluster stop`.
 
+mod adapter_util;
 mod cluster_util;
+mod common;
 
 use cluster_util::{Bed, BedExt};
 
@@ -1056,11 +1058,16 @@ fn files_live_at_their_owner_one_namespace_on_every_node() {
 /// `strata run -- sh -c SCRIPT` inside node `i` (its namespace, its daemon),
 /// buffering the shared destination; its output.
 fn run_on(bed: &Bed, i: usize, script: &str) -> std::process::Output {
+    run_on_mode(bed, i, "default", script)
+}
+
+/// [`run_on`] in persist mode `mode`.
+fn run_on_mode(bed: &Bed, i: usize, mode: &str, script: &str) -> std::process::Output {
     let n = &bed.nodes[i];
     let mut c = bed.in_node(i, &bed.strata);
     c.arg("--config")
         .arg(&n.config)
-        .args(["run", "--mode", "default", "--include"])
+        .args(["run", "--mode", mode, "--include"])
         .arg(&bed.dest)
         .args(["--", "sh", "-c", script])
         .current_dir(&bed.dest)
@@ -1226,6 +1233,111 @@ fn real_programs_on_one_node_read_on_another() {
         std::fs::read(bed.dest.join("x/tree/part8")).unwrap(),
         part8.as_bytes()
     );
+}
+
+/// Seed 000's checkpoint and restart under a job launcher, across 4
+/// namespace nodes: `mpirun -np 8 --map-by ppr:2:node` over a hostfile of
+/// the node addresses (`Bed::mpirun`), each rank under `strata run` with
+/// its node's daemon (STRATA_CONFIG of the node it runs on), running the
+/// IOR-like tests/adapter/mpi_ckpt.c: N-N (a file per rank) and N-1 (one
+/// shared file, IOR's segmented layout, blocks not page-aligned), each
+/// written with fsync + close and read back one node further (IOR -C),
+/// every byte checked by the program; in DEFAULT and SCRATCH modes. The
+/// DEFAULT files at the destination equal a plain run's byte for byte;
+/// the SCRATCH ones never reach it and read back on another node.
+#[test]
+fn an_mpi_checkpoint_on_four_nodes_restarts_one_node_further() {
+    if !(adapter_util::require("mpirun", "openmpi-bin")
+        && adapter_util::require("mpicc", "libopenmpi-dev"))
+    {
+        return;
+    }
+    adapter_util::preload_lib();
+    let bed = started_with(cluster_util::bed_with_files(4, "512MiB", None));
+    let exe = bed.dir.path().join("mpi_ckpt");
+    let cc = std::process::Command::new("mpicc")
+        .args(["-O2", "-Wall", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(adapter_util::adapter_src("mpi_ckpt.c"))
+        .output()
+        .unwrap();
+    ok(&cc, "mpicc mpi_ckpt.c");
+    // 1 MiB + 4097 bytes per block: rank boundaries fall inside pages.
+    let (block, xfer, segs) = ("1052673", "262144", "3");
+    let layouts = ["nn", "n1"];
+    let reference = bed.dir.path().join("reference");
+    std::fs::create_dir_all(&reference).unwrap();
+    for l in layouts {
+        let mut c = std::process::Command::new("mpirun");
+        c.args(["--oversubscribe", "-np", "8"])
+            .arg(&exe)
+            .arg(l)
+            .arg(reference.join(format!("ck-{l}")))
+            .args([block, xfer, segs])
+            .env_remove("LD_PRELOAD");
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+                .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+        }
+        ok(&c.output().unwrap(), "mpi_ckpt without strata");
+    }
+    for mode in ["default", "scratch"] {
+        let dir = bed.dest.join(mode);
+        std::fs::create_dir_all(&dir).unwrap();
+        for l in layouts {
+            let mut c = bed.mpirun(2).expect("mpirun across the bed");
+            c.arg(&bed.strata)
+                .args(["run", "--mode", mode, "--include"])
+                .arg(&bed.dest)
+                .arg("--")
+                .arg(&exe)
+                .arg(l)
+                .arg(dir.join(format!("ck-{l}")))
+                .args([block, xfer, segs])
+                .current_dir(&dir)
+                .env("LC_ALL", "C");
+            let out = c.output().unwrap();
+            if !out.status.success() {
+                print_daemon_logs(&bed);
+            }
+            ok(&out, &format!("mpirun ({}) strata run --mode {mode} -- mpi_ckpt {l}", bed.kind));
+            let said = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                said.starts_with(&format!("ok {l} ranks=8 per_node=2 ")),
+                "{mode} {l}: {said}"
+            );
+        }
+    }
+    // DEFAULT: every rank's `strata run` drained the cluster at its end.
+    adapter_util::assert_same_tree(
+        &bed.dest.join("default"),
+        &reference,
+        &|_| false,
+        "mpi_ckpt across 4 nodes (DEFAULT, at the destination)",
+    );
+    // SCRATCH: nothing at the destination; the buffer still has them, on any node.
+    let left: Vec<_> = std::fs::read_dir(bed.dest.join("scratch"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "SCRATCH files at the destination: {left:?}");
+    let sums = |dir: &std::path::Path, i: usize| {
+        let script = format!(
+            "cd {}; cksum ck-n1 ck-nn.0 ck-nn.7",
+            dir.display()
+        );
+        if dir.starts_with(&bed.dest) {
+            String::from_utf8(run_on_mode(&bed, i, "scratch", &script).stdout).unwrap()
+        } else {
+            let o = std::process::Command::new("sh").arg("-c").arg(&script).output().unwrap();
+            String::from_utf8(o.stdout).unwrap()
+        }
+    };
+    let want = sums(&reference, 0);
+    assert_eq!(sums(&bed.dest.join("scratch"), 3), want);
+    ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
 }
 
 /// The differential tester (tests/fsdiff) under `strata run` on node 1 of
