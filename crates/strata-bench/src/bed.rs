@@ -327,7 +327,11 @@ impl Bed {
             .args(["--mca", "btl_tcp_if_include", &ifs])
             // One host name for all nodes on loopback: Open MPI's
             // shared-memory segments would collide between "nodes".
-            .args(["--mca", "btl", if netns { "self,vader,tcp" } else { "self,tcp" }])
+            .args([
+                "--mca",
+                "btl",
+                if netns { "self,vader,tcp" } else { "self,tcp" },
+            ])
             .args(["-np", &(per_node * self.nodes.len()).to_string()])
             .args(["--map-by", &format!("ppr:{per_node}:node")])
             .arg("--hostfile")

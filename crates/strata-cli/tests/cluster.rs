@@ -1301,7 +1301,13 @@ fn an_mpi_checkpoint_on_four_nodes_restarts_one_node_further() {
             if !out.status.success() {
                 print_daemon_logs(&bed);
             }
-            ok(&out, &format!("mpirun ({}) strata run --mode {mode} -- mpi_ckpt {l}", bed.kind));
+            ok(
+                &out,
+                &format!(
+                    "mpirun ({}) strata run --mode {mode} -- mpi_ckpt {l}",
+                    bed.kind
+                ),
+            );
             let said = String::from_utf8_lossy(&out.stdout);
             assert!(
                 said.starts_with(&format!("ok {l} ranks=8 per_node=2 ")),
@@ -1322,21 +1328,198 @@ fn an_mpi_checkpoint_on_four_nodes_restarts_one_node_further() {
         .flatten()
         .map(|e| e.file_name())
         .collect();
-    assert!(left.is_empty(), "SCRATCH files at the destination: {left:?}");
+    assert!(
+        left.is_empty(),
+        "SCRATCH files at the destination: {left:?}"
+    );
     let sums = |dir: &std::path::Path, i: usize| {
-        let script = format!(
-            "cd {}; cksum ck-n1 ck-nn.0 ck-nn.7",
-            dir.display()
-        );
+        let script = format!("cd {}; cksum ck-n1 ck-nn.0 ck-nn.7", dir.display());
         if dir.starts_with(&bed.dest) {
             String::from_utf8(run_on_mode(&bed, i, "scratch", &script).stdout).unwrap()
         } else {
-            let o = std::process::Command::new("sh").arg("-c").arg(&script).output().unwrap();
+            let o = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(&script)
+                .output()
+                .unwrap();
             String::from_utf8(o.stdout).unwrap()
         }
     };
     let want = sums(&reference, 0);
     assert_eq!(sums(&bed.dest.join("scratch"), 3), want);
+    ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
+}
+
+/// A node killed with SIGKILL while its files are dirty (written and
+/// fsync'ed from other nodes, journaled on its dir tier, not yet drained:
+/// its background flusher is off): `strata drain status` and `flush
+/// --wait` elsewhere name it instead of calling anything clean, reads of
+/// its files answer EIO (the file API and `cat` under `strata run`), other
+/// nodes' files stay readable; restarted alone, it replays its journal and
+/// a cluster-wide `flush --wait` completes the files at the destination.
+#[test]
+fn a_node_killed_with_dirty_files_is_named_and_its_restart_completes_them() {
+    use strata_client::file::{OpenFlags, Persist};
+    let bed = cluster_util::bed_with_files(3, "128MiB", Some("256MiB"));
+    let cfg2 = bed.nodes[2].config.clone();
+    let base = std::fs::read_to_string(&cfg2).unwrap();
+    std::fs::write(&cfg2, format!("{base}flush:\n  enabled: false\n")).unwrap();
+    let bed = started_with(bed);
+    let clients = clients_of(&bed);
+    let rw_create = OpenFlags {
+        read: true,
+        write: true,
+        create: true,
+        ..Default::default()
+    };
+    let page = 64 << 10;
+    // N-1 from nodes 0 and 1 into a file owned by node 2, unaligned, fsync'ed.
+    let p2 = path_owned_by(&bed, "dirty-", 2);
+    let l = 5 * page + 777;
+    let expect: Vec<u8> = (0..2).flat_map(|i| pattern(l, 40 + i)).collect();
+    for (i, c) in clients[..2].iter().enumerate() {
+        let a = c
+            .file_open(&p2, rw_create, 0o644, Persist::Default, page as u64)
+            .unwrap();
+        c.file_write(a.id, (i * l) as u64, &expect[i * l..(i + 1) * l])
+            .unwrap();
+        c.file_sync(a.id).unwrap();
+        c.file_close(a.id).unwrap();
+    }
+    // A file owned by node 1, the control.
+    let p1 = path_owned_by(&bed, "alive-", 1);
+    let a = clients[0]
+        .file_open(&p1, rw_create, 0o644, Persist::Default, page as u64)
+        .unwrap();
+    clients[0]
+        .file_write(a.id, 0, b"node 1 keeps this")
+        .unwrap();
+    clients[0].file_sync(a.id).unwrap();
+    clients[0].file_close(a.id).unwrap();
+    assert!(!std::path::Path::new(&p2).exists(), "drained too early");
+
+    let on1 = |args: &[&str]| {
+        let mut c = bed.in_node(1, &bed.strata);
+        c.arg("--config").arg(&bed.nodes[1].config).args(args);
+        c.output().unwrap()
+    };
+    let dest = bed.dest.display().to_string();
+    let pid = bed.pid(2).expect("node 2 runs");
+    // SAFETY: kill(2) on our own daemon's pid.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    let name2 = &bed.nodes[2].name;
+
+    let st = on1(&["drain", "status", "--json", &dest]);
+    ok(&st, "drain status on node 1 with node 2 dead");
+    let v: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    let named = v["files"].as_array().unwrap().iter().any(|f| {
+        f["state"] == "failed"
+            && f["error"]
+                .as_str()
+                .is_some_and(|e| e.contains(name2.as_str()))
+    });
+    assert!(named && v["failed_files"].as_u64() >= Some(1), "{v:#}");
+    let fl = on1(&["flush", "--wait", &dest]);
+    let said = String::from_utf8_lossy(&fl.stderr);
+    assert!(
+        !fl.status.success(),
+        "flush --wait with a dead node: {said}"
+    );
+    assert!(said.contains(name2.as_str()), "{said}");
+
+    // Reads of node 2's file: EIO, through the API and for a real program.
+    let e = clients[1]
+        .file_open(
+            &p2,
+            OpenFlags {
+                read: true,
+                ..Default::default()
+            },
+            0,
+            Persist::Default,
+            page as u64,
+        )
+        .unwrap_err();
+    assert_eq!(e.os_errno(), libc::EIO, "{e}");
+    let mut cat = bed.in_node(0, &bed.strata);
+    cat.arg("--config")
+        .arg(&bed.nodes[0].config)
+        .args([
+            "run",
+            "-q",
+            "--mode",
+            "default",
+            "--include",
+            &dest,
+            "--",
+            "cat",
+            &p2,
+        ])
+        .env_remove("LD_PRELOAD");
+    let cat = cat.output().unwrap();
+    let said = String::from_utf8_lossy(&cat.stderr);
+    assert!(
+        !cat.status.success() && cat.stdout.is_empty(),
+        "cat of a dead node's file: {said}"
+    );
+    assert!(said.contains("Input/output error"), "{said}");
+    // Node 1's file is untouched by node 2's death.
+    let b = clients[0]
+        .file_open(
+            &p1,
+            OpenFlags {
+                read: true,
+                ..Default::default()
+            },
+            0,
+            Persist::Default,
+            page as u64,
+        )
+        .unwrap();
+    let mut buf = [0u8; 64];
+    let n = clients[0].file_read(b.id, 0, &mut buf).unwrap();
+    assert_eq!(&buf[..n], b"node 1 keeps this");
+    clients[0].file_close(b.id).unwrap();
+    assert!(
+        !std::path::Path::new(&p2).exists(),
+        "persisted while its node was dead"
+    );
+
+    // Node 2 restarts (background flushing on again) and replays its journal.
+    std::fs::write(&cfg2, &base).unwrap();
+    ok(&bed.start(2), "node 2 restarts alone");
+    bed.wait_for("node 2 back", |s| {
+        states(s) == ["up", "up", "up"] && (0..3).all(|v| peer_state(s, v, 2) == "up")
+    });
+    ok(
+        &on1(&["flush", "--wait", &dest]),
+        "flush --wait after node 2's restart",
+    );
+    assert!(
+        std::fs::read(&p2).unwrap() == expect,
+        "node 2's file at the destination"
+    );
+    assert_eq!(std::fs::read(&p1).unwrap(), b"node 1 keeps this");
+    let c = strata_client::Client::connect_to(&bed.nodes[1].socket).unwrap();
+    let b = c
+        .file_open(
+            &p2,
+            OpenFlags {
+                read: true,
+                ..Default::default()
+            },
+            0,
+            Persist::Default,
+            page as u64,
+        )
+        .unwrap();
+    let mut got = vec![0u8; expect.len() + 1];
+    let n = c.file_read(b.id, 0, &mut got).unwrap();
+    assert!(
+        n == expect.len() && got[..n] == expect[..],
+        "read on node 1 after the restart"
+    );
+    drop(clients);
     ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
 }
 
