@@ -1,7 +1,7 @@
 /* An IOR-like checkpoint and restart (seed 000: `ior -w -r -C -e [-F]`),
  * for the tests and benchmark of files across nodes (cluster.rs).
  *
- * Usage: mpi_ckpt nn|n1 FILE BLOCK XFER SEGMENTS
+ * Usage: mpi_ckpt nn|n1 FILE BLOCK XFER SEGMENTS [nofsync]
  *
  * nn: file per process, rank r writes FILE.<r>: SEGMENTS blocks of BLOCK
  *     bytes, one after another.
@@ -9,8 +9,8 @@
  *     (s * nranks + r) * BLOCK. BLOCK need not be a multiple of any page
  *     size, so neighbouring ranks write disjoint ranges of the same page.
  *
- * Write phase: every block is written in XFER-byte pwrites, then fsync,
- * then close (IOR -e). After a barrier, the read phase reads the data of
+ * Write phase: every block is written in XFER-byte pwrites, then fsync
+ * (IOR -e; not with `nofsync`), then close. After a barrier, the read phase reads the data of
  * rank (r + ranks per node) % nranks — the rank one node further, as
  * IOR's -C does — and checks every byte and the file's size. Ranks per
  * node come from MPI_COMM_TYPE_SHARED. The bytes depend only on the
@@ -60,10 +60,12 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    if (argc != 6 || (strcmp(argv[1], "nn") && strcmp(argv[1], "n1"))) {
-        if (rank == 0) fprintf(stderr, "usage: mpi_ckpt nn|n1 FILE BLOCK XFER SEGMENTS\n");
+    if (argc < 6 || argc > 7 || (strcmp(argv[1], "nn") && strcmp(argv[1], "n1")) ||
+        (argc == 7 && strcmp(argv[6], "nofsync"))) {
+        if (rank == 0) fprintf(stderr, "usage: mpi_ckpt nn|n1 FILE BLOCK XFER SEGMENTS [nofsync]\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
+    int sync = argc == 6;
     int n1 = strcmp(argv[1], "n1") == 0;
     uint64_t block = strtoull(argv[3], 0, 10), xfer = strtoull(argv[4], 0, 10),
              segs = strtoull(argv[5], 0, 10);
@@ -104,7 +106,7 @@ int main(int argc, char **argv) {
             done += len;
         }
     }
-    if (fsync(fd)) fail("fsync", mine, 0);
+    if (sync && fsync(fd)) fail("fsync", mine, 0);
     if (close(fd)) fail("close", mine, 0);
     double t1 = MPI_Wtime();
     MPI_Barrier(MPI_COMM_WORLD);

@@ -36,6 +36,10 @@ pub struct BedSpec {
     pub loopback: bool,
     /// The daemons' log level.
     pub log: String,
+    /// The shared destination is a fresh directory inside this one (a
+    /// mount of the file system to drain to); default: `dest` inside the
+    /// bed's own directory.
+    pub dest_in: Option<PathBuf>,
 }
 
 pub struct BedNode {
@@ -142,8 +146,12 @@ impl Bed {
             .prefix("strata-bed-")
             .tempdir()
             .context("cannot make the bed's directory")?;
-        let dest = dir.path().join("dest");
-        std::fs::create_dir_all(&dest)?;
+        let dest = match &spec.dest_in {
+            Some(d) => d.join(format!("strata-bed-{id}")),
+            None => dir.path().join("dest"),
+        };
+        std::fs::create_dir_all(&dest)
+            .with_context(|| format!("cannot make the destination {}", dest.display()))?;
         let (kind, bridge, named) = match (!spec.loopback).then(|| try_netns(&id, n, net)).flatten()
         {
             Some((b, made)) => (
@@ -433,6 +441,9 @@ impl Drop for Bed {
         }
         if let Some(b) = &self.bridge {
             run(&["ip", "link", "del", b]);
+        }
+        if !self.dest.starts_with(self.dir.path()) {
+            let _ = std::fs::remove_dir_all(&self.dest);
         }
     }
 }

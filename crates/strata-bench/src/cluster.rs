@@ -271,7 +271,7 @@ fn pingpong(
 
 /// Aggregate MiB/s of TCP streams `pairs` (from, to) at once: iperf3 when
 /// installed, else `tcp-peer --mode stream`. Returns (MiB/s, peer name).
-fn streams(
+pub(crate) fn streams(
     bed: &Bed,
     pairs: &[(usize, usize)],
     seconds: f64,
@@ -415,6 +415,7 @@ fn started(
         strata: strata.to_path_buf(),
         loopback: a.loopback,
         log: "warn".into(),
+        dest_in: None,
     })?;
     let o = bed.cli(&["cluster", "start", "--launcher", bed.launcher()])?;
     if !o.status.success() {

@@ -60,6 +60,7 @@
 
 pub mod adapters;
 pub mod bed;
+pub mod checkpoint;
 pub mod cluster;
 pub mod drain;
 pub mod hist;
@@ -96,6 +97,8 @@ pub enum BenchCmd {
     Tiers(tiers::TiersArgs),
     /// The native API across nodes (1, 2, 4 by default) vs raw TCP between the same nodes.
     Cluster(cluster::ClusterArgs),
+    /// N-N and N-1 checkpoint/restart under mpirun across nodes (1, 2, 4) vs tmpfs, the destination and the network.
+    Checkpoint(checkpoint::CheckpointArgs),
     /// Internal: the raw TCP peer of `bench cluster` (ping-pong, stream).
     #[command(hide = true)]
     TcpPeer(cluster::TcpPeerArgs),
@@ -124,6 +127,7 @@ impl BenchCmd {
             BenchCmd::Md(a) => a.via_strata.is_some(),
             BenchCmd::Adapters(_)
             | BenchCmd::Cluster(_)
+            | BenchCmd::Checkpoint(_)
             | BenchCmd::TcpPeer(_)
             | BenchCmd::Drain(_)
             | BenchCmd::Tiers(_)
@@ -145,6 +149,7 @@ pub fn run(cmd: BenchCmd, socket: &Path) -> anyhow::Result<()> {
         BenchCmd::Adapters(a) => adapters::run(a, socket),
         BenchCmd::Drain(a) => drain::run(a),
         BenchCmd::Cluster(a) => cluster::run(a),
+        BenchCmd::Checkpoint(a) => checkpoint::run(a),
         BenchCmd::TcpPeer(a) => cluster::run_tcp_peer(a),
         BenchCmd::IorWorker(a) => ior::run_worker(a),
         BenchCmd::MdWorker(a) => md::run_worker(a),

@@ -39,6 +39,7 @@ pub fn bed_lending(
         strata: strata_bin(),
         loopback: std::env::var("CLUSTER_TEST_BED").is_ok_and(|v| v == "loopback"),
         log: "info".into(),
+        dest_in: None,
     })
     .expect("test bed")
 }
@@ -57,6 +58,7 @@ pub fn bed_with_files(n: usize, ram: &str, disk: Option<&str>) -> Bed {
         strata: strata_bin(),
         loopback: std::env::var("CLUSTER_TEST_BED").is_ok_and(|v| v == "loopback"),
         log: "info".into(),
+        dest_in: None,
     })
     .expect("test bed")
 }

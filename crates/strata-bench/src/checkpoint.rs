@@ -1,0 +1,396 @@
+//! `strata bench checkpoint`: seed 000's checkpoint and restart across
+//! nodes (issue 15's benchmark), against the same workload on each node's
+//! tmpfs, on the destination and against the network's raw bandwidth, all
+//! in the same run.
+//!
+//! For each node count it builds a bed (`crate::bed`: network namespaces,
+//! else 127.x addresses) with files at their owner, starts the cluster and
+//! runs, `--repeats` times, for each layout (N-N: a file per rank; N-1: one
+//! shared file, IOR's segmented layout) the IOR-like
+//! `tests/adapter/mpi_ckpt.c` (built here with `mpicc`) under `mpirun`
+//! across the nodes (`Bed::mpirun`, `--per-node` ranks each):
+//!
+//! - **tmpfs**: plain, on a directory in /dev/shm (every node's tmpfs is
+//!   this machine's), fsync + close, then a read one node further;
+//! - **destination**: plain, on the shared destination, the same (its
+//!   write is the destination's raw bandwidth the drain is measured by);
+//! - **SCRATCH**: through the adapter (LD_PRELOAD, each rank's node's
+//!   config), write and shifted read;
+//! - **DEFAULT**: through the adapter, write without fsync and shifted
+//!   read, then `strata flush --wait` on node 0 drains every node (the
+//!   nodes' background flushing is off, so the drain is all of it).
+//!
+//! and iperf3 streams node i → i+1, all at once (the network's raw
+//! bandwidth). Targets (issue 15): SCRATCH write and read ≥ 0.8× the slower
+//! of tmpfs and the network; drain ≥ 0.9× the destination's write.
+//! Figures are MiB/s of the whole job (bytes ÷ the slowest rank's phase),
+//! medians over the repeats with their range.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+
+use crate::bed::{Bed, BedSpec};
+use crate::cluster::Row;
+use crate::kv::{format_size, parse_size};
+use crate::team::median_min_max;
+
+/// The IOR-like program, compiled at run time with `mpicc`.
+const MPI_CKPT_C: &str = include_str!("../../../tests/adapter/mpi_ckpt.c");
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct CheckpointArgs {
+    /// Node counts, each on a fresh bed.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+    pub nodes: Vec<usize>,
+    /// MPI ranks per node.
+    #[arg(long, default_value_t = 2)]
+    pub per_node: usize,
+    /// Bytes per rank and segment (IOR's block).
+    #[arg(long, default_value = "32MiB", value_parser = parse_size)]
+    pub block: u64,
+    /// Bytes per write and read call (IOR's transfer size).
+    #[arg(long, default_value = "1MiB", value_parser = parse_size)]
+    pub xfer: u64,
+    /// Segments per rank (IOR's -s).
+    #[arg(long, default_value_t = 1)]
+    pub segments: u64,
+    #[arg(long, default_value_t = 3)]
+    pub repeats: usize,
+    /// RAM tier of each node.
+    #[arg(long, default_value = "2GiB")]
+    pub ram: String,
+    /// The file system to drain to (a parallel file system's mount, e.g.
+    /// slow-pfs): each bed uses a fresh directory inside it. Default: the
+    /// bed's own directory.
+    #[arg(long)]
+    pub dest: Option<PathBuf>,
+    /// 127.x addresses even where namespaces could be made.
+    #[arg(long)]
+    pub loopback: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The phases of one mpi_ckpt run: (write MiB/s, read MiB/s).
+fn parse_report(out: &str, bytes: u64) -> Result<(f64, f64)> {
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("ok "))
+        .with_context(|| format!("mpi_ckpt printed no report: {out}"))?;
+    let field = |k: &str| -> Result<f64> {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(k))
+            .with_context(|| format!("no {k} in {line}"))?
+            .parse::<f64>()
+            .with_context(|| format!("bad {k} in {line}"))
+    };
+    let mib = bytes as f64 / (1 << 20) as f64;
+    Ok((
+        mib / field("write_s=")?.max(1e-9),
+        mib / field("read_s=")?.max(1e-9),
+    ))
+}
+
+struct Job<'a> {
+    a: &'a CheckpointArgs,
+    bed: &'a Bed,
+    exe: &'a Path,
+    lib: &'a Path,
+    bytes: u64,
+}
+
+impl Job<'_> {
+    /// mpi_ckpt `layout` on `file` across the bed; `mode` = through the
+    /// adapter in that mode, else plain.
+    fn run(
+        &self,
+        layout: &str,
+        file: &Path,
+        mode: Option<&str>,
+        fsync: bool,
+    ) -> Result<(f64, f64)> {
+        let mut c = self.bed.mpirun(self.a.per_node)?;
+        if let Some(m) = mode {
+            c.arg("env")
+                .arg(format!("LD_PRELOAD={}", self.lib.display()))
+                .arg(format!("STRATA_MODE={m}"));
+        }
+        c.arg(self.exe)
+            .arg(layout)
+            .arg(file)
+            .arg(self.a.block.to_string())
+            .arg(self.a.xfer.to_string())
+            .arg(self.a.segments.to_string());
+        if !fsync {
+            c.arg("nofsync");
+        }
+        let o = c.output().context("cannot run mpirun")?;
+        let out = String::from_utf8_lossy(&o.stdout);
+        if !o.status.success() {
+            bail!(
+                "mpi_ckpt {layout} {} ({}) failed: {out}{}",
+                file.display(),
+                mode.unwrap_or("plain"),
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        parse_report(&out, self.bytes)
+    }
+
+    /// `strata ARGS` with node 0's config, inside node 0.
+    fn strata_on_0(&self, args: &[&str]) -> Result<()> {
+        let o = self
+            .bed
+            .in_node(0, &self.bed.strata)
+            .arg("--config")
+            .arg(&self.bed.nodes[0].config)
+            .args(args)
+            .output()?;
+        if !o.status.success() {
+            bail!(
+                "strata {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        Ok(())
+    }
+
+    /// Removes `dir` through the adapter in `mode` (the buffer's records
+    /// and the destination's files), then what is left of it.
+    fn remove(&self, dir: &Path, mode: &str) -> Result<()> {
+        let o = self
+            .bed
+            .in_node(0, Path::new("/usr/bin/env"))
+            .arg(format!("LD_PRELOAD={}", self.lib.display()))
+            .arg(format!("STRATA_MODE={mode}"))
+            .arg(format!(
+                "STRATA_CONFIG={}",
+                self.bed.nodes[0].config.display()
+            ))
+            .args(["rm", "-rf"])
+            .arg(dir)
+            .output()?;
+        if !o.status.success() {
+            bail!(
+                "rm -rf {}: {}",
+                dir.display(),
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        let _ = std::fs::remove_dir_all(dir);
+        Ok(())
+    }
+}
+
+pub fn run(a: CheckpointArgs) -> Result<()> {
+    if a.repeats == 0 || a.per_node == 0 || a.block == 0 || a.xfer == 0 || a.segments == 0 {
+        bail!("--repeats, --per-node, --block, --xfer and --segments must be positive");
+    }
+    let strata = crate::strata_exe()?;
+    let lib = strata.with_file_name("libstrata_posix.so");
+    if !lib.is_file() {
+        bail!(
+            "{} is not built: run `cargo build --release -p strata-posix`",
+            lib.display()
+        );
+    }
+    let work = tempfile::Builder::new().prefix("strata-ckpt-").tempdir()?;
+    let src = work.path().join("mpi_ckpt.c");
+    std::fs::write(&src, MPI_CKPT_C)?;
+    let exe = work.path().join("mpi_ckpt");
+    let cc = Command::new("mpicc")
+        .args(["-O2", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .context("cannot run mpicc: install libopenmpi-dev (and openmpi-bin)")?;
+    if !cc.status.success() {
+        bail!("mpicc mpi_ckpt.c: {}", String::from_utf8_lossy(&cc.stderr));
+    }
+    let mut rows = Vec::new();
+    for &n in &a.nodes {
+        let bed = Bed::new(&BedSpec {
+            nodes: n,
+            ram: a.ram.clone(),
+            disk: None,
+            start_timeout: "60s".into(),
+            remote_tier: None,
+            toward_readers: false,
+            files_at_owner: true,
+            strata: strata.clone(),
+            loopback: a.loopback,
+            log: "warn".into(),
+            dest_in: a.dest.clone(),
+        })?;
+        // Background flushing off: the timed `flush --wait` is the whole drain.
+        for node in &bed.nodes {
+            let y = std::fs::read_to_string(&node.config)?;
+            std::fs::write(&node.config, format!("{y}flush:\n  enabled: false\n"))?;
+        }
+        let o = bed.cli(&["cluster", "start", "--launcher", bed.launcher()])?;
+        if !o.status.success() {
+            bail!(
+                "cluster start on {n} nodes failed: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        let res = measure(&a, &bed, &exe, &lib, n, &mut rows);
+        let _ = bed.cli(&["cluster", "stop"]);
+        res?;
+    }
+    report(&a, &rows)
+}
+
+fn measure(
+    a: &CheckpointArgs,
+    bed: &Bed,
+    exe: &Path,
+    lib: &Path,
+    n: usize,
+    rows: &mut Vec<Row>,
+) -> Result<()> {
+    let bytes = a.block * a.segments * (a.per_node * n) as u64;
+    let job = Job {
+        a,
+        bed,
+        exe,
+        lib,
+        bytes,
+    };
+    let shm = tempfile::Builder::new()
+        .prefix("strata-ckpt-")
+        .tempdir_in("/dev/shm")
+        .context("cannot make a directory in /dev/shm")?;
+    let row = |what: String, peer: &str| Row {
+        nodes: n,
+        bed: bed.kind.to_string(),
+        what,
+        unit: "MiB/s".into(),
+        strata: Vec::new(),
+        peer: peer.into(),
+        peer_values: Vec::new(),
+        ratios: Vec::new(),
+        lower_is_better: false,
+    };
+    let ceiling = if n > 1 {
+        "min(tmpfs, network)"
+    } else {
+        "tmpfs"
+    };
+    for layout in ["nn", "n1"] {
+        let l = if layout == "nn" { "N-N" } else { "N-1" };
+        let mut sw = row(format!("{l} SCRATCH write"), ceiling);
+        let mut sr = row(format!("{l} SCRATCH read, shifted"), ceiling);
+        let mut dw = row(format!("{l} DEFAULT write, no fsync"), ceiling);
+        let mut dr = row(format!("{l} DEFAULT read, shifted"), ceiling);
+        let mut drain = row(format!("{l} drain (flush --wait)"), "destination write");
+        let mut tw = row(format!("{l} tmpfs write (peer)"), "");
+        let mut dest_w = row(format!("{l} destination write+fsync (peer)"), "");
+        let mut dest_r = row(format!("{l} destination read, shifted (peer)"), "");
+        let mut net = row("network, streams i→i+1 (peer)".into(), "");
+        for r in 0..a.repeats {
+            eprintln!(
+                "bench checkpoint: {n} node(s) × {}, {l}, repeat {}/{}",
+                a.per_node,
+                r + 1,
+                a.repeats
+            );
+            let (t_w, t_r) = job.run(layout, &shm.path().join(format!("ck{r}")), None, true)?;
+            for e in std::fs::read_dir(shm.path())? {
+                let _ = std::fs::remove_file(e?.path());
+            }
+            let plain = bed.dest.join(format!("plain-{layout}-{r}"));
+            std::fs::create_dir_all(&plain)?;
+            let (p_w, p_r) = job.run(layout, &plain.join("ck"), None, true)?;
+            std::fs::remove_dir_all(&plain)?;
+            let scratch = bed.dest.join(format!("scratch-{layout}-{r}"));
+            std::fs::create_dir_all(&scratch)?;
+            let (s_w, s_r) = job.run(layout, &scratch.join("ck"), Some("scratch"), true)?;
+            job.remove(&scratch, "scratch")?;
+            let default = bed.dest.join(format!("default-{layout}-{r}"));
+            std::fs::create_dir_all(&default)?;
+            let (d_w, d_r) = job.run(layout, &default.join("ck"), Some("default"), false)?;
+            let t0 = Instant::now();
+            job.strata_on_0(&["flush", "--wait", &default.display().to_string()])?;
+            let d_s = t0.elapsed().as_secs_f64();
+            let drained = bytes as f64 / (1 << 20) as f64 / d_s.max(1e-9);
+            job.remove(&default, "default")?;
+            let pairs: Vec<(usize, usize)> = (0..n).map(|i| (i, (i + 1) % n)).collect();
+            let net_mib = if n > 1 {
+                crate::cluster::streams(bed, &pairs, 2.0, 7900 + 40 * r as u16)?.0
+            } else {
+                f64::INFINITY
+            };
+            let cap_w = t_w.min(net_mib);
+            let cap_r = t_r.min(net_mib);
+            for (row, v, peer) in [
+                (&mut sw, s_w, cap_w),
+                (&mut sr, s_r, cap_r),
+                (&mut dw, d_w, cap_w),
+                (&mut dr, d_r, cap_r),
+                (&mut drain, drained, p_w),
+                (&mut tw, t_w, f64::NAN),
+                (&mut dest_w, p_w, f64::NAN),
+                (&mut dest_r, p_r, f64::NAN),
+                (&mut net, net_mib, f64::NAN),
+            ] {
+                row.strata.push(v);
+                row.peer_values.push(peer);
+                row.ratios.push(v / peer);
+            }
+        }
+        rows.extend([sw, sr, dw, dr, drain, tw, dest_w, dest_r]);
+        if n > 1 && layout == "n1" {
+            rows.push(net);
+        }
+    }
+    Ok(())
+}
+
+fn report(a: &CheckpointArgs, rows: &[Row]) -> Result<()> {
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(rows)?);
+        return Ok(());
+    }
+    println!(
+        "{:>5} {:<8} {:<40} {:>9} {:<20} {:>9} {:>18}",
+        "NODES", "BED", "WHAT", "MiB/s", "PEER", "PEER", "RATIO (RANGE)"
+    );
+    for r in rows {
+        let (m, lo, hi) = median_min_max(&r.strata);
+        let (p, _, _) = median_min_max(&r.peer_values);
+        let ratio = if r.ratios.iter().all(|x| x.is_finite()) {
+            let (q, lo, hi) = median_min_max(&r.ratios);
+            format!("{q:.2} ({lo:.2}–{hi:.2})")
+        } else {
+            format!("[{lo:.0}–{hi:.0}]")
+        };
+        println!(
+            "{:>5} {:<8} {:<40} {:>9.0} {:<20} {:>9} {:>18}",
+            r.nodes,
+            r.bed,
+            r.what,
+            m,
+            r.peer,
+            if p.is_finite() {
+                format!("{p:.0}")
+            } else {
+                "-".into()
+            },
+            ratio
+        );
+    }
+    println!(
+        "({} ranks per node, {} per rank in {} transfers; ratios are strata ÷ peer, median of {} \
+         repeats (range); rows without a peer show their own range)",
+        a.per_node,
+        format_size(a.block * a.segments),
+        format_size(a.xfer),
+        a.repeats
+    );
+    Ok(())
+}
