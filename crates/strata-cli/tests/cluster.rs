@@ -1523,6 +1523,90 @@ fn a_node_killed_with_dirty_files_is_named_and_its_restart_completes_them() {
     ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
 }
 
+/// `strata stage-in` and `stage-out` across nodes (files at their owner):
+/// a tree staged in from node 1 is buffered at each file's owner (node 2
+/// reads it without the destination), WORKFLOW changes made on node 2 stay
+/// off the destination, and `stage-out --evict` on node 0 writes every
+/// node's files there and drops them from the buffer — then `drain
+/// status` on node 1 lists none of them dirty.
+#[test]
+fn stage_in_and_out_cover_every_node() {
+    let bed = started_with(cluster_util::bed_with_files(3, "256MiB", None));
+    let tree = bed.dest.join("inputs");
+    std::fs::create_dir_all(&tree).unwrap();
+    let names: Vec<String> = (0..3)
+        .map(|n| {
+            let p = path_owned_by(&bed, "inputs/in-", n);
+            std::fs::write(&p, format!("input owned by node {n}\n")).unwrap();
+            p
+        })
+        .collect();
+    let cli = |i: usize, args: &[&str]| {
+        let mut c = bed.in_node(i, &bed.strata);
+        c.arg("--config").arg(&bed.nodes[i].config).args(args);
+        let o = c.output().unwrap();
+        ok(&o, &format!("node {i}: strata {}", args.join(" ")));
+        o
+    };
+    let t = tree.display().to_string();
+    cli(1, &["stage-in", "-q", "--mode", "workflow", &t]);
+    // Buffered at their owners: each node holds a record, and reading them
+    // on node 2 reads no node's destination.
+    let files = |n: usize| node_status(&bed, n)["files"].clone();
+    let from_dest: Vec<u64> = (0..3)
+        .map(|n| {
+            let f = files(n);
+            assert!(
+                f["files"].as_u64() >= Some(1),
+                "node {n} holds no staged file: {f}"
+            );
+            f["read_dest_bytes_total"].as_u64().unwrap()
+        })
+        .collect();
+    let out = run_on_mode(&bed, 2, "workflow", &format!("cat {}", names.join(" ")));
+    let want: String = (0..3)
+        .map(|n| format!("input owned by node {n}\n"))
+        .collect();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        want,
+        "staged files read on node 2"
+    );
+    for (n, before) in from_dest.iter().enumerate() {
+        assert_eq!(
+            files(n)["read_dest_bytes_total"].as_u64(),
+            Some(*before),
+            "node {n} read a staged file from the destination"
+        );
+    }
+    let appends: String = names
+        .iter()
+        .map(|p| format!("echo changed >> {p}; "))
+        .collect();
+    run_on_mode(&bed, 2, "workflow", &appends);
+    for (n, p) in names.iter().enumerate() {
+        assert_eq!(
+            std::fs::read_to_string(p).unwrap(),
+            format!("input owned by node {n}\n"),
+            "a WORKFLOW change reached the destination before stage-out"
+        );
+    }
+    let o = cli(0, &["stage-out", "-q", "--evict", &t]);
+    eprintln!("{}", String::from_utf8_lossy(&o.stdout));
+    for (n, p) in names.iter().enumerate() {
+        assert_eq!(
+            std::fs::read_to_string(p).unwrap(),
+            format!("input owned by node {n}\nchanged\n"),
+            "{p} after stage-out on node 0"
+        );
+    }
+    let ds = cli(1, &["drain", "status", "--json", &t]);
+    let v: serde_json::Value = serde_json::from_slice(&ds.stdout).unwrap();
+    assert_eq!(v["dirty_files"].as_u64(), Some(0), "{v:#}");
+    assert_eq!(v["failed_files"].as_u64(), Some(0), "{v:#}");
+    ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
+}
+
 /// The differential tester (tests/fsdiff) under `strata run` on node 1 of
 /// a 3-node bed with files at their path's owner: most of its files live
 /// on the other nodes; every result line, and the destination after a

@@ -381,6 +381,34 @@ impl pb::cluster_server::Cluster for Service {
         Ok(tonic::Response::new(pb::DrainStatusReply { json }))
     }
 
+    async fn stage(
+        &self,
+        r: tonic::Request<pb::StageRequest>,
+    ) -> Result<tonic::Response<pb::StageReply>, tonic::Status> {
+        let r = r.into_inner();
+        if r.paths.len() > FLUSH_PATHS_MAX {
+            return Err(tonic::Status::invalid_argument(format!(
+                "{} paths in one stage call (at most {FLUSH_PATHS_MAX})",
+                r.paths.len()
+            )));
+        }
+        let (paths, evict) = (r.paths, r.evict);
+        let d = if r.out {
+            self.0
+                .ask(|reply| Msg::StageOut {
+                    paths,
+                    evict,
+                    reply,
+                })
+                .await?
+        } else {
+            self.0.ask(|reply| Msg::StageState { paths, reply }).await?
+        };
+        let json =
+            serde_json::to_vec(&d).map_err(|e| tonic::Status::internal(format!("stage: {e}")))?;
+        Ok(tonic::Response::new(pb::StageReply { json }))
+    }
+
     async fn client_gone(
         &self,
         r: tonic::Request<pb::ClientGoneRequest>,
@@ -671,6 +699,26 @@ impl Peers for Dialer {
             let req = req.clone();
             async move {
                 let r = c.drain_status(req).await.map_err(status_text)?.into_inner();
+                serde_json::from_slice(&r.json).map_err(|e| format!("unreadable answer: {e}"))
+            }
+        })
+    }
+
+    fn stage_others(
+        &self,
+        paths: &[String],
+        out: bool,
+        evict: bool,
+    ) -> Vec<Result<strata_proto::control::StageReply, String>> {
+        let req = pb::StageRequest {
+            paths: paths.to_vec(),
+            out,
+            evict,
+        };
+        self.ask_others(paths.len(), move |mut c| {
+            let req = req.clone();
+            async move {
+                let r = c.stage(req).await.map_err(status_text)?.into_inner();
                 serde_json::from_slice(&r.json).map_err(|e| format!("unreadable answer: {e}"))
             }
         })

@@ -267,6 +267,66 @@ pub trait Peers: Send + Sync {
     ) -> Vec<Result<strata_proto::control::DrainReply, String>> {
         Vec::new()
     }
+    /// With files at their path's owner: every other node's stage-out
+    /// (`out`, dropping clean pages when `evict`) or stage state of `paths`
+    /// (as [`Peers::flush_others`]).
+    fn stage_others(
+        &self,
+        _paths: &[String],
+        _out: bool,
+        _evict: bool,
+    ) -> Vec<Result<strata_proto::control::StageReply, String>> {
+        Vec::new()
+    }
+}
+
+/// `local` and the other nodes' stage answers as one: files joined (sorted
+/// by path), counts summed; a node that did not answer is one failed row
+/// naming it (a stage-out waiting on it then ends reporting it).
+fn merge_stage(
+    mut local: strata_proto::control::StageReply,
+    others: Vec<Result<strata_proto::control::StageReply, String>>,
+) -> strata_proto::control::StageReply {
+    use strata_proto::control::{DrainState, StageFile};
+    if others.is_empty() {
+        return local;
+    }
+    for o in others {
+        match o {
+            Ok(r) => {
+                local.dirty_files += r.dirty_files;
+                local.flushing_files += r.flushing_files;
+                local.failed_files += r.failed_files;
+                local.persisted_files += r.persisted_files;
+                local.scratch_files += r.scratch_files;
+                local.dirty_bytes += r.dirty_bytes;
+                local.buffered_bytes += r.buffered_bytes;
+                local.marked_files += r.marked_files;
+                local.evicted_bytes += r.evicted_bytes;
+                local.truncated |= r.truncated;
+                local.files.extend(r.files);
+            }
+            Err(e) => {
+                local.failed_files += 1;
+                local.files.push(StageFile {
+                    path: "(files another node holds)".into(),
+                    mode: String::new(),
+                    state: DrainState::Failed,
+                    staged_out: false,
+                    size_bytes: 0,
+                    dirty_bytes: 0,
+                    buffered_bytes: 0,
+                    error: Some(e),
+                });
+            }
+        }
+    }
+    local.files.sort_by(|a, b| a.path.cmp(&b.path));
+    if local.files.len() > DRAIN_FILES_MERGED_MAX {
+        local.files.truncate(DRAIN_FILES_MERGED_MAX);
+        local.truncated = true;
+    }
+    local
 }
 
 /// Files of one merged drain status (the local answer's own limit applies
@@ -1487,6 +1547,25 @@ pub fn control_loop(
 }
 
 /// The poller's answer to a staging request, or a timeout error.
+/// This node's stage answer `reply` and, with files at their path's owner,
+/// every other node's, merged.
+fn stage_everywhere(
+    shared: &Shared,
+    reply: ControlReply,
+    paths: &[String],
+    out: bool,
+    evict: bool,
+) -> ControlReply {
+    let (ControlReply::Stage(local), Some(peers)) = (&reply, shared.peers.get()) else {
+        return reply;
+    };
+    let others = peers.stage_others(paths, out, evict);
+    if others.is_empty() {
+        return reply;
+    }
+    ControlReply::Stage(merge_stage(local.clone(), others))
+}
+
 fn stage_reply(rrx: mpsc::Receiver<strata_proto::control::StageReply>) -> ControlReply {
     match rrx.recv_timeout(Duration::from_secs(10)) {
         Ok(r) => ControlReply::Stage(r),
@@ -1721,17 +1800,26 @@ fn serve_conn(
                 &tx,
                 &shared,
                 Msg::StageOut {
-                    paths,
+                    paths: paths.clone(),
                     evict,
                     reply: rtx,
                 },
             );
-            let _ = control::write_frame(&mut stream, &stage_reply(rrx));
+            let reply = stage_everywhere(&shared, stage_reply(rrx), &paths, true, evict);
+            let _ = control::write_frame(&mut stream, &reply);
         }
         ControlRequest::StageState { paths } => {
             let (rtx, rrx) = mpsc::channel();
-            send(&tx, &shared, Msg::StageState { paths, reply: rtx });
-            let _ = control::write_frame(&mut stream, &stage_reply(rrx));
+            send(
+                &tx,
+                &shared,
+                Msg::StageState {
+                    paths: paths.clone(),
+                    reply: rtx,
+                },
+            );
+            let reply = stage_everywhere(&shared, stage_reply(rrx), &paths, false, false);
+            let _ = control::write_frame(&mut stream, &reply);
         }
         ControlRequest::Ping => {
             let _ = control::write_frame(&mut stream, &ControlReply::Ok);

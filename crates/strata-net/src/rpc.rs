@@ -230,6 +230,12 @@ mod tests {
         ) -> Result<tonic::Response<pb::DrainStatusReply>, tonic::Status> {
             Err(tonic::Status::unimplemented("test"))
         }
+        async fn stage(
+            &self,
+            _: tonic::Request<pb::StageRequest>,
+        ) -> Result<tonic::Response<pb::StageReply>, tonic::Status> {
+            Err(tonic::Status::unimplemented("test"))
+        }
     }
 
     #[tokio::test]
