@@ -189,3 +189,63 @@ fn semantics_program_is_consistent_without_the_adapter() {
     );
     assert_same_tree(&a, &b, &|_| false, "plain run");
 }
+
+/// Two processes renaming one buffered file at once (`mv` under one
+/// `strata run`), 20 rounds each for a file only in the buffer and for one
+/// flushed to the destination first: exactly one rename succeeds, as with
+/// the kernel, and the file ends under that name with its bytes; an existing
+/// target of the losing rename keeps its bytes.
+#[test]
+fn two_renames_of_one_file_exactly_one_wins() {
+    let d = TestDaemon::start();
+    let tmp = tempfile::Builder::new()
+        .prefix("strata-race-")
+        .tempdir()
+        .unwrap();
+    let dir = tmp.path().join("tracked");
+    std::fs::create_dir_all(&dir).unwrap();
+    // Each round: x raced to y1 and y2 (y2 exists with "old"); one wins,
+    // printed as "win1"/"win2", then the survivors' bytes are checked.
+    let round = r#"
+for i in $(seq 1 20); do
+  seq 1 500 > x; echo old > y2; rm -f y1
+  [ -n "$FLUSH" ] && strata_flush
+  (mv -T x y1 2>/dev/null && echo 1 > r1 || echo 0 > r1) &
+  (mv -T x y2 2>/dev/null && echo 1 > r2 || echo 0 > r2) &
+  wait
+  w="$(cat r1)$(cat r2)"
+  case "$w" in
+    10) cmp -s y1 want || { echo "round $i: y1 differs"; exit 1; }
+        [ "$(cat y2)" = old ] || { echo "round $i: y2 lost its bytes"; exit 1; } ;;
+    01) cmp -s y2 want || { echo "round $i: y2 differs"; exit 1; }
+        [ ! -e y1 ] || { echo "round $i: y1 exists"; exit 1; } ;;
+    *) echo "round $i: $w renames won"; exit 1 ;;
+  esac
+  [ ! -e x ] || { echo "round $i: x still exists"; exit 1; }
+  rm -f y1 y2 r1 r2
+done
+echo rounds-ok
+"#;
+    let script = |flush: bool| {
+        let flush_fn = format!(
+            "strata_flush() {{ env -u LD_PRELOAD '{}' --config '{}' flush --wait '{}' >/dev/null; }}\n",
+            common::strata_bin().display(),
+            d.config.display(),
+            dir.display()
+        );
+        format!(
+            "set -u; seq 1 500 > want; {flush_fn}{}{round}",
+            if flush { "FLUSH=1\n" } else { "FLUSH=\n" }
+        )
+    };
+    for flush in [false, true] {
+        let r = strata_run(&d, Mode::Default, &dir, &dir, &["sh", "-c", &script(flush)]);
+        r.assert_ok(&format!("rename races (flushed first: {flush})"));
+        assert!(
+            r.stdout_str().ends_with("rounds-ok\n"),
+            "flushed first: {flush}: {}\n{}",
+            r.stdout_str(),
+            r.stderr
+        );
+    }
+}

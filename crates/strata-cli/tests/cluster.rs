@@ -1607,6 +1607,187 @@ fn stage_in_and_out_cover_every_node() {
     ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
 }
 
+/// Name operations racing across nodes, files at their owner: `mv` of one
+/// file from two nodes at once and `rm` from three — exactly one wins,
+/// the file ends under one name with its bytes; `O_EXCL` creates of the
+/// same 40 names from three nodes — one winner each; `stat` on one node
+/// while another appends — sizes only grow, by whole records; listings on
+/// one node while another creates — each a subset of the final one, which
+/// has every name.
+#[test]
+fn name_operations_race_across_nodes() {
+    use strata_client::file::{OpenFlags, Persist};
+    let bed = started_with(cluster_util::bed_with_files(3, "256MiB", None));
+    let page = 64 << 10;
+    // Real programs: mv from nodes 1 and 2, rm from all three.
+    let x = path_owned_by(&bed, "race-", 0);
+    let (y1, y2) = (
+        path_owned_by(&bed, "to1-", 0),
+        path_owned_by(&bed, "to2-", 0),
+    );
+    let z = path_owned_by(&bed, "gone-", 1);
+    run_on(&bed, 0, &format!("seq 1 1000 > {x}; echo z > {z}"));
+    let race = |cmds: Vec<(usize, String)>| -> Vec<bool> {
+        std::thread::scope(|s| {
+            let hs: Vec<_> = cmds
+                .into_iter()
+                .map(|(i, cmd)| {
+                    let bed = &bed;
+                    s.spawn(move || {
+                        let n = &bed.nodes[i];
+                        let mut c = bed.in_node(i, &bed.strata);
+                        c.arg("--config")
+                            .arg(&n.config)
+                            .args(["run", "-q", "--mode", "default", "--include"])
+                            .arg(&bed.dest)
+                            .args(["--", "sh", "-c", &cmd])
+                            .env_remove("LD_PRELOAD");
+                        c.output().unwrap().status.success()
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        })
+    };
+    let won = race(vec![
+        (1, format!("mv -T {x} {y1}")),
+        (2, format!("mv -T {x} {y2}")),
+    ]);
+    assert_eq!(
+        won.iter().filter(|w| **w).count(),
+        1,
+        "mv from two nodes: {won:?}"
+    );
+    let winner = if won[0] { &y1 } else { &y2 };
+    let loser = if won[0] { &y2 } else { &y1 };
+    let seq: String = (1..=1000).map(|i| format!("{i}\n")).collect();
+    let out = run_on(
+        &bed,
+        2,
+        &format!("cat {winner}; test ! -e {x} && test ! -e {loser} && echo one-name"),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("{seq}one-name\n")
+    );
+    let won = race((0..3).map(|i| (i, format!("rm {z}"))).collect());
+    assert_eq!(
+        won.iter().filter(|w| **w).count(),
+        1,
+        "rm from three nodes: {won:?}"
+    );
+
+    // The file API: O_EXCL, stat during appends, listings during creates.
+    let clients = clients_of(&bed);
+    let rw_create = OpenFlags {
+        read: true,
+        write: true,
+        create: true,
+        ..Default::default()
+    };
+    let excl = OpenFlags {
+        excl: true,
+        ..rw_create
+    };
+    let wins = std::sync::Mutex::new(vec![0u32; 40]);
+    std::thread::scope(|s| {
+        for c in &clients {
+            let (bed, wins) = (&bed, &wins);
+            s.spawn(move || {
+                for k in 0..40 {
+                    let p = format!("{}/excl-{k}", bed.dest.display());
+                    match c.file_open(&p, excl, 0o644, Persist::Default, page) {
+                        Ok(a) => {
+                            c.file_close(a.id).unwrap();
+                            wins.lock().unwrap()[k] += 1;
+                        }
+                        Err(e) => assert_eq!(e.os_errno(), libc::EEXIST, "{e}"),
+                    }
+                }
+            });
+        }
+    });
+    assert!(
+        wins.lock().unwrap().iter().all(|w| *w == 1),
+        "{:?}",
+        wins.lock().unwrap()
+    );
+
+    let pa = path_owned_by(&bed, "grows-", 2);
+    let a = clients[0]
+        .file_open(&pa, rw_create, 0o644, Persist::Default, page)
+        .unwrap();
+    let dir = bed.dest.join("made");
+    std::fs::create_dir_all(&dir).unwrap();
+    let d = dir.display().to_string();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (sizes, listings) = std::thread::scope(|s| {
+        let done = &done;
+        let stats = s.spawn(|| {
+            let mut seen = Vec::new();
+            // Bounded by the writer: at most one stat per 100 µs of appending.
+            while !done.load(std::sync::atomic::Ordering::SeqCst) && seen.len() < 100_000 {
+                if let Some(st) = clients[1].file_stat_path(&pa).unwrap() {
+                    seen.push(st.size);
+                }
+                std::thread::sleep(std::time::Duration::from_micros(100));
+            }
+            seen
+        });
+        let lists = s.spawn(|| {
+            let mut seen = Vec::new();
+            while !done.load(std::sync::atomic::Ordering::SeqCst) && seen.len() < 10_000 {
+                seen.push(clients[2].file_list_dir(&d).unwrap());
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            seen
+        });
+        for k in 0..200 {
+            clients[0].file_append(a.id, &[b'r'; 333]).unwrap();
+            if k % 2 == 0 {
+                let f = clients[0]
+                    .file_open(
+                        &format!("{d}/f{k}"),
+                        rw_create,
+                        0o644,
+                        Persist::Default,
+                        page,
+                    )
+                    .unwrap();
+                clients[0].file_close(f.id).unwrap();
+            }
+        }
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        (stats.join().unwrap(), lists.join().unwrap())
+    });
+    clients[0].file_close(a.id).unwrap();
+    assert!(
+        sizes.windows(2).all(|w| w[0] <= w[1]),
+        "a size went back: {sizes:?}"
+    );
+    assert!(
+        sizes.iter().all(|s| s % 333 == 0),
+        "a torn append seen by stat: {sizes:?}"
+    );
+    let all: std::collections::BTreeSet<String> =
+        (0..200).step_by(2).map(|k| format!("f{k}")).collect();
+    for l in &listings {
+        assert!(
+            l.iter().all(|n| all.contains(n)),
+            "a listing with names never made: {l:?}"
+        );
+    }
+    let last: std::collections::BTreeSet<String> =
+        clients[1].file_list_dir(&d).unwrap().into_iter().collect();
+    assert_eq!(last, all, "the final listing on node 1");
+    assert_eq!(
+        clients[2].file_stat_path(&pa).unwrap().unwrap().size,
+        200 * 333
+    );
+    drop(clients);
+    ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
+}
+
 /// The differential tester (tests/fsdiff) under `strata run` on node 1 of
 /// a 3-node bed with files at their path's owner: most of its files live
 /// on the other nodes; every result line, and the destination after a

@@ -1297,6 +1297,25 @@ impl Client {
     /// there); `dest_renamed` says the caller renamed the destination file
     /// too. True if a record moved.
     pub fn file_rename(&self, from: &str, to: &str, dest_renamed: bool) -> Result<bool> {
+        self.file_rename_as(from, to, dest_renamed, false)
+    }
+
+    /// [`Client::file_rename`] after the caller's rename of the destination
+    /// file found none at `from`: moves a record only if it has no
+    /// destination file either. False when another process renamed that
+    /// file first (or the record is gone): the caller's rename lost the
+    /// race, ENOENT as with the kernel.
+    pub fn file_rename_unbacked(&self, from: &str, to: &str) -> Result<bool> {
+        self.file_rename_as(from, to, false, true)
+    }
+
+    fn file_rename_as(
+        &self,
+        from: &str,
+        to: &str,
+        dest_renamed: bool,
+        unbacked_only: bool,
+    ) -> Result<bool> {
         check_path(from)?;
         check_path(to)?;
         self.file_same_home(from, to)?;
@@ -1305,6 +1324,7 @@ impl Client {
             to,
             dest_renamed,
             tree: false,
+            unbacked_only,
         };
         match self.file_call(&req, "file rename")? {
             Reply::Moved(n) => Ok(n == 1),
@@ -1343,6 +1363,7 @@ impl Client {
             to,
             dest_renamed,
             tree: true,
+            unbacked_only: false,
         };
         match self.file_call(&req, "directory rename")? {
             Reply::Moved(n) => Ok(n),

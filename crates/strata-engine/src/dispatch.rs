@@ -234,13 +234,23 @@ impl crate::Engine {
                 to,
                 dest_renamed,
                 tree: true,
+                unbacked_only: _,
             } => Reply::Moved(self.core.file_rename_tree(from, to, dest_renamed)?),
             Request::FileRename {
                 from,
                 to,
                 dest_renamed,
                 tree: false,
-            } => Reply::Moved(self.core.file_rename(from, to, dest_renamed)? as u64),
+                unbacked_only,
+            } => {
+                if unbacked_only && self.core.file_backed_at(from) {
+                    // Its destination file was renamed away by another
+                    // process first: that rename wins, this one finds nothing.
+                    Reply::Moved(0)
+                } else {
+                    Reply::Moved(self.core.file_rename(from, to, dest_renamed)? as u64)
+                }
+            }
             Request::FileSync { file, dest, direct } => {
                 let id = BucketId(file);
                 if dest && direct {

@@ -795,6 +795,14 @@ impl Core {
         Ok(true)
     }
 
+    /// Does the record at `path` have a destination file (one existed when
+    /// it was opened, or a flush made it)?
+    pub fn file_backed_at(&self, path: &str) -> bool {
+        self.file_lookup(path)
+            .and_then(|id| self.meta.file(id).ok())
+            .is_some_and(|r| r.dest_exists || r.dest_size > 0)
+    }
+
     /// `FileRename`: moves the record at `from` to `to`, replacing a record
     /// there. `dest_renamed`: the caller renamed the destination file too.
     pub fn file_rename(&mut self, from: &str, to: &str, dest_renamed: bool) -> Result<bool> {

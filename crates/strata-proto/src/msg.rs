@@ -189,12 +189,17 @@ pub enum Request<'a> {
         path: &'a str,
     },
     /// `dest_renamed`: the destination was renamed too; `tree`: `from` and
-    /// `to` are directories, every record beneath moves. `Reply::Moved`.
+    /// `to` are directories, every record beneath moves; `unbacked_only`:
+    /// the caller found no destination file at `from`, so move a record
+    /// only if it has none either (else another process renamed that file
+    /// first: nothing moves, `Moved(0)`, and the caller answers ENOENT as
+    /// the kernel does to the slower of two renames). `Reply::Moved`.
     FileRename {
         from: &'a str,
         to: &'a str,
         dest_renamed: bool,
         tree: bool,
+        unbacked_only: bool,
     },
     /// Answered `Reply::SyncGen`. `dest`: the data must reach the
     /// destination (not only the journal); `direct`: the caller writes the

@@ -381,10 +381,13 @@ pub fn encode_request(req: &Request, rec: &mut RequestRecord, arg: &mut [u8]) ->
             to,
             dest_renamed,
             tree,
+            unbacked_only,
         } => {
             name = from;
             name2 = to;
-            r.flags = bit(*dest_renamed, flags::DEST_INFO) | bit(*tree, flags::TREE);
+            r.flags = bit(*dest_renamed, flags::DEST_INFO)
+                | bit(*tree, flags::TREE)
+                | bit(*unbacked_only, flags::UNBACKED_ONLY);
         }
         Request::FileSync { file, dest, direct } => {
             r.bucket = *file;
@@ -666,6 +669,7 @@ pub fn decode_request<'a>(
             to: name2,
             dest_renamed: has(flags::DEST_INFO),
             tree: has(flags::TREE),
+            unbacked_only: has(flags::UNBACKED_ONLY),
         },
         Op::FileSync => Request::FileSync {
             file: bucket,

@@ -230,6 +230,9 @@ pub mod flags {
     /// FileSync with SYNC_DEST: the caller writes the destination file
     /// itself from now on (a DEFAULT shared writable mapping).
     pub const DIRECT: u32 = 1 << 21;
+    /// FileRename: move only a record without a destination file
+    /// (`Request::FileRename::unbacked_only`).
+    pub const UNBACKED_ONLY: u32 = 1 << 22;
     /// Bits 16..20: placement policy override + 1 (0 = bucket/daemon default).
     pub const POLICY_SHIFT: u32 = 16;
     pub const POLICY_MASK: u32 = 0xF << POLICY_SHIFT;
@@ -251,6 +254,7 @@ pub mod flags {
         | SET_OWNER
         | OWNER
         | DIRECT
+        | UNBACKED_ONLY
         | POLICY_MASK;
 }
 

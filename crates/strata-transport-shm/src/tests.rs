@@ -211,6 +211,7 @@ fn build(r: &Raw) -> Request<'_> {
             to: s2,
             dest_renamed: x,
             tree: y,
+            unbacked_only: x && !y,
         },
         28 => Request::FileSync {
             file: a,

@@ -414,36 +414,58 @@ pub(super) unsafe fn rename_impl(
                 if r != 0 && e != libc::ENOENT {
                     return Err(e);
                 }
+                // The source has no destination file (it exists only in the
+                // buffer), or another process renamed that file away first:
+                // then the daemon moves no record and this rename answers
+                // ENOENT, as the kernel does to the slower of two renames.
+                let mut aside: Option<std::ffi::CString> = None;
                 if r != 0 {
-                    // The source exists only in the buffer; the target's
-                    // destination file is replaced now, as rename(2) would
-                    // replace its name: the flush then creates a new file,
-                    // and descriptors of the old one keep reading it (the
-                    // flush would otherwise truncate that very inode). A
-                    // symbolic link, FIFO or socket there is replaced in
-                    // every mode (the name is the buffered file's now).
+                    // The target's destination file is replaced, as rename(2)
+                    // would replace its name: the flush then creates a new
+                    // file, and descriptors of the old one keep reading it
+                    // (the flush would otherwise truncate that very inode). A
+                    // symbolic link, FIFO or socket there is replaced in every
+                    // mode (the name is the buffered file's now). Kept aside
+                    // until the record has moved, so a lost race changes
+                    // nothing.
                     let mut st: libc::stat64 = std::mem::zeroed();
                     if real::fstatat64(nfd, to, &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0 {
                         let kind = st.st_mode & libc::S_IFMT;
                         if (kind == libc::S_IFREG && t.persist != Persist::Scratch)
                             || (kind != libc::S_IFREG && kind != libc::S_IFDIR)
                         {
-                            real::unlinkat(nfd, to, 0);
+                            aside = aside_name(to)
+                                .filter(|a| real::renameat(nfd, to, nfd, a.as_ptr()) == 0);
+                            if aside.is_none() {
+                                real::unlinkat(nfd, to, 0);
+                            }
                         }
                     }
                 }
                 crate::note_written(t.abs.bytes());
-                let moved = c
-                    .file_rename(
-                        f.abs.as_str().unwrap_or(""),
-                        t.abs.as_str().unwrap_or(""),
-                        r == 0,
-                    )
-                    .map_err(os)?;
+                let (fp, tp) = (f.abs.as_str().unwrap_or(""), t.abs.as_str().unwrap_or(""));
+                let moved = if r == 0 {
+                    c.file_rename(fp, tp, true)
+                } else {
+                    c.file_rename_unbacked(fp, tp)
+                };
+                if let Some(a) = &aside {
+                    if moved.as_ref().is_ok_and(|m| *m) {
+                        real::unlinkat(nfd, a.as_ptr(), 0);
+                    } else if real::renameat2(nfd, a.as_ptr(), nfd, to, libc::RENAME_NOREPLACE) != 0
+                    {
+                        // a new file took the name meanwhile: it replaced the old one
+                        real::unlinkat(nfd, a.as_ptr(), 0);
+                    }
+                }
+                let moved = moved.map_err(os)?;
                 if r != 0 {
+                    if !moved {
+                        return Err(libc::ENOENT);
+                    }
                     // moved in the buffer only: both directories changed
-                    strata_client::file::touch_parent(f.abs.as_str().unwrap_or(""));
-                    strata_client::file::touch_parent(t.abs.as_str().unwrap_or(""));
+                    strata_client::file::touch_parent(fp);
+                    strata_client::file::touch_parent(tp);
                 }
                 if let Some((id, f)) = old_dest {
                     if c.file_path(id).is_ok_and(|p| p.starts_with('\u{1}')) {
@@ -484,6 +506,26 @@ pub(super) unsafe fn rename_impl(
             }
         }
     })
+}
+
+/// `path` with a suffix unique to this process and call: where a rename
+/// keeps the file it replaces until it knows it won. None when too long.
+fn aside_name(path: *const c_char) -> Option<std::ffi::CString> {
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    // SAFETY: `path` is the caller's NUL-terminated path.
+    let p = unsafe { std::ffi::CStr::from_ptr(path) }.to_bytes();
+    let base = p.rsplit(|b| *b == b'/').next().unwrap_or(p);
+    let suffix = format!(
+        ".strata-replaced-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    if base.len() + suffix.len() > 255 {
+        return None;
+    }
+    let mut v = p.to_vec();
+    v.extend_from_slice(suffix.as_bytes());
+    std::ffi::CString::new(v).ok()
 }
 
 /// A new memfd named `name` (flags `mfd`) holding a copy of file `id`'s
