@@ -70,6 +70,8 @@ CLUSTER_TEST_BED=loopback cargo test -p strata-cli --test cluster -- --test-thre
 log "bench cluster, bounded: 2 nodes, one short repeat (the figures in BENCHMARKS.md come from release builds)"
 target/debug/strata bench cluster --nodes 2 --sizes 1MiB --seconds 0.3 --repeats 1 --ram 256MiB
 target/debug/strata bench cluster --nodes 2 --sizes 1MiB --seconds 0.3 --repeats 1 --ram 256MiB --loopback
+log "bench checkpoint, bounded: mpirun across 2 nodes, 4 MiB per rank, one repeat"
+target/debug/strata bench checkpoint --nodes 2 --block 4MiB --repeats 1 --ram 256MiB
 
 log "heavy integration tests (4 processes x 256 MiB with checksums)"
 cargo test -p strata-cli --test multiproc -- --ignored --test-threads=1

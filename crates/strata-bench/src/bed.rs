@@ -207,7 +207,9 @@ impl Bed {
             if spec.toward_readers {
                 y.push_str("  toward_readers: true\n");
             }
-            if spec.files_at_owner {
+            if !spec.files_at_owner {
+                y.push_str("  files_at_owner: false\n");
+            } else {
                 y.push_str(&format!(
                     "  files_at_owner: true\nadapter:\n  page_size: 64KiB\n  mode: default\n  include: [{}]\n",
                     dest.display()

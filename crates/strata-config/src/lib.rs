@@ -47,7 +47,7 @@
 //!             successors_max: 4, min_count: 2 }
 //! cluster: { hosts: [], port: 7707, secret_file: auto, call_timeout: 10s,
 //!            heartbeat_interval: 1s, start_timeout: 1m, remote_tier: 256MiB,
-//!            toward_readers: false, files_at_owner: false }
+//!            toward_readers: false, files_at_owner: true }
 //! ```
 //!
 //! ## Deliberately absent
@@ -608,9 +608,10 @@ pub struct ClusterConfig {
     /// its fate (that node's death makes the blob unreadable).
     pub toward_readers: bool,
     /// Files of the adapters live at the owner of their absolute path
-    /// (record and pages), so every node sees one namespace. Off by
-    /// default while files across nodes are being built (issue 15): each
-    /// node then keeps its own files, as a single node does.
+    /// (record and pages), so every node sees one namespace and no node
+    /// reads stale bytes (on by default). Off: each node keeps the files
+    /// its processes open, as a single node does — faster for jobs whose
+    /// nodes never share a file, and not coherent across nodes.
     pub files_at_owner: bool,
 }
 
@@ -625,7 +626,7 @@ impl Default for ClusterConfig {
             start_timeout_ms: 60_000.0,
             remote_tier_bytes: 256 << 20,
             toward_readers: false,
-            files_at_owner: false,
+            files_at_owner: true,
         }
     }
 }
