@@ -342,6 +342,9 @@ impl Bed {
                 "btl",
                 if netns { "self,vader,tcp" } else { "self,tcp" },
             ])
+            // Every "node" shares this machine's cores: ranks waiting in a
+            // barrier yield them instead of spinning.
+            .args(["--mca", "mpi_yield_when_idle", "1"])
             .args(["-np", &(per_node * self.nodes.len()).to_string()])
             .args(["--map-by", &format!("ppr:{per_node}:node")])
             .arg("--hostfile")
