@@ -1607,6 +1607,29 @@ fn stage_in_and_out_cover_every_node() {
     ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
 }
 
+/// Read-ahead for a reader on another node: a 24 MiB destination file owned
+/// by node 2, read sequentially by `cat` under `strata run` on node 0, is
+/// read ahead by node 2's prefetcher (its counters move, and the pages it
+/// read ahead are used), and the bytes are the destination's.
+#[test]
+fn read_ahead_serves_a_reader_on_another_node() {
+    let bed = started_with(cluster_util::bed_with_files(3, "256MiB", None));
+    let p = path_owned_by(&bed, "big-", 2);
+    let data = pattern(24 << 20, 77);
+    std::fs::write(&p, &data).unwrap();
+    let prefetch = |n: usize| node_status(&bed, n)["prefetch"].clone();
+    let before = prefetch(2);
+    let out = run_on(&bed, 0, &format!("cat {p}"));
+    assert!(out.stdout == data, "the file read on node 0 differs");
+    let after = prefetch(2);
+    let moved = |k: &str| after[k].as_u64().unwrap() - before[k].as_u64().unwrap();
+    assert!(
+        moved("readahead_bytes_total") > 0 && moved("used_bytes_total") > 0,
+        "node 2 read nothing ahead for node 0's reader: before {before}, after {after}"
+    );
+    ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
+}
+
 /// Name operations racing across nodes, files at their owner: `mv` of one
 /// file from two nodes at once and `rm` from three — exactly one wins,
 /// the file ends under one name with its bytes; `O_EXCL` creates of the
