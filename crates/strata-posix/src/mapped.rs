@@ -170,6 +170,13 @@ fn keep_direct(id: u64) -> bool {
     })
 }
 
+/// No longer holds `id` to exit (its hold is released by the caller).
+fn forget_direct(id: u64) {
+    for s in &DIRECT_IDS {
+        let _ = s.compare_exchange(id, 0, Ordering::AcqRel, Ordering::Relaxed);
+    }
+}
+
 /// Moves every placeholder of DEFAULT file `id` in this process onto its
 /// destination file `path` (after the daemon flushed it there); releases
 /// the hold they had when `release`.
@@ -199,18 +206,24 @@ const HOLDERS_SETTLE_MAX: std::time::Duration = std::time::Duration::from_secs(2
 /// rename, as kernel descriptors do), its hold ends and its record is
 /// dropped. `EXDEV` (the move does not happen) for SCRATCH and WORKFLOW
 /// files, and while another process holds it open or this one maps it:
-/// their descriptors could not follow.
+/// their descriptors could not follow. Returns whether this process had
+/// descriptors of it (they write the destination file itself now: the
+/// caller then keeps the new name direct, [`keep_moved_direct`]).
 pub(crate) unsafe fn leave_for_another_node(
     c: &strata_client::Client,
     a: &strata_client::file::FileAttr,
     from: &str,
     to: &str,
-) -> Result<(), c_int> {
+) -> Result<bool, c_int> {
     use strata_client::file::Persist;
-    if a.persist != Persist::Default || holds_direct(a.id) {
+    if a.persist != Persist::Default {
         return Err(libc::EXDEV);
     }
-    let mine = u32::from(!placeholders_of(a.id).is_empty());
+    // Held direct by this process (a shared mapping, or descriptors moved
+    // by an earlier move): they use the destination file already, and the
+    // new name is held direct in turn by the caller.
+    let direct = holds_direct(a.id);
+    let mine = u32::from(direct || !placeholders_of(a.id).is_empty());
     // A process that just ended may still count (its node tells the owner
     // in the background): look again for a moment before refusing.
     let started = std::time::Instant::now();
@@ -231,13 +244,55 @@ pub(crate) unsafe fn leave_for_another_node(
     }
     c.file_sync_dest(a.id, false).map_err(os)?;
     onto_destination(a.id, from, true)?;
+    if direct {
+        forget_direct(a.id);
+        c.file_close(a.id).map_err(os)?;
+    }
     c.file_hand_to_dest(from, to).map_err(os)?;
     trace!(
         "{} -> {}: between two nodes' names, left the buffer",
         from,
         to
     );
-    Ok(())
+    Ok(mine > 0)
+}
+
+/// After a move between two owners' names that moved this process's
+/// descriptors onto the destination file ([`leave_for_another_node`]
+/// returned true), the file at `path` (a name it has now) is held *direct*
+/// by this process until it exits, as a shared mapping's is: every open of
+/// it, in any process on any node, opens the destination file too, so
+/// nobody buffers a copy underneath descriptors that write the destination
+/// in place (the flusher would take their writes for an outside change:
+/// the differential tester's seed 46 across nodes). Best effort: on
+/// failure the file is buffered again at its next open, as before.
+pub(crate) unsafe fn keep_moved_direct(c: &strata_client::Client, path: &str, page_bytes: u64) {
+    use strata_client::file::OpenFlags;
+    let r = (|| -> Result<(), c_int> {
+        let read = OpenFlags {
+            read: true,
+            ..Default::default()
+        };
+        let a = c
+            .file_open(path, read, 0, Persist::Default, page_bytes)
+            .map_err(os)?;
+        if a.dirty || a.persist != Persist::Default {
+            // a record with bytes of its own took the name meanwhile: not
+            // the moved file, never flushed over it here
+            let _ = c.file_close(a.id);
+            return Err(libc::EEXIST);
+        }
+        c.file_sync_dest(a.id, true).map_err(os)?;
+        if !keep_direct(a.id) {
+            // no room to remember it: nothing holds it (buffered again at its next open)
+            let _ = c.file_close(a.id);
+        }
+        Ok(())
+    })();
+    match r {
+        Ok(()) => trace!("{}: held direct (descriptors moved onto it)", path),
+        Err(e) => trace!("{}: not held direct after the move (errno {})", path, e),
+    }
 }
 
 /// A DEFAULT file some process maps shared and writable (`direct`): this

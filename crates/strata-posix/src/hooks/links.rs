@@ -70,8 +70,16 @@ pub(super) unsafe fn link_impl(
                 // Two nodes own the two names (cluster.files_at_owner): the
                 // file leaves the buffer (or EXDEV), and the destination
                 // file gets the new name.
-                crate::mapped::leave_for_another_node(c, &fa, from_abs, to_abs)?;
-                return cvt(real_link());
+                let moved = crate::mapped::leave_for_another_node(c, &fa, from_abs, to_abs)?;
+                let r = cvt(real_link())?;
+                if moved {
+                    // both names reach the inode the moved descriptors write
+                    crate::mapped::keep_moved_direct(c, to_abs, t.page_bytes);
+                    if let Some(f) = &tf {
+                        crate::mapped::keep_moved_direct(c, from_abs, f.page_bytes);
+                    }
+                }
+                return Ok(r);
             }
         }
         if fa.persist == Persist::Default {

@@ -267,11 +267,18 @@ pub(super) unsafe fn rename_dir(
             }
             // Files at their path's owner: the buffered files beneath get
             // names other nodes own; each leaves the buffer (or EXDEV).
+            let mut moved = Vec::new();
             for (p, a) in c.file_tree_leaving(from, tabs).map_err(os)? {
-                crate::mapped::leave_for_another_node(c, &a, &p, tabs)?;
+                if crate::mapped::leave_for_another_node(c, &a, &p, tabs)? {
+                    moved.push(p);
+                }
             }
             cvt(real_rename())?;
             let n = c.file_rename_tree(from, tabs, true).map_err(os)?;
+            for p in moved {
+                let now = format!("{tabs}{}", &p[from.len()..]);
+                crate::mapped::keep_moved_direct(c, &now, t.page_bytes);
+            }
             trace!(
                 "rename dir {} -> {}: {} buffered files moved",
                 from,
@@ -320,6 +327,8 @@ pub(super) unsafe fn rename_impl(
             Err(_) => return cvt(real_rename()),
         };
         let mut frec = record_of(c, tf.as_ref())?;
+        // this process's descriptors of the source moved onto its destination file
+        let mut moved = false;
         let trec = record_of(c, tt.as_ref())?;
         if flags & libc::RENAME_EXCHANGE != 0 {
             if frec.is_some() || trec.is_some() {
@@ -333,7 +342,7 @@ pub(super) unsafe fn rename_impl(
                 // Two nodes own the two names (cluster.files_at_owner): the
                 // file leaves the buffer (or EXDEV), then its destination
                 // file moves like any unbuffered one (below).
-                crate::mapped::leave_for_another_node(c, &fa, fp, tp)?;
+                moved = crate::mapped::leave_for_another_node(c, &fa, fp, tp)?;
                 frec = None;
             }
         }
@@ -367,6 +376,11 @@ pub(super) unsafe fn rename_impl(
                 if let Some(id) = u.orphan_with_dest {
                     materialize_orphan(c, id, old_dest);
                 }
+            }
+            // after the record it replaced is gone: the new name's record
+            // is made from the destination file, which is the file now
+            if let (true, Some(t)) = (moved, &tt) {
+                crate::mapped::keep_moved_direct(c, t.abs.as_str().unwrap_or(""), t.page_bytes);
             }
             return Ok(r);
         };

@@ -80,6 +80,14 @@ pub(crate) unsafe fn open_tracked(
         // the file for everyone meanwhile (mapped.rs)
         match crate::mapped::direct_move(c, a.id) {
             Ok(true) => {
+                // O_TRUNC: the destination file is the file (its reopened
+                // descriptor was opened without truncating)
+                if flags & libc::O_TRUNC != 0 && of.write && real::ftruncate64(fd, 0) != 0 {
+                    let e = errno();
+                    crate::set_kind(fd, crate::K_UNTRACKED);
+                    real::close(fd);
+                    return Err(e);
+                }
                 trace!(
                     "open {} flags={:#o} -> fd {} (mapped elsewhere: the destination file)",
                     path,
