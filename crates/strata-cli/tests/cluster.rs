@@ -1097,9 +1097,15 @@ fn real_programs_on_one_node_read_on_another() {
         &format!(
             "set -e; seq 1 200000 > {d}/seq.txt; mkdir -p {d}/tree; \
              for i in 1 2 3 4 5 6 7 8; do seq $i 5000 > {d}/tree/part$i; done; \
-             cp {d}/seq.txt {d}/tree/copy.txt; tar -C {d} -cf {d}/tree.tar tree"
+             cp {d}/seq.txt {d}/tree/copy.txt"
         ),
     );
+    // tar in a run of its own: while the flusher creates the new files of
+    // `tree` at the destination, the directory's ctime moves and GNU tar
+    // reports "file changed as we read it" (exit 1) — a known gap of the
+    // background drain (docs/ARCHITECTURE.md, known gaps), not what this test is
+    // about; the first run's final drain has finished it.
+    run_on(&bed, 1, &format!("tar -C {d} -cf {d}/tree.tar tree"));
     let expect_seq: String = (1..=200000).map(|i| format!("{i}\n")).collect();
     let out = run_on(&bed, 2, &format!("cat {d}/seq.txt"));
     assert!(
