@@ -363,12 +363,9 @@ fn report(a: &CheckpointArgs, rows: &[Row]) -> Result<()> {
     for r in rows {
         let (m, lo, hi) = median_min_max(&r.strata);
         let (p, _, _) = median_min_max(&r.peer_values);
-        let ratio = if r.ratios.iter().all(|x| x.is_finite()) {
-            let (q, lo, hi) = median_min_max(&r.ratios);
-            format!("{q:.2} ({lo:.2}–{hi:.2})")
-        } else {
-            format!("[{lo:.0}–{hi:.0}]")
-        };
+        let ratio = r
+            .ratio_text()
+            .unwrap_or_else(|| format!("[{lo:.0}–{hi:.0}]"));
         println!(
             "{:>5} {:<8} {:<40} {:>9.0} {:<20} {:>9} {:>18}",
             r.nodes,

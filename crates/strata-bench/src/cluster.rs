@@ -132,6 +132,16 @@ pub struct Row {
     pub lower_is_better: bool,
 }
 
+impl Row {
+    /// "median (min–max)" of the ratios, None when a repeat had no peer.
+    pub fn ratio_text(&self) -> Option<String> {
+        self.ratios.iter().all(|x| x.is_finite()).then(|| {
+            let (q, lo, hi) = median_min_max(&self.ratios);
+            format!("{q:.2} ({lo:.2}–{hi:.2})")
+        })
+    }
+}
+
 /// Buckets owned by each node (the first name of `bench-cluster-K` that
 /// the ring gives it).
 fn buckets(names: &[String]) -> Result<Vec<String>> {
@@ -602,12 +612,7 @@ fn report(a: &ClusterArgs, rows: &[Row]) -> Result<()> {
     for r in rows {
         let (m, _, _) = median_min_max(&r.strata);
         let (p, _, _) = median_min_max(&r.peer_values);
-        let ratio = if r.ratios.iter().all(|x| x.is_finite()) {
-            let (q, lo, hi) = median_min_max(&r.ratios);
-            format!("{q:.2} ({lo:.2}–{hi:.2})")
-        } else {
-            "-".into()
-        };
+        let ratio = r.ratio_text().unwrap_or_else(|| "-".into());
         println!(
             "{:>5} {:<9} {:<28} {:>10.1} {:>6} {:<20} {:>10} {:>18}",
             r.nodes,

@@ -1055,6 +1055,13 @@ fn files_live_at_their_owner_one_namespace_on_every_node() {
     ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
 }
 
+/// `strata ARGS` inside node `i`, with its config; its output (unchecked).
+fn strata_on(bed: &Bed, i: usize, args: &[&str]) -> std::process::Output {
+    let mut c = bed.in_node(i, &bed.strata);
+    c.arg("--config").arg(&bed.nodes[i].config).args(args);
+    c.output().unwrap()
+}
+
 /// `strata run -- sh -c SCRIPT` inside node `i` (its namespace, its daemon),
 /// buffering the shared destination; its output.
 fn run_on(bed: &Bed, i: usize, script: &str) -> std::process::Output {
@@ -1404,10 +1411,10 @@ fn a_node_killed_with_dirty_files_is_named_and_its_restart_completes_them() {
     clients[0].file_close(a.id).unwrap();
     assert!(!std::path::Path::new(&p2).exists(), "drained too early");
 
-    let on1 = |args: &[&str]| {
-        let mut c = bed.in_node(1, &bed.strata);
-        c.arg("--config").arg(&bed.nodes[1].config).args(args);
-        c.output().unwrap()
+    let on1 = |args: &[&str]| strata_on(&bed, 1, args);
+    let read_only = OpenFlags {
+        read: true,
+        ..Default::default()
     };
     let dest = bed.dest.display().to_string();
     let pid = bed.pid(2).expect("node 2 runs");
@@ -1435,16 +1442,7 @@ fn a_node_killed_with_dirty_files_is_named_and_its_restart_completes_them() {
 
     // Reads of node 2's file: EIO, through the API and for a real program.
     let e = clients[1]
-        .file_open(
-            &p2,
-            OpenFlags {
-                read: true,
-                ..Default::default()
-            },
-            0,
-            Persist::Default,
-            page as u64,
-        )
+        .file_open(&p2, read_only, 0, Persist::Default, page as u64)
         .unwrap_err();
     assert_eq!(e.os_errno(), libc::EIO, "{e}");
     let mut cat = bed.in_node(0, &bed.strata);
@@ -1471,16 +1469,7 @@ fn a_node_killed_with_dirty_files_is_named_and_its_restart_completes_them() {
     assert!(said.contains("Input/output error"), "{said}");
     // Node 1's file is untouched by node 2's death.
     let b = clients[0]
-        .file_open(
-            &p1,
-            OpenFlags {
-                read: true,
-                ..Default::default()
-            },
-            0,
-            Persist::Default,
-            page as u64,
-        )
+        .file_open(&p1, read_only, 0, Persist::Default, page as u64)
         .unwrap();
     let mut buf = [0u8; 64];
     let n = clients[0].file_read(b.id, 0, &mut buf).unwrap();
@@ -1508,16 +1497,7 @@ fn a_node_killed_with_dirty_files_is_named_and_its_restart_completes_them() {
     assert_eq!(std::fs::read(&p1).unwrap(), b"node 1 keeps this");
     let c = strata_client::Client::connect_to(&bed.nodes[1].socket).unwrap();
     let b = c
-        .file_open(
-            &p2,
-            OpenFlags {
-                read: true,
-                ..Default::default()
-            },
-            0,
-            Persist::Default,
-            page as u64,
-        )
+        .file_open(&p2, read_only, 0, Persist::Default, page as u64)
         .unwrap();
     let mut got = vec![0u8; expect.len() + 1];
     let n = c.file_read(b.id, 0, &mut got).unwrap();
@@ -1548,9 +1528,7 @@ fn stage_in_and_out_cover_every_node() {
         })
         .collect();
     let cli = |i: usize, args: &[&str]| {
-        let mut c = bed.in_node(i, &bed.strata);
-        c.arg("--config").arg(&bed.nodes[i].config).args(args);
-        let o = c.output().unwrap();
+        let o = strata_on(&bed, i, args);
         ok(&o, &format!("node {i}: strata {}", args.join(" ")));
         o
     };

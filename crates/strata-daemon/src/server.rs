@@ -309,7 +309,7 @@ fn merge_stage(
             Err(e) => {
                 local.failed_files += 1;
                 local.files.push(StageFile {
-                    path: "(files another node holds)".into(),
+                    path: ANOTHER_NODE.into(),
                     mode: String::new(),
                     state: DrainState::Failed,
                     staged_out: false,
@@ -321,17 +321,26 @@ fn merge_stage(
             }
         }
     }
-    local.files.sort_by(|a, b| a.path.cmp(&b.path));
-    if local.files.len() > DRAIN_FILES_MERGED_MAX {
-        local.files.truncate(DRAIN_FILES_MERGED_MAX);
-        local.truncated = true;
-    }
+    bound_merged(&mut local.files, &mut local.truncated, |f| &f.path);
     local
 }
 
 /// Files of one merged drain status (the local answer's own limit applies
 /// per node).
 const DRAIN_FILES_MERGED_MAX: usize = 100_000;
+
+/// The path of the row that stands for a node that did not answer.
+const ANOTHER_NODE: &str = "(files another node holds)";
+
+/// Rows merged from several nodes: sorted by path, at most
+/// [`DRAIN_FILES_MERGED_MAX`] (then `truncated`).
+fn bound_merged<F>(files: &mut Vec<F>, truncated: &mut bool, path: impl Fn(&F) -> &String) {
+    files.sort_by(|a, b| path(a).cmp(path(b)));
+    if files.len() > DRAIN_FILES_MERGED_MAX {
+        files.truncate(DRAIN_FILES_MERGED_MAX);
+        *truncated = true;
+    }
+}
 
 /// `local` and the other nodes' drain status as one: files joined (sorted
 /// by path), counts summed; a node that did not answer is one failed row
@@ -358,7 +367,7 @@ fn merge_drain(
             Err(e) => {
                 local.failed_files += 1;
                 local.files.push(DrainFile {
-                    path: "(files another node holds)".into(),
+                    path: ANOTHER_NODE.into(),
                     state: DrainState::Failed,
                     size_bytes: 0,
                     dirty_bytes: 0,
@@ -373,11 +382,7 @@ fn merge_drain(
             }
         }
     }
-    local.files.sort_by(|a, b| a.path.cmp(&b.path));
-    if local.files.len() > DRAIN_FILES_MERGED_MAX {
-        local.files.truncate(DRAIN_FILES_MERGED_MAX);
-        local.truncated = true;
-    }
+    bound_merged(&mut local.files, &mut local.truncated, |f| &f.path);
     local
 }
 
@@ -397,7 +402,7 @@ fn merge_flush(mut local: FlushReply, others: Vec<Result<FlushReply, String>>) -
             Err(e) => {
                 local.dirty_files += 1;
                 local.errors.push(strata_proto::control::FlushError {
-                    path: "(files another node holds)".into(),
+                    path: ANOTHER_NODE.into(),
                     message: e,
                 });
             }
