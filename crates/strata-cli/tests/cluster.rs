@@ -1267,6 +1267,16 @@ fn an_mpi_checkpoint_on_four_nodes_restarts_one_node_further() {
     }
     adapter_util::preload_lib();
     let bed = started_with(cluster_util::bed_with_files(4, "512MiB", None));
+    if bed.kind != "netns" {
+        // On 127.x addresses every "node" has this machine's host name, and
+        // Open MPI's TCP transport between ranks of different "nodes" is
+        // unreliable there (CI saw "unable to complete a TCP connection").
+        eprintln!(
+            "mpirun across nodes needs network namespaces: skipped on {}",
+            bed.kind
+        );
+        return;
+    }
     let exe = bed.dir.path().join("mpi_ckpt");
     let cc = std::process::Command::new("mpicc")
         .args(["-O2", "-Wall", "-Werror", "-o"])
