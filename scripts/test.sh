@@ -26,6 +26,10 @@ python3 -c 'import numpy' 2>/dev/null || need_apt+=(python3-numpy)
 # MPI for crates/strata-cli/tests/adapter_mpi.rs (mpirun, and mpicc for tests/adapter/mpi_ranks.c).
 command -v mpirun >/dev/null || need_apt+=(openmpi-bin)
 command -v mpicc >/dev/null || need_apt+=(libopenmpi-dev)
+# MPICH too for the MPI-IO adapter (crates/strata-cli/tests/adapter_mpiio.rs; built for both by crates/strata-mpiio)
+command -v mpicc.openmpi >/dev/null || need_apt+=(libopenmpi-dev)
+command -v mpirun.mpich >/dev/null || need_apt+=(mpich)
+command -v mpicc.mpich >/dev/null || need_apt+=(libmpich-dev)
 # Network namespaces for the many-node tests (crates/strata-cli/tests/cluster_util).
 command -v ip >/dev/null || need_apt+=(iproute2)
 # The raw TCP peer of `strata bench cluster` (it falls back to its own TCP stream without it).

@@ -10,7 +10,8 @@
 //!    (recorded in the `run-owned` marker) is stopped by the last run to
 //!    leave — the one whose upgrade to an exclusive lock succeeds. A daemon
 //!    the user started (`strata daemon start`) is never stopped.
-//! 3. Run CMD with `LD_PRELOAD`, `STRATA_SOCKET`, `STRATA_CONFIG`,
+//! 3. Run CMD with `LD_PRELOAD` (plus the MPI-IO adapter for an MPI
+//!    program or launcher: `mpiio_lib`), `STRATA_SOCKET`, `STRATA_CONFIG`,
 //!    `STRATA_MODE`, `STRATA_INCLUDE`; forward SIGINT/SIGTERM/SIGHUP sent to
 //!    us (not the terminal's, which CMD receives itself).
 //! 4. Drain DEFAULT-mode files under the included prefixes, stop a private
@@ -66,6 +67,36 @@ pub fn find_preload_lib() -> Result<PathBuf> {
         );
     }
     Ok(lib)
+}
+
+/// The MPI-IO adapter matching CMD's MPI, written next to the socket:
+/// `$STRATA_MPI` (`openmpi`, `mpich`, `none`) or what CMD is — an MPI
+/// launcher or a program linking an MPI library (`strata_mpiio::detect`).
+/// None for a command without MPI. It is preloaded after the POSIX adapter,
+/// which buffers the POSIX calls it makes.
+fn mpiio_lib(cmd0: &std::ffi::OsStr, dir: Option<&Path>) -> Result<Option<PathBuf>> {
+    use strata_mpiio::Mpi;
+    let forced = std::env::var("STRATA_MPI").ok().filter(|v| !v.is_empty());
+    let mpi = match forced.as_deref() {
+        Some("none") => return Ok(None),
+        Some(name) => Some(
+            Mpi::from_name(name)
+                .with_context(|| format!("STRATA_MPI={name}: use openmpi, mpich or none"))?,
+        ),
+        None => strata_mpiio::which(Path::new(cmd0)).and_then(|p| strata_mpiio::detect(&p)),
+    };
+    let (Some(mpi), Some(dir)) = (mpi, dir) else {
+        return Ok(None);
+    };
+    match strata_mpiio::install(mpi, dir) {
+        Ok(p) => Ok(Some(p)),
+        Err(e) => {
+            eprintln!(
+                "strata: warning: {e}; MPI-IO calls go through the MPI library's own I/O (its POSIX calls are still buffered)"
+            );
+            Ok(None)
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -258,6 +289,10 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let t0 = Instant::now();
 
     let mut preload = lib.as_os_str().to_owned();
+    if let Some(mpiio) = mpiio_lib(&cmd[0], socket.parent())? {
+        preload.push(":");
+        preload.push(mpiio);
+    }
     if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
         preload.push(":");
         preload.push(old);

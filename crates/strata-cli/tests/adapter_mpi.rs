@@ -30,16 +30,6 @@ use common::{strata_bin, TestDaemon};
 
 const RANKS: usize = 4;
 
-/// Open MPI refuses to run as root without these; set on the command only.
-fn mpi_env(c: &mut Command) -> &mut Command {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
-    }
-    c
-}
-
 /// `mpirun --oversubscribe -np RANKS` (the test machine may have fewer cores).
 fn mpirun_args() -> Vec<String> {
     vec![
@@ -73,31 +63,6 @@ fn compile_mpi_ranks(out: &Path) -> PathBuf {
     flags.extend(showme("link"));
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     compile_c(&adapter_src("mpi_ranks.c"), out, &flags)
-}
-
-/// A config with a private socket (in its own directory, outside the tracked
-/// one: the adapter never buffers the socket's directory) and small tiers;
-/// no daemon is running for it.
-fn private_config(dir: &Path) -> (PathBuf, PathBuf) {
-    let ddir = dir.join("daemon");
-    std::fs::create_dir_all(&ddir).unwrap();
-    let socket = ddir.join("daemon.sock");
-    let tag: String = dir
-        .file_name()
-        .unwrap()
-        .to_string_lossy()
-        .chars()
-        .filter(char::is_ascii_alphanumeric)
-        .collect();
-    let yaml = format!(
-        "daemon:\n  socket: {sock}\n  shm_prefix: strata-mpi{pid}x{tag}\n  log: warn\nplacement:\n  lease_size: 1MiB\ndevices:\n  - name: ram\n    kind: ram\n    capacity: 128MiB\n  - name: disk\n    kind: dir\n    path: {disk}\n    capacity: 256MiB\n",
-        sock = socket.display(),
-        pid = std::process::id(),
-        disk = ddir.join("disk").display()
-    );
-    let config = dir.join("strata.yaml");
-    std::fs::write(&config, yaml).unwrap();
-    (config, socket)
 }
 
 fn daemon_answers(socket: &Path) -> bool {

@@ -381,7 +381,7 @@ fn hdf5_case(work: &Path) -> Option<Case> {
         return None;
     }
     let flags = std::process::Command::new("pkg-config")
-        .args(["--cflags", "--libs", "hdf5"])
+        .args(["--cflags", "--libs", hdf5_pc()])
         .output()
         .ok()
         .filter(|o| o.status.success());
@@ -984,4 +984,18 @@ fn checkpoint_restart_across_two_scratch_runs() {
         "SCRATCH checkpoint reached the destination:\n  {}",
         leaks.join("\n  ")
     );
+}
+
+/// The serial HDF5 library's pkg-config name: with libhdf5-openmpi-dev
+/// installed (the MPI-IO tests), plain `hdf5` points at the parallel build.
+fn hdf5_pc() -> &'static str {
+    let serial = std::process::Command::new("pkg-config")
+        .args(["--exists", "hdf5-serial"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if serial {
+        "hdf5-serial"
+    } else {
+        "hdf5"
+    }
 }

@@ -404,3 +404,38 @@ pub fn scratch_leaks(root: &Path, allowed: &BTreeMap<String, Vec<u8>>) -> Vec<St
     }
     leaks
 }
+
+/// Open MPI refuses to run as root without these; set on the command only.
+pub fn mpi_env(c: &mut Command) -> &mut Command {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    }
+    c
+}
+
+/// A config with a private socket (in its own directory, outside the tracked
+/// one: the adapter never buffers the socket's directory) and small tiers;
+/// no daemon is running for it.
+pub fn private_config(dir: &Path) -> (PathBuf, PathBuf) {
+    let ddir = dir.join("daemon");
+    std::fs::create_dir_all(&ddir).unwrap();
+    let socket = ddir.join("daemon.sock");
+    let tag: String = dir
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .collect();
+    let yaml = format!(
+        "daemon:\n  socket: {sock}\n  shm_prefix: strata-mpi{pid}x{tag}\n  log: warn\nplacement:\n  lease_size: 1MiB\ndevices:\n  - name: ram\n    kind: ram\n    capacity: 128MiB\n  - name: disk\n    kind: dir\n    path: {disk}\n    capacity: 256MiB\n",
+        sock = socket.display(),
+        pid = std::process::id(),
+        disk = ddir.join("disk").display()
+    );
+    let config = dir.join("strata.yaml");
+    std::fs::write(&config, yaml).unwrap();
+    (config, socket)
+}

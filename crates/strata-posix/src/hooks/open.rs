@@ -268,3 +268,23 @@ pub unsafe extern "C" fn creat(path: *const c_char, mode: mode_t) -> c_int {
 pub unsafe extern "C" fn creat64(path: *const c_char, mode: mode_t) -> c_int {
     strata_posix_open(path, libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC, mode)
 }
+
+/// For the MPI-IO adapter (`libstrata_mpiio`, preloaded after this
+/// library): 1 when `path` (relative to the working directory) is a file
+/// this adapter buffers — under an include prefix, not excluded, in a mode
+/// other than BYPASS — so its `MPI_File` calls become POSIX calls on it;
+/// 0 otherwise (the MPI library's own I/O then serves it).
+#[no_mangle]
+pub unsafe extern "C" fn strata_posix_tracks(path: *const c_char) -> c_int {
+    if path.is_null() {
+        return 0;
+    }
+    c_int::from(tracked_path(libc::AT_FDCWD, path).is_some())
+}
+
+/// For the MPI-IO adapter: 1 when `fd` is a descriptor of a buffered file
+/// (the adapter serves its reads and writes), 0 otherwise.
+#[no_mangle]
+pub unsafe extern "C" fn strata_posix_fd_tracked(fd: c_int) -> c_int {
+    c_int::from(tracked_fd(fd).is_some())
+}
