@@ -30,6 +30,8 @@ command -v mpicc >/dev/null || need_apt+=(libopenmpi-dev)
 command -v mpicc.openmpi >/dev/null || need_apt+=(libopenmpi-dev)
 command -v mpirun.mpich >/dev/null || need_apt+=(mpich)
 command -v mpicc.mpich >/dev/null || need_apt+=(libmpich-dev)
+# parallel HDF5 through the MPI-IO adapter (tests/adapter/ph5.c)
+command -v h5pcc.openmpi >/dev/null || need_apt+=(libhdf5-openmpi-dev)
 # Network namespaces for the many-node tests (crates/strata-cli/tests/cluster_util).
 command -v ip >/dev/null || need_apt+=(iproute2)
 # The raw TCP peer of `strata bench cluster` (it falls back to its own TCP stream without it).
