@@ -1,7 +1,12 @@
 /* An IOR-like checkpoint and restart (seed 000: `ior -w -r -C -e [-F]`),
  * for the tests and benchmark of files across nodes (cluster.rs).
  *
- * Usage: mpi_ckpt nn|n1 FILE BLOCK XFER SEGMENTS [nofsync]
+ * Usage: mpi_ckpt nn|n1 FILE BLOCK XFER SEGMENTS [nofsync] [mpiio|coll]
+ *
+ * I/O: POSIX pwrite/pread (default), MPI-IO independent calls
+ * (`mpiio`: MPI_File_write_at/read_at, MPI_File_sync) or MPI-IO collective
+ * calls (`coll`: MPI_File_write_at_all/read_at_all). A shared file is
+ * opened on MPI_COMM_WORLD, a file per process on MPI_COMM_SELF.
  *
  * nn: file per process, rank r writes FILE.<r>: SEGMENTS blocks of BLOCK
  *     bytes, one after another.
@@ -52,6 +57,72 @@ static uint64_t block_at(int n1, int r, uint64_t s, uint64_t block) {
     return n1 ? (s * (uint64_t)nranks + (uint64_t)r) * block : s * block;
 }
 
+/* the I/O interface under test: 0 POSIX, 1 MPI-IO independent, 2 collective */
+static int api;
+
+struct file {
+    int fd;
+    MPI_File mf;
+};
+
+static void f_open(struct file *f, const char *path, int write, int shared, int trunc) {
+    if (!api) {
+        f->fd = open(path, write ? O_CREAT | O_WRONLY | (trunc ? O_TRUNC : 0) : O_RDONLY, 0644);
+        if (f->fd < 0) fail(write ? "open for writing" : "open for reading", path, f->fd);
+        return;
+    }
+    MPI_Comm c = shared ? MPI_COMM_WORLD : MPI_COMM_SELF;
+    int rc = MPI_File_open(c, path, write ? MPI_MODE_CREATE | MPI_MODE_WRONLY : MPI_MODE_RDONLY,
+                           MPI_INFO_NULL, &f->mf);
+    if (rc != MPI_SUCCESS) fail("MPI_File_open", path, rc);
+    if (trunc && (rc = MPI_File_set_size(f->mf, 0)) != MPI_SUCCESS) fail("MPI_File_set_size", path, rc);
+}
+
+static void f_write(struct file *f, const char *path, const void *b, uint64_t len, uint64_t off) {
+    if (!api) {
+        ssize_t w = pwrite(f->fd, b, len, (off_t)off);
+        if (w != (ssize_t)len) fail("pwrite", path, (long long)w);
+        return;
+    }
+    MPI_Status st;
+    int n = 0, rc = api == 2 ? MPI_File_write_at_all(f->mf, (MPI_Offset)off, b, (int)len, MPI_BYTE, &st)
+                              : MPI_File_write_at(f->mf, (MPI_Offset)off, b, (int)len, MPI_BYTE, &st);
+    MPI_Get_count(&st, MPI_BYTE, &n);
+    if (rc != MPI_SUCCESS || (uint64_t)n != len) fail("MPI_File_write_at", path, rc ? rc : n);
+}
+
+static void f_read(struct file *f, const char *path, void *b, uint64_t len, uint64_t off) {
+    if (!api) {
+        ssize_t r = pread(f->fd, b, len, (off_t)off);
+        if (r != (ssize_t)len) fail("short pread of", path, (long long)r);
+        return;
+    }
+    MPI_Status st;
+    int n = 0, rc = api == 2 ? MPI_File_read_at_all(f->mf, (MPI_Offset)off, b, (int)len, MPI_BYTE, &st)
+                              : MPI_File_read_at(f->mf, (MPI_Offset)off, b, (int)len, MPI_BYTE, &st);
+    MPI_Get_count(&st, MPI_BYTE, &n);
+    if (rc != MPI_SUCCESS || (uint64_t)n != len) fail("short MPI_File_read_at of", path, rc ? rc : n);
+}
+
+static uint64_t f_size(struct file *f, const char *path) {
+    if (!api) {
+        struct stat st;
+        if (fstat(f->fd, &st)) fail("fstat", path, 0);
+        return (uint64_t)st.st_size;
+    }
+    MPI_Offset n = 0;
+    if (MPI_File_get_size(f->mf, &n) != MPI_SUCCESS) fail("MPI_File_get_size", path, 0);
+    return (uint64_t)n;
+}
+
+static void f_sync(struct file *f, const char *path) {
+    if (!api ? fsync(f->fd) != 0 : MPI_File_sync(f->mf) != MPI_SUCCESS) fail("fsync", path, 0);
+}
+
+static void f_close(struct file *f, const char *path) {
+    if (!api ? close(f->fd) != 0 : MPI_File_close(&f->mf) != MPI_SUCCESS) fail("close", path, 0);
+}
+
 static void fill(unsigned char *buf, uint64_t seed, uint64_t off, uint64_t len) {
     for (uint64_t i = 0; i < len; i++) buf[i] = byte_at(seed, off + i);
 }
@@ -60,12 +131,21 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    if (argc < 6 || argc > 7 || (strcmp(argv[1], "nn") && strcmp(argv[1], "n1")) ||
-        (argc == 7 && strcmp(argv[6], "nofsync"))) {
-        if (rank == 0) fprintf(stderr, "usage: mpi_ckpt nn|n1 FILE BLOCK XFER SEGMENTS [nofsync]\n");
+    int sync = 1, bad = argc < 6 || (strcmp(argv[1], "nn") && strcmp(argv[1], "n1"));
+    for (int i = 6; i < argc; i++) {
+        if (!strcmp(argv[i], "nofsync"))
+            sync = 0;
+        else if (!strcmp(argv[i], "mpiio"))
+            api = 1;
+        else if (!strcmp(argv[i], "coll"))
+            api = 2;
+        else
+            bad = 1;
+    }
+    if (bad) {
+        if (rank == 0) fprintf(stderr, "usage: mpi_ckpt nn|n1 FILE BLOCK XFER SEGMENTS [nofsync] [mpiio|coll]\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
-    int sync = argc == 6;
     int n1 = strcmp(argv[1], "n1") == 0;
     uint64_t block = strtoull(argv[3], 0, 10), xfer = strtoull(argv[4], 0, 10),
              segs = strtoull(argv[5], 0, 10);
@@ -94,35 +174,31 @@ int main(int argc, char **argv) {
     }
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
-    int fd = open(mine, O_CREAT | O_WRONLY | (n1 ? 0 : O_TRUNC), 0644);
-    if (fd < 0) fail("open for writing", mine, fd);
+    struct file f;
+    f_open(&f, mine, 1, n1, !n1);
     for (uint64_t s = 0; s < segs; s++) {
         uint64_t at = block_at(n1, rank, s, block), seed = n1 ? 0 : (uint64_t)rank + 1;
         for (uint64_t done = 0; done < block;) {
             uint64_t len = block - done < xfer ? block - done : xfer;
             fill(buf, seed, at + done, len);
-            ssize_t w = pwrite(fd, buf, len, (off_t)(at + done));
-            if (w != (ssize_t)len) fail("pwrite", mine, (long long)w);
+            f_write(&f, mine, buf, len, at + done);
             done += len;
         }
     }
-    if (sync && fsync(fd)) fail("fsync", mine, 0);
-    if (close(fd)) fail("close", mine, 0);
+    if (sync) f_sync(&f, mine);
+    f_close(&f, mine);
     double t1 = MPI_Wtime();
     MPI_Barrier(MPI_COMM_WORLD);
     double t2 = MPI_Wtime();
 
-    fd = open(theirs, O_RDONLY);
-    if (fd < 0) fail("open for reading", theirs, fd);
-    struct stat st;
-    if (fstat(fd, &st)) fail("fstat", theirs, 0);
-    if ((uint64_t)st.st_size != want_size) fail("wrong size of", theirs, (long long)st.st_size);
+    f_open(&f, theirs, 0, n1, 0);
+    uint64_t size = f_size(&f, theirs);
+    if (size != want_size) fail("wrong size of", theirs, (long long)size);
     for (uint64_t s = 0; s < segs; s++) {
         uint64_t at = block_at(n1, from, s, block), seed = n1 ? 0 : (uint64_t)from + 1;
         for (uint64_t done = 0; done < block;) {
             uint64_t len = block - done < xfer ? block - done : xfer;
-            ssize_t r = pread(fd, got, len, (off_t)(at + done));
-            if (r != (ssize_t)len) fail("short pread of", theirs, (long long)r);
+            f_read(&f, theirs, got, len, at + done);
             fill(buf, seed, at + done, len);
             if (memcmp(buf, got, len)) {
                 uint64_t i = 0;
@@ -132,7 +208,7 @@ int main(int argc, char **argv) {
             done += len;
         }
     }
-    if (close(fd)) fail("close", theirs, 0);
+    f_close(&f, theirs);
     double t3 = MPI_Wtime();
     MPI_Barrier(MPI_COMM_WORLD);
 

@@ -67,6 +67,11 @@ pub struct CheckpointArgs {
     /// bed's own directory.
     #[arg(long)]
     pub dest: Option<PathBuf>,
+    /// The I/O interface: `posix` (pwrite/pread), `mpiio` (MPI_File_write_at/
+    /// read_at, MPI_File_sync; through strata by libstrata_mpiio) or `coll`
+    /// (MPI_File_write_at_all/read_at_all).
+    #[arg(long, default_value = "posix", value_parser = ["posix", "mpiio", "coll"])]
+    pub api: String,
     /// 127.x addresses even where namespaces could be made.
     #[arg(long)]
     pub loopback: bool,
@@ -99,6 +104,8 @@ struct Job<'a> {
     bed: &'a Bed,
     exe: &'a Path,
     lib: &'a Path,
+    /// libstrata_mpiio (Open MPI's build) for the MPI-IO interfaces
+    mpiio: Option<&'a Path>,
     bytes: u64,
 }
 
@@ -114,8 +121,12 @@ impl Job<'_> {
     ) -> Result<(f64, f64)> {
         let mut c = self.bed.mpirun(self.a.per_node)?;
         if let Some(m) = mode {
+            let preload = match self.mpiio {
+                Some(io) => format!("{}:{}", self.lib.display(), io.display()),
+                None => self.lib.display().to_string(),
+            };
             c.arg("env")
-                .arg(format!("LD_PRELOAD={}", self.lib.display()))
+                .arg(format!("LD_PRELOAD={preload}"))
                 .arg(format!("STRATA_MODE={m}"));
         }
         c.arg(self.exe)
@@ -126,6 +137,9 @@ impl Job<'_> {
             .arg(self.a.segments.to_string());
         if !fsync {
             c.arg("nofsync");
+        }
+        if self.a.api != "posix" {
+            c.arg(&self.a.api);
         }
         let o = c.output().context("cannot run mpirun")?;
         let out = String::from_utf8_lossy(&o.stdout);
@@ -202,7 +216,13 @@ pub fn run(a: CheckpointArgs) -> Result<()> {
     let src = work.path().join("mpi_ckpt.c");
     std::fs::write(&src, MPI_CKPT_C)?;
     let exe = work.path().join("mpi_ckpt");
-    let cc = Command::new("mpicc")
+    // Open MPI's compiler (mpirun across the bed is Open MPI's)
+    let mpicc = if strata_mpiio::which(Path::new("mpicc.openmpi")).is_some() {
+        "mpicc.openmpi"
+    } else {
+        "mpicc"
+    };
+    let cc = Command::new(mpicc)
         .args(["-O2", "-o"])
         .arg(&exe)
         .arg(&src)
@@ -211,6 +231,14 @@ pub fn run(a: CheckpointArgs) -> Result<()> {
     if !cc.status.success() {
         bail!("mpicc mpi_ckpt.c: {}", String::from_utf8_lossy(&cc.stderr));
     }
+    let mpiio = if a.api == "posix" {
+        None
+    } else {
+        Some(
+            strata_mpiio::install(strata_mpiio::Mpi::OpenMpi, work.path())
+                .map_err(anyhow::Error::msg)?,
+        )
+    };
     let mut rows = Vec::new();
     for &n in &a.nodes {
         let bed = Bed::new(&BedSpec {
@@ -238,7 +266,7 @@ pub fn run(a: CheckpointArgs) -> Result<()> {
                 String::from_utf8_lossy(&o.stderr)
             );
         }
-        let res = measure(&a, &bed, &exe, &lib, n, &mut rows);
+        let res = measure(&a, &bed, &exe, &lib, mpiio.as_deref(), n, &mut rows);
         let _ = bed.cli(&["cluster", "stop"]);
         res?;
     }
@@ -250,6 +278,7 @@ fn measure(
     bed: &Bed,
     exe: &Path,
     lib: &Path,
+    mpiio: Option<&Path>,
     n: usize,
     rows: &mut Vec<Row>,
 ) -> Result<()> {
@@ -259,6 +288,7 @@ fn measure(
         bed,
         exe,
         lib,
+        mpiio,
         bytes,
     };
     let shm = tempfile::Builder::new()
@@ -282,11 +312,22 @@ fn measure(
         "tmpfs"
     };
     for layout in ["nn", "n1"] {
-        let l = if layout == "nn" { "N-N" } else { "N-1" };
+        let l = match (layout, a.api.as_str()) {
+            ("nn", "posix") => "N-N",
+            ("n1", "posix") => "N-1",
+            ("nn", "mpiio") => "N-N MPI-IO",
+            ("n1", "mpiio") => "N-1 MPI-IO",
+            ("nn", _) => "N-N MPI-IO coll",
+            _ => "N-1 MPI-IO coll",
+        };
         let mut sw = row(format!("{l} SCRATCH write"), ceiling);
         let mut sr = row(format!("{l} SCRATCH read, shifted"), ceiling);
         let mut dw = row(format!("{l} DEFAULT write, no fsync"), ceiling);
         let mut dr = row(format!("{l} DEFAULT read, shifted"), ceiling);
+        let mut dvd = row(
+            format!("{l} DEFAULT write vs destination"),
+            "destination write",
+        );
         let mut drain = row(format!("{l} drain (flush --wait)"), "destination write");
         let mut tw = row(format!("{l} tmpfs write (peer)"), "");
         let mut dest_w = row(format!("{l} destination write+fsync (peer)"), "");
@@ -332,6 +373,7 @@ fn measure(
                 (&mut sr, s_r, cap_r),
                 (&mut dw, d_w, cap_w),
                 (&mut dr, d_r, cap_r),
+                (&mut dvd, d_w, p_w),
                 (&mut drain, drained, p_w),
                 (&mut tw, t_w, f64::NAN),
                 (&mut dest_w, p_w, f64::NAN),
@@ -343,7 +385,7 @@ fn measure(
                 row.ratios.push(v / peer);
             }
         }
-        rows.extend([sw, sr, dw, dr, drain, tw, dest_w, dest_r]);
+        rows.extend([sw, sr, dw, dr, dvd, drain, tw, dest_w, dest_r]);
         if n > 1 && layout == "n1" {
             rows.push(net);
         }

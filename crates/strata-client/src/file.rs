@@ -907,6 +907,29 @@ impl Client {
         }
     }
 
+    /// Marks pages `first..=last` of file `id` hot — the highest user
+    /// score, so the organizer keeps them on the fastest tier (the HDF5
+    /// driver's metadata pages). Pages not in the buffer are skipped; at
+    /// most `HOT_PAGES_MAX` pages per call.
+    pub fn file_hot_pages(&self, id: u64, first: u64, last: u64) -> Result<()> {
+        const HOT_PAGES_MAX: u64 = 64;
+        for index in first..=last.min(first.saturating_add(HOT_PAGES_MAX - 1)) {
+            let name = index.to_string();
+            let req = Request::Score {
+                bucket: id,
+                name: &name,
+                score: Some(1.0),
+                stationary: false,
+            };
+            match self.file_call(&req, "mark a page hot") {
+                Ok(_) => {}
+                Err(e) if e.errno == Errno::NoBlob => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
     /// Reads into `buf` from `offset`; returns the bytes read (short at EOF).
     ///
     /// A page the daemon's read-ahead is fetching (`TIER_PENDING`) is waited

@@ -32,37 +32,49 @@ pub fn adapter_src(name: &str) -> PathBuf {
 /// returns the library's path.
 pub fn preload_lib() -> &'static Path {
     static LIB: OnceLock<PathBuf> = OnceLock::new();
-    LIB.get_or_init(|| {
-        let bin = strata_bin();
-        let dir = bin
-            .parent()
-            .expect("strata binary has a directory")
-            .to_path_buf();
-        let profile = dir
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("debug")
-            .to_string();
-        let mut cmd = Command::new(env!("CARGO"));
-        cmd.current_dir(workspace_root())
-            .args(["build", "-p", "strata-posix"]);
-        if profile != "debug" {
-            cmd.args(["--profile", &profile]);
-        }
-        let out = cmd.output().expect("run cargo build -p strata-posix");
-        assert!(
-            out.status.success(),
-            "cargo build -p strata-posix failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let lib = dir.join("libstrata_posix.so");
-        assert!(
-            lib.exists(),
-            "{} missing after building strata-posix",
-            lib.display()
-        );
-        lib
-    })
+    LIB.get_or_init(|| built_lib("strata-posix", "libstrata_posix.so"))
+}
+
+/// Builds `libstrata_h5fd.so` (the HDF5 driver) like [`preload_lib`].
+pub fn h5fd_lib() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| built_lib("strata-h5fd", "libstrata_h5fd.so"))
+}
+
+/// `cargo build -p PACKAGE` with the profile of the `strata` binary under
+/// test; the path of its library `file` next to that binary.
+fn built_lib(package: &str, file: &str) -> PathBuf {
+    let bin = strata_bin();
+    let dir = bin
+        .parent()
+        .expect("strata binary has a directory")
+        .to_path_buf();
+    let profile = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("debug")
+        .to_string();
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.current_dir(workspace_root())
+        .args(["build", "-p", package]);
+    if profile != "debug" {
+        cmd.args(["--profile", &profile]);
+    }
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("run cargo build -p {package}: {e}"));
+    assert!(
+        out.status.success(),
+        "cargo build -p {package} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lib = dir.join(file);
+    assert!(
+        lib.exists(),
+        "{} missing after building {package}",
+        lib.display()
+    );
+    lib
 }
 
 /// Whether the test may skip when a program is missing.
