@@ -120,6 +120,14 @@ fn scratch_mode_is_the_file_the_posix_adapter_sees() {
         !buf.join("s.h5").exists(),
         "a SCRATCH file reached the destination"
     );
+    // HDF5's metadata went to page 0 (the superblock, object headers): hot
+    let path = buf.join("s.h5").canonicalize().unwrap_or(buf.join("s.h5"));
+    let bucket = d
+        .client()
+        .bucket_open(&path.display().to_string())
+        .expect("the driver's file is a bucket of the file model");
+    let page0 = bucket.stat("0").expect("page 0 is buffered");
+    assert_eq!(page0.user_score, Some(1.0), "metadata page marked hot");
     let seen = strata_run(&d, Mode::Scratch, &buf, &buf, &["h5dump", "s.h5"]);
     seen.assert_ok("strata run --mode scratch -- h5dump s.h5");
     assert_eq!(
