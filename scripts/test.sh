@@ -67,6 +67,12 @@ else
   echo "cargo clippy is not installed here (rustup component add clippy): lints not checked" >&2
 fi
 
+log "a python with h5py (its wheel's own HDF5 >= 1.14) for the HDF5 plugin test (tests/h5_driver.rs)"
+if ! target/h5py-venv/bin/python -c 'import h5py' 2>/dev/null; then
+  python3 -m venv target/h5py-venv && target/h5py-venv/bin/pip install -q h5py
+fi
+export TEST_H5PY_PYTHON="$PWD/target/h5py-venv/bin/python"
+
 log "unit, property and integration tests"
 cargo test --workspace -- --test-threads=2
 

@@ -158,3 +158,99 @@ fn a_missing_daemon_is_an_hdf5_error_naming_what_to_do() {
     );
     assert!(!tmp.path().join("f.h5").exists());
 }
+
+/// A Python with h5py (whose wheel bundles its own HDF5, 1.14 or later):
+/// `$TEST_H5PY_PYTHON` (scripts/test.sh makes a venv), else python3.
+fn h5py_python() -> Option<String> {
+    let py = std::env::var("TEST_H5PY_PYTHON").unwrap_or_else(|_| "python3".into());
+    let ok = Command::new(&py)
+        .args(["-c", "import h5py"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if ok {
+        return Some(py);
+    }
+    if allow_missing() {
+        eprintln!("SKIPPED: no python with h5py ({py}); scripts/test.sh makes one");
+        return None;
+    }
+    panic!("{py} cannot import h5py: pip install h5py (or set TEST_H5PY_PYTHON)");
+}
+
+/// h5py_vfd.py in `cwd` on `name`; `mode` selects strata's plugin
+/// (HDF5_DRIVER=strata, HDF5_DRIVER_CONFIG=mode), None HDF5's default sec2.
+fn h5py_run(
+    py: &str,
+    d: &TestDaemon,
+    plugins: &Path,
+    mode: Option<&str>,
+    cwd: &Path,
+    name: &str,
+) -> Ran {
+    let mut c = Command::new(py);
+    c.arg(adapter_src("h5py_vfd.py"))
+        .arg(name)
+        .current_dir(cwd)
+        .env_remove("LD_PRELOAD")
+        .env_remove("HDF5_DRIVER")
+        .env_remove("HDF5_DRIVER_CONFIG")
+        .env("STRATA_SOCKET", &d.socket)
+        .env("STRATA_CONFIG", &d.config);
+    if let Some(m) = mode {
+        c.env("HDF5_PLUGIN_PATH", plugins)
+            .env("HDF5_DRIVER", "strata")
+            .env("HDF5_DRIVER_CONFIG", m);
+    }
+    run_cmd(c, d.path())
+}
+
+/// The plugin inside h5py (HDF5 ≥ 1.14 from the wheel, which the system's
+/// HDF5 1.10 must not meet — the library links no HDF5): DEFAULT drains a
+/// file byte-identical to sec2's; SCRATCH stays in the buffer and is the
+/// file `h5dump` sees through the POSIX adapter.
+#[test]
+fn h5py_through_the_plugin_matches_sec2() {
+    let Some(py) = h5py_python() else {
+        return;
+    };
+    if !require("h5dump", "hdf5-tools") {
+        return;
+    }
+    let d = TestDaemon::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let plugins = tmp.path().join("plugins");
+    let (buf, twin) = (tmp.path().join("buffered"), tmp.path().join("twin"));
+    for p in [&plugins, &buf, &twin] {
+        std::fs::create_dir_all(p).unwrap();
+    }
+    std::fs::copy(h5fd_lib(), plugins.join("libstrata_h5fd.so")).unwrap();
+
+    let want = h5py_run(&py, &d, &plugins, None, &twin, "f.h5");
+    want.assert_ok("h5py, sec2");
+    let got = h5py_run(&py, &d, &plugins, Some("default"), &buf, "f.h5");
+    got.assert_ok("h5py, strata plugin, default");
+    let (w, g) = (want.stdout_str(), got.stdout_str());
+    assert!(
+        w.contains("driver=sec2") && g.contains("driver=unknown"),
+        "{w}{g}"
+    );
+    assert_eq!(
+        g.split(" driver").next(),
+        w.split(" driver").next(),
+        "checksums of what was read back"
+    );
+    flush_wait(&d, &buf).assert_ok("strata flush --wait");
+    assert_same_tree(&buf, &twin, &|_| false, "h5py file: strata plugin vs sec2");
+    assert_eq!(dump(&buf, "f.h5"), dump(&twin, "f.h5"), "h5dump outputs");
+
+    let got = h5py_run(&py, &d, &plugins, Some("scratch"), &buf, "s.h5");
+    got.assert_ok("h5py, strata plugin, scratch");
+    assert!(
+        !buf.join("s.h5").exists(),
+        "a SCRATCH file reached the destination"
+    );
+    std::fs::rename(twin.join("f.h5"), twin.join("s.h5")).unwrap();
+    let seen = strata_run(&d, Mode::Scratch, &buf, &buf, &["h5dump", "s.h5"]);
+    seen.assert_ok("strata run --mode scratch -- h5dump s.h5");
+    assert_eq!(seen.stdout_str(), dump(&twin, "s.h5"));
+}

@@ -3,11 +3,14 @@
 //! through it is the same buffered file the POSIX adapter sees at that path
 //! and drains to the same destination.
 //!
-//! The HDF5 side (the `H5FD_class_t` of HDF5 1.10, `H5Pset_fapl_strata`)
-//! is C, `csrc/h5fd_strata.c`, compiled by `build.rs` against the system's
-//! serial HDF5; this file is what its callbacks call (`strata_h5fd_*`) and
-//! the exported entry points (`H5FD_strata_init`, `H5Pset_fapl_strata`,
-//! `H5Pget_fapl_strata`, declared in `include/H5FDstrata.h`).
+//! The HDF5 side is C, `csrc/h5fd_strata.c`: the `H5FD_class_t` of HDF5
+//! 1.10 (a program links this library and calls `H5Pset_fapl_strata`) and
+//! of 1.14/2.x (a plugin: `HDF5_PLUGIN_PATH`, `HDF5_DRIVER=strata`,
+//! `HDF5_DRIVER_CONFIG=<mode>`). It links no HDF5 — the one in the process
+//! is found at run time, so the plugin works inside h5py's wheel. This file
+//! is what its callbacks call (`strata_h5fd_*`) and the exported entry
+//! points (`H5FD_strata_init`, `H5Pset_fapl_strata`, `H5Pget_fapl_strata`
+//! of `include/H5FDstrata.h`; `H5PLget_plugin_type/info`).
 //!
 //! **Architecture Invariant.** Every call returns 0 or an errno value and
 //! leaves a message for `strata_h5fd_error`; no panic crosses the C
@@ -169,18 +172,19 @@ pub unsafe extern "C" fn strata_h5fd_open(
                 }
             }
         };
-        let persist =
-            match mode {
-                Mode::Default => Persist::Default,
-                Mode::Scratch => Persist::Scratch,
-                Mode::Workflow => Persist::Workflow,
-                Mode::Bypass => return Err((
+        let persist = match mode {
+            Mode::Default => Persist::Default,
+            Mode::Scratch => Persist::Scratch,
+            Mode::Workflow => Persist::Workflow,
+            Mode::Bypass => {
+                return Err((
                     libc::EINVAL,
                     format!(
                         "{path}: the configuration's mode for it is bypass: use HDF5's sec2 driver"
                     ),
-                )),
-            };
+                ))
+            }
+        };
         let fl = OpenFlags {
             read: flags & F_READ != 0,
             write: flags & F_WRITE != 0,
@@ -433,7 +437,31 @@ pub extern "C" fn strata_h5fd_error() -> *const c_char {
         .unwrap_or(c"".as_ptr())
 }
 
-#[cfg(strata_hdf5)]
+/// Removes the file at absolute `path`: its buffered record and its
+/// destination file (HDF5's `H5Fdelete`).
+///
+/// # Safety
+/// `path` is NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn strata_h5fd_delete(path: *const c_char) -> c_int {
+    run("delete", || {
+        // SAFETY: the caller's contract (NUL-terminated).
+        let path = unsafe { c_str(path, "path")? };
+        let buffered = shared()?
+            .client
+            .file_unlink(path)
+            .map_err(|e| (e.os_errno(), format!("{path}: {e}")))?;
+        match std::fs::remove_file(path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && buffered => Ok(()),
+            Err(e) => Err((
+                e.raw_os_error().unwrap_or(libc::EIO),
+                format!("{path}: {e}"),
+            )),
+        }
+    })
+}
+
 mod hdf5 {
     //! The HDF5 entry points: the C side's functions, exported under their
     //! public names (a Rust cdylib exports only Rust-defined symbols).
@@ -444,9 +472,25 @@ mod hdf5 {
     type Herr = c_int;
 
     extern "C" {
+        fn strata_h5fd_c_plugin_type() -> c_int;
+        fn strata_h5fd_c_plugin_info() -> *const std::ffi::c_void;
         fn strata_h5fd_c_init() -> Hid;
         fn strata_h5fd_c_set_fapl(fapl: Hid, mode: *const c_char) -> Herr;
         fn strata_h5fd_c_get_fapl(fapl: Hid, mode: *mut c_char, len: usize) -> Herr;
+    }
+
+    /// HDF5 ≥ 1.14's plugin entry: this library is a file driver plugin.
+    #[no_mangle]
+    pub extern "C" fn H5PLget_plugin_type() -> c_int {
+        // SAFETY: no arguments, a constant.
+        unsafe { strata_h5fd_c_plugin_type() }
+    }
+
+    /// HDF5 ≥ 1.14's plugin entry: the driver's class (1.14 layout).
+    #[no_mangle]
+    pub extern "C" fn H5PLget_plugin_info() -> *const std::ffi::c_void {
+        // SAFETY: no arguments; a pointer to a static.
+        unsafe { strata_h5fd_c_plugin_info() }
     }
 
     /// The driver's id (registered on first use).
