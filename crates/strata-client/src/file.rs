@@ -1199,7 +1199,7 @@ impl Client {
     /// true if there was one.
     pub fn file_unlink(&self, path: &str) -> Result<bool> {
         check_path(path)?;
-        match self.file_call(&Request::FileUnlink { path }, "file unlink")? {
+        match self.file_call(&Request::FileUnlink { path, claim: false }, "file unlink")? {
             Reply::Unlinked(u) => Ok(u.existed),
             _ => Err(unexpected("FileUnlink")),
         }
@@ -1209,8 +1209,34 @@ impl Client {
     /// still open somewhere (by any client) stays readable and writable
     /// through its descriptors until the last one closes.
     pub fn file_unlink_ex(&self, path: &str) -> Result<Unlinked> {
+        self.unlink_request(path, false)
+    }
+
+    /// [`Client::file_unlink_ex`] for `unlink(2)` itself, which removes the
+    /// destination file next and then calls [`Client::file_unlink_done`]:
+    /// of racing unlinks of one file exactly one succeeds (the others get
+    /// `NoFile` while the winner removes the destination file).
+    pub fn file_unlink_claim(&self, path: &str) -> Result<Unlinked> {
+        self.unlink_request(path, true)
+    }
+
+    /// The destination file of a claimed unlink is gone.
+    pub fn file_unlink_done(&self, path: &str) -> Result<()> {
         check_path(path)?;
-        let Reply::Unlinked(u) = self.file_call(&Request::FileUnlink { path }, "file unlink")?
+        self.file_call(
+            &Request::FileIdle {
+                path,
+                unlinked: true,
+            },
+            "file unlink done",
+        )?;
+        Ok(())
+    }
+
+    fn unlink_request(&self, path: &str, claim: bool) -> Result<Unlinked> {
+        check_path(path)?;
+        let Reply::Unlinked(u) =
+            self.file_call(&Request::FileUnlink { path, claim }, "file unlink")?
         else {
             return Err(unexpected("FileUnlink"));
         };
@@ -1262,7 +1288,13 @@ impl Client {
         // time; past PATH_IDLE_WAIT_MAX we go on and report nothing worse
         // than a file that may reappear (logged by the daemon).
         while started.elapsed() < PATH_IDLE_WAIT_MAX {
-            let idle = self.file_call(&Request::FileIdle { path }, "file idle")?;
+            let idle = self.file_call(
+                &Request::FileIdle {
+                    path,
+                    unlinked: false,
+                },
+                "file idle",
+            )?;
             if idle == Reply::Idle(true) {
                 return Ok(());
             }

@@ -4,6 +4,7 @@
 //! nothing here knows rings, slots or segments.
 
 use std::borrow::Cow;
+use std::time::Instant;
 
 use strata_alloc::Range;
 use strata_meta::BucketId;
@@ -44,6 +45,27 @@ fn fit_names<'s>(it: impl Iterator<Item = &'s str>, budget: usize) -> (Vec<Strin
 }
 
 impl crate::Engine {
+    /// Marks `path` as being unlinked by a claiming `FileUnlink` (bounded:
+    /// expired marks go first, then the oldest).
+    fn mark_unlinking(&mut self, path: &str) {
+        let now = Instant::now();
+        if self.unlink_marks.len() >= crate::UNLINK_MARKS_MAX {
+            self.unlink_marks.retain(|_, t| *t > now);
+        }
+        if self.unlink_marks.len() >= crate::UNLINK_MARKS_MAX {
+            if let Some(oldest) = self
+                .unlink_marks
+                .iter()
+                .min_by_key(|(_, t)| **t)
+                .map(|(p, _)| p.clone())
+            {
+                self.unlink_marks.remove(&oldest);
+            }
+        }
+        self.unlink_marks
+            .insert(path.to_string(), now + crate::UNLINK_MARK_TTL);
+    }
+
     /// The bytes of a data-carrying request: taken out of the channel's
     /// lease (the range is returned so the callee can adopt or free it) or
     /// carried inline. Lease bytes borrow `mem`, the caller's handle on the
@@ -98,7 +120,32 @@ impl crate::Engine {
         let extents_max = budget / std::mem::size_of::<strata_proto::ReadExtent>();
         Ok(match *req {
             Request::FileOpen { path, ref open } => {
+                // a claimed unlink is removing this path's destination file:
+                // to everyone else the file is gone already — no record is
+                // made from it, and a create starts empty
+                let marked = !self.unlink_marks.is_empty()
+                    && self
+                        .unlink_marks
+                        .get(path)
+                        .is_some_and(|t| *t > Instant::now())
+                    && self.core.file_lookup(path).is_none();
+                if marked && !open.create {
+                    return Err(Errno::NoFile);
+                }
+                let fresh;
+                let open = if marked {
+                    fresh = strata_proto::types::OpenFile {
+                        dest: Some(strata_proto::types::DestInfo::default()),
+                        ..*open
+                    };
+                    &fresh
+                } else {
+                    open
+                };
                 let (id, created) = self.core.file_open_ex(path, open)?;
+                if created && !self.unlink_marks.is_empty() {
+                    self.unlink_marks.remove(path);
+                }
                 self.core.file_hold(id, caller.client)?;
                 let attr = self.core.file_attr(id)?;
                 Reply::FileOpened {
@@ -193,9 +240,23 @@ impl crate::Engine {
                 self.core.file_truncate(BucketId(file), size)?;
                 Reply::Done
             }
-            Request::FileUnlink { path } => {
+            Request::FileUnlink { path, claim } => {
+                if claim
+                    && self
+                        .unlink_marks
+                        .get(path)
+                        .is_some_and(|t| *t > Instant::now())
+                    && self.core.file_lookup(path).is_none()
+                {
+                    // another unlink removed this file's record and is
+                    // removing its destination file: that one wins
+                    return Err(Errno::NoFile);
+                }
                 let busy = self.flusher.as_ref().is_some_and(|f| !f.path_idle(path));
                 let u = self.core.file_unlink_held(path)?;
+                if claim && u.existed && (u.dest_may_exist || busy) {
+                    self.mark_unlinking(path);
+                }
                 Reply::Unlinked(Unlinked {
                     existed: u.existed,
                     dest_may_exist: u.dest_may_exist || busy,
@@ -207,7 +268,10 @@ impl crate::Engine {
             Request::FileLink { existing, new } => Reply::Linked {
                 id: self.core.file_link(existing, new)?.0,
             },
-            Request::FileIdle { path } => {
+            Request::FileIdle { path, unlinked } => {
+                if unlinked {
+                    self.unlink_marks.remove(path);
+                }
                 Reply::Idle(self.flusher.as_ref().is_none_or(|f| f.path_idle(path)))
             }
             Request::FileHold { file } => {

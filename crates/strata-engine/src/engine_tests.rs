@@ -4,7 +4,7 @@
 //! A new transport is one more caller of this same function.
 
 use strata_proto::msg::{DataRef, FileRef, PutMode, Reply, Request};
-use strata_proto::types::{DestInfo, OpenFile, Persist, ReadExtent, TIER_HOLE};
+use strata_proto::types::{DestInfo, OpenFile, Persist, ReadExtent, Unlinked, TIER_HOLE};
 use strata_proto::Errno;
 
 use crate::core::Lease;
@@ -254,7 +254,7 @@ fn a_scratch_file_is_written_read_truncated_and_unlinked() {
     };
     assert_eq!(attr.size, 50);
     assert!(matches!(
-        r.run(&Request::FileUnlink { path }),
+        r.run(&Request::FileUnlink { path, claim: false }),
         Ok(Reply::Unlinked(_))
     ));
     assert!(r
@@ -332,4 +332,90 @@ fn serve_answers_once_and_feeds_the_io_log() {
         "{}",
         lines[2]
     );
+}
+
+/// Of two claiming unlinks of a file whose record has a destination file,
+/// exactly one removes the record; the other gets `NoFile` (not "no record,
+/// remove the destination yourself") until the first says it is done or a
+/// record is created at the path again. A non-claiming unlink (a rename's
+/// target) is never refused.
+#[test]
+fn a_claimed_unlink_wins_once() {
+    let mut r = rig();
+    let path = "/engine-test/backed.dat";
+    let open = |create| OpenFile {
+        create,
+        persist: Persist::Default,
+        mode: 0o644,
+        dest: Some(DestInfo {
+            exists: true,
+            mode: 0o100644,
+            size: 10,
+            ..DestInfo::default()
+        }),
+        ..OpenFile::default()
+    };
+    let Ok(Reply::FileOpened { .. }) = r.run(&Request::FileOpen {
+        path,
+        open: open(false),
+    }) else {
+        panic!("open of a destination file failed");
+    };
+    let claim = Request::FileUnlink { path, claim: true };
+    let Ok(Reply::Unlinked(u)) = r.run(&claim) else {
+        panic!("first unlink failed");
+    };
+    assert!(u.existed && u.dest_may_exist, "{u:?}");
+    assert_eq!(r.run(&claim), Err(Errno::NoFile), "the racing claim loses");
+    // meanwhile no record is made from the destination file being removed
+    // (a stat by a racing `rm` did that: two unlinks succeeded)
+    assert_eq!(
+        r.run(&Request::FileOpen {
+            path,
+            open: open(false),
+        }),
+        Err(Errno::NoFile)
+    );
+    assert!(matches!(
+        r.run(&Request::FileUnlink { path, claim: false }),
+        Ok(Reply::Unlinked(Unlinked { existed: false, .. }))
+    ));
+    // the winner is done: a later unlink of a destination-only file works
+    assert!(matches!(
+        r.run(&Request::FileIdle {
+            path,
+            unlinked: true
+        }),
+        Ok(Reply::Idle(_))
+    ));
+    assert!(matches!(
+        r.run(&claim),
+        Ok(Reply::Unlinked(Unlinked { existed: false, .. }))
+    ));
+    // a record created at the path clears a mark too
+    let Ok(Reply::FileOpened { .. }) = r.run(&Request::FileOpen {
+        path,
+        open: open(true),
+    }) else {
+        panic!("reopen failed");
+    };
+    let Ok(Reply::Unlinked(u)) = r.run(&claim) else {
+        panic!("unlink failed");
+    };
+    assert!(u.existed);
+    assert_eq!(r.run(&claim), Err(Errno::NoFile));
+    let Ok(Reply::FileOpened { created, .. }) = r.run(&Request::FileOpen {
+        path,
+        open: OpenFile {
+            dest: Some(DestInfo::default()),
+            ..open(true)
+        },
+    }) else {
+        panic!("create failed");
+    };
+    assert!(created);
+    assert!(matches!(
+        r.run(&claim),
+        Ok(Reply::Unlinked(Unlinked { existed: true, .. }))
+    ));
 }

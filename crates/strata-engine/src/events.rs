@@ -132,7 +132,7 @@ impl Seen {
             Request::Delete { bucket, name } => (SeenOp::Delete, bucket, cut(name), 0, 0),
             Request::Rename { bucket, from, .. } => (SeenOp::Rename, bucket, cut(from), 0, 0),
             Request::FileOpen { path, .. } => (SeenOp::Open, 0, cut(path), 0, 0),
-            Request::FileUnlink { path } => (SeenOp::Unlink, 0, cut(path), 0, 0),
+            Request::FileUnlink { path, .. } => (SeenOp::Unlink, 0, cut(path), 0, 0),
             Request::FileRead { file, offset, len } => {
                 (SeenOp::Read, file, String::new(), offset, len)
             }

@@ -184,7 +184,17 @@ pub struct Engine {
     pub stash: crate::stash::Stash,
     /// Which node reads which blob (moves toward readers, crate::remote).
     pub locality: crate::remote::Locality,
+    /// Paths whose record a claiming `FileUnlink` removed while its caller
+    /// removes the destination file (until this deadline): a racing claim
+    /// finds `NoFile`. Bounded: `UNLINK_MARKS_MAX`.
+    pub(crate) unlink_marks: std::collections::HashMap<String, std::time::Instant>,
 }
+
+/// How long a claiming unlink's mark lasts at most (its caller normally
+/// clears it as soon as the destination file is gone).
+pub const UNLINK_MARK_TTL: std::time::Duration = std::time::Duration::from_secs(10);
+/// Marks kept at once; beyond, expired ones go, then the oldest.
+pub const UNLINK_MARKS_MAX: usize = 4096;
 
 impl Engine {
     pub fn new(core: Core, flusher: Option<Flusher>) -> Engine {
@@ -198,6 +208,7 @@ impl Engine {
             org: crate::organizer::Organizer::default(),
             stash: crate::stash::Stash::default(),
             locality: crate::remote::Locality::default(),
+            unlink_marks: std::collections::HashMap::new(),
         }
     }
 

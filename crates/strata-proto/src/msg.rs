@@ -184,9 +184,17 @@ pub enum Request<'a> {
         file: u64,
         size: u64,
     },
-    /// Answered `Reply::Unlinked`.
+    /// Answered `Reply::Unlinked`. `claim`: the caller is `unlink(2)`
+    /// itself and removes the destination file next. A record removed with
+    /// a destination file leaves a mark at the path until that caller says
+    /// it is done (`FileIdle { unlinked: true }`, or `UNLINK_MARK_TTL`): a
+    /// claim meanwhile that finds no record fails with `NoFile` instead of
+    /// removing that destination file too — of racing unlinks of one file,
+    /// exactly one succeeds, on one node as across nodes. A record created
+    /// at the path clears the mark.
     FileUnlink {
         path: &'a str,
+        claim: bool,
     },
     /// `dest_renamed`: the destination was renamed too; `tree`: `from` and
     /// `to` are directories, every record beneath moves; `unbacked_only`:
@@ -240,8 +248,11 @@ pub enum Request<'a> {
     },
     /// Answered `Reply::Idle`: no flush job writes the path and no clean-up
     /// unlink of it is pending.
+    /// `unlinked`: the caller of a claiming `FileUnlink` removed the
+    /// destination file: the path's mark goes.
     FileIdle {
         path: &'a str,
+        unlinked: bool,
     },
     /// Asked after `WriteThrough`: may the caller write `len` bytes at `at`
     /// (None: the end) to the destination itself? `first`: the first call
@@ -312,7 +323,9 @@ impl<'a> Request<'a> {
             | Stat { bucket, .. }
             | BlobList { bucket, .. }
             | Score { bucket, .. } => Target::Id(bucket),
-            FileOpen { path, .. } | FileUnlink { path } | FileIdle { path } => Target::Path(path),
+            FileOpen { path, .. } | FileUnlink { path, .. } | FileIdle { path, .. } => {
+                Target::Path(path)
+            }
             FileRename { from, .. } => Target::Path(from),
             FileLink { existing, .. } => Target::Path(existing),
             FileStat { file, .. } | FileSetAttr { file, .. } => match file {

@@ -375,7 +375,14 @@ pub fn encode_request(req: &Request, rec: &mut RequestRecord, arg: &mut [u8]) ->
             r.bucket = *file;
             r.len = *size;
         }
-        Request::FileUnlink { path } | Request::FileIdle { path } => name = path,
+        Request::FileUnlink { path, claim } => {
+            name = path;
+            r.flags = bit(*claim, flags::UNBACKED_ONLY);
+        }
+        Request::FileIdle { path, unlinked } => {
+            name = path;
+            r.flags = bit(*unlinked, flags::UNBACKED_ONLY);
+        }
         Request::FileRename {
             from,
             to,
@@ -663,7 +670,10 @@ pub fn decode_request<'a>(
             file: bucket,
             size: r.len,
         },
-        Op::FileUnlink => Request::FileUnlink { path: name },
+        Op::FileUnlink => Request::FileUnlink {
+            path: name,
+            claim: has(flags::UNBACKED_ONLY),
+        },
         Op::FileRename => Request::FileRename {
             from: name,
             to: name2,
@@ -702,7 +712,10 @@ pub fn decode_request<'a>(
                 },
             }
         }
-        Op::FileIdle => Request::FileIdle { path: name },
+        Op::FileIdle => Request::FileIdle {
+            path: name,
+            unlinked: has(flags::UNBACKED_ONLY),
+        },
         Op::FileThrough => Request::FileThrough {
             file: bucket,
             at: at(),

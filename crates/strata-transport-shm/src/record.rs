@@ -233,6 +233,7 @@ pub mod flags {
     /// FileRename: move only a record without a destination file
     /// (`Request::FileRename::unbacked_only`).
     pub const UNBACKED_ONLY: u32 = 1 << 22;
+    // (also `FileUnlink::claim` and `FileIdle::unlinked`)
     /// Bits 16..20: placement policy override + 1 (0 = bucket/daemon default).
     pub const POLICY_SHIFT: u32 = 16;
     pub const POLICY_MASK: u32 = 0xF << POLICY_SHIFT;

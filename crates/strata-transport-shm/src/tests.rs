@@ -205,7 +205,7 @@ fn build(r: &Raw) -> Request<'_> {
             keep: x,
         },
         25 => Request::FileTruncate { file: a, size: b },
-        26 => Request::FileUnlink { path: s1 },
+        26 => Request::FileUnlink { path: s1, claim: x },
         27 => Request::FileRename {
             from: s1,
             to: s2,
@@ -236,7 +236,10 @@ fn build(r: &Raw) -> Request<'_> {
                 atime_ns: w.then_some(a),
             },
         },
-        35 => Request::FileIdle { path: s1 },
+        35 => Request::FileIdle {
+            path: s1,
+            unlinked: y,
+        },
         36 => Request::FileThrough {
             file: a,
             at: x.then_some(b),

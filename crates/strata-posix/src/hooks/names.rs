@@ -77,7 +77,10 @@ pub(super) unsafe fn unlink_tracked(
             may_delete(t.abs.as_path(), a.uid)?;
         }
     }
-    let u = c.file_unlink_ex(p).map_err(os)?;
+    // a claim: of racing unlinks of this file exactly one succeeds (the
+    // record's remover; the others get ENOENT while it removes the
+    // destination file, which they must not remove as a file of their own)
+    let u = c.file_unlink_claim(p).map_err(os)?;
     if let Some(id) = u.orphan_with_dest {
         materialize_orphan(c, id, open_dest(t.abs.as_path()));
     }
@@ -99,6 +102,10 @@ pub(super) unsafe fn unlink_tracked(
         u.still_open,
         r == 0
     );
+    if u.existed {
+        // the mark goes (best effort: it expires on its own)
+        let _ = c.file_unlink_done(p);
+    }
     if r == 0 || (u.existed && e == libc::ENOENT) {
         Ok(0)
     } else {
