@@ -63,6 +63,7 @@ pub mod bed;
 pub mod checkpoint;
 pub mod cluster;
 pub mod drain;
+pub mod hdf5;
 pub mod hist;
 pub mod ior;
 pub mod kv;
@@ -99,6 +100,8 @@ pub enum BenchCmd {
     Cluster(cluster::ClusterArgs),
     /// N-N and N-1 checkpoint/restart under mpirun across nodes (1, 2, 4) vs tmpfs, the destination and the network.
     Checkpoint(checkpoint::CheckpointArgs),
+    /// HDF5 write/read (C with the linked driver, h5py with the plugin) through strata vs sec2 on tmpfs and the destination.
+    Hdf5(hdf5::Hdf5Args),
     /// Internal: the raw TCP peer of `bench cluster` (ping-pong, stream).
     #[command(hide = true)]
     TcpPeer(cluster::TcpPeerArgs),
@@ -128,6 +131,7 @@ impl BenchCmd {
             BenchCmd::Adapters(_)
             | BenchCmd::Cluster(_)
             | BenchCmd::Checkpoint(_)
+            | BenchCmd::Hdf5(_)
             | BenchCmd::TcpPeer(_)
             | BenchCmd::Drain(_)
             | BenchCmd::Tiers(_)
@@ -150,6 +154,7 @@ pub fn run(cmd: BenchCmd, socket: &Path) -> anyhow::Result<()> {
         BenchCmd::Drain(a) => drain::run(a),
         BenchCmd::Cluster(a) => cluster::run(a),
         BenchCmd::Checkpoint(a) => checkpoint::run(a),
+        BenchCmd::Hdf5(a) => hdf5::run(a),
         BenchCmd::TcpPeer(a) => cluster::run_tcp_peer(a),
         BenchCmd::IorWorker(a) => ior::run_worker(a),
         BenchCmd::MdWorker(a) => md::run_worker(a),
