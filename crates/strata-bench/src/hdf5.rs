@@ -161,7 +161,12 @@ impl Series {
 }
 
 pub fn run(a: Hdf5Args) -> Result<()> {
-    if a.size == 0 || a.chunk == 0 || a.size % a.chunk != 0 || a.chunk % 8 != 0 || a.repeats == 0 {
+    if a.size == 0
+        || a.chunk == 0
+        || !a.size.is_multiple_of(a.chunk)
+        || !a.chunk.is_multiple_of(8)
+        || a.repeats == 0
+    {
         bail!("--size must be a multiple of --chunk, --chunk a multiple of 8, --repeats ≥ 1");
     }
     let strata = crate::strata_exe()?;
