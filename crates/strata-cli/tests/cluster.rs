@@ -1288,14 +1288,17 @@ fn an_mpi_checkpoint_on_four_nodes_restarts_one_node_further() {
     // 1 MiB + 4097 bytes per block: rank boundaries fall inside pages.
     let (block, xfer, segs) = ("1052673", "262144", "3");
     let layouts = ["nn", "n1"];
+    // POSIX calls, and collective MPI-IO calls through the MPI-IO adapter
+    // (strata run preloads it for an MPI program): the same bytes
+    let apis = [("", ""), ("coll", "-coll")];
     let reference = bed.dir.path().join("reference");
     std::fs::create_dir_all(&reference).unwrap();
-    for l in layouts {
+    for (l, (_, suffix)) in layouts.into_iter().flat_map(|l| apis.map(|a| (l, a))) {
         let mut c = std::process::Command::new("mpirun");
         c.args(["--oversubscribe", "-np", "8"])
             .arg(&exe)
             .arg(l)
-            .arg(reference.join(format!("ck-{l}")))
+            .arg(reference.join(format!("ck-{l}{suffix}")))
             .args([block, xfer, segs])
             .env_remove("LD_PRELOAD");
         // SAFETY: geteuid has no preconditions.
@@ -1308,7 +1311,7 @@ fn an_mpi_checkpoint_on_four_nodes_restarts_one_node_further() {
     for mode in ["default", "scratch"] {
         let dir = bed.dest.join(mode);
         std::fs::create_dir_all(&dir).unwrap();
-        for l in layouts {
+        for (l, (api, suffix)) in layouts.into_iter().flat_map(|l| apis.map(|a| (l, a))) {
             let mut c = bed.mpirun(2).expect("mpirun across the bed");
             c.arg(&bed.strata)
                 .args(["run", "--mode", mode, "--include"])
@@ -1316,8 +1319,9 @@ fn an_mpi_checkpoint_on_four_nodes_restarts_one_node_further() {
                 .arg("--")
                 .arg(&exe)
                 .arg(l)
-                .arg(dir.join(format!("ck-{l}")))
+                .arg(dir.join(format!("ck-{l}{suffix}")))
                 .args([block, xfer, segs])
+                .args((!api.is_empty()).then_some(api))
                 .current_dir(&dir)
                 .env("LC_ALL", "C");
             let out = c.output().unwrap();
@@ -1327,7 +1331,7 @@ fn an_mpi_checkpoint_on_four_nodes_restarts_one_node_further() {
             ok(
                 &out,
                 &format!(
-                    "mpirun ({}) strata run --mode {mode} -- mpi_ckpt {l}",
+                    "mpirun ({}) strata run --mode {mode} -- mpi_ckpt {l} {api}",
                     bed.kind
                 ),
             );
@@ -1356,7 +1360,10 @@ fn an_mpi_checkpoint_on_four_nodes_restarts_one_node_further() {
         "SCRATCH files at the destination: {left:?}"
     );
     let sums = |dir: &std::path::Path, i: usize| {
-        let script = format!("cd {}; cksum ck-n1 ck-nn.0 ck-nn.7", dir.display());
+        let script = format!(
+            "cd {}; cksum ck-n1 ck-nn.0 ck-nn.7 ck-n1-coll ck-nn-coll.3",
+            dir.display()
+        );
         if dir.starts_with(&bed.dest) {
             String::from_utf8(run_on_mode(&bed, i, "scratch", &script).stdout).unwrap()
         } else {
@@ -1370,6 +1377,45 @@ fn an_mpi_checkpoint_on_four_nodes_restarts_one_node_further() {
     };
     let want = sums(&reference, 0);
     assert_eq!(sums(&bed.dest.join("scratch"), 3), want);
+
+    // Every MPI-IO call of the adapter across the nodes (shared file
+    // pointers and atomic mode on the sidecar's record locks, views,
+    // collectives), compared call by call with ROMIO on untracked twins.
+    let calls = bed.dir.path().join("mpiio_calls");
+    let cc = std::process::Command::new("mpicc")
+        .args(["-O1", "-o"])
+        .arg(&calls)
+        .arg(adapter_util::adapter_src("mpiio_calls.c"))
+        .output()
+        .unwrap();
+    ok(&cc, "mpicc mpiio_calls.c");
+    let (buf, twin) = (bed.dest.join("mpiio"), bed.dir.path().join("mpiio-twin"));
+    std::fs::create_dir_all(&buf).unwrap();
+    std::fs::create_dir_all(&twin).unwrap();
+    let mut c = bed.mpirun(2).expect("mpirun across the bed");
+    c.args(["--mca", "io", "romio321"])
+        .arg(&bed.strata)
+        .args(["run", "--mode", "default", "--include"])
+        .arg(&bed.dest)
+        .arg("--")
+        .arg(&calls)
+        .arg(&buf)
+        .arg(&twin)
+        .current_dir(&buf)
+        .env("LC_ALL", "C");
+    let out = c.output().unwrap();
+    ok(&out, "mpirun strata run -- mpiio_calls across 4 nodes");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.starts_with("ok ") && said.contains("buffered=1"),
+        "mpiio_calls across nodes: {said}"
+    );
+    adapter_util::assert_same_tree(
+        &buf,
+        &twin,
+        &|_| false,
+        "MPI-IO files across 4 nodes (DEFAULT, drained) vs ROMIO's",
+    );
     ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
 }
 

@@ -14,8 +14,11 @@
  * No two-phase aggregation: a collective call is each rank's independent
  * access (the buffer absorbs small strided pieces). MPI_File_sync fsyncs
  * the descriptor (durable by strata's rules, then a barrier); close makes
- * the data visible, not durable, as ROMIO's and ompio's do; the shared file pointer and atomic mode use a one-sided window
- * on rank 0 of the file's communicator.
+ * the data visible, not durable, as ROMIO's and ompio's do. The shared
+ * file pointer and atomic mode use a hidden sidecar file next to the file
+ * (`.NAME.strata-shfp-<rank 0's pid>-<n>`, the kernel's, not strata's: opened
+ * past the POSIX adapter) under fcntl record locks, as ROMIO does — no
+ * one-sided communication, which Open MPI cannot give over TCP alone.
  *
  * Handles: `MPI_File` is a pointer in both Open MPI and MPICH; ours point
  * into a static pool, so "is this ours" is a range check, never a read of a
@@ -328,9 +331,10 @@ struct sfile {
     int contig_view;
     /* individual file pointer, in etypes */
     MPI_Offset pos;
-    /* shared file pointer (rank 0's window) and the atomic-mode lock */
-    MPI_Win win;
-    int64_t *shared;
+    /* the sidecar: shared file pointer (bytes 0..8) and the atomic-mode
+     * lock (byte 8), under fcntl record locks */
+    int shfd;
+    char *shpath;
     int atomic;
     /* split collectives */
     int split;
@@ -546,12 +550,84 @@ static int file_size(struct sfile *f, MPI_Offset *size)
     return MPI_SUCCESS;
 }
 
+/* the C library's calls, past the POSIX adapter (preloaded before us):
+ * the sidecar is a kernel file on the destination's file system */
+static struct {
+    int (*open)(const char *, int, ...);
+    int (*close)(int);
+    ssize_t (*pread)(int, void *, size_t, off_t);
+    ssize_t (*pwrite)(int, const void *, size_t, off_t);
+    int (*fcntl)(int, int, ...);
+    int (*unlink)(const char *);
+} kern;
+static pthread_once_t kern_once = PTHREAD_ONCE_INIT;
+
+static void kern_init(void)
+{
+    *(void **)&kern.open = dlsym(RTLD_NEXT, "open");
+    *(void **)&kern.close = dlsym(RTLD_NEXT, "close");
+    *(void **)&kern.pread = dlsym(RTLD_NEXT, "pread");
+    *(void **)&kern.pwrite = dlsym(RTLD_NEXT, "pwrite");
+    *(void **)&kern.fcntl = dlsym(RTLD_NEXT, "fcntl");
+    *(void **)&kern.unlink = dlsym(RTLD_NEXT, "unlink");
+}
+
+static int kern_ok(void)
+{
+    pthread_once(&kern_once, kern_init);
+    return kern.open && kern.close && kern.pread && kern.pwrite && kern.fcntl && kern.unlink;
+}
+
+/* an fcntl record lock on [at, at+len) of the sidecar (waits) */
+static int sidecar_lock(struct sfile *f, short type, off_t at, off_t len)
+{
+    struct flock l;
+    memset(&l, 0, sizeof l);
+    l.l_type = type;
+    l.l_whence = SEEK_SET;
+    l.l_start = at;
+    l.l_len = len;
+    /* Bounded: EINTR is the only retry (a signal handler ran). */
+    for (;;) {
+        if (kern.fcntl(f->shfd, F_SETLKW, &l) == 0)
+            return MPI_SUCCESS;
+        if (errno != EINTR)
+            return class_of_errno(errno);
+    }
+}
+
+static int64_t sidecar_get(struct sfile *f)
+{
+    int64_t v = 0;
+    if (kern.pread(f->shfd, &v, sizeof v, 0) != (ssize_t)sizeof v)
+        v = 0;
+    return v;
+}
+
+static int sidecar_put(struct sfile *f, int64_t v)
+{
+    return kern.pwrite(f->shfd, &v, sizeof v, 0) == (ssize_t)sizeof v ? MPI_SUCCESS : class_of_errno(errno);
+}
+
 static int shared_set(struct sfile *f, int64_t v)
 {
-    PMPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, f->win);
-    PMPI_Accumulate(&v, 1, MPI_INT64_T, 0, 0, 1, MPI_INT64_T, MPI_REPLACE, f->win);
-    PMPI_Win_unlock(0, f->win);
-    return MPI_SUCCESS;
+    int e = sidecar_lock(f, F_WRLCK, 0, 8);
+    if (e)
+        return e;
+    e = sidecar_put(f, v);
+    sidecar_lock(f, F_UNLCK, 0, 8);
+    return e;
+}
+
+/* the sidecar's path: `.NAME.strata-shfp-PID-N` beside `path` */
+static char *sidecar_path(const char *path, long pid, long n)
+{
+    const char *slash = strrchr(path, '/');
+    size_t dir = slash ? (size_t)(slash - path + 1) : 0;
+    char *out = malloc(strlen(path) + 64);
+    if (out)
+        sprintf(out, "%.*s.%s.strata-shfp-%ld-%ld", (int)dir, path, path + dir, pid, n);
+    return out;
 }
 
 int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh)
@@ -607,20 +683,47 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     PMPI_Info_set(f->info, "strata_buffered", "true");
     PMPI_File_get_errhandler(MPI_FILE_NULL, &f->eh);
     view_default(f);
-    void *base = NULL;
-    PMPI_Win_allocate(rank == 0 ? (MPI_Aint)sizeof(int64_t) : 0, sizeof(int64_t), MPI_INFO_NULL, f->comm,
-                      &base, &f->win);
-    f->shared = base;
     MPI_Offset start = 0;
     if (amode & MPI_MODE_APPEND)
         file_size(f, &start);
-    if (rank == 0) {
-        PMPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, f->win);
-        *f->shared = start;
-        PMPI_Win_unlock(0, f->win);
-    }
     f->pos = start;
-    PMPI_Barrier(f->comm);
+    /* the sidecar: rank 0 makes it (named by its pid and open count), then
+     * the others open it */
+    static long opens;
+    long tag[2] = {(long)getpid(), __atomic_add_fetch(&opens, 1, __ATOMIC_RELAXED)};
+    PMPI_Bcast(tag, 2, MPI_LONG, 0, f->comm);
+    f->shpath = sidecar_path(path, tag[0], tag[1]);
+    f->shfd = -1;
+    int serr = !f->shpath || !kern_ok() ? MPI_ERR_NO_MEM : MPI_SUCCESS;
+    if (!serr && rank == 0) {
+        f->shfd = kern.open(f->shpath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        int64_t v = start;
+        if (f->shfd < 0 || kern.pwrite(f->shfd, &v, sizeof v, 0) != (ssize_t)sizeof v)
+            serr = class_of_errno(errno);
+    }
+    PMPI_Bcast(&serr, 1, MPI_INT, 0, f->comm);
+    if (!serr && rank != 0) {
+        f->shfd = kern.open(f->shpath, O_RDWR | O_CLOEXEC);
+        if (f->shfd < 0)
+            serr = class_of_errno(errno);
+    }
+    int sworst = 0;
+    PMPI_Allreduce(&serr, &sworst, 1, MPI_INT, MPI_MAX, f->comm);
+    if (sworst != MPI_SUCCESS) {
+        if (f->shfd >= 0)
+            kern.close(f->shfd);
+        PMPI_Barrier(f->comm);
+        if (rank == 0 && f->shpath)
+            kern.unlink(f->shpath);
+        close(f->fd);
+        PMPI_Info_free(&f->info);
+        flat_free(&f->ft);
+        PMPI_Comm_free(&f->comm);
+        free(f->path);
+        free(f->shpath);
+        slot_give(f);
+        return fail(NULL, sworst);
+    }
     *fh = (MPI_File)(void *)f;
     return MPI_SUCCESS;
 }
@@ -644,7 +747,11 @@ static void view_types_free(struct sfile *f)
 
 static void release(struct sfile *f)
 {
-    PMPI_Win_free(&f->win);
+    kern.close(f->shfd);
+    PMPI_Barrier(f->comm); /* every rank is done with the sidecar */
+    if (f->rank == 0)
+        kern.unlink(f->shpath);
+    free(f->shpath);
     PMPI_Info_free(&f->info);
     view_types_free(f);
     flat_free(&f->ft);
@@ -785,26 +892,26 @@ static void set_status(MPI_Status *st, MPI_Offset bytes)
     st->MPI_TAG = MPI_UNDEFINED;
 }
 
-/* exclusive hold of rank 0's window (acquired for certain: an RMA call and a
- * flush inside the epoch) */
+/* atomic mode: every access holds the sidecar's byte 8 exclusively */
 static void atomic_lock(struct sfile *f)
 {
-    int64_t v;
-    PMPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, f->win);
-    PMPI_Get(&v, 1, MPI_INT64_T, 0, 0, 1, MPI_INT64_T, f->win);
-    PMPI_Win_flush(0, f->win);
+    sidecar_lock(f, F_WRLCK, 8, 1);
 }
 
+static void atomic_unlock(struct sfile *f)
+{
+    sidecar_lock(f, F_UNLCK, 8, 1);
+}
+
+/* fetch-and-add on the shared file pointer; `inc` 0 reads it */
 static int64_t shared_add(struct sfile *f, int64_t inc, int locked)
 {
-    int64_t old = 0;
-    if (!locked)
-        PMPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, f->win);
-    PMPI_Fetch_and_op(&inc, &old, MPI_INT64_T, 0, 0, MPI_SUM, f->win);
-    if (!locked)
-        PMPI_Win_unlock(0, f->win);
-    else
-        PMPI_Win_flush(0, f->win);
+    (void)locked;
+    sidecar_lock(f, inc ? F_WRLCK : F_RDLCK, 0, 8);
+    int64_t old = sidecar_get(f);
+    if (inc)
+        sidecar_put(f, old + inc);
+    sidecar_lock(f, F_UNLCK, 0, 8);
     return old;
 }
 
@@ -917,7 +1024,7 @@ static int access_rw(struct sfile *f, int write, int where, MPI_Offset off, void
         pthread_mutex_unlock(&f->mu);
     }
     if (f->atomic)
-        PMPI_Win_unlock(0, f->win);
+        atomic_unlock(f);
     *bytes = done;
     return err;
 }
