@@ -1,0 +1,473 @@
+//! `strata._native`: the Python package's native module (issue 17), PyO3
+//! over `strata-client`. The Python layer (`python/strata/`) re-exports it
+//! and adds what is Python only.
+//!
+//! **Architecture Invariant.** The GIL is released for every call that
+//! reaches the daemon; a buffer handed in is used in place (the buffer
+//! protocol, C-contiguous bytes), never copied in Python; every daemon
+//! error becomes an exception of the `StrataError` hierarchy carrying the
+//! daemon's message.
+//!
+//! **API Boundary.** `strata-client`'s native API (connect, buckets, blobs,
+//! tags, scores); nothing of the protocol or the engine.
+
+use std::ffi::c_int;
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+use strata_proto::Errno;
+
+create_exception!(strata, StrataError, PyException, "Any error from strata.");
+create_exception!(
+    strata,
+    NotFound,
+    StrataError,
+    "No such bucket, blob or file."
+);
+create_exception!(
+    strata,
+    AlreadyExists,
+    StrataError,
+    "The bucket or blob exists already."
+);
+create_exception!(strata, NoSpace, StrataError, "Out of space on every tier.");
+create_exception!(
+    strata,
+    NodeDown,
+    StrataError,
+    "A cluster node that holds the data is down."
+);
+create_exception!(strata, NoDaemon, StrataError, "The daemon is unreachable.");
+create_exception!(
+    strata,
+    InvalidArgument,
+    StrataError,
+    "A bad name, size or argument."
+);
+create_exception!(
+    strata,
+    Closed,
+    StrataError,
+    "The client or bucket was closed."
+);
+
+fn to_py(e: strata_client::Error) -> PyErr {
+    let msg = e.to_string();
+    match e.errno {
+        Errno::NoBucket | Errno::NoBlob | Errno::NoFile => NotFound::new_err(msg),
+        Errno::Exists => AlreadyExists::new_err(msg),
+        Errno::NoSpace => NoSpace::new_err(msg),
+        Errno::NodeDown => NodeDown::new_err(msg),
+        Errno::NoDaemon | Errno::Shutdown => NoDaemon::new_err(msg),
+        Errno::Inval | Errno::Name | Errno::TooBig | Errno::Range => InvalidArgument::new_err(msg),
+        _ => StrataError::new_err(msg),
+    }
+}
+
+/// A C-contiguous view of an object's bytes through the buffer protocol,
+/// released on drop. Any element type: the bytes are what count.
+struct View {
+    view: pyo3::ffi::Py_buffer,
+}
+
+// SAFETY: the exporter keeps the memory alive until PyBuffer_Release (in
+// drop, which takes the GIL); moving the struct between threads moves only
+// pointers, and the bytes are read or written while the GIL is released,
+// as numpy and hashlib do with buffers.
+unsafe impl Send for View {}
+// SAFETY: as above: shared references only read the pointers; the bytes
+// are read (or written through bytes_mut's exclusive borrow) by one call.
+unsafe impl Sync for View {}
+
+impl View {
+    fn get(obj: &Bound<'_, PyAny>, writable: bool) -> PyResult<View> {
+        let mut view = std::mem::MaybeUninit::<pyo3::ffi::Py_buffer>::zeroed();
+        let flags: c_int = pyo3::ffi::PyBUF_C_CONTIGUOUS
+            | pyo3::ffi::PyBUF_FORMAT
+            | if writable {
+                pyo3::ffi::PyBUF_WRITABLE
+            } else {
+                0
+            };
+        // SAFETY: obj is a live object; view is writable storage for one Py_buffer.
+        let r = unsafe { pyo3::ffi::PyObject_GetBuffer(obj.as_ptr(), view.as_mut_ptr(), flags) };
+        if r != 0 {
+            let py = obj.py();
+            let cause = PyErr::fetch(py);
+            let msg = format!(
+                "{} does not give a C-contiguous{} buffer: {cause} (pass bytes, bytearray, memoryview or a contiguous numpy array)",
+                obj.get_type().name().map(|n| n.to_string()).unwrap_or_default(),
+                if writable { ", writable" } else { "" }
+            );
+            // no buffer at all is a type error; a buffer of the wrong shape
+            // (strided, read-only) a bad argument
+            if cause.is_instance_of::<pyo3::exceptions::PyTypeError>(py) && !writable {
+                return Err(pyo3::exceptions::PyTypeError::new_err(msg));
+            }
+            return Err(InvalidArgument::new_err(msg));
+        }
+        // SAFETY: PyObject_GetBuffer succeeded: the struct is initialised.
+        let view = unsafe { view.assume_init() };
+        Ok(View { view })
+    }
+
+    fn len(&self) -> usize {
+        self.view.len as usize
+    }
+
+    fn bytes(&self) -> &[u8] {
+        if self.len() == 0 {
+            return &[];
+        }
+        // SAFETY: a C-contiguous buffer of len bytes at buf, alive until drop.
+        unsafe { std::slice::from_raw_parts(self.view.buf as *const u8, self.len()) }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        if self.len() == 0 {
+            return &mut [];
+        }
+        // SAFETY: a writable C-contiguous buffer of len bytes (PyBUF_WRITABLE).
+        unsafe { std::slice::from_raw_parts_mut(self.view.buf as *mut u8, self.len()) }
+    }
+}
+
+impl Drop for View {
+    fn drop(&mut self) {
+        Python::with_gil(|_| {
+            // SAFETY: a buffer obtained by PyObject_GetBuffer, released once.
+            unsafe { pyo3::ffi::PyBuffer_Release(&mut self.view) };
+        });
+    }
+}
+
+/// A connection to a strata daemon.
+#[pyclass(module = "strata._native", frozen)]
+struct Client {
+    inner: std::sync::Mutex<Option<strata_client::Client>>,
+    socket: String,
+}
+
+impl Client {
+    fn client(&self) -> PyResult<strata_client::Client> {
+        self.inner
+            .lock()
+            .map_err(|_| StrataError::new_err("client lock poisoned"))?
+            .clone()
+            .ok_or_else(|| Closed::new_err("the client is closed"))
+    }
+}
+
+#[pymethods]
+impl Client {
+    /// The bucket `name`; created when `create` (the default) and missing.
+    #[pyo3(signature = (name, create = true))]
+    fn bucket(&self, py: Python<'_>, name: &str, create: bool) -> PyResult<Bucket> {
+        let c = self.client()?;
+        let b = py
+            .allow_threads(|| {
+                if create {
+                    c.bucket(name)
+                } else {
+                    c.bucket_open(name)
+                }
+            })
+            .map_err(to_py)?;
+        Ok(Bucket {
+            inner: std::sync::Mutex::new(Some(std::sync::Arc::new(b))),
+        })
+    }
+
+    /// The daemon's socket.
+    #[getter]
+    fn socket(&self) -> &str {
+        &self.socket
+    }
+
+    /// Closes the connection (buckets opened from it stay usable until closed).
+    fn close(&self) -> PyResult<()> {
+        self.inner
+            .lock()
+            .map_err(|_| StrataError::new_err("client lock poisoned"))?
+            .take();
+        Ok(())
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.close()?;
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("strata.Client(socket={:?})", self.socket)
+    }
+}
+
+/// A bucket: named blobs with tags.
+#[pyclass(module = "strata._native", frozen)]
+struct Bucket {
+    inner: std::sync::Mutex<Option<std::sync::Arc<strata_client::Bucket>>>,
+}
+
+impl Bucket {
+    fn b(&self) -> PyResult<std::sync::Arc<strata_client::Bucket>> {
+        self.inner
+            .lock()
+            .map_err(|_| StrataError::new_err("bucket lock poisoned"))?
+            .clone()
+            .ok_or_else(|| Closed::new_err("the bucket is closed"))
+    }
+}
+
+#[pymethods]
+impl Bucket {
+    /// The bucket's name.
+    #[getter]
+    fn name(&self) -> PyResult<String> {
+        Ok(self.b()?.name())
+    }
+
+    /// Stores the bytes of `data` (any buffer: bytes, bytearray, memoryview,
+    /// numpy array — used in place, not copied) as blob `name`, replacing it.
+    fn put(&self, py: Python<'_>, name: &str, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        let b = self.b()?;
+        let v = View::get(data, false)?;
+        py.allow_threads(|| b.put(name, v.bytes())).map_err(to_py)
+    }
+
+    /// Writes `data` at byte `offset` of blob `name` (created if missing);
+    /// returns the blob's size afterwards.
+    fn put_at(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        offset: u64,
+        data: &Bound<'_, PyAny>,
+    ) -> PyResult<u64> {
+        let b = self.b()?;
+        let v = View::get(data, false)?;
+        py.allow_threads(|| b.put_at(name, offset, v.bytes()))
+            .map_err(to_py)
+    }
+
+    /// Appends `data` to blob `name`; returns the blob's size afterwards.
+    fn append(&self, py: Python<'_>, name: &str, data: &Bound<'_, PyAny>) -> PyResult<u64> {
+        let b = self.b()?;
+        let v = View::get(data, false)?;
+        py.allow_threads(|| b.append(name, v.bytes()))
+            .map_err(to_py)
+    }
+
+    /// Blob `name` as bytes.
+    fn get<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyBytes>> {
+        let b = self.b()?;
+        let size = py.allow_threads(|| b.size_of(name)).map_err(to_py)?;
+        let size = usize::try_from(size).map_err(|_| InvalidArgument::new_err("blob too large"))?;
+        // fill the bytes object in place: one copy, from the tier
+        let mut failed = None;
+        let out = PyBytes::new_with(py, size, |buf| {
+            let n = py.allow_threads(|| b.get_at(name, 0, buf));
+            match n {
+                Ok(n) if n == size => Ok(()),
+                Ok(n) => {
+                    failed = Some(StrataError::new_err(format!(
+                        "{name} changed while read ({n} of {size} bytes)"
+                    )));
+                    Ok(())
+                }
+                Err(e) => {
+                    failed = Some(to_py(e));
+                    Ok(())
+                }
+            }
+        })?;
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
+    }
+
+    /// Reads blob `name` into `buffer` (any writable buffer: bytearray,
+    /// memoryview, numpy array) with no intermediate copy; returns the
+    /// bytes read. The buffer must hold the whole blob.
+    fn get_into(&self, py: Python<'_>, name: &str, buffer: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let b = self.b()?;
+        let mut v = View::get(buffer, true)?;
+        let size = py.allow_threads(|| b.size_of(name)).map_err(to_py)?;
+        if size > v.len() as u64 {
+            return Err(InvalidArgument::new_err(format!(
+                "{name} has {size} bytes, the buffer {}",
+                v.len()
+            )));
+        }
+        let want = size as usize;
+        py.allow_threads(|| b.get_at(name, 0, &mut v.bytes_mut()[..want]))
+            .map_err(to_py)
+    }
+
+    /// Reads up to `len(buffer)` bytes of blob `name` from byte `offset`
+    /// into `buffer`; returns the bytes read (short at the end).
+    fn get_at(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        offset: u64,
+        buffer: &Bound<'_, PyAny>,
+    ) -> PyResult<usize> {
+        let b = self.b()?;
+        let mut v = View::get(buffer, true)?;
+        py.allow_threads(|| b.get_at(name, offset, v.bytes_mut()))
+            .map_err(to_py)
+    }
+
+    /// Removes blob `name`.
+    fn delete(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        let b = self.b()?;
+        py.allow_threads(|| b.delete(name)).map_err(to_py)
+    }
+
+    /// Renames blob `old` to `new` (`replace`: an existing `new` goes).
+    #[pyo3(signature = (old, new, replace = false))]
+    fn rename(&self, py: Python<'_>, old: &str, new: &str, replace: bool) -> PyResult<()> {
+        let b = self.b()?;
+        py.allow_threads(|| b.rename_blob(old, new, replace))
+            .map_err(to_py)
+    }
+
+    /// The blobs' names, sorted.
+    fn list(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        let b = self.b()?;
+        py.allow_threads(|| b.list()).map_err(to_py)
+    }
+
+    /// Whether blob `name` exists.
+    fn __contains__(&self, py: Python<'_>, name: &str) -> PyResult<bool> {
+        let b = self.b()?;
+        match py.allow_threads(|| b.size_of(name)) {
+            Ok(_) => Ok(true),
+            Err(e) if e.errno == Errno::NoBlob => Ok(false),
+            Err(e) => Err(to_py(e)),
+        }
+    }
+
+    /// Blob `name`'s record: size, times, score, user score, stationary,
+    /// tiers, dirty, accesses.
+    fn stat<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyDict>> {
+        let b = self.b()?;
+        let s = py.allow_threads(|| b.stat(name)).map_err(to_py)?;
+        let d = PyDict::new(py);
+        d.set_item("size", s.size)?;
+        d.set_item("accesses", s.access_count)?;
+        d.set_item("atime_ns", s.atime_ns)?;
+        d.set_item("mtime_ns", s.mtime_ns)?;
+        d.set_item("ctime_ns", s.ctime_ns)?;
+        d.set_item("score", s.score)?;
+        d.set_item("user_score", s.user_score)?;
+        d.set_item("stationary", s.stationary)?;
+        d.set_item("tier_mask", s.tier_mask)?;
+        d.set_item("dirty", s.dirty)?;
+        Ok(d)
+    }
+
+    /// Sets blob `name`'s user score in [0, 1] (None clears it); `stationary`
+    /// pins it where it is.
+    #[pyo3(signature = (name, score, stationary = false))]
+    fn set_score(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        score: Option<f32>,
+        stationary: bool,
+    ) -> PyResult<()> {
+        let b = self.b()?;
+        py.allow_threads(|| b.set_score(name, score, stationary))
+            .map_err(to_py)
+    }
+
+    /// Sets tag `key` of the bucket.
+    fn tag(&self, py: Python<'_>, key: &str, value: &str) -> PyResult<()> {
+        let b = self.b()?;
+        py.allow_threads(|| b.tag(key, value)).map_err(to_py)
+    }
+
+    /// The bucket's tags.
+    fn tags(&self, py: Python<'_>) -> PyResult<Vec<(String, String)>> {
+        let b = self.b()?;
+        py.allow_threads(|| b.tags()).map_err(to_py)
+    }
+
+    /// Closes this handle (the bucket and its blobs stay).
+    fn close(&self) -> PyResult<()> {
+        self.inner
+            .lock()
+            .map_err(|_| StrataError::new_err("bucket lock poisoned"))?
+            .take();
+        Ok(())
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.close()?;
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        match self.b() {
+            Ok(b) => format!("strata.Bucket({:?})", b.name()),
+            Err(_) => "strata.Bucket(<closed>)".into(),
+        }
+    }
+}
+
+/// Connects to the daemon at `socket` (default: `$STRATA_SOCKET`, else the
+/// configured socket).
+#[pyfunction]
+#[pyo3(signature = (socket = None))]
+fn connect(py: Python<'_>, socket: Option<&str>) -> PyResult<Client> {
+    let (c, path) = py
+        .allow_threads(|| match socket {
+            Some(s) => strata_client::Client::connect_to(std::path::Path::new(s))
+                .map(|c| (c, s.to_string())),
+            None => {
+                let p = strata_client::default_socket_path()?;
+                strata_client::Client::connect_to(&p).map(|c| (c, p.display().to_string()))
+            }
+        })
+        .map_err(to_py)?;
+    Ok(Client {
+        inner: std::sync::Mutex::new(Some(c)),
+        socket: path,
+    })
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_function(wrap_pyfunction!(connect, m)?)?;
+    m.add_class::<Client>()?;
+    m.add_class::<Bucket>()?;
+    for (name, t) in [
+        ("StrataError", py.get_type::<StrataError>()),
+        ("NotFound", py.get_type::<NotFound>()),
+        ("AlreadyExists", py.get_type::<AlreadyExists>()),
+        ("NoSpace", py.get_type::<NoSpace>()),
+        ("NodeDown", py.get_type::<NodeDown>()),
+        ("NoDaemon", py.get_type::<NoDaemon>()),
+        ("InvalidArgument", py.get_type::<InvalidArgument>()),
+        ("Closed", py.get_type::<Closed>()),
+    ] {
+        m.add(name, t)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,13 @@
+from strata._native import (
+    AlreadyExists as AlreadyExists,
+    Bucket as Bucket,
+    Client as Client,
+    Closed as Closed,
+    InvalidArgument as InvalidArgument,
+    NoDaemon as NoDaemon,
+    NodeDown as NodeDown,
+    NoSpace as NoSpace,
+    NotFound as NotFound,
+    StrataError as StrataError,
+    connect as connect,
+)

@@ -1,0 +1,91 @@
+"""Type stubs of strata's native module (crates/strata-py)."""
+
+from collections.abc import Buffer
+from types import TracebackType
+from typing import Any
+
+class StrataError(Exception):
+    """Any error from strata; the message is the daemon's."""
+
+class NotFound(StrataError):
+    """No such bucket, blob or file."""
+
+class AlreadyExists(StrataError):
+    """The bucket or blob exists already."""
+
+class NoSpace(StrataError):
+    """Out of space on every tier."""
+
+class NodeDown(StrataError):
+    """A cluster node that holds the data is down or unreachable."""
+
+class NoDaemon(StrataError):
+    """The daemon is unreachable (start one with `strata daemon start`)."""
+
+class InvalidArgument(StrataError):
+    """A bad name, size, buffer or argument."""
+
+class Closed(StrataError):
+    """The client or bucket handle was closed."""
+
+class Bucket:
+    """A bucket: named blobs with tags. A context manager closing the handle."""
+
+    @property
+    def name(self) -> str: ...
+    def put(self, name: str, data: Buffer) -> None:
+        """Stores `data`'s bytes (any C-contiguous buffer, used in place) as blob `name`."""
+    def put_at(self, name: str, offset: int, data: Buffer) -> int:
+        """Writes `data` at `offset` of blob `name`; returns the size afterwards."""
+    def append(self, name: str, data: Buffer) -> int:
+        """Appends `data` to blob `name`; returns the size afterwards."""
+    def get(self, name: str) -> bytes:
+        """Blob `name` as bytes."""
+    def get_into(self, name: str, buffer: Buffer) -> int:
+        """Reads blob `name` into a writable buffer that holds it all; returns the bytes read."""
+    def get_at(self, name: str, offset: int, buffer: Buffer) -> int:
+        """Reads up to len(buffer) bytes from `offset`; returns the bytes read."""
+    def delete(self, name: str) -> None:
+        """Removes blob `name`."""
+    def rename(self, old: str, new: str, replace: bool = False) -> None:
+        """Renames blob `old` to `new`; `replace` lets an existing `new` go."""
+    def list(self) -> list[str]:
+        """The blobs' names, sorted."""
+    def __contains__(self, name: str) -> bool: ...
+    def stat(self, name: str) -> dict[str, Any]:
+        """size, accesses, atime_ns, mtime_ns, ctime_ns, score, user_score, stationary, tier_mask, dirty."""
+    def set_score(self, name: str, score: float | None, stationary: bool = False) -> None:
+        """The user score in [0, 1] (None clears it); `stationary` pins the blob."""
+    def tag(self, key: str, value: str) -> None:
+        """Sets tag `key` of the bucket."""
+    def tags(self) -> list[tuple[str, str]]:
+        """The bucket's tags."""
+    def close(self) -> None:
+        """Closes this handle; the bucket stays."""
+    def __enter__(self) -> Bucket: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool: ...
+
+class Client:
+    """A connection to a strata daemon. A context manager closing it."""
+
+    @property
+    def socket(self) -> str: ...
+    def bucket(self, name: str, create: bool = True) -> Bucket:
+        """The bucket `name`, created when `create` and missing (else NotFound)."""
+    def close(self) -> None:
+        """Closes the connection."""
+    def __enter__(self) -> Client: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool: ...
+
+def connect(socket: str | None = None) -> Client:
+    """Connects to the daemon at `socket` (default: $STRATA_SOCKET, else the configured socket)."""
