@@ -7,6 +7,9 @@
         out = bytearray(b.stat("step-1")["size"])
         b.get_into("step-1", out)             # straight into your buffer
 
+Arrays keep their dtype and shape: `strata.put_array(bucket, "x", a)` and
+`strata.get_array(bucket, "x")` (also as `bucket.put_array` / `bucket.get_array`).
+
 Errors are exceptions derived from `strata.StrataError` (`NotFound`,
 `AlreadyExists`, `NoSpace`, `NodeDown`, `NoDaemon`, `InvalidArgument`,
 `Closed`), carrying the daemon's message. Every call that reaches the daemon
@@ -27,7 +30,12 @@ from strata._native import (
     connect,
 )
 
+from strata._arrays import CopyWarning, get_array, put_array
+
 __all__ = [
+    "CopyWarning",
+    "get_array",
+    "put_array",
     "AlreadyExists",
     "Bucket",
     "Client",
@@ -40,3 +48,9 @@ __all__ = [
     "StrataError",
     "connect",
 ]
+
+
+# methods of Bucket for arrays (implemented in Python over the native calls)
+Bucket.put_array = put_array  # type: ignore[attr-defined]
+Bucket.get_array = get_array  # type: ignore[attr-defined]
+Client.status = lambda self: __import__("json").loads(self.status_json())  # type: ignore[attr-defined]

@@ -11,3 +11,8 @@ from strata._native import (
     StrataError as StrataError,
     connect as connect,
 )
+from strata._arrays import (
+    CopyWarning as CopyWarning,
+    get_array as get_array,
+    put_array as put_array,
+)

@@ -60,6 +60,10 @@ class Bucket:
         """Sets tag `key` of the bucket."""
     def tags(self) -> list[tuple[str, str]]:
         """The bucket's tags."""
+    def put_array(self, name: str, array: Any) -> None:
+        """strata.put_array(self, name, array): bytes plus dtype and shape."""
+    def get_array(self, name: str) -> Any:
+        """strata.get_array(self, name): a new numpy array."""
     def close(self) -> None:
         """Closes this handle; the bucket stays."""
     def __enter__(self) -> Bucket: ...
@@ -75,6 +79,12 @@ class Client:
 
     @property
     def socket(self) -> str: ...
+    def buckets(self) -> list[str]:
+        """The names of every bucket, sorted."""
+    def status_json(self) -> str:
+        """The daemon's status as JSON (what `strata status --json` prints)."""
+    def status(self) -> dict[str, Any]:
+        """The daemon's status, parsed."""
     def bucket(self, name: str, create: bool = True) -> Bucket:
         """The bucket `name`, created when `create` and missing (else NotFound)."""
     def close(self) -> None:

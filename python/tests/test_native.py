@@ -204,3 +204,44 @@ def test_a_client_killed_mid_put_leaves_the_daemon_consistent(daemon, client):
     assert v.get("after") == b"fine"
     for n in v.list():
         v.delete(n)
+
+
+def test_arrays_keep_dtype_and_shape(bucket):
+    a = np.arange(24, dtype=">i4").reshape(2, 3, 4)
+    bucket.put_array("a", a)
+    back = bucket.get_array("a")
+    assert back.dtype == a.dtype and back.shape == a.shape and np.array_equal(a, back)
+    strata.put_array(bucket, "e", np.empty((0, 5), dtype="f4"))
+    assert strata.get_array(bucket, "e").shape == (0, 5)
+    with pytest.warns(strata.CopyWarning):
+        bucket.put_array("t", a.transpose())
+    assert np.array_equal(bucket.get_array("t"), a.transpose())
+    with pytest.raises(strata.NotFound):
+        bucket.get_array("never")
+    with pytest.raises(strata.InvalidArgument):
+        bucket.put_array("o", np.array([object()]))
+
+
+def _cli(daemon, *args, stdin=None):
+    return subprocess.run([sys.executable, "-m", "strata", "--socket", daemon, *args],
+                          input=stdin, capture_output=True)
+
+
+def test_python_m_strata_mirrors_the_cli(daemon, tmp_path):
+    src = tmp_path / "in.bin"
+    src.write_bytes(pattern(100_000, 3))
+    assert _cli(daemon, "put", "cli", "blob", str(src)).returncode == 0
+    assert _cli(daemon, "put", "cli", "piped", "-", stdin=b"from stdin").returncode == 0
+    out = tmp_path / "out.bin"
+    assert _cli(daemon, "get", "cli", "blob", str(out)).returncode == 0
+    assert out.read_bytes() == src.read_bytes()
+    assert _cli(daemon, "get", "cli", "piped").stdout == b"from stdin"
+    assert _cli(daemon, "ls", "cli").stdout.decode().split() == ["blob", "piped"]
+    assert "cli" in _cli(daemon, "ls").stdout.decode().split()
+    assert "100000" in _cli(daemon, "ls", "cli", "--long").stdout.decode()
+    st = _cli(daemon, "status")
+    assert st.returncode == 0 and "TIER" in st.stdout.decode()
+    assert '"tiers"' in _cli(daemon, "status", "--json").stdout.decode()
+    assert _cli(daemon, "rm", "cli", "blob").returncode == 0
+    miss = _cli(daemon, "get", "cli", "blob")
+    assert miss.returncode == 1 and b"no such blob" in miss.stderr

@@ -180,6 +180,21 @@ impl Client {
         })
     }
 
+    /// The names of every bucket (of every node in a cluster), sorted.
+    fn buckets(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        let c = self.client()?;
+        py.allow_threads(|| c.bucket_names()).map_err(to_py)
+    }
+
+    /// The daemon's status (what `strata status --json` prints), as JSON text.
+    fn status_json(&self, py: Python<'_>) -> PyResult<String> {
+        let socket = std::path::PathBuf::from(&self.socket);
+        let st = py
+            .allow_threads(|| strata_client::status(&socket))
+            .map_err(to_py)?;
+        serde_json::to_string(&st).map_err(|e| StrataError::new_err(e.to_string()))
+    }
+
     /// The daemon's socket.
     #[getter]
     fn socket(&self) -> &str {
