@@ -10,6 +10,9 @@
 Arrays keep their dtype and shape: `strata.put_array(bucket, "x", a)` and
 `strata.get_array(bucket, "x")` (also as `bucket.put_array` / `bucket.get_array`).
 
+asyncio: `await bucket.aput(...)`, `aget`, `aget_into`, `aput_at`, `aappend`, `aget_at`,
+`adelete`, `arename`, `alist`, `astat`.
+
 Errors are exceptions derived from `strata.StrataError` (`NotFound`,
 `AlreadyExists`, `NoSpace`, `NodeDown`, `NoDaemon`, `InvalidArgument`,
 `Closed`), carrying the daemon's message. Every call that reaches the daemon
@@ -53,4 +56,8 @@ __all__ = [
 # methods of Bucket for arrays (implemented in Python over the native calls)
 Bucket.put_array = put_array  # type: ignore[attr-defined]
 Bucket.get_array = get_array  # type: ignore[attr-defined]
+from strata import _aio  # noqa: E402
+
+_aio.install()
+
 Client.status = lambda self: __import__("json").loads(self.status_json())  # type: ignore[attr-defined]

@@ -245,3 +245,22 @@ def test_python_m_strata_mirrors_the_cli(daemon, tmp_path):
     assert _cli(daemon, "rm", "cli", "blob").returncode == 0
     miss = _cli(daemon, "get", "cli", "blob")
     assert miss.returncode == 1 and b"no such blob" in miss.stderr
+
+
+def test_asyncio_variants_run_concurrently(bucket):
+    import asyncio
+
+    async def main():
+        datas = {f"k{i}": pattern(200_000 + i, i) for i in range(16)}
+        await asyncio.gather(*(bucket.aput(k, v) for k, v in datas.items()))
+        got = await asyncio.gather(*(bucket.aget(k) for k in datas))
+        assert got == list(datas.values())
+        buf = bytearray(200_000)
+        assert await bucket.aget_into("k0", buf) == 200_000
+        assert sorted(await bucket.alist()) == sorted(datas)
+        assert (await bucket.astat("k3"))["size"] == 200_003
+        await bucket.adelete("k3")
+        with pytest.raises(strata.NotFound):
+            await bucket.aget("k3")
+
+    asyncio.run(main())
