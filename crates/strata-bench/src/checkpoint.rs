@@ -79,12 +79,13 @@ pub struct CheckpointArgs {
     pub json: bool,
 }
 
-/// The phases of one mpi_ckpt run: (write MiB/s, read MiB/s).
-fn parse_report(out: &str, bytes: u64) -> Result<(f64, f64)> {
+/// The phases of one run of a timing program (mpi_ckpt, h5bench, h5py_bench)
+/// from its `ok … write_s=W read_s=R` line: (write MiB/s, read MiB/s).
+pub(crate) fn parse_report(out: &str, bytes: u64) -> Result<(f64, f64)> {
     let line = out
         .lines()
         .find(|l| l.starts_with("ok "))
-        .with_context(|| format!("mpi_ckpt printed no report: {out}"))?;
+        .with_context(|| format!("the program printed no report: {out}"))?;
     let field = |k: &str| -> Result<f64> {
         line.split_whitespace()
             .find_map(|w| w.strip_prefix(k))

@@ -25,6 +25,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
+use crate::checkpoint::parse_report;
 use crate::kv::{format_size, parse_size};
 use crate::team::{median_min_max, DaemonSpec, PrivateDaemon};
 
@@ -51,26 +52,6 @@ pub struct Hdf5Args {
     /// h5py; else those rows are left out, said so).
     #[arg(long)]
     pub python: Option<String>,
-}
-
-/// One program run's (write MiB/s, read MiB/s).
-fn parse(out: &str, bytes: u64) -> Result<(f64, f64)> {
-    let line = out
-        .lines()
-        .find(|l| l.starts_with("ok "))
-        .with_context(|| format!("no report in: {out}"))?;
-    let field = |k: &str| -> Result<f64> {
-        line.split_whitespace()
-            .find_map(|w| w.strip_prefix(k))
-            .with_context(|| format!("no {k} in {line}"))?
-            .parse::<f64>()
-            .with_context(|| format!("bad {k} in {line}"))
-    };
-    let mib = bytes as f64 / (1 << 20) as f64;
-    Ok((
-        mib / field("write_s=")?.max(1e-9),
-        mib / field("read_s=")?.max(1e-9),
-    ))
 }
 
 fn output(mut c: Command, what: &str) -> Result<String> {
@@ -260,13 +241,13 @@ pub fn run(a: Hdf5Args) -> Result<()> {
         for r in 0..a.repeats {
             eprintln!("bench hdf5: {}, repeat {}/{}", api.name, r + 1, a.repeats);
             let f = shm.path().join("t.h5");
-            let (t_w, t_r) = parse(
+            let (t_w, t_r) = parse_report(
                 &output(api.command(&a, &f, None, false), "tmpfs run")?,
                 a.size,
             )?;
             std::fs::remove_file(&f)?;
             let f = dest.path().join("p.h5");
-            let (p_w, p_r) = parse(
+            let (p_w, p_r) = parse_report(
                 &output(api.command(&a, &f, None, true), "destination run")?,
                 a.size,
             )?;
@@ -279,7 +260,7 @@ pub fn run(a: Hdf5Args) -> Result<()> {
             let (s_w, s_r) = {
                 let d = PrivateDaemon::start(&spec)?;
                 let f = dest.path().join("s.h5");
-                parse(
+                parse_report(
                     &output(
                         api.command(&a, &f, Some(("scratch", &d)), false),
                         "SCRATCH run",
@@ -290,7 +271,7 @@ pub fn run(a: Hdf5Args) -> Result<()> {
             let (d_w, d_r, drained) = {
                 let d = PrivateDaemon::start(&spec)?;
                 let f = dest.path().join("d.h5");
-                let (w, rd) = parse(
+                let (w, rd) = parse_report(
                     &output(
                         api.command(&a, &f, Some(("default", &d)), false),
                         "DEFAULT run",
