@@ -77,11 +77,12 @@ log "unit, property and integration tests"
 cargo test --workspace -- --test-threads=2
 
 log "the Python package (pip install ./python: PyO3 + maturin) and its pytest suite against a private daemon"
-if ! target/py-venv/bin/python -c 'import maturin, pytest, numpy' 2>/dev/null; then
-  python3 -m venv target/py-venv && target/py-venv/bin/pip install -q maturin pytest numpy
+if ! target/py-venv/bin/python -c 'import maturin, pytest, numpy, fsspec, pandas, zarr, redis, mypy' 2>/dev/null; then
+  python3 -m venv target/py-venv && target/py-venv/bin/pip install -q maturin pytest numpy fsspec pandas zarr redis mypy
 fi
 target/py-venv/bin/pip install -q ./python
-STRATA_BIN="$PWD/target/debug/strata" target/py-venv/bin/python -m pytest -q python/tests
+(cd python && ../target/py-venv/bin/python -m mypy strata)  # the type stubs agree with the code
+PYTEST_STRATA_BIN="$PWD/target/debug/strata" target/py-venv/bin/python -m pytest -q python/tests
 
 log "cluster tests again on 127.x addresses (the fallback where namespaces cannot be made)"
 CLUSTER_TEST_BED=loopback cargo test -p strata-cli --test cluster -- --test-threads=2

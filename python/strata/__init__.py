@@ -1,7 +1,7 @@
 """strata: multi-tier I/O buffering for HPC and data-heavy applications.
 
     import strata
-    with strata.connect() as client:          # $STRATA_SOCKET, else the configured daemon
+    with strata.connect() as client:          # the running daemon, else a private one
         b = client.bucket("results")
         b.put("step-1", numpy_array)          # any buffer, used in place
         out = bytearray(b.stat("step-1")["size"])
@@ -12,6 +12,11 @@ Arrays keep their dtype and shape: `strata.put_array(bucket, "x", a)` and
 
 asyncio: `await bucket.aput(...)`, `aget`, `aget_into`, `aput_at`, `aappend`, `aget_at`,
 `adelete`, `arename`, `alist`, `astat`.
+
+Files without LD_PRELOAD: `strata.open(path, "wb", persist="scratch")` is a
+file object like the built-in `open`'s, buffered by strata (`strata.fsync(f)`
+makes it durable). fsspec: `fsspec.filesystem("strata")`, URLs
+`strata://bucket/key` (pandas, xarray, Dask, zarr).
 
 Errors are exceptions derived from `strata.StrataError` (`NotFound`,
 `AlreadyExists`, `NoSpace`, `NodeDown`, `NoDaemon`, `InvalidArgument`,
@@ -30,12 +35,40 @@ from strata._native import (
     NoSpace,
     NotFound,
     StrataError,
-    connect,
 )
+from strata import _native
 
 from strata._arrays import CopyWarning, get_array, put_array
+from strata._file import FileIO, fsync, open  # noqa: A004 - strata.open is the point
+from strata import _file as _file_mod
+
+
+def connect(socket: str | None = None, *, config: str | None = None, start: bool = True) -> Client:
+    """Connects to a strata daemon: the one at `socket`, else
+    `$STRATA_SOCKET`'s, else the configured one's (`config`: a configuration
+    file; default `$STRATA_CONFIG`, else derived from this machine).
+
+    When none answers there and `start` is true, starts a private daemon of
+    that configuration, hosted by this Python (`python -m strata._daemon`) —
+    as `strata run` does: shared by every process that connects this way,
+    and stopped, after draining its DEFAULT files, when the last of them
+    closes (`client.close()`, the end of a `with` block, or interpreter
+    exit). `client.started_daemon` says whether this one started it.
+    """
+    import sys
+
+    c = _native.connect(socket, config, start, sys.executable)
+    return _file_mod._remember(c)
+
+
+import atexit as _atexit  # noqa: E402
+
+_atexit.register(_file_mod._close_all)
 
 __all__ = [
+    "FileIO",
+    "fsync",
+    "open",
     "CopyWarning",
     "get_array",
     "put_array",

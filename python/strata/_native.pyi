@@ -1,6 +1,12 @@
 """Type stubs of strata's native module (crates/strata-py)."""
 
-from collections.abc import Buffer
+import builtins
+import sys
+
+if sys.version_info >= (3, 12):
+    from collections.abc import Buffer
+else:
+    from typing_extensions import Buffer
 from types import TracebackType
 from typing import Any
 
@@ -49,7 +55,7 @@ class Bucket:
         """Removes blob `name`."""
     def rename(self, old: str, new: str, replace: bool = False) -> None:
         """Renames blob `old` to `new`; `replace` lets an existing `new` go."""
-    def list(self) -> list[str]:
+    def list(self) -> builtins.list[str]:
         """The blobs' names, sorted."""
     def __contains__(self, name: str) -> bool: ...
     def stat(self, name: str) -> dict[str, Any]:
@@ -58,7 +64,7 @@ class Bucket:
         """The user score in [0, 1] (None clears it); `stationary` pins the blob."""
     def tag(self, key: str, value: str) -> None:
         """Sets tag `key` of the bucket."""
-    def tags(self) -> list[tuple[str, str]]:
+    def tags(self) -> builtins.list[tuple[str, str]]:
         """The bucket's tags."""
     def put_array(self, name: str, array: Any) -> None:
         """strata.put_array(self, name, array): bytes plus dtype and shape."""
@@ -72,8 +78,10 @@ class Bucket:
     async def aget_at(self, name: str, offset: int, buffer: Buffer) -> int: ...
     async def adelete(self, name: str) -> None: ...
     async def arename(self, old: str, new: str, replace: bool = False) -> None: ...
-    async def alist(self) -> list[str]: ...
+    async def alist(self) -> builtins.list[str]: ...
     async def astat(self, name: str) -> dict[str, Any]: ...
+    def destroy(self) -> None:
+        """Destroys the bucket and every blob in it; the handle is closed."""
     def close(self) -> None:
         """Closes this handle; the bucket stays."""
     def __enter__(self) -> Bucket: ...
@@ -97,8 +105,25 @@ class Client:
         """The daemon's status, parsed."""
     def bucket(self, name: str, create: bool = True) -> Bucket:
         """The bucket `name`, created when `create` and missing (else NotFound)."""
-    def close(self) -> None:
-        """Closes the connection."""
+    @property
+    def started_daemon(self) -> bool:
+        """Whether this client started the daemon (connect() with none running)."""
+    def open_file(
+        self,
+        path: str,
+        read: bool,
+        write: bool,
+        create: bool = False,
+        excl: bool = False,
+        trunc: bool = False,
+        persist: str | None = None,
+        perms: int = 0o666,
+    ) -> File | None:
+        """Opens absolute `path` in the daemon's file model (what strata.open builds on);
+        None when the file must be used directly (bypass, or mapped shared elsewhere)."""
+    def close(self) -> bool:
+        """Closes the connection; a daemon started by connect() stops (after draining) when
+        its last user closes. Returns whether this call stopped it."""
     def __enter__(self) -> Client: ...
     def __exit__(
         self,
@@ -107,5 +132,36 @@ class Client:
         tb: TracebackType | None,
     ) -> bool: ...
 
-def connect(socket: str | None = None) -> Client:
-    """Connects to the daemon at `socket` (default: $STRATA_SOCKET, else the configured socket)."""
+class File:
+    """A file of the daemon's file model: positioned calls (strata.open keeps the position)."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def persist(self) -> str:
+        """"default", "scratch" or "workflow"."""
+    @property
+    def closed(self) -> bool: ...
+    def pread(self, buffer: Buffer, offset: int) -> int:
+        """Reads up to len(buffer) bytes at `offset` into `buffer`; 0 at the end."""
+    def pwrite(self, data: Buffer, offset: int) -> int:
+        """Writes `data` at `offset`; returns its length."""
+    def append(self, data: Buffer) -> int:
+        """Appends `data` atomically; returns the size afterwards."""
+    def size(self) -> int: ...
+    def truncate(self, length: int) -> None: ...
+    def sync(self) -> None:
+        """Durable by strata's rules (as fsync)."""
+    def close(self) -> None: ...
+
+def connect(
+    socket: str | None = None,
+    config: str | None = None,
+    start: bool = True,
+    python: str | None = None,
+) -> Client:
+    """The daemon at `socket`, else $STRATA_SOCKET's, else the configured one's; with none
+    there and `start`, a private daemon hosted by `python -m strata._daemon`."""
+
+def daemon_main(config: str | None = None) -> None:
+    """Runs a daemon in this process until it is stopped (python -m strata._daemon)."""

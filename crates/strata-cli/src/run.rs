@@ -18,8 +18,6 @@
 //!    daemon if we are the last user, print a summary, exit with CMD's code.
 
 use std::ffi::OsString;
-use std::fs::File;
-use std::os::fd::AsFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -27,8 +25,8 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use rustix::fs::{flock, FlockOperation};
 use strata_config::{Config, Mode};
+use strata_launch::SharedUse;
 use strata_proto::control::{FileCounters, StatusReply};
 
 use crate::flush;
@@ -102,90 +100,11 @@ fn mpiio_lib(cmd0: &std::ffi::OsStr, dir: Option<&Path>) -> Result<Option<PathBu
 // ---------------------------------------------------------------------------
 // Sharing one daemon between concurrent runs
 
-fn lock_file(path: &Path) -> Result<File> {
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .with_context(|| format!("cannot open lock file {}", path.display()))
-}
-
-/// This run's hold on the daemon: a shared lock on `<socket>.users` while
-/// CMD runs.
-struct DaemonUse {
-    socket: PathBuf,
-    cfg: Config,
-    users: File,
-    marker: PathBuf,
-    /// This run started the daemon (for the summary).
-    started: bool,
-}
-
-fn daemon_pid(socket: &Path) -> Option<u32> {
-    strata_client::status(socket).ok().map(|s| s.pid)
-}
-
-fn marker_pid(marker: &Path) -> Option<u32> {
-    std::fs::read_to_string(marker).ok()?.trim().parse().ok()
-}
-
 /// Connects to the running daemon, or starts one; race-free against other
-/// `strata run` processes of this user.
-fn acquire_daemon(config: Option<&Path>, cfg: &Config) -> Result<DaemonUse> {
-    let socket = cfg.resolved_socket_path();
-    let dir = socket.parent().context("socket has no parent directory")?;
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let start_lock = lock_file(&socket.with_extension("start-lock"))?;
-    flock(start_lock.as_fd(), FlockOperation::LockExclusive)
-        .context("cannot lock the start lock")?;
-    let users = lock_file(&socket.with_extension("users"))?;
-    // Blocks while the last user of a private daemon is stopping it.
-    flock(users.as_fd(), FlockOperation::LockShared).context("cannot lock the users lock")?;
-    let marker = socket.with_extension("run-owned");
-    let mut started = false;
-    if !crate::daemonctl::ping(&socket) {
-        let (_, ours) = crate::daemonctl::start_detached_pid(config, cfg)
-            .context("cannot start a daemon for `strata run`")?;
-        // `ours` is None when a daemon started by someone else won the race.
-        if let Some(pid) = ours {
-            std::fs::write(&marker, format!("{pid}\n"))
-                .with_context(|| format!("cannot write {}", marker.display()))?;
-            started = true;
-        }
-    }
-    drop(start_lock);
-    Ok(DaemonUse {
-        socket,
-        cfg: cfg.clone(),
-        users,
-        marker,
-        started,
-    })
-}
-
-impl DaemonUse {
-    /// Stops the daemon if it was started by `strata run` and this is its
-    /// last user. Returns whether it stopped it.
-    fn release(self) -> Result<bool> {
-        // Converting shared → exclusive without blocking succeeds only for
-        // the last user (a failed conversion drops our shared lock, which is
-        // what leaving means anyway).
-        if flock(self.users.as_fd(), FlockOperation::NonBlockingLockExclusive).is_err() {
-            return Ok(false);
-        }
-        let owned = match (marker_pid(&self.marker), daemon_pid(&self.socket)) {
-            (Some(m), Some(d)) => m == d,
-            _ => false,
-        };
-        if !owned {
-            return Ok(false);
-        }
-        crate::daemonctl::stop(&self.cfg)?;
-        let _ = std::fs::remove_file(&self.marker);
-        Ok(true)
-    }
+/// `strata run` processes (and Python `strata.connect()` users) of this user.
+fn acquire_daemon(config: Option<&Path>, cfg: &Config) -> Result<SharedUse> {
+    let cmd = crate::daemonctl::daemon_command(config, &[])?;
+    SharedUse::acquire(cfg, move || cmd).context("cannot start a daemon for `strata run`")
 }
 
 // ---------------------------------------------------------------------------

@@ -674,7 +674,7 @@ impl Bucket {
     }
 
     /// Destroys the bucket and every blob in it.
-    pub fn destroy(self) -> Result<()> {
+    pub fn destroy(&self) -> Result<()> {
         self.client
             .simple(&Request::BucketDestroy { bucket: self.id }, "")?;
         Ok(())

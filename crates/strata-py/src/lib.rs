@@ -66,6 +66,16 @@ fn to_py(e: strata_client::Error) -> PyErr {
     }
 }
 
+/// A file-model error as Python's `OSError` (the subclass of its errno:
+/// `FileNotFoundError`, `FileExistsError`, …) with the daemon's message; an
+/// unreachable daemon stays `strata.NoDaemon`.
+fn os_err(e: strata_client::Error, path: &str) -> PyErr {
+    if matches!(e.errno, Errno::NoDaemon | Errno::Shutdown) {
+        return NoDaemon::new_err(e.to_string());
+    }
+    pyo3::exceptions::PyOSError::new_err((e.os_errno(), e.to_string(), path.to_string()))
+}
+
 /// A C-contiguous view of an object's bytes through the buffer protocol,
 /// released on drop. Any element type: the bytes are what count.
 struct View {
@@ -144,10 +154,15 @@ impl Drop for View {
 }
 
 /// A connection to a strata daemon.
-#[pyclass(module = "strata._native", frozen)]
+#[pyclass(module = "strata._native", frozen, weakref)]
 struct Client {
     inner: std::sync::Mutex<Option<strata_client::Client>>,
     socket: String,
+    /// This client's hold on a daemon started for Python users (released,
+    /// and the daemon stopped if this was its last user, at close).
+    shared: std::sync::Mutex<Option<strata_launch::SharedUse>>,
+    /// The configuration (for a file's mode and page size by path).
+    config: Option<strata_config::Config>,
 }
 
 impl Client {
@@ -201,13 +216,113 @@ impl Client {
         &self.socket
     }
 
-    /// Closes the connection (buckets opened from it stay usable until closed).
-    fn close(&self) -> PyResult<()> {
+    /// Whether this client started the daemon (`connect()` with none
+    /// running); it is stopped — after draining — when the last such client
+    /// of the machine's processes closes.
+    #[getter]
+    fn started_daemon(&self) -> PyResult<bool> {
+        Ok(self
+            .shared
+            .lock()
+            .map_err(|_| StrataError::new_err("client lock poisoned"))?
+            .as_ref()
+            .is_some_and(|s| s.started))
+    }
+
+    /// Closes the connection (buckets and files opened from it stay usable
+    /// until closed). A daemon started by `connect()` is stopped when its
+    /// last user closes: DEFAULT files are drained to their destination
+    /// first. Returns whether this call stopped it.
+    fn close(&self, py: Python<'_>) -> PyResult<bool> {
         self.inner
             .lock()
             .map_err(|_| StrataError::new_err("client lock poisoned"))?
             .take();
-        Ok(())
+        let shared = self
+            .shared
+            .lock()
+            .map_err(|_| StrataError::new_err("client lock poisoned"))?
+            .take();
+        match shared {
+            None => Ok(false),
+            Some(s) => py
+                .allow_threads(|| s.release())
+                .map_err(|e| StrataError::new_err(format!("stopping the private daemon: {e:#}"))),
+        }
+    }
+
+    /// Opens the file at absolute `path` through the daemon's file model
+    /// (`strata.open` builds a Python file object on it). `persist`:
+    /// "default", "scratch", "workflow", or None for the configuration's
+    /// mode of the path. Returns None when the file must be used directly
+    /// (the configuration says bypass, or another process maps it shared
+    /// and writable): open it with the built-in `open` then.
+    #[pyo3(signature = (path, read, write, create = false, excl = false, trunc = false, persist = None, perms = 0o666))]
+    #[allow(clippy::too_many_arguments)]
+    fn open_file(
+        &self,
+        py: Python<'_>,
+        path: &str,
+        read: bool,
+        write: bool,
+        create: bool,
+        excl: bool,
+        trunc: bool,
+        persist: Option<&str>,
+        perms: u32,
+    ) -> PyResult<Option<File>> {
+        use strata_client::file::{OpenFlags, Persist};
+        use strata_config::Mode;
+        let c = self.client()?;
+        if !path.starts_with('/') {
+            return Err(InvalidArgument::new_err(format!(
+                "{path}: give an absolute path"
+            )));
+        }
+        let (cfg_mode, page_bytes) = match &self.config {
+            Some(cfg) => cfg.adapter.settings_for(std::path::Path::new(path)),
+            None => (Mode::Default, strata_config::AdapterConfig::default().page_size_bytes),
+        };
+        let mode = match persist {
+            None => cfg_mode,
+            Some(m) => m.parse::<Mode>().map_err(|_| {
+                InvalidArgument::new_err(format!(
+                    "persist={m:?}: use \"default\", \"scratch\" or \"workflow\""
+                ))
+            })?,
+        };
+        let persist = match mode {
+            Mode::Default => Persist::Default,
+            Mode::Scratch => Persist::Scratch,
+            Mode::Workflow => Persist::Workflow,
+            Mode::Bypass => return Ok(None),
+        };
+        let fl = OpenFlags {
+            read,
+            write,
+            create,
+            excl,
+            trunc,
+        };
+        // SAFETY: umask has no preconditions; it is set back at once.
+        let umask = unsafe {
+            let m = libc::umask(0);
+            libc::umask(m);
+            m
+        };
+        let a = py
+            .allow_threads(|| c.file_open(path, fl, perms & !umask & 0o7777, persist, page_bytes))
+            .map_err(|e| os_err(e, path))?;
+        if a.direct {
+            let _ = py.allow_threads(|| c.file_close(a.id));
+            return Ok(None);
+        }
+        Ok(Some(File {
+            client: c,
+            id: std::sync::Mutex::new(Some(a.id)),
+            path: path.to_string(),
+            persist: mode.as_str().to_string(),
+        }))
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -215,8 +330,8 @@ impl Client {
     }
 
     #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
-        self.close()?;
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.close(py)?;
         Ok(false)
     }
 
@@ -406,6 +521,13 @@ impl Bucket {
             .map_err(to_py)
     }
 
+    /// Destroys the bucket and every blob in it; the handle is closed.
+    fn destroy(&self, py: Python<'_>) -> PyResult<()> {
+        let b = self.b()?;
+        py.allow_threads(|| b.destroy()).map_err(to_py)?;
+        self.close()
+    }
+
     /// Sets tag `key` of the bucket.
     fn tag(&self, py: Python<'_>, key: &str, value: &str) -> PyResult<()> {
         let b = self.b()?;
@@ -445,31 +567,250 @@ impl Bucket {
     }
 }
 
-/// Connects to the daemon at `socket` (default: `$STRATA_SOCKET`, else the
-/// configured socket).
-#[pyfunction]
-#[pyo3(signature = (socket = None))]
-fn connect(py: Python<'_>, socket: Option<&str>) -> PyResult<Client> {
-    let (c, path) = py
-        .allow_threads(|| match socket {
-            Some(s) => strata_client::Client::connect_to(std::path::Path::new(s))
-                .map(|c| (c, s.to_string())),
-            None => {
-                let p = strata_client::default_socket_path()?;
-                strata_client::Client::connect_to(&p).map(|c| (c, p.display().to_string()))
+/// A file of the daemon's file model, opened by `Client.open_file`;
+/// positioned calls only (the Python file object keeps the position).
+#[pyclass(module = "strata._native", frozen)]
+struct File {
+    client: strata_client::Client,
+    id: std::sync::Mutex<Option<u64>>,
+    path: String,
+    persist: String,
+}
+
+impl File {
+    fn id(&self) -> PyResult<u64> {
+        self.id
+            .lock()
+            .map_err(|_| StrataError::new_err("file lock poisoned"))?
+            .ok_or_else(|| pyo3::exceptions::PyValueError::new_err("I/O operation on closed file"))
+    }
+}
+
+#[pymethods]
+impl File {
+    /// The file's absolute path.
+    #[getter]
+    fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// How it is kept: "default", "scratch" or "workflow".
+    #[getter]
+    fn persist(&self) -> &str {
+        &self.persist
+    }
+
+    /// Whether it is closed.
+    #[getter]
+    fn closed(&self) -> PyResult<bool> {
+        Ok(self
+            .id
+            .lock()
+            .map_err(|_| StrataError::new_err("file lock poisoned"))?
+            .is_none())
+    }
+
+    /// Reads up to `len(buffer)` bytes at `offset` into `buffer` (any
+    /// writable buffer, filled in place); returns the count, 0 at the end.
+    fn pread(&self, py: Python<'_>, buffer: &Bound<'_, PyAny>, offset: u64) -> PyResult<usize> {
+        let id = self.id()?;
+        let mut v = View::get(buffer, true)?;
+        if v.len() == 0 {
+            return Ok(0);
+        }
+        let c = &self.client;
+        py.allow_threads(|| c.file_read(id, offset, v.bytes_mut()))
+            .map_err(|e| os_err(e, &self.path))
+    }
+
+    /// Writes the bytes of `data` (any buffer, used in place) at `offset`;
+    /// returns the count (all of them).
+    fn pwrite(&self, py: Python<'_>, data: &Bound<'_, PyAny>, offset: u64) -> PyResult<usize> {
+        let id = self.id()?;
+        let v = View::get(data, false)?;
+        if v.len() == 0 {
+            return Ok(0);
+        }
+        let c = &self.client;
+        py.allow_threads(|| c.file_write(id, offset, v.bytes()))
+            .map_err(|e| os_err(e, &self.path))?;
+        Ok(v.len())
+    }
+
+    /// Appends `data` at the end of the file (atomic against other
+    /// appenders); returns the file's size afterwards.
+    fn append(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<u64> {
+        let id = self.id()?;
+        let v = View::get(data, false)?;
+        let c = &self.client;
+        if v.len() == 0 {
+            return py
+                .allow_threads(|| c.file_stat(id))
+                .map(|a| a.size)
+                .map_err(|e| os_err(e, &self.path));
+        }
+        py.allow_threads(|| c.file_append(id, v.bytes()))
+            .map(|(_, size)| size)
+            .map_err(|e| os_err(e, &self.path))
+    }
+
+    /// The file's size in bytes.
+    fn size(&self, py: Python<'_>) -> PyResult<u64> {
+        let id = self.id()?;
+        let c = &self.client;
+        py.allow_threads(|| c.file_stat(id))
+            .map(|a| a.size)
+            .map_err(|e| os_err(e, &self.path))
+    }
+
+    /// Sets the file's size to `length` bytes.
+    fn truncate(&self, py: Python<'_>, length: u64) -> PyResult<()> {
+        let id = self.id()?;
+        let c = &self.client;
+        py.allow_threads(|| c.file_truncate(id, length))
+            .map_err(|e| os_err(e, &self.path))
+    }
+
+    /// Makes the data durable by strata's rules (DEFAULT: journaled on a
+    /// non-volatile tier or at the destination, as `fsync`).
+    fn sync(&self, py: Python<'_>) -> PyResult<()> {
+        let id = self.id()?;
+        let c = &self.client;
+        py.allow_threads(|| c.file_sync(id))
+            .map_err(|e| os_err(e, &self.path))
+    }
+
+    /// Closes the file (visible to every reader; durable only after
+    /// `sync`, or once drained). Closing twice is harmless.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let id = self
+            .id
+            .lock()
+            .map_err(|_| StrataError::new_err("file lock poisoned"))?
+            .take();
+        match id {
+            None => Ok(()),
+            Some(id) => {
+                let c = &self.client;
+                py.allow_threads(|| c.file_close(id))
+                    .map_err(|e| os_err(e, &self.path))
             }
-        })
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!("strata._native.File({:?}, persist={:?})", self.path, self.persist)
+    }
+}
+
+impl Drop for File {
+    fn drop(&mut self) {
+        if let Ok(Some(id)) = self.id.get_mut().map(|i| i.take()) {
+            let _ = self.client.file_close(id);
+        }
+    }
+}
+
+/// Connects to a daemon: the one at `socket`, else `$STRATA_SOCKET`'s,
+/// else the configured socket's (`config`: a configuration file; default
+/// `$STRATA_CONFIG`, else the one derived from this machine). When none
+/// answers there and `start` is true, starts a private daemon of that
+/// configuration — hosted by `python` (`python -m strata._daemon`) — as
+/// `strata run` does: shared by every process that connects this way and
+/// stopped, after draining, when the last of them closes.
+#[pyfunction]
+#[pyo3(signature = (socket = None, config = None, start = true, python = None))]
+fn connect(
+    py: Python<'_>,
+    socket: Option<&str>,
+    config: Option<&str>,
+    start: bool,
+    python: Option<&str>,
+) -> PyResult<Client> {
+    let env_socket = std::env::var("STRATA_SOCKET").ok().filter(|s| !s.is_empty());
+    let cfg = py.allow_threads(|| {
+        strata_config::Config::load_effective(config.map(std::path::Path::new))
+    });
+    let explicit = socket.map(str::to_string).or(env_socket);
+    if let Some(s) = explicit {
+        let c = py
+            .allow_threads(|| strata_client::Client::connect_to(std::path::Path::new(&s)))
+            .map_err(to_py)?;
+        return Ok(Client {
+            inner: std::sync::Mutex::new(Some(c)),
+            socket: s,
+            shared: std::sync::Mutex::new(None),
+            config: cfg.ok(),
+        });
+    }
+    let cfg = cfg.map_err(|e| InvalidArgument::new_err(format!("configuration: {e}")))?;
+    let sock = cfg.resolved_socket_path();
+    let mut shared = None;
+    if start {
+        if !cfg.cluster.hosts.is_empty() && !strata_launch::ping(&sock) {
+            return Err(NoDaemon::new_err(format!(
+                "no daemon answers at {} and the configuration names a cluster: start it with `strata cluster start`",
+                sock.display()
+            )));
+        }
+        let python = python
+            .map(str::to_string)
+            .ok_or_else(|| InvalidArgument::new_err("python: the interpreter to host a daemon"))?;
+        let config = config.map(str::to_string);
+        let daemon = move || {
+            let mut cmd = std::process::Command::new(&python);
+            cmd.args(["-m", "strata._daemon"]);
+            if let Some(c) = &config {
+                cmd.arg("--config").arg(c);
+            }
+            cmd
+        };
+        let cfg2 = cfg.clone();
+        let u = py
+            .allow_threads(move || strata_launch::SharedUse::acquire(&cfg2, daemon))
+            .map_err(|e| NoDaemon::new_err(format!("{e:#}")))?;
+        shared = Some(u);
+    }
+    let c = py
+        .allow_threads(|| strata_client::Client::connect_to(&sock))
         .map_err(to_py)?;
     Ok(Client {
         inner: std::sync::Mutex::new(Some(c)),
-        socket: path,
+        socket: sock.display().to_string(),
+        shared: std::sync::Mutex::new(shared),
+        config: Some(cfg),
     })
+}
+
+/// Runs a daemon of `config` (a file; default `$STRATA_CONFIG`, else the
+/// one derived from this machine) in this process until it is stopped —
+/// what `python -m strata._daemon` does for `connect()`. Blocks (the GIL
+/// released); logs to stderr.
+#[pyfunction]
+#[pyo3(signature = (config = None))]
+fn daemon_main(py: Python<'_>, config: Option<&str>) -> PyResult<()> {
+    let cfg = strata_config::Config::load_effective(config.map(std::path::Path::new))
+        .map_err(|e| InvalidArgument::new_err(format!("configuration: {e}")))?;
+    if !cfg.cluster.hosts.is_empty() {
+        return Err(InvalidArgument::new_err(
+            "the configuration names a cluster: start its daemons with `strata cluster start`",
+        ));
+    }
+    strata_launch::init_logging(&cfg);
+    py.allow_threads(|| {
+        strata_daemon::run_with(cfg, None, |s| {
+            eprintln!("strata daemon listening on {}", s.display())
+        })
+    })
+    .map_err(|e| StrataError::new_err(format!("the daemon stopped: {e:#}")))
 }
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_function(wrap_pyfunction!(connect, m)?)?;
+    m.add_function(wrap_pyfunction!(daemon_main, m)?)?;
+    m.add_class::<File>()?;
     m.add_class::<Client>()?;
     m.add_class::<Bucket>()?;
     for (name, t) in [

@@ -1,0 +1,81 @@
+"""`strata.connect()` with no daemon running starts a private one, shared
+by every process that connects, stopped (after draining) by the last."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import strata
+from conftest import write_config
+
+
+def test_connect_starts_and_stops_a_private_daemon(tmp_path):
+    cfg = str(write_config(tmp_path, f"py-zc{os.getpid()}"))
+    sock = tmp_path / "rt" / "daemon.sock"
+    assert not sock.exists()
+    with strata.connect(config=cfg) as c:
+        assert c.started_daemon
+        assert sock.exists()
+        with strata.open(tmp_path / "out.bin", "wb", client=c) as f:
+            f.write(b"drained at the end")
+        # a second user shares it and does not stop it
+        with strata.connect(config=cfg) as c2:
+            assert not c2.started_daemon
+            c2.bucket("b").put("k", b"v")
+        assert sock.exists()
+        assert c.bucket("b").get("k") == b"v"
+    # the last user left: drained, then stopped
+    assert not sock.exists()
+    assert (tmp_path / "out.bin").read_bytes() == b"drained at the end"
+
+
+def test_processes_share_one_private_daemon_and_the_last_stops_it(tmp_path):
+    cfg = str(write_config(tmp_path, f"py-mp{os.getpid()}"))
+    code = textwrap.dedent(f"""
+        import sys, strata
+        c = strata.connect(config={cfg!r})
+        b = c.bucket("shared")
+        b.put("p" + sys.argv[1], b"x" * 1000)
+        sys.stdin.read()          # wait for the parent
+        print(len(b.list()), c.started_daemon)
+        c.close()
+    """)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_")}
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(i)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env=env) for i in range(3)]
+    # every process has put its blob once the daemon lists three
+    with strata.connect(config=cfg) as c:
+        import time
+        deadline = time.monotonic() + 60
+        b = c.bucket("shared")
+        while len(b.list()) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        outs = [p.communicate("")[0].split() for p in procs]
+        # exactly one of the four processes started the daemon
+        assert [o[1] for o in outs].count("True") + c.started_daemon == 1
+        assert all(o[0] == "3" for o in outs)
+        assert (tmp_path / "rt" / "daemon.sock").exists()  # we still use it
+    assert not (tmp_path / "rt" / "daemon.sock").exists()
+
+
+def test_a_daemon_the_user_started_is_never_stopped(daemon):
+    with strata.connect(daemon) as c:
+        assert not c.started_daemon
+    with strata.connect(daemon) as c:
+        assert c.buckets() is not None
+
+
+def test_start_false_does_not_start_one(tmp_path):
+    cfg = str(write_config(tmp_path, f"py-ns{os.getpid()}"))
+    with pytest.raises(strata.NoDaemon):
+        strata.connect(config=cfg, start=False)
+    assert not (tmp_path / "rt" / "daemon.sock").exists()
+
+
+def test_a_bad_configuration_names_the_key(tmp_path):
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text("daemon:\n  sockett: /x\n")
+    with pytest.raises(strata.InvalidArgument, match="sockett"):
+        strata.connect(config=str(cfg))
