@@ -83,6 +83,8 @@ fi
 target/py-venv/bin/pip install -q ./python
 (cd python && ../target/py-venv/bin/python -m mypy strata)  # the type stubs agree with the code
 PYTEST_STRATA_BIN="$PWD/target/debug/strata" target/py-venv/bin/python -m pytest -q python/tests
+log "bench python, bounded: 1 KiB and 1 MiB, one process, one short repeat (figures are not asserted)"
+target/debug/strata bench python --python target/py-venv/bin/python --sizes 1KiB,1MiB --procs 1 --seconds 0.2 --repeats 1 --file-mib 16 --ram 512MiB
 
 log "cluster tests again on 127.x addresses (the fallback where namespaces cannot be made)"
 CLUSTER_TEST_BED=loopback cargo test -p strata-cli --test cluster -- --test-threads=2

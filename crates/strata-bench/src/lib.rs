@@ -68,6 +68,7 @@ pub mod hist;
 pub mod ior;
 pub mod kv;
 pub mod md;
+pub mod python;
 pub mod redis_peer;
 pub mod team;
 pub mod tiers;
@@ -102,6 +103,8 @@ pub enum BenchCmd {
     Checkpoint(checkpoint::CheckpointArgs),
     /// HDF5 write/read (C with the linked driver, h5py with the plugin) through strata vs sec2 on tmpfs and the destination.
     Hdf5(hdf5::Hdf5Args),
+    /// The Python package: put/get vs redis-py and file I/O on tmpfs (1 and 4 processes), strata.open vs open, Python vs the Rust client.
+    Python(python::PythonArgs),
     /// Internal: the raw TCP peer of `bench cluster` (ping-pong, stream).
     #[command(hide = true)]
     TcpPeer(cluster::TcpPeerArgs),
@@ -132,6 +135,7 @@ impl BenchCmd {
             | BenchCmd::Cluster(_)
             | BenchCmd::Checkpoint(_)
             | BenchCmd::Hdf5(_)
+            | BenchCmd::Python(_)
             | BenchCmd::TcpPeer(_)
             | BenchCmd::Drain(_)
             | BenchCmd::Tiers(_)
@@ -155,6 +159,7 @@ pub fn run(cmd: BenchCmd, socket: &Path) -> anyhow::Result<()> {
         BenchCmd::Cluster(a) => cluster::run(a),
         BenchCmd::Checkpoint(a) => checkpoint::run(a),
         BenchCmd::Hdf5(a) => hdf5::run(a),
+        BenchCmd::Python(a) => python::run(a),
         BenchCmd::TcpPeer(a) => cluster::run_tcp_peer(a),
         BenchCmd::IorWorker(a) => ior::run_worker(a),
         BenchCmd::MdWorker(a) => md::run_worker(a),
