@@ -79,3 +79,17 @@ def test_a_bad_configuration_names_the_key(tmp_path):
     cfg.write_text("daemon:\n  sockett: /x\n")
     with pytest.raises(strata.InvalidArgument, match="sockett"):
         strata.connect(config=str(cfg))
+
+
+def test_a_client_dropped_unclosed_still_stops_what_it_started(tmp_path):
+    import gc
+
+    cfg = str(write_config(tmp_path, f"py-gc{os.getpid()}"))
+    c = strata.connect(config=cfg)
+    assert c.started_daemon
+    with strata.open(tmp_path / "kept.bin", "wb", client=c) as f:
+        f.write(b"drained by the drop")
+    del c
+    gc.collect()
+    assert not (tmp_path / "rt" / "daemon.sock").exists()
+    assert (tmp_path / "kept.bin").read_bytes() == b"drained by the drop"

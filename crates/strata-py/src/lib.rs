@@ -340,6 +340,19 @@ impl Client {
     }
 }
 
+impl Drop for Client {
+    /// A client dropped unclosed still leaves as a user of a daemon it
+    /// shares (stopping it, after draining, if it was the last).
+    fn drop(&mut self) {
+        let shared = self.shared.get_mut().ok().and_then(|s| s.take());
+        if let Some(s) = shared {
+            Python::with_gil(|py| {
+                let _ = py.allow_threads(|| s.release());
+            });
+        }
+    }
+}
+
 /// A bucket: named blobs with tags.
 #[pyclass(module = "strata._native", frozen)]
 struct Bucket {
