@@ -36,6 +36,11 @@ command -v h5pcc.openmpi >/dev/null || need_apt+=(libhdf5-openmpi-dev)
 command -v ip >/dev/null || need_apt+=(iproute2)
 # The raw TCP peer of `strata bench cluster` (it falls back to its own TCP stream without it).
 command -v iperf3 >/dev/null || need_apt+=(iperf3)
+# Slurm across the namespace nodes (srun under the cluster tests: Bed::slurm runs its own munged, slurmctld, slurmds)
+command -v srun >/dev/null || need_apt+=(slurm-client)
+command -v slurmd >/dev/null || need_apt+=(slurmd)
+command -v slurmctld >/dev/null || need_apt+=(slurmctld)
+command -v munged >/dev/null || need_apt+=(munge)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     log "installing ${need_apt[*]}"

@@ -452,3 +452,196 @@ impl Drop for Bed {
         }
     }
 }
+
+/// A Slurm cluster over a namespace bed ([`Bed::slurm`]): a private
+/// `munged`, a `slurmctld` on the bed's bridge address and one `slurmd` in
+/// each node (its namespace, its own host name = the node's name). Every
+/// task gets its node's strata config from a `TaskProlog` (`export
+/// STRATA_CONFIG=…`), as a node-local default config does on real nodes.
+/// Stopped (every daemon killed) on drop.
+pub struct Slurm {
+    pub conf: PathBuf,
+    dir: PathBuf,
+    pids: Vec<PathBuf>,
+    nodes: usize,
+}
+
+/// How long the Slurm daemons may take to show every node idle.
+const SLURM_START_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl Bed {
+    /// Starts Slurm across the bed's nodes (network namespaces only: on
+    /// loopback addresses every "node" would share one host name).
+    /// Needs root and `munged`, `slurmctld`, `slurmd` (Debian: munge,
+    /// slurmctld, slurmd, slurm-client).
+    pub fn slurm(&self) -> Result<Slurm> {
+        if self.kind != "netns" {
+            bail!("Slurm across the bed needs network namespaces (this bed is {})", self.kind);
+        }
+        let dir = self.dir.path().join("slurm");
+        std::fs::create_dir_all(dir.join("state"))?;
+        // munge: a key of our own, a socket of our own (the system's is not touched)
+        let key = dir.join("munge.key");
+        let bytes: Vec<u8> = (0..1024).map(|_| rand::random::<u8>()).collect();
+        std::fs::write(&key, bytes)?;
+        std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+        let sock = dir.join("munge.sock");
+        let st = Command::new("munged")
+            .arg(format!("--socket={}", sock.display()))
+            .arg(format!("--key-file={}", key.display()))
+            .arg(format!("--pid-file={}", dir.join("munged.pid").display()))
+            .arg(format!("--log-file={}", dir.join("munged.log").display()))
+            .arg(format!("--seed-file={}", dir.join("munged.seed").display()))
+            .arg("--force")
+            .status()
+            .context("cannot run munged (install munge)")?;
+        let mut slurm = Slurm {
+            conf: dir.join("slurm.conf"),
+            dir: dir.clone(),
+            pids: vec![dir.join("munged.pid")],
+            nodes: self.nodes.len(),
+        };
+        if !st.success() {
+            bail!("munged failed: see {}", dir.join("munged.log").display());
+        }
+        let first = &self.nodes[0].addr;
+        let ctld_addr = format!("{}.254", &first[..first.rfind('.').unwrap_or(first.len())]);
+        let ctld_port = {
+            let l = std::net::TcpListener::bind((ctld_addr.as_str(), 0))
+                .with_context(|| format!("no free port on {ctld_addr}"))?;
+            l.local_addr()?.port()
+        };
+        let prolog = dir.join("task-prolog.sh");
+        let mut cases = String::new();
+        let mut node_lines = String::new();
+        for n in &self.nodes {
+            cases.push_str(&format!(
+                "{}) echo \"export STRATA_CONFIG={}\";;\n",
+                n.name,
+                n.config.display()
+            ));
+            node_lines.push_str(&format!(
+                "NodeName={name} NodeHostname={name} NodeAddr={addr} CPUs=2 State=UNKNOWN\n",
+                name = n.name,
+                addr = n.addr
+            ));
+        }
+        std::fs::write(
+            &prolog,
+            format!("#!/bin/sh\n# each task's node-local strata config\ncase \"$SLURMD_NODENAME\" in\n{cases}esac\n"),
+        )?;
+        std::fs::set_permissions(&prolog, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+        let d = dir.display();
+        std::fs::write(
+            &slurm.conf,
+            format!(
+                "ClusterName=stratabed\nSlurmctldHost=ctld({ctld_addr})\nSlurmctldPort={ctld_port}\nSlurmdPort={}\n\
+                 AuthType=auth/munge\nAuthInfo=socket={}\nCredType=cred/munge\nSlurmUser=root\nSlurmdUser=root\n\
+                 StateSaveLocation={d}/state\nSlurmdSpoolDir={d}/spool-%n\nSlurmctldPidFile={d}/ctld.pid\n\
+                 SlurmdPidFile={d}/d-%n.pid\nSlurmctldLogFile={d}/ctld.log\nSlurmdLogFile={d}/d-%n.log\n\
+                 ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nJobAcctGatherType=jobacct_gather/none\n\
+                 AccountingStorageType=accounting_storage/none\nSwitchType=switch/none\nMpiDefault=none\n\
+                 ReturnToService=2\nSchedulerType=sched/builtin\nSelectType=select/linear\nTaskProlog={}\n\
+                 {node_lines}PartitionName=bed Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES\n",
+                ctld_port + 1,
+                sock.display(),
+                prolog.display()
+            ),
+        )?;
+        // cgroup v1 as this kernel mounts it; the plugins above use none of it
+        std::fs::write(dir.join("cgroup.conf"), "CgroupPlugin=cgroup/v1\nCgroupAutomount=no\n")?;
+        slurm.pids.push(dir.join("ctld.pid"));
+        let st = Command::new("unshare")
+            .args(["--uts", "sh", "-c", "hostname ctld && exec slurmctld -i"])
+            .env("SLURM_CONF", &slurm.conf)
+            .status()
+            .context("cannot run slurmctld (install slurmctld)")?;
+        if !st.success() {
+            bail!("slurmctld failed: see {d}/ctld.log");
+        }
+        for n in &self.nodes {
+            slurm.pids.push(dir.join(format!("d-{}.pid", n.name)));
+            let ns = n.netns.as_deref().expect("a namespace bed");
+            let st = Command::new("ip")
+                .args(["netns", "exec", ns, "unshare", "--uts", "sh", "-c"])
+                .arg(format!("hostname {0} && exec slurmd -N {0}", n.name))
+                .env("SLURM_CONF", &slurm.conf)
+                .status()
+                .context("cannot run slurmd (install slurmd)")?;
+            if !st.success() {
+                bail!("slurmd of {} failed: see {d}/d-{}.log", n.name, n.name);
+            }
+        }
+        // every node idle: a generous guard, not a timing check
+        let started = Instant::now();
+        loop {
+            let o = Command::new("sinfo")
+                .args(["-h", "-N", "-o", "%T"])
+                .env("SLURM_CONF", &slurm.conf)
+                .output()
+                .context("cannot run sinfo (install slurm-client)")?;
+            let states = String::from_utf8_lossy(&o.stdout).to_string();
+            let idle = states.lines().filter(|l| l.trim() == "idle").count();
+            if idle == self.nodes.len() {
+                break;
+            }
+            if started.elapsed() > SLURM_START_TIMEOUT {
+                bail!("Slurm nodes not idle within {SLURM_START_TIMEOUT:?}: {states:?} (logs in {d})");
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Ok(slurm)
+    }
+}
+
+impl Slurm {
+    /// `srun -N <all nodes> --ntasks-per-node=per_node`: every task inside
+    /// its node with that node's `STRATA_CONFIG`. Append the program.
+    pub fn srun(&self, per_node: usize) -> Command {
+        let mut c = Command::new("srun");
+        c.env("SLURM_CONF", &self.conf)
+            .args(["-N", &self.nodes.to_string()])
+            .args(["--ntasks-per-node", &per_node.to_string()])
+            // the "nodes" share this machine's 2 cores
+            .arg("--overcommit")
+            .arg("--kill-on-bad-exit=1")
+            .env_remove("STRATA_CONFIG")
+            .env_remove("STRATA_SOCKET")
+            .env_remove("LD_PRELOAD");
+        c
+    }
+
+    /// The Slurm daemons' logs (for a failing test's output).
+    pub fn logs(&self) -> String {
+        let mut s = String::new();
+        if let Ok(rd) = std::fs::read_dir(&self.dir) {
+            for e in rd.flatten() {
+                if e.path().extension().is_some_and(|x| x == "log") {
+                    let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+                    let tail: Vec<&str> = text.lines().rev().take(15).collect();
+                    s.push_str(&format!("--- {}\n", e.path().display()));
+                    for l in tail.into_iter().rev() {
+                        s.push_str(l);
+                        s.push('\n');
+                    }
+                }
+            }
+        }
+        s
+    }
+}
+
+impl Drop for Slurm {
+    fn drop(&mut self) {
+        // slurmds and slurmctld first, munged last
+        for p in self.pids.iter().rev() {
+            let pid = std::fs::read_to_string(p)
+                .ok()
+                .and_then(|s| s.trim().parse::<i32>().ok());
+            if let Some(pid) = pid.filter(|p| *p > 1) {
+                // SAFETY: kill(2) on a pid our own daemon wrote to our private directory.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+    }
+}

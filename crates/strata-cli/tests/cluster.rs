@@ -1419,6 +1419,122 @@ fn an_mpi_checkpoint_on_four_nodes_restarts_one_node_further() {
     ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
 }
 
+/// The `srun` form of the job-launcher workflow: Slurm across the 4
+/// namespace nodes (`Bed::slurm`: a slurmd in each node, the controller on
+/// the bridge), `srun -N 4 --ntasks-per-node=2 strata run -- writer` — every
+/// task reaches its own node's daemon (the node-local config a TaskProlog
+/// exports, as on real nodes), writes its checkpoint file, and a second
+/// step reads the file of the rank one node further (IOR `-C`) and checks
+/// every byte; DEFAULT files are at the destination after the steps (each
+/// `strata run` drains cluster-wide), SCRATCH files are not, and still read
+/// back shifted.
+#[test]
+fn srun_ranks_use_their_nodes_daemons_and_restart_one_node_further() {
+    if !(adapter_util::require("srun", "slurm-client")
+        && adapter_util::require("slurmd", "slurmd")
+        && adapter_util::require("slurmctld", "slurmctld")
+        && adapter_util::require("munged", "munge")
+        && has_python())
+    {
+        return;
+    }
+    adapter_util::preload_lib();
+    let bed = started_with(cluster_util::bed_with_files(4, "512MiB", None));
+    if bed.kind != "netns" {
+        eprintln!("srun across nodes needs network namespaces: skipped on {}", bed.kind);
+        return;
+    }
+    let slurm = bed.slurm().expect("Slurm across the bed");
+    let job = bed.dir.path().join("ckpt_job.py");
+    std::fs::write(
+        &job,
+        r#"import hashlib, os, sys
+phase, d, per_node = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def data(k):  # 1 MiB + 4097 bytes: page-unaligned
+    return (hashlib.sha256(b"rank%d" % k).digest() * 33000)[: (1 << 20) + 4097]
+if phase == "check":  # outside strata: the destination's files
+    bad = [k for k in range(8) if open(os.path.join(d, "ck.%d" % k), "rb").read() != data(k)]
+    print("checked", "bad", bad)
+    sys.exit(1 if bad else 0)
+r, n = int(os.environ["SLURM_PROCID"]), int(os.environ["SLURM_NTASKS"])
+where = "%s %s" % (os.environ["SLURMD_NODENAME"], os.environ.get("STRATA_SOCKET"))
+if phase == "write":
+    with open(os.path.join(d, "ck.%d" % r), "wb") as f:
+        f.write(data(r))
+    print("wrote", r, where)
+else:
+    k = (r + per_node) % n
+    with open(os.path.join(d, "ck.%d" % k), "rb") as f:
+        same = f.read() == data(k)
+    print("read", r, k, "same" if same else "DIFFERENT", where)
+"#,
+    )
+    .unwrap();
+    let socket_of: std::collections::HashMap<String, String> = bed
+        .nodes
+        .iter()
+        .map(|n| (n.name.clone(), n.socket.display().to_string()))
+        .collect();
+    for mode in ["default", "scratch"] {
+        let dir = bed.dest.join(format!("srun-{mode}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for phase in ["write", "read"] {
+            let mut c = slurm.srun(2);
+            c.arg(&bed.strata)
+                .args(["run", "--quiet", "--mode", mode, "--include"])
+                .arg(&bed.dest)
+                .args(["--", "python3"])
+                .arg(&job)
+                .arg(phase)
+                .arg(&dir)
+                .arg("2")
+                .current_dir(&dir);
+            let out = c.output().unwrap();
+            if !out.status.success() {
+                print_daemon_logs(&bed);
+                eprintln!("{}", slurm.logs());
+            }
+            ok(&out, &format!("srun strata run --mode {mode} -- ckpt_job {phase}"));
+            let said = String::from_utf8_lossy(&out.stdout).to_string();
+            let said_word = if phase == "write" { "wrote " } else { "read " };
+            let lines: Vec<&str> = said.lines().filter(|l| l.starts_with(said_word)).collect();
+            assert_eq!(lines.len(), 8, "{mode} {phase}: 8 ranks answer: {said}");
+            let mut per_node: std::collections::HashMap<&str, usize> = Default::default();
+            for l in &lines {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                let (node, socket) = (w[w.len() - 2], w[w.len() - 1]);
+                // each rank used its own node's daemon
+                assert_eq!(socket_of.get(node).map(String::as_str), Some(socket), "{l}");
+                *per_node.entry(node).or_default() += 1;
+                if phase == "read" {
+                    assert!(l.contains(" same "), "{mode}: {l}");
+                }
+            }
+            assert_eq!(per_node.len(), 4, "{mode} {phase}: 2 ranks on each node: {said}");
+            assert!(per_node.values().all(|&k| k == 2), "{said}");
+        }
+        let at_dest = std::fs::read_dir(&dir).unwrap().flatten().count();
+        match mode {
+            // every strata run drained the cluster at its end
+            "default" => {
+                assert_eq!(at_dest, 8, "DEFAULT files at the destination");
+                let chk = std::process::Command::new("python3")
+                    .arg(&job)
+                    .args(["check"])
+                    .arg(&dir)
+                    .arg("2")
+                    .env_remove("LD_PRELOAD")
+                    .output()
+                    .unwrap();
+                ok(&chk, "the destination's bytes (outside strata)");
+            }
+            _ => assert_eq!(at_dest, 0, "SCRATCH files never reach the destination"),
+        }
+    }
+    drop(slurm);
+    ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
+}
+
 /// A node killed with SIGKILL while its files are dirty (written and
 /// fsync'ed from other nodes, journaled on its dir tier, not yet drained:
 /// its background flusher is off): `strata drain status` and `flush
