@@ -66,6 +66,7 @@ pub fn format_u64(mut v: u64, buf: &mut [u8; 20]) -> &str {
     std::str::from_utf8(&buf[i..]).expect("ascii digits")
 }
 
+pub mod pagemap;
 pub mod ring;
 pub use ring::{Ring, RingError};
 
