@@ -150,10 +150,11 @@ fn restore_default_signals() {
 
 // ---------------------------------------------------------------------------
 
-/// The daemon's file counters; None when it cannot be asked (gone).
-fn counters(socket: &Path) -> Option<FileCounters> {
+/// The daemon's file counters and, in a cluster, this node's name; None
+/// when it cannot be asked (gone).
+fn counters(socket: &Path) -> Option<(FileCounters, Option<String>)> {
     strata_client::status(socket)
-        .map(|s: StatusReply| s.files)
+        .map(|s: StatusReply| (s.files, s.cluster.map(|c| c.name)))
         .ok()
 }
 
@@ -204,7 +205,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let daemon = acquire_daemon(config.as_deref(), &cfg)?;
     let socket = daemon.socket.clone();
     warn_never_buffered(&cfg, &socket);
-    let before = counters(&socket).unwrap_or_default();
+    let before = counters(&socket).map(|c| c.0).unwrap_or_default();
     let t0 = Instant::now();
 
     let mut preload = lib.as_os_str().to_owned();
@@ -327,7 +328,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             false
         }
     };
-    let Some(after) = after else {
+    let Some((after, node)) = after else {
         // Not "0B written": the daemon that counted is gone.
         eprintln!(
             "strata: the daemon went away during the run: no summary; data it buffered and had \
@@ -359,6 +360,12 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
                 _ => "",
             }
         );
+        if let Some(node) = node {
+            // files live at the owner of their path: most bytes are counted there
+            eprintln!(
+                "strata: (counted by node {node}'s daemon; files owned by other nodes are counted at their owners: `strata cluster status`)"
+            );
+        }
     }
     if persist_failed && code == 0 {
         return Ok(ExitCode::from(1));
