@@ -199,3 +199,14 @@ def test_zero_config_open_uses_the_default_client(daemon, tmp_path, monkeypatch)
         assert f.read() == b"zero config"
     fm._default_client.close()
     monkeypatch.setattr(fm, "_default_client", None)
+
+
+def test_an_existing_buffered_file_keeps_its_mode(client, tmp_path):
+    p = tmp_path / "keep.bin"
+    with strata.open(p, "wb", persist="scratch", client=client) as f:
+        f.write(b"s")
+    with strata.open(p, "ab", persist="default", client=client) as f:
+        assert f.raw.persist == "scratch"  # what the record is, not what was asked
+        f.write(b"t")
+    with strata.open(p, "rb", client=client) as f:
+        assert f.read() == b"st"

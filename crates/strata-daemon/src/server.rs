@@ -1535,9 +1535,10 @@ pub fn control_loop(
                 continue;
             }
         };
-        if shared.shutdown.load(Ordering::SeqCst) {
-            break;
-        }
+        // No exit on `shutdown`: a stop can still be refused (data nowhere
+        // to keep), and then the daemon serves on — a connection accepted
+        // meanwhile (`strata daemon stop`'s progress, a `status`) must not
+        // take the control socket with it. The process's exit ends this loop.
         let shared = shared.clone();
         let tx = tx.clone();
         let hello = hello.clone();

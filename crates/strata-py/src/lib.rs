@@ -321,7 +321,13 @@ impl Client {
             client: c,
             id: std::sync::Mutex::new(Some(a.id)),
             path: path.to_string(),
-            persist: mode.as_str().to_string(),
+            // what the record is (an existing file keeps its own mode)
+            persist: match a.persist {
+                Persist::Default => "default",
+                Persist::Scratch => "scratch",
+                Persist::Workflow => "workflow",
+            }
+            .to_string(),
         }))
     }
 
