@@ -1,6 +1,8 @@
-"""`python -m strata status|ls|put|get|rm`: the CLI's native commands for
-users who only pip-installed (the daemon itself comes with the `strata`
-binary). The daemon: --socket, else $STRATA_SOCKET, else the configured one.
+"""`python -m strata daemon start|stop`, `status|ls|put|get|rm`: the CLI's
+commands for users who only pip-installed. `daemon start` runs a daemon
+hosted by this Python until `daemon stop`. The other commands use the daemon
+at --socket, else $STRATA_SOCKET's, else the configured one's; they never
+start one (a blob put into a daemon that stops with the command is lost).
 """
 
 import argparse
@@ -21,7 +23,10 @@ def _size(n: float) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m strata", description=__doc__)
     p.add_argument("--socket", help="the daemon's socket")
+    p.add_argument("--config", help="configuration file (default: $STRATA_CONFIG, else derived from this machine)")
     sub = p.add_subparsers(dest="cmd", required=True)
+    dm = sub.add_parser("daemon", help="start or stop a daemon hosted by this Python")
+    dm.add_argument("action", choices=["start", "stop"])
     st = sub.add_parser("status", help="the daemon's tiers and counters")
     st.add_argument("--json", action="store_true")
     ls = sub.add_parser("ls", help="buckets, or the blobs of one")
@@ -40,7 +45,15 @@ def main(argv=None) -> int:
     rm.add_argument("name")
     a = p.parse_args(argv)
     try:
-        with strata.connect(a.socket) as c:
+        if a.cmd == "daemon":
+            from strata import _native
+
+            if a.action == "start":
+                print(f"strata daemon started (socket {_native.start_daemon(sys.executable, a.config)})")
+            else:
+                print(f"strata daemon {_native.stop_daemon(a.config)}")
+            return 0
+        with strata.connect(a.socket, config=a.config, start=False) as c:
             if a.cmd == "status":
                 s = c.status()
                 if a.json:

@@ -163,5 +163,11 @@ def connect(
     """The daemon at `socket`, else $STRATA_SOCKET's, else the configured one's; with none
     there and `start`, a private daemon hosted by `python -m strata._daemon`."""
 
+def start_daemon(python: str, config: str | None = None) -> str:
+    """Starts a daemon hosted by `python` detached (as `strata daemon start`); returns its socket."""
+
+def stop_daemon(config: str | None = None) -> str:
+    """Stops the daemon (draining first); returns the outcome."""
+
 def daemon_main(config: str | None = None) -> None:
     """Runs a daemon in this process until it is stopped (python -m strata._daemon)."""

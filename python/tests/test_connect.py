@@ -93,3 +93,28 @@ def test_a_client_dropped_unclosed_still_stops_what_it_started(tmp_path):
     gc.collect()
     assert not (tmp_path / "rt" / "daemon.sock").exists()
     assert (tmp_path / "kept.bin").read_bytes() == b"drained by the drop"
+
+
+def test_python_m_strata_daemon_start_and_stop_for_pip_only_users(tmp_path):
+    cfg = str(write_config(tmp_path, f"py-cli{os.getpid()}"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_")}
+    run = lambda *a: subprocess.run([sys.executable, "-m", "strata", "--config", cfg, *a],  # noqa: E731
+                                    capture_output=True, env=env)
+    # no daemon: a command says so and does not start one
+    r = run("ls")
+    assert r.returncode == 1 and b"strata" in r.stderr
+    assert not (tmp_path / "rt" / "daemon.sock").exists()
+    r = run("daemon", "start")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "rt" / "daemon.sock").exists()
+    src = tmp_path / "in.bin"
+    src.write_bytes(b"kept between commands")
+    assert run("put", "b", "k", str(src)).returncode == 0
+    assert run("get", "b", "k").stdout == b"kept between commands"
+    # a connect() user does not stop a daemon the user started
+    with strata.connect(config=cfg) as c:
+        assert not c.started_daemon
+    assert run("ls", "b").stdout.split() == [b"k"]
+    r = run("daemon", "stop")
+    assert r.returncode == 0 and b"stopped" in r.stdout, r.stderr
+    assert not (tmp_path / "rt" / "daemon.sock").exists()

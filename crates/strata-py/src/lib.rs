@@ -801,6 +801,37 @@ fn connect(
     })
 }
 
+/// Starts a daemon of `config` detached, hosted by `python` (`python -m
+/// strata._daemon`), as `strata daemon start` does: it runs until
+/// `stop_daemon` (or `strata daemon stop`). Returns its socket.
+#[pyfunction]
+#[pyo3(signature = (python, config = None))]
+fn start_daemon(py: Python<'_>, python: &str, config: Option<&str>) -> PyResult<String> {
+    let cfg = strata_config::Config::load_effective(config.map(std::path::Path::new))
+        .map_err(|e| InvalidArgument::new_err(format!("configuration: {e}")))?;
+    let mut cmd = std::process::Command::new(python);
+    cmd.args(["-m", "strata._daemon"]);
+    if let Some(c) = config {
+        cmd.arg("--config").arg(c);
+    }
+    py.allow_threads(|| strata_launch::start_detached(cmd, &cfg))
+        .map(|(s, _)| s.display().to_string())
+        .map_err(|e| StrataError::new_err(format!("{e:#}")))
+}
+
+/// Stops the daemon of `config`, draining its DEFAULT files first (what
+/// `strata daemon stop` does). Returns the outcome: "stopped", "kept"
+/// (data the destination refused is kept on a non-volatile tier).
+#[pyfunction]
+#[pyo3(signature = (config = None))]
+fn stop_daemon(py: Python<'_>, config: Option<&str>) -> PyResult<String> {
+    let cfg = strata_config::Config::load_effective(config.map(std::path::Path::new))
+        .map_err(|e| InvalidArgument::new_err(format!("configuration: {e}")))?;
+    py.allow_threads(|| strata_launch::stop(&cfg))
+        .map(|r| r.outcome)
+        .map_err(|e| StrataError::new_err(format!("{e:#}")))
+}
+
 /// Runs a daemon of `config` (a file; default `$STRATA_CONFIG`, else the
 /// one derived from this machine) in this process until it is stopped —
 /// what `python -m strata._daemon` does for `connect()`. Blocks (the GIL
@@ -829,6 +860,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_function(wrap_pyfunction!(connect, m)?)?;
     m.add_function(wrap_pyfunction!(daemon_main, m)?)?;
+    m.add_function(wrap_pyfunction!(start_daemon, m)?)?;
+    m.add_function(wrap_pyfunction!(stop_daemon, m)?)?;
     m.add_class::<File>()?;
     m.add_class::<Client>()?;
     m.add_class::<Bucket>()?;
