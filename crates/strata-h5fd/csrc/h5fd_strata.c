@@ -514,26 +514,38 @@ static herr_t s_write(void *file, H5FD_mem_t type, hid_t dxpl, haddr_t addr, siz
 /* HDF5 >= 1.14: several pieces in one call; a zero size means "the previous
  * size from here on", H5FD_MEM_NOLIST (-1) the same for types (HDF5's
  * convention for vector I/O) */
+/* HDF5's vector convention: from the entry whose size is 0 (or, after the
+ * first, whose type is H5FD_MEM_NOLIST) on, the previous size (type) holds to
+ * the end. One walker for both directions. */
+typedef struct {
+    size_t size;
+    H5FD_mem_t type;
+    int fixed_size, fixed_type;
+} vec_walk_t;
+
+static void vec_step(vec_walk_t *w, uint32_t i, const H5FD_mem_t *types, const size_t *sizes)
+{
+    if (!w->fixed_size) {
+        if (sizes[i] == 0)
+            w->fixed_size = 1;
+        else
+            w->size = sizes[i];
+    }
+    if (!w->fixed_type) {
+        if (types[i] == -1 && i > 0)
+            w->fixed_type = 1;
+        else
+            w->type = types[i];
+    }
+}
+
 static herr_t s_read_vector(void *file, hid_t dxpl, uint32_t count, H5FD_mem_t *types, haddr_t *addrs,
                             size_t *sizes, void **bufs)
 {
-    size_t size = 0;
-    H5FD_mem_t type = 0;
-    int fixed_size = 0, fixed_type = 0;
+    vec_walk_t w = {0};
     for (uint32_t i = 0; i < count; i++) {
-        if (!fixed_size) {
-            if (sizes[i] == 0)
-                fixed_size = 1;
-            else
-                size = sizes[i];
-        }
-        if (!fixed_type) {
-            if (types[i] == -1 && i > 0)
-                fixed_type = 1;
-            else
-                type = types[i];
-        }
-        if (s_read(file, type, dxpl, addrs[i], size, bufs[i]) < 0)
+        vec_step(&w, i, types, sizes);
+        if (s_read(file, w.type, dxpl, addrs[i], w.size, bufs[i]) < 0)
             return -1;
     }
     return 0;
@@ -542,23 +554,10 @@ static herr_t s_read_vector(void *file, hid_t dxpl, uint32_t count, H5FD_mem_t *
 static herr_t s_write_vector(void *file, hid_t dxpl, uint32_t count, H5FD_mem_t *types, haddr_t *addrs,
                              size_t *sizes, const void **bufs)
 {
-    size_t size = 0;
-    H5FD_mem_t type = 0;
-    int fixed_size = 0, fixed_type = 0;
+    vec_walk_t w = {0};
     for (uint32_t i = 0; i < count; i++) {
-        if (!fixed_size) {
-            if (sizes[i] == 0)
-                fixed_size = 1;
-            else
-                size = sizes[i];
-        }
-        if (!fixed_type) {
-            if (types[i] == -1 && i > 0)
-                fixed_type = 1;
-            else
-                type = types[i];
-        }
-        if (s_write(file, type, dxpl, addrs[i], size, bufs[i]) < 0)
+        vec_step(&w, i, types, sizes);
+        if (s_write(file, w.type, dxpl, addrs[i], w.size, bufs[i]) < 0)
             return -1;
     }
     return 0;
