@@ -118,3 +118,38 @@ def test_python_m_strata_daemon_start_and_stop_for_pip_only_users(tmp_path):
     r = run("daemon", "stop")
     assert r.returncode == 0 and b"stopped" in r.stdout, r.stderr
     assert not (tmp_path / "rt" / "daemon.sock").exists()
+
+
+def test_strata_run_and_python_share_one_private_daemon(tmp_path):
+    from conftest import clean_env, strata_bin
+
+    cfg = str(write_config(tmp_path, f"py-run{os.getpid()}"))
+    sock = tmp_path / "rt" / "daemon.sock"
+    c = strata.connect(config=cfg)
+    assert c.started_daemon
+    pid = c.status()["pid"]
+    # a `strata run` of the same configuration uses it and, not being its
+    # last user, leaves it running
+    r = subprocess.run([strata_bin(), "--config", cfg, "run", "--quiet", "--", "true"],
+                       env=clean_env(), capture_output=True)
+    assert r.returncode == 0, r.stderr
+    assert sock.exists() and c.status()["pid"] == pid
+    assert c.close() is True  # the last user: stopped
+    assert not sock.exists()
+    # the other way round: strata run starts it, a Python user outlives the
+    # run and, as its last user, stops it
+    import time
+
+    run = subprocess.Popen([strata_bin(), "--config", cfg, "run", "--quiet", "--",
+                            sys.executable, "-c", "import sys; sys.stdin.read()"],
+                           stdin=subprocess.PIPE, env=clean_env())
+    deadline = time.monotonic() + 60
+    while not sock.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    c = strata.connect(config=cfg)
+    assert not c.started_daemon
+    run.communicate(b"")
+    assert run.returncode == 0
+    assert sock.exists()  # we still use it
+    assert c.close() is True
+    assert not sock.exists()
