@@ -15,7 +15,8 @@ asyncio: `await bucket.aput(...)`, `aget`, `aget_into`, `aput_at`, `aappend`, `a
 
 Files without LD_PRELOAD: `strata.open(path, "wb", persist="scratch")` is a
 file object like the built-in `open`'s, buffered by strata (`strata.fsync(f)`
-makes it durable). fsspec: `fsspec.filesystem("strata")`, URLs
+makes it durable; `strata.flush(paths)` writes DEFAULT files to their
+destination now and waits). fsspec: `fsspec.filesystem("strata")`, URLs
 `strata://bucket/key` (pandas, xarray, Dask, zarr).
 
 Errors are exceptions derived from `strata.StrataError` (`NotFound`,
@@ -39,7 +40,7 @@ from strata._native import (
 from strata import _native
 
 from strata._arrays import CopyWarning, get_array, put_array
-from strata._file import FileIO, fsync, open  # noqa: A004 - strata.open is the point
+from strata._file import FileIO, flush, fsync, open  # noqa: A004 - strata.open is the point
 from strata import _file as _file_mod
 
 
@@ -67,6 +68,7 @@ _atexit.register(_file_mod._close_all)
 
 __all__ = [
     "FileIO",
+    "flush",
     "fsync",
     "open",
     "CopyWarning",

@@ -10,7 +10,7 @@ from strata._native import (
     NotFound as NotFound,
     StrataError as StrataError,
 )
-from strata._file import FileIO as FileIO, fsync as fsync, open as open
+from strata._file import FileIO as FileIO, flush as flush, fsync as fsync, open as open
 from strata._arrays import (
     CopyWarning as CopyWarning,
     get_array as get_array,

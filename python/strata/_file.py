@@ -217,6 +217,15 @@ def _fsync(f) -> None:
     raw.fsync()
 
 
+def flush(paths=None, *, wait: bool = True, timeout: float | None = None, client=None) -> dict:
+    """Writes the DEFAULT files under `paths` (default: all) to their
+    destination now, as `strata flush --wait`: with `wait`, returns once they
+    are persisted (a `StrataError` names the files that cannot be). `client`:
+    default the one `strata.open` uses."""
+    c = client if client is not None else default_client()
+    return c.flush(None if paths is None else [os.fspath(p) for p in paths], wait, timeout)
+
+
 def fsync(f) -> None:
     """Flushes `f` (a file object from `strata.open`, any layer) and makes
     its data durable by strata's rules, like `f.flush(); os.fsync(f.fileno())`."""

@@ -108,6 +108,12 @@ class Client:
     @property
     def started_daemon(self) -> bool:
         """Whether this client started the daemon (connect() with none running)."""
+    def flush(
+        self, paths: list[str] | None = None, wait: bool = True, timeout: float | None = None
+    ) -> dict[str, int]:
+        """Writes the DEFAULT files under `paths` (default: all) to their destination now
+        (`strata flush --wait`); with `wait`, returns once persisted (StrataError naming the
+        files that cannot be). Returns dirty_files, dirty_bytes left."""
     def open_file(
         self,
         path: str,

@@ -210,3 +210,38 @@ def test_an_existing_buffered_file_keeps_its_mode(client, tmp_path):
         f.write(b"t")
     with strata.open(p, "rb", client=client) as f:
         assert f.read() == b"st"
+
+
+def test_flush_waits_for_the_destination_and_names_what_cannot_be_persisted(tmp_path):
+    from conftest import write_config
+
+    (tmp_path / "d").mkdir()
+    cfg = str(write_config(tmp_path / "d", f"py-fl{os.getpid()}"))
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    with strata.connect(config=cfg) as c:
+        # (the background flusher may have written some already: either way
+        # flush returns once all are at the destination)
+        paths = [dest / f"f{i}.bin" for i in range(4)]
+        for p in paths:
+            with strata.open(p, "wb", persist="default", client=c) as f:
+                f.write(pattern(100_000, 5))
+        left = strata.flush([dest], client=c)
+        assert left == {"dirty_files": 0, "dirty_bytes": 0}
+        assert all(p.read_bytes() == pattern(100_000, 5) for p in paths)
+        with pytest.raises(strata.InvalidArgument):
+            c.flush(timeout=-1)
+        # a destination that refuses: the error names the file
+        sub = dest / "sub"
+        sub.mkdir()
+        with strata.open(sub / "x.bin", "wb", persist="default", client=c) as f:
+            f.write(b"x" * 1000)
+        sub.rename(dest / "away")
+        sub.write_bytes(b"not a directory")
+        with pytest.raises(strata.StrataError, match="x.bin"):
+            c.flush([sub], timeout=60)
+        # put right: persisted
+        sub.unlink()
+        (dest / "away").rename(sub)
+        assert c.flush([sub], timeout=60)["dirty_files"] == 0
+        assert (sub / "x.bin").read_bytes() == b"x" * 1000

@@ -65,10 +65,22 @@ pub fn drain(socket: &Path, paths: &[PathBuf], progress: bool) -> Result<FlushRe
     let total = first.dirty_bytes.max(1);
     let mut bar: Option<indicatif::ProgressBar> = None;
     let mut state = first;
+    // A failure seen may come from a job that began before this call (the
+    // destination put right meanwhile): ask once more when no job runs, so
+    // the verdict is a fresh attempt's.
+    let mut asked_again = false;
     loop {
         // Clean only when no job or clean-up of these paths is left either.
-        if state.drained() || state.only_failures_left() {
+        if state.drained() {
             break;
+        }
+        if state.only_failures_left() {
+            if asked_again {
+                break;
+            }
+            asked_again = true;
+            state = request_flush(socket, paths)?;
+            continue;
         }
         if progress && bar.is_none() && start.elapsed() >= BAR_AFTER {
             let b = indicatif::ProgressBar::with_draw_target(

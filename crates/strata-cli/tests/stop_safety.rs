@@ -172,3 +172,36 @@ fn a_clean_stop_reports_nothing_and_exits_zero() {
     d.child = None;
     assert_eq!(std::fs::read(&f).unwrap(), b"fine");
 }
+
+/// `strata flush --wait` after the destination was put right judges by a
+/// fresh attempt: the failure a previous flush recorded is not its verdict
+/// (it stopped at that stale error before the retry ran).
+#[test]
+fn flush_wait_after_the_destination_is_put_right_succeeds() {
+    let d = TestDaemon::start_with(Tiers {
+        ram: "64MiB",
+        disk: None,
+        extra_yaml: "flush:\n  interval: 1h\n",
+    });
+    let base = tempfile::tempdir().unwrap();
+    let dir = base.path().join("pfs");
+    std::fs::create_dir(&dir).unwrap();
+    let f = dir.join("later");
+    write_file(&d, &f, b"persisted once possible");
+    let away = break_destination(&dir);
+    for round in 0..3 {
+        let out = d.cmd().args(["flush", "--wait"]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "round {round}: {err}");
+        assert!(err.contains(f.to_str().unwrap()), "round {round}: {err}");
+    }
+    std::fs::remove_file(&dir).unwrap();
+    std::fs::rename(&away, &dir).unwrap();
+    let out = d.cmd().args(["flush", "--wait"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read(&f).unwrap(), b"persisted once possible");
+}

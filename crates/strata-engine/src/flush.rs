@@ -1731,7 +1731,12 @@ pub fn flush_state(core: &Core, flusher: &Flusher, paths: &[String]) -> FlushRep
         if flusher.is_in_flight(*id) {
             r.flushing_files += 1;
         }
-        if let Some(m) = &rec.flush_error {
+        // A failed file a `Flush` just made urgent again (its backoff
+        // cleared) is being retried: dirty, not failed — else a wait
+        // right after the destination was put right would stop at the
+        // old error before the retry ran.
+        let retrying = rec.urgent && !core.files.backoff.contains_key(id);
+        if let Some(m) = rec.flush_error.as_ref().filter(|_| !retrying) {
             r.errors.push(FlushError {
                 path: b.name.to_string(),
                 message: m.clone(),

@@ -251,6 +251,89 @@ impl Client {
         }
     }
 
+    /// Writes the DEFAULT files under `paths` (default: all) to their
+    /// destination now — what `strata flush --wait` does. With `wait`
+    /// (the default) returns once they are persisted, within `timeout`
+    /// seconds (None: no limit); files that cannot be persisted raise
+    /// `StrataError` naming each with its error. Returns what is left:
+    /// `dirty_files`, `dirty_bytes` (0 after a successful wait).
+    #[pyo3(signature = (paths = None, wait = true, timeout = None))]
+    fn flush<'py>(
+        &self,
+        py: Python<'py>,
+        paths: Option<Vec<std::path::PathBuf>>,
+        wait: bool,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        use strata_proto::control::{ControlReply, ControlRequest, FlushReply};
+        self.client()?; // closed clients raise
+        let socket = std::path::PathBuf::from(&self.socket);
+        let mut abs = Vec::new();
+        for p in paths.unwrap_or_default() {
+            let a = strata_client::stage::absolute(&p).map_err(to_py)?;
+            abs.push(a.to_string_lossy().into_owned());
+        }
+        let deadline = match timeout {
+            Some(t) if !(t.is_finite() && t >= 0.0) => {
+                return Err(InvalidArgument::new_err("timeout: seconds >= 0, or None"))
+            }
+            Some(t) => Some(std::time::Instant::now() + std::time::Duration::from_secs_f64(t)),
+            None => None,
+        };
+        let ask = |req: &ControlRequest| -> PyResult<FlushReply> {
+            match strata_client::control_request(&socket, req) {
+                Ok(ControlReply::Flush(r)) => Ok(r),
+                Ok(ControlReply::Error { message, .. }) => Err(StrataError::new_err(message)),
+                Ok(other) => Err(StrataError::new_err(format!("unexpected reply: {other:?}"))),
+                Err(e) => Err(to_py(e)),
+            }
+        };
+        let state = py.allow_threads(|| -> PyResult<FlushReply> {
+            let mut state = ask(&ControlRequest::Flush { paths: abs.clone() })?;
+            // A failure seen may come from a job that began before this
+            // call (the destination put right meanwhile): ask once more
+            // when no job runs, so the verdict is a fresh attempt's.
+            let mut asked_again = false;
+            // bounded by the deadline, else by the daemon draining (each
+            // poll sees fewer dirty files or a failure)
+            while wait && !state.drained() {
+                if state.only_failures_left() {
+                    if asked_again {
+                        break;
+                    }
+                    asked_again = true;
+                    state = ask(&ControlRequest::Flush { paths: abs.clone() })?;
+                    continue;
+                }
+                if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                    return Err(StrataError::new_err(format!(
+                        "flush: {} file(s), {} byte(s) still to write after the timeout",
+                        state.dirty_files, state.dirty_bytes
+                    )));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                state = ask(&ControlRequest::FlushState { paths: abs.clone() })?;
+            }
+            Ok(state)
+        })?;
+        if wait && !state.errors.is_empty() {
+            let list: Vec<String> = state
+                .errors
+                .iter()
+                .map(|e| format!("{}: {}", e.path, e.message))
+                .collect();
+            return Err(StrataError::new_err(format!(
+                "cannot persist {} file(s): {}",
+                list.len(),
+                list.join("; ")
+            )));
+        }
+        let d = PyDict::new(py);
+        d.set_item("dirty_files", state.dirty_files)?;
+        d.set_item("dirty_bytes", state.dirty_bytes)?;
+        Ok(d)
+    }
+
     /// Opens the file at absolute `path` through the daemon's file model
     /// (`strata.open` builds a Python file object on it). `persist`:
     /// "default", "scratch", "workflow", or None for the configuration's
