@@ -476,7 +476,10 @@ impl Bed {
     /// slurmctld, slurmd, slurm-client).
     pub fn slurm(&self) -> Result<Slurm> {
         if self.kind != "netns" {
-            bail!("Slurm across the bed needs network namespaces (this bed is {})", self.kind);
+            bail!(
+                "Slurm across the bed needs network namespaces (this bed is {})",
+                self.kind
+            );
         }
         let dir = self.dir.path().join("slurm");
         std::fs::create_dir_all(dir.join("state"))?;
@@ -549,7 +552,10 @@ impl Bed {
             ),
         )?;
         // cgroup v1 as this kernel mounts it; the plugins above use none of it
-        std::fs::write(dir.join("cgroup.conf"), "CgroupPlugin=cgroup/v1\nCgroupAutomount=no\n")?;
+        std::fs::write(
+            dir.join("cgroup.conf"),
+            "CgroupPlugin=cgroup/v1\nCgroupAutomount=no\n",
+        )?;
         slurm.pids.push(dir.join("ctld.pid"));
         let st = Command::new("unshare")
             .args(["--uts", "sh", "-c", "hostname ctld && exec slurmctld -i"])
@@ -586,7 +592,9 @@ impl Bed {
                 break;
             }
             if started.elapsed() > SLURM_START_TIMEOUT {
-                bail!("Slurm nodes not idle within {SLURM_START_TIMEOUT:?}: {states:?} (logs in {d})");
+                bail!(
+                    "Slurm nodes not idle within {SLURM_START_TIMEOUT:?}: {states:?} (logs in {d})"
+                );
             }
             std::thread::sleep(Duration::from_millis(200));
         }

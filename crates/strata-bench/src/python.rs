@@ -219,7 +219,14 @@ fn report(a: &PythonArgs, runs: &BTreeMap<Key, Vec<f64>>, rust16: &[f64], big: u
     };
     println!(
         "{:<10} {:>6} {:>5} {:>12} {:>12} {:>18} {:>12} {:>18}",
-        "OP", "SIZE", "PROCS", "STRATA OP/S", "REDIS-PY", "×REDIS (RANGE)", "FILE/TMPFS", "×FILE (RANGE)"
+        "OP",
+        "SIZE",
+        "PROCS",
+        "STRATA OP/S",
+        "REDIS-PY",
+        "×REDIS (RANGE)",
+        "FILE/TMPFS",
+        "×FILE (RANGE)"
     );
     for &procs in &a.procs {
         for &size in &a.sizes {

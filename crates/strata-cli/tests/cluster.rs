@@ -1441,7 +1441,10 @@ fn srun_ranks_use_their_nodes_daemons_and_restart_one_node_further() {
     adapter_util::preload_lib();
     let bed = started_with(cluster_util::bed_with_files(4, "512MiB", None));
     if bed.kind != "netns" {
-        eprintln!("srun across nodes needs network namespaces: skipped on {}", bed.kind);
+        eprintln!(
+            "srun across nodes needs network namespaces: skipped on {}",
+            bed.kind
+        );
         return;
     }
     let slurm = bed.slurm().expect("Slurm across the bed");
@@ -1494,7 +1497,10 @@ else:
                 print_daemon_logs(&bed);
                 eprintln!("{}", slurm.logs());
             }
-            ok(&out, &format!("srun strata run --mode {mode} -- ckpt_job {phase}"));
+            ok(
+                &out,
+                &format!("srun strata run --mode {mode} -- ckpt_job {phase}"),
+            );
             let said = String::from_utf8_lossy(&out.stdout).to_string();
             let said_word = if phase == "write" { "wrote " } else { "read " };
             let lines: Vec<&str> = said.lines().filter(|l| l.starts_with(said_word)).collect();
@@ -1510,7 +1516,11 @@ else:
                     assert!(l.contains(" same "), "{mode}: {l}");
                 }
             }
-            assert_eq!(per_node.len(), 4, "{mode} {phase}: 2 ranks on each node: {said}");
+            assert_eq!(
+                per_node.len(),
+                4,
+                "{mode} {phase}: 2 ranks on each node: {said}"
+            );
             assert!(per_node.values().all(|&k| k == 2), "{said}");
         }
         let at_dest = std::fs::read_dir(&dir).unwrap().flatten().count();

@@ -32,6 +32,22 @@ fn write_file(d: &TestDaemon, path: &Path, data: &[u8]) {
     c.file_close(a.id).unwrap();
 }
 
+/// A daemon with a RAM tier only (nowhere non-volatile to keep data) and
+/// an empty destination directory `pfs` in a fresh temporary directory.
+fn ram_only_daemon(
+    extra_yaml: &'static str,
+) -> (TestDaemon, tempfile::TempDir, std::path::PathBuf) {
+    let d = TestDaemon::start_with(Tiers {
+        ram: "64MiB",
+        disk: None,
+        extra_yaml,
+    });
+    let base = tempfile::tempdir().unwrap();
+    let dir = base.path().join("pfs");
+    std::fs::create_dir(&dir).unwrap();
+    (d, base, dir)
+}
+
 /// The destination directory becomes a regular file: every open fails (ENOTDIR).
 fn break_destination(dir: &Path) -> std::path::PathBuf {
     let away = dir.with_extension("away");
@@ -102,14 +118,7 @@ fn unpersistable_data_is_kept_in_the_journal_and_flushed_by_the_next_daemon() {
 
 #[test]
 fn with_nowhere_to_keep_it_the_stop_is_refused_until_discard() {
-    let mut d = TestDaemon::start_with(Tiers {
-        ram: "64MiB",
-        disk: None,
-        extra_yaml: GIVE_UP,
-    });
-    let base = tempfile::tempdir().unwrap();
-    let dir = base.path().join("pfs");
-    std::fs::create_dir(&dir).unwrap();
+    let (mut d, _base, dir) = ram_only_daemon(GIVE_UP);
     let f = dir.join("only-in-ram");
     write_file(&d, &f, b"precious");
     let _away = break_destination(&dir);
@@ -178,14 +187,7 @@ fn a_clean_stop_reports_nothing_and_exits_zero() {
 /// (it stopped at that stale error before the retry ran).
 #[test]
 fn flush_wait_after_the_destination_is_put_right_succeeds() {
-    let d = TestDaemon::start_with(Tiers {
-        ram: "64MiB",
-        disk: None,
-        extra_yaml: "flush:\n  interval: 1h\n",
-    });
-    let base = tempfile::tempdir().unwrap();
-    let dir = base.path().join("pfs");
-    std::fs::create_dir(&dir).unwrap();
+    let (d, _base, dir) = ram_only_daemon("flush:\n  interval: 1h\n");
     let f = dir.join("later");
     write_file(&d, &f, b"persisted once possible");
     let away = break_destination(&dir);

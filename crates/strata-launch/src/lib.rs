@@ -126,11 +126,7 @@ pub fn start_detached(mut daemon: Command, cfg: &Config) -> Result<(PathBuf, Opt
 /// stop). `discard`: drop what cannot be persisted. `on_wait` is told, every
 /// half second while the daemon drains, what is left ("draining N file(s), X
 /// to write").
-pub fn stop_with(
-    cfg: &Config,
-    discard: bool,
-    on_wait: &mut dyn FnMut(&str),
-) -> Result<StopReport> {
+pub fn stop_with(cfg: &Config, discard: bool, on_wait: &mut dyn FnMut(&str)) -> Result<StopReport> {
     let socket = cfg.resolved_socket_path();
     let report_path = strata_proto::control::stop_report_path(&socket);
     let _ = std::fs::remove_file(&report_path);

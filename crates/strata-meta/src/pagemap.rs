@@ -47,7 +47,10 @@ impl Run {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Segment {
     /// Pages `first..=last` are in no run (the owner serves them).
-    Owner { first: u64, last: u64 },
+    Owner {
+        first: u64,
+        last: u64,
+    },
     Held(Run),
 }
 
@@ -354,13 +357,32 @@ mod tests {
         assert_eq!(
             m.lookup(5, 25),
             vec![
-                Segment::Held(Run { first: 5, last: 9, holder: 1, gen: g1, flushed: false }),
-                Segment::Held(Run { first: 10, last: 19, holder: 1, gen: g2, flushed: false }),
-                Segment::Owner { first: 20, last: 25 },
+                Segment::Held(Run {
+                    first: 5,
+                    last: 9,
+                    holder: 1,
+                    gen: g1,
+                    flushed: false
+                }),
+                Segment::Held(Run {
+                    first: 10,
+                    last: 19,
+                    holder: 1,
+                    gen: g2,
+                    flushed: false
+                }),
+                Segment::Owner {
+                    first: 20,
+                    last: 25
+                },
             ]
         );
         assert_eq!(m.mark_flushed(1, 0, 9, g1), 10);
-        assert_eq!(m.mark_flushed(1, 10, 19, g1), 0, "a stale generation marks nothing");
+        assert_eq!(
+            m.mark_flushed(1, 10, 19, g1),
+            0,
+            "a stale generation marks nothing"
+        );
         assert!(!m.all_flushed());
         assert_eq!(m.unflushed_holders(), [1].into());
         assert_eq!(m.mark_flushed(1, 10, 19, g2), 10);
@@ -374,13 +396,29 @@ mod tests {
         let b = m.publish(2, &[(40, 59)]).unwrap();
         assert_eq!(
             held(&m.lookup(0, 99)),
-            vec![(0, 39, 1, a, false), (40, 59, 2, b, false), (60, 99, 1, a, false)]
+            vec![
+                (0, 39, 1, a, false),
+                (40, 59, 2, b, false),
+                (60, 99, 1, a, false)
+            ]
         );
         assert_eq!(m.permit(1, 0, 99).len(), 2);
-        assert_eq!(m.permit(2, 0, 99), vec![Run { first: 40, last: 59, holder: 2, gen: b, flushed: false }]);
+        assert_eq!(
+            m.permit(2, 0, 99),
+            vec![Run {
+                first: 40,
+                last: 59,
+                holder: 2,
+                gen: b,
+                flushed: false
+            }]
+        );
         let removed = m.truncate(50);
         assert_eq!(removed.len(), 2);
-        assert_eq!(held(&m.lookup(0, 99)), vec![(0, 39, 1, a, false), (40, 49, 2, b, false)]);
+        assert_eq!(
+            held(&m.lookup(0, 99)),
+            vec![(0, 39, 1, a, false), (40, 49, 2, b, false)]
+        );
         assert_eq!(m.take_back(0, 100).len(), 2);
         assert!(m.is_empty() && m.all_flushed());
     }
@@ -404,13 +442,25 @@ mod tests {
     fn lookup_edges() {
         let mut m = PageMap::default();
         assert_eq!(m.lookup(3, 2), vec![]);
-        assert_eq!(m.lookup(0, u64::MAX), vec![Segment::Owner { first: 0, last: u64::MAX }]);
+        assert_eq!(
+            m.lookup(0, u64::MAX),
+            vec![Segment::Owner {
+                first: 0,
+                last: u64::MAX
+            }]
+        );
         let g = m.publish(7, &[(10, u64::MAX)]).unwrap();
         assert_eq!(
             m.lookup(0, u64::MAX),
             vec![
                 Segment::Owner { first: 0, last: 9 },
-                Segment::Held(Run { first: 10, last: u64::MAX, holder: 7, gen: g, flushed: false })
+                Segment::Held(Run {
+                    first: 10,
+                    last: u64::MAX,
+                    holder: 7,
+                    gen: g,
+                    flushed: false
+                })
             ]
         );
         assert!(m.truncate(0).len() == 1 && m.is_empty());

@@ -364,7 +364,10 @@ impl Client {
         }
         let (cfg_mode, page_bytes) = match &self.config {
             Some(cfg) => cfg.adapter.settings_for(std::path::Path::new(path)),
-            None => (Mode::Default, strata_config::AdapterConfig::default().page_size_bytes),
+            None => (
+                Mode::Default,
+                strata_config::AdapterConfig::default().page_size_bytes,
+            ),
         };
         let mode = match persist {
             None => cfg_mode,
@@ -801,7 +804,10 @@ impl File {
     }
 
     fn __repr__(&self) -> String {
-        format!("strata._native.File({:?}, persist={:?})", self.path, self.persist)
+        format!(
+            "strata._native.File({:?}, persist={:?})",
+            self.path, self.persist
+        )
     }
 }
 
@@ -829,10 +835,11 @@ fn connect(
     start: bool,
     python: Option<&str>,
 ) -> PyResult<Client> {
-    let env_socket = std::env::var("STRATA_SOCKET").ok().filter(|s| !s.is_empty());
-    let cfg = py.allow_threads(|| {
-        strata_config::Config::load_effective(config.map(std::path::Path::new))
-    });
+    let env_socket = std::env::var("STRATA_SOCKET")
+        .ok()
+        .filter(|s| !s.is_empty());
+    let cfg = py
+        .allow_threads(|| strata_config::Config::load_effective(config.map(std::path::Path::new)));
     let explicit = socket.map(str::to_string).or(env_socket);
     if let Some(s) = explicit {
         let c = py
