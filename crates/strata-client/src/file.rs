@@ -25,7 +25,7 @@ use strata_proto::msg::{FileRef, Reply, Request, Through};
 pub use strata_proto::types::{
     DestInfo, FileAttr, OpenFile, Persist, SetAttr, Unlinked, PAGE_BYTES_MAX, PAGE_BYTES_MIN,
 };
-use strata_proto::types::{ReadExtent, TIER_DEST, TIER_PENDING};
+use strata_proto::types::{ReadExtent, TIER_DEST, TIER_PENDING, TIER_REMOTE};
 use strata_proto::{Errno, Target};
 
 use crate::{err, extents_reply, unexpected, Client, Error, Result};
@@ -990,6 +990,14 @@ impl Client {
                         });
                     } else if e.tier == TIER_DEST {
                         from_dest.push(*e);
+                    } else if e.tier == TIER_REMOTE {
+                        // pages where written: reading another node's
+                        // shadow is the next step (nothing publishes yet)
+                        res = Err(err(
+                            Errno::Internal,
+                            format!("file read: pages held by node {} (generation {}) cannot be read yet", e.epoch, e.phys_off),
+                        ));
+                        break;
                     } else if let Err(x) =
                         lane.read_extents(std::slice::from_ref(e), at, &mut rest[..covered])
                     {

@@ -458,6 +458,7 @@ fn forwardable(op: strata_transport_shm::Op) -> bool {
             | Op::FileRead
             | Op::FileFill
             | Op::FileTruncate
+            | Op::FilePublish
             | Op::FileUnlink
             | Op::FileRename
             | Op::FileLink

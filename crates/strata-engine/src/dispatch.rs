@@ -240,6 +240,19 @@ impl crate::Engine {
                 self.core.file_truncate(BucketId(file), size)?;
                 Reply::Done
             }
+            Request::FilePublish {
+                file,
+                holder,
+                first_page,
+                pages,
+                size,
+            } => Reply::Size(self.core.file_publish(
+                BucketId(file),
+                holder,
+                first_page,
+                pages,
+                size,
+            )?),
             Request::FileUnlink { path, claim } => {
                 if claim
                     && self

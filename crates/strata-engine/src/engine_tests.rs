@@ -419,3 +419,99 @@ fn a_claimed_unlink_wins_once() {
         Ok(Reply::Unlinked(Unlinked { existed: true, .. }))
     ));
 }
+
+/// Pages where written, the owner's side (docs/FILES-ACROSS-NODES.md,
+/// step 2): whole pages another node publishes leave the owner's buffer
+/// and read as `TIER_REMOTE` runs naming the holder and the generation;
+/// the size grows; truncation unpublishes what it cuts; a partial page,
+/// pages beyond the size and the owner itself are refused.
+#[test]
+fn published_pages_read_as_remote_runs_at_their_generation() {
+    use strata_proto::types::TIER_REMOTE;
+    let mut r = rig();
+    let path = "/engine-test/published.dat";
+    let open = OpenFile {
+        create: true,
+        persist: Persist::Scratch,
+        mode: 0o644,
+        page_shift: 12,
+        dest: Some(DestInfo::default()),
+        ..OpenFile::default()
+    };
+    let Ok(Reply::FileOpened { id, .. }) = r.run(&Request::FileOpen { path, open }) else {
+        panic!("open failed");
+    };
+    // the owner has 4 pages of its own
+    let mine = pattern(4 << 12, 9);
+    assert!(matches!(
+        r.run(&Request::FileWrite { file: id, at: Some(0), data: DataRef::Inline(&mine) }),
+        Ok(Reply::Written { .. })
+    ));
+    let publish = |first_page, pages, size| Request::FilePublish {
+        file: id,
+        holder: 3,
+        first_page,
+        pages,
+        size,
+    };
+    // node 3 publishes pages 2..=5 and says the file is 6 pages + 100 bytes
+    let Ok(Reply::Size(gen)) = r.run(&publish(2, 4, (6 << 12) + 100)) else {
+        panic!("publish refused");
+    };
+    assert!(gen > 0);
+    let Ok(Reply::Extents { extents, size, .. }) = r.run(&Request::FileRead {
+        file: id,
+        offset: 0,
+        len: 1 << 20,
+    }) else {
+        panic!("read failed");
+    };
+    assert_eq!(size, (6 << 12) + 100);
+    let remote: Vec<_> = extents.iter().filter(|e| e.tier == TIER_REMOTE).collect();
+    assert_eq!(remote.len(), 1, "{extents:?}");
+    assert_eq!(
+        (remote[0].logical_off, remote[0].len, remote[0].epoch, remote[0].phys_off),
+        (2 << 12, 4 << 12, 3, gen)
+    );
+    // the owner's first two pages are still its own
+    let head = r
+        .run(&Request::FileRead { file: id, offset: 0, len: 2 << 12 })
+        .unwrap();
+    let (_, bytes) = r.bytes_of(head);
+    assert_eq!(bytes, mine[..2 << 12]);
+    // a later publish of page 3 wins with a new generation
+    let Ok(Reply::Size(gen2)) = r.run(&publish(3, 1, (6 << 12) + 100)) else {
+        panic!("publish refused");
+    };
+    assert!(gen2 > gen);
+    // refused: a page beyond the size, no pages, the owner as holder
+    assert_eq!(r.run(&publish(6, 1, 6 << 12)), Err(Errno::Inval));
+    assert_eq!(r.run(&publish(1, 0, 6 << 12)), Err(Errno::Inval));
+    assert_eq!(
+        r.run(&Request::FilePublish { file: id, holder: 0, first_page: 0, pages: 1, size: 1 << 12 }),
+        Err(Errno::Inval)
+    );
+    // truncating into a remote page needs it back first (not built yet)
+    assert_eq!(
+        r.run(&Request::FileTruncate { file: id, size: (3 << 12) + 5 }),
+        Err(Errno::Busy)
+    );
+    // truncating at a page boundary unpublishes what it cuts
+    assert_eq!(r.run(&Request::FileTruncate { file: id, size: 3 << 12 }), Ok(Reply::Done));
+    let Ok(Reply::Extents { extents, .. }) = r.run(&Request::FileRead {
+        file: id,
+        offset: 0,
+        len: 1 << 20,
+    }) else {
+        panic!("read failed");
+    };
+    let remote: Vec<_> = extents.iter().filter(|e| e.tier == TIER_REMOTE).collect();
+    assert_eq!(remote.len(), 1);
+    assert_eq!((remote[0].logical_off, remote[0].len), (2 << 12, 1 << 12));
+    // unlink drops the map with the record
+    assert!(matches!(
+        r.run(&Request::FileUnlink { path, claim: false }),
+        Ok(Reply::Unlinked(_))
+    ));
+    assert!(r.engine.core.files.page_maps.is_empty());
+}

@@ -70,7 +70,9 @@ use strata_meta::{
     format_u64, BlobId, BucketId, Extent, FileRecord, Persist, PAGE_SHIFT_DEFAULT, PAGE_SHIFT_MAX,
     PAGE_SHIFT_MIN,
 };
-use strata_proto::types::{FileAttr, ReadExtent, TIER_DEST, TIER_HOLE, TIER_PENDING};
+use strata_proto::types::{
+    FileAttr, ReadExtent, TIER_DEST, TIER_HOLE, TIER_PENDING, TIER_REMOTE,
+};
 use strata_proto::{Errno, Result};
 
 use crate::core::{now_ns, Core, Src};
@@ -144,10 +146,13 @@ impl Core {
         }
         self.files.dirty.remove(&id);
         self.files.backoff.remove(&id);
+        // (a record that moves must first recall its remote pages: the
+        // next step of pages-where-written; nothing publishes yet)
+        self.file_page_map_drop(id);
     }
 
     /// Removes the blob of page `index` (if any); returns whether one existed.
-    fn page_remove(&mut self, id: BucketId, index: u64) -> bool {
+    pub(crate) fn page_remove(&mut self, id: BucketId, index: u64) -> bool {
         let Some(bid) = self.meta.page_blob(id, index) else {
             return false;
         };
@@ -506,7 +511,11 @@ impl Core {
         fn push(out: &mut Vec<ReadExtent>, base: usize, max: usize, e: ReadExtent) -> bool {
             if out.len() > base {
                 let last = out.last_mut().expect("non-empty");
-                if (e.tier == TIER_HOLE || e.tier == TIER_DEST)
+                // remote runs merge per holder and generation
+                let same_remote = e.tier == TIER_REMOTE
+                    && last.tier == TIER_REMOTE
+                    && (last.epoch, last.phys_off) == (e.epoch, e.phys_off);
+                if (e.tier == TIER_HOLE || e.tier == TIER_DEST || same_remote)
                     && last.tier == e.tier
                     && last.logical_off + last.len == e.logical_off
                 {
@@ -526,6 +535,21 @@ impl Core {
             let p = at / page;
             let ps = p * page;
             let hi = end.min(ps + page);
+            if let Some(run) = self.file_remote_page(id, p) {
+                // held by another node: the reader asks it (pages where written)
+                let w = ReadExtent {
+                    tier: TIER_REMOTE,
+                    epoch: run.holder,
+                    logical_off: at,
+                    phys_off: run.gen,
+                    len: hi - at,
+                };
+                if !push(out, base, max, w) {
+                    break 'pages;
+                }
+                at = hi;
+                continue;
+            }
             match self.meta.page_blob(id, p).and_then(|b| self.meta.blob(b)) {
                 Some(blob) => {
                     let data_end = (ps + blob.size).min(hi);
@@ -734,6 +758,15 @@ impl Core {
         }
         if new_size < size {
             let first_dropped = new_size.div_ceil(page);
+            if !new_size.is_multiple_of(page)
+                && self.file_remote_page(id, new_size / page).is_some()
+            {
+                // the page keeping the new end is another node's: it must
+                // come here first to have its tail zeroed (recall: the next
+                // step of pages-where-written; nothing publishes yet)
+                return Err(Errno::Busy);
+            }
+            self.file_unpublish_beyond(id, first_dropped);
             let mut drop: Vec<u64> = self
                 .meta
                 .file_pages(id)?

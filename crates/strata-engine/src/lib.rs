@@ -78,6 +78,7 @@ pub mod files_evict;
 pub mod files_hold;
 pub mod files_link;
 pub mod files_list;
+pub mod files_publish;
 pub mod files_reval;
 pub mod flush;
 pub mod flush_conc;

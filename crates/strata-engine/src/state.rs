@@ -62,6 +62,9 @@ pub struct FileState {
     pub links: Links,
     /// Shared backings of mapped files (files_backing.rs).
     pub backings: Backings,
+    /// Pages other nodes hold and have published (pages where written,
+    /// files_publish.rs); files with none have no entry.
+    pub page_maps: HashMap<BucketId, strata_meta::pagemap::PageMap>,
 }
 
 // ---- files

@@ -269,6 +269,15 @@ impl PageMap {
         marked
     }
 
+    /// The run holding page `page`, if any.
+    pub fn holder_of(&self, page: u64) -> Option<Run> {
+        self.runs
+            .range(..=page)
+            .next_back()
+            .map(|(_, r)| *r)
+            .filter(|r| r.last >= page)
+    }
+
     /// Every published page is flushed at its current generation.
     pub fn all_flushed(&self) -> bool {
         self.runs.values().all(|r| r.flushed)

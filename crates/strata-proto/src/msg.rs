@@ -184,6 +184,18 @@ pub enum Request<'a> {
         file: u64,
         size: u64,
     },
+    /// Node `holder` publishes whole pages `first_page..first_page+pages`
+    /// of file `file` (owned here), which it keeps in its shadow of the
+    /// file (pages where written, docs/FILES-ACROSS-NODES.md); the file is
+    /// at least `size` bytes long now. Answered `Reply::Size` with the
+    /// generation the owner issued for them.
+    FilePublish {
+        file: u64,
+        holder: u32,
+        first_page: u64,
+        pages: u64,
+        size: u64,
+    },
     /// Answered `Reply::Unlinked`. `claim`: the caller is `unlink(2)`
     /// itself and removes the destination file next. A record removed with
     /// a destination file leaves a mark at the path until that caller says
@@ -336,6 +348,7 @@ impl<'a> Request<'a> {
             | FileRead { file, .. }
             | FileFill { file, .. }
             | FileTruncate { file, .. }
+            | FilePublish { file, .. }
             | FileSync { file, .. }
             | FileSyncState { file, .. }
             | FilePath { file }
@@ -466,7 +479,9 @@ impl Reply<'_> {
             Q::BucketList { .. } => matches!(self, R::BucketNames { .. }),
             Q::BucketTags { .. } => matches!(self, R::Tags(_)),
             Q::Lease { .. } => matches!(self, R::Lease { .. }),
-            Q::Put { .. } | Q::FileThroughDone { .. } => matches!(self, R::Size(_)),
+            Q::Put { .. } | Q::FileThroughDone { .. } | Q::FilePublish { .. } => {
+                matches!(self, R::Size(_))
+            }
             Q::Get { .. } | Q::FileRead { .. } => matches!(self, R::Extents { .. }),
             Q::Stat { .. } => matches!(self, R::BlobStat(_)),
             Q::BlobList { .. } => matches!(self, R::BlobNames { .. }),

@@ -56,6 +56,10 @@ pub const TIER_PENDING: u32 = u32::MAX - 2;
 /// them there (`phys_off` in that memory, `epoch` its donation's), while the
 /// answer's hold keeps them in place.
 pub const TIER_LENT: u32 = u32::MAX - 3;
+/// File reads: bytes another node holds (pages where written): `epoch` is
+/// that node, `phys_off` the generation the owner issued for them; the
+/// reader asks that node's shadow for them at that generation.
+pub const TIER_REMOTE: u32 = u32::MAX - 4;
 
 /// Where some bytes of a blob or file are, as answered by a read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

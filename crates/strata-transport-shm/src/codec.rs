@@ -52,6 +52,7 @@ pub fn op_of(req: &Request) -> Op {
         Request::FileRead { .. } => Op::FileRead,
         Request::FileFill { .. } => Op::FileFill,
         Request::FileTruncate { .. } => Op::FileTruncate,
+        Request::FilePublish { .. } => Op::FilePublish,
         Request::FileUnlink { .. } => Op::FileUnlink,
         Request::FileRename { .. } => Op::FileRename,
         Request::FileSync { .. } => Op::FileSync,
@@ -375,6 +376,19 @@ pub fn encode_request(req: &Request, rec: &mut RequestRecord, arg: &mut [u8]) ->
             r.bucket = *file;
             r.len = *size;
         }
+        Request::FilePublish {
+            file,
+            holder,
+            first_page,
+            pages,
+            size,
+        } => {
+            r.bucket = *file;
+            r.offset = *first_page;
+            r.len = *pages;
+            r.aux = *size;
+            r.data_off = u64::from(*holder);
+        }
         Request::FileUnlink { path, claim } => {
             name = path;
             r.flags = bit(*claim, flags::UNBACKED_ONLY);
@@ -670,6 +684,13 @@ pub fn decode_request<'a>(
             file: bucket,
             size: r.len,
         },
+        Op::FilePublish => Request::FilePublish {
+            file: bucket,
+            holder: u32::try_from(r.data_off).map_err(|_| Errno::Malformed)?,
+            first_page: r.offset,
+            pages: r.len,
+            size: r.aux,
+        },
         Op::FileUnlink => Request::FileUnlink {
             path: name,
             claim: has(flags::UNBACKED_ONLY),
@@ -961,7 +982,7 @@ pub fn decode_reply(op: Op, r: &ResponseRecord, arg: &[u8]) -> Result<Reply<'sta
             off: r.val0,
             len: r.val1,
         },
-        Op::Put | Op::FileThroughDone => Reply::Size(r.val0),
+        Op::Put | Op::FileThroughDone | Op::FilePublish => Reply::Size(r.val0),
         Op::Get | Op::FileRead => {
             let chunks = arg.chunks_exact(std::mem::size_of::<ReadExtent>());
             let mut extents = Vec::with_capacity(chunks.len());

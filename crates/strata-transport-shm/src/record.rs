@@ -86,6 +86,9 @@ pub enum Op {
     FileFill = 54,
     /// bucket = file id, len = new size.
     FileTruncate = 55,
+    /// bucket = file id, offset = first page, len = pages, aux = size,
+    /// data_off = holder node -> val0 = generation.
+    FilePublish = 70,
     /// name = path -> val0 = 1 if a record existed; val1 = 1 if a
     /// destination file may exist (the caller unlinks it too); val2 bit 0:
     /// the file is still open somewhere (kept, unnamed, until closed); bit 1:
@@ -190,6 +193,7 @@ impl Op {
             67 => FileThroughDone,
             68 => BucketFlush,
             69 => FileLink,
+            70 => FilePublish,
             _ => return None,
         })
     }
