@@ -1217,6 +1217,10 @@ impl Poller {
             Ok(r) => r,
             Err(e) => return refuse(resp, e),
         };
+        if matches!(req, strata_proto::Request::FilePublish { .. }) {
+            // only a holder's own daemon publishes pages (bulk path, below)
+            return refuse(resp, Errno::Perm);
+        }
         let caller = Caller {
             client: c.id,
             channel: ch,
@@ -1429,6 +1433,12 @@ impl Poller {
             Ok(r) => r,
             Err(e) => return fail(e),
         };
+        if let strata_proto::Request::FilePublish { holder, .. } = &req {
+            // a node publishes only the pages it holds itself
+            if *holder != from {
+                return fail(Errno::Perm);
+            }
+        }
         if let strata_proto::Request::Get { len, .. }
         | strata_proto::Request::FileRead { len, .. } = &mut req
         {
