@@ -30,6 +30,8 @@ pub struct BedSpec {
     /// `cluster.files_at_owner`, and the adapter buffers the shared
     /// destination directory (DEFAULT mode, 64 KiB pages).
     pub files_at_owner: bool,
+    /// `cluster.pages_where_written` (with `files_at_owner`).
+    pub pages_where_written: bool,
     /// The `strata` executable the nodes run.
     pub strata: PathBuf,
     /// Skip the namespaces even where they could be made.
@@ -206,6 +208,9 @@ impl Bed {
             }
             if spec.toward_readers {
                 y.push_str("  toward_readers: true\n");
+            }
+            if spec.pages_where_written {
+                y.push_str("  pages_where_written: true\n");
             }
             if !spec.files_at_owner {
                 y.push_str("  files_at_owner: false\n");

@@ -250,6 +250,7 @@ pub fn run(a: CheckpointArgs) -> Result<()> {
             remote_tier: None,
             toward_readers: false,
             files_at_owner: true,
+            pages_where_written: false,
             strata: strata.clone(),
             loopback: a.loopback,
             log: "warn".into(),

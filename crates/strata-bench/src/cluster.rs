@@ -422,6 +422,7 @@ fn started(
         remote_tier: Some(remote_tier.into()),
         toward_readers,
         files_at_owner: false,
+        pages_where_written: false,
         strata: strata.to_path_buf(),
         loopback: a.loopback,
         log: "warn".into(),

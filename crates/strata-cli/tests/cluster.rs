@@ -2125,3 +2125,174 @@ fn print_daemon_logs(bed: &Bed) {
         eprintln!("--- {}:\n{}", log.display(), tail.join("\n"));
     }
 }
+
+/// Pages where written (`cluster.pages_where_written`, SCRATCH files): the
+/// whole pages a node writes of a file another node owns stay on the
+/// writer's node, mapped at the owner; a third node reads them from the
+/// writer. N-N files written on every node and read one node further;
+/// an N-1 file from three nodes in unaligned ranges; a partial overwrite
+/// and a truncation into pages another node holds (recalled to the owner);
+/// unlink drops every node's shadow; real programs under `strata run`;
+/// a killed holder makes reads of its pages fail with EIO, never hang.
+#[test]
+fn scratch_pages_stay_where_written_and_read_from_there() {
+    use strata_client::file::{OpenFlags, Persist};
+    let bed = started_with(cluster_util::bed_with_files_pages(3, "512MiB", None, true));
+    let clients = clients_of(&bed);
+    assert!(clients[0].hello().pages_where_written, "the bed turns it on");
+    let rw = OpenFlags {
+        read: true,
+        write: true,
+        create: true,
+        ..Default::default()
+    };
+    let page: u64 = 64 << 10;
+    let open = |c: &strata_client::Client, p: &str| {
+        c.file_open(p, rw, 0o644, Persist::Scratch, page).unwrap()
+    };
+    let read_all = |c: &strata_client::Client, p: &str| -> Vec<u8> {
+        let a = c.file_stat_path(p).unwrap().expect("a record");
+        let f = open(c, p);
+        let mut buf = vec![0u8; a.size as usize];
+        let n = c.file_read(f.id, 0, &mut buf).unwrap();
+        assert_eq!(n as u64, a.size, "{p}: short read");
+        c.file_close(f.id).unwrap();
+        buf
+    };
+    let published = |i: usize| -> u64 {
+        node_status(&bed, i)["files"]["published_pages_total"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+
+    // N-N: node i writes a file node i+1 owns; node i+2 reads it.
+    let n = bed.nodes.len();
+    let mut files = Vec::new();
+    for i in 0..n {
+        let owner = ((i + 1) % n) as u32;
+        let p = path_owned_by(&bed, &format!("nn-{i}-"), owner);
+        let data = pattern((3 << 20) + 100, i as u64 + 1);
+        let f = open(&clients[i], &p);
+        for (k, chunk) in data.chunks(1 << 20).enumerate() {
+            if let Err(e) = clients[i].file_write(f.id, (k << 20) as u64, chunk) {
+                print_daemon_logs(&bed);
+                panic!("N-N write on node {i}: {e}");
+            }
+        }
+        clients[i].file_close(f.id).unwrap();
+        files.push((p, data));
+    }
+    for i in 0..n {
+        assert!(published(i) >= 48, "node {i} maps pages others hold");
+    }
+    for (i, (p, data)) in files.iter().enumerate() {
+        for r in 0..n {
+            let got = read_all(&clients[(i + r + 2) % n], p);
+            assert!(got == *data, "{p} read on node {}", (i + r + 2) % n);
+        }
+    }
+
+    // N-1 in unaligned ranges from three nodes at once, owned by node 0.
+    let p1 = path_owned_by(&bed, "n1-", 0);
+    let cuts = [0u64, 100_001, 777_777, 1_500_000];
+    let whole = pattern(cuts[3] as usize, 99);
+    let f1 = open(&clients[0], &p1);
+    clients[0].file_close(f1.id).unwrap();
+    std::thread::scope(|s| {
+        for k in 0..3 {
+            let (c, p1, whole) = (&clients[(k + 1) % n], &p1, &whole);
+            s.spawn(move || {
+                let f = c.file_open(p1, rw, 0o644, Persist::Scratch, page).unwrap();
+                let (lo, hi) = (cuts[k] as usize, cuts[k + 1] as usize);
+                for at in (lo..hi).step_by(200_000) {
+                    let end = (at + 200_000).min(hi);
+                    c.file_write(f.id, at as u64, &whole[at..end]).unwrap();
+                }
+                c.file_close(f.id).unwrap();
+            });
+        }
+    });
+    for c in &clients {
+        assert!(read_all(c, &p1) == whole, "N-1 file read back");
+    }
+
+    // A partial overwrite, on node 0, of a page node 1 holds (files[0] is
+    // node 0's own; files[1] was written by node 1, owned by node 2).
+    let (p, data) = &mut files[1];
+    let f = open(&clients[0], p);
+    let at = (5 * page + 10) as usize;
+    clients[0].file_write(f.id, at as u64, b"overwritten").unwrap();
+    data[at..at + 11].copy_from_slice(b"overwritten");
+    // and a truncation into another page node 1 holds, then a write beyond
+    let cut = (9 * page + 1234) as usize;
+    clients[0].file_truncate(f.id, cut as u64).unwrap();
+    data.truncate(cut);
+    clients[0]
+        .file_write(f.id, (cut + 5000) as u64, b"tail")
+        .unwrap();
+    data.resize(cut + 5000, 0);
+    data.extend_from_slice(b"tail");
+    clients[0].file_close(f.id).unwrap();
+    for c in &clients {
+        assert!(read_all(c, p) == *data, "after overwrite and truncate");
+    }
+
+    // Real programs: a SCRATCH file written by cp on node 1 (owned by
+    // whichever node), compared by cmp on node 2.
+    let d = bed.dest.display().to_string();
+    run_on_mode(
+        &bed,
+        1,
+        "scratch",
+        &format!("head -c 3000000 /dev/urandom > {d}/src.bin && cp {d}/src.bin {d}/copy.bin && cksum < {d}/copy.bin > {d}/sum1"),
+    );
+    let o = run_on_mode(
+        &bed,
+        2,
+        "scratch",
+        &format!("cmp {d}/src.bin {d}/copy.bin && cksum < {d}/copy.bin && cat {d}/sum1"),
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert_eq!(lines[0], lines[1], "the bytes cp wrote on node 1, on node 2");
+
+    // Unlink: every node's shadows of the gone files go too.
+    for (p, _) in &files {
+        assert!(clients[2].file_unlink(p).unwrap());
+    }
+    clients[0].file_unlink(&p1).unwrap();
+    let t0 = std::time::Instant::now();
+    loop {
+        let left = clients[0]
+            .file_list_dir(strata_proto::types::SHADOW_DIR)
+            .unwrap();
+        // (src.bin, copy.bin, sum1 of the run above are still there)
+        if left.len() <= 3 {
+            break;
+        }
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(30),
+            "shadows of gone files stay: {left:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+
+    // A holder killed: reads of its pages fail with EIO, the rest works.
+    let p = path_owned_by(&bed, "killed-", 0);
+    let data = pattern(1 << 20, 7);
+    let f = open(&clients[2], &p);
+    clients[2].file_write(f.id, 0, &data).unwrap();
+    clients[2].file_write(f.id, 1 << 20, b"x").unwrap();
+    clients[2].file_close(f.id).unwrap();
+    let pid = bed.pid(2).expect("node 2 runs");
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    let f = open(&clients[1], &p);
+    let mut buf = vec![0u8; 100];
+    let e = clients[1].file_read(f.id, 0, &mut buf).unwrap_err();
+    assert_eq!(e.os_errno(), libc::EIO, "{e}");
+    // the byte at the owner still reads
+    let mut one = [0u8; 1];
+    assert_eq!(clients[1].file_read(f.id, 1 << 20, &mut one).unwrap(), 1);
+    assert_eq!(&one, b"x");
+}

@@ -451,6 +451,19 @@ impl Client {
         persist: Persist,
         page_bytes: u64,
     ) -> Result<FileAttr> {
+        let attr = self.file_open_inner(path, fl, mode, persist, page_bytes)?;
+        self.shadow_note_open(&attr);
+        Ok(attr)
+    }
+
+    fn file_open_inner(
+        &self,
+        path: &str,
+        fl: OpenFlags,
+        mode: u32,
+        persist: Persist,
+        page_bytes: u64,
+    ) -> Result<FileAttr> {
         check_path(path)?;
         if !strata_proto::types::page_bytes_valid(page_bytes) {
             return Err(err(
@@ -636,6 +649,14 @@ impl Client {
         offset
             .checked_add(data.len() as u64)
             .ok_or_else(|| err(Errno::Inval, "write beyond 2^64"))?;
+        match self.shadow_split_page(id) {
+            Some(page) => self.shadow_split_write(id, offset, data, page),
+            None => self.owner_write(id, offset, data),
+        }
+    }
+
+    /// `file_write` at the file's owner (every page there).
+    pub(crate) fn owner_write(&self, id: u64, offset: u64, data: &[u8]) -> Result<u64> {
         let mut size = 0;
         let mut done = 0usize;
         // Bounded: every round writes ≥ 1 byte (or the empty write once).
@@ -656,7 +677,7 @@ impl Client {
     pub fn file_append(&self, id: u64, data: &[u8]) -> Result<(u64, u64)> {
         let (at, n, mut size) = self.write_piece(id, None, data)?;
         if n < data.len() {
-            size = self.file_write(id, at + n as u64, &data[n..])?;
+            size = self.owner_write(id, at + n as u64, &data[n..])?;
         }
         Ok((at, size))
     }
@@ -875,6 +896,10 @@ impl Client {
                 format!("fill of unaligned page offset {page_off}"),
             ));
         }
+        if self.pages_where_written() && self.shadow_recall_page(id, page_off, page)? {
+            // another node held it: it is the owner's again, write on
+            return Ok(true);
+        }
         let bytes = self.read_dest_page(id, page_off, page)?;
         // The write needs the page: keep it even under capacity pressure.
         self.give_page(id, page_off, &bytes, true)
@@ -890,6 +915,7 @@ impl Client {
             page_off,
             data,
             keep,
+            gen: 0,
         };
         let answer = self.on_lane(Target::Id(id), None, |lane| {
             match lane.submit_data(bytes, &fill)? {
@@ -953,6 +979,7 @@ impl Client {
         let mut page_bytes = 0u64;
         let mut waited = std::time::Duration::ZERO;
         let mut backoff = PENDING_BACKOFF_MIN;
+        let mut remote_retries = 0u32;
         // Bounded: every round covers ≥ 1 byte, ends, or waits (at most
         // PENDING_WAIT_MAX in total).
         while done < buf.len() {
@@ -963,12 +990,13 @@ impl Client {
                 len: (buf.len() - done) as u64,
             };
             let rest = &mut buf[done..];
-            let (covered, exts, from_dest) = self.on_lane(Target::Id(id), None, |lane| {
+            let (mut covered, exts, from_dest, from_remote) = self.on_lane(Target::Id(id), None, |lane| {
                 let t = lane.submit(&req)?;
                 let r = lane.wait(t)?.map_err(|e| err(e, "file read"))?;
                 let (_, covered, pin, exts) = extents_reply(r)?;
                 let mut covered = (covered as usize).min(rest.len());
                 let mut from_dest = Vec::new();
+                let mut from_remote = Vec::new();
                 let mut res = Ok(());
                 for e in &exts {
                     if e.logical_off < at || e.logical_off + e.len > at + covered as u64 {
@@ -991,13 +1019,8 @@ impl Client {
                     } else if e.tier == TIER_DEST {
                         from_dest.push(*e);
                     } else if e.tier == TIER_REMOTE {
-                        // pages where written: reading another node's
-                        // shadow is the next step (nothing publishes yet)
-                        res = Err(err(
-                            Errno::Internal,
-                            format!("file read: pages held by node {} (generation {}) cannot be read yet", e.epoch, e.phys_off),
-                        ));
-                        break;
+                        // pages where written: from the holder's shadow
+                        from_remote.push(*e);
                     } else if let Err(x) =
                         lane.read_extents(std::slice::from_ref(e), at, &mut rest[..covered])
                     {
@@ -1006,8 +1029,35 @@ impl Client {
                     }
                 }
                 lane.release(pin);
-                res.map(|()| (covered, exts, from_dest))
+                res.map(|()| (covered, exts, from_dest, from_remote))
             })?;
+            let mut ask_again = false;
+            for e in &from_remote {
+                let lo = (e.logical_off - at) as usize;
+                let d = &mut buf[done + lo..done + lo + e.len as usize];
+                if !self.shadow_read(id, e, d)? {
+                    // the pages moved since the owner answered: ask again
+                    remote_retries += 1;
+                    if remote_retries > crate::shadow::REMOTE_RETRIES_MAX {
+                        return Err(err(
+                            Errno::Io,
+                            format!(
+                                "file read: node {} no longer has bytes {}..{} the owner maps to it (restarted?)",
+                                e.epoch,
+                                e.logical_off,
+                                e.logical_off + e.len
+                            ),
+                        ));
+                    }
+                    covered = lo;
+                    ask_again = true;
+                    break;
+                }
+            }
+            let from_dest: Vec<ReadExtent> = from_dest
+                .into_iter()
+                .filter(|e| e.logical_off + e.len <= at + covered as u64)
+                .collect();
             let dst = &mut buf[done..done + covered];
             if !from_dest.is_empty() {
                 if page_bytes == 0 {
@@ -1016,6 +1066,9 @@ impl Client {
                 self.read_through(id, at, dst, &from_dest, page_bytes, keep)?;
             }
             done += covered;
+            if ask_again {
+                continue;
+            }
             if covered == 0 {
                 if exts.last().is_some_and(|e| e.tier == TIER_PENDING) && waited < PENDING_WAIT_MAX
                 {
@@ -1199,8 +1252,19 @@ impl Client {
             file: id,
             size: len,
         };
-        self.file_call(&req, "file truncate")?;
-        Ok(())
+        // Bounded: a page another node holds at the new end comes back
+        // first (Busy), a few times if it keeps being written there.
+        for _ in 0..4 {
+            match self.call(&req)? {
+                Ok(_) => return Ok(()),
+                Err(Errno::Busy) if self.pages_where_written() => {
+                    let page = self.file_stat(id)?.page_bytes;
+                    self.shadow_recall_page(id, len / page * page, page)?;
+                }
+                Err(e) => return Err(err(e, "file truncate")),
+            }
+        }
+        Err(err(Errno::Busy, "file truncate: the page at the new end keeps moving between nodes; try again"))
     }
 
     /// Removes the buffered record of `path` (not the destination file);
@@ -1476,7 +1540,14 @@ impl Client {
         use std::os::fd::AsFd;
         const BACKING_TRIES: usize = 8;
         for _ in 0..BACKING_TRIES {
-            let (fd, gen) = crate::backing_request(&self.inner.socket, id, None)?;
+            let (fd, gen) = match crate::backing_request(&self.inner.socket, id, None) {
+                Err(e) if e.errno == Errno::Busy && self.pages_where_written() => {
+                    // pages other nodes hold come back to the owner first
+                    self.shadow_recall_all(id)?;
+                    continue;
+                }
+                r => r?,
+            };
             if fd.is_some() {
                 return Ok(fd);
             }

@@ -27,6 +27,7 @@ mod channel;
 pub mod file;
 pub mod lookup;
 mod pieces;
+mod shadow;
 pub mod remote;
 pub mod shm;
 pub mod stage;
@@ -259,6 +260,8 @@ pub(crate) struct Inner {
     pub dest_fds: Mutex<std::collections::HashMap<u64, (String, Arc<File>)>>,
     /// The daemon's socket (control requests such as stage-out).
     pub socket: PathBuf,
+    /// Pages where written: files split, shadows known (shadow.rs).
+    pub shadows: Mutex<shadow::Shadows>,
 }
 
 /// The way to one node's engine. The shared-memory transport is named so
@@ -419,6 +422,7 @@ impl Client {
                 tmp_seq: AtomicU64::new(1),
                 dest_fds: Mutex::new(Default::default()),
                 socket: socket.to_path_buf(),
+                shadows: Mutex::new(Default::default()),
             }),
         })
     }

@@ -361,12 +361,14 @@ impl RemoteLane<'_> {
                 page_off,
                 data: DataRef::Inline(d),
                 keep,
+                gen,
             } => (
                 Request::FileFill {
                     file,
                     page_off,
                     data: none,
                     keep,
+                    gen,
                 },
                 d,
             ),

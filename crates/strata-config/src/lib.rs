@@ -47,7 +47,7 @@
 //!             successors_max: 4, min_count: 2 }
 //! cluster: { hosts: [], port: 7707, secret_file: auto, call_timeout: 10s,
 //!            heartbeat_interval: 1s, start_timeout: 1m, remote_tier: 256MiB,
-//!            toward_readers: false, files_at_owner: true }
+//!            toward_readers: false, files_at_owner: true, pages_where_written: false }
 //! ```
 //!
 //! ## Deliberately absent
@@ -613,6 +613,11 @@ pub struct ClusterConfig {
     /// its processes open, as a single node does — faster for jobs whose
     /// nodes never share a file, and not coherent across nodes.
     pub files_at_owner: bool,
+    /// With `files_at_owner`: a SCRATCH file's whole pages stay in the
+    /// buffer of the node that wrote them and the owner maps them
+    /// (docs/FILES-ACROSS-NODES.md, step 2); readers on other nodes fetch
+    /// them from that node. Off by default while the step is in progress.
+    pub pages_where_written: bool,
 }
 
 impl Default for ClusterConfig {
@@ -627,6 +632,7 @@ impl Default for ClusterConfig {
             remote_tier_bytes: 256 << 20,
             toward_readers: false,
             files_at_owner: true,
+            pages_where_written: false,
         }
     }
 }

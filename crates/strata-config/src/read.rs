@@ -65,6 +65,7 @@ pub(crate) const SCALAR_KEYS: &[&str] = &[
     "cluster.remote_tier",
     "cluster.toward_readers",
     "cluster.files_at_owner",
+    "cluster.pages_where_written",
 ];
 
 /// Keys of the `adapter` section that hold lists of paths.
@@ -279,6 +280,7 @@ pub(crate) fn set_scalar(cfg: &mut Config, path: &str, v: &str) -> Result<(), St
         "cluster.remote_tier" => cfg.cluster.remote_tier_bytes = parse_size(v)?,
         "cluster.toward_readers" => cfg.cluster.toward_readers = parse_bool(v)?,
         "cluster.files_at_owner" => cfg.cluster.files_at_owner = parse_bool(v)?,
+        "cluster.pages_where_written" => cfg.cluster.pages_where_written = parse_bool(v)?,
         _ => return Err(format!("unknown key {path}")),
     }
     Ok(())

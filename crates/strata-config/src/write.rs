@@ -494,5 +494,11 @@ pub(crate) fn to_yaml(c: &Config) -> String {
         &k.files_at_owner.to_string(),
         "files live at the owner of their path: one namespace on every node (issue 15, partial)",
     );
+    o.line(
+        2,
+        "pages_where_written",
+        &k.pages_where_written.to_string(),
+        "SCRATCH files' whole pages stay on the node that wrote them, mapped at the owner",
+    );
     o.0
 }

@@ -40,6 +40,8 @@ const FLUSH_PATHS_MAX: usize = 4096;
 const FLUSH_ERRORS_MAX: usize = 256;
 /// Local clients whose bulk dials are remembered (for `client_gone`).
 const DIALED_CLIENTS_MAX: usize = 65_536;
+/// Files one ShadowsGone call names (larger notices go in parts).
+const SHADOWS_GONE_PER_CALL_MAX: usize = 4096;
 
 /// What a daemon needs to join its cluster.
 pub struct Setup {
@@ -409,6 +411,30 @@ impl pb::cluster_server::Cluster for Service {
         Ok(tonic::Response::new(pb::StageReply { json }))
     }
 
+    async fn shadows_gone(
+        &self,
+        r: tonic::Request<pb::ShadowsGoneRequest>,
+    ) -> Result<tonic::Response<pb::ShadowsGoneReply>, tonic::Status> {
+        let r = r.into_inner();
+        let st = &self.0;
+        if r.from_node as usize >= st.setup.membership.nodes.len() || r.from_node == st.setup.me {
+            return Err(tonic::Status::invalid_argument(
+                "not another node of this cluster",
+            ));
+        }
+        if r.files.len() > SHADOWS_GONE_PER_CALL_MAX {
+            return Err(tonic::Status::invalid_argument(format!(
+                "{} files in one call (at most {SHADOWS_GONE_PER_CALL_MAX})",
+                r.files.len()
+            )));
+        }
+        st.send(Msg::ShadowsGone {
+            from: r.from_node,
+            files: r.files,
+        })?;
+        Ok(tonic::Response::new(pb::ShadowsGoneReply {}))
+    }
+
     async fn client_gone(
         &self,
         r: tonic::Request<pb::ClientGoneRequest>,
@@ -683,6 +709,39 @@ impl Peers for Dialer {
                 .await;
                 if let Err(e) = told {
                     tracing::debug!(node = n, client, "client-gone not told: {e}");
+                }
+            }
+        });
+    }
+
+    fn shadows_gone(&self, notices: Vec<(u32, u64)>) {
+        let mut per_node: std::collections::BTreeMap<u32, Vec<u64>> = Default::default();
+        for (n, f) in notices {
+            per_node.entry(n).or_default().push(f);
+        }
+        let st = self.state.clone();
+        // In the background: a node that does not answer keeps its shadows
+        // until it restarts (space, never data: nothing reads them).
+        self.rt.spawn(async move {
+            let me = st.setup.me;
+            for (n, files) in per_node {
+                for part in files.chunks(SHADOWS_GONE_PER_CALL_MAX) {
+                    let files = part.to_vec();
+                    let told = call_node(&st, n, |mut c| {
+                        let files = files.clone();
+                        async move {
+                            c.shadows_gone(pb::ShadowsGoneRequest {
+                                from_node: me,
+                                files,
+                            })
+                            .await
+                            .map_err(status_text)
+                        }
+                    })
+                    .await;
+                    if let Err(e) = told {
+                        tracing::debug!(node = n, "shadows-gone not told: {e}");
+                    }
                 }
             }
         });

@@ -551,6 +551,9 @@ pub fn run_with(
                 .map(|c| c.membership.nodes.iter().map(|n| n.name.clone()).collect())
                 .unwrap_or_default(),
             files_at_owner: cluster.is_some() && cfg.cluster.files_at_owner,
+            pages_where_written: cluster.is_some()
+                && cfg.cluster.files_at_owner
+                && cfg.cluster.pages_where_written,
         },
         shm_prefix: prefix.clone(),
         clients_max: cfg.daemon.clients_max as u64,

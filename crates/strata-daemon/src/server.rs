@@ -48,6 +48,12 @@ pub enum Msg {
     RemoteClientGone {
         holder: u64,
     },
+    /// Node `from` owned these files, whose pages this node held: they are
+    /// gone, and so are this node's shadows of them (pages where written).
+    ShadowsGone {
+        from: u32,
+        files: Vec<u64>,
+    },
     Execute {
         from: u32,
         /// The id it runs under (`remote_holder` of the dialing client).
@@ -249,6 +255,9 @@ pub trait Peers: Send + Sync {
     /// Client `client` of this daemon is gone: the nodes it dialed drop
     /// its file holds (in the background).
     fn client_gone(&self, _client: u64) {}
+    /// Files owned here are gone whose pages other nodes held: `(node,
+    /// file)` — each node is told, in the background, to drop its shadows.
+    fn shadows_gone(&self, _notices: Vec<(u32, u64)>) {}
     /// The memory this node lends node `node`: (epoch, bytes, a read-only
     /// descriptor); None when it lends none.
     fn lent(&self, node: u32) -> Option<(u32, u64, std::fs::File)>;
@@ -617,6 +626,12 @@ impl Poller {
             let did = self.poll_once();
             self.engine.tick();
             self.arena_tick();
+            if !self.engine.core.files.shadows_gone.is_empty() {
+                let notices = self.engine.core.take_shadows_gone();
+                if let Some(p) = self.shared.peers.get() {
+                    p.shadows_gone(notices);
+                }
+            }
             if did == 0 {
                 let shared = self.shared.clone();
                 let spin = if std::mem::take(&mut self.quiet_next) {
@@ -1000,6 +1015,17 @@ impl Poller {
                 }
                 Msg::Status { reply } => {
                     let _ = reply.send(self.status());
+                }
+                Msg::ShadowsGone { from, files } => {
+                    for f in files {
+                        // a file id carries its owner: only that node's
+                        if (f >> strata_meta::NODE_SHIFT) as u32 != from {
+                            continue;
+                        }
+                        if let Err(e) = self.engine.core.shadow_drop(f) {
+                            tracing::warn!(file = f, "dropping a shadow failed: {e:?}");
+                        }
+                    }
                 }
                 Msg::RemoteClientGone { holder } => {
                     self.engine.core.unpin_all((holder, 0));

@@ -863,6 +863,7 @@ impl Core {
     pub fn bucket_destroy(&mut self, bucket: BucketId) -> Result<()> {
         // A file bucket: its record goes too; an in-flight flush is cancelled.
         self.file_forget(bucket);
+        self.file_page_map_drop(bucket);
         self.links_drop(bucket);
         self.backing_drop(bucket);
         if let Some(clients) = self.holds.by_file.remove(&bucket) {

@@ -198,12 +198,15 @@ impl crate::Engine {
                 page_off,
                 data,
                 keep,
+                gen,
             } => {
                 let id = BucketId(file);
                 self.core.meta.file(id)?;
                 let mem = self.core.tiers.arena.mem.clone();
                 let (src, taken) = Self::data_src(&mut self.core, &mem, lease, &data)?;
-                let inserted = if self.core.through_fill_ok(owner, id) {
+                let inserted = if gen > 0 {
+                    self.core.file_recall(id, page_off, gen, src, taken)?
+                } else if self.core.through_fill_ok(owner, id) {
                     let from = if keep { FillFrom::Keep } else { FillFrom::Read };
                     self.core.file_fill(id, page_off, src, taken, from)?
                 } else {

@@ -125,7 +125,7 @@ impl Core {
     }
 
     /// Marks page `index` (blob `blob`) as written: dirty unless SCRATCH.
-    fn page_written(&mut self, id: BucketId, index: u64, blob: BlobId) {
+    pub(crate) fn page_written(&mut self, id: BucketId, index: u64, blob: BlobId) {
         let Ok(rec) = self.meta.file_mut(id) else {
             return;
         };
@@ -146,9 +146,6 @@ impl Core {
         }
         self.files.dirty.remove(&id);
         self.files.backoff.remove(&id);
-        // (a record that moves must first recall its remote pages: the
-        // next step of pages-where-written; nothing publishes yet)
-        self.file_page_map_drop(id);
     }
 
     /// Removes the blob of page `index` (if any); returns whether one existed.
@@ -409,7 +406,19 @@ impl Core {
         self.pressure_write(id, off, end, taken.map_or(0, |t| t.len))?;
         // 1. Decide everything before modifying anything: fills and limits.
         let mut absent = 0usize;
+        let mapped = self.files.page_maps.contains_key(&id);
         for p in first..=last {
+            if mapped && self.file_remote_page(id, p).is_some() {
+                // Another node holds it (pages where written): a whole page
+                // written here replaces it; a partial one needs its bytes
+                // first (the client recalls it: FileFill with its generation).
+                let ps = p * page;
+                if !(off <= ps && end >= ps + page) {
+                    return Ok(WriteOutcome::NeedFill { page_off: ps });
+                }
+                absent += 1;
+                continue;
+            }
             if self.meta.page_blob(id, p).is_some() {
                 continue;
             }
@@ -472,6 +481,9 @@ impl Core {
                 "page blob larger than its page"
             );
             self.page_written(id, p, bid);
+            if mapped {
+                self.file_take_back(id, p, p);
+            }
             written_end = hi;
         }
         if written_end > off {

@@ -119,6 +119,11 @@ impl Core {
                 adopted: false,
             });
         }
+        if self.files.page_maps.contains_key(&id) {
+            // pages other nodes hold come back first (the client recalls
+            // them): a backing is made of the owner's bytes only
+            return Err(Errno::Busy);
+        }
         let Some((gen, fd)) = offer else {
             return Ok(BackingReply {
                 fd: None,

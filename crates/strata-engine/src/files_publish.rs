@@ -7,12 +7,18 @@
 //!
 //! Not wired to clients yet (no shadows): only this side, tested here.
 
+use strata_alloc::Range;
 use strata_meta::pagemap::{PageMap, Run};
-use strata_meta::BucketId;
+use strata_meta::{format_u64, BucketId, Persist};
 use strata_proto::{Errno, Result};
 
-use crate::core::Core;
+use crate::core::{Core, Src};
 use crate::files::FILE_BYTES_MAX;
+
+pub use strata_proto::types::shadow_path;
+
+/// Notices of gone files waiting for the daemon to send (bounded).
+pub const SHADOWS_GONE_MAX: usize = 65_536;
 
 impl Core {
     /// `FilePublish`: `holder` keeps pages `first_page..first_page+pages`
@@ -40,12 +46,15 @@ impl Core {
         if (last + 1) * page > size {
             return Err(Errno::Inval);
         }
-        if self.file_backed(id) || rec.dest_direct {
-            // the file model's special states keep pages at the owner
+        if self.file_backed(id) || rec.dest_direct || rec.persist != Persist::Scratch {
+            // the file model's special states keep pages at the owner, and
+            // so do files that persist (their drain across nodes is the
+            // next step: docs/FILES-ACROSS-NODES.md)
             return Err(Errno::Busy);
         }
         let map = self.files.page_maps.entry(id).or_default();
         let gen = map.publish(holder, &[(first_page, last)])?;
+        self.files.counters.published_pages_total += pages;
         // our own copies of those pages are superseded
         let mine: Vec<u64> = self
             .meta
@@ -63,6 +72,62 @@ impl Core {
         }
         self.file_changed(id, true);
         Ok(gen)
+    }
+
+    /// `FileFill` with a generation: the bytes of page `page_off`, which
+    /// another node holds at generation `gen`, come back to the owner (a
+    /// partial write or a truncation needs them here; a recall). Taken only
+    /// if `gen` is still the page's generation (`Stale` otherwise: the
+    /// caller reads the page again); the page is then the owner's, written.
+    pub fn file_recall(
+        &mut self,
+        id: BucketId,
+        page_off: u64,
+        gen: u64,
+        src: Src<'_>,
+        taken: Option<Range>,
+    ) -> Result<bool> {
+        let fail = |core: &mut Core, e: Errno| -> Result<bool> {
+            if let Some(t) = taken {
+                let _ = core.tiers.arena.alloc.free(t);
+            }
+            Err(e)
+        };
+        let page = match self.meta.file(id) {
+            Ok(r) => r.page_bytes,
+            Err(e) => return fail(self, e),
+        };
+        if !page_off.is_multiple_of(page) || src.data().len() as u64 > page {
+            return fail(self, Errno::Inval);
+        }
+        let index = page_off / page;
+        match self.file_remote_page(id, index) {
+            Some(run) if run.gen == gen => {}
+            Some(_) => return fail(self, Errno::Stale),
+            // Taken back meanwhile (another recall, a whole-page write at
+            // the owner, a truncation): nothing to do.
+            None => return fail(self, Errno::Stale),
+        }
+        let mut buf = [0u8; 20];
+        let name = format_u64(index, &mut buf).to_string();
+        self.put(id, &name, src, taken, None, false)?;
+        let bid = self.meta.page_blob(id, index).ok_or(Errno::Internal)?;
+        self.page_written(id, index, bid);
+        self.file_take_back(id, index, index);
+        self.file_changed(id, false);
+        Ok(true)
+    }
+
+    /// Pages `first..=last` are the owner's again (written or recalled
+    /// here): they leave the map.
+    pub(crate) fn file_take_back(&mut self, id: BucketId, first: u64, last: u64) {
+        let Some(m) = self.files.page_maps.get_mut(&id) else {
+            return;
+        };
+        m.take_back(first, last);
+        if m.is_empty() {
+            self.files.page_maps.remove(&id);
+        }
     }
 
     /// The run of another node holding page `page` of file `id`.
@@ -84,9 +149,40 @@ impl Core {
         removed
     }
 
-    /// The file's record is gone: its map goes too. Returns it (whose
-    /// holders may drop their shadows).
+    /// The file's record is gone: its map goes too, and each node that
+    /// held pages of it is to be told (`shadows_gone`, which the daemon
+    /// sends on: its shadow of the file can go).
     pub fn file_page_map_drop(&mut self, id: BucketId) -> Option<PageMap> {
-        self.files.page_maps.remove(&id)
+        let map = self.files.page_maps.remove(&id)?;
+        let mut holders: Vec<u32> = map.runs().map(|r| r.holder).collect();
+        holders.sort_unstable();
+        holders.dedup();
+        for h in holders {
+            if self.files.shadows_gone.len() >= SHADOWS_GONE_MAX {
+                // Bounded: the oldest notice goes (its shadow then lives
+                // until its node restarts: space, never data).
+                self.files.shadows_gone.pop_front();
+                self.files.counters.shadow_notices_dropped_total += 1;
+            }
+            self.files.shadows_gone.push_back((h, id.0));
+        }
+        Some(map)
+    }
+
+    /// The notices for other nodes whose shadows are gone: (node, file id
+    /// owned here), taken by the daemon to send.
+    pub fn take_shadows_gone(&mut self) -> Vec<(u32, u64)> {
+        self.files.shadows_gone.drain(..).collect()
+    }
+
+    /// Another node says its file `file` is gone: this node's shadow of it
+    /// goes (pages where written). Returns whether there was one.
+    pub fn shadow_drop(&mut self, file: u64) -> Result<bool> {
+        let path = shadow_path(file);
+        let Some(id) = self.meta.bucket_by_name(&path) else {
+            return Ok(false);
+        };
+        self.bucket_destroy(id)?;
+        Ok(true)
     }
 }

@@ -65,6 +65,9 @@ pub struct FileState {
     /// Pages other nodes hold and have published (pages where written,
     /// files_publish.rs); files with none have no entry.
     pub page_maps: HashMap<BucketId, strata_meta::pagemap::PageMap>,
+    /// (node, file) notices: a file whose pages that node held is gone
+    /// (files_publish.rs; the daemon sends them, ≤ SHADOWS_GONE_MAX).
+    pub shadows_gone: std::collections::VecDeque<(u32, u64)>,
 }
 
 // ---- files

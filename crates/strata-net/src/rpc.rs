@@ -236,6 +236,12 @@ mod tests {
         ) -> Result<tonic::Response<pb::StageReply>, tonic::Status> {
             Err(tonic::Status::unimplemented("test"))
         }
+        async fn shadows_gone(
+            &self,
+            _: tonic::Request<pb::ShadowsGoneRequest>,
+        ) -> Result<tonic::Response<pb::ShadowsGoneReply>, tonic::Status> {
+            Err(tonic::Status::unimplemented("test"))
+        }
     }
 
     #[tokio::test]

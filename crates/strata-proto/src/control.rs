@@ -157,6 +157,14 @@ pub struct FileCounters {
     /// when nothing is dirty.
     #[serde(default)]
     pub oldest_dirty_s: f64,
+    /// Whole pages of SCRATCH files other nodes wrote and published here
+    /// (pages where written).
+    #[serde(default)]
+    pub published_pages_total: u64,
+    /// Notices to other nodes that a file they held pages of is gone, not
+    /// sent because too many waited (their shadows stay until they restart).
+    #[serde(default)]
+    pub shadow_notices_dropped_total: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -201,6 +209,10 @@ pub struct HelloReply {
     /// the client routes a path's requests there.
     #[serde(default)]
     pub files_at_owner: bool,
+    /// `cluster.pages_where_written`: a SCRATCH file's whole pages written
+    /// here stay in this node's shadow of the file, published to the owner.
+    #[serde(default)]
+    pub pages_where_written: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

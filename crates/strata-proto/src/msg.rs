@@ -173,12 +173,16 @@ pub enum Request<'a> {
     },
     /// The destination's bytes of the page at `page_off`; `keep`: keep the
     /// page even over pages not on probation (stage-in, a write's fill).
-    /// Answered `Reply::Filled`.
+    /// `gen` > 0: a *recall* instead — the bytes of a page another node
+    /// holds (pages where written), read from it at generation `gen`; the
+    /// owner takes the page back only if that is still its generation
+    /// (`Errno::Stale` otherwise: read it again). Answered `Reply::Filled`.
     FileFill {
         file: u64,
         page_off: u64,
         data: DataRef<'a>,
         keep: bool,
+        gen: u64,
     },
     FileTruncate {
         file: u64,

@@ -61,6 +61,17 @@ pub const TIER_LENT: u32 = u32::MAX - 3;
 /// reader asks that node's shadow for them at that generation.
 pub const TIER_REMOTE: u32 = u32::MAX - 4;
 
+/// Where a node keeps its *shadow* of file `file` (a global file id: the
+/// owner's node in its top bits) — the whole pages it wrote of a file
+/// another node owns (pages where written). An ordinary SCRATCH record
+/// under a name no destination path has.
+pub fn shadow_path(file: u64) -> String {
+    format!("{SHADOW_DIR}/{file:016x}")
+}
+
+/// The directory of shadow records (never listed, never at a destination).
+pub const SHADOW_DIR: &str = "/.strata-shadow";
+
 /// Where some bytes of a blob or file are, as answered by a read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[repr(C)]

@@ -366,9 +366,11 @@ pub fn encode_request(req: &Request, rec: &mut RequestRecord, arg: &mut [u8]) ->
             page_off,
             data,
             keep,
+            gen,
         } => {
             r.bucket = *file;
             r.offset = *page_off;
+            r.aux = *gen;
             tail = set_data(&mut r, data);
             r.flags |= bit(*keep, flags::FILL_KEEP);
         }
@@ -679,6 +681,7 @@ pub fn decode_request<'a>(
             page_off: r.offset,
             data: data()?,
             keep: has(flags::FILL_KEEP),
+            gen: r.aux,
         },
         Op::FileTruncate => Request::FileTruncate {
             file: bucket,

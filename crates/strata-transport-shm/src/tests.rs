@@ -203,6 +203,7 @@ fn build(r: &Raw) -> Request<'_> {
             page_off: b,
             data: data_of(r),
             keep: x,
+            gen: c,
         },
         25 => Request::FileTruncate { file: a, size: b },
         26 => Request::FileUnlink { path: s1, claim: x },

@@ -36,6 +36,7 @@ pub fn bed_lending(
         remote_tier: remote_tier.map(Into::into),
         toward_readers,
         files_at_owner: false,
+        pages_where_written: false,
         strata: strata_bin(),
         loopback: std::env::var("CLUSTER_TEST_BED").is_ok_and(|v| v == "loopback"),
         log: "info".into(),
@@ -47,6 +48,11 @@ pub fn bed_lending(
 /// [`bed`] with `cluster.files_at_owner` and the adapter buffering the
 /// shared destination (`bed.dest`, DEFAULT mode).
 pub fn bed_with_files(n: usize, ram: &str, disk: Option<&str>) -> Bed {
+    bed_with_files_pages(n, ram, disk, false)
+}
+
+/// [`bed_with_files`], with `cluster.pages_where_written` when `pages`.
+pub fn bed_with_files_pages(n: usize, ram: &str, disk: Option<&str>, pages: bool) -> Bed {
     Bed::new(&BedSpec {
         nodes: n,
         ram: ram.into(),
@@ -55,6 +61,7 @@ pub fn bed_with_files(n: usize, ram: &str, disk: Option<&str>) -> Bed {
         remote_tier: None,
         toward_readers: false,
         files_at_owner: true,
+        pages_where_written: pages,
         strata: strata_bin(),
         loopback: std::env::var("CLUSTER_TEST_BED").is_ok_and(|v| v == "loopback"),
         log: "info".into(),

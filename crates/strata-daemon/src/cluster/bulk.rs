@@ -30,7 +30,7 @@ use strata_transport_shm::{RequestRecord, REQUEST_WIRE_BYTES};
 use super::State;
 use crate::server::{remote_holder, ExecOut, Msg};
 use std::io::Write;
-use strata_proto::types::{TIER_DEST, TIER_HOLE, TIER_LENT, TIER_PENDING};
+use strata_proto::types::{TIER_DEST, TIER_HOLE, TIER_LENT, TIER_PENDING, TIER_REMOTE};
 
 /// Bulk connections served at once (each one thread).
 pub const BULK_CONNECTIONS_MAX: usize = 256;
@@ -205,11 +205,11 @@ fn send_reply(s: &TcpStream, st: &State, out: &ExecOut, scratch: &mut Vec<u8>) -
     // Holes carry no bytes, nor do extents the caller reads from memory its
     // own node lends this one (`TIER_LENT`), nor a file's pages the caller
     // reads from the destination (`TIER_DEST`) or asks for again once read
-    // ahead (`TIER_PENDING`).
+    // ahead (`TIER_PENDING`), nor pages another node holds (`TIER_REMOTE`).
     let held = || {
         out.extents
             .iter()
-            .filter(|e| !matches!(e.tier, TIER_HOLE | TIER_LENT | TIER_DEST | TIER_PENDING))
+            .filter(|e| !matches!(e.tier, TIER_HOLE | TIER_LENT | TIER_DEST | TIER_PENDING | TIER_REMOTE))
     };
     let total: u64 = held().map(|e| e.len).sum();
     // Bytes on remote tiers (memory another node lends) are fetched before
