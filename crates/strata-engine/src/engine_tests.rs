@@ -508,10 +508,111 @@ fn published_pages_read_as_remote_runs_at_their_generation() {
     let remote: Vec<_> = extents.iter().filter(|e| e.tier == TIER_REMOTE).collect();
     assert_eq!(remote.len(), 1);
     assert_eq!((remote[0].logical_off, remote[0].len), (2 << 12, 1 << 12));
-    // unlink drops the map with the record
+    // a rename keeps the map (the record moves, its pages stay mapped)
+    let renamed = "/engine-test/published-renamed.dat";
+    assert!(r
+        .run(&Request::FileRename { from: path, to: renamed, dest_renamed: true, tree: false, unbacked_only: false })
+        .is_ok());
+    assert!(r.engine.core.file_remote_page(strata_meta::BucketId(id), 2).is_some());
+    // unlinked while held: an orphan keeps its map (open descriptors read on)
     assert!(matches!(
-        r.run(&Request::FileUnlink { path, claim: false }),
+        r.run(&Request::FileUnlink { path: renamed, claim: false }),
         Ok(Reply::Unlinked(_))
     ));
+    assert!(r.engine.core.file_remote_page(strata_meta::BucketId(id), 2).is_some());
+    assert!(r.engine.core.take_shadows_gone().is_empty());
+    // its last close destroys it: the map goes, node 3 is to be told
+    r.run(&Request::FileClose { file: id }).unwrap();
     assert!(r.engine.core.files.page_maps.is_empty());
+    assert_eq!(r.engine.core.take_shadows_gone(), vec![(3, id)]);
+    assert!(r.engine.core.take_shadows_gone().is_empty());
+}
+
+/// Pages where written, the owner's side of writes into pages another
+/// node holds: a whole page written at the owner takes it back; a partial
+/// one asks for its bytes (`NeedFill`), which come as a recall
+/// (`FileFill` with the generation) — refused (`Stale`) at an old
+/// generation — and the write then merges with them.
+#[test]
+fn writes_into_remote_pages_take_them_back_or_recall_them() {
+    use strata_proto::types::TIER_REMOTE;
+    let mut r = rig();
+    let path = "/engine-test/recalled.dat";
+    let open = OpenFile {
+        create: true,
+        persist: Persist::Scratch,
+        mode: 0o644,
+        page_shift: 12,
+        dest: Some(DestInfo::default()),
+        ..OpenFile::default()
+    };
+    let Ok(Reply::FileOpened { id, .. }) = r.run(&Request::FileOpen { path, open }) else {
+        panic!("open failed");
+    };
+    let publish = |first_page, pages| Request::FilePublish {
+        file: id,
+        holder: 5,
+        first_page,
+        pages,
+        size: 4 << 12,
+    };
+    let Ok(Reply::Size(gen)) = r.run(&publish(0, 4)) else {
+        panic!("publish refused");
+    };
+    let remote = |r: &mut Rig| -> Vec<(u64, u64)> {
+        let Ok(Reply::Extents { extents, .. }) = r.run(&Request::FileRead {
+            file: id,
+            offset: 0,
+            len: 1 << 20,
+        }) else {
+            panic!("read failed");
+        };
+        extents
+            .iter()
+            .filter(|e| e.tier == TIER_REMOTE)
+            .map(|e| (e.logical_off, e.len))
+            .collect()
+    };
+    assert_eq!(remote(&mut r), vec![(0, 4 << 12)]);
+    // a whole page written here: the owner's again
+    let page1 = pattern(1 << 12, 3);
+    assert!(matches!(
+        r.run(&Request::FileWrite { file: id, at: Some(1 << 12), data: DataRef::Inline(&page1) }),
+        Ok(Reply::Written { .. })
+    ));
+    assert_eq!(remote(&mut r), vec![(0, 1 << 12), (2 << 12, 2 << 12)]);
+    // a partial write into page 2 needs its bytes
+    assert_eq!(
+        r.run(&Request::FileWrite { file: id, at: Some((2 << 12) + 7), data: DataRef::Inline(b"mid") }),
+        Ok(Reply::NeedFill { page_off: 2 << 12 })
+    );
+    let holder_bytes = pattern(1 << 12, 8);
+    let recall = |gen| Request::FileFill {
+        file: id,
+        page_off: 2 << 12,
+        data: DataRef::Inline(&holder_bytes),
+        keep: true,
+        gen,
+    };
+    // a generation that is not the page's: read it again
+    assert_eq!(r.run(&recall(gen + 1)), Err(Errno::Stale));
+    assert_eq!(r.run(&recall(gen)), Ok(Reply::Filled { inserted: true }));
+    assert_eq!(remote(&mut r), vec![(0, 1 << 12), (3 << 12, 1 << 12)]);
+    // taken already: a second recall is stale
+    assert_eq!(r.run(&recall(gen)), Err(Errno::Stale));
+    assert!(matches!(
+        r.run(&Request::FileWrite { file: id, at: Some((2 << 12) + 7), data: DataRef::Inline(b"mid") }),
+        Ok(Reply::Written { .. })
+    ));
+    let got = r
+        .run(&Request::FileRead { file: id, offset: 1 << 12, len: 2 << 12 })
+        .unwrap();
+    let (_, bytes) = r.bytes_of(got);
+    let mut want = page1.clone();
+    let mut p2 = holder_bytes.clone();
+    p2[7..10].copy_from_slice(b"mid");
+    want.extend_from_slice(&p2);
+    assert_eq!(bytes, want);
+    // a shared mapping's backing waits for the pages to come back
+    assert_eq!(r.engine.core.file_backing(strata_meta::BucketId(id), None).err(), Some(Errno::Busy));
 }
