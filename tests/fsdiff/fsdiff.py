@@ -12,7 +12,7 @@ Operations run in several worker processes (forked at start, so they live
 under the same LD_PRELOAD): each holds its own open descriptors, and the
 driver hands them operations one at a time (deterministic interleaving).
 
-usage: fsdiff.py ROOT SEED OPS [--keep i,j,...] [--procs N] [--no-exec] [--links] [--maps]
+usage: fsdiff.py ROOT SEED OPS [--keep i,j,...] [--procs N] [--no-exec] [--links] [--maps] [--no-renames]
   --keep: run only these operation indices (shrinking); the sequence is
           generated in full from SEED first, so indices are stable.
   --links: about one operation in eight becomes a hard link, a symbolic
@@ -24,6 +24,8 @@ usage: fsdiff.py ROOT SEED OPS [--keep i,j,...] [--procs N] [--no-exec] [--links
           (MAP_SHARED, read/write), store into it, read through it, unmap
           (from a third generator, likewise). Stores stay below the file's
           current size, so neither side takes SIGBUS.
+  --no-renames: renames become stats (for modes that answer EXDEV by design
+          across nodes: SCRATCH files between two owners' paths).
 """
 import errno
 import hashlib
@@ -44,7 +46,7 @@ LINK_OPS = ["link", "symlink", "symlink_dir", "lstat", "readlink", "open_nofollo
 MAP_OPS = ["mmap_write", "mmap_poke", "mmap_poke", "mmap_peek", "munmap"]
 
 
-def gen(seed, n, procs, allow_exec, links=False, maps=False):
+def gen(seed, n, procs, allow_exec, links=False, maps=False, no_renames=False):
     r = random.Random(seed)
     r2 = random.Random(seed ^ 0x5EED11)
     r3 = random.Random(seed ^ 0x3A9)
@@ -65,6 +67,8 @@ def gen(seed, n, procs, allow_exec, links=False, maps=False):
             op["k"] = r2.choice(LINK_OPS)
         if maps and r3.random() < 0.125:
             op["k"] = r3.choice(MAP_OPS)
+        if no_renames and op["k"] in ("rename", "rename_dir"):
+            op["k"] = "stat"
         ops.append(op)
     return ops
 
@@ -311,6 +315,7 @@ def main():
     allow_exec = True
     links = False
     maps = False
+    no_renames = False
     i = 3
     while i < len(args):
         if args[i] == "--keep":
@@ -328,9 +333,12 @@ def main():
         elif args[i] == "--maps":
             maps = True
             i += 1
+        elif args[i] == "--no-renames":
+            no_renames = True
+            i += 1
         else:
             raise SystemExit(f"unknown argument {args[i]}")
-    ops = gen(seed, n, procs, allow_exec, links, maps)
+    ops = gen(seed, n, procs, allow_exec, links, maps, no_renames)
     workers = []
     for _ in range(procs):
         to_r, to_w = os.pipe()

@@ -52,6 +52,8 @@ class Runner:
             extra += ["--links"]
         if self.a.maps:
             extra += ["--maps"]
+        if self.a.no_renames:
+            extra += ["--no-renames"]
         p = self.fresh("plain")
         b = self.fresh("buf")
         _, po = run([sys.executable, FSDIFF, p, str(seed), str(self.a.ops)] + extra, p)
@@ -134,6 +136,7 @@ def main():
     ap.add_argument("--procs", type=int, default=2, help="worker processes per run")
     ap.add_argument("--links", action="store_true", help="hard and symbolic links too (fsdiff.py --links)")
     ap.add_argument("--maps", action="store_true", help="shared writable mappings too (fsdiff.py --maps)")
+    ap.add_argument("--no-renames", action="store_true", help="renames become stats (fsdiff.py --no-renames)")
     a = ap.parse_args()
     first, last = (int(x) for x in a.seeds.split(":"))
     r = Runner(a)

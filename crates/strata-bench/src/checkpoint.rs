@@ -75,6 +75,10 @@ pub struct CheckpointArgs {
     /// 127.x addresses even where namespaces could be made.
     #[arg(long)]
     pub loopback: bool,
+    /// `cluster.pages_where_written` on every node: SCRATCH files' whole
+    /// pages stay on the node that wrote them.
+    #[arg(long)]
+    pub pages_where_written: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -250,7 +254,7 @@ pub fn run(a: CheckpointArgs) -> Result<()> {
             remote_tier: None,
             toward_readers: false,
             files_at_owner: true,
-            pages_where_written: false,
+            pages_where_written: a.pages_where_written,
             strata: strata.clone(),
             loopback: a.loopback,
             log: "warn".into(),

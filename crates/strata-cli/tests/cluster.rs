@@ -2043,18 +2043,23 @@ fn the_differential_tester_agrees_with_files_at_their_owner() {
         eprintln!("python3 missing: skipped");
         return;
     }
-    let bed = started_with(cluster_util::bed_with_files(3, "512MiB", None));
+    // FSDIFF_CLUSTER_PAGES: with cluster.pages_where_written (SCRATCH runs)
+    let pages = std::env::var("FSDIFF_CLUSTER_PAGES").is_ok();
+    let bed = started_with(cluster_util::bed_with_files_pages(3, "512MiB", None, pages));
     let seeds = std::env::var("FSDIFF_CLUSTER_SEEDS").unwrap_or_else(|_| "1:10".into());
     let ops = std::env::var("FSDIFF_CLUSTER_OPS").unwrap_or_else(|_| "200".into());
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fsdiff/run.py");
     let n1 = &bed.nodes[1];
     let modes = std::env::var("FSDIFF_CLUSTER_MODES").unwrap_or_else(|_| "default".into());
+    let procs = std::env::var("FSDIFF_CLUSTER_PROCS").unwrap_or_else(|_| "1".into());
     for mode in modes.split(',') {
-        let extra: &[&str] = if std::env::var("FSDIFF_CLUSTER_LINKS").is_ok() {
-            &["--links"]
-        } else {
-            &[]
-        };
+        let mut extra: Vec<&str> = Vec::new();
+        if std::env::var("FSDIFF_CLUSTER_LINKS").is_ok() {
+            extra.push("--links");
+        }
+        if std::env::var("FSDIFF_CLUSTER_NO_RENAMES").is_ok() {
+            extra.push("--no-renames");
+        }
         let out = std::process::Command::new("python3")
             .arg(&script)
             .arg("--strata")
@@ -2062,10 +2067,10 @@ fn the_differential_tester_agrees_with_files_at_their_owner() {
             .arg("--config")
             .arg(&n1.config)
             .args([
-                "--mode", mode, "--seeds", &seeds, "--ops", &ops, "--procs", "1", "--work",
+                "--mode", mode, "--seeds", &seeds, "--ops", &ops, "--procs", &procs, "--work",
             ])
             .arg(bed.dest.join(format!("fsdiff-{mode}")))
-            .args(extra)
+            .args(&extra)
             .env("STRATA_SOCKET", &n1.socket)
             .env_remove("LD_PRELOAD")
             .output()
@@ -2075,9 +2080,17 @@ fn the_differential_tester_agrees_with_files_at_their_owner() {
         if !out.status.success() {
             print_daemon_logs(&bed);
         }
+        eprintln!("{text}");
         assert!(
             out.status.success(),
             "differential tester ({mode}, seeds {seeds}) across nodes:\n{text}"
+        );
+    }
+    for i in 0..bed.nodes.len() {
+        let f = &node_status(&bed, i)["files"];
+        eprintln!(
+            "node {i}: {} pages published here by other nodes, {} bytes written",
+            f["published_pages_total"], f["write_bytes_total"]
         );
     }
 }
@@ -2139,7 +2152,10 @@ fn scratch_pages_stay_where_written_and_read_from_there() {
     use strata_client::file::{OpenFlags, Persist};
     let bed = started_with(cluster_util::bed_with_files_pages(3, "512MiB", None, true));
     let clients = clients_of(&bed);
-    assert!(clients[0].hello().pages_where_written, "the bed turns it on");
+    assert!(
+        clients[0].hello().pages_where_written,
+        "the bed turns it on"
+    );
     let rw = OpenFlags {
         read: true,
         write: true,
@@ -2221,7 +2237,9 @@ fn scratch_pages_stay_where_written_and_read_from_there() {
     let (p, data) = &mut files[1];
     let f = open(&clients[0], p);
     let at = (5 * page + 10) as usize;
-    clients[0].file_write(f.id, at as u64, b"overwritten").unwrap();
+    clients[0]
+        .file_write(f.id, at as u64, b"overwritten")
+        .unwrap();
     data[at..at + 11].copy_from_slice(b"overwritten");
     // and a truncation into another page node 1 holds, then a write beyond
     let cut = (9 * page + 1234) as usize;
@@ -2255,7 +2273,10 @@ fn scratch_pages_stay_where_written_and_read_from_there() {
     let out = String::from_utf8_lossy(&o.stdout);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 2, "{out}");
-    assert_eq!(lines[0], lines[1], "the bytes cp wrote on node 1, on node 2");
+    assert_eq!(
+        lines[0], lines[1],
+        "the bytes cp wrote on node 1, on node 2"
+    );
 
     // Unlink: every node's shadows of the gone files go too.
     for (p, _) in &files {

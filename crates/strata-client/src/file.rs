@@ -990,47 +990,48 @@ impl Client {
                 len: (buf.len() - done) as u64,
             };
             let rest = &mut buf[done..];
-            let (mut covered, exts, from_dest, from_remote) = self.on_lane(Target::Id(id), None, |lane| {
-                let t = lane.submit(&req)?;
-                let r = lane.wait(t)?.map_err(|e| err(e, "file read"))?;
-                let (_, covered, pin, exts) = extents_reply(r)?;
-                let mut covered = (covered as usize).min(rest.len());
-                let mut from_dest = Vec::new();
-                let mut from_remote = Vec::new();
-                let mut res = Ok(());
-                for e in &exts {
-                    if e.logical_off < at || e.logical_off + e.len > at + covered as u64 {
-                        res = Err(err(
-                            Errno::Malformed,
-                            "file extent outside the requested range",
-                        ));
-                        break;
-                    }
-                    if e.tier == TIER_PENDING {
-                        if waited < PENDING_WAIT_MAX {
-                            // Stop before it: what follows is asked again.
-                            covered = (e.logical_off - at) as usize;
+            let (mut covered, exts, from_dest, from_remote) =
+                self.on_lane(Target::Id(id), None, |lane| {
+                    let t = lane.submit(&req)?;
+                    let r = lane.wait(t)?.map_err(|e| err(e, "file read"))?;
+                    let (_, covered, pin, exts) = extents_reply(r)?;
+                    let mut covered = (covered as usize).min(rest.len());
+                    let mut from_dest = Vec::new();
+                    let mut from_remote = Vec::new();
+                    let mut res = Ok(());
+                    for e in &exts {
+                        if e.logical_off < at || e.logical_off + e.len > at + covered as u64 {
+                            res = Err(err(
+                                Errno::Malformed,
+                                "file extent outside the requested range",
+                            ));
                             break;
                         }
-                        from_dest.push(ReadExtent {
-                            tier: TIER_DEST,
-                            ..*e
-                        });
-                    } else if e.tier == TIER_DEST {
-                        from_dest.push(*e);
-                    } else if e.tier == TIER_REMOTE {
-                        // pages where written: from the holder's shadow
-                        from_remote.push(*e);
-                    } else if let Err(x) =
-                        lane.read_extents(std::slice::from_ref(e), at, &mut rest[..covered])
-                    {
-                        res = Err(x);
-                        break;
+                        if e.tier == TIER_PENDING {
+                            if waited < PENDING_WAIT_MAX {
+                                // Stop before it: what follows is asked again.
+                                covered = (e.logical_off - at) as usize;
+                                break;
+                            }
+                            from_dest.push(ReadExtent {
+                                tier: TIER_DEST,
+                                ..*e
+                            });
+                        } else if e.tier == TIER_DEST {
+                            from_dest.push(*e);
+                        } else if e.tier == TIER_REMOTE {
+                            // pages where written: from the holder's shadow
+                            from_remote.push(*e);
+                        } else if let Err(x) =
+                            lane.read_extents(std::slice::from_ref(e), at, &mut rest[..covered])
+                        {
+                            res = Err(x);
+                            break;
+                        }
                     }
-                }
-                lane.release(pin);
-                res.map(|()| (covered, exts, from_dest, from_remote))
-            })?;
+                    lane.release(pin);
+                    res.map(|()| (covered, exts, from_dest, from_remote))
+                })?;
             let mut ask_again = false;
             for e in &from_remote {
                 let lo = (e.logical_off - at) as usize;
@@ -1264,7 +1265,10 @@ impl Client {
                 Err(e) => return Err(err(e, "file truncate")),
             }
         }
-        Err(err(Errno::Busy, "file truncate: the page at the new end keeps moving between nodes; try again"))
+        Err(err(
+            Errno::Busy,
+            "file truncate: the page at the new end keeps moving between nodes; try again",
+        ))
     }
 
     /// Removes the buffered record of `path` (not the destination file);

@@ -63,10 +63,7 @@ fn node_of(id: u64) -> u32 {
 
 impl Client {
     fn shadows(&self) -> std::sync::MutexGuard<'_, Shadows> {
-        self.inner
-            .shadows
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        self.inner.shadows.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// True when this client keeps whole pages it writes in its node.
@@ -101,7 +98,13 @@ impl Client {
 
     /// Node `node`'s shadow record of file `file` (created on this node
     /// when `create`); None when that node has none.
-    fn shadow_id(&self, node: u32, file: u64, create: bool, page_bytes: u64) -> Result<Option<u64>> {
+    fn shadow_id(
+        &self,
+        node: u32,
+        file: u64,
+        create: bool,
+        page_bytes: u64,
+    ) -> Result<Option<u64>> {
         if let Some(s) = self.shadows().ids.get(&(node, file)) {
             return Ok(Some(*s));
         }
@@ -139,7 +142,12 @@ impl Client {
 
     /// Writes `data` at `at` into this node's shadow `shadow`; false when
     /// it cannot take them (full: the caller writes to the owner).
-    fn shadow_write(&self, shadow: u64, at: u64, data: &[u8]) -> Result<std::result::Result<(), Errno>> {
+    fn shadow_write(
+        &self,
+        shadow: u64,
+        at: u64,
+        data: &[u8],
+    ) -> Result<std::result::Result<(), Errno>> {
         let piece_max = self.transport_for(Target::Id(shadow))?.data_max_bytes();
         let mut done = 0usize;
         // Bounded: every round writes ≥ 1 byte or returns.
@@ -171,7 +179,13 @@ impl Client {
     /// `file_write` of a file whose whole pages stay here: partial pages to
     /// the owner, whole pages to the shadow and published. Returns the
     /// size afterwards (at least the write's end).
-    pub(crate) fn shadow_split_write(&self, id: u64, offset: u64, data: &[u8], page: u64) -> Result<u64> {
+    pub(crate) fn shadow_split_write(
+        &self,
+        id: u64,
+        offset: u64,
+        data: &[u8],
+        page: u64,
+    ) -> Result<u64> {
         let end = offset + data.len() as u64;
         let a = offset.div_ceil(page) * page;
         let b = end / page * page;
@@ -266,7 +280,8 @@ impl Client {
                             && x.logical_off + x.len <= at + covered as u64
                     }) && exts.iter().map(|x| x.len).sum::<u64>() == covered as u64;
                     let res = if whole && covered > 0 {
-                        lane.read_extents(&exts, at, &mut rest[..covered]).map(|()| Some(covered))
+                        lane.read_extents(&exts, at, &mut rest[..covered])
+                            .map(|()| Some(covered))
                     } else {
                         Ok(None)
                     };

@@ -444,7 +444,11 @@ fn published_pages_read_as_remote_runs_at_their_generation() {
     // the owner has 4 pages of its own
     let mine = pattern(4 << 12, 9);
     assert!(matches!(
-        r.run(&Request::FileWrite { file: id, at: Some(0), data: DataRef::Inline(&mine) }),
+        r.run(&Request::FileWrite {
+            file: id,
+            at: Some(0),
+            data: DataRef::Inline(&mine)
+        }),
         Ok(Reply::Written { .. })
     ));
     let publish = |first_page, pages, size| Request::FilePublish {
@@ -470,12 +474,21 @@ fn published_pages_read_as_remote_runs_at_their_generation() {
     let remote: Vec<_> = extents.iter().filter(|e| e.tier == TIER_REMOTE).collect();
     assert_eq!(remote.len(), 1, "{extents:?}");
     assert_eq!(
-        (remote[0].logical_off, remote[0].len, remote[0].epoch, remote[0].phys_off),
+        (
+            remote[0].logical_off,
+            remote[0].len,
+            remote[0].epoch,
+            remote[0].phys_off
+        ),
         (2 << 12, 4 << 12, 3, gen)
     );
     // the owner's first two pages are still its own
     let head = r
-        .run(&Request::FileRead { file: id, offset: 0, len: 2 << 12 })
+        .run(&Request::FileRead {
+            file: id,
+            offset: 0,
+            len: 2 << 12,
+        })
         .unwrap();
     let (_, bytes) = r.bytes_of(head);
     assert_eq!(bytes, mine[..2 << 12]);
@@ -488,16 +501,31 @@ fn published_pages_read_as_remote_runs_at_their_generation() {
     assert_eq!(r.run(&publish(6, 1, 6 << 12)), Err(Errno::Inval));
     assert_eq!(r.run(&publish(1, 0, 6 << 12)), Err(Errno::Inval));
     assert_eq!(
-        r.run(&Request::FilePublish { file: id, holder: 0, first_page: 0, pages: 1, size: 1 << 12 }),
+        r.run(&Request::FilePublish {
+            file: id,
+            holder: 0,
+            first_page: 0,
+            pages: 1,
+            size: 1 << 12
+        }),
         Err(Errno::Inval)
     );
     // truncating into a remote page needs it back first (not built yet)
     assert_eq!(
-        r.run(&Request::FileTruncate { file: id, size: (3 << 12) + 5 }),
+        r.run(&Request::FileTruncate {
+            file: id,
+            size: (3 << 12) + 5
+        }),
         Err(Errno::Busy)
     );
     // truncating at a page boundary unpublishes what it cuts
-    assert_eq!(r.run(&Request::FileTruncate { file: id, size: 3 << 12 }), Ok(Reply::Done));
+    assert_eq!(
+        r.run(&Request::FileTruncate {
+            file: id,
+            size: 3 << 12
+        }),
+        Ok(Reply::Done)
+    );
     let Ok(Reply::Extents { extents, .. }) = r.run(&Request::FileRead {
         file: id,
         offset: 0,
@@ -511,15 +539,32 @@ fn published_pages_read_as_remote_runs_at_their_generation() {
     // a rename keeps the map (the record moves, its pages stay mapped)
     let renamed = "/engine-test/published-renamed.dat";
     assert!(r
-        .run(&Request::FileRename { from: path, to: renamed, dest_renamed: true, tree: false, unbacked_only: false })
+        .run(&Request::FileRename {
+            from: path,
+            to: renamed,
+            dest_renamed: true,
+            tree: false,
+            unbacked_only: false
+        })
         .is_ok());
-    assert!(r.engine.core.file_remote_page(strata_meta::BucketId(id), 2).is_some());
+    assert!(r
+        .engine
+        .core
+        .file_remote_page(strata_meta::BucketId(id), 2)
+        .is_some());
     // unlinked while held: an orphan keeps its map (open descriptors read on)
     assert!(matches!(
-        r.run(&Request::FileUnlink { path: renamed, claim: false }),
+        r.run(&Request::FileUnlink {
+            path: renamed,
+            claim: false
+        }),
         Ok(Reply::Unlinked(_))
     ));
-    assert!(r.engine.core.file_remote_page(strata_meta::BucketId(id), 2).is_some());
+    assert!(r
+        .engine
+        .core
+        .file_remote_page(strata_meta::BucketId(id), 2)
+        .is_some());
     assert!(r.engine.core.take_shadows_gone().is_empty());
     // its last close destroys it: the map goes, node 3 is to be told
     r.run(&Request::FileClose { file: id }).unwrap();
@@ -577,13 +622,21 @@ fn writes_into_remote_pages_take_them_back_or_recall_them() {
     // a whole page written here: the owner's again
     let page1 = pattern(1 << 12, 3);
     assert!(matches!(
-        r.run(&Request::FileWrite { file: id, at: Some(1 << 12), data: DataRef::Inline(&page1) }),
+        r.run(&Request::FileWrite {
+            file: id,
+            at: Some(1 << 12),
+            data: DataRef::Inline(&page1)
+        }),
         Ok(Reply::Written { .. })
     ));
     assert_eq!(remote(&mut r), vec![(0, 1 << 12), (2 << 12, 2 << 12)]);
     // a partial write into page 2 needs its bytes
     assert_eq!(
-        r.run(&Request::FileWrite { file: id, at: Some((2 << 12) + 7), data: DataRef::Inline(b"mid") }),
+        r.run(&Request::FileWrite {
+            file: id,
+            at: Some((2 << 12) + 7),
+            data: DataRef::Inline(b"mid")
+        }),
         Ok(Reply::NeedFill { page_off: 2 << 12 })
     );
     let holder_bytes = pattern(1 << 12, 8);
@@ -601,11 +654,19 @@ fn writes_into_remote_pages_take_them_back_or_recall_them() {
     // taken already: a second recall is stale
     assert_eq!(r.run(&recall(gen)), Err(Errno::Stale));
     assert!(matches!(
-        r.run(&Request::FileWrite { file: id, at: Some((2 << 12) + 7), data: DataRef::Inline(b"mid") }),
+        r.run(&Request::FileWrite {
+            file: id,
+            at: Some((2 << 12) + 7),
+            data: DataRef::Inline(b"mid")
+        }),
         Ok(Reply::Written { .. })
     ));
     let got = r
-        .run(&Request::FileRead { file: id, offset: 1 << 12, len: 2 << 12 })
+        .run(&Request::FileRead {
+            file: id,
+            offset: 1 << 12,
+            len: 2 << 12,
+        })
         .unwrap();
     let (_, bytes) = r.bytes_of(got);
     let mut want = page1.clone();
@@ -614,5 +675,11 @@ fn writes_into_remote_pages_take_them_back_or_recall_them() {
     want.extend_from_slice(&p2);
     assert_eq!(bytes, want);
     // a shared mapping's backing waits for the pages to come back
-    assert_eq!(r.engine.core.file_backing(strata_meta::BucketId(id), None).err(), Some(Errno::Busy));
+    assert_eq!(
+        r.engine
+            .core
+            .file_backing(strata_meta::BucketId(id), None)
+            .err(),
+        Some(Errno::Busy)
+    );
 }

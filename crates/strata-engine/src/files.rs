@@ -70,9 +70,7 @@ use strata_meta::{
     format_u64, BlobId, BucketId, Extent, FileRecord, Persist, PAGE_SHIFT_DEFAULT, PAGE_SHIFT_MAX,
     PAGE_SHIFT_MIN,
 };
-use strata_proto::types::{
-    FileAttr, ReadExtent, TIER_DEST, TIER_HOLE, TIER_PENDING, TIER_REMOTE,
-};
+use strata_proto::types::{FileAttr, ReadExtent, TIER_DEST, TIER_HOLE, TIER_PENDING, TIER_REMOTE};
 use strata_proto::{Errno, Result};
 
 use crate::core::{now_ns, Core, Src};

@@ -132,7 +132,10 @@ impl Core {
 
     /// The run of another node holding page `page` of file `id`.
     pub fn file_remote_page(&self, id: BucketId, page: u64) -> Option<Run> {
-        self.files.page_maps.get(&id).and_then(|m| m.holder_of(page))
+        self.files
+            .page_maps
+            .get(&id)
+            .and_then(|m| m.holder_of(page))
     }
 
     /// The file is cut to `pages_kept` pages: published runs beyond leave

@@ -207,9 +207,12 @@ fn send_reply(s: &TcpStream, st: &State, out: &ExecOut, scratch: &mut Vec<u8>) -
     // reads from the destination (`TIER_DEST`) or asks for again once read
     // ahead (`TIER_PENDING`), nor pages another node holds (`TIER_REMOTE`).
     let held = || {
-        out.extents
-            .iter()
-            .filter(|e| !matches!(e.tier, TIER_HOLE | TIER_LENT | TIER_DEST | TIER_PENDING | TIER_REMOTE))
+        out.extents.iter().filter(|e| {
+            !matches!(
+                e.tier,
+                TIER_HOLE | TIER_LENT | TIER_DEST | TIER_PENDING | TIER_REMOTE
+            )
+        })
     };
     let total: u64 = held().map(|e| e.len).sum();
     // Bytes on remote tiers (memory another node lends) are fetched before
