@@ -49,12 +49,40 @@ pub(crate) const REMOTE_RETRIES_MAX: u32 = 8;
 /// Times a recall reads a page again after the owner answered `Stale`.
 const RECALL_RETRIES_MAX: u32 = 16;
 
+/// How far a reader of remote runs reads ahead of the call (one holder
+/// round trip per window instead of per call).
+const AHEAD_WINDOW_BYTES: u64 = 8 << 20;
+
+/// Bytes read ahead a client keeps (oldest dropped first).
+const AHEAD_BYTES_MAX: usize = 32 << 20;
+
 #[derive(Default)]
 pub(crate) struct Shadows {
     /// file id → page bytes: SCRATCH files owned elsewhere, opened here.
     split: HashMap<u64, u64>,
     /// (node, file id) → that node's shadow record of the file.
     ids: HashMap<(u32, u64), u64>,
+    /// Files whose last read met runs other nodes hold (reads ask the
+    /// owner's map first and read ahead).
+    remote: std::collections::HashSet<u64>,
+    /// Remote runs read ahead, each valid while the owner maps its pages
+    /// to the same holder at the same generation.
+    ahead: std::collections::VecDeque<Ahead>,
+    ahead_bytes: usize,
+    /// file id → where its last read through the map ended (a read that
+    /// starts there is sequential: it reads ahead).
+    last_end: HashMap<u64, u64>,
+}
+
+/// Bytes `[lo, lo + data.len())` of file `file`, read from `holder`'s
+/// shadow after the owner mapped them to it at generation `gen`: the
+/// shadow's bytes then were at least as new as that generation's write.
+struct Ahead {
+    file: u64,
+    holder: u32,
+    gen: u64,
+    lo: u64,
+    data: Vec<u8>,
 }
 
 fn node_of(id: u64) -> u32 {
@@ -86,6 +114,164 @@ impl Client {
             s.split.clear();
         }
         s.split.insert(attr.id, attr.page_bytes);
+    }
+
+    /// Every open starts without bytes read ahead of its file (a file id
+    /// and its generations restart with its owner).
+    pub(crate) fn shadow_ahead_forget(&self, file: u64) {
+        let mut s = self.shadows();
+        if s.ahead.iter().any(|a| a.file == file) {
+            s.ahead.retain(|a| a.file != file);
+            s.ahead_bytes = s.ahead.iter().map(|a| a.data.len()).sum();
+        }
+    }
+
+    /// A read of file `id` met runs other nodes hold.
+    pub(crate) fn shadow_note_remote(&self, id: u64) {
+        let mut s = self.shadows();
+        if s.remote.len() >= KNOWN_MAX {
+            s.remote.clear();
+        }
+        s.remote.insert(id);
+    }
+
+    /// Reads `buf` at `at` of file `id` when every byte of it is in runs
+    /// other nodes hold: the owner's map of a window (one small round
+    /// trip), then bytes read ahead or one holder read for the window.
+    /// None: not such a read (the caller reads as usual).
+    pub(crate) fn shadow_read_ahead(&self, id: u64, at: u64, buf: &mut [u8]) -> Result<Option<usize>> {
+        if !self.pages_where_written() || buf.is_empty() || !self.shadows().remote.contains(&id) {
+            return Ok(None);
+        }
+        let window = (buf.len() as u64).max(AHEAD_WINDOW_BYTES);
+        let req = Request::FileMap {
+            file: id,
+            offset: at,
+            len: window,
+        };
+        let (size, covered, exts) = match self.call(&req)? {
+            Ok(r) => {
+                let (size, covered, _, exts) = extents_reply(r)?;
+                (size, covered, exts)
+            }
+            Err(e) => return Err(err(e, "file read: the owner's map")),
+        };
+        let want_end = (at + buf.len() as u64).min(size).min(at + covered);
+        if want_end <= at {
+            return Ok(None);
+        }
+        // Every byte of [at, want_end) in a run, runs in order and adjacent.
+        let mut next = at;
+        for e in &exts {
+            if e.tier != TIER_REMOTE || e.logical_off != next {
+                break;
+            }
+            next = e.logical_off + e.len;
+        }
+        if next < want_end {
+            if !exts.iter().any(|e| e.logical_off < want_end) {
+                // nothing remote here any more: plain reads from now on
+                self.shadows().remote.remove(&id);
+            }
+            return Ok(None);
+        }
+        let sequential = {
+            let mut s = self.shadows();
+            if s.last_end.len() >= KNOWN_MAX {
+                s.last_end.clear();
+            }
+            s.last_end.insert(id, want_end) == Some(at)
+        };
+        let me = self.node().0;
+        let mut done = at;
+        let mut i = 0;
+        // Bounded: every round covers ≥ 1 byte of a run or returns.
+        while done < want_end {
+            while exts[i].logical_off + exts[i].len <= done {
+                i += 1;
+            }
+            let e = exts[i];
+            let piece_end = (e.logical_off + e.len).min(want_end);
+            let dst = &mut buf[(done - at) as usize..(piece_end - at) as usize];
+            if self.ahead_copy(id, &e, done, dst) {
+                done = piece_end;
+                continue;
+            }
+            // One read from the holder: this run and, for a sequential
+            // reader of another node's runs, the adjacent ones it also
+            // holds, to the window's end.
+            let mut group_end = piece_end;
+            if sequential && e.epoch != me {
+                group_end = e.logical_off + e.len;
+                for x in &exts[i + 1..] {
+                    if x.epoch != e.epoch || x.logical_off != group_end {
+                        break;
+                    }
+                    group_end = x.logical_off + x.len;
+                }
+            }
+            let mut got = vec![0u8; (group_end - done) as usize];
+            let span = ReadExtent {
+                logical_off: done,
+                len: group_end - done,
+                ..e
+            };
+            if !self.shadow_read(id, &span, &mut got)? {
+                self.shadow_ahead_forget(id);
+                return Ok(None);
+            }
+            dst.copy_from_slice(&got[..dst.len()]);
+            self.ahead_keep(id, &exts[i..], piece_end, group_end, &got, done);
+            done = piece_end;
+        }
+        Ok(Some((want_end - at) as usize))
+    }
+
+    /// Copies `[from, from + dst.len())` of run `e` from bytes read ahead.
+    fn ahead_copy(&self, id: u64, e: &ReadExtent, from: u64, dst: &mut [u8]) -> bool {
+        let s = self.shadows();
+        let end = from + dst.len() as u64;
+        let Some(a) = s.ahead.iter().find(|a| {
+            a.file == id
+                && a.holder == e.epoch
+                && a.gen == e.phys_off
+                && a.lo <= from
+                && a.lo + a.data.len() as u64 >= end
+        }) else {
+            return false;
+        };
+        let lo = (from - a.lo) as usize;
+        dst.copy_from_slice(&a.data[lo..lo + dst.len()]);
+        true
+    }
+
+    /// Keeps the bytes of `got` (which starts at file offset `base`) from
+    /// `from` to `to`, split along the runs `exts`, for later reads.
+    fn ahead_keep(&self, id: u64, exts: &[ReadExtent], from: u64, to: u64, got: &[u8], base: u64) {
+        let mut s = self.shadows();
+        for e in exts {
+            let lo = e.logical_off.max(from);
+            let hi = (e.logical_off + e.len).min(to);
+            if lo >= hi {
+                continue;
+            }
+            let data = got[(lo - base) as usize..(hi - base) as usize].to_vec();
+            s.ahead_bytes += data.len();
+            s.ahead.push_back(Ahead {
+                file: id,
+                holder: e.epoch,
+                gen: e.phys_off,
+                lo,
+                data,
+            });
+        }
+        // Bounded: each round drops one entry.
+        while s.ahead_bytes > AHEAD_BYTES_MAX {
+            let Some(old) = s.ahead.pop_front() else {
+                break;
+            };
+            s.ahead_bytes -= old.data.len();
+        }
     }
 
     /// The page size of file `id` when its writes are split.
