@@ -69,21 +69,20 @@ pub(crate) struct Shadows {
     /// to the same holder at the same generation.
     ahead: std::collections::VecDeque<Ahead>,
     ahead_bytes: usize,
-    /// Buffers of dropped windows, reused (no fresh pages to fault in).
-    spare: Vec<Vec<u8>>,
     /// file id → where its last read through the map ended (a read that
     /// starts there is sequential: it reads ahead).
     last_end: HashMap<u64, u64>,
 }
 
-/// Bytes `[lo, lo + data.len())` of file `file` read in one holder read,
-/// after the owner mapped them to `runs` (holder, generation, from, to): a
-/// holder's bytes then were at least as new as their generation's write.
+/// Bytes `[lo, lo + data.len())` of file `file`, read from `holder`'s
+/// shadow after the owner mapped them to it at generation `gen`: the
+/// shadow's bytes then were at least as new as that generation's write.
 struct Ahead {
     file: u64,
+    holder: u32,
+    gen: u64,
     lo: u64,
     data: Vec<u8>,
-    runs: Vec<(u32, u64, u64, u64)>,
 }
 
 fn node_of(id: u64) -> u32 {
@@ -211,42 +210,33 @@ impl Client {
                     group_end = x.logical_off + x.len;
                 }
             }
+            let mut got = vec![0u8; (group_end - done) as usize];
             let span = ReadExtent {
                 logical_off: done,
                 len: group_end - done,
                 ..e
             };
-            if group_end == piece_end {
-                // nothing ahead: straight into the caller's buffer
-                if !self.shadow_read(id, &span, dst)? {
-                    self.shadow_ahead_forget(id);
-                    return Ok(None);
-                }
-                done = piece_end;
-                continue;
-            }
-            let mut got = self.ahead_buffer((group_end - done) as usize);
             if !self.shadow_read(id, &span, &mut got)? {
                 self.shadow_ahead_forget(id);
                 return Ok(None);
             }
             dst.copy_from_slice(&got[..dst.len()]);
-            self.ahead_keep(id, &exts[i..], group_end, got, done);
+            self.ahead_keep(id, &exts[i..], piece_end, group_end, &got, done);
             done = piece_end;
         }
         Ok(Some((want_end - at) as usize))
     }
 
-    /// Copies `[from, from + dst.len())` of run `e` from bytes read ahead
-    /// under the same holder and generation.
+    /// Copies `[from, from + dst.len())` of run `e` from bytes read ahead.
     fn ahead_copy(&self, id: u64, e: &ReadExtent, from: u64, dst: &mut [u8]) -> bool {
         let s = self.shadows();
         let end = from + dst.len() as u64;
         let Some(a) = s.ahead.iter().find(|a| {
             a.file == id
-                && a.runs.iter().any(|&(holder, gen, lo, hi)| {
-                    holder == e.epoch && gen == e.phys_off && lo <= from && end <= hi
-                })
+                && a.holder == e.epoch
+                && a.gen == e.phys_off
+                && a.lo <= from
+                && a.lo + a.data.len() as u64 >= end
         }) else {
             return false;
         };
@@ -255,47 +245,32 @@ impl Client {
         true
     }
 
-    /// A buffer of `len` bytes for a window (a dropped window's, if any).
-    fn ahead_buffer(&self, len: usize) -> Vec<u8> {
-        let mut b = self.shadows().spare.pop().unwrap_or_default();
-        b.clear();
-        b.resize(len, 0);
-        b
-    }
-
-    /// Keeps `got` (file offsets `[base, to)`), read from the holder of the
-    /// runs `exts` as the owner mapped them, for later reads.
-    fn ahead_keep(&self, id: u64, exts: &[ReadExtent], to: u64, got: Vec<u8>, base: u64) {
-        debug_assert_eq!(base + got.len() as u64, to);
-        let runs = exts
-            .iter()
-            .filter(|e| e.logical_off < to && e.logical_off + e.len > base)
-            .map(|e| {
-                (
-                    e.epoch,
-                    e.phys_off,
-                    e.logical_off.max(base),
-                    (e.logical_off + e.len).min(to),
-                )
-            })
-            .collect();
+    /// Keeps the bytes of `got` (which starts at file offset `base`) from
+    /// `from` to `to`, split along the runs `exts`, for later reads.
+    fn ahead_keep(&self, id: u64, exts: &[ReadExtent], from: u64, to: u64, got: &[u8], base: u64) {
         let mut s = self.shadows();
-        s.ahead_bytes += got.len();
-        s.ahead.push_back(Ahead {
-            file: id,
-            lo: base,
-            data: got,
-            runs,
-        });
-        // Bounded: each round drops one window.
+        for e in exts {
+            let lo = e.logical_off.max(from);
+            let hi = (e.logical_off + e.len).min(to);
+            if lo >= hi {
+                continue;
+            }
+            let data = got[(lo - base) as usize..(hi - base) as usize].to_vec();
+            s.ahead_bytes += data.len();
+            s.ahead.push_back(Ahead {
+                file: id,
+                holder: e.epoch,
+                gen: e.phys_off,
+                lo,
+                data,
+            });
+        }
+        // Bounded: each round drops one entry.
         while s.ahead_bytes > AHEAD_BYTES_MAX {
             let Some(old) = s.ahead.pop_front() else {
                 break;
             };
             s.ahead_bytes -= old.data.len();
-            if s.spare.len() < 2 {
-                s.spare.push(old.data);
-            }
         }
     }
 
