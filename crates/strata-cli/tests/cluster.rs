@@ -2208,37 +2208,6 @@ fn scratch_pages_stay_where_written_and_read_from_there() {
         }
     }
 
-    // A sequential reader of another node's runs reads ahead (a window per
-    // holder round trip), validated by the owner's generation: a page the
-    // writer rewrites ahead of the reader is read new.
-    {
-        let (p, data) = &mut files[0]; // written by node 0, owned by node 1
-        let f = open(&clients[2], p);
-        let mut got = vec![0u8; data.len()];
-        let step = 256 << 10;
-        for k in 0..4 {
-            let n = clients[2]
-                .file_read(f.id, (k * step) as u64, &mut got[k * step..(k + 1) * step])
-                .unwrap();
-            assert_eq!(n, step);
-        }
-        let w = open(&clients[0], p);
-        let fresh = pattern(page as usize, 77);
-        let at = 30 * page as usize;
-        clients[0].file_write(w.id, at as u64, &fresh).unwrap();
-        clients[0].file_close(w.id).unwrap();
-        data[at..at + page as usize].copy_from_slice(&fresh);
-        let mut k = 4 * step;
-        while k < data.len() {
-            let end = (k + step).min(data.len());
-            let n = clients[2].file_read(f.id, k as u64, &mut got[k..end]).unwrap();
-            assert_eq!(n, end - k);
-            k = end;
-        }
-        clients[2].file_close(f.id).unwrap();
-        assert!(got == *data, "read ahead, then a page rewritten ahead of the reader");
-    }
-
     // N-1 in unaligned ranges from three nodes at once, owned by node 0.
     let p1 = path_owned_by(&bed, "n1-", 0);
     let cuts = [0u64, 100_001, 777_777, 1_500_000];

@@ -453,9 +453,6 @@ impl Client {
     ) -> Result<FileAttr> {
         let attr = self.file_open_inner(path, fl, mode, persist, page_bytes)?;
         self.shadow_note_open(&attr);
-        if self.pages_where_written() {
-            self.shadow_ahead_forget(attr.id);
-        }
         Ok(attr)
     }
 
@@ -987,10 +984,6 @@ impl Client {
         // PENDING_WAIT_MAX in total).
         while done < buf.len() {
             let at = offset + done as u64;
-            if let Some(n) = self.shadow_read_ahead(id, at, &mut buf[done..])? {
-                done += n;
-                continue;
-            }
             let req = Request::FileRead {
                 file: id,
                 offset: at,
@@ -1040,9 +1033,6 @@ impl Client {
                     res.map(|()| (covered, exts, from_dest, from_remote))
                 })?;
             let mut ask_again = false;
-            if !from_remote.is_empty() {
-                self.shadow_note_remote(id);
-            }
             for e in &from_remote {
                 let lo = (e.logical_off - at) as usize;
                 let d = &mut buf[done + lo..done + lo + e.len as usize];

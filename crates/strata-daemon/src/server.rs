@@ -468,7 +468,6 @@ fn forwardable(op: strata_transport_shm::Op) -> bool {
             | Op::FileFill
             | Op::FileTruncate
             | Op::FilePublish
-            | Op::FileMap
             | Op::FileUnlink
             | Op::FileRename
             | Op::FileLink

@@ -243,12 +243,6 @@ impl crate::Engine {
                 self.core.file_truncate(BucketId(file), size)?;
                 Reply::Done
             }
-            Request::FileMap { file, offset, len } => {
-                let id = BucketId(file);
-                return self.extents_reply(|core, out| {
-                    core.file_map(id, offset, len, out, extents_max)
-                });
-            }
             Request::FilePublish {
                 file,
                 holder,

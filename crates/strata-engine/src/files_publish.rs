@@ -10,7 +10,6 @@
 use strata_alloc::Range;
 use strata_meta::pagemap::{PageMap, Run};
 use strata_meta::{format_u64, BucketId, Persist};
-use strata_proto::types::{ReadExtent, TIER_REMOTE};
 use strata_proto::{Errno, Result};
 
 use crate::core::{Core, Src};
@@ -129,47 +128,6 @@ impl Core {
         if m.is_empty() {
             self.files.page_maps.remove(&id);
         }
-    }
-
-    /// `FileMap`: the runs other nodes hold within `[offset, offset+len)`
-    /// (clamped at the size), at most `max`, as `TIER_REMOTE` extents into
-    /// `out`. Returns (size, covered, pin 0): `covered` ends early when
-    /// `max` runs were given.
-    pub fn file_map(
-        &self,
-        id: BucketId,
-        offset: u64,
-        len: u64,
-        out: &mut Vec<ReadExtent>,
-        max: usize,
-    ) -> Result<(u64, u64, u64)> {
-        let rec = self.meta.file(id)?;
-        let (size, page) = (rec.size, rec.page_bytes);
-        let end = offset.saturating_add(len).min(size);
-        if offset >= end {
-            return Ok((size, 0, 0));
-        }
-        let mut covered_end = end;
-        if let Some(m) = self.files.page_maps.get(&id) {
-            let (first, last) = (offset / page, (end - 1) / page);
-            // Bounded: the map's runs (≤ its run limit).
-            for r in m.runs().filter(|r| r.last >= first && r.first <= last) {
-                if out.len() >= max {
-                    covered_end = (r.first * page).max(offset);
-                    break;
-                }
-                let lo = (r.first * page).max(offset);
-                let hi = ((r.last + 1) * page).min(end);
-                out.push(ReadExtent {
-                    tier: TIER_REMOTE,
-                    epoch: r.holder,
-                    logical_off: lo,
-                    phys_off: r.gen,
-                    len: hi - lo,
-                });
-            }
-        }
-        Ok((size, covered_end - offset, 0))
     }
 
     /// The run of another node holding page `page` of file `id`.

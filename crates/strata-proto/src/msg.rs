@@ -188,15 +188,6 @@ pub enum Request<'a> {
         file: u64,
         size: u64,
     },
-    /// The runs of `[offset, offset+len)` other nodes hold (pages where
-    /// written), as `TIER_REMOTE` extents (holder, generation) — no bytes,
-    /// no pins; answered `Reply::Extents` (`covered`: the range clamped at
-    /// the size). A reader's read-ahead of remote runs asks it.
-    FileMap {
-        file: u64,
-        offset: u64,
-        len: u64,
-    },
     /// Node `holder` publishes whole pages `first_page..first_page+pages`
     /// of file `file` (owned here), which it keeps in its shadow of the
     /// file (pages where written, docs/FILES-ACROSS-NODES.md); the file is
@@ -362,7 +353,6 @@ impl<'a> Request<'a> {
             | FileFill { file, .. }
             | FileTruncate { file, .. }
             | FilePublish { file, .. }
-            | FileMap { file, .. }
             | FileSync { file, .. }
             | FileSyncState { file, .. }
             | FilePath { file }
@@ -496,9 +486,7 @@ impl Reply<'_> {
             Q::Put { .. } | Q::FileThroughDone { .. } | Q::FilePublish { .. } => {
                 matches!(self, R::Size(_))
             }
-            Q::Get { .. } | Q::FileRead { .. } | Q::FileMap { .. } => {
-                matches!(self, R::Extents { .. })
-            }
+            Q::Get { .. } | Q::FileRead { .. } => matches!(self, R::Extents { .. }),
             Q::Stat { .. } => matches!(self, R::BlobStat(_)),
             Q::BlobList { .. } => matches!(self, R::BlobNames { .. }),
             Q::FileOpen { .. } => matches!(self, R::FileOpened { .. }),

@@ -53,7 +53,6 @@ pub fn op_of(req: &Request) -> Op {
         Request::FileFill { .. } => Op::FileFill,
         Request::FileTruncate { .. } => Op::FileTruncate,
         Request::FilePublish { .. } => Op::FilePublish,
-        Request::FileMap { .. } => Op::FileMap,
         Request::FileUnlink { .. } => Op::FileUnlink,
         Request::FileRename { .. } => Op::FileRename,
         Request::FileSync { .. } => Op::FileSync,
@@ -357,7 +356,7 @@ pub fn encode_request(req: &Request, rec: &mut RequestRecord, arg: &mut [u8]) ->
                 None => r.flags |= flags::APPEND,
             }
         }
-        Request::FileRead { file, offset, len } | Request::FileMap { file, offset, len } => {
+        Request::FileRead { file, offset, len } => {
             r.bucket = *file;
             r.offset = *offset;
             r.len = *len;
@@ -688,11 +687,6 @@ pub fn decode_request<'a>(
             file: bucket,
             size: r.len,
         },
-        Op::FileMap => Request::FileMap {
-            file: bucket,
-            offset: r.offset,
-            len: r.len,
-        },
         Op::FilePublish => Request::FilePublish {
             file: bucket,
             holder: u32::try_from(r.data_off).map_err(|_| Errno::Malformed)?,
@@ -992,7 +986,7 @@ pub fn decode_reply(op: Op, r: &ResponseRecord, arg: &[u8]) -> Result<Reply<'sta
             len: r.val1,
         },
         Op::Put | Op::FileThroughDone | Op::FilePublish => Reply::Size(r.val0),
-        Op::Get | Op::FileRead | Op::FileMap => {
+        Op::Get | Op::FileRead => {
             let chunks = arg.chunks_exact(std::mem::size_of::<ReadExtent>());
             let mut extents = Vec::with_capacity(chunks.len());
             for chunk in chunks {

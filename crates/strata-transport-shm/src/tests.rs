@@ -12,7 +12,7 @@ use crate::record::{Op, RequestRecord, ResponseRecord};
 
 const ARG_BYTES: usize = 8192;
 /// Number of `Request` variants `build` produces.
-const REQUEST_KINDS: u8 = 42;
+const REQUEST_KINDS: u8 = 41;
 
 /// Owned material a request is built from (requests borrow names and data).
 #[derive(Debug, Clone)]
@@ -254,11 +254,6 @@ fn build(r: &Raw) -> Request<'_> {
             synced: x,
         },
         38 => Request::BucketFlush { bucket: a },
-        40 => Request::FileMap {
-            file: a,
-            offset: b,
-            len: c,
-        },
         39 => Request::FilePublish {
             file: a,
             holder: (b >> 40) as u32,
@@ -337,7 +332,7 @@ fn reply_for(op: Op, r: &Raw) -> Reply<'static> {
         Op::BucketTags => Reply::Tags(vec![(r.s1.clone(), r.s2.clone()); (r.a % 4) as usize]),
         Op::Lease => Reply::Lease { off: r.a, len: r.b },
         Op::Put | Op::FileThroughDone | Op::FilePublish => Reply::Size(r.a),
-        Op::Get | Op::FileRead | Op::FileMap => Reply::Extents {
+        Op::Get | Op::FileRead => Reply::Extents {
             size: r.a,
             covered: r.b,
             pin: r.c,
@@ -470,7 +465,7 @@ proptest! {
             val2: words[3],
             tag: 0,
         };
-        let _ = decode_reply(Op::from_u32((words[5] % 72) as u32).unwrap_or(Op::Nop), &resp, &arg);
+        let _ = decode_reply(Op::from_u32((words[5] % 71) as u32).unwrap_or(Op::Nop), &resp, &arg);
     }
 }
 
