@@ -2184,18 +2184,18 @@ fn scratch_pages_stay_where_written_and_read_from_there() {
     // N-N: node i writes a file node i+1 owns; node i+2 reads it.
     let n = bed.nodes.len();
     let mut files = Vec::new();
-    for i in 0..n {
+    for (i, c) in clients.iter().enumerate() {
         let owner = ((i + 1) % n) as u32;
         let p = path_owned_by(&bed, &format!("nn-{i}-"), owner);
         let data = pattern((3 << 20) + 100, i as u64 + 1);
-        let f = open(&clients[i], &p);
+        let f = open(c, &p);
         for (k, chunk) in data.chunks(1 << 20).enumerate() {
-            if let Err(e) = clients[i].file_write(f.id, (k << 20) as u64, chunk) {
+            if let Err(e) = c.file_write(f.id, (k << 20) as u64, chunk) {
                 print_daemon_logs(&bed);
                 panic!("N-N write on node {i}: {e}");
             }
         }
-        clients[i].file_close(f.id).unwrap();
+        c.file_close(f.id).unwrap();
         files.push((p, data));
     }
     for i in 0..n {
@@ -2307,6 +2307,7 @@ fn scratch_pages_stay_where_written_and_read_from_there() {
     clients[2].file_write(f.id, 1 << 20, b"x").unwrap();
     clients[2].file_close(f.id).unwrap();
     let pid = bed.pid(2).expect("node 2 runs");
+    // SAFETY: kill(2) on our own daemon's pid.
     unsafe { libc::kill(pid as i32, libc::SIGKILL) };
     let f = open(&clients[1], &p);
     let mut buf = vec![0u8; 100];
