@@ -693,18 +693,7 @@ impl Client {
         let fills_max = piece.len() / PAGE_BYTES_MIN as usize + 8;
         let mut refused: Option<u64> = None;
         for _ in 0..=fills_max {
-            let write = |data| Request::FileWrite {
-                file: id,
-                at: offset,
-                data,
-            };
-            let (carried, res) = self.on_lane(Target::Id(id), None, |lane| {
-                let t = match lane.submit_data(piece, &write)? {
-                    Some(t) => t,
-                    None => lane.submit_inline(0, piece, &write)?,
-                };
-                Ok((t.data_len, lane.wait(t)?))
-            })?;
+            let (carried, res) = self.write_request(id, offset, piece)?;
             match res {
                 Ok(Reply::Written { at, size }) => return Ok((at, carried, size)),
                 Ok(Reply::NeedFill { page_off }) => {
@@ -734,6 +723,47 @@ impl Client {
             Errno::Internal,
             "file write: the daemon keeps asking for page fills",
         ))
+    }
+
+    /// One `FileWrite` of a prefix of `piece` at `at` (None: at the end) to
+    /// the node holding file `id`: (bytes it carried, the daemon's answer).
+    pub(crate) fn write_request(
+        &self,
+        id: u64,
+        at: Option<u64>,
+        piece: &[u8],
+    ) -> Result<(usize, std::result::Result<Reply<'static>, Errno>)> {
+        let write = |data| Request::FileWrite { file: id, at, data };
+        self.on_lane(Target::Id(id), None, |lane| {
+            let t = match lane.submit_data(piece, &write)? {
+                Some(t) => t,
+                None => lane.submit_inline(0, piece, &write)?,
+            };
+            Ok((t.data_len, lane.wait(t)?))
+        })
+    }
+
+    /// The extents of `[offset, offset+len)` of file `id` as its node
+    /// answers them, without their bytes (the pin is released):
+    /// (covered, extents).
+    pub(crate) fn read_extents_only(
+        &self,
+        id: u64,
+        offset: u64,
+        len: u64,
+    ) -> Result<(u64, Vec<ReadExtent>)> {
+        let req = Request::FileRead {
+            file: id,
+            offset,
+            len,
+        };
+        self.on_lane(Target::Id(id), None, |lane| {
+            let t = lane.submit(&req)?;
+            let r = lane.wait(t)?.map_err(|e| err(e, "file read"))?;
+            let (_, covered, pin, exts) = extents_reply(r)?;
+            lane.release(pin);
+            Ok((covered, exts))
+        })
     }
 
     /// The buffer is full (`WriteThrough`): writes `data` at `offset` (None:

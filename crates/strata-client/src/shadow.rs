@@ -153,18 +153,7 @@ impl Client {
         // Bounded: every round writes ≥ 1 byte or returns.
         while done < data.len() {
             let piece = &data[done..data.len().min(done + piece_max)];
-            let write = |d| Request::FileWrite {
-                file: shadow,
-                at: Some(at + done as u64),
-                data: d,
-            };
-            let (carried, res) = self.on_lane(Target::Id(shadow), None, |lane| {
-                let t = match lane.submit_data(piece, &write)? {
-                    Some(t) => t,
-                    None => lane.submit_inline(0, piece, &write)?,
-                };
-                Ok((t.data_len, lane.wait(t)?))
-            })?;
+            let (carried, res) = self.write_request(shadow, Some(at + done as u64), piece)?;
             match res {
                 Ok(Reply::Written { .. }) if carried > 0 => done += carried,
                 Ok(Reply::Written { .. }) => return Err(unexpected("FileWrite of nothing")),
@@ -307,18 +296,7 @@ impl Client {
         let mut buf = vec![0u8; page as usize];
         // Bounded: each round reads the page at its current generation.
         for _ in 0..RECALL_RETRIES_MAX {
-            let req = Request::FileRead {
-                file: id,
-                offset: page_off,
-                len: page,
-            };
-            let (covered, exts) = self.on_lane(Target::Id(id), None, |lane| {
-                let t = lane.submit(&req)?;
-                let r = lane.wait(t)?.map_err(|e| err(e, "file read"))?;
-                let (_, covered, pin, exts) = extents_reply(r)?;
-                lane.release(pin);
-                Ok((covered, exts))
-            })?;
+            let (covered, exts) = self.read_extents_only(id, page_off, page)?;
             let Some(e) = exts.iter().find(|x| x.tier == TIER_REMOTE).copied() else {
                 return Ok(false);
             };
@@ -367,18 +345,7 @@ impl Client {
         let mut at = 0u64;
         // Bounded: every round advances by the covered range or stops.
         while at < attr.size {
-            let req = Request::FileRead {
-                file: id,
-                offset: at,
-                len: attr.size - at,
-            };
-            let (covered, exts) = self.on_lane(Target::Id(id), None, |lane| {
-                let t = lane.submit(&req)?;
-                let r = lane.wait(t)?.map_err(|e| err(e, "file read"))?;
-                let (_, covered, pin, exts) = extents_reply(r)?;
-                lane.release(pin);
-                Ok((covered, exts))
-            })?;
+            let (covered, exts) = self.read_extents_only(id, at, attr.size - at)?;
             if covered == 0 {
                 break;
             }

@@ -56,6 +56,22 @@ impl Rig {
 
     /// The bytes an extent reply names, read from the tiers as a client
     /// that maps them would; releases the pin.
+    /// A new SCRATCH file of 4 KiB pages with no destination file: its id.
+    fn scratch_file(&mut self, path: &str) -> u64 {
+        let open = OpenFile {
+            create: true,
+            persist: Persist::Scratch,
+            mode: 0o644,
+            page_shift: 12,
+            dest: Some(DestInfo::default()),
+            ..OpenFile::default()
+        };
+        let Ok(Reply::FileOpened { id, .. }) = self.run(&Request::FileOpen { path, open }) else {
+            panic!("open of {path} failed");
+        };
+        id
+    }
+
     fn bytes_of(&mut self, r: Reply<'static>) -> (u64, Vec<u8>) {
         let Reply::Extents {
             size,
@@ -430,17 +446,7 @@ fn published_pages_read_as_remote_runs_at_their_generation() {
     use strata_proto::types::TIER_REMOTE;
     let mut r = rig();
     let path = "/engine-test/published.dat";
-    let open = OpenFile {
-        create: true,
-        persist: Persist::Scratch,
-        mode: 0o644,
-        page_shift: 12,
-        dest: Some(DestInfo::default()),
-        ..OpenFile::default()
-    };
-    let Ok(Reply::FileOpened { id, .. }) = r.run(&Request::FileOpen { path, open }) else {
-        panic!("open failed");
-    };
+    let id = r.scratch_file(path);
     // the owner has 4 pages of its own
     let mine = pattern(4 << 12, 9);
     assert!(matches!(
@@ -583,17 +589,7 @@ fn writes_into_remote_pages_take_them_back_or_recall_them() {
     use strata_proto::types::TIER_REMOTE;
     let mut r = rig();
     let path = "/engine-test/recalled.dat";
-    let open = OpenFile {
-        create: true,
-        persist: Persist::Scratch,
-        mode: 0o644,
-        page_shift: 12,
-        dest: Some(DestInfo::default()),
-        ..OpenFile::default()
-    };
-    let Ok(Reply::FileOpened { id, .. }) = r.run(&Request::FileOpen { path, open }) else {
-        panic!("open failed");
-    };
+    let id = r.scratch_file(path);
     let publish = |first_page, pages| Request::FilePublish {
         file: id,
         holder: 5,
