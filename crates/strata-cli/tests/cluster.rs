@@ -2317,4 +2317,24 @@ fn scratch_pages_stay_where_written_and_read_from_there() {
     let mut one = [0u8; 1];
     assert_eq!(clients[1].file_read(f.id, 1 << 20, &mut one).unwrap(), 1);
     assert_eq!(&one, b"x");
+    // Restarted, the holder has no shadow (SCRATCH pages die with their
+    // node): the owner's map still names it, the reader asks again a few
+    // times, then EIO naming the node — never zeros, never a hang.
+    ok(&bed.start(2), "node 2 restarts");
+    bed.wait_for("node 2 back", |s| {
+        states(s) == ["up", "up", "up"] && (0..3).all(|v| peer_state(s, v, 2) == "up")
+    });
+    let e = clients[1].file_read(f.id, 0, &mut buf).unwrap_err();
+    assert_eq!(e.os_errno(), libc::EIO, "{e}");
+    assert!(e.to_string().contains("node 2"), "{e}");
+    clients[1].file_close(f.id).unwrap();
+    // and a new write there is whole again
+    let c2 = strata_client::Client::connect_to(&bed.nodes[2].socket).unwrap();
+    let g = open(&c2, &p);
+    c2.file_write(g.id, 0, &data).unwrap();
+    c2.file_close(g.id).unwrap();
+    assert!(
+        read_all(&clients[1], &p)[..data.len()] == data[..],
+        "rewritten after the restart"
+    );
 }
