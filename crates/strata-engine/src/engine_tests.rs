@@ -56,6 +56,24 @@ impl Rig {
 
     /// The bytes an extent reply names, read from the tiers as a client
     /// that maps them would; releases the pin.
+    /// The file's size and the runs of it other nodes hold, as a read of
+    /// its first MiB answers them.
+    fn remote_runs(&mut self, id: u64) -> (u64, Vec<strata_proto::types::ReadExtent>) {
+        let Ok(Reply::Extents { extents, size, .. }) = self.run(&Request::FileRead {
+            file: id,
+            offset: 0,
+            len: 1 << 20,
+        }) else {
+            panic!("read failed");
+        };
+        let remote = extents
+            .iter()
+            .filter(|e| e.tier == strata_proto::types::TIER_REMOTE)
+            .copied()
+            .collect();
+        (size, remote)
+    }
+
     /// A new SCRATCH file of 4 KiB pages with no destination file: its id.
     fn scratch_file(&mut self, path: &str) -> u64 {
         let open = OpenFile {
@@ -443,7 +461,6 @@ fn a_claimed_unlink_wins_once() {
 /// pages beyond the size and the owner itself are refused.
 #[test]
 fn published_pages_read_as_remote_runs_at_their_generation() {
-    use strata_proto::types::TIER_REMOTE;
     let mut r = rig();
     let path = "/engine-test/published.dat";
     let id = r.scratch_file(path);
@@ -469,16 +486,9 @@ fn published_pages_read_as_remote_runs_at_their_generation() {
         panic!("publish refused");
     };
     assert!(gen > 0);
-    let Ok(Reply::Extents { extents, size, .. }) = r.run(&Request::FileRead {
-        file: id,
-        offset: 0,
-        len: 1 << 20,
-    }) else {
-        panic!("read failed");
-    };
+    let (size, remote) = r.remote_runs(id);
     assert_eq!(size, (6 << 12) + 100);
-    let remote: Vec<_> = extents.iter().filter(|e| e.tier == TIER_REMOTE).collect();
-    assert_eq!(remote.len(), 1, "{extents:?}");
+    assert_eq!(remote.len(), 1, "{remote:?}");
     assert_eq!(
         (
             remote[0].logical_off,
@@ -532,14 +542,7 @@ fn published_pages_read_as_remote_runs_at_their_generation() {
         }),
         Ok(Reply::Done)
     );
-    let Ok(Reply::Extents { extents, .. }) = r.run(&Request::FileRead {
-        file: id,
-        offset: 0,
-        len: 1 << 20,
-    }) else {
-        panic!("read failed");
-    };
-    let remote: Vec<_> = extents.iter().filter(|e| e.tier == TIER_REMOTE).collect();
+    let (_, remote) = r.remote_runs(id);
     assert_eq!(remote.len(), 1);
     assert_eq!((remote[0].logical_off, remote[0].len), (2 << 12, 1 << 12));
     // a rename keeps the map (the record moves, its pages stay mapped)
@@ -586,7 +589,6 @@ fn published_pages_read_as_remote_runs_at_their_generation() {
 /// generation — and the write then merges with them.
 #[test]
 fn writes_into_remote_pages_take_them_back_or_recall_them() {
-    use strata_proto::types::TIER_REMOTE;
     let mut r = rig();
     let path = "/engine-test/recalled.dat";
     let id = r.scratch_file(path);
@@ -601,16 +603,9 @@ fn writes_into_remote_pages_take_them_back_or_recall_them() {
         panic!("publish refused");
     };
     let remote = |r: &mut Rig| -> Vec<(u64, u64)> {
-        let Ok(Reply::Extents { extents, .. }) = r.run(&Request::FileRead {
-            file: id,
-            offset: 0,
-            len: 1 << 20,
-        }) else {
-            panic!("read failed");
-        };
-        extents
+        r.remote_runs(id)
+            .1
             .iter()
-            .filter(|e| e.tier == TIER_REMOTE)
             .map(|e| (e.logical_off, e.len))
             .collect()
     };
