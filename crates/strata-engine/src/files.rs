@@ -772,8 +772,8 @@ impl Core {
                 && self.file_remote_page(id, new_size / page).is_some()
             {
                 // the page keeping the new end is another node's: it must
-                // come here first to have its tail zeroed (recall: the next
-                // step of pages-where-written; nothing publishes yet)
+                // come here first to have its tail zeroed (Busy: the client
+                // recalls it, FileFill with its generation, and asks again)
                 return Err(Errno::Busy);
             }
             self.file_unpublish_beyond(id, first_dropped);

@@ -5,7 +5,8 @@
 //! pages (superseded), grows the size, and answers reads of them with
 //! `TIER_REMOTE` runs naming the holder and the generation.
 //!
-//! Not wired to clients yet (no shadows): only this side, tested here.
+//! The client's side (shadows, publish, remote reads, recalls) is
+//! `strata_client::shadow`.
 
 use strata_alloc::Range;
 use strata_meta::pagemap::{PageMap, Run};
