@@ -1,6 +1,8 @@
-//! Pages where written (issue 15, step 2; docs/FILES-ACROSS-NODES.md), the
-//! client's side, for SCRATCH files owned by another node when the cluster
-//! runs with `cluster.pages_where_written`.
+//! Pages where written (issue 15, steps 2–3; docs/FILES-ACROSS-NODES.md),
+//! the client's side, for SCRATCH and DEFAULT files owned by another node
+//! when the cluster runs with `cluster.pages_where_written`. (A DEFAULT
+//! file's pages held here reach the destination when its owner flushes it:
+//! the owner's flusher has this node's daemon write them, `ShadowPush`.)
 //!
 //! - **Writes.** The whole pages a write covers go to this node's *shadow*
 //!   of the file (an ordinary SCRATCH record at `shadow_path(file)` in the
@@ -71,11 +73,11 @@ impl Client {
         self.inner.hello.pages_where_written
     }
 
-    /// After an open: a SCRATCH file owned by another node has its whole
+    /// After an open: a SCRATCH or DEFAULT file owned by another node has its whole
     /// pages written here kept here.
     pub(crate) fn shadow_note_open(&self, attr: &FileAttr) {
         if !self.pages_where_written()
-            || attr.persist != Persist::Scratch
+            || !matches!(attr.persist, Persist::Scratch | Persist::Default)
             || node_of(attr.id) == self.node().0
             || attr.direct
         {

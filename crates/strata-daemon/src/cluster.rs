@@ -40,6 +40,10 @@ const FLUSH_PATHS_MAX: usize = 4096;
 const FLUSH_ERRORS_MAX: usize = 256;
 /// Local clients whose bulk dials are remembered (for `client_gone`).
 const DIALED_CLIENTS_MAX: usize = 65_536;
+/// Deadline of a `ShadowPush` call (≤ `PUSH_PAGES_MAX` pages written and
+/// synced at the destination by the holder): a hung destination fails the
+/// owner's flush job, which retries.
+const PUSH_DEADLINE: Duration = Duration::from_secs(120);
 /// Files one ShadowsGone call names (larger notices go in parts).
 const SHADOWS_GONE_PER_CALL_MAX: usize = 4096;
 
@@ -435,6 +439,89 @@ impl pb::cluster_server::Cluster for Service {
         Ok(tonic::Response::new(pb::ShadowsGoneReply {}))
     }
 
+    async fn shadow_push(
+        &self,
+        r: tonic::Request<pb::ShadowPushRequest>,
+    ) -> Result<tonic::Response<pb::ShadowPushReply>, tonic::Status> {
+        let r = r.into_inner();
+        let st = self.0.clone();
+        // Only the file's owner flushes it (a file id carries its owner).
+        if r.from_node as usize >= st.setup.membership.nodes.len()
+            || r.from_node == st.setup.me
+            || (r.file >> strata_meta::NODE_SHIFT) as u32 != r.from_node
+        {
+            return Err(tonic::Status::permission_denied(
+                "only the file's owner, another node of this cluster, flushes it",
+            ));
+        }
+        let pages: u64 = r
+            .firsts
+            .iter()
+            .zip(&r.lasts)
+            .map(|(a, b)| b.saturating_sub(*a).saturating_add(1))
+            .fold(0u64, |t, n| t.saturating_add(n));
+        if r.firsts.len() != r.lasts.len()
+            || r.firsts.is_empty()
+            || r.firsts.iter().zip(&r.lasts).any(|(a, b)| a > b)
+            || pages > strata_engine::flush::PUSH_PAGES_MAX
+        {
+            return Err(tonic::Status::invalid_argument(format!(
+                "page ranges: {} firsts, {} lasts, {pages} pages (at most {})",
+                r.firsts.len(),
+                r.lasts.len(),
+                strata_engine::flush::PUSH_PAGES_MAX
+            )));
+        }
+        let runs: Vec<(u64, u64)> = r.firsts.into_iter().zip(r.lasts).collect();
+        let (file, me) = (r.file, st.setup.me);
+        let taken = st.ask(|reply| Msg::PushTake { file, runs, reply }).await?;
+        let (pages, pin, io) = taken.map_err(|e| match e {
+            Errno::NoFile => tonic::Status::failed_precondition(format!(
+                "node {me} lacks published pages of file {file:#x}: it restarted since they were written, and they are lost"
+            )),
+            e => tonic::Status::internal(format!("pages of file {file:#x} on node {me}: {e:?}")),
+        })?;
+        let (path, dest) = (r.path, (r.dev, r.ino));
+        let wrote = tokio::task::spawn_blocking(move || io.push_pages(&path, dest, &pages)).await;
+        // The pages stay pinned until written (or given up).
+        st.send(Msg::PushDone { pin })?;
+        let bytes = wrote
+            .map_err(|e| tonic::Status::internal(format!("writing pages: {e}")))?
+            .map_err(|e| tonic::Status::unavailable(format!("node {me}: {e}")))?;
+        Ok(tonic::Response::new(pb::ShadowPushReply { bytes }))
+    }
+
+    async fn shadows_pending(
+        &self,
+        r: tonic::Request<pb::ShadowsPendingRequest>,
+    ) -> Result<tonic::Response<pb::ShadowsPendingReply>, tonic::Status> {
+        let r = r.into_inner();
+        let st = &self.0;
+        if r.from_node as usize >= st.setup.membership.nodes.len() || r.from_node == st.setup.me {
+            return Err(tonic::Status::invalid_argument(
+                "not another node of this cluster",
+            ));
+        }
+        if r.files.len() > SHADOWS_GONE_PER_CALL_MAX {
+            return Err(tonic::Status::invalid_argument(format!(
+                "{} files in one call (at most {SHADOWS_GONE_PER_CALL_MAX})",
+                r.files.len()
+            )));
+        }
+        let holder = r.from_node;
+        let (pending, error) = st
+            .ask(|reply| Msg::ShadowsPending {
+                holder,
+                files: r.files,
+                reply,
+            })
+            .await?;
+        Ok(tonic::Response::new(pb::ShadowsPendingReply {
+            pending,
+            error,
+        }))
+    }
+
     async fn client_gone(
         &self,
         r: tonic::Request<pb::ClientGoneRequest>,
@@ -688,6 +775,98 @@ impl Peers for Dialer {
         self.state.donations.lent_to(node)
     }
 
+    fn push_pages(
+        &self,
+        holder: u32,
+        file: u64,
+        path: &str,
+        dest: (u64, u64),
+        runs: &[(u64, u64)],
+    ) -> Result<u64, String> {
+        let st = self.state.clone();
+        if holder as usize >= st.setup.membership.nodes.len() || holder == st.setup.me {
+            return Err(format!("node {holder}: not another node of this cluster"));
+        }
+        if self.stopped.load(Ordering::SeqCst) {
+            return Err("the daemon's cluster side has stopped".into());
+        }
+        let req = pb::ShadowPushRequest {
+            from_node: st.setup.me,
+            file,
+            path: path.to_string(),
+            dev: dest.0,
+            ino: dest.1,
+            firsts: runs.iter().map(|r| r.0).collect(),
+            lasts: runs.iter().map(|r| r.1).collect(),
+        };
+        // A flusher thread, not the runtime's: it may wait here.
+        let deadline = st.setup.call_timeout.max(PUSH_DEADLINE);
+        self.rt.block_on(call_node_within(
+            &st,
+            holder,
+            deadline,
+            |mut c| async move {
+                let r = c.shadow_push(req).await.map_err(status_text)?;
+                Ok(r.into_inner().bytes)
+            },
+        ))
+    }
+
+    fn shadows_pending(
+        &self,
+        files: Vec<u64>,
+    ) -> Option<mpsc::Receiver<Result<(u32, String), String>>> {
+        if self.stopped.load(Ordering::SeqCst) {
+            return None;
+        }
+        let mut per_node: std::collections::BTreeMap<u32, Vec<u64>> = Default::default();
+        for f in files {
+            per_node
+                .entry((f >> strata_meta::NODE_SHIFT) as u32)
+                .or_default()
+                .push(f);
+        }
+        let (tx, rx) = mpsc::channel();
+        let st = self.state.clone();
+        self.rt.spawn(async move {
+            let me = st.setup.me;
+            let (mut pending, mut errors) = (0u32, Vec::new());
+            for (n, files) in per_node {
+                if n as usize >= st.setup.membership.nodes.len() || n == me {
+                    continue;
+                }
+                for part in files.chunks(SHADOWS_GONE_PER_CALL_MAX) {
+                    let files = part.to_vec();
+                    let r = call_node(&st, n, |mut c| async move {
+                        let r = c
+                            .shadows_pending(pb::ShadowsPendingRequest {
+                                from_node: me,
+                                files,
+                            })
+                            .await
+                            .map_err(status_text)?;
+                        Ok(r.into_inner())
+                    })
+                    .await;
+                    match r {
+                        Ok(r) => {
+                            pending += r.pending;
+                            if !r.error.is_empty() {
+                                errors.push(r.error);
+                            }
+                        }
+                        Err(e) => {
+                            let _ = tx.send(Err(e));
+                            return;
+                        }
+                    }
+                }
+            }
+            let _ = tx.send(Ok((pending, errors.join("; "))));
+        });
+        Some(rx)
+    }
+
     fn client_gone(&self, client: u64) {
         let Some(nodes) = self.dialed.lock().ok().and_then(|mut d| d.remove(&client)) else {
             return;
@@ -870,6 +1049,21 @@ where
     F: FnOnce(rpc::Client) -> Fut,
     Fut: std::future::Future<Output = Result<T, String>>,
 {
+    call_node_within(st, n, st.setup.call_timeout, call).await
+}
+
+/// `call_node` with a deadline of its own for the call (connecting keeps
+/// the cluster's): a call that does destination I/O on the node.
+async fn call_node_within<T, F, Fut>(
+    st: &State,
+    n: NodeId,
+    deadline: Duration,
+    call: F,
+) -> Result<T, String>
+where
+    F: FnOnce(rpc::Client) -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
     let s = &st.setup;
     let nd = &s.membership.nodes[n as usize];
     let down = |e: String| {
@@ -890,9 +1084,9 @@ where
         .map_err(|e| e.to_string())?;
         call(c).await
     };
-    tokio::time::timeout(s.call_timeout, attempt)
+    tokio::time::timeout(deadline, attempt)
         .await
-        .map_err(|_| down(format!("no answer within {:?}", s.call_timeout)))?
+        .map_err(|_| down(format!("no answer within {deadline:?}")))?
         .map_err(down)
 }
 

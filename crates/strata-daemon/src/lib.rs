@@ -646,6 +646,7 @@ pub fn run_with(
     let mut flush_io = flush::FlushIo::open(&core, cfg.flush.bandwidth_max_mib_s)
         .context("cannot open the tiers for the flusher")?;
     flush_io.verify = cfg.flush.verify;
+    flush_io.pusher = Some(Arc::new(server::ViaPeers(shared.clone())));
     let log_path = drain::event_log_path(&socket);
     let log = match drain::EventLog::start(&log_path) {
         Ok(l) => Some(l),

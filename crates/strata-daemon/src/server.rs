@@ -54,6 +54,24 @@ pub enum Msg {
         from: u32,
         files: Vec<u64>,
     },
+    /// Node `from`, the owner of `file`, flushes it: this node's shadow
+    /// pages `runs`, pinned (`PUSH_OWNER`), for a blocking thread to write
+    /// to the destination with the I/O handle given; `Msg::PushDone` unpins.
+    PushTake {
+        file: u64,
+        runs: Vec<(u64, u64)>,
+        reply: mpsc::Sender<PushTaken>,
+    },
+    PushDone {
+        pin: u64,
+    },
+    /// Node `holder` is stopping and holds pages of `files` owned here:
+    /// flush them now; answers (files still waiting, their errors).
+    ShadowsPending {
+        holder: u32,
+        files: Vec<u64>,
+        reply: mpsc::Sender<(u32, String)>,
+    },
     Execute {
         from: u32,
         /// The id it runs under (`remote_holder` of the dialing client).
@@ -237,6 +255,36 @@ pub struct ExecOut {
     pub spent: Vec<u8>,
 }
 
+/// What `Msg::PushTake` answers: the pages and their pin, and the I/O
+/// handle that writes them.
+pub type PushTaken = strata_proto::Result<(
+    Vec<strata_engine::flush::JobPage>,
+    u64,
+    Arc<strata_engine::flush::FlushIo>,
+)>;
+
+/// The flusher's way to other nodes' pages (pages where written): through
+/// the cluster side, once it runs.
+pub struct ViaPeers(pub Arc<Shared>);
+
+impl strata_engine::flush::PagePusher for ViaPeers {
+    fn push(
+        &self,
+        holder: u32,
+        file: u64,
+        path: &str,
+        dest: (u64, u64),
+        runs: &[(u64, u64)],
+    ) -> Result<u64, String> {
+        match self.0.peers.get() {
+            Some(p) => p.push_pages(holder, file, path, dest, runs),
+            None => Err(format!(
+                "node {holder} holds pages of this file and the cluster side is not running"
+            )),
+        }
+    }
+}
+
 /// An authenticated bulk connection to another node, for a client here.
 pub struct BulkConn {
     pub stream: std::net::TcpStream,
@@ -258,6 +306,30 @@ pub trait Peers: Send + Sync {
     /// Files owned here are gone whose pages other nodes held: `(node,
     /// file)` — each node is told, in the background, to drop its shadows.
     fn shadows_gone(&self, _notices: Vec<(u32, u64)>) {}
+    /// Node `holder` writes the pages it holds of file `file` (owned here)
+    /// into the destination file `path` = `dest` (device, inode) and syncs
+    /// it (`strata_engine::flush::PagePusher`), within a deadline.
+    fn push_pages(
+        &self,
+        holder: u32,
+        _file: u64,
+        _path: &str,
+        _dest: (u64, u64),
+        _runs: &[(u64, u64)],
+    ) -> Result<u64, String> {
+        Err(format!(
+            "node {holder} holds pages of this file and no cluster runs"
+        ))
+    }
+    /// This node holds pages of `files` (owned elsewhere) and is stopping:
+    /// each owner is asked to flush them; the answer (files still waiting,
+    /// errors) arrives on the channel, in the background.
+    fn shadows_pending(
+        &self,
+        _files: Vec<u64>,
+    ) -> Option<mpsc::Receiver<Result<(u32, String), String>>> {
+        None
+    }
     /// The memory this node lends node `node`: (epoch, bytes, a read-only
     /// descriptor); None when it lends none.
     fn lent(&self, node: u32) -> Option<(u32, u64, std::fs::File)>;
@@ -518,6 +590,9 @@ pub struct Poller {
     malformed_total: u64,
     /// Clients are gone; only draining remains.
     stopping: bool,
+    /// Writes this node's shadow pages to destinations for their owners
+    /// (opened at the first push).
+    push_io: Option<Arc<strata_engine::flush::FlushIo>>,
     /// Tests: the op code whose requests panic (`STRATA_INTERNAL_PANIC_OP`,
     /// debug builds only), to exercise `fail_stop`.
     panic_op: Option<u32>,
@@ -562,6 +637,7 @@ impl Poller {
             requests_total: 0,
             malformed_total: 0,
             stopping: false,
+            push_io: None,
             panic_op: injected_panic_op(),
         }
     }
@@ -601,6 +677,20 @@ impl Poller {
                 .fetch_add(delta, Ordering::SeqCst);
             self.direct_gen_published = gen;
         }
+    }
+
+    /// The I/O handle that writes this node's shadow pages for their
+    /// owners (`Msg::PushTake`), opened once.
+    fn push_io(&mut self) -> Option<Arc<strata_engine::flush::FlushIo>> {
+        if self.push_io.is_none() {
+            match strata_engine::flush::FlushIo::open(&self.engine.core, 0.0) {
+                Ok(io) => self.push_io = Some(Arc::new(io)),
+                Err(e) => {
+                    tracing::error!("cannot open the tiers to write pages for their owners: {e}")
+                }
+            }
+        }
+        self.push_io.clone()
     }
 
     /// Runs until shutdown is requested, then drains dirty files; a stop
@@ -692,11 +782,24 @@ impl Poller {
         // (their last holders are gone: retired already, unless a copy failed)
         self.engine.core.backings_copy_in_all(true);
         let lost = self.drain_files();
+        let shadows_left = self.wait_shadows_flushed();
         let mut report = strata_proto::control::StopReport {
             outcome: "stopped".into(),
             files: Vec::new(),
         };
-        if !lost.is_empty() {
+        if let Some(error) = shadows_left {
+            // pages of files owned elsewhere: no journal here keeps them
+            report.files.push(strata_proto::control::StopFile {
+                path: format!(
+                    "(pages of files other nodes own, under {})",
+                    strata_proto::types::SHADOW_DIR
+                ),
+                bytes: 0,
+                error,
+                kept: false,
+            });
+        }
+        if !report.files.is_empty() || !lost.is_empty() {
             // Keep them on a non-volatile tier for the next daemon.
             self.keep_files(&lost, "files the destination did not take");
             for id in &lost {
@@ -854,6 +957,90 @@ impl Poller {
                 || shared.msgs_pending.load(Ordering::Relaxed),
                 Duration::ZERO,
                 Some(JOURNAL_POLL_SLEEP),
+            );
+        }
+    }
+
+    /// Shutdown of a node holding pages of files other nodes own (pages
+    /// where written): their owners flush them now — this node keeps
+    /// serving their pushes meanwhile — and the stop waits until none
+    /// waits for its pages. An owner that does not answer is left (it is
+    /// down: its map of these pages is gone with it, waiting cannot help);
+    /// owners that answer but make no progress for `flush.stop_give_up` (a
+    /// failing destination) make the stop fail: Some(what is left), which
+    /// refuses the stop unless it discards.
+    fn wait_shadows_flushed(&mut self) -> Option<String> {
+        let files = self.engine.core.shadow_files();
+        let peers = self.shared.peers.get().cloned()?;
+        if files.is_empty() {
+            return None;
+        }
+        let give_up = Duration::from_nanos(
+            self.engine
+                .flusher
+                .as_ref()
+                .map_or(flush::DRAIN_GIVE_UP_NS, |f| f.give_up_ns()),
+        );
+        let started = std::time::Instant::now();
+        let mut asking: Option<mpsc::Receiver<Result<(u32, String), String>>> = None;
+        let mut next_ask = started;
+        let mut best = u32::MAX;
+        let mut progress_at = started;
+        let mut last = String::new();
+        let mut last_log = started;
+        // Bounded: ends when no file waits, an owner is down, or after
+        // `give_up` without the count of waiting files going down.
+        loop {
+            self.drain_msgs();
+            self.engine.tick();
+            let now = std::time::Instant::now();
+            if asking.is_none() && now >= next_ask {
+                asking = Some(peers.shadows_pending(files.clone())?);
+            }
+            if let Some(rx) = &asking {
+                match rx.try_recv() {
+                    Ok(Ok((0, _))) => {
+                        tracing::info!(
+                            files = files.len(),
+                            elapsed_ms = started.elapsed().as_millis() as u64,
+                            "pages held here for other nodes' files are at their destinations"
+                        );
+                        return None;
+                    }
+                    Ok(Ok((n, err))) => {
+                        if n < best {
+                            best = n;
+                            progress_at = now;
+                        }
+                        last = err;
+                        asking = None;
+                        next_ask = now + Duration::from_millis(50);
+                        if last_log.elapsed() >= Duration::from_secs(1) {
+                            last_log = now;
+                            tracing::info!(
+                                files = n,
+                                "waiting for other nodes to flush the pages held here"
+                            );
+                        }
+                    }
+                    Ok(Err(e)) => {
+                        tracing::warn!("an owner of files whose pages are held here is down; not waiting for it: {e}");
+                        return None;
+                    }
+                    Err(mpsc::TryRecvError::Empty) => {}
+                    Err(mpsc::TryRecvError::Disconnected) => asking = None,
+                }
+            }
+            if now.duration_since(progress_at) >= give_up {
+                return Some(format!(
+                    "{best} files other nodes own still wait for pages held here: {last}"
+                ));
+            }
+            let shared = self.shared.clone();
+            shared.bell().wait_until(
+                || shared.msgs_pending.load(Ordering::Relaxed),
+                Duration::ZERO,
+                Some(FLUSH_POLL_SLEEP),
             );
         }
     }
@@ -1026,6 +1213,39 @@ impl Poller {
                             tracing::warn!(file = f, "dropping a shadow failed: {e:?}");
                         }
                     }
+                }
+                Msg::PushTake { file, runs, reply } => {
+                    let taken =
+                        self.engine
+                            .core
+                            .shadow_push_take(file, &runs)
+                            .and_then(|(pages, pin)| match self.push_io() {
+                                Some(io) => Ok((pages, pin, io)),
+                                None => {
+                                    self.engine
+                                        .core
+                                        .unpin(strata_engine::files_publish::PUSH_OWNER, pin);
+                                    Err(Errno::Internal)
+                                }
+                            });
+                    if let Err(mpsc::SendError(Ok((_, pin, _)))) = reply.send(taken) {
+                        // the caller gave up meanwhile
+                        self.engine
+                            .core
+                            .unpin(strata_engine::files_publish::PUSH_OWNER, pin);
+                    }
+                }
+                Msg::PushDone { pin } => {
+                    self.engine
+                        .core
+                        .unpin(strata_engine::files_publish::PUSH_OWNER, pin);
+                }
+                Msg::ShadowsPending {
+                    holder,
+                    files,
+                    reply,
+                } => {
+                    let _ = reply.send(self.engine.core.shadows_pending(holder, &files));
                 }
                 Msg::RemoteClientGone { holder } => {
                     self.engine.core.unpin_all((holder, 0));

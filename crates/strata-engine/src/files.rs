@@ -197,9 +197,11 @@ impl Core {
         let Ok(rec) = self.meta.file(id) else {
             return false;
         };
-        self.journal
-            .as_ref()
-            .is_some_and(|j| j.jsynced.contains_key(&id) && j.jsynced(id) >= rec.mod_gen)
+        !self.file_remote_unflushed(id)
+            && self
+                .journal
+                .as_ref()
+                .is_some_and(|j| j.jsynced.contains_key(&id) && j.jsynced(id) >= rec.mod_gen)
     }
 
     pub fn file_dirty_bytes(&self, id: BucketId) -> u64 {
@@ -969,8 +971,11 @@ impl Core {
             let path = &self.meta.bucket(id)?.name;
             crate::flush::matches(path, &self.fsync_relaxed)
         };
-        let journal =
-            !dest && self.journal.as_ref().is_some_and(|j| j.usable()) && self.stash.running();
+        // Pages other nodes hold are durable only at the destination.
+        let journal = !dest
+            && self.journal.as_ref().is_some_and(|j| j.usable())
+            && self.stash.running()
+            && !self.file_remote_unflushed(id);
         if self.file_backed(id) && self.meta.file(id)?.persist == Persist::Workflow {
             // a mapped WORKFLOW file: its backing's bytes are what must last
             self.backing_copy_in(id, false)?;
@@ -1022,6 +1027,7 @@ impl Core {
     /// `FileSyncState`; with `dest`, only the destination counts.
     pub fn file_sync_state_ex(&self, id: BucketId, target: u64, dest: bool) -> Result<SyncState> {
         let journaled = !dest
+            && !self.file_remote_unflushed(id)
             && self
                 .journal
                 .as_ref()

@@ -609,6 +609,9 @@ impl Core {
                     }
                 }
             }
+            // … and so do other nodes' pages there (flushed, as the file is
+            // clean): the destination is where those pages are read now.
+            self.file_take_back(id, at / page, (end - 1) / page);
         }
         let t = self.files.evict.through.entry(id).or_default();
         t.active += 1;

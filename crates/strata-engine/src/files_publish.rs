@@ -18,6 +18,10 @@ use crate::files::FILE_BYTES_MAX;
 
 pub use strata_proto::types::shadow_path;
 
+/// Pin owner of shadow pages a holder writes to the destination for their
+/// owner (client ids never reach it; the flusher's is `(u64::MAX, 0)`).
+pub const PUSH_OWNER: (u64, u32) = (u64::MAX, 1);
+
 /// Notices of gone files waiting for the daemon to send (bounded).
 pub const SHADOWS_GONE_MAX: usize = 65_536;
 
@@ -47,10 +51,12 @@ impl Core {
         if (last + 1) * page > size {
             return Err(Errno::Inval);
         }
-        if self.file_backed(id) || rec.dest_direct || rec.persist != Persist::Scratch {
+        if self.file_backed(id)
+            || rec.dest_direct
+            || !matches!(rec.persist, Persist::Scratch | Persist::Default)
+        {
             // the file model's special states keep pages at the owner, and
-            // so do files that persist (their drain across nodes is the
-            // next step: docs/FILES-ACROSS-NODES.md)
+            // so do WORKFLOW files (kept until staged out: not yet)
             return Err(Errno::Busy);
         }
         let map = self.files.page_maps.entry(id).or_default();
@@ -129,6 +135,107 @@ impl Core {
         if m.is_empty() {
             self.files.page_maps.remove(&id);
         }
+    }
+
+    /// Another node holds published pages of file `id` that are not at the
+    /// destination yet: neither this node's journal nor its buffer has
+    /// them, so a sync of the file goes to the destination (the holders
+    /// write them there on the flusher's word).
+    pub fn file_remote_unflushed(&self, id: BucketId) -> bool {
+        self.meta.file(id).is_ok_and(|r| r.flushed_like_default())
+            && self
+                .files
+                .page_maps
+                .get(&id)
+                .is_some_and(|m| !m.all_flushed())
+    }
+
+    /// A holder's side of a flush across nodes: this node's shadow pages
+    /// `runs` (inclusive page ranges) of file `file` (global id owned by
+    /// another node), pinned under [`PUSH_OWNER`] until `unpin(PUSH_OWNER,
+    /// pin)`. `NoFile` when the shadow lacks any of them (this daemon
+    /// restarted since they were published: they are lost).
+    pub fn shadow_push_take(
+        &mut self,
+        file: u64,
+        runs: &[(u64, u64)],
+    ) -> Result<(Vec<crate::flush::JobPage>, u64)> {
+        let pages_total: u64 = runs
+            .iter()
+            .map(|(a, b)| b.checked_sub(*a).map_or(u64::MAX, |d| d + 1))
+            .fold(0u64, |t, n| t.saturating_add(n));
+        if runs.is_empty() || pages_total > crate::flush::PUSH_PAGES_MAX {
+            return Err(Errno::Inval);
+        }
+        let id = self
+            .meta
+            .bucket_by_name(&shadow_path(file))
+            .ok_or(Errno::NoFile)?;
+        let page = self.meta.file(id)?.page_bytes;
+        let mut keys = Vec::new();
+        let mut pages = Vec::with_capacity(pages_total as usize);
+        for &(first, last) in runs {
+            for index in first..=last {
+                let pg = crate::flush::job_page(self, id, index, page, &mut keys)
+                    .ok_or(Errno::NoFile)?;
+                pages.push(pg);
+            }
+        }
+        let pin = self.pin(PUSH_OWNER, keys)?;
+        Ok((pages, pin))
+    }
+
+    /// The files other nodes own whose pages this node holds (its shadows
+    /// with pages): what a stopping holder waits for its owners to flush.
+    pub fn shadow_files(&self) -> Vec<u64> {
+        let prefix = format!("{}/", strata_proto::types::SHADOW_DIR);
+        self.meta
+            .bucket_names()
+            .into_iter()
+            .filter_map(|n| {
+                let hex = n.strip_prefix(&prefix)?;
+                let id = self.meta.bucket_by_name(n)?;
+                let has_pages = self.meta.file_pages(id).is_ok_and(|p| !p.is_empty());
+                u64::from_str_radix(hex, 16).ok().filter(|_| has_pages)
+            })
+            .collect()
+    }
+
+    /// Node `holder` is stopping and holds pages of `files` (owned here):
+    /// those with pages of it not yet at the destination are flushed now.
+    /// Returns how many still wait, and their flush errors (first few).
+    pub fn shadows_pending(&mut self, holder: u32, files: &[u64]) -> (u32, String) {
+        let mut pending = 0u32;
+        let mut errors: Vec<String> = Vec::new();
+        for &f in files {
+            let id = BucketId(f);
+            // (SCRATCH pages are never flushed: nothing to wait for)
+            let waits = self.file_remote_unflushed(id)
+                && self
+                    .files
+                    .page_maps
+                    .get(&id)
+                    .is_some_and(|m| m.unflushed_holders().contains(&holder));
+            if !waits {
+                continue;
+            }
+            pending += 1;
+            let path = self.file_path(id).map(str::to_string).unwrap_or_default();
+            let Ok(rec) = self.meta.file_mut(id) else {
+                continue;
+            };
+            if let Some(e) = &rec.flush_error {
+                if errors.len() < 4 {
+                    errors.push(format!("{path}: {e}"));
+                }
+            }
+            rec.urgent = true;
+            if rec.needs_flush() {
+                self.files.dirty.insert(id);
+                self.files.kick = true;
+            }
+        }
+        (pending, errors.join("; "))
     }
 
     /// The run of another node holding page `page` of file `id`.

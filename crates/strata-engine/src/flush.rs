@@ -105,6 +105,29 @@ const RUN_EXTENTS_MAX: usize = 1000;
 /// Pending destination unlinks (of files whose record vanished mid-flush).
 const UNLINKS_PENDING_MAX: usize = 4096;
 
+/// Pages one `PagePusher::push` call names (a file's runs go in parts).
+pub const PUSH_PAGES_MAX: u64 = 256;
+
+/// How the owner's flusher has another node write the pages it holds of a
+/// file (pages where written, docs/FILES-ACROSS-NODES.md): the daemon's
+/// cluster side implements it. The owner's job opened the destination file
+/// first; the holder writes into that very file (device, inode), never
+/// creates one, and fdatasyncs before it answers.
+pub trait PagePusher: Send + Sync {
+    /// Node `holder` writes its pages `runs` (inclusive page ranges) of file
+    /// `file` (global id) into `path`, which must be the file `dest`
+    /// (device, inode), and syncs it. Returns the bytes written, or an
+    /// error naming the node (down, restarted without the pages, I/O).
+    fn push(
+        &self,
+        holder: u32,
+        file: u64,
+        path: &str,
+        dest: (u64, u64),
+        runs: &[(u64, u64)],
+    ) -> std::result::Result<u64, String>;
+}
+
 /// One buffered extent of a page, as a worker reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JobExtent {
@@ -153,6 +176,10 @@ pub struct Job {
     /// Every dirty page of the file is in this job.
     pub complete: bool,
     pub pages: Vec<JobPage>,
+    /// Published pages other nodes hold, not yet flushed at their
+    /// generation (pages where written): their holders write them, on this
+    /// job's word, into the file this job opened.
+    pub remote: Vec<strata_meta::pagemap::Run>,
     /// Shared with the poller while the job is in flight.
     pub flags: Arc<JobFlags>,
     /// The record's `dest_epoch` when the job was made.
@@ -257,6 +284,9 @@ pub struct FlushIo {
     throttle: Option<Throttle>,
     /// `flush.verify`: read every written page back and compare checksums.
     pub verify: bool,
+    /// Other nodes' pages of files owned here (set by the daemon's cluster
+    /// side; None: one node, no file has remote pages).
+    pub pusher: Option<Arc<dyn PagePusher>>,
     /// Tests: the next this many jobs get one destination byte flipped after
     /// their fdatasync (a destination that corrupts data), before read-back.
     #[cfg(test)]
@@ -276,6 +306,7 @@ impl FlushIo {
             tiers: core.tiers.tiers.iter().map(|t| t.backend.clone()).collect(),
             throttle: Throttle::new(bandwidth_max_mib_s),
             verify: false,
+            pusher: None,
             #[cfg(test)]
             corrupt_jobs: AtomicUsize::new(0),
             #[cfg(debug_assertions)]
@@ -427,6 +458,95 @@ impl FlushIo {
                 .map_err(|x| io("write", x))?;
         }
         Ok(pg.len)
+    }
+
+    /// Has each holder of `job.remote` write its pages into the destination
+    /// file `dest` this job opened (at most `PUSH_PAGES_MAX` pages per
+    /// call); None when the job was cancelled meanwhile.
+    fn push_remote(&self, job: &Job, dest: (u64, u64)) -> std::result::Result<Option<u64>, String> {
+        let Some(pusher) = &self.pusher else {
+            let r = &job.remote[0];
+            return Err(format!(
+                "pages {}..={} are held by node {} and this daemon has no cluster to reach it",
+                r.first, r.last, r.holder
+            ));
+        };
+        let mut holders: Vec<u32> = job.remote.iter().map(|r| r.holder).collect();
+        holders.sort_unstable();
+        holders.dedup();
+        let mut bytes = 0u64;
+        for h in holders {
+            let mut part: Vec<(u64, u64)> = Vec::new();
+            let mut pages = 0u64;
+            let mut runs = job.remote.iter().filter(|r| r.holder == h);
+            // Bounded: every round takes ≥ 1 page of a finite list of runs.
+            let mut next = runs.next().map(|r| (r.first, r.last));
+            while let Some((first, last)) = next {
+                let take = (last - first + 1).min(PUSH_PAGES_MAX - pages);
+                part.push((first, first + take - 1));
+                pages += take;
+                next = if first + take <= last {
+                    Some((first + take, last))
+                } else {
+                    runs.next().map(|r| (r.first, r.last))
+                };
+                if pages == PUSH_PAGES_MAX || next.is_none() {
+                    if job.flags.cancel.load(Ordering::SeqCst) {
+                        return Ok(None);
+                    }
+                    bytes += pusher.push(h, job.file.0, &job.path, dest, &part)?;
+                    part.clear();
+                    pages = 0;
+                }
+            }
+        }
+        Ok(Some(bytes))
+    }
+
+    /// A holder's side of [`PagePusher::push`]: writes `pages` (this node's
+    /// shadow pages, pinned by the caller) into `path`, which must still be
+    /// the file `dest` (device, inode) the owner opened — never creates it —
+    /// and fdatasyncs. Returns the bytes written.
+    pub fn push_pages(
+        &self,
+        path: &str,
+        dest: (u64, u64),
+        pages: &[JobPage],
+    ) -> std::result::Result<u64, String> {
+        use std::os::unix::fs::MetadataExt;
+        let mut opts = OpenOptions::new();
+        opts.write(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC);
+        let f = match opts.open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                open_read_only_own(&opts, path).map_err(|e2| format!("open {path}: {e} ({e2})"))?
+            }
+            Err(e) => return Err(format!("open {path}: {e}")),
+        };
+        let md = f.metadata().map_err(|e| format!("fstat {path}: {e}"))?;
+        if !md.is_file() || (md.dev(), md.ino()) != dest {
+            return Err(format!(
+                "{path} is no longer the file its owner is flushing (replaced meanwhile)"
+            ));
+        }
+        let mut bytes = 0u64;
+        let mut buf = Vec::new();
+        let mut i = 0;
+        // Bounded: every round writes ≥ 1 page.
+        while i < pages.len() {
+            let run = self.ram_run(&pages[i..]);
+            if run >= 2 {
+                bytes += self.write_ram_run(&f, &pages[i..i + run])?;
+                i += run;
+            } else {
+                bytes += self.write_page(&f, &pages[i], &mut buf)?;
+                i += 1;
+            }
+        }
+        f.sync_data()
+            .map_err(|e| format!("fdatasync {path}: {e}"))?;
+        Ok(bytes)
     }
 
     /// CRC32 of page `pg` as the buffer holds it (gaps are zeros): the
@@ -672,6 +792,13 @@ impl FlushIo {
                 } else {
                     bytes += self.write_page(&f, &job.pages[i], &mut buf)?;
                     i += 1;
+                }
+            }
+            if !job.remote.is_empty() {
+                let dest = done.wrote.ok_or("no stat of the opened file")?;
+                match self.push_remote(job, dest)? {
+                    Some(n) => bytes += n,
+                    None => return Ok((bytes, true)),
                 }
             }
             f.set_len(job.size)
@@ -991,6 +1118,11 @@ impl Flusher {
     /// Sets `flush.stop_give_up` (ns, at least 1).
     pub fn set_give_up_ns(&mut self, ns: u64) {
         self.give_up_ns = ns.max(1);
+    }
+
+    /// `flush.stop_give_up` in ns.
+    pub fn give_up_ns(&self) -> u64 {
+        self.give_up_ns
     }
 
     /// Sets `flush.stall_warn` (ns, at least 1).
@@ -1324,47 +1456,15 @@ impl Flusher {
         let mut keys = Vec::new();
         let mut lost = Vec::new();
         for index in indexes {
-            let Some(bid) = core.meta.page_blob(id, index) else {
-                lost.push(index);
-                continue;
-            };
-            let blob = core.meta.blob(bid)?;
-            assert!(
-                blob.size <= page,
-                "page blob {} of {path} has {} bytes > page {page}",
-                index,
-                blob.size
-            );
             let file_off = index * page;
             if file_off >= size {
                 lost.push(index);
                 continue;
             }
-            let len = page.min(size - file_off);
-            let mut extents = Vec::with_capacity(blob.extents.len());
-            for e in &blob.extents {
-                if e.logical_off >= len {
-                    break;
-                }
-                if e.is_hole() {
-                    continue;
-                }
-                extents.push(JobExtent {
-                    tier: e.tier,
-                    phys_off: e.phys_off,
-                    page_off: e.logical_off,
-                    len: e.len.min(len - e.logical_off),
-                });
-                keys.push((e.tier, e.phys_off));
+            match job_page(core, id, index, page.min(size - file_off), &mut keys) {
+                Some(pg) => pages.push(pg),
+                None => lost.push(index),
             }
-            pages.push(JobPage {
-                index,
-                blob: bid,
-                gen: blob.gen,
-                file_off,
-                len,
-                extents,
-            });
         }
         if !lost.is_empty() {
             tracing::error!(
@@ -1385,6 +1485,19 @@ impl Flusher {
                 return None;
             }
         };
+        // Published pages other nodes hold (within the size: a truncation
+        // took the rest back), all of them: the map is bounded.
+        let remote: Vec<strata_meta::pagemap::Run> = core
+            .files
+            .page_maps
+            .get(&id)
+            .map(|m| {
+                m.runs()
+                    .filter(|r| !r.flushed && r.first * page < size)
+                    .copied()
+                    .collect()
+            })
+            .unwrap_or_default();
         let job_id = self.next_job;
         self.next_job += 1;
         let rec = core.meta.file_mut(id).ok()?;
@@ -1415,6 +1528,7 @@ impl Flusher {
             mod_gen: rec.mod_gen,
             complete,
             pages,
+            remote,
             flags: Arc::new(JobFlags::default()),
             dest_epoch: rec.dest_epoch,
             in_place_check: !rec.dest_direct,
@@ -1560,6 +1674,11 @@ impl Flusher {
                 }
             }
         }
+        if let Some(m) = core.files.page_maps.get_mut(&job.file) {
+            for r in &job.remote {
+                m.mark_flushed(r.holder, r.first, r.last, r.gen);
+            }
+        }
         core.files.backoff.remove(&job.file);
         core.files.counters.flushed_bytes_total += done.bytes;
         if job.complete {
@@ -1654,6 +1773,50 @@ impl Drop for Flusher {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Page `index` of file `id` as a worker writes it: its first `len` bytes
+/// (zeros beyond the blob), the extents' pin keys added to `keys`. None when
+/// the page has no blob.
+pub(crate) fn job_page(
+    core: &Core,
+    id: BucketId,
+    index: u64,
+    len: u64,
+    keys: &mut Vec<crate::core::PinKey>,
+) -> Option<JobPage> {
+    let bid = core.meta.page_blob(id, index)?;
+    let blob = core.meta.blob(bid)?;
+    let page = core.meta.file(id).ok()?.page_bytes;
+    assert!(
+        blob.size <= page && len <= page,
+        "page blob {index} of file {id:?} has {} bytes > page {page}",
+        blob.size
+    );
+    let mut extents = Vec::with_capacity(blob.extents.len());
+    for e in &blob.extents {
+        if e.logical_off >= len {
+            break;
+        }
+        if e.is_hole() {
+            continue;
+        }
+        extents.push(JobExtent {
+            tier: e.tier,
+            phys_off: e.phys_off,
+            page_off: e.logical_off,
+            len: e.len.min(len - e.logical_off),
+        });
+        keys.push((e.tier, e.phys_off));
+    }
+    Some(JobPage {
+        index,
+        blob: bid,
+        gen: blob.gen,
+        file_off: index * page,
+        len,
+        extents,
+    })
 }
 
 /// Puts a job's taken state back into its record (failure, cancel).

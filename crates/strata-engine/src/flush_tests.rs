@@ -577,3 +577,170 @@ fn verify_reads_pages_back_and_catches_a_mismatch() {
     let err = io.verify_page(&file, &pg, &mut buf).unwrap_err();
     assert!(err.contains("checksum"), "{err}");
 }
+
+/// A holder node's engine, reached in-process: what the daemon's
+/// `ShadowPush` does on the holder (take the shadow pages, write them into
+/// the owner's destination file, unpin), with a switch that makes the
+/// holder "down".
+struct InProcessHolder {
+    core: std::sync::Mutex<Fixture>,
+    io: FlushIo,
+    down: std::sync::atomic::AtomicBool,
+    calls: std::sync::atomic::AtomicUsize,
+}
+
+impl flush::PagePusher for InProcessHolder {
+    fn push(
+        &self,
+        holder: u32,
+        file: u64,
+        path: &str,
+        dest: (u64, u64),
+        runs: &[(u64, u64)],
+    ) -> Result<u64, String> {
+        use std::sync::atomic::Ordering;
+        assert_eq!(holder, 7, "only node 7 holds pages here");
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        if self.down.load(Ordering::SeqCst) {
+            return Err("node 7 (n7) holds files here and did not answer".into());
+        }
+        let mut fx = self.core.lock().unwrap();
+        let (pages, pin) = fx
+            .core
+            .shadow_push_take(file, runs)
+            .map_err(|e| format!("node 7: {e:?}"))?;
+        let wrote = self.io.push_pages(path, dest, &pages);
+        fx.core.unpin(crate::files_publish::PUSH_OWNER, pin);
+        wrote
+    }
+}
+
+/// Pages where written, DEFAULT files (docs/FILES-ACROSS-NODES.md step 3):
+/// the owner's flush has the holder write the pages it holds into the file
+/// the job opened; a sync of such a file goes to the destination, never to
+/// the owner's journal; a holder that cannot be reached fails the job
+/// (data kept, error naming it) and a later flush completes it; a page
+/// published again is written again.
+#[test]
+fn published_pages_of_default_files_are_written_by_their_holders() {
+    use std::sync::atomic::Ordering;
+    let mut owner = fixture(8 << 20, 64 << 20, 1 << 20);
+    let holder_fx = fixture(8 << 20, 64 << 20, 1 << 20);
+    let path = dest(&owner, "where-written.bin");
+    let holder = Arc::new(InProcessHolder {
+        io: FlushIo::open(&holder_fx.core, 0.0).unwrap(),
+        core: std::sync::Mutex::new(holder_fx),
+        down: std::sync::atomic::AtomicBool::new(false),
+        calls: std::sync::atomic::AtomicUsize::new(0),
+    });
+    let (tx, rx) = mpsc::channel();
+    let mut io = FlushIo::open(&owner.core, 0.0).unwrap();
+    io.pusher = Some(holder.clone());
+    let s = FlushSettings {
+        enabled: true,
+        interval_ns: 1,
+        threads: 2,
+        bandwidth_max_mib_s: 0.0,
+    };
+    let mut f = Flusher::start(s, io, crate::report(tx, Arc::new(|| {}), Done::Flush)).unwrap();
+    let core = &mut owner.core;
+    let id = create(core, &path);
+    // the owner writes the head of page 0; node 7 pages 1..=3 (its shadow)
+    let mut model = pattern(4 * PAGE, 3);
+    write(core, id, 0, &model[..100]);
+    model[100..PAGE].fill(0);
+    {
+        let mut h = holder.core.lock().unwrap();
+        let shadow = h
+            .core
+            .file_open(
+                &crate::files_publish::shadow_path(id.0),
+                &OpenArgs {
+                    create: true,
+                    mode: 0o600,
+                    persist: strata_proto::types::Persist::Scratch,
+                    page_shift: SHIFT,
+                    dest: Some(DestInfo::default()),
+                    ..OpenArgs::default()
+                },
+            )
+            .unwrap();
+        write(&mut h.core, shadow, PAGE, &model[PAGE..]);
+    }
+    let gen = core.file_publish(id, 7, 1, 3, 4 * PAGE as u64).unwrap();
+    assert!(gen > 0);
+    assert!(core.file_remote_unflushed(id));
+    // a sync waits for the destination (the journal cannot hold node 7's pages)
+    let target = core.file_sync(id).unwrap();
+    assert!(target > 0);
+    assert!(!core.file_durable_in_journal(id));
+    // node 7 down: the job fails, nothing is marked flushed, the error names it
+    holder.down.store(true, Ordering::SeqCst);
+    core.files.kick = true;
+    f.tick(core);
+    assert_eq!(f.in_flight(), 1);
+    complete_one(core, &mut f, &rx);
+    let rec = core.meta.file(id).unwrap();
+    assert!(rec.needs_flush());
+    assert!(
+        rec.flush_error
+            .as_deref()
+            .is_some_and(|e| e.contains("node 7")),
+        "{:?}",
+        rec.flush_error
+    );
+    assert!(core.file_remote_unflushed(id));
+    assert!(!core.file_sync_state(id, target).unwrap().done);
+    // back: the retry writes everything, node 7's pages by node 7
+    holder.down.store(false, Ordering::SeqCst);
+    core.files.backoff.clear();
+    flush_all(core, &mut f, &rx);
+    assert_eq!(std::fs::read(&path).unwrap(), model);
+    assert!(!core.file_remote_unflushed(id));
+    assert!(core.file_sync_state(id, target).unwrap().done);
+    assert_eq!(holder.core.lock().unwrap().core.pins_held(), 0);
+    let calls = holder.calls.load(Ordering::SeqCst);
+    // clean now: another flush asks node 7 for nothing
+    flush_all(core, &mut f, &rx);
+    assert_eq!(holder.calls.load(Ordering::SeqCst), calls);
+    // node 7 rewrites page 2 and publishes it again: written again
+    let fresh = pattern(PAGE, 11);
+    {
+        let mut h = holder.core.lock().unwrap();
+        let shadow = h
+            .core
+            .meta
+            .bucket_by_name(&crate::files_publish::shadow_path(id.0))
+            .unwrap();
+        write(&mut h.core, shadow, 2 * PAGE, &fresh);
+    }
+    model[2 * PAGE..3 * PAGE].copy_from_slice(&fresh);
+    let gen2 = core.file_publish(id, 7, 2, 1, 4 * PAGE as u64).unwrap();
+    assert!(gen2 > gen);
+    assert!(core.file_remote_unflushed(id));
+    flush_all(core, &mut f, &rx);
+    assert_eq!(std::fs::read(&path).unwrap(), model);
+    assert!(!core.file_remote_unflushed(id));
+    // a holder that lost its shadow (restarted): the flush fails, never
+    // writes zeros for the lost pages
+    core.file_publish(id, 7, 3, 1, 4 * PAGE as u64).unwrap();
+    {
+        let mut h = holder.core.lock().unwrap();
+        assert!(h.core.shadow_drop(id.0).unwrap());
+    }
+    core.files.kick = true;
+    f.tick(core);
+    complete_one(core, &mut f, &rx);
+    let rec = core.meta.file(id).unwrap();
+    assert!(rec.needs_flush());
+    assert!(
+        rec.flush_error
+            .as_deref()
+            .is_some_and(|e| e.contains("NoFile")),
+        "{:?}",
+        rec.flush_error
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), model, "the old bytes stay");
+    core.check().unwrap();
+    core.file_check().unwrap();
+}

@@ -242,6 +242,18 @@ mod tests {
         ) -> Result<tonic::Response<pb::ShadowsGoneReply>, tonic::Status> {
             Err(tonic::Status::unimplemented("test"))
         }
+        async fn shadow_push(
+            &self,
+            _: tonic::Request<pb::ShadowPushRequest>,
+        ) -> Result<tonic::Response<pb::ShadowPushReply>, tonic::Status> {
+            Err(tonic::Status::unimplemented("test"))
+        }
+        async fn shadows_pending(
+            &self,
+            _: tonic::Request<pb::ShadowsPendingRequest>,
+        ) -> Result<tonic::Response<pb::ShadowsPendingReply>, tonic::Status> {
+            Err(tonic::Status::unimplemented("test"))
+        }
     }
 
     #[tokio::test]
