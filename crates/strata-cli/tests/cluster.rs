@@ -2338,3 +2338,224 @@ fn scratch_pages_stay_where_written_and_read_from_there() {
         "rewritten after the restart"
     );
 }
+
+/// Pages where written, DEFAULT files (docs/FILES-ACROSS-NODES.md step 3):
+/// node 0 owns every file here and never flushes on its own (background
+/// flushing off: only syncs, `flush` and stops write). Pages written on
+/// nodes 1 and 2 stay there and are read from there; an fsync on node 1
+/// returns with node 1's pages at the destination (written by node 1's
+/// daemon on the owner's word); `flush --wait` puts N-N and N-1 files at
+/// the destination whole; a holder's `daemon stop` waits until the owner
+/// flushed its pages; a killed holder's pages make the owner's flush fail
+/// naming it, never persist zeros, and a rewrite completes the file.
+#[test]
+fn default_pages_where_written_reach_the_destination_from_their_holders() {
+    use strata_client::file::{OpenFlags, Persist};
+    let bed = cluster_util::bed_with_files_pages(3, "256MiB", None, true);
+    let cfg0 = bed.nodes[0].config.clone();
+    let base = std::fs::read_to_string(&cfg0).unwrap();
+    std::fs::write(&cfg0, format!("{base}flush:\n  enabled: false\n")).unwrap();
+    let bed = started_with(bed);
+    let clients = clients_of(&bed);
+    let rw = OpenFlags {
+        read: true,
+        write: true,
+        create: true,
+        ..Default::default()
+    };
+    let page: u64 = 64 << 10;
+    let open = |c: &strata_client::Client, p: &str| {
+        c.file_open(p, rw, 0o644, Persist::Default, page).unwrap()
+    };
+    let read_all = |c: &strata_client::Client, p: &str| -> Vec<u8> {
+        let a = c.file_stat_path(p).unwrap().expect("a record");
+        let f = open(c, p);
+        let mut buf = vec![0u8; a.size as usize];
+        let n = c.file_read(f.id, 0, &mut buf).unwrap();
+        assert_eq!(n as u64, a.size, "{p}: short read");
+        c.file_close(f.id).unwrap();
+        buf
+    };
+    let write_all = |c: &strata_client::Client, p: &str, data: &[u8]| {
+        let f = open(c, p);
+        for (k, chunk) in data.chunks(1 << 20).enumerate() {
+            c.file_write(f.id, (k << 20) as u64, chunk).unwrap();
+        }
+        f
+    };
+    let published = || -> u64 {
+        node_status(&bed, 0)["files"]["published_pages_total"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    let dest = bed.dest.display().to_string();
+    let at_dest = |p: &str| std::fs::read(p).ok();
+
+    // N-N: nodes 1 and 2 each write a file node 0 owns, read on the others.
+    let mut files = Vec::new();
+    for i in 1..3usize {
+        let p = path_owned_by(&bed, &format!("nn-{i}-"), 0);
+        let data = pattern((3 << 20) + 100, i as u64);
+        let f = write_all(&clients[i], &p, &data);
+        clients[i].file_close(f.id).unwrap();
+        files.push((p, data));
+    }
+    assert!(published() >= 96, "node 0 maps pages nodes 1 and 2 hold");
+    for (p, data) in &files {
+        for c in &clients {
+            assert!(read_all(c, p) == *data, "{p} read back");
+        }
+        assert!(at_dest(p).is_none(), "{p} flushed with flushing off");
+    }
+
+    // fsync on node 1: its pages are at the destination when it returns.
+    let ps = path_owned_by(&bed, "synced-", 0);
+    let synced = pattern((2 << 20) + 5, 21);
+    let f = write_all(&clients[1], &ps, &synced);
+    clients[1].file_sync(f.id).unwrap();
+    assert!(
+        at_dest(&ps).as_deref() == Some(&synced[..]),
+        "fsync'ed on node 1, at the destination"
+    );
+    clients[1].file_close(f.id).unwrap();
+
+    // N-1 in unaligned ranges from all three nodes at once.
+    let p1 = path_owned_by(&bed, "n1-", 0);
+    let cuts = [0u64, 100_001, 777_777, 1_500_000];
+    let whole = pattern(cuts[3] as usize, 99);
+    let f1 = open(&clients[0], &p1);
+    clients[0].file_close(f1.id).unwrap();
+    std::thread::scope(|s| {
+        for k in 0..3 {
+            let (c, p1, whole) = (&clients[k], &p1, &whole);
+            s.spawn(move || {
+                let f = c.file_open(p1, rw, 0o644, Persist::Default, page).unwrap();
+                let (lo, hi) = (cuts[k] as usize, cuts[k + 1] as usize);
+                for at in (lo..hi).step_by(200_000) {
+                    let end = (at + 200_000).min(hi);
+                    c.file_write(f.id, at as u64, &whole[at..end]).unwrap();
+                }
+                c.file_close(f.id).unwrap();
+            });
+        }
+    });
+    files.push((p1, whole));
+
+    // Everything at the destination after a cluster-wide flush.
+    ok(
+        &strata_on(&bed, 2, &["flush", "--wait", &dest]),
+        "flush --wait",
+    );
+    for (p, data) in &files {
+        assert!(
+            at_dest(p).as_deref() == Some(&data[..]),
+            "{p} at the destination"
+        );
+    }
+    // Rewritten pages (node 2 now holds pages node 1 held) are written again.
+    let (p, data) = &mut files[0];
+    let fresh = pattern(4 * page as usize, 77);
+    let at = 8 * page as usize;
+    let f = open(&clients[2], p);
+    clients[2].file_write(f.id, at as u64, &fresh).unwrap();
+    clients[2].file_close(f.id).unwrap();
+    data[at..at + fresh.len()].copy_from_slice(&fresh);
+    ok(
+        &strata_on(&bed, 0, &["flush", "--wait", &dest]),
+        "flush --wait",
+    );
+    assert!(
+        at_dest(p).as_deref() == Some(&data[..]),
+        "rewritten pages at the destination"
+    );
+
+    // A holder's stop waits for the owner to flush its pages.
+    let pd = path_owned_by(&bed, "stopped-holder-", 0);
+    let held = pattern(1 << 20, 31);
+    let f = write_all(&clients[2], &pd, &held);
+    clients[2].file_close(f.id).unwrap();
+    assert!(at_dest(&pd).is_none());
+    ok(
+        &strata_on(&bed, 2, &["daemon", "stop"]),
+        "daemon stop of a holder",
+    );
+    assert!(
+        at_dest(&pd).as_deref() == Some(&held[..]),
+        "a stopped holder's pages at the destination"
+    );
+    ok(&bed.start(2), "node 2 restarts");
+    bed.wait_for("node 2 back", |s| {
+        states(s) == ["up", "up", "up"] && (0..3).all(|v| peer_state(s, v, 2) == "up")
+    });
+
+    // A killed holder: the owner's flush fails naming it; nothing persists
+    // zeros for its pages; after its restart the pages are gone (unsynced,
+    // held in RAM) and the file stays failed until rewritten.
+    let pk = path_owned_by(&bed, "killed-holder-", 0);
+    let lost = pattern(1 << 20, 41);
+    let f = write_all(&clients[1], &pk, &lost);
+    clients[1].file_close(f.id).unwrap();
+    let pid = bed.pid(1).expect("node 1 runs");
+    // SAFETY: kill(2) on our own daemon's pid.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    let name1 = bed.nodes[1].name.clone();
+    let failed_naming = |who: &str| {
+        let st = strata_on(&bed, 0, &["drain", "status", "--json", &pk]);
+        let v: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap_or_default();
+        v["files"].as_array().is_some_and(|fs| {
+            fs.iter().any(|f| {
+                f["path"] == pk.as_str()
+                    && f["state"] == "failed"
+                    && f["error"].as_str().is_some_and(|e| e.contains(who))
+            })
+        })
+    };
+    let fl = strata_on(&bed, 0, &["flush", &pk]);
+    assert!(fl.status.success() || !fl.stderr.is_empty());
+    let t0 = std::time::Instant::now();
+    while !failed_naming(&name1) {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "drain status never named node 1: {}",
+            String::from_utf8_lossy(
+                &strata_on(&bed, 0, &["drain", "status", "--json", &pk]).stdout
+            )
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(
+        at_dest(&pk).is_none_or(|b| b.is_empty()),
+        "nothing of the lost pages persisted"
+    );
+    ok(&bed.start(1), "node 1 restarts");
+    bed.wait_for("node 1 back", |s| {
+        states(s) == ["up", "up", "up"] && (0..3).all(|v| peer_state(s, v, 1) == "up")
+    });
+    let fl = strata_on(&bed, 0, &["flush", "--wait", &pk]);
+    assert!(
+        !fl.status.success(),
+        "the file with lost pages cannot complete"
+    );
+    let said = String::from_utf8_lossy(&fl.stderr);
+    assert!(said.contains("lost"), "{said}");
+    assert!(
+        at_dest(&pk).is_none_or(|b| b != lost),
+        "never persisted as if whole"
+    );
+    // rewritten from node 2: complete again
+    let c2 = strata_client::Client::connect_to(&bed.nodes[2].socket).unwrap();
+    let f = write_all(&c2, &pk, &lost);
+    c2.file_sync(f.id).unwrap();
+    c2.file_close(f.id).unwrap();
+    assert!(
+        at_dest(&pk).as_deref() == Some(&lost[..]),
+        "rewritten and synced"
+    );
+    ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
+    for (p, data) in &files {
+        assert!(
+            at_dest(p).as_deref() == Some(&data[..]),
+            "{p} after cluster stop"
+        );
+    }
+}
