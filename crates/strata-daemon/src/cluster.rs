@@ -40,9 +40,9 @@ const FLUSH_PATHS_MAX: usize = 4096;
 const FLUSH_ERRORS_MAX: usize = 256;
 /// Local clients whose bulk dials are remembered (for `client_gone`).
 const DIALED_CLIENTS_MAX: usize = 65_536;
-/// Deadline of a `ShadowPush` call (≤ `PUSH_PAGES_MAX` pages written and
-/// synced at the destination by the holder): a hung destination fails the
-/// owner's flush job, which retries.
+/// Deadline of a `ShadowPush` call (≤ `PUSH_PAGES_MAX` pages written, and
+/// synced when asked, at the destination by the holder): a hung
+/// destination fails the owner's flush job, which retries.
 const PUSH_DEADLINE: Duration = Duration::from_secs(120);
 /// Files one ShadowsGone call names (larger notices go in parts).
 const SHADOWS_GONE_PER_CALL_MAX: usize = 4096;
@@ -481,8 +481,9 @@ impl pb::cluster_server::Cluster for Service {
             )),
             e => tonic::Status::internal(format!("pages of file {file:#x} on node {me}: {e:?}")),
         })?;
-        let (path, dest) = (r.path, (r.dev, r.ino));
-        let wrote = tokio::task::spawn_blocking(move || io.push_pages(&path, dest, &pages)).await;
+        let (path, dest, sync) = (r.path, (r.dev, r.ino), r.sync);
+        let wrote =
+            tokio::task::spawn_blocking(move || io.push_pages(&path, dest, &pages, sync)).await;
         // The pages stay pinned until written (or given up).
         st.send(Msg::PushDone { pin })?;
         let bytes = wrote
@@ -782,6 +783,7 @@ impl Peers for Dialer {
         path: &str,
         dest: (u64, u64),
         runs: &[(u64, u64)],
+        sync: bool,
     ) -> Result<u64, String> {
         let st = self.state.clone();
         if holder as usize >= st.setup.membership.nodes.len() || holder == st.setup.me {
@@ -798,6 +800,7 @@ impl Peers for Dialer {
             ino: dest.1,
             firsts: runs.iter().map(|r| r.0).collect(),
             lasts: runs.iter().map(|r| r.1).collect(),
+            sync,
         };
         // A flusher thread, not the runtime's: it may wait here.
         let deadline = st.setup.call_timeout.max(PUSH_DEADLINE);
@@ -1073,6 +1076,7 @@ where
             s.endpoint(n)
         )
     };
+    // Err(Ok(e)): no connection; Err(Err(e)): the node answered an error.
     let attempt = async {
         let c = rpc::connect(
             s.transport.clone(),
@@ -1081,13 +1085,15 @@ where
             s.call_timeout,
         )
         .await
-        .map_err(|e| e.to_string())?;
-        call(c).await
+        .map_err(|e| Ok(e.to_string()))?;
+        call(c).await.map_err(Err)
     };
-    tokio::time::timeout(deadline, attempt)
-        .await
-        .map_err(|_| down(format!("no answer within {deadline:?}")))?
-        .map_err(down)
+    match tokio::time::timeout(deadline, attempt).await {
+        Err(_) => Err(down(format!("no answer within {deadline:?}"))),
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(Ok(e))) => Err(down(e)),
+        Ok(Err(Err(e))) => Err(format!("node {n} ({}) answered: {e}", nd.name)),
+    }
 }
 
 /// The running cluster side; [`Handle::stop`] ends it.

@@ -275,9 +275,10 @@ impl strata_engine::flush::PagePusher for ViaPeers {
         path: &str,
         dest: (u64, u64),
         runs: &[(u64, u64)],
+        sync: bool,
     ) -> Result<u64, String> {
         match self.0.peers.get() {
-            Some(p) => p.push_pages(holder, file, path, dest, runs),
+            Some(p) => p.push_pages(holder, file, path, dest, runs, sync),
             None => Err(format!(
                 "node {holder} holds pages of this file and the cluster side is not running"
             )),
@@ -316,6 +317,7 @@ pub trait Peers: Send + Sync {
         _path: &str,
         _dest: (u64, u64),
         _runs: &[(u64, u64)],
+        _sync: bool,
     ) -> Result<u64, String> {
         Err(format!(
             "node {holder} holds pages of this file and no cluster runs"

@@ -106,7 +106,9 @@ const RUN_EXTENTS_MAX: usize = 1000;
 const UNLINKS_PENDING_MAX: usize = 4096;
 
 /// Pages one `PagePusher::push` call names (a file's runs go in parts).
-pub const PUSH_PAGES_MAX: u64 = 256;
+pub const PUSH_PAGES_MAX: u64 = 1024;
+/// Holders one flush job has writing at once.
+const PUSH_HOLDERS_AT_ONCE_MAX: usize = 8;
 
 /// How the owner's flusher has another node write the pages it holds of a
 /// file (pages where written, docs/FILES-ACROSS-NODES.md): the daemon's
@@ -116,8 +118,9 @@ pub const PUSH_PAGES_MAX: u64 = 256;
 pub trait PagePusher: Send + Sync {
     /// Node `holder` writes its pages `runs` (inclusive page ranges) of file
     /// `file` (global id) into `path`, which must be the file `dest`
-    /// (device, inode), and syncs it. Returns the bytes written, or an
-    /// error naming the node (down, restarted without the pages, I/O).
+    /// (device, inode), and with `sync` fdatasyncs it (the job's last call
+    /// to that holder). Returns the bytes written, or an error naming the
+    /// node (down, restarted without the pages, I/O).
     fn push(
         &self,
         holder: u32,
@@ -125,6 +128,7 @@ pub trait PagePusher: Send + Sync {
         path: &str,
         dest: (u64, u64),
         runs: &[(u64, u64)],
+        sync: bool,
     ) -> std::result::Result<u64, String>;
 }
 
@@ -474,29 +478,28 @@ impl FlushIo {
         let mut holders: Vec<u32> = job.remote.iter().map(|r| r.holder).collect();
         holders.sort_unstable();
         holders.dedup();
+        // Holders write at once (each its own pages, in order), a bounded
+        // number at a time: an N-1 file's drain uses every node's path to
+        // the destination.
         let mut bytes = 0u64;
-        for h in holders {
-            let mut part: Vec<(u64, u64)> = Vec::new();
-            let mut pages = 0u64;
-            let mut runs = job.remote.iter().filter(|r| r.holder == h);
-            // Bounded: every round takes ≥ 1 page of a finite list of runs.
-            let mut next = runs.next().map(|r| (r.first, r.last));
-            while let Some((first, last)) = next {
-                let take = (last - first + 1).min(PUSH_PAGES_MAX - pages);
-                part.push((first, first + take - 1));
-                pages += take;
-                next = if first + take <= last {
-                    Some((first + take, last))
-                } else {
-                    runs.next().map(|r| (r.first, r.last))
-                };
-                if pages == PUSH_PAGES_MAX || next.is_none() {
-                    if job.flags.cancel.load(Ordering::SeqCst) {
-                        return Ok(None);
-                    }
-                    bytes += pusher.push(h, job.file.0, &job.path, dest, &part)?;
-                    part.clear();
-                    pages = 0;
+        for wave in holders.chunks(PUSH_HOLDERS_AT_ONCE_MAX) {
+            let results: Vec<std::result::Result<Option<u64>, String>> = std::thread::scope(|s| {
+                let handles: Vec<_> = wave
+                    .iter()
+                    .map(|&h| s.spawn(move || push_holder(pusher.as_ref(), job, dest, h)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|t| {
+                        t.join()
+                            .unwrap_or_else(|_| Err("a push thread panicked".into()))
+                    })
+                    .collect()
+            });
+            for r in results {
+                match r? {
+                    Some(n) => bytes += n,
+                    None => return Ok(None),
                 }
             }
         }
@@ -506,12 +509,13 @@ impl FlushIo {
     /// A holder's side of [`PagePusher::push`]: writes `pages` (this node's
     /// shadow pages, pinned by the caller) into `path`, which must still be
     /// the file `dest` (device, inode) the owner opened — never creates it —
-    /// and fdatasyncs. Returns the bytes written.
+    /// and with `sync` fdatasyncs. Returns the bytes written.
     pub fn push_pages(
         &self,
         path: &str,
         dest: (u64, u64),
         pages: &[JobPage],
+        sync: bool,
     ) -> std::result::Result<u64, String> {
         use std::os::unix::fs::MetadataExt;
         let mut opts = OpenOptions::new();
@@ -544,8 +548,10 @@ impl FlushIo {
                 i += 1;
             }
         }
-        f.sync_data()
-            .map_err(|e| format!("fdatasync {path}: {e}"))?;
+        if sync {
+            f.sync_data()
+                .map_err(|e| format!("fdatasync {path}: {e}"))?;
+        }
         Ok(bytes)
     }
 
@@ -1773,6 +1779,43 @@ impl Drop for Flusher {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Holder `h`'s runs of `job.remote`, in calls of at most
+/// `PUSH_PAGES_MAX` pages; the last asks the holder to sync (a shared file
+/// system's client syncs what it wrote itself). None when cancelled.
+fn push_holder(
+    pusher: &dyn PagePusher,
+    job: &Job,
+    dest: (u64, u64),
+    h: u32,
+) -> std::result::Result<Option<u64>, String> {
+    let mut bytes = 0u64;
+    let mut part: Vec<(u64, u64)> = Vec::new();
+    let mut pages = 0u64;
+    let mut runs = job.remote.iter().filter(|r| r.holder == h);
+    // Bounded: every round takes ≥ 1 page of a finite list of runs.
+    let mut next = runs.next().map(|r| (r.first, r.last));
+    while let Some((first, last)) = next {
+        let take = (last - first + 1).min(PUSH_PAGES_MAX - pages);
+        part.push((first, first + take - 1));
+        pages += take;
+        next = if first + take <= last {
+            Some((first + take, last))
+        } else {
+            runs.next().map(|r| (r.first, r.last))
+        };
+        if pages == PUSH_PAGES_MAX || next.is_none() {
+            if job.flags.cancel.load(Ordering::SeqCst) {
+                return Ok(None);
+            }
+            let sync = next.is_none();
+            bytes += pusher.push(h, job.file.0, &job.path, dest, &part, sync)?;
+            part.clear();
+            pages = 0;
+        }
+    }
+    Ok(Some(bytes))
 }
 
 /// Page `index` of file `id` as a worker writes it: its first `len` bytes

@@ -597,6 +597,7 @@ impl flush::PagePusher for InProcessHolder {
         path: &str,
         dest: (u64, u64),
         runs: &[(u64, u64)],
+        sync: bool,
     ) -> Result<u64, String> {
         use std::sync::atomic::Ordering;
         assert_eq!(holder, 7, "only node 7 holds pages here");
@@ -609,7 +610,7 @@ impl flush::PagePusher for InProcessHolder {
             .core
             .shadow_push_take(file, runs)
             .map_err(|e| format!("node 7: {e:?}"))?;
-        let wrote = self.io.push_pages(path, dest, &pages);
+        let wrote = self.io.push_pages(path, dest, &pages, sync);
         fx.core.unpin(crate::files_publish::PUSH_OWNER, pin);
         wrote
     }
