@@ -2393,11 +2393,11 @@ fn default_pages_where_written_reach_the_destination_from_their_holders() {
 
     // N-N: nodes 1 and 2 each write a file node 0 owns, read on the others.
     let mut files = Vec::new();
-    for i in 1..3usize {
+    for (i, c) in clients.iter().enumerate().skip(1) {
         let p = path_owned_by(&bed, &format!("nn-{i}-"), 0);
         let data = pattern((3 << 20) + 100, i as u64);
-        let f = write_all(&clients[i], &p, &data);
-        clients[i].file_close(f.id).unwrap();
+        let f = write_all(c, &p, &data);
+        c.file_close(f.id).unwrap();
         files.push((p, data));
     }
     assert!(published() >= 96, "node 0 maps pages nodes 1 and 2 hold");
