@@ -2559,3 +2559,47 @@ fn default_pages_where_written_reach_the_destination_from_their_holders() {
         );
     }
 }
+
+/// A program that runs a script another node owns through `vfork` +
+/// `exec` (Python's `subprocess`, which closes every descriptor but the
+/// standard ones in the child first) after it read files there: the child
+/// shares the parent's memory, and its `exec` hook asks the owner about the
+/// script. It must neither use nor drop the parent's pooled bulk
+/// connections (closed in the child: a debug build aborted on "owned file
+/// descriptor already closed", a release build could leave the child's
+/// descriptor numbers in the parent's pool) — found by the differential
+/// tester across nodes.
+#[test]
+fn a_vfork_child_execs_a_script_another_node_owns() {
+    if !has_python() {
+        eprintln!("python3 missing: skipped");
+        return;
+    }
+    let bed = started_with(cluster_util::bed_with_files(2, "128MiB", None));
+    let script = path_owned_by(&bed, "run-", 0);
+    let data = path_owned_by(&bed, "data-", 0);
+    let o = run_on(
+        &bed,
+        1,
+        &format!(
+            r##"python3 - <<'EOF'
+import os, subprocess
+p, d = "{script}", "{data}"
+with open(d, "w") as f:
+    f.write("x" * 300000)
+with open(p, "w") as f:
+    f.write("#!/bin/sh\necho ran $1\n")
+os.chmod(p, 0o755)
+for i in range(6):
+    with open(d) as f:
+        assert len(f.read()) == 300000
+    r = subprocess.run([p, str(i)], capture_output=True)
+    assert r.returncode == 0 and r.stdout.decode().strip() == f"ran {{i}}", (i, r.returncode, r.stderr.decode())
+with open(d) as f:
+    assert len(f.read()) == 300000
+print("vfork ok")
+EOF"##
+        ),
+    );
+    assert!(String::from_utf8_lossy(&o.stdout).contains("vfork ok"));
+}

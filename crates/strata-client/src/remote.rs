@@ -65,6 +65,13 @@ pub struct RemoteTransport {
     /// The memory this client's node lends that node (its donation epoch
     /// and a read-only descriptor), once asked for: `TIER_LENT` extents.
     lent: std::sync::Mutex<Option<(u32, std::fs::File)>>,
+    /// The process that made this transport. Another process sharing its
+    /// memory (a `vfork` child on its way to `exec`, whose descriptor table
+    /// is its own) must neither use nor drop the pooled connections and
+    /// the cached descriptor — they are the parent's descriptors — and must
+    /// not leave its own in them: it dials for each request and closes
+    /// what it dialed ([`RemoteTransport::foreign`]).
+    pid: u32,
 }
 
 impl RemoteTransport {
@@ -76,12 +83,32 @@ impl RemoteTransport {
             idle: std::sync::Mutex::new(Vec::new()),
             peer: std::sync::Mutex::new(format!("node {node}")),
             lent: std::sync::Mutex::new(None),
+            pid: std::process::id(),
+        }
+    }
+
+    /// True in another process than the one that made this transport but
+    /// shares its memory (a `vfork` child): see `pid`.
+    fn foreign(&self) -> bool {
+        std::process::id() != self.pid
+    }
+
+    /// A descriptor the daemon passed: adopted by this process's adapter,
+    /// unless this is a `vfork` child (the adapter's table is the parent's).
+    fn adopt(&self, fd: std::os::fd::OwnedFd) -> std::os::fd::OwnedFd {
+        if self.foreign() {
+            fd
+        } else {
+            crate::adopt_fd(fd)
         }
     }
 
     /// A connection (`true`: from the pool). Pooled connections the peer
     /// closed meanwhile (a restart) are dropped here.
     fn take(&self) -> Result<(Conn, bool)> {
+        if self.foreign() {
+            return Ok((self.connect()?, false));
+        }
         while let Some(c) = self.idle.lock().ok().and_then(|mut v| v.pop()) {
             if alive(&c.s) {
                 return Ok((c, true));
@@ -116,7 +143,7 @@ impl RemoteTransport {
                 address,
                 timeout_ms,
             } if node == self.node => {
-                let s = TcpStream::from(crate::adopt_fd(control::recv_fd(&u).map_err(no_daemon)?));
+                let s = TcpStream::from(self.adopt(control::recv_fd(&u).map_err(no_daemon)?));
                 let t = Some(Duration::from_millis(timeout_ms.max(1)));
                 s.set_read_timeout(t).map_err(no_daemon)?;
                 s.set_write_timeout(t).map_err(no_daemon)?;
@@ -134,6 +161,10 @@ impl RemoteTransport {
     }
 
     fn give_back(&self, c: Conn) {
+        if self.foreign() {
+            // this process's own connection: closed here, never pooled
+            return;
+        }
         if let Ok(mut v) = self.idle.lock() {
             if v.len() < IDLE_CONNECTIONS_MAX {
                 v.push(c);
@@ -186,7 +217,14 @@ impl RemoteTransport {
     /// that node's answer): from this node's memory, no network.
     fn lent_read(&self, epoch: u32, off: u64, dst: &mut [u8]) -> Result<()> {
         use std::os::unix::fs::FileExt;
-        let mut g = self.lent.lock().unwrap_or_else(|p| p.into_inner());
+        let mut own = None;
+        let mut shared = None;
+        // a vfork child asks for its own descriptor and keeps none
+        let g = if self.foreign() {
+            &mut own
+        } else {
+            &mut **shared.insert(self.lent.lock().unwrap_or_else(|p| p.into_inner()))
+        };
         // At most one refresh: the lender's memory is asked for again when
         // the cached one is from another epoch.
         for fresh in [false, true] {
@@ -227,7 +265,7 @@ impl RemoteTransport {
             .map_err(no_daemon)?;
         match control::read_frame(&mut u).map_err(no_daemon)? {
             ControlReply::Lent { node, epoch, .. } if node == self.node => {
-                let fd = crate::adopt_fd(control::recv_fd(&u).map_err(no_daemon)?);
+                let fd = self.adopt(control::recv_fd(&u).map_err(no_daemon)?);
                 Ok((epoch, std::fs::File::from(fd)))
             }
             ControlReply::Error { code, message } => Err(crate::daemon_error(code, message)),
