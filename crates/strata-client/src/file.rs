@@ -340,12 +340,22 @@ fn check_parent(path: &str) -> Result<DirStamp> {
 
 /// Looks at the destination for `FileOpen`: what is there, and may this
 /// process open it the way it asks.
-fn dest_info(path: &str, fl: OpenFlags) -> Result<DestInfo> {
+/// With `cached`, a listing this process keeps may answer "absent" without
+/// a look; the flag returned says it did (`OpenFile::dest_assumed`).
+fn dest_info(path: &str, fl: OpenFlags, cached: bool) -> Result<(DestInfo, bool)> {
     // A parent that fails the check falls through: the kernel's answer
     // for the path itself comes first (an existing file opens anyway).
-    if listing_usable(fl) && check_parent(path).is_ok_and(|st| known_absent(path, true, st)) {
-        return Ok(DestInfo::default());
+    if cached
+        && listing_usable(fl)
+        && check_parent(path).is_ok_and(|st| known_absent(path, true, st))
+    {
+        return Ok((DestInfo::default(), true));
     }
+    dest_look(path, fl).map(|i| (i, false))
+}
+
+/// [`dest_info`] from a look at the destination.
+fn dest_look(path: &str, fl: OpenFlags) -> Result<DestInfo> {
     match std::fs::metadata(path) {
         Ok(md) => {
             if md.is_dir() {
@@ -482,6 +492,7 @@ impl Client {
             persist,
             page_shift: page_bytes.trailing_zeros(),
             dest: None,
+            dest_assumed: false,
             owner: Some((
                 rustix::process::geteuid().as_raw(),
                 rustix::process::getegid().as_raw(),
@@ -499,44 +510,58 @@ impl Client {
                 path,
                 open: OpenFile {
                     dest: Some(DestInfo::default()),
+                    dest_assumed: true,
                     ..open
                 },
             };
-            return match self.call(&req)? {
+            match self.call(&req)? {
                 Ok(r) => {
                     let (attr, created) = opened(r)?;
                     let attr = self.check_access(path, fl, attr, created)?;
                     if created {
                         touch_parent(path);
                     }
-                    self.trunc_after_check(attr, trunc_after_check)
+                    return self.trunc_after_check(attr, trunc_after_check);
                 }
-                Err(e) => Err(open_error(e, path)),
-            };
+                // A clean record the daemon will not drop on a cached
+                // listing's word: look at the destination (below).
+                Err(Errno::Stale) => {}
+                Err(e) => return Err(open_error(e, path)),
+            }
         }
         let (attr, created) = match self.call(&Request::FileOpen { path, open })? {
             Ok(r) => opened(r)?,
             Err(e @ (Errno::NeedDest | Errno::Stale)) => {
-                let info = match dest_info(path, fl) {
-                    Ok(i) => i,
-                    // A record that may be stale and no file at the
-                    // destination: tell the daemon, which drops the record
-                    // (removed outside strata) and answers NoFile.
-                    Err(x) if e == Errno::Stale && x.os_errno() == libc::ENOENT => {
-                        DestInfo::default()
+                // A record that may be stale (`Stale`) is judged on a look
+                // at the destination, never on a cached listing; without a
+                // record a cached "absent" may do, and if a record turned
+                // up meanwhile the daemon says `Stale` and we look (once).
+                let mut cached = e == Errno::NeedDest;
+                // Bounded: the second round never uses the cache.
+                loop {
+                    let (info, assumed) = match dest_info(path, fl, cached) {
+                        Ok(i) => i,
+                        // A record that may be stale and no file at the
+                        // destination: tell the daemon, which drops the
+                        // record (removed outside strata) and answers NoFile.
+                        Err(x) if !cached && x.os_errno() == libc::ENOENT => {
+                            (DestInfo::default(), false)
+                        }
+                        Err(x) => return Err(x),
+                    };
+                    let req = Request::FileOpen {
+                        path,
+                        open: OpenFile {
+                            dest: Some(info),
+                            dest_assumed: assumed,
+                            ..open
+                        },
+                    };
+                    match self.call(&req)? {
+                        Ok(r) => break opened(r)?,
+                        Err(Errno::Stale) if assumed => cached = false,
+                        Err(e) => return Err(open_error(e, path)),
                     }
-                    Err(x) => return Err(x),
-                };
-                let req = Request::FileOpen {
-                    path,
-                    open: OpenFile {
-                        dest: Some(info),
-                        ..open
-                    },
-                };
-                match self.call(&req)? {
-                    Ok(r) => opened(r)?,
-                    Err(e) => return Err(open_error(e, path)),
                 }
             }
             Err(e) => return Err(open_error(e, path)),

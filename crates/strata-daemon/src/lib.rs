@@ -681,6 +681,7 @@ pub fn run_with(
         cfg.node.id as u32,
         socket.clone(),
     );
+    poller.push_bandwidth_max_mib_s = cfg.flush.bandwidth_max_mib_s;
     poller.run();
 
     tracing::info!("strata daemon stopping");

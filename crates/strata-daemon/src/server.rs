@@ -595,6 +595,9 @@ pub struct Poller {
     /// Writes this node's shadow pages to destinations for their owners
     /// (opened at the first push).
     push_io: Option<Arc<strata_engine::flush::FlushIo>>,
+    /// `flush.bandwidth_max`: this node's writes for other owners are
+    /// capped at it too, in a budget of their own (0: no limit).
+    pub push_bandwidth_max_mib_s: f64,
     /// Tests: the op code whose requests panic (`STRATA_INTERNAL_PANIC_OP`,
     /// debug builds only), to exercise `fail_stop`.
     panic_op: Option<u32>,
@@ -640,6 +643,7 @@ impl Poller {
             malformed_total: 0,
             stopping: false,
             push_io: None,
+            push_bandwidth_max_mib_s: 0.0,
             panic_op: injected_panic_op(),
         }
     }
@@ -685,7 +689,10 @@ impl Poller {
     /// owners (`Msg::PushTake`), opened once.
     fn push_io(&mut self) -> Option<Arc<strata_engine::flush::FlushIo>> {
         if self.push_io.is_none() {
-            match strata_engine::flush::FlushIo::open(&self.engine.core, 0.0) {
+            match strata_engine::flush::FlushIo::open(
+                &self.engine.core,
+                self.push_bandwidth_max_mib_s,
+            ) {
                 Ok(io) => self.push_io = Some(Arc::new(io)),
                 Err(e) => {
                     tracing::error!("cannot open the tiers to write pages for their owners: {e}")

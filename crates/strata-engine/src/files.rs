@@ -238,7 +238,7 @@ impl Core {
         // served only after the client says what is there (files_reval.rs).
         let mut found = self.file_lookup(path);
         if let Some(id) = found.filter(|&id| self.file_needs_revalidation(id)) {
-            let Some(dest) = a.dest else {
+            let Some(dest) = a.dest.filter(|_| !a.dest_assumed) else {
                 return Err(Errno::Stale);
             };
             if !self.file_revalidate(id, &dest)? {

@@ -745,3 +745,75 @@ fn published_pages_of_default_files_are_written_by_their_holders() {
     core.check().unwrap();
     core.file_check().unwrap();
 }
+
+/// What a client found at the destination, as `FileOpen` carries it.
+fn dest_info_of(path: &str) -> DestInfo {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(md) = std::fs::metadata(path) else {
+        return DestInfo::default();
+    };
+    let st = crate::files_reval::stamp_of_metadata(&md);
+    DestInfo {
+        exists: true,
+        mode: md.mode(),
+        size: st.size,
+        mtime_ns: st.mtime_ns,
+        uid: md.uid(),
+        gid: md.gid(),
+        ino: st.ino,
+        dev: st.dev,
+        nlink: md.nlink() as u32,
+        ..DestInfo::default()
+    }
+}
+
+/// A clean record is not dropped on the word of a cached listing: the
+/// flusher creates a file and puts its directory's times back, so a
+/// client's listing of that directory can still say "absent". An exclusive
+/// create sent with that assumed absence gets `Stale` (the client then
+/// looks), never a second file over the flushed one (found in CI: two
+/// nodes' O_EXCL creates of one name both won, and the loser's flushed
+/// bytes would have been truncated). A look that really finds nothing
+/// still drops the record (removed outside strata).
+#[test]
+fn an_assumed_absent_destination_never_drops_a_clean_record() {
+    let mut fx = fixture(8 << 20, 64 << 20, 1 << 20);
+    let path = dest(&fx, "excl.bin");
+    let (mut f, rx) = start(&fx.core, 1, 0.0);
+    let core = &mut fx.core;
+    let id = create(core, &path);
+    write(core, id, 0, b"first writer");
+    flush_all(core, &mut f, &rx);
+    assert_eq!(std::fs::read(&path).unwrap(), b"first writer");
+    assert!(core.file_needs_revalidation(id));
+    let excl = |dest: DestInfo, assumed: bool| OpenArgs {
+        create: true,
+        excl: true,
+        mode: 0o644,
+        page_shift: SHIFT,
+        dest: Some(dest),
+        dest_assumed: assumed,
+        ..OpenArgs::default()
+    };
+    // assumed absent: Stale, the record stays
+    assert_eq!(
+        core.file_open_ex(&path, &excl(DestInfo::default(), true)),
+        Err(strata_proto::Errno::Stale)
+    );
+    assert_eq!(core.file_lookup(&path), Some(id));
+    // the client looks: the file is there, the create loses
+    assert_eq!(
+        core.file_open_ex(&path, &excl(dest_info_of(&path), false)),
+        Err(strata_proto::Errno::Exists)
+    );
+    assert_eq!(core.file_lookup(&path), Some(id));
+    // removed outside strata, and a look says so: the record goes, the
+    // create wins
+    std::fs::remove_file(&path).unwrap();
+    let (fresh, created) = core
+        .file_open_ex(&path, &excl(dest_info_of(&path), false))
+        .unwrap();
+    assert!(created && fresh != id);
+    core.check().unwrap();
+    core.file_check().unwrap();
+}

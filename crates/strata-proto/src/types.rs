@@ -171,6 +171,13 @@ pub struct OpenFile {
     pub page_shift: u32,
     /// What the destination holds: needed when the daemon has no record.
     pub dest: Option<DestInfo>,
+    /// `dest` comes from what the caller already knew (a listing it keeps),
+    /// not from a look at the destination made for this call: a record the
+    /// daemon would drop on its word (a clean record whose destination file
+    /// seems gone, files_reval.rs) is kept and the call answers `Stale`,
+    /// for the caller to look. (The flusher creates files and puts their
+    /// directory's times back, so a cached listing can miss them.)
+    pub dest_assumed: bool,
     /// The caller's effective (uid, gid): owner of a file it creates
     /// (None: the daemon's own).
     pub owner: Option<(u32, u32)>,
@@ -186,6 +193,7 @@ impl Default for OpenFile {
             persist: Persist::Default,
             page_shift: 0,
             dest: None,
+            dest_assumed: false,
             owner: None,
         }
     }

@@ -329,7 +329,11 @@ pub fn encode_request(req: &Request, rec: &mut RequestRecord, arg: &mut [u8]) ->
                 | (open.page_shift as u64) << 24;
             r.flags = bit(open.create, flags::CREATE)
                 | bit(open.excl, flags::EXCL)
-                | bit(open.trunc, flags::TRUNC);
+                | bit(open.trunc, flags::TRUNC)
+                | bit(
+                    open.dest_assumed && open.dest.is_some(),
+                    flags::DEST_ASSUMED,
+                );
             if let Some((uid, gid)) = open.owner {
                 r.flags |= flags::OWNER;
                 r.offset = uid as u64 | (gid as u64) << 32;
@@ -659,6 +663,7 @@ pub fn decode_request<'a>(
                 persist: Persist::from_u32(((r.aux >> 16) & 0xFF) as u32).ok_or(Errno::Inval)?,
                 page_shift: ((r.aux >> 24) & 0xFF) as u32,
                 dest: dest()?,
+                dest_assumed: has(flags::DEST_ASSUMED) && has(flags::DEST_INFO),
                 owner: has(flags::OWNER).then_some((r.offset as u32, (r.offset >> 32) as u32)),
             },
         },

@@ -237,6 +237,8 @@ pub mod flags {
     /// FileRename: move only a record without a destination file
     /// (`Request::FileRename::unbacked_only`).
     pub const UNBACKED_ONLY: u32 = 1 << 22;
+    /// FileOpen: the destination information is assumed (`OpenFile::dest_assumed`).
+    pub const DEST_ASSUMED: u32 = 1 << 23;
     // (also `FileUnlink::claim` and `FileIdle::unlinked`)
     /// Bits 16..20: placement policy override + 1 (0 = bucket/daemon default).
     pub const POLICY_SHIFT: u32 = 16;
@@ -260,6 +262,7 @@ pub mod flags {
         | OWNER
         | DIRECT
         | UNBACKED_ONLY
+        | DEST_ASSUMED
         | POLICY_MASK;
 }
 

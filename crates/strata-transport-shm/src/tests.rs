@@ -181,6 +181,7 @@ fn build(r: &Raw) -> Request<'_> {
                 persist: persist_of(b),
                 page_shift: (c % 256) as u32,
                 dest: w.then_some(r.dest),
+                dest_assumed: w && z,
                 owner: x.then_some((b as u32, (b >> 32) as u32)),
             },
         },
