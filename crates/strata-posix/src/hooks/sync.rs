@@ -85,6 +85,15 @@ pub unsafe extern "C" fn truncate64(path: *const c_char, len: off64_t) -> c_int 
                     t.persist,
                     t.page_bytes,
                 ) {
+                    // made direct by this open (a destination file with
+                    // several names, e.g. linked between two owners' names):
+                    // the destination file is the file, as above — a
+                    // truncation kept in the buffer would be invisible to
+                    // every stat of it until the next flush
+                    Ok(a) if a.direct && a.persist == Persist::Default => {
+                        crate::release_hold(a.id);
+                        return cvt(real::truncate64(path, len));
+                    }
                     Ok(a) => (a, true),
                     Err(e) if e.errno == Errno::IsDir => return cvt(real::truncate64(path, len)),
                     Err(e) => return Err(os(e)),
