@@ -1847,6 +1847,89 @@ fn a_file_renamed_between_owners_while_open_stays_one_file() {
     assert!(copies.is_empty(), "conflict copies: {copies:?}");
 }
 
+/// A SCRATCH file renamed between two owners' names moves (copied to the
+/// new name's owner, `Client::file_move_node`) instead of answering EXDEV:
+/// the checkpoint pattern "write a temporary name, close, rename it into
+/// place" under `strata run`, bytes (holes included), mode and mtime kept,
+/// replacing an existing file at the target; read on every node; the old
+/// name gone everywhere; a file held open still answers EXDEV and keeps
+/// its name; nothing reaches the destination. With and without pages where
+/// written (the copy reads the writer's pages through their holder).
+#[test]
+fn scratch_files_move_between_owners_by_rename() {
+    if !has_python() {
+        eprintln!("python3 missing: skipped");
+        return;
+    }
+    for pages in [false, true] {
+        let bed = started_with(cluster_util::bed_with_files_pages(3, "256MiB", None, pages));
+        let (tmp, fin) = (
+            path_owned_by(&bed, "ckpt.tmp-", 0),
+            path_owned_by(&bed, "ckpt-", 2),
+        );
+        let other = path_owned_by(&bed, "held-to-", 0);
+        let (dir, dir2) = (
+            format!("{}/ckpt-dir", bed.dest.display()),
+            format!("{}/ckpt-dir-final", bed.dest.display()),
+        );
+        let py = format!(
+            "import os, errno, hashlib\n\
+             data = bytes(range(256)) * 12289\n\
+             open('{fin}', 'wb').write(b'old checkpoint')\n\
+             f = open('{tmp}', 'wb'); f.write(data); f.seek(9 << 20); f.write(b'end'); f.close()\n\
+             os.chmod('{tmp}', 0o640); os.utime('{tmp}', ns=(1_000_000_000, 2_000_000_000))\n\
+             os.rename('{tmp}', '{fin}')\n\
+             assert not os.path.exists('{tmp}')\n\
+             st = os.stat('{fin}')\n\
+             assert (st.st_size, st.st_mode & 0o777, st.st_mtime_ns) == ((9 << 20) + 3, 0o640, 2_000_000_000), st\n\
+             got = open('{fin}', 'rb').read()\n\
+             assert got[:len(data)] == data and got[-3:] == b'end' and got[len(data):-3] == bytes(len(got) - len(data) - 3)\n\
+             g = open('{fin}', 'rb')\n\
+             try:\n    os.rename('{fin}', '{other}'); raise SystemExit('moved while held open')\n\
+             except OSError as e:\n    assert e.errno == errno.EXDEV, e\n\
+             g.close()\n\
+             os.mkdir('{dir}')\n\
+             for i in range(8): open('{dir}/f%d' % i, 'wb').write(bytes([i + 1]) * (70000 * i + 1))\n\
+             os.rename('{dir}', '{dir2}')\n\
+             assert not os.path.exists('{dir}') and sorted(os.listdir('{dir2}')) == ['f%d' % i for i in range(8)]\n\
+             for i in range(8): assert open('{dir2}/f%d' % i, 'rb').read() == bytes([i + 1]) * (70000 * i + 1), i\n\
+             print(hashlib.sha256(got).hexdigest())\n"
+        );
+        let out = run_on_mode(&bed, 1, "scratch", &format!("python3 -c \"{py}\""));
+        let sum = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        assert_eq!(
+            sum.len(),
+            64,
+            "node 1: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for n in [0, 2] {
+            let out = run_on_mode(
+                &bed,
+                n,
+                "scratch",
+                &format!(
+                    "sha256sum < {fin} | cut -d' ' -f1; ls {tmp} 2>/dev/null | wc -l; \
+                     ls {dir2} | tr '\\n' ' '; cat {dir2}/f7 | wc -c"
+                ),
+            );
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout),
+                format!("{sum}\n0\nf0 f1 f2 f3 f4 f5 f6 f7 490001\n"),
+                "node {n} (pages where written: {pages})"
+            );
+        }
+        // nothing was left at either owner under a hidden name
+        for (n, c) in clients_of(&bed).iter().enumerate() {
+            let left = c.file_list_dir(strata_client::file::MOVING_DIR).unwrap();
+            assert!(left.is_empty(), "node {n} keeps {left:?}");
+        }
+        ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
+        // SCRATCH: the old checkpoint the program wrote first was SCRATCH too
+        assert!(!std::path::Path::new(&fin).exists() && !std::path::Path::new(&tmp).exists());
+    }
+}
+
 /// Read-ahead for a reader on another node: a 24 MiB destination file owned
 /// by node 2, read sequentially by `cat` under `strata run` on node 0, is
 /// read ahead by node 2's prefetcher (its counters move, and the pages it

@@ -1504,17 +1504,218 @@ impl Client {
     ) -> Result<bool> {
         check_path(from)?;
         check_path(to)?;
-        self.file_same_home(from, to)?;
+        if let Err(e) = self.file_same_home(from, to) {
+            return match self.file_stat_path(from)? {
+                Some(a) if moves_between_nodes(&a) => self.file_move_node(from, to, unbacked_only),
+                _ => Err(e),
+            };
+        }
         let req = Request::FileRename {
             from,
             to,
             dest_renamed,
             tree: false,
             unbacked_only,
+            unheld_only: false,
         };
         match self.file_call(&req, "file rename")? {
             Reply::Moved(n) => Ok(n == 1),
             _ => Err(unexpected("FileRename")),
+        }
+    }
+
+    /// A rename between two nodes' names of a file [`moves_between_nodes`]
+    /// allows (with files at their path's owner): the file is *copied* to
+    /// the new name's owner, since a record does not move between engines.
+    /// In order, so that no reader ever sees a partial file under `to` and
+    /// no writer's bytes are lost:
+    /// 1. at the source's owner, `from` is renamed to a hidden name only if
+    ///    no process holds it open (`unheld_only`: else `EXDEV`, nothing
+    ///    moved) — from then on nobody can open it by a name;
+    /// 2. its bytes (holes skipped), mode, owner and times are copied into a
+    ///    hidden record at the target's owner;
+    /// 3. there the hidden record is renamed to `to` (one step: replacing a
+    ///    record at `to` as rename(2) does);
+    /// 4. the source's hidden record is removed.
+    ///
+    /// A failure before step 3 puts `from` back (unless a new file took the
+    /// name meanwhile: then the bytes stay under the hidden name, reported
+    /// in the error) and drops the partial copy. Between steps 1 and 3
+    /// neither name exists, where rename(2) is atomic: the one visible
+    /// difference. False when there was nothing to move (or, with
+    /// `unbacked_only`, the record has a destination file now).
+    fn file_move_node(&self, from: &str, to: &str, unbacked_only: bool) -> Result<bool> {
+        let l = &self.inner.lookup;
+        let (src, dst) = (l.node_for(Target::Path(from)), l.node_for(Target::Path(to)));
+        let route = |n: strata_meta::NodeId| Target::Id(u64::from(n) << strata_meta::NODE_SHIFT);
+        let hidden = |n: strata_meta::NodeId| {
+            static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            format!(
+                "{MOVING_DIR}/{n}-{}-{}",
+                std::process::id(),
+                SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            )
+        };
+        let (hid_src, hid_dst) = (hidden(src), hidden(dst));
+        // 1. out of the namespace, only while nobody holds it open
+        let req = Request::FileRename {
+            from,
+            to: &hid_src,
+            dest_renamed: false,
+            tree: false,
+            unbacked_only,
+            unheld_only: true,
+        };
+        match self.call_at(route(src), &req)? {
+            Ok(Reply::Moved(0)) => return Ok(false),
+            Ok(Reply::Moved(_)) => {}
+            Ok(_) => return Err(unexpected("FileRename")),
+            Err(Errno::Busy) => return Err(cross_node_held(from, to)),
+            Err(e) => return Err(err(e, format!("rename {from} -> {to}: take the source"))),
+        }
+        let undo = |what: Error, made: Option<u64>| -> Error {
+            if let Some(id) = made {
+                let _ = self.file_close(id);
+                let _ = self.call_at(
+                    route(dst),
+                    &Request::FileUnlink {
+                        path: &hid_dst,
+                        claim: false,
+                    },
+                );
+            }
+            // `from` back, unless a new file took the name meanwhile
+            let back = Request::FileRename {
+                from: &hid_src,
+                to: from,
+                dest_renamed: false,
+                tree: false,
+                unbacked_only: false,
+                unheld_only: false,
+            };
+            let kept = match self.file_stat_path(from) {
+                Ok(None) => matches!(self.call_at(route(src), &back), Ok(Ok(_))),
+                _ => false,
+            };
+            if kept {
+                what
+            } else {
+                err(
+                    what.errno,
+                    format!(
+                        "{} (and {from} could not be put back: its bytes are kept at node {src} \
+                         under {hid_src})",
+                        what.context,
+                        hid_src = hid_src.as_str()
+                    ),
+                )
+            }
+        };
+        let a = match self.file_stat_path_at(route(src), &hid_src) {
+            Ok(a) => a,
+            Err(e) => return Err(undo(e, None)),
+        };
+        // 2. the copy, at the new name's owner
+        let open = OpenFile {
+            create: true,
+            excl: true,
+            mode: a.mode & 0o7777,
+            persist: a.persist,
+            page_shift: a.page_bytes.max(4096).trailing_zeros(),
+            // a hidden name has no destination file
+            dest: Some(DestInfo::default()),
+            owner: Some((a.uid, a.gid)),
+            ..OpenFile::default()
+        };
+        let made = match self.call_at(
+            route(dst),
+            &Request::FileOpen {
+                path: &hid_dst,
+                open,
+            },
+        )? {
+            Ok(Reply::FileOpened { attr, .. }) => attr,
+            Ok(_) => return Err(undo(unexpected("FileOpen"), None)),
+            Err(e) => {
+                return Err(undo(
+                    err(e, format!("rename {from} -> {to}: the copy")),
+                    None,
+                ))
+            }
+        };
+        self.shadow_note_open(&made);
+        let copied = (|| -> Result<()> {
+            let mut buf = vec![0u8; MOVE_CHUNK_BYTES];
+            let mut off = 0u64;
+            // Bounded: each round moves the offset by a chunk up to the size.
+            while off < a.size {
+                let want = (a.size - off).min(MOVE_CHUNK_BYTES as u64) as usize;
+                let n = self.file_read(a.id, off, &mut buf[..want])?;
+                if n == 0 {
+                    break;
+                }
+                if buf[..n].iter().any(|b| *b != 0) {
+                    self.file_write(made.id, off, &buf[..n])?;
+                }
+                off += n as u64;
+            }
+            self.file_truncate(made.id, a.size)?;
+            let times = SetAttr {
+                mtime_ns: Some(a.mtime_ns),
+                atime_ns: Some(a.atime_ns),
+                ..SetAttr::default()
+            };
+            self.file_set_attr(made.id, "", times)?;
+            Ok(())
+        })();
+        if let Err(e) = copied {
+            return Err(undo(e, Some(made.id)));
+        }
+        // 3. the new name, in one step at its owner
+        let req = Request::FileRename {
+            from: &hid_dst,
+            to,
+            dest_renamed: false,
+            tree: false,
+            unbacked_only: false,
+            unheld_only: false,
+        };
+        let named = self.call_at(route(dst), &req)?;
+        let _ = self.file_close(made.id);
+        match named {
+            Ok(Reply::Moved(_)) => {}
+            Ok(_) => return Err(undo(unexpected("FileRename"), Some(made.id))),
+            Err(e) => {
+                return Err(undo(
+                    err(e, format!("rename {from} -> {to}")),
+                    Some(made.id),
+                ))
+            }
+        }
+        // 4. the source's bytes go
+        let gone = Request::FileUnlink {
+            path: &hid_src,
+            claim: false,
+        };
+        // Best effort: the move is done; a source copy left behind (its node
+        // went down just now) is an unnamed SCRATCH record, never flushed,
+        // gone with that node's buffer.
+        let _ = self.call_at(route(src), &gone);
+        Ok(true)
+    }
+
+    /// [`Client::file_stat_path`] of a hidden name at the node `route` names.
+    fn file_stat_path_at(&self, route: Target<'_>, path: &str) -> Result<FileAttr> {
+        match self.call_at(
+            route,
+            &Request::FileStat {
+                file: FileRef::Path(path),
+                dest: None,
+            },
+        )? {
+            Ok(Reply::FileAttr(a)) => Ok(a),
+            Ok(_) => Err(unexpected("FileStat")),
+            Err(e) => Err(err(e, format!("stat {path}"))),
         }
     }
 
@@ -1550,6 +1751,7 @@ impl Client {
             dest_renamed,
             tree: true,
             unbacked_only: false,
+            unheld_only: false,
         };
         match self.file_call(&req, "directory rename")? {
             Reply::Moved(n) => Ok(n),
@@ -1715,6 +1917,33 @@ fn open_error(e: Errno, path: &str) -> Error {
 }
 
 /// `EXDEV` for a move between two nodes' files.
+/// Hidden names of files being moved between two nodes
+/// (`Client::file_move_node`): never listed, never at a destination.
+pub const MOVING_DIR: &str = "/.strata-moving";
+
+/// The copy of a move between nodes goes in pieces of this size.
+const MOVE_CHUNK_BYTES: usize = 4 << 20;
+
+/// Whether a rename between two nodes' names can move the buffered file
+/// `a` by copying it (`Client::file_move_node`): a SCRATCH file with no
+/// destination file and a single name (DEFAULT files leave the buffer
+/// instead: the destination file moves; the adapters do that). Whether
+/// somebody holds it open is decided at its owner, in the same step.
+pub fn moves_between_nodes(a: &FileAttr) -> bool {
+    a.persist == Persist::Scratch && a.dest_size == 0 && a.nlink <= 1 && !a.direct
+}
+
+fn cross_node_held(a: &str, b: &str) -> Error {
+    Error {
+        errno: Errno::Busy,
+        context: format!(
+            "{a} -> {b}: the file would move between nodes (cluster.files_at_owner) while a \
+             process holds it open, whose descriptors could not follow; close it first, or copy it"
+        ),
+        os: libc::EXDEV,
+    }
+}
+
 fn cross_node(a: &str, b: &str) -> Error {
     Error {
         errno: Errno::Inval,

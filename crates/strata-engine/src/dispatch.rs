@@ -315,6 +315,7 @@ impl crate::Engine {
                 dest_renamed,
                 tree: true,
                 unbacked_only: _,
+                unheld_only: _,
             } => Reply::Moved(self.core.file_rename_tree(from, to, dest_renamed)?),
             Request::FileRename {
                 from,
@@ -322,7 +323,13 @@ impl crate::Engine {
                 dest_renamed,
                 tree: false,
                 unbacked_only,
+                unheld_only,
             } => {
+                if unheld_only && self.core.file_held_at(from) {
+                    // a move between two nodes copies the file: descriptors
+                    // open on it could not follow
+                    return Err(Errno::Busy);
+                }
                 if unbacked_only && self.core.file_backed_at(from) {
                     // Its destination file was renamed away by another
                     // process first: that rename wins, this one finds nothing.

@@ -553,7 +553,8 @@ fn published_pages_read_as_remote_runs_at_their_generation() {
             to: renamed,
             dest_renamed: true,
             tree: false,
-            unbacked_only: false
+            unbacked_only: false,
+            unheld_only: false,
         })
         .is_ok());
     assert!(r
@@ -673,4 +674,28 @@ fn writes_into_remote_pages_take_them_back_or_recall_them() {
             .err(),
         Some(Errno::Busy)
     );
+}
+
+/// `FileRename { unheld_only }` (a move between two nodes copies the file):
+/// `Busy` and nothing moves while a process holds the file open; once it
+/// is closed, the record moves.
+#[test]
+fn a_rename_for_a_move_between_nodes_waits_for_no_holder() {
+    let mut r = rig();
+    let (from, to) = ("/engine-test/held.dat", "/.strata-moving/0-1-0");
+    let id = r.scratch_file(from);
+    let rename = Request::FileRename {
+        from,
+        to,
+        dest_renamed: false,
+        tree: false,
+        unbacked_only: true,
+        unheld_only: true,
+    };
+    assert_eq!(r.run(&rename).unwrap_err(), Errno::Busy);
+    assert!(r.engine.core.file_lookup(from).is_some(), "nothing moved");
+    r.run(&Request::FileClose { file: id }).unwrap();
+    assert!(matches!(r.run(&rename), Ok(Reply::Moved(1))));
+    assert_eq!(r.engine.core.file_lookup(to).map(|b| b.0), Some(id));
+    assert!(r.engine.core.file_lookup(from).is_none());
 }

@@ -848,6 +848,12 @@ impl Core {
             .is_some_and(|r| r.dest_exists || r.dest_size > 0)
     }
 
+    /// Whether a process (of any node) holds the file at `path` open.
+    pub fn file_held_at(&self, path: &str) -> bool {
+        self.file_lookup(path)
+            .is_some_and(|id| self.holds.by_file.get(&id).is_some_and(|h| !h.is_empty()))
+    }
+
     /// `FileRename`: moves the record at `from` to `to`, replacing a record
     /// there. `dest_renamed`: the caller renamed the destination file too.
     pub fn file_rename(&mut self, from: &str, to: &str, dest_renamed: bool) -> Result<bool> {

@@ -217,13 +217,17 @@ pub enum Request<'a> {
     /// the caller found no destination file at `from`, so move a record
     /// only if it has none either (else another process renamed that file
     /// first: nothing moves, `Moved(0)`, and the caller answers ENOENT as
-    /// the kernel does to the slower of two renames). `Reply::Moved`.
+    /// the kernel does to the slower of two renames); `unheld_only`: move
+    /// a record only while no process holds it open (`Busy` otherwise,
+    /// nothing moves: a move between two nodes copies the file, which
+    /// descriptors could not follow). `Reply::Moved`.
     FileRename {
         from: &'a str,
         to: &'a str,
         dest_renamed: bool,
         tree: bool,
         unbacked_only: bool,
+        unheld_only: bool,
     },
     /// Answered `Reply::SyncGen`. `dest`: the data must reach the
     /// destination (not only the journal); `direct`: the caller writes the

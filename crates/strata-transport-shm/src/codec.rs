@@ -409,12 +409,14 @@ pub fn encode_request(req: &Request, rec: &mut RequestRecord, arg: &mut [u8]) ->
             dest_renamed,
             tree,
             unbacked_only,
+            unheld_only,
         } => {
             name = from;
             name2 = to;
             r.flags = bit(*dest_renamed, flags::DEST_INFO)
                 | bit(*tree, flags::TREE)
-                | bit(*unbacked_only, flags::UNBACKED_ONLY);
+                | bit(*unbacked_only, flags::UNBACKED_ONLY)
+                | bit(*unheld_only, flags::UNHELD_ONLY);
         }
         Request::FileSync { file, dest, direct } => {
             r.bucket = *file;
@@ -709,6 +711,7 @@ pub fn decode_request<'a>(
             dest_renamed: has(flags::DEST_INFO),
             tree: has(flags::TREE),
             unbacked_only: has(flags::UNBACKED_ONLY),
+            unheld_only: has(flags::UNHELD_ONLY),
         },
         Op::FileSync => Request::FileSync {
             file: bucket,

@@ -239,6 +239,9 @@ pub mod flags {
     pub const UNBACKED_ONLY: u32 = 1 << 22;
     /// FileOpen: the destination information is assumed (`OpenFile::dest_assumed`).
     pub const DEST_ASSUMED: u32 = 1 << 23;
+    /// FileRename: move only a record nobody holds open
+    /// (`Request::FileRename::unheld_only`).
+    pub const UNHELD_ONLY: u32 = 1 << 24;
     // (also `FileUnlink::claim` and `FileIdle::unlinked`)
     /// Bits 16..20: placement policy override + 1 (0 = bucket/daemon default).
     pub const POLICY_SHIFT: u32 = 16;
@@ -263,6 +266,7 @@ pub mod flags {
         | DIRECT
         | UNBACKED_ONLY
         | DEST_ASSUMED
+        | UNHELD_ONLY
         | POLICY_MASK;
 }
 

@@ -214,6 +214,7 @@ fn build(r: &Raw) -> Request<'_> {
             dest_renamed: x,
             tree: y,
             unbacked_only: x && !y,
+            unheld_only: y && !x,
         },
         28 => Request::FileSync {
             file: a,

@@ -273,15 +273,40 @@ pub(super) unsafe fn rename_dir(
                 return Err(libc::ENOTEMPTY);
             }
             // Files at their path's owner: the buffered files beneath get
-            // names other nodes own; each leaves the buffer (or EXDEV).
+            // names other nodes own; each DEFAULT one leaves the buffer (or
+            // EXDEV), each SCRATCH one only in the buffer moves to its new
+            // name after the directory (copied to that name's owner when
+            // it changes: `Client::file_rename`), anything else is EXDEV.
+            let leaving = c.file_tree_leaving(from, tabs).map_err(os)?;
+            let mut later = Vec::new();
+            for (p, a) in &leaving {
+                if strata_client::file::moves_between_nodes(a) {
+                    if a.holders > 0 {
+                        return Err(libc::EXDEV);
+                    }
+                    later.push(p.clone());
+                }
+            }
             let mut moved = Vec::new();
-            for (p, a) in c.file_tree_leaving(from, tabs).map_err(os)? {
-                if crate::mapped::leave_for_another_node(c, &a, &p, tabs)? {
+            for (p, a) in leaving {
+                if !later.contains(&p) && crate::mapped::leave_for_another_node(c, &a, &p, tabs)? {
                     moved.push(p);
                 }
             }
             cvt(real_rename())?;
-            let n = c.file_rename_tree(from, tabs, true).map_err(os)?;
+            let mut n = 0;
+            for p in later {
+                let now = format!("{tabs}{}", &p[from.len()..]);
+                // Opened since the look above (EXDEV from the owner): it
+                // keeps its old name, in the buffer only. The directory
+                // moved already; nothing is lost.
+                match c.file_rename(&p, &now, true) {
+                    Ok(true) => n += 1,
+                    Ok(false) => {}
+                    Err(e) => trace!("rename dir {}: {} stays ({})", from, p, e),
+                }
+            }
+            n += c.file_rename_tree(from, tabs, true).map_err(os)?;
             for p in moved {
                 let now = format!("{tabs}{}", &p[from.len()..]);
                 crate::mapped::keep_moved_direct(c, &now, t.page_bytes);
@@ -345,10 +370,13 @@ pub(super) unsafe fn rename_impl(
         }
         if let (Some(fa), Some(f), Some(t)) = (frec, &tf, &tt) {
             let (fp, tp) = (f.abs.as_str().unwrap_or(""), t.abs.as_str().unwrap_or(""));
-            if c.file_same_home(fp, tp).is_err() {
+            if c.file_same_home(fp, tp).is_err() && !strata_client::file::moves_between_nodes(&fa) {
                 // Two nodes own the two names (cluster.files_at_owner): the
                 // file leaves the buffer (or EXDEV), then its destination
-                // file moves like any unbuffered one (below).
+                // file moves like any unbuffered one (below). A SCRATCH
+                // file only in the buffer is copied to the new name's owner
+                // instead, by the client's rename (below; EXDEV while a
+                // process holds it open).
                 moved = crate::mapped::leave_for_another_node(c, &fa, fp, tp)?;
                 frec = None;
             }
