@@ -1852,8 +1852,10 @@ fn a_file_renamed_between_owners_while_open_stays_one_file() {
 /// the checkpoint pattern "write a temporary name, close, rename it into
 /// place" under `strata run`, bytes (holes included), mode and mtime kept,
 /// replacing an existing file at the target; read on every node; the old
-/// name gone everywhere; a file held open still answers EXDEV and keeps
-/// its name; nothing reaches the destination. With and without pages where
+/// name gone everywhere; the renaming process's own descriptors follow
+/// (offset kept, writes land in the moved file); a file another process
+/// holds open answers EXDEV and keeps its name; nothing reaches the
+/// destination. With and without pages where
 /// written (the copy reads the writer's pages through their holder).
 #[test]
 fn scratch_files_move_between_owners_by_rename() {
@@ -1884,10 +1886,18 @@ fn scratch_files_move_between_owners_by_rename() {
              assert (st.st_size, st.st_mode & 0o777, st.st_mtime_ns) == ((9 << 20) + 3, 0o640, 2_000_000_000), st\n\
              got = open('{fin}', 'rb').read()\n\
              assert got[:len(data)] == data and got[-3:] == b'end' and got[len(data):-3] == bytes(len(got) - len(data) - 3)\n\
-             g = open('{fin}', 'rb')\n\
-             try:\n    os.rename('{fin}', '{other}'); raise SystemExit('moved while held open')\n\
+             import subprocess, sys\n\
+             h = subprocess.Popen([sys.executable, '-c', 'import time; f = open(\\'{fin}\\', \\'rb\\'); f.read(1); print(1, flush=True); time.sleep(60)'], stdout=subprocess.PIPE)\n\
+             assert h.stdout.readline() == b'1\\n'\n\
+             try:\n    os.rename('{fin}', '{other}'); raise SystemExit('moved while another process holds it')\n\
              except OSError as e:\n    assert e.errno == errno.EXDEV, e\n\
-             g.close()\n\
+             h.kill(); h.wait()\n\
+             g = open('{fin}', 'r+b'); g.seek(5)\n\
+             os.rename('{fin}', '{other}')\n\
+             assert g.read(3) == data[5:8]\n\
+             g.seek(0); g.write(b'X'); g.close()\n\
+             os.rename('{other}', '{fin}')\n\
+             got = b'X' + got[1:]\n\
              os.mkdir('{dir}')\n\
              for i in range(8): open('{dir}/f%d' % i, 'wb').write(bytes([i + 1]) * (70000 * i + 1))\n\
              os.rename('{dir}', '{dir2}')\n\

@@ -1506,7 +1506,9 @@ impl Client {
         check_path(to)?;
         if let Err(e) = self.file_same_home(from, to) {
             return match self.file_stat_path(from)? {
-                Some(a) if moves_between_nodes(&a) => self.file_move_node(from, to, unbacked_only),
+                Some(a) if moves_between_nodes(&a) => self
+                    .file_move_node(from, to, unbacked_only, false)
+                    .map(|r| r.moved),
                 _ => Err(e),
             };
         }
@@ -1522,6 +1524,36 @@ impl Client {
             Reply::Moved(n) => Ok(n == 1),
             _ => Err(unexpected("FileRename")),
         }
+    }
+
+    /// [`Client::file_rename`] (`unbacked_only`: [`Client::file_rename_unbacked`])
+    /// for a caller that moves its own descriptors: a rename between two
+    /// nodes' names that copies the file (`moves_between_nodes`) may then
+    /// take a file the caller holds open, and answers the copy's id
+    /// (`Renamed::copied`) — the caller points its descriptors of the old
+    /// id at the new one, which it holds now, then lets go of the old one
+    /// (`file_close`).
+    pub fn file_rename_ex(
+        &self,
+        from: &str,
+        to: &str,
+        dest_renamed: bool,
+        unbacked_only: bool,
+    ) -> Result<Renamed> {
+        check_path(from)?;
+        check_path(to)?;
+        if self.file_same_home(from, to).is_err() {
+            if let Some(a) = self.file_stat_path(from)? {
+                if moves_between_nodes(&a) {
+                    return self.file_move_node(from, to, unbacked_only, true);
+                }
+            }
+        }
+        let moved = self.file_rename_as(from, to, dest_renamed, unbacked_only)?;
+        Ok(Renamed {
+            moved,
+            copied: None,
+        })
     }
 
     /// A rename between two nodes' names of a file [`moves_between_nodes`]
@@ -1542,9 +1574,21 @@ impl Client {
     /// name meanwhile: then the bytes stay under the hidden name, reported
     /// in the error) and drops the partial copy. Between steps 1 and 3
     /// neither name exists, where rename(2) is atomic: the one visible
-    /// difference. False when there was nothing to move (or, with
+    /// difference. Nothing moved when there was nothing to move (or, with
     /// `unbacked_only`, the record has a destination file now).
-    fn file_move_node(&self, from: &str, to: &str, unbacked_only: bool) -> Result<bool> {
+    /// `follows`: the caller moves its own descriptors (`file_rename_ex`):
+    /// a file it holds may move, and it holds the copy then.
+    fn file_move_node(
+        &self,
+        from: &str,
+        to: &str,
+        unbacked_only: bool,
+        follows: bool,
+    ) -> Result<Renamed> {
+        let nothing = Renamed {
+            moved: false,
+            copied: None,
+        };
         let l = &self.inner.lookup;
         let (src, dst) = (l.node_for(Target::Path(from)), l.node_for(Target::Path(to)));
         let route = |n: strata_meta::NodeId| Target::Id(u64::from(n) << strata_meta::NODE_SHIFT);
@@ -1566,12 +1610,21 @@ impl Client {
             unbacked_only,
             unheld_only: true,
         };
-        match self.call_at(route(src), &req)? {
-            Ok(Reply::Moved(0)) => return Ok(false),
-            Ok(Reply::Moved(_)) => {}
-            Ok(_) => return Err(unexpected("FileRename")),
-            Err(Errno::Busy) => return Err(cross_node_held(from, to)),
-            Err(e) => return Err(err(e, format!("rename {from} -> {to}: take the source"))),
+        // A process that just ended may still hold it (its node tells the
+        // owner in the background): ask again for a moment before refusing.
+        let started = std::time::Instant::now();
+        // Bounded by MOVE_HOLDERS_SETTLE.
+        loop {
+            match self.call_at(route(src), &req)? {
+                Ok(Reply::Moved(0)) => return Ok(nothing),
+                Ok(Reply::Moved(_)) => break,
+                Ok(_) => return Err(unexpected("FileRename")),
+                Err(Errno::Busy) if started.elapsed() < MOVE_HOLDERS_SETTLE => {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                Err(Errno::Busy) => return Err(cross_node_held(from, to)),
+                Err(e) => return Err(err(e, format!("rename {from} -> {to}: take the source"))),
+            }
         }
         let undo = |what: Error, made: Option<u64>| -> Error {
             if let Some(id) = made {
@@ -1615,6 +1668,12 @@ impl Client {
             Ok(a) => a,
             Err(e) => return Err(undo(e, None)),
         };
+        // Only the caller may hold it now (the owner refused others): its
+        // descriptors follow only if it moves them.
+        let held = a.holders > 0;
+        if held && !follows {
+            return Err(undo(cross_node_held(from, to), None));
+        }
         // 2. the copy, at the new name's owner
         let open = OpenFile {
             create: true,
@@ -1681,7 +1740,9 @@ impl Client {
             unheld_only: false,
         };
         let named = self.call_at(route(dst), &req)?;
-        let _ = self.file_close(made.id);
+        if !held {
+            let _ = self.file_close(made.id);
+        }
         match named {
             Ok(Reply::Moved(_)) => {}
             Ok(_) => return Err(undo(unexpected("FileRename"), Some(made.id))),
@@ -1701,7 +1762,10 @@ impl Client {
         // went down just now) is an unnamed SCRATCH record, never flushed,
         // gone with that node's buffer.
         let _ = self.call_at(route(src), &gone);
-        Ok(true)
+        Ok(Renamed {
+            moved: true,
+            copied: held.then_some((a.id, made.id)),
+        })
     }
 
     /// [`Client::file_stat_path`] of a hidden name at the node `route` names.
@@ -1917,9 +1981,23 @@ fn open_error(e: Errno, path: &str) -> Error {
 }
 
 /// `EXDEV` for a move between two nodes' files.
+/// What [`Client::file_rename_ex`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Renamed {
+    /// A record moved (or was copied) to the new name.
+    pub moved: bool,
+    /// The file the caller holds was copied between two nodes: (old id,
+    /// new id). The caller holds both until it lets go of the old one.
+    pub copied: Option<(u64, u64)>,
+}
+
 /// Hidden names of files being moved between two nodes
 /// (`Client::file_move_node`): never listed, never at a destination.
 pub const MOVING_DIR: &str = "/.strata-moving";
+
+/// How long a move between nodes waits for the holds of processes that
+/// just ended to go.
+const MOVE_HOLDERS_SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The copy of a move between nodes goes in pieces of this size.
 const MOVE_CHUNK_BYTES: usize = 4 << 20;

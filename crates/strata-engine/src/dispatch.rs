@@ -325,9 +325,10 @@ impl crate::Engine {
                 unbacked_only,
                 unheld_only,
             } => {
-                if unheld_only && self.core.file_held_at(from) {
-                    // a move between two nodes copies the file: descriptors
-                    // open on it could not follow
+                if unheld_only && self.core.file_held_at(from, caller.client) {
+                    // a move between two nodes copies the file: another
+                    // process's descriptors could not follow (the caller's
+                    // own move to the copy)
                     return Err(Errno::Busy);
                 }
                 if unbacked_only && self.core.file_backed_at(from) {

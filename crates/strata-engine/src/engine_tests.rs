@@ -677,13 +677,20 @@ fn writes_into_remote_pages_take_them_back_or_recall_them() {
 }
 
 /// `FileRename { unheld_only }` (a move between two nodes copies the file):
-/// `Busy` and nothing moves while a process holds the file open; once it
-/// is closed, the record moves.
+/// `Busy` and nothing moves while another process holds the file open;
+/// once only the caller holds it, the record moves.
 #[test]
-fn a_rename_for_a_move_between_nodes_waits_for_no_holder() {
+fn a_rename_for_a_move_between_nodes_waits_for_no_other_holder() {
     let mut r = rig();
     let (from, to) = ("/engine-test/held.dat", "/.strata-moving/0-1-0");
     let id = r.scratch_file(from);
+    let other = Caller {
+        client: CALLER.client + 1,
+        ..CALLER
+    };
+    r.engine
+        .execute(other, &mut None, &Request::FileHold { file: id })
+        .unwrap();
     let rename = Request::FileRename {
         from,
         to,
@@ -694,7 +701,10 @@ fn a_rename_for_a_move_between_nodes_waits_for_no_holder() {
     };
     assert_eq!(r.run(&rename).unwrap_err(), Errno::Busy);
     assert!(r.engine.core.file_lookup(from).is_some(), "nothing moved");
-    r.run(&Request::FileClose { file: id }).unwrap();
+    r.engine
+        .execute(other, &mut None, &Request::FileClose { file: id })
+        .unwrap();
+    // the caller's own hold does not count
     assert!(matches!(r.run(&rename), Ok(Reply::Moved(1))));
     assert_eq!(r.engine.core.file_lookup(to).map(|b| b.0), Some(id));
     assert!(r.engine.core.file_lookup(from).is_none());

@@ -848,10 +848,15 @@ impl Core {
             .is_some_and(|r| r.dest_exists || r.dest_size > 0)
     }
 
-    /// Whether a process (of any node) holds the file at `path` open.
-    pub fn file_held_at(&self, path: &str) -> bool {
-        self.file_lookup(path)
-            .is_some_and(|id| self.holds.by_file.get(&id).is_some_and(|h| !h.is_empty()))
+    /// Whether a process (of any node) other than client `except` holds the
+    /// file at `path` open.
+    pub fn file_held_at(&self, path: &str, except: u64) -> bool {
+        self.file_lookup(path).is_some_and(|id| {
+            self.holds
+                .by_file
+                .get(&id)
+                .is_some_and(|h| h.iter().any(|c| *c != except))
+        })
     }
 
     /// `FileRename`: moves the record at `from` to `to`, replacing a record

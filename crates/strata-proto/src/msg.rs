@@ -218,9 +218,10 @@ pub enum Request<'a> {
     /// only if it has none either (else another process renamed that file
     /// first: nothing moves, `Moved(0)`, and the caller answers ENOENT as
     /// the kernel does to the slower of two renames); `unheld_only`: move
-    /// a record only while no process holds it open (`Busy` otherwise,
-    /// nothing moves: a move between two nodes copies the file, which
-    /// descriptors could not follow). `Reply::Moved`.
+    /// a record only while no process but the caller holds it open (`Busy`
+    /// otherwise, nothing moves: a move between two nodes copies the file,
+    /// which another process's descriptors could not follow; the caller
+    /// moves its own). `Reply::Moved`.
     FileRename {
         from: &'a str,
         to: &'a str,

@@ -272,6 +272,10 @@ pub(super) unsafe fn rename_dir(
             {
                 return Err(libc::ENOTEMPTY);
             }
+            if tabs == from {
+                // onto itself: rename(2) does nothing
+                return cvt(real_rename());
+            }
             // Files at their path's owner: the buffered files beneath get
             // names other nodes own; each DEFAULT one leaves the buffer (or
             // EXDEV), each SCRATCH one only in the buffer moves to its new
@@ -281,7 +285,13 @@ pub(super) unsafe fn rename_dir(
             let mut later = Vec::new();
             for (p, a) in &leaving {
                 if strata_client::file::moves_between_nodes(a) {
-                    if a.holders > 0 {
+                    // another process's descriptors, or a mapping, could
+                    // not follow a copy (this process's own descriptors do)
+                    let mine = crate::fds_where(|k, i| k & crate::K_TRACKED != 0 && i == a.id);
+                    if a.holders > u32::from(!mine.is_empty())
+                        || crate::mapped::backing_of(a.id).is_some()
+                        || !crate::fds_where(|k, i| k == crate::K_MAPPED && i == a.id).is_empty()
+                    {
                         return Err(libc::EXDEV);
                     }
                     later.push(p.clone());
@@ -300,9 +310,9 @@ pub(super) unsafe fn rename_dir(
                 // Opened since the look above (EXDEV from the owner): it
                 // keeps its old name, in the buffer only. The directory
                 // moved already; nothing is lost.
-                match c.file_rename(&p, &now, true) {
-                    Ok(true) => n += 1,
-                    Ok(false) => {}
+                match c.file_rename_ex(&p, &now, true, false) {
+                    Ok(m) if follow_copy(c, m) => n += 1,
+                    Ok(_) => {}
                     Err(e) => trace!("rename dir {}: {} stays ({})", from, p, e),
                 }
             }
@@ -370,7 +380,10 @@ pub(super) unsafe fn rename_impl(
         }
         if let (Some(fa), Some(f), Some(t)) = (frec, &tf, &tt) {
             let (fp, tp) = (f.abs.as_str().unwrap_or(""), t.abs.as_str().unwrap_or(""));
-            if c.file_same_home(fp, tp).is_err() && !strata_client::file::moves_between_nodes(&fa) {
+            let copies = strata_client::file::moves_between_nodes(&fa)
+                && crate::mapped::backing_of(fa.id).is_none()
+                && crate::fds_where(|k, i| k == crate::K_MAPPED && i == fa.id).is_empty();
+            if c.file_same_home(fp, tp).is_err() && !copies {
                 // Two nodes own the two names (cluster.files_at_owner): the
                 // file leaves the buffer (or EXDEV), then its destination
                 // file moves like any unbuffered one (below). A SCRATCH
@@ -493,11 +506,9 @@ pub(super) unsafe fn rename_impl(
                 }
                 crate::note_written(t.abs.bytes());
                 let (fp, tp) = (f.abs.as_str().unwrap_or(""), t.abs.as_str().unwrap_or(""));
-                let moved = if r == 0 {
-                    c.file_rename(fp, tp, true)
-                } else {
-                    c.file_rename_unbacked(fp, tp)
-                };
+                let moved = c
+                    .file_rename_ex(fp, tp, r == 0, r != 0)
+                    .map(|m| follow_copy(c, m));
                 if let Some(a) = &aside {
                     if moved.as_ref().is_ok_and(|m| *m) {
                         real::unlinkat(nfd, a.as_ptr(), 0);
@@ -563,6 +574,26 @@ pub(super) unsafe fn rename_impl(
             }
         }
     })
+}
+
+/// After a rename that copied a file this process holds to the new name's
+/// owner (`Renamed::copied`, a SCRATCH file between two nodes' names): its
+/// descriptors of the old file now refer to the copy (their offsets live
+/// in the placeholders), and the old file's hold goes, which destroys it.
+/// Returns whether a record moved.
+fn follow_copy(c: &Client, r: strata_client::file::Renamed) -> bool {
+    if let Some((old, new)) = r.copied {
+        for fd in crate::fds_where(|k, i| k & crate::K_TRACKED != 0 && i == old) {
+            crate::set_kind_id(fd, crate::kind(fd), new);
+        }
+        let _ = c.file_close(old);
+        trace!(
+            "rename: descriptors of id={:x} now id={:x} (copied between nodes)",
+            old,
+            new
+        );
+    }
+    r.moved
 }
 
 /// `path` with a suffix unique to this process and call: where a rename
