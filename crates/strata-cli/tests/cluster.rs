@@ -2214,6 +2214,52 @@ fn the_differential_tester_agrees_with_files_at_their_owner() {
     }
 }
 
+/// What a SCRATCH rename between two owners' names costs (it copies the
+/// file, `Client::file_move_node`), next to a rename within one owner and
+/// to `cp` of the same file: `RENAME_COST_MIB` (default 1024) MiB written
+/// under `strata run` on node 1 at a name node 0 owns, renamed to a name
+/// node 2 owns, and back to one node 0 owns; three repeats, seconds and
+/// MiB/s printed. By hand (`--ignored rename_cost --nocapture`): timings,
+/// not assertions; the figures are in BENCHMARKS.md.
+#[test]
+#[ignore]
+fn rename_cost_between_owners() {
+    if !has_python() {
+        eprintln!("python3 missing: skipped");
+        return;
+    }
+    let mib: u64 = std::env::var("RENAME_COST_MIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1024);
+    let bed = started_with(cluster_util::bed_with_files(3, "4GiB", None));
+    let (a, b, c) = (
+        path_owned_by(&bed, "cost-a-", 0),
+        path_owned_by(&bed, "cost-b-", 2),
+        path_owned_by(&bed, "cost-c-", 0),
+    );
+    let py = format!(
+        "import os, time, shutil\n\
+         chunk = os.urandom(1 << 20)\n\
+         for r in range(3):\n\
+         \x20   with open('{a}', 'wb') as f:\n\
+         \x20       for i in range({mib}): f.write(chunk)\n\
+         \x20   t = time.perf_counter(); os.rename('{a}', '{b}'); cross = time.perf_counter() - t\n\
+         \x20   t = time.perf_counter(); shutil.copyfile('{b}', '{a}'); cp = time.perf_counter() - t\n\
+         \x20   os.unlink('{a}')\n\
+         \x20   t = time.perf_counter(); os.rename('{b}', '{c}'); back = time.perf_counter() - t\n\
+         \x20   t = time.perf_counter(); os.rename('{c}', '{a}'); same = time.perf_counter() - t\n\
+         \x20   os.unlink('{a}')\n\
+         \x20   print('repeat %d: rename across owners %.3f s (%.0f MiB/s), back %.3f s, within one owner %.6f s, cp across %.3f s (%.0f MiB/s)' % (r, cross, {mib} / cross, back, same, cp, {mib} / cp))\n"
+    );
+    let out = run_on_mode(&bed, 1, "scratch", &format!("python3 -c \"{py}\""));
+    println!(
+        "{mib} MiB SCRATCH file, 3 nodes:\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
+}
+
 /// A 3-node bed with files at their owner, kept up for `BED_SECONDS`
 /// (default 600) for experiments by hand: prints each node's config,
 /// socket and namespace. `cargo test --test cluster -- --ignored bed_for_hand --nocapture`.

@@ -268,8 +268,27 @@ impl crate::Engine {
                     // removing its destination file: that one wins
                     return Err(Errno::NoFile);
                 }
-                let busy = self.flusher.as_ref().is_some_and(|f| !f.path_idle(path));
+                // A job of this file may write it under the name it had
+                // before a rename, the destination file that rename moved
+                // here: the unlinker waits for it too, and removes the
+                // destination file (the job may have created it).
+                let renamed_job = self
+                    .core
+                    .file_lookup(path)
+                    .filter(|id| self.flusher.as_ref().is_some_and(|f| f.file_in_flight(*id)));
+                let busy = renamed_job.is_some()
+                    || self.flusher.as_ref().is_some_and(|f| !f.path_idle(path));
                 let u = self.core.file_unlink_held(path)?;
+                if let Some(id) = renamed_job {
+                    if self.unlinked_jobs.len() >= crate::UNLINK_MARKS_MAX {
+                        let f = self.flusher.as_ref();
+                        self.unlinked_jobs
+                            .retain(|_, id| f.is_some_and(|f| f.file_in_flight(*id)));
+                    }
+                    if self.unlinked_jobs.len() < crate::UNLINK_MARKS_MAX {
+                        self.unlinked_jobs.insert(path.to_string(), id);
+                    }
+                }
                 if claim && u.existed && (u.dest_may_exist || busy) {
                     self.mark_unlinking(path);
                 }
@@ -288,7 +307,15 @@ impl crate::Engine {
                 if unlinked {
                     self.unlink_marks.remove(path);
                 }
-                Reply::Idle(self.flusher.as_ref().is_none_or(|f| f.path_idle(path)))
+                let Some(f) = self.flusher.as_ref() else {
+                    return Ok(Reply::Idle(true));
+                };
+                let job = self.unlinked_jobs.get(path).copied();
+                let job_busy = job.is_some_and(|id| f.file_in_flight(id));
+                if job.is_some() && !job_busy {
+                    self.unlinked_jobs.remove(path);
+                }
+                Reply::Idle(!job_busy && f.path_idle(path))
             }
             Request::FileHold { file } => {
                 self.core.file_hold(BucketId(file), caller.client)?;

@@ -685,6 +685,18 @@ impl FlushIo {
                 return done;
             }
         };
+        // A job that hangs once its file is open (a test's marker
+        // `<path><marker>-open`): what a slow destination makes of a job
+        // that created the file and is still writing it.
+        #[cfg(debug_assertions)]
+        if let Some(m) = &self.hang_marker {
+            let marker = format!("{}{m}-open", job.path);
+            // Bounded by the test that removes the marker (or cancels the job).
+            while std::path::Path::new(&marker).exists() && !job.flags.cancel.load(Ordering::SeqCst)
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
         let md = f.metadata();
         done.wrote = md.as_ref().ok().map(|md| {
             use std::os::unix::fs::MetadataExt;
@@ -1236,6 +1248,11 @@ impl Flusher {
         !self.in_flight.values().any(|f| f.path == path)
             && !self.unlinks_pending.iter().any(|(p, _)| p == path)
             && self.unlinks_queued.load(Ordering::SeqCst) == 0
+    }
+
+    /// A job of file `id` is running (under whatever path it snapshotted).
+    pub fn file_in_flight(&self, id: BucketId) -> bool {
+        self.in_flight.contains_key(&id)
     }
 
     /// A destination unlink of file `id`'s path is pending or may still be

@@ -189,6 +189,10 @@ pub struct Engine {
     /// removes the destination file (until this deadline): a racing claim
     /// finds `NoFile`. Bounded: `UNLINK_MARKS_MAX`.
     pub(crate) unlink_marks: std::collections::HashMap<String, std::time::Instant>,
+    /// Paths unlinked while a flush job of their file was writing it under
+    /// an older name (renamed meanwhile): `FileIdle` of the path waits for
+    /// that job too (at most `UNLINK_MARKS_MAX`).
+    pub(crate) unlinked_jobs: std::collections::HashMap<String, strata_meta::BucketId>,
 }
 
 /// How long a claiming unlink's mark lasts at most (its caller normally
@@ -210,6 +214,7 @@ impl Engine {
             stash: crate::stash::Stash::default(),
             locality: crate::remote::Locality::default(),
             unlink_marks: std::collections::HashMap::new(),
+            unlinked_jobs: std::collections::HashMap::new(),
         }
     }
 
