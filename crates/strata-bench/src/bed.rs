@@ -77,6 +77,25 @@ fn run(args: &[&str]) -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// The third octet of a 10.213.x.0/24 no interface of this machine has an
+/// address in, starting at `first`: two beds on one subnet (another run's,
+/// or a hand bed left up) would answer each other's daemons. `first` when
+/// every subnet is taken or the addresses cannot be listed.
+fn free_net(first: u8) -> u8 {
+    let Ok(out) = Command::new("ip")
+        .args(["-o", "-4", "addr", "show"])
+        .output()
+    else {
+        return first;
+    };
+    let used = String::from_utf8_lossy(&out.stdout).into_owned();
+    // Bounded: 256 candidates.
+    (0..=255u8)
+        .map(|k| first.wrapping_add(k))
+        .find(|net| !used.contains(&format!(" 10.213.{net}.")))
+        .unwrap_or(first)
+}
+
 fn try_netns(id: &str, n: usize, net: u8) -> Option<(String, Vec<(String, String)>)> {
     let bridge = format!("{id}br");
     if !run(&["ip", "link", "add", &bridge, "type", "bridge"]) {
@@ -143,7 +162,7 @@ impl Bed {
         }
         let r: u32 = rand::random();
         let id = format!("s{:05x}", r & 0xfffff);
-        let net = (r >> 20) as u8;
+        let net = free_net((r >> 20) as u8);
         let dir = tempfile::Builder::new()
             .prefix("strata-bed-")
             .tempdir()
