@@ -267,6 +267,21 @@ impl Drop for Unblock {
     }
 }
 
+/// `python3 -c ARGS…` under the adapter of daemon `d`, DEFAULT mode, `dir`
+/// buffered.
+fn python_under_strata(d: &TestDaemon, dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new("python3")
+        .arg("-c")
+        .args(args)
+        .env("LD_PRELOAD", preload_lib())
+        .env("STRATA_CONFIG", &d.config)
+        .env("STRATA_SOCKET", &d.socket)
+        .env("STRATA_INCLUDE", dir)
+        .env("STRATA_MODE", "default")
+        .output()
+        .unwrap()
+}
+
 fn drain_json(d: &TestDaemon, path: &Path) -> serde_json::Value {
     let out = d
         .cmd()
@@ -293,14 +308,7 @@ fn hung_destination_is_reported_stalled_while_others_flush() {
     let base = tempfile::tempdir().unwrap();
     let dir = base.path().join("pfs");
     std::fs::create_dir(&dir).unwrap();
-    let mut c = Command::new("python3");
-    c.arg("-c").arg(HUNG_PY).arg(&dir);
-    c.env("LD_PRELOAD", preload_lib())
-        .env("STRATA_CONFIG", &d.config)
-        .env("STRATA_SOCKET", &d.socket)
-        .env("STRATA_INCLUDE", &dir)
-        .env("STRATA_MODE", "default");
-    let out = c.output().unwrap();
+    let out = python_under_strata(&d, &dir, &[HUNG_PY, dir.to_str().unwrap()]);
     assert!(
         out.status.success(),
         "writer failed: {}",
@@ -544,16 +552,7 @@ fn a_file_renamed_and_unlinked_while_its_flush_writes_it_does_not_come_back() {
     std::fs::create_dir(&dir).unwrap();
     let (c, y) = (dir.join("c"), dir.join("y"));
     let under_strata = |py: &str| {
-        let out = Command::new("python3")
-            .arg("-c")
-            .arg(py)
-            .env("LD_PRELOAD", preload_lib())
-            .env("STRATA_CONFIG", &d.config)
-            .env("STRATA_SOCKET", &d.socket)
-            .env("STRATA_INCLUDE", &dir)
-            .env("STRATA_MODE", "default")
-            .output()
-            .unwrap();
+        let out = python_under_strata(&d, &dir, &[py]);
         assert!(
             out.status.success(),
             "{py}: {}",

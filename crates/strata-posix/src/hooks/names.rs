@@ -288,10 +288,7 @@ pub(super) unsafe fn rename_dir(
                     // another process's descriptors, or a mapping, could
                     // not follow a copy (this process's own descriptors do)
                     let mine = crate::fds_where(|k, i| k & crate::K_TRACKED != 0 && i == a.id);
-                    if a.holders > u32::from(!mine.is_empty())
-                        || crate::mapped::backing_of(a.id).is_some()
-                        || !crate::fds_where(|k, i| k == crate::K_MAPPED && i == a.id).is_empty()
-                    {
+                    if a.holders > u32::from(!mine.is_empty()) || mapped_here(a.id) {
                         return Err(libc::EXDEV);
                     }
                     later.push(p.clone());
@@ -380,9 +377,7 @@ pub(super) unsafe fn rename_impl(
         }
         if let (Some(fa), Some(f), Some(t)) = (frec, &tf, &tt) {
             let (fp, tp) = (f.abs.as_str().unwrap_or(""), t.abs.as_str().unwrap_or(""));
-            let copies = strata_client::file::moves_between_nodes(&fa)
-                && crate::mapped::backing_of(fa.id).is_none()
-                && crate::fds_where(|k, i| k == crate::K_MAPPED && i == fa.id).is_empty();
+            let copies = strata_client::file::moves_between_nodes(&fa) && !mapped_here(fa.id);
             if c.file_same_home(fp, tp).is_err() && !copies {
                 // Two nodes own the two names (cluster.files_at_owner): the
                 // file leaves the buffer (or EXDEV), then its destination
@@ -574,6 +569,13 @@ pub(super) unsafe fn rename_impl(
             }
         }
     })
+}
+
+/// This process maps file `id` (a backing, or descriptors reopened onto
+/// one): a copy between nodes could not take the mapping along.
+fn mapped_here(id: u64) -> bool {
+    crate::mapped::backing_of(id).is_some()
+        || !crate::fds_where(|k, i| k == crate::K_MAPPED && i == id).is_empty()
 }
 
 /// After a rename that copied a file this process holds to the new name's
