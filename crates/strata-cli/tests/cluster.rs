@@ -2725,6 +2725,157 @@ fn default_pages_where_written_reach_the_destination_from_their_holders() {
     }
 }
 
+/// Pages where written, a holder killed and restarted (issue 15, item 6):
+/// node 1 keeps its tiers on disk only (a dir tier, no RAM), so the pages
+/// it holds for a DEFAULT file node 0 owns are journaled in its shadow.
+/// Killed with SIGKILL before node 0 flushed them, node 1 is named by the
+/// owner's flush; restarted, it replays its shadow, a read on node 2 gets
+/// the bytes from it, and the owner's flush completes the file. The
+/// shadow is never listed by drain status nor staged out, and a SCRATCH
+/// file's shadow is not journaled (lost with its daemon, as the file is).
+#[test]
+fn a_killed_holders_journaled_pages_complete_its_files_on_restart() {
+    use strata_client::file::{OpenFlags, Persist};
+    let bed = cluster_util::bed_with_files_pages(3, "128MiB", Some("256MiB"), true);
+    let cfg0 = bed.nodes[0].config.clone();
+    let base0 = std::fs::read_to_string(&cfg0).unwrap();
+    std::fs::write(&cfg0, format!("{base0}flush:\n  enabled: false\n")).unwrap();
+    let cfg1 = bed.nodes[1].config.clone();
+    let base1 = std::fs::read_to_string(&cfg1).unwrap();
+    let ram = "  - name: ram\n    kind: ram\n    capacity: 128MiB\n";
+    assert!(base1.contains(ram), "{base1}");
+    std::fs::write(&cfg1, base1.replace(ram, "")).unwrap();
+    let bed = started_with(bed);
+    let clients = clients_of(&bed);
+    let rw = OpenFlags {
+        read: true,
+        write: true,
+        create: true,
+        ..Default::default()
+    };
+    let page: u64 = 64 << 10;
+    let journal_of = |i: usize| node_status(&bed, i)["journal"].clone();
+    let before = journal_of(1)["live_records"].as_u64().unwrap();
+
+    let pk = path_owned_by(&bed, "journaled-holder-", 0);
+    let data = pattern((2 << 20) + 3 * page as usize + 11, 51);
+    let f = clients[1]
+        .file_open(&pk, rw, 0o644, Persist::Default, page)
+        .unwrap();
+    for (k, chunk) in data.chunks(1 << 20).enumerate() {
+        clients[1].file_write(f.id, (k << 20) as u64, chunk).unwrap();
+    }
+    clients[1].file_close(f.id).unwrap();
+    let ps = path_owned_by(&bed, "scratch-holder-", 0);
+    let f = clients[1]
+        .file_open(&ps, rw, 0o644, Persist::Scratch, page)
+        .unwrap();
+    clients[1]
+        .file_write(f.id, 0, &pattern(4 * page as usize, 52))
+        .unwrap();
+    clients[1].file_close(f.id).unwrap();
+    // Node 1 holds the whole pages (35 of them) in its shadow, journaled:
+    // the shadow's record and one per page, written to the journal file.
+    let whole_pages = data.len() as u64 / page;
+    let t0 = std::time::Instant::now();
+    loop {
+        let j = journal_of(1);
+        if j["live_records"].as_u64().unwrap() > before + whole_pages {
+            break;
+        }
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "node 1 never journaled its shadow: {j:#}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // Only the DEFAULT file's shadow: the SCRATCH one adds no record.
+    let records = journal_of(1)["live_records"].as_u64().unwrap();
+    assert_eq!(records, before + whole_pages + 1, "{:#}", journal_of(1));
+    // Never listed as a file of node 1, never staged out by it.
+    let st = strata_on(&bed, 1, &["drain", "status", "--json"]);
+    ok(&st, "drain status on node 1");
+    assert!(
+        !String::from_utf8_lossy(&st.stdout).contains(strata_proto::types::SHADOW_DIR),
+        "{}",
+        String::from_utf8_lossy(&st.stdout)
+    );
+    let so = strata_on(&bed, 1, &["stage-out", strata_proto::types::SHADOW_DIR]);
+    let said = String::from_utf8_lossy(&so.stderr);
+    assert!(
+        !so.status.success() && said.contains("no such file"),
+        "stage-out of the shadows' directory: {said}"
+    );
+    assert!(
+        !std::path::Path::new(strata_proto::types::SHADOW_DIR).exists(),
+        "a shadow staged out"
+    );
+
+    let pid = bed.pid(1).expect("node 1 runs");
+    // SAFETY: kill(2) on our own daemon's pid.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    let name1 = bed.nodes[1].name.clone();
+    let fl = strata_on(&bed, 0, &["flush", "--wait", &pk]);
+    let said = String::from_utf8_lossy(&fl.stderr);
+    assert!(!fl.status.success() && said.contains(&name1), "{said}");
+    // (the owner may have written its own partial last page: a flush in
+    // progress, never called persisted)
+    assert!(
+        std::fs::read(&pk).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+            || std::fs::read(&pk).unwrap()[..whole_pages as usize * page as usize]
+                .iter()
+                .all(|b| *b == 0),
+        "node 1's pages written while it was dead"
+    );
+    let st = strata_on(&bed, 0, &["drain", "status", "--json", &pk]);
+    let v: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    assert!(
+        v["files"][0]["state"] == "failed"
+            && v["files"][0]["error"]
+                .as_str()
+                .is_some_and(|e| e.contains(&name1)),
+        "{v:#}"
+    );
+
+    ok(&bed.start(1), "node 1 restarts");
+    bed.wait_for("node 1 back", |s| {
+        states(s) == ["up", "up", "up"] && (0..3).all(|v| peer_state(s, v, 1) == "up")
+    });
+    let replay = journal_of(1)["replay"].clone();
+    assert!(replay["files"].as_u64() >= Some(1), "{replay:#}");
+    // Read on node 2: node 1's pages come from its replayed shadow.
+    let c2 = strata_client::Client::connect_to(&bed.nodes[2].socket).unwrap();
+    let read_only = OpenFlags {
+        read: true,
+        ..Default::default()
+    };
+    let f = c2
+        .file_open(&pk, read_only, 0, Persist::Default, page)
+        .unwrap();
+    let mut got = vec![0u8; data.len() + 1];
+    let n = c2.file_read(f.id, 0, &mut got).unwrap();
+    assert!(n == data.len() && got[..n] == data[..], "read on node 2");
+    c2.file_close(f.id).unwrap();
+    // The SCRATCH file's pages went with node 1's daemon: EIO, never zeros.
+    let f = c2
+        .file_open(&ps, read_only, 0, Persist::Scratch, page)
+        .unwrap();
+    let e = c2.file_read(f.id, 0, &mut got).unwrap_err();
+    assert_eq!(e.os_errno(), libc::EIO, "{e}");
+    c2.file_close(f.id).unwrap();
+    // The owner's flush completes the file from node 1's pages.
+    ok(
+        &strata_on(&bed, 0, &["flush", "--wait", &pk]),
+        "flush --wait after node 1's restart",
+    );
+    assert!(
+        std::fs::read(&pk).unwrap() == data,
+        "the file whole at the destination"
+    );
+    drop(clients);
+    ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
+}
+
 /// A program that runs a script another node owns through `vfork` +
 /// `exec` (Python's `subprocess`, which closes every descriptor but the
 /// standard ones in the child first) after it read files there: the child

@@ -53,8 +53,9 @@ const RECALL_RETRIES_MAX: u32 = 16;
 
 #[derive(Default)]
 pub(crate) struct Shadows {
-    /// file id → page bytes: SCRATCH files owned elsewhere, opened here.
-    split: HashMap<u64, u64>,
+    /// file id → (page bytes, persist mode): SCRATCH and DEFAULT files
+    /// owned elsewhere, opened here.
+    split: HashMap<u64, (u64, Persist)>,
     /// (node, file id) → that node's shadow record of the file.
     ids: HashMap<(u32, u64), u64>,
 }
@@ -87,7 +88,7 @@ impl Client {
         if s.split.len() >= KNOWN_MAX {
             s.split.clear();
         }
-        s.split.insert(attr.id, attr.page_bytes);
+        s.split.insert(attr.id, (attr.page_bytes, attr.persist));
     }
 
     /// The page size of file `id` when its writes are split.
@@ -95,17 +96,34 @@ impl Client {
         if !self.pages_where_written() {
             return None;
         }
-        self.shadows().split.get(&id).copied()
+        self.shadows().split.get(&id).map(|(page, _)| *page)
+    }
+
+    /// How a shadow of a file in mode `persist` is kept: a SCRATCH file's
+    /// as SCRATCH (never persisted, lost with its daemon, as the file is);
+    /// a DEFAULT file's as a WORKFLOW record — journaled where its pages
+    /// are on a non-volatile tier, so a holder killed and restarted still
+    /// has the pages its file's owner mapped to it and the owner's flush
+    /// completes the file (issue 15, item 6); never flushed on its own (no
+    /// destination; never staged out: the engine's stage paths skip
+    /// shadows).
+    fn shadow_persist(persist: Persist) -> Persist {
+        match persist {
+            Persist::Default => Persist::Workflow,
+            _ => Persist::Scratch,
+        }
     }
 
     /// Node `node`'s shadow record of file `file` (created on this node
-    /// when `create`); None when that node has none.
+    /// when `create`, kept as `shadow_persist(persist)` says); None when
+    /// that node has none.
     fn shadow_id(
         &self,
         node: u32,
         file: u64,
         create: bool,
         page_bytes: u64,
+        persist: Persist,
     ) -> Result<Option<u64>> {
         if let Some(s) = self.shadows().ids.get(&(node, file)) {
             return Ok(Some(*s));
@@ -116,7 +134,7 @@ impl Client {
             open: OpenFile {
                 create,
                 mode: 0o600,
-                persist: Persist::Scratch,
+                persist: Self::shadow_persist(persist),
                 page_shift: page_bytes.max(4096).trailing_zeros(),
                 // a shadow has no destination file
                 dest: Some(DestInfo::default()),
@@ -192,9 +210,14 @@ impl Client {
         }
         let whole = &data[(a - offset) as usize..(b - offset) as usize];
         let me = self.node().0;
+        let persist = self
+            .shadows()
+            .split
+            .get(&id)
+            .map_or(Persist::Scratch, |(_, p)| *p);
         // Bounded: a cached shadow that is gone is looked up once more.
         for _ in 0..2 {
-            let Some(shadow) = self.shadow_id(me, id, true, page)? else {
+            let Some(shadow) = self.shadow_id(me, id, true, page, persist)? else {
                 break;
             };
             match self.shadow_write(shadow, a, whole)? {
@@ -242,7 +265,10 @@ impl Client {
                 x
             }
         };
-        let Some(shadow) = self.shadow_id(node, file, false, 0).map_err(down)? else {
+        let Some(shadow) = self
+            .shadow_id(node, file, false, 0, Persist::Scratch)
+            .map_err(down)?
+        else {
             return Ok(false);
         };
         let mut done = 0usize;

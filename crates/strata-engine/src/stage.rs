@@ -103,7 +103,9 @@ fn matching(core: &Core, paths: &[String]) -> (Vec<(String, BucketId)>, Vec<Buck
     let mut scratch = Vec::new();
     let mut ids = Vec::new();
     for (id, name, rec) in core.meta.files() {
-        if core.file_is_orphan(id) || !matches(name, paths) {
+        // Shadows (pages this node holds for files other nodes own) have no
+        // destination: their owners drain them; never listed, never staged.
+        if core.file_is_orphan(id) || is_shadow(name) || !matches(name, paths) {
             continue;
         }
         if rec.persist == Persist::Scratch {
@@ -163,9 +165,19 @@ pub fn stage_state_limited(
     r
 }
 
+/// True for a shadow's record (`strata_proto::types::shadow_path`).
+pub(crate) fn is_shadow(name: &str) -> bool {
+    name.strip_prefix(strata_proto::types::SHADOW_DIR)
+        .is_some_and(|rest| rest.starts_with('/'))
+}
+
 /// Marks file `id` for stage-out; returns whether it now has a flush to wait for.
 fn mark(core: &mut Core, id: BucketId) -> bool {
     let mono = core.mono_ns().max(1);
+    debug_assert!(
+        core.meta.bucket(id).is_ok_and(|b| !is_shadow(&b.name)),
+        "a shadow is never staged out"
+    );
     let Ok(rec) = core.meta.file_mut(id) else {
         return false;
     };
