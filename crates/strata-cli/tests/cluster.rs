@@ -2744,7 +2744,8 @@ fn a_killed_holders_journaled_pages_complete_its_files_on_restart() {
     let base1 = std::fs::read_to_string(&cfg1).unwrap();
     let ram = "  - name: ram\n    kind: ram\n    capacity: 128MiB\n";
     assert!(base1.contains(ram), "{base1}");
-    std::fs::write(&cfg1, base1.replace(ram, "")).unwrap();
+    let sweep = "cluster:\n  shadow_sweep_interval: 300ms\n";
+    std::fs::write(&cfg1, base1.replace(ram, "").replace("cluster:\n", sweep)).unwrap();
     let bed = started_with(bed);
     let clients = clients_of(&bed);
     let rw = OpenFlags {
@@ -2872,6 +2873,48 @@ fn a_killed_holders_journaled_pages_complete_its_files_on_restart() {
         std::fs::read(&pk).unwrap() == data,
         "the file whole at the destination"
     );
+
+    // A file unlinked while its holder is down: the owner's notice cannot
+    // reach node 1, whose journal brings the shadow back; its sweep asks
+    // the owner and drops it. The shadow of a live file stays.
+    let before = journal_of(1)["live_records"].as_u64().unwrap();
+    let c1 = strata_client::Client::connect_to(&bed.nodes[1].socket).unwrap();
+    let pl = path_owned_by(&bed, "live-", 0);
+    let live = pattern(4 * page as usize, 53);
+    let f = c1.file_open(&pl, rw, 0o644, Persist::Default, page).unwrap();
+    c1.file_write(f.id, 0, &live).unwrap();
+    c1.file_close(f.id).unwrap();
+    drop(c1);
+    let t0 = std::time::Instant::now();
+    while journal_of(1)["live_records"].as_u64().unwrap() < before + 5 {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(60), "not journaled");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let pid = bed.pid(1).expect("node 1 runs");
+    // SAFETY: kill(2) on our own daemon's pid.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    clients[0].file_unlink(&pk).unwrap();
+    ok(&bed.start(1), "node 1 restarts");
+    let swept = || node_status(&bed, 1)["files"]["shadows_swept_total"].as_u64();
+    let t0 = std::time::Instant::now();
+    while swept() < Some(1) {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "node 1 never swept the shadow of the unlinked file: {:#}",
+            node_status(&bed, 1)["files"]
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(swept(), Some(1), "only the unlinked file's shadow");
+    bed.wait_for("node 1 back", |s| {
+        states(s) == ["up", "up", "up"] && (0..3).all(|v| peer_state(s, v, 1) == "up")
+    });
+    let f = c2.file_open(&pl, read_only, 0, Persist::Default, page).unwrap();
+    let n = c2.file_read(f.id, 0, &mut got).unwrap();
+    assert!(n == live.len() && got[..n] == live[..], "the live file read on node 2");
+    c2.file_close(f.id).unwrap();
+    ok(&strata_on(&bed, 0, &["flush", "--wait", &pl]), "flush --wait of the live file");
+    assert!(std::fs::read(&pl).unwrap() == live);
     drop(clients);
     ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
 }

@@ -47,7 +47,8 @@
 //!             successors_max: 4, min_count: 2 }
 //! cluster: { hosts: [], port: 7707, secret_file: auto, call_timeout: 10s,
 //!            heartbeat_interval: 1s, start_timeout: 1m, remote_tier: 256MiB,
-//!            toward_readers: false, files_at_owner: true, pages_where_written: false }
+//!            toward_readers: false, files_at_owner: true, pages_where_written: false,
+//!            shadow_sweep_interval: 1m }
 //! ```
 //!
 //! ## Deliberately absent
@@ -618,6 +619,12 @@ pub struct ClusterConfig {
     /// (docs/FILES-ACROSS-NODES.md, step 2); readers on other nodes fetch
     /// them from that node. Off by default while the step is in progress.
     pub pages_where_written: bool,
+    /// With `pages_where_written`: how often a node asks the owners of the
+    /// files whose pages it holds which of those files still exist, and
+    /// drops the pages of the others (journaled shadows outlive restarts;
+    /// an owner that could not tell this node a file went leaves them);
+    /// 100ms..=1d.
+    pub shadow_sweep_interval_ms: f64,
 }
 
 impl Default for ClusterConfig {
@@ -633,6 +640,7 @@ impl Default for ClusterConfig {
             toward_readers: false,
             files_at_owner: true,
             pages_where_written: false,
+            shadow_sweep_interval_ms: 60_000.0,
         }
     }
 }

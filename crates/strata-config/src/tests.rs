@@ -892,6 +892,14 @@ fn cluster_keys() {
         Some(2),
     );
     expect_err("cluster:\n  host: a\n", "cluster.host", Some(2));
+    expect_err(
+        "cluster:\n  shadow_sweep_interval: 10ms\n",
+        "cluster.shadow_sweep_interval",
+        Some(2),
+    );
+    let sw = parse("cluster:\n  shadow_sweep_interval: 2s\n").unwrap();
+    assert_eq!(sw.cluster.shadow_sweep_interval_ms, 2000.0);
+    assert_eq!(d.cluster.shadow_sweep_interval_ms, 60_000.0);
     // Environment override: one hostlist.
     let mut e = d.clone();
     e.apply_env(vars(&[("STRATA_CLUSTER_HOSTS", "a,b=10.0.0.2")]))

@@ -540,6 +540,13 @@ pub(crate) fn validate(c: &Config) -> R {
         3_600_000.0,
         "1ms to 1h",
     )?;
+    ms(
+        "cluster.shadow_sweep_interval",
+        k.shadow_sweep_interval_ms,
+        100.0,
+        86_400_000.0,
+        "100ms to 1d",
+    )?;
     if k.remote_tier_bytes > 0 {
         size_in("cluster.remote_tier", k.remote_tier_bytes, 1 << 20, 1 << 40)?;
     }

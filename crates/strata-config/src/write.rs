@@ -498,7 +498,13 @@ pub(crate) fn to_yaml(c: &Config) -> String {
         2,
         "pages_where_written",
         &k.pages_where_written.to_string(),
-        "SCRATCH files' whole pages stay on the node that wrote them, mapped at the owner",
+        "SCRATCH and DEFAULT files' whole pages stay on the node that wrote them, mapped at the owner",
+    );
+    o.line(
+        2,
+        "shadow_sweep_interval",
+        &format_duration_us(k.shadow_sweep_interval_ms * 1e3),
+        "how often pages held for files other nodes own are checked against their owners",
     );
     o.0
 }

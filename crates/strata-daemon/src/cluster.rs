@@ -523,6 +523,36 @@ impl pb::cluster_server::Cluster for Service {
         }))
     }
 
+    async fn shadows_unknown(
+        &self,
+        r: tonic::Request<pb::ShadowsUnknownRequest>,
+    ) -> Result<tonic::Response<pb::ShadowsUnknownReply>, tonic::Status> {
+        let r = r.into_inner();
+        let st = &self.0;
+        if r.from_node as usize >= st.setup.membership.nodes.len() || r.from_node == st.setup.me {
+            return Err(tonic::Status::invalid_argument(
+                "not another node of this cluster",
+            ));
+        }
+        if r.files.len() > SHADOWS_GONE_PER_CALL_MAX {
+            return Err(tonic::Status::invalid_argument(format!(
+                "{} files in one call (at most {SHADOWS_GONE_PER_CALL_MAX})",
+                r.files.len()
+            )));
+        }
+        // Only ids this node issued (a file id carries its owner).
+        let me = st.setup.me;
+        let files: Vec<u64> = r
+            .files
+            .into_iter()
+            .filter(|f| (f >> strata_meta::NODE_SHIFT) as u32 == me)
+            .collect();
+        let unknown = st
+            .ask(|reply| Msg::ShadowsUnknown { files, reply })
+            .await?;
+        Ok(tonic::Response::new(pb::ShadowsUnknownReply { unknown }))
+    }
+
     async fn client_gone(
         &self,
         r: tonic::Request<pb::ClientGoneRequest>,
@@ -870,6 +900,56 @@ impl Peers for Dialer {
         Some(rx)
     }
 
+    fn shadows_unknown(&self, files: Vec<u64>) -> Option<mpsc::Receiver<Vec<u64>>> {
+        if self.stopped.load(Ordering::SeqCst) {
+            return None;
+        }
+        let mut per_node: std::collections::BTreeMap<u32, Vec<u64>> = Default::default();
+        for f in files {
+            per_node
+                .entry((f >> strata_meta::NODE_SHIFT) as u32)
+                .or_default()
+                .push(f);
+        }
+        let (tx, rx) = mpsc::channel();
+        let st = self.state.clone();
+        self.rt.spawn(async move {
+            let me = st.setup.me;
+            let mut unknown = Vec::new();
+            for (n, files) in per_node {
+                if n as usize >= st.setup.membership.nodes.len() || n == me {
+                    continue;
+                }
+                for part in files.chunks(SHADOWS_GONE_PER_CALL_MAX) {
+                    let files = part.to_vec();
+                    let asked: std::collections::HashSet<u64> = files.iter().copied().collect();
+                    let r = call_node(&st, n, |mut c| async move {
+                        let r = c
+                            .shadows_unknown(pb::ShadowsUnknownRequest {
+                                from_node: me,
+                                files,
+                            })
+                            .await
+                            .map_err(status_text)?;
+                        Ok(r.into_inner().unknown)
+                    })
+                    .await;
+                    match r {
+                        // (only ids asked: an answer names nothing else)
+                        Ok(u) => unknown.extend(u.into_iter().filter(|f| asked.contains(f))),
+                        Err(e) => {
+                            // keeps them: a down owner may come back
+                            tracing::debug!(node = n, "shadow sweep not answered: {e}");
+                            break;
+                        }
+                    }
+                }
+            }
+            let _ = tx.send(unknown);
+        });
+        Some(rx)
+    }
+
     fn client_gone(&self, client: u64) {
         let Some(nodes) = self.dialed.lock().ok().and_then(|mut d| d.remove(&client)) else {
             return;
@@ -903,7 +983,7 @@ impl Peers for Dialer {
         }
         let st = self.state.clone();
         // In the background: a node that does not answer keeps its shadows
-        // until it restarts (space, never data: nothing reads them).
+        // until its next sweep asks (space, never data: nothing reads them).
         self.rt.spawn(async move {
             let me = st.setup.me;
             for (n, files) in per_node {

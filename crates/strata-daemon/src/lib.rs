@@ -682,6 +682,9 @@ pub fn run_with(
         socket.clone(),
     );
     poller.push_bandwidth_max_mib_s = cfg.flush.bandwidth_max_mib_s;
+    poller.set_shadow_sweep_interval(std::time::Duration::from_secs_f64(
+        cfg.cluster.shadow_sweep_interval_ms / 1e3,
+    ));
     poller.run();
 
     tracing::info!("strata daemon stopping");

@@ -72,6 +72,12 @@ pub enum Msg {
         files: Vec<u64>,
         reply: mpsc::Sender<(u32, String)>,
     },
+    /// A sweep of another node: which of `files` (ids issued here) have no
+    /// record here.
+    ShadowsUnknown {
+        files: Vec<u64>,
+        reply: mpsc::Sender<Vec<u64>>,
+    },
     Execute {
         from: u32,
         /// The id it runs under (`remote_holder` of the dialing client).
@@ -330,6 +336,13 @@ pub trait Peers: Send + Sync {
         &self,
         _files: Vec<u64>,
     ) -> Option<mpsc::Receiver<Result<(u32, String), String>>> {
+        None
+    }
+    /// A sweep: this node holds pages of `files` (owned elsewhere); each
+    /// owner is asked which of them it has no record of any more. The
+    /// answer (those files, from the owners that answered) arrives on the
+    /// channel, in the background.
+    fn shadows_unknown(&self, _files: Vec<u64>) -> Option<mpsc::Receiver<Vec<u64>>> {
         None
     }
     /// The memory this node lends node `node`: (epoch, bytes, a read-only
@@ -601,6 +614,15 @@ pub struct Poller {
     /// Tests: the op code whose requests panic (`STRATA_INTERNAL_PANIC_OP`,
     /// debug builds only), to exercise `fail_stop`.
     panic_op: Option<u32>,
+    /// `cluster.shadow_sweep_interval` (pages where written).
+    shadow_sweep_interval: Duration,
+    /// When the next sweep of this node's shadows asks their owners.
+    shadow_sweep_at: std::time::Instant,
+    /// A sweep waiting for its answer: the shadows as seen when it asked.
+    shadow_sweep: Option<(
+        Vec<strata_engine::files_publish::ShadowSeen>,
+        mpsc::Receiver<Vec<u64>>,
+    )>,
 }
 
 /// Exit status of a daemon stopped by a panicking request (`fail_stop`).
@@ -611,6 +633,11 @@ const POLL_SLEEP_MAX: Duration = Duration::from_millis(50);
 const FLUSH_POLL_SLEEP: Duration = Duration::from_millis(5);
 /// Longest a shutdown waits to keep WORKFLOW files on the dir tier.
 const KEEP_WORKFLOW_WAIT: Duration = Duration::from_secs(120);
+/// `cluster.shadow_sweep_interval`'s default (the daemon sets the key's).
+const SHADOW_SWEEP_INTERVAL_DEFAULT: Duration = Duration::from_secs(60);
+/// The first sweep after a start: the other nodes are up by then, and
+/// shadows a journal brought back are checked soon.
+const SHADOW_SWEEP_FIRST: Duration = Duration::from_secs(5);
 /// Longest sleep while journal records wait to be emitted or synced.
 const JOURNAL_POLL_SLEEP: Duration = Duration::from_millis(1);
 
@@ -645,6 +672,9 @@ impl Poller {
             push_io: None,
             push_bandwidth_max_mib_s: 0.0,
             panic_op: injected_panic_op(),
+            shadow_sweep_interval: SHADOW_SWEEP_INTERVAL_DEFAULT,
+            shadow_sweep_at: std::time::Instant::now() + SHADOW_SWEEP_FIRST,
+            shadow_sweep: None,
         }
     }
 
@@ -715,6 +745,63 @@ impl Poller {
         }
     }
 
+    /// `cluster.shadow_sweep_interval`; the first sweep comes after
+    /// `SHADOW_SWEEP_FIRST` or one interval, the shorter.
+    pub fn set_shadow_sweep_interval(&mut self, interval: Duration) {
+        assert!(!interval.is_zero(), "a sweep interval of zero");
+        self.shadow_sweep_interval = interval;
+        self.shadow_sweep_at = std::time::Instant::now() + interval.min(SHADOW_SWEEP_FIRST);
+    }
+
+    /// Pages where written: every `shadow_sweep_interval`, asks the owners
+    /// of the files whose pages this node holds which of them they no
+    /// longer have, and drops those shadows (unless written since the
+    /// question: such a write belongs to a newer file of that id). A
+    /// shadow outlives a restart (journaled) and an owner's notice that
+    /// never arrived (`shadows_gone` to a node that was down): the sweep
+    /// bounds that dead weight. An owner that does not answer keeps them.
+    fn sweep_shadows(&mut self) {
+        if let Some((seen, rx)) = &self.shadow_sweep {
+            let unknown = match rx.try_recv() {
+                Ok(u) => u,
+                Err(mpsc::TryRecvError::Empty) => return,
+                Err(mpsc::TryRecvError::Disconnected) => Vec::new(),
+            };
+            let unknown: std::collections::HashSet<u64> = unknown.into_iter().collect();
+            let mut dropped = 0u64;
+            for s in seen.iter().filter(|s| unknown.contains(&s.file)) {
+                match self.engine.core.shadow_drop_unchanged(s) {
+                    Ok(true) => dropped += 1,
+                    Ok(false) => {}
+                    Err(e) => tracing::warn!(file = s.file, "dropping a shadow failed: {e:?}"),
+                }
+            }
+            if dropped > 0 {
+                tracing::info!(
+                    files = dropped,
+                    "dropped pages held for files their owners no longer have"
+                );
+            }
+            self.shadow_sweep = None;
+            return;
+        }
+        let now = std::time::Instant::now();
+        if now < self.shadow_sweep_at || self.stopping {
+            return;
+        }
+        self.shadow_sweep_at = now + self.shadow_sweep_interval;
+        let Some(p) = self.shared.peers.get() else {
+            return;
+        };
+        let seen = self.engine.core.shadow_sweep_snapshot();
+        if seen.is_empty() {
+            return;
+        }
+        if let Some(rx) = p.shadows_unknown(seen.iter().map(|s| s.file).collect()) {
+            self.shadow_sweep = Some((seen, rx));
+        }
+    }
+
     /// Serves clients until shutdown is requested.
     fn serve(&mut self) {
         loop {
@@ -731,6 +818,7 @@ impl Poller {
                     p.shadows_gone(notices);
                 }
             }
+            self.sweep_shadows();
             if did == 0 {
                 let shared = self.shared.clone();
                 let spin = if std::mem::take(&mut self.quiet_next) {
@@ -1255,6 +1343,9 @@ impl Poller {
                     reply,
                 } => {
                     let _ = reply.send(self.engine.core.shadows_pending(holder, &files));
+                }
+                Msg::ShadowsUnknown { files, reply } => {
+                    let _ = reply.send(self.engine.core.files_unknown(&files));
                 }
                 Msg::RemoteClientGone { holder } => {
                     self.engine.core.unpin_all((holder, 0));

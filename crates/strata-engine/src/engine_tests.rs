@@ -709,3 +709,76 @@ fn a_rename_for_a_move_between_nodes_waits_for_no_other_holder() {
     assert_eq!(r.engine.core.file_lookup(to).map(|b| b.0), Some(id));
     assert!(r.engine.core.file_lookup(from).is_none());
 }
+
+/// Pages where written, the sweep (`cluster.shadow_sweep_interval`): the
+/// owner names the asked ids it has no file record of; the holder drops a
+/// shadow of such a file only if it is the record it saw and unchanged
+/// since (a write after the question may belong to a newer file that
+/// reuses the id), and a DEFAULT file's shadow is kept as WORKFLOW.
+#[test]
+fn a_sweep_drops_shadows_of_files_their_owner_lost_unless_written_since() {
+    use crate::files_publish::shadow_path;
+    let mut r = rig();
+    // owner side
+    let mine = r.scratch_file("/engine-test/kept.dat");
+    let never = mine + 1_000;
+    assert_eq!(r.engine.core.files_unknown(&[mine, never]), vec![never]);
+    // holder side: shadows of two files node 5 owns
+    let foreign = |n: u64| (5u64 << strata_meta::NODE_SHIFT) | n;
+    let shadow_of = |r: &mut Rig, file: u64| -> u64 {
+        let Ok(Reply::FileOpened { id, .. }) = r.run(&Request::FileOpen {
+            path: &shadow_path(file),
+            open: OpenFile {
+                create: true,
+                persist: Persist::Workflow,
+                mode: 0o600,
+                page_shift: 12,
+                dest: Some(DestInfo::default()),
+                ..OpenFile::default()
+            },
+        }) else {
+            panic!("shadow open failed");
+        };
+        assert!(matches!(
+            r.run(&Request::FileWrite {
+                file: id,
+                at: Some(0),
+                data: DataRef::Inline(&pattern(2 << 12, file as u8)),
+            }),
+            Ok(Reply::Written { .. })
+        ));
+        id
+    };
+    let (a, b) = (foreign(7), foreign(8));
+    let sa = shadow_of(&mut r, a);
+    let sb = shadow_of(&mut r, b);
+    let seen = r.engine.core.shadow_sweep_snapshot();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    let seen_of = |f: u64| *seen.iter().find(|s| s.file == f).expect("seen");
+    // b is written after the question: kept
+    assert!(matches!(
+        r.run(&Request::FileWrite {
+            file: sb,
+            at: Some(2 << 12),
+            data: DataRef::Inline(&pattern(1 << 12, 3)),
+        }),
+        Ok(Reply::Written { .. })
+    ));
+    assert_eq!(r.engine.core.shadow_drop_unchanged(&seen_of(b)), Ok(false));
+    assert_eq!(r.engine.core.shadow_drop_unchanged(&seen_of(a)), Ok(true));
+    assert!(r.engine.core.meta.bucket_by_name(&shadow_path(a)).is_none());
+    assert!(r.engine.core.meta.bucket(strata_meta::BucketId(sa)).is_err());
+    assert!(r.engine.core.meta.bucket_by_name(&shadow_path(b)).is_some());
+    // a shadow made again under the same name is another record: kept
+    let sa2 = shadow_of(&mut r, a);
+    assert_ne!(sa2, sa);
+    assert_eq!(r.engine.core.shadow_drop_unchanged(&seen_of(a)), Ok(false));
+    assert_eq!(r.engine.core.files.counters.shadows_swept_total, 1);
+    // shadows are no files of this node's drain status
+    let st = crate::stage::stage_state(&r.engine.core, None, &[]);
+    assert!(
+        st.files.iter().all(|f| !f.path.starts_with("/.strata-shadow/")),
+        "{:?}",
+        st.files
+    );
+}

@@ -25,6 +25,22 @@ pub const PUSH_OWNER: (u64, u32) = (u64::MAX, 1);
 /// Notices of gone files waiting for the daemon to send (bounded).
 pub const SHADOWS_GONE_MAX: usize = 65_536;
 
+/// Shadows one sweep asks their owners about (the rest wait for the next).
+pub const SHADOW_SWEEP_MAX: usize = 65_536;
+
+/// A shadow as a sweep saw it when it asked the file's owner whether the
+/// file still exists: dropped on a "no" only if still this record,
+/// unchanged (a write since then may belong to a new file of that id).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShadowSeen {
+    /// The file's global id (owned by another node).
+    pub file: u64,
+    /// The shadow's record here.
+    pub shadow: BucketId,
+    /// Its modification generation then.
+    pub mod_gen: u64,
+}
+
 impl Core {
     /// `FilePublish`: `holder` keeps pages `first_page..first_page+pages`
     /// of file `id`; the file is at least `size` bytes now. Returns the
@@ -199,6 +215,64 @@ impl Core {
                 u64::from_str_radix(hex, 16).ok().filter(|_| has_pages)
             })
             .collect()
+    }
+
+    /// This node's shadows (at most [`SHADOW_SWEEP_MAX`]), as a sweep
+    /// asks their files' owners about them.
+    pub fn shadow_sweep_snapshot(&self) -> Vec<ShadowSeen> {
+        let prefix = format!("{}/", strata_proto::types::SHADOW_DIR);
+        let mut seen = Vec::new();
+        for n in self.meta.bucket_names() {
+            if seen.len() >= SHADOW_SWEEP_MAX {
+                break;
+            }
+            let Some(file) = n
+                .strip_prefix(&prefix)
+                .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+            else {
+                continue;
+            };
+            let Some(shadow) = self.meta.bucket_by_name(n) else {
+                continue;
+            };
+            if let Ok(rec) = self.meta.file(shadow) {
+                seen.push(ShadowSeen {
+                    file,
+                    shadow,
+                    mod_gen: rec.mod_gen,
+                });
+            }
+        }
+        seen
+    }
+
+    /// The owner's side of a sweep: which of `files` (ids this node
+    /// issued) have no file record here — nothing can publish pages of
+    /// them any more, so their holders' shadows are dead weight.
+    pub fn files_unknown(&self, files: &[u64]) -> Vec<u64> {
+        files
+            .iter()
+            .copied()
+            .filter(|f| self.meta.file(BucketId(*f)).is_err())
+            .collect()
+    }
+
+    /// The holder's side of a sweep: the owner said `seen.file` is gone;
+    /// its shadow goes if it is still the record seen, unchanged since.
+    /// Returns whether it went.
+    pub fn shadow_drop_unchanged(&mut self, seen: &ShadowSeen) -> Result<bool> {
+        let path = shadow_path(seen.file);
+        let unchanged = self.meta.bucket_by_name(&path) == Some(seen.shadow)
+            && self
+                .meta
+                .file(seen.shadow)
+                .is_ok_and(|r| r.mod_gen == seen.mod_gen);
+        if !unchanged {
+            return Ok(false);
+        }
+        self.bucket_destroy(seen.shadow)?;
+        self.files.counters.shadows_swept_total += 1;
+        Ok(true)
     }
 
     /// Node `holder` is stopping and holds pages of `files` (owned here):

@@ -162,9 +162,13 @@ pub struct FileCounters {
     #[serde(default)]
     pub published_pages_total: u64,
     /// Notices to other nodes that a file they held pages of is gone, not
-    /// sent because too many waited (their shadows stay until they restart).
+    /// sent because too many waited (their shadows stay until a sweep).
     #[serde(default)]
     pub shadow_notices_dropped_total: u64,
+    /// Shadows (pages held here for files other nodes own) dropped by a
+    /// sweep: their owners no longer had the file.
+    #[serde(default)]
+    pub shadows_swept_total: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
