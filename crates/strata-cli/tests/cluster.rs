@@ -2745,7 +2745,14 @@ fn a_killed_holders_journaled_pages_complete_its_files_on_restart() {
     let ram = "  - name: ram\n    kind: ram\n    capacity: 128MiB\n";
     assert!(base1.contains(ram), "{base1}");
     let sweep = "cluster:\n  shadow_sweep_interval: 300ms\n";
-    std::fs::write(&cfg1, base1.replace(ram, "").replace("cluster:\n", sweep)).unwrap();
+    std::fs::write(
+        &cfg1,
+        format!(
+            "{}flush:\n  stop_give_up: 2s\n",
+            base1.replace(ram, "").replace("cluster:\n", sweep)
+        ),
+    )
+    .unwrap();
     let bed = started_with(bed);
     let clients = clients_of(&bed);
     let rw = OpenFlags {
@@ -2915,6 +2922,40 @@ fn a_killed_holders_journaled_pages_complete_its_files_on_restart() {
     c2.file_close(f.id).unwrap();
     ok(&strata_on(&bed, 0, &["flush", "--wait", &pl]), "flush --wait of the live file");
     assert!(std::fs::read(&pl).unwrap() == live);
+
+    // A holder stopping while its owner cannot flush (the file's directory
+    // was removed outside strata): after `flush.stop_give_up` the stop
+    // keeps the shadow through the journal (exit 2, "kept") instead of
+    // refusing; restarted, node 1 serves the owner's flush once the
+    // directory is back.
+    let sub = format!("{}/gone-dir", bed.dest.display());
+    std::fs::create_dir(&sub).unwrap();
+    let pg = path_owned_by(&bed, "gone-dir/kept-", 0);
+    let kept = pattern(3 * page as usize, 54);
+    let c1 = strata_client::Client::connect_to(&bed.nodes[1].socket).unwrap();
+    let f = c1.file_open(&pg, rw, 0o644, Persist::Default, page).unwrap();
+    c1.file_write(f.id, 0, &kept).unwrap();
+    c1.file_close(f.id).unwrap();
+    drop(c1);
+    std::fs::remove_dir(&sub).unwrap();
+    let st = strata_on(&bed, 1, &["daemon", "stop"]);
+    let said = String::from_utf8_lossy(&st.stderr);
+    assert_eq!(st.status.code(), Some(2), "{said}");
+    assert!(
+        String::from_utf8_lossy(&st.stdout).contains("data kept")
+            && said.contains(strata_proto::types::SHADOW_DIR),
+        "{said}"
+    );
+    ok(&bed.start(1), "node 1 restarts");
+    bed.wait_for("node 1 back", |s| {
+        states(s) == ["up", "up", "up"] && (0..3).all(|v| peer_state(s, v, 1) == "up")
+    });
+    std::fs::create_dir(&sub).unwrap();
+    ok(
+        &strata_on(&bed, 0, &["flush", "--wait", &pg]),
+        "flush --wait once the directory is back",
+    );
+    assert!(std::fs::read(&pg).unwrap() == kept, "kept pages at the destination");
     drop(clients);
     ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
 }

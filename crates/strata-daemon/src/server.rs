@@ -885,15 +885,42 @@ impl Poller {
             files: Vec::new(),
         };
         if let Some(error) = shadows_left {
-            // pages of files owned elsewhere: no journal here keeps them
+            // Pages of DEFAULT files owned elsewhere whose owners could not
+            // flush them: their shadows are WORKFLOW records, kept through
+            // the journal when this node has a non-volatile tier (the next
+            // daemon serves the owners' pushes from them).
+            let ids: Vec<strata_meta::BucketId> = self
+                .engine
+                .core
+                .shadow_files()
+                .into_iter()
+                .filter_map(|f| {
+                    let id = self
+                        .engine
+                        .core
+                        .meta
+                        .bucket_by_name(&strata_proto::types::shadow_path(f))?;
+                    let rec = self.engine.core.meta.file(id).ok()?;
+                    (rec.persist == strata_meta::Persist::Workflow).then_some(id)
+                })
+                .collect();
+            self.keep_files(&ids, "pages held for files other nodes own");
+            let kept = !ids.is_empty()
+                && ids
+                    .iter()
+                    .all(|id| self.engine.core.file_durable_in_journal(*id));
+            let bytes = ids
+                .iter()
+                .map(|id| self.engine.core.file_dirty_bytes(*id))
+                .sum();
             report.files.push(strata_proto::control::StopFile {
                 path: format!(
                     "(pages of files other nodes own, under {})",
                     strata_proto::types::SHADOW_DIR
                 ),
-                bytes: 0,
+                bytes,
                 error,
-                kept: false,
+                kept,
             });
         }
         if !report.files.is_empty() || !lost.is_empty() {
