@@ -2511,7 +2511,8 @@ fn scratch_pages_stay_where_written_and_read_from_there() {
 /// returns with node 1's pages at the destination (written by node 1's
 /// daemon on the owner's word); `flush --wait` puts N-N and N-1 files at
 /// the destination whole; a holder's `daemon stop` waits until the owner
-/// flushed its pages; a killed holder's pages make the owner's flush fail
+/// flushed its pages, which read from the destination after its restart
+/// (its RAM shadow gone: `FileRemoteLost`); a killed holder's pages make the owner's flush fail
 /// naming it, never persist zeros, and a rewrite completes the file.
 #[test]
 fn default_pages_where_written_reach_the_destination_from_their_holders() {
@@ -2652,6 +2653,15 @@ fn default_pages_where_written_reach_the_destination_from_their_holders() {
     bed.wait_for("node 2 back", |s| {
         states(s) == ["up", "up", "up"] && (0..3).all(|v| peer_state(s, v, 2) == "up")
     });
+    // Its pages were in RAM, gone with its daemon; they are at the
+    // destination, so reads anywhere get them from there.
+    for c in &clients[..2] {
+        assert!(read_all(c, &pd) == held, "a restarted holder's flushed pages read");
+    }
+    assert!(
+        node_status(&bed, 0)["files"]["remote_lost_pages_total"].as_u64() >= Some(16),
+        "read from the destination after the holder's restart"
+    );
 
     // A killed holder: the owner's flush fails naming it; nothing persists
     // zeros for its pages; after its restart the pages are gone (unsynced,

@@ -1092,7 +1092,13 @@ impl Client {
                 let lo = (e.logical_off - at) as usize;
                 let d = &mut buf[done + lo..done + lo + e.len as usize];
                 if !self.shadow_read(id, e, d)? {
-                    // the pages moved since the owner answered: ask again
+                    // the pages moved since the owner answered, or their
+                    // holder restarted without them: the owner reads the
+                    // flushed ones from the destination then; ask again
+                    if page_bytes == 0 {
+                        page_bytes = self.file_stat(id)?.page_bytes.max(PAGE_BYTES_MIN);
+                    }
+                    self.shadow_report_lost(id, e, page_bytes)?;
                     remote_retries += 1;
                     if remote_retries > crate::shadow::REMOTE_RETRIES_MAX {
                         return Err(err(

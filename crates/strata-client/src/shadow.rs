@@ -317,6 +317,32 @@ impl Client {
         Ok(true)
     }
 
+    /// The holder of `TIER_REMOTE` extent `e` of file `id` (pages of
+    /// `page` bytes) no longer has it: tells the owner (`FileRemoteLost`),
+    /// which stops mapping what of it the destination holds (flushed), so
+    /// the caller's next ask reads that from the destination. Unflushed
+    /// pages stay mapped: the caller's retries end in `EIO`.
+    pub(crate) fn shadow_report_lost(&self, id: u64, e: &ReadExtent, page: u64) -> Result<()> {
+        debug_assert_eq!(e.tier, TIER_REMOTE);
+        if e.len == 0 || page == 0 {
+            return Ok(());
+        }
+        let first = e.logical_off / page;
+        let last = (e.logical_off + e.len - 1) / page;
+        let lost = Request::FileRemoteLost {
+            file: id,
+            holder: e.epoch,
+            first_page: first,
+            pages: last - first + 1,
+            gen: e.phys_off,
+        };
+        match self.call_at(Target::Id(id), &lost)? {
+            Ok(Reply::Size(_)) => Ok(()),
+            Ok(_) => Err(unexpected("FileRemoteLost")),
+            Err(x) => Err(err(x, "file read: telling the owner a holder lost its pages")),
+        }
+    }
+
     /// Brings page `page_off` of file `id` back to its owner if another
     /// node holds it. True when it was remote (and is the owner's now, or
     /// was taken back meanwhile).
@@ -336,6 +362,7 @@ impl Client {
                 ..e
             };
             if !self.shadow_read(id, &e, &mut buf[..len])? {
+                self.shadow_report_lost(id, &e, page)?;
                 continue;
             }
             let fill = |d| Request::FileFill {

@@ -555,6 +555,7 @@ fn forwardable(op: strata_transport_shm::Op) -> bool {
             | Op::FileFill
             | Op::FileTruncate
             | Op::FilePublish
+            | Op::FileRemoteLost
             | Op::FileUnlink
             | Op::FileRename
             | Op::FileLink

@@ -256,6 +256,19 @@ impl crate::Engine {
                 pages,
                 size,
             )?),
+            Request::FileRemoteLost {
+                file,
+                holder,
+                first_page,
+                pages,
+                gen,
+            } => Reply::Size(self.core.file_remote_lost(
+                BucketId(file),
+                holder,
+                first_page,
+                pages,
+                gen,
+            )?),
             Request::FileUnlink { path, claim } => {
                 if claim
                     && self

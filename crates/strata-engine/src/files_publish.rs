@@ -9,7 +9,7 @@
 //! `strata_client::shadow`.
 
 use strata_alloc::Range;
-use strata_meta::pagemap::{PageMap, Run};
+use strata_meta::pagemap::{PageMap, Run, Segment};
 use strata_meta::{format_u64, BucketId, Persist};
 use strata_proto::{Errno, Result};
 
@@ -139,6 +139,50 @@ impl Core {
         self.file_take_back(id, index, index);
         self.file_changed(id, false);
         Ok(true)
+    }
+
+    /// `FileRemoteLost`: node `holder` no longer has pages `first_page..
+    /// first_page+pages` (its daemon restarted without them). Those of its
+    /// runs at generation `gen` that are flushed — the destination holds
+    /// exactly their bytes — leave the map, so they read from the
+    /// destination; anything else stays (unflushed pages are lost with the
+    /// holder: reads of them keep failing, the file stays `failed`).
+    /// Safe whoever asks: a flushed run's bytes are at the destination.
+    /// Returns the pages taken back.
+    pub fn file_remote_lost(
+        &mut self,
+        id: BucketId,
+        holder: u32,
+        first_page: u64,
+        pages: u64,
+        gen: u64,
+    ) -> Result<u64> {
+        self.meta.file(id)?;
+        if pages == 0 || pages > FILE_BYTES_MAX {
+            return Err(Errno::Inval);
+        }
+        let last = first_page.checked_add(pages - 1).ok_or(Errno::Inval)?;
+        let Some(map) = self.files.page_maps.get(&id) else {
+            return Ok(0);
+        };
+        let lost: Vec<(u64, u64)> = map
+            .lookup(first_page, last)
+            .into_iter()
+            .filter_map(|s| match s {
+                Segment::Held(r) if r.holder == holder && r.gen == gen && r.flushed => {
+                    Some((r.first.max(first_page), r.last.min(last)))
+                }
+                _ => None,
+            })
+            .collect();
+        let mut taken = 0u64;
+        for (a, b) in lost {
+            self.file_take_back(id, a, b);
+            taken += b - a + 1;
+        }
+        // (no change of the file: those bytes are at the destination)
+        self.files.counters.remote_lost_pages_total += taken;
+        Ok(taken)
     }
 
     /// Pages `first..=last` are the owner's again (written or recalled

@@ -742,6 +742,25 @@ fn published_pages_of_default_files_are_written_by_their_holders() {
         rec.flush_error
     );
     assert_eq!(std::fs::read(&path).unwrap(), model, "the old bytes stay");
+    // A reader finds node 7's shadow gone (`FileRemoteLost`): its flushed
+    // pages leave the map and read from the destination; the unflushed
+    // one, a wrong generation and another holder change nothing.
+    let gen3 = core.file_remote_page(id, 3).unwrap().gen;
+    assert_eq!(core.file_remote_lost(id, 7, 2, 1, gen).unwrap(), 0);
+    assert_eq!(core.file_remote_lost(id, 7, 3, 1, gen3).unwrap(), 0);
+    assert_eq!(core.file_remote_lost(id, 8, 1, 3, gen).unwrap(), 0);
+    assert_eq!(core.file_remote_lost(id, 7, 1, 3, gen).unwrap(), 1);
+    assert_eq!(core.file_remote_lost(id, 7, 1, 3, gen2).unwrap(), 1);
+    assert!(core.file_remote_page(id, 1).is_none() && core.file_remote_page(id, 2).is_none());
+    assert_eq!(core.file_remote_page(id, 3).map(|r| r.gen), Some(gen3));
+    assert!(core.meta.file(id).unwrap().needs_flush(), "still failed");
+    let mut ext = Vec::new();
+    core.file_read((1, 0), id, PAGE as u64, 2 * PAGE as u64, &mut ext, 64)
+        .unwrap();
+    assert!(
+        !ext.is_empty() && ext.iter().all(|e| e.tier == strata_proto::types::TIER_DEST),
+        "{ext:?}"
+    );
     core.check().unwrap();
     core.file_check().unwrap();
 }

@@ -169,6 +169,10 @@ pub struct FileCounters {
     /// sweep: their owners no longer had the file.
     #[serde(default)]
     pub shadows_swept_total: u64,
+    /// Flushed pages whose holder restarted without them, read from the
+    /// destination since (`FileRemoteLost`).
+    #[serde(default)]
+    pub remote_lost_pages_total: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -200,6 +200,20 @@ pub enum Request<'a> {
         pages: u64,
         size: u64,
     },
+    /// A reader found that node `holder` no longer has pages
+    /// `first_page..first_page+pages` of file `file` (owned here) that the
+    /// owner maps to it at generation `gen` (its daemon restarted without
+    /// them). The runs among them that the destination holds at that
+    /// generation (flushed) leave the map: they read from the destination
+    /// now. Unflushed pages stay mapped (lost with the holder: reads fail).
+    /// Answered `Reply::Size` with the pages taken back.
+    FileRemoteLost {
+        file: u64,
+        holder: u32,
+        first_page: u64,
+        pages: u64,
+        gen: u64,
+    },
     /// Answered `Reply::Unlinked`. `claim`: the caller is `unlink(2)`
     /// itself and removes the destination file next. A record removed with
     /// a destination file leaves a mark at the path until that caller says
@@ -358,6 +372,7 @@ impl<'a> Request<'a> {
             | FileFill { file, .. }
             | FileTruncate { file, .. }
             | FilePublish { file, .. }
+            | FileRemoteLost { file, .. }
             | FileSync { file, .. }
             | FileSyncState { file, .. }
             | FilePath { file }
@@ -488,7 +503,10 @@ impl Reply<'_> {
             Q::BucketList { .. } => matches!(self, R::BucketNames { .. }),
             Q::BucketTags { .. } => matches!(self, R::Tags(_)),
             Q::Lease { .. } => matches!(self, R::Lease { .. }),
-            Q::Put { .. } | Q::FileThroughDone { .. } | Q::FilePublish { .. } => {
+            Q::Put { .. }
+            | Q::FileThroughDone { .. }
+            | Q::FilePublish { .. }
+            | Q::FileRemoteLost { .. } => {
                 matches!(self, R::Size(_))
             }
             Q::Get { .. } | Q::FileRead { .. } => matches!(self, R::Extents { .. }),

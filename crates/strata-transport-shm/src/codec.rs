@@ -53,6 +53,7 @@ pub fn op_of(req: &Request) -> Op {
         Request::FileFill { .. } => Op::FileFill,
         Request::FileTruncate { .. } => Op::FileTruncate,
         Request::FilePublish { .. } => Op::FilePublish,
+        Request::FileRemoteLost { .. } => Op::FileRemoteLost,
         Request::FileUnlink { .. } => Op::FileUnlink,
         Request::FileRename { .. } => Op::FileRename,
         Request::FileSync { .. } => Op::FileSync,
@@ -395,6 +396,19 @@ pub fn encode_request(req: &Request, rec: &mut RequestRecord, arg: &mut [u8]) ->
             r.aux = *size;
             r.data_off = u64::from(*holder);
         }
+        Request::FileRemoteLost {
+            file,
+            holder,
+            first_page,
+            pages,
+            gen,
+        } => {
+            r.bucket = *file;
+            r.offset = *first_page;
+            r.len = *pages;
+            r.aux = *gen;
+            r.data_off = u64::from(*holder);
+        }
         Request::FileUnlink { path, claim } => {
             name = path;
             r.flags = bit(*claim, flags::UNBACKED_ONLY);
@@ -701,6 +715,13 @@ pub fn decode_request<'a>(
             pages: r.len,
             size: r.aux,
         },
+        Op::FileRemoteLost => Request::FileRemoteLost {
+            file: bucket,
+            holder: u32::try_from(r.data_off).map_err(|_| Errno::Malformed)?,
+            first_page: r.offset,
+            pages: r.len,
+            gen: r.aux,
+        },
         Op::FileUnlink => Request::FileUnlink {
             path: name,
             claim: has(flags::UNBACKED_ONLY),
@@ -993,7 +1014,9 @@ pub fn decode_reply(op: Op, r: &ResponseRecord, arg: &[u8]) -> Result<Reply<'sta
             off: r.val0,
             len: r.val1,
         },
-        Op::Put | Op::FileThroughDone | Op::FilePublish => Reply::Size(r.val0),
+        Op::Put | Op::FileThroughDone | Op::FilePublish | Op::FileRemoteLost => {
+            Reply::Size(r.val0)
+        }
         Op::Get | Op::FileRead => {
             let chunks = arg.chunks_exact(std::mem::size_of::<ReadExtent>());
             let mut extents = Vec::with_capacity(chunks.len());

@@ -89,6 +89,9 @@ pub enum Op {
     /// bucket = file id, offset = first page, len = pages, aux = size,
     /// data_off = holder node -> val0 = generation.
     FilePublish = 70,
+    /// bucket = file id, offset = first page, len = pages, aux = generation,
+    /// data_off = holder node -> val0 = pages taken back.
+    FileRemoteLost = 71,
     /// name = path -> val0 = 1 if a record existed; val1 = 1 if a
     /// destination file may exist (the caller unlinks it too); val2 bit 0:
     /// the file is still open somewhere (kept, unnamed, until closed); bit 1:
@@ -194,6 +197,7 @@ impl Op {
             68 => BucketFlush,
             69 => FileLink,
             70 => FilePublish,
+            71 => FileRemoteLost,
             _ => return None,
         })
     }

@@ -12,7 +12,7 @@ use crate::record::{Op, RequestRecord, ResponseRecord};
 
 const ARG_BYTES: usize = 8192;
 /// Number of `Request` variants `build` produces.
-const REQUEST_KINDS: u8 = 41;
+const REQUEST_KINDS: u8 = 42;
 
 /// Owned material a request is built from (requests borrow names and data).
 #[derive(Debug, Clone)]
@@ -256,6 +256,13 @@ fn build(r: &Raw) -> Request<'_> {
             synced: x,
         },
         38 => Request::BucketFlush { bucket: a },
+        40 => Request::FileRemoteLost {
+            file: a,
+            holder: (c >> 40) as u32,
+            first_page: b,
+            pages: c,
+            gen: a ^ b,
+        },
         39 => Request::FilePublish {
             file: a,
             holder: (b >> 40) as u32,
@@ -333,7 +340,7 @@ fn reply_for(op: Op, r: &Raw) -> Reply<'static> {
         },
         Op::BucketTags => Reply::Tags(vec![(r.s1.clone(), r.s2.clone()); (r.a % 4) as usize]),
         Op::Lease => Reply::Lease { off: r.a, len: r.b },
-        Op::Put | Op::FileThroughDone | Op::FilePublish => Reply::Size(r.a),
+        Op::Put | Op::FileThroughDone | Op::FilePublish | Op::FileRemoteLost => Reply::Size(r.a),
         Op::Get | Op::FileRead => Reply::Extents {
             size: r.a,
             covered: r.b,
