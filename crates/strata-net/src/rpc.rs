@@ -254,6 +254,12 @@ mod tests {
         ) -> Result<tonic::Response<pb::ShadowsPendingReply>, tonic::Status> {
             Err(tonic::Status::unimplemented("test"))
         }
+        async fn shadows_unknown(
+            &self,
+            _: tonic::Request<pb::ShadowsUnknownRequest>,
+        ) -> Result<tonic::Response<pb::ShadowsUnknownReply>, tonic::Status> {
+            Err(tonic::Status::unimplemented("test"))
+        }
     }
 
     #[tokio::test]
