@@ -294,6 +294,35 @@ fn node_status(st: &State, s: &StatusReply) -> pb::NodeStatus {
     }
 }
 
+/// A call naming files of the callee from another node (`ShadowsGone`,
+/// `ShadowsPending`, `ShadowsUnknown`): the caller is another node of this
+/// cluster and names at most `SHADOWS_GONE_PER_CALL_MAX` files.
+fn check_files_call(st: &State, from_node: u32, files: usize) -> Result<(), tonic::Status> {
+    if from_node as usize >= st.setup.membership.nodes.len() || from_node == st.setup.me {
+        return Err(tonic::Status::invalid_argument(
+            "not another node of this cluster",
+        ));
+    }
+    if files > SHADOWS_GONE_PER_CALL_MAX {
+        return Err(tonic::Status::invalid_argument(format!(
+            "{files} files in one call (at most {SHADOWS_GONE_PER_CALL_MAX})"
+        )));
+    }
+    Ok(())
+}
+
+/// File ids grouped by the node that issued them (a file id carries its owner).
+fn per_owner(files: Vec<u64>) -> std::collections::BTreeMap<u32, Vec<u64>> {
+    let mut per_node: std::collections::BTreeMap<u32, Vec<u64>> = Default::default();
+    for f in files {
+        per_node
+            .entry((f >> strata_meta::NODE_SHIFT) as u32)
+            .or_default()
+            .push(f);
+    }
+    per_node
+}
+
 #[tonic::async_trait]
 impl pb::cluster_server::Cluster for Service {
     async fn hello(
@@ -421,17 +450,7 @@ impl pb::cluster_server::Cluster for Service {
     ) -> Result<tonic::Response<pb::ShadowsGoneReply>, tonic::Status> {
         let r = r.into_inner();
         let st = &self.0;
-        if r.from_node as usize >= st.setup.membership.nodes.len() || r.from_node == st.setup.me {
-            return Err(tonic::Status::invalid_argument(
-                "not another node of this cluster",
-            ));
-        }
-        if r.files.len() > SHADOWS_GONE_PER_CALL_MAX {
-            return Err(tonic::Status::invalid_argument(format!(
-                "{} files in one call (at most {SHADOWS_GONE_PER_CALL_MAX})",
-                r.files.len()
-            )));
-        }
+        check_files_call(st, r.from_node, r.files.len())?;
         st.send(Msg::ShadowsGone {
             from: r.from_node,
             files: r.files,
@@ -498,17 +517,7 @@ impl pb::cluster_server::Cluster for Service {
     ) -> Result<tonic::Response<pb::ShadowsPendingReply>, tonic::Status> {
         let r = r.into_inner();
         let st = &self.0;
-        if r.from_node as usize >= st.setup.membership.nodes.len() || r.from_node == st.setup.me {
-            return Err(tonic::Status::invalid_argument(
-                "not another node of this cluster",
-            ));
-        }
-        if r.files.len() > SHADOWS_GONE_PER_CALL_MAX {
-            return Err(tonic::Status::invalid_argument(format!(
-                "{} files in one call (at most {SHADOWS_GONE_PER_CALL_MAX})",
-                r.files.len()
-            )));
-        }
+        check_files_call(st, r.from_node, r.files.len())?;
         let holder = r.from_node;
         let (pending, error) = st
             .ask(|reply| Msg::ShadowsPending {
@@ -529,17 +538,7 @@ impl pb::cluster_server::Cluster for Service {
     ) -> Result<tonic::Response<pb::ShadowsUnknownReply>, tonic::Status> {
         let r = r.into_inner();
         let st = &self.0;
-        if r.from_node as usize >= st.setup.membership.nodes.len() || r.from_node == st.setup.me {
-            return Err(tonic::Status::invalid_argument(
-                "not another node of this cluster",
-            ));
-        }
-        if r.files.len() > SHADOWS_GONE_PER_CALL_MAX {
-            return Err(tonic::Status::invalid_argument(format!(
-                "{} files in one call (at most {SHADOWS_GONE_PER_CALL_MAX})",
-                r.files.len()
-            )));
-        }
+        check_files_call(st, r.from_node, r.files.len())?;
         // Only ids this node issued (a file id carries its owner).
         let me = st.setup.me;
         let files: Vec<u64> = r
@@ -852,13 +851,7 @@ impl Peers for Dialer {
         if self.stopped.load(Ordering::SeqCst) {
             return None;
         }
-        let mut per_node: std::collections::BTreeMap<u32, Vec<u64>> = Default::default();
-        for f in files {
-            per_node
-                .entry((f >> strata_meta::NODE_SHIFT) as u32)
-                .or_default()
-                .push(f);
-        }
+        let per_node = per_owner(files);
         let (tx, rx) = mpsc::channel();
         let st = self.state.clone();
         self.rt.spawn(async move {
@@ -904,13 +897,7 @@ impl Peers for Dialer {
         if self.stopped.load(Ordering::SeqCst) {
             return None;
         }
-        let mut per_node: std::collections::BTreeMap<u32, Vec<u64>> = Default::default();
-        for f in files {
-            per_node
-                .entry((f >> strata_meta::NODE_SHIFT) as u32)
-                .or_default()
-                .push(f);
-        }
+        let per_node = per_owner(files);
         let (tx, rx) = mpsc::channel();
         let st = self.state.clone();
         self.rt.spawn(async move {

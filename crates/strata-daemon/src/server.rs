@@ -890,21 +890,7 @@ impl Poller {
             // flush them: their shadows are WORKFLOW records, kept through
             // the journal when this node has a non-volatile tier (the next
             // daemon serves the owners' pushes from them).
-            let ids: Vec<strata_meta::BucketId> = self
-                .engine
-                .core
-                .shadow_files()
-                .into_iter()
-                .filter_map(|f| {
-                    let id = self
-                        .engine
-                        .core
-                        .meta
-                        .bucket_by_name(&strata_proto::types::shadow_path(f))?;
-                    let rec = self.engine.core.meta.file(id).ok()?;
-                    (rec.persist == strata_meta::Persist::Workflow).then_some(id)
-                })
-                .collect();
+            let ids = self.engine.core.shadows_of_default_files();
             self.keep_files(&ids, "pages held for files other nodes own");
             let kept = !ids.is_empty()
                 && ids

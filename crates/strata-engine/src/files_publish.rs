@@ -261,6 +261,19 @@ impl Core {
             .collect()
     }
 
+    /// The records of this node's shadows of DEFAULT files with pages (kept
+    /// as WORKFLOW records: the journal can keep them).
+    pub fn shadows_of_default_files(&self) -> Vec<BucketId> {
+        self.shadow_files()
+            .into_iter()
+            .filter_map(|f| {
+                let id = self.meta.bucket_by_name(&shadow_path(f))?;
+                let rec = self.meta.file(id).ok()?;
+                (rec.persist == Persist::Workflow).then_some(id)
+            })
+            .collect()
+    }
+
     /// This node's shadows (at most [`SHADOW_SWEEP_MAX`]), as a sweep
     /// asks their files' owners about them.
     pub fn shadow_sweep_snapshot(&self) -> Vec<ShadowSeen> {
