@@ -95,7 +95,7 @@ log "cluster tests again on 127.x addresses (the fallback where namespaces canno
 CLUSTER_TEST_BED=loopback cargo test -p strata-cli --test cluster -- --test-threads=2
 
 log "differential tester across nodes, bounded: pages where written, DEFAULT and SCRATCH, 3 processes, 5 seeds (longer runs by hand: docs/FILES-ACROSS-NODES.md)"
-FSDIFF_CLUSTER_PAGES=1 FSDIFF_CLUSTER_NO_RENAMES=1 FSDIFF_CLUSTER_MODES=default,scratch FSDIFF_CLUSTER_PROCS=3 FSDIFF_CLUSTER_SEEDS=1:5 \
+FSDIFF_CLUSTER_NO_RENAMES=1 FSDIFF_CLUSTER_MODES=default,scratch FSDIFF_CLUSTER_PROCS=3 FSDIFF_CLUSTER_SEEDS=1:5 \
   cargo test -p strata-cli --test cluster -- --ignored the_differential_tester
 
 log "bench cluster, bounded: 2 nodes, one short repeat (the figures in BENCHMARKS.md come from release builds)"

@@ -75,10 +75,15 @@ pub struct CheckpointArgs {
     /// 127.x addresses even where namespaces could be made.
     #[arg(long)]
     pub loopback: bool,
-    /// `cluster.pages_where_written` on every node: SCRATCH files' whole
-    /// pages stay on the node that wrote them.
-    #[arg(long)]
+    /// `cluster.pages_where_written` on every node: files' whole pages stay
+    /// on the node that wrote them (the default since 2026-11-28; the flag
+    /// stays for the commands recorded before).
+    #[arg(long, conflicts_with = "pages_at_owner")]
     pub pages_where_written: bool,
+    /// `cluster.pages_where_written: false`: every page lives at its file's
+    /// owner (the model before 2026-11-28), for comparison.
+    #[arg(long)]
+    pub pages_at_owner: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -254,7 +259,7 @@ pub fn run(a: CheckpointArgs) -> Result<()> {
             remote_tier: None,
             toward_readers: false,
             files_at_owner: true,
-            pages_where_written: a.pages_where_written,
+            pages_where_written: !a.pages_at_owner,
             strata: strata.clone(),
             loopback: a.loopback,
             log: "warn".into(),

@@ -264,7 +264,7 @@ journal  {}  {}  {} records  synced {}/{}  {} fsyncs journaled  {} relaxed  {} c
     let r = &j.replay;
     if r.records > 0 || r.corrupt_ranges > 0 {
         s.push_str(&format!(
-            "replayed {} records at start in {} ms: {} buckets ({} files, {} to flush), {} blobs, {}{}{}{}
+            "replayed {} records at start in {} ms: {} buckets ({} files, {} to flush), {} blobs, {}{}{}{}{}
 ",
             r.records,
             r.elapsed_ms,
@@ -276,6 +276,7 @@ journal  {}  {}  {} records  synced {}/{}  {} fsyncs journaled  {} relaxed  {} c
             if r.torn_tail_bytes > 0 { format!(", incomplete last record ignored ({} B)", r.torn_tail_bytes) } else { String::new() },
             if r.dropped_blobs > 0 { format!(", {} blobs NOT restored", r.dropped_blobs) } else { String::new() },
             if r.crc_mismatches > 0 { format!(", {} checksum mismatches", r.crc_mismatches) } else { String::new() },
+            if r.held_runs > 0 { format!(", {} runs of pages other nodes hold", r.held_runs) } else { String::new() },
         ));
         if r.corrupt_ranges > 0 {
             s.push_str(&format!("WARNING  the journal had {} corrupt ranges ({} bytes), not applied; a copy is kept next to it

@@ -1555,7 +1555,11 @@ else:
 #[test]
 fn a_node_killed_with_dirty_files_is_named_and_its_restart_completes_them() {
     use strata_client::file::{OpenFlags, Persist};
-    let bed = cluster_util::bed_with_files(3, "128MiB", Some("256MiB"));
+    // Pages at the owner (`cluster.pages_where_written: false`), where the
+    // other nodes' fsync'ed writes live in node 2's journal; with pages
+    // where written, see `a_killed_owner_gets_its_map_…` and
+    // `a_killed_holders_journaled_pages_…`.
+    let bed = cluster_util::bed_with_files_pages(3, "128MiB", Some("256MiB"), false);
     let cfg2 = bed.nodes[2].config.clone();
     let base = std::fs::read_to_string(&cfg2).unwrap();
     std::fs::write(&cfg2, format!("{base}flush:\n  enabled: false\n")).unwrap();
@@ -2162,8 +2166,9 @@ fn the_differential_tester_agrees_with_files_at_their_owner() {
         eprintln!("python3 missing: skipped");
         return;
     }
-    // FSDIFF_CLUSTER_PAGES: with cluster.pages_where_written (SCRATCH runs)
-    let pages = std::env::var("FSDIFF_CLUSTER_PAGES").is_ok();
+    // FSDIFF_CLUSTER_PAGES_AT_OWNER: cluster.pages_where_written off (the
+    // default is on since 2026-11-28)
+    let pages = std::env::var("FSDIFF_CLUSTER_PAGES_AT_OWNER").is_err();
     let bed = started_with(cluster_util::bed_with_files_pages(3, "512MiB", None, pages));
     let seeds = std::env::var("FSDIFF_CLUSTER_SEEDS").unwrap_or_else(|_| "1:10".into());
     let ops = std::env::var("FSDIFF_CLUSTER_OPS").unwrap_or_else(|_| "200".into());
@@ -2967,6 +2972,108 @@ fn a_killed_holders_journaled_pages_complete_its_files_on_restart() {
     );
     assert!(std::fs::read(&pg).unwrap() == kept, "kept pages at the destination");
     drop(clients);
+    ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
+}
+
+/// Pages where written, the *owner* killed (issue 15, item 6): node 0 owns
+/// a DEFAULT file whose whole pages node 1 wrote and holds (journaled in
+/// its shadow: node 1 has a dir tier only). The owner's map of those pages
+/// is journaled with the file's record and its id, so node 0, killed with
+/// SIGKILL before it flushed and restarted, knows again that node 1 holds
+/// them: a read on node 2 gets the bytes, drain status lists the file as
+/// owed (not lost), and the owner's flush has node 1 write them.
+#[test]
+fn a_killed_owner_gets_its_map_of_held_pages_back_from_its_journal() {
+    use strata_client::file::{OpenFlags, Persist};
+    let bed = cluster_util::bed_with_files_pages(3, "128MiB", Some("256MiB"), true);
+    let cfg0 = bed.nodes[0].config.clone();
+    let base0 = std::fs::read_to_string(&cfg0).unwrap();
+    std::fs::write(&cfg0, format!("{base0}flush:\n  enabled: false\n")).unwrap();
+    let cfg1 = bed.nodes[1].config.clone();
+    let base1 = std::fs::read_to_string(&cfg1).unwrap();
+    let ram = "  - name: ram\n    kind: ram\n    capacity: 128MiB\n";
+    assert!(base1.contains(ram), "{base1}");
+    std::fs::write(&cfg1, base1.replace(ram, "")).unwrap();
+    let bed = started_with(bed);
+    let page: u64 = 64 << 10;
+    let journal_of = |i: usize| node_status(&bed, i)["journal"].clone();
+    let records = |i: usize| journal_of(i)["live_records"].as_u64().unwrap();
+    let (before0, before1) = (records(0), records(1));
+    let c1 = strata_client::Client::connect_to(&bed.nodes[1].socket).unwrap();
+    let rw = OpenFlags {
+        read: true,
+        write: true,
+        create: true,
+        ..Default::default()
+    };
+    let pk = path_owned_by(&bed, "journaled-map-", 0);
+    let data = pattern(2 << 20, 61);
+    let f = c1.file_open(&pk, rw, 0o644, Persist::Default, page).unwrap();
+    for (k, chunk) in data.chunks(1 << 20).enumerate() {
+        c1.file_write(f.id, (k << 20) as u64, chunk).unwrap();
+    }
+    c1.file_close(f.id).unwrap();
+    drop(c1);
+    // Node 1 journaled its shadow (a record and 32 pages), node 0 the
+    // file's record with its map.
+    let pages = data.len() as u64 / page;
+    let t0 = std::time::Instant::now();
+    while records(1) < before1 + pages + 1 || records(0) < before0 + 1 {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "not journaled: node 0 {:#}, node 1 {:#}",
+            journal_of(0),
+            journal_of(1)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let pid = bed.pid(0).expect("node 0 runs");
+    // SAFETY: kill(2) on our own daemon's pid.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    assert!(!std::path::Path::new(&pk).exists(), "flushed before the kill");
+    ok(&bed.start(0), "node 0 restarts");
+    bed.wait_for("node 0 back", |s| {
+        states(s) == ["up", "up", "up"] && (0..3).all(|v| peer_state(s, v, 0) == "up")
+    });
+    let replay = journal_of(0)["replay"].clone();
+    assert!(
+        replay["files"].as_u64() >= Some(1) && replay["held_runs"].as_u64() >= Some(1),
+        "{replay:#}"
+    );
+    let st = strata_on(&bed, 0, &["drain", "status", "--json", &pk]);
+    ok(&st, "drain status on node 0");
+    let v: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    assert!(
+        v["files"][0]["state"] != "failed" && v["failed_files"].as_u64() == Some(0),
+        "{v:#}"
+    );
+    // A read on node 2: the owner's map sends it to node 1.
+    let c2 = strata_client::Client::connect_to(&bed.nodes[2].socket).unwrap();
+    let read_only = OpenFlags {
+        read: true,
+        ..Default::default()
+    };
+    let f = c2.file_open(&pk, read_only, 0, Persist::Default, page).unwrap();
+    let mut got = vec![0u8; data.len() + 1];
+    let n = c2.file_read(f.id, 0, &mut got).unwrap();
+    assert!(n == data.len() && got[..n] == data[..], "read on node 2: {n} bytes");
+    c2.file_close(f.id).unwrap();
+    // A file made after the restart gets an id of its own (above the
+    // replayed one): its bytes never mix with the first file's.
+    let pn = path_owned_by(&bed, "after-restart-", 0);
+    let other = pattern(3 * page as usize, 62);
+    let c1 = strata_client::Client::connect_to(&bed.nodes[1].socket).unwrap();
+    let f = c1.file_open(&pn, rw, 0o644, Persist::Default, page).unwrap();
+    c1.file_write(f.id, 0, &other).unwrap();
+    c1.file_close(f.id).unwrap();
+    drop(c1);
+    ok(
+        &strata_on(&bed, 0, &["flush", "--wait", &pk, &pn]),
+        "flush --wait after node 0's restart",
+    );
+    assert!(std::fs::read(&pk).unwrap() == data, "the file whole at the destination");
+    assert!(std::fs::read(&pn).unwrap() == other, "the later file whole");
+    drop(c2);
     ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
 }
 

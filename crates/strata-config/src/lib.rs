@@ -47,7 +47,7 @@
 //!             successors_max: 4, min_count: 2 }
 //! cluster: { hosts: [], port: 7707, secret_file: auto, call_timeout: 10s,
 //!            heartbeat_interval: 1s, start_timeout: 1m, remote_tier: 256MiB,
-//!            toward_readers: false, files_at_owner: true, pages_where_written: false,
+//!            toward_readers: false, files_at_owner: true, pages_where_written: true,
 //!            shadow_sweep_interval: 1m }
 //! ```
 //!
@@ -614,10 +614,13 @@ pub struct ClusterConfig {
     /// its processes open, as a single node does — faster for jobs whose
     /// nodes never share a file, and not coherent across nodes.
     pub files_at_owner: bool,
-    /// With `files_at_owner`: a SCRATCH file's whole pages stay in the
-    /// buffer of the node that wrote them and the owner maps them
-    /// (docs/FILES-ACROSS-NODES.md, step 2); readers on other nodes fetch
-    /// them from that node. Off by default while the step is in progress.
+    /// With `files_at_owner`: a SCRATCH or DEFAULT file's whole pages stay
+    /// in the buffer of the node that wrote them and the owner maps them
+    /// (docs/FILES-ACROSS-NODES.md, steps 2 and 3); readers on other nodes
+    /// fetch them from that node, the owner's flush has it write them to
+    /// the destination. On by default (since 2026-11-28). Off: every page
+    /// lives at the owner (a write sends its bytes there) — reads one node
+    /// further are faster on a machine where CPU bounds them.
     pub pages_where_written: bool,
     /// With `pages_where_written`: how often a node asks the owners of the
     /// files whose pages it holds which of those files still exist, and
@@ -639,7 +642,7 @@ impl Default for ClusterConfig {
             remote_tier_bytes: 256 << 20,
             toward_readers: false,
             files_at_owner: true,
-            pages_where_written: false,
+            pages_where_written: true,
             shadow_sweep_interval_ms: 60_000.0,
         }
     }

@@ -421,6 +421,7 @@ fn replay_journal(core: &mut Core) -> anyhow::Result<()> {
             corrupt = report.corrupt_ranges,
             dropped = report.dropped_blobs,
             crc_mismatches = report.crc_mismatches,
+            held_runs = report.held_runs,
             ms = report.elapsed_ms,
             "journal replayed"
         );

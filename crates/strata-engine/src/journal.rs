@@ -68,6 +68,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use strata_meta::pagemap::PAGE_MAP_RUNS_MAX;
 use strata_meta::Extent;
 
 pub const FILE_MAGIC: &[u8; 8] = b"STRJNL01";
@@ -106,6 +107,24 @@ pub struct FileImage {
     /// The size at the file's last journal sync (fsync): replay never goes
     /// below it, nor above the larger of it and the restored pages.
     pub synced_size: u64,
+    /// The record's id on this node (its low bits; 0 = not recorded, a
+    /// journal written before ids were kept). Replay gives the file the
+    /// same id: other nodes hold its pages under it (issue 15).
+    pub id_local: u64,
+    /// Pages other nodes hold and have not written to the destination
+    /// (the owner's page map, unflushed runs only; at most
+    /// `PAGE_MAP_RUNS_MAX`).
+    pub held: Vec<HeldRun>,
+}
+
+/// Pages `first..=last` of a file, held by node `holder` at the owner's
+/// generation `gen`, not yet at the destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeldRun {
+    pub holder: u32,
+    pub first: u64,
+    pub last: u64,
+    pub gen: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -247,6 +266,22 @@ impl Record {
                         }
                         e.u8(f.stage_out as u8);
                         e.u64(f.synced_size);
+                        // Since issue 15 (optional on decode: older
+                        // journals end here).
+                        assert!(
+                            f.held.len() <= PAGE_MAP_RUNS_MAX,
+                            "{} held runs",
+                            f.held.len()
+                        );
+                        e.u64(f.id_local);
+                        e.u32(f.held.len() as u32);
+                        for r in &f.held {
+                            assert!(r.first <= r.last, "a held run is not empty");
+                            e.u32(r.holder);
+                            e.u64(r.first);
+                            e.u64(r.last);
+                            e.u64(r.gen);
+                        }
                     }
                 }
                 K_BUCKET_SET
@@ -338,9 +373,35 @@ impl Record {
                         },
                         stage_out: d.u8()? != 0,
                         synced_size: d.u64()?,
+                        id_local: 0,
+                        held: Vec::new(),
                     }),
                     x => return Err(format!("bad file flag {x}")),
                 };
+                let mut file = file;
+                if let Some(f) = file.as_mut().filter(|_| d.at < d.b.len()) {
+                    f.id_local = d.u64()?;
+                    if f.id_local > strata_meta::LOCAL_MASK {
+                        return Err(format!("file id {:#x} out of range", f.id_local));
+                    }
+                    let n = d.u32()? as usize;
+                    if n > PAGE_MAP_RUNS_MAX {
+                        return Err(format!("{n} held runs"));
+                    }
+                    f.held.reserve(n);
+                    for _ in 0..n {
+                        let r = HeldRun {
+                            holder: d.u32()?,
+                            first: d.u64()?,
+                            last: d.u64()?,
+                            gen: d.u64()?,
+                        };
+                        if r.first > r.last {
+                            return Err(format!("held run {}..{} reversed", r.first, r.last));
+                        }
+                        f.held.push(r);
+                    }
+                }
                 Record::BucketSet { name, tags, file }
             }
             K_BUCKET_DROP => Record::BucketDrop { name: d.str()? },

@@ -30,6 +30,8 @@ fn sample() -> Vec<Record> {
         trunc_min: Some(50),
         stage_out: true,
         synced_size: 9000,
+        id_local: 0,
+        held: vec![],
     };
     vec![
         Record::Tier {
@@ -123,6 +125,82 @@ fn records_round_trip_and_fold_keeps_the_last_state() {
         scan.state.blobs.keys().cloned().collect::<Vec<_>>(),
         vec![("b".to_string(), "k2".to_string())]
     );
+}
+
+/// The owner's map of pages other nodes hold, and the record's id, ride at
+/// the end of a file's record (issue 15); a journal written before them
+/// (the record ends at `synced_size`) still reads, with neither.
+#[test]
+fn held_runs_and_the_id_round_trip_and_older_records_still_read() {
+    let image = FileImage {
+        size: 1 << 20,
+        mode: 0o644,
+        uid: 0,
+        gid: 0,
+        persist: 0,
+        page_bytes: 65536,
+        mtime_ns: 1,
+        ctime_ns: 2,
+        atime_ns: 3,
+        dest_size: 0,
+        dest_exists: false,
+        trunc_min: None,
+        stage_out: false,
+        synced_size: 0,
+        id_local: 42,
+        held: vec![
+            journal::HeldRun { holder: 1, first: 0, last: 3, gen: 7 },
+            journal::HeldRun { holder: 2, first: 4, last: 15, gen: 9 },
+        ],
+    };
+    let rec = Record::BucketSet {
+        name: "/d/held".into(),
+        tags: vec![],
+        file: Some(image.clone()),
+    };
+    let bytes = encode(std::slice::from_ref(&rec));
+    let scan = journal::scan_bytes(&bytes);
+    assert!(scan.corrupt.is_empty(), "{:?}", scan.corrupt);
+    assert_eq!(scan.state.buckets.get("/d/held"), Some(&rec));
+    // The same record as an older daemon wrote it: no id, no runs.
+    let mut frame = Vec::new();
+    rec.encode(&mut frame);
+    let extra = 8 + 4 + 2 * 28;
+    let old = reframe(&frame, &frame[journal::HEADER_BYTES..frame.len() - extra]);
+    let scan = journal::scan_bytes(&old);
+    assert!(scan.corrupt.is_empty(), "{:?}", scan.corrupt);
+    let want = Record::BucketSet {
+        name: "/d/held".into(),
+        tags: vec![],
+        file: Some(FileImage {
+            id_local: 0,
+            held: vec![],
+            ..image
+        }),
+    };
+    assert_eq!(scan.state.buckets.get("/d/held"), Some(&want));
+    // A reversed run (first page 20 > last 15) is a corrupt record, never applied.
+    let mut payload = frame[journal::HEADER_BYTES..].to_vec();
+    let at = payload.len() - 24;
+    payload[at..at + 8].copy_from_slice(&20u64.to_le_bytes());
+    let scan = journal::scan_bytes(&reframe(&frame, &payload));
+    assert_eq!(scan.corrupt.len(), 1, "{:?}", scan.corrupt);
+    assert!(scan.state.buckets.is_empty());
+}
+
+/// A journal holding one frame of `frame`'s kind with `payload`, its CRC
+/// computed again.
+fn reframe(frame: &[u8], payload: &[u8]) -> Vec<u8> {
+    let mut out = journal::FILE_MAGIC.to_vec();
+    let start = out.len();
+    out.extend_from_slice(&frame[..4]);
+    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    let mut h = crc32fast::Hasher::new();
+    h.update(&out[start + 2..start + 8]);
+    h.update(payload);
+    out.extend_from_slice(&h.finalize().to_le_bytes());
+    out.extend_from_slice(payload);
+    out
 }
 
 #[test]
@@ -626,6 +704,77 @@ fn a_power_loss_drops_unsynced_state_and_keeps_what_fsync_acknowledged() {
         core.meta.file_by_path("/dest/b").is_none(),
         "B was never acknowledged"
     );
+    core.check().unwrap();
+    core.file_check().unwrap();
+}
+
+/// An owner's map of the pages other nodes hold (issue 15): a DEFAULT
+/// file whose pages node 7 holds, unflushed, comes back after a crash with
+/// the same id (node 7 holds them under it), the run at its generation,
+/// its size and a place in the flusher's dirty set; a run already at the
+/// destination is not journaled; ids issued afterwards are above.
+#[test]
+fn an_owners_map_of_held_pages_and_the_files_id_survive_a_crash() {
+    const PAGE: u64 = 1 << SHIFT;
+    let mut fx = fixture(4 << 20, 64 << 20, 1 << 20);
+    let mut svc = journal_on(&mut fx);
+    let jpath = fx.dir.path().join("tier").join(journal::JOURNAL_NAME);
+    let core = &mut fx.core;
+    // an id below it is freed: a fresh core would give the file id 1
+    let gone = create(core, "/dest/gone", Persist::Default as u32);
+    core.file_unlink("/dest/gone").unwrap();
+    let id = create(core, "/dest/held", Persist::Default as u32);
+    assert!(id.0 > gone.0);
+    core.file_write(id, Some(0), Src::Bytes(b"owner's head"), None)
+        .unwrap();
+    let gen = core.file_publish(id, 7, 1, 3, 4 * PAGE).unwrap();
+    let flushed = core.file_publish(id, 8, 4, 1, 5 * PAGE).unwrap();
+    core.files
+        .page_maps
+        .get_mut(&id)
+        .unwrap()
+        .mark_flushed(8, 4, 4, flushed);
+    core.file_changed(id, false);
+    let want = vec![journal::HeldRun {
+        holder: 7,
+        first: 1,
+        last: 3,
+        gen,
+    }];
+    let journaled = |want: &Vec<journal::HeldRun>| {
+        journal::read(&jpath).ok().is_some_and(|s| {
+            matches!(s.state.buckets.get("/dest/held"),
+                Some(Record::BucketSet { file: Some(f), .. }) if &f.held == want)
+        })
+    };
+    pump(core, &mut svc, |_| journaled(&want));
+    let dir = fx.crash();
+
+    let mut fx = fixture_in(dir, 4 << 20, 64 << 20, 1 << 20);
+    let _svc = journal_on(&mut fx);
+    let core = &mut fx.core;
+    let rep = core.journal.as_ref().unwrap().report.clone();
+    assert_eq!((rep.files, rep.held_runs, rep.dropped_blobs), (1, 1, 0), "{rep:?}");
+    let back = core.meta.file_by_path("/dest/held").expect("restored");
+    assert_eq!(back, id, "the file keeps its id");
+    let runs: Vec<_> = core.files.page_maps[&id].runs().copied().collect();
+    assert_eq!(
+        runs,
+        vec![strata_meta::pagemap::Run {
+            first: 1,
+            last: 3,
+            holder: 7,
+            gen,
+            flushed: false
+        }]
+    );
+    assert!(core.file_remote_unflushed(id));
+    let rec = core.meta.file(id).unwrap();
+    // the owner's head page was in RAM (lost); the held pages set the size
+    assert!(rec.size >= 4 * PAGE, "{}", rec.size);
+    assert!(rec.needs_flush() && core.files.dirty.contains(&id));
+    let later = create(core, "/dest/later", Persist::Default as u32);
+    assert!(later.0 > id.0);
     core.check().unwrap();
     core.file_check().unwrap();
 }

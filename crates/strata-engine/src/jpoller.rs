@@ -21,6 +21,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use strata_meta::pagemap::PageMap;
 use strata_meta::{Blob, BlobId, Bucket, BucketId, Persist};
 use strata_proto::control::{JournalStatus, ReplayReport};
 
@@ -38,7 +39,24 @@ pub const QUARANTINE_SYNC_BYTES: u64 = 16 << 20;
 /// Prefix of orphan buckets (unlinked while open): never journaled.
 const ORPHAN_PREFIX: char = '\u{1}';
 
-fn bucket_record(b: &Bucket, synced_size: u64) -> Record {
+/// The unflushed runs of `map`, as journaled (the owner's side of pages
+/// where written: what other nodes hold that the destination lacks).
+fn held_runs(map: Option<&PageMap>) -> Vec<journal::HeldRun> {
+    map.map(|m| {
+        m.runs()
+            .filter(|r| !r.flushed)
+            .map(|r| journal::HeldRun {
+                holder: r.holder as u32,
+                first: r.first,
+                last: r.last,
+                gen: r.gen,
+            })
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+fn bucket_record(b: &Bucket, synced_size: u64, map: Option<&PageMap>) -> Record {
     let file = b.file.as_deref().map(|r| FileImage {
         size: r.size,
         mode: r.mode,
@@ -54,6 +72,8 @@ fn bucket_record(b: &Bucket, synced_size: u64) -> Record {
         trunc_min: r.trunc_min,
         stage_out: r.stage_out,
         synced_size,
+        id_local: b.id.0 & strata_meta::LOCAL_MASK,
+        held: held_runs(map),
     });
     Record::BucketSet {
         name: b.name.to_string(),
@@ -256,12 +276,15 @@ impl Journal {
                 .all(|e| e.is_hole() || self.is_nonvolatile(e.tier))
     }
 
-    fn bucket_worthy(&self, b: &Bucket) -> bool {
+    /// `held`: other nodes hold pages of it the destination lacks (its
+    /// map is all the next daemon would know of them).
+    fn bucket_worthy(&self, b: &Bucket, held: bool) -> bool {
         if b.name.starts_with(ORPHAN_PREFIX) {
             return false;
         }
         let has = self.blob_counts.get(&b.id).copied().unwrap_or(0) > 0
-            || self.jsynced.contains_key(&b.id);
+            || self.jsynced.contains_key(&b.id)
+            || held;
         match b.file.as_deref() {
             None => true,
             Some(rec) => match rec.persist {
@@ -378,7 +401,9 @@ impl Journal {
         }
         for id in buckets {
             let cur = core.meta.bucket(id).ok();
-            let worthy = cur.is_some_and(|b| self.bucket_worthy(b));
+            let map = core.files.page_maps.get(&id);
+            let held = map.is_some_and(|m| !m.all_flushed());
+            let worthy = cur.is_some_and(|b| self.bucket_worthy(b, held));
             if cur.is_none() {
                 self.jsynced.remove(&id);
                 self.synced_size.remove(&id);
@@ -416,7 +441,7 @@ impl Journal {
                 }
                 continue;
             }
-            let rec = bucket_record(b, self.synced_size.get(&id).copied().unwrap_or(0));
+            let rec = bucket_record(b, self.synced_size.get(&id).copied().unwrap_or(0), map);
             let mut enc = Vec::new();
             rec.encode(&mut enc);
             let hash = crc32fast::hash(&enc);

@@ -11,7 +11,9 @@
 //!
 //! DEFAULT files come back only with their dirty pages (clean pages are at
 //! the destination) and only if they still need a flush; the flusher then
-//! drains them as usual.
+//! drains them as usual. Files keep their ids, and an owner's map of the
+//! pages other nodes hold of them (unflushed runs) comes back with them, so
+//! the next flush has those nodes write them (issue 15).
 //!
 //! ## Crash and restart
 //!
@@ -31,7 +33,10 @@ use foldhash::{HashMap, HashMapExt};
 use std::collections::BTreeSet;
 
 use strata_alloc::Range;
-use strata_meta::{parse_page_name, Extent, FileRecord, Persist, PAGE_SHIFT_MAX, PAGE_SHIFT_MIN};
+use strata_meta::pagemap::{PageMap, Run};
+use strata_meta::{
+    parse_page_name, BucketId, Extent, FileRecord, Persist, PAGE_SHIFT_MAX, PAGE_SHIFT_MIN,
+};
 use strata_proto::control::ReplayReport;
 
 use crate::core::{now_ns, Core};
@@ -96,6 +101,19 @@ pub fn replay(core: &mut Core, scan: &Scan) -> ReplayReport {
     let now = now_ns();
     let mono = core.mono_ns();
     let mut buf = Vec::new();
+    // Files keep their ids (other nodes hold their pages under them): ids
+    // issued from now on, to records the journal did not name, are above.
+    let id_max = scan
+        .state
+        .buckets
+        .values()
+        .filter_map(|r| match r {
+            Record::BucketSet { file: Some(f), .. } => Some(f.id_local),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    core.meta.ids_above(id_max);
     for (name, rec) in &scan.state.buckets {
         let Record::BucketSet { tags, file, .. } = rec else {
             continue;
@@ -118,15 +136,24 @@ pub fn replay(core: &mut Core, scan: &Scan) -> ReplayReport {
         };
         if let (Some(Persist::Default), Some(f)) = (persist, file) {
             let any_dirty = blobs.iter().any(|b| wanted(b));
-            if !any_dirty && f.trunc_min.is_none() && f.dest_exists && f.dest_size == f.size {
+            if !any_dirty
+                && f.held.is_empty()
+                && f.trunc_min.is_none()
+                && f.dest_exists
+                && f.dest_size == f.size
+            {
                 continue;
             }
         }
         if persist == Some(Persist::Scratch) {
             continue;
         }
-        let id = match core.meta.bucket_open(name, true, true, now) {
-            Ok((id, _)) => id,
+        let made = match file.as_ref().map_or(0, |f| f.id_local) {
+            0 => core.meta.bucket_open(name, true, true, now).map(|(id, _)| id),
+            local => core.meta.bucket_create_as(name, local, now),
+        };
+        let id = match made {
+            Ok(id) => id,
             Err(e) => {
                 note(&mut r, format!("{name}: cannot recreate bucket: {e}"));
                 continue;
@@ -172,6 +199,7 @@ pub fn replay(core: &mut Core, scan: &Scan) -> ReplayReport {
                 let _ = core.meta.bucket_destroy(id);
                 continue;
             }
+            restore_held(core, &mut r, name, id, f);
             r.files += 1;
         }
         r.buckets += 1;
@@ -249,13 +277,23 @@ pub fn replay(core: &mut Core, scan: &Scan) -> ReplayReport {
             // Bytes past what was synced, the restored pages and the
             // destination's valid bytes never reached a non-volatile tier:
             // the file ends where its durable bytes do.
-            let durable_end =
-                f.synced_size
-                    .max(end_max)
-                    .max(if f.dest_exists { f.dest_size } else { 0 });
+            // (Pages other nodes hold: journaled there, or lost with them
+            // and reported by the flush that needs them.)
+            let held_end = core
+                .files
+                .page_maps
+                .get(&id)
+                .and_then(|m| m.runs().map(|x| x.last).max())
+                .map_or(0, |last| (last + 1).saturating_mul(page_bytes));
+            let durable_end = f
+                .synced_size
+                .max(end_max)
+                .max(held_end)
+                .max(if f.dest_exists { f.dest_size } else { 0 });
             rec.size = rec.size.min(durable_end).max(end_max);
             rec.dest_size = rec.dest_size.min(rec.size);
             let needs = !dirty_pages.is_empty()
+                || held_end > 0
                 || rec.trunc_min.is_some()
                 || !rec.dest_exists
                 || rec.dest_size != rec.size;
@@ -306,6 +344,55 @@ pub fn replay(core: &mut Core, scan: &Scan) -> ReplayReport {
     }
     r.elapsed_ms = started.elapsed().as_millis() as u64;
     r
+}
+
+/// The owner's map of the pages other nodes hold of file `id` (unflushed,
+/// as journaled): the next flush has the holders write them, reads go to
+/// them. Runs of a node not in the cluster, of this node, or past the
+/// file's size are reported and left out.
+fn restore_held(
+    core: &mut Core,
+    r: &mut ReplayReport,
+    name: &str,
+    id: BucketId,
+    f: &crate::journal::FileImage,
+) {
+    if f.held.is_empty() {
+        return;
+    }
+    let me = id.node();
+    let pages_in_size = f.size.div_ceil(f.page_bytes);
+    let mut runs = Vec::with_capacity(f.held.len());
+    for h in &f.held {
+        if h.holder == me || h.holder > 0xFFFF || h.last >= pages_in_size {
+            note(
+                r,
+                format!(
+                    "{name}: pages {}..={} held by node {} cannot be restored (this node, not a node id, or past the file's end)",
+                    h.first, h.last, h.holder
+                ),
+            );
+            continue;
+        }
+        runs.push(Run {
+            first: h.first,
+            last: h.last,
+            holder: h.holder,
+            gen: h.gen,
+            flushed: false,
+        });
+    }
+    match PageMap::restore(&runs) {
+        Ok(map) if !map.is_empty() => {
+            r.held_runs += runs.len() as u64;
+            core.files.page_maps.insert(id, map);
+        }
+        Ok(_) => {}
+        Err(e) => note(
+            r,
+            format!("{name}: the map of pages other nodes hold is invalid ({e}); not restored"),
+        ),
+    }
 }
 
 /// Validates and reserves a blob's extents; returns them with holes made

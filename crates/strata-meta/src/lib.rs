@@ -553,6 +553,32 @@ impl MetaStore {
         }
         let id = BucketId(((self.node_id as u64) << NODE_SHIFT) | self.next_bucket);
         self.next_bucket += 1;
+        self.insert_bucket(id, name, now_ns);
+        Ok((id, true))
+    }
+
+    /// Creates bucket `name` with the id whose low bits are `local` (a
+    /// journal replay keeps the ids other nodes know files by); ids issued
+    /// later are above it. `Exists` if the name or the id is taken.
+    pub fn bucket_create_as(&mut self, name: &str, local: u64, now_ns: u64) -> Result<BucketId> {
+        self.bucket_name_ok(name)?;
+        self.check_local(name.as_bytes())?;
+        if local == 0 || local > LOCAL_MASK {
+            return Err(Errno::Inval);
+        }
+        let id = BucketId(((self.node_id as u64) << NODE_SHIFT) | local);
+        if self.bucket_by_name.contains_key(name) || self.buckets.contains_key(&id) {
+            return Err(Errno::Exists);
+        }
+        if self.buckets.len() >= self.limits.buckets_max {
+            return Err(Errno::Limit);
+        }
+        self.ids_above(local);
+        self.insert_bucket(id, name, now_ns);
+        Ok(id)
+    }
+
+    fn insert_bucket(&mut self, id: BucketId, name: &str, now_ns: u64) {
         let b = Bucket {
             id,
             name: name.into(),
@@ -566,7 +592,11 @@ impl MetaStore {
         self.buckets.insert(id, b);
         self.bucket_by_name.insert(name.into(), id);
         self.touched.bucket(id);
-        Ok((id, true))
+    }
+
+    /// Bucket ids issued from now on are above `local` (low bits).
+    pub fn ids_above(&mut self, local: u64) {
+        self.next_bucket = self.next_bucket.max(local.saturating_add(1).min(LOCAL_MASK));
     }
 
     pub fn bucket(&self, id: BucketId) -> Result<&Bucket> {
@@ -919,6 +949,30 @@ mod tests {
         assert_eq!(b.node(), 3);
         let blob = m.blob_create(b, "x", 0).unwrap();
         assert_eq!(blob.node(), 3);
+    }
+
+    #[test]
+    fn a_bucket_made_again_with_its_id_keeps_it_and_later_ids_are_above() {
+        let mut m = MetaStore::new(3, Limits::default());
+        let a = m.bucket_create_as("a", 40, 0).unwrap();
+        assert_eq!(a.0 & LOCAL_MASK, 40);
+        assert_eq!(a.node(), 3);
+        assert_eq!(m.bucket_by_name("a"), Some(a));
+        // the id and the name are taken; 0 and beyond the mask are refused
+        assert_eq!(m.bucket_create_as("b", 40, 0), Err(Errno::Exists));
+        assert_eq!(m.bucket_create_as("a", 41, 0), Err(Errno::Exists));
+        assert_eq!(m.bucket_create_as("b", 0, 0), Err(Errno::Inval));
+        assert_eq!(m.bucket_create_as("b", LOCAL_MASK + 1, 0), Err(Errno::Inval));
+        let (b, _) = m.bucket_open("b", true, false, 0).unwrap();
+        assert_eq!(b.0 & LOCAL_MASK, 41);
+        // a lower id later does not move the counter back
+        let c = m.bucket_create_as("c", 7, 0).unwrap();
+        assert_eq!(c.0 & LOCAL_MASK, 7);
+        let (d, _) = m.bucket_open("d", true, false, 0).unwrap();
+        assert_eq!(d.0 & LOCAL_MASK, 42);
+        m.ids_above(100);
+        let (e, _) = m.bucket_open("e", true, false, 0).unwrap();
+        assert_eq!(e.0 & LOCAL_MASK, 101);
     }
 
     #[test]

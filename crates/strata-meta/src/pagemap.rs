@@ -85,6 +85,24 @@ impl PageMap {
         self.runs.is_empty()
     }
 
+    /// The map a journal kept (unflushed runs as the owner last recorded
+    /// them): the runs keep their generations, later ones are above.
+    /// `Errno::Inval` for reversed or overlapping runs or a generation 0,
+    /// `Errno::Limit` beyond the bound.
+    pub fn restore(runs: &[Run]) -> Result<PageMap> {
+        let mut sorted = runs.to_vec();
+        sorted.sort_by_key(|r| r.first);
+        if sorted.iter().any(|r| r.first > r.last || r.gen == 0 || r.gen == u64::MAX)
+            || sorted.windows(2).any(|w| w[0].last >= w[1].first)
+        {
+            return Err(Errno::Inval);
+        }
+        let mut map = PageMap::new(PAGE_MAP_RUNS_MAX);
+        map.gen_next = sorted.iter().map(|r| r.gen + 1).max().unwrap_or(1);
+        map.install(sorted)?;
+        Ok(map)
+    }
+
     pub fn runs(&self) -> impl Iterator<Item = &Run> {
         self.runs.values()
     }
@@ -353,6 +371,27 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn a_restored_map_keeps_runs_and_issues_later_generations() {
+        let mut m = PageMap::default();
+        m.publish(1, &[(0, 9)]).unwrap();
+        let g = m.publish(2, &[(10, 19)]).unwrap();
+        m.mark_flushed(1, 0, 9, 1);
+        let unflushed: Vec<Run> = m.runs().filter(|r| !r.flushed).copied().collect();
+        let mut r = PageMap::restore(&unflushed).unwrap();
+        r.check().unwrap();
+        assert_eq!(held(&r.lookup(0, 19)), vec![(10, 19, 2, g, false)]);
+        assert!(r.publish(1, &[(0, 0)]).unwrap() > g);
+        // nothing restored from bad input
+        let run = |first, last, gen| Run { first, last, holder: 1, gen, flushed: false };
+        assert_eq!(PageMap::restore(&[run(3, 2, 1)]).err(), Some(Errno::Inval));
+        assert_eq!(PageMap::restore(&[run(0, 4, 1), run(4, 5, 2)]).err(), Some(Errno::Inval));
+        assert_eq!(PageMap::restore(&[run(0, 4, 0)]).err(), Some(Errno::Inval));
+        let many: Vec<Run> = (0..PAGE_MAP_RUNS_MAX as u64 + 1).map(|i| run(2 * i, 2 * i, 1)).collect();
+        assert_eq!(PageMap::restore(&many).err(), Some(Errno::Limit));
+        assert!(PageMap::restore(&[]).unwrap().is_empty());
     }
 
     #[test]

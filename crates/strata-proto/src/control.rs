@@ -460,6 +460,9 @@ pub struct ReplayReport {
     pub dropped_blobs: u64,
     /// Sealed blobs whose bytes no longer match their checksum (kept, reported).
     pub crc_mismatches: u64,
+    /// Runs of pages other nodes hold, restored to their files' maps.
+    #[serde(default)]
+    pub held_runs: u64,
     pub elapsed_ms: u64,
     pub messages: Vec<String>,
 }

@@ -45,10 +45,11 @@ pub fn bed_lending(
     .expect("test bed")
 }
 
-/// [`bed`] with `cluster.files_at_owner` and the adapter buffering the
+/// [`bed`] with `cluster.files_at_owner` (and, as by default, pages where
+/// written) and the adapter buffering the
 /// shared destination (`bed.dest`, DEFAULT mode).
 pub fn bed_with_files(n: usize, ram: &str, disk: Option<&str>) -> Bed {
-    bed_with_files_pages(n, ram, disk, false)
+    bed_with_files_pages(n, ram, disk, true)
 }
 
 /// [`bed_with_files`], with `cluster.pages_where_written` when `pages`.
