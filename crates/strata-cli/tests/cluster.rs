@@ -3077,6 +3077,73 @@ fn a_killed_owner_gets_its_map_of_held_pages_back_from_its_journal() {
     ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
 }
 
+/// Pages where written under capacity pressure (issue 15): a node writing
+/// more of other nodes' DEFAULT files than its RAM holds keeps writing them
+/// locally — the pages their owners flushed are clean at the holder once
+/// the owner says so (`ShadowsGone` with flushed runs) and evicted to make
+/// room — instead of sending every later write to the owner. Readers on
+/// another node get every byte (evicted pages from the destination).
+#[test]
+fn held_pages_their_owner_flushed_make_room_for_new_writes() {
+    use strata_client::file::{OpenFlags, Persist};
+    let bed = started_with(cluster_util::bed_with_files(3, "96MiB", None));
+    let page: u64 = 64 << 10;
+    let files_of = |i: usize| node_status(&bed, i)["files"].clone();
+    let counter = |i: usize, k: &str| files_of(i)[k].as_u64().unwrap_or(0);
+    let c1 = strata_client::Client::connect_to(&bed.nodes[1].socket).unwrap();
+    let rw = OpenFlags {
+        read: true,
+        write: true,
+        create: true,
+        ..Default::default()
+    };
+    let size = 40usize << 20;
+    let mut files = Vec::new();
+    for k in 0..4 {
+        let p = path_owned_by(&bed, &format!("pressure-{k}-"), 0);
+        let data = pattern(size, 70 + k as u64);
+        let f = c1.file_open(&p, rw, 0o644, Persist::Default, page).unwrap();
+        for (i, chunk) in data.chunks(1 << 20).enumerate() {
+            c1.file_write(f.id, (i << 20) as u64, chunk).unwrap();
+        }
+        c1.file_close(f.id).unwrap();
+        ok(&strata_on(&bed, 0, &["flush", "--wait", &p]), "flush --wait");
+        // node 1 hears that its pages are flushed (in the background)
+        let want = (k as u64 + 1) * (size as u64 / page);
+        let t0 = std::time::Instant::now();
+        while counter(1, "shadow_pages_flushed_total") < want {
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(60),
+                "node 1 never heard its pages of {p} were flushed: {:#}",
+                files_of(1)
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        files.push((p, data));
+    }
+    // Every whole page stayed on node 1 (published, none sent to node 0),
+    // room made by evicting flushed ones.
+    let pages_total = 4 * size as u64 / page;
+    assert_eq!(counter(0, "published_pages_total"), pages_total, "{:#}", files_of(0));
+    assert!(counter(1, "evicted_bytes_total") >= (size as u64), "{:#}", files_of(1));
+    let c2 = strata_client::Client::connect_to(&bed.nodes[2].socket).unwrap();
+    let read_only = OpenFlags {
+        read: true,
+        ..Default::default()
+    };
+    let mut got = vec![0u8; size + 1];
+    for (p, data) in &files {
+        let f = c2.file_open(p, read_only, 0, Persist::Default, page).unwrap();
+        let n = c2.file_read(f.id, 0, &mut got).unwrap();
+        assert!(n == size && got[..n] == data[..], "{p} read on node 2");
+        c2.file_close(f.id).unwrap();
+        assert!(std::fs::read(p).unwrap() == *data, "{p} at the destination");
+    }
+    assert!(counter(0, "remote_lost_pages_total") > 0, "{:#}", files_of(0));
+    drop((c1, c2));
+    ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
+}
+
 /// A program that runs a script another node owns through `vfork` +
 /// `exec` (Python's `subprocess`, which closes every descriptor but the
 /// standard ones in the child first) after it read files there: the child

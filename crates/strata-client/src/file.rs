@@ -1035,8 +1035,10 @@ impl Client {
         let mut waited = std::time::Duration::ZERO;
         let mut backoff = PENDING_BACKOFF_MIN;
         let mut remote_retries = 0u32;
-        // Bounded: every round covers ≥ 1 byte, ends, or waits (at most
-        // PENDING_WAIT_MAX in total).
+        // Bounded: every round covers ≥ 1 byte, ends, waits (at most
+        // PENDING_WAIT_MAX in total), or asks again after the owner took
+        // back pages a holder lacks (each page once) or, at most
+        // REMOTE_RETRIES_MAX times in a row, took none.
         while done < buf.len() {
             let at = offset + done as u64;
             let req = Request::FileRead {
@@ -1098,8 +1100,11 @@ impl Client {
                     if page_bytes == 0 {
                         page_bytes = self.file_stat(id)?.page_bytes.max(PAGE_BYTES_MIN);
                     }
-                    self.shadow_report_lost(id, e, page_bytes)?;
-                    remote_retries += 1;
+                    if self.shadow_report_lost(id, e, page_bytes)? > 0 {
+                        remote_retries = 0;
+                    } else {
+                        remote_retries += 1;
+                    }
                     if remote_retries > crate::shadow::REMOTE_RETRIES_MAX {
                         return Err(err(
                             Errno::Io,

@@ -44,8 +44,10 @@ use crate::{err, extents_reply, unexpected, Client, Error, Result};
 /// is cleared when it reaches this (then refilled: only a lookup is lost).
 const KNOWN_MAX: usize = 65_536;
 
-/// Times a read asks the owner again when a holder's shadow lacks the
-/// pages the owner mapped to it (they moved meanwhile), before `EIO`.
+/// Times in a row a read asks the owner again when a holder's shadow lacks
+/// the pages the owner mapped to it and the owner took none of them back
+/// (they moved meanwhile), before `EIO`. (Pages taken back — flushed ones
+/// the holder evicted or lost — are progress and do not count.)
 pub(crate) const REMOTE_RETRIES_MAX: u32 = 8;
 
 /// Times a recall reads a page again after the owner answered `Stale`.
@@ -322,10 +324,12 @@ impl Client {
     /// which stops mapping what of it the destination holds (flushed), so
     /// the caller's next ask reads that from the destination. Unflushed
     /// pages stay mapped: the caller's retries end in `EIO`.
-    pub(crate) fn shadow_report_lost(&self, id: u64, e: &ReadExtent, page: u64) -> Result<()> {
+    /// Returns the pages the owner took back (now read from the
+    /// destination): progress, as opposed to a run that moved meanwhile.
+    pub(crate) fn shadow_report_lost(&self, id: u64, e: &ReadExtent, page: u64) -> Result<u64> {
         debug_assert_eq!(e.tier, TIER_REMOTE);
         if e.len == 0 || page == 0 {
-            return Ok(());
+            return Ok(0);
         }
         let first = e.logical_off / page;
         let last = (e.logical_off + e.len - 1) / page;
@@ -337,7 +341,7 @@ impl Client {
             gen: e.phys_off,
         };
         match self.call_at(Target::Id(id), &lost)? {
-            Ok(Reply::Size(_)) => Ok(()),
+            Ok(Reply::Size(taken)) => Ok(taken),
             Ok(_) => Err(unexpected("FileRemoteLost")),
             Err(x) => Err(err(x, "file read: telling the owner a holder lost its pages")),
         }

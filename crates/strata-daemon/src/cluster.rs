@@ -450,10 +450,15 @@ impl pb::cluster_server::Cluster for Service {
     ) -> Result<tonic::Response<pb::ShadowsGoneReply>, tonic::Status> {
         let r = r.into_inner();
         let st = &self.0;
-        check_files_call(st, r.from_node, r.files.len())?;
+        check_files_call(st, r.from_node, r.files.len() + r.flushed.len())?;
         st.send(Msg::ShadowsGone {
             from: r.from_node,
             files: r.files,
+            flushed: r
+                .flushed
+                .into_iter()
+                .map(|f| (f.file, f.first_page, f.last_page))
+                .collect(),
         })?;
         Ok(tonic::Response::new(pb::ShadowsGoneReply {}))
     }
@@ -982,6 +987,7 @@ impl Peers for Dialer {
                             c.shadows_gone(pb::ShadowsGoneRequest {
                                 from_node: me,
                                 files,
+                                flushed: Vec::new(),
                             })
                             .await
                             .map_err(status_text)
@@ -990,6 +996,45 @@ impl Peers for Dialer {
                     .await;
                     if let Err(e) = told {
                         tracing::debug!(node = n, "shadows-gone not told: {e}");
+                    }
+                }
+            }
+        });
+    }
+
+    fn shadows_flushed(&self, notices: Vec<(u32, u64, u64, u64)>) {
+        let mut per_node: std::collections::BTreeMap<u32, Vec<pb::FlushedPages>> =
+            Default::default();
+        for (n, file, first_page, last_page) in notices {
+            per_node.entry(n).or_default().push(pb::FlushedPages {
+                file,
+                first_page,
+                last_page,
+            });
+        }
+        let st = self.state.clone();
+        // In the background: a node not told keeps those pages (dirty,
+        // never evicted) until the file goes — space, never data.
+        self.rt.spawn(async move {
+            let me = st.setup.me;
+            for (n, flushed) in per_node {
+                for part in flushed.chunks(SHADOWS_GONE_PER_CALL_MAX) {
+                    let flushed = part.to_vec();
+                    let told = call_node(&st, n, |mut c| {
+                        let flushed = flushed.clone();
+                        async move {
+                            c.shadows_gone(pb::ShadowsGoneRequest {
+                                from_node: me,
+                                files: Vec::new(),
+                                flushed,
+                            })
+                            .await
+                            .map_err(status_text)
+                        }
+                    })
+                    .await;
+                    if let Err(e) = told {
+                        tracing::debug!(node = n, "shadows-flushed not told: {e}");
                     }
                 }
             }

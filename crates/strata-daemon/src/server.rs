@@ -53,6 +53,9 @@ pub enum Msg {
     ShadowsGone {
         from: u32,
         files: Vec<u64>,
+        /// (file, first page, last page): pages held here that the owner
+        /// counts as flushed (evictable from now on).
+        flushed: Vec<(u64, u64, u64)>,
     },
     /// Node `from`, the owner of `file`, flushes it: this node's shadow
     /// pages `runs`, pinned (`PUSH_OWNER`), for a blocking thread to write
@@ -313,6 +316,10 @@ pub trait Peers: Send + Sync {
     /// Files owned here are gone whose pages other nodes held: `(node,
     /// file)` — each node is told, in the background, to drop its shadows.
     fn shadows_gone(&self, _notices: Vec<(u32, u64)>) {}
+    /// Pages other nodes hold of files owned here are flushed: `(node,
+    /// file, first page, last page)` — each node is told, in the
+    /// background, that it may evict them.
+    fn shadows_flushed(&self, _notices: Vec<(u32, u64, u64, u64)>) {}
     /// Node `holder` writes the pages it holds of file `file` (owned here)
     /// into the destination file `path` = `dest` (device, inode) and syncs
     /// it (`strata_engine::flush::PagePusher`), within a deadline.
@@ -819,6 +826,12 @@ impl Poller {
                     p.shadows_gone(notices);
                 }
             }
+            if !self.engine.core.files.shadows_flushed.is_empty() {
+                let notices = self.engine.core.take_shadows_flushed();
+                if let Some(p) = self.shared.peers.get() {
+                    p.shadows_flushed(notices);
+                }
+            }
             self.sweep_shadows();
             if did == 0 {
                 let shared = self.shared.clone();
@@ -1314,10 +1327,20 @@ impl Poller {
                 Msg::Status { reply } => {
                     let _ = reply.send(self.status());
                 }
-                Msg::ShadowsGone { from, files } => {
+                Msg::ShadowsGone {
+                    from,
+                    files,
+                    flushed,
+                } => {
+                    // a file id carries its owner: only that node's
+                    let owned_by_caller = |f: u64| (f >> strata_meta::NODE_SHIFT) as u32 == from;
+                    for (f, first, last) in flushed {
+                        if owned_by_caller(f) {
+                            self.engine.core.shadow_flushed(f, first, last);
+                        }
+                    }
                     for f in files {
-                        // a file id carries its owner: only that node's
-                        if (f >> strata_meta::NODE_SHIFT) as u32 != from {
+                        if !owned_by_caller(f) {
                             continue;
                         }
                         if let Err(e) = self.engine.core.shadow_drop(f) {

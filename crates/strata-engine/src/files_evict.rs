@@ -10,7 +10,10 @@
 //! read-through returns exactly the same bytes: the destination holds them),
 //! with no extent pinned (a pinned free is deferred and would not make room),
 //! outside the range being written. Never a dirty page, never SCRATCH or
-//! WORKFLOW pages, never native blobs (they are not file pages).
+//! WORKFLOW pages, never native blobs (they are not file pages) — except a
+//! node's *shadow* pages of another node's DEFAULT file (a WORKFLOW record)
+//! once that file's owner counted them flushed (`Core::shadow_flushed`:
+//! clean, the destination has them).
 //!
 //! "Least recently used" is approximated by the file's last access
 //! (`max(atime, mtime)` of the record, which `FileRead` and writes update),
@@ -221,10 +224,26 @@ impl Core {
         let Ok(rec) = self.meta.file(id) else {
             return false;
         };
-        if rec.persist != Persist::Default || !rec.dest_exists || self.file_is_orphan(id) {
+        if rec.dirty_pages.contains(&index) {
             return false;
         }
-        if rec.dirty_pages.contains(&index) {
+        if self.is_shadow_record(id, rec.persist) {
+            // A page held for another node's DEFAULT file that its owner
+            // counted as flushed (`shadow_flushed`): the destination has
+            // it; a reader asking for it then reads it from there.
+            return self
+                .meta
+                .page_blob(id, index)
+                .and_then(|b| self.meta.blob(b))
+                .is_some_and(|b| {
+                    !b.dirty
+                        && !b
+                            .extents
+                            .iter()
+                            .any(|e| !e.is_hole() && self.extent_pinned(e.tier, e.phys_off))
+                });
+        }
+        if rec.persist != Persist::Default || !rec.dest_exists || self.file_is_orphan(id) {
             return false;
         }
         let Some(blob) = self
@@ -330,8 +349,11 @@ impl Core {
     fn evict_scan(&mut self) {
         let mut cands: Vec<Candidate> = Vec::new();
         // Bounded by the store's blob limit (`metadata.blobs_max`).
-        for (id, _, rec) in self.meta.files() {
-            if rec.persist != Persist::Default || !rec.dest_exists || rec.dest_size == 0 {
+        for (id, name, rec) in self.meta.files() {
+            let shadow = rec.persist == Persist::Workflow && crate::stage::is_shadow(name);
+            if !shadow
+                && (rec.persist != Persist::Default || !rec.dest_exists || rec.dest_size == 0)
+            {
                 continue;
             }
             let file_key = rec.atime_ns.max(rec.mtime_ns);
@@ -360,6 +382,16 @@ impl Core {
             .map(|c| (c.file, c.page))
             .collect();
         self.files.evict.queue = cands.into_iter().map(|c| (c.file, c.page)).collect();
+    }
+
+    /// Whether file `id` (of mode `persist`) is this node's shadow of a
+    /// DEFAULT file another node owns (kept as a WORKFLOW record).
+    fn is_shadow_record(&self, id: BucketId, persist: Persist) -> bool {
+        persist == Persist::Workflow
+            && self
+                .meta
+                .bucket(id)
+                .is_ok_and(|b| crate::stage::is_shadow(&b.name))
     }
 
     /// Drops page `index` of file `id` if it is evictable; returns its bytes.

@@ -28,6 +28,10 @@ pub const SHADOWS_GONE_MAX: usize = 65_536;
 /// Shadows one sweep asks their owners about (the rest wait for the next).
 pub const SHADOW_SWEEP_MAX: usize = 65_536;
 
+/// Pages a holder remembers having pushed (awaiting the owner's word that
+/// they count as flushed); 1 Mi entries, about 40 MiB at most.
+pub const SHADOW_PUSHED_MAX: usize = 1 << 20;
+
 /// A shadow as a sweep saw it when it asked the file's owner whether the
 /// file still exists: dropped on a "no" only if still this record,
 /// unchanged (a write since then may belong to a new file of that id).
@@ -242,7 +246,64 @@ impl Core {
             }
         }
         let pin = self.pin(PUSH_OWNER, keys)?;
+        if self.files.shadow_pushed.len() + pages.len() > SHADOW_PUSHED_MAX {
+            self.files.shadow_pushed.clear();
+        }
+        for pg in &pages {
+            self.files
+                .shadow_pushed
+                .insert((id, pg.index), (pg.blob, pg.gen));
+        }
         Ok((pages, pin))
+    }
+
+    /// The notices for other nodes that pages they hold are flushed:
+    /// (node, file id owned here, first page, last page).
+    pub fn take_shadows_flushed(&mut self) -> Vec<(u32, u64, u64, u64)> {
+        self.files.shadows_flushed.drain(..).collect()
+    }
+
+    /// The owner of `file` counts pages `first..=last` this node pushed as
+    /// flushed: those still as pushed (same blob, same write generation)
+    /// become clean, so capacity pressure may evict them (a reader then
+    /// reads them from the destination: `FileRemoteLost`). Returns the
+    /// pages cleaned.
+    pub fn shadow_flushed(&mut self, file: u64, first: u64, last: u64) -> u64 {
+        let Some(id) = self.meta.bucket_by_name(&shadow_path(file)) else {
+            return 0;
+        };
+        if first > last || self.meta.file(id).is_err() {
+            return 0;
+        }
+        // Bounded by the pages pushed, not by the range's width.
+        let pushed: Vec<(u64, (strata_meta::BlobId, u64))> = self
+            .files
+            .shadow_pushed
+            .iter()
+            .filter(|((s, p), _)| *s == id && (first..=last).contains(p))
+            .map(|((_, p), v)| (*p, *v))
+            .collect();
+        let mut cleaned = 0;
+        for (p, (blob, gen)) in pushed {
+            self.files.shadow_pushed.remove(&(id, p));
+            if self.meta.page_blob(id, p) != Some(blob) {
+                continue;
+            }
+            let Some(b) = self.meta.blob_mut(blob) else {
+                continue;
+            };
+            if b.gen != gen {
+                continue;
+            }
+            b.dirty = false;
+            self.meta.touched.blob(blob);
+            if let Ok(rec) = self.meta.file_mut(id) {
+                rec.dirty_pages.remove(&p);
+            }
+            cleaned += 1;
+        }
+        self.files.counters.shadow_pages_flushed_total += cleaned;
+        cleaned
     }
 
     /// The files other nodes own whose pages this node holds (its shadows

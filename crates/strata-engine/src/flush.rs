@@ -1697,9 +1697,19 @@ impl Flusher {
                 }
             }
         }
-        if let Some(m) = core.files.page_maps.get_mut(&job.file) {
+        let files = &mut core.files;
+        if let Some(m) = files.page_maps.get_mut(&job.file) {
             for r in &job.remote {
-                m.mark_flushed(r.holder, r.first, r.last, r.gen);
+                if m.mark_flushed(r.holder, r.first, r.last, r.gen) > 0 {
+                    // its holder may evict its copies now
+                    if files.shadows_flushed.len() >= crate::files_publish::SHADOWS_GONE_MAX {
+                        files.shadows_flushed.pop_front();
+                        files.counters.shadow_notices_dropped_total += 1;
+                    }
+                    files
+                        .shadows_flushed
+                        .push_back((r.holder, job.file.0, r.first, r.last));
+                }
             }
         }
         core.files.backoff.remove(&job.file);

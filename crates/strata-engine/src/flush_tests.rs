@@ -700,6 +700,14 @@ fn published_pages_of_default_files_are_written_by_their_holders() {
     assert!(!core.file_remote_unflushed(id));
     assert!(core.file_sync_state(id, target).unwrap().done);
     assert_eq!(holder.core.lock().unwrap().core.pins_held(), 0);
+    // node 7 is to be told its pages are flushed; unchanged ones become
+    // clean there (once)
+    assert_eq!(core.take_shadows_flushed(), vec![(7, id.0, 1, 3)]);
+    {
+        let mut h = holder.core.lock().unwrap();
+        assert_eq!(h.core.shadow_flushed(id.0, 1, 3), 3);
+        assert_eq!(h.core.shadow_flushed(id.0, 1, 3), 0, "once");
+    }
     let calls = holder.calls.load(Ordering::SeqCst);
     // clean now: another flush asks node 7 for nothing
     flush_all(core, &mut f, &rx);
@@ -761,6 +769,61 @@ fn published_pages_of_default_files_are_written_by_their_holders() {
         !ext.is_empty() && ext.iter().all(|e| e.tier == strata_proto::types::TIER_DEST),
         "{ext:?}"
     );
+    core.check().unwrap();
+    core.file_check().unwrap();
+}
+
+/// A node's copies of pages of another node's DEFAULT file (its shadow, a
+/// WORKFLOW record) stay dirty — never evicted — until the file's owner
+/// says they are flushed; then those unchanged since this node pushed them
+/// are clean and capacity pressure may evict them (a reader then reads
+/// them from the destination). One rewritten after the push stays.
+#[test]
+fn held_pages_are_evicted_only_once_their_owner_counts_them_flushed() {
+    use crate::files_publish::{shadow_path, PUSH_OWNER};
+    let mut fx = fixture(8 << 20, 64 << 20, 1 << 20);
+    let core = &mut fx.core;
+    let file = (1u64 << strata_meta::NODE_SHIFT) | 9;
+    let a = OpenArgs {
+        create: true,
+        mode: 0o600,
+        persist: strata_proto::types::Persist::Workflow,
+        page_shift: SHIFT,
+        dest: Some(DestInfo::default()),
+        ..OpenArgs::default()
+    };
+    let shadow = core.file_open(&shadow_path(file), &a).unwrap();
+    write(core, shadow, 0, &pattern(4 * PAGE, 1));
+    assert!(!(0..4).any(|p| core.evictable(shadow, p)), "dirty until the owner says");
+    // never pushed: nothing to clean
+    assert_eq!(core.shadow_flushed(file, 0, 3), 0);
+    let (pages, pin) = core.shadow_push_take(file, &[(0, 3)]).unwrap();
+    assert_eq!(pages.len(), 4);
+    core.unpin(PUSH_OWNER, pin);
+    write(core, shadow, 2 * PAGE, &pattern(PAGE, 2));
+    assert_eq!(core.shadow_flushed(file + 1, 0, 3), 0, "another file");
+    assert_eq!(core.shadow_flushed(file, 0, 3), 3);
+    assert_eq!(core.files.counters.shadow_pages_flushed_total, 3);
+    assert!([0, 1, 3].iter().all(|p| core.evictable(shadow, *p)));
+    assert!(!core.evictable(shadow, 2), "rewritten after the push");
+    let before = core.files.counters.evicted_bytes_total;
+    core.evict_clean(u64::MAX, 0, None, false);
+    assert_eq!(core.files.counters.evicted_bytes_total - before, 3 * PAGE as u64);
+    assert!(core.meta.page_blob(shadow, 2).is_some());
+    assert!([0, 1, 3].iter().all(|p| core.meta.page_blob(shadow, *p).is_none()));
+    // a SCRATCH shadow's pages are never flushed, never evicted
+    let scratch = (1u64 << strata_meta::NODE_SHIFT) | 10;
+    let s2 = core
+        .file_open(
+            &shadow_path(scratch),
+            &OpenArgs {
+                persist: strata_proto::types::Persist::Scratch,
+                ..a
+            },
+        )
+        .unwrap();
+    write(core, s2, 0, &pattern(PAGE, 3));
+    assert!(!core.evictable(s2, 0));
     core.check().unwrap();
     core.file_check().unwrap();
 }

@@ -68,6 +68,16 @@ pub struct FileState {
     /// (node, file) notices: a file whose pages that node held is gone
     /// (files_publish.rs; the daemon sends them, ≤ SHADOWS_GONE_MAX).
     pub shadows_gone: std::collections::VecDeque<(u32, u64)>,
+    /// (node, file, first page, last page) notices: pages that node holds
+    /// of a file owned here are at the destination now (its copies may be
+    /// evicted; ≤ SHADOWS_GONE_MAX, the oldest dropped: those pages then
+    /// stay until the file goes).
+    pub shadows_flushed: std::collections::VecDeque<(u32, u64, u64, u64)>,
+    /// A holder's side: (shadow, page) → (blob, write generation) of the
+    /// pages it wrote to the destination for their owner; a notice that the
+    /// owner counted them flushed cleans those still unchanged
+    /// (≤ SHADOW_PUSHED_MAX; cleared when full: pages then stay dirty).
+    pub shadow_pushed: HashMap<(BucketId, u64), (strata_meta::BlobId, u64)>,
 }
 
 // ---- files

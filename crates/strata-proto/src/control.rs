@@ -173,6 +173,10 @@ pub struct FileCounters {
     /// destination since (`FileRemoteLost`).
     #[serde(default)]
     pub remote_lost_pages_total: u64,
+    /// Pages held here for other nodes' files that their owners counted as
+    /// flushed: clean since, evictable under capacity pressure.
+    #[serde(default)]
+    pub shadow_pages_flushed_total: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
