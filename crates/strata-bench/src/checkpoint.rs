@@ -18,7 +18,9 @@
 //!   config), write and shifted read;
 //! - **DEFAULT**: through the adapter, write without fsync and shifted
 //!   read, then `strata flush --wait` on node 0 drains every node (the
-//!   nodes' background flushing is off, so the drain is all of it).
+//!   nodes' background flushing is off, so the drain is all of it); and
+//!   the write again with fsync (durable in a journal with `--disk`, else
+//!   at the destination), against the destination's write + fsync.
 //!
 //! and iperf3 streams node i → i+1, all at once (the network's raw
 //! bandwidth). Targets (issue 15): SCRATCH write and read ≥ 0.8× the slower
@@ -62,6 +64,10 @@ pub struct CheckpointArgs {
     /// RAM tier of each node.
     #[arg(long, default_value = "2GiB")]
     pub ram: String,
+    /// A dir tier of this size on each node (in the bed's directory), so
+    /// each node keeps a journal and an fsync may be durable there.
+    #[arg(long)]
+    pub disk: Option<String>,
     /// The file system to drain to (a parallel file system's mount, e.g.
     /// slow-pfs): each bed uses a fresh directory inside it. Default: the
     /// bed's own directory.
@@ -186,6 +192,22 @@ impl Job<'_> {
     /// Removes `dir` through the adapter in `mode` (the buffer's records
     /// and the destination's files), then what is left of it.
     fn remove(&self, dir: &Path, mode: &str) -> Result<()> {
+        // A read-ahead still running after the program ended holds a
+        // destination file open; NFS and sshfs then keep an unlinked file
+        // as `.nfs*` / `.fuse_hidden*` until it closes, and `rmdir` fails:
+        // try again a few times (bounded) once those are gone.
+        for _ in 0..10 {
+            match self.remove_once(dir, mode) {
+                Err(e) if e.to_string().contains("left at the destination: [\".") => {
+                    std::thread::sleep(std::time::Duration::from_millis(500));
+                }
+                r => return r,
+            }
+        }
+        self.remove_once(dir, mode)
+    }
+
+    fn remove_once(&self, dir: &Path, mode: &str) -> Result<()> {
         let o = self
             .bed
             .in_node(0, Path::new("/usr/bin/env"))
@@ -199,8 +221,15 @@ impl Job<'_> {
             .arg(dir)
             .output()?;
         if !o.status.success() {
+            let left: Vec<String> = std::fs::read_dir(dir)
+                .map(|d| {
+                    d.flatten()
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default();
             bail!(
-                "rm -rf {}: {}",
+                "rm -rf {}: {} (left at the destination: {left:?})",
                 dir.display(),
                 String::from_utf8_lossy(&o.stderr)
             );
@@ -254,7 +283,7 @@ pub fn run(a: CheckpointArgs) -> Result<()> {
         let bed = Bed::new(&BedSpec {
             nodes: n,
             ram: a.ram.clone(),
-            disk: None,
+            disk: a.disk.clone(),
             start_timeout: "60s".into(),
             remote_tier: None,
             toward_readers: false,
@@ -278,10 +307,38 @@ pub fn run(a: CheckpointArgs) -> Result<()> {
             );
         }
         let res = measure(&a, &bed, &exe, &lib, mpiio.as_deref(), n, &mut rows);
+        if res.is_err() {
+            eprintln!("{}", daemon_warnings(&bed));
+        }
         let _ = bed.cli(&["cluster", "stop"]);
         res?;
     }
     report(&a, &rows)
+}
+
+/// The warnings and errors in the bed's daemon and drain logs (the last
+/// few per file), for a failed run: the bed's directory goes with it.
+fn daemon_warnings(bed: &Bed) -> String {
+    let mut out = String::new();
+    for node in &bed.nodes {
+        let rt = bed.dir.path().join(&node.name).join("rt");
+        for name in ["daemon.log", "daemon.sock.drain.log"] {
+            let text = std::fs::read_to_string(rt.join(name)).unwrap_or_default();
+            let bad: Vec<&str> = text
+                .lines()
+                .filter(|l| l.contains("WARN") || l.contains("ERROR") || l.contains("FAIL"))
+                .collect();
+            if bad.is_empty() {
+                continue;
+            }
+            out.push_str(&format!("--- {} {name}\n", node.name));
+            for l in &bad[bad.len().saturating_sub(8)..] {
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+    }
+    out
 }
 
 fn measure(
@@ -335,6 +392,10 @@ fn measure(
         let mut sr = row(format!("{l} SCRATCH read, shifted"), ceiling);
         let mut dw = row(format!("{l} DEFAULT write, no fsync"), ceiling);
         let mut dr = row(format!("{l} DEFAULT read, shifted"), ceiling);
+        let mut dfs = row(
+            format!("{l} DEFAULT write+fsync"),
+            "destination write+fsync",
+        );
         let mut dvd = row(
             format!("{l} DEFAULT write vs destination"),
             "destination write",
@@ -371,6 +432,12 @@ fn measure(
             let d_s = t0.elapsed().as_secs_f64();
             let drained = bytes as f64 / (1 << 20) as f64 / d_s.max(1e-9);
             job.remove(&default, "default")?;
+            // fsync'ed: durable in the journal of a node with a dir tier,
+            // else at the destination
+            let synced = bed.dest.join(format!("fsync-{layout}-{r}"));
+            std::fs::create_dir_all(&synced)?;
+            let (f_w, _) = job.run(layout, &synced.join("ck"), Some("default"), true)?;
+            job.remove(&synced, "default")?;
             let pairs: Vec<(usize, usize)> = (0..n).map(|i| (i, (i + 1) % n)).collect();
             let net_mib = if n > 1 {
                 crate::cluster::streams(bed, &pairs, 2.0, 7900 + 40 * r as u16)?.0
@@ -384,6 +451,7 @@ fn measure(
                 (&mut sr, s_r, cap_r),
                 (&mut dw, d_w, cap_w),
                 (&mut dr, d_r, cap_r),
+                (&mut dfs, f_w, p_w),
                 (&mut dvd, d_w, p_w),
                 (&mut drain, drained, p_w),
                 (&mut tw, t_w, f64::NAN),
@@ -396,7 +464,7 @@ fn measure(
                 row.ratios.push(v / peer);
             }
         }
-        rows.extend([sw, sr, dw, dr, dvd, drain, tw, dest_w, dest_r]);
+        rows.extend([sw, sr, dw, dr, dfs, dvd, drain, tw, dest_w, dest_r]);
         if n > 1 && layout == "n1" {
             rows.push(net);
         }

@@ -540,11 +540,24 @@ fn worker(
     let mut fds = DestFds::default();
     let mut buf = Vec::new();
     loop {
-        let job = {
+        let next = {
             let rx = jobs.lock().unwrap_or_else(|p| p.into_inner());
-            match rx.recv() {
-                Ok(j) => j,
-                Err(_) => return,
+            rx.try_recv()
+        };
+        let job = match next {
+            Ok(j) => j,
+            Err(mpsc::TryRecvError::Disconnected) => return,
+            Err(mpsc::TryRecvError::Empty) => {
+                // Idle: hold no destination file open. A descriptor kept
+                // past its file's unlink keeps the file's space in use and,
+                // on NFS or sshfs, leaves a silly-renamed `.nfs*` /
+                // `.fuse_hidden*` file that makes `rmdir` fail.
+                fds.open.clear();
+                let rx = jobs.lock().unwrap_or_else(|p| p.into_inner());
+                match rx.recv() {
+                    Ok(j) => j,
+                    Err(_) => return,
+                }
             }
         };
         let got = fds
