@@ -229,9 +229,10 @@ impl Job<'_> {
                 })
                 .unwrap_or_default();
             bail!(
-                "rm -rf {}: {} (left at the destination: {left:?})",
+                "rm -rf {}: {} (left at the destination: {left:?}; open in: {:?})",
                 dir.display(),
-                String::from_utf8_lossy(&o.stderr)
+                String::from_utf8_lossy(&o.stderr),
+                holders_of(dir)
             );
         }
         let _ = std::fs::remove_dir_all(dir);
@@ -511,4 +512,32 @@ fn report(a: &CheckpointArgs, rows: &[Row]) -> Result<()> {
         a.repeats
     );
     Ok(())
+}
+
+/// The processes (`pid comm`) with a file under `dir` open: who keeps a
+/// silly-renamed file alive.
+fn holders_of(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    // Bounded by the processes of the machine.
+    for p in procs.flatten() {
+        let pid = p.file_name().to_string_lossy().into_owned();
+        if !pid.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(fds) = std::fs::read_dir(p.path().join("fd")) else {
+            continue;
+        };
+        let n = fds
+            .flatten()
+            .filter(|f| std::fs::read_link(f.path()).is_ok_and(|t| t.starts_with(dir)))
+            .count();
+        if n > 0 {
+            let comm = std::fs::read_to_string(p.path().join("comm")).unwrap_or_default();
+            out.push(format!("{pid} {} ({n} files)", comm.trim()));
+        }
+    }
+    out
 }

@@ -43,7 +43,7 @@ const DIALED_CLIENTS_MAX: usize = 65_536;
 /// Deadline of a `ShadowPush` call (≤ `PUSH_PAGES_MAX` pages written, and
 /// synced when asked, at the destination by the holder): a hung
 /// destination fails the owner's flush job, which retries.
-const PUSH_DEADLINE: Duration = Duration::from_secs(120);
+const PUSH_DEADLINE: Duration = rpc::LONG_CALL_DEADLINE;
 /// Files one ShadowsGone call names (larger notices go in parts).
 const SHADOWS_GONE_PER_CALL_MAX: usize = 4096;
 
@@ -1190,11 +1190,12 @@ where
     };
     // Err(Ok(e)): no connection; Err(Err(e)): the node answered an error.
     let attempt = async {
-        let c = rpc::connect(
+        let c = rpc::connect_for(
             s.transport.clone(),
             &s.endpoint(n),
             &s.secret,
             s.call_timeout,
+            deadline,
         )
         .await
         .map_err(|e| Ok(e.to_string()))?;

@@ -540,31 +540,41 @@ fn worker(
     let mut fds = DestFds::default();
     let mut buf = Vec::new();
     loop {
-        let next = {
-            let rx = jobs.lock().unwrap_or_else(|p| p.into_inner());
-            rx.try_recv()
-        };
-        let job = match next {
-            Ok(j) => j,
-            Err(mpsc::TryRecvError::Disconnected) => return,
-            Err(mpsc::TryRecvError::Empty) => {
-                // Idle: hold no destination file open. A descriptor kept
-                // past its file's unlink keeps the file's space in use and,
-                // on NFS or sshfs, leaves a silly-renamed `.nfs*` /
-                // `.fuse_hidden*` file that makes `rmdir` fail.
-                fds.open.clear();
-                let rx = jobs.lock().unwrap_or_else(|p| p.into_inner());
-                match rx.recv() {
-                    Ok(j) => j,
-                    Err(_) => return,
-                }
-            }
+        // Idle: hold no destination file open. A descriptor kept past its
+        // file's unlink keeps the file's space in use and, on NFS or sshfs,
+        // leaves a silly-renamed `.nfs*` / `.fuse_hidden*` file that makes
+        // `rmdir` fail.
+        let Some(job) = next_job(&jobs, || fds.open.clear()) else {
+            return;
         };
         let got = fds
             .get(&job.path)
             .and_then(|f| read_page(arena.as_ref(), f, &job, &mut buf));
         if !report(Box::new(Done { job, got })) {
             return;
+        }
+    }
+}
+
+/// The next job of a queue its workers share, or None once it closed;
+/// `idle` runs before the worker waits: when the queue is empty, and when
+/// another worker holds the queue (it waits there for a job, or takes one).
+/// Found on sshfs: a worker blocked behind an idle one kept its files open.
+fn next_job<T>(jobs: &Mutex<mpsc::Receiver<T>>, mut idle: impl FnMut()) -> Option<T> {
+    let rx = match jobs.try_lock() {
+        Ok(rx) => rx,
+        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => {
+            idle();
+            jobs.lock().unwrap_or_else(|p| p.into_inner())
+        }
+    };
+    match rx.try_recv() {
+        Ok(j) => Some(j),
+        Err(mpsc::TryRecvError::Disconnected) => None,
+        Err(mpsc::TryRecvError::Empty) => {
+            idle();
+            rx.recv().ok()
         }
     }
 }
@@ -581,7 +591,14 @@ struct DestFds {
 impl DestFds {
     fn get(&mut self, path: &str) -> Result<&std::fs::File, String> {
         use std::os::unix::fs::MetadataExt;
-        let now = std::fs::metadata(path).map_err(|e| format!("{path}: {e}"))?;
+        let now = match std::fs::metadata(path) {
+            Ok(m) => m,
+            Err(e) => {
+                // gone (unlinked): let its descriptor go too
+                self.open.remove(path);
+                return Err(format!("{path}: {e}"));
+            }
+        };
         let same = self
             .open
             .get(path)
@@ -1394,5 +1411,51 @@ mod tests {
         let l = &m.table[&a];
         assert!(l.iter().all(|(_, n)| *n < COUNT_MAX));
         assert_eq!(m.likely(a, 5), vec![b, c]);
+    }
+
+    /// A worker waiting behind another idle worker (which holds the shared
+    /// queue while it waits for a job) lets go of what it holds first: its
+    /// destination files (found on sshfs, where an unlinked file a worker
+    /// kept open stayed as `.fuse_hidden*` and `rm -rf` failed).
+    #[test]
+    fn a_worker_waiting_behind_an_idle_one_is_idle_too() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let (tx, rx) = mpsc::sync_channel::<u32>(4);
+        let q = Arc::new(Mutex::new(rx));
+        let idles = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
+        let spawn = |w: usize| {
+            let (q, idles) = (q.clone(), idles.clone());
+            std::thread::spawn(move || next_job(&q, || {
+                idles[w].fetch_add(1, Ordering::SeqCst);
+            }))
+        };
+        let a = spawn(0);
+        // Bounded: worker 0 finds the queue empty and waits in it.
+        for _ in 0..10_000 {
+            if idles[0].load(Ordering::SeqCst) > 0 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(idles[0].load(Ordering::SeqCst) > 0);
+        let b = spawn(1);
+        // Bounded: worker 1 finds the queue held by worker 0.
+        for _ in 0..10_000 {
+            if idles[1].load(Ordering::SeqCst) > 0 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(
+            idles[1].load(Ordering::SeqCst) > 0,
+            "the worker waiting for the queue held on to its files"
+        );
+        tx.send(1).unwrap();
+        tx.send(2).unwrap();
+        let mut got = [a.join().unwrap(), b.join().unwrap()];
+        got.sort();
+        assert_eq!(got, [Some(1), Some(2)]);
+        drop(tx);
+        assert_eq!(next_job(&q, || {}), None, "a closed queue ends the worker");
     }
 }

@@ -105,8 +105,12 @@ where
     let svc = pb::cluster_server::ClusterServer::new(service)
         .max_decoding_message_size(MESSAGE_BYTES_MAX)
         .max_encoding_message_size(MESSAGE_BYTES_MAX);
+    // The server's own cap is the longest deadline any caller may give
+    // (a holder writing its pages to a slow destination); each call's
+    // handler ends at its caller's deadline (`grpc-timeout`, see `Client`)
+    // when that is sooner.
     let res = tonic::transport::Server::builder()
-        .timeout(call_deadline)
+        .timeout(call_deadline.max(LONG_CALL_DEADLINE))
         .concurrency_limit_per_connection(CONCURRENT_CALLS_MAX)
         .add_service(svc)
         .serve_with_incoming_shutdown(incoming, shutdown)
@@ -115,8 +119,28 @@ where
     res
 }
 
-/// A client of the cluster service on `peer`.
-pub type Client = pb::cluster_client::ClusterClient<tonic::transport::Channel>;
+/// A client of the cluster service on `peer`; each of its calls carries its
+/// deadline to the server (`grpc-timeout`), which ends the call's handler
+/// there too, so a caller that gave up leaves no work behind.
+pub type Client = pb::cluster_client::ClusterClient<
+    tonic::service::interceptor::InterceptedService<tonic::transport::Channel, CallDeadline>,
+>;
+
+/// Puts a call's deadline on each request (see [`Client`]).
+#[derive(Clone, Copy, Debug)]
+pub struct CallDeadline(Duration);
+
+impl tonic::service::Interceptor for CallDeadline {
+    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        req.set_timeout(self.0);
+        Ok(req)
+    }
+}
+
+/// The longest deadline of a call (a holder writing up to
+/// `PUSH_PAGES_MAX` pages to a slow destination and syncing them): what a
+/// server allows any call at most.
+pub const LONG_CALL_DEADLINE: Duration = Duration::from_secs(120);
 
 /// Connects to `peer` through `transport`, proves the secret, and returns a
 /// client whose every call ends at `deadline`.
@@ -126,11 +150,27 @@ pub async fn connect(
     secret: &Secret,
     deadline: Duration,
 ) -> io::Result<Client> {
+    connect_for(transport, peer, secret, deadline, deadline).await
+}
+
+/// [`connect`] within `deadline`, for calls that end at `call_deadline`
+/// (≤ [`LONG_CALL_DEADLINE`], which the server enforces).
+pub async fn connect_for(
+    transport: Arc<dyn Transport>,
+    peer: &str,
+    secret: &Secret,
+    deadline: Duration,
+    call_deadline: Duration,
+) -> io::Result<Client> {
+    assert!(
+        call_deadline <= LONG_CALL_DEADLINE.max(deadline),
+        "a call deadline beyond what servers allow"
+    );
     let uri = format!("http://{peer}");
     let endpoint = tonic::transport::Endpoint::from_shared(uri)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{peer}: {e}")))?
         .connect_timeout(deadline)
-        .timeout(deadline);
+        .timeout(call_deadline);
     let (peer_s, secret) = (peer.to_string(), secret.clone());
     let connector = tower::service_fn(move |_: tonic::codegen::http::Uri| {
         let (t, peer, secret) = (transport.clone(), peer_s.clone(), secret.clone());
@@ -147,7 +187,7 @@ pub async fn connect(
             .map_err(|e| io::Error::other(error_chain(&e).replace("transport error: ", "")))
     })
     .await?;
-    Ok(pb::cluster_client::ClusterClient::new(channel)
+    Ok(pb::cluster_client::ClusterClient::with_interceptor(channel, CallDeadline(call_deadline))
         .max_decoding_message_size(MESSAGE_BYTES_MAX)
         .max_encoding_message_size(MESSAGE_BYTES_MAX))
 }
@@ -175,6 +215,9 @@ mod tests {
     use crate::transport::TcpTransport;
 
     struct Echo;
+    /// Echo's `shadow_push` handlers that began, and that ran to their end.
+    static PUSHES_BEGUN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    static PUSHES_ENDED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
     #[tonic::async_trait]
     impl pb::cluster_server::Cluster for Echo {
@@ -246,7 +289,11 @@ mod tests {
             &self,
             _: tonic::Request<pb::ShadowPushRequest>,
         ) -> Result<tonic::Response<pb::ShadowPushReply>, tonic::Status> {
-            Err(tonic::Status::unimplemented("test"))
+            // a long call: longer than the servers' call deadline below
+            PUSHES_BEGUN.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(600)).await;
+            PUSHES_ENDED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(tonic::Response::new(pb::ShadowPushReply { bytes: 7 }))
         }
         async fn shadows_pending(
             &self,
@@ -314,6 +361,67 @@ mod tests {
         .await
         .expect_err("refused");
         assert!(e.to_string().contains("secret"), "{e}");
+        stop_tx.send(()).unwrap();
+        server.await.unwrap().unwrap();
+    }
+
+    /// A call given a longer deadline than the cluster's call deadline (a
+    /// holder's push of pages to a slow destination) runs to its end: the
+    /// server does not cut it at its own call deadline; a client with the
+    /// short deadline gives up.
+    #[tokio::test]
+    async fn a_long_call_outlives_the_short_call_deadline() {
+        let t: Arc<dyn Transport> = Arc::new(TcpTransport);
+        let l = t.listen("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let k = Secret::generate();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let short = Duration::from_millis(200);
+        let server = tokio::spawn(serve(l, k.clone(), Duration::from_secs(2), short, Echo, async {
+            let _ = stop_rx.await;
+        }));
+        let push = pb::ShadowPushRequest::default();
+        let mut c = connect_for(t.clone(), &addr, &k, Duration::from_secs(2), Duration::from_secs(5))
+            .await
+            .unwrap();
+        let r = c.shadow_push(push.clone()).await.unwrap().into_inner();
+        assert_eq!(r.bytes, 7);
+        assert_eq!(PUSHES_ENDED.load(std::sync::atomic::Ordering::SeqCst), 1);
+        // A short-deadline call gives up, and its handler on the server
+        // ends with it, though the server allows calls longer: even when
+        // the caller's link is cut once the call began (so no reset of the
+        // call reaches the server), since the deadline travels with it.
+        let ft = Arc::new(crate::faults::FaultyTransport::new(
+            t.clone(),
+            crate::faults::FaultPlan::none(1),
+        ));
+        let mut c = connect(ft.clone(), &addr, &k, short).await.unwrap();
+        let call = tokio::spawn(async move { c.shadow_push(push).await });
+        // Bounded: the call reaches the handler within its deadline or fails.
+        for _ in 0..1000 {
+            if PUSHES_BEGUN.load(std::sync::atomic::Ordering::SeqCst) == 2 || call.is_finished() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        ft.partition("127.0.0.1");
+        let e = call.await.unwrap().unwrap_err();
+        assert!(
+            matches!(
+                e.code(),
+                tonic::Code::Cancelled | tonic::Code::DeadlineExceeded | tonic::Code::Unavailable
+            ),
+            "{e:?}"
+        );
+        // Past the handler's own end (600 ms after it began): it never got there.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert_eq!(PUSHES_BEGUN.load(std::sync::atomic::Ordering::SeqCst), 2);
+        assert_eq!(
+            PUSHES_ENDED.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "the abandoned call's handler ran on at the server"
+        );
+        ft.heal("127.0.0.1");
         stop_tx.send(()).unwrap();
         server.await.unwrap().unwrap();
     }
