@@ -198,7 +198,11 @@ impl Job<'_> {
         // try again a few times (bounded) once those are gone.
         for _ in 0..10 {
             match self.remove_once(dir, mode) {
-                Err(e) if e.to_string().contains("left at the destination: [\".") => {
+                // (or already gone when listed: closed meanwhile)
+                Err(e)
+                    if e.to_string().contains("left at the destination: [\".")
+                        || e.to_string().contains("left at the destination: []") =>
+                {
                     std::thread::sleep(std::time::Duration::from_millis(500));
                 }
                 r => return r,

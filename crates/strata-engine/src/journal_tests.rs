@@ -396,6 +396,36 @@ fn fsync_stashes_ram_pages_and_a_restarted_core_gets_them_back() {
     core.file_check().unwrap();
 }
 
+/// A file with more dirty pages in RAM than one stash job copies is stashed
+/// in a few jobs: the pages a first job already stashed (still dirty: the
+/// destination never saw them) do not fill the next job's quota.
+#[test]
+fn an_fsync_of_more_pages_than_one_stash_job_takes_few_jobs() {
+    let pages = 2 * crate::stash::STASH_PAGES_MAX + 100;
+    let bytes = (pages as u64) << SHIFT;
+    let mut fx = fixture(bytes + (8 << 20), 2 * bytes + (8 << 20), 1 << 20);
+    let mut rx = journal_on(&mut fx);
+    let core = &mut fx.core;
+    let data = pattern(bytes as usize, 5);
+    let id = create(core, "/dest/big", Persist::Default as u32);
+    core.file_write(id, Some(0), Src::Bytes(&data), None)
+        .unwrap();
+    let target = core.file_sync(id).unwrap();
+    assert!(target > 0);
+    pump(core, &mut rx, |c| c.file_sync_state(id, target).unwrap().done);
+    let s = &rx.stash;
+    assert!(s.jobs_total <= 3, "{} stash jobs", s.jobs_total);
+    assert_eq!(s.fallbacks_total, 0);
+    assert_eq!(s.stashed_bytes_total, bytes);
+    let rec = core.meta.file(id).unwrap();
+    assert_eq!(rec.dirty_pages.len(), pages);
+    for p in [0, pages as u64 / 2, pages as u64 - 1] {
+        let b = core.meta.blob(core.meta.page_blob(id, p).unwrap()).unwrap();
+        assert!(b.extents.iter().all(|e| e.tier == 1), "page {p} on the dir tier");
+    }
+    core.check().unwrap();
+}
+
 #[test]
 fn native_blobs_on_the_dir_tier_survive_and_ram_blobs_do_not() {
     // A RAM tier too small for the big blob: it goes to the dir tier.

@@ -423,6 +423,13 @@ fn start_job(core: &mut Core, s: &mut Stash, file: BucketId) {
         ),
     };
     let mut complete = true;
+    // Pages this job copies off a volatile tier (≤ STASH_PAGES_MAX); pages
+    // already on a non-volatile tier ride along (pinned, their tiers synced)
+    // and do not count: counting them starved a file with more stashed
+    // dirty pages than that of any further copy, and its stash started the
+    // same empty job again each round until the flusher cleaned the pages
+    // (found on slow-pfs: a 512 MiB shared file's fsync spun for minutes).
+    let mut copies = 0usize;
     let mut pages = Vec::new();
     let mut keys = Vec::new();
     let mut sync_tiers: Vec<u32> = Vec::new();
@@ -438,10 +445,12 @@ fn start_job(core: &mut Core, s: &mut Stash, file: BucketId) {
                     .as_ref()
                     .is_some_and(|j| j.is_nonvolatile(e.tier))
         });
-        if volatile && pages.len() >= STASH_PAGES_MAX {
+        if volatile && copies >= STASH_PAGES_MAX {
+            // the rest in the next job
             complete = false;
-            continue;
+            break;
         }
+        copies += usize::from(volatile);
         for e in src.iter().filter(|e| !e.is_hole()) {
             keys.push((e.tier, e.phys_off));
             if !volatile && !sync_tiers.contains(&e.tier) {
