@@ -3187,3 +3187,85 @@ EOF"##
     );
     assert!(String::from_utf8_lossy(&o.stdout).contains("vfork ok"));
 }
+
+/// Pages where written, an fsync across nodes (issue 15): a node's fsync of
+/// a file another node owns is durable in journals — the writer's (its
+/// pages, `ShadowSync` from the owner) and the owner's (its own partial
+/// page and its map of the writer's) — without the destination: the
+/// owner's flushing is off, so an fsync waiting for the destination would
+/// never end. Both daemons killed with SIGKILL and restarted: a read on a
+/// third node gets every byte, and a flush puts the file whole at the
+/// destination.
+#[test]
+fn an_fsync_of_held_pages_is_durable_in_journals_and_survives_killing_both_nodes() {
+    use strata_client::file::{OpenFlags, Persist};
+    let bed = cluster_util::bed_with_files_pages(3, "128MiB", Some("256MiB"), true);
+    let cfg0 = bed.nodes[0].config.clone();
+    let base0 = std::fs::read_to_string(&cfg0).unwrap();
+    std::fs::write(&cfg0, format!("{base0}flush:\n  enabled: false\n")).unwrap();
+    let bed = started_with(bed);
+    let page: u64 = 64 << 10;
+    let c1 = strata_client::Client::connect_to(&bed.nodes[1].socket).unwrap();
+    let rw = OpenFlags {
+        read: true,
+        write: true,
+        create: true,
+        ..Default::default()
+    };
+    let pk = path_owned_by(&bed, "fsync-held-", 0);
+    // 2 MiB of whole pages (node 1 keeps them, in RAM) and a partial page
+    // (node 0 gets its bytes)
+    let data = pattern((2 << 20) + 1000, 63);
+    let f = c1.file_open(&pk, rw, 0o644, Persist::Default, page).unwrap();
+    for (k, chunk) in data.chunks(1 << 20).enumerate() {
+        c1.file_write(f.id, (k << 20) as u64, chunk).unwrap();
+    }
+    // (a thread: an fsync waiting for the destination would never return)
+    let (tx, rx) = std::sync::mpsc::channel();
+    let fid = f.id;
+    std::thread::spawn(move || {
+        let r = c1.file_sync(fid);
+        let _ = tx.send((r, c1));
+    });
+    let (r, c1) = rx
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("the fsync never returned: it waits for the destination, not the journals");
+    r.expect("fsync through the journals");
+    assert!(
+        !std::path::Path::new(&pk).exists(),
+        "the fsync went to the destination"
+    );
+    let synced = |i: usize| node_status(&bed, i)["journal"]["journal_syncs"].as_u64();
+    assert!(synced(1) >= Some(1) && synced(0) >= Some(1));
+    // SAFETY: kill(2) on our own daemons' pids.
+    for i in [1, 0] {
+        let pid = bed.pid(i).expect("node runs");
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    }
+    drop(c1);
+    ok(&bed.start(0), "node 0 restarts");
+    ok(&bed.start(1), "node 1 restarts");
+    bed.wait_for("nodes 0 and 1 back", |s| {
+        states(s) == ["up", "up", "up"] && (0..3).all(|v| (0..3).all(|n| peer_state(s, v, n) == "up"))
+    });
+    let replay = |i: usize| node_status(&bed, i)["journal"]["replay"].clone();
+    assert!(replay(0)["held_runs"].as_u64() >= Some(1), "{:#}", replay(0));
+    assert!(replay(1)["files"].as_u64() >= Some(1), "{:#}", replay(1));
+    let c2 = strata_client::Client::connect_to(&bed.nodes[2].socket).unwrap();
+    let read_only = OpenFlags {
+        read: true,
+        ..Default::default()
+    };
+    let f = c2.file_open(&pk, read_only, 0, Persist::Default, page).unwrap();
+    let mut got = vec![0u8; data.len() + 1];
+    let n = c2.file_read(f.id, 0, &mut got).unwrap();
+    assert!(n == data.len() && got[..n] == data[..], "read on node 2: {n} bytes");
+    c2.file_close(f.id).unwrap();
+    drop(c2);
+    ok(
+        &strata_on(&bed, 0, &["flush", "--wait", &pk]),
+        "flush --wait after the restarts",
+    );
+    assert!(std::fs::read(&pk).unwrap() == data, "the file whole at the destination");
+    ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
+}

@@ -537,6 +537,63 @@ impl pb::cluster_server::Cluster for Service {
         }))
     }
 
+    async fn shadow_sync(
+        &self,
+        r: tonic::Request<pb::ShadowSyncRequest>,
+    ) -> Result<tonic::Response<pb::ShadowSyncReply>, tonic::Status> {
+        let r = r.into_inner();
+        let st = self.0.clone();
+        // Only the file's owner asks (a file id carries its owner).
+        if r.from_node as usize >= st.setup.membership.nodes.len()
+            || r.from_node == st.setup.me
+            || (r.file >> strata_meta::NODE_SHIFT) as u32 != r.from_node
+        {
+            return Err(tonic::Status::permission_denied(
+                "only the file's owner, another node of this cluster, asks",
+            ));
+        }
+        let (file, me) = (r.file, st.setup.me);
+        let started = std::time::Instant::now();
+        let (shadow, target) = st
+            .ask(|reply| Msg::ShadowSync { file, reply })
+            .await?
+            .map_err(|e| match e {
+                Errno::NoFile => tonic::Status::failed_precondition(format!(
+                    "node {me} has no pages of file {file:#x} (restarted since they were written?)"
+                )),
+                Errno::NotDurable => tonic::Status::failed_precondition(format!(
+                    "node {me} has no journal on a non-volatile tier for its pages of file {file:#x}"
+                )),
+                e => tonic::Status::internal(format!("pages of file {file:#x} on node {me}: {e:?}")),
+            })?;
+        let mut sleep = Duration::from_millis(1);
+        // Bounded by the longest call deadline (the caller's ends it sooner).
+        while target > 0 {
+            let s = st
+                .ask(|reply| Msg::ShadowSyncState {
+                    shadow,
+                    target,
+                    reply,
+                })
+                .await?
+                .map_err(|e| tonic::Status::internal(format!("node {me}: {e:?}")))?;
+            if s.done {
+                break;
+            }
+            if let Some(e) = s.error {
+                return Err(tonic::Status::unavailable(format!("node {me}: {e}")));
+            }
+            if started.elapsed() > rpc::LONG_CALL_DEADLINE {
+                return Err(tonic::Status::deadline_exceeded(format!(
+                    "node {me}: its journal did not take the pages in time"
+                )));
+            }
+            tokio::time::sleep(sleep).await;
+            sleep = (sleep * 2).min(Duration::from_millis(20));
+        }
+        Ok(tonic::Response::new(pb::ShadowSyncReply {}))
+    }
+
     async fn shadows_unknown(
         &self,
         r: tonic::Request<pb::ShadowsUnknownRequest>,
@@ -894,6 +951,52 @@ impl Peers for Dialer {
                 }
             }
             let _ = tx.send(Ok((pending, errors.join("; "))));
+        });
+        Some(rx)
+    }
+
+    fn held_sync(
+        &self,
+        file: u64,
+        holders: Vec<u32>,
+    ) -> Option<mpsc::Receiver<Result<(), String>>> {
+        if self.stopped.load(Ordering::SeqCst) {
+            return None;
+        }
+        let (tx, rx) = mpsc::channel();
+        let st = self.state.clone();
+        self.rt.spawn(async move {
+            let me = st.setup.me;
+            let deadline = st.setup.call_timeout.max(PUSH_DEADLINE);
+            // All holders at once (≤ the cluster's nodes).
+            let mut calls = tokio::task::JoinSet::new();
+            for n in holders {
+                let st = st.clone();
+                calls.spawn(async move {
+                    if n as usize >= st.setup.membership.nodes.len() || n == me {
+                        return Err(format!("node {n}: not another node of this cluster"));
+                    }
+                    call_node_within(&st, n, deadline, |mut c| async move {
+                        c.shadow_sync(pb::ShadowSyncRequest {
+                            from_node: me,
+                            file,
+                        })
+                        .await
+                        .map_err(status_text)?;
+                        Ok(())
+                    })
+                    .await
+                });
+            }
+            let mut r = Ok(());
+            // Bounded: one answer per holder.
+            while let Some(done) = calls.join_next().await {
+                let one = done.map_err(|e| format!("a held sync call failed: {e}")).and_then(|x| x);
+                if r.is_ok() {
+                    r = one;
+                }
+            }
+            let _ = tx.send(r);
         });
         Some(rx)
     }

@@ -75,6 +75,18 @@ pub enum Msg {
         files: Vec<u64>,
         reply: mpsc::Sender<(u32, String)>,
     },
+    /// Node `from`, the owner of `file`, wants this node's pages of it
+    /// journaled (an fsync): the shadow and the generation to wait for.
+    ShadowSync {
+        file: u64,
+        reply: mpsc::Sender<strata_proto::Result<(u64, u64)>>,
+    },
+    /// Whether shadow `shadow`'s generation `target` is journaled.
+    ShadowSyncState {
+        shadow: u64,
+        target: u64,
+        reply: mpsc::Sender<strata_proto::Result<strata_engine::files::SyncState>>,
+    },
     /// A sweep of another node: which of `files` (ids issued here) have no
     /// record here.
     ShadowsUnknown {
@@ -350,6 +362,17 @@ pub trait Peers: Send + Sync {
     /// answer (those files, from the owners that answered) arrives on the
     /// channel, in the background.
     fn shadows_unknown(&self, _files: Vec<u64>) -> Option<mpsc::Receiver<Vec<u64>>> {
+        None
+    }
+    /// An fsync of file `file` (owned here) wants the pages nodes
+    /// `holders` hold of it journaled there (`ShadowSync` to each, in the
+    /// background, within a deadline): Ok once all did, else the first
+    /// error. None: no cluster side.
+    fn held_sync(
+        &self,
+        _file: u64,
+        _holders: Vec<u32>,
+    ) -> Option<mpsc::Receiver<Result<(), String>>> {
         None
     }
     /// The memory this node lends node `node`: (epoch, bytes, a read-only
@@ -631,6 +654,9 @@ pub struct Poller {
         Vec<strata_engine::files_publish::ShadowSeen>,
         mpsc::Receiver<Vec<u64>>,
     )>,
+    /// Held syncs asked and not yet answered: (file, generation, answer);
+    /// ≤ HELD_SYNC_WANTED_MAX (the engine bounds its asks).
+    held_syncs: Vec<(BucketId, u64, mpsc::Receiver<Result<(), String>>)>,
 }
 
 /// Exit status of a daemon stopped by a panicking request (`fail_stop`).
@@ -683,6 +709,7 @@ impl Poller {
             shadow_sweep_interval: SHADOW_SWEEP_INTERVAL_DEFAULT,
             shadow_sweep_at: std::time::Instant::now() + SHADOW_SWEEP_FIRST,
             shadow_sweep: None,
+            held_syncs: Vec::new(),
         }
     }
 
@@ -810,6 +837,43 @@ impl Poller {
         }
     }
 
+    /// Pages where written: sends the engine's held-sync asks (an fsync of
+    /// a file other nodes hold pages of) and hands it the answers.
+    fn held_sync_round(&mut self) {
+        let peers = self.shared.peers.get();
+        self.engine.core.files.held_sync_on = peers.is_some() && !self.stopping;
+        if !self.engine.core.files.held_sync_wanted.is_empty() {
+            for w in self.engine.core.take_held_sync_wanted() {
+                match peers.and_then(|p| p.held_sync(w.file.0, w.holders)) {
+                    Some(rx) => self.held_syncs.push((w.file, w.target, rx)),
+                    None => self.engine.core.held_sync_done(
+                        w.file,
+                        w.target,
+                        Err("the cluster side is not running".into()),
+                    ),
+                }
+            }
+        }
+        if self.held_syncs.is_empty() {
+            return;
+        }
+        let mut answered = Vec::new();
+        self.held_syncs.retain(|(file, target, rx)| match rx.try_recv() {
+            Ok(r) => {
+                answered.push((*file, *target, r));
+                false
+            }
+            Err(mpsc::TryRecvError::Empty) => true,
+            Err(mpsc::TryRecvError::Disconnected) => {
+                answered.push((*file, *target, Err("the cluster side stopped".into())));
+                false
+            }
+        });
+        for (file, target, r) in answered {
+            self.engine.core.held_sync_done(file, target, r);
+        }
+    }
+
     /// Serves clients until shutdown is requested.
     fn serve(&mut self) {
         loop {
@@ -833,6 +897,7 @@ impl Poller {
                 }
             }
             self.sweep_shadows();
+            self.held_sync_round();
             if did == 0 {
                 let shared = self.shared.clone();
                 let spin = if std::mem::take(&mut self.quiet_next) {
@@ -1380,6 +1445,17 @@ impl Poller {
                     reply,
                 } => {
                     let _ = reply.send(self.engine.core.shadows_pending(holder, &files));
+                }
+                Msg::ShadowSync { file, reply } => {
+                    let r = self.engine.core.shadow_sync(file).map(|(id, g)| (id.0, g));
+                    let _ = reply.send(r);
+                }
+                Msg::ShadowSyncState {
+                    shadow,
+                    target,
+                    reply,
+                } => {
+                    let _ = reply.send(self.engine.core.file_sync_state(BucketId(shadow), target));
                 }
                 Msg::ShadowsUnknown { files, reply } => {
                     let _ = reply.send(self.engine.core.files_unknown(&files));

@@ -982,11 +982,13 @@ impl Core {
             let path = &self.meta.bucket(id)?.name;
             crate::flush::matches(path, &self.fsync_relaxed)
         };
-        // Pages other nodes hold are durable only at the destination.
+        // Pages other nodes hold are durable in their journals when the
+        // daemon can ask them (held syncs), else only at the destination.
+        let remote = self.file_remote_unflushed(id);
         let journal = !dest
             && self.journal.as_ref().is_some_and(|j| j.usable())
             && self.stash.running()
-            && !self.file_remote_unflushed(id);
+            && (!remote || self.files.held_sync_on);
         if self.file_backed(id) && self.meta.file(id)?.persist == Persist::Workflow {
             // a mapped WORKFLOW file: its backing's bytes are what must last
             self.backing_copy_in(id, false)?;
@@ -1012,13 +1014,18 @@ impl Core {
             let done = self
                 .journal
                 .as_ref()
-                .is_some_and(|j| j.jsynced(id) >= target && j.jsynced.contains_key(&id));
+                .is_some_and(|j| j.jsynced(id) >= target && j.jsynced.contains_key(&id))
+                && (!remote || self.files.held_synced.get(&id).is_some_and(|g| *g >= target));
             if done || target == 0 {
                 return Ok(0);
             }
-            self.stash.want(id);
-            return Ok(target);
+            if !remote || self.held_sync_ask(id, target) {
+                self.stash.want(id);
+                return Ok(target);
+            }
+            // too many asks waiting: the destination it is
         }
+        let rec = self.meta.file_mut(id)?;
         rec.urgent = true;
         rec.durable = true;
         // A fresh attempt now; its outcome is what the caller waits for.
@@ -1038,7 +1045,8 @@ impl Core {
     /// `FileSyncState`; with `dest`, only the destination counts.
     pub fn file_sync_state_ex(&self, id: BucketId, target: u64, dest: bool) -> Result<SyncState> {
         let journaled = !dest
-            && !self.file_remote_unflushed(id)
+            && (!self.file_remote_unflushed(id)
+                || self.files.held_synced.get(&id).is_some_and(|g| *g >= target))
             && self
                 .journal
                 .as_ref()

@@ -31,6 +31,11 @@ pub const SHADOW_SWEEP_MAX: usize = 65_536;
 /// Pages a holder remembers having pushed (awaiting the owner's word that
 /// they count as flushed); 1 Mi entries, about 40 MiB at most.
 pub const SHADOW_PUSHED_MAX: usize = 1 << 20;
+/// Held-sync asks waiting for the daemon (more fsyncs wait for the
+/// destination instead).
+pub const HELD_SYNC_WANTED_MAX: usize = 4096;
+/// Files whose held-synced generation is remembered.
+pub const HELD_SYNCED_MAX: usize = 65_536;
 
 /// A shadow as a sweep saw it when it asked the file's owner whether the
 /// file still exists: dropped on a "no" only if still this record,
@@ -257,6 +262,94 @@ impl Core {
         Ok((pages, pin))
     }
 
+    /// An fsync of file `id` (owned here) at generation `target` wants the
+    /// pages other nodes hold of it journaled there: queues the ask for the
+    /// daemon (one per file and generation). False when too many asks wait
+    /// (the fsync then waits for the destination).
+    pub(crate) fn held_sync_ask(&mut self, id: BucketId, target: u64) -> bool {
+        if self.files.held_sync_asking.get(&id).is_some_and(|g| *g >= target) {
+            return true;
+        }
+        let holders: Vec<u32> = self
+            .files
+            .page_maps
+            .get(&id)
+            .map(|m| m.unflushed_holders().into_iter().collect())
+            .unwrap_or_default();
+        if holders.is_empty() {
+            let g = self.files.held_synced.entry(id).or_insert(0);
+            *g = (*g).max(target);
+            return true;
+        }
+        if self.files.held_sync_wanted.len() >= HELD_SYNC_WANTED_MAX {
+            return false;
+        }
+        self.files.held_sync_wanted.push(crate::state::HeldSyncWant {
+            file: id,
+            holders,
+            target,
+        });
+        self.files.held_sync_asking.insert(id, target);
+        true
+    }
+
+    /// The asks of held syncs for the daemon to send (`ShadowSync` to each
+    /// holder; answered with [`Core::held_sync_done`]).
+    pub fn take_held_sync_wanted(&mut self) -> Vec<crate::state::HeldSyncWant> {
+        std::mem::take(&mut self.files.held_sync_wanted)
+    }
+
+    /// Every holder of file `id`'s pages answered the ask for `target`:
+    /// `Ok` — they journaled them (an fsync waiting for `target` is done
+    /// once this node's part is journaled too); `Err` — one could not (no
+    /// journal there, down): the fsync waits for the destination instead.
+    pub fn held_sync_done(&mut self, id: BucketId, target: u64, r: std::result::Result<(), String>) {
+        if self.files.held_sync_asking.get(&id) == Some(&target) {
+            self.files.held_sync_asking.remove(&id);
+        }
+        match r {
+            Ok(()) => {
+                if self.files.held_synced.len() >= HELD_SYNCED_MAX {
+                    // Bounded: forgetting costs the next fsync one more ask.
+                    self.files.held_synced.clear();
+                }
+                let g = self.files.held_synced.entry(id).or_insert(0);
+                *g = (*g).max(target);
+            }
+            Err(e) => {
+                let path = self.meta.bucket(id).map(|b| b.name.to_string()).unwrap_or_default();
+                tracing::warn!(path, "fsync through the holders' journals not possible ({e}); waiting for the destination");
+                if let Ok(rec) = self.meta.file_mut(id) {
+                    if rec.persist == Persist::Default && rec.flushed_gen < target {
+                        rec.urgent = true;
+                        rec.durable = true;
+                        rec.flush_error = None;
+                        self.files.backoff.remove(&id);
+                        self.files.dirty.insert(id);
+                        self.files.kick = true;
+                    }
+                }
+            }
+        }
+    }
+
+    /// A holder's side of an owner's `ShadowSync`: starts journaling this
+    /// node's pages of file `file` (global id owned elsewhere); returns
+    /// the shadow and the generation to wait for (`file_sync_state`; 0:
+    /// nothing to wait for). `NoFile`: no pages of it here; `NotDurable`:
+    /// this node has no journal, or the shadow is SCRATCH.
+    pub fn shadow_sync(&mut self, file: u64) -> Result<(BucketId, u64)> {
+        let id = self
+            .meta
+            .bucket_by_name(&shadow_path(file))
+            .ok_or(Errno::NoFile)?;
+        let journal = self.journal.as_ref().is_some_and(|j| j.usable()) && self.stash.running();
+        if !journal || self.meta.file(id)?.persist != Persist::Workflow {
+            return Err(Errno::NotDurable);
+        }
+        Ok((id, self.file_sync(id)?))
+    }
+
     /// The notices for other nodes that pages they hold are flushed:
     /// (node, file id owned here, first page, last page).
     pub fn take_shadows_flushed(&mut self) -> Vec<(u32, u64, u64, u64)> {
@@ -456,6 +549,8 @@ impl Core {
     /// held pages of it is to be told (`shadows_gone`, which the daemon
     /// sends on: its shadow of the file can go).
     pub fn file_page_map_drop(&mut self, id: BucketId) -> Option<PageMap> {
+        self.files.held_synced.remove(&id);
+        self.files.held_sync_asking.remove(&id);
         let map = self.files.page_maps.remove(&id)?;
         let mut holders: Vec<u32> = map.runs().map(|r| r.holder).collect();
         holders.sort_unstable();

@@ -808,3 +808,121 @@ fn an_owners_map_of_held_pages_and_the_files_id_survive_a_crash() {
     core.check().unwrap();
     core.file_check().unwrap();
 }
+
+/// Pages where written: an fsync of a file other nodes hold pages of is
+/// durable once each holder journaled its pages (the daemon asks them,
+/// `held_sync_wanted` → `held_sync_done`) and this node journaled its own
+/// pages and its map of theirs — not before; a holder that cannot makes
+/// the fsync wait for the destination. Without a cluster side to ask, the
+/// destination it is.
+#[test]
+fn an_fsync_of_held_pages_is_durable_in_the_holders_and_the_owners_journals() {
+    const PAGE: u64 = 1 << SHIFT;
+    let mut fx = fixture(4 << 20, 64 << 20, 1 << 20);
+    let mut svc = journal_on(&mut fx);
+    let jpath = fx.dir.path().join("tier").join(journal::JOURNAL_NAME);
+    let core = &mut fx.core;
+    core.files.held_sync_on = true;
+    let id = create(core, "/dest/held", Persist::Default as u32);
+    core.file_write(id, Some(0), Src::Bytes(b"owner's head"), None)
+        .unwrap();
+    let g7 = core.file_publish(id, 7, 1, 3, 4 * PAGE).unwrap();
+    let g8 = core.file_publish(id, 8, 4, 1, 5 * PAGE).unwrap();
+    core.file_changed(id, false);
+    let target = core.file_sync(id).unwrap();
+    assert!(target > 0);
+    let wants = core.take_held_sync_wanted();
+    assert_eq!(
+        wants,
+        vec![crate::state::HeldSyncWant {
+            file: id,
+            holders: vec![7, 8],
+            target
+        }]
+    );
+    // asked once per generation
+    assert_eq!(core.file_sync(id).unwrap(), target);
+    assert!(core.take_held_sync_wanted().is_empty());
+    // The owner's part: its page stashed, its record and map journaled.
+    pump(core, &mut svc, |c| {
+        c.journal.as_ref().unwrap().jsynced(id) >= target
+    });
+    let want = vec![
+        journal::HeldRun { holder: 7, first: 1, last: 3, gen: g7 },
+        journal::HeldRun { holder: 8, first: 4, last: 4, gen: g8 },
+    ];
+    let s = journal::read(&jpath).unwrap();
+    assert!(
+        matches!(s.state.buckets.get("/dest/held"),
+            Some(Record::BucketSet { file: Some(f), .. }) if f.held == want),
+        "the map is journaled"
+    );
+    let head = core.meta.blob(core.meta.page_blob(id, 0).unwrap()).unwrap();
+    assert!(head.extents.iter().all(|e| e.tier == 1), "the owner's page stashed");
+    assert!(
+        !core.file_sync_state(id, target).unwrap().done,
+        "not durable before the holders answered"
+    );
+    core.held_sync_done(id, target, Ok(()));
+    assert!(core.file_sync_state(id, target).unwrap().done);
+    assert_eq!(core.file_sync(id).unwrap(), 0, "nothing left to sync");
+    assert!(!core.meta.file(id).unwrap().urgent, "the destination was not needed");
+
+    // A holder that cannot journal: the fsync waits for the destination.
+    core.file_write(id, Some(0), Src::Bytes(b"OWNER'S HEAD"), None)
+        .unwrap();
+    core.file_changed(id, false);
+    let t2 = core.file_sync(id).unwrap();
+    assert!(t2 > target);
+    assert_eq!(core.take_held_sync_wanted().len(), 1);
+    core.held_sync_done(id, t2, Err("node 8 has no journal".into()));
+    pump(core, &mut svc, |c| {
+        c.journal.as_ref().unwrap().jsynced(id) >= t2
+    });
+    let rec = core.meta.file(id).unwrap();
+    assert!(rec.urgent && rec.durable && core.files.dirty.contains(&id));
+    assert!(
+        !core.file_sync_state(id, t2).unwrap().done,
+        "waits for the destination"
+    );
+
+    // No cluster side to ask: the destination, at once.
+    core.files.held_sync_on = false;
+    core.file_write(id, Some(0), Src::Bytes(b"third"), None)
+        .unwrap();
+    core.file_changed(id, false);
+    let t3 = core.file_sync(id).unwrap();
+    assert!(t3 > t2);
+    assert!(core.take_held_sync_wanted().is_empty());
+    assert!(!core.file_sync_state(id, t3).unwrap().done);
+    core.check().unwrap();
+    core.file_check().unwrap();
+}
+
+/// A holder's side of a held sync: its pages of the file (its shadow, a
+/// WORKFLOW record) are journaled on its dir tier; a SCRATCH shadow, a
+/// missing one or a node without a journal cannot.
+#[test]
+fn a_holder_journals_its_pages_of_a_file_when_the_owner_asks() {
+    let file = (1u64 << strata_meta::NODE_SHIFT) | 5;
+    let mut fx = fixture(4 << 20, 64 << 20, 1 << 20);
+    let core = &mut fx.core;
+    let shadow = create(core, &crate::files_publish::shadow_path(file), Persist::Workflow as u32);
+    assert_eq!(core.shadow_sync(file).unwrap_err(), strata_proto::Errno::NotDurable, "no journal");
+    let mut svc = journal_on(&mut fx);
+    let core = &mut fx.core;
+    let data = pattern(3 * 4096 + 100, 4);
+    core.file_write(shadow, Some(0), Src::Bytes(&data), None)
+        .unwrap();
+    let (id, target) = core.shadow_sync(file).unwrap();
+    assert_eq!(id, shadow);
+    assert!(target > 0);
+    pump(core, &mut svc, |c| c.file_sync_state(id, target).unwrap().done);
+    let b = core.meta.blob(core.meta.page_blob(id, 0).unwrap()).unwrap();
+    assert!(b.extents.iter().all(|e| e.tier == 1), "on the dir tier");
+    assert_eq!(core.shadow_sync(file).unwrap(), (id, 0), "already journaled");
+    assert_eq!(core.shadow_sync(file + 1).unwrap_err(), strata_proto::Errno::NoFile);
+    let scratch = file + 2;
+    create(core, &crate::files_publish::shadow_path(scratch), Persist::Scratch as u32);
+    assert_eq!(core.shadow_sync(scratch).unwrap_err(), strata_proto::Errno::NotDurable);
+}

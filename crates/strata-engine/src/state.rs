@@ -78,6 +78,25 @@ pub struct FileState {
     /// owner counted them flushed cleans those still unchanged
     /// (≤ SHADOW_PUSHED_MAX; cleared when full: pages then stay dirty).
     pub shadow_pushed: HashMap<(BucketId, u64), (strata_meta::BlobId, u64)>,
+    /// Held syncs (files_publish.rs): the daemon can ask the holders of a
+    /// file's pages to journal them (`ShadowSync`), so an fsync of a file
+    /// other nodes hold pages of may be durable in journals.
+    pub held_sync_on: bool,
+    /// The asks for the daemon to send (≤ HELD_SYNC_WANTED_MAX).
+    pub held_sync_wanted: Vec<HeldSyncWant>,
+    /// file → the highest generation asked and not yet answered.
+    pub held_sync_asking: HashMap<BucketId, u64>,
+    /// file → the generation whose held pages every holder has journaled.
+    pub held_synced: HashMap<BucketId, u64>,
+}
+
+/// An fsync's ask of the nodes holding pages of file `file` (owned here):
+/// journal them (`ShadowSync`); answered by `Core::held_sync_done`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldSyncWant {
+    pub file: BucketId,
+    pub holders: Vec<u32>,
+    pub target: u64,
 }
 
 // ---- files

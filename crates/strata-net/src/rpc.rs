@@ -295,6 +295,12 @@ mod tests {
             PUSHES_ENDED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             Ok(tonic::Response::new(pb::ShadowPushReply { bytes: 7 }))
         }
+        async fn shadow_sync(
+            &self,
+            _: tonic::Request<pb::ShadowSyncRequest>,
+        ) -> Result<tonic::Response<pb::ShadowSyncReply>, tonic::Status> {
+            Err(tonic::Status::unimplemented("test"))
+        }
         async fn shadows_pending(
             &self,
             _: tonic::Request<pb::ShadowsPendingRequest>,
