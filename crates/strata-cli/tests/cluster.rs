@@ -3237,9 +3237,9 @@ fn an_fsync_of_held_pages_is_durable_in_journals_and_survives_killing_both_nodes
     );
     let synced = |i: usize| node_status(&bed, i)["journal"]["journal_syncs"].as_u64();
     assert!(synced(1) >= Some(1) && synced(0) >= Some(1));
-    // SAFETY: kill(2) on our own daemons' pids.
     for i in [1, 0] {
         let pid = bed.pid(i).expect("node runs");
+        // SAFETY: kill(2) on our own daemon's pid.
         unsafe { libc::kill(pid as i32, libc::SIGKILL) };
     }
     drop(c1);

@@ -566,9 +566,12 @@ impl pb::cluster_server::Cluster for Service {
                 )),
                 e => tonic::Status::internal(format!("pages of file {file:#x} on node {me}: {e:?}")),
             })?;
+        if target == 0 {
+            return Ok(tonic::Response::new(pb::ShadowSyncReply {}));
+        }
         let mut sleep = Duration::from_millis(1);
         // Bounded by the longest call deadline (the caller's ends it sooner).
-        while target > 0 {
+        loop {
             let s = st
                 .ask(|reply| Msg::ShadowSyncState {
                     shadow,

@@ -656,8 +656,11 @@ pub struct Poller {
     )>,
     /// Held syncs asked and not yet answered: (file, generation, answer);
     /// ≤ HELD_SYNC_WANTED_MAX (the engine bounds its asks).
-    held_syncs: Vec<(BucketId, u64, mpsc::Receiver<Result<(), String>>)>,
+    held_syncs: Vec<HeldSyncAsked>,
 }
+
+/// A held sync asked of the cluster side: (file, generation, its answer).
+type HeldSyncAsked = (BucketId, u64, mpsc::Receiver<Result<(), String>>);
 
 /// Exit status of a daemon stopped by a panicking request (`fail_stop`).
 pub const PANIC_EXIT_CODE: i32 = 70;
