@@ -145,6 +145,8 @@ $S bench ior --dir "$bdir/via" --via-strata scratch  --procs 2 --block-size 4MiB
 $S bench ior --dir "$bdir/via" --via-strata default  --procs 2 --block-size 2MiB --transfer-size 256KiB --fsync
 $S bench ior --dir "$bdir/via" --via-strata workflow --procs 2 --block-size 2MiB
 $S bench md  --dir "$bdir/via-md" --via-strata default --procs 2 --files 50 --write-bytes 4KiB
+$S bench md  --dir "$bdir/via-md-shared" --via-strata scratch --procs 2 --files 50 --write-bytes 4KiB --shared-dir
+$S bench md  --dir "$bdir/md-excl" --procs 2 --files 50 --write-bytes 4KiB --excl
 $S bench adapters --repeat 1 --block-size 4MiB --md-files 20 --setups tmpfs,scratch-ram,default-ram,default-ram+disk
 $S bench tiers --repeat 1 --data 64MiB --procs 2 --timesteps 2 --put-data 64MiB --org-data 64MiB --org-hot 8MiB --org-passes 2 --org-think-us 0 --ra-data 16MiB --ra-think-us 100 --ra-io-think-us 0 --dest "$bdir/tiers"
 rm -rf "$bdir"

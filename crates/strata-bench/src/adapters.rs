@@ -850,6 +850,9 @@ pub fn run(a: AdaptersArgs, socket: &Path) -> Result<()> {
                                 files: a.md_files,
                                 write_bytes: a.md_write_bytes,
                                 timeout_s: a.timeout,
+                                // mdtest's flags (O_CREAT|O_RDWR), a directory per process
+                                excl: false,
+                                shared_dir: false,
                             };
                             let r = md::run_spec(&spec, &env, &pb, &tag)
                                 .with_context(|| tag.clone())?;

@@ -1,8 +1,11 @@
 //! `strata bench md`: an mdtest-like metadata benchmark.
 //!
 //! N worker processes, each with its own directory `md.<rank>` (created
-//! before the measurement). Phases, each behind a barrier: **create** (open
-//! `O_CREAT|O_EXCL|O_WRONLY`, write W bytes, close), **stat** (every file of
+//! before the measurement; mdtest's `-u`), or all in one shared directory
+//! `md.shared` (`--shared-dir`, mdtest's default). Phases, each behind a
+//! barrier: **create** (open `O_CREAT|O_RDWR` as mdtest does — an existing
+//! file would be opened, so a buffered create must look for one; `--excl`
+//! adds `O_EXCL`, the old behaviour of this bench —, write W bytes, close), **stat** (every file of
 //! the next process's directory, checking the size), **read** (open, read,
 //! close the next process's files, checking the bytes), **remove** (unlink
 //! own files). Rates are aggregate ops/s: files / (slowest end − common start).
@@ -54,6 +57,12 @@ pub struct MdArgs {
     /// One JSON object on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Create with O_EXCL (mdtest does not: it opens O_CREAT|O_RDWR).
+    #[arg(long)]
+    pub excl: bool,
+    /// All processes in one directory (mdtest's default; else one each, `-u`).
+    #[arg(long)]
+    pub shared_dir: bool,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -68,6 +77,10 @@ pub struct MdWorkerArgs {
     pub files: u64,
     #[arg(long)]
     pub write_bytes: u64,
+    #[arg(long)]
+    pub excl: bool,
+    #[arg(long)]
+    pub shared_dir: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -77,6 +90,10 @@ pub struct MdSpec {
     pub files: u64,
     pub write_bytes: u64,
     pub timeout_s: u64,
+    /// Create with O_EXCL.
+    pub excl: bool,
+    /// One directory for all processes.
+    pub shared_dir: bool,
 }
 
 impl MdSpec {
@@ -104,13 +121,20 @@ pub fn run_spec(spec: &MdSpec, env: &WorkerEnv, pb: &ProgressBar, tag: &str) -> 
     spec.check()?;
     std::fs::create_dir_all(&spec.dir)
         .with_context(|| format!("cannot create {}", spec.dir.display()))?;
-    let args = [
+    let mut args = [
         "--files",
         &spec.files.to_string(),
         "--write-bytes",
         &spec.write_bytes.to_string(),
     ]
-    .map(String::from);
+    .map(String::from)
+    .to_vec();
+    if spec.excl {
+        args.push("--excl".into());
+    }
+    if spec.shared_dir {
+        args.push("--shared-dir".into());
+    }
     let cmds = worker_cmds("md-worker", &spec.dir, spec.procs, env, &args)?;
     let timeout = Duration::from_secs(spec.timeout_s);
     pb.set_message(format!("{tag}: starting {} workers", spec.procs));
@@ -137,6 +161,8 @@ pub fn run(a: MdArgs, socket: &Path) -> Result<()> {
         files: a.files,
         write_bytes: a.write_bytes,
         timeout_s: a.timeout,
+        excl: a.excl,
+        shared_dir: a.shared_dir,
     };
     spec.check()?;
     let env = match a.via_strata {
@@ -166,10 +192,16 @@ pub fn run(a: MdArgs, socket: &Path) -> Result<()> {
         return Ok(());
     }
     println!(
-        "md: {} processes x {} files of {} bytes, {} on {} ({})",
+        "md: {} processes x {} files of {} bytes, {}, created O_CREAT|O_RDWR{}, {} on {} ({})",
         spec.procs,
         spec.files,
         spec.write_bytes,
+        if spec.shared_dir {
+            "one shared directory"
+        } else {
+            "a directory per process"
+        },
+        if spec.excl { "|O_EXCL" } else { "" },
         env.describe(),
         dir.display(),
         if team::is_tmpfs(&dir) {
@@ -193,8 +225,22 @@ pub fn run(a: MdArgs, socket: &Path) -> Result<()> {
 
 // ---------------------------------------------------------------- worker
 
-fn dir_of(base: &Path, rank: usize) -> PathBuf {
-    base.join(format!("md.{rank}"))
+fn dir_of(base: &Path, rank: usize, shared: bool) -> PathBuf {
+    if shared {
+        base.join("md.shared")
+    } else {
+        base.join(format!("md.{rank}"))
+    }
+}
+
+/// File `k` of process `rank` (in its own directory, or prefixed by its
+/// rank in the shared one).
+fn file_of(dir: &Path, rank: usize, k: u64, shared: bool) -> PathBuf {
+    if shared {
+        dir.join(format!("f.{rank}.{k}"))
+    } else {
+        dir.join(format!("f.{k}"))
+    }
 }
 
 fn content(len: u64, rank: usize, k: u64) -> Vec<u8> {
@@ -205,26 +251,35 @@ fn content(len: u64, rank: usize, k: u64) -> Vec<u8> {
 
 /// `strata bench md-worker`: one process of `bench md`.
 pub fn run_worker(a: MdWorkerArgs) -> Result<()> {
-    let own_dir = dir_of(&a.dir, a.rank);
+    let own_dir = dir_of(&a.dir, a.rank, a.shared_dir);
     let src_rank = (a.rank + 1) % a.procs.max(1);
-    let src_dir = dir_of(&a.dir, src_rank);
+    let src_dir = dir_of(&a.dir, src_rank, a.shared_dir);
+    let create_flags = libc::O_CREAT
+        | libc::O_RDWR
+        | libc::O_CLOEXEC
+        | if a.excl { libc::O_EXCL } else { 0 };
     let setup = || -> Result<(Vec<std::ffi::CString>, Vec<std::ffi::CString>)> {
         if a.procs == 0 || a.rank >= a.procs || a.files == 0 || a.files > MAX_FILES {
             bail!("bad worker arguments {a:?}");
         }
-        // A leftover directory of an interrupted run: empty it (bounded by a listing).
+        // A leftover directory of an interrupted run: empty it of this
+        // process's files (bounded by a listing).
         if own_dir.exists() {
-            for e in std::fs::read_dir(&own_dir)?.take(MAX_FILES as usize * 2) {
-                let _ = std::fs::remove_file(e?.path());
+            let mine = format!("f.{}.", a.rank);
+            for e in std::fs::read_dir(&own_dir)?.take(MAX_FILES as usize * 1024) {
+                let e = e?;
+                if !a.shared_dir || e.file_name().to_string_lossy().starts_with(&mine) {
+                    let _ = std::fs::remove_file(e.path());
+                }
             }
         }
         std::fs::create_dir_all(&own_dir)
             .with_context(|| format!("cannot create {}", own_dir.display()))?;
         let own = (0..a.files)
-            .map(|k| cpath(&own_dir.join(format!("f.{k}"))))
+            .map(|k| cpath(&file_of(&own_dir, a.rank, k, a.shared_dir)))
             .collect::<Result<Vec<_>>>()?;
         let src = (0..a.files)
-            .map(|k| cpath(&src_dir.join(format!("f.{k}"))))
+            .map(|k| cpath(&file_of(&src_dir, src_rank, k, a.shared_dir)))
             .collect::<Result<Vec<_>>>()?;
         Ok((own, src))
     };
@@ -247,11 +302,7 @@ pub fn run_worker(a: MdWorkerArgs) -> Result<()> {
                     let t0 = mono_ns();
                     // SAFETY: plain POSIX calls on NUL-terminated paths and owned buffers.
                     let fd = unsafe {
-                        libc::open(
-                            p.as_ptr(),
-                            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC,
-                            0o644,
-                        )
+                        libc::open(p.as_ptr(), create_flags, 0o644)
                     };
                     if fd < 0 {
                         bail!("create {p:?}: {}", errno());
@@ -321,8 +372,16 @@ pub fn run_worker(a: MdWorkerArgs) -> Result<()> {
                 }
             }
             "cleanup" => {
-                std::fs::remove_dir(&own_dir)
-                    .with_context(|| format!("rmdir {}", own_dir.display()))?;
+                match std::fs::remove_dir(&own_dir) {
+                    Ok(()) => {}
+                    // the shared directory: the last process to leave removes it
+                    Err(e)
+                        if a.shared_dir
+                            && matches!(e.raw_os_error(), Some(libc::ENOTEMPTY | libc::ENOENT)) => {}
+                    Err(e) => {
+                        return Err(e).with_context(|| format!("rmdir {}", own_dir.display()))
+                    }
+                }
                 return Ok(WorkerReport {
                     start_ns,
                     end_ns: mono_ns(),
