@@ -2455,9 +2455,13 @@ fn scratch_pages_stay_where_written_and_read_from_there() {
     clients[0].file_unlink(&p1).unwrap();
     let t0 = std::time::Instant::now();
     loop {
-        let left = clients[0]
+        // (replicas of pages read on other nodes age out on their own)
+        let left: Vec<String> = clients[0]
             .file_list_dir(strata_proto::types::SHADOW_DIR)
-            .unwrap();
+            .unwrap()
+            .into_iter()
+            .filter(|n| !n.starts_with(strata_proto::types::REPLICA_PREFIX))
+            .collect();
         // (src.bin, copy.bin, sum1 of the run above are still there)
         if left.len() <= 3 {
             break;
@@ -3268,4 +3272,99 @@ fn an_fsync_of_held_pages_is_durable_in_journals_and_survives_killing_both_nodes
     );
     assert!(std::fs::read(&pk).unwrap() == data, "the file whole at the destination");
     ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
+}
+
+/// Build 3's locality (docs/FILES-ACROSS-NODES.md, step 5): pages node 1
+/// holds of a file node 0 owns, read on node 2 by three processes in turn
+/// — the first copies nothing, the second copies them into node 2's
+/// replica, the third reads them there. Rewrites on the holder and at the
+/// owner, and a truncation to zero with the same writes again (the owner's
+/// map dropped and made again), are read right at once: a replica names
+/// the generation it copied, and generations are never issued twice.
+#[test]
+fn pages_read_again_on_a_node_are_read_from_its_replica_and_never_stale() {
+    use strata_client::file::{OpenFlags, Persist};
+    let bed = started_with(cluster_util::bed_with_files_pages(3, "512MiB", None, true));
+    let clients = clients_of(&bed);
+    assert!(clients[2].hello().read_replicas, "on by default");
+    let rw = OpenFlags {
+        read: true,
+        write: true,
+        create: true,
+        ..Default::default()
+    };
+    let page: u64 = 64 << 10;
+    let read_all = |c: &strata_client::Client, p: &str| -> Vec<u8> {
+        let f = c.file_open(p, rw, 0o644, Persist::Scratch, page).unwrap();
+        let size = c.file_stat(f.id).unwrap().size;
+        let mut buf = vec![0u8; size as usize];
+        let n = c.file_read(f.id, 0, &mut buf).unwrap();
+        assert_eq!(n as u64, size, "{p}: short read");
+        c.file_close(f.id).unwrap();
+        buf
+    };
+    let counter = |i: usize, name: &str| -> u64 {
+        node_status(&bed, i)["files"][name].as_u64().unwrap_or(0)
+    };
+    let write = |c: &strata_client::Client, p: &str, at: usize, data: &[u8]| {
+        let f = c.file_open(p, rw, 0o644, Persist::Scratch, page).unwrap();
+        for (k, chunk) in data.chunks(1 << 20).enumerate() {
+            c.file_write(f.id, (at + (k << 20)) as u64, chunk).unwrap();
+        }
+        c.file_close(f.id).unwrap();
+    };
+    let p = path_owned_by(&bed, "replica-", 0);
+    let mut data = pattern(4 << 20, 5);
+    write(&clients[1], &p, 0, &data);
+
+    // 1st reader on node 2: correct, nothing copied
+    assert!(read_all(&clients[2], &p) == data, "first read");
+    assert_eq!(counter(2, "replica_write_bytes_total"), 0, "a first read copies nothing");
+    // 2nd reader (another process): copies
+    let second = strata_client::Client::connect_to(&bed.nodes[2].socket).unwrap();
+    assert!(read_all(&second, &p) == data, "second read");
+    assert!(
+        counter(2, "replica_write_bytes_total") >= 4 << 20,
+        "the second read copies the pages to node 2"
+    );
+    // 3rd reader: from the replica
+    let third = strata_client::Client::connect_to(&bed.nodes[2].socket).unwrap();
+    assert!(read_all(&third, &p) == data, "third read");
+    assert!(
+        counter(2, "replica_read_bytes_total") >= 4 << 20,
+        "the third read is served by node 2's replica"
+    );
+    // the first process, reading again, reads the replica too
+    let before = counter(2, "replica_read_bytes_total");
+    assert!(read_all(&clients[2], &p) == data, "the first reader again");
+    assert!(counter(2, "replica_read_bytes_total") >= before + (4 << 20));
+
+    // A rewrite on the holder: a new generation, read at once everywhere.
+    let new = pattern(1 << 20, 77);
+    write(&clients[1], &p, 1 << 20, &new);
+    data[1 << 20..2 << 20].copy_from_slice(&new);
+    for c in [&clients[2], &second, &third] {
+        assert!(read_all(c, &p) == data, "after a rewrite on the holder");
+    }
+    // A rewrite at the owner (its pages taken back), partial pages too.
+    let at = (3 << 20) - 1000;
+    write(&clients[0], &p, at, &pattern(70_000, 78));
+    data[at..at + 70_000].copy_from_slice(&pattern(70_000, 78));
+    for c in [&clients[2], &second, &third] {
+        assert!(read_all(c, &p) == data, "after a rewrite at the owner");
+    }
+    // Truncated to nothing (the owner's map goes) and written again the
+    // same way with other bytes: the new generations are new.
+    let f = clients[1].file_open(&p, rw, 0o644, Persist::Scratch, page).unwrap();
+    clients[1].file_truncate(f.id, 0).unwrap();
+    clients[1].file_close(f.id).unwrap();
+    let data = pattern(4 << 20, 6);
+    write(&clients[1], &p, 0, &data);
+    for c in [&third, &second, &clients[2], &third] {
+        assert!(read_all(c, &p) == data, "after a truncation and the same writes again");
+    }
+    assert!(
+        counter(2, "replica_read_bytes_total") >= before + (8 << 20),
+        "the new generations are replicated too"
+    );
 }

@@ -1093,7 +1093,7 @@ impl Client {
             for e in &from_remote {
                 let lo = (e.logical_off - at) as usize;
                 let d = &mut buf[done + lo..done + lo + e.len as usize];
-                if !self.shadow_read(id, e, d)? {
+                if !self.remote_read(id, e, d)? {
                     // the pages moved since the owner answered, or their
                     // holder restarted without them: the owner reads the
                     // flushed ones from the destination then; ask again

@@ -28,6 +28,7 @@ pub mod file;
 pub mod lookup;
 mod pieces;
 pub mod remote;
+mod replica;
 mod shadow;
 pub mod shm;
 pub mod stage;
@@ -262,6 +263,7 @@ pub(crate) struct Inner {
     pub socket: PathBuf,
     /// Pages where written: files split, shadows known (shadow.rs).
     pub shadows: Mutex<shadow::Shadows>,
+    pub(crate) replicas: Mutex<replica::Replicas>,
 }
 
 /// The way to one node's engine. The shared-memory transport is named so
@@ -423,6 +425,7 @@ impl Client {
                 dest_fds: Mutex::new(Default::default()),
                 socket: socket.to_path_buf(),
                 shadows: Mutex::new(Default::default()),
+                replicas: Mutex::new(Default::default()),
             }),
         })
     }

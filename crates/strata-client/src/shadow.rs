@@ -164,7 +164,7 @@ impl Client {
 
     /// Writes `data` at `at` into this node's shadow `shadow`; false when
     /// it cannot take them (full: the caller writes to the owner).
-    fn shadow_write(
+    pub(crate) fn shadow_write(
         &self,
         shadow: u64,
         at: u64,
@@ -273,47 +273,56 @@ impl Client {
         else {
             return Ok(false);
         };
+        let whole = self
+            .record_read_whole(shadow, e.logical_off, dst)
+            .map_err(down)?;
+        if !whole {
+            self.shadow_forget(node, file);
+        }
+        Ok(whole)
+    }
+
+    /// Reads `dst.len()` bytes at `at` of record `rec` (a shadow, a replica:
+    /// on whichever node its id names) when that record holds every one of
+    /// them in its buffer; false when it lacks some (holes, bytes at a
+    /// destination, beyond its size) or is gone.
+    pub(crate) fn record_read_whole(&self, rec: u64, at: u64, dst: &mut [u8]) -> Result<bool> {
         let mut done = 0usize;
         // Bounded: every round covers ≥ 1 byte or returns.
         while done < dst.len() {
-            let at = e.logical_off + done as u64;
+            let at = at + done as u64;
             let req = Request::FileRead {
-                file: shadow,
+                file: rec,
                 offset: at,
                 len: (dst.len() - done) as u64,
             };
             let rest = &mut dst[done..];
-            let got = self
-                .on_lane(Target::Id(shadow), None, |lane| {
-                    let t = lane.submit(&req)?;
-                    let r = match lane.wait(t)? {
-                        Ok(r) => r,
-                        Err(Errno::NoFile | Errno::NoBucket) => return Ok(None),
-                        Err(x) => return Err(err(x, "file read from a shadow")),
-                    };
-                    let (_, covered, pin, exts) = extents_reply(r)?;
-                    let covered = (covered as usize).min(rest.len());
-                    let whole = exts.iter().all(|x| {
-                        ![TIER_HOLE, TIER_DEST, TIER_PENDING, TIER_REMOTE].contains(&x.tier)
-                            && x.logical_off >= at
-                            && x.logical_off + x.len <= at + covered as u64
-                    }) && exts.iter().map(|x| x.len).sum::<u64>() == covered as u64;
-                    let res = if whole && covered > 0 {
-                        lane.read_extents(&exts, at, &mut rest[..covered])
-                            .map(|()| Some(covered))
-                    } else {
-                        Ok(None)
-                    };
-                    lane.release(pin);
-                    res
-                })
-                .map_err(down)?;
+            let got = self.on_lane(Target::Id(rec), None, |lane| {
+                let t = lane.submit(&req)?;
+                let r = match lane.wait(t)? {
+                    Ok(r) => r,
+                    Err(Errno::NoFile | Errno::NoBucket) => return Ok(None),
+                    Err(x) => return Err(err(x, "file read from a shadow")),
+                };
+                let (_, covered, pin, exts) = extents_reply(r)?;
+                let covered = (covered as usize).min(rest.len());
+                let whole = exts.iter().all(|x| {
+                    ![TIER_HOLE, TIER_DEST, TIER_PENDING, TIER_REMOTE].contains(&x.tier)
+                        && x.logical_off >= at
+                        && x.logical_off + x.len <= at + covered as u64
+                }) && exts.iter().map(|x| x.len).sum::<u64>() == covered as u64;
+                let res = if whole && covered > 0 {
+                    lane.read_extents(&exts, at, &mut rest[..covered])
+                        .map(|()| Some(covered))
+                } else {
+                    Ok(None)
+                };
+                lane.release(pin);
+                res
+            })?;
             match got {
                 Some(n) => done += n,
-                None => {
-                    self.shadow_forget(node, file);
-                    return Ok(false);
-                }
+                None => return Ok(false),
             }
         }
         Ok(true)

@@ -48,7 +48,7 @@
 //! cluster: { hosts: [], port: 7707, secret_file: auto, call_timeout: 10s,
 //!            heartbeat_interval: 1s, start_timeout: 1m, remote_tier: 256MiB,
 //!            toward_readers: false, files_at_owner: true, pages_where_written: true,
-//!            shadow_sweep_interval: 1m }
+//!            read_replicas: true, shadow_sweep_interval: 1m }
 //! ```
 //!
 //! ## Deliberately absent
@@ -622,6 +622,12 @@ pub struct ClusterConfig {
     /// lives at the owner (a write sends its bytes there) — reads one node
     /// further are faster on a machine where CPU bounds them.
     pub pages_where_written: bool,
+    /// With `pages_where_written`: pages of a file another node holds that
+    /// a node reads again are copied into that node's buffer (a *replica*,
+    /// served while the owner still maps the pages to the same holder and
+    /// generation: never stale; clean, dropped first under pressure). On
+    /// by default. Off: every such read crosses the network.
+    pub read_replicas: bool,
     /// With `pages_where_written`: how often a node asks the owners of the
     /// files whose pages it holds which of those files still exist, and
     /// drops the pages of the others (journaled shadows outlive restarts;
@@ -643,6 +649,7 @@ impl Default for ClusterConfig {
             toward_readers: false,
             files_at_owner: true,
             pages_where_written: true,
+            read_replicas: true,
             shadow_sweep_interval_ms: 60_000.0,
         }
     }

@@ -502,6 +502,12 @@ pub(crate) fn to_yaml(c: &Config) -> String {
     );
     o.line(
         2,
+        "read_replicas",
+        &k.read_replicas.to_string(),
+        "pages of another node read again here are copied here (checked by generation, dropped first)",
+    );
+    o.line(
+        2,
         "shadow_sweep_interval",
         &format_duration_us(k.shadow_sweep_interval_ms * 1e3),
         "how often pages held for files other nodes own are checked against their owners",

@@ -555,6 +555,10 @@ pub fn run_with(
             pages_where_written: cluster.is_some()
                 && cfg.cluster.files_at_owner
                 && cfg.cluster.pages_where_written,
+            read_replicas: cluster.is_some()
+                && cfg.cluster.files_at_owner
+                && cfg.cluster.pages_where_written
+                && cfg.cluster.read_replicas,
         },
         shm_prefix: prefix.clone(),
         clients_max: cfg.daemon.clients_max as u64,

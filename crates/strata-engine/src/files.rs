@@ -131,9 +131,18 @@ impl Core {
         if dirty {
             rec.dirty_pages.insert(index);
         }
+        // A replica's page is a copy of another node's: clean, and on
+        // probation like a page filled from the destination (dropped first).
+        let replica = !dirty && self.is_replica(id);
+        let mut copied = 0;
         if let Some(b) = self.meta.blob_mut(blob) {
             b.dirty = dirty;
+            if replica {
+                b.fill_gen = Some(b.gen);
+                copied = b.size;
+            }
         }
+        self.files.counters.replica_write_bytes_total += copied;
     }
 
     /// Drops the file state of bucket `id` kept outside the record (called
@@ -231,6 +240,14 @@ impl Core {
     /// `FileOpen`: (file id, whether this call created the file). A file
     /// the call created is the caller's to write whatever its mode says.
     pub fn file_open_ex(&mut self, path: &str, a: &OpenArgs) -> Result<(BucketId, bool)> {
+        let r = self.file_open_inner(path, a);
+        if matches!(r, Ok((_, true))) && strata_proto::types::is_replica_path(path) {
+            self.replica_created();
+        }
+        r
+    }
+
+    fn file_open_inner(&mut self, path: &str, a: &OpenArgs) -> Result<(BucketId, bool)> {
         if !path.starts_with('/') || path.contains('\0') {
             return Err(Errno::Inval);
         }
@@ -680,6 +697,9 @@ impl Core {
             }
         };
         self.files.counters.read_hit_bytes_total += hit;
+        if hit > 0 && self.is_replica(id) {
+            self.files.counters.replica_read_bytes_total += hit;
+        }
         self.files.counters.read_dest_bytes_total += dest;
         self.record_page_reads(id, start, at, page, now);
         Ok((size, at - start, pin))

@@ -227,7 +227,7 @@ impl Core {
         if rec.dirty_pages.contains(&index) {
             return false;
         }
-        if self.is_shadow_record(id, rec.persist) {
+        if self.is_shadow_record(id, rec.persist) || self.is_replica(id) {
             // A page held for another node's DEFAULT file that its owner
             // counted as flushed (`shadow_flushed`): the destination has
             // it; a reader asking for it then reads it from there.
@@ -350,7 +350,8 @@ impl Core {
         let mut cands: Vec<Candidate> = Vec::new();
         // Bounded by the store's blob limit (`metadata.blobs_max`).
         for (id, name, rec) in self.meta.files() {
-            let shadow = rec.persist == Persist::Workflow && crate::stage::is_shadow(name);
+            let shadow = (rec.persist == Persist::Workflow && crate::stage::is_shadow(name))
+                || strata_proto::types::is_replica_path(name);
             if !shadow
                 && (rec.persist != Persist::Default || !rec.dest_exists || rec.dest_size == 0)
             {
@@ -449,6 +450,17 @@ impl Core {
         let page = rec.page_bytes;
         let need = self.write_need(id, off, end)?;
         if need == 0 || self.capacity_free(lease) >= need {
+            return Ok(());
+        }
+        if self.is_replica(id) {
+            // A replica is a cache: it makes room only among pages on
+            // probation (fills, other replicas), else it is declined.
+            let keep = (end > off).then(|| (id, off / page, (end - 1) / page));
+            self.evict_clean(need, lease, keep, true);
+            if self.capacity_free(lease) < need {
+                self.files.counters.fill_declined_bytes_total += end - off;
+                return Err(Errno::NoSpace);
+            }
             return Ok(());
         }
         let slack = (self.capacity_total() / EVICT_SLACK_DIVISOR).min(EVICT_SLACK_MAX);

@@ -84,8 +84,15 @@ impl Core {
             // so do WORKFLOW files (kept until staged out: not yet)
             return Err(Errno::Busy);
         }
+        if self.files.gen_next == 0 {
+            self.files.gen_next = crate::core::now_ns().max(1);
+        }
+        let floor = self.files.gen_next;
         let map = self.files.page_maps.entry(id).or_default();
+        map.raise_gen(floor);
         let gen = map.publish(holder, &[(first_page, last)])?;
+        debug_assert!(gen >= floor);
+        self.files.gen_next = gen + 1;
         self.files.counters.published_pages_total += pages;
         // our own copies of those pages are superseded
         let mine: Vec<u64> = self

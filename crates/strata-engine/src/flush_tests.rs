@@ -828,6 +828,83 @@ fn held_pages_are_evicted_only_once_their_owner_counts_them_flushed() {
     core.file_check().unwrap();
 }
 
+/// A reader node's replica of another node's pages (files_replica.rs):
+/// written clean and on probation, dropped first under pressure, declined
+/// rather than evicting written pages, its records bounded.
+#[test]
+fn replica_pages_are_clean_dropped_first_and_their_records_bounded() {
+    use strata_proto::types::{replica_path, Persist};
+    let mut fx = fixture(8 << 20, 64 << 20, 1 << 20);
+    let core = &mut fx.core;
+    let file = (1u64 << strata_meta::NODE_SHIFT) | 9;
+    let a = OpenArgs {
+        create: true,
+        mode: 0o600,
+        persist: Persist::Scratch,
+        page_shift: SHIFT,
+        dest: Some(DestInfo::default()),
+        ..OpenArgs::default()
+    };
+    let (r, created) = core.file_open_ex(&replica_path(file, 2, 1 << 40), &a).unwrap();
+    assert!(created && core.is_replica(r));
+    write(core, r, 0, &pattern(4 * PAGE, 1));
+    assert!((0..4).all(|p| core.evictable(r, p) && core.on_probation(r, p)));
+    assert_eq!(core.files.counters.replica_write_bytes_total, 4 * PAGE as u64);
+    assert_eq!(core.meta.file(r).unwrap().dirty_pages.len(), 0);
+    // an ordinary SCRATCH file's pages are neither
+    let plain = core.file_open("/plain", &a).unwrap();
+    assert!(!core.is_replica(plain));
+    write(core, plain, 0, &pattern(PAGE, 2));
+    assert!(!core.evictable(plain, 0));
+    // a read of it counts as served by a replica
+    let mut out = Vec::new();
+    let (_, covered, pin) = core.file_read((1, 1), r, 0, 2 * PAGE as u64, &mut out, 64).unwrap();
+    assert_eq!(covered, 2 * PAGE as u64);
+    core.unpin((1, 1), pin);
+    assert_eq!(core.files.counters.replica_read_bytes_total, 2 * PAGE as u64);
+    // pressure: a write of a file drops replica pages first
+    core.evict_clean(u64::MAX, 0, None, true);
+    assert!((0..4).all(|p| core.meta.page_blob(r, p).is_none()), "probation pages go");
+    assert!(core.meta.page_blob(plain, 0).is_some());
+    // the bound: the least recently used records go
+    let mut ids = vec![r];
+    for g in 2..=10u64 {
+        ids.push(core.file_open(&replica_path(file, 2, g), &a).unwrap());
+    }
+    assert_eq!(core.replica_sweep(4), 6);
+    assert_eq!(core.files.counters.replicas_dropped_total, 6);
+    assert!(core.meta.bucket(plain).is_ok(), "only replicas are swept");
+    let left = core.meta.files().filter(|(_, n, _)| strata_proto::types::is_replica_path(n)).count();
+    assert_eq!(left, 4);
+    core.check().unwrap();
+    core.file_check().unwrap();
+}
+
+/// A replica names (file, holder, generation): a generation must never be
+/// issued twice for a file, also when its map was dropped (truncated to
+/// nothing) and made again, nor across a restart of the owner.
+#[test]
+fn generations_are_never_issued_twice_for_a_file() {
+    let mut fx = fixture(8 << 20, 64 << 20, 1 << 20);
+    let core = &mut fx.core;
+    let id = create(core, "/gens");
+    let g1 = core.file_publish(id, 7, 0, 4, 4 * PAGE as u64).unwrap();
+    let g2 = core.file_publish(id, 7, 1, 1, 4 * PAGE as u64).unwrap();
+    assert!(g2 > g1);
+    core.file_truncate(id, 0).unwrap();
+    assert!(!core.files.page_maps.contains_key(&id), "the map went with the pages");
+    let g3 = core.file_publish(id, 7, 0, 4, 4 * PAGE as u64).unwrap();
+    assert!(g3 > g2, "{g3} after {g2}: a new map issues new generations");
+    // another file's map starts above too
+    let other = create(core, "/gens2");
+    assert!(core.file_publish(other, 7, 0, 1, PAGE as u64).unwrap() > g3);
+    // a daemon started later (a restart with no journal) issues above
+    let mut later = fixture(8 << 20, 64 << 20, 1 << 20);
+    let id2 = create(&mut later.core, "/gens");
+    let g4 = later.core.file_publish(id2, 7, 0, 4, 4 * PAGE as u64).unwrap();
+    assert!(g4 > g3, "{g4} after {g3}");
+}
+
 /// What a client found at the destination, as `FileOpen` carries it.
 fn dest_info_of(path: &str) -> DestInfo {
     use std::os::unix::fs::MetadataExt;

@@ -385,6 +385,12 @@ fn restore_held(
     match PageMap::restore(&runs) {
         Ok(map) if !map.is_empty() => {
             r.held_runs += runs.len() as u64;
+            // later publishes of any file issue generations above these
+            core.files.gen_next = core
+                .files
+                .gen_next
+                .max(map.gen_next())
+                .max(crate::core::now_ns());
             core.files.page_maps.insert(id, map);
         }
         Ok(_) => {}

@@ -80,6 +80,7 @@ pub mod files_link;
 pub mod files_list;
 pub mod files_publish;
 pub mod files_reval;
+pub mod files_replica;
 pub mod flush;
 pub mod flush_conc;
 pub mod journal;

@@ -73,6 +73,17 @@ pub struct FileState {
     /// evicted; ≤ SHADOWS_GONE_MAX, the oldest dropped: those pages then
     /// stay until the file goes).
     pub shadows_flushed: std::collections::VecDeque<(u32, u64, u64, u64)>,
+    /// The next generation any file's page map may issue (0: not started;
+    /// the first publish starts it at the wall clock's ns): above every
+    /// generation this daemon issued, for any file, and — the clock moving
+    /// on faster than publishes are issued — above every one an earlier
+    /// daemon of this node issued. So (file, holder, generation) names one
+    /// published content for good, which a reader node's replica relies
+    /// on (`replica_path`), even where a file's map was dropped and made
+    /// again or a file id came back after a restart.
+    pub gen_next: u64,
+    /// Replica records created since the start (files_replica.rs).
+    pub replicas_created: u64,
     /// A holder's side: (shadow, page) → (blob, write generation) of the
     /// pages it wrote to the destination for their owner; a notice that the
     /// owner counted them flushed cleans those still unchanged

@@ -85,6 +85,18 @@ impl PageMap {
         self.runs.is_empty()
     }
 
+    /// The generation the next publish issues.
+    pub fn gen_next(&self) -> u64 {
+        self.gen_next
+    }
+
+    /// Issues no generation below `floor` from now on (an engine-wide
+    /// counter keeps generations unique across the maps of one file).
+    pub fn raise_gen(&mut self, floor: u64) {
+        assert!(floor < u64::MAX, "generations are exhausted");
+        self.gen_next = self.gen_next.max(floor);
+    }
+
     /// The map a journal kept (unflushed runs as the owner last recorded
     /// them): the runs keep their generations, later ones are above.
     /// `Errno::Inval` for reversed or overlapping runs or a generation 0,

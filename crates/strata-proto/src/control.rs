@@ -177,6 +177,16 @@ pub struct FileCounters {
     /// flushed: clean since, evictable under capacity pressure.
     #[serde(default)]
     pub shadow_pages_flushed_total: u64,
+    /// Bytes of other nodes' pages copied into this node's replicas
+    /// (`cluster.read_replicas`: pages read here again).
+    #[serde(default)]
+    pub replica_write_bytes_total: u64,
+    /// Bytes reads served from this node's replicas (not fetched again).
+    #[serde(default)]
+    pub replica_read_bytes_total: u64,
+    /// Replica records dropped to keep their number bounded.
+    #[serde(default)]
+    pub replicas_dropped_total: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -225,6 +235,10 @@ pub struct HelloReply {
     /// here stay in this node's shadow of the file, published to the owner.
     #[serde(default)]
     pub pages_where_written: bool,
+    /// `cluster.read_replicas`: pages of another node this node reads again
+    /// are copied into a replica here (issue 15, build 3).
+    #[serde(default)]
+    pub read_replicas: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

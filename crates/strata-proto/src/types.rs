@@ -72,6 +72,28 @@ pub fn shadow_path(file: u64) -> String {
 /// The directory of shadow records (never listed, never at a destination).
 pub const SHADOW_DIR: &str = "/.strata-shadow";
 
+/// Where a reader node keeps its *replica* of the pages node `holder`
+/// published of file `file` at generation `gen` (issue 15, build 3: a page
+/// read repeatedly from a node is copied to it). A generation names one
+/// published content for good (the owner issues them above every earlier
+/// one, across restarts too), so a replica's pages are served only when the
+/// owner still maps them to (`holder`, `gen`) — never stale. A SCRATCH
+/// record whose pages the engine keeps clean and drops first under
+/// pressure; under the shadow directory (never listed, never staged).
+pub fn replica_path(file: u64, holder: u32, gen: u64) -> String {
+    format!("{SHADOW_DIR}/{REPLICA_PREFIX}{file:016x}-{holder:x}-{gen:x}")
+}
+
+/// Names of replica records start with this under [`SHADOW_DIR`].
+pub const REPLICA_PREFIX: &str = "r";
+
+/// True for the name of a replica record ([`replica_path`]).
+pub fn is_replica_path(name: &str) -> bool {
+    name.strip_prefix(SHADOW_DIR)
+        .and_then(|r| r.strip_prefix('/'))
+        .is_some_and(|r| r.starts_with(REPLICA_PREFIX))
+}
+
 /// Where some bytes of a blob or file are, as answered by a read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[repr(C)]

@@ -1,0 +1,167 @@
+//! Replicas toward readers (issue 15, build 3; docs/FILES-ACROSS-NODES.md,
+//! step 5), the client's side: pages of a file that another node holds
+//! (`TIER_REMOTE` extents: holder, generation), read again on this node,
+//! are copied into a *replica record* in this node's daemon
+//! (`replica_path(file, holder, gen)`); later reads the owner answers with
+//! the same holder and generation are served from it through shared memory
+//! instead of the network.
+//!
+//! - **When a copy is made.** The first read of a (file, holder, generation)
+//!   on this node creates the (empty) replica record and copies nothing: a
+//!   restart read once (the checkpoint case) pays one local round trip per
+//!   extent. A read that finds the record made by an earlier reader, or
+//!   that this process read before, first looks in the replica, then
+//!   copies what it had to fetch. So a page read twice on a node is read
+//!   locally from the third time on.
+//! - **Never stale.** The owner issues each publish a generation above every
+//!   earlier one (of any file, across its restarts), so the name pins the
+//!   content: a page rewritten anywhere maps to a new generation and its
+//!   old replica no longer matches.
+//! - **Never in the way.** Every replica error (full, the record dropped
+//!   by the engine's bound) falls back to the holder; the engine writes
+//!   replica pages clean and on probation (dropped first under pressure).
+//!   Extents smaller than [`REPLICA_BYTES_MIN`] are not worth a copy.
+
+use std::collections::HashMap;
+
+use strata_proto::msg::{Reply, Request};
+use strata_proto::types::{replica_path, DestInfo, OpenFile, Persist, ReadExtent, TIER_REMOTE};
+use strata_proto::Target;
+
+use crate::{Client, Result};
+
+/// Remote extents shorter than this are read from their holder only.
+pub(crate) const REPLICA_BYTES_MIN: u64 = 64 << 10;
+/// Replica records a client keeps track of (beyond: it starts over).
+const KNOWN_MAX: usize = 4096;
+/// Byte ranges a client remembers having read per replica record.
+const SEEN_MAX: usize = 16;
+
+/// (file, holder, generation) → what this client knows of its replica.
+#[derive(Default)]
+pub(crate) struct Replicas {
+    known: HashMap<(u64, u32, u64), Known>,
+}
+
+struct Known {
+    /// The replica record's id (on this node).
+    id: u64,
+    /// Another reader made the record: the pages were read here before.
+    existed: bool,
+    /// This client copied bytes into it.
+    copied: bool,
+    /// Byte ranges this client read of the extent's pages.
+    seen: Vec<(u64, u64)>,
+}
+
+impl Client {
+    fn replicas(&self) -> std::sync::MutexGuard<'_, Replicas> {
+        self.inner.replicas.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Reads `TIER_REMOTE` extent `e` of file `file` into `dst`: from this
+    /// node's replica when it has the bytes, else from the holder (then
+    /// copied into the replica when read here before). False when the
+    /// holder lacks them (the caller asks the owner again).
+    pub(crate) fn remote_read(&self, file: u64, e: &ReadExtent, dst: &mut [u8]) -> Result<bool> {
+        debug_assert_eq!(e.tier, TIER_REMOTE);
+        debug_assert_eq!(dst.len() as u64, e.len);
+        let local = self.node().0;
+        if !self.inner.hello.read_replicas || e.len < REPLICA_BYTES_MIN || e.epoch == local {
+            return self.shadow_read(file, e, dst);
+        }
+        let key = (file, e.epoch, e.phys_off);
+        let (lo, hi) = (e.logical_off, e.logical_off + e.len);
+        let replica = self.replica_id(key);
+        if let Some(id) = replica {
+            // bytes may be there when another reader made the record, this
+            // client copied some, or read these bytes before (another
+            // process may have copied them since)
+            let may_hit = self.replicas().known.get(&key).is_some_and(|k| {
+                k.existed || k.copied || k.seen.iter().any(|&(a, b)| a < hi && lo < b)
+            });
+            if may_hit {
+                match self.record_read_whole(id, lo, dst) {
+                    Ok(true) => return Ok(true),
+                    Ok(false) => {}
+                    // a replica never fails a read: the holder has the bytes
+                    Err(_) => self.replica_forget(key),
+                }
+            }
+        }
+        if !self.shadow_read(file, e, dst)? {
+            return Ok(false);
+        }
+        let Some(id) = replica else {
+            return Ok(true);
+        };
+        let copy = {
+            let mut r = self.replicas();
+            let Some(k) = r.known.get_mut(&key) else {
+                return Ok(true);
+            };
+            let again = k.existed || k.seen.iter().any(|&(a, b)| a < hi && lo < b);
+            if k.seen.len() >= SEEN_MAX {
+                k.seen.remove(0);
+            }
+            k.seen.push((lo, hi));
+            again
+        };
+        if copy {
+            match self.shadow_write(id, lo, dst) {
+                Ok(Ok(())) => {
+                    if let Some(k) = self.replicas().known.get_mut(&key) {
+                        k.copied = true;
+                    }
+                }
+                // full (the engine declines a replica before evicting data),
+                // the record dropped: read from the holder next time too
+                Ok(Err(_)) | Err(_) => self.replica_forget(key),
+            }
+        }
+        Ok(true)
+    }
+
+    /// This node's replica record of `key` (created when missing). None on
+    /// any error: no replica this time.
+    fn replica_id(&self, key: (u64, u32, u64)) -> Option<u64> {
+        if let Some(k) = self.replicas().known.get(&key) {
+            return Some(k.id);
+        }
+        let path = replica_path(key.0, key.1, key.2);
+        let req = Request::FileOpen {
+            path: &path,
+            open: OpenFile {
+                create: true,
+                mode: 0o600,
+                persist: Persist::Scratch,
+                // no destination file
+                dest: Some(DestInfo::default()),
+                ..OpenFile::default()
+            },
+        };
+        let route = Target::Id(u64::from(self.node().0) << strata_meta::NODE_SHIFT);
+        let (id, created) = match self.call_at(route, &req) {
+            Ok(Ok(Reply::FileOpened { id, created, .. })) => (id, created),
+            _ => return None,
+        };
+        let mut r = self.replicas();
+        if r.known.len() >= KNOWN_MAX {
+            r.known.clear();
+        }
+        r.known.insert(
+            key,
+            Known {
+                id,
+                existed: !created,
+                copied: false,
+                seen: Vec::new(),
+            },
+        );
+        Some(id)
+    }
+
+    fn replica_forget(&self, key: (u64, u32, u64)) {
+        self.replicas().known.remove(&key);
+    }
+}
