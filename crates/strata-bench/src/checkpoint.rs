@@ -90,6 +90,15 @@ pub struct CheckpointArgs {
     /// owner (the model before 2026-11-28), for comparison.
     #[arg(long)]
     pub pages_at_owner: bool,
+    /// Read the SCRATCH restart this many times (a restart read again, as by
+    /// the epochs of an analysis); > 1 adds a row for the last pass, which
+    /// a node reads from its replicas of the pages it read before
+    /// (`cluster.read_replicas`); 1..=16.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub reads: u32,
+    /// `cluster.read_replicas: false` on every node (for comparison).
+    #[arg(long)]
+    pub no_replicas: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -115,6 +124,21 @@ pub(crate) fn parse_report(out: &str, bytes: u64) -> Result<(f64, f64)> {
     ))
 }
 
+/// The last read pass's MiB/s of an mpi_ckpt report (`last_read_s=`).
+fn parse_last_read(out: &str, bytes: u64) -> Result<f64> {
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("ok "))
+        .with_context(|| format!("the program printed no report: {out}"))?;
+    let s: f64 = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("last_read_s="))
+        .with_context(|| format!("no last_read_s= in {line}"))?
+        .parse()
+        .with_context(|| format!("bad last_read_s= in {line}"))?;
+    Ok(bytes as f64 / (1 << 20) as f64 / s.max(1e-9))
+}
+
 struct Job<'a> {
     a: &'a CheckpointArgs,
     bed: &'a Bed,
@@ -135,6 +159,18 @@ impl Job<'_> {
         mode: Option<&str>,
         fsync: bool,
     ) -> Result<(f64, f64)> {
+        self.run_reads(layout, file, mode, fsync, 1).map(|(w, r, _)| (w, r))
+    }
+
+    /// [`Job::run`] reading `reads` times: (write, first read, last read) MiB/s.
+    fn run_reads(
+        &self,
+        layout: &str,
+        file: &Path,
+        mode: Option<&str>,
+        fsync: bool,
+        reads: u32,
+    ) -> Result<(f64, f64, f64)> {
         let mut c = self.bed.mpirun(self.a.per_node)?;
         if let Some(m) = mode {
             let preload = match self.mpiio {
@@ -157,6 +193,9 @@ impl Job<'_> {
         if self.a.api != "posix" {
             c.arg(&self.a.api);
         }
+        if reads > 1 {
+            c.arg(format!("reads={reads}"));
+        }
         let o = c.output().context("cannot run mpirun")?;
         let out = String::from_utf8_lossy(&o.stdout);
         if !o.status.success() {
@@ -167,7 +206,8 @@ impl Job<'_> {
                 String::from_utf8_lossy(&o.stderr)
             );
         }
-        parse_report(&out, self.bytes)
+        let (w, r) = parse_report(&out, self.bytes)?;
+        Ok((w, r, parse_last_read(&out, self.bytes)?))
     }
 
     /// `strata ARGS` with node 0's config, inside node 0.
@@ -301,7 +341,14 @@ pub fn run(a: CheckpointArgs) -> Result<()> {
         })?;
         // Background flushing off: the timed `flush --wait` is the whole drain.
         for node in &bed.nodes {
-            let y = std::fs::read_to_string(&node.config)?;
+            let mut y = std::fs::read_to_string(&node.config)?;
+            if a.no_replicas {
+                y = y.replacen(
+                    "  pages_where_written:",
+                    "  read_replicas: false\n  pages_where_written:",
+                    1,
+                );
+            }
             std::fs::write(&node.config, format!("{y}flush:\n  enabled: false\n"))?;
         }
         let o = bed.cli(&["cluster", "start", "--launcher", bed.launcher()])?;
@@ -395,6 +442,10 @@ fn measure(
         };
         let mut sw = row(format!("{l} SCRATCH write"), ceiling);
         let mut sr = row(format!("{l} SCRATCH read, shifted"), ceiling);
+        let mut srn = row(
+            format!("{l} SCRATCH read, shifted, pass {}", a.reads),
+            ceiling,
+        );
         let mut dw = row(format!("{l} DEFAULT write, no fsync"), ceiling);
         let mut dr = row(format!("{l} DEFAULT read, shifted"), ceiling);
         let mut dfs = row(
@@ -427,7 +478,8 @@ fn measure(
             std::fs::remove_dir_all(&plain)?;
             let scratch = bed.dest.join(format!("scratch-{layout}-{r}"));
             std::fs::create_dir_all(&scratch)?;
-            let (s_w, s_r) = job.run(layout, &scratch.join("ck"), Some("scratch"), true)?;
+            let (s_w, s_r, s_rn) =
+                job.run_reads(layout, &scratch.join("ck"), Some("scratch"), true, a.reads)?;
             job.remove(&scratch, "scratch")?;
             let default = bed.dest.join(format!("default-{layout}-{r}"));
             std::fs::create_dir_all(&default)?;
@@ -454,6 +506,7 @@ fn measure(
             for (row, v, peer) in [
                 (&mut sw, s_w, cap_w),
                 (&mut sr, s_r, cap_r),
+                (&mut srn, s_rn, cap_r),
                 (&mut dw, d_w, cap_w),
                 (&mut dr, d_r, cap_r),
                 (&mut dfs, f_w, p_w),
@@ -469,7 +522,11 @@ fn measure(
                 row.ratios.push(v / peer);
             }
         }
-        rows.extend([sw, sr, dw, dr, dfs, dvd, drain, tw, dest_w, dest_r]);
+        rows.extend([sw, sr]);
+        if a.reads > 1 {
+            rows.push(srn);
+        }
+        rows.extend([dw, dr, dfs, dvd, drain, tw, dest_w, dest_r]);
         if n > 1 && layout == "n1" {
             rows.push(net);
         }

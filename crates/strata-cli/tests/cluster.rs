@@ -1322,6 +1322,9 @@ fn an_mpi_checkpoint_on_four_nodes_restarts_one_node_further() {
                 .arg(dir.join(format!("ck-{l}{suffix}")))
                 .args([block, xfer, segs])
                 .args((!api.is_empty()).then_some(api))
+                // the restart read three times: the third pass reads the
+                // pages each node read twice from its replicas
+                .arg("reads=3")
                 .current_dir(&dir)
                 .env("LC_ALL", "C");
             let out = c.output().unwrap();
@@ -1342,6 +1345,10 @@ fn an_mpi_checkpoint_on_four_nodes_restarts_one_node_further() {
             );
         }
     }
+    let replicated: u64 = (0..bed.nodes.len())
+        .map(|i| node_status(&bed, i)["files"]["replica_read_bytes_total"].as_u64().unwrap_or(0))
+        .sum();
+    assert!(replicated > 0, "the third read passes read replicas");
     // DEFAULT: every rank's `strata run` drained the cluster at its end.
     adapter_util::assert_same_tree(
         &bed.dest.join("default"),
