@@ -143,6 +143,7 @@ impl Core {
             }
         }
         self.files.counters.replica_write_bytes_total += copied;
+        self.files.replica_bytes += copied;
     }
 
     /// Drops the file state of bucket `id` kept outside the record (called

@@ -449,10 +449,14 @@ impl Core {
         }
         let page = rec.page_bytes;
         let need = self.write_need(id, off, end)?;
+        let replica = self.is_replica(id);
+        if replica {
+            self.replica_admit(id, end - off)?;
+        }
         if need == 0 || self.capacity_free(lease) >= need {
             return Ok(());
         }
-        if self.is_replica(id) {
+        if replica {
             // A replica is a cache: it makes room only among pages on
             // probation (fills, other replicas), else it is declined.
             let keep = (end > off).then(|| (id, off / page, (end - 1) / page));

@@ -876,6 +876,27 @@ fn replica_pages_are_clean_dropped_first_and_their_records_bounded() {
     assert!(core.meta.bucket(plain).is_ok(), "only replicas are swept");
     let left = core.meta.files().filter(|(_, n, _)| strata_proto::types::is_replica_path(n)).count();
     assert_eq!(left, 4);
+    // the budget: a quarter of the RAM tier; beyond it the least recently
+    // used replicas go, and one larger than it is declined
+    let budget = core.replica_budget();
+    assert_eq!(budget, (8 << 20) / 4);
+    let chunk = (budget / 2) as usize - 2 * PAGE;
+    let mut recs = Vec::new();
+    for g in 100..103u64 {
+        let r = core.file_open(&replica_path(file, 3, g), &a).unwrap();
+        write(core, r, 0, &pattern(chunk, g as u8));
+        recs.push(r);
+    }
+    assert!(core.meta.bucket(recs[0]).is_err(), "the least recently used went");
+    assert!(core.meta.bucket(recs[2]).is_ok(), "the one written is kept");
+    assert!(core.files.replica_bytes <= budget);
+    let big = core.file_open(&replica_path(file, 3, 200), &a).unwrap();
+    let e = core
+        .file_write(big, Some(0), Src::Bytes(&vec![1u8; budget as usize + PAGE]), None)
+        .unwrap_err();
+    assert_eq!(e, strata_proto::Errno::NoSpace);
+    // an ordinary file's write is never held to it
+    write(core, plain, PAGE, &pattern(budget as usize + PAGE, 4));
     core.check().unwrap();
     core.file_check().unwrap();
 }

@@ -84,6 +84,9 @@ pub struct FileState {
     pub gen_next: u64,
     /// Replica records created since the start (files_replica.rs).
     pub replicas_created: u64,
+    /// Bytes written into replica records, counted exactly at each look
+    /// (`replica_admit`): an upper bound in between.
+    pub replica_bytes: u64,
     /// A holder's side: (shadow, page) → (blob, write generation) of the
     /// pages it wrote to the destination for their owner; a notice that the
     /// owner counted them flushed cleans those still unchanged
