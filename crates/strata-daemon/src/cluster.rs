@@ -294,6 +294,21 @@ fn node_status(st: &State, s: &StatusReply) -> pb::NodeStatus {
     }
 }
 
+/// A call only the owner of file `file` may make (`ShadowPush`,
+/// `ShadowSync`): the caller is another node of this cluster and the file's
+/// id carries the caller's node.
+fn check_owner_call(st: &State, from_node: u32, file: u64) -> Result<(), tonic::Status> {
+    if from_node as usize >= st.setup.membership.nodes.len()
+        || from_node == st.setup.me
+        || (file >> strata_meta::NODE_SHIFT) as u32 != from_node
+    {
+        return Err(tonic::Status::permission_denied(
+            "only the file's owner, another node of this cluster, may ask this",
+        ));
+    }
+    Ok(())
+}
+
 /// A call naming files of the callee from another node (`ShadowsGone`,
 /// `ShadowsPending`, `ShadowsUnknown`): the caller is another node of this
 /// cluster and names at most `SHADOWS_GONE_PER_CALL_MAX` files.
@@ -470,14 +485,7 @@ impl pb::cluster_server::Cluster for Service {
         let r = r.into_inner();
         let st = self.0.clone();
         // Only the file's owner flushes it (a file id carries its owner).
-        if r.from_node as usize >= st.setup.membership.nodes.len()
-            || r.from_node == st.setup.me
-            || (r.file >> strata_meta::NODE_SHIFT) as u32 != r.from_node
-        {
-            return Err(tonic::Status::permission_denied(
-                "only the file's owner, another node of this cluster, flushes it",
-            ));
-        }
+        check_owner_call(&st, r.from_node, r.file)?;
         let pages: u64 = r
             .firsts
             .iter()
@@ -544,14 +552,7 @@ impl pb::cluster_server::Cluster for Service {
         let r = r.into_inner();
         let st = self.0.clone();
         // Only the file's owner asks (a file id carries its owner).
-        if r.from_node as usize >= st.setup.membership.nodes.len()
-            || r.from_node == st.setup.me
-            || (r.file >> strata_meta::NODE_SHIFT) as u32 != r.from_node
-        {
-            return Err(tonic::Status::permission_denied(
-                "only the file's owner, another node of this cluster, asks",
-            ));
-        }
+        check_owner_call(&st, r.from_node, r.file)?;
         let (file, me) = (r.file, st.setup.me);
         let started = std::time::Instant::now();
         let (shadow, target) = st

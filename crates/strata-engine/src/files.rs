@@ -1046,16 +1046,24 @@ impl Core {
             }
             // too many asks waiting: the destination it is
         }
-        let rec = self.meta.file_mut(id)?;
+        let target = self.meta.file(id)?.mod_gen;
+        self.sync_via_destination(id);
+        Ok(target)
+    }
+
+    /// An fsync of file `id` that only the destination can make durable:
+    /// an urgent, durable (fdatasync'ed) flush now, a fresh attempt whose
+    /// outcome is what the caller waits for (no backoff, no old error).
+    pub(crate) fn sync_via_destination(&mut self, id: BucketId) {
+        let Ok(rec) = self.meta.file_mut(id) else {
+            return;
+        };
         rec.urgent = true;
         rec.durable = true;
-        // A fresh attempt now; its outcome is what the caller waits for.
         rec.flush_error = None;
-        let target = rec.mod_gen;
         self.files.backoff.remove(&id);
         self.files.dirty.insert(id);
         self.files.kick = true;
-        Ok(target)
     }
 
     /// `FileSyncState`: whether generation `target` is at the destination.

@@ -326,15 +326,12 @@ impl Core {
             Err(e) => {
                 let path = self.meta.bucket(id).map(|b| b.name.to_string()).unwrap_or_default();
                 tracing::warn!(path, "fsync through the holders' journals not possible ({e}); waiting for the destination");
-                if let Ok(rec) = self.meta.file_mut(id) {
-                    if rec.persist == Persist::Default && rec.flushed_gen < target {
-                        rec.urgent = true;
-                        rec.durable = true;
-                        rec.flush_error = None;
-                        self.files.backoff.remove(&id);
-                        self.files.dirty.insert(id);
-                        self.files.kick = true;
-                    }
+                if self
+                    .meta
+                    .file(id)
+                    .is_ok_and(|r| r.persist == Persist::Default && r.flushed_gen < target)
+                {
+                    self.sync_via_destination(id);
                 }
             }
         }

@@ -273,15 +273,12 @@ fn fall_back(core: &mut Core, s: &mut Stash, file: BucketId, why: &str) {
         path,
         "fsync through the journal not possible ({why}); waiting for the destination"
     );
-    if let Ok(rec) = core.meta.file_mut(file) {
-        if rec.persist == Persist::Default {
-            rec.urgent = true;
-            rec.durable = true;
-            rec.flush_error = None;
-            core.files.backoff.remove(&file);
-            core.files.dirty.insert(file);
-            core.files.kick = true;
-        }
+    if core
+        .meta
+        .file(file)
+        .is_ok_and(|r| r.persist == Persist::Default)
+    {
+        core.sync_via_destination(file);
     }
 }
 
