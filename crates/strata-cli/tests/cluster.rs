@@ -3374,6 +3374,47 @@ fn pages_read_again_on_a_node_are_read_from_its_replica_and_never_stale() {
         counter(2, "replica_read_bytes_total") >= before + (8 << 20),
         "the new generations are replicated too"
     );
+
+    // Read in pieces smaller than the file's page (1 MiB pages, 256 KiB
+    // reads): the replica keeps whole pages of its own (≤ 64 KiB), so the
+    // second reader copies each byte once and the third reads them all.
+    let big: u64 = 1 << 20;
+    let q = path_owned_by(&bed, "replica-pieces-", 0);
+    let data = pattern(4 << 20, 8);
+    let f = clients[1].file_open(&q, rw, 0o644, Persist::Scratch, big).unwrap();
+    for (k, chunk) in data.chunks(1 << 20).enumerate() {
+        clients[1].file_write(f.id, (k << 20) as u64, chunk).unwrap();
+    }
+    clients[1].file_close(f.id).unwrap();
+    let read_pieces = |c: &strata_client::Client| -> Vec<u8> {
+        let f = c.file_open(&q, rw, 0o644, Persist::Scratch, big).unwrap();
+        let mut out = vec![0u8; data.len()];
+        for (k, piece) in out.chunks_mut(256 << 10).enumerate() {
+            let n = c.file_read(f.id, (k * (256 << 10)) as u64, piece).unwrap();
+            assert_eq!(n, piece.len());
+        }
+        c.file_close(f.id).unwrap();
+        out
+    };
+    let fourth = strata_client::Client::connect_to(&bed.nodes[2].socket).unwrap();
+    let fifth = strata_client::Client::connect_to(&bed.nodes[2].socket).unwrap();
+    let sixth = strata_client::Client::connect_to(&bed.nodes[2].socket).unwrap();
+    assert!(read_pieces(&fourth) == data);
+    let (w0, r0) = (
+        counter(2, "replica_write_bytes_total"),
+        counter(2, "replica_read_bytes_total"),
+    );
+    assert!(read_pieces(&fifth) == data);
+    assert_eq!(
+        counter(2, "replica_write_bytes_total") - w0,
+        4 << 20,
+        "each byte copied once"
+    );
+    assert!(read_pieces(&sixth) == data);
+    assert!(
+        counter(2, "replica_read_bytes_total") - r0 >= 4 << 20,
+        "every piece read from the replica"
+    );
 }
 
 /// A randomized differential test of one file across nodes against a model
@@ -3505,4 +3546,48 @@ fn one_file_written_and_read_from_every_node_equals_its_model() {
         .sum();
     eprintln!("bytes read from replicas on all nodes: {copied}");
     assert!(copied > 0, "the repeated reads went through replicas");
+}
+
+/// By hand (`--ignored --nocapture`): what reading one node further costs
+/// for a file written in small pieces (a generation per 4 KiB piece at the
+/// owner, so one `TIER_REMOTE` extent per page): `SMALL_PIECES_MIB`
+/// (default 16) MiB written by `dd bs=SMALL_PIECES_KIB k` (default 64: one
+/// whole page per write) under `strata run` on node 1,
+/// read by `dd bs=4M` on node 2, five times; prints MiB/s per read.
+#[test]
+#[ignore]
+fn small_pieces_read_one_node_further() {
+    let bed = started_with(cluster_util::bed_with_files_pages(3, "1GiB", None, true));
+    let mib: u64 = std::env::var("SMALL_PIECES_MIB")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(16);
+    let bs_k: u64 = std::env::var("SMALL_PIECES_KIB")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(64);
+    let p = path_owned_by(&bed, "pieces-", 0);
+    run_on_mode(
+        &bed,
+        1,
+        "scratch",
+        &format!("dd if=/dev/urandom of={p} bs={bs_k}k count={} status=none", mib * 1024 / bs_k),
+    );
+    for r in 0..5 {
+        let t0 = std::time::Instant::now();
+        run_on_mode(&bed, 2, "scratch", &format!("dd if={p} of=/dev/null bs=4M status=none"));
+        let s = t0.elapsed().as_secs_f64();
+        let f = &node_status(&bed, 2)["files"];
+        eprintln!(
+            "read {r}: {mib} MiB in {s:.3} s (with strata run's start) = {:.0} MiB/s; node 2's replicas: {} B copied, {} B read so far",
+            mib as f64 / s,
+            f["replica_write_bytes_total"],
+            f["replica_read_bytes_total"]
+        );
+    }
+    let f = &node_status(&bed, 2)["files"];
+    eprintln!(
+        "node 2: {} B copied into replicas, {} B read from them",
+        f["replica_write_bytes_total"], f["replica_read_bytes_total"]
+    );
 }

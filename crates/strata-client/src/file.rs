@@ -1090,7 +1090,11 @@ impl Client {
                     res.map(|()| (covered, exts, from_dest, from_remote))
                 })?;
             let mut ask_again = false;
-            for e in &from_remote {
+            let batched = self.remote_read_batched(id, &from_remote, at, &mut buf[done..])?;
+            for (k, e) in from_remote.iter().enumerate() {
+                if batched.get(k).copied().unwrap_or(false) {
+                    continue;
+                }
                 let lo = (e.logical_off - at) as usize;
                 let d = &mut buf[done + lo..done + lo + e.len as usize];
                 if !self.remote_read(id, e, d)? {

@@ -25,13 +25,17 @@
 use std::collections::HashMap;
 
 use strata_proto::msg::{Reply, Request};
-use strata_proto::types::{replica_path, DestInfo, OpenFile, Persist, ReadExtent, TIER_REMOTE};
+use strata_proto::types::{
+    replica_path, DestInfo, OpenFile, Persist, ReadExtent, PAGE_SHIFT_MIN, TIER_REMOTE,
+};
 use strata_proto::Target;
 
 use crate::{Client, Result};
 
 /// Remote extents shorter than this are read from their holder only.
 pub(crate) const REPLICA_BYTES_MIN: u64 = 64 << 10;
+/// Largest page of a replica record.
+const REPLICA_PAGE_BYTES_MAX: u64 = 64 << 10;
 /// Replica records a client keeps track of (beyond: it starts over).
 const KNOWN_MAX: usize = 4096;
 /// Byte ranges a client remembers having read per replica record.
@@ -72,7 +76,15 @@ impl Client {
         }
         let key = (file, e.epoch, e.phys_off);
         let (lo, hi) = (e.logical_off, e.logical_off + e.len);
-        let replica = self.replica_id(key);
+        // A replica's pages: the file's (remote runs are whole pages of it)
+        // when this client opened it, at most REPLICA_PAGE_BYTES_MAX (reads
+        // in pieces smaller than the file's page still copy whole pages of
+        // the replica), at least the smallest. Only whole ones are copied.
+        let page = self
+            .shadows_page(file)
+            .unwrap_or(1 << PAGE_SHIFT_MIN)
+            .clamp(1 << PAGE_SHIFT_MIN, REPLICA_PAGE_BYTES_MAX);
+        let replica = self.replica_id(key, page);
         if let Some(id) = replica {
             // bytes may be there when another reader made the record, this
             // client copied some, or read these bytes before (another
@@ -107,8 +119,11 @@ impl Client {
             k.seen.push((lo, hi));
             again
         };
-        if copy {
-            match self.shadow_write(id, lo, dst) {
+        // whole pages only
+        let (a, b) = (lo.div_ceil(page) * page, hi / page * page);
+        if copy && b > a {
+            let part = &dst[(a - lo) as usize..(b - lo) as usize];
+            match self.shadow_write(id, a, part) {
                 Ok(Ok(())) => {
                     if let Some(k) = self.replicas().known.get_mut(&key) {
                         k.copied = true;
@@ -122,9 +137,57 @@ impl Client {
         Ok(true)
     }
 
+    /// Small `TIER_REMOTE` extents (each below [`REPLICA_BYTES_MIN`]: a file
+    /// written in small pieces has a generation per piece) that follow one
+    /// another at one holder are read with one request to its shadow,
+    /// instead of one each. `exts` are the remote extents of one answer
+    /// (file offsets; `dst` starts at file offset `base`). Returns, per
+    /// extent, whether it was read; the others (a holder that lacks them,
+    /// single or large extents) the caller reads one by one.
+    pub(crate) fn remote_read_batched(
+        &self,
+        file: u64,
+        exts: &[ReadExtent],
+        base: u64,
+        dst: &mut [u8],
+    ) -> Result<Vec<bool>> {
+        let mut read = vec![false; exts.len()];
+        let small = |e: &ReadExtent| e.len < REPLICA_BYTES_MIN;
+        let mut i = 0;
+        // Bounded: every round moves past ≥ 1 extent.
+        while i < exts.len() {
+            let mut j = i + 1;
+            while j < exts.len()
+                && small(&exts[i])
+                && small(&exts[j])
+                && exts[j].epoch == exts[i].epoch
+                && exts[j].logical_off == exts[j - 1].logical_off + exts[j - 1].len
+            {
+                j += 1;
+            }
+            if j - i >= 2 {
+                let first = exts[i];
+                let end = exts[j - 1].logical_off + exts[j - 1].len;
+                let whole = ReadExtent {
+                    len: end - first.logical_off,
+                    ..first
+                };
+                let lo = (first.logical_off - base) as usize;
+                let d = &mut dst[lo..lo + whole.len as usize];
+                // (the shadow holds every page the owner maps to its node at
+                // a generation at least as new: the shadow module's invariant)
+                if self.shadow_read(file, &whole, d)? {
+                    read[i..j].fill(true);
+                }
+            }
+            i = j;
+        }
+        Ok(read)
+    }
+
     /// This node's replica record of `key` (created when missing). None on
     /// any error: no replica this time.
-    fn replica_id(&self, key: (u64, u32, u64)) -> Option<u64> {
+    fn replica_id(&self, key: (u64, u32, u64), page: u64) -> Option<u64> {
         if let Some(k) = self.replicas().known.get(&key) {
             return Some(k.id);
         }
@@ -135,6 +198,7 @@ impl Client {
                 create: true,
                 mode: 0o600,
                 persist: Persist::Scratch,
+                page_shift: page.trailing_zeros(),
                 // no destination file
                 dest: Some(DestInfo::default()),
                 ..OpenFile::default()

@@ -93,6 +93,12 @@ impl Client {
         s.split.insert(attr.id, (attr.page_bytes, attr.persist));
     }
 
+    /// The page size of file `id` as this client opened it, if it did
+    /// (files owned by another node).
+    pub(crate) fn shadows_page(&self, id: u64) -> Option<u64> {
+        self.shadows().split.get(&id).map(|(page, _)| *page)
+    }
+
     /// The page size of file `id` when its writes are split.
     pub(crate) fn shadow_split_page(&self, id: u64) -> Option<u64> {
         if !self.pages_where_written() {
