@@ -3376,8 +3376,9 @@ fn pages_read_again_on_a_node_are_read_from_its_replica_and_never_stale() {
     );
 
     // Read in pieces smaller than the file's page (1 MiB pages, 256 KiB
-    // reads): the replica keeps whole pages of its own (≤ 64 KiB), so the
-    // second reader copies each byte once and the third reads them all.
+    // reads): the replica keeps whole pages of its own (no larger than the
+    // first reader's pieces), so the second reader copies each byte once
+    // and the third reads them all.
     let big: u64 = 1 << 20;
     let q = path_owned_by(&bed, "replica-pieces-", 0);
     let data = pattern(4 << 20, 8);

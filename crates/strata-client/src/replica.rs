@@ -34,8 +34,6 @@ use crate::{Client, Result};
 
 /// Remote extents shorter than this are read from their holder only.
 pub(crate) const REPLICA_BYTES_MIN: u64 = 64 << 10;
-/// Largest page of a replica record.
-const REPLICA_PAGE_BYTES_MAX: u64 = 64 << 10;
 /// Replica records a client keeps track of (beyond: it starts over).
 const KNOWN_MAX: usize = 4096;
 /// Byte ranges a client remembers having read per replica record.
@@ -76,14 +74,18 @@ impl Client {
         }
         let key = (file, e.epoch, e.phys_off);
         let (lo, hi) = (e.logical_off, e.logical_off + e.len);
-        // A replica's pages: the file's (remote runs are whole pages of it)
-        // when this client opened it, at most REPLICA_PAGE_BYTES_MAX (reads
-        // in pieces smaller than the file's page still copy whole pages of
-        // the replica), at least the smallest. Only whole ones are copied.
+        // A replica's pages (fixed when its record is made): the file's
+        // (remote runs are whole pages of it) when this client opened it,
+        // but no larger than the alignment of this read's piece — a reader
+        // in pieces smaller than the file's page still copies whole pages
+        // of the replica — and at least the smallest. Only whole ones are
+        // copied.
+        let aligned = 1u64 << (lo | e.len).trailing_zeros().min(63);
         let page = self
             .shadows_page(file)
             .unwrap_or(1 << PAGE_SHIFT_MIN)
-            .clamp(1 << PAGE_SHIFT_MIN, REPLICA_PAGE_BYTES_MAX);
+            .min(aligned)
+            .max(1 << PAGE_SHIFT_MIN);
         let replica = self.replica_id(key, page);
         if let Some(id) = replica {
             // bytes may be there when another reader made the record, this
