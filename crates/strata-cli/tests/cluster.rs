@@ -1858,6 +1858,107 @@ fn a_file_renamed_between_owners_while_open_stays_one_file() {
     assert!(copies.is_empty(), "conflict copies: {copies:?}");
 }
 
+/// A DEFAULT file another process holds open — on another node — renamed
+/// between two owners' names: the log-rotation pattern (`mv log log.1`
+/// while the logger appends). The holder moves its descriptor onto the
+/// destination file at its next write (the rename made the file direct and
+/// told every node), so `mv` goes on instead of answering `EXDEV` — which
+/// made mv copy the file and unlink it, and the logger's later lines went
+/// to the unlinked copy, lost. Every line ends in the new name, in order,
+/// on every node and at the destination; the old name is gone.
+#[test]
+fn a_file_another_node_holds_open_follows_a_rename_between_owners() {
+    let bed = started_with(cluster_util::bed_with_files(3, "256MiB", None));
+    let (x, y) = (
+        path_owned_by(&bed, "app.log-", 0),
+        path_owned_by(&bed, "app.log.1-", 2),
+    );
+    // The logger on node 1: appends ticks until it sees the new name (at
+    // most 1500 of them), then 5 lines more on the same descriptor.
+    let logger = format!(
+        "exec 3>>{x}; i=0; \
+         while [ ! -e {y} ] && [ $i -lt 1500 ]; do echo tick $i >&3; i=$((i+1)); sleep 0.02; done; \
+         for j in 1 2 3 4 5; do echo after $j >&3; done; exec 3>&-; echo $i"
+    );
+    // The rotation on node 2, once the log has a few lines.
+    let rotate = format!(
+        "n=0; while [ \"$(stat -c %s {x} 2>/dev/null || echo 0)\" -lt 40 ] && [ $n -lt 1500 ]; \
+         do sleep 0.02; n=$((n+1)); done; mv {x} {y} && echo moved"
+    );
+    let (ticks, moved) = std::thread::scope(|s| {
+        let w = s.spawn(|| run_on(&bed, 1, &logger));
+        let m = run_on(&bed, 2, &rotate);
+        (w.join().unwrap(), m)
+    });
+    assert_eq!(String::from_utf8_lossy(&moved.stdout), "moved\n");
+    let ticks: usize = String::from_utf8_lossy(&ticks.stdout).trim().parse().unwrap();
+    assert!(ticks < 1500, "the logger never saw {y}");
+    let mut want = String::new();
+    for i in 0..ticks {
+        want.push_str(&format!("tick {i}\n"));
+    }
+    for j in 1..=5 {
+        want.push_str(&format!("after {j}\n"));
+    }
+    for n in 0..3 {
+        let out = run_on(&bed, n, &format!("cat {y}; test ! -e {x} && echo gone"));
+        assert!(
+            String::from_utf8_lossy(&out.stdout) == format!("{want}gone\n"),
+            "node {n} reads {:?}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
+    assert_eq!(std::fs::read_to_string(&y).unwrap(), want);
+    assert!(!std::path::Path::new(&x).exists());
+}
+
+/// A shared writable mapping on one node of a DEFAULT file a process on
+/// another node holds open: that process's descriptors move onto the
+/// destination file too (the mapper's node tells every node,
+/// `DirectNotice`), so its next read sees what the mapping wrote — it read
+/// the owner's buffered pages, stale, while only the owner's own clients
+/// were told.
+#[test]
+fn a_shared_mapping_on_one_node_is_seen_by_a_holder_on_another() {
+    if !has_python() {
+        eprintln!("python3 missing: skipped");
+        return;
+    }
+    let bed = started_with(cluster_util::bed_with_files(3, "256MiB", None));
+    let (x, mark) = (
+        path_owned_by(&bed, "mapped-", 0),
+        path_owned_by(&bed, "mapped-mark-", 0),
+    );
+    let holder = format!(
+        "import os, time\n\
+         f = open('{x}', 'w+b'); f.write(b'a' * 8192); f.flush()\n\
+         n = 0\n\
+         while not os.path.exists('{mark}') and n < 1500:\n    time.sleep(0.02); n += 1\n\
+         f.seek(0); print(f.read(6).decode())\n"
+    );
+    let mapper = format!(
+        "import os, time, mmap\n\
+         n = 0\n\
+         while (not os.path.exists('{x}') or os.stat('{x}').st_size < 8192) and n < 1500:\n    time.sleep(0.02); n += 1\n\
+         fd = os.open('{x}', os.O_RDWR)\n\
+         m = mmap.mmap(fd, 8192, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)\n\
+         m[0:4] = b'MMMM'; m.flush()\n\
+         open('{mark}', 'w').close()\n\
+         print('mapped')\n"
+    );
+    let (read, mapped) = std::thread::scope(|s| {
+        let h = s.spawn(|| run_on(&bed, 1, &format!("python3 -c \"{holder}\"")));
+        let m = run_on(&bed, 2, &format!("python3 -c \"{mapper}\""));
+        (h.join().unwrap(), m)
+    });
+    assert_eq!(String::from_utf8_lossy(&mapped.stdout), "mapped\n");
+    assert_eq!(String::from_utf8_lossy(&read.stdout), "MMMMaa\n", "read on node 1");
+    ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
+    let got = std::fs::read(&x).unwrap();
+    assert!(got.len() == 8192 && got.starts_with(b"MMMMa"), "at the destination");
+}
+
 /// A SCRATCH file renamed between two owners' names moves (copied to the
 /// new name's owner, `Client::file_move_node`) instead of answering EXDEV:
 /// the checkpoint pattern "write a temporary name, close, rename it into

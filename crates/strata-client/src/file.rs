@@ -1863,7 +1863,30 @@ impl Client {
             direct,
         };
         let gen = self.sync_gen(&req, "file sync")?;
-        self.sync_wait(id, gen, true, "flush to the destination")
+        self.sync_wait(id, gen, true, "flush to the destination")?;
+        if direct {
+            self.direct_notice_others(id);
+        }
+        Ok(())
+    }
+
+    /// File `id` became direct at its owner (which moved its own
+    /// `direct_gen`): every other node moves its `direct_gen` too, so that
+    /// processes there holding the file move their descriptors onto the
+    /// destination file at their next operation, as the owner's own
+    /// clients do (`DirectNotice`). Best effort, one call per node, each
+    /// under the call deadline: a node that does not answer has no process
+    /// writing through it anyway (their requests fail the same way).
+    fn direct_notice_others(&self, id: u64) {
+        let nodes = self.inner.nodes.len();
+        if nodes == 1 || !self.inner.lookup.paths_at_owner() {
+            return;
+        }
+        let owner = (id >> strata_meta::NODE_SHIFT) as usize;
+        for node in (0..nodes).filter(|&n| n != owner) {
+            let route = Target::Id((node as u64) << strata_meta::NODE_SHIFT);
+            let _ = self.call_at(route, &Request::DirectNotice);
+        }
     }
 
     /// The shared backing of file `id` (a memfd that is the file while a

@@ -598,6 +598,8 @@ fn forwardable(op: strata_transport_shm::Op) -> bool {
             | Op::FileIdle
             | Op::FileThrough
             | Op::FileThroughDone
+            // A file of the cluster left the buffer (its clients look).
+            | Op::DirectNotice
     )
 }
 
@@ -1856,6 +1858,9 @@ impl Poller {
         if let Some(l) = lease {
             self.engine.core.lease_release(l);
         }
+        // A forwarded `FileSync` DIRECT or `DirectNotice`: this node's
+        // clients see the new generation before the caller hears back.
+        self.publish_direct_gen();
         out
     }
 

@@ -417,6 +417,11 @@ impl crate::Engine {
                 }
             }
             Request::Nop | Request::Unpin => Reply::Done,
+            Request::DirectNotice => {
+                // every client looks for its descriptors of direct files
+                self.direct_gen += 1;
+                Reply::Done
+            }
             Request::ChannelOpen | Request::ChannelClose => {
                 if let Some(l) = lease.take() {
                     self.core.lease_release(l);

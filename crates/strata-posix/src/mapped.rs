@@ -198,6 +198,10 @@ unsafe fn onto_destination(id: u64, path: &str, release: bool) -> Result<(), c_i
 /// How long a move between two nodes' names waits for the holds of
 /// processes that just ended to go (`leave_for_another_node`).
 const HOLDERS_SETTLE_MAX: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long it then waits for the processes still holding the file to
+/// move their descriptors onto the destination file (each does at its next
+/// operation on one) before answering `EXDEV`.
+const HOLDERS_MOVE_MAX: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// A DEFAULT file about to get a name another node owns (a rename or link
 /// between two owners' paths, `cluster.files_at_owner`) leaves the buffer:
@@ -234,8 +238,26 @@ pub(crate) unsafe fn leave_for_another_node(
         holders = c.file_stat(a.id).map_err(os)?.holders;
     }
     if holders > mine {
+        // Other processes hold it (on any node): the file leaves the buffer
+        // for them as for a shared mapping — it is made direct, every node
+        // is told (`direct_gen`), and each of them moves its descriptors
+        // onto the destination file at its next operation on one, letting
+        // go of its hold. Once only this process holds it, the move goes
+        // on; their descriptors follow the destination file through the
+        // rename as kernel descriptors do.
+        c.file_sync_dest(a.id, true).map_err(os)?;
+        let started = std::time::Instant::now();
+        // Bounded by HOLDERS_MOVE_MAX.
+        while holders > mine && started.elapsed() < HOLDERS_MOVE_MAX {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            holders = c.file_stat(a.id).map_err(os)?.holders;
+        }
+    }
+    if holders > mine {
+        // Idle holders (no operation on the file for HOLDERS_MOVE_MAX):
+        // the file stays direct until they close it; the name stays.
         trace!(
-            "{} -> {}: held open by {} other process(es), EXDEV",
+            "{} -> {}: held open by {} other process(es) that did not move, EXDEV",
             from,
             to,
             holders - mine

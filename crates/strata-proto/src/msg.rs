@@ -317,6 +317,12 @@ pub enum Request<'a> {
         existing: &'a str,
         new: &'a str,
     },
+    /// Some file of the cluster left the buffer for its destination file
+    /// (`FileAttr::direct`, set at its owner): the receiving daemon moves
+    /// its `direct_gen`, so that its clients look whether descriptors of
+    /// theirs refer to such a file. Sent by the client that made the file
+    /// direct to every other node. Answered `Reply::Done`.
+    DirectNotice,
 }
 
 /// What a request addresses, for routing it to the node that holds it
@@ -342,7 +348,9 @@ impl<'a> Request<'a> {
     pub fn target(&self) -> Target<'a> {
         use Request::*;
         match *self {
-            Nop | ChannelOpen | ChannelClose | Lease { .. } | LeaseReturn | Unpin => Target::Local,
+            Nop | ChannelOpen | ChannelClose | Lease { .. } | LeaseReturn | Unpin | DirectNotice => {
+                Target::Local
+            }
             BucketOpen { name, .. } => Target::Name(name),
             BucketList { .. } | FileList { .. } => Target::All,
             BucketInfo { bucket }
@@ -497,7 +505,8 @@ impl Reply<'_> {
             | Q::Unpin
             | Q::FileTruncate { .. }
             | Q::FileHold { .. }
-            | Q::FileClose { .. } => matches!(self, R::Done),
+            | Q::FileClose { .. }
+            | Q::DirectNotice => matches!(self, R::Done),
             Q::BucketOpen { .. } => matches!(self, R::Bucket { .. }),
             Q::BucketInfo { .. } => matches!(self, R::BucketInfo { .. }),
             Q::BucketList { .. } => matches!(self, R::BucketNames { .. }),

@@ -27,6 +27,7 @@ use crate::record::{
 pub fn op_of(req: &Request) -> Op {
     match req {
         Request::Nop => Op::Nop,
+        Request::DirectNotice => Op::DirectNotice,
         Request::ChannelOpen => Op::ChannelOpen,
         Request::ChannelClose => Op::ChannelClose,
         Request::BucketOpen { .. } => Op::BucketOpen,
@@ -229,6 +230,7 @@ pub fn encode_request(req: &Request, rec: &mut RequestRecord, arg: &mut [u8]) ->
     let dest_raw;
     match req {
         Request::Nop
+        | Request::DirectNotice
         | Request::ChannelOpen
         | Request::ChannelClose
         | Request::LeaseReturn
@@ -604,6 +606,7 @@ pub fn decode_request<'a>(
     let bucket = r.bucket;
     Ok(match op {
         Op::Nop => Request::Nop,
+        Op::DirectNotice => Request::DirectNotice,
         Op::ChannelOpen => Request::ChannelOpen,
         Op::ChannelClose => Request::ChannelClose,
         Op::BucketOpen => Request::BucketOpen {
@@ -988,7 +991,8 @@ pub fn decode_reply(op: Op, r: &ResponseRecord, arg: &[u8]) -> Result<Reply<'sta
         | Op::Unpin
         | Op::FileTruncate
         | Op::FileHold
-        | Op::FileClose => Reply::Done,
+        | Op::FileClose
+        | Op::DirectNotice => Reply::Done,
         Op::BucketOpen => Reply::Bucket {
             id: r.val0,
             created: r.val1 == 1,

@@ -150,6 +150,9 @@ pub enum Op {
     /// file (a hard link; the caller made the destination link first when
     /// the file has one) -> val0 = file id.
     FileLink = 69,
+    /// Some file of the cluster became direct: the daemon moves its
+    /// `direct_gen` (no fields) -> nothing.
+    DirectNotice = 72,
 }
 
 impl Op {
@@ -198,6 +201,7 @@ impl Op {
             69 => FileLink,
             70 => FilePublish,
             71 => FileRemoteLost,
+            72 => DirectNotice,
             _ => return None,
         })
     }
