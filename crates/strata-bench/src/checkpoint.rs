@@ -99,6 +99,9 @@ pub struct CheckpointArgs {
     /// `cluster.read_replicas: false` on every node (for comparison).
     #[arg(long)]
     pub no_replicas: bool,
+    /// `cluster.remote_read_ahead: false` on every node (for comparison).
+    #[arg(long)]
+    pub no_read_ahead: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -346,6 +349,13 @@ pub fn run(a: CheckpointArgs) -> Result<()> {
                 y = y.replacen(
                     "  pages_where_written:",
                     "  read_replicas: false\n  pages_where_written:",
+                    1,
+                );
+            }
+            if a.no_read_ahead {
+                y = y.replacen(
+                    "  pages_where_written:",
+                    "  remote_read_ahead: false\n  pages_where_written:",
                     1,
                 );
             }

@@ -1959,6 +1959,75 @@ fn a_shared_mapping_on_one_node_is_seen_by_a_holder_on_another() {
     assert!(got.len() == 8192 && got.starts_with(b"MMMMa"), "at the destination");
 }
 
+/// Read-ahead of remote pages (`cluster.remote_read_ahead`, issue 15 build
+/// 3): a process on node 2 reading a file sequentially whose pages node 1
+/// holds (owner node 0) hints node 2's daemon, whose read-ahead worker
+/// copies the next pieces into node 2's replicas; the reader's next reads
+/// — still its first pass over the file — are served from them, every
+/// byte right; a rewrite on the holder meanwhile is read at once (the
+/// replica read ahead is of the old generation: never served). Without
+/// the hint a first read copies nothing (the test above).
+#[test]
+fn a_first_sequential_read_of_remote_pages_is_read_ahead_into_replicas() {
+    use strata_client::file::{OpenFlags, Persist};
+    let bed = started_with(cluster_util::bed_with_files_pages(3, "512MiB", None, true));
+    let clients = clients_of(&bed);
+    assert!(clients[2].hello().remote_read_ahead, "on by default");
+    let rw = OpenFlags {
+        read: true,
+        write: true,
+        create: true,
+        ..Default::default()
+    };
+    let (page, piece): (u64, usize) = (64 << 10, 1 << 20);
+    let counter = |i: usize, name: &str| -> u64 {
+        node_status(&bed, i)["files"][name].as_u64().unwrap_or(0)
+    };
+    let p = path_owned_by(&bed, "ahead-", 0);
+    let mut data = pattern(16 << 20, 9);
+    let w = clients[1].file_open(&p, rw, 0o644, Persist::Scratch, page).unwrap();
+    for (k, chunk) in data.chunks(piece).enumerate() {
+        clients[1].file_write(w.id, (k * piece) as u64, chunk).unwrap();
+    }
+    let r = clients[2].file_open(&p, rw, 0o644, Persist::Scratch, page).unwrap();
+    let mut buf = vec![0u8; piece];
+    let mut read_piece = |k: usize, data: &[u8]| {
+        let n = clients[2].file_read(r.id, (k * piece) as u64, &mut buf).unwrap();
+        assert_eq!(n, piece);
+        assert!(buf[..] == data[k * piece..(k + 1) * piece], "piece {k}");
+    };
+    // piece 0 hints pieces 1 and 2; wait (bounded) until the worker copied them
+    read_piece(0, &data);
+    let mut copied = 0;
+    for _ in 0..2000 {
+        copied = counter(2, "replica_write_bytes_total");
+        if copied >= 2 * piece as u64 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(copied >= 2 * piece as u64, "node 2 read nothing ahead ({copied} bytes)");
+    let served = counter(2, "replica_read_bytes_total");
+    read_piece(1, &data);
+    read_piece(2, &data);
+    assert!(
+        counter(2, "replica_read_bytes_total") >= served + 2 * piece as u64,
+        "the pieces read ahead were not served from node 2's replica"
+    );
+    // Piece 4 is rewritten on the holder after it may have been read ahead:
+    // the reader gets the new bytes.
+    read_piece(3, &data);
+    let new = pattern(piece, 10);
+    clients[1].file_write(w.id, (4 * piece) as u64, &new).unwrap();
+    data[4 * piece..5 * piece].copy_from_slice(&new);
+    for k in 4..16 {
+        read_piece(k, &data);
+    }
+    clients[1].file_close(w.id).unwrap();
+    clients[2].file_close(r.id).unwrap();
+    ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
+}
+
 /// A SCRATCH file renamed between two owners' names moves (copied to the
 /// new name's owner, `Client::file_move_node`) instead of answering EXDEV:
 /// the checkpoint pattern "write a temporary name, close, rename it into
@@ -3392,9 +3461,21 @@ fn an_fsync_of_held_pages_is_durable_in_journals_and_survives_killing_both_nodes
 #[test]
 fn pages_read_again_on_a_node_are_read_from_its_replica_and_never_stale() {
     use strata_client::file::{OpenFlags, Persist};
-    let bed = started_with(cluster_util::bed_with_files_pages(3, "512MiB", None, true));
+    // (the copy rules alone: read-ahead copies too, tested below)
+    let bed = cluster_util::bed_with_files_pages(3, "512MiB", None, true);
+    for node in &bed.nodes {
+        let y = std::fs::read_to_string(&node.config).unwrap();
+        let y = y.replacen(
+            "  pages_where_written:",
+            "  remote_read_ahead: false\n  pages_where_written:",
+            1,
+        );
+        std::fs::write(&node.config, y).unwrap();
+    }
+    let bed = started_with(bed);
     let clients = clients_of(&bed);
     assert!(clients[2].hello().read_replicas, "on by default");
+    assert!(!clients[2].hello().remote_read_ahead, "off in this test's config");
     let rw = OpenFlags {
         read: true,
         write: true,

@@ -1090,6 +1090,14 @@ impl Client {
                     res.map(|()| (covered, exts, from_dest, from_remote))
                 })?;
             let mut ask_again = false;
+            if done == 0 {
+                // a sequential reader of pages other nodes hold: its node
+                // reads the next ones ahead into replicas (replica.rs)
+                let local = self.node().0;
+                if let Some(e) = from_remote.iter().find(|e| e.epoch != local) {
+                    self.read_ahead_hint(id, offset, buf.len() as u64, e.logical_off);
+                }
+            }
             let batched = self.remote_read_batched(id, &from_remote, at, &mut buf[done..])?;
             for (k, e) in from_remote.iter().enumerate() {
                 if batched.get(k).copied().unwrap_or(false) {

@@ -21,6 +21,17 @@
 //!   by the engine's bound) falls back to the holder; the engine writes
 //!   replica pages clean and on probation (dropped first under pressure).
 //!   Extents smaller than [`REPLICA_BYTES_MIN`] are not worth a copy.
+//! - **Read-ahead** (`cluster.remote_read_ahead`). A process reading a file
+//!   sequentially whose read the owner answers with remote extents sends
+//!   its node's daemon a `ReadAhead` hint for the next
+//!   [`READ_AHEAD_WINDOWS`] reads' worth (at most [`READ_AHEAD_BYTES_MAX`]);
+//!   the daemon's read-ahead worker, a client of its own daemon
+//!   ([`Client::set_read_ahead_worker`]), asks the owner where those pages
+//!   are and copies the remote ones into this node's replicas at once
+//!   ([`Client::file_read_ahead`]), in the pages the reader's replica would
+//!   use. The reader then finds them there (a range it hinted may hit even
+//!   in a record it made itself). Nothing waits for the worker: a reader
+//!   faster than it reads from the holder as before.
 
 use std::collections::HashMap;
 
@@ -38,11 +49,33 @@ pub(crate) const REPLICA_BYTES_MIN: u64 = 64 << 10;
 const KNOWN_MAX: usize = 4096;
 /// Byte ranges a client remembers having read per replica record.
 const SEEN_MAX: usize = 16;
+/// Reads a read-ahead hint covers beyond the one that sent it.
+pub(crate) const READ_AHEAD_WINDOWS: u64 = 2;
+/// Longest read-ahead hint.
+pub(crate) const READ_AHEAD_BYTES_MAX: u64 = 16 << 20;
+/// Files a client follows for sequential reads (beyond: it starts over).
+const AHEAD_FILES_MAX: usize = 1024;
 
 /// (file, holder, generation) → what this client knows of its replica.
 #[derive(Default)]
 pub(crate) struct Replicas {
     known: HashMap<(u64, u32, u64), Known>,
+    /// file → its sequential reads (read-ahead hints sent).
+    ahead: HashMap<u64, Ahead>,
+    /// This client is a daemon's read-ahead worker: every remote extent it
+    /// reads is copied into the replica, and it sends no hints itself.
+    worker: bool,
+    /// The worker's file → the file page its hints name (it opens no file).
+    pages: HashMap<u64, u64>,
+}
+
+/// A file's sequential reads by this client.
+#[derive(Default, Clone, Copy)]
+struct Ahead {
+    /// Where the next read of a sequential reader starts.
+    next: u64,
+    /// The range hinted so far in this run of sequential reads.
+    hinted: (u64, u64),
 }
 
 struct Known {
@@ -80,20 +113,23 @@ impl Client {
         // in pieces smaller than the file's page still copies whole pages
         // of the replica — and at least the smallest. Only whole ones are
         // copied.
-        let aligned = 1u64 << (lo | e.len).trailing_zeros().min(63);
-        let page = self
-            .shadows_page(file)
-            .unwrap_or(1 << PAGE_SHIFT_MIN)
-            .min(aligned)
-            .max(1 << PAGE_SHIFT_MIN);
+        let page = self.replica_page(file, lo, e.len);
         let replica = self.replica_id(key, page);
         if let Some(id) = replica {
             // bytes may be there when another reader made the record, this
             // client copied some, or read these bytes before (another
             // process may have copied them since)
-            let may_hit = self.replicas().known.get(&key).is_some_and(|k| {
-                k.existed || k.copied || k.seen.iter().any(|&(a, b)| a < hi && lo < b)
-            });
+            let may_hit = {
+                let r = self.replicas();
+                let hinted = r
+                    .ahead
+                    .get(&file)
+                    .is_some_and(|a| a.hinted.0 <= lo && hi <= a.hinted.1);
+                hinted
+                    || r.known.get(&key).is_some_and(|k| {
+                        k.existed || k.copied || k.seen.iter().any(|&(a, b)| a < hi && lo < b)
+                    })
+            };
             if may_hit {
                 match self.record_read_whole(id, lo, dst) {
                     Ok(true) => return Ok(true),
@@ -111,10 +147,11 @@ impl Client {
         };
         let copy = {
             let mut r = self.replicas();
+            let worker = r.worker;
             let Some(k) = r.known.get_mut(&key) else {
                 return Ok(true);
             };
-            let again = k.existed || k.seen.iter().any(|&(a, b)| a < hi && lo < b);
+            let again = worker || k.existed || k.seen.iter().any(|&(a, b)| a < hi && lo < b);
             if k.seen.len() >= SEEN_MAX {
                 k.seen.remove(0);
             }
@@ -229,5 +266,122 @@ impl Client {
 
     fn replica_forget(&self, key: (u64, u32, u64)) {
         self.replicas().known.remove(&key);
+    }
+
+    /// The replica page a read of `len` bytes at `lo` of `file` uses (see
+    /// `remote_read`).
+    fn replica_page(&self, file: u64, lo: u64, len: u64) -> u64 {
+        let aligned = 1u64 << (lo | len).trailing_zeros().min(63);
+        self.shadows_page(file)
+            .or_else(|| self.replicas().pages.get(&file).copied())
+            .unwrap_or(1 << PAGE_SHIFT_MIN)
+            .min(aligned)
+            .max(1 << PAGE_SHIFT_MIN)
+    }
+
+    /// This client is its daemon's read-ahead worker (the daemon's
+    /// read_ahead.rs): it copies every remote extent it reads into the
+    /// replica and sends no hints.
+    pub fn set_read_ahead_worker(&self) {
+        self.replicas().worker = true;
+    }
+
+    /// A read of `len` bytes at `offset` of `file`, which the owner answered
+    /// with remote extents (`remote_at`: the first one's offset): when it
+    /// continues this client's previous read of the file (or starts at 0),
+    /// hints this node's daemon to read the next [`READ_AHEAD_WINDOWS`]
+    /// reads' worth ahead (what it did not hint yet). One local round trip
+    /// per hint; errors are ignored (a hint).
+    pub(crate) fn read_ahead_hint(&self, file: u64, offset: u64, len: u64, remote_at: u64) {
+        if !self.inner.hello.remote_read_ahead || len < REPLICA_BYTES_MIN {
+            return;
+        }
+        let end = offset.saturating_add(len);
+        let window = len
+            .saturating_mul(READ_AHEAD_WINDOWS)
+            .min(READ_AHEAD_BYTES_MAX);
+        let (from, to) = {
+            let mut r = self.replicas();
+            if r.worker {
+                return;
+            }
+            if r.ahead.len() >= AHEAD_FILES_MAX && !r.ahead.contains_key(&file) {
+                r.ahead.clear();
+            }
+            let a = r.ahead.entry(file).or_default();
+            let sequential = offset == 0 || offset == a.next;
+            a.next = end;
+            if !sequential {
+                a.hinted = (0, 0);
+                return;
+            }
+            if a.hinted.1 < end || a.hinted.0 > remote_at {
+                // a new run of sequential reads
+                a.hinted = (end, end);
+            }
+            let (from, to) = (a.hinted.1, end.saturating_add(window));
+            // hint in whole reads' worth only
+            if to < from.saturating_add(len) {
+                return;
+            }
+            a.hinted.1 = to;
+            (from, to)
+        };
+        let page = self.replica_page(file, offset, len);
+        let route = Target::Id(u64::from(self.node().0) << strata_meta::NODE_SHIFT);
+        let _ = self.call_at(
+            route,
+            &Request::ReadAhead {
+                file,
+                offset: from,
+                len: to - from,
+                page,
+            },
+        );
+    }
+
+    /// The read-ahead worker's job for a hint (`ReadAhead`): asks the owner
+    /// where `[offset, offset+len)` of `file` lives and copies the extents
+    /// other nodes hold (of at least [`REPLICA_BYTES_MIN`]) into this
+    /// node's replicas, in replica pages of `page` bytes. `buf` is reused
+    /// between calls. Returns the bytes fetched from other nodes (0 when
+    /// the replicas had them, or past the end of the file).
+    pub fn file_read_ahead(
+        &self,
+        file: u64,
+        offset: u64,
+        len: u64,
+        page: u64,
+        buf: &mut Vec<u8>,
+    ) -> Result<u64> {
+        let len = len.min(READ_AHEAD_BYTES_MAX);
+        if page.is_power_of_two() {
+            let mut r = self.replicas();
+            if r.pages.len() >= AHEAD_FILES_MAX {
+                r.pages.clear();
+            }
+            r.pages.insert(file, page);
+        }
+        let local = self.node().0;
+        let mut fetched = 0u64;
+        let mut at = offset;
+        let end = offset.saturating_add(len);
+        // Bounded: each round moves past ≥ 1 byte or ends.
+        while at < end {
+            let (covered, exts) = self.read_extents_only(file, at, end - at)?;
+            if covered == 0 {
+                break;
+            }
+            for e in exts.iter().filter(|e| {
+                e.tier == TIER_REMOTE && e.epoch != local && e.len >= REPLICA_BYTES_MIN
+            }) {
+                buf.resize(e.len as usize, 0);
+                if self.remote_read(file, e, &mut buf[..e.len as usize])? {
+                    fetched += e.len;
+                }
+            }
+            at += covered;
+        }
+        Ok(fetched)
     }
 }

@@ -48,7 +48,7 @@
 //! cluster: { hosts: [], port: 7707, secret_file: auto, call_timeout: 10s,
 //!            heartbeat_interval: 1s, start_timeout: 1m, remote_tier: 256MiB,
 //!            toward_readers: false, files_at_owner: true, pages_where_written: true,
-//!            read_replicas: true, shadow_sweep_interval: 1m }
+//!            read_replicas: true, remote_read_ahead: true, shadow_sweep_interval: 1m }
 //! ```
 //!
 //! ## Deliberately absent
@@ -628,6 +628,11 @@ pub struct ClusterConfig {
     /// generation: never stale; clean, dropped first under pressure). On
     /// by default. Off: every such read crosses the network.
     pub read_replicas: bool,
+    /// With `read_replicas`: a process reading a file sequentially whose
+    /// next pages another node holds has its node's daemon fetch them into
+    /// a replica ahead of it (read-ahead of remote pages, in the
+    /// background). On by default.
+    pub remote_read_ahead: bool,
     /// With `pages_where_written`: how often a node asks the owners of the
     /// files whose pages it holds which of those files still exist, and
     /// drops the pages of the others (journaled shadows outlive restarts;
@@ -650,6 +655,7 @@ impl Default for ClusterConfig {
             files_at_owner: true,
             pages_where_written: true,
             read_replicas: true,
+            remote_read_ahead: true,
             shadow_sweep_interval_ms: 60_000.0,
         }
     }

@@ -67,6 +67,7 @@ pub(crate) const SCALAR_KEYS: &[&str] = &[
     "cluster.files_at_owner",
     "cluster.pages_where_written",
     "cluster.read_replicas",
+    "cluster.remote_read_ahead",
     "cluster.shadow_sweep_interval",
 ];
 
@@ -284,6 +285,7 @@ pub(crate) fn set_scalar(cfg: &mut Config, path: &str, v: &str) -> Result<(), St
         "cluster.files_at_owner" => cfg.cluster.files_at_owner = parse_bool(v)?,
         "cluster.pages_where_written" => cfg.cluster.pages_where_written = parse_bool(v)?,
         "cluster.read_replicas" => cfg.cluster.read_replicas = parse_bool(v)?,
+        "cluster.remote_read_ahead" => cfg.cluster.remote_read_ahead = parse_bool(v)?,
         "cluster.shadow_sweep_interval" => {
             cfg.cluster.shadow_sweep_interval_ms = parse_duration_us(v)? / 1e3
         }

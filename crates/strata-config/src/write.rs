@@ -508,6 +508,12 @@ pub(crate) fn to_yaml(c: &Config) -> String {
     );
     o.line(
         2,
+        "remote_read_ahead",
+        &k.remote_read_ahead.to_string(),
+        "with read_replicas: a sequential reader's next pages another node holds are fetched into a replica here ahead of it",
+    );
+    o.line(
+        2,
         "shadow_sweep_interval",
         &format_duration_us(k.shadow_sweep_interval_ms * 1e3),
         "how often pages held for files other nodes own are checked against their owners",

@@ -30,6 +30,7 @@
 
 pub mod cluster;
 pub mod identity;
+pub mod read_ahead;
 pub mod server;
 
 /// The engine's modules the CLI reaches by their old paths.
@@ -559,6 +560,11 @@ pub fn run_with(
                 && cfg.cluster.files_at_owner
                 && cfg.cluster.pages_where_written
                 && cfg.cluster.read_replicas,
+            remote_read_ahead: cluster.is_some()
+                && cfg.cluster.files_at_owner
+                && cfg.cluster.pages_where_written
+                && cfg.cluster.read_replicas
+                && cfg.cluster.remote_read_ahead,
         },
         shm_prefix: prefix.clone(),
         clients_max: cfg.daemon.clients_max as u64,

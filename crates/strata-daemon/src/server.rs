@@ -659,6 +659,8 @@ pub struct Poller {
     /// Held syncs asked and not yet answered: (file, generation, answer);
     /// ≤ HELD_SYNC_WANTED_MAX (the engine bounds its asks).
     held_syncs: Vec<HeldSyncAsked>,
+    /// The read-ahead worker of remote pages, once a client hinted.
+    read_ahead: Option<crate::read_ahead::ReadAhead>,
 }
 
 /// A held sync asked of the cluster side: (file, generation, its answer).
@@ -715,6 +717,27 @@ impl Poller {
             shadow_sweep_at: std::time::Instant::now() + SHADOW_SWEEP_FIRST,
             shadow_sweep: None,
             held_syncs: Vec::new(),
+            read_ahead: None,
+        }
+    }
+
+    /// A `ReadAhead` hint of a client: to the read-ahead worker, started at
+    /// the first one (read_ahead.rs). Never waits.
+    fn read_ahead_hint(&mut self, h: crate::read_ahead::Hint) {
+        if h.len == 0 {
+            return;
+        }
+        if self.read_ahead.is_none() {
+            match crate::read_ahead::ReadAhead::start(self.socket.clone()) {
+                Ok(r) => self.read_ahead = Some(r),
+                Err(e) => {
+                    tracing::warn!("cannot start the read-ahead worker: {e}");
+                    return;
+                }
+            }
+        }
+        if let Some(r) = self.read_ahead.as_mut() {
+            r.hint(h);
         }
     }
 
@@ -1684,6 +1707,21 @@ impl Poller {
         if matches!(req, strata_proto::Request::FilePublish { .. }) {
             // only a holder's own daemon publishes pages (bulk path, below)
             return refuse(resp, Errno::Perm);
+        }
+        if let strata_proto::Request::ReadAhead {
+            file,
+            offset,
+            len,
+            page,
+        } = req
+        {
+            // (the engine answers it Done)
+            self.read_ahead_hint(crate::read_ahead::Hint {
+                file,
+                offset,
+                len,
+                page,
+            });
         }
         let caller = Caller {
             client: c.id,

@@ -417,6 +417,9 @@ impl crate::Engine {
                 }
             }
             Request::Nop | Request::Unpin => Reply::Done,
+            // A hint the daemon takes before the engine (its read-ahead
+            // worker); nothing to do here.
+            Request::ReadAhead { .. } => Reply::Done,
             Request::DirectNotice => {
                 // every client looks for its descriptors of direct files
                 self.direct_gen += 1;

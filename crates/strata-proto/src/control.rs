@@ -239,6 +239,10 @@ pub struct HelloReply {
     /// are copied into a replica here (issue 15, build 3).
     #[serde(default)]
     pub read_replicas: bool,
+    /// `cluster.remote_read_ahead`: a sequential reader of pages another
+    /// node holds sends its daemon `ReadAhead` hints (with `read_replicas`).
+    #[serde(default)]
+    pub remote_read_ahead: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -323,6 +323,18 @@ pub enum Request<'a> {
     /// theirs refer to such a file. Sent by the client that made the file
     /// direct to every other node. Answered `Reply::Done`.
     DirectNotice,
+    /// A process of this node reads file `file` sequentially, and the
+    /// owner maps pages ahead of it to other nodes: this node's daemon
+    /// fetches `[offset, offset+len)`'s remote pages into its replicas in
+    /// the background (read-ahead of remote pages), in replica pages of
+    /// `page` bytes. A hint, dropped when the daemon's queue is full.
+    /// Answered `Reply::Done`.
+    ReadAhead {
+        file: u64,
+        offset: u64,
+        len: u64,
+        page: u64,
+    },
 }
 
 /// What a request addresses, for routing it to the node that holds it
@@ -348,7 +360,8 @@ impl<'a> Request<'a> {
     pub fn target(&self) -> Target<'a> {
         use Request::*;
         match *self {
-            Nop | ChannelOpen | ChannelClose | Lease { .. } | LeaseReturn | Unpin | DirectNotice => {
+            Nop | ChannelOpen | ChannelClose | Lease { .. } | LeaseReturn | Unpin | DirectNotice
+            | ReadAhead { .. } => {
                 Target::Local
             }
             BucketOpen { name, .. } => Target::Name(name),
@@ -506,7 +519,8 @@ impl Reply<'_> {
             | Q::FileTruncate { .. }
             | Q::FileHold { .. }
             | Q::FileClose { .. }
-            | Q::DirectNotice => matches!(self, R::Done),
+            | Q::DirectNotice
+            | Q::ReadAhead { .. } => matches!(self, R::Done),
             Q::BucketOpen { .. } => matches!(self, R::Bucket { .. }),
             Q::BucketInfo { .. } => matches!(self, R::BucketInfo { .. }),
             Q::BucketList { .. } => matches!(self, R::BucketNames { .. }),

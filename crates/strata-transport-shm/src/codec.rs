@@ -28,6 +28,7 @@ pub fn op_of(req: &Request) -> Op {
     match req {
         Request::Nop => Op::Nop,
         Request::DirectNotice => Op::DirectNotice,
+        Request::ReadAhead { .. } => Op::ReadAhead,
         Request::ChannelOpen => Op::ChannelOpen,
         Request::ChannelClose => Op::ChannelClose,
         Request::BucketOpen { .. } => Op::BucketOpen,
@@ -368,6 +369,17 @@ pub fn encode_request(req: &Request, rec: &mut RequestRecord, arg: &mut [u8]) ->
             r.offset = *offset;
             r.len = *len;
         }
+        Request::ReadAhead {
+            file,
+            offset,
+            len,
+            page,
+        } => {
+            r.bucket = *file;
+            r.offset = *offset;
+            r.len = *len;
+            r.aux = *page;
+        }
         Request::FileFill {
             file,
             page_off,
@@ -607,6 +619,12 @@ pub fn decode_request<'a>(
     Ok(match op {
         Op::Nop => Request::Nop,
         Op::DirectNotice => Request::DirectNotice,
+        Op::ReadAhead => Request::ReadAhead {
+            file: bucket,
+            offset: r.offset,
+            len: r.len,
+            page: r.aux,
+        },
         Op::ChannelOpen => Request::ChannelOpen,
         Op::ChannelClose => Request::ChannelClose,
         Op::BucketOpen => Request::BucketOpen {
@@ -992,7 +1010,8 @@ pub fn decode_reply(op: Op, r: &ResponseRecord, arg: &[u8]) -> Result<Reply<'sta
         | Op::FileTruncate
         | Op::FileHold
         | Op::FileClose
-        | Op::DirectNotice => Reply::Done,
+        | Op::DirectNotice
+        | Op::ReadAhead => Reply::Done,
         Op::BucketOpen => Reply::Bucket {
             id: r.val0,
             created: r.val1 == 1,

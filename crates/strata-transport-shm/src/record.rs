@@ -153,6 +153,9 @@ pub enum Op {
     /// Some file of the cluster became direct: the daemon moves its
     /// `direct_gen` (no fields) -> nothing.
     DirectNotice = 72,
+    /// bucket = file, offset, len, aux = replica page bytes: read ahead
+    /// that range's remote pages into this node's replicas -> nothing.
+    ReadAhead = 73,
 }
 
 impl Op {
@@ -202,6 +205,7 @@ impl Op {
             70 => FilePublish,
             71 => FileRemoteLost,
             72 => DirectNotice,
+            73 => ReadAhead,
             _ => return None,
         })
     }

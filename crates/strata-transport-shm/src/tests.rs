@@ -12,7 +12,7 @@ use crate::record::{Op, RequestRecord, ResponseRecord};
 
 const ARG_BYTES: usize = 8192;
 /// Number of `Request` variants `build` produces.
-const REQUEST_KINDS: u8 = 43;
+const REQUEST_KINDS: u8 = 44;
 
 /// Owned material a request is built from (requests borrow names and data).
 #[derive(Debug, Clone)]
@@ -257,6 +257,12 @@ fn build(r: &Raw) -> Request<'_> {
         },
         38 => Request::BucketFlush { bucket: a },
         42 => Request::DirectNotice,
+        43 => Request::ReadAhead {
+            file: a,
+            offset: b,
+            len: c,
+            page: a ^ b,
+        },
         40 => Request::FileRemoteLost {
             file: a,
             holder: (c >> 40) as u32,
@@ -327,7 +333,8 @@ fn reply_for(op: Op, r: &Raw) -> Reply<'static> {
         | Op::FileTruncate
         | Op::FileHold
         | Op::FileClose
-        | Op::DirectNotice => Reply::Done,
+        | Op::DirectNotice
+        | Op::ReadAhead => Reply::Done,
         Op::BucketOpen => Reply::Bucket {
             id: r.a,
             created: x,
@@ -476,7 +483,7 @@ proptest! {
             val2: words[3],
             tag: 0,
         };
-        let _ = decode_reply(Op::from_u32((words[5] % 73) as u32).unwrap_or(Op::Nop), &resp, &arg);
+        let _ = decode_reply(Op::from_u32((words[5] % 74) as u32).unwrap_or(Op::Nop), &resp, &arg);
     }
 }
 
