@@ -167,7 +167,7 @@ pub fn files_line(st: &StatusReply) -> String {
         String::new()
     };
     format!(
-        "\nfiles  {} ({} dirty, {})  written {}  read from buffer {} / destination {}{}  flushed {}  evicted {}  written through {}  fills declined {}{}{}{}{}{}{}{}\n",
+        "\nfiles  {} ({} dirty, {})  written {}  read from buffer {} / destination {}{}  flushed {}  evicted {}  written through {}  fills declined {}{}{}{}{}{}{}{}{}\n",
         f.files,
         f.dirty_files,
         format_size(f.dirty_bytes),
@@ -186,6 +186,7 @@ pub fn files_line(st: &StatusReply) -> String {
         if f.shadows_swept_total > 0 { format!("  held pages of {} files gone at their owners dropped", f.shadows_swept_total) } else { String::new() },
         if f.shadow_pages_flushed_total > 0 { format!("  held pages their owners flushed (evictable) {}", f.shadow_pages_flushed_total) } else { String::new() },
         if f.replica_write_bytes_total > 0 { format!("  replicas of other nodes' pages: {} copied here, {} read here", format_size(f.replica_write_bytes_total), format_size(f.replica_read_bytes_total)) } else { String::new() },
+        if f.read_ahead_hints_total > 0 { format!("  remote read-ahead hints {} ({} dropped: worker busy)", f.read_ahead_hints_total, f.read_ahead_hints_dropped_total) } else { String::new() },
     )
 }
 

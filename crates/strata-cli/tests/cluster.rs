@@ -2007,6 +2007,7 @@ fn a_first_sequential_read_of_remote_pages_is_read_ahead_into_replicas() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     assert!(copied >= 2 * piece as u64, "node 2 read nothing ahead ({copied} bytes)");
+    assert!(counter(2, "read_ahead_hints_total") >= 1, "status counts the hints");
     let served = counter(2, "replica_read_bytes_total");
     read_piece(1, &data);
     read_piece(2, &data);

@@ -1848,8 +1848,13 @@ impl Poller {
                 lost_blobs: tier.lost_blobs,
             })
             .collect();
+        let mut files = flush::file_counters(&self.engine.core);
+        if let Some(r) = &self.read_ahead {
+            files.read_ahead_hints_total = r.queued_total;
+            files.read_ahead_hints_dropped_total = r.dropped_total;
+        }
         StatusReply {
-            files: flush::file_counters(&self.engine.core),
+            files,
             version: PROTOCOL_VERSION,
             pid: std::process::id(),
             node_id: self.node_id,

@@ -187,6 +187,13 @@ pub struct FileCounters {
     /// Replica records dropped to keep their number bounded.
     #[serde(default)]
     pub replicas_dropped_total: u64,
+    /// Read-ahead hints of remote pages handed to this node's worker
+    /// (`cluster.remote_read_ahead`).
+    #[serde(default)]
+    pub read_ahead_hints_total: u64,
+    /// Read-ahead hints dropped: the worker's queue was full.
+    #[serde(default)]
+    pub read_ahead_hints_dropped_total: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
