@@ -99,9 +99,9 @@ pub struct CheckpointArgs {
     /// `cluster.read_replicas: false` on every node (for comparison).
     #[arg(long)]
     pub no_replicas: bool,
-    /// `cluster.remote_read_ahead: false` on every node (for comparison).
+    /// `cluster.remote_read_ahead: true` on every node (off by default).
     #[arg(long)]
-    pub no_read_ahead: bool,
+    pub read_ahead: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -352,10 +352,10 @@ pub fn run(a: CheckpointArgs) -> Result<()> {
                     1,
                 );
             }
-            if a.no_read_ahead {
+            if a.read_ahead {
                 y = y.replacen(
                     "  pages_where_written:",
-                    "  remote_read_ahead: false\n  pages_where_written:",
+                    "  remote_read_ahead: true\n  pages_where_written:",
                     1,
                 );
             }

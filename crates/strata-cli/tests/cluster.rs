@@ -1970,9 +1970,19 @@ fn a_shared_mapping_on_one_node_is_seen_by_a_holder_on_another() {
 #[test]
 fn a_first_sequential_read_of_remote_pages_is_read_ahead_into_replicas() {
     use strata_client::file::{OpenFlags, Persist};
-    let bed = started_with(cluster_util::bed_with_files_pages(3, "512MiB", None, true));
+    let bed = cluster_util::bed_with_files_pages(3, "512MiB", None, true);
+    for node in &bed.nodes {
+        let y = std::fs::read_to_string(&node.config).unwrap();
+        let y = y.replacen(
+            "  pages_where_written:",
+            "  remote_read_ahead: true\n  pages_where_written:",
+            1,
+        );
+        std::fs::write(&node.config, y).unwrap();
+    }
+    let bed = started_with(bed);
     let clients = clients_of(&bed);
-    assert!(clients[2].hello().remote_read_ahead, "on by default");
+    assert!(clients[2].hello().remote_read_ahead, "on in this test's config");
     let rw = OpenFlags {
         read: true,
         write: true,
