@@ -1062,6 +1062,22 @@ fn strata_on(bed: &Bed, i: usize, args: &[&str]) -> std::process::Output {
     c.output().unwrap()
 }
 
+/// `bed` with `key: value` added to the cluster section of every node's
+/// config (before it starts).
+fn with_cluster_key(bed: Bed, key_value: &str) -> Bed {
+    for node in &bed.nodes {
+        let y = std::fs::read_to_string(&node.config).unwrap();
+        let y = y.replacen(
+            "  pages_where_written:",
+            &format!("  {key_value}\n  pages_where_written:"),
+            1,
+        );
+        assert!(y.contains(key_value), "no cluster section in {}", node.config.display());
+        std::fs::write(&node.config, y).unwrap();
+    }
+    bed
+}
+
 /// `strata run -- sh -c SCRIPT` inside node `i` (its namespace, its daemon),
 /// buffering the shared destination; its output.
 fn run_on(bed: &Bed, i: usize, script: &str) -> std::process::Output {
@@ -1971,16 +1987,7 @@ fn a_shared_mapping_on_one_node_is_seen_by_a_holder_on_another() {
 fn a_first_sequential_read_of_remote_pages_is_read_ahead_into_replicas() {
     use strata_client::file::{OpenFlags, Persist};
     let bed = cluster_util::bed_with_files_pages(3, "512MiB", None, true);
-    for node in &bed.nodes {
-        let y = std::fs::read_to_string(&node.config).unwrap();
-        let y = y.replacen(
-            "  pages_where_written:",
-            "  remote_read_ahead: true\n  pages_where_written:",
-            1,
-        );
-        std::fs::write(&node.config, y).unwrap();
-    }
-    let bed = started_with(bed);
+    let bed = started_with(with_cluster_key(bed, "remote_read_ahead: true"));
     let clients = clients_of(&bed);
     assert!(clients[2].hello().remote_read_ahead, "on in this test's config");
     let rw = OpenFlags {
@@ -3474,16 +3481,7 @@ fn pages_read_again_on_a_node_are_read_from_its_replica_and_never_stale() {
     use strata_client::file::{OpenFlags, Persist};
     // (the copy rules alone: read-ahead copies too, tested below)
     let bed = cluster_util::bed_with_files_pages(3, "512MiB", None, true);
-    for node in &bed.nodes {
-        let y = std::fs::read_to_string(&node.config).unwrap();
-        let y = y.replacen(
-            "  pages_where_written:",
-            "  remote_read_ahead: false\n  pages_where_written:",
-            1,
-        );
-        std::fs::write(&node.config, y).unwrap();
-    }
-    let bed = started_with(bed);
+    let bed = started_with(with_cluster_key(bed, "remote_read_ahead: false"));
     let clients = clients_of(&bed);
     assert!(clients[2].hello().read_replicas, "on by default");
     assert!(!clients[2].hello().remote_read_ahead, "off in this test's config");
