@@ -1062,6 +1062,26 @@ fn strata_on(bed: &Bed, i: usize, args: &[&str]) -> std::process::Output {
     c.output().unwrap()
 }
 
+/// `kill -9` of node `i`'s daemon, returning once the process has ended
+/// (gone, or a zombie: its locks are released), so that a restart does not
+/// find its instance lock still held (a generous guard, not a timing check).
+fn kill9_node(bed: &Bed, i: usize) {
+    let pid = bed.pid(i).expect("the node runs");
+    // SAFETY: kill(2) on our own daemon's pid.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    let stat = format!("/proc/{pid}/stat");
+    let ended = || {
+        std::fs::read_to_string(&stat)
+            .map(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')))
+            .unwrap_or(true)
+    };
+    let started = std::time::Instant::now();
+    while !ended() && started.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(ended(), "node {i}'s daemon (pid {pid}) still runs after kill -9");
+}
+
 /// `bed` with `key: value` added to the cluster section of every node's
 /// config (before it starts).
 fn with_cluster_key(bed: Bed, key_value: &str) -> Bed {
@@ -3033,9 +3053,7 @@ fn a_killed_holders_journaled_pages_complete_its_files_on_restart() {
         "a shadow staged out"
     );
 
-    let pid = bed.pid(1).expect("node 1 runs");
-    // SAFETY: kill(2) on our own daemon's pid.
-    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    kill9_node(&bed, 1);
     let name1 = bed.nodes[1].name.clone();
     let fl = strata_on(&bed, 0, &["flush", "--wait", &pk]);
     let said = String::from_utf8_lossy(&fl.stderr);
