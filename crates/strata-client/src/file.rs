@@ -872,7 +872,17 @@ impl Client {
     /// Keeps a read-only descriptor of the file's destination inode (see
     /// `dest_fd`), e.g. once the adapter made the file real there.
     pub fn pin_dest(&self, id: u64) -> Result<()> {
-        self.dest_fd(id).map(|_| ())
+        self.dest_fd(id)?;
+        if let Some(e) = self
+            .inner
+            .dest_fds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(&id)
+        {
+            e.2 = true;
+        }
+        Ok(())
     }
 
     /// A read-only descriptor of the file's destination. A file that was
@@ -887,7 +897,7 @@ impl Client {
                 .dest_fds
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
-            if let Some((p, f)) = fds.get(&id) {
+            if let Some((p, f, _)) = fds.get(&id) {
                 if *p == path || path.starts_with('\u{1}') {
                     return Ok(f.clone());
                 }
@@ -919,7 +929,7 @@ impl Client {
         if fds.len() >= DEST_FDS_MAX {
             fds.clear();
         }
-        fds.insert(id, (path, f));
+        fds.insert(id, (path, f, false));
     }
 
     /// Reads page `page_off` from the destination (short at its end).
@@ -1471,6 +1481,22 @@ impl Client {
     /// ordered after it; if the process exits first, its disconnection
     /// releases the hold anyway).
     pub fn file_close(&self, id: u64) -> Result<()> {
+        // The destination inode read through goes with the last descriptor,
+        // as the kernel's would: kept open, an unlinked destination file on
+        // NFS or FUSE (sshfs) lives on as a hidden `.nfs*`/`.fuse_hidden*`
+        // name and a following rmdir of its directory fails with ENOTEMPTY
+        // (found by `bench md` in DEFAULT mode on slow-pfs). A mapping's pin
+        // stays: the mapping outlives the descriptor.
+        {
+            let mut fds = self
+                .inner
+                .dest_fds
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if fds.get(&id).is_some_and(|e| !e.2) {
+                fds.remove(&id);
+            }
+        }
         self.on_lane(Target::Id(id), None, |lane| {
             lane.notify(&Request::FileClose { file: id })
         })

@@ -257,8 +257,10 @@ pub(crate) struct Inner {
     /// shared memory with its daemon).
     pub nodes: Vec<Node>,
     pub tmp_seq: AtomicU64,
-    /// Read-only descriptors of destination files for read-through, by file id.
-    pub dest_fds: Mutex<std::collections::HashMap<u64, (String, Arc<File>)>>,
+    /// Read-only descriptors of destination files for read-through, by file
+    /// id: (path, descriptor, pinned by a mapping). Unpinned ones go when
+    /// this process closes the file's last descriptor.
+    pub dest_fds: Mutex<std::collections::HashMap<u64, (String, Arc<File>, bool)>>,
     /// The daemon's socket (control requests such as stage-out).
     pub socket: PathBuf,
     /// Pages where written: files split, shadows known (shadow.rs).

@@ -8,6 +8,9 @@
  *   holds DIR create NAME create NAME with "buffered\n"
  *   holds DIR sync NAME   create NAME with "durable\n" and fsync it
  *   holds DIR rm NAME     unlink NAME; prints "unlink=R errno=E"
+ *   holds DIR readclose NAME  open NAME read-only, read it, close it; prints
+ *                         "read=N open=M": M descriptors of this process
+ *                         still open on NAME (/proc/self/fd)
  * Exits 1 with a message on the first unexpected result. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -17,6 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <dirent.h>
 #include <unistd.h>
 
 static char dir[4096];
@@ -138,6 +142,30 @@ static void hold(void) {
     wait_line();
 }
 
+static void read_close(const char *name) {
+    char buf[4096];
+    int fd = open(pth(name), O_RDONLY);
+    CHECK(fd >= 0, "open");
+    ssize_t n = read(fd, buf, sizeof buf);
+    CHECK(n >= 0, "read");
+    CHECK(close(fd) == 0, "close");
+    int open_on_name = 0;
+    DIR *d = opendir("/proc/self/fd");
+    CHECK(d != NULL, "opendir /proc/self/fd");
+    struct dirent *e;
+    char link[4200], target[4200];
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        snprintf(link, sizeof link, "/proc/self/fd/%s", e->d_name);
+        ssize_t l = readlink(link, target, sizeof target - 1);
+        if (l <= 0) continue;
+        target[l] = 0;
+        if (!strcmp(target, pth(name))) open_on_name++;
+    }
+    closedir(d);
+    printf("read=%zd open=%d\n", n, open_on_name);
+}
+
 int main(int argc, char **argv) {
     CHECK(argc >= 3, "usage: holds DIR CASE [NAME]");
     snprintf(dir, sizeof dir, "%s", argv[1]);
@@ -152,6 +180,8 @@ int main(int argc, char **argv) {
         CHECK(write(fd, "durable\n", 8) == 8, "write");
         CHECK(fsync(fd) == 0, "fsync");
         CHECK(close(fd) == 0, "close");
+    } else if (!strcmp(c, "readclose") && argc > 3) {
+        read_close(argv[3]);
     } else if (!strcmp(c, "rm") && argc > 3) {
         errno = 0;
         int r = unlink(pth(argv[3]));
