@@ -249,6 +249,10 @@ pub fn status(socket: &Path) -> Result<StatusReply> {
     }
 }
 
+/// A destination file kept for read-through: (path, descriptor, pinned by a
+/// mapping).
+pub(crate) type DestFd = (String, Arc<File>, bool);
+
 pub(crate) struct Inner {
     pub hello: HelloReply,
     /// Which node holds what a request addresses.
@@ -260,7 +264,7 @@ pub(crate) struct Inner {
     /// Read-only descriptors of destination files for read-through, by file
     /// id: (path, descriptor, pinned by a mapping). Unpinned ones go when
     /// this process closes the file's last descriptor.
-    pub dest_fds: Mutex<std::collections::HashMap<u64, (String, Arc<File>, bool)>>,
+    pub dest_fds: Mutex<std::collections::HashMap<u64, DestFd>>,
     /// The daemon's socket (control requests such as stage-out).
     pub socket: PathBuf,
     /// Pages where written: files split, shadows known (shadow.rs).
