@@ -6,9 +6,6 @@ use std::time::{Duration, Instant};
 
 use crate::futex;
 
-/// How long a waiter spins before it also yields its core between checks.
-const YIELD_AFTER: Duration = Duration::from_micros(4);
-
 /// A wake-up word in shared memory.
 ///
 /// `#[repr(C)]`, exactly 64 bytes, 64-byte aligned; all-zero bytes is a valid
@@ -105,12 +102,7 @@ impl Doorbell {
     /// `None` = forever) passed first.
     ///
     /// First spins (calling `ready` each round, with `spin_loop` hints in
-    /// between) for up to `spin`, then sleeps on the shared futex. After
-    /// `YIELD_AFTER` (4 µs: an answer from a running peer comes sooner) the
-    /// spinner also yields its core between checks, so that on a machine
-    /// with more runnable threads than cores the peer it waits for (or a
-    /// co-scheduled one) can run: measured, 1 KiB get p99 under two busy
-    /// loops on 2 cores went from ~112 µs to 2–3 µs (BENCHMARKS.md). Wake-ups are
+    /// between) for up to `spin`, then sleeps on the shared futex. Wake-ups are
     /// never lost: the waiter registers as a sleeper, reads `seq`, re-checks
     /// `ready()`, and only then futex-waits on the value it read; a
     /// [`ring`](Doorbell::ring) in between changes `seq`, so the futex wait
@@ -143,14 +135,8 @@ impl Doorbell {
                     return true;
                 }
                 rounds = rounds.wrapping_add(1);
-                if rounds & 7 == 0 {
-                    let spun = start.elapsed();
-                    if spun >= spin {
-                        break;
-                    }
-                    if spun >= YIELD_AFTER {
-                        std::thread::yield_now();
-                    }
+                if rounds & 7 == 0 && start.elapsed() >= spin {
+                    break;
                 }
             }
         }
