@@ -354,8 +354,63 @@ fn dest_info(path: &str, fl: OpenFlags, cached: bool) -> Result<(DestInfo, bool)
     dest_look(path, fl).map(|i| (i, false))
 }
 
+/// The longest path [`note_dest_absent`] keeps.
+const SEEN_ABSENT_BYTES: usize = 4096;
+/// How long a [`note_dest_absent`] is trusted: the open it is for follows
+/// within microseconds; a later one looks again.
+const SEEN_ABSENT_FRESH: Duration = Duration::from_millis(5);
+
+thread_local! {
+    /// The destination path this thread just looked up and found absent,
+    /// and when (`note_dest_absent`); consumed by the next `dest_info`.
+    static SEEN_ABSENT: std::cell::RefCell<([u8; SEEN_ABSENT_BYTES], usize, Option<Instant>)> =
+        const { std::cell::RefCell::new(([0; SEEN_ABSENT_BYTES], 0, None)) };
+}
+
+/// The adapter's path resolver looked the last component of `path` up at
+/// the destination a moment ago and found nothing (ENOENT): an open of
+/// that path that follows on this thread need not ask the destination
+/// again (on a parallel file system each look is a round trip to its
+/// metadata server: measured, a create through the adapter in DEFAULT
+/// mode on slow-pfs looked twice). `None` forgets an earlier note.
+pub fn note_dest_absent(path: Option<&[u8]>) {
+    let _ = SEEN_ABSENT.try_with(|s| {
+        if let Ok(mut s) = s.try_borrow_mut() {
+            match path {
+                Some(p) if !p.is_empty() && p.len() <= SEEN_ABSENT_BYTES => {
+                    s.0[..p.len()].copy_from_slice(p);
+                    s.1 = p.len();
+                    s.2 = Some(Instant::now());
+                }
+                _ => s.1 = 0,
+            }
+        }
+    });
+}
+
+/// Whether this thread noted `path` absent at the destination a moment
+/// ago (the note is used up either way).
+fn take_seen_absent(path: &str) -> bool {
+    SEEN_ABSENT
+        .try_with(|s| {
+            let Ok(mut s) = s.try_borrow_mut() else {
+                return false;
+            };
+            let hit = s.1 > 0
+                && s.0[..s.1] == *path.as_bytes()
+                && s.2.is_some_and(|at| at.elapsed() < SEEN_ABSENT_FRESH);
+            s.1 = 0;
+            hit
+        })
+        .unwrap_or(false)
+}
+
 /// [`dest_info`] from a look at the destination.
 fn dest_look(path: &str, fl: OpenFlags) -> Result<DestInfo> {
+    if take_seen_absent(path) {
+        // looked at a moment ago by this thread: as fresh as a look now
+        return dest_absent(path, fl);
+    }
     match std::fs::metadata(path) {
         Ok(md) => {
             if md.is_dir() {
@@ -398,19 +453,22 @@ fn dest_look(path: &str, fl: OpenFlags) -> Result<DestInfo> {
             }
             Ok(info_of(&md))
         }
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-            if !fl.create {
-                return Err(os_code(
-                    Errno::NoFile,
-                    libc::ENOENT,
-                    format!("{path}: no such file"),
-                ));
-            }
-            check_parent(path)?;
-            Ok(DestInfo::default())
-        }
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => dest_absent(path, fl),
         Err(e) => Err(os_err(Errno::Io, &e, path.to_string())),
     }
+}
+
+/// [`dest_look`] when nothing is at the destination path.
+fn dest_absent(path: &str, fl: OpenFlags) -> Result<DestInfo> {
+    if !fl.create {
+        return Err(os_code(
+            Errno::NoFile,
+            libc::ENOENT,
+            format!("{path}: no such file"),
+        ));
+    }
+    check_parent(path)?;
+    Ok(DestInfo::default())
 }
 
 /// A regular destination file as `FileOpen`/`FileStat` describe it.
@@ -2102,5 +2160,57 @@ fn cross_node(a: &str, b: &str) -> Error {
              which is not built yet; copy it instead"
         ),
         os: libc::EXDEV,
+    }
+}
+
+#[cfg(test)]
+mod seen_absent_tests {
+    use super::*;
+
+    #[test]
+    fn a_note_of_an_absent_destination_serves_one_open_of_that_path_only() {
+        note_dest_absent(Some(b"/d/a"));
+        assert!(!take_seen_absent("/d/b"), "another path");
+        assert!(!take_seen_absent("/d/a"), "used up by the look above");
+        note_dest_absent(Some(b"/d/a"));
+        assert!(take_seen_absent("/d/a"));
+        assert!(!take_seen_absent("/d/a"), "once");
+        note_dest_absent(Some(b"/d/a"));
+        note_dest_absent(None);
+        assert!(!take_seen_absent("/d/a"), "forgotten");
+        // another thread's note is not this thread's
+        note_dest_absent(Some(b"/d/c"));
+        std::thread::spawn(|| assert!(!take_seen_absent("/d/c")))
+            .join()
+            .unwrap();
+        assert!(take_seen_absent("/d/c"));
+    }
+
+    #[test]
+    fn an_absent_note_makes_a_create_skip_the_look_and_a_plain_open_fail() {
+        let dir = std::env::temp_dir().join(format!("strata-seen-absent-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("f");
+        let ps = p.to_str().unwrap();
+        let create = OpenFlags {
+            read: true,
+            write: true,
+            create: true,
+            excl: false,
+            trunc: false,
+        };
+        // a file that is there, noted absent a moment ago (a race with its
+        // creator): the note is as good as a look then; a stale note is not
+        std::fs::write(&p, b"x").unwrap();
+        note_dest_absent(Some(ps.as_bytes()));
+        assert!(!dest_look(ps, create).unwrap().exists);
+        assert!(dest_look(ps, create).unwrap().exists, "looked this time");
+        let open = OpenFlags {
+            create: false,
+            ..create
+        };
+        note_dest_absent(Some(ps.as_bytes()));
+        assert_eq!(dest_look(ps, open).unwrap_err().os_errno(), libc::ENOENT);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -305,6 +305,9 @@ pub fn resolve_real(dirfd: c_int, path: &[u8], last: Last) -> Option<AbsPath> {
                 return None;
             }
             a.fix_root();
+            // an open that follows need not look again (one metadata
+            // round trip less per create on a parallel file system)
+            strata_client::file::note_dest_absent((r != 0).then(|| a.bytes()));
             return Some(a);
         }
         if last == Last::NotLink {

@@ -46,6 +46,9 @@ pub(crate) unsafe fn open_tracked(
     let r = c
         .file_open(path, of, m, t.persist, t.page_bytes)
         .map(|a| (a, make_placeholder(a.id, acc, a.persist, flags)));
+    // the resolver's note that the destination has no such file was for
+    // this open only
+    strata_client::file::note_dest_absent(None);
     crate::OPENS_IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
     let (a, fd) = match r {
         Ok(x) => x,
