@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Every benchmark of BENCHMARKS.md's target table (issue 18) in one command:
+# mounts the slow-pfs emulation (../shared/tools/slow-pfs up, relative to the
+# repository, if present), builds the release binaries, installs matplotlib if
+# missing, and runs scripts/bench_all.py, which writes
+# bench/results/<date>-<commit>.json, .md (the target table) and -targets.png.
+# Usage: scripts/bench-all.sh [--repeat N] [--quick] [--only t1,t3] ...
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+slow=../shared/tools/slow-pfs
+args=()
+if [ -x "$slow" ]; then
+  if mnt=$("$slow" up | tail -n 1) && mountpoint -q "$mnt"; then
+    args+=(--slow-pfs "$mnt")
+  else
+    echo "bench-all: slow-pfs could not be mounted; its targets are reported as not measured" >&2
+  fi
+else
+  echo "bench-all: $slow not found; the slow-pfs targets are reported as not measured" >&2
+fi
+command -v redis-server >/dev/null || echo "bench-all: redis-server not on PATH (apt-get install redis-server); YCSB is skipped" >&2
+python3 -c 'import matplotlib' 2>/dev/null || pip install -q matplotlib 2>/dev/null \
+  || pip install -q --break-system-packages matplotlib || echo "bench-all: no matplotlib: tables without plots" >&2
+cargo build --release -q -p strata-cli -p strata-posix -p strata-bench
+echo "bench-all: load average $(cut -d' ' -f1-3 /proc/loadavg) before the run" >&2
+exec python3 scripts/bench_all.py "${args[@]}" "$@"
