@@ -425,6 +425,15 @@ impl Core {
     /// write still does not fit, or that has a write-through in progress,
     /// gets `WriteThrough`. SCRATCH and WORKFLOW writes (and orphans) go on
     /// regardless (spilling as before).
+    /// Whether a write to file `id` that finds no room may go to the
+    /// destination instead (a DEFAULT file that is not an orphan).
+    pub(crate) fn may_write_through(&self, id: BucketId) -> bool {
+        self.meta
+            .file(id)
+            .is_ok_and(|r| r.persist == Persist::Default)
+            && !self.file_is_orphan(id)
+    }
+
     pub(crate) fn pressure_write(
         &mut self,
         id: BucketId,
