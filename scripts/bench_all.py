@@ -353,7 +353,9 @@ def t7_drain(r, reps):
             rows.append(dict(rep, files=files))
         rows.append({"files": files, "cpu_s_all": cpu})
     shutil.rmtree(ddir, ignore_errors=True)
-    return {"t7": ([x["ratio"] for x in rows if "ratio" in x], rows)}
+    # A repeat whose fresh daemon wrote most bytes through to the destination
+    # (its arena not reserved yet) measured little of a drain: not counted.
+    return {"t7": ([x["ratio"] for x in rows if x.get("buffered_fraction", 1.0) >= 0.9 and "ratio" in x], rows)}
 
 
 def t8_tiering(r, reps):
@@ -398,7 +400,8 @@ def verdict(key, s):
     if not s:
         return "not measured"
     kind, x = TARGETS[key][2]
-    ok = s["median"] >= x if kind == "min" else s["median"] <= x
+    # every repeat (and every phase, workload or setup) must meet it
+    ok = s["min"] >= x if kind == "min" else s["max"] <= x
     return "met" if ok else "missed"
 
 
@@ -407,7 +410,7 @@ def render(doc, json_path):
     lines = [f"# strata targets, {doc['date']} at {doc['commit']}", "",
              f"Machine: {doc['machine']}. Repeats: {doc['repeat']}{' (quick)' if doc.get('quick') else ''}. "
              f"slow-pfs: {doc.get('slow_pfs') or 'not mounted'}. Command: `{doc['argv']}`", "",
-             "| target | what | goal | measured median [min–max] (n) | verdict |", "|---|---|---|---|---|"]
+             "| target | what | goal | measured median [min–max] (n) | verdict (every value) |", "|---|---|---|---|---|"]
     for key, (name, what, (kind, x)) in TARGETS.items():
         t = doc["targets"].get(key)
         s = t and t["spread"]
@@ -437,12 +440,12 @@ def render(doc, json_path):
         meds.append(m)
         lo.append(m - a)
         hi.append(b - m)
-        colors.append("#4c9a4c" if m >= 1 else "#c05050")
+        colors.append("#4c9a4c" if verdict(k, s) == "met" else "#c05050")
     ax.bar(range(len(keys)), meds, yerr=[lo, hi], capsize=4, color=colors, edgecolor="black", linewidth=0.6)
     ax.axhline(1.0, color="black", linestyle="--", linewidth=0.8)
     ax.set_xticks(range(len(keys)))
     ax.set_xticklabels([f"{k}\n{TARGETS[k][0]}" for k in keys], fontsize=7, rotation=30, ha="right")
-    ax.set_ylabel("measured / target (≥ 1 = met; log)")
+    ax.set_ylabel("measured / target (log; green: every value met it)")
     ax.set_yscale("log")
     ax.set_title(f"strata targets {doc['date']} {doc['commit']} (median, min–max over repeats)", fontsize=9)
     fig.tight_layout()
