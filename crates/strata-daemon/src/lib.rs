@@ -339,7 +339,8 @@ fn spawn_reserver(arena_name: &str, arena_bytes: u64, shared: Arc<server::Shared
             let next = (reserved + ARENA_RESERVE_CHUNK_BYTES).min(arena_bytes);
             match seg.reserve(reserved as usize..next as usize) {
                 Ok(()) => {
-                    shared.arena_reserved_bytes.store(next, Ordering::Release);
+                    // (the poller may have reserved further meanwhile)
+                    shared.arena_reserved_bytes.fetch_max(next, Ordering::AcqRel);
                     if warned {
                         tracing::info!(reserved_bytes = next, "/dev/shm has room again: the RAM tier grows");
                         warned = false;

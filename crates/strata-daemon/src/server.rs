@@ -613,6 +613,15 @@ impl Shared {
     }
 }
 
+/// Free arena bytes below which the poller reserves pages itself when the
+/// reserver thread lags (`Poller::arena_tick`).
+const INLINE_RESERVE_LOW_BYTES: u64 = 128 << 20;
+/// One reservation by the poller (about 4 ms of `fallocate` on tmpfs).
+const INLINE_RESERVE_CHUNK_BYTES: u64 = 16 << 20;
+/// After a failed reservation (/dev/shm full) the poller leaves it to the
+/// reserver thread this long.
+const INLINE_RESERVE_RETRY: Duration = Duration::from_secs(1);
+
 pub struct Poller {
     /// The engine every request runs on (strata-engine).
     pub engine: Engine,
@@ -622,6 +631,9 @@ pub struct Poller {
     /// one comes after megabytes crossed a socket, so the idle wait skips
     /// its spin (on few cores the spin took CPU from the kernel's copies).
     quiet_next: bool,
+    /// When the poller's own arena reservation last failed (/dev/shm full):
+    /// it does not try again for `INLINE_RESERVE_RETRY`.
+    inline_reserve_failed: Option<std::time::Instant>,
     /// Completions of the engine's background workers.
     done_rx: mpsc::Receiver<Done>,
     /// `engine.direct_gen` as last published in the control segment.
@@ -696,6 +708,7 @@ impl Poller {
         Poller {
             forward_area: Vec::new(),
             quiet_next: false,
+            inline_reserve_failed: None,
             engine,
             done_rx,
             direct_gen_published: 0,
@@ -958,8 +971,36 @@ impl Poller {
     /// full /dev/shm raised SIGBUS in the application); grow it as the
     /// reserver thread reserves more, and tell it how much is in use.
     fn arena_tick(&mut self) {
+        let arena = &mut self.engine.core.tiers.arena;
+        let mut reserved = self.shared.arena_reserved_bytes.load(Ordering::Acquire);
+        let arena_bytes = arena.len();
+        // The reserver thread shares the cores with the writers it reserves
+        // for and falls behind a fresh daemon's first burst; writes then go
+        // through to the destination at its speed (or failed: `bench
+        // drain`). Below INLINE_RESERVE_LOW free, the poller reserves the
+        // next chunk itself (a few ms, only while the reserver lags).
+        if reserved < arena_bytes
+            && arena.alloc.free_bytes() < INLINE_RESERVE_LOW_BYTES
+            && self
+                .inline_reserve_failed
+                .is_none_or(|at| at.elapsed() >= INLINE_RESERVE_RETRY)
+        {
+            let next = (reserved + INLINE_RESERVE_CHUNK_BYTES).min(arena_bytes);
+            match arena.seg().reserve(reserved as usize..next as usize) {
+                Ok(()) => {
+                    reserved = self
+                        .shared
+                        .arena_reserved_bytes
+                        .fetch_max(next, Ordering::AcqRel)
+                        .max(next);
+                }
+                Err(e) => {
+                    tracing::debug!("reserving arena pages on the poller failed: {e}");
+                    self.inline_reserve_failed = Some(std::time::Instant::now());
+                }
+            }
+        }
         let alloc = &mut self.engine.core.tiers.arena.alloc;
-        let reserved = self.shared.arena_reserved_bytes.load(Ordering::Acquire);
         if reserved > alloc.capacity_bytes() {
             alloc.grow(reserved);
         }
