@@ -365,6 +365,23 @@ thread_local! {
     /// and when (`note_dest_absent`); consumed by the next `dest_info`.
     static SEEN_ABSENT: std::cell::RefCell<([u8; SEEN_ABSENT_BYTES], usize, Option<Instant>)> =
         const { std::cell::RefCell::new(([0; SEEN_ABSENT_BYTES], 0, None)) };
+    /// Whether the note may be used: only inside the adapter's open of the
+    /// path it resolved (`use_dest_absent`). Other flows between a
+    /// resolution and an open change the destination themselves (a rename
+    /// between two owners' names moves the file there first: the cluster
+    /// test `a_file_renamed_between_owners_while_open_stays_one_file`
+    /// caught a note made stale by it).
+    static SEEN_ABSENT_ARMED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Lets the next `dest_info` of this thread use a [`note_dest_absent`]
+/// (`true`, just before the adapter's `file_open` of the path it resolved),
+/// or not (`false`, right after; the note is forgotten).
+pub fn use_dest_absent(on: bool) {
+    let _ = SEEN_ABSENT_ARMED.try_with(|a| a.set(on));
+    if !on {
+        note_dest_absent(None);
+    }
 }
 
 /// The adapter's path resolver looked the last component of `path` up at
@@ -397,6 +414,7 @@ fn take_seen_absent(path: &str) -> bool {
                 return false;
             };
             let hit = s.1 > 0
+                && SEEN_ABSENT_ARMED.try_with(|a| a.get()).unwrap_or(false)
                 && s.0[..s.1] == *path.as_bytes()
                 && s.2.is_some_and(|at| at.elapsed() < SEEN_ABSENT_FRESH);
             s.1 = 0;
@@ -2170,6 +2188,9 @@ mod seen_absent_tests {
     #[test]
     fn a_note_of_an_absent_destination_serves_one_open_of_that_path_only() {
         note_dest_absent(Some(b"/d/a"));
+        assert!(!take_seen_absent("/d/a"), "not armed: another flow than an open");
+        use_dest_absent(true);
+        note_dest_absent(Some(b"/d/a"));
         assert!(!take_seen_absent("/d/b"), "another path");
         assert!(!take_seen_absent("/d/a"), "used up by the look above");
         note_dest_absent(Some(b"/d/a"));
@@ -2180,10 +2201,18 @@ mod seen_absent_tests {
         assert!(!take_seen_absent("/d/a"), "forgotten");
         // another thread's note is not this thread's
         note_dest_absent(Some(b"/d/c"));
-        std::thread::spawn(|| assert!(!take_seen_absent("/d/c")))
-            .join()
-            .unwrap();
+        std::thread::spawn(|| {
+            use_dest_absent(true);
+            assert!(!take_seen_absent("/d/c"))
+        })
+        .join()
+        .unwrap();
         assert!(take_seen_absent("/d/c"));
+        note_dest_absent(Some(b"/d/c"));
+        use_dest_absent(false);
+        use_dest_absent(true);
+        assert!(!take_seen_absent("/d/c"), "disarming forgets");
+        use_dest_absent(false);
     }
 
     #[test]
@@ -2202,6 +2231,7 @@ mod seen_absent_tests {
         // a file that is there, noted absent a moment ago (a race with its
         // creator): the note is as good as a look then; a stale note is not
         std::fs::write(&p, b"x").unwrap();
+        use_dest_absent(true);
         note_dest_absent(Some(ps.as_bytes()));
         assert!(!dest_look(ps, create).unwrap().exists);
         assert!(dest_look(ps, create).unwrap().exists, "looked this time");
@@ -2211,6 +2241,7 @@ mod seen_absent_tests {
         };
         note_dest_absent(Some(ps.as_bytes()));
         assert_eq!(dest_look(ps, open).unwrap_err().os_errno(), libc::ENOENT);
+        use_dest_absent(false);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

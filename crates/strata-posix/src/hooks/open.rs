@@ -43,12 +43,12 @@ pub(crate) unsafe fn open_tracked(
     // the file is held by this client from file_open until its table entry
     // exists: a racing close of the same file must not release it unseen
     crate::OPENS_IN_FLIGHT.fetch_add(1, Ordering::AcqRel);
-    let r = c
-        .file_open(path, of, m, t.persist, t.page_bytes)
-        .map(|a| (a, make_placeholder(a.id, acc, a.persist, flags)));
-    // the resolver's note that the destination has no such file was for
-    // this open only
-    strata_client::file::note_dest_absent(None);
+    // the resolver's note that the destination has no such file (if it is
+    // for this path) serves this open, and only it
+    strata_client::file::use_dest_absent(true);
+    let r = c.file_open(path, of, m, t.persist, t.page_bytes);
+    strata_client::file::use_dest_absent(false);
+    let r = r.map(|a| (a, make_placeholder(a.id, acc, a.persist, flags)));
     crate::OPENS_IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
     let (a, fd) = match r {
         Ok(x) => x,
