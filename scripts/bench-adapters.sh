@@ -7,17 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-slow=../shared/tools/slow-pfs
-args=()
-if [ -x "$slow" ]; then
-  if mnt=$("$slow" up | tail -n 1) && mountpoint -q "$mnt"; then
-    args+=(--slow-pfs "$mnt")
-  else
-    echo "bench-adapters: slow-pfs could not be mounted; the slow-pfs baseline will be skipped" >&2
-  fi
-else
-  echo "bench-adapters: $slow not found; the slow-pfs baseline will be skipped" >&2
-fi
+. scripts/slow-pfs-args.sh
+slow_pfs_args bench-adapters
+args=("${SLOW_PFS_ARGS[@]}")
 cargo build --release -q -p strata-cli -p strata-posix -p strata-bench
 echo "bench-adapters: load average $(cut -d' ' -f1-3 /proc/loadavg) before the run" >&2
 exec target/release/strata bench adapters "${args[@]}" "$@"

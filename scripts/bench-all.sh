@@ -8,17 +8,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-slow=../shared/tools/slow-pfs
-args=()
-if [ -x "$slow" ]; then
-  if mnt=$("$slow" up | tail -n 1) && mountpoint -q "$mnt"; then
-    args+=(--slow-pfs "$mnt")
-  else
-    echo "bench-all: slow-pfs could not be mounted; its targets are reported as not measured" >&2
-  fi
-else
-  echo "bench-all: $slow not found; the slow-pfs targets are reported as not measured" >&2
-fi
+. scripts/slow-pfs-args.sh
+slow_pfs_args bench-all
+args=("${SLOW_PFS_ARGS[@]}")
 command -v redis-server >/dev/null || echo "bench-all: redis-server not on PATH (apt-get install redis-server); YCSB is skipped" >&2
 python3 -c 'import matplotlib' 2>/dev/null || pip install -q matplotlib 2>/dev/null \
   || pip install -q --break-system-packages matplotlib || echo "bench-all: no matplotlib: tables without plots" >&2
