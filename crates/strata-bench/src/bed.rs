@@ -228,7 +228,10 @@ impl Bed {
             if spec.toward_readers {
                 y.push_str("  toward_readers: true\n");
             }
-            y.push_str(&format!("  pages_where_written: {}\n", spec.pages_where_written));
+            y.push_str(&format!(
+                "  pages_where_written: {}\n",
+                spec.pages_where_written
+            ));
             if !spec.files_at_owner {
                 y.push_str("  files_at_owner: false\n");
             } else {

@@ -162,7 +162,8 @@ impl Job<'_> {
         mode: Option<&str>,
         fsync: bool,
     ) -> Result<(f64, f64)> {
-        self.run_reads(layout, file, mode, fsync, 1).map(|(w, r, _)| (w, r))
+        self.run_reads(layout, file, mode, fsync, 1)
+            .map(|(w, r, _)| (w, r))
     }
 
     /// [`Job::run`] reading `reads` times: (write, first read, last read) MiB/s.

@@ -305,7 +305,14 @@ pub fn run(a: DrainArgs) -> Result<()> {
     writeln!(
         out,
         "{:<8} {:>12} {:>16} {:>10} {:>14} {:>8} {:>16} {:>10}",
-        "repeat", "raw MiB/s", "strata write", "buffered", "drain MiB/s", "ratio", "write+drain", "e2e ratio"
+        "repeat",
+        "raw MiB/s",
+        "strata write",
+        "buffered",
+        "drain MiB/s",
+        "ratio",
+        "write+drain",
+        "e2e ratio"
     )?;
     for (i, r) in reps.iter().enumerate() {
         writeln!(

@@ -254,10 +254,8 @@ pub fn run_worker(a: MdWorkerArgs) -> Result<()> {
     let own_dir = dir_of(&a.dir, a.rank, a.shared_dir);
     let src_rank = (a.rank + 1) % a.procs.max(1);
     let src_dir = dir_of(&a.dir, src_rank, a.shared_dir);
-    let create_flags = libc::O_CREAT
-        | libc::O_RDWR
-        | libc::O_CLOEXEC
-        | if a.excl { libc::O_EXCL } else { 0 };
+    let create_flags =
+        libc::O_CREAT | libc::O_RDWR | libc::O_CLOEXEC | if a.excl { libc::O_EXCL } else { 0 };
     let setup = || -> Result<(Vec<std::ffi::CString>, Vec<std::ffi::CString>)> {
         if a.procs == 0 || a.rank >= a.procs || a.files == 0 || a.files > MAX_FILES {
             bail!("bad worker arguments {a:?}");
@@ -301,9 +299,7 @@ pub fn run_worker(a: MdWorkerArgs) -> Result<()> {
                 for (k, p) in own.iter().enumerate() {
                     let t0 = mono_ns();
                     // SAFETY: plain POSIX calls on NUL-terminated paths and owned buffers.
-                    let fd = unsafe {
-                        libc::open(p.as_ptr(), create_flags, 0o644)
-                    };
+                    let fd = unsafe { libc::open(p.as_ptr(), create_flags, 0o644) };
                     if fd < 0 {
                         bail!("create {p:?}: {}", errno());
                     }
@@ -377,7 +373,8 @@ pub fn run_worker(a: MdWorkerArgs) -> Result<()> {
                     // the shared directory: the last process to leave removes it
                     Err(e)
                         if a.shared_dir
-                            && matches!(e.raw_os_error(), Some(libc::ENOTEMPTY | libc::ENOENT)) => {}
+                            && matches!(e.raw_os_error(), Some(libc::ENOTEMPTY | libc::ENOENT)) => {
+                    }
                     Err(e) => {
                         return Err(e).with_context(|| format!("rmdir {}", own_dir.display()))
                     }

@@ -106,6 +106,12 @@ pub fn status_table(st: &StatusReply) -> String {
         ]);
     }
     out.push_str(&t.render());
+    if let Some(ix) = &st.get_index {
+        out.push_str(&format!(
+            "get index: {} of {} entries published, {} direct reads (no round trip)\n",
+            ix.published, ix.entries, ix.direct_reads_total
+        ));
+    }
     out.push_str(&files_line(st));
     out.push_str(&journal_lines(st));
     out.push_str(&crate::trace::status_lines(st));

@@ -1072,14 +1072,21 @@ fn kill9_node(bed: &Bed, i: usize) {
     let stat = format!("/proc/{pid}/stat");
     let ended = || {
         std::fs::read_to_string(&stat)
-            .map(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')))
+            .map(|s| {
+                s.rsplit(')')
+                    .next()
+                    .is_some_and(|r| r.trim_start().starts_with('Z'))
+            })
             .unwrap_or(true)
     };
     let started = std::time::Instant::now();
     while !ended() && started.elapsed() < std::time::Duration::from_secs(60) {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    assert!(ended(), "node {i}'s daemon (pid {pid}) still runs after kill -9");
+    assert!(
+        ended(),
+        "node {i}'s daemon (pid {pid}) still runs after kill -9"
+    );
 }
 
 /// `bed` with `key: value` added to the cluster section of every node's
@@ -1092,7 +1099,11 @@ fn with_cluster_key(bed: Bed, key_value: &str) -> Bed {
             &format!("  {key_value}\n  pages_where_written:"),
             1,
         );
-        assert!(y.contains(key_value), "no cluster section in {}", node.config.display());
+        assert!(
+            y.contains(key_value),
+            "no cluster section in {}",
+            node.config.display()
+        );
         std::fs::write(&node.config, y).unwrap();
     }
     bed
@@ -1382,7 +1393,11 @@ fn an_mpi_checkpoint_on_four_nodes_restarts_one_node_further() {
         }
     }
     let replicated: u64 = (0..bed.nodes.len())
-        .map(|i| node_status(&bed, i)["files"]["replica_read_bytes_total"].as_u64().unwrap_or(0))
+        .map(|i| {
+            node_status(&bed, i)["files"]["replica_read_bytes_total"]
+                .as_u64()
+                .unwrap_or(0)
+        })
         .sum();
     assert!(replicated > 0, "the third read passes read replicas");
     // DEFAULT: every rank's `strata run` drained the cluster at its end.
@@ -1927,7 +1942,10 @@ fn a_file_another_node_holds_open_follows_a_rename_between_owners() {
         (w.join().unwrap(), m)
     });
     assert_eq!(String::from_utf8_lossy(&moved.stdout), "moved\n");
-    let ticks: usize = String::from_utf8_lossy(&ticks.stdout).trim().parse().unwrap();
+    let ticks: usize = String::from_utf8_lossy(&ticks.stdout)
+        .trim()
+        .parse()
+        .unwrap();
     assert!(ticks < 1500, "the logger never saw {y}");
     let mut want = String::new();
     for i in 0..ticks {
@@ -1989,10 +2007,17 @@ fn a_shared_mapping_on_one_node_is_seen_by_a_holder_on_another() {
         (h.join().unwrap(), m)
     });
     assert_eq!(String::from_utf8_lossy(&mapped.stdout), "mapped\n");
-    assert_eq!(String::from_utf8_lossy(&read.stdout), "MMMMaa\n", "read on node 1");
+    assert_eq!(
+        String::from_utf8_lossy(&read.stdout),
+        "MMMMaa\n",
+        "read on node 1"
+    );
     ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
     let got = std::fs::read(&x).unwrap();
-    assert!(got.len() == 8192 && got.starts_with(b"MMMMa"), "at the destination");
+    assert!(
+        got.len() == 8192 && got.starts_with(b"MMMMa"),
+        "at the destination"
+    );
 }
 
 /// Read-ahead of remote pages (`cluster.remote_read_ahead`, issue 15 build
@@ -2009,7 +2034,10 @@ fn a_first_sequential_read_of_remote_pages_is_read_ahead_into_replicas() {
     let bed = cluster_util::bed_with_files_pages(3, "512MiB", None, true);
     let bed = started_with(with_cluster_key(bed, "remote_read_ahead: true"));
     let clients = clients_of(&bed);
-    assert!(clients[2].hello().remote_read_ahead, "on in this test's config");
+    assert!(
+        clients[2].hello().remote_read_ahead,
+        "on in this test's config"
+    );
     let rw = OpenFlags {
         read: true,
         write: true,
@@ -2017,19 +2045,26 @@ fn a_first_sequential_read_of_remote_pages_is_read_ahead_into_replicas() {
         ..Default::default()
     };
     let (page, piece): (u64, usize) = (64 << 10, 1 << 20);
-    let counter = |i: usize, name: &str| -> u64 {
-        node_status(&bed, i)["files"][name].as_u64().unwrap_or(0)
-    };
+    let counter =
+        |i: usize, name: &str| -> u64 { node_status(&bed, i)["files"][name].as_u64().unwrap_or(0) };
     let p = path_owned_by(&bed, "ahead-", 0);
     let mut data = pattern(16 << 20, 9);
-    let w = clients[1].file_open(&p, rw, 0o644, Persist::Scratch, page).unwrap();
+    let w = clients[1]
+        .file_open(&p, rw, 0o644, Persist::Scratch, page)
+        .unwrap();
     for (k, chunk) in data.chunks(piece).enumerate() {
-        clients[1].file_write(w.id, (k * piece) as u64, chunk).unwrap();
+        clients[1]
+            .file_write(w.id, (k * piece) as u64, chunk)
+            .unwrap();
     }
-    let r = clients[2].file_open(&p, rw, 0o644, Persist::Scratch, page).unwrap();
+    let r = clients[2]
+        .file_open(&p, rw, 0o644, Persist::Scratch, page)
+        .unwrap();
     let mut buf = vec![0u8; piece];
     let mut read_piece = |k: usize, data: &[u8]| {
-        let n = clients[2].file_read(r.id, (k * piece) as u64, &mut buf).unwrap();
+        let n = clients[2]
+            .file_read(r.id, (k * piece) as u64, &mut buf)
+            .unwrap();
         assert_eq!(n, piece);
         assert!(buf[..] == data[k * piece..(k + 1) * piece], "piece {k}");
     };
@@ -2043,8 +2078,14 @@ fn a_first_sequential_read_of_remote_pages_is_read_ahead_into_replicas() {
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    assert!(copied >= 2 * piece as u64, "node 2 read nothing ahead ({copied} bytes)");
-    assert!(counter(2, "read_ahead_hints_total") >= 1, "status counts the hints");
+    assert!(
+        copied >= 2 * piece as u64,
+        "node 2 read nothing ahead ({copied} bytes)"
+    );
+    assert!(
+        counter(2, "read_ahead_hints_total") >= 1,
+        "status counts the hints"
+    );
     let served = counter(2, "replica_read_bytes_total");
     read_piece(1, &data);
     read_piece(2, &data);
@@ -2056,7 +2097,9 @@ fn a_first_sequential_read_of_remote_pages_is_read_ahead_into_replicas() {
     // the reader gets the new bytes.
     read_piece(3, &data);
     let new = pattern(piece, 10);
-    clients[1].file_write(w.id, (4 * piece) as u64, &new).unwrap();
+    clients[1]
+        .file_write(w.id, (4 * piece) as u64, &new)
+        .unwrap();
     data[4 * piece..5 * piece].copy_from_slice(&new);
     for k in 4..16 {
         read_piece(k, &data);
@@ -2880,7 +2923,10 @@ fn default_pages_where_written_reach_the_destination_from_their_holders() {
     // Its pages were in RAM, gone with its daemon; they are at the
     // destination, so reads anywhere get them from there.
     for c in &clients[..2] {
-        assert!(read_all(c, &pd) == held, "a restarted holder's flushed pages read");
+        assert!(
+            read_all(c, &pd) == held,
+            "a restarted holder's flushed pages read"
+        );
     }
     assert!(
         node_status(&bed, 0)["files"]["remote_lost_pages_total"].as_u64() >= Some(16),
@@ -3005,7 +3051,9 @@ fn a_killed_holders_journaled_pages_complete_its_files_on_restart() {
         .file_open(&pk, rw, 0o644, Persist::Default, page)
         .unwrap();
     for (k, chunk) in data.chunks(1 << 20).enumerate() {
-        clients[1].file_write(f.id, (k << 20) as u64, chunk).unwrap();
+        clients[1]
+            .file_write(f.id, (k << 20) as u64, chunk)
+            .unwrap();
     }
     clients[1].file_close(f.id).unwrap();
     let ps = path_owned_by(&bed, "scratch-holder-", 0);
@@ -3120,13 +3168,18 @@ fn a_killed_holders_journaled_pages_complete_its_files_on_restart() {
     let c1 = strata_client::Client::connect_to(&bed.nodes[1].socket).unwrap();
     let pl = path_owned_by(&bed, "live-", 0);
     let live = pattern(4 * page as usize, 53);
-    let f = c1.file_open(&pl, rw, 0o644, Persist::Default, page).unwrap();
+    let f = c1
+        .file_open(&pl, rw, 0o644, Persist::Default, page)
+        .unwrap();
     c1.file_write(f.id, 0, &live).unwrap();
     c1.file_close(f.id).unwrap();
     drop(c1);
     let t0 = std::time::Instant::now();
     while journal_of(1)["live_records"].as_u64().unwrap() < before + 5 {
-        assert!(t0.elapsed() < std::time::Duration::from_secs(60), "not journaled");
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "not journaled"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     let pid = bed.pid(1).expect("node 1 runs");
@@ -3148,11 +3201,19 @@ fn a_killed_holders_journaled_pages_complete_its_files_on_restart() {
     bed.wait_for("node 1 back", |s| {
         states(s) == ["up", "up", "up"] && (0..3).all(|v| peer_state(s, v, 1) == "up")
     });
-    let f = c2.file_open(&pl, read_only, 0, Persist::Default, page).unwrap();
+    let f = c2
+        .file_open(&pl, read_only, 0, Persist::Default, page)
+        .unwrap();
     let n = c2.file_read(f.id, 0, &mut got).unwrap();
-    assert!(n == live.len() && got[..n] == live[..], "the live file read on node 2");
+    assert!(
+        n == live.len() && got[..n] == live[..],
+        "the live file read on node 2"
+    );
     c2.file_close(f.id).unwrap();
-    ok(&strata_on(&bed, 0, &["flush", "--wait", &pl]), "flush --wait of the live file");
+    ok(
+        &strata_on(&bed, 0, &["flush", "--wait", &pl]),
+        "flush --wait of the live file",
+    );
     assert!(std::fs::read(&pl).unwrap() == live);
 
     // A holder stopping while its owner cannot flush (the file's directory
@@ -3165,7 +3226,9 @@ fn a_killed_holders_journaled_pages_complete_its_files_on_restart() {
     let pg = path_owned_by(&bed, "gone-dir/kept-", 0);
     let kept = pattern(3 * page as usize, 54);
     let c1 = strata_client::Client::connect_to(&bed.nodes[1].socket).unwrap();
-    let f = c1.file_open(&pg, rw, 0o644, Persist::Default, page).unwrap();
+    let f = c1
+        .file_open(&pg, rw, 0o644, Persist::Default, page)
+        .unwrap();
     c1.file_write(f.id, 0, &kept).unwrap();
     c1.file_close(f.id).unwrap();
     drop(c1);
@@ -3187,7 +3250,10 @@ fn a_killed_holders_journaled_pages_complete_its_files_on_restart() {
         &strata_on(&bed, 0, &["flush", "--wait", &pg]),
         "flush --wait once the directory is back",
     );
-    assert!(std::fs::read(&pg).unwrap() == kept, "kept pages at the destination");
+    assert!(
+        std::fs::read(&pg).unwrap() == kept,
+        "kept pages at the destination"
+    );
     drop(clients);
     ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
 }
@@ -3225,7 +3291,9 @@ fn a_killed_owner_gets_its_map_of_held_pages_back_from_its_journal() {
     };
     let pk = path_owned_by(&bed, "journaled-map-", 0);
     let data = pattern(2 << 20, 61);
-    let f = c1.file_open(&pk, rw, 0o644, Persist::Default, page).unwrap();
+    let f = c1
+        .file_open(&pk, rw, 0o644, Persist::Default, page)
+        .unwrap();
     for (k, chunk) in data.chunks(1 << 20).enumerate() {
         c1.file_write(f.id, (k << 20) as u64, chunk).unwrap();
     }
@@ -3247,7 +3315,10 @@ fn a_killed_owner_gets_its_map_of_held_pages_back_from_its_journal() {
     let pid = bed.pid(0).expect("node 0 runs");
     // SAFETY: kill(2) on our own daemon's pid.
     unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-    assert!(!std::path::Path::new(&pk).exists(), "flushed before the kill");
+    assert!(
+        !std::path::Path::new(&pk).exists(),
+        "flushed before the kill"
+    );
     ok(&bed.start(0), "node 0 restarts");
     bed.wait_for("node 0 back", |s| {
         states(s) == ["up", "up", "up"] && (0..3).all(|v| peer_state(s, v, 0) == "up")
@@ -3270,17 +3341,24 @@ fn a_killed_owner_gets_its_map_of_held_pages_back_from_its_journal() {
         read: true,
         ..Default::default()
     };
-    let f = c2.file_open(&pk, read_only, 0, Persist::Default, page).unwrap();
+    let f = c2
+        .file_open(&pk, read_only, 0, Persist::Default, page)
+        .unwrap();
     let mut got = vec![0u8; data.len() + 1];
     let n = c2.file_read(f.id, 0, &mut got).unwrap();
-    assert!(n == data.len() && got[..n] == data[..], "read on node 2: {n} bytes");
+    assert!(
+        n == data.len() && got[..n] == data[..],
+        "read on node 2: {n} bytes"
+    );
     c2.file_close(f.id).unwrap();
     // A file made after the restart gets an id of its own (above the
     // replayed one): its bytes never mix with the first file's.
     let pn = path_owned_by(&bed, "after-restart-", 0);
     let other = pattern(3 * page as usize, 62);
     let c1 = strata_client::Client::connect_to(&bed.nodes[1].socket).unwrap();
-    let f = c1.file_open(&pn, rw, 0o644, Persist::Default, page).unwrap();
+    let f = c1
+        .file_open(&pn, rw, 0o644, Persist::Default, page)
+        .unwrap();
     c1.file_write(f.id, 0, &other).unwrap();
     c1.file_close(f.id).unwrap();
     drop(c1);
@@ -3288,7 +3366,10 @@ fn a_killed_owner_gets_its_map_of_held_pages_back_from_its_journal() {
         &strata_on(&bed, 0, &["flush", "--wait", &pk, &pn]),
         "flush --wait after node 0's restart",
     );
-    assert!(std::fs::read(&pk).unwrap() == data, "the file whole at the destination");
+    assert!(
+        std::fs::read(&pk).unwrap() == data,
+        "the file whole at the destination"
+    );
     assert!(std::fs::read(&pn).unwrap() == other, "the later file whole");
     drop(c2);
     ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
@@ -3324,7 +3405,10 @@ fn held_pages_their_owner_flushed_make_room_for_new_writes() {
             c1.file_write(f.id, (i << 20) as u64, chunk).unwrap();
         }
         c1.file_close(f.id).unwrap();
-        ok(&strata_on(&bed, 0, &["flush", "--wait", &p]), "flush --wait");
+        ok(
+            &strata_on(&bed, 0, &["flush", "--wait", &p]),
+            "flush --wait",
+        );
         // node 1 hears that its pages are flushed (in the background)
         let want = (k as u64 + 1) * (size as u64 / page);
         let t0 = std::time::Instant::now();
@@ -3341,8 +3425,17 @@ fn held_pages_their_owner_flushed_make_room_for_new_writes() {
     // Every whole page stayed on node 1 (published, none sent to node 0),
     // room made by evicting flushed ones.
     let pages_total = 4 * size as u64 / page;
-    assert_eq!(counter(0, "published_pages_total"), pages_total, "{:#}", files_of(0));
-    assert!(counter(1, "evicted_bytes_total") >= (size as u64), "{:#}", files_of(1));
+    assert_eq!(
+        counter(0, "published_pages_total"),
+        pages_total,
+        "{:#}",
+        files_of(0)
+    );
+    assert!(
+        counter(1, "evicted_bytes_total") >= (size as u64),
+        "{:#}",
+        files_of(1)
+    );
     let c2 = strata_client::Client::connect_to(&bed.nodes[2].socket).unwrap();
     let read_only = OpenFlags {
         read: true,
@@ -3350,13 +3443,19 @@ fn held_pages_their_owner_flushed_make_room_for_new_writes() {
     };
     let mut got = vec![0u8; size + 1];
     for (p, data) in &files {
-        let f = c2.file_open(p, read_only, 0, Persist::Default, page).unwrap();
+        let f = c2
+            .file_open(p, read_only, 0, Persist::Default, page)
+            .unwrap();
         let n = c2.file_read(f.id, 0, &mut got).unwrap();
         assert!(n == size && got[..n] == data[..], "{p} read on node 2");
         c2.file_close(f.id).unwrap();
         assert!(std::fs::read(p).unwrap() == *data, "{p} at the destination");
     }
-    assert!(counter(0, "remote_lost_pages_total") > 0, "{:#}", files_of(0));
+    assert!(
+        counter(0, "remote_lost_pages_total") > 0,
+        "{:#}",
+        files_of(0)
+    );
     drop((c1, c2));
     ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
 }
@@ -3433,7 +3532,9 @@ fn an_fsync_of_held_pages_is_durable_in_journals_and_survives_killing_both_nodes
     // 2 MiB of whole pages (node 1 keeps them, in RAM) and a partial page
     // (node 0 gets its bytes)
     let data = pattern((2 << 20) + 1000, 63);
-    let f = c1.file_open(&pk, rw, 0o644, Persist::Default, page).unwrap();
+    let f = c1
+        .file_open(&pk, rw, 0o644, Persist::Default, page)
+        .unwrap();
     for (k, chunk) in data.chunks(1 << 20).enumerate() {
         c1.file_write(f.id, (k << 20) as u64, chunk).unwrap();
     }
@@ -3463,27 +3564,40 @@ fn an_fsync_of_held_pages_is_durable_in_journals_and_survives_killing_both_nodes
     ok(&bed.start(0), "node 0 restarts");
     ok(&bed.start(1), "node 1 restarts");
     bed.wait_for("nodes 0 and 1 back", |s| {
-        states(s) == ["up", "up", "up"] && (0..3).all(|v| (0..3).all(|n| peer_state(s, v, n) == "up"))
+        states(s) == ["up", "up", "up"]
+            && (0..3).all(|v| (0..3).all(|n| peer_state(s, v, n) == "up"))
     });
     let replay = |i: usize| node_status(&bed, i)["journal"]["replay"].clone();
-    assert!(replay(0)["held_runs"].as_u64() >= Some(1), "{:#}", replay(0));
+    assert!(
+        replay(0)["held_runs"].as_u64() >= Some(1),
+        "{:#}",
+        replay(0)
+    );
     assert!(replay(1)["files"].as_u64() >= Some(1), "{:#}", replay(1));
     let c2 = strata_client::Client::connect_to(&bed.nodes[2].socket).unwrap();
     let read_only = OpenFlags {
         read: true,
         ..Default::default()
     };
-    let f = c2.file_open(&pk, read_only, 0, Persist::Default, page).unwrap();
+    let f = c2
+        .file_open(&pk, read_only, 0, Persist::Default, page)
+        .unwrap();
     let mut got = vec![0u8; data.len() + 1];
     let n = c2.file_read(f.id, 0, &mut got).unwrap();
-    assert!(n == data.len() && got[..n] == data[..], "read on node 2: {n} bytes");
+    assert!(
+        n == data.len() && got[..n] == data[..],
+        "read on node 2: {n} bytes"
+    );
     c2.file_close(f.id).unwrap();
     drop(c2);
     ok(
         &strata_on(&bed, 0, &["flush", "--wait", &pk]),
         "flush --wait after the restarts",
     );
-    assert!(std::fs::read(&pk).unwrap() == data, "the file whole at the destination");
+    assert!(
+        std::fs::read(&pk).unwrap() == data,
+        "the file whole at the destination"
+    );
     ok(&bed.run_cli(&["cluster", "stop"]), "cluster stop");
 }
 
@@ -3502,7 +3616,10 @@ fn pages_read_again_on_a_node_are_read_from_its_replica_and_never_stale() {
     let bed = started_with(with_cluster_key(bed, "remote_read_ahead: false"));
     let clients = clients_of(&bed);
     assert!(clients[2].hello().read_replicas, "on by default");
-    assert!(!clients[2].hello().remote_read_ahead, "off in this test's config");
+    assert!(
+        !clients[2].hello().remote_read_ahead,
+        "off in this test's config"
+    );
     let rw = OpenFlags {
         read: true,
         write: true,
@@ -3519,9 +3636,8 @@ fn pages_read_again_on_a_node_are_read_from_its_replica_and_never_stale() {
         c.file_close(f.id).unwrap();
         buf
     };
-    let counter = |i: usize, name: &str| -> u64 {
-        node_status(&bed, i)["files"][name].as_u64().unwrap_or(0)
-    };
+    let counter =
+        |i: usize, name: &str| -> u64 { node_status(&bed, i)["files"][name].as_u64().unwrap_or(0) };
     let write = |c: &strata_client::Client, p: &str, at: usize, data: &[u8]| {
         let f = c.file_open(p, rw, 0o644, Persist::Scratch, page).unwrap();
         for (k, chunk) in data.chunks(1 << 20).enumerate() {
@@ -3535,7 +3651,11 @@ fn pages_read_again_on_a_node_are_read_from_its_replica_and_never_stale() {
 
     // 1st reader on node 2: correct, nothing copied
     assert!(read_all(&clients[2], &p) == data, "first read");
-    assert_eq!(counter(2, "replica_write_bytes_total"), 0, "a first read copies nothing");
+    assert_eq!(
+        counter(2, "replica_write_bytes_total"),
+        0,
+        "a first read copies nothing"
+    );
     // 2nd reader (another process): copies
     let second = strata_client::Client::connect_to(&bed.nodes[2].socket).unwrap();
     assert!(read_all(&second, &p) == data, "second read");
@@ -3571,13 +3691,18 @@ fn pages_read_again_on_a_node_are_read_from_its_replica_and_never_stale() {
     }
     // Truncated to nothing (the owner's map goes) and written again the
     // same way with other bytes: the new generations are new.
-    let f = clients[1].file_open(&p, rw, 0o644, Persist::Scratch, page).unwrap();
+    let f = clients[1]
+        .file_open(&p, rw, 0o644, Persist::Scratch, page)
+        .unwrap();
     clients[1].file_truncate(f.id, 0).unwrap();
     clients[1].file_close(f.id).unwrap();
     let data = pattern(4 << 20, 6);
     write(&clients[1], &p, 0, &data);
     for c in [&third, &second, &clients[2], &third] {
-        assert!(read_all(c, &p) == data, "after a truncation and the same writes again");
+        assert!(
+            read_all(c, &p) == data,
+            "after a truncation and the same writes again"
+        );
     }
     assert!(
         counter(2, "replica_read_bytes_total") >= before + (8 << 20),
@@ -3591,9 +3716,13 @@ fn pages_read_again_on_a_node_are_read_from_its_replica_and_never_stale() {
     let big: u64 = 1 << 20;
     let q = path_owned_by(&bed, "replica-pieces-", 0);
     let data = pattern(4 << 20, 8);
-    let f = clients[1].file_open(&q, rw, 0o644, Persist::Scratch, big).unwrap();
+    let f = clients[1]
+        .file_open(&q, rw, 0o644, Persist::Scratch, big)
+        .unwrap();
     for (k, chunk) in data.chunks(1 << 20).enumerate() {
-        clients[1].file_write(f.id, (k << 20) as u64, chunk).unwrap();
+        clients[1]
+            .file_write(f.id, (k << 20) as u64, chunk)
+            .unwrap();
     }
     clients[1].file_close(f.id).unwrap();
     let read_pieces = |c: &strata_client::Client| -> Vec<u8> {
@@ -3697,7 +3826,10 @@ fn one_file_written_and_read_from_every_node_equals_its_model() {
                         model.resize(end, 0);
                     }
                     model[off as usize..end].copy_from_slice(&data);
-                    log.push(format!("{i}: client {c} (node {}) write {off}+{len}", c % 3));
+                    log.push(format!(
+                        "{i}: client {c} (node {}) write {off}+{len}",
+                        c % 3
+                    ));
                     if let Err(e) = cl.file_write(f.id, off, &data) {
                         print_daemon_logs(&bed);
                         panic!("seed {seed} {persist:?}: {e}\n{}", log.join("\n"));
@@ -3740,7 +3872,9 @@ fn one_file_written_and_read_from_every_node_equals_its_model() {
                             .iter()
                             .zip(&model[lo..hi])
                             .position(|(a, b)| a != b)
-                            .map_or(format!("length {n} vs {}", hi - lo), |k| format!("byte {}", off as usize + k));
+                            .map_or(format!("length {n} vs {}", hi - lo), |k| {
+                                format!("byte {}", off as usize + k)
+                            });
                         panic!(
                             "seed {seed} {persist:?}: op {i} read differs from the model at {at}\n{}",
                             log.join("\n")
@@ -3752,7 +3886,11 @@ fn one_file_written_and_read_from_every_node_equals_its_model() {
         }
     }
     let copied: u64 = (0..3)
-        .map(|i| node_status(&bed, i)["files"]["replica_read_bytes_total"].as_u64().unwrap_or(0))
+        .map(|i| {
+            node_status(&bed, i)["files"]["replica_read_bytes_total"]
+                .as_u64()
+                .unwrap_or(0)
+        })
         .sum();
     eprintln!("bytes read from replicas on all nodes: {copied}");
     assert!(copied > 0, "the repeated reads went through replicas");
@@ -3781,11 +3919,19 @@ fn small_pieces_read_one_node_further() {
         &bed,
         1,
         "scratch",
-        &format!("dd if=/dev/urandom of={p} bs={bs_k}k count={} status=none", mib * 1024 / bs_k),
+        &format!(
+            "dd if=/dev/urandom of={p} bs={bs_k}k count={} status=none",
+            mib * 1024 / bs_k
+        ),
     );
     for r in 0..5 {
         let t0 = std::time::Instant::now();
-        run_on_mode(&bed, 2, "scratch", &format!("dd if={p} of=/dev/null bs=4M status=none"));
+        run_on_mode(
+            &bed,
+            2,
+            "scratch",
+            &format!("dd if={p} of=/dev/null bs=4M status=none"),
+        );
         let s = t0.elapsed().as_secs_f64();
         let f = &node_status(&bed, 2)["files"];
         eprintln!(

@@ -2188,7 +2188,10 @@ mod seen_absent_tests {
     #[test]
     fn a_note_of_an_absent_destination_serves_one_open_of_that_path_only() {
         note_dest_absent(Some(b"/d/a"));
-        assert!(!take_seen_absent("/d/a"), "not armed: another flow than an open");
+        assert!(
+            !take_seen_absent("/d/a"),
+            "not armed: another flow than an open"
+        );
         use_dest_absent(true);
         note_dest_absent(Some(b"/d/a"));
         assert!(!take_seen_absent("/d/b"), "another path");

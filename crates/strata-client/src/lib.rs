@@ -648,6 +648,10 @@ pub struct PutOptions {
 
 const TMP_PREFIX: char = '\u{1}';
 
+/// Largest whole-blob get served from the get index into a fresh vector
+/// (larger ones go through the daemon, which pipelines them).
+const INDEXED_VEC_MAX_BYTES: u64 = 64 << 20;
+
 impl Bucket {
     pub fn id(&self) -> u64 {
         self.id
@@ -912,6 +916,9 @@ impl Bucket {
     pub fn get_at(&self, name: &str, offset: u64, buf: &mut [u8]) -> Result<usize> {
         check_name(name)?;
         let t = self.client.transport_for(Target::Id(self.id))?;
+        if let Some((_, copied)) = t.read_indexed(self.id, name, offset, buf) {
+            return Ok(copied);
+        }
         let (piece_max, streams) = (t.data_max_bytes(), t.streams_max());
         if streams <= 1 || buf.len() <= piece_max {
             return self.get_at_seq(name, offset, buf);
@@ -960,17 +967,19 @@ impl Bucket {
                 len: (buf.len() - done) as u64,
             };
             let rest = &mut buf[done..];
-            let covered = self.client.on_lane(Target::Id(self.id), None, |lane| {
+            let (size, covered) = self.client.on_lane(Target::Id(self.id), None, |lane| {
                 let t = lane.submit(&req)?;
                 let r = lane.wait(t)?.map_err(|e| err(e, format!("get {name}")))?;
-                let (_, covered, pin, exts) = extents_reply(r)?;
+                let (size, covered, pin, exts) = extents_reply(r)?;
                 let covered = (covered as usize).min(rest.len());
                 let res = lane.read_extents(&exts, offset + done as u64, &mut rest[..covered]);
                 lane.release(pin);
-                res.map(|()| covered)
+                res.map(|()| (size, covered))
             })?;
             done += covered;
-            if covered == 0 {
+            // The blob's end reached: no second request (it could read a
+            // newer, longer version's tail after this one's head).
+            if covered == 0 || offset + done as u64 >= size {
                 break;
             }
         }
@@ -980,6 +989,13 @@ impl Bucket {
     fn get_range_vec(&self, name: &str, offset: u64, len: u64, out: &mut Vec<u8>) -> Result<()> {
         check_name(name)?;
         let t = self.client.transport_for(Target::Id(self.id))?;
+        if offset == 0
+            && len == u64::MAX
+            && t.read_indexed_vec(self.id, name, INDEXED_VEC_MAX_BYTES, out)
+                .is_some()
+        {
+            return Ok(());
+        }
         let (piece_max, streams) = (t.data_max_bytes(), t.streams_max());
         let mut at = offset;
         let mut remaining = len;

@@ -91,7 +91,10 @@ struct Known {
 
 impl Client {
     fn replicas(&self) -> std::sync::MutexGuard<'_, Replicas> {
-        self.inner.replicas.lock().unwrap_or_else(|p| p.into_inner())
+        self.inner
+            .replicas
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     /// Reads `TIER_REMOTE` extent `e` of file `file` into `dst`: from this
@@ -372,9 +375,10 @@ impl Client {
             if covered == 0 {
                 break;
             }
-            for e in exts.iter().filter(|e| {
-                e.tier == TIER_REMOTE && e.epoch != local && e.len >= REPLICA_BYTES_MIN
-            }) {
+            for e in exts
+                .iter()
+                .filter(|e| e.tier == TIER_REMOTE && e.epoch != local && e.len >= REPLICA_BYTES_MIN)
+            {
                 buf.resize(e.len as usize, 0);
                 if self.remote_read(file, e, &mut buf[..e.len as usize])? {
                     fetched += e.len;

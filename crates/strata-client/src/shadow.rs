@@ -358,7 +358,10 @@ impl Client {
         match self.call_at(Target::Id(id), &lost)? {
             Ok(Reply::Size(taken)) => Ok(taken),
             Ok(_) => Err(unexpected("FileRemoteLost")),
-            Err(x) => Err(err(x, "file read: telling the owner a holder lost its pages")),
+            Err(x) => Err(err(
+                x,
+                "file read: telling the owner a holder lost its pages",
+            )),
         }
     }
 

@@ -12,8 +12,8 @@
 
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -51,7 +51,19 @@ pub(crate) struct ShmShared {
     pub spin: Duration,
     pub arena_block_bytes: u64,
     pub lease_bytes: u64,
+    /// The daemon's get index (None: it publishes none, or
+    /// `STRATA_CLIENT_GET_INDEX=0`): small RAM blobs read without a request.
+    pub index: Option<strata_transport_shm::index::IndexReader>,
+    /// When the lifeline last showed the daemon up (ns since `epoch`):
+    /// direct reads look again at most every `INDEX_ALIVE_CHECK_NS`.
+    pub alive_checked_ns: AtomicU64,
+    pub epoch: std::time::Instant,
 }
+
+/// How stale the daemon's liveness may be for a direct read: a read in this
+/// window after a `kill -9` returns the bytes the blob had, as a read that
+/// raced the crash would.
+const INDEX_ALIVE_CHECK_NS: u64 = 1_000_000;
 
 impl ShmShared {
     pub fn ctl(&self) -> &CtlHeader {
@@ -66,6 +78,26 @@ impl ShmShared {
         // fields are plain integers and atomics, valid for any bits.
         unsafe { &*(self.seg.as_ptr() as *const ClientHeader) }
     }
+    /// The get index, if the daemon is (as far as we know this
+    /// millisecond) up: its state word says running, and its end of the
+    /// lifeline was open within `INDEX_ALIVE_CHECK_NS`.
+    fn index(&self) -> Option<&strata_transport_shm::index::IndexReader> {
+        let ix = self.index.as_ref()?;
+        if self.ctl().state.load(Ordering::Acquire) != strata_transport_shm::layout::DAEMON_RUNNING
+        {
+            return None;
+        }
+        let now = self.epoch.elapsed().as_nanos() as u64;
+        let seen = self.alive_checked_ns.load(Ordering::Relaxed);
+        if now.saturating_sub(seen) > INDEX_ALIVE_CHECK_NS {
+            if !self.daemon_alive() {
+                return None;
+            }
+            self.alive_checked_ns.store(now, Ordering::Relaxed);
+        }
+        Some(ix)
+    }
+
     /// True while the daemon is up (its end of our lifeline is open).
     pub fn daemon_alive(&self) -> bool {
         if self.ctl().state.load(Ordering::SeqCst) != strata_transport_shm::layout::DAEMON_RUNNING {
@@ -155,6 +187,9 @@ impl ShmTransport {
             spin: Duration::from_micros(hello.spin_us),
             arena_block_bytes: hello.arena_block_bytes.max(1),
             lease_bytes: hello.lease_bytes,
+            index: open_index(&hello.index_segment),
+            alive_checked_ns: AtomicU64::new(0),
+            epoch: std::time::Instant::now(),
         };
         {
             let (h, c) = (shared.header(), shared.ctl());
@@ -178,6 +213,16 @@ impl ShmTransport {
         }
         Ok(ShmTransport { shared, chans })
     }
+}
+
+/// Maps the daemon's get index, unless there is none or the environment
+/// turns it off (`STRATA_CLIENT_GET_INDEX=0`, to compare both ways). A failure
+/// only costs speed: every get then asks the daemon.
+fn open_index(name: &str) -> Option<strata_transport_shm::index::IndexReader> {
+    if name.is_empty() || std::env::var_os("STRATA_CLIENT_GET_INDEX").is_some_and(|v| v == "0") {
+        return None;
+    }
+    strata_transport_shm::index::IndexReader::open(name).ok()
 }
 
 /// A channel held by one thread, with what it shares with the others.
@@ -331,5 +376,37 @@ impl Transport for ShmTransport {
 
     fn direct_gen(&self) -> u64 {
         self.shared.ctl().direct_gen.load(Ordering::Acquire)
+    }
+
+    fn read_indexed(
+        &self,
+        bucket: u64,
+        name: &str,
+        at: u64,
+        dst: &mut [u8],
+    ) -> Option<(u64, usize)> {
+        let ix = self.shared.index()?;
+        let a = self.shared.arena.segment();
+        ix.read(bucket, name.as_bytes(), at, a.as_ptr(), a.len() as u64, dst)
+            .map(|f| (f.size, f.copied))
+    }
+
+    fn read_indexed_vec(
+        &self,
+        bucket: u64,
+        name: &str,
+        max_bytes: u64,
+        out: &mut Vec<u8>,
+    ) -> Option<u64> {
+        let ix = self.shared.index()?;
+        let a = self.shared.arena.segment();
+        ix.read_vec(
+            bucket,
+            name.as_bytes(),
+            a.as_ptr(),
+            a.len() as u64,
+            max_bytes,
+            out,
+        )
     }
 }

@@ -114,6 +114,30 @@ pub trait Transport: Send + Sync {
     /// destination (`FileAttr::direct`); cheap, called on every I/O by the
     /// adapters.
     fn direct_gen(&self) -> u64;
+
+    /// Reads blob `(bucket, name)` from byte `at` into `dst` without a
+    /// request, when this transport can (the get index of the node-local
+    /// daemon): `Some((blob size, bytes copied))`. `None`: ask the engine.
+    fn read_indexed(
+        &self,
+        _bucket: u64,
+        _name: &str,
+        _at: u64,
+        _dst: &mut [u8],
+    ) -> Option<(u64, usize)> {
+        None
+    }
+
+    /// The whole blob into `out` (at most `max_bytes`), as [`Transport::read_indexed`].
+    fn read_indexed_vec(
+        &self,
+        _bucket: u64,
+        _name: &str,
+        _max_bytes: u64,
+        _out: &mut Vec<u8>,
+    ) -> Option<u64> {
+        None
+    }
 }
 
 /// The part of `dst` (whose first byte is logical offset `base`) extent `e`

@@ -28,7 +28,8 @@
 //! ```yaml
 //! node: { id: 0 }
 //! daemon: { socket: auto, shm_prefix: auto, log: info, clients_max: 256,
-//!           channels_per_client_max: 64, ring_depth: 64, spin: 50us, slot_arg_size: 8KiB }
+//!           channels_per_client_max: 64, ring_depth: 64, spin: 50us, slot_arg_size: 8KiB,
+//!           get_index: 65536 }
 //! devices:            # absent = derived from the machine, see Config::machine_default
 //!   - { name: ram, kind: ram, capacity: 4GiB, block_size: 64B, bandwidth: 8GiB/s, latency: 1us, volatile: true }
 //!   - { name: disk0, kind: dir, path: ~/.cache/strata/tiers/disk0, capacity: 16GiB,
@@ -292,6 +293,9 @@ pub struct DaemonConfig {
     pub spin_us: f64,
     /// Per request slot argument area, 4KiB..=1MiB, multiple of 4KiB.
     pub slot_arg_size_bytes: u64,
+    /// Entries of the get index (0..=524288; 0: off): small blobs in RAM
+    /// that clients read straight from the arena, without a round trip.
+    pub get_index_entries: u32,
 }
 
 impl Default for DaemonConfig {
@@ -305,6 +309,7 @@ impl Default for DaemonConfig {
             ring_depth: 64,
             spin_us: 50.0,
             slot_arg_size_bytes: 8 << 10,
+            get_index_entries: 65536,
         }
     }
 }

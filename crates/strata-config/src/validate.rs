@@ -114,6 +114,13 @@ pub(crate) fn validate(c: &Config) -> R {
         );
     }
     size_in("daemon.slot_arg_size", d.slot_arg_size_bytes, 4 * KIB, MIB)?;
+    range_u64(
+        "daemon.get_index",
+        d.get_index_entries.into(),
+        0,
+        1 << 19,
+        int,
+    )?;
     if d.slot_arg_size_bytes % (4 * KIB) != 0 {
         return fail(
             "daemon.slot_arg_size",

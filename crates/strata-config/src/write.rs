@@ -140,6 +140,12 @@ pub(crate) fn to_yaml(c: &Config) -> String {
         &format_size(d.slot_arg_size_bytes),
         "4KiB..=1MiB, multiple of 4KiB",
     );
+    o.line(
+        2,
+        "get_index",
+        &d.get_index_entries.to_string(),
+        "entries of small RAM blobs clients read without a round trip, 0..=524288 (0: off)",
+    );
 
     o.section(
         "devices",

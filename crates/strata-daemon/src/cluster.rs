@@ -612,9 +612,7 @@ impl pb::cluster_server::Cluster for Service {
             .into_iter()
             .filter(|f| (f >> strata_meta::NODE_SHIFT) as u32 == me)
             .collect();
-        let unknown = st
-            .ask(|reply| Msg::ShadowsUnknown { files, reply })
-            .await?;
+        let unknown = st.ask(|reply| Msg::ShadowsUnknown { files, reply }).await?;
         Ok(tonic::Response::new(pb::ShadowsUnknownReply { unknown }))
     }
 
@@ -995,7 +993,9 @@ impl Peers for Dialer {
             let mut r = Ok(());
             // Bounded: one answer per holder.
             while let Some(done) = calls.join_next().await {
-                let one = done.map_err(|e| format!("a held sync call failed: {e}")).and_then(|x| x);
+                let one = done
+                    .map_err(|e| format!("a held sync call failed: {e}"))
+                    .and_then(|x| x);
                 if r.is_ok() {
                     r = one;
                 }

@@ -29,6 +29,7 @@
 //! and the journal stay: the next daemon on the same tiers restores them.
 
 pub mod cluster;
+pub mod get_index;
 pub mod identity;
 pub mod read_ahead;
 pub mod server;
@@ -240,7 +241,7 @@ fn is_own_segment(prefix: &str, name: &str) -> bool {
     let Some(rest) = name.strip_prefix(prefix).and_then(|r| r.strip_prefix('-')) else {
         return false;
     };
-    if rest == "ctl" || rest == "arena" {
+    if rest == "ctl" || rest == "arena" || rest == "index" {
         return true;
     }
     let Some(ids) = rest.strip_prefix('c') else {
@@ -491,6 +492,25 @@ pub fn run_with(
         tracing::warn!("journal disabled: buffered data on non-volatile tiers is lost if the daemon crashes; fsync waits for the destination");
     }
 
+    // The get index: off without a RAM tier, and while the I/O log is on
+    // (it records every get, and direct reads never reach the daemon).
+    let mut index_segment = String::new();
+    if let (Some(ram), true, false) = (
+        core.tiers.ram,
+        cfg.daemon.get_index_entries > 0,
+        cfg.trace.enabled,
+    ) {
+        let name = format!("{prefix}-index");
+        match get_index::GetIndex::create(&name, cfg.daemon.get_index_entries, ram as u32) {
+            Ok(ix) => {
+                core.meta.set_index(Box::new(ix));
+                index_segment = name;
+            }
+            Err(e) => tracing::warn!(
+                "no get index (every get asks the daemon): cannot create /dev/shm/{name}: {e}"
+            ),
+        }
+    }
     let ctl_name = format!("{prefix}-ctl");
     let ctl = ShmSegment::create_or_replace(&ctl_name, layout::CTL_SEGMENT_BYTES)
         .with_context(|| format!("cannot create /dev/shm/{ctl_name}"))?;
@@ -566,6 +586,7 @@ pub fn run_with(
                 && cfg.cluster.pages_where_written
                 && cfg.cluster.read_replicas
                 && cfg.cluster.remote_read_ahead,
+            index_segment,
         },
         shm_prefix: prefix.clone(),
         clients_max: cfg.daemon.clients_max as u64,

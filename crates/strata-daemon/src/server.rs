@@ -899,17 +899,18 @@ impl Poller {
             return;
         }
         let mut answered = Vec::new();
-        self.held_syncs.retain(|(file, target, rx)| match rx.try_recv() {
-            Ok(r) => {
-                answered.push((*file, *target, r));
-                false
-            }
-            Err(mpsc::TryRecvError::Empty) => true,
-            Err(mpsc::TryRecvError::Disconnected) => {
-                answered.push((*file, *target, Err("the cluster side stopped".into())));
-                false
-            }
-        });
+        self.held_syncs
+            .retain(|(file, target, rx)| match rx.try_recv() {
+                Ok(r) => {
+                    answered.push((*file, *target, r));
+                    false
+                }
+                Err(mpsc::TryRecvError::Empty) => true,
+                Err(mpsc::TryRecvError::Disconnected) => {
+                    answered.push((*file, *target, Err("the cluster side stopped".into())));
+                    false
+                }
+            });
         for (file, target, r) in answered {
             self.engine.core.held_sync_done(file, target, r);
         }
@@ -1918,6 +1919,16 @@ impl Poller {
                 &self.engine.org,
             )),
             cluster: self.shared.cluster.lock().ok().and_then(|c| c.clone()),
+            get_index: self.engine.core.meta.index_counts().map(
+                |(entries, published, published_total, direct_reads_total)| {
+                    strata_proto::control::GetIndexStatus {
+                        entries,
+                        published,
+                        published_total,
+                        direct_reads_total,
+                    }
+                },
+            ),
         }
     }
 }

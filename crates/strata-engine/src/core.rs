@@ -573,6 +573,7 @@ impl Core {
         self.meta.blob_touch(id);
         self.meta.blob_resized(bucket, old_size, size);
         self.free_extents(&old);
+        self.meta.index_offer(id);
         Ok(size)
     }
 
@@ -618,6 +619,9 @@ impl Core {
             }
         }
         let id = self.blob_or_create(bucket, name, now)?;
+        // Bytes may be written in place below: the get index forgets the
+        // blob first (strata_transport_shm::index's invariant).
+        self.meta.index_forget(id);
         let policy = self.placing(bucket, policy);
         let data = src.data();
         let (size, mut extents) = {
@@ -699,6 +703,7 @@ impl Core {
         debug_assert!(blob.check().is_ok(), "{:?}", blob.check());
         self.meta.blob_touch(id);
         self.meta.blob_resized(bucket, old_size, new_size);
+        self.meta.index_offer(id);
         Ok(new_size)
     }
 
@@ -805,6 +810,7 @@ impl Core {
             covered_end = hi;
         }
         let pin = self.pin(owner, keys)?;
+        self.meta.index_offer(id);
         Ok((size, covered_end - start, pin))
     }
 
@@ -823,8 +829,17 @@ impl Core {
         Ok(())
     }
 
-    pub fn stat(&self, bucket: BucketId, name: &str) -> Result<BlobStat> {
+    pub fn stat(&mut self, bucket: BucketId, name: &str) -> Result<BlobStat> {
         let id = self.meta.blob_lookup(bucket, name)?;
+        // Reads that bypassed the daemon (the get index) count as accesses.
+        let hits = self.meta.index_take_hits(id);
+        if hits > 0 {
+            let now = now_ns();
+            if let Some(b) = self.meta.blob_stats_mut(id) {
+                self.access.record(b, now);
+                b.access_count += hits - 1;
+            }
+        }
         let b = self.meta.blob(id).ok_or(Errno::Internal)?;
         Ok(BlobStat {
             size: b.size,

@@ -767,7 +767,12 @@ fn a_sweep_drops_shadows_of_files_their_owner_lost_unless_written_since() {
     assert_eq!(r.engine.core.shadow_drop_unchanged(&seen_of(b)), Ok(false));
     assert_eq!(r.engine.core.shadow_drop_unchanged(&seen_of(a)), Ok(true));
     assert!(r.engine.core.meta.bucket_by_name(&shadow_path(a)).is_none());
-    assert!(r.engine.core.meta.bucket(strata_meta::BucketId(sa)).is_err());
+    assert!(r
+        .engine
+        .core
+        .meta
+        .bucket(strata_meta::BucketId(sa))
+        .is_err());
     assert!(r.engine.core.meta.bucket_by_name(&shadow_path(b)).is_some());
     // a shadow made again under the same name is another record: kept
     let sa2 = shadow_of(&mut r, a);
@@ -777,7 +782,9 @@ fn a_sweep_drops_shadows_of_files_their_owner_lost_unless_written_since() {
     // shadows are no files of this node's drain status
     let st = crate::stage::stage_state(&r.engine.core, None, &[]);
     assert!(
-        st.files.iter().all(|f| !f.path.starts_with("/.strata-shadow/")),
+        st.files
+            .iter()
+            .all(|f| !f.path.starts_with("/.strata-shadow/")),
         "{:?}",
         st.files
     );

@@ -1036,7 +1036,12 @@ impl Core {
                 .journal
                 .as_ref()
                 .is_some_and(|j| j.jsynced(id) >= target && j.jsynced.contains_key(&id))
-                && (!remote || self.files.held_synced.get(&id).is_some_and(|g| *g >= target));
+                && (!remote
+                    || self
+                        .files
+                        .held_synced
+                        .get(&id)
+                        .is_some_and(|g| *g >= target));
             if done || target == 0 {
                 return Ok(0);
             }
@@ -1075,7 +1080,11 @@ impl Core {
     pub fn file_sync_state_ex(&self, id: BucketId, target: u64, dest: bool) -> Result<SyncState> {
         let journaled = !dest
             && (!self.file_remote_unflushed(id)
-                || self.files.held_synced.get(&id).is_some_and(|g| *g >= target))
+                || self
+                    .files
+                    .held_synced
+                    .get(&id)
+                    .is_some_and(|g| *g >= target))
             && self
                 .journal
                 .as_ref()

@@ -274,7 +274,12 @@ impl Core {
     /// daemon (one per file and generation). False when too many asks wait
     /// (the fsync then waits for the destination).
     pub(crate) fn held_sync_ask(&mut self, id: BucketId, target: u64) -> bool {
-        if self.files.held_sync_asking.get(&id).is_some_and(|g| *g >= target) {
+        if self
+            .files
+            .held_sync_asking
+            .get(&id)
+            .is_some_and(|g| *g >= target)
+        {
             return true;
         }
         let holders: Vec<u32> = self
@@ -291,11 +296,13 @@ impl Core {
         if self.files.held_sync_wanted.len() >= HELD_SYNC_WANTED_MAX {
             return false;
         }
-        self.files.held_sync_wanted.push(crate::state::HeldSyncWant {
-            file: id,
-            holders,
-            target,
-        });
+        self.files
+            .held_sync_wanted
+            .push(crate::state::HeldSyncWant {
+                file: id,
+                holders,
+                target,
+            });
         self.files.held_sync_asking.insert(id, target);
         true
     }
@@ -310,7 +317,12 @@ impl Core {
     /// `Ok` — they journaled them (an fsync waiting for `target` is done
     /// once this node's part is journaled too); `Err` — one could not (no
     /// journal there, down): the fsync waits for the destination instead.
-    pub fn held_sync_done(&mut self, id: BucketId, target: u64, r: std::result::Result<(), String>) {
+    pub fn held_sync_done(
+        &mut self,
+        id: BucketId,
+        target: u64,
+        r: std::result::Result<(), String>,
+    ) {
         if self.files.held_sync_asking.get(&id) == Some(&target) {
             self.files.held_sync_asking.remove(&id);
         }
@@ -324,7 +336,11 @@ impl Core {
                 *g = (*g).max(target);
             }
             Err(e) => {
-                let path = self.meta.bucket(id).map(|b| b.name.to_string()).unwrap_or_default();
+                let path = self
+                    .meta
+                    .bucket(id)
+                    .map(|b| b.name.to_string())
+                    .unwrap_or_default();
                 tracing::warn!(path, "fsync through the holders' journals not possible ({e}); waiting for the destination");
                 if self
                     .meta

@@ -43,16 +43,18 @@ pub const REPLICA_SHARE_DIVISOR: u64 = 4;
 impl Core {
     /// Whether file `id` is a replica record.
     pub fn is_replica(&self, id: BucketId) -> bool {
-        self.meta
-            .bucket(id)
-            .is_ok_and(|b| is_replica_path(&b.name))
+        self.meta.bucket(id).is_ok_and(|b| is_replica_path(&b.name))
     }
 
     /// A replica record was created: every `REPLICA_SWEEP_EVERY`th looks at
     /// their number.
     pub(crate) fn replica_created(&mut self) {
         self.files.replicas_created += 1;
-        if self.files.replicas_created.is_multiple_of(REPLICA_SWEEP_EVERY) {
+        if self
+            .files
+            .replicas_created
+            .is_multiple_of(REPLICA_SWEEP_EVERY)
+        {
             self.replica_sweep(REPLICA_RECORDS_MAX);
         }
     }

@@ -794,7 +794,10 @@ fn held_pages_are_evicted_only_once_their_owner_counts_them_flushed() {
     };
     let shadow = core.file_open(&shadow_path(file), &a).unwrap();
     write(core, shadow, 0, &pattern(4 * PAGE, 1));
-    assert!(!(0..4).any(|p| core.evictable(shadow, p)), "dirty until the owner says");
+    assert!(
+        !(0..4).any(|p| core.evictable(shadow, p)),
+        "dirty until the owner says"
+    );
     // never pushed: nothing to clean
     assert_eq!(core.shadow_flushed(file, 0, 3), 0);
     let (pages, pin) = core.shadow_push_take(file, &[(0, 3)]).unwrap();
@@ -808,9 +811,14 @@ fn held_pages_are_evicted_only_once_their_owner_counts_them_flushed() {
     assert!(!core.evictable(shadow, 2), "rewritten after the push");
     let before = core.files.counters.evicted_bytes_total;
     core.evict_clean(u64::MAX, 0, None, false);
-    assert_eq!(core.files.counters.evicted_bytes_total - before, 3 * PAGE as u64);
+    assert_eq!(
+        core.files.counters.evicted_bytes_total - before,
+        3 * PAGE as u64
+    );
     assert!(core.meta.page_blob(shadow, 2).is_some());
-    assert!([0, 1, 3].iter().all(|p| core.meta.page_blob(shadow, *p).is_none()));
+    assert!([0, 1, 3]
+        .iter()
+        .all(|p| core.meta.page_blob(shadow, *p).is_none()));
     // a SCRATCH shadow's pages are never flushed, never evicted
     let scratch = (1u64 << strata_meta::NODE_SHIFT) | 10;
     let s2 = core
@@ -845,11 +853,16 @@ fn replica_pages_are_clean_dropped_first_and_their_records_bounded() {
         dest: Some(DestInfo::default()),
         ..OpenArgs::default()
     };
-    let (r, created) = core.file_open_ex(&replica_path(file, 2, 1 << 40), &a).unwrap();
+    let (r, created) = core
+        .file_open_ex(&replica_path(file, 2, 1 << 40), &a)
+        .unwrap();
     assert!(created && core.is_replica(r));
     write(core, r, 0, &pattern(4 * PAGE, 1));
     assert!((0..4).all(|p| core.evictable(r, p) && core.on_probation(r, p)));
-    assert_eq!(core.files.counters.replica_write_bytes_total, 4 * PAGE as u64);
+    assert_eq!(
+        core.files.counters.replica_write_bytes_total,
+        4 * PAGE as u64
+    );
     assert_eq!(core.meta.file(r).unwrap().dirty_pages.len(), 0);
     // an ordinary SCRATCH file's pages are neither
     let plain = core.file_open("/plain", &a).unwrap();
@@ -858,13 +871,21 @@ fn replica_pages_are_clean_dropped_first_and_their_records_bounded() {
     assert!(!core.evictable(plain, 0));
     // a read of it counts as served by a replica
     let mut out = Vec::new();
-    let (_, covered, pin) = core.file_read((1, 1), r, 0, 2 * PAGE as u64, &mut out, 64).unwrap();
+    let (_, covered, pin) = core
+        .file_read((1, 1), r, 0, 2 * PAGE as u64, &mut out, 64)
+        .unwrap();
     assert_eq!(covered, 2 * PAGE as u64);
     core.unpin((1, 1), pin);
-    assert_eq!(core.files.counters.replica_read_bytes_total, 2 * PAGE as u64);
+    assert_eq!(
+        core.files.counters.replica_read_bytes_total,
+        2 * PAGE as u64
+    );
     // pressure: a write of a file drops replica pages first
     core.evict_clean(u64::MAX, 0, None, true);
-    assert!((0..4).all(|p| core.meta.page_blob(r, p).is_none()), "probation pages go");
+    assert!(
+        (0..4).all(|p| core.meta.page_blob(r, p).is_none()),
+        "probation pages go"
+    );
     assert!(core.meta.page_blob(plain, 0).is_some());
     // the bound: the least recently used records go
     let mut ids = vec![r];
@@ -874,7 +895,11 @@ fn replica_pages_are_clean_dropped_first_and_their_records_bounded() {
     assert_eq!(core.replica_sweep(4), 6);
     assert_eq!(core.files.counters.replicas_dropped_total, 6);
     assert!(core.meta.bucket(plain).is_ok(), "only replicas are swept");
-    let left = core.meta.files().filter(|(_, n, _)| strata_proto::types::is_replica_path(n)).count();
+    let left = core
+        .meta
+        .files()
+        .filter(|(_, n, _)| strata_proto::types::is_replica_path(n))
+        .count();
     assert_eq!(left, 4);
     // the budget: a quarter of the RAM tier; beyond it the least recently
     // used replicas go, and one larger than it is declined
@@ -887,12 +912,20 @@ fn replica_pages_are_clean_dropped_first_and_their_records_bounded() {
         write(core, r, 0, &pattern(chunk, g as u8));
         recs.push(r);
     }
-    assert!(core.meta.bucket(recs[0]).is_err(), "the least recently used went");
+    assert!(
+        core.meta.bucket(recs[0]).is_err(),
+        "the least recently used went"
+    );
     assert!(core.meta.bucket(recs[2]).is_ok(), "the one written is kept");
     assert!(core.files.replica_bytes <= budget);
     let big = core.file_open(&replica_path(file, 3, 200), &a).unwrap();
     let e = core
-        .file_write(big, Some(0), Src::Bytes(&vec![1u8; budget as usize + PAGE]), None)
+        .file_write(
+            big,
+            Some(0),
+            Src::Bytes(&vec![1u8; budget as usize + PAGE]),
+            None,
+        )
         .unwrap_err();
     assert_eq!(e, strata_proto::Errno::NoSpace);
     // an ordinary file's write is never held to it
@@ -913,7 +946,10 @@ fn generations_are_never_issued_twice_for_a_file() {
     let g2 = core.file_publish(id, 7, 1, 1, 4 * PAGE as u64).unwrap();
     assert!(g2 > g1);
     core.file_truncate(id, 0).unwrap();
-    assert!(!core.files.page_maps.contains_key(&id), "the map went with the pages");
+    assert!(
+        !core.files.page_maps.contains_key(&id),
+        "the map went with the pages"
+    );
     let g3 = core.file_publish(id, 7, 0, 4, 4 * PAGE as u64).unwrap();
     assert!(g3 > g2, "{g3} after {g2}: a new map issues new generations");
     // another file's map starts above too
@@ -922,7 +958,10 @@ fn generations_are_never_issued_twice_for_a_file() {
     // a daemon started later (a restart with no journal) issues above
     let mut later = fixture(8 << 20, 64 << 20, 1 << 20);
     let id2 = create(&mut later.core, "/gens");
-    let g4 = later.core.file_publish(id2, 7, 0, 4, 4 * PAGE as u64).unwrap();
+    let g4 = later
+        .core
+        .file_publish(id2, 7, 0, 4, 4 * PAGE as u64)
+        .unwrap();
     assert!(g4 > g3, "{g4} after {g3}");
 }
 

@@ -149,8 +149,18 @@ fn held_runs_and_the_id_round_trip_and_older_records_still_read() {
         synced_size: 0,
         id_local: 42,
         held: vec![
-            journal::HeldRun { holder: 1, first: 0, last: 3, gen: 7 },
-            journal::HeldRun { holder: 2, first: 4, last: 15, gen: 9 },
+            journal::HeldRun {
+                holder: 1,
+                first: 0,
+                last: 3,
+                gen: 7,
+            },
+            journal::HeldRun {
+                holder: 2,
+                first: 4,
+                last: 15,
+                gen: 9,
+            },
         ],
     };
     let rec = Record::BucketSet {
@@ -412,7 +422,9 @@ fn an_fsync_of_more_pages_than_one_stash_job_takes_few_jobs() {
         .unwrap();
     let target = core.file_sync(id).unwrap();
     assert!(target > 0);
-    pump(core, &mut rx, |c| c.file_sync_state(id, target).unwrap().done);
+    pump(core, &mut rx, |c| {
+        c.file_sync_state(id, target).unwrap().done
+    });
     let s = &rx.stash;
     assert!(s.jobs_total <= 3, "{} stash jobs", s.jobs_total);
     assert_eq!(s.fallbacks_total, 0);
@@ -421,7 +433,10 @@ fn an_fsync_of_more_pages_than_one_stash_job_takes_few_jobs() {
     assert_eq!(rec.dirty_pages.len(), pages);
     for p in [0, pages as u64 / 2, pages as u64 - 1] {
         let b = core.meta.blob(core.meta.page_blob(id, p).unwrap()).unwrap();
-        assert!(b.extents.iter().all(|e| e.tier == 1), "page {p} on the dir tier");
+        assert!(
+            b.extents.iter().all(|e| e.tier == 1),
+            "page {p} on the dir tier"
+        );
     }
     core.check().unwrap();
 }
@@ -784,7 +799,11 @@ fn an_owners_map_of_held_pages_and_the_files_id_survive_a_crash() {
     let _svc = journal_on(&mut fx);
     let core = &mut fx.core;
     let rep = core.journal.as_ref().unwrap().report.clone();
-    assert_eq!((rep.files, rep.held_runs, rep.dropped_blobs), (1, 1, 0), "{rep:?}");
+    assert_eq!(
+        (rep.files, rep.held_runs, rep.dropped_blobs),
+        (1, 1, 0),
+        "{rep:?}"
+    );
     let back = core.meta.file_by_path("/dest/held").expect("restored");
     assert_eq!(back, id, "the file keeps its id");
     let runs: Vec<_> = core.files.page_maps[&id].runs().copied().collect();
@@ -848,8 +867,18 @@ fn an_fsync_of_held_pages_is_durable_in_the_holders_and_the_owners_journals() {
         c.journal.as_ref().unwrap().jsynced(id) >= target
     });
     let want = vec![
-        journal::HeldRun { holder: 7, first: 1, last: 3, gen: g7 },
-        journal::HeldRun { holder: 8, first: 4, last: 4, gen: g8 },
+        journal::HeldRun {
+            holder: 7,
+            first: 1,
+            last: 3,
+            gen: g7,
+        },
+        journal::HeldRun {
+            holder: 8,
+            first: 4,
+            last: 4,
+            gen: g8,
+        },
     ];
     let s = journal::read(&jpath).unwrap();
     assert!(
@@ -858,7 +887,10 @@ fn an_fsync_of_held_pages_is_durable_in_the_holders_and_the_owners_journals() {
         "the map is journaled"
     );
     let head = core.meta.blob(core.meta.page_blob(id, 0).unwrap()).unwrap();
-    assert!(head.extents.iter().all(|e| e.tier == 1), "the owner's page stashed");
+    assert!(
+        head.extents.iter().all(|e| e.tier == 1),
+        "the owner's page stashed"
+    );
     assert!(
         !core.file_sync_state(id, target).unwrap().done,
         "not durable before the holders answered"
@@ -866,7 +898,10 @@ fn an_fsync_of_held_pages_is_durable_in_the_holders_and_the_owners_journals() {
     core.held_sync_done(id, target, Ok(()));
     assert!(core.file_sync_state(id, target).unwrap().done);
     assert_eq!(core.file_sync(id).unwrap(), 0, "nothing left to sync");
-    assert!(!core.meta.file(id).unwrap().urgent, "the destination was not needed");
+    assert!(
+        !core.meta.file(id).unwrap().urgent,
+        "the destination was not needed"
+    );
 
     // A holder that cannot journal: the fsync waits for the destination.
     core.file_write(id, Some(0), Src::Bytes(b"OWNER'S HEAD"), None)
@@ -907,8 +942,16 @@ fn a_holder_journals_its_pages_of_a_file_when_the_owner_asks() {
     let file = (1u64 << strata_meta::NODE_SHIFT) | 5;
     let mut fx = fixture(4 << 20, 64 << 20, 1 << 20);
     let core = &mut fx.core;
-    let shadow = create(core, &crate::files_publish::shadow_path(file), Persist::Workflow as u32);
-    assert_eq!(core.shadow_sync(file).unwrap_err(), strata_proto::Errno::NotDurable, "no journal");
+    let shadow = create(
+        core,
+        &crate::files_publish::shadow_path(file),
+        Persist::Workflow as u32,
+    );
+    assert_eq!(
+        core.shadow_sync(file).unwrap_err(),
+        strata_proto::Errno::NotDurable,
+        "no journal"
+    );
     let mut svc = journal_on(&mut fx);
     let core = &mut fx.core;
     let data = pattern(3 * 4096 + 100, 4);
@@ -917,12 +960,28 @@ fn a_holder_journals_its_pages_of_a_file_when_the_owner_asks() {
     let (id, target) = core.shadow_sync(file).unwrap();
     assert_eq!(id, shadow);
     assert!(target > 0);
-    pump(core, &mut svc, |c| c.file_sync_state(id, target).unwrap().done);
+    pump(core, &mut svc, |c| {
+        c.file_sync_state(id, target).unwrap().done
+    });
     let b = core.meta.blob(core.meta.page_blob(id, 0).unwrap()).unwrap();
     assert!(b.extents.iter().all(|e| e.tier == 1), "on the dir tier");
-    assert_eq!(core.shadow_sync(file).unwrap(), (id, 0), "already journaled");
-    assert_eq!(core.shadow_sync(file + 1).unwrap_err(), strata_proto::Errno::NoFile);
+    assert_eq!(
+        core.shadow_sync(file).unwrap(),
+        (id, 0),
+        "already journaled"
+    );
+    assert_eq!(
+        core.shadow_sync(file + 1).unwrap_err(),
+        strata_proto::Errno::NoFile
+    );
     let scratch = file + 2;
-    create(core, &crate::files_publish::shadow_path(scratch), Persist::Scratch as u32);
-    assert_eq!(core.shadow_sync(scratch).unwrap_err(), strata_proto::Errno::NotDurable);
+    create(
+        core,
+        &crate::files_publish::shadow_path(scratch),
+        Persist::Scratch as u32,
+    );
+    assert_eq!(
+        core.shadow_sync(scratch).unwrap_err(),
+        strata_proto::Errno::NotDurable
+    );
 }

@@ -149,7 +149,10 @@ pub fn replay(core: &mut Core, scan: &Scan) -> ReplayReport {
             continue;
         }
         let made = match file.as_ref().map_or(0, |f| f.id_local) {
-            0 => core.meta.bucket_open(name, true, true, now).map(|(id, _)| id),
+            0 => core
+                .meta
+                .bucket_open(name, true, true, now)
+                .map(|(id, _)| id),
             local => core.meta.bucket_create_as(name, local, now),
         };
         let id = match made {

@@ -79,8 +79,8 @@ pub mod files_hold;
 pub mod files_link;
 pub mod files_list;
 pub mod files_publish;
-pub mod files_reval;
 pub mod files_replica;
+pub mod files_reval;
 pub mod flush;
 pub mod flush_conc;
 pub mod journal;
@@ -194,7 +194,12 @@ pub struct Engine {
     /// an older name (renamed meanwhile): `FileIdle` of the path waits for
     /// that job too (at most `UNLINK_MARKS_MAX`).
     pub(crate) unlinked_jobs: std::collections::HashMap<String, strata_meta::BucketId>,
+    /// When the get index's direct reads were last turned into accesses.
+    index_harvested: std::time::Instant,
 }
+
+/// How often direct reads (the get index) are counted as accesses.
+const INDEX_HARVEST_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// How long a claiming unlink's mark lasts at most (its caller normally
 /// clears it as soon as the destination file is gone).
@@ -216,6 +221,7 @@ impl Engine {
             locality: crate::remote::Locality::default(),
             unlink_marks: std::collections::HashMap::new(),
             unlinked_jobs: std::collections::HashMap::new(),
+            index_harvested: std::time::Instant::now(),
         }
     }
 
@@ -287,6 +293,17 @@ impl Engine {
 
     /// One round of every background service: each starts what is due.
     pub fn tick(&mut self) {
+        if self.index_harvested.elapsed() >= INDEX_HARVEST_INTERVAL {
+            self.index_harvested = std::time::Instant::now();
+            // Direct reads count for the organizer like gets through the
+            // daemon: once in the decayed heat, all in the access count.
+            let now = crate::core::now_ns();
+            let access = &mut self.core.access;
+            self.core.meta.index_harvest(&mut |b, hits| {
+                access.record(b, now);
+                b.access_count += hits - 1;
+            });
+        }
         if let Some(f) = self.flusher.as_mut() {
             f.tick(&mut self.core);
         }

@@ -1425,9 +1425,11 @@ mod tests {
         let idles = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
         let spawn = |w: usize| {
             let (q, idles) = (q.clone(), idles.clone());
-            std::thread::spawn(move || next_job(&q, || {
-                idles[w].fetch_add(1, Ordering::SeqCst);
-            }))
+            std::thread::spawn(move || {
+                next_job(&q, || {
+                    idles[w].fetch_add(1, Ordering::SeqCst);
+                })
+            })
         };
         let a = spawn(0);
         // Bounded: worker 0 finds the queue empty and waits in it.

@@ -420,6 +420,24 @@ impl FileRecord {
     }
 }
 
+/// Where blobs are published for reads that bypass the daemon (the get
+/// index of strata-transport-shm, installed by the daemon). The store tells
+/// it before any blob's bytes, extents or name change, or the blob goes —
+/// the index's invariant rests on that call coming first.
+pub trait Published: Send {
+    /// `id` is about to change or go: its entry must be gone when this
+    /// returns. Returns the direct reads it counted and not yet handed over.
+    fn forget(&mut self, id: BlobId) -> u64;
+    /// `blob` (of a native bucket) is stable now: publish it if it qualifies.
+    fn offer(&mut self, blob: &Blob);
+    /// Direct reads since the last call, per blob.
+    fn harvest(&mut self, f: &mut dyn FnMut(BlobId, u64));
+    /// Direct reads of `id` since the last harvest (its entry stays).
+    fn take_hits(&mut self, id: BlobId) -> u64;
+    /// (entries, published now, published ever, direct reads ever).
+    fn counts(&self) -> (u64, u64, u64, u64);
+}
+
 /// All buckets and blobs of this node.
 pub struct MetaStore {
     node_id: NodeId,
@@ -437,6 +455,8 @@ pub struct MetaStore {
     next_gen: u64,
     /// What changed since the journal last looked (only tracked when on).
     pub touched: Touched,
+    /// The get index, when the daemon publishes one.
+    index: Option<Box<dyn Published>>,
 }
 
 /// Blobs and buckets changed since the last [`MetaStore::take_touched`]:
@@ -483,11 +503,75 @@ impl MetaStore {
             file_count: 0,
             next_gen: 1,
             touched: Touched::default(),
+            index: None,
         }
     }
 
     pub fn limits(&self) -> &Limits {
         &self.limits
+    }
+
+    /// Installs the get index (every later change of a blob forgets its entry).
+    pub fn set_index(&mut self, index: Box<dyn Published>) {
+        self.index = Some(index);
+    }
+
+    pub fn index_counts(&self) -> Option<(u64, u64, u64, u64)> {
+        self.index.as_ref().map(|i| i.counts())
+    }
+
+    /// Tells the index `id` changes now (see [`Published::forget`]); the
+    /// direct reads it had counted go to the blob's access count.
+    #[inline]
+    pub fn index_forget(&mut self, id: BlobId) {
+        if let Some(ix) = self.index.as_mut() {
+            let hits = ix.forget(id);
+            if hits > 0 {
+                if let Some(b) = self.blobs.get_mut(id.local()).and_then(|s| s.as_mut()) {
+                    b.access_count += hits;
+                }
+            }
+        }
+    }
+
+    /// Offers blob `id` to the index if it belongs to a native bucket (a
+    /// file's pages are read through the file model, never directly).
+    #[inline]
+    pub fn index_offer(&mut self, id: BlobId) {
+        let Some(ix) = self.index.as_mut() else {
+            return;
+        };
+        let Some(b) = self.blobs.get(id.local()).and_then(|s| s.as_ref()) else {
+            return;
+        };
+        if self
+            .buckets
+            .get(&b.bucket)
+            .is_some_and(|k| k.file.is_none())
+        {
+            ix.offer(b);
+        }
+    }
+
+    /// The direct reads of `id` not yet harvested (e.g. before its stat is
+    /// answered, so it shows every read).
+    pub fn index_take_hits(&mut self, id: BlobId) -> u64 {
+        self.index.as_mut().map_or(0, |ix| ix.take_hits(id))
+    }
+
+    /// Hands direct reads since the last call to `f(blob, reads)`.
+    pub fn index_harvest(&mut self, f: &mut dyn FnMut(&mut Blob, u64)) {
+        let Some(ix) = self.index.as_mut() else {
+            return;
+        };
+        let blobs = &mut self.blobs;
+        ix.harvest(&mut |id, hits| {
+            if let Some(b) = blobs.get_mut(id.local()).and_then(|s| s.as_mut()) {
+                if b.id == id {
+                    f(b, hits);
+                }
+            }
+        });
     }
     /// The nodes names are owned by (a cluster's ring; one node by default).
     pub fn set_ring(&mut self, ring: Ring) {
@@ -596,7 +680,9 @@ impl MetaStore {
 
     /// Bucket ids issued from now on are above `local` (low bits).
     pub fn ids_above(&mut self, local: u64) {
-        self.next_bucket = self.next_bucket.max(local.saturating_add(1).min(LOCAL_MASK));
+        self.next_bucket = self
+            .next_bucket
+            .max(local.saturating_add(1).min(LOCAL_MASK));
     }
 
     pub fn bucket(&self, id: BucketId) -> Result<&Bucket> {
@@ -635,6 +721,9 @@ impl MetaStore {
     pub fn bucket_destroy(&mut self, id: BucketId) -> Result<Vec<Blob>> {
         let b = self.buckets.remove(&id).ok_or(Errno::NoBucket)?;
         self.bucket_by_name.remove(&b.name);
+        for bid in b.blobs.values() {
+            self.index_forget(*bid);
+        }
         if self.touched.on {
             self.touched.buckets.insert(id);
             self.touched.blobs.extend(b.blobs.values().copied());
@@ -685,6 +774,7 @@ impl MetaStore {
     /// for the journal.
     pub fn blob_mut(&mut self, id: BlobId) -> Option<&mut Blob> {
         self.touched.blob(id);
+        self.index_forget(id);
         self.blobs.get_mut(id.local()).and_then(|s| s.as_mut())
     }
 
@@ -848,6 +938,7 @@ impl MetaStore {
 
     /// Removes a blob and returns it (the caller frees its extents).
     pub fn blob_remove(&mut self, id: BlobId) -> Option<Blob> {
+        self.index_forget(id);
         let blob = self.blobs.get_mut(id.local()).and_then(|s| s.take())?;
         self.touched.blob(id);
         self.free_blob_slots.push(id.local());
@@ -962,7 +1053,10 @@ mod tests {
         assert_eq!(m.bucket_create_as("b", 40, 0), Err(Errno::Exists));
         assert_eq!(m.bucket_create_as("a", 41, 0), Err(Errno::Exists));
         assert_eq!(m.bucket_create_as("b", 0, 0), Err(Errno::Inval));
-        assert_eq!(m.bucket_create_as("b", LOCAL_MASK + 1, 0), Err(Errno::Inval));
+        assert_eq!(
+            m.bucket_create_as("b", LOCAL_MASK + 1, 0),
+            Err(Errno::Inval)
+        );
         let (b, _) = m.bucket_open("b", true, false, 0).unwrap();
         assert_eq!(b.0 & LOCAL_MASK, 41);
         // a lower id later does not move the counter back

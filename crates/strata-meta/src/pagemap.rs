@@ -104,7 +104,9 @@ impl PageMap {
     pub fn restore(runs: &[Run]) -> Result<PageMap> {
         let mut sorted = runs.to_vec();
         sorted.sort_by_key(|r| r.first);
-        if sorted.iter().any(|r| r.first > r.last || r.gen == 0 || r.gen == u64::MAX)
+        if sorted
+            .iter()
+            .any(|r| r.first > r.last || r.gen == 0 || r.gen == u64::MAX)
             || sorted.windows(2).any(|w| w[0].last >= w[1].first)
         {
             return Err(Errno::Inval);
@@ -397,11 +399,22 @@ mod tests {
         assert_eq!(held(&r.lookup(0, 19)), vec![(10, 19, 2, g, false)]);
         assert!(r.publish(1, &[(0, 0)]).unwrap() > g);
         // nothing restored from bad input
-        let run = |first, last, gen| Run { first, last, holder: 1, gen, flushed: false };
+        let run = |first, last, gen| Run {
+            first,
+            last,
+            holder: 1,
+            gen,
+            flushed: false,
+        };
         assert_eq!(PageMap::restore(&[run(3, 2, 1)]).err(), Some(Errno::Inval));
-        assert_eq!(PageMap::restore(&[run(0, 4, 1), run(4, 5, 2)]).err(), Some(Errno::Inval));
+        assert_eq!(
+            PageMap::restore(&[run(0, 4, 1), run(4, 5, 2)]).err(),
+            Some(Errno::Inval)
+        );
         assert_eq!(PageMap::restore(&[run(0, 4, 0)]).err(), Some(Errno::Inval));
-        let many: Vec<Run> = (0..PAGE_MAP_RUNS_MAX as u64 + 1).map(|i| run(2 * i, 2 * i, 1)).collect();
+        let many: Vec<Run> = (0..PAGE_MAP_RUNS_MAX as u64 + 1)
+            .map(|i| run(2 * i, 2 * i, 1))
+            .collect();
         assert_eq!(PageMap::restore(&many).err(), Some(Errno::Limit));
         assert!(PageMap::restore(&[]).unwrap().is_empty());
     }

@@ -187,9 +187,11 @@ pub async fn connect_for(
             .map_err(|e| io::Error::other(error_chain(&e).replace("transport error: ", "")))
     })
     .await?;
-    Ok(pb::cluster_client::ClusterClient::with_interceptor(channel, CallDeadline(call_deadline))
-        .max_decoding_message_size(MESSAGE_BYTES_MAX)
-        .max_encoding_message_size(MESSAGE_BYTES_MAX))
+    Ok(
+        pb::cluster_client::ClusterClient::with_interceptor(channel, CallDeadline(call_deadline))
+            .max_decoding_message_size(MESSAGE_BYTES_MAX)
+            .max_encoding_message_size(MESSAGE_BYTES_MAX),
+    )
 }
 
 /// An error and its causes on one line.
@@ -383,13 +385,26 @@ mod tests {
         let k = Secret::generate();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let short = Duration::from_millis(200);
-        let server = tokio::spawn(serve(l, k.clone(), Duration::from_secs(2), short, Echo, async {
-            let _ = stop_rx.await;
-        }));
+        let server = tokio::spawn(serve(
+            l,
+            k.clone(),
+            Duration::from_secs(2),
+            short,
+            Echo,
+            async {
+                let _ = stop_rx.await;
+            },
+        ));
         let push = pb::ShadowPushRequest::default();
-        let mut c = connect_for(t.clone(), &addr, &k, Duration::from_secs(2), Duration::from_secs(5))
-            .await
-            .unwrap();
+        let mut c = connect_for(
+            t.clone(),
+            &addr,
+            &k,
+            Duration::from_secs(2),
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
         let r = c.shadow_push(push.clone()).await.unwrap().into_inner();
         assert_eq!(r.bytes, 7);
         assert_eq!(PUSHES_ENDED.load(std::sync::atomic::Ordering::SeqCst), 1);

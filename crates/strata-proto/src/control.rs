@@ -250,6 +250,10 @@ pub struct HelloReply {
     /// node holds sends its daemon `ReadAhead` hints (with `read_replicas`).
     #[serde(default)]
     pub remote_read_ahead: bool,
+    /// The get index's segment (empty: none): small RAM blobs the client
+    /// reads straight from the arena (`strata_transport_shm::index`).
+    #[serde(default)]
+    pub index_segment: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -304,6 +308,21 @@ pub struct StatusReply {
     /// This daemon's view of its cluster (None: one node, no cluster).
     #[serde(default)]
     pub cluster: Option<ClusterStatus>,
+    /// The get index (None: off — `daemon.get_index: 0`, no RAM tier, or
+    /// the I/O log is on).
+    #[serde(default)]
+    pub get_index: Option<GetIndexStatus>,
+}
+
+/// Small RAM blobs clients read straight from the arena (no round trip).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct GetIndexStatus {
+    pub entries: u64,
+    /// Blobs published now.
+    pub published: u64,
+    pub published_total: u64,
+    /// Gets served without asking the daemon (counted every 100 ms).
+    pub direct_reads_total: u64,
 }
 
 /// A cluster member's view of the cluster.

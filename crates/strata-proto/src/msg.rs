@@ -360,10 +360,14 @@ impl<'a> Request<'a> {
     pub fn target(&self) -> Target<'a> {
         use Request::*;
         match *self {
-            Nop | ChannelOpen | ChannelClose | Lease { .. } | LeaseReturn | Unpin | DirectNotice
-            | ReadAhead { .. } => {
-                Target::Local
-            }
+            Nop
+            | ChannelOpen
+            | ChannelClose
+            | Lease { .. }
+            | LeaseReturn
+            | Unpin
+            | DirectNotice
+            | ReadAhead { .. } => Target::Local,
             BucketOpen { name, .. } => Target::Name(name),
             BucketList { .. } | FileList { .. } => Target::All,
             BucketInfo { bucket }

@@ -1037,9 +1037,7 @@ pub fn decode_reply(op: Op, r: &ResponseRecord, arg: &[u8]) -> Result<Reply<'sta
             off: r.val0,
             len: r.val1,
         },
-        Op::Put | Op::FileThroughDone | Op::FilePublish | Op::FileRemoteLost => {
-            Reply::Size(r.val0)
-        }
+        Op::Put | Op::FileThroughDone | Op::FilePublish | Op::FileRemoteLost => Reply::Size(r.val0),
         Op::Get | Op::FileRead => {
             let chunks = arg.chunks_exact(std::mem::size_of::<ReadExtent>());
             let mut extents = Vec::with_capacity(chunks.len());

@@ -15,6 +15,7 @@
 //! **API Boundary:** only this crate knows the record layout; every other
 //! crate speaks `strata_proto::msg`.
 pub mod codec;
+pub mod index;
 pub mod layout;
 pub mod record;
 
