@@ -14,6 +14,13 @@ args=("${SLOW_PFS_ARGS[@]}")
 command -v redis-server >/dev/null || echo "bench-all: redis-server not on PATH (apt-get install redis-server); YCSB is skipped" >&2
 python3 -c 'import matplotlib' 2>/dev/null || pip install -q matplotlib 2>/dev/null \
   || pip install -q --break-system-packages matplotlib || echo "bench-all: no matplotlib: tables without plots" >&2
+# IOWarp CTE 2.3.2 (t4's peer) from PyPI into a private virtualenv, once.
+iowarp="${XDG_CACHE_HOME:-$HOME/.cache}/strata-bench/iowarp-2.3.2"
+if [ ! -x "$iowarp/bin/clio_cte_bench" ]; then
+  { python3 -m venv "$iowarp" && "$iowarp/bin/pip" install -q iowarp-core==2.3.2; } \
+    || echo "bench-all: cannot install iowarp-core 2.3.2: t4 runs without its IOWarp peer" >&2
+fi
+[ -x "$iowarp/bin/clio_cte_bench" ] && args+=(--iowarp-bin "$iowarp/bin")
 cargo build --release -q -p strata-cli -p strata-posix -p strata-bench
 echo "bench-all: load average $(cut -d' ' -f1-3 /proc/loadavg) before the run" >&2
 exec python3 scripts/bench_all.py "${args[@]}" "$@"

@@ -44,6 +44,7 @@ TARGETS = {
     "t3": ("YCSB", "A,B,C,D,F with 4 threads vs redis-server, every workload", ("min", 5.0)),
     "t3p": ("YCSB read p99", "read p99 strata / redis, every workload", ("max", 0.2)),
     "t4": ("Small get p99 under load", "1 KiB get, 1 client thread, two busy loops on the machine: p99 in us", ("max", 10.0)),
+    "t4i": ("Small get vs IOWarp", "1 KiB gets/s, 1 client thread, vs IOWarp CTE 2.3.2's clio_cte_bench Get (its better configuration), idle and under two busy loops", ("min", 1.0)),
     "t5": ("Large puts", "native put vs memcpy of the same size into warm memory, 1 MiB and 16 MiB", ("min", 0.8)),
     "t6w": ("Cold start write", "fresh daemon's first SCRATCH IOR write (4 procs, 1 MiB) vs tmpfs", ("min", 0.8)),
     "t6r": ("Cold start read", "fresh daemon's first SCRATCH IOR read vs tmpfs", ("min", 1.0)),
@@ -271,30 +272,130 @@ def busy_loops(n):
     return [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(n)]
 
 
+class IoWarp:
+    """IOWarp CTE (the Hermes successor) as t4's peer: its runtime with a
+    private storage root and port, measured by its own benchmark
+    (clio_cte_bench --op Get, 1 KiB, 1 thread). `workers`: None = the
+    package's shipped configuration (4 workers, 10 ms busy wait); else that
+    many workers and a 50 us busy wait (a fit for 2 cores)."""
+
+    def __init__(self, r, bindir, workers):
+        self.r, self.bin, self.workers = r, bindir, workers
+        self.root = tempfile.mkdtemp(prefix="iowarp-", dir=r.args.tmp)
+        conf = self._default_conf()
+        text = open(conf).read()
+        if workers:
+            text = text.replace("  num_threads: 4 ", f"  num_threads: {workers} ", 1)
+            text = text.replace("  first_busy_wait: 10000 ", "  first_busy_wait: 50 ", 1)
+        self.conf = os.path.join(self.root, "clio.yaml")
+        open(self.conf, "w").write(text)
+        self.env = dict(os.environ, CLIO_STORAGE_ROOT=self.root, CLIO_SERVER_CONF=self.conf,
+                        CLIO_PORT=str(9600 + 10 * (workers or 0)), CTP_LOG_LEVEL="info")
+        self.proc = None
+
+    def _default_conf(self):
+        import glob
+        venv = os.path.dirname(os.path.abspath(self.bin))
+        hits = glob.glob(os.path.join(venv, "lib", "python3*", "site-packages", "iowarp_core", "data", "clio_default.yaml"))
+        if not hits:
+            raise RuntimeError(f"no iowarp_core/data/clio_default.yaml next to {self.bin}")
+        return hits[0]
+
+    def start(self):
+        self.proc = subprocess.Popen([os.path.join(self.bin, "clio_run"), "start"], env=self.env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        for _ in range(120):  # bounded: 60 s
+            st = subprocess.run([os.path.join(self.bin, "clio_run"), "status"], env=self.env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            if "RUNNING" in st.stdout:
+                return self
+            time.sleep(0.5)
+        self.stop()
+        raise RuntimeError("IOWarp runtime did not start within 60 s")
+
+    def gets(self, count):
+        """(gets per second, mean latency in us) of one clio_cte_bench Get run."""
+        import re
+        cmd = [os.path.join(self.bin, "clio_cte_bench"), "--op", "Get", "--threads", "1", "--depth", "1",
+               "--io-size", "1k", "--io-count", str(count)]
+        self.r.commands.append(" ".join(cmd) + f"   # IOWarp CTE, workers={self.workers or 'shipped default'}")
+        p = subprocess.run(cmd, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+        text = re.sub(r"\x1b\[[0-9;]*m", "", p.stdout)
+        iops = re.search(r"IOPS per thread \(avg\): ([0-9.e+]+)", text)
+        lat = re.search(r"Avg latency per op: ([0-9.e+]+) us", text)
+        if p.returncode != 0 or not iops or not lat:
+            raise RuntimeError(f"clio_cte_bench failed ({p.returncode}): {text[-1500:]}")
+        return float(iops.group(1)), float(lat.group(1))
+
+    def stop(self):
+        subprocess.run([os.path.join(self.bin, "clio_run"), "stop"], env=self.env,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+        if self.proc:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+        subprocess.run(["sh", "-c", f"rm -f /dev/shm/*_{self.env['CLIO_PORT']}* 2>/dev/null"])
+
+
+def loaded(fn, n=2):
+    """fn() while n busy loops compete for the cores."""
+    loops = busy_loops(n)
+    try:
+        return fn()
+    finally:
+        for p in loops:
+            p.kill()
+            p.wait()
+
+
 def t4_small_gets(r, reps):
     d = Daemon(r, 2048).start()
     rows = []
     kv = [r.strata, "bench", "kv", "--config", d.config, "--sizes", "1KiB", "--threads", 1, "--procs", 1, "--seconds", 2, "--json"]
+    no_index = dict(os.environ, STRATA_CLIENT_GET_INDEX="0")
+    peers = []
+    if r.args.iowarp_bin:
+        peers = [IoWarp(r, r.args.iowarp_bin, None), IoWarp(r, r.args.iowarp_bin, 1)]
+    count = 2000 if r.args.quick else 5000
     try:
         r.run(kv, daemon=d)  # warm-up
         for rep in range(1, reps + 1):
             idle = {x["op"]: x for x in r.json_lines(r.run(kv, daemon=d)[0])}
-            loops = busy_loops(2)
-            try:
-                out, cpu, dc, _ = r.run(kv, daemon=d)
-            finally:
-                for p in loops:
-                    p.kill()
-                    p.wait()
+            out, cpu, dc, _ = loaded(lambda: r.run(kv, daemon=d))
             load = {x["op"]: x for x in r.json_lines(out)}
-            rows.append({"rep": rep, "get_p99_us_loaded": load["get"]["p99_us"], "get_p50_us_loaded": load["get"]["p50_us"],
-                         "get_ops_s_loaded": load["get"]["ops_per_s"], "get_p99_us_idle": idle["get"]["p99_us"],
-                         "get_ops_s_idle": idle["get"]["ops_per_s"], "put_p99_us_loaded": load["put"]["p99_us"],
-                         "cpu_us_per_op_loaded": (cpu + dc) * 1e6 / max(1, load["get"]["ops"] + load["put"]["ops"]),
-                         "iowarp": "not installed on this machine: no peer in this run"})
+            # The choice measured: the same daemon, gets through the rings.
+            ring = {x["op"]: x for x in r.json_lines(loaded(lambda: r.run(kv, daemon=d, env=no_index))[0])}
+            row = {"rep": rep, "get_p99_us_loaded": load["get"]["p99_us"], "get_p50_us_loaded": load["get"]["p50_us"],
+                   "get_ops_s_loaded": load["get"]["ops_per_s"], "get_p99_us_idle": idle["get"]["p99_us"],
+                   "get_ops_s_idle": idle["get"]["ops_per_s"], "put_p99_us_loaded": load["put"]["p99_us"],
+                   "ring_get_p99_us_loaded": ring["get"]["p99_us"], "ring_get_ops_s_loaded": ring["get"]["ops_per_s"],
+                   "cpu_us_per_op_loaded": (cpu + dc) * 1e6 / max(1, load["get"]["ops"] + load["put"]["ops"])}
+            for peer in peers:
+                tag = f"iowarp_{peer.workers or 'default'}"
+                peer.start()
+                try:
+                    ops_idle, lat_idle = peer.gets(count)
+                    ops_load, lat_load = loaded(lambda: peer.gets(count))
+                finally:
+                    peer.stop()
+                row.update({f"{tag}_get_ops_s_idle": ops_idle, f"{tag}_get_mean_us_idle": lat_idle,
+                            f"{tag}_get_ops_s_loaded": ops_load, f"{tag}_get_mean_us_loaded": lat_load})
+            if peers:
+                best_idle = max(row[f"iowarp_{p.workers or 'default'}_get_ops_s_idle"] for p in peers)
+                best_load = max(row[f"iowarp_{p.workers or 'default'}_get_ops_s_loaded"] for p in peers)
+                row["ratio_vs_iowarp_idle"] = row["get_ops_s_idle"] / best_idle
+                row["ratio_vs_iowarp_loaded"] = row["get_ops_s_loaded"] / best_load
+            else:
+                row["iowarp"] = "not found (scripts/bench-all.sh installs iowarp-core; or --iowarp-bin DIR)"
+            rows.append(row)
     finally:
         d.stop()
-    return {"t4": ([x["get_p99_us_loaded"] for x in rows], rows)}
+    out = {"t4": ([x["get_p99_us_loaded"] for x in rows], rows)}
+    if peers:
+        out["t4i"] = ([v for x in rows for v in (x["ratio_vs_iowarp_idle"], x["ratio_vs_iowarp_loaded"])], rows)
+    return out
 
 
 def t5_large_puts(r, reps):
@@ -478,6 +579,8 @@ def main():
     p.add_argument("--tier-fs", default="", help="a non-tmpfs directory for dir tiers and the checkpoint peer (default /var/tmp)")
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
     p.add_argument("--bin", default=os.path.join(ROOT, "target", "release"))
+    p.add_argument("--iowarp-bin", default=os.environ.get("IOWARP_BIN", ""),
+                   help="directory with clio_run and clio_cte_bench (IOWarp CTE, t4's peer)")
     p.add_argument("--render", default="", help="only render the tables and plot of a saved JSON")
     a = p.parse_args()
     if a.render:
