@@ -19,6 +19,13 @@
 //! back to the ring, which is always right: the index is a hint, never the
 //! truth.
 //!
+//! What the daemon no longer sees: direct reads are counted as accesses
+//! (clients add to `hits`; the daemon harvests every 100 ms and before a
+//! stat), but the prefetcher's successor model learns from gets through
+//! the daemon only, and the I/O log would miss them (the index is off
+//! while `trace.enabled`). `daemon.get_index: 0` turns it off; a client
+//! with `STRATA_CLIENT_GET_INDEX=0` does not use it.
+//!
 //! **Architecture Invariant:** the daemon *forgets* a blob's entry (seq made
 //! odd, then key cleared) **before** it changes the blob's bytes in place,
 //! replaces or frees its extent, renames or deletes it. Since space is
