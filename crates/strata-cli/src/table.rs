@@ -112,6 +112,19 @@ pub fn status_table(st: &StatusReply) -> String {
             ix.published, ix.entries, ix.direct_reads_total
         ));
     }
+    if let Some(f) = &st.flush {
+        out.push_str(&if f.yielding {
+            format!(
+                "drain: yielding to busy clients ({} of at most {} background jobs, workers at nice {}; full speed {} ms after their last write)\n",
+                f.in_flight, f.busy_jobs, f.nice, f.busy_window_ms
+            )
+        } else {
+            format!(
+                "drain: full speed ({} jobs in flight, limit {}; workers at nice {})\n",
+                f.in_flight, f.concurrency, f.nice
+            )
+        });
+    }
     out.push_str(&files_line(st));
     out.push_str(&journal_lines(st));
     out.push_str(&crate::trace::status_lines(st));

@@ -46,7 +46,10 @@ fn small_blobs_are_read_without_a_request_and_every_change_is_seen() {
         assert_eq!(&buf[..1024], &v1[..]);
     }
     let asked = requests(&d) - before;
-    assert!(asked < 50, "{asked} requests for 1000 gets of an indexed blob");
+    assert!(
+        asked < 50,
+        "{asked} requests for 1000 gets of an indexed blob"
+    );
     let st = d.status().get_index.expect("the index is on by default");
     assert!(st.published >= 1 && st.entries >= 65536, "{st:?}");
     assert!(direct_reads_reach(&d, 1000) >= 1000);
@@ -164,7 +167,9 @@ fn concurrent_readers_never_see_a_mix_of_two_versions() {
         let v = (k * 16 + round % 16) as u8;
         match round % 4 {
             // Another size: a new extent, the old one freed and reused.
-            0 | 1 => b.put(&name, &vec![v; 256 + (round as usize * 97) % 4000]).unwrap(),
+            0 | 1 => b
+                .put(&name, &vec![v; 256 + (round as usize * 97) % 4000])
+                .unwrap(),
             // Replaced at the same size (a new extent all the same; a
             // rewrite in place may be read torn, as a read racing a write).
             2 => {
@@ -184,5 +189,8 @@ fn concurrent_readers_never_see_a_mix_of_two_versions() {
         whole += r.join().unwrap().0;
     }
     assert!(whole > 0);
-    assert!(direct_reads_reach(&d, 1) >= 1, "some gets went through the index");
+    assert!(
+        direct_reads_reach(&d, 1) >= 1,
+        "some gets went through the index"
+    );
 }

@@ -39,7 +39,8 @@
 //!             extents_per_blob_max: 256, tags_per_bucket_max: 64, blob_size_max: 1TiB }
 //! adapter: { page_size: 1MiB, mode: default, include: [], exclude: [],
 //!            prefixes: [ { path: /data/ckpt, mode: scratch, page_size: 4MiB } ] }
-//! flush: { enabled: true, interval: 100ms, threads: 8, bandwidth_max: 0 }
+//! flush: { enabled: true, interval: 100ms, threads: 8, bandwidth_max: 0,
+//!          busy_window: 200ms, busy_jobs: 1, nice: 10 }
 //! organizer: { enabled: true, interval: 1s, bandwidth_max: 256MiB/s,
 //!              promote_threshold: 0.7, demote_threshold: 0.3,
 //!              recency_window: 1m, frequency_window: 5m, high_water: 0.9, low_water: 0.75 }
@@ -486,6 +487,29 @@ pub struct FlushConfig {
     /// or the stop is refused unless `--discard`. > 0, at most one day.
     #[serde(default = "stop_give_up_ms_default")]
     pub stop_give_up_ms: f64,
+    /// Clients wrote within this window: the drain *yields* — at most
+    /// `busy_jobs` background jobs at once (urgent flushes and capacity
+    /// pressure excepted). 0 = never yield. At most one minute.
+    #[serde(default = "busy_window_ms_default")]
+    pub busy_window_ms: f64,
+    /// 1..=64.
+    #[serde(default = "busy_jobs_default")]
+    pub busy_jobs: u32,
+    /// CPU niceness of the flush workers, 0..=19 (higher yields more).
+    #[serde(default = "flush_nice_default")]
+    pub nice: u32,
+}
+
+fn busy_window_ms_default() -> f64 {
+    200.0
+}
+
+fn busy_jobs_default() -> u32 {
+    1
+}
+
+fn flush_nice_default() -> u32 {
+    10
 }
 
 fn stop_give_up_ms_default() -> f64 {
@@ -506,6 +530,9 @@ impl Default for FlushConfig {
             verify: false,
             stall_warn_ms: stall_warn_ms_default(),
             stop_give_up_ms: stop_give_up_ms_default(),
+            busy_window_ms: busy_window_ms_default(),
+            busy_jobs: busy_jobs_default(),
+            nice: flush_nice_default(),
         }
     }
 }

@@ -386,6 +386,17 @@ pub(crate) fn validate(c: &Config) -> R {
             ),
         );
     }
+    if !(f.busy_window_ms.is_finite() && (0.0..=60_000.0).contains(&f.busy_window_ms)) {
+        return fail(
+            "flush.busy_window",
+            format!(
+                "{} is out of range (0 = never yield, at most 1m)",
+                format_duration_us(f.busy_window_ms * 1e3)
+            ),
+        );
+    }
+    range_u64("flush.busy_jobs", f.busy_jobs.into(), 1, 64, int)?;
+    range_u64("flush.nice", f.nice.into(), 0, 19, int)?;
 
     // organizer
     let o = &c.organizer;

@@ -313,6 +313,24 @@ pub(crate) fn to_yaml(c: &Config) -> String {
         &format_duration_us(f.stop_give_up_ms * 1e3),
         "at stop, a file failing this long is kept in the journal, or the stop refused",
     );
+    o.line(
+        2,
+        "busy_window",
+        &format_duration_us(f.busy_window_ms * 1e3),
+        "clients wrote this recently: the drain yields (0 = never)",
+    );
+    o.line(
+        2,
+        "busy_jobs",
+        &f.busy_jobs.to_string(),
+        "background flush jobs at once while clients are busy, 1..=64",
+    );
+    o.line(
+        2,
+        "nice",
+        &f.nice.to_string(),
+        "CPU niceness of the flush workers, 0..=19",
+    );
 
     let g = &c.organizer;
     o.section("organizer", "");

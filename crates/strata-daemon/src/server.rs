@@ -1929,6 +1929,17 @@ impl Poller {
                     }
                 },
             ),
+            flush: self.engine.flusher.as_ref().map(|f| {
+                let st = f.settings();
+                strata_proto::control::FlushStatus {
+                    yielding: f.yielding(),
+                    busy_window_ms: st.busy_window_ns as f64 / 1e6,
+                    busy_jobs: st.busy_jobs,
+                    nice: st.nice,
+                    in_flight: f.in_flight() as u64,
+                    concurrency: f.concurrency() as u64,
+                }
+            }),
         }
     }
 }

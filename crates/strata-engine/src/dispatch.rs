@@ -174,6 +174,7 @@ impl crate::Engine {
             }
             Request::FileWrite { file, at, data } => {
                 let id = BucketId(file);
+                self.core.files.client_write_mono_ns = self.core.mono_ns();
                 self.core.meta.file(id)?;
                 let mem = self.core.tiers.arena.mem.clone();
                 let written = Self::data_src(&mut self.core, &mem, lease, &data)

@@ -28,6 +28,7 @@ fn start(fx: &Fixture) -> (Flusher, mpsc::Receiver<Done>, std::path::PathBuf) {
         interval_ns: 1,
         threads: 2,
         bandwidth_max_mib_s: 0.0,
+        ..Default::default()
     };
     let log_path = drain::event_log_path(&fx.dir.path().join("d.sock"));
     let log = EventLog::start(&log_path).unwrap();

@@ -1014,7 +1014,33 @@ pub struct FlushSettings {
     pub interval_ns: u64,
     pub threads: u32,
     pub bandwidth_max_mib_s: f64,
+    /// Clients wrote this recently: background jobs are limited to
+    /// `busy_jobs` (0: never yield).
+    pub busy_window_ns: u64,
+    pub busy_jobs: u32,
+    /// CPU niceness of the workers (0: as the daemon).
+    pub nice: u32,
 }
+
+impl Default for FlushSettings {
+    /// Flushing on, every 100 ms, 8 threads, no limits, never yielding.
+    fn default() -> Self {
+        FlushSettings {
+            enabled: true,
+            interval_ns: 100_000_000,
+            threads: 8,
+            bandwidth_max_mib_s: 0.0,
+            busy_window_ns: 0,
+            busy_jobs: 1,
+            nice: 0,
+        }
+    }
+}
+
+/// Below this fraction of free RAM-tier space the drain does not yield to
+/// busy clients (capacity pressure degrades speed, never correctness: the
+/// buffer must keep room).
+const YIELD_RAM_FREE_MIN: f64 = 0.25;
 
 impl FlushSettings {
     pub fn from_config(c: &strata_config::FlushConfig) -> FlushSettings {
@@ -1023,6 +1049,9 @@ impl FlushSettings {
             interval_ns: (c.interval_ms * 1e6).max(1.0) as u64,
             threads: c.threads.clamp(1, 64),
             bandwidth_max_mib_s: c.bandwidth_max_mib_s,
+            busy_window_ns: (c.busy_window_ms * 1e6) as u64,
+            busy_jobs: c.busy_jobs.clamp(1, 64),
+            nice: c.nice.min(19),
         }
     }
 }
@@ -1051,6 +1080,8 @@ pub struct Flusher {
     last_tick_mono_ns: u64,
     /// Shutdown: every dirty file is eligible.
     pub draining: bool,
+    /// Clients are busy: background jobs limited to `busy_jobs` (`should_yield`).
+    yielding: bool,
     /// The drain event log (`<socket>.drain.log`), if one could be opened.
     log: Option<EventLog>,
     sink: Option<EventSink>,
@@ -1090,6 +1121,7 @@ impl Flusher {
         let qrx = Arc::new(Mutex::new(qrx));
         let io = Arc::new(io);
         let unlinks_queued = Arc::new(AtomicUsize::new(0));
+        let nice = settings.nice.min(19) as i32;
         let spawn = {
             let (io, qrx, u, l) = (io, qrx, unlinks_queued.clone(), sink.clone());
             Box::new(move |i: usize| {
@@ -1102,7 +1134,27 @@ impl Flusher {
                 );
                 std::thread::Builder::new()
                     .name(format!("strata-flush-{i}"))
-                    .spawn(move || worker(io, qrx, report, u, l))
+                    .spawn(move || {
+                        if nice > 0 {
+                            // This thread only (Linux: a tid is a process id
+                            // for setpriority); lowering priority always works.
+                            // SAFETY: plain syscalls on our own thread.
+                            let r = unsafe {
+                                libc::setpriority(
+                                    libc::PRIO_PROCESS,
+                                    libc::gettid() as libc::id_t,
+                                    nice,
+                                )
+                            };
+                            if r != 0 {
+                                tracing::debug!(
+                                    "flush worker: setpriority({nice}) failed: {}",
+                                    std::io::Error::last_os_error()
+                                );
+                            }
+                        }
+                        worker(io, qrx, report, u, l)
+                    })
             }) as Box<dyn Fn(usize) -> std::io::Result<JoinHandle<()>> + Send>
         };
         let mut workers = Vec::with_capacity(threads);
@@ -1125,6 +1177,7 @@ impl Flusher {
             cursor: None,
             last_tick_mono_ns: 0,
             draining: false,
+            yielding: false,
             log,
             sink,
             stall_warn_ns: STALL_WARN_NS,
@@ -1341,6 +1394,8 @@ impl Flusher {
         if core.files.dirty.is_empty() || self.in_flight.len() >= limit {
             return;
         }
+        self.yielding = self.should_yield(core, now);
+        let busy_limit = self.settings.busy_jobs.max(1) as usize + stalled;
         // A bounded slice of the dirty set, round robin from the cursor.
         let n = core.files.dirty.len().min(SCAN_PER_TICK_MAX);
         let mut ids: Vec<BucketId> = Vec::with_capacity(n);
@@ -1378,6 +1433,14 @@ impl Flusher {
                 continue;
             }
             if !self.eligible(core, id, now) {
+                continue;
+            }
+            // Clients are busy: background work waits its turn; urgent
+            // flushes (fsync without a journal, stop) never do.
+            if self.yielding
+                && self.in_flight.len() >= busy_limit
+                && !core.meta.file(id).is_ok_and(|r| r.urgent)
+            {
                 continue;
             }
             if self.unlink_blocks(core, id) {
@@ -1422,6 +1485,39 @@ impl Flusher {
                 Err(_) => break,
             }
         }
+    }
+
+    /// Whether the drain yields to clients now: they wrote within
+    /// `busy_window`, nothing forces a full-speed drain (stop, `strata
+    /// flush`) and the RAM tier has room (else draining *is* the priority).
+    fn should_yield(&self, core: &Core, now: u64) -> bool {
+        let w = self.settings.busy_window_ns;
+        if w == 0 || self.draining || core.files.client_write_mono_ns == 0 {
+            return false;
+        }
+        if now.saturating_sub(core.files.client_write_mono_ns) >= w {
+            return false;
+        }
+        if !core.files.evict.through.is_empty() {
+            return false;
+        }
+        match core.tiers.ram {
+            Some(r) => {
+                let t = &core.tiers.tiers[r];
+                let (free, _) = t.free_for_blobs(&core.tiers.arena);
+                t.capacity_bytes > 0 && free as f64 >= YIELD_RAM_FREE_MIN * t.capacity_bytes as f64
+            }
+            None => true,
+        }
+    }
+
+    /// Whether the drain is yielding to busy clients (shown in status).
+    pub fn yielding(&self) -> bool {
+        self.yielding
+    }
+
+    pub fn settings(&self) -> &FlushSettings {
+        &self.settings
     }
 
     /// Whether file `id` should be flushed now; drops clean files from the set.

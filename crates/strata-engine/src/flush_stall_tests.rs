@@ -26,6 +26,7 @@ fn start(core: &Core, threads: u32) -> (Flusher, mpsc::Receiver<Done>) {
         interval_ns: 1,
         threads,
         bandwidth_max_mib_s: 0.0,
+        ..Default::default()
     };
     (
         Flusher::start(s, io, crate::report(tx, Arc::new(|| {}), Done::Flush)).unwrap(),

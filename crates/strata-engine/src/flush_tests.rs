@@ -26,6 +26,7 @@ fn start(core: &Core, threads: u32, bandwidth_mib_s: f64) -> (Flusher, mpsc::Rec
         interval_ns: 1,
         threads,
         bandwidth_max_mib_s: bandwidth_mib_s,
+        ..Default::default()
     };
     (
         Flusher::start(s, io, crate::report(tx, Arc::new(|| {}), Done::Flush)).unwrap(),
@@ -330,6 +331,7 @@ fn control_flush_marks_matching_files_and_large_files_split_into_jobs() {
         interval_ns: 1,
         threads: 2,
         bandwidth_max_mib_s: 1024.0,
+        ..Default::default()
     };
     let mut f = Flusher::start(s, io, crate::report(tx, Arc::new(|| {}), Done::Flush)).unwrap();
     let core = &mut fx.core;
@@ -380,6 +382,7 @@ fn a_hung_destination_does_not_stop_other_files_and_is_reported() {
             interval_ns: 1,
             threads: 2,
             bandwidth_max_mib_s: 0.0,
+            ..Default::default()
         };
         (
             Flusher::start(s, io, crate::report(tx, Arc::new(|| {}), Done::Flush)).unwrap(),
@@ -489,6 +492,7 @@ fn verify_reads_pages_back_and_catches_a_mismatch() {
         interval_ns: 1,
         threads: 2,
         bandwidth_max_mib_s: 0.0,
+        ..Default::default()
     };
     let mut f = Flusher::start(s, io, crate::report(tx, Arc::new(|| {}), Done::Flush)).unwrap();
     let core = &mut fx.core;
@@ -642,6 +646,7 @@ fn published_pages_of_default_files_are_written_by_their_holders() {
         interval_ns: 1,
         threads: 2,
         bandwidth_max_mib_s: 0.0,
+        ..Default::default()
     };
     let mut f = Flusher::start(s, io, crate::report(tx, Arc::new(|| {}), Done::Flush)).unwrap();
     let core = &mut owner.core;
@@ -1035,4 +1040,55 @@ fn an_assumed_absent_destination_never_drops_a_clean_record() {
     assert!(created && fresh != id);
     core.check().unwrap();
     core.file_check().unwrap();
+}
+
+/// While clients write (`busy_window`), background flushes run at most
+/// `busy_jobs` at a time; an urgent flush is not held back; once the
+/// clients are quiet the drain goes full speed again.
+#[test]
+fn the_drain_yields_to_busy_clients_but_never_holds_an_urgent_flush() {
+    let mut fx = fixture(64 << 20, 64 << 20, 1 << 20);
+    let (tx, rx) = mpsc::channel();
+    let io = FlushIo::open(&fx.core, 0.0).unwrap();
+    let s = FlushSettings {
+        interval_ns: 1,
+        threads: 4,
+        busy_window_ns: 3_600_000_000_000,
+        busy_jobs: 1,
+        ..Default::default()
+    };
+    let mut f = Flusher::start(s, io, crate::report(tx, Arc::new(|| {}), Done::Flush)).unwrap();
+    let paths: Vec<String> = (0..4).map(|i| dest(&fx, &format!("y{i}"))).collect();
+    let core = &mut fx.core;
+    let ids: Vec<BucketId> = paths.iter().map(|p| create(core, p)).collect();
+    for id in &ids {
+        write(core, *id, 0, &pattern(3 * PAGE, 7));
+    }
+    // A client just wrote: one background job at a time.
+    core.files.client_write_mono_ns = core.mono_ns();
+    core.files.kick = true;
+    f.tick(core);
+    assert!(f.yielding(), "clients wrote within the window");
+    assert_eq!(
+        f.in_flight(),
+        1,
+        "one background job while clients are busy"
+    );
+    // An urgent file (fsync without a journal) goes at once all the same.
+    let urgent = *ids.iter().find(|id| !f.is_in_flight(**id)).unwrap();
+    core.meta.file_mut(urgent).unwrap().urgent = true;
+    core.files.kick = true;
+    f.tick(core);
+    assert!(f.is_in_flight(urgent), "an urgent flush is not held back");
+    assert_eq!(f.in_flight(), 2);
+    // Clients quiet (never wrote, as far as the drain knows): full speed.
+    core.files.client_write_mono_ns = 0;
+    core.files.kick = true;
+    f.tick(core);
+    assert!(!f.yielding());
+    assert_eq!(f.in_flight(), 4, "every file at once when nobody writes");
+    flush_all(core, &mut f, &rx);
+    for p in &paths {
+        assert_eq!(std::fs::read(p).unwrap(), pattern(3 * PAGE, 7));
+    }
 }

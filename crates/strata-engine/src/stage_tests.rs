@@ -27,6 +27,7 @@ fn start(core: &Core) -> (Flusher, mpsc::Receiver<Done>) {
         interval_ns: 1,
         threads: 2,
         bandwidth_max_mib_s: 0.0,
+        ..Default::default()
     };
     (
         Flusher::start(s, io, crate::report(tx, Arc::new(|| {}), Done::Flush)).unwrap(),

@@ -56,6 +56,9 @@ pub struct FileState {
     pub cancels: HashMap<BucketId, Arc<JobFlags>>,
     /// Something became urgent: the flusher should look now.
     pub kick: bool,
+    /// When a client last wrote (monotonic ns; 0: never): the drain yields
+    /// to busy clients (`flush.busy_window`).
+    pub client_write_mono_ns: u64,
     /// Capacity pressure: write-throughs in progress (files_evict.rs).
     pub evict: EvictState,
     /// Further names of files (hard links, files_link.rs).

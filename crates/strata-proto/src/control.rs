@@ -312,6 +312,23 @@ pub struct StatusReply {
     /// the I/O log is on).
     #[serde(default)]
     pub get_index: Option<GetIndexStatus>,
+    /// The background drain (None: no flusher).
+    #[serde(default)]
+    pub flush: Option<FlushStatus>,
+}
+
+/// The drain's pace: full speed, or yielding to busy clients.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct FlushStatus {
+    /// Clients wrote within `busy_window_ms`: at most `busy_jobs` background jobs.
+    pub yielding: bool,
+    pub busy_window_ms: f64,
+    pub busy_jobs: u32,
+    /// CPU niceness of the flush workers.
+    pub nice: u32,
+    pub in_flight: u64,
+    /// The adaptive limit on concurrent jobs (bandwidth-aware).
+    pub concurrency: u64,
 }
 
 /// Small RAM blobs clients read straight from the arena (no round trip).

@@ -80,3 +80,47 @@ fn dir_tier_reads_what_it_wrote_and_is_private_and_exclusive() {
     assert_eq!(&b, b"tier");
     assert!(r.write_at(0, b"x").is_err(), "read-only");
 }
+
+/// Large writes take the streaming copy: every alignment of source and
+/// destination and every tail length gives the same bytes as a plain copy.
+#[test]
+fn large_writes_stream_the_same_bytes_at_every_alignment() {
+    let len = 2 << 20;
+    let (t, name) = ram(len);
+    let src: Vec<u8> = (0..(STREAM_COPY_MIN_BYTES + 200) as u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    for (dst_off, src_off, cut) in [
+        (0, 0, 0),
+        (1, 0, 1),
+        (17, 5, 63),
+        (4095, 3, 17),
+        (64, 1, 130),
+    ] {
+        let s = &src[src_off..src.len() - cut];
+        assert!(s.len() >= STREAM_COPY_MIN_BYTES);
+        t.write_at(0, &vec![0xAB; len]).unwrap();
+        t.write_at(dst_off as u64, s).unwrap();
+        let mut back = vec![0u8; s.len() + 2];
+        t.read_at(dst_off as u64, &mut back[..s.len()]).unwrap();
+        assert_eq!(&back[..s.len()], s, "dst {dst_off} src {src_off} cut {cut}");
+        // The bytes around are untouched.
+        let mut after = [0u8; 1];
+        t.read_at((dst_off + s.len()) as u64, &mut after).unwrap();
+        assert_eq!(after, [0xAB]);
+        if dst_off > 0 {
+            t.read_at(dst_off as u64 - 1, &mut after).unwrap();
+            assert_eq!(after, [0xAB]);
+        }
+    }
+    // A move within the arena (overlapping) still copies right.
+    let pattern: Vec<u8> = (0..STREAM_COPY_MIN_BYTES as u32).map(|i| i as u8).collect();
+    t.write_at(0, &pattern).unwrap();
+    let inside = t.mapped(0, pattern.len() as u64).unwrap().to_vec();
+    t.write_at(100, t.mapped(0, pattern.len() as u64).unwrap())
+        .unwrap();
+    let mut back = vec![0u8; pattern.len()];
+    t.read_at(100, &mut back).unwrap();
+    assert_eq!(back, inside);
+    let _ = ShmSegment::unlink(&name);
+}

@@ -191,7 +191,10 @@ impl IndexWriter {
     fn begin(&self, i: u32) -> u64 {
         let e = self.entry(i);
         let s = e.seq.load(Ordering::Relaxed);
-        debug_assert!(s.is_multiple_of(2), "one writer: entries are stable between calls");
+        debug_assert!(
+            s.is_multiple_of(2),
+            "one writer: entries are stable between calls"
+        );
         e.seq.store(s + 1, Ordering::Relaxed);
         // Readers that see any later store also see the odd seq.
         fence(Ordering::Release);
@@ -283,7 +286,11 @@ impl IndexWriter {
     /// `blob`'s direct reads since the last harvest (its entry stays).
     pub fn take_hits(&mut self, blob: u64) -> u64 {
         match self.slot_of.get(&blob) {
-            Some(&i) => self.entry(i).hits.swap(0, Ordering::Relaxed).min(HITS_PER_HARVEST_MAX),
+            Some(&i) => self
+                .entry(i)
+                .hits
+                .swap(0, Ordering::Relaxed)
+                .min(HITS_PER_HARVEST_MAX),
             None => 0,
         }
     }
