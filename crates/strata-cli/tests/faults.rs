@@ -1176,8 +1176,10 @@ fn daemon_killed_while_client_waits() {
     unsafe { libc::kill(pid, libc::SIGSTOP) };
     let (tx, rx) = std::sync::mpsc::channel();
     let b2 = b.clone();
+    // A stat asks the daemon (a get of "x" would be served from the get
+    // index without it; after the kill it is refused, checked below).
     let waiter = std::thread::spawn(move || {
-        let _ = tx.send(b2.get("x").map(|v| v.len()));
+        let _ = tx.send(b2.size_of("x").map(|v| v as usize));
     });
     assert!(
         rx.recv_timeout(Duration::from_millis(300)).is_err(),
