@@ -72,12 +72,14 @@ pub struct Entry {
     /// Arena offset of the blob's first byte.
     pub off: AtomicU64,
     pub size: AtomicU64,
-    /// Direct reads since the daemon last harvested (clients add).
-    pub hits: AtomicU64,
     /// 0: the entry is empty.
     pub name_len: AtomicU32,
     pub _pad: u32,
     pub name: [AtomicU64; NAME_MAX_BYTES / 8],
+    /// Direct reads since the daemon last harvested (clients add). In the
+    /// entry's second cache line, so that readers counting do not take the
+    /// line with `seq` and the key away from each other.
+    pub hits: AtomicU64,
 }
 
 const HEADER_BYTES: usize = std::mem::size_of::<IndexHeader>();
@@ -417,6 +419,7 @@ impl IndexReader {
             return None;
         }
         let want = name_words(name);
+        let words = name.len().div_ceil(8);
         let set = set_of(bucket, name, self.sets);
         let entries = entries_of(&self.seg, self.sets);
         for e in &entries[set * WAYS..(set + 1) * WAYS] {
@@ -426,10 +429,13 @@ impl IndexReader {
             }
             if e.name_len.load(Ordering::Relaxed) as usize != name.len()
                 || e.bucket.load(Ordering::Relaxed) != bucket
-                || e.name
+                // Words past the name are zero on both sides (the writer
+                // pads): only the name's own words are compared, which keeps
+                // a short name's lookup in the entry's first cache line.
+                || e.name[..words]
                     .iter()
-                    .zip(want)
-                    .any(|(a, w)| a.load(Ordering::Relaxed) != w)
+                    .zip(&want[..words])
+                    .any(|(a, w)| a.load(Ordering::Relaxed) != *w)
             {
                 continue;
             }
