@@ -115,8 +115,12 @@ pub fn status_table(st: &StatusReply) -> String {
     if let Some(f) = &st.flush {
         out.push_str(&if f.yielding {
             format!(
-                "drain: yielding to busy clients ({} of at most {} background jobs, workers at nice {}; full speed {} ms after their last write)\n",
-                f.in_flight, f.busy_jobs, f.nice, f.busy_window_ms
+                "drain: yielding to busy clients ({} of at most {} background jobs, at most {}, workers at nice {}; full speed {} ms after their last write)\n",
+                f.in_flight,
+                f.busy_jobs,
+                if f.busy_bandwidth_max_mib_s > 0.0 { format!("{:.0} MiB/s", f.busy_bandwidth_max_mib_s) } else { "any bandwidth".into() },
+                f.nice,
+                f.busy_window_ms
             )
         } else {
             format!(

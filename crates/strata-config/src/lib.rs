@@ -40,7 +40,7 @@
 //! adapter: { page_size: 1MiB, mode: default, include: [], exclude: [],
 //!            prefixes: [ { path: /data/ckpt, mode: scratch, page_size: 4MiB } ] }
 //! flush: { enabled: true, interval: 100ms, threads: 8, bandwidth_max: 0,
-//!          busy_window: 200ms, busy_jobs: 1, nice: 10 }
+//!          busy_window: 200ms, busy_jobs: 1, busy_bandwidth_max: 64MiB/s, nice: 10 }
 //! organizer: { enabled: true, interval: 1s, bandwidth_max: 256MiB/s,
 //!              promote_threshold: 0.7, demote_threshold: 0.3,
 //!              recency_window: 1m, frequency_window: 5m, high_water: 0.9, low_water: 0.75 }
@@ -495,6 +495,9 @@ pub struct FlushConfig {
     /// 1..=64.
     #[serde(default = "busy_jobs_default")]
     pub busy_jobs: u32,
+    /// The drain's bandwidth while it yields (0: no cap beyond `bandwidth_max`).
+    #[serde(default = "busy_bandwidth_max_default")]
+    pub busy_bandwidth_max_mib_s: f64,
     /// CPU niceness of the flush workers, 0..=19 (higher yields more).
     #[serde(default = "flush_nice_default")]
     pub nice: u32,
@@ -506,6 +509,10 @@ fn busy_window_ms_default() -> f64 {
 
 fn busy_jobs_default() -> u32 {
     1
+}
+
+fn busy_bandwidth_max_default() -> f64 {
+    64.0
 }
 
 fn flush_nice_default() -> u32 {
@@ -532,6 +539,7 @@ impl Default for FlushConfig {
             stop_give_up_ms: stop_give_up_ms_default(),
             busy_window_ms: busy_window_ms_default(),
             busy_jobs: busy_jobs_default(),
+            busy_bandwidth_max_mib_s: busy_bandwidth_max_default(),
             nice: flush_nice_default(),
         }
     }

@@ -396,6 +396,11 @@ pub(crate) fn validate(c: &Config) -> R {
         );
     }
     range_u64("flush.busy_jobs", f.busy_jobs.into(), 1, 64, int)?;
+    finite_non_negative(
+        "flush.busy_bandwidth_max",
+        f.busy_bandwidth_max_mib_s,
+        "busy_bandwidth_max",
+    )?;
     range_u64("flush.nice", f.nice.into(), 0, 19, int)?;
 
     // organizer

@@ -327,6 +327,12 @@ pub(crate) fn to_yaml(c: &Config) -> String {
     );
     o.line(
         2,
+        "busy_bandwidth_max",
+        &format_bandwidth_mib_s(f.busy_bandwidth_max_mib_s),
+        "the drain's bandwidth while clients are busy (0 = no cap)",
+    );
+    o.line(
+        2,
         "nice",
         &f.nice.to_string(),
         "CPU niceness of the flush workers, 0..=19",

@@ -1935,6 +1935,7 @@ impl Poller {
                     yielding: f.yielding(),
                     busy_window_ms: st.busy_window_ns as f64 / 1e6,
                     busy_jobs: st.busy_jobs,
+                    busy_bandwidth_max_mib_s: st.busy_bandwidth_max_mib_s,
                     nice: st.nice,
                     in_flight: f.in_flight() as u64,
                     concurrency: f.concurrency() as u64,

@@ -63,7 +63,7 @@ use foldhash::{HashMap, HashMapExt};
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -240,35 +240,63 @@ pub const STALL_WARN_NS: u64 = 10_000_000_000;
 /// ones are pruned.
 const VERIFIED_SLACK: usize = 1024;
 
-/// Token bucket shared by the workers (`flush.bandwidth_max`).
+/// Token bucket shared by the workers: `flush.bandwidth_max`, or the
+/// lower `flush.busy_bandwidth_max` while the drain yields to busy clients
+/// (the flusher sets the rate each round; 0 = unlimited).
 struct Throttle {
-    rate_bytes_s: f64,
-    burst_bytes: f64,
+    /// `flush.bandwidth_max` in bytes/s (0: unlimited).
+    base_bytes_s: f64,
+    /// The rate in force, as f64 bits (0.0: unlimited).
+    rate_bits: AtomicU64,
     state: Mutex<(f64, Instant)>,
 }
 
 impl Throttle {
-    fn new(mib_s: f64) -> Option<Throttle> {
-        if mib_s <= 0.0 {
-            return None;
-        }
-        let rate = mib_s * (1u64 << 20) as f64;
-        Some(Throttle {
-            rate_bytes_s: rate,
-            burst_bytes: (rate / 20.0).max(CHUNK_BYTES as f64),
+    fn new(mib_s: f64) -> Throttle {
+        let base = if mib_s > 0.0 {
+            mib_s * (1u64 << 20) as f64
+        } else {
+            0.0
+        };
+        Throttle {
+            base_bytes_s: base,
+            rate_bits: AtomicU64::new(base.to_bits()),
             state: Mutex::new((0.0, Instant::now())),
-        })
+        }
+    }
+    fn rate(&self) -> f64 {
+        f64::from_bits(self.rate_bits.load(Ordering::Relaxed))
+    }
+    fn active(&self) -> bool {
+        self.rate() > 0.0
+    }
+    /// The rate while clients are busy (`busy_mib_s` > 0 caps it), else the base.
+    fn set_busy(&self, busy_mib_s: Option<f64>) {
+        let busy = busy_mib_s
+            .filter(|b| *b > 0.0)
+            .map(|b| b * (1u64 << 20) as f64);
+        let rate = match (busy, self.base_bytes_s) {
+            (Some(b), 0.0) => b,
+            (Some(b), base) => b.min(base),
+            (None, base) => base,
+        };
+        self.rate_bits.store(rate.to_bits(), Ordering::Relaxed);
     }
     /// Takes `n` bytes of budget, sleeping off any debt.
     fn take(&self, n: u64) {
+        let rate = self.rate();
+        if rate <= 0.0 {
+            return;
+        }
+        let burst = (rate / 20.0).max(CHUNK_BYTES as f64);
         let wait_s = {
             let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
             let now = Instant::now();
-            let refill = now.duration_since(st.1).as_secs_f64() * self.rate_bytes_s;
-            st.0 = (st.0 + refill).min(self.burst_bytes) - n as f64;
+            let refill = now.duration_since(st.1).as_secs_f64() * rate;
+            st.0 = (st.0 + refill).min(burst) - n as f64;
             st.1 = now;
             if st.0 < 0.0 {
-                -st.0 / self.rate_bytes_s
+                -st.0 / rate
             } else {
                 0.0
             }
@@ -285,7 +313,7 @@ pub struct FlushIo {
     ram: Option<u32>,
     /// Index = tier index.
     tiers: Vec<Arc<dyn TierBackend>>,
-    throttle: Option<Throttle>,
+    throttle: Throttle,
     /// `flush.verify`: read every written page back and compare checksums.
     pub verify: bool,
     /// Other nodes' pages of files owned here (set by the daemon's cluster
@@ -336,9 +364,12 @@ impl FlushIo {
     }
 
     fn throttle(&self, n: u64) {
-        if let Some(t) = &self.throttle {
-            t.take(n);
-        }
+        self.throttle.take(n);
+    }
+
+    /// Caps the drain's bandwidth while clients are busy (None: the base).
+    pub fn set_busy(&self, busy_mib_s: Option<f64>) {
+        self.throttle.set_busy(busy_mib_s);
     }
 
     fn write_zeros(&self, f: &File, mut off: u64, mut len: u64) -> std::io::Result<u64> {
@@ -358,7 +389,7 @@ impl FlushIo {
     /// How many pages from the start of `pages` are contiguous in the file,
     /// fully covered by RAM extents, and together at most `RUN_BYTES_MAX`.
     fn ram_run(&self, pages: &[JobPage]) -> usize {
-        if self.throttle.is_some() {
+        if self.throttle.active() {
             return 0;
         }
         let mut n = 0usize;
@@ -1018,6 +1049,8 @@ pub struct FlushSettings {
     /// `busy_jobs` (0: never yield).
     pub busy_window_ns: u64,
     pub busy_jobs: u32,
+    /// Bandwidth cap while yielding (MiB/s; 0: none beyond `bandwidth_max`).
+    pub busy_bandwidth_max_mib_s: f64,
     /// CPU niceness of the workers (0: as the daemon).
     pub nice: u32,
 }
@@ -1032,15 +1065,16 @@ impl Default for FlushSettings {
             bandwidth_max_mib_s: 0.0,
             busy_window_ns: 0,
             busy_jobs: 1,
+            busy_bandwidth_max_mib_s: 0.0,
             nice: 0,
         }
     }
 }
 
-/// Below this fraction of free RAM-tier space the drain does not yield to
-/// busy clients (capacity pressure degrades speed, never correctness: the
-/// buffer must keep room).
-const YIELD_RAM_FREE_MIN: f64 = 0.25;
+/// Below this fraction of free space on any local tier the drain does not
+/// yield to busy clients (capacity pressure degrades speed, never
+/// correctness: the buffer must keep room).
+const YIELD_FREE_MIN: f64 = 0.25;
 
 impl FlushSettings {
     pub fn from_config(c: &strata_config::FlushConfig) -> FlushSettings {
@@ -1051,6 +1085,7 @@ impl FlushSettings {
             bandwidth_max_mib_s: c.bandwidth_max_mib_s,
             busy_window_ns: (c.busy_window_ms * 1e6) as u64,
             busy_jobs: c.busy_jobs.clamp(1, 64),
+            busy_bandwidth_max_mib_s: c.busy_bandwidth_max_mib_s,
             nice: c.nice.min(19),
         }
     }
@@ -1082,6 +1117,8 @@ pub struct Flusher {
     pub draining: bool,
     /// Clients are busy: background jobs limited to `busy_jobs` (`should_yield`).
     yielding: bool,
+    /// The workers' I/O (its throttle follows `yielding`).
+    io: Arc<FlushIo>,
     /// The drain event log (`<socket>.drain.log`), if one could be opened.
     log: Option<EventLog>,
     sink: Option<EventSink>,
@@ -1120,6 +1157,7 @@ impl Flusher {
         let (qtx, qrx) = mpsc::sync_channel::<Work>(in_flight_max + UNLINKS_PENDING_MAX.min(64));
         let qrx = Arc::new(Mutex::new(qrx));
         let io = Arc::new(io);
+        let io_pace = io.clone();
         let unlinks_queued = Arc::new(AtomicUsize::new(0));
         let nice = settings.nice.min(19) as i32;
         let spawn = {
@@ -1178,6 +1216,7 @@ impl Flusher {
             last_tick_mono_ns: 0,
             draining: false,
             yielding: false,
+            io: io_pace,
             log,
             sink,
             stall_warn_ns: STALL_WARN_NS,
@@ -1389,12 +1428,18 @@ impl Flusher {
                 }
             }
         }
+        let yielding = self.should_yield(core, now);
+        if yielding != self.yielding {
+            self.io
+                .set_busy(yielding.then_some(self.settings.busy_bandwidth_max_mib_s));
+        }
+        self.yielding = yielding;
         let limit = (self.jobs_limit() + stalled)
             .min(self.in_flight_max + self.workers.len() - self.threads);
         if core.files.dirty.is_empty() || self.in_flight.len() >= limit {
             return;
         }
-        self.yielding = self.should_yield(core, now);
+
         let busy_limit = self.settings.busy_jobs.max(1) as usize + stalled;
         // A bounded slice of the dirty set, round robin from the cursor.
         let n = core.files.dirty.len().min(SCAN_PER_TICK_MAX);
@@ -1501,14 +1546,11 @@ impl Flusher {
         if !core.files.evict.through.is_empty() {
             return false;
         }
-        match core.tiers.ram {
-            Some(r) => {
-                let t = &core.tiers.tiers[r];
-                let (free, _) = t.free_for_blobs(&core.tiers.arena);
-                t.capacity_bytes > 0 && free as f64 >= YIELD_RAM_FREE_MIN * t.capacity_bytes as f64
-            }
-            None => true,
-        }
+        let local = core.tiers.local_count();
+        core.tiers.tiers[..local].iter().all(|t| {
+            let (free, _) = t.free_for_blobs(&core.tiers.arena);
+            t.capacity_bytes > 0 && free as f64 >= YIELD_FREE_MIN * t.capacity_bytes as f64
+        })
     }
 
     /// Whether the drain is yielding to busy clients (shown in status).

@@ -324,6 +324,9 @@ pub struct FlushStatus {
     pub yielding: bool,
     pub busy_window_ms: f64,
     pub busy_jobs: u32,
+    /// The drain's bandwidth cap while yielding (0: none).
+    #[serde(default)]
+    pub busy_bandwidth_max_mib_s: f64,
     /// CPU niceness of the flush workers.
     pub nice: u32,
     pub in_flight: u64,
