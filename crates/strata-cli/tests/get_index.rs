@@ -194,3 +194,69 @@ fn concurrent_readers_never_see_a_mix_of_two_versions() {
         "some gets went through the index"
     );
 }
+
+/// The organizer moves an indexed blob off RAM and other blobs take the
+/// RAM it left: its entry is gone (every get asks the daemon) and every get
+/// reads its bytes. With `forget` a no-op this fails.
+#[test]
+fn a_blob_the_organizer_moves_off_ram_loses_its_entry_and_reads_right() {
+    const RAM_MASK: u32 = 1;
+    const DISK_MASK: u32 = 2;
+    let d = TestDaemon::start_with(Tiers {
+        ram: "8MiB",
+        disk: Some("128MiB"),
+        extra_yaml: "organizer:\n  enabled: true\n  interval: 20ms\n  bandwidth_max: 256MiB/s\n  recency_window: 300ms\n  frequency_window: 2s\n",
+    });
+    let b = d.client().bucket("org").unwrap();
+    let a: Vec<u8> = (0..1_000_000u32).map(|i| (i % 253) as u8).collect();
+    b.put("a", &a).unwrap();
+    assert_eq!(b.stat("a").unwrap().tier_mask, RAM_MASK);
+    let mut buf = vec![0u8; a.len()];
+    assert_eq!(b.get_at("a", 0, &mut buf).unwrap(), a.len());
+    assert!(d.status().get_index.unwrap().published >= 1, "a is indexed");
+    // Others fill RAM past its high water; "a" is the coldest.
+    b.set_score("a", Some(0.0), false).unwrap();
+    for i in 0..7u8 {
+        let name = format!("f{i}");
+        b.put(&name, &vec![0xF0 | i; 1_000_000]).unwrap();
+        b.set_score(&name, Some(1.0), true).unwrap();
+    }
+    // Bounded: the organizer runs every 20 ms; GUARD-long at most.
+    let started = std::time::Instant::now();
+    loop {
+        assert_eq!(b.get_at("a", 0, &mut buf).unwrap(), a.len());
+        assert!(buf == a, "a read wrong while the organizer moved it");
+        if b.stat("a").unwrap().tier_mask == DISK_MASK {
+            break;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "the organizer did not move a off RAM: {:?}\n{}",
+            b.stat("a").unwrap(),
+            d.log()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // The RAM it left is written by new blobs until RAM is full, then
+    // "a" is read again.
+    for i in 0..64u8 {
+        let name = format!("g{i}");
+        b.put(&name, &vec![0xE0 | (i & 15); 256 << 10]).unwrap();
+        if b.stat(&name).unwrap().tier_mask != RAM_MASK {
+            break;
+        }
+    }
+    assert_eq!(b.get("a").unwrap(), a);
+    assert_eq!(b.get_at("a", 0, &mut buf).unwrap(), a.len());
+    assert!(buf == a);
+    // Off RAM, "a" has no entry: every get of it asks the daemon (an entry
+    // left behind would answer from the place it left).
+    let before = requests(&d);
+    for _ in 0..20 {
+        assert_eq!(b.get_at("a", 0, &mut buf).unwrap(), a.len());
+    }
+    assert!(
+        requests(&d) - before >= 20,
+        "gets of a blob on disk went through an old entry"
+    );
+}
