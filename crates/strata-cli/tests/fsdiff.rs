@@ -190,3 +190,30 @@ fn fsdiff_maps_default_mode() {
 fn fsdiff_maps_scratch_mode() {
     sweep_with("scratch", "5001:5012", 300, &["--procs", "3", "--maps"]);
 }
+
+/// Seed 4050 of a long `--maps` run (SCRATCH): an fstat of a descriptor
+/// that another process's shared mapping had just moved onto the file's
+/// backing reported the memfd's mode (0777), not the file's.
+#[test]
+fn fstat_of_a_descriptor_moved_onto_a_backing_reports_the_files_mode() {
+    replay_with(
+        4050,
+        600,
+        "29,131,170,185,206,227,238",
+        &["--procs", "3", "--links", "--maps"],
+    );
+}
+
+/// Seed 4084 of a long `--maps` run (SCRATCH): descriptors `dup`ed from one
+/// another were moved onto the backing one by one, each with an offset of
+/// its own: a write through one no longer moved the other's, which then
+/// read the wrong bytes. Now one open per open file description (kcmp).
+#[test]
+fn dup_descriptors_moved_onto_a_backing_keep_one_offset() {
+    replay_with(
+        4084,
+        600,
+        "40,45,59,144,281,282,285,286,475,476,477,478,509,510",
+        &["--procs", "3", "--links", "--maps"],
+    );
+}

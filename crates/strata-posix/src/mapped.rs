@@ -141,6 +141,59 @@ unsafe fn reopen_onto(fd: c_int, target: &CString, acc: c_int) -> Result<(), c_i
     Ok(())
 }
 
+/// Whether descriptors `a` and `b` of this process share one open file
+/// description (dup'ed: one offset, one set of status flags). kcmp(2);
+/// where it is unavailable, never.
+fn same_description(a: c_int, b: c_int) -> bool {
+    const KCMP_FILE: libc::c_int = 0;
+    // SAFETY: getpid and kcmp take plain integers; kcmp compares kernel
+    // objects, and an error is a return value.
+    unsafe {
+        let pid = libc::getpid();
+        libc::syscall(libc::SYS_kcmp, pid, pid, KCMP_FILE, a, b) == 0
+    }
+}
+
+/// Reopens every descriptor of `fds` onto `target`, keeping dup'ed ones
+/// dup'ed: one new open file description per old one, so descriptors that
+/// shared an offset still share it (fsdiff seed 4084 with --maps: a `dup`
+/// of a placeholder wrote through one descriptor, and the other read from
+/// its own, unmoved offset). Calls `done(fd)` for each moved descriptor.
+unsafe fn reopen_all_onto(
+    fds: &[c_int],
+    target: &CString,
+    mut done: impl FnMut(c_int),
+) -> Result<(), c_int> {
+    // Groups by description, decided before any of them is replaced.
+    let groups: Vec<usize> = (0..fds.len())
+        .map(|i| {
+            (0..i)
+                .find(|&j| same_description(fds[j], fds[i]))
+                .unwrap_or(i)
+        })
+        .collect();
+    for (i, &fd) in fds.iter().enumerate() {
+        let lead = groups[i];
+        if lead == i {
+            let k = crate::kind(fd);
+            reopen_onto(fd, target, (k & 3) as c_int)?;
+        } else {
+            // Same description as `fds[lead]`, already reopened: share it.
+            let fdfl = real::fcntl(fd, libc::F_GETFD, 0);
+            let cloexec = if fdfl >= 0 && fdfl & libc::FD_CLOEXEC != 0 {
+                libc::O_CLOEXEC
+            } else {
+                0
+            };
+            if real::dup3(fds[lead], fd, cloexec) < 0 {
+                return Err(errno());
+            }
+        }
+        done(fd);
+    }
+    Ok(())
+}
+
 /// Descriptors of file `id` that are placeholders in this process.
 fn placeholders_of(id: u64) -> Vec<c_int> {
     crate::fds_where(|k, i| k & crate::K_TRACKED != 0 && i == id)
@@ -183,12 +236,11 @@ fn forget_direct(id: u64) {
 unsafe fn onto_destination(id: u64, path: &str, release: bool) -> Result<(), c_int> {
     let cp = CString::new(path).map_err(|_| libc::EINVAL)?;
     let mut held = false;
-    for fd in placeholders_of(id) {
-        let k = crate::kind(fd);
-        reopen_onto(fd, &cp, (k & 3) as c_int)?;
-        held |= k & crate::K_HELD != 0;
-        crate::set_kind(fd, crate::K_UNTRACKED);
+    let fds = placeholders_of(id);
+    for &fd in &fds {
+        held |= crate::kind(fd) & crate::K_HELD != 0;
     }
+    reopen_all_onto(&fds, &cp, |fd| crate::set_kind(fd, crate::K_UNTRACKED))?;
     if held && release {
         crate::release_hold(id);
     }
@@ -500,12 +552,10 @@ unsafe fn shared_backing(
 /// Every placeholder of `id` in this process moves onto backing `back`.
 unsafe fn onto_backing(id: u64, back: c_int) -> Result<(), c_int> {
     let proc_path = crate::hooks::fd_path(back);
-    for fd in placeholders_of(id) {
-        let k = crate::kind(fd);
-        reopen_onto(fd, &proc_path, (k & 3) as c_int)?;
-        crate::set_kind_id(fd, crate::K_MAPPED, id);
-    }
-    Ok(())
+    let fds = placeholders_of(id);
+    reopen_all_onto(&fds, &proc_path, |fd| {
+        crate::set_kind_id(fd, crate::K_MAPPED, id)
+    })
 }
 
 /// A fresh placeholder `fd` of file `id` (whose open said `direct`: it has a

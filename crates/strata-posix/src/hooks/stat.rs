@@ -107,31 +107,50 @@ path_stats! {
     __lxstat64(ver: c_int) = Last::NoFollow, __lxstat64;
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn fstat64(fd: c_int, buf: *mut libc::stat64) -> c_int {
-    if crate::kind(fd) == crate::K_MAPPED && crate::ready() && !crate::guarded() {
-        // the record's identity and attributes, the backing's size
-        return run(|| {
-            let mut st: libc::stat64 = std::mem::zeroed();
-            cvt(real::fstat64(fd, &mut st))?;
-            let mut a = cl()?.file_stat(crate::tracked_id(fd)).map_err(os)?;
-            a.size = st.st_size as u64;
-            fill_stat(&a, buf);
-            Ok(0)
-        });
+/// A descriptor moved onto a mapping's shared backing (`K_MAPPED`): the
+/// record's identity and attributes, the backing's size. None: not one.
+unsafe fn mapped_attr(fd: c_int) -> Option<Result<FileAttr, c_int>> {
+    if crate::kind(fd) != crate::K_MAPPED || !crate::ready() || crate::guarded() {
+        return None;
     }
+    Some((|| {
+        let mut st: libc::stat64 = std::mem::zeroed();
+        cvt(real::fstat64(fd, &mut st))?;
+        let mut a = cl()?.file_stat(crate::tracked_id(fd)).map_err(os)?;
+        a.size = st.st_size as u64;
+        Ok(a)
+    })())
+}
+
+/// stat of descriptor `fd`: a placeholder's record, a backed descriptor's
+/// record (`mapped_attr`), else `kernel`. `tracked_fd` runs first: it may
+/// move the descriptor onto a backing another process just made (fsdiff
+/// seed 4050 with --maps: the memfd's 0777 was reported).
+unsafe fn fd_stat(
+    fd: c_int,
+    kernel: impl FnOnce() -> c_int,
+    fill: impl FnOnce(&FileAttr),
+) -> c_int {
     match tracked_fd(fd) {
-        None => real::fstat64(fd, buf),
-        Some(t) => run(|| fstat_tracked(t, |a| fill_stat(a, buf))),
+        Some(t) => run(|| fstat_tracked(t, fill)),
+        None => match mapped_attr(fd) {
+            Some(a) => run(|| {
+                fill(&a?);
+                Ok(0)
+            }),
+            None => kernel(),
+        },
     }
 }
 
 #[no_mangle]
+pub unsafe extern "C" fn fstat64(fd: c_int, buf: *mut libc::stat64) -> c_int {
+    fd_stat(fd, || real::fstat64(fd, buf), |a| fill_stat(a, buf))
+}
+
+#[no_mangle]
 pub unsafe extern "C" fn __fxstat64(ver: c_int, fd: c_int, buf: *mut libc::stat64) -> c_int {
-    match tracked_fd(fd) {
-        None => real::__fxstat64(ver, fd, buf),
-        Some(t) => run(|| fstat_tracked(t, |a| fill_stat(a, buf))),
-    }
+    fd_stat(fd, || real::__fxstat64(ver, fd, buf), |a| fill_stat(a, buf))
 }
 
 pub(super) unsafe fn fstatat_impl(
@@ -142,10 +161,7 @@ pub(super) unsafe fn fstatat_impl(
     fb: impl FnOnce() -> c_int,
 ) -> c_int {
     if flags & libc::AT_EMPTY_PATH != 0 && crate::c_str(path).is_empty() {
-        return match tracked_fd(dirfd) {
-            None => fb(),
-            Some(t) => run(|| fstat_tracked(t, |a| fill_stat(a, buf))),
-        };
+        return fd_stat(dirfd, fb, |a| fill_stat(a, buf));
     }
     match tracked_path_at(dirfd, path, last_of(flags)) {
         None => fb(),
@@ -188,10 +204,7 @@ pub unsafe extern "C" fn statx(
 ) -> c_int {
     let fb = || real::statx(dirfd, path, flags, mask, buf);
     if flags & libc::AT_EMPTY_PATH != 0 && crate::c_str(path).is_empty() {
-        return match tracked_fd(dirfd) {
-            None => fb(),
-            Some(t) => run(|| fstat_tracked(t, |a| fill_statx(a, buf))),
-        };
+        return fd_stat(dirfd, fb, |a| fill_statx(a, buf));
     }
     match tracked_path_at(dirfd, path, last_of(flags)) {
         None => enotdir_fix(fb(), dirfd, path),
