@@ -836,8 +836,7 @@ impl Core {
         if hits > 0 {
             let now = now_ns();
             if let Some(b) = self.meta.blob_stats_mut(id) {
-                self.access.record(b, now);
-                b.access_count += hits - 1;
+                self.access.record_direct(b, now, hits);
             }
         }
         let b = self.meta.blob(id).ok_or(Errno::Internal)?;

@@ -228,6 +228,13 @@ impl Accesses {
         }
     }
 
+    /// `n` ≥ 1 reads that bypassed the daemon (the get index): once in the
+    /// decayed heat, all `n` in the access count.
+    pub fn record_direct(&mut self, b: &mut Blob, now: u64, n: u64) {
+        self.record(b, now);
+        b.access_count += n.saturating_sub(1);
+    }
+
     /// Starts or stops noting accessed blobs (stopping forgets them).
     pub fn set_noting(&mut self, on: bool) {
         self.noting = on;

@@ -295,14 +295,12 @@ impl Engine {
     pub fn tick(&mut self) {
         if self.index_harvested.elapsed() >= INDEX_HARVEST_INTERVAL {
             self.index_harvested = std::time::Instant::now();
-            // Direct reads count for the organizer like gets through the
-            // daemon: once in the decayed heat, all in the access count.
+            // Direct reads count for the organizer like gets through the daemon.
             let now = crate::core::now_ns();
             let access = &mut self.core.access;
-            self.core.meta.index_harvest(&mut |b, hits| {
-                access.record(b, now);
-                b.access_count += hits - 1;
-            });
+            self.core
+                .meta
+                .index_harvest(&mut |b, hits| access.record_direct(b, now, hits));
         }
         if let Some(f) = self.flusher.as_mut() {
             f.tick(&mut self.core);

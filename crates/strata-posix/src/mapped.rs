@@ -114,10 +114,19 @@ pub(crate) fn backing_of(id: u64) -> Option<c_int> {
 
 /// Reopens `target` (a path, or /proc/self/fd/N of a backing) onto
 /// descriptor `fd`: same number, offset, O_APPEND, close-on-exec.
+/// `O_CLOEXEC` if `fd` is close-on-exec, else 0 (the flag `dup3` keeps).
+unsafe fn cloexec_of(fd: c_int) -> c_int {
+    let fdfl = real::fcntl(fd, libc::F_GETFD, 0);
+    if fdfl >= 0 && fdfl & libc::FD_CLOEXEC != 0 {
+        libc::O_CLOEXEC
+    } else {
+        0
+    }
+}
+
 unsafe fn reopen_onto(fd: c_int, target: &CString, acc: c_int) -> Result<(), c_int> {
     let off = real::lseek64(fd, 0, libc::SEEK_CUR).max(0);
     let fl = real::fcntl(fd, libc::F_GETFL, 0);
-    let fdfl = real::fcntl(fd, libc::F_GETFD, 0);
     let keep = if fl >= 0 {
         fl & (libc::O_APPEND | libc::O_NONBLOCK)
     } else {
@@ -127,12 +136,7 @@ unsafe fn reopen_onto(fd: c_int, target: &CString, acc: c_int) -> Result<(), c_i
     if off > 0 {
         real::lseek64(n, off, libc::SEEK_SET);
     }
-    let cloexec = if fdfl >= 0 && fdfl & libc::FD_CLOEXEC != 0 {
-        libc::O_CLOEXEC
-    } else {
-        0
-    };
-    let r = real::dup3(n, fd, cloexec);
+    let r = real::dup3(n, fd, cloexec_of(fd));
     let e = errno();
     real::close(n);
     if r < 0 {
@@ -179,13 +183,7 @@ unsafe fn reopen_all_onto(
             reopen_onto(fd, target, (k & 3) as c_int)?;
         } else {
             // Same description as `fds[lead]`, already reopened: share it.
-            let fdfl = real::fcntl(fd, libc::F_GETFD, 0);
-            let cloexec = if fdfl >= 0 && fdfl & libc::FD_CLOEXEC != 0 {
-                libc::O_CLOEXEC
-            } else {
-                0
-            };
-            if real::dup3(fds[lead], fd, cloexec) < 0 {
+            if real::dup3(fds[lead], fd, cloexec_of(fd)) < 0 {
                 return Err(errno());
             }
         }

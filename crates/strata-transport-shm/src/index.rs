@@ -159,7 +159,7 @@ impl IndexWriter {
         Ok(IndexWriter {
             seg,
             sets,
-            slot_of: HashMap::with_capacity(n),
+            slot_of: HashMap::new(),
             owner: vec![u64::MAX; n],
             victim: vec![0; sets as usize],
             published_total: 0,
