@@ -204,6 +204,23 @@ fn fstat_of_a_descriptor_moved_onto_a_backing_reports_the_files_mode() {
     );
 }
 
+/// Seed 4002 of a long `--maps` run (DEFAULT): p1 holds `b` open, p0 maps
+/// it shared and stores into it (the file goes *direct*: p0 uses the
+/// destination file), p2 unlinks `b` before p1's next operation, and p1
+/// read the buffer's page from before the store — its descriptor could not
+/// follow to a destination file without a name. Now the destination inode,
+/// opened before the name goes, is the orphan's backing, and p1 moves onto
+/// it.
+#[test]
+fn a_holder_of_a_mapped_file_unlinked_elsewhere_reads_the_mappings_stores() {
+    replay_with(
+        4002,
+        600,
+        "67,75,140,157,165,213",
+        &["--procs", "3", "--links", "--maps"],
+    );
+}
+
 /// Seed 4084 of a long `--maps` run (SCRATCH): descriptors `dup`ed from one
 /// another were moved onto the backing one by one, each with an offset of
 /// its own: a write through one no longer moved the other's, which then

@@ -18,6 +18,14 @@
 //!   the last process holding the file lets go, at `fsync` of a WORKFLOW
 //!   file, before a stage-out, and at shutdown.
 //!
+//! A DEFAULT file mapped shared (*direct*) has no memfd: its destination
+//! file is what every process uses. When it is unlinked (or replaced)
+//! while processes still hold it, the client that removes the name offers
+//! the destination inode itself, opened before the name went, as the
+//! orphan's backing: the holders then move onto that inode and keep seeing
+//! the mapping's stores (fsdiff seed 4002: they read the buffer's stale
+//! pages).
+//!
 //! **Invariant:** while `Backings::by_file` has `id`, the memfd holds every
 //! byte written to file `id` since it was adopted, and the buffer holds the
 //! bytes as of the last copy-in; no one reads the buffer's copy of `id`
@@ -107,7 +115,12 @@ impl Core {
     ) -> Result<BackingReply> {
         let rec = self.meta.file(id)?;
         let (mod_gen, size) = (rec.mod_gen, rec.size);
-        if rec.persist == Persist::Default && !self.file_is_orphan(id) {
+        let orphan = self.file_is_orphan(id);
+        // An unlinked file that was *direct* (mapped shared: its destination
+        // file was the file): the offer is that destination inode, opened
+        // before its name went, and its bytes and times are the file's.
+        let dest_inode = orphan && rec.dest_direct;
+        if rec.persist == Persist::Default && !orphan {
             // (its destination file is what a mapping maps: mapped.rs)
             return Err(Errno::Inval);
         }
@@ -138,7 +151,7 @@ impl Core {
         if !regular || !writable {
             return Err(Errno::Inval);
         }
-        if gen != mod_gen || st.st_size as u64 != size {
+        if gen != mod_gen || (st.st_size as u64 != size && !dest_inode) {
             // written meanwhile: the client copies again
             return Ok(BackingReply {
                 fd: None,
@@ -151,11 +164,13 @@ impl Core {
         }
         // its times are the file's from now on (a mapping's stores and
         // writes move its mtime, as the kernel's would the file's)
-        let (atime, mtime) = (rec.atime_ns, rec.mtime_ns);
-        set_times(&fd, Some(atime), Some(mtime)).map_err(sys)?;
+        if !dest_inode {
+            let (atime, mtime) = (rec.atime_ns, rec.mtime_ns);
+            set_times(&fd, Some(atime), Some(mtime)).map_err(sys)?;
+        }
         let dup = fd.try_clone().map_err(io)?;
         self.files.backings.by_file.insert(id, fd);
-        tracing::debug!(?id, size, "a mapped file's shared backing adopted");
+        tracing::debug!(?id, size, dest_inode, "a mapped file's shared backing adopted");
         Ok(BackingReply {
             fd: Some(dup),
             mod_gen,

@@ -53,9 +53,13 @@ const MAPS_PER_BACKING_MAX: usize = 1024;
 
 struct Backing {
     id: u64,
-    /// This process's descriptor of the shared memfd (an internal
-    /// descriptor: the application never sees it).
+    /// This process's descriptor of the shared memfd, or of an unlinked
+    /// direct file's destination inode (an internal descriptor: the
+    /// application never sees it).
     fd: c_int,
+    /// `fd`'s (device, inode), to tell it from another file that got its
+    /// number after a close behind our back.
+    dev_ino: (u64, u64),
     maps: Vec<(usize, usize)>,
     /// Mappings were lost count: never retire before exit.
     overflow: bool,
@@ -373,8 +377,12 @@ pub(crate) unsafe fn keep_moved_direct(c: &strata_client::Client, path: &str, pa
 pub(crate) unsafe fn direct_move(c: &strata_client::Client, id: u64) -> Result<bool, c_int> {
     let path = c.file_path(id).map_err(os)?;
     if path.starts_with('\u{1}') {
-        // unlinked while open: no destination path (the buffer serves it)
-        return Ok(false);
+        // unlinked while open: its destination inode became its backing
+        // (names.rs, `materialize_orphan`), or the buffer serves it
+        return match shared_backing(c, id, false)? {
+            Some(back) => onto_backing(id, back).map(|_| true),
+            None => Ok(false),
+        };
     }
     c.file_sync_dest(id, false).map_err(os)?;
     onto_destination(id, &path, !holds_direct(id))?;
@@ -526,6 +534,7 @@ unsafe fn shared_backing(
         return Ok(None);
     };
     let fd = crate::adopt_internal(std::os::fd::IntoRawFd::into_raw_fd(got));
+    let dev_ino = dev_ino_of(fd).unwrap_or((0, 0));
     // another thread of ours may have got it meanwhile: one per process
     let (back, dup) = with(|s| match s.backings.iter().find(|b| b.id == id) {
         Some(b) => (b.fd, true),
@@ -533,6 +542,7 @@ unsafe fn shared_backing(
             s.backings.push(Backing {
                 id,
                 fd,
+                dev_ino,
                 maps: Vec::new(),
                 overflow: false,
             });
@@ -579,10 +589,19 @@ pub(crate) unsafe fn join_backing(
     Ok(())
 }
 
-/// Does `fd` still refer to a backing memfd?
-fn is_backing(fd: c_int) -> bool {
-    let mut link = [0u8; 64];
-    matches!(crate::path::fd_link(fd, &mut link), Some(n) if link[..n].starts_with(b"/memfd:strata-mapped"))
+/// `fd`'s (device, inode).
+fn dev_ino_of(fd: c_int) -> Option<(u64, u64)> {
+    // SAFETY: fstat64 writes into a zeroed stat64 we own; a bad descriptor
+    // is an error return.
+    unsafe {
+        let mut st: libc::stat64 = std::mem::zeroed();
+        (real::fstat64(fd, &mut st) == 0).then_some((st.st_dev, st.st_ino))
+    }
+}
+
+/// Does `fd` still refer to the backing `dev_ino` names?
+fn is_backing(fd: c_int, dev_ino: (u64, u64)) -> bool {
+    dev_ino != (0, 0) && dev_ino_of(fd) == Some(dev_ino)
 }
 
 /// Retires this process's backings (every one, or only `id`'s) that have
@@ -592,15 +611,15 @@ pub(crate) unsafe fn sync_backings(only: Option<u64>) -> Result<(), c_int> {
     if IN_USE.load(Ordering::Acquire) == 0 {
         return Ok(());
     }
-    let list: Vec<(u64, c_int)> = with(|s| {
+    let list: Vec<(u64, c_int, (u64, u64))> = with(|s| {
         s.backings
             .iter()
             .filter(|b| only.is_none_or(|i| i == b.id))
-            .map(|b| (b.id, b.fd))
+            .map(|b| (b.id, b.fd, b.dev_ino))
             .collect()
     });
-    for (id, back) in list {
-        if !is_backing(back) {
+    for (id, back, dev_ino) in list {
+        if !is_backing(back, dev_ino) {
             // closed behind us (a forked child's close_range before exec:
             // the parent still holds the file), or the number reused for
             // another file: never touch it; forget it

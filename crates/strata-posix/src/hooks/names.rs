@@ -113,26 +113,57 @@ pub(super) unsafe fn unlink_tracked(
     }
 }
 
-/// The destination file at `path`, opened read-only before its name goes,
-/// for `materialize_orphan` (None unless a regular file).
+/// The destination file at `path`, opened before its name goes, for
+/// `materialize_orphan`: read-write when it can be (a *direct* file's
+/// destination inode becomes the orphan's backing), else read-only. None
+/// unless a regular file.
 pub(super) fn open_dest(path: &std::path::Path) -> Option<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .ok()?;
+    let open = |write: bool| {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(write)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(path)
+            .ok()
+    };
+    let f = open(true).or_else(|| open(false))?;
     f.metadata().is_ok_and(|m| m.is_file()).then_some(f)
 }
 
 /// File `id` lost its name while other descriptors hold it open: copy the
 /// bytes only the destination has into the buffer before the destination
-/// name goes, so those descriptors keep reading and writing them.
+/// name goes, so those descriptors keep reading and writing them. A
+/// *direct* file (mapped shared somewhere: the destination file is the
+/// file, the buffer's pages may be older than the mapping's stores) keeps
+/// its destination inode instead, as its shared backing: every holder
+/// moves onto it (mapped.rs), as the kernel's descriptors would stay on it.
 pub(super) fn materialize_orphan(c: &Client, id: u64, dest: Option<std::fs::File>) {
     let Some(dest) = dest else {
         trace!("unlinked file {}: destination not readable, not copied", id);
         return;
     };
+    let direct = c.file_stat(id).is_ok_and(|a| a.direct);
+    let writable = {
+        use std::os::fd::AsRawFd;
+        // SAFETY: F_GETFL on a descriptor `dest` owns.
+        let fl = unsafe { real::fcntl(dest.as_raw_fd(), libc::F_GETFL, 0) };
+        fl >= 0 && fl & libc::O_ACCMODE == libc::O_RDWR
+    };
+    if direct && writable {
+        let mut give = || dest.try_clone().map(std::os::fd::OwnedFd::from);
+        match c.file_backing(id, Some(&mut give)) {
+            Ok(Some(_)) => {
+                trace!("unlinked direct file {}: its destination inode is its backing", id);
+                return;
+            }
+            r => trace!(
+                "unlinked direct file {}: destination inode not adopted ({:?}), copied",
+                id,
+                r.err()
+            ),
+        }
+    }
     if let Err(e) = c.file_materialize(id, dest) {
         trace!(
             "unlinked file {}: copy from the destination failed: {}",
