@@ -221,6 +221,21 @@ fn a_holder_of_a_mapped_file_unlinked_elsewhere_reads_the_mappings_stores() {
     );
 }
 
+/// Seed 4205 of a long `--maps` run (DEFAULT): p2 maps `a` (direct) and
+/// truncates it to 0 by a new open, p1 unlinks it and writes through its
+/// descriptor; p2 read nothing through its own — with an empty destination
+/// nothing was kept for the orphan, so p1 wrote the buffer. A direct
+/// file's destination inode becomes the orphan's backing at any size.
+#[test]
+fn a_write_to_an_unlinked_mapped_empty_file_is_seen_by_the_mapper() {
+    replay_with(
+        4205,
+        600,
+        "66,95,141,177,194,212,214,216,232,237",
+        &["--procs", "3", "--maps"],
+    );
+}
+
 /// Seed 4084 of a long `--maps` run (SCRATCH): descriptors `dup`ed from one
 /// another were moved onto the backing one by one, each with an offset of
 /// its own: a write through one no longer moved the other's, which then

@@ -54,7 +54,8 @@ pub struct Unlinked {
     pub orphaned: bool,
     /// The orphan, when some of its bytes are only at the destination: the
     /// caller copies them into the buffer before the destination name goes,
-    /// or the holders lose them (`Client::file_materialize`).
+    /// or the holders lose them (`Client::file_materialize`); a *direct*
+    /// file's destination inode (any size) becomes its backing instead.
     pub orphan_with_dest: Option<BucketId>,
 }
 
@@ -174,7 +175,9 @@ impl Core {
         rec.dirty_pages.clear();
         rec.dest_exists = false;
         rec.ctime_ns = now_ns();
-        let with_dest = rec.dest_size > 0;
+        // (a direct file's destination inode is the file: kept as its
+        // backing by the caller, whatever its size)
+        let with_dest = rec.dest_size > 0 || rec.dest_direct;
         Ok(Unlinked {
             existed: true,
             dest_may_exist,

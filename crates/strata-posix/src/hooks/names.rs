@@ -441,7 +441,7 @@ pub(super) unsafe fn rename_impl(
             // record at the target is replaced by it (kept for those who
             // hold it open, with the bytes only its destination had)
             let old_dest = match (&tt, trec) {
-                (Some(t), Some(ta)) if ta.dest_size > 0 => open_dest(t.abs.as_path()),
+                (Some(t), Some(ta)) if ta.dest_size > 0 || ta.direct => open_dest(t.abs.as_path()),
                 _ => None,
             };
             let r = cvt(real_rename())?;
@@ -491,7 +491,7 @@ pub(super) unsafe fn rename_impl(
                 // A buffered target open elsewhere lives on unnamed: keep
                 // its destination file reachable until its bytes are copied.
                 let old_dest = match trec {
-                    Some(ta) if ta.dest_size > 0 && ta.id != fa.id => {
+                    Some(ta) if (ta.dest_size > 0 || ta.direct) && ta.id != fa.id => {
                         open_dest(t.abs.as_path()).map(|f| (ta.id, f))
                     }
                     _ => None,
