@@ -48,6 +48,9 @@ const SYNC_POLL_SLEEP_MAX: Duration = Duration::from_millis(2);
 /// For the first `SYNC_POLL_FINE` of a sync wait, polls are at most this far apart.
 const SYNC_POLL_SLEEP_FINE_MAX: Duration = Duration::from_micros(100);
 const SYNC_POLL_FINE: Duration = Duration::from_millis(50);
+/// Longest sleep on the local daemon's sync bell between two questions (a
+/// ring that never came costs at most this).
+const SYNC_BELL_WAIT_MAX: Duration = Duration::from_millis(20);
 /// Longest one `file_read` waits for pages the daemon is reading ahead
 /// (then it reads them from the destination itself).
 const PENDING_WAIT_MAX: Duration = Duration::from_secs(5);
@@ -2081,14 +2084,19 @@ impl Client {
         }
         let started = Instant::now();
         let mut sleep = Duration::from_micros(20);
+        let req = Request::FileSyncState {
+            file: id,
+            gen: target,
+            dest,
+        };
+        // The node-local daemon rings a bell when an answer may have
+        // changed: sleep on it between questions (a timeout bounds a missed
+        // ring); another node's is asked on a schedule.
+        let bell = self.transport_for(req.target()).ok();
         // Bounded by the daemon: it answers until the flush is done or failed,
         // and the channel reports NoDaemon if it goes away.
         loop {
-            let req = Request::FileSyncState {
-                file: id,
-                gen: target,
-                dest,
-            };
+            let seen = bell.and_then(|t| t.sync_events());
             let Reply::SyncState { done, failed } = self.file_call(&req, "file sync state")? else {
                 return Err(unexpected("FileSyncState"));
             };
@@ -2101,6 +2109,10 @@ impl Client {
                     context: format!("{what} failed after {:?}: {why}", started.elapsed()),
                     os: libc::EIO,
                 });
+            }
+            if let (Some(t), Some(seen)) = (bell, seen) {
+                t.sync_sleep(seen, SYNC_BELL_WAIT_MAX);
+                continue;
             }
             std::thread::sleep(sleep);
             // A journaled fsync takes about a millisecond: poll finely at first.

@@ -378,6 +378,19 @@ impl Transport for ShmTransport {
         self.shared.ctl().direct_gen.load(Ordering::Acquire)
     }
 
+    fn sync_events(&self) -> Option<u64> {
+        Some(self.shared.ctl().sync_events.load(Ordering::Acquire))
+    }
+
+    fn sync_sleep(&self, seen: u64, timeout: std::time::Duration) {
+        let ctl = self.shared.ctl();
+        ctl.sync_bell.wait_until(
+            || ctl.sync_events.load(Ordering::Acquire) != seen,
+            std::time::Duration::ZERO,
+            Some(timeout),
+        );
+    }
+
     fn read_indexed(
         &self,
         bucket: u64,

@@ -115,6 +115,18 @@ pub trait Transport: Send + Sync {
     /// adapters.
     fn direct_gen(&self) -> u64;
 
+    /// The daemon's count of events that may answer a waiting sync
+    /// (`CtlHeader::sync_events`); None where it cannot be waited on (the
+    /// waiter then polls on a schedule).
+    fn sync_events(&self) -> Option<u64> {
+        None
+    }
+
+    /// Sleeps until `sync_events` differs from `seen`, at most `timeout`.
+    fn sync_sleep(&self, _seen: u64, timeout: std::time::Duration) {
+        std::thread::sleep(timeout);
+    }
+
     /// Reads blob `(bucket, name)` from byte `at` into `dst` without a
     /// request, when this transport can (the get index of the node-local
     /// daemon): `Some((blob size, bytes copied))`. `None`: ask the engine.

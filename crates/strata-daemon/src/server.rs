@@ -638,6 +638,8 @@ pub struct Poller {
     done_rx: mpsc::Receiver<Done>,
     /// `engine.direct_gen` as last published in the control segment.
     direct_gen_published: u64,
+    /// `FileState::sync_events` as last published in the control segment.
+    sync_events_published: u64,
     pub shared: Arc<Shared>,
     pub rx: mpsc::Receiver<Msg>,
     clients: HashMap<u64, ClientConn>,
@@ -712,6 +714,7 @@ impl Poller {
             engine,
             done_rx,
             direct_gen_published: 0,
+            sync_events_published: 0,
             shared,
             rx,
             clients: HashMap::new(),
@@ -788,6 +791,18 @@ impl Poller {
                 .direct_gen
                 .fetch_add(delta, Ordering::SeqCst);
             self.direct_gen_published = gen;
+        }
+    }
+
+    /// Wakes the fsync waiters when something that may answer them
+    /// happened (`FileState::sync_events` moved): one load when nothing did.
+    fn publish_sync_events(&mut self) {
+        let n = self.engine.core.files.sync_events;
+        if n != self.sync_events_published {
+            let ctl = self.shared.ctl();
+            ctl.sync_events.store(n, Ordering::SeqCst);
+            ctl.sync_bell.ring();
+            self.sync_events_published = n;
         }
     }
 
@@ -925,6 +940,7 @@ impl Poller {
             }
             let did = self.poll_once();
             self.engine.tick();
+            self.publish_sync_events();
             self.arena_tick();
             if !self.engine.core.files.shadows_gone.is_empty() {
                 let notices = self.engine.core.take_shadows_gone();
@@ -1252,6 +1268,7 @@ impl Poller {
         loop {
             self.drain_msgs();
             self.engine.tick();
+            self.publish_sync_events();
             let now = std::time::Instant::now();
             if asking.is_none() && now >= next_ask {
                 asking = Some(peers.shadows_pending(files.clone())?);
@@ -1328,6 +1345,7 @@ impl Poller {
         loop {
             self.drain_msgs();
             self.engine.tick();
+            self.publish_sync_events();
             let f = self.engine.flusher.as_ref().expect("checked above");
             if self.engine.core.files.dirty.is_empty() && f.idle() {
                 break;

@@ -717,6 +717,7 @@ impl Core {
         // a job that saw it before the write must not keep its own).
         self.dest_own_change(id, crate::files_reval::OwnChange::Written);
         let (now, mono) = (now_ns(), self.mono_ns());
+        self.files.sync_events += 1;
         let rec = self.meta.file_mut(id)?;
         if len == 0 {
             return Ok(rec.size);

@@ -323,6 +323,7 @@ impl Core {
         target: u64,
         r: std::result::Result<(), String>,
     ) {
+        self.files.sync_events += 1;
         if self.files.held_sync_asking.get(&id) == Some(&target) {
             self.files.held_sync_asking.remove(&id);
         }

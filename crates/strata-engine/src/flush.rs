@@ -1699,6 +1699,7 @@ impl Flusher {
 
     /// Handles a worker's report (poller thread).
     pub fn complete(&mut self, core: &mut Core, done: JobDone) {
+        core.files.sync_events += 1;
         if self.verified.len() > core.meta.file_count() + VERIFIED_SLACK {
             self.verified.retain(|id, _| core.meta.file(*id).is_ok());
         }

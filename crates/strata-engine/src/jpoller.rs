@@ -500,6 +500,7 @@ impl Journal {
             while i < j.waits.len() {
                 let (id, gen, seq) = j.waits[i];
                 if seq <= synced {
+                    core.files.sync_events += 1;
                     let e = j.jsynced.entry(id).or_insert(0);
                     *e = (*e).max(gen);
                     j.waits.swap_remove(i);

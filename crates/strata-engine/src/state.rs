@@ -47,6 +47,11 @@ pub struct Backoff {
 #[derive(Default)]
 pub struct FileState {
     pub counters: FileCounters,
+    /// Bumped whenever the answer to a `FileSyncState` may have changed (a
+    /// journal batch became durable, a flush job ended, a stash fell back,
+    /// a held sync was answered): the daemon then rings the control
+    /// segment's sync bell, on which fsync waiters sleep.
+    pub sync_events: u64,
     /// DEFAULT files whose record `needs_flush()`: the flusher's work list.
     pub dirty: BTreeSet<BucketId>,
     /// Files whose last flush failed.

@@ -25,9 +25,15 @@ pub struct CtlHeader {
     /// destination file shared and writable (`WireFileAttr::direct`):
     /// clients then move their descriptors of such files to the destination.
     pub direct_gen: AtomicU64,
-    pub _pad2: [u32; 8],
+    /// The engine's count of events that may answer a waiting fsync
+    /// (`FileState::sync_events`), published before `sync_bell` rings.
+    pub sync_events: AtomicU64,
+    pub _pad2: [u32; 6],
     /// Rung by clients after pushing a request; the daemon sleeps on it.
     pub daemon_bell: Doorbell,
+    /// Rung by the daemon when `sync_events` moved: fsync waiters sleep on
+    /// it between their `FileSyncState` questions instead of polling.
+    pub sync_bell: Doorbell,
 }
 
 pub const CTL_SEGMENT_BYTES: usize = 4096;
@@ -142,5 +148,7 @@ mod tests {
         assert!(std::mem::size_of::<CtlHeader>() <= CTL_SEGMENT_BYTES);
         assert_eq!(std::mem::offset_of!(CtlHeader, direct_gen) % 8, 0);
         assert_eq!(std::mem::offset_of!(CtlHeader, daemon_bell), 64);
+        assert_eq!(std::mem::offset_of!(CtlHeader, sync_events) % 8, 0);
+        assert_eq!(std::mem::offset_of!(CtlHeader, sync_bell), 128);
     }
 }
