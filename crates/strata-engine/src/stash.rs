@@ -50,8 +50,11 @@
 //! thread, the poller moves the pages onto the copies and emits the file's records with a
 //! sync request, and the journal thread's fdatasync makes `FileSyncState` answer done. Without
 //! a journal (RAM only), the file is marked urgent and durable and the flusher writes and
-//! `fdatasync`s the destination. The client polls `FileSyncState` (20 µs → 2 ms backoff) and
-//! reports a failure as `EIO`.
+//! `fdatasync`s the destination. The client asks `FileSyncState`, and between two questions
+//! sleeps on the control segment's *sync bell*, which the daemon rings whenever
+//! `FileState::sync_events` moved (a journal batch durable, a flush job ended, a stash fell
+//! back, a held sync answered; a missed ring costs at most 20 ms); it reports a failure as
+//! `EIO`. (Another node's file is asked on a 20 µs → 2 ms schedule.)
 
 use foldhash::{HashSet, HashSetExt};
 use std::sync::mpsc;
