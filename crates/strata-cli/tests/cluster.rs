@@ -397,11 +397,11 @@ fn native_api_from_every_node_on_every_nodes_data() {
     // (naming the node), the other nodes' data stays readable.
     let victim_bucket = names
         .iter()
-        .cloned()
         .find(|n| {
             let b = clients[0].bucket_open(n).unwrap();
             b.id() >> 48 != 0
         })
+        .cloned()
         .expect("some bucket is not on node 0");
     let owner = (clients[0].bucket_open(&victim_bucket).unwrap().id() >> 48) as usize;
     let pid = bed.pid(owner).unwrap();

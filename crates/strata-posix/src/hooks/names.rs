@@ -82,7 +82,8 @@ pub(super) unsafe fn unlink_tracked(
     // destination file, which they must not remove as a file of their own)
     let u = c.file_unlink_claim(p).map_err(os)?;
     if let Some(id) = u.orphan_with_dest {
-        materialize_orphan(c, id, open_dest(t.abs.as_path()));
+        let direct = c.file_stat(id).is_ok_and(|a| a.direct);
+        materialize_orphan(c, id, open_dest(t.abs.as_path(), direct));
     }
     if u.existed && !u.dest_may_exist {
         strata_client::file::touch_parent(p);
@@ -114,10 +115,10 @@ pub(super) unsafe fn unlink_tracked(
 }
 
 /// The destination file at `path`, opened before its name goes, for
-/// `materialize_orphan`: read-write when it can be (a *direct* file's
-/// destination inode becomes the orphan's backing), else read-only. None
-/// unless a regular file.
-pub(super) fn open_dest(path: &std::path::Path) -> Option<std::fs::File> {
+/// `materialize_orphan`: with `rw` (a *direct* file: its destination inode
+/// becomes the orphan's backing) read-write when it can be, else
+/// read-only. None unless a regular file.
+pub(super) fn open_dest(path: &std::path::Path, rw: bool) -> Option<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
     let open = |write: bool| {
         std::fs::OpenOptions::new()
@@ -127,7 +128,7 @@ pub(super) fn open_dest(path: &std::path::Path) -> Option<std::fs::File> {
             .open(path)
             .ok()
     };
-    let f = open(true).or_else(|| open(false))?;
+    let f = open(rw).or_else(|| if rw { open(false) } else { None })?;
     f.metadata().is_ok_and(|m| m.is_file()).then_some(f)
 }
 
@@ -441,7 +442,9 @@ pub(super) unsafe fn rename_impl(
             // record at the target is replaced by it (kept for those who
             // hold it open, with the bytes only its destination had)
             let old_dest = match (&tt, trec) {
-                (Some(t), Some(ta)) if ta.dest_size > 0 || ta.direct => open_dest(t.abs.as_path()),
+                (Some(t), Some(ta)) if ta.dest_size > 0 || ta.direct => {
+                    open_dest(t.abs.as_path(), ta.direct)
+                }
                 _ => None,
             };
             let r = cvt(real_rename())?;
@@ -492,7 +495,7 @@ pub(super) unsafe fn rename_impl(
                 // its destination file reachable until its bytes are copied.
                 let old_dest = match trec {
                     Some(ta) if (ta.dest_size > 0 || ta.direct) && ta.id != fa.id => {
-                        open_dest(t.abs.as_path()).map(|f| (ta.id, f))
+                        open_dest(t.abs.as_path(), ta.direct).map(|f| (ta.id, f))
                     }
                     _ => None,
                 };
