@@ -956,6 +956,9 @@ impl Poller {
             }
             self.sweep_shadows();
             self.held_sync_round();
+            // (a held sync answered just now: its waiters need not wait for
+            // the next round)
+            self.publish_sync_events();
             if did == 0 {
                 let shared = self.shared.clone();
                 let spin = if std::mem::take(&mut self.quiet_next) {
