@@ -272,11 +272,7 @@ fn native_api_from_every_node_on_every_nodes_data() {
             .put("blob", &data)
             .unwrap();
         for (j, c) in clients.iter().enumerate() {
-            let got = c
-                .bucket_open(&names[i])
-                .unwrap()
-                .get("blob")
-                .unwrap();
+            let got = c.bucket_open(&names[i]).unwrap().get("blob").unwrap();
             assert_eq!(
                 (got.len(), checksum(&got)),
                 (data.len(), checksum(&data)),

@@ -170,7 +170,12 @@ impl Core {
         }
         let dup = fd.try_clone().map_err(io)?;
         self.files.backings.by_file.insert(id, fd);
-        tracing::debug!(?id, size, dest_inode, "a mapped file's shared backing adopted");
+        tracing::debug!(
+            ?id,
+            size,
+            dest_inode,
+            "a mapped file's shared backing adopted"
+        );
         Ok(BackingReply {
             fd: Some(dup),
             mod_gen,

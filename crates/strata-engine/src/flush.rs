@@ -1439,7 +1439,6 @@ impl Flusher {
         if core.files.dirty.is_empty() || self.in_flight.len() >= limit {
             return;
         }
-
         let busy_limit = self.settings.busy_jobs.max(1) as usize + stalled;
         // A bounded slice of the dirty set, round robin from the cursor.
         let n = core.files.dirty.len().min(SCAN_PER_TICK_MAX);

@@ -116,8 +116,6 @@ pub(crate) fn backing_of(id: u64) -> Option<c_int> {
     with(|s| s.backings.iter().find(|b| b.id == id).map(|b| b.fd))
 }
 
-/// Reopens `target` (a path, or /proc/self/fd/N of a backing) onto
-/// descriptor `fd`: same number, offset, O_APPEND, close-on-exec.
 /// `O_CLOEXEC` if `fd` is close-on-exec, else 0 (the flag `dup3` keeps).
 unsafe fn cloexec_of(fd: c_int) -> c_int {
     let fdfl = real::fcntl(fd, libc::F_GETFD, 0);
@@ -128,6 +126,8 @@ unsafe fn cloexec_of(fd: c_int) -> c_int {
     }
 }
 
+/// Reopens `target` (a path, or /proc/self/fd/N of a backing) onto
+/// descriptor `fd`: same number, offset, O_APPEND, close-on-exec.
 unsafe fn reopen_onto(fd: c_int, target: &CString, acc: c_int) -> Result<(), c_int> {
     let off = real::lseek64(fd, 0, libc::SEEK_CUR).max(0);
     let fl = real::fcntl(fd, libc::F_GETFL, 0);
@@ -237,11 +237,8 @@ fn forget_direct(id: u64) {
 /// the hold they had when `release`.
 unsafe fn onto_destination(id: u64, path: &str, release: bool) -> Result<(), c_int> {
     let cp = CString::new(path).map_err(|_| libc::EINVAL)?;
-    let mut held = false;
     let fds = placeholders_of(id);
-    for &fd in &fds {
-        held |= crate::kind(fd) & crate::K_HELD != 0;
-    }
+    let held = fds.iter().any(|&fd| crate::kind(fd) & crate::K_HELD != 0);
     reopen_all_onto(&fds, &cp, |fd| crate::set_kind(fd, crate::K_UNTRACKED))?;
     if held && release {
         crate::release_hold(id);

@@ -83,7 +83,7 @@ pub(super) unsafe fn unlink_tracked(
     let u = c.file_unlink_claim(p).map_err(os)?;
     if let Some(id) = u.orphan_with_dest {
         let direct = c.file_stat(id).is_ok_and(|a| a.direct);
-        materialize_orphan(c, id, open_dest(t.abs.as_path(), direct));
+        materialize_orphan(c, id, open_dest(t.abs.as_path(), direct), direct);
     }
     if u.existed && !u.dest_may_exist {
         strata_client::file::touch_parent(p);
@@ -139,12 +139,12 @@ pub(super) fn open_dest(path: &std::path::Path, rw: bool) -> Option<std::fs::Fil
 /// file, the buffer's pages may be older than the mapping's stores) keeps
 /// its destination inode instead, as its shared backing: every holder
 /// moves onto it (mapped.rs), as the kernel's descriptors would stay on it.
-pub(super) fn materialize_orphan(c: &Client, id: u64, dest: Option<std::fs::File>) {
+/// `direct`: the record said so (a record never stops being direct).
+pub(super) fn materialize_orphan(c: &Client, id: u64, dest: Option<std::fs::File>, direct: bool) {
     let Some(dest) = dest else {
         trace!("unlinked file {}: destination not readable, not copied", id);
         return;
     };
-    let direct = c.file_stat(id).is_ok_and(|a| a.direct);
     let writable = {
         use std::os::fd::AsRawFd;
         // SAFETY: F_GETFL on a descriptor `dest` owns.
@@ -155,7 +155,10 @@ pub(super) fn materialize_orphan(c: &Client, id: u64, dest: Option<std::fs::File
         let mut give = || dest.try_clone().map(std::os::fd::OwnedFd::from);
         match c.file_backing(id, Some(&mut give)) {
             Ok(Some(_)) => {
-                trace!("unlinked direct file {}: its destination inode is its backing", id);
+                trace!(
+                    "unlinked direct file {}: its destination inode is its backing",
+                    id
+                );
                 return;
             }
             r => trace!(
@@ -448,10 +451,10 @@ pub(super) unsafe fn rename_impl(
                 _ => None,
             };
             let r = cvt(real_rename())?;
-            if let (Some(t), Some(_)) = (&tt, trec) {
+            if let (Some(t), Some(ta)) = (&tt, trec) {
                 let u = c.file_unlink_ex(t.abs.as_str().unwrap_or("")).map_err(os)?;
                 if let Some(id) = u.orphan_with_dest {
-                    materialize_orphan(c, id, old_dest);
+                    materialize_orphan(c, id, old_dest, ta.direct);
                 }
             }
             // after the record it replaced is gone: the new name's record
@@ -495,7 +498,7 @@ pub(super) unsafe fn rename_impl(
                 // its destination file reachable until its bytes are copied.
                 let old_dest = match trec {
                     Some(ta) if (ta.dest_size > 0 || ta.direct) && ta.id != fa.id => {
-                        open_dest(t.abs.as_path(), ta.direct).map(|f| (ta.id, f))
+                        open_dest(t.abs.as_path(), ta.direct).map(|f| (ta.id, f, ta.direct))
                     }
                     _ => None,
                 };
@@ -564,9 +567,9 @@ pub(super) unsafe fn rename_impl(
                     strata_client::file::touch_parent(fp);
                     strata_client::file::touch_parent(tp);
                 }
-                if let Some((id, f)) = old_dest {
+                if let Some((id, f, direct)) = old_dest {
                     if c.file_path(id).is_ok_and(|p| p.starts_with('\u{1}')) {
-                        materialize_orphan(c, id, Some(f));
+                        materialize_orphan(c, id, Some(f), direct);
                     }
                 }
                 trace!(
