@@ -40,12 +40,13 @@ one() {
   if [ "$v" = peer ]; then
     rm -rf "$tierfs/strata-t1-peer"; mkdir -p "$tierfs/strata-t1-peer"
     "$b/strata" "${ior[@]}" --dir "$tierfs/strata-t1-peer" | mib
-    rm -rf "$tierfs/strata-t1-peer"; return
+    # the peer's writeback must not land in the next variant's fdatasyncs
+    rm -rf "$tierfs/strata-t1-peer"; sync; return
   fi
   local d="$dest/strata-t1-$v"; rm -rf "$d"; mkdir -p "$d"
   "$b/strata" "${ior[@]}" --config "$work/$v.yaml" --dir "$d" --via-strata default | mib
   "$b/strata" flush --config "$work/$v.yaml" --wait >/dev/null 2>&1 || true
-  rm -rf "$d"
+  rm -rf "$d"; sync
 }
 for v in $vars; do
   cfg "$v"; rm -rf "$tierfs/strata-t1-tier-$v"
