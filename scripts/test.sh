@@ -60,6 +60,9 @@ command -v cargo >/dev/null || { echo "cargo not found: install Rust (https://ru
 
 # Tests start real daemons; keep their shared memory and sockets private.
 export STRATA_LOG=${STRATA_LOG:-warn}
+# Daemons overwrite freed dir-tier space with garbage: a path reading freed
+# bytes (directory tiers keep freed blocks instead of punching them) shows.
+export STRATA_INTERNAL_POISON_FREED=1
 
 log "build (debug, whole workspace incl. libstrata.so and libstrata_posix.so)"
 cargo build --workspace --all-targets

@@ -273,6 +273,13 @@ impl ExtentAllocator {
         self.free_by_size.last().map_or(0, |&(len, _)| len)
     }
 
+    /// The free ranges, by offset.
+    pub fn free_ranges(&self) -> impl Iterator<Item = Range> + '_ {
+        self.free_by_off
+            .iter()
+            .map(|(&off, &len)| Range { off, len })
+    }
+
     pub fn free_range_count(&self) -> usize {
         self.free_by_off.len()
     }

@@ -280,6 +280,15 @@ journal  {}  {}  {} records  synced {}/{}  {} fsyncs journaled  {} relaxed  {} c
             String::new()
         }
     );
+    if j.inline_max_bytes > 0 {
+        s.push_str(&format!(
+            "journal  {} of fsync'ed pages inside the journal (max {}), {} pages since start
+",
+            format_size(j.inline_bytes),
+            format_size(j.inline_max_bytes),
+            j.inline_pages
+        ));
+    }
     if j.failed {
         s.push_str(&format!(
             "journal  FAILED: {} — fsync waits for the destination

@@ -609,6 +609,15 @@ pub struct JournalConfig {
     pub sync_interval_ms: f64,
     /// The journal is compacted when it exceeds this size and twice its live records.
     pub compact_min_bytes: u64,
+    /// fsync'ed DEFAULT pages may ride inside their journal record (one
+    /// write and one fdatasync) while they stay in RAM, up to this many
+    /// bytes at once; 0: always copy them to a tier first.
+    #[serde(default = "inline_max_default")]
+    pub inline_max_bytes: u64,
+}
+
+fn inline_max_default() -> u64 {
+    256 << 20
 }
 
 impl Default for JournalConfig {
@@ -617,6 +626,7 @@ impl Default for JournalConfig {
             enabled: None,
             sync_interval_ms: 100.0,
             compact_min_bytes: 64 << 20,
+            inline_max_bytes: inline_max_default(),
         }
     }
 }

@@ -52,6 +52,7 @@ pub(crate) const SCALAR_KEYS: &[&str] = &[
     "journal.enabled",
     "journal.sync_interval",
     "journal.compact_min",
+    "journal.inline_max",
     "trace.enabled",
     "trace.path",
     "trace.size_max",
@@ -250,6 +251,7 @@ pub(crate) fn set_scalar(cfg: &mut Config, path: &str, v: &str) -> Result<(), St
         }
         "journal.sync_interval" => cfg.journal.sync_interval_ms = parse_duration_us(v)? / 1e3,
         "journal.compact_min" => cfg.journal.compact_min_bytes = parse_size(v)?,
+        "journal.inline_max" => cfg.journal.inline_max_bytes = parse_size(v)?,
         "trace.enabled" => cfg.trace.enabled = parse_bool(v)?,
         "trace.path" => {
             cfg.trace.path = if v.trim() == "auto" {

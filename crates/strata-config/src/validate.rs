@@ -486,6 +486,7 @@ pub(crate) fn validate(c: &Config) -> R {
         1 << 40,
         int,
     )?;
+    range_u64("journal.inline_max", j.inline_max_bytes, 0, 1 << 40, int)?;
     if j.enabled == Some(true) && c.devices.iter().all(|d| d.volatile) {
         return fail(
             "journal.enabled",

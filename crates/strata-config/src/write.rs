@@ -404,6 +404,12 @@ pub(crate) fn to_yaml(c: &Config) -> String {
         &format_size(j.compact_min_bytes),
         "compact beyond this size (and 2x live records)",
     );
+    o.line(
+        2,
+        "inline_max",
+        &format_size(j.inline_max_bytes),
+        "fsync'ed pages kept in RAM with their bytes in the journal (0: off)",
+    );
 
     let t = &c.trace;
     o.section("trace", "the I/O log (strata trace)");

@@ -639,6 +639,9 @@ pub fn run_with(
             sync_interval: std::time::Duration::from_secs_f64(cfg.journal.sync_interval_ms / 1e3),
             compact_min_bytes: cfg.journal.compact_min_bytes,
         };
+        if let Some(j) = core.journal.as_mut() {
+            j.inline_max_bytes = cfg.journal.inline_max_bytes;
+        }
         jpoller::Journal::start(&mut core, settings, wake.clone())
             .context("cannot write the journal")?;
         stash = stash::start(

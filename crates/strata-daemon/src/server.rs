@@ -1147,6 +1147,7 @@ impl Poller {
             f.stop();
         }
         strata_engine::jpoller::Journal::stop(&mut self.engine.core);
+        self.engine.core.tiers.return_free_space();
         self.engine.prefetch.stop();
         self.engine.trace.stop();
         self.write_stop_report(&report);

@@ -18,6 +18,15 @@
 //! replay is a fold keyed by name where the last record wins, and a torn
 //! tail or a corrupt record costs only the records it covers.
 //!
+//! **Bytes inside records.** A `BlobData` record carries an fsync'ed page's
+//! data (its ranges, bytes and sealed CRC) while the page stays in RAM: one
+//! journal write and one `fdatasync` make the fsync durable. It is live
+//! until a later record of its key supersedes it (the page clean at its
+//! destination, dropped, renamed, or moved to a tier whose bytes are known
+//! durable); replay writes its bytes to a non-volatile tier and fdatasyncs
+//! that before the journal is rewritten. The fold counts their live bytes
+//! (`State::inline_bytes`), which bounds compaction's work.
+//!
 //! **Threads.** The poller hands batches of [`Record`]s to the journal
 //! thread ([`Writer`]), which encodes and appends them, `fdatasync`s when a
 //! waiter asks or `journal.sync_interval` passed, publishes the synced
@@ -74,8 +83,12 @@ use strata_meta::Extent;
 pub const FILE_MAGIC: &[u8; 8] = b"STRJNL01";
 pub const FRAME_MAGIC: u16 = 0x5A17;
 pub const HEADER_BYTES: usize = 12;
-/// Largest payload of one record (a blob with many extents and long names).
+/// Largest payload of one metadata record (a blob with many extents and long names).
 pub const RECORD_BYTES_MAX: usize = 1 << 20;
+/// Largest data carried by one `BlobData` record (a page of the largest size).
+pub const DATA_BYTES_MAX: usize = 1 << strata_meta::PAGE_SHIFT_MAX;
+/// Largest frame payload: a `BlobData` record of the largest page.
+pub const FRAME_BYTES_MAX: usize = DATA_BYTES_MAX + RECORD_BYTES_MAX;
 /// Journal file name inside the tier directory.
 pub const JOURNAL_NAME: &str = "strata.journal";
 /// Corrupt ranges remembered for the replay report.
@@ -86,6 +99,7 @@ const K_BUCKET_SET: u8 = 2;
 const K_BUCKET_DROP: u8 = 3;
 const K_BLOB_SET: u8 = 4;
 const K_BLOB_DROP: u8 = 5;
+const K_BLOB_DATA: u8 = 6;
 
 /// The journaled image of a file record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,6 +168,20 @@ pub enum Record {
     BlobDrop {
         bucket: String,
         name: String,
+    },
+    /// A blob whose bytes ride inside the record (an fsync'ed page kept in
+    /// RAM: one journal write and one `fdatasync` make it durable). Its
+    /// data ranges `segs` (blob offset, length; ordered, disjoint, below
+    /// `size`) hold `data` back to back; the rest of `[0, size)` is holes.
+    /// `crc` is the sealed CRC of `data`. Replay writes the bytes to a
+    /// non-volatile tier.
+    BlobData {
+        bucket: String,
+        name: String,
+        size: u64,
+        crc: u32,
+        segs: Vec<(u64, u64)>,
+        data: Arc<Vec<u8>>,
     },
 }
 
@@ -317,10 +345,42 @@ impl Record {
                 e.str(name);
                 K_BLOB_DROP
             }
+            Record::BlobData {
+                bucket,
+                name,
+                size,
+                crc,
+                segs,
+                data,
+            } => {
+                assert!(data.len() <= DATA_BYTES_MAX, "{} inline bytes", data.len());
+                assert_eq!(
+                    segs.iter().map(|s| s.1).sum::<u64>(),
+                    data.len() as u64,
+                    "inline ranges cover the data"
+                );
+                e.0.reserve(data.len() + 64 + 16 * segs.len());
+                e.str(bucket);
+                e.str(name);
+                e.u64(*size);
+                e.u32(*crc);
+                e.u32(segs.len() as u32);
+                for (off, len) in segs {
+                    e.u64(*off);
+                    e.u64(*len);
+                }
+                e.0.extend_from_slice(data);
+                K_BLOB_DATA
+            }
         };
         let payload = e.0;
+        let max = if kind == K_BLOB_DATA {
+            FRAME_BYTES_MAX
+        } else {
+            RECORD_BYTES_MAX
+        };
         assert!(
-            payload.len() <= RECORD_BYTES_MAX,
+            payload.len() <= max,
             "journal record of {} bytes",
             payload.len()
         );
@@ -437,6 +497,44 @@ impl Record {
                 bucket: d.str()?,
                 name: d.str()?,
             },
+            K_BLOB_DATA => {
+                let bucket = d.str()?;
+                let name = d.str()?;
+                let size = d.u64()?;
+                let crc = d.u32()?;
+                let n = d.u32()? as usize;
+                if n > RECORD_BYTES_MAX / 16 {
+                    return Err(format!("{n} inline ranges"));
+                }
+                let mut segs = Vec::with_capacity(n);
+                let (mut at, mut total) = (0u64, 0u64);
+                for _ in 0..n {
+                    let (off, len) = (d.u64()?, d.u64()?);
+                    if len == 0 || off < at || off.checked_add(len).is_none_or(|e| e > size) {
+                        return Err(format!(
+                            "inline range {off}+{len} out of order or past {size}"
+                        ));
+                    }
+                    at = off + len;
+                    total += len;
+                    segs.push((off, len));
+                }
+                if total as usize != d.b.len() - d.at || total as usize > DATA_BYTES_MAX {
+                    return Err(format!(
+                        "inline ranges cover {total} bytes, the record carries {}",
+                        d.b.len() - d.at
+                    ));
+                }
+                let data = Arc::new(d.take(total as usize)?.to_vec());
+                Record::BlobData {
+                    bucket,
+                    name,
+                    size,
+                    crc,
+                    segs,
+                    data,
+                }
+            }
             k => return Err(format!("unknown record kind {k}")),
         };
         d.done()?;
@@ -454,7 +552,12 @@ fn parse_frame(b: &[u8]) -> Result<(Record, usize), String> {
     }
     let kind = b[2];
     let len = u32::from_le_bytes(b[4..8].try_into().expect("4 bytes")) as usize;
-    if len > RECORD_BYTES_MAX {
+    let max = if kind == K_BLOB_DATA {
+        FRAME_BYTES_MAX
+    } else {
+        RECORD_BYTES_MAX
+    };
+    if len > max {
         return Err(format!("frame length {len} too large"));
     }
     if b.len() < HEADER_BYTES + len {
@@ -479,9 +582,29 @@ pub struct State {
     pub tiers: BTreeMap<u32, String>,
     pub buckets: BTreeMap<String, Record>,
     pub blobs: BTreeMap<(String, String), Record>,
+    /// Bytes carried by the live `BlobData` records.
+    pub inline_bytes: u64,
+}
+
+fn inline_len(r: Option<&Record>) -> u64 {
+    match r {
+        Some(Record::BlobData { data, .. }) => data.len() as u64,
+        _ => 0,
+    }
 }
 
 impl State {
+    fn blob_insert(&mut self, key: (String, String), r: Record) {
+        self.inline_bytes += inline_len(Some(&r));
+        let old = self.blobs.insert(key, r);
+        self.inline_bytes -= inline_len(old.as_ref());
+    }
+
+    fn blob_remove(&mut self, key: &(String, String)) {
+        let old = self.blobs.remove(key);
+        self.inline_bytes -= inline_len(old.as_ref());
+    }
+
     pub fn apply(&mut self, r: Record) {
         match r {
             Record::Tier { index, ref path } => {
@@ -495,18 +618,23 @@ impl State {
                 let keys: Vec<(String, String)> =
                     self.blobs_of(&name).map(|(k, _)| k.clone()).collect();
                 for k in keys {
-                    self.blobs.remove(&k);
+                    self.blob_remove(&k);
                 }
             }
             Record::BlobSet {
                 ref bucket,
                 ref name,
                 ..
+            }
+            | Record::BlobData {
+                ref bucket,
+                ref name,
+                ..
             } => {
-                self.blobs.insert((bucket.clone(), name.clone()), r);
+                self.blob_insert((bucket.clone(), name.clone()), r);
             }
             Record::BlobDrop { bucket, name } => {
-                self.blobs.remove(&(bucket, name));
+                self.blob_remove(&(bucket, name));
             }
         }
     }
@@ -689,7 +817,7 @@ fn fsync_dir(path: &Path) {
 /// fsync of the directory): the switch is atomic.
 pub fn rewrite(path: &Path, state: &State) -> std::io::Result<u64> {
     let tmp = path.with_extension("journal.tmp");
-    let mut buf = Vec::with_capacity(64 + state.records() * 96);
+    let mut buf = Vec::with_capacity(64 + state.records() * 96 + state.inline_bytes as usize);
     buf.extend_from_slice(FILE_MAGIC);
     state.encode_all(&mut buf);
     {
@@ -788,7 +916,10 @@ impl Writer {
     }
 
     fn maybe_compact(&mut self) {
-        if self.file_bytes < self.settings.compact_min_bytes {
+        // Cheap test first: the live records are at least their inline bytes.
+        if self.file_bytes < self.settings.compact_min_bytes
+            || self.file_bytes < 2 * self.state.inline_bytes
+        {
             return;
         }
         let mut live = Vec::new();

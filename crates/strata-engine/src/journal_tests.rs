@@ -86,10 +86,84 @@ fn sample() -> Vec<Record> {
             crc: None,
             extents: vec![],
         },
+        Record::BlobData {
+            bucket: "b".into(),
+            name: "k3".into(),
+            size: 9000,
+            crc: 7,
+            segs: vec![(0, 3), (8000, 1000)],
+            data: Arc::new(pattern(1003, 4)),
+        },
+        Record::BlobData {
+            bucket: "b".into(),
+            name: "k4".into(),
+            size: 0,
+            crc: 0,
+            segs: vec![],
+            data: Arc::new(vec![]),
+        },
         Record::BucketDrop {
             name: "/d/f".into(),
         },
     ]
+}
+
+#[test]
+fn inline_records_decode_only_when_their_ranges_cover_the_data() {
+    let good = Record::BlobData {
+        bucket: "b".into(),
+        name: "k".into(),
+        size: 100,
+        crc: 1,
+        segs: vec![(10, 5), (50, 5)],
+        data: Arc::new(vec![9; 10]),
+    };
+    let bytes = encode(std::slice::from_ref(&good));
+    let scan = journal::scan_bytes(&bytes);
+    assert_eq!(scan.records, 1);
+    assert_eq!(scan.state.inline_bytes, 10);
+    // Ranges out of order, past the size, or not adding up to the data.
+    for segs in [
+        vec![(50, 5), (10, 5)],
+        vec![(10, 5), (98, 5)],
+        vec![(10, 4), (50, 5)],
+    ] {
+        let Record::BlobData { data, .. } = &good else {
+            unreachable!()
+        };
+        // Built by hand: encode() refuses ranges that do not cover the data.
+        let mut p = Vec::new();
+        for s in ["b", "k"] {
+            p.extend_from_slice(&(s.len() as u32).to_le_bytes());
+            p.extend_from_slice(s.as_bytes());
+        }
+        p.extend_from_slice(&100u64.to_le_bytes());
+        p.extend_from_slice(&1u32.to_le_bytes());
+        p.extend_from_slice(&(segs.len() as u32).to_le_bytes());
+        for (o, l) in &segs {
+            p.extend_from_slice(&(*o as u64).to_le_bytes());
+            p.extend_from_slice(&(*l as u64).to_le_bytes());
+        }
+        p.extend_from_slice(data);
+        let mut frame = Vec::new();
+        good.encode(&mut frame);
+        let scan = journal::scan_bytes(&reframe(&frame, &p));
+        assert_eq!(scan.records, 0, "{segs:?}");
+        assert_eq!(scan.corrupt.len(), 1, "{segs:?}");
+    }
+    // The fold counts the live inline bytes: replaced, dropped, bucket dropped.
+    let mut st = State::default();
+    st.apply(good.clone());
+    st.apply(good.clone());
+    assert_eq!(st.inline_bytes, 10);
+    st.apply(Record::BlobDrop {
+        bucket: "b".into(),
+        name: "k".into(),
+    });
+    assert_eq!(st.inline_bytes, 0);
+    st.apply(good);
+    st.apply(Record::BucketDrop { name: "b".into() });
+    assert_eq!(st.inline_bytes, 0);
 }
 
 fn encode(records: &[Record]) -> Vec<u8> {
@@ -119,12 +193,14 @@ fn records_round_trip_and_fold_keeps_the_last_state() {
     assert_eq!(scan.records, recs.len() as u64);
     assert!(scan.corrupt.is_empty() && scan.torn_tail_bytes == 0);
     assert!(same(&scan.state, &fold(&recs)));
-    // The drop of the file bucket took its page with it; k was dropped, k2 lives.
+    // The drop of the file bucket took its page with it; k was dropped,
+    // k2 lives, and so do the inline k3 and k4.
     assert!(scan.state.buckets.contains_key("b") && !scan.state.buckets.contains_key("/d/f"));
     assert_eq!(
         scan.state.blobs.keys().cloned().collect::<Vec<_>>(),
-        vec![("b".to_string(), "k2".to_string())]
+        ["k2", "k3", "k4"].map(|k| ("b".to_string(), k.to_string()))
     );
+    assert_eq!(scan.state.inline_bytes, 1003);
 }
 
 /// The owner's map of pages other nodes hold, and the record's id, ride at
@@ -282,6 +358,11 @@ struct Svc {
 }
 
 fn journal_on(fx: &mut Fixture) -> Svc {
+    journal_on_with(fx, 0)
+}
+
+/// A journal whose records may carry up to `inline_max` bytes of pages.
+fn journal_on_with(fx: &mut Fixture, inline_max: u64) -> Svc {
     let core = &mut fx.core;
     let path = fx.dir.path().join("tier").join(journal::JOURNAL_NAME);
     let scan = journal::read(&path).unwrap();
@@ -290,6 +371,7 @@ fn journal_on(fx: &mut Fixture) -> Svc {
     core.meta.touched.on = true;
     let report = crate::jreplay::replay(core, &scan);
     core.journal.as_mut().unwrap().report = report;
+    core.journal.as_mut().unwrap().inline_max_bytes = inline_max;
     let (tx, rx) = mpsc::channel();
     let wake: Arc<dyn Fn() + Send + Sync> = Arc::new(|| {});
     let settings = journal::WriterSettings {
@@ -404,6 +486,128 @@ fn fsync_stashes_ram_pages_and_a_restarted_core_gets_them_back() {
     assert!(core.meta.file_by_path("/dest/unsynced").is_none());
     core.check().unwrap();
     core.file_check().unwrap();
+}
+
+/// `journal.inline_max`: an fsync'ed DEFAULT page stays in RAM and its
+/// journal record carries its bytes (one journal write and fdatasync). An
+/// unchanged page is not copied again by the next fsync; a renamed file's
+/// records move with it; a restarted core places the bytes on the tier.
+#[test]
+fn an_inline_fsync_keeps_pages_in_ram_and_a_restarted_core_gets_them_back() {
+    let mut fx = fixture(4 << 20, 64 << 20, 1 << 20);
+    let mut rx = journal_on_with(&mut fx, 1 << 20);
+    let core = &mut fx.core;
+    let mut data = pattern(10_000, 3);
+    let id = create(core, "/dest/ckpt", Persist::Default as u32);
+    core.file_write(id, Some(0), Src::Bytes(&data), None)
+        .unwrap();
+    let target = core.file_sync(id).unwrap();
+    pump(core, &mut rx, |c| {
+        c.file_sync_state(id, target).unwrap().done
+    });
+    let page0 = core.meta.page_blob(id, 0).unwrap();
+    let b = core.meta.blob(page0).unwrap();
+    assert!(
+        b.extents.iter().all(|e| e.tier == 0) && b.sealed_crc.is_some() && b.dirty,
+        "still in RAM, sealed, dirty: {b:?}"
+    );
+    let st = core.journal.as_ref().unwrap().status();
+    assert_eq!((st.inline_bytes, st.inline_pages), (10_000, 3), "{st:?}");
+    assert_eq!(rx.stash.stashed_bytes_total, 10_000);
+    assert_eq!(core.tiers.tiers[1].blob_bytes, 0, "nothing on the tier");
+    // One byte of the last page changes: the next fsync copies that page only.
+    data[9_000] ^= 0xff;
+    core.file_write(id, Some(9_000), Src::Bytes(&data[9_000..9_001]), None)
+        .unwrap();
+    let target = core.file_sync(id).unwrap();
+    pump(core, &mut rx, |c| {
+        c.file_sync_state(id, target).unwrap().done
+    });
+    assert_eq!(rx.stash.stashed_bytes_total, 10_000 + (10_000 - 8192));
+    let st = core.journal.as_ref().unwrap().status();
+    assert_eq!(
+        st.inline_bytes, 10_000,
+        "the old image is superseded: {st:?}"
+    );
+    // Renamed after its fsync: the records (and their bytes) follow.
+    assert!(core.file_rename("/dest/ckpt", "/dest/final", true).unwrap());
+    let seq = core
+        .journal
+        .as_ref()
+        .unwrap()
+        .shared
+        .written_seq
+        .load(std::sync::atomic::Ordering::SeqCst);
+    pump(core, &mut rx, |c| {
+        Journal::round(c);
+        c.journal
+            .as_ref()
+            .unwrap()
+            .shared
+            .synced_seq
+            .load(std::sync::atomic::Ordering::SeqCst)
+            > seq
+    });
+    assert_eq!(core.journal.as_ref().unwrap().status().inline_bytes, 10_000);
+    let dir = fx.crash();
+
+    let mut fx = fixture_in(dir, 4 << 20, 64 << 20, 1 << 20);
+    let _rx = journal_on(&mut fx);
+    let core = &mut fx.core;
+    let rep = core.journal.as_ref().unwrap().report.clone();
+    assert_eq!(
+        (
+            rep.files,
+            rep.dirty_files,
+            rep.corrupt_ranges,
+            rep.dropped_blobs,
+            rep.crc_mismatches
+        ),
+        (1, 1, 0, 0, 0),
+        "{rep:?}"
+    );
+    assert!(core.meta.file_by_path("/dest/ckpt").is_none());
+    assert_eq!(read_file(core, "/dest/final"), data);
+    let id = core.meta.file_by_path("/dest/final").unwrap();
+    for p in 0..3 {
+        let b = core.meta.blob(core.meta.page_blob(id, p).unwrap()).unwrap();
+        assert!(
+            b.extents.iter().all(|e| e.tier == 1) && b.sealed_crc.is_some() && b.dirty,
+            "page {p} placed on the dir tier: {b:?}"
+        );
+    }
+    // The rewritten journal points at the tier: a second crash loses nothing.
+    let st = core.journal.as_ref().unwrap().status();
+    assert_eq!(st.inline_bytes, 0, "{st:?}");
+    let dir = fx.crash();
+    let mut fx = fixture_in(dir, 4 << 20, 64 << 20, 1 << 20);
+    let _rx = journal_on(&mut fx);
+    assert_eq!(read_file(&mut fx.core, "/dest/final"), data);
+    fx.core.check().unwrap();
+    fx.core.file_check().unwrap();
+}
+
+/// Beyond `journal.inline_max` the fsync copies the pages to the tier.
+#[test]
+fn an_fsync_beyond_the_inline_limit_copies_to_the_tier() {
+    let mut fx = fixture(4 << 20, 64 << 20, 1 << 20);
+    let mut rx = journal_on_with(&mut fx, 4096);
+    let core = &mut fx.core;
+    let data = pattern(10_000, 9);
+    let id = create(core, "/dest/big", Persist::Default as u32);
+    core.file_write(id, Some(0), Src::Bytes(&data), None)
+        .unwrap();
+    let target = core.file_sync(id).unwrap();
+    pump(core, &mut rx, |c| {
+        c.file_sync_state(id, target).unwrap().done
+    });
+    let b = core.meta.blob(core.meta.page_blob(id, 0).unwrap()).unwrap();
+    assert!(b.extents.iter().all(|e| e.tier == 1), "{b:?}");
+    assert_eq!(core.journal.as_ref().unwrap().status().inline_bytes, 0);
+    let dir = fx.crash();
+    let mut fx = fixture_in(dir, 4 << 20, 64 << 20, 1 << 20);
+    let _rx = journal_on(&mut fx);
+    assert_eq!(read_file(&mut fx.core, "/dest/big"), data);
 }
 
 /// A file with more dirty pages in RAM than one stash job copies is stashed
@@ -579,8 +783,18 @@ fn the_writer_compacts_to_the_live_records_and_loses_nothing() {
 
 #[test]
 fn a_page_rewritten_in_ram_after_fsync_comes_back_as_its_fsynced_version() {
+    rewritten_after_fsync(0);
+}
+
+/// The same with the fsync'ed version inside the journal, not on the tier.
+#[test]
+fn a_page_rewritten_after_an_inline_fsync_comes_back_as_its_fsynced_version() {
+    rewritten_after_fsync(64 << 20);
+}
+
+fn rewritten_after_fsync(inline_max: u64) {
     let mut fx = fixture(4 << 20, 64 << 20, 1 << 20);
-    let mut rx = journal_on(&mut fx);
+    let mut rx = journal_on_with(&mut fx, inline_max);
     let core = &mut fx.core;
     let v1 = pattern(8192, 1);
     let id = create(core, "/dest/f", Persist::Default as u32);
@@ -666,8 +880,19 @@ fn snapshot(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
 /// exactly the fsync'ed state.
 #[test]
 fn a_power_loss_drops_unsynced_state_and_keeps_what_fsync_acknowledged() {
+    power_loss(0);
+}
+
+/// The same with the fsync'ed pages inside the journal (nothing of them
+/// in the tier file until the restart places them there).
+#[test]
+fn a_power_loss_keeps_what_an_inline_fsync_acknowledged() {
+    power_loss(64 << 20);
+}
+
+fn power_loss(inline_max: u64) {
     let mut fx = fixture(4 << 20, 64 << 20, 1 << 20);
-    let mut rx = journal_on(&mut fx);
+    let mut rx = journal_on_with(&mut fx, inline_max);
     let core = &mut fx.core;
     let v1 = pattern(3 * 4096 + 100, 7);
     let a = create(core, "/dest/a", Persist::Default as u32);

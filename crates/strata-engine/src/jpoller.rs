@@ -28,7 +28,7 @@ use strata_proto::control::{JournalStatus, ReplayReport};
 use crate::core::Core;
 use crate::journal::{self, FileImage, Handle, Record};
 pub use crate::state::Journal;
-use crate::state::{ShadowBlob, ShadowBucket};
+use crate::state::{InlineImage, ShadowBlob, ShadowBucket};
 
 /// Batches are emitted at most this often unless a sync is waiting.
 pub const EMIT_INTERVAL_NS: u64 = 10_000_000;
@@ -106,7 +106,50 @@ impl Journal {
             journal_syncs: 0,
             relaxed_syncs: 0,
             report,
+            inline_pending: HashMap::new(),
+            inline_live_bytes: 0,
+            inline_max_bytes: 0,
+            inline_pages_total: 0,
+            inline_bytes_total: 0,
         }
+    }
+
+    /// Whether `bytes` more may ride inside the journal (`journal.inline_max`).
+    pub fn inline_room(&self, bytes: u64) -> bool {
+        self.usable()
+            && self.inline_max_bytes > 0
+            && self.inline_live_bytes.saturating_add(bytes) <= self.inline_max_bytes
+    }
+
+    /// Whether blob `id` at generation `gen` is already durable, or on its
+    /// way, inside the journal (the stash skips it).
+    pub fn inline_current(&self, id: BlobId, gen: u64) -> bool {
+        self.inline_pending.get(&id).is_some_and(|i| i.gen == gen)
+            || self
+                .shadow_blobs
+                .get(&id)
+                .and_then(|s| s.inline.as_ref())
+                .is_some_and(|i| i.gen == gen)
+    }
+
+    /// The stash copied page `id` at generation `gen`: its record will carry
+    /// the bytes (emitted with the next batch).
+    pub(crate) fn inline_add(&mut self, id: BlobId, image: InlineImage) {
+        self.inline_live_bytes += image.data.len() as u64;
+        self.inline_pages_total += 1;
+        self.inline_bytes_total += image.data.len() as u64;
+        if let Some(old) = self.inline_pending.insert(id, image) {
+            self.inline_live_bytes -= old.data.len() as u64;
+        }
+    }
+
+    /// Forgets the shadow of blob `id` (its record was dropped).
+    fn shadow_remove(&mut self, id: BlobId) -> Option<ShadowBlob> {
+        let s = self.shadow_blobs.remove(&id)?;
+        if let Some(i) = &s.inline {
+            self.inline_live_bytes -= i.data.len() as u64;
+        }
+        Some(s)
     }
 
     /// Whether fsync may be answered through the journal.
@@ -337,27 +380,81 @@ impl Journal {
         for id in blobs {
             let cur = core.meta.blob(id);
             let worthy = cur.is_some_and(|b| self.blob_worthy(core, b));
+            let kind_ok = cur.is_some_and(|b| self.blob_kind_ok(core, b));
             let cur_bucket_name = cur
                 .and_then(|b| core.meta.bucket(b.bucket).ok())
                 .map(|b| &*b.name);
+            // An image the stash made: the record carries the bytes.
+            let mut inline = self.inline_pending.remove(&id);
+            if let Some(i) = &inline {
+                self.inline_live_bytes -= i.data.len() as u64;
+                if !kind_ok {
+                    inline = None;
+                }
+            }
             if let Some(old) = self.shadow_blobs.get(&id) {
                 let same_key = cur.is_some_and(|b| b.bucket == old.bucket && b.name == old.name)
                     && cur_bucket_name == Some(&*old.bucket_name);
-                // A newer version only in RAM: the record keeps pointing to the
-                // last durable one (its extents stay held) until a newer one is.
-                if same_key && !worthy && cur.is_some_and(|b| self.blob_kind_ok(core, b)) {
-                    continue;
+                if kind_ok && inline.is_none() {
+                    // A newer version only in RAM: the record keeps pointing to the
+                    // last durable one (its extents stay held) until a newer one is.
+                    if same_key && !worthy {
+                        continue;
+                    }
+                    // Bytes inside the record are superseded only by tier bytes
+                    // known durable (sealed by a stash or an organizer move, both
+                    // fdatasync'ed); a spill or an in-place write is not. Renamed
+                    // meanwhile, the image moves to the new key.
+                    let unsealed = cur.is_some_and(|b| b.sealed_crc.is_none());
+                    if old.inline.is_some() && (!worthy || unsealed) {
+                        if same_key {
+                            continue;
+                        }
+                        inline = old.inline.clone();
+                    }
                 }
-                if !(same_key && worthy) {
+                if !(same_key && (worthy || inline.is_some())) {
                     blob_drops.push(Record::BlobDrop {
                         bucket: old.bucket_name.to_string(),
                         name: old.name.to_string(),
                     });
-                    let old = self.shadow_blobs.remove(&id).expect("checked");
+                    let old = self.shadow_remove(id).expect("checked");
                     self.unhold(id, &old.extents, core);
                     self.count(old.bucket, -1);
                     buckets.insert(old.bucket);
                 }
+            }
+            if let (Some(img), Some(b), Some(bname)) = (inline, cur, cur_bucket_name) {
+                blob_sets.push(Record::BlobData {
+                    bucket: bname.to_string(),
+                    name: b.name.to_string(),
+                    size: img.size,
+                    crc: img.crc,
+                    segs: img.segs.clone(),
+                    data: img.data.clone(),
+                });
+                self.inline_live_bytes += img.data.len() as u64;
+                if let Some(old) = self.shadow_blobs.get_mut(&id) {
+                    let gone = std::mem::take(&mut old.extents);
+                    if let Some(prev) = old.inline.replace(img) {
+                        self.inline_live_bytes -= prev.data.len() as u64;
+                    }
+                    self.unhold(id, &gone, core);
+                } else {
+                    self.shadow_blobs.insert(
+                        id,
+                        ShadowBlob {
+                            bucket: b.bucket,
+                            bucket_name: bname.into(),
+                            name: b.name.clone(),
+                            extents: Vec::new(),
+                            inline: Some(img),
+                        },
+                    );
+                    self.count(b.bucket, 1);
+                    buckets.insert(b.bucket);
+                }
+                continue;
             }
             if let (true, Some(b), Some(bname)) = (worthy, cur, cur_bucket_name) {
                 let extents: Vec<(u32, u64)> = b
@@ -374,6 +471,9 @@ impl Journal {
                         .copied()
                         .collect();
                     old.extents = extents.clone();
+                    if let Some(prev) = old.inline.take() {
+                        self.inline_live_bytes -= prev.data.len() as u64;
+                    }
                     self.unhold(id, &gone, core);
                 }
                 for k in &extents {
@@ -393,6 +493,7 @@ impl Journal {
                         bucket_name: bname.into(),
                         name: b.name.clone(),
                         extents,
+                        inline: None,
                     });
                     self.count(b.bucket, 1);
                     buckets.insert(b.bucket);
@@ -423,7 +524,7 @@ impl Journal {
                             .map(|(b, _)| *b)
                             .collect();
                         for b in dead {
-                            if let Some(s) = self.shadow_blobs.remove(&b) {
+                            if let Some(s) = self.shadow_remove(b) {
                                 self.unhold(b, &s.extents, core);
                             }
                         }
@@ -535,6 +636,9 @@ impl Journal {
             quarantined_bytes: self.quarantined_bytes,
             journal_syncs: self.journal_syncs,
             relaxed_syncs: self.relaxed_syncs,
+            inline_bytes: self.inline_live_bytes,
+            inline_max_bytes: self.inline_max_bytes,
+            inline_pages: self.inline_pages_total,
             failed: s.failed.load(Ordering::Relaxed),
             error: s.last_error.lock().map(|e| e.clone()).unwrap_or(None),
             replay: self.report.clone(),

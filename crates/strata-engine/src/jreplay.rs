@@ -101,6 +101,9 @@ pub fn replay(core: &mut Core, scan: &Scan) -> ReplayReport {
     let now = now_ns();
     let mono = core.mono_ns();
     let mut buf = Vec::new();
+    // Tiers that received bytes from inside the journal: fdatasync'ed
+    // before the journal is rewritten without them.
+    let mut synced: BTreeSet<usize> = BTreeSet::new();
     // Files keep their ids (other nodes hold their pages under them): ids
     // issued from now on, to records the journal did not name, are above.
     let id_max = scan
@@ -212,16 +215,12 @@ pub fn replay(core: &mut Core, scan: &Scan) -> ReplayReport {
             if !wanted(b) {
                 continue;
             }
-            let Record::BlobSet {
-                name: bname,
-                size,
-                dirty,
-                crc,
-                extents,
-                ..
-            } = b
-            else {
-                continue;
+            let (bname, size, dirty) = match b {
+                Record::BlobSet {
+                    name, size, dirty, ..
+                } => (name, size, *dirty),
+                Record::BlobData { name, size, .. } => (name, size, true),
+                _ => continue,
             };
             let page = if file.is_some() {
                 match parse_page_name(bname) {
@@ -238,8 +237,21 @@ pub fn replay(core: &mut Core, scan: &Scan) -> ReplayReport {
             } else {
                 None
             };
-            match restore_blob(core, &tier_map, *size, extents, *crc, &mut buf) {
-                Ok((exts, crc_ok)) => {
+            let restored = match b {
+                Record::BlobSet { crc, extents, .. } => {
+                    restore_blob(core, &tier_map, *size, extents, *crc, &mut buf)
+                        .map(|(exts, ok)| (exts, ok, *crc))
+                }
+                // Bytes inside the record go to a non-volatile tier first.
+                Record::BlobData {
+                    crc, segs, data, ..
+                } => place_inline(core, *size, segs, data, &mut synced)
+                    .map(|exts| (exts, true, Some(*crc)))
+                    .map_err(|why| format!("bytes inside the journal not placed on a tier: {why}")),
+                _ => continue,
+            };
+            match restored {
+                Ok((exts, crc_ok, crc)) => {
                     let bid = match core.meta.blob_create(id, bname, now) {
                         Ok(b) => b,
                         Err(e) => {
@@ -252,8 +264,8 @@ pub fn replay(core: &mut Core, scan: &Scan) -> ReplayReport {
                     if let Some(bl) = core.meta.blob_mut(bid) {
                         bl.size = *size;
                         bl.extents = exts;
-                        bl.dirty = *dirty && persist.is_some();
-                        bl.sealed_crc = if crc_ok { *crc } else { None };
+                        bl.dirty = dirty && persist.is_some();
+                        bl.sealed_crc = if crc_ok { crc } else { None };
                     }
                     core.meta.blob_resized(id, 0, *size);
                     if !crc_ok {
@@ -263,7 +275,7 @@ pub fn replay(core: &mut Core, scan: &Scan) -> ReplayReport {
                     r.blobs += 1;
                     r.bytes += size;
                     if let Some(p) = page {
-                        if *dirty {
+                        if dirty {
                             dirty_pages.insert(p);
                         }
                         end_max = end_max.max(p * page_bytes + size);
@@ -325,11 +337,20 @@ pub fn replay(core: &mut Core, scan: &Scan) -> ReplayReport {
         .iter()
         .filter(|((bucket, _), _)| !scan.state.buckets.contains_key(bucket))
     {
-        if let Record::BlobSet { bucket, name, .. } = b {
+        if let Record::BlobSet { bucket, name, .. } | Record::BlobData { bucket, name, .. } = b {
             r.dropped_blobs += 1;
             note(
                 &mut r,
                 format!("{bucket}/{name}: no bucket record; not restored"),
+            );
+        }
+    }
+    for t in synced {
+        if let Err(e) = core.tiers.tiers[t].backend.sync() {
+            r.dropped_blobs += 1;
+            note(
+                &mut r,
+                format!("fdatasync of tier {t} after placing bytes from the journal: {e}"),
             );
         }
     }
@@ -402,6 +423,90 @@ fn restore_held(
             format!("{name}: the map of pages other nodes hold is invalid ({e}); not restored"),
         ),
     }
+}
+
+/// Writes the bytes of a `BlobData` record to fresh space on the fastest
+/// non-volatile tier with room (the slowest one grows past its capacity
+/// rather than lose them); returns the blob's extents, holes included.
+/// Adds the tier to `synced` (to be fdatasync'ed).
+fn place_inline(
+    core: &mut Core,
+    size: u64,
+    segs: &[(u64, u64)],
+    data: &[u8],
+    synced: &mut BTreeSet<usize>,
+) -> Result<Vec<Extent>, String> {
+    // The ranges as extents with holes between (packed_extents' source).
+    let mut src = Vec::with_capacity(segs.len() * 2 + 1);
+    let mut at = 0u64;
+    for &(off, len) in segs {
+        if off > at {
+            src.push(Extent::hole(at, off - at));
+        }
+        src.push(Extent {
+            logical_off: off,
+            len,
+            tier: 0,
+            phys_off: 0,
+        });
+        at = off + len;
+    }
+    if at < size {
+        src.push(Extent::hole(at, size - at));
+    }
+    let block = core
+        .tiers
+        .tiers
+        .iter()
+        .filter(|t| !t.is_ram())
+        .map(|t| t.block_bytes)
+        .max()
+        .unwrap_or(1);
+    let need = crate::stash::data_bytes_in(&src, size, block);
+    let Some((t, ranges)) = crate::stash::alloc_target(core, need) else {
+        return Err("no non-volatile tier".into());
+    };
+    let tier = &core.tiers.tiers[t as usize];
+    let exts = crate::stash::packed_extents(&src, size, t, tier.block_bytes, &ranges);
+    let mut written = 0u64;
+    let mut failed = None;
+    // Bounded: one write per data extent; segs and data checked on decode.
+    for e in exts.iter().filter(|e| !e.is_hole()) {
+        let Some(si) = segs
+            .iter()
+            .position(|s| s.0 <= e.logical_off && e.logical_off < s.0 + s.1)
+        else {
+            failed = Some("an extent outside the record's ranges".to_string());
+            break;
+        };
+        let before: u64 = segs[..si].iter().map(|s| s.1).sum();
+        let from = (before + e.logical_off - segs[si].0) as usize;
+        if let Err(x) = tier
+            .backend
+            .write_at(e.phys_off, &data[from..from + e.len as usize])
+        {
+            failed = Some(format!("write to tier {}: {x}", tier.name));
+            break;
+        }
+        written += e.len;
+    }
+    if failed.is_none() && written != data.len() as u64 {
+        failed = Some(format!("{written} of {} bytes placed", data.len()));
+    }
+    // Ranges no extent landed in (all of them on failure) go back.
+    for r in &ranges {
+        let used = exts
+            .iter()
+            .any(|e| !e.is_hole() && e.phys_off >= r.off && e.phys_off < r.off + r.len);
+        if failed.is_some() || !used {
+            core.tiers.free_extent(t as usize, r.off, r.len);
+        }
+    }
+    if let Some(why) = failed {
+        return Err(why);
+    }
+    synced.insert(t as usize);
+    Ok(exts)
 }
 
 /// Validates and reserves a blob's extents; returns them with holes made

@@ -238,6 +238,9 @@ pub struct StashPage {
     pub dst: Option<(u32, Vec<Range>)>,
     /// Block size of the target tier (data extents start aligned to it).
     pub block: u64,
+    /// The page's bytes ride inside its journal record (no target space):
+    /// the stash copies its data into memory instead of onto a tier.
+    pub inline: bool,
 }
 
 // ---- stash
@@ -297,6 +300,21 @@ pub(crate) struct ShadowBlob {
     /// (tier, offset) of the extents the journaled record points to: held
     /// (never reused) while the record is live.
     pub(crate) extents: Vec<(u32, u64)>,
+    /// The journaled record carries the bytes (`BlobData`): this image.
+    pub(crate) inline: Option<InlineImage>,
+}
+
+// ---- jpoller
+/// An fsync'ed page whose bytes ride inside its journal record
+/// (`Record::BlobData`) while the page stays in RAM: what the stash copied
+/// at generation `gen`. Shared (not copied) with the journal thread.
+#[derive(Clone, Debug)]
+pub(crate) struct InlineImage {
+    pub(crate) gen: u64,
+    pub(crate) size: u64,
+    pub(crate) crc: u32,
+    pub(crate) segs: Vec<(u64, u64)>,
+    pub(crate) data: Arc<Vec<u8>>,
 }
 
 // ---- jpoller
@@ -339,4 +357,13 @@ pub struct Journal {
     pub journal_syncs: u64,
     pub relaxed_syncs: u64,
     pub report: ReplayReport,
+    /// Inline images the stash made, not yet in a batch.
+    pub(crate) inline_pending: HashMap<BlobId, InlineImage>,
+    /// Bytes of the inline images pending or journaled (live).
+    pub inline_live_bytes: u64,
+    /// Largest `inline_live_bytes` (`journal.inline_max`; 0: never inline).
+    pub inline_max_bytes: u64,
+    /// Pages made durable inside the journal, and their bytes.
+    pub inline_pages_total: u64,
+    pub inline_bytes_total: u64,
 }

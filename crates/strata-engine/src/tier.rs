@@ -76,6 +76,16 @@ impl Arena {
     }
 }
 
+/// Freed space of directory tiers is overwritten with garbage (unit tests,
+/// and `STRATA_INTERNAL_POISON_FREED=1` for runs by hand): a path that read
+/// freed bytes (once zeros, when frees punched holes) would show.
+fn poison_freed() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        cfg!(test) || std::env::var_os("STRATA_INTERNAL_POISON_FREED").is_some_and(|v| v == "1")
+    })
+}
+
 impl Tier {
     pub fn is_ram(&self) -> bool {
         // Only memory tiers map bytes in place.
@@ -103,6 +113,11 @@ impl Tier {
 
     pub fn is_remote(&self) -> bool {
         self.remote.is_some()
+    }
+
+    /// A directory tier (a file of this node's file system).
+    pub fn is_dir(&self) -> bool {
+        !self.is_ram() && !self.is_remote()
     }
 
     /// May new bytes be placed here now? (A remote tier whose donor is
@@ -223,13 +238,47 @@ impl Tiers {
         let t = &mut self.tiers[tier];
         t.blob_bytes = t.blob_bytes.saturating_sub(rounded);
         t.blob_extents = t.blob_extents.saturating_sub(1);
-        // The space goes back to the file system (nobody reads a freed
-        // extent: frees wait for the last unpin).
+        // A directory tier keeps the freed blocks (reused by the next
+        // extents: an overwrite of written blocks needs no allocation, which
+        // made the fsync path's tier writes 1.6x slower); its free space goes
+        // back to the file system at a clean stop (`return_free_space`).
+        // Memory goes back at once (nobody reads a freed extent: frees wait
+        // for the last unpin), and so does a lender's.
+        if t.is_dir() {
+            if poison_freed() {
+                // Nothing may read freed bytes: make any reader see garbage.
+                let junk = vec![0xA5u8; rounded.min(1 << 20) as usize];
+                let mut at = 0;
+                while at < rounded {
+                    let n = (rounded - at).min(junk.len() as u64) as usize;
+                    let _ = t.backend.write_at(off + at, &junk[..n]);
+                    at += n as u64;
+                }
+            }
+            return;
+        }
         if let Err(e) = t.backend.release(off, rounded) {
             static WARNED: std::sync::atomic::AtomicBool =
                 std::sync::atomic::AtomicBool::new(false);
             if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
                 tracing::warn!(tier, "cannot punch freed space out of the tier file ({e}); its disk space is reused but not returned");
+            }
+        }
+    }
+
+    /// Punches the free space of every directory tier out of its file (a
+    /// clean stop: it goes back to the file system). Bounded by the number
+    /// of free ranges; the first error per tier is logged.
+    pub fn return_free_space(&mut self) {
+        for (i, t) in self.tiers.iter().enumerate() {
+            let Some(a) = t.alloc.as_ref().filter(|_| t.is_dir()) else {
+                continue;
+            };
+            for r in a.free_ranges() {
+                if let Err(e) = t.backend.release(r.off, r.len) {
+                    tracing::warn!(tier = i, "cannot return free space of the tier file: {e}");
+                    break;
+                }
             }
         }
     }
@@ -293,5 +342,36 @@ impl TierIo {
     /// Writes `data` at `off` of tier `tier`.
     pub fn write(&self, tier: u32, off: u64, data: &[u8]) -> std::io::Result<()> {
         self.backend(tier)?.write_at(off, data)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testutil::fixture;
+    use std::os::unix::fs::MetadataExt;
+
+    /// A directory tier keeps the blocks of freed extents (the next extents
+    /// overwrite written blocks) and returns its free space at a clean stop.
+    #[test]
+    fn a_dir_tier_keeps_freed_blocks_until_it_returns_its_free_space() {
+        let mut f = fixture(1 << 20, 64 << 20, 1 << 20);
+        let tiers = &mut f.core.tiers;
+        let path = tiers.tiers[1].path();
+        let blocks = || std::fs::metadata(&path).unwrap().blocks() * 512;
+        let start = blocks();
+        let r = tiers.alloc_on(1, 8 << 20, 1).unwrap();
+        assert_eq!(r.len(), 1);
+        tiers.write(1, r[0].off, &vec![7u8; 8 << 20]).unwrap();
+        tiers.tiers[1].backend.sync().unwrap();
+        let written = blocks();
+        assert!(written >= start + (8 << 20), "{start} -> {written}");
+        tiers.free_extent(1, r[0].off, r[0].len);
+        assert!(blocks() >= written, "the freed blocks stay");
+        // The next extent reuses them (best fit: the same place).
+        let again = tiers.alloc_on(1, 8 << 20, 1).unwrap();
+        assert_eq!(again[0].off, r[0].off);
+        tiers.free_extent(1, again[0].off, again[0].len);
+        tiers.return_free_space();
+        assert!(blocks() <= start, "returned: {start} -> {}", blocks());
     }
 }

@@ -504,6 +504,15 @@ pub struct JournalStatus {
     pub journal_syncs: u64,
     /// fsyncs answered at once because their path has `fsync: relaxed`.
     pub relaxed_syncs: u64,
+    /// Bytes of fsync'ed pages kept in RAM whose journal record carries
+    /// them (live), and the limit (`journal.inline_max`).
+    #[serde(default)]
+    pub inline_bytes: u64,
+    #[serde(default)]
+    pub inline_max_bytes: u64,
+    /// Pages made durable inside the journal since start.
+    #[serde(default)]
+    pub inline_pages: u64,
     pub failed: bool,
     pub error: Option<String>,
     pub replay: ReplayReport,

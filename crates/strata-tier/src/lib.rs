@@ -96,7 +96,16 @@ pub trait TierBackend: Send + Sync {
     }
     /// How a process on this node may reach the bytes itself.
     fn local(&self) -> Local;
+    /// A descriptor of the tier's file for direct I/O (`O_DIRECT`: writes
+    /// bypass the page cache; offsets, lengths and buffers aligned to
+    /// [`DIRECT_ALIGN_BYTES`]), when the file system offers it.
+    fn direct_writer(&self) -> Option<std::fs::File> {
+        None
+    }
 }
+
+/// Alignment of direct I/O offsets, lengths and buffers.
+pub const DIRECT_ALIGN_BYTES: u64 = 4096;
 
 /// Buffer of [`TierBackend::fill_from`] for tiers that are not mapped.
 pub const FILL_CHUNK_BYTES: u64 = 1 << 20;
@@ -395,6 +404,14 @@ impl TierBackend for DirTier {
     fn release(&self, off: u64, len: u64) -> io::Result<()> {
         let fl = rustix::fs::FallocateFlags::PUNCH_HOLE | rustix::fs::FallocateFlags::KEEP_SIZE;
         rustix::fs::fallocate(&self.file, fl, off, len).map_err(io::Error::from)
+    }
+
+    fn direct_writer(&self) -> Option<std::fs::File> {
+        OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_DIRECT | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&self.path)
+            .ok()
     }
 
     fn mapped(&self, _off: u64, _len: u64) -> Option<&[u8]> {
