@@ -104,6 +104,15 @@ pub fn replay(core: &mut Core, scan: &Scan) -> ReplayReport {
     // Tiers that received bytes from inside the journal: fdatasync'ed
     // before the journal is rewritten without them.
     let mut synced: BTreeSet<usize> = BTreeSet::new();
+    // BlobData records, placed after every BlobSet record reserved its space.
+    type Deferred<'a> = (
+        BucketId,
+        strata_meta::BlobId,
+        Option<u64>,
+        &'a [(u64, u64)],
+        &'a [u8],
+    );
+    let mut deferred: Vec<Deferred> = Vec::new();
     // Files keep their ids (other nodes hold their pages under them): ids
     // issued from now on, to records the journal did not name, are above.
     let id_max = scan
@@ -242,12 +251,12 @@ pub fn replay(core: &mut Core, scan: &Scan) -> ReplayReport {
                     restore_blob(core, &tier_map, *size, extents, *crc, &mut buf)
                         .map(|(exts, ok)| (exts, ok, *crc))
                 }
-                // Bytes inside the record go to a non-volatile tier first.
-                Record::BlobData {
-                    crc, segs, data, ..
-                } => place_inline(core, *size, segs, data, &mut synced)
-                    .map(|exts| (exts, true, Some(*crc)))
-                    .map_err(|why| format!("bytes inside the journal not placed on a tier: {why}")),
+                // Bytes inside the record go to a non-volatile tier once every
+                // record pointing at tier space has reserved it: a hole until then.
+                Record::BlobData { crc, .. } => {
+                    let hole = (*size > 0).then(|| Extent::hole(0, *size));
+                    Ok((hole.into_iter().collect(), true, Some(*crc)))
+                }
                 _ => continue,
             };
             match restored {
@@ -268,6 +277,9 @@ pub fn replay(core: &mut Core, scan: &Scan) -> ReplayReport {
                         bl.sealed_crc = if crc_ok { crc } else { None };
                     }
                     core.meta.blob_resized(id, 0, *size);
+                    if let Record::BlobData { segs, data, .. } = b {
+                        deferred.push((id, bid, page, segs, data));
+                    }
                     if !crc_ok {
                         r.crc_mismatches += 1;
                         note(&mut r, format!("{name}/{bname}: bytes differ from the checksum sealed at fsync (changed after it, or damaged); kept as found"));
@@ -343,6 +355,32 @@ pub fn replay(core: &mut Core, scan: &Scan) -> ReplayReport {
                 &mut r,
                 format!("{bucket}/{name}: no bucket record; not restored"),
             );
+        }
+    }
+    // Bounded: one placement per BlobData record.
+    for (file, bid, page, segs, data) in deferred {
+        let Some((size, name)) = core.meta.blob(bid).map(|b| (b.size, b.name.clone())) else {
+            continue;
+        };
+        match place_inline(core, size, segs, data, &mut synced) {
+            Ok(exts) => {
+                if let Some(bl) = core.meta.blob_mut(bid) {
+                    bl.extents = exts;
+                }
+            }
+            Err(why) => {
+                core.meta.blob_remove(bid);
+                if let (Some(p), Ok(rec)) = (page, core.meta.file_mut(file)) {
+                    rec.dirty_pages.remove(&p);
+                }
+                r.blobs -= 1;
+                r.bytes -= size;
+                r.dropped_blobs += 1;
+                note(
+                    &mut r,
+                    format!("blob {name:?} of file {file:?}: bytes inside the journal not placed on a tier: {why}; not restored"),
+                );
+            }
         }
     }
     for t in synced {
