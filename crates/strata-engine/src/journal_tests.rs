@@ -627,6 +627,59 @@ fn replay_places_inline_bytes_after_the_tier_records_reserve_their_space() {
     core.file_check().unwrap();
 }
 
+/// Small appends with an fsync after each copy only their new bytes to the
+/// tier: the page's bytes already there stay (the stash copied the whole
+/// page every time: O(n²) bytes for a log), and a crash brings back the
+/// page whole.
+#[test]
+fn fsyncs_after_small_appends_copy_only_the_new_bytes() {
+    let mut fx = fixture(4 << 20, 64 << 20, 1 << 20);
+    let mut rx = journal_on(&mut fx);
+    let core = &mut fx.core;
+    let a = OpenArgs {
+        create: true,
+        mode: 0o640,
+        persist: Persist::Default,
+        page_shift: 16,
+        dest: Some(DestInfo::default()),
+        ..OpenArgs::default()
+    };
+    let id = core.file_open("/dest/log", &a).unwrap();
+    let data = pattern(20 * 4096, 6);
+    for i in 0..20 {
+        let piece = &data[i * 4096..(i + 1) * 4096];
+        crate::testutil::via_lease(core, piece, |core, src, taken| {
+            core.file_write(id, Some((i * 4096) as u64), src, taken)
+                .unwrap()
+        });
+        let t = core.file_sync(id).unwrap();
+        pump(core, &mut rx, |c| c.file_sync_state(id, t).unwrap().done);
+    }
+    // Each byte about once (a blob whose extents grow too many has them
+    // merged into a fresh RAM extent, copied again); the whole page each
+    // time was 10.5x the data.
+    let copied = rx.stash.stashed_bytes_total;
+    assert!(
+        copied >= data.len() as u64 && copied <= 2 * data.len() as u64,
+        "{copied} bytes copied for {}",
+        data.len()
+    );
+    let page0 = core.meta.page_blob(id, 0).unwrap();
+    let b = core.meta.blob(page0).unwrap();
+    assert!(
+        b.extents.iter().all(|e| e.tier == 1) && b.sealed_crc.is_some(),
+        "{b:?}"
+    );
+    let dir = fx.crash();
+    let mut fx = fixture_in(dir, 4 << 20, 64 << 20, 1 << 20);
+    let _rx = journal_on(&mut fx);
+    let rep = fx.core.journal.as_ref().unwrap().report.clone();
+    assert_eq!((rep.dropped_blobs, rep.crc_mismatches), (0, 0), "{rep:?}");
+    assert_eq!(read_file(&mut fx.core, "/dest/log"), data);
+    fx.core.check().unwrap();
+    fx.core.file_check().unwrap();
+}
+
 /// Beyond `journal.inline_max` the fsync copies the pages to the tier.
 #[test]
 fn an_fsync_beyond_the_inline_limit_copies_to_the_tier() {

@@ -212,10 +212,25 @@ impl StashIo {
         let mut h = crc32fast::Hasher::new();
         let bounce_at = self.bounce.as_ptr().align_offset(ALIGN);
         // Bounded: one round per target extent, each in CHUNK_BYTES pieces.
-        for ne in packed_extents(&pg.src, pg.size, tier, pg.block, ranges)
+        for (ne, copy) in stash_extents(pg, tier, pg.block, ranges)
             .iter()
-            .filter(|e| !e.is_hole())
+            .filter(|e| !e.0.is_hole())
         {
+            if !copy {
+                // Already on a non-volatile tier: summed, not copied.
+                let mut at = 0u64;
+                // Bounded: CHUNK_BYTES per round.
+                while at < ne.len {
+                    let n = (ne.len - at).min(CHUNK_BYTES as u64) as usize;
+                    if buf.len() < n {
+                        buf.resize(n, 0);
+                    }
+                    self.tiers.read(ne.tier, ne.phys_off + at, &mut buf[..n])?;
+                    h.update(&buf[..n]);
+                    at += n as u64;
+                }
+                continue;
+            }
             let direct = self.direct.get(tier as usize).is_some_and(|d| d.is_some())
                 && ne.phys_off % ALIGN as u64 == 0;
             let (mut logical, mut dst_at, mut filled) = (ne.logical_off, ne.phys_off, 0usize);
@@ -453,6 +468,66 @@ fn data_bytes(src: &[Extent], size: u64) -> u64 {
     data_bytes_in(src, size, 1)
 }
 
+/// Data bytes of a stash page that are copied (not already on a
+/// non-volatile tier), each extent rounded up to `block`.
+fn copied_bytes_in(src: &[Extent], copy: &[bool], size: u64, block: u64) -> u64 {
+    src.iter()
+        .enumerate()
+        .filter(|(i, e)| {
+            !e.is_hole() && e.logical_off < size && copy.get(*i).copied().unwrap_or(true)
+        })
+        .map(|(_, e)| (e.end().min(size) - e.logical_off).div_ceil(block) * block)
+        .sum()
+}
+
+fn copied_bytes(pg: &StashPage) -> u64 {
+    copied_bytes_in(&pg.src, &pg.copy, pg.size, 1)
+}
+
+/// The extents of stash page `pg` once its copied extents are on `ranges`
+/// of `tier` (the others stay where they are), each with whether it is a
+/// copy: a page with a few bytes in RAM and the rest already on a
+/// non-volatile tier copies only those few bytes (an fsync after each
+/// small append copied the whole page again: O(n²)).
+pub(crate) fn stash_extents(
+    pg: &StashPage,
+    tier: u32,
+    block: u64,
+    ranges: &[Range],
+) -> Vec<(Extent, bool)> {
+    let kept = |i: usize| !pg.copy.get(i).copied().unwrap_or(true);
+    let masked: Vec<Extent> = pg
+        .src
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            if !e.is_hole() && kept(i) {
+                Extent::hole(e.logical_off, e.len)
+            } else {
+                *e
+            }
+        })
+        .collect();
+    // Bounded: one pass over the packed extents, one lookup per hole.
+    packed_extents(&masked, pg.size, tier, block, ranges)
+        .into_iter()
+        .map(|x| {
+            if !x.is_hole() {
+                return (x, true);
+            }
+            match pg
+                .src
+                .iter()
+                .enumerate()
+                .find(|(i, e)| kept(*i) && !e.is_hole() && e.logical_off == x.logical_off)
+            {
+                Some((_, e)) => (Extent { len: x.len, ..*e }, false),
+                None => (x, false),
+            }
+        })
+        .collect()
+}
+
 /// The extents of a page moved onto `ranges` of `tier`: holes stay holes,
 /// data ranges are packed into the target ranges in logical order.
 /// Each data extent starts on a `block` boundary of the target.
@@ -641,9 +716,13 @@ fn start_job(core: &mut Core, s: &mut Stash, file: BucketId) {
             break;
         }
         copies += usize::from(volatile);
+        // Extents already on a non-volatile tier stay (and their tier is
+        // synced: a spilled write was never fdatasync'ed).
+        let nonvolatile = |t: u32| core.journal.as_ref().is_some_and(|j| j.is_nonvolatile(t));
+        let copy: Vec<bool> = src.iter().map(|e| !nonvolatile(e.tier)).collect();
         for e in src.iter().filter(|e| !e.is_hole()) {
             keys.push((e.tier, e.phys_off));
-            if !volatile && !sync_tiers.contains(&e.tier) {
+            if nonvolatile(e.tier) && !sync_tiers.contains(&e.tier) {
                 sync_tiers.push(e.tier);
             }
         }
@@ -656,9 +735,10 @@ fn start_job(core: &mut Core, s: &mut Stash, file: BucketId) {
             .max()
             .unwrap_or(1);
         let data = data_bytes_in(&src, size, block);
-        let dst = if volatile && data > 0 && !inline {
+        let copied = copied_bytes_in(&src, &copy, size, block);
+        let dst = if volatile && copied > 0 && !inline {
             // Only the data: a sparse blob's holes are never materialised.
-            match alloc_target(core, data) {
+            match alloc_target(core, copied) {
                 Some(d) => Some(d),
                 None => {
                     for p in &pages {
@@ -683,6 +763,7 @@ fn start_job(core: &mut Core, s: &mut Stash, file: BucketId) {
             src,
             dst,
             block,
+            copy,
             inline: inline && volatile && data > 0,
         });
     }
@@ -799,7 +880,8 @@ pub fn complete(core: &mut Core, s: &mut Stash, done: StashDone) {
             (Some(d), true) => {
                 // Move the page onto its stashed copy (holes stay holes).
                 let block = core.tiers.tiers[d.0 as usize].block_bytes;
-                let exts = packed_extents(&pg.src, pg.size, d.0, block, &d.1);
+                let marked = stash_extents(pg, d.0, block, &d.1);
+                let exts: Vec<Extent> = marked.iter().map(|m| m.0).collect();
                 // Target ranges no extent landed in go back to the tier.
                 for r in &d.1 {
                     if !exts
@@ -816,8 +898,17 @@ pub fn complete(core: &mut Core, s: &mut Stash, done: StashDone) {
                     }
                     None => Vec::new(),
                 };
-                core.free_extents(&old);
-                s.stashed_bytes_total += data_bytes(&pg.src, pg.size);
+                // The extents that stayed are the page's still.
+                let gone: Vec<Extent> = old
+                    .into_iter()
+                    .filter(|o| {
+                        !marked.iter().any(|(m, copy)| {
+                            !copy && !m.is_hole() && m.tier == o.tier && m.phys_off == o.phys_off
+                        })
+                    })
+                    .collect();
+                core.free_extents(&gone);
+                s.stashed_bytes_total += copied_bytes(pg);
             }
             (Some(d), false) => {
                 free_target(core, d);

@@ -238,6 +238,9 @@ pub struct StashPage {
     pub dst: Option<(u32, Vec<Range>)>,
     /// Block size of the target tier (data extents start aligned to it).
     pub block: u64,
+    /// Per extent of `src`: false when it already lies on a non-volatile
+    /// tier and stays where it is (only the others are copied).
+    pub copy: Vec<bool>,
     /// The page's bytes ride inside its journal record (no target space):
     /// the stash copies its data into memory instead of onto a tier.
     pub inline: bool,
