@@ -40,7 +40,7 @@
 //! adapter: { page_size: 1MiB, mode: default, include: [], exclude: [],
 //!            prefixes: [ { path: /data/ckpt, mode: scratch, page_size: 4MiB } ] }
 //! flush: { enabled: true, interval: 100ms, threads: 8, bandwidth_max: 0,
-//!          busy_window: 200ms, busy_jobs: 1, busy_bandwidth_max: 64MiB/s, nice: 10 }
+//!          busy_window: 200ms, busy_jobs: 1, busy_bandwidth_max: 16MiB/s, nice: 10 }
 //! organizer: { enabled: true, interval: 1s, bandwidth_max: 256MiB/s,
 //!              promote_threshold: 0.7, demote_threshold: 0.3,
 //!              recency_window: 1m, frequency_window: 5m, high_water: 0.9, low_water: 0.75 }
@@ -511,8 +511,11 @@ fn busy_jobs_default() -> u32 {
     1
 }
 
+/// 16 MiB/s: at 64 the drain through an sshfs destination took a quarter of
+/// a 2-core machine while a durable checkpoint wrote (t1 0.49–0.56 of its
+/// peer, 0.77–0.97 at 16; BENCHMARKS.md, issue 18 stop 47).
 fn busy_bandwidth_max_default() -> f64 {
-    64.0
+    16.0
 }
 
 fn flush_nice_default() -> u32 {
