@@ -532,11 +532,17 @@ fn place_inline(
         failed = Some(format!("{written} of {} bytes placed", data.len()));
     }
     // Ranges no extent landed in (all of them on failure) go back.
+    for r in &ranges {
+        let used = exts
+            .iter()
+            .any(|e| !e.is_hole() && e.phys_off >= r.off && e.phys_off < r.off + r.len);
+        if failed.is_some() || !used {
+            core.tiers.free_extent(t as usize, r.off, r.len);
+        }
+    }
     if let Some(why) = failed {
-        crate::stash::free_unused(core, t, &ranges, &[]);
         return Err(why);
     }
-    crate::stash::free_unused(core, t, &ranges, &exts);
     synced.insert(t as usize);
     Ok(exts)
 }
