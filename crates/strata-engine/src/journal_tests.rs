@@ -11,7 +11,7 @@ use crate::core::{Core, Src};
 use crate::files::OpenArgs;
 use crate::journal::{self, FileImage, Record, State};
 use crate::jpoller::Journal;
-use crate::testutil::{fixture, fixture_in, pattern, Fixture};
+use crate::testutil::{fixture, fixture_in, journal_seqs, pattern, Fixture};
 use crate::Done;
 
 fn sample() -> Vec<Record> {
@@ -383,6 +383,12 @@ fn journal_on_with(fx: &mut Fixture, inline_max: u64) -> Svc {
     Svc { rx, stash }
 }
 
+/// Runs poller rounds until every batch written so far is durable.
+fn journal_settle(core: &mut Core, svc: &mut Svc) {
+    let seq = journal_seqs(core).0;
+    pump(core, svc, |c| journal_seqs(c).1 > seq);
+}
+
 /// Runs poller rounds until `done` (bounded).
 fn pump(core: &mut Core, svc: &mut Svc, mut done: impl FnMut(&mut Core) -> bool) {
     for _ in 0..20_000 {
@@ -531,23 +537,7 @@ fn an_inline_fsync_keeps_pages_in_ram_and_a_restarted_core_gets_them_back() {
     );
     // Renamed after its fsync: the records (and their bytes) follow.
     assert!(core.file_rename("/dest/ckpt", "/dest/final", true).unwrap());
-    let seq = core
-        .journal
-        .as_ref()
-        .unwrap()
-        .shared
-        .written_seq
-        .load(std::sync::atomic::Ordering::SeqCst);
-    pump(core, &mut rx, |c| {
-        Journal::round(c);
-        c.journal
-            .as_ref()
-            .unwrap()
-            .shared
-            .synced_seq
-            .load(std::sync::atomic::Ordering::SeqCst)
-            > seq
-    });
+    journal_settle(core, &mut rx);
     assert_eq!(core.journal.as_ref().unwrap().status().inline_bytes, 10_000);
     let dir = fx.crash();
 
@@ -760,22 +750,7 @@ fn native_blobs_on_the_dir_tier_survive_and_ram_blobs_do_not() {
         .extents[0]
         .tier;
     assert_eq!(big_tier, 1, "the big blob is on the dir tier");
-    let seq = core
-        .journal
-        .as_ref()
-        .unwrap()
-        .shared
-        .written_seq
-        .load(std::sync::atomic::Ordering::SeqCst);
-    pump(core, &mut rx, |c| {
-        c.journal
-            .as_ref()
-            .unwrap()
-            .shared
-            .synced_seq
-            .load(std::sync::atomic::Ordering::SeqCst)
-            > seq
-    });
+    journal_settle(core, &mut rx);
     let dir = fx.crash();
 
     let mut fx = fixture_in(dir, 64 << 10, 64 << 20, 1 << 20);
@@ -911,23 +886,7 @@ fn rewritten_after_fsync(inline_max: u64) {
             .any(|e| e.tier == 0),
         "v2 is in RAM"
     );
-    let seq = core
-        .journal
-        .as_ref()
-        .unwrap()
-        .shared
-        .written_seq
-        .load(std::sync::atomic::Ordering::SeqCst);
-    pump(core, &mut rx, |c| {
-        Journal::round(c);
-        c.journal
-            .as_ref()
-            .unwrap()
-            .shared
-            .synced_seq
-            .load(std::sync::atomic::Ordering::SeqCst)
-            > seq
-    });
+    journal_settle(core, &mut rx);
     let dir = fx.crash();
 
     let mut fx = fixture_in(dir, 4 << 20, 64 << 20, 1 << 20);

@@ -492,14 +492,7 @@ fn place_inline(
     if at < size {
         src.push(Extent::hole(at, size - at));
     }
-    let block = core
-        .tiers
-        .tiers
-        .iter()
-        .filter(|t| !t.is_ram())
-        .map(|t| t.block_bytes)
-        .max()
-        .unwrap_or(1);
+    let block = core.tiers.block_bytes_max();
     let need = crate::stash::data_bytes_in(&src, size, block);
     let Some((t, ranges)) = crate::stash::alloc_target(core, need) else {
         return Err("no non-volatile tier".into());
@@ -532,17 +525,11 @@ fn place_inline(
         failed = Some(format!("{written} of {} bytes placed", data.len()));
     }
     // Ranges no extent landed in (all of them on failure) go back.
-    for r in &ranges {
-        let used = exts
-            .iter()
-            .any(|e| !e.is_hole() && e.phys_off >= r.off && e.phys_off < r.off + r.len);
-        if failed.is_some() || !used {
-            core.tiers.free_extent(t as usize, r.off, r.len);
-        }
-    }
     if let Some(why) = failed {
+        crate::stash::free_unused(core, t, &ranges, &[]);
         return Err(why);
     }
+    crate::stash::free_unused(core, t, &ranges, &exts);
     synced.insert(t as usize);
     Ok(exts)
 }

@@ -301,22 +301,10 @@ fn a_promoted_durable_blob_survives_a_crash_from_its_dir_tier_record() {
     assert!(org.request_promote(core, id));
     pump(core, org, &mut rx, |c, _| mask(c, id) == 0b01);
     // Make sure whatever the journal does after the move is durable, then crash.
-    let seq = core
-        .journal
-        .as_ref()
-        .unwrap()
-        .shared
-        .written_seq
-        .load(std::sync::atomic::Ordering::SeqCst);
+    let seq = crate::testutil::journal_seqs(core).0;
     pump(core, org, &mut rx, |c, _| {
         Journal::round(c);
-        c.journal
-            .as_ref()
-            .unwrap()
-            .shared
-            .synced_seq
-            .load(std::sync::atomic::Ordering::SeqCst)
-            >= seq
+        crate::testutil::journal_seqs(c).1 >= seq
     });
     assert_eq!(read_blob(core, b, "big"), big);
     let dir = fx.crash();

@@ -218,17 +218,8 @@ impl StashIo {
         {
             if !copy {
                 // Already on a non-volatile tier: summed, not copied.
-                let mut at = 0u64;
-                // Bounded: CHUNK_BYTES per round.
-                while at < ne.len {
-                    let n = (ne.len - at).min(CHUNK_BYTES as u64) as usize;
-                    if buf.len() < n {
-                        buf.resize(n, 0);
-                    }
-                    self.tiers.read(ne.tier, ne.phys_off + at, &mut buf[..n])?;
-                    h.update(&buf[..n]);
-                    at += n as u64;
-                }
+                let src = self.tiers.backend(ne.tier)?;
+                crate::journal::crc_of_tier_range(src, ne.phys_off, ne.len, &mut h, buf)?;
                 continue;
             }
             let direct = self.direct.get(tier as usize).is_some_and(|d| d.is_some())
@@ -603,6 +594,17 @@ pub(crate) fn alloc_target(core: &mut Core, len: u64) -> Option<(u32, Vec<Range>
     None
 }
 
+/// Target ranges of `tier` that no extent of `exts` landed in go back.
+pub(crate) fn free_unused(core: &mut Core, tier: u32, ranges: &[Range], exts: &[Extent]) {
+    for r in ranges {
+        if !exts.iter().any(|e| {
+            !e.is_hole() && e.tier == tier && e.phys_off >= r.off && e.phys_off < r.off + r.len
+        }) {
+            core.tiers.free_extent(tier as usize, r.off, r.len);
+        }
+    }
+}
+
 fn free_target(core: &mut Core, dst: &(u32, Vec<Range>)) {
     for r in &dst.1 {
         core.tiers.free_extent(dst.0 as usize, r.off, r.len);
@@ -726,14 +728,7 @@ fn start_job(core: &mut Core, s: &mut Stash, file: BucketId) {
                 sync_tiers.push(e.tier);
             }
         }
-        let block = core
-            .tiers
-            .tiers
-            .iter()
-            .filter(|t| !t.is_ram())
-            .map(|t| t.block_bytes)
-            .max()
-            .unwrap_or(1);
+        let block = core.tiers.block_bytes_max();
         let data = data_bytes_in(&src, size, block);
         let copied = copied_bytes_in(&src, &copy, size, block);
         let dst = if volatile && copied > 0 && !inline {
@@ -882,15 +877,7 @@ pub fn complete(core: &mut Core, s: &mut Stash, done: StashDone) {
                 let block = core.tiers.tiers[d.0 as usize].block_bytes;
                 let marked = stash_extents(pg, d.0, block, &d.1);
                 let exts: Vec<Extent> = marked.iter().map(|m| m.0).collect();
-                // Target ranges no extent landed in go back to the tier.
-                for r in &d.1 {
-                    if !exts
-                        .iter()
-                        .any(|e| !e.is_hole() && e.phys_off >= r.off && e.phys_off < r.off + r.len)
-                    {
-                        core.tiers.free_extent(d.0 as usize, r.off, r.len);
-                    }
-                }
+                free_unused(core, d.0, &d.1, &exts);
                 let old = match core.meta.blob_mut(pg.blob) {
                     Some(b) => {
                         b.sealed_crc = crc;

@@ -117,6 +117,15 @@ pub fn fixture_in(
     }
 }
 
+/// (written, synced) sequence numbers of the core's journal batches.
+pub fn journal_seqs(core: &Core) -> (u64, u64) {
+    let s = &core.journal.as_ref().expect("a journal").shared;
+    (
+        s.written_seq.load(std::sync::atomic::Ordering::SeqCst),
+        s.synced_seq.load(std::sync::atomic::Ordering::SeqCst),
+    )
+}
+
 pub fn pattern(n: usize, seed: u8) -> Vec<u8> {
     (0..n)
         .map(|i| {

@@ -266,6 +266,17 @@ impl Tiers {
         }
     }
 
+    /// The largest block size of the tiers that are not RAM (a stash target
+    /// is one of them: data extents are rounded up to it before placement).
+    pub fn block_bytes_max(&self) -> u64 {
+        self.tiers
+            .iter()
+            .filter(|t| !t.is_ram())
+            .map(|t| t.block_bytes)
+            .max()
+            .unwrap_or(1)
+    }
+
     /// Punches the free space of every directory tier out of its file (a
     /// clean stop: it goes back to the file system). Bounded by the number
     /// of free ranges; the first error per tier is logged.
