@@ -328,8 +328,12 @@ impl OrgIo {
                         .map_err(|e| format!("write tier {}: {e}", d.tier))?;
                     drop(cancelled);
                 }
-                if job.crc.is_some() {
-                    h.update(buf);
+                // The sealed CRC covers the data ranges below the size, as the
+                // stash and the journal compute it (holes and bytes past the
+                // end are not in it).
+                if job.crc.is_some() && !d.is_hole() {
+                    let k = job.size.saturating_sub(d.logical_off + at).min(n as u64) as usize;
+                    h.update(&buf[..k]);
                 }
                 at += n as u64;
             }

@@ -460,3 +460,111 @@ fn dirty_file_pages_demoted_under_pressure_stay_dirty_and_read_back_identical() 
     assert_eq!(got, data);
     core.check().unwrap();
 }
+
+/// A file's bytes through the file path.
+fn read_file(core: &mut Core, id: BucketId, len: usize) -> Vec<u8> {
+    let mut ex = Vec::new();
+    let (size, covered, pin) = core
+        .file_read((1, 0), id, 0, len as u64, &mut ex, 4096)
+        .unwrap();
+    assert_eq!((size, covered), (len as u64, len as u64));
+    let mut got = vec![0u8; len];
+    for e in ex
+        .iter()
+        .filter(|e| e.tier != strata_proto::types::TIER_HOLE)
+    {
+        core.tiers
+            .read(
+                e.tier as usize,
+                e.phys_off,
+                &mut got[e.logical_off as usize..(e.logical_off + e.len) as usize],
+            )
+            .unwrap();
+    }
+    core.unpin((1, 0), pin);
+    got
+}
+
+/// An fsync'ed (sealed) page with a hole moves between tiers: the
+/// organizer's copy sums the same bytes as the seal (the data ranges below
+/// the size), so the move is not refused, and the page comes back after a
+/// crash. Inline, the page stays in RAM, its bytes inside the journal, and is
+/// demoted; copied by the stash onto the dir tier, it is promoted.
+#[test]
+fn a_sealed_page_with_a_hole_is_demoted_from_the_journal_and_survives_a_crash() {
+    sealed_page_with_a_hole_moves(true);
+}
+
+#[test]
+fn a_sealed_page_with_a_hole_is_promoted_from_the_dir_tier_and_survives_a_crash() {
+    sealed_page_with_a_hole_moves(false);
+}
+
+fn sealed_page_with_a_hole_moves(inline: bool) {
+    use crate::files::OpenArgs;
+    use strata_proto::types::DestInfo;
+    let mut fx = fixture(4 * MIB, 64 * MIB, MIB);
+    let (mut rx, mut org) = start(&mut fx, true);
+    let (core, org) = (&mut fx.core, &mut org);
+    core.journal.as_mut().unwrap().inline_max_bytes = if inline { MIB } else { 0 };
+    let a = OpenArgs {
+        create: true,
+        mode: 0o640,
+        persist: strata_meta::Persist::Default,
+        page_shift: 16,
+        dest: Some(DestInfo::default()),
+        ..OpenArgs::default()
+    };
+    let id = core.file_open("/dest/sparse", &a).unwrap();
+    let mut data = vec![0u8; 41_000];
+    data[..1000].copy_from_slice(&pattern(1000, 5));
+    data[40_000..].copy_from_slice(&pattern(1000, 6));
+    core.file_write(id, Some(0), Src::Bytes(&data[..1000]), None)
+        .unwrap();
+    core.file_write(id, Some(40_000), Src::Bytes(&data[40_000..]), None)
+        .unwrap();
+    let page = core.meta.page_blob(id, 0).unwrap();
+    let t = core.file_sync(id).unwrap();
+    pump(core, org, &mut rx, |c, _| {
+        c.file_sync_state(id, t).unwrap().done
+    });
+    let b = core.meta.blob(page).unwrap();
+    let (from, to) = if inline { (0b01, 0b10) } else { (0b10, 0b01) };
+    assert!(
+        b.sealed_crc.is_some() && b.extents.iter().any(|e| e.is_hole()) && mask(core, page) == from,
+        "{b:?}"
+    );
+    if inline {
+        // Everything cold goes down.
+        org.configure(&strata_config::OrganizerConfig {
+            high_water: 0.0001,
+            low_water: 0.0,
+            ..org_cfg()
+        });
+        make_cold(core, page);
+    } else {
+        assert!(org.request_promote(core, page));
+    }
+    pump(core, org, &mut rx, |c, _| mask(c, page) == to);
+    let st = crate::organizer::status(core, org);
+    assert_eq!(st.failed_moves, 0, "{st:?}");
+    assert_eq!(read_file(core, id, data.len()), data);
+    let seq = crate::testutil::journal_seqs(core).0;
+    pump(core, org, &mut rx, |c, _| {
+        Journal::round(c);
+        crate::testutil::journal_seqs(c).1 >= seq
+    });
+    let dir = fx.crash();
+
+    let mut fx = fixture_in(dir, 4 * MIB, 64 * MIB, MIB);
+    let (_rx, _org) = start(&mut fx, true);
+    let core = &mut fx.core;
+    let rep = core.journal.as_ref().unwrap().report.clone();
+    assert_eq!((rep.dropped_blobs, rep.crc_mismatches), (0, 0), "{rep:?}");
+    let (b, _) = core
+        .meta
+        .bucket_open("/dest/sparse", false, false, 0)
+        .unwrap();
+    assert_eq!(read_file(core, b, data.len()), data);
+    core.check().unwrap();
+}
