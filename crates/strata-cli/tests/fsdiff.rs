@@ -21,11 +21,21 @@ fn sweep(mode: &str, seeds: &str, ops: u32) {
 }
 
 fn sweep_with(mode: &str, seeds: &str, ops: u32, extra: &[&str]) {
+    sweep_on(TestDaemon::start, mode, seeds, ops, extra);
+}
+
+fn sweep_on(
+    daemon: impl FnOnce() -> TestDaemon,
+    mode: &str,
+    seeds: &str,
+    ops: u32,
+    extra: &[&str],
+) {
     if !require("python3", "python3") {
         return;
     }
     preload_lib();
-    let d = TestDaemon::start();
+    let d = daemon();
     let work = tempfile::Builder::new()
         .prefix("strata-fsdiff-")
         .tempdir()
@@ -69,6 +79,27 @@ fn fsdiff_default_mode() {
 #[test]
 fn fsdiff_scratch_mode() {
     sweep("scratch", "1:80", 300);
+}
+
+/// Under capacity pressure: a 2 MiB RAM tier and nothing else, so writes
+/// go through to the destination beside dirty pages of the same file, clean
+/// pages are evicted and fills declined, from three processes.
+#[test]
+fn fsdiff_default_mode_under_capacity_pressure() {
+    let tiny = || {
+        TestDaemon::start_with(common::Tiers {
+            ram: "2MiB",
+            disk: None,
+            extra_yaml: "",
+        })
+    };
+    sweep_on(
+        tiny,
+        "default",
+        "2001:2030",
+        300,
+        &["--procs", "3", "--links"],
+    );
 }
 
 /// Hard links, symbolic links (to files, directories, nothing), lstat,

@@ -1515,7 +1515,30 @@ impl Client {
             }
             at += n as u64;
         }
-        // Every page is buffered now (FILL_KEEP): the destination inode may go.
+        // A fill may be declined even so (nothing evictable: every page
+        // dirty). Then the destination inode stays this process's way to the
+        // bytes only it has (read-through of the orphan).
+        let mut checked = 0u64;
+        // Bounded: every round covers ≥ 1 byte or stops.
+        while checked < end {
+            let (covered, exts) = self.read_extents_only(id, checked, end - checked)?;
+            if exts
+                .iter()
+                .any(|e| e.tier == TIER_DEST || e.tier == TIER_PENDING)
+            {
+                return Err(err(
+                    Errno::NoSpace,
+                    format!(
+                        "unlinked file {id:#x}: the bytes only its destination had could not all be buffered (no room); this process keeps reading its destination inode"
+                    ),
+                ));
+            }
+            if covered == 0 {
+                break;
+            }
+            checked += covered;
+        }
+        // Every page is buffered now: the destination inode may go.
         self.inner
             .dest_fds
             .lock()

@@ -39,15 +39,26 @@
 //! * `FileWrite` answers `WriteThrough` before modifying anything when the
 //!   write does not fit after eviction, and always while a write-through of
 //!   the same file is in progress (`through.active > 0`).
-//! * `FileThrough{id, off, len}` is granted only when the file has nothing to
-//!   flush (no dirty page, no pending truncation, no flush job in flight);
-//!   otherwise it starts an urgent flush and the client asks again. Granting
-//!   drops the (clean) pages overlapping the range and counts the writer.
+//! * `FileThrough{id, off, len}` is granted when no dirty page of the file
+//!   lies in the range, no truncation is pending, no other node holds pages
+//!   of the file, and no flush job of it is in flight (its truncation to its
+//!   snapshot's size would cut the range: the client asks again). Dirty
+//!   pages elsewhere in the file stay: the range goes to the destination
+//!   now, they go later, and the flusher leaves the file to its writers
+//!   (`through_wanted`) until they pause for `THROUGH_PRIORITY_NS`, a sync
+//!   or a drain needs it, or its pages are as old as the flusher allows.
+//!   Otherwise (a dirty page in the range) it starts an urgent flush and the
+//!   client asks again. Granting drops the (clean) pages overlapping the
+//!   range and counts the writer.
 //! * The client `pwrite`s and `fdatasync`s the destination, then
 //!   `FileThroughDone{id, off, len}` updates size / `dest_size` / times and
-//!   the generations: the bytes are flushed and synced (a later `fsync` has
-//!   nothing to wait for; if the sync failed, `synced_gen` stays behind and
-//!   a later `fsync` makes the flusher `fdatasync` them).
+//!   the generations: in a clean file the bytes are flushed and synced (a
+//!   later `fsync` has nothing to wait for; if the sync failed, `synced_gen`
+//!   stays behind and a later `fsync` makes the flusher `fdatasync` them);
+//!   beside dirty pages the file still needs its flush. `dest_size` moves
+//!   over a gap between the old `dest_size` and the range: where no page
+//!   is buffered there, the destination holds zeros or nothing, as reads
+//!   of the gap answered before.
 //! * The flusher does not start a job of a file while a write-through of it
 //!   runs (its `ftruncate` to the recorded size would cut the new bytes).
 //! * While a write-through is in progress, and for a reader that looked at a
@@ -71,10 +82,11 @@
 //! `fdatasync`ed at the destination), entirely below `dest_size`, not pinned, outside the
 //! written range — least recently used first. Never a dirty page, a SCRATCH/WORKFLOW page or
 //! a native blob. If that is still not enough (everything is dirty) it answers
-//! `WriteThrough`. The client then asks `FileThrough`: while the file has dirty pages, a
-//! pending truncation or a flush job in flight, the daemon starts an urgent flush and the
-//! client asks again; once clean, the daemon drops the clean pages overlapping the range and
-//! grants it (O_APPEND: the daemon picks the offset). The client `pwrite`s and `fdatasync`s
+//! `WriteThrough`. The client then asks `FileThrough`: while a dirty page lies in the range
+//! or a truncation is pending, the daemon starts an urgent flush and the client asks again
+//! (also while a flush job of the file is in flight); otherwise — the file's other dirty pages
+//! are flushed later, and meanwhile the drain yields to the writers — it drops the clean pages
+//! overlapping the range and grants it (O_APPEND: the daemon picks the offset). The client `pwrite`s and `fdatasync`s
 //! the destination itself (≤ 64 MiB per grant) and sends `FileThroughDone`, which moves the
 //! size, `dest_size`, times and generations (flushed and synced). While a write-through runs,
 //! writes of that file also go through, the flusher leaves the file alone, and `FileFill` is
@@ -617,12 +629,52 @@ impl Core {
     ) -> Result<ThroughAnswer> {
         let in_flight = self.files.cancels.contains_key(&id);
         let orphan = self.file_is_orphan(id);
+        let held_elsewhere = self.files.page_maps.contains_key(&id);
+        let mono = self.mono_ns();
+        let reserved = self
+            .files
+            .evict
+            .through
+            .get(&id)
+            .map_or(0, |t| t.reserved_end);
         let rec = self.meta.file_mut(id)?;
         if rec.persist != Persist::Default || orphan {
             return Err(Errno::Inval);
         }
         let needs = rec.needs_flush();
-        if needs || !rec.dirty_pages.is_empty() || rec.trunc_min.is_some() || in_flight {
+        let at = offset.unwrap_or(rec.size.max(reserved));
+        let end = at
+            .checked_add(len)
+            .filter(|e| *e <= FILE_BYTES_MAX)
+            .ok_or(Errno::Inval)?;
+        // Beside dirty pages of the file (none of them in the range, no
+        // truncation pending, no page held by another node): the range goes
+        // to the destination now and the dirty pages later, so the flusher's
+        // older bytes never land on the newer ones.
+        let beside = !held_elsewhere
+            && rec.trunc_min.is_none()
+            && (end == at || {
+                let page = rec.page_bytes;
+                rec.dirty_pages
+                    .range(at / page..=(end - 1) / page)
+                    .next()
+                    .is_none()
+            });
+        if beside && (needs || !rec.dirty_pages.is_empty()) {
+            self.files.evict.note_through_wanted(id, mono);
+        }
+        let wait = if beside {
+            // A flush job in flight truncates to its snapshot's size at its
+            // end: the range waits for it (the flusher then leaves the file
+            // to its writers, `through_wanted`).
+            in_flight
+        } else {
+            needs || !rec.dirty_pages.is_empty() || rec.trunc_min.is_some() || in_flight
+        };
+        if wait && beside {
+            return Ok(ThroughAnswer::Wait { failed: None });
+        }
+        if wait {
             if first {
                 rec.flush_error = None;
             }
@@ -637,17 +689,6 @@ impl Core {
             }
             return Ok(ThroughAnswer::Wait { failed });
         }
-        let reserved = self
-            .files
-            .evict
-            .through
-            .get(&id)
-            .map_or(0, |t| t.reserved_end);
-        let at = offset.unwrap_or(rec.size.max(reserved));
-        let end = at
-            .checked_add(len)
-            .filter(|e| *e <= FILE_BYTES_MAX)
-            .ok_or(Errno::Inval)?;
         let (mode, page) = (rec.mode, rec.page_bytes);
         let path = self.meta.bucket(id)?.name.to_string();
         // The clean pages overlapping the range become stale: drop them.
@@ -659,7 +700,7 @@ impl Core {
                     };
                     debug_assert!(
                         self.meta.blob(bid).is_some_and(|b| !b.dirty),
-                        "a clean file with a dirty page"
+                        "a dirty page in a write-through's range"
                     );
                     if let Some(blob) = self.meta.blob_remove(bid) {
                         self.free_extents(&blob.extents);
@@ -746,14 +787,20 @@ impl Core {
                 // A sync was asked for meanwhile: it must cover these bytes.
                 self.files.dirty.insert(id);
             }
+        } else if rec.trunc_min.is_none() {
+            // Beside dirty pages (or modified meanwhile otherwise): the range
+            // is at the destination, the rest waits for the flusher. The
+            // destination holds zeros (or nothing) from `dest_size` on
+            // wherever no page is buffered, so `dest_size` may move over a
+            // gap: the absent pages there read zeros either way.
+            rec.size = rec.size.max(end);
+            rec.dest_size = rec.dest_size.max(end).min(rec.size);
+            rec.dest_exists = true;
+            rec.modified(now, mono);
+            self.files.dirty.insert(id);
+            self.files.evict.note_through_wanted(id, mono);
         } else {
-            // Modified meanwhile (a truncation): "write, then truncate".
-            if rec.trunc_min.is_none() {
-                if off <= rec.dest_size {
-                    rec.dest_size = rec.dest_size.max(end).min(rec.size.max(end));
-                }
-                rec.size = rec.size.max(end);
-            }
+            // Truncated meanwhile: "write, then truncate".
             rec.modified(now, mono);
             if rec.needs_flush() {
                 self.files.dirty.insert(id);
@@ -1148,16 +1195,16 @@ mod tests {
             "the refused write changed nothing"
         );
         check(core);
-        // FileThrough: the file must first be flushed.
-        let data = pattern(PAGE as usize * 2 + 100, 77);
-        let at = 16 * PAGE;
+        // FileThrough over a dirty page: the file must first be flushed.
         assert_eq!(
-            core.file_through(CLIENT, a, Some(at), data.len() as u64, true)
+            core.file_through(CLIENT, a, Some(15 * PAGE + 10), PAGE, true)
                 .unwrap(),
             ThroughAnswer::Wait { failed: None }
         );
         assert!(core.meta.file(a).unwrap().urgent && core.files.dirty.contains(&a));
         fake_flush(core, a, &mut dest);
+        let data = pattern(PAGE as usize * 2 + 100, 77);
+        let at = 16 * PAGE;
         let ThroughAnswer::Granted {
             at: got,
             mode,
@@ -1217,6 +1264,71 @@ mod tests {
         ));
         model[..PAGE as usize].copy_from_slice(&pattern(PAGE as usize, 5));
         assert!(core.files.counters.evicted_bytes_total > 0);
+        assert_eq!(read_all(core, a, &dest), model);
+        check(core);
+    }
+
+    /// A write-through beside dirty pages of the same file (none in its
+    /// range) is granted at once: no flush of the file first. The range is
+    /// read from the destination, the dirty pages from the buffer, the gap
+    /// between them as zeros; the flush then writes the dirty pages only.
+    #[test]
+    fn a_write_through_beside_dirty_pages_is_granted_at_once() {
+        let mut f = fixture(32 << 10, 32 << 10, 64 << 10);
+        let core = &mut f.core;
+        let a = create(core, "/w/beside", 0);
+        let mut dest = Vec::new();
+        let mut model = Vec::new();
+        for i in 0..16u64 {
+            let d = pattern(PAGE as usize, i as u8);
+            write(core, a, i * PAGE, &d).unwrap();
+            model.extend_from_slice(&d);
+        }
+        assert_eq!(
+            write(core, a, 16 * PAGE, &pattern(PAGE as usize, 1)),
+            Err(Errno::WriteThrough)
+        );
+        // A range over a dirty page still waits for the file's flush …
+        assert_eq!(
+            core.file_through(CLIENT, a, Some(3 * PAGE + 7), 100, true)
+                .unwrap(),
+            ThroughAnswer::Wait { failed: None }
+        );
+        core.meta.file_mut(a).unwrap().urgent = false;
+        // … a range past them (a gap of 4 pages) does not.
+        let data = pattern(PAGE as usize * 2 + 100, 78);
+        let at = 20 * PAGE;
+        let ThroughAnswer::Granted { at: got, .. } = core
+            .file_through(CLIENT, a, Some(at), data.len() as u64, true)
+            .unwrap()
+        else {
+            panic!("not granted beside dirty pages")
+        };
+        assert_eq!(got, at);
+        let rec = core.meta.file(a).unwrap();
+        assert!(!rec.urgent && rec.dirty_pages.len() == 16 && !rec.dest_exists);
+        assert!(core.files.evict.through_wanted.contains_key(&a));
+        // The client writes the destination (which it creates).
+        dest.resize(at as usize + data.len(), 0);
+        dest[at as usize..].copy_from_slice(&data);
+        model.resize(at as usize, 0);
+        model.extend_from_slice(&data);
+        assert_eq!(
+            core.file_through_done(CLIENT, a, at, data.len() as u64, true)
+                .unwrap(),
+            model.len() as u64
+        );
+        let rec = core.meta.file(a).unwrap();
+        assert_eq!(
+            (rec.size, rec.dest_size, rec.dest_exists),
+            (model.len() as u64, model.len() as u64, true)
+        );
+        assert!(rec.needs_flush() && core.files.dirty.contains(&a));
+        check(core);
+        assert_eq!(read_all(core, a, &dest), model);
+        // The flush writes the dirty pages; the range stays as written.
+        fake_flush(core, a, &mut dest);
+        assert_eq!(dest, model);
         assert_eq!(read_all(core, a, &dest), model);
         check(core);
     }

@@ -89,6 +89,10 @@ pub const TICK_NS: u64 = 2_000_000;
 pub const SCAN_PER_TICK_MAX: usize = 4096;
 /// A file with this many dirty bytes is flushed without waiting to be quiet.
 pub const EAGER_DIRTY_BYTES: u64 = 64 << 20;
+/// A file whose writers go to the destination beside its own dirty pages
+/// (files_evict.rs) is not flushed until they pause this long (unless a
+/// sync or a drain needs it).
+pub const THROUGH_PRIORITY_NS: u64 = 100_000_000;
 /// A file dirty for this many intervals is flushed even while being written.
 pub const MAX_AGE_INTERVALS: u64 = 10;
 pub const BACKOFF_MIN_NS: u64 = 1_000_000_000;
@@ -230,6 +234,8 @@ struct InFlight {
     since_mono_ns: u64,
     /// A stall warning was logged for this job.
     warned: bool,
+    /// A sync or a waiting write-through asked for it (`Job::urgent`).
+    urgent: bool,
 }
 
 /// A job in flight for longer than this is reported as stalled (a hung
@@ -1493,8 +1499,13 @@ impl Flusher {
             let Some((job, pin)) = self.snapshot(core, id) else {
                 continue;
             };
-            let (file, cancel, job_id, path) =
-                (job.file, job.flags.clone(), job.id, job.path.clone());
+            let (file, cancel, job_id, path, urgent) = (
+                job.file,
+                job.flags.clone(),
+                job.id,
+                job.path.clone(),
+                job.urgent,
+            );
             // Logged before the send so that it precedes the worker's DEQUEUE.
             if let Some(l) = &self.sink {
                 l.event("ENQUEUE", &path, job_bytes(&job));
@@ -1509,6 +1520,7 @@ impl Flusher {
                             path,
                             since_mono_ns: now,
                             warned: false,
+                            urgent,
                         },
                     );
                     core.files.cancels.insert(file, cancel);
@@ -1543,7 +1555,19 @@ impl Flusher {
             return false;
         }
         if !core.files.evict.through.is_empty() {
-            return false;
+            // Clients write to the destination themselves (the buffer is
+            // full): a byte the drain writes now only frees room that a
+            // write-through would have taken anyway, and takes the
+            // destination's bandwidth from them. The drain yields — unless
+            // a sync or a waiting write-through needs a flush now.
+            let urgent = self.in_flight.values().any(|f| f.urgent)
+                || core
+                    .files
+                    .dirty
+                    .iter()
+                    .take(SCAN_PER_TICK_MAX)
+                    .any(|id| core.meta.file(*id).is_ok_and(|r| r.urgent));
+            return !urgent;
         }
         let local = core.tiers.local_count();
         core.tiers.tiers[..local].iter().all(|t| {
@@ -1581,6 +1605,21 @@ impl Flusher {
             .is_some_and(|t| t.active > 0)
         {
             return false;
+        }
+        // Its writers go to the destination beside its dirty pages: a job
+        // would make them wait (its truncation at the end); the pages go
+        // once the writers pause, or now for a sync, a drain, or when they
+        // are as old as the flusher lets dirty pages get.
+        if let Some(&asked) = core.files.evict.through_wanted.get(&id) {
+            let max_age = self.settings.interval_ns.saturating_mul(MAX_AGE_INTERVALS);
+            if now.saturating_sub(asked) >= THROUGH_PRIORITY_NS {
+                core.files.evict.through_wanted.remove(&id);
+            } else if !self.draining
+                && !rec.durable
+                && now.saturating_sub(rec.dirty_since_mono_ns) < max_age
+            {
+                return false;
+            }
         }
         if let Some(b) = core.files.backoff.get(&id) {
             if now < b.retry_at_mono_ns {

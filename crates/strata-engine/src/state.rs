@@ -149,6 +149,12 @@ pub struct Through {
 #[derive(Debug, Default)]
 pub struct EvictState {
     pub through: HashMap<BucketId, Through>,
+    /// Files whose writers asked for a write-through beside dirty pages of
+    /// their own (mono ns of the last ask): the flusher leaves such a file
+    /// alone for `THROUGH_PRIORITY_NS` unless a sync or a drain needs it,
+    /// so its writers are not kept waiting behind its flush jobs. At most
+    /// one entry per file; stale entries are dropped by the flusher.
+    pub through_wanted: HashMap<BucketId, u64>,
     /// Write-through generation of every file that ever had one (bumped at
     /// each grant and each done).
     pub gens: HashMap<BucketId, u64>,
@@ -172,6 +178,22 @@ pub struct EvictState {
     pub empty_scan_at: Option<(u64, u64)>,
     /// The same for candidates on probation.
     pub empty_filled_scan_at: Option<(u64, u64)>,
+}
+
+/// Files in `EvictState::through_wanted` beyond which stale entries (files
+/// removed meanwhile) are dropped.
+const THROUGH_WANTED_MAX: usize = 4096;
+
+impl EvictState {
+    /// Writers of `id` asked for a write-through beside its dirty pages at
+    /// `mono_ns`.
+    pub fn note_through_wanted(&mut self, id: BucketId, mono_ns: u64) {
+        if self.through_wanted.len() >= THROUGH_WANTED_MAX {
+            self.through_wanted
+                .retain(|_, t| mono_ns.saturating_sub(*t) < crate::flush::THROUGH_PRIORITY_NS);
+        }
+        self.through_wanted.insert(id, mono_ns);
+    }
 }
 
 // ---- files_evict

@@ -83,7 +83,8 @@ pub(super) unsafe fn unlink_tracked(
     let u = c.file_unlink_claim(p).map_err(os)?;
     if let Some(id) = u.orphan_with_dest {
         let direct = c.file_stat(id).is_ok_and(|a| a.direct);
-        materialize_orphan(c, id, open_dest(t.abs.as_path(), direct), direct);
+        // (read-write when it can be: it may become the orphan's backing)
+        materialize_orphan(c, id, open_dest(t.abs.as_path(), true), direct);
     }
     if u.existed && !u.dest_may_exist {
         strata_client::file::touch_parent(p);
@@ -115,9 +116,10 @@ pub(super) unsafe fn unlink_tracked(
 }
 
 /// The destination file at `path`, opened before its name goes, for
-/// `materialize_orphan`: with `rw` (a *direct* file: its destination inode
-/// becomes the orphan's backing) read-write when it can be, else
-/// read-only. None unless a regular file.
+/// `materialize_orphan`: with `rw` (its destination inode may become the
+/// orphan's backing: a *direct* file's always, another's when the buffer
+/// has no room for it) read-write when it can be, else read-only. None
+/// unless a regular file.
 pub(super) fn open_dest(path: &std::path::Path, rw: bool) -> Option<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
     let open = |write: bool| {
@@ -168,12 +170,51 @@ pub(super) fn materialize_orphan(c: &Client, id: u64, dest: Option<std::fs::File
             ),
         }
     }
-    if let Err(e) = c.file_materialize(id, dest) {
-        trace!(
+    let inode = if writable {
+        dest.try_clone().ok()
+    } else {
+        None
+    };
+    match c.file_materialize(id, dest) {
+        Ok(()) => {}
+        Err(e) if e.errno == strata_client::Errno::NoSpace => {
+            // No room in the buffer for the bytes only the destination has
+            // (every page dirty): the destination inode becomes the
+            // orphan's backing, as for a direct file, once it holds every
+            // byte of the file — the kernel's own semantics from then on.
+            trace!("unlinked file {}: {}", id, e);
+            let Some(inode) = inode else {
+                return;
+            };
+            let mut give = || -> std::io::Result<std::os::fd::OwnedFd> {
+                use std::os::fd::AsRawFd;
+                let size = c
+                    .file_stat(id)
+                    .map_err(|e| std::io::Error::from_raw_os_error(os(e)))?
+                    .size;
+                // SAFETY: `inode` is a descriptor this function owns, open
+                // for the whole call.
+                unsafe { copy_out(c, id, size, inode.as_raw_fd()) }
+                    .map_err(std::io::Error::from_raw_os_error)?;
+                inode.try_clone().map(std::os::fd::OwnedFd::from)
+            };
+            match c.file_backing(id, Some(&mut give)) {
+                Ok(Some(_)) => trace!(
+                    "unlinked file {}: its destination inode is its backing (no room to buffer it)",
+                    id
+                ),
+                r => trace!(
+                    "unlinked file {}: destination inode not adopted ({:?})",
+                    id,
+                    r.err()
+                ),
+            }
+        }
+        Err(e) => trace!(
             "unlinked file {}: copy from the destination failed: {}",
             id,
             e
-        );
+        ),
     }
 }
 
@@ -446,7 +487,7 @@ pub(super) unsafe fn rename_impl(
             // hold it open, with the bytes only its destination had)
             let old_dest = match (&tt, trec) {
                 (Some(t), Some(ta)) if ta.dest_size > 0 || ta.direct => {
-                    open_dest(t.abs.as_path(), ta.direct)
+                    open_dest(t.abs.as_path(), true)
                 }
                 _ => None,
             };
@@ -498,7 +539,7 @@ pub(super) unsafe fn rename_impl(
                 // its destination file reachable until its bytes are copied.
                 let old_dest = match trec {
                     Some(ta) if (ta.dest_size > 0 || ta.direct) && ta.id != fa.id => {
-                        open_dest(t.abs.as_path(), ta.direct).map(|f| (ta.id, f, ta.direct))
+                        open_dest(t.abs.as_path(), true).map(|f| (ta.id, f, ta.direct))
                     }
                     _ => None,
                 };
