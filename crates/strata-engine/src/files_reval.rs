@@ -128,7 +128,10 @@ pub enum OwnChange {
     /// Bytes written by a client (a write-through): the stamp is unknown
     /// until the next flush.
     Written,
-    /// Times set to the record's, mtime `0` ns.
+    /// Times set to the record's (mtime in ns): the client sets them at the
+    /// destination after the daemon answers, so the stamp is unknown until
+    /// the next flush — a job snapshot in between must not take the old
+    /// mtime for an outside change (nor a file system's coarser time).
     Mtime(u64),
     /// A process makes the destination file its own for the rest of the
     /// record's life (a DEFAULT shared writable mapping).
@@ -148,11 +151,7 @@ impl Core {
         rec.dest_epoch += 1;
         match change {
             OwnChange::Written => rec.dest_stamp = None,
-            OwnChange::Mtime(t) => {
-                if let Some(s) = rec.dest_stamp.as_mut() {
-                    s.mtime_ns = t;
-                }
-            }
+            OwnChange::Mtime(_) => rec.dest_stamp = None,
             OwnChange::Direct => rec.dest_direct = true,
         }
     }

@@ -121,6 +121,48 @@ fn flusher_writes_pages_sizes_and_truncations() {
     }
 }
 
+/// `utime` through strata: the daemon records the times, the client sets
+/// them at the destination after the answer. A flush job snapshot in
+/// between found the old mtime there and took strata's own change for an
+/// outside edit (a CONFLICT, the "outside version" kept aside: fsdiff seed
+/// 165 under pressure, and a CI run of seed 1).
+#[test]
+fn a_job_between_a_utime_and_its_destination_update_is_no_conflict() {
+    let mut fx = fixture(8 << 20, 64 << 20, 1 << 20);
+    let path = dest(&fx, "t.bin");
+    let (mut f, rx) = start(&fx.core, 1, 0.0);
+    let core = &mut fx.core;
+    let id = create(core, &path);
+    let mut model = pattern(3 * PAGE, 4);
+    write(core, id, 0, &model);
+    flush_all(core, &mut f, &rx);
+    assert!(core.meta.file(id).unwrap().dest_stamp.is_some());
+    // More bytes, then the times (not yet at the destination).
+    write(core, id, PAGE, b"later");
+    model[PAGE..PAGE + 5].copy_from_slice(b"later");
+    core.file_set_attr(
+        id,
+        strata_proto::types::SetAttr {
+            mtime_ns: Some(1_000_000_000),
+            atime_ns: Some(1_000_000_000),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    flush_all(core, &mut f, &rx);
+    assert_eq!(flush::file_counters(core).conflicts_total, 0);
+    let names: Vec<String> = std::fs::read_dir(fx.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("t.bin"))
+        .collect();
+    assert_eq!(names, ["t.bin"], "no outside version kept aside");
+    assert_eq!(std::fs::read(&path).unwrap(), model);
+    let st = std::fs::metadata(&path).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(st.mtime(), 1, "the job set the recorded mtime");
+}
+
 #[test]
 fn modification_during_a_flush_keeps_the_page_dirty() {
     let mut fx = fixture(8 << 20, 64 << 20, 1 << 20);
