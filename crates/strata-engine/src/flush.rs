@@ -89,10 +89,7 @@ pub const TICK_NS: u64 = 2_000_000;
 pub const SCAN_PER_TICK_MAX: usize = 4096;
 /// A file with this many dirty bytes is flushed without waiting to be quiet.
 pub const EAGER_DIRTY_BYTES: u64 = 64 << 20;
-/// A file whose writers go to the destination beside its own dirty pages
-/// (files_evict.rs) is not flushed until they pause this long (unless a
-/// sync or a drain needs it).
-pub const THROUGH_PRIORITY_NS: u64 = 100_000_000;
+pub use crate::state::THROUGH_PRIORITY_NS;
 /// A file dirty for this many intervals is flushed even while being written.
 pub const MAX_AGE_INTERVALS: u64 = 10;
 pub const BACKOFF_MIN_NS: u64 = 1_000_000_000;

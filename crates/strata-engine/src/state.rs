@@ -183,6 +183,10 @@ pub struct EvictState {
 /// Files in `EvictState::through_wanted` beyond which stale entries (files
 /// removed meanwhile) are dropped.
 const THROUGH_WANTED_MAX: usize = 4096;
+/// A file whose writers go to the destination beside its own dirty pages
+/// (files_evict.rs) is not flushed until they pause this long (unless a
+/// sync or a drain needs it).
+pub const THROUGH_PRIORITY_NS: u64 = 100_000_000;
 
 impl EvictState {
     /// Writers of `id` asked for a write-through beside its dirty pages at
@@ -190,7 +194,7 @@ impl EvictState {
     pub fn note_through_wanted(&mut self, id: BucketId, mono_ns: u64) {
         if self.through_wanted.len() >= THROUGH_WANTED_MAX {
             self.through_wanted
-                .retain(|_, t| mono_ns.saturating_sub(*t) < crate::flush::THROUGH_PRIORITY_NS);
+                .retain(|_, t| mono_ns.saturating_sub(*t) < THROUGH_PRIORITY_NS);
         }
         self.through_wanted.insert(id, mono_ns);
     }
