@@ -189,9 +189,9 @@ impl Core {
     /// `FileSetAttr`: chmod / utimes of a buffered file. The flusher
     /// applies mode and times to the destination after each job.
     pub fn file_set_attr(&mut self, id: BucketId, a: SetAttr) -> Result<()> {
-        if let (Some(t), Persist::Default) = (a.mtime_ns, self.meta.file(id)?.persist) {
+        if let (Some(_), Persist::Default) = (a.mtime_ns, self.meta.file(id)?.persist) {
             // the client sets the same times on the destination next
-            self.dest_own_change(id, crate::files_reval::OwnChange::Mtime(t));
+            self.dest_own_change(id, crate::files_reval::OwnChange::Written);
         }
         if a.mtime_ns.is_some() || a.atime_ns.is_some() {
             self.backing_set_times(id, a.atime_ns, a.mtime_ns);

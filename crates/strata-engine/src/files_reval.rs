@@ -125,14 +125,12 @@ impl Core {
 /// before the change is made).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OwnChange {
-    /// Bytes written by a client (a write-through): the stamp is unknown
-    /// until the next flush.
+    /// Bytes written by a client (a write-through), or times set by one
+    /// (`utime`: the client sets them at the destination after the daemon
+    /// answers, so a job snapshot in between must not take the old mtime
+    /// for an outside change, nor a file system's coarser time): the stamp
+    /// is unknown until the next flush.
     Written,
-    /// Times set to the record's (mtime in ns): the client sets them at the
-    /// destination after the daemon answers, so the stamp is unknown until
-    /// the next flush — a job snapshot in between must not take the old
-    /// mtime for an outside change (nor a file system's coarser time).
-    Mtime(u64),
     /// A process makes the destination file its own for the rest of the
     /// record's life (a DEFAULT shared writable mapping).
     Direct,
@@ -151,7 +149,6 @@ impl Core {
         rec.dest_epoch += 1;
         match change {
             OwnChange::Written => rec.dest_stamp = None,
-            OwnChange::Mtime(_) => rec.dest_stamp = None,
             OwnChange::Direct => rec.dest_direct = true,
         }
     }

@@ -441,23 +441,7 @@ fn dirty_file_pages_demoted_under_pressure_stay_dirty_and_read_back_identical() 
     );
     core.file_check().unwrap();
     // The bytes read back identical through the file path.
-    let mut ex = Vec::new();
-    let (size, covered, pin) = core
-        .file_read((1, 0), id, 0, data.len() as u64, &mut ex, 4096)
-        .unwrap();
-    assert_eq!((size, covered), (data.len() as u64, data.len() as u64));
-    let mut got = vec![0u8; data.len()];
-    for e in &ex {
-        core.tiers
-            .read(
-                e.tier as usize,
-                e.phys_off,
-                &mut got[e.logical_off as usize..(e.logical_off + e.len) as usize],
-            )
-            .unwrap();
-    }
-    core.unpin((1, 0), pin);
-    assert_eq!(got, data);
+    assert_eq!(read_file(core, id, data.len()), data);
     core.check().unwrap();
 }
 
