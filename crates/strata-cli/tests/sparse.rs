@@ -92,14 +92,19 @@ fn freed_dir_tier_space_is_reused_and_returns_to_the_file_system_at_stop() {
     for i in 0..8 {
         b.delete(&format!("x{i}")).unwrap();
     }
-    // Frees are applied by the poller; wait for the tier to count them (bounded).
+    // Frees are applied by the poller once the journal recording them is
+    // durable (until then they are quarantined: `used_bytes` no longer counts
+    // them, but the allocator cannot hand them out yet). Wait for both
+    // (bounded).
     let disk_used = |d: &TestDaemon| {
-        d.status()
+        let s = d.status();
+        let used = s
             .tiers
             .iter()
             .find(|t| t.kind == "dir")
             .map(|t| t.used_bytes)
-            .unwrap()
+            .unwrap();
+        used + s.journal.as_ref().map_or(0, |j| j.quarantined_bytes)
     };
     let t = std::time::Instant::now();
     while disk_used(&d) > 0 && t.elapsed() < std::time::Duration::from_secs(60) {

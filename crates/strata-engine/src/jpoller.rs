@@ -633,7 +633,9 @@ impl Journal {
             synced_seq: s.synced_seq.load(Ordering::Relaxed),
             syncs: s.syncs.load(Ordering::Relaxed),
             compactions: s.compactions.load(Ordering::Relaxed),
-            quarantined_bytes: self.quarantined_bytes,
+            // Freed space not yet reusable: in quarantine, and freed while a
+            // record still points to it (rounded to the tier's blocks).
+            quarantined_bytes: self.quarantined_per_tier.iter().map(|q| q.0).sum(),
             journal_syncs: self.journal_syncs,
             relaxed_syncs: self.relaxed_syncs,
             inline_bytes: self.inline_live_bytes,

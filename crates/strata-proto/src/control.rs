@@ -498,7 +498,8 @@ pub struct JournalStatus {
     pub synced_seq: u64,
     pub syncs: u64,
     pub compactions: u64,
-    /// Freed non-volatile space waiting for the journal to sync.
+    /// Freed non-volatile space not reusable yet: waiting for the journal
+    /// to record the free and sync (rounded to the tier's blocks).
     pub quarantined_bytes: u64,
     /// fsyncs answered by journaling on a non-volatile tier.
     pub journal_syncs: u64,
