@@ -80,6 +80,10 @@ enum Cmd {
     Status {
         #[arg(long)]
         json: bool,
+        /// Refresh every SECONDS (default 2) until interrupted; with
+        /// --json, one JSON object per line.
+        #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "2")]
+        watch: Option<f64>,
     },
     /// Check or print configuration.
     Config {
@@ -253,6 +257,10 @@ enum DaemonCmd {
     Status {
         #[arg(long)]
         json: bool,
+        /// Refresh every SECONDS (default 2) until interrupted; with
+        /// --json, one JSON object per line.
+        #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "2")]
+        watch: Option<f64>,
     },
 }
 
@@ -459,23 +467,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
         }
         Cmd::Daemon {
-            cmd: DaemonCmd::Status { json },
+            cmd: DaemonCmd::Status { json, watch },
         }
-        | Cmd::Status { json } => {
+        | Cmd::Status { json, watch } => {
             let cfg = load_config(cfg_path.as_deref())?;
             let socket = cfg.resolved_socket_path();
-            let st = match strata_client::status(&socket) {
-                Ok(s) => s,
-                Err(e) => {
-                    eprintln!("strata: no daemon running at {} ({e}); start one with `strata daemon start`", socket.display());
-                    return Ok(ExitCode::from(3));
-                }
-            };
-            if json {
-                println!("{}", serde_json::to_string_pretty(&st)?);
-            } else {
-                print!("{}", table::status_table(&st));
-            }
+            return table::status_command(&socket, json, watch);
         }
         Cmd::Put { bucket, blob, file } => {
             let cfg = load_config(cfg_path.as_deref())?;

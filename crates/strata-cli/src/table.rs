@@ -56,11 +56,90 @@ impl Table {
     }
 }
 
+/// `strata status [--json] [--watch [SECONDS]]`: exit 3 when no daemon
+/// answers (at the first look, or when it goes away while watched).
+pub fn status_command(
+    socket: &std::path::Path,
+    json: bool,
+    watch: Option<f64>,
+) -> anyhow::Result<std::process::ExitCode> {
+    use std::io::Write;
+    let every = match watch {
+        Some(s) if !(s.is_finite() && (0.1..=3600.0).contains(&s)) => {
+            anyhow::bail!("--watch {s}: give an interval between 0.1 and 3600 seconds")
+        }
+        Some(s) => Some(std::time::Duration::from_secs_f64(s)),
+        None => None,
+    };
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let mut out = std::io::stdout().lock();
+    loop {
+        let st = match strata_client::status(socket) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!(
+                    "strata: no daemon running at {} ({e}); start one with `strata daemon start`",
+                    socket.display()
+                );
+                return Ok(std::process::ExitCode::from(3));
+            }
+        };
+        let text = match (json, every.is_some()) {
+            (true, false) => format!("{}\n", serde_json::to_string_pretty(&st)?),
+            (true, true) => format!("{}\n", serde_json::to_string(&st)?),
+            (false, _) => status_table(&st),
+        };
+        let Some(every) = every else {
+            out.write_all(text.as_bytes())?;
+            return Ok(std::process::ExitCode::SUCCESS);
+        };
+        if !json {
+            // A terminal redraws in place; a pipe gets one table per refresh.
+            let head = format!(
+                "every {:.1}s (Ctrl-C to stop)  {}\n",
+                every.as_secs_f64(),
+                humantime_now()
+            );
+            if tty {
+                out.write_all(b"\x1b[H\x1b[2J")?;
+            }
+            out.write_all(head.as_bytes())?;
+        }
+        // A closed pipe (`| head`) ends the watch quietly.
+        if out
+            .write_all(text.as_bytes())
+            .and_then(|_| out.flush())
+            .is_err()
+        {
+            return Ok(std::process::ExitCode::SUCCESS);
+        }
+        std::thread::sleep(every);
+    }
+}
+
+/// The local wall-clock time as `HH:MM:SS` (UTC when the zone is unknown).
+fn humantime_now() -> String {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as libc::time_t)
+        .unwrap_or(0);
+    // SAFETY: localtime_r writes only into `tm`, which lives on our stack.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: both pointers are valid for the call.
+    if unsafe { libc::localtime_r(&t, &mut tm) }.is_null() {
+        return format!("{t}");
+    }
+    format!("{:02}:{:02}:{:02}", tm.tm_hour, tm.tm_min, tm.tm_sec)
+}
+
 pub fn status_table(st: &StatusReply) -> String {
     let mut out = format!(
         "strata daemon pid {}  node {}  up {:.0}s  socket {}\nclients {}  buckets {}/{}  blobs {}/{}  requests {}  malformed {}  policy {}\n\n",
         st.pid, st.node_id, st.uptime_s, st.socket, st.clients, st.buckets, st.buckets_max, st.blobs, st.blobs_max, st.requests_total, st.malformed_total, st.policy
     );
+    if let Some(m) = &st.metrics {
+        out.insert_str(out.len() - 1, &format!("metrics {m}\n"));
+    }
     let mut t = Table::new(&[
         "TIER", "KIND", "CAPACITY", "USED", "USE%", "EXTENTS", "DIRTY", "LEASED", "SPILLED",
         "VOLATILE", "PATH",

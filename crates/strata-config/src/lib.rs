@@ -297,6 +297,8 @@ pub struct DaemonConfig {
     /// Entries of the get index (0..=524288; 0: off): small blobs in RAM
     /// that clients read straight from the arena, without a round trip.
     pub get_index_entries: u32,
+    /// Address of the Prometheus endpoint (`GET /metrics`); `None` = off.
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 impl Default for DaemonConfig {
@@ -311,6 +313,7 @@ impl Default for DaemonConfig {
             spin_us: 50.0,
             slot_arg_size_bytes: 8 << 10,
             get_index_entries: 262_144,
+            metrics: None,
         }
     }
 }

@@ -17,6 +17,7 @@ pub(crate) const SCALAR_KEYS: &[&str] = &[
     "daemon.spin",
     "daemon.slot_arg_size",
     "daemon.get_index",
+    "daemon.metrics",
     "placement.policy",
     "placement.lease_size",
     "placement.seed",
@@ -208,6 +209,14 @@ pub(crate) fn set_scalar(cfg: &mut Config, path: &str, v: &str) -> Result<(), St
         "daemon.spin" => d.spin_us = parse_duration_us(v)?,
         "daemon.slot_arg_size" => d.slot_arg_size_bytes = parse_size(v)?,
         "daemon.get_index" => d.get_index_entries = parse_u32(v)?,
+        "daemon.metrics" => {
+            d.metrics = match v.trim() {
+                "off" | "" => None,
+                a => Some(a.parse().map_err(|_| {
+                    format!("{a:?} is not an address and port (e.g. 127.0.0.1:9464), or off")
+                })?),
+            }
+        }
         "placement.policy" => cfg.placement.policy = v.parse()?,
         "placement.lease_size" => cfg.placement.lease_size_bytes = parse_size(v)?,
         "placement.seed" => cfg.placement.seed = parse_uint(v, u64::MAX)?,

@@ -12,6 +12,7 @@ daemon:
   ring_depth: 128
   spin: 20us
   slot_arg_size: 16KiB
+  metrics: 127.0.0.1:9464
 devices:
   - name: ram
     kind: ram
@@ -159,6 +160,7 @@ fn full_file_round_trips() {
     assert_eq!(back, c, "{text}");
     assert_eq!(back.to_yaml(), text);
     assert!(text.contains("capacity: 1.5TiB"), "{text}");
+    assert!(text.contains("metrics: 127.0.0.1:9464"), "{text}");
     assert!(text.contains("bandwidth: 190MB/s"), "{text}");
     assert!(text.contains("path: \"/mnt/nvme #1/tier\""), "{text}");
     assert!(text.contains('#'), "comments expected");
@@ -295,6 +297,7 @@ fn wrong_types() {
     );
     expect_err("adapter:\n  mode: turbo\n", "adapter.mode", Some(2));
     expect_err("daemon:\n  log: loud\n", "daemon.log", Some(2));
+    expect_err("daemon:\n  metrics: localhost\n", "daemon.metrics", Some(2));
     expect_err(
         &format!("{GOOD_DEVICES}  - name: x\n    kind: tape\n"),
         "devices[1].kind",

@@ -146,6 +146,13 @@ pub(crate) fn to_yaml(c: &Config) -> String {
         &d.get_index_entries.to_string(),
         "entries of small RAM blobs clients read without a round trip, 0..=524288 (0: off)",
     );
+    o.line(
+        2,
+        "metrics",
+        &d.metrics
+            .map_or_else(|| "off".to_string(), |a| a.to_string()),
+        "ADDR:PORT of the Prometheus endpoint GET /metrics, or off (keep it on loopback)",
+    );
 
     o.section(
         "devices",

@@ -31,6 +31,7 @@
 pub mod cluster;
 pub mod get_index;
 pub mod identity;
+pub mod metrics;
 pub mod read_ahead;
 pub mod server;
 
@@ -441,6 +442,9 @@ pub fn run(cfg: Config, ready: impl FnOnce(&Path)) -> anyhow::Result<()> {
 
 /// [`run`], joined to a cluster when `cluster` is given (this node's id
 /// then comes from its place in the node list).
+/// How long a scrape waits for the poller's status (then 503).
+const METRICS_STATUS_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
+
 pub fn run_with(
     mut cfg: Config,
     cluster: Option<cluster::Setup>,
@@ -608,6 +612,7 @@ pub fn run_with(
         )?),
         None => None,
     };
+    let status_tx = tx.clone();
     {
         let shared = shared.clone();
         let hello = Arc::new(hello);
@@ -676,6 +681,32 @@ pub fn run_with(
         strata_engine::report(flush_tx.clone(), wake.clone(), Done::Organizer),
     )
     .context("cannot start the organizer thread")?;
+    let op_latency = Arc::new(metrics::OpLatency::default());
+    let exporter = match cfg.daemon.metrics {
+        Some(addr) => {
+            let shared = shared.clone();
+            let status_tx = std::sync::Mutex::new(status_tx);
+            Some(metrics::start(
+                addr,
+                metrics::Sources {
+                    ops: op_latency.clone(),
+                    journal: core.journal.as_ref().map(|j| j.shared.clone()),
+                    sync_wait: core.journal.as_ref().map(|j| j.sync_wait_latency.clone()),
+                    status: Arc::new(move || {
+                        let tx = status_tx
+                            .lock()
+                            .map_err(|_| "poisoned".to_string())?
+                            .clone();
+                        server::request_status(&tx, &shared, METRICS_STATUS_DEADLINE)
+                    }),
+                },
+            )?)
+        }
+        None => {
+            drop(status_tx);
+            None
+        }
+    };
     tracing::info!(socket = %socket.display(), tiers = cfg.devices.len(), "strata daemon ready");
     ready(&socket);
 
@@ -718,12 +749,18 @@ pub fn run_with(
         socket.clone(),
     );
     poller.push_bandwidth_max_mib_s = cfg.flush.bandwidth_max_mib_s;
+    if let Some(e) = &exporter {
+        poller.op_latency = Some(op_latency);
+        poller.metrics_addr = Some(e.addr);
+    }
     poller.set_shadow_sweep_interval(std::time::Duration::from_secs_f64(
         cfg.cluster.shadow_sweep_interval_ms / 1e3,
     ));
     poller.run();
 
     tracing::info!("strata daemon stopping");
+    // The endpoint goes first: a scrape would wait for a poller that is gone.
+    drop(exporter);
     let _ = std::fs::remove_file(&socket);
     let _ = ShmSegment::unlink(&ctl_name);
     let _ = ShmSegment::unlink(poller.engine.core.tiers.arena.seg().name());

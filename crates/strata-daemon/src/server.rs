@@ -675,6 +675,11 @@ pub struct Poller {
     held_syncs: Vec<HeldSyncAsked>,
     /// The read-ahead worker of remote pages, once a client hinted.
     read_ahead: Option<crate::read_ahead::ReadAhead>,
+    /// Service time per op for the metrics endpoint (None: `daemon.metrics`
+    /// is off, and no clock is read per request).
+    pub op_latency: Option<Arc<crate::metrics::OpLatency>>,
+    /// Where the metrics endpoint listens (status shows it).
+    pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
 /// A held sync asked of the cluster side: (file, generation, its answer).
@@ -729,6 +734,8 @@ impl Poller {
             push_io: None,
             push_bandwidth_max_mib_s: 0.0,
             panic_op: injected_panic_op(),
+            op_latency: None,
+            metrics_addr: None,
             shadow_sweep_interval: SHADOW_SWEEP_INTERVAL_DEFAULT,
             shadow_sweep_at: std::time::Instant::now() + SHADOW_SWEEP_FIRST,
             shadow_sweep: None,
@@ -1796,6 +1803,7 @@ impl Poller {
         let mut lease = c.chans[ch as usize].lease.take();
         let panic_op = self.panic_op;
         let arg_out_ptr = c.arg(ch, slot);
+        let started = self.op_latency.as_ref().map(|_| std::time::Instant::now());
         let engine = &mut self.engine;
         let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(once(|| {
             if panic_op == Some(rec.op) {
@@ -1814,6 +1822,9 @@ impl Poller {
         if let Err(payload) = run {
             let op = codec::op_of(&req);
             self.fail_stop(c, ch, slot, rec, op, payload);
+        }
+        if let (Some(m), Some(t0)) = (&self.op_latency, started) {
+            m.observe(rec.op, t0.elapsed());
         }
         c.chans[ch as usize].lease = lease;
         // Before the reply is pushed: its client sees the new generation.
@@ -1963,6 +1974,7 @@ impl Poller {
                     concurrency: f.concurrency() as u64,
                 }
             }),
+            metrics: self.metrics_addr.map(|a| format!("http://{a}/metrics")),
         }
     }
 }
@@ -2187,6 +2199,19 @@ fn stage_reply(rrx: mpsc::Receiver<strata_proto::control::StageReply>) -> Contro
             message: "daemon busy: no staging answer within 10 s".into(),
         },
     }
+}
+
+/// The poller's status (what `strata status` shows), or why not within
+/// `deadline`.
+pub fn request_status(
+    tx: &mpsc::Sender<Msg>,
+    shared: &Shared,
+    deadline: Duration,
+) -> Result<StatusReply, String> {
+    let (rtx, rrx) = mpsc::channel();
+    send(tx, shared, Msg::Status { reply: rtx });
+    rrx.recv_timeout(deadline)
+        .map_err(|_| format!("daemon busy: no status within {deadline:?}"))
 }
 
 fn send(tx: &mpsc::Sender<Msg>, shared: &Shared, m: Msg) {

@@ -774,6 +774,8 @@ pub struct Shared {
     pub live_records: AtomicU64,
     pub compactions: AtomicU64,
     pub syncs: AtomicU64,
+    /// Duration of each `fdatasync` of the journal file.
+    pub sync_latency: crate::latency::LatencyHistogram,
     pub last_error: Mutex<Option<String>>,
 }
 
@@ -903,10 +905,12 @@ impl Writer {
         if !self.unsynced {
             return;
         }
+        let t0 = Instant::now();
         if let Err(e) = self.file.sync_data() {
             self.fail("fdatasync", &e);
             return;
         }
+        self.shared.sync_latency.observe(t0.elapsed());
         self.unsynced = false;
         self.last_sync = Instant::now();
         self.shared.syncs.fetch_add(1, Ordering::Relaxed);

@@ -103,6 +103,7 @@ impl Journal {
             jsynced: HashMap::new(),
             synced_size: HashMap::new(),
             waits: Vec::new(),
+            sync_wait_latency: Default::default(),
             journal_syncs: 0,
             relaxed_syncs: 0,
             report,
@@ -294,7 +295,8 @@ impl Journal {
         }
         self.synced_size.insert(id, size);
         self.jsynced.entry(id).or_insert(0);
-        self.waits.push((id, gen, self.next_seq));
+        self.waits
+            .push((id, gen, self.next_seq, std::time::Instant::now()));
         self.force = true;
         true
     }
@@ -599,8 +601,9 @@ impl Journal {
         if !j.waits.is_empty() {
             let mut i = 0;
             while i < j.waits.len() {
-                let (id, gen, seq) = j.waits[i];
+                let (id, gen, seq, asked) = j.waits[i];
                 if seq <= synced {
+                    j.sync_wait_latency.observe(asked.elapsed());
                     core.files.sync_events += 1;
                     let e = j.jsynced.entry(id).or_insert(0);
                     *e = (*e).max(gen);

@@ -86,6 +86,7 @@ pub mod flush_conc;
 pub mod journal;
 pub mod jpoller;
 pub mod jreplay;
+pub mod latency;
 pub mod organizer;
 pub mod prefetch;
 pub mod remote;

@@ -381,8 +381,10 @@ pub struct Journal {
     pub jsynced: HashMap<BucketId, u64>,
     /// Size of each file at its last journal sync.
     pub(crate) synced_size: HashMap<BucketId, u64>,
-    /// (file, generation, batch seq to be synced).
-    pub(crate) waits: Vec<(BucketId, u64, u64)>,
+    /// (file, generation, batch seq to be synced, when it was asked).
+    pub(crate) waits: Vec<(BucketId, u64, u64, std::time::Instant)>,
+    /// From a file's journal sync being asked to its batch being durable.
+    pub sync_wait_latency: std::sync::Arc<crate::latency::LatencyHistogram>,
     pub journal_syncs: u64,
     pub relaxed_syncs: u64,
     pub report: ReplayReport,

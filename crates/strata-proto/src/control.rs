@@ -256,7 +256,7 @@ pub struct HelloReply {
     pub index_segment: String,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct TierStatus {
     pub name: String,
     pub kind: String,
@@ -315,6 +315,9 @@ pub struct StatusReply {
     /// The background drain (None: no flusher).
     #[serde(default)]
     pub flush: Option<FlushStatus>,
+    /// The Prometheus endpoint, `http://ADDR/metrics` (None: off).
+    #[serde(default)]
+    pub metrics: Option<String>,
 }
 
 /// The drain's pace: full speed, or yielding to busy clients.
