@@ -4,6 +4,7 @@
 
 mod cluster;
 mod daemonctl;
+mod doctor;
 mod drain;
 mod flush;
 mod ls;
@@ -75,6 +76,13 @@ enum Cmd {
         /// Remove the bucket and all its blobs.
         #[arg(long)]
         bucket_too: bool,
+    },
+    /// Check this machine and the configuration: /dev/shm, ulimits, tier
+    /// directories (space, file system, whether fdatasync is honoured),
+    /// io_uring, clock, the daemon. Exit 1 when a check fails.
+    Doctor {
+        #[arg(long)]
+        json: bool,
     },
     /// The daemon's tiers and counters as a table.
     Status {
@@ -561,6 +569,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Cmd::Bench { args } => return Err(bench(cfg_path.as_deref(), &args)),
         Cmd::Demo => daemonctl::demo(cfg_path.as_deref())?,
+        Cmd::Doctor { json } => {
+            let findings = doctor::run(load_config(cfg_path.as_deref()).map_err(|e| e.to_string()));
+            if json {
+                println!("{}", serde_json::to_string_pretty(&findings)?);
+            } else {
+                print!("{}", doctor::table(&findings));
+            }
+            if findings.iter().any(|f| f.verdict == doctor::Verdict::Fail) {
+                return Ok(ExitCode::from(1));
+            }
+        }
         Cmd::Run {
             mode,
             include,
