@@ -137,9 +137,12 @@ pub fn status_table(st: &StatusReply) -> String {
         "strata daemon pid {}  node {}  up {:.0}s  socket {}\nclients {}  buckets {}/{}  blobs {}/{}  requests {}  malformed {}  policy {}\n\n",
         st.pid, st.node_id, st.uptime_s, st.socket, st.clients, st.buckets, st.buckets_max, st.blobs, st.blobs_max, st.requests_total, st.malformed_total, st.policy
     );
+    let mut extra = String::new();
     if let Some(m) = &st.metrics {
-        out.insert_str(out.len() - 1, &format!("metrics {m}\n"));
+        extra.push_str(&format!("metrics {m}  "));
     }
+    extra.push_str(&format!("log {}", st.log.as_deref().unwrap_or("stderr")));
+    out.insert_str(out.len() - 1, &format!("{extra}\n"));
     let mut t = Table::new(&[
         "TIER", "KIND", "CAPACITY", "USED", "USE%", "EXTENTS", "DIRTY", "LEASED", "SPILLED",
         "VOLATILE", "PATH",

@@ -218,6 +218,14 @@ yaml_enum! {
     }
 }
 
+yaml_enum! {
+    /// Daemon log format.
+    LogFormat, "log format" {
+        Text = "text",
+        Json = "json",
+    }
+}
+
 impl DeviceKind {
     /// Default `block_size`: 64B for RAM, 4KiB for directories.
     pub fn default_block_size_bytes(self) -> u64 {
@@ -284,6 +292,13 @@ pub struct DaemonConfig {
     /// Shared-memory name prefix; `None` = `auto` (see [`Config::resolved_shm_prefix`]).
     pub shm_prefix: Option<String>,
     pub log: LogLevel,
+    /// Lines as text or one JSON object per line.
+    pub log_format: LogFormat,
+    /// The daemon's log file (`<socket>.log`, when started detached) is
+    /// rotated past this size, 1MiB..=64GiB.
+    pub log_size_max_bytes: u64,
+    /// Rotated log files kept (`.1` newest), 1..=100.
+    pub log_keep: u32,
     /// 1..=4096.
     pub clients_max: u32,
     /// 1..=1024.
@@ -307,6 +322,9 @@ impl Default for DaemonConfig {
             socket: None,
             shm_prefix: None,
             log: LogLevel::Info,
+            log_format: LogFormat::Text,
+            log_size_max_bytes: 64 << 20,
+            log_keep: 4,
             clients_max: 256,
             channels_per_client_max: 64,
             ring_depth: 64,

@@ -11,6 +11,9 @@ pub(crate) const SCALAR_KEYS: &[&str] = &[
     "daemon.socket",
     "daemon.shm_prefix",
     "daemon.log",
+    "daemon.log_format",
+    "daemon.log_size_max",
+    "daemon.log_keep",
     "daemon.clients_max",
     "daemon.channels_per_client_max",
     "daemon.ring_depth",
@@ -203,6 +206,9 @@ pub(crate) fn set_scalar(cfg: &mut Config, path: &str, v: &str) -> Result<(), St
             }
         }
         "daemon.log" => d.log = v.parse()?,
+        "daemon.log_format" => d.log_format = v.parse()?,
+        "daemon.log_size_max" => d.log_size_max_bytes = parse_size(v)?,
+        "daemon.log_keep" => d.log_keep = parse_u32(v)?,
         "daemon.clients_max" => d.clients_max = parse_u32(v)?,
         "daemon.channels_per_client_max" => d.channels_per_client_max = parse_u32(v)?,
         "daemon.ring_depth" => d.ring_depth = parse_u32(v)?,

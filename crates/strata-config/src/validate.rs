@@ -94,6 +94,13 @@ pub(crate) fn validate(c: &Config) -> R {
             );
         }
     }
+    size_in(
+        "daemon.log_size_max",
+        d.log_size_max_bytes,
+        MIB,
+        64 * 1024 * MIB,
+    )?;
+    range_u64("daemon.log_keep", d.log_keep.into(), 1, 100, int)?;
     range_u64("daemon.clients_max", d.clients_max.into(), 1, 4096, int)?;
     range_u64(
         "daemon.channels_per_client_max",

@@ -115,6 +115,24 @@ pub(crate) fn to_yaml(c: &Config) -> String {
         d.log.as_str(),
         "error | warn | info | debug | trace",
     );
+    o.line(
+        2,
+        "log_format",
+        d.log_format.as_str(),
+        "text | json (one object per line)",
+    );
+    o.line(
+        2,
+        "log_size_max",
+        &format_size(d.log_size_max_bytes),
+        "the detached daemon's <socket>.log is rotated past this, 1MiB..=64GiB",
+    );
+    o.line(
+        2,
+        "log_keep",
+        &d.log_keep.to_string(),
+        "rotated log files kept (<socket>.log.1 newest), 1..=100",
+    );
     o.line(2, "clients_max", &d.clients_max.to_string(), "1..=4096");
     o.line(
         2,

@@ -31,6 +31,7 @@
 pub mod cluster;
 pub mod get_index;
 pub mod identity;
+pub mod logging;
 pub mod metrics;
 pub mod read_ahead;
 pub mod server;

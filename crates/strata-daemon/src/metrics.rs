@@ -688,6 +688,7 @@ mod tests {
             get_index: None,
             flush: None,
             metrics: None,
+            log: None,
         };
         let text = render(&s, &sources).unwrap();
         assert!(text.ends_with("# EOF\n"), "{text}");

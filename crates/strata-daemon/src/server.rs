@@ -1975,6 +1975,7 @@ impl Poller {
                 }
             }),
             metrics: self.metrics_addr.map(|a| format!("http://{a}/metrics")),
+            log: crate::logging::log_path().map(|p| p.display().to_string()),
         }
     }
 }

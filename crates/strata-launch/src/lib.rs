@@ -35,14 +35,26 @@ const LOST_RACE_WAIT: Duration = Duration::from_secs(10);
 const STOP_REPORT_INTERVAL: Duration = Duration::from_millis(500);
 
 /// Logging of a daemon running in this process: `$STRATA_LOG`, else the
-/// configuration's level, to stderr (colours only on a terminal).
+/// configuration's level, as text or JSON lines (`daemon.log_format`), to
+/// stderr (colours only on a terminal). When stderr is the detached
+/// daemon's log file (`<socket>.log`), the file is rotated past
+/// `daemon.log_size_max`, keeping `daemon.log_keep` old ones.
 pub fn init_logging(cfg: &Config) {
+    use strata_daemon::logging::{RotatingStderr, RotatingStderrMaker};
     let filter = std::env::var("STRATA_LOG").unwrap_or_else(|_| cfg.daemon.log.to_string());
-    let _ = tracing_subscriber::fmt()
+    let file = cfg.resolved_socket_path().with_extension("log");
+    let rot = RotatingStderr::attach(&file, cfg.daemon.log_size_max_bytes, cfg.daemon.log_keep);
+    let ansi = rot.is_none() && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let b = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
+        .with_ansi(ansi);
+    let json = cfg.daemon.log_format == strata_config::LogFormat::Json;
+    let _ = match (json, rot) {
+        (true, Some(r)) => b.json().with_writer(RotatingStderrMaker(r)).try_init(),
+        (true, None) => b.json().with_writer(std::io::stderr).try_init(),
+        (false, Some(r)) => b.with_writer(RotatingStderrMaker(r)).try_init(),
+        (false, None) => b.with_writer(std::io::stderr).try_init(),
+    };
 }
 
 /// Whether a daemon answers on `socket`.

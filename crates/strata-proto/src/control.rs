@@ -318,6 +318,10 @@ pub struct StatusReply {
     /// The Prometheus endpoint, `http://ADDR/metrics` (None: off).
     #[serde(default)]
     pub metrics: Option<String>,
+    /// The daemon's log file, rotated (None: its stderr, e.g. a terminal
+    /// or a service manager's journal).
+    #[serde(default)]
+    pub log: Option<String>,
 }
 
 /// The drain's pace: full speed, or yielding to busy clients.
