@@ -181,13 +181,43 @@ fn check_daemon_peer(s: &UnixStream, socket: &Path) -> Result<()> {
         )
     })?;
     let uid = cred.uid.as_raw();
-    if uid != me {
+    if uid != me && !shared_with_my_group(socket, uid) {
         return Err(err(
             Errno::Perm,
             format!("{} is served by a process of uid {uid}, not by your own daemon (uid {me}); refusing to use it — remove it or set STRATA_SOCKET", socket.display()),
         ));
     }
     Ok(())
+}
+
+/// Whether another user's daemon (`daemon_uid`) shares `socket` with a
+/// group of ours (`daemon.group`): the socket and its directory belong to
+/// that user, nobody else can write into the directory, and the socket is
+/// read-write for a group we are in. Only that user could have put the
+/// socket there.
+fn shared_with_my_group(socket: &Path, daemon_uid: u32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Some(dir) = socket.parent() else {
+        return false;
+    };
+    let (Ok(d), Ok(s)) = (
+        std::fs::symlink_metadata(dir),
+        std::fs::symlink_metadata(socket),
+    ) else {
+        return false;
+    };
+    if !d.is_dir() || d.uid() != daemon_uid || d.mode() & 0o022 != 0 {
+        return false;
+    }
+    if s.uid() != daemon_uid || s.mode() & 0o060 != 0o060 {
+        return false;
+    }
+    let g = s.gid();
+    rustix::process::getegid().as_raw() == g
+        || rustix::process::getgroups()
+            .unwrap_or_default()
+            .iter()
+            .any(|x| x.as_raw() == g)
 }
 
 /// Control `Backing` on a fresh connection: offers `offer` (generation,

@@ -314,6 +314,9 @@ pub struct DaemonConfig {
     pub get_index_entries: u32,
     /// Address of the Prometheus endpoint (`GET /metrics`); `None` = off.
     pub metrics: Option<std::net::SocketAddr>,
+    /// A Unix group (name or number) whose members may use this daemon
+    /// too; `None` = the daemon's own user only.
+    pub group: Option<String>,
 }
 
 impl Default for DaemonConfig {
@@ -332,6 +335,7 @@ impl Default for DaemonConfig {
             slot_arg_size_bytes: 8 << 10,
             get_index_entries: 262_144,
             metrics: None,
+            group: None,
         }
     }
 }

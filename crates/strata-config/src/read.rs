@@ -21,6 +21,7 @@ pub(crate) const SCALAR_KEYS: &[&str] = &[
     "daemon.slot_arg_size",
     "daemon.get_index",
     "daemon.metrics",
+    "daemon.group",
     "placement.policy",
     "placement.lease_size",
     "placement.seed",
@@ -215,6 +216,19 @@ pub(crate) fn set_scalar(cfg: &mut Config, path: &str, v: &str) -> Result<(), St
         "daemon.spin" => d.spin_us = parse_duration_us(v)?,
         "daemon.slot_arg_size" => d.slot_arg_size_bytes = parse_size(v)?,
         "daemon.get_index" => d.get_index_entries = parse_u32(v)?,
+        "daemon.group" => {
+            d.group = match v.trim() {
+                "none" | "" => None,
+                g if g
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+                    && g.len() <= 64 =>
+                {
+                    Some(g.to_string())
+                }
+                g => return Err(format!("{g:?} is not a group name or number (or none)")),
+            }
+        }
         "daemon.metrics" => {
             d.metrics = match v.trim() {
                 "off" | "" => None,

@@ -171,6 +171,12 @@ pub(crate) fn to_yaml(c: &Config) -> String {
             .map_or_else(|| "off".to_string(), |a| a.to_string()),
         "ADDR:PORT of the Prometheus endpoint GET /metrics, or off (keep it on loopback)",
     );
+    o.line(
+        2,
+        "group",
+        d.group.as_deref().unwrap_or("none"),
+        "a Unix group whose members may use this daemon too (set daemon.socket for them), or none",
+    );
 
     o.section(
         "devices",

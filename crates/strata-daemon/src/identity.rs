@@ -48,6 +48,78 @@ pub fn describe_uid(uid: u32) -> String {
     format!("uid {uid}")
 }
 
+/// The gid of `daemon.group` (a name or a number); the daemon's own user
+/// must be a member (it gives its socket and segments to that group).
+pub fn resolve_group(spec: &str) -> anyhow::Result<u32> {
+    let gid = match spec.parse::<u32>() {
+        Ok(g) => g,
+        Err(_) => {
+            let name = std::ffi::CString::new(spec).context("daemon.group: a NUL in the name")?;
+            let mut buf = vec![0 as libc::c_char; 1 << 16];
+            // SAFETY: a plain C struct for which all-zero bytes are valid.
+            let mut gr: libc::group = unsafe { std::mem::zeroed() };
+            let mut out: *mut libc::group = std::ptr::null_mut();
+            // SAFETY: getgrnam_r writes into our buffers only.
+            let rc = unsafe {
+                libc::getgrnam_r(
+                    name.as_ptr(),
+                    &mut gr,
+                    buf.as_mut_ptr(),
+                    buf.len(),
+                    &mut out,
+                )
+            };
+            if rc != 0 || out.is_null() {
+                bail!(
+                    "daemon.group: no group named {spec:?} on this machine (getent group {spec})"
+                );
+            }
+            gr.gr_gid
+        }
+    };
+    let me = rustix::process::getegid().as_raw();
+    let mine = rustix::process::getgroups().unwrap_or_default();
+    if gid != me && !mine.iter().any(|g| g.as_raw() == gid) {
+        bail!(
+            "daemon.group: {} is not a member of group {spec} (gid {gid}); it can only share what it owns with a group it belongs to",
+            describe_uid(my_uid())
+        );
+    }
+    Ok(gid)
+}
+
+/// Whether the process `pid` (primary group `gid`, from `SO_PEERCRED`)
+/// belongs to group `group`: its primary group, or one of its
+/// supplementary groups as the kernel lists them in /proc.
+pub fn peer_in_group(pid: u32, gid: u32, group: u32) -> bool {
+    if gid == group {
+        return true;
+    }
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Groups:"))
+        .is_some_and(|g| g.split_whitespace().any(|x| x.parse() == Ok(group)))
+}
+
+/// Gives `path` to group `gid` with `mode` (the runtime directory 0710, the
+/// socket 0660): members reach the socket, nothing else.
+pub fn share_with_group(path: &Path, gid: u32, mode: u32) -> anyhow::Result<()> {
+    rustix::fs::chownat(
+        rustix::fs::CWD,
+        path,
+        None,
+        Some(rustix::fs::Gid::from_raw(gid)),
+        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+    )
+    .with_context(|| format!("cannot give {} to group {gid}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .with_context(|| format!("cannot set the mode of {}", path.display()))?;
+    Ok(())
+}
+
 fn my_uid() -> u32 {
     rustix::process::getuid().as_raw()
 }

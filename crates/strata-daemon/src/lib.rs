@@ -462,8 +462,32 @@ pub fn run_with(
     // We hold the locks: any socket or shm object left there is stale.
     let _ = std::fs::remove_file(&socket);
     sweep_stale_shm(&prefix);
+    // `daemon.group`: its members reach the socket (runtime directory 0710,
+    // socket 0660) and map the segments (0660); all else stays private.
+    let group = match &cfg.daemon.group {
+        Some(spec) => {
+            let gid = identity::resolve_group(spec)?;
+            if let Some(dir) = socket.parent() {
+                identity::share_with_group(dir, gid, 0o710)?;
+            }
+            tracing::info!(group = %spec, gid, "members of the group may use this daemon");
+            Some(gid)
+        }
+        None => None,
+    };
+    strata_shm::set_segment_group(group);
 
     let tiers = build_tiers(&cfg, &prefix)?;
+    if let Some(gid) = group {
+        // Members' clients read dir tiers directly (read-only): the tier
+        // file is the group's to read; the journal and locks stay ours.
+        for d in cfg.devices.iter().filter(|d| d.kind == DeviceKind::Dir) {
+            if let Some(dir) = &d.path {
+                identity::share_with_group(dir, gid, 0o750)?;
+                identity::share_with_group(&dir.join(strata_tier::DIR_TIER_FILE), gid, 0o640)?;
+            }
+        }
+    }
     let limits = Limits {
         buckets_max: cfg.metadata.buckets_max as usize,
         blobs_max: cfg.metadata.blobs_max as usize,
@@ -528,6 +552,8 @@ pub fn run_with(
         h.state.store(layout::DAEMON_RUNNING, Ordering::SeqCst);
     }
     let shared = Arc::new(Shared {
+        group,
+        ready: AtomicBool::new(false),
         shutdown: AtomicBool::new(false),
         discard: AtomicBool::new(false),
         msgs_pending: AtomicBool::new(false),
@@ -599,7 +625,15 @@ pub fn run_with(
 
     let listener =
         UnixListener::bind(&socket).with_context(|| format!("cannot bind {}", socket.display()))?;
-    let _ = std::fs::set_permissions(&socket, std::os::unix::fs::PermissionsExt::from_mode(0o600));
+    match group {
+        Some(gid) => identity::share_with_group(&socket, gid, 0o660)?,
+        None => {
+            let _ = std::fs::set_permissions(
+                &socket,
+                std::os::unix::fs::PermissionsExt::from_mode(0o600),
+            );
+        }
+    }
     let (tx, rx) = mpsc::channel();
     // The engine's workers report here; the poller applies the completions.
     let (flush_tx, done_rx) = mpsc::channel::<Done>();
@@ -665,6 +699,9 @@ pub fn run_with(
     let mut tracer = trace::Tracer::off();
     if cfg.trace.enabled {
         let path = cfg.resolved_trace_path();
+        if let Some(dir) = path.parent() {
+            identity::private_dir(dir, "trace directory", true)?;
+        }
         if prefetcher.settings.enabled && prefetcher.settings.predict {
             // The successor model starts from what the I/O log of earlier runs says.
             let pairs = prefetch::warm_from_trace(&core, &mut prefetcher, &path);
@@ -709,6 +746,7 @@ pub fn run_with(
         }
     };
     tracing::info!(socket = %socket.display(), tiers = cfg.devices.len(), "strata daemon ready");
+    shared.ready.store(true, Ordering::SeqCst);
     ready(&socket);
 
     let mut flush_io = flush::FlushIo::open(&core, cfg.flush.bandwidth_max_mib_s)

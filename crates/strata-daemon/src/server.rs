@@ -237,6 +237,10 @@ pub fn create_client_segment(
 }
 
 pub struct Shared {
+    /// `daemon.group`: members of this group may use the daemon too.
+    pub group: Option<u32>,
+    /// Set once the daemon is fully started (answers `Ping` from then on).
+    pub ready: AtomicBool,
     pub shutdown: AtomicBool,
     /// The stop may drop unpersisted data (`daemon stop --discard`).
     pub discard: AtomicBool,
@@ -2360,28 +2364,38 @@ fn serve_conn(
     hello: Arc<HelloTemplate>,
 ) {
     let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
-    // One user per daemon: every request (stop and status included) comes
-    // from a process of our own uid, as the kernel reports it.
+    // Every request (stop and status included) comes from a process of our
+    // own uid or, with `daemon.group`, of a member of that group — as the
+    // kernel reports it.
     let me = rustix::process::getuid().as_raw();
-    match peer_uid(&stream) {
-        Ok(uid) if uid == me => {}
-        Ok(uid) => {
-            tracing::warn!(peer_uid = uid, "refused a connection from another user");
-            let _ = control::write_frame(
-                &mut stream,
-                &ControlReply::Error {
-                    code: Errno::Perm.code(),
-                    message: format!(
-                        "this strata daemon belongs to uid {me}; uid {uid} may not use it"
-                    ),
-                },
-            );
-            return;
-        }
+    let peer = match rustix::net::sockopt::socket_peercred(&stream) {
+        Ok(c) => c,
         Err(e) => {
             tracing::warn!("refused a connection whose peer is unknown: {e}");
             return;
         }
+    };
+    let peer_uid = peer.uid.as_raw();
+    let member = shared.group.is_some_and(|g| {
+        crate::identity::peer_in_group(peer.pid.as_raw_nonzero().get() as u32, peer.gid.as_raw(), g)
+    });
+    if peer_uid != me && !member {
+        tracing::warn!(peer_uid, "refused a connection from another user");
+        let _ = control::write_frame(
+            &mut stream,
+            &ControlReply::Error {
+                code: Errno::Perm.code(),
+                message: match shared.group {
+                    None => format!(
+                        "this strata daemon belongs to uid {me}; uid {peer_uid} may not use it"
+                    ),
+                    Some(g) => format!(
+                        "this strata daemon belongs to uid {me} and serves group {g}; uid {peer_uid} is not a member"
+                    ),
+                },
+            },
+        );
+        return;
     }
     let req: ControlRequest = match control::read_frame(&mut stream) {
         Ok(r) => r,
@@ -2460,6 +2474,11 @@ fn serve_conn(
             let reply = stage_everywhere(&shared, stage_reply(rrx), &paths, false, false);
             let _ = control::write_frame(&mut stream, &reply);
         }
+        ControlRequest::Ping if !shared.ready.load(Ordering::SeqCst) => {
+            // Still starting (journal replay, tiers, trace): a start that
+            // fails now must not have been reported as a running daemon.
+            reply_error(&mut stream, Errno::Busy, "the daemon is starting".into());
+        }
         ControlRequest::Ping => {
             let _ = control::write_frame(&mut stream, &ControlReply::Ok);
         }
@@ -2470,6 +2489,14 @@ fn serve_conn(
             serve_bulk_connect(stream, &shared, node, client)
         }
         ControlRequest::Lent { node } => serve_lent(stream, &shared, node),
+        ControlRequest::Stop | ControlRequest::StopDiscard if peer_uid != me => {
+            // Members of `daemon.group` use the daemon; its owner stops it.
+            reply_error(
+                &mut stream,
+                Errno::Perm,
+                format!("only the daemon's owner (uid {me}) may stop it"),
+            );
+        }
         ControlRequest::StopDiscard => {
             let _ = control::write_frame(&mut stream, &ControlReply::Ok);
             shared.discard.store(true, Ordering::SeqCst);
@@ -2499,12 +2526,12 @@ fn serve_conn(
                 let _ = control::write_frame(&mut stream, &ControlReply::Error { code: Errno::Version.code(), message: format!("client speaks protocol {version}, daemon {PROTOCOL_VERSION}: use matching strata builds") });
                 return;
             }
-            if uid != me {
+            if uid != peer_uid {
                 let _ = control::write_frame(
                     &mut stream,
                     &ControlReply::Error {
                         code: Errno::Inval.code(),
-                        message: "daemon serves one user only".into(),
+                        message: format!("the client says uid {uid}, the kernel {peer_uid}"),
                     },
                 );
                 return;

@@ -29,6 +29,9 @@ use strata_proto::control::{ControlReply, ControlRequest, StopReport};
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// Generous: a stopping daemon first drains dirty DEFAULT-mode files.
 const STOP_TIMEOUT: Duration = Duration::from_secs(600);
+/// Longest a start may take while the daemon says it is starting (a large
+/// journal to replay).
+const REPLAY_TIMEOUT: Duration = Duration::from_secs(3600);
 /// How long to wait for the winner when our daemon lost the instance lock.
 const LOST_RACE_WAIT: Duration = Duration::from_secs(10);
 /// How often `stop_with` reports the drain to its caller.
@@ -57,7 +60,15 @@ pub fn init_logging(cfg: &Config) {
     };
 }
 
-/// Whether a daemon answers on `socket`.
+/// Whether a daemon on `socket` answers that it is still starting.
+pub fn starting(socket: &Path) -> bool {
+    matches!(
+        strata_client::control_request(socket, &ControlRequest::Ping),
+        Ok(ControlReply::Error { code, .. }) if code == strata_proto::Errno::Busy.code()
+    )
+}
+
+/// Whether a daemon answers on `socket` (and has finished starting).
 pub fn ping(socket: &Path) -> bool {
     matches!(
         strata_client::control_request(socket, &ControlRequest::Ping),
@@ -72,7 +83,7 @@ pub fn ping(socket: &Path) -> bool {
 /// daemon that now answers.
 pub fn start_detached(mut daemon: Command, cfg: &Config) -> Result<(PathBuf, Option<u32>)> {
     let socket = cfg.resolved_socket_path();
-    if ping(&socket) {
+    if ping(&socket) || starting(&socket) {
         bail!(
             "a strata daemon is already running (socket {}); stop it with `strata daemon stop`",
             socket.display()
@@ -100,7 +111,13 @@ pub fn start_detached(mut daemon: Command, cfg: &Config) -> Result<(PathBuf, Opt
     }
     let mut child = daemon.spawn().context("cannot spawn the daemon")?;
     let started = Instant::now();
-    while started.elapsed() < START_TIMEOUT {
+    let mut deadline = started + START_TIMEOUT;
+    while Instant::now() < deadline {
+        // A daemon replaying a large journal answers "starting": it gets
+        // more time while it does (bounded).
+        if starting(&socket) {
+            deadline = deadline.max((Instant::now() + START_TIMEOUT).min(started + REPLAY_TIMEOUT));
+        }
         if ping(&socket) {
             let pid = child.id();
             return Ok((socket, child.try_wait()?.is_none().then_some(pid)));

@@ -54,4 +54,4 @@ mod segment;
 pub use doorbell::Doorbell;
 pub use futex::WaitResult;
 pub use ring::{Ring, RingError, RING_MAGIC, RING_MAX_CAPACITY, RING_MIN_CAPACITY};
-pub use segment::ShmSegment;
+pub use segment::{set_segment_group, ShmSegment};

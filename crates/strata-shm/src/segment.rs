@@ -84,9 +84,25 @@ fn map(fd: rustix::fd::OwnedFd, len: usize) -> io::Result<MmapRaw> {
     MmapOptions::new().len(len).map_raw(&file)
 }
 
+/// The group new segments are shared with (`u32::MAX`: none): a daemon
+/// that serves a group (`daemon.group`) sets it once at start.
+static SEGMENT_GROUP: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(u32::MAX);
+
+/// Segments created from now on are mode 0660 and belong to group `gid`
+/// (None: 0600, the creator's group).
+pub fn set_segment_group(gid: Option<u32>) {
+    SEGMENT_GROUP.store(gid.unwrap_or(u32::MAX), std::sync::atomic::Ordering::SeqCst);
+}
+
+fn segment_group() -> Option<u32> {
+    let g = SEGMENT_GROUP.load(std::sync::atomic::Ordering::SeqCst);
+    (g != u32::MAX).then_some(g)
+}
+
 impl ShmSegment {
     /// Create a new object of `len_bytes` bytes (zero-filled), failing with
-    /// `AlreadyExists` if the name is taken. Mode `0600`.
+    /// `AlreadyExists` if the name is taken. Mode `0600` (`0660` and the
+    /// group of [`set_segment_group`] when one is set).
     pub fn create(name: &str, len_bytes: usize) -> io::Result<ShmSegment> {
         validate_name(name)?;
         if len_bytes == 0 {
@@ -102,8 +118,14 @@ impl ShmSegment {
             Mode::from_raw_mode(0o600),
         )?;
         let setup = (|| -> io::Result<MmapRaw> {
-            // Enforce 0600 regardless of the umask.
-            rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o600))?;
+            // Enforce the mode regardless of the umask.
+            match segment_group() {
+                None => rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o600))?,
+                Some(g) => {
+                    rustix::fs::fchown(&fd, None, Some(rustix::fs::Gid::from_raw(g)))?;
+                    rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o660))?;
+                }
+            }
             rustix::fs::ftruncate(&fd, len_bytes as u64)?;
             map(fd, len_bytes)
         })();
