@@ -113,6 +113,9 @@ cargo test -p strata-cli --test multiproc -- --ignored --test-threads=1
 log "crash test: SIGKILL of the daemon during fsync'ed checkpoints, restart, every acknowledged byte checked (scripts/kill9.sh 100 by hand)"
 KILL9_BIN="$PWD/target/debug/strata" scripts/kill9.sh 6
 
+log "fuzzing, bounded: 45 s per target from the checked-in corpus (crates/strata-fuzz; long runs: docs/FUZZING.md)"
+scripts/fuzz.sh 45
+
 log "C example against a real daemon"
 tmp=$(mktemp -d)
 trap 'target/debug/strata --config "$tmp/strata.yaml" daemon stop >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
