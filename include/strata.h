@@ -59,6 +59,7 @@ extern "C" {
 #define STRATA_ETOOBIG 25    /* size beyond the configured maximum (metadata.blob_size_max) */
 #define STRATA_ESTALE 26     /* internal: the record must be revalidated against the destination */
 #define STRATA_ENODEDOWN 27  /* a cluster node that holds the data is down or unreachable */
+#define STRATA_EQUOTA    28  /* over quota: the bucket or path prefix holds its configured limit */
 
 /* ---- strata_bucket_open flags. */
 #define STRATA_CREATE 1 /* create the bucket if it does not exist */

@@ -321,6 +321,9 @@ fn strerror_of(e: Errno) -> &'static CStr {
         Errno::NodeDown => {
             c"a cluster node that holds this is down or unreachable: see `strata cluster status`"
         }
+        Errno::Quota => {
+            c"over quota: the bucket or path prefix holds its configured limit of bytes"
+        }
     }
 }
 
@@ -353,6 +356,7 @@ fn name_of(e: Errno) -> &'static CStr {
         Errno::TooBig => c"STRATA_ETOOBIG",
         Errno::Stale => c"STRATA_ESTALE",
         Errno::NodeDown => c"STRATA_ENODEDOWN",
+        Errno::Quota => c"STRATA_EQUOTA",
     }
 }
 

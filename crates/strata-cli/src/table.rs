@@ -188,6 +188,22 @@ pub fn status_table(st: &StatusReply) -> String {
         ]);
     }
     out.push_str(&t.render());
+    if !st.quotas.is_empty() {
+        let mut q = Table::new(&["QUOTA", "LIMIT", "USED", "USE%"]);
+        for x in &st.quotas {
+            q.row(vec![
+                x.rule.clone(),
+                format_size(x.limit_bytes),
+                format_size(x.used_bytes),
+                format!(
+                    "{:.0}%",
+                    100.0 * x.used_bytes as f64 / x.limit_bytes.max(1) as f64
+                ),
+            ]);
+        }
+        out.push('\n');
+        out.push_str(&q.render());
+    }
     if let Some(ix) = &st.get_index {
         out.push_str(&format!(
             "get index: {} of {} entries published, {} direct reads (no round trip)\n",

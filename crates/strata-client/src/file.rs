@@ -85,6 +85,7 @@ impl Error {
             Errno::Timeout => libc::ETIMEDOUT,
             Errno::Perm => libc::EACCES,
             Errno::TooBig => libc::EFBIG,
+            Errno::Quota => libc::EDQUOT,
             _ => libc::EIO,
         }
     }

@@ -277,6 +277,24 @@ pub struct Config {
     pub prefetch: PrefetchConfig,
     #[serde(default)]
     pub cluster: ClusterConfig,
+    /// Byte limits per native bucket and per path prefix (files).
+    #[serde(default)]
+    pub quotas: Vec<QuotaConfig>,
+}
+
+/// What a quota limits: the bytes one native bucket holds, or the bytes of
+/// the files under a path prefix held in the buffer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum QuotaTarget {
+    Bucket(String),
+    Prefix(PathBuf),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuotaConfig {
+    pub target: QuotaTarget,
+    /// At least 1 byte.
+    pub limit_bytes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -883,6 +901,7 @@ impl Config {
             trace: TraceConfig::default(),
             prefetch: PrefetchConfig::default(),
             cluster: ClusterConfig::default(),
+            quotas: Vec::new(),
         }
     }
 

@@ -108,6 +108,7 @@ const SECTIONS: &[&str] = &[
     "trace",
     "prefetch",
     "cluster",
+    "quotas",
 ];
 
 // ---------------------------------------------------------------------------
@@ -568,6 +569,51 @@ fn read_prefixes(e: &Entry<'_>) -> Result<Vec<PrefixConfig>, ConfigError> {
     Ok(out)
 }
 
+fn read_quotas(e: &Entry<'_>) -> Result<Vec<QuotaConfig>, ConfigError> {
+    let Value::Seq(items) = &e.node.value else {
+        return Err(err(
+            &e.path,
+            e.line,
+            format!("expected a list of quotas, found {}", e.node.describe()),
+        ));
+    };
+    let mut out = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let path = format!("{}[{i}]", e.path);
+        let mut t = Table::new(Some(item), &path, item.line)?;
+        let target = match (t.take("bucket"), t.take("prefix")) {
+            (Some(b), None) => {
+                QuotaTarget::Bucket(scalar(b.node, &b.path, b.line)?.trim().to_string())
+            }
+            (None, Some(p)) => QuotaTarget::Prefix(
+                parse_path(scalar(p.node, &p.path, p.line)?)
+                    .map_err(|m| err(&p.path, p.line, m))?,
+            ),
+            (Some(_), Some(p)) => {
+                return Err(err(&p.path, p.line, "give `bucket` or `prefix`, not both"))
+            }
+            (None, None) => {
+                return Err(err(
+                    &path,
+                    item.line,
+                    "missing key `bucket` (a native bucket) or `prefix` (a path)",
+                ))
+            }
+        };
+        let l = t
+            .take("limit")
+            .ok_or_else(|| err(&path, item.line, "missing key `limit` (e.g. 10GiB)"))?;
+        let limit_bytes =
+            parse_size(scalar(l.node, &l.path, l.line)?).map_err(|m| err(&l.path, l.line, m))?;
+        t.finish(&["bucket", "prefix", "limit"])?;
+        out.push(QuotaConfig {
+            target,
+            limit_bytes,
+        });
+    }
+    Ok(out)
+}
+
 fn read_devices(e: &Entry<'_>) -> Result<Vec<DeviceConfig>, ConfigError> {
     let Value::Seq(items) = &e.node.value else {
         return Err(err(
@@ -619,7 +665,11 @@ fn read_devices(e: &Entry<'_>) -> Result<Vec<DeviceConfig>, ConfigError> {
 pub(crate) fn from_tree(root: Option<&Node>) -> Result<Config, ConfigError> {
     let mut top = Table::new(root, "", root.map_or(1, |r| r.line))?;
     let mut cfg = Config::with_devices(Vec::new());
-    for section in SECTIONS.iter().copied().filter(|s| *s != "devices") {
+    for section in SECTIONS
+        .iter()
+        .copied()
+        .filter(|s| *s != "devices" && *s != "quotas")
+    {
         let Some(sec) = top.take(section) else {
             continue;
         };
@@ -653,6 +703,9 @@ pub(crate) fn from_tree(root: Option<&Node>) -> Result<Config, ConfigError> {
             }
         }
         t.finish(&known)?;
+    }
+    if let Some(e) = top.take("quotas") {
+        cfg.quotas = read_quotas(&e)?;
     }
     cfg.devices = match top.take("devices") {
         Some(e) => read_devices(&e)?,

@@ -66,6 +66,11 @@ organizer:
   bandwidth_max: 0
   promote_threshold: 0.8
   demote_threshold: 0.25
+quotas:
+  - bucket: checkpoints
+    limit: 10GiB
+  - prefix: /scratch/job
+    limit: 1TiB
 "#;
 
 const GOOD_DEVICES: &str = "devices:\n  - name: ram\n    kind: ram\n    capacity: 1GiB\n";
@@ -161,6 +166,12 @@ fn full_file_round_trips() {
     assert_eq!(back.to_yaml(), text);
     assert!(text.contains("capacity: 1.5TiB"), "{text}");
     assert!(text.contains("metrics: 127.0.0.1:9464"), "{text}");
+    assert_eq!(c.quotas.len(), 2);
+    assert_eq!(c.quotas[1].limit_bytes, 1 << 40);
+    assert!(
+        text.contains("  - prefix: /scratch/job\n    limit: 1TiB"),
+        "{text}"
+    );
     assert!(text.contains("bandwidth: 190MB/s"), "{text}");
     assert!(text.contains("path: \"/mnt/nvme #1/tier\""), "{text}");
     assert!(text.contains('#'), "comments expected");
@@ -298,6 +309,17 @@ fn wrong_types() {
     expect_err("adapter:\n  mode: turbo\n", "adapter.mode", Some(2));
     expect_err("daemon:\n  log: loud\n", "daemon.log", Some(2));
     expect_err("daemon:\n  metrics: localhost\n", "daemon.metrics", Some(2));
+    expect_err("quotas:\n  - bucket: b\n", "quotas[0]", Some(2));
+    expect_err(
+        "quotas:\n  - bucket: b\n    limit: lots\n",
+        "quotas[0].limit",
+        Some(3),
+    );
+    expect_err(
+        "quotas:\n  - prefix: /a\n    bucket: b\n    limit: 1GiB\n",
+        "quotas[0].prefix",
+        Some(2),
+    );
     expect_err(
         &format!("{GOOD_DEVICES}  - name: x\n    kind: tape\n"),
         "devices[1].kind",

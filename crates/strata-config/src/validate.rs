@@ -332,6 +332,27 @@ pub(crate) fn validate(c: &Config) -> R {
     for (i, p) in a.exclude.iter().enumerate() {
         absolute(&format!("adapter.exclude[{i}]"), p)?;
     }
+    for (i, q) in c.quotas.iter().enumerate() {
+        if q.limit_bytes == 0 {
+            return fail(
+                format!("quotas[{i}].limit"),
+                "a quota of 0 bytes refuses everything; remove the quota or give a size",
+            );
+        }
+        match &q.target {
+            QuotaTarget::Prefix(p) => absolute(&format!("quotas[{i}].prefix"), p)?,
+            QuotaTarget::Bucket(b) if b.is_empty() => {
+                return fail(format!("quotas[{i}].bucket"), "an empty bucket name")
+            }
+            QuotaTarget::Bucket(_) => {}
+        }
+        if let Some(j) = c.quotas[..i].iter().position(|o| o.target == q.target) {
+            return fail(
+                format!("quotas[{i}]"),
+                format!("the same bucket or prefix as quotas[{j}]"),
+            );
+        }
+    }
     for (i, p) in a.prefixes.iter().enumerate() {
         absolute(&format!("adapter.prefixes[{i}].path"), &p.path)?;
         if let Some(j) = a.prefixes[..i].iter().position(|o| o.path == p.path) {

@@ -585,5 +585,24 @@ pub(crate) fn to_yaml(c: &Config) -> String {
         &format_duration_us(k.shadow_sweep_interval_ms * 1e3),
         "how often pages held for files other nodes own are checked against their owners",
     );
+    if c.quotas.is_empty() {
+        o.0.push_str("\n# byte limits per native bucket or path prefix: none\nquotas: []\n");
+    } else {
+        o.section(
+            "quotas",
+            "byte limits per native bucket or path prefix (bytes held in the buffer)",
+        );
+        for q in &c.quotas {
+            match &q.target {
+                QuotaTarget::Bucket(b) => {
+                    let _ = writeln!(o.0, "  - bucket: {}", yaml_str(b));
+                }
+                QuotaTarget::Prefix(p) => {
+                    let _ = writeln!(o.0, "  - prefix: {}", path_str(p));
+                }
+            }
+            o.line(4, "limit", &format_size(q.limit_bytes), "");
+        }
+    }
     o.0
 }

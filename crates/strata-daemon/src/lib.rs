@@ -497,7 +497,23 @@ pub fn run_with(
         tags_per_bucket_max: cfg.metadata.tags_per_bucket_max as usize,
         blob_size_max_bytes: cfg.metadata.blob_size_max_bytes,
     };
-    let meta = MetaStore::new(cfg.node.id as u32, limits);
+    let mut meta = MetaStore::new(cfg.node.id as u32, limits);
+    meta.set_quotas(
+        cfg.quotas
+            .iter()
+            .map(|q| {
+                let rule = match &q.target {
+                    strata_config::QuotaTarget::Bucket(b) => {
+                        strata_meta::QuotaRule::Bucket(b.clone())
+                    }
+                    strata_config::QuotaTarget::Prefix(p) => {
+                        strata_meta::QuotaRule::Prefix(p.to_string_lossy().into_owned())
+                    }
+                };
+                (rule, q.limit_bytes)
+            })
+            .collect(),
+    );
     let mut core = Core::new(
         meta,
         tiers,

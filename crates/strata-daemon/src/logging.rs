@@ -189,11 +189,12 @@ mod tests {
         drop(f);
         let r = RotatingStderr::attach(&p, 1 << 20, 2).expect("stderr is the log file");
         let mut w = LineWriter(r);
-        let line = [b'x'; 1023];
+        let line = [b'~'; 1023];
         for i in 0..3584u32 {
             // 3.5 MiB of 1 KiB lines: three rotations.
             let mut l = line.to_vec();
             l[..4].copy_from_slice(&i.to_le_bytes().map(|b| b'a' + b % 26));
+            l[4] = b'~';
             l.push(b'\n');
             w.write_all(&l).unwrap();
         }
@@ -207,15 +208,22 @@ mod tests {
         let size = |q: &Path| std::fs::metadata(q).map(|m| m.len()).unwrap_or(0);
         let one = dir.path().join("d.log.1");
         let two = dir.path().join("d.log.2");
+        // (Other tests of this process may write to descriptors 1 and 2
+        // meanwhile: sizes are bounds, not exact.)
         assert!(!dir.path().join("d.log.3").exists(), "keep = 2");
-        assert_eq!(size(&one), 1 << 20, "a rotation happens at the size");
-        assert_eq!(size(&two), 1 << 20);
-        assert_eq!(size(&p), (3584 - 3072) * 1024, "the newest lines");
+        assert!(size(&one) >= 1 << 20, "a rotation happens at the size");
+        assert!(size(&two) >= 1 << 20);
+        assert!(size(&p) < (1 << 20) + (64 << 10), "{}", size(&p));
         // Lines stay whole across rotations.
+        let mut ours = 0;
         for q in [&p, &one, &two] {
             let t = std::fs::read(q).unwrap();
-            assert!(t.chunks(1024).all(|c| c.len() == 1024 && c[1023] == b'\n'));
+            for l in t.split(|b| *b == b'\n').filter(|l| l.contains(&b'~')) {
+                assert_eq!(l.len(), 1023, "a torn line in {}", q.display());
+                ours += 1;
+            }
         }
+        assert!(ours >= 2048 + 512 - 8, "{ours} lines kept");
         assert_eq!(log_path(), Some(p.as_path()));
     }
 

@@ -619,6 +619,24 @@ impl Collector for Scrape {
             )?;
         }
 
+        // Quotas.
+        let quota = |f: &dyn Fn(&strata_proto::control::QuotaStatus) -> u64| {
+            s.quotas
+                .iter()
+                .map(|q| (vec![("rule", q.rule.clone())], f(q) as f64))
+                .collect::<Vec<_>>()
+        };
+        o.gauges(
+            "strata_quota_limit_bytes",
+            "Configured limit of each quota",
+            &quota(&|q| q.limit_bytes),
+        )?;
+        o.gauges(
+            "strata_quota_used_bytes",
+            "Bytes held against each quota",
+            &quota(&|q| q.used_bytes),
+        )?;
+
         // Service time per request.
         o.histograms(
             "strata_request_duration_seconds",
@@ -689,6 +707,7 @@ mod tests {
             flush: None,
             metrics: None,
             log: None,
+            quotas: vec![],
         };
         let text = render(&s, &sources).unwrap();
         assert!(text.ends_with("# EOF\n"), "{text}");

@@ -1980,6 +1980,18 @@ impl Poller {
             }),
             metrics: self.metrics_addr.map(|a| format!("http://{a}/metrics")),
             log: crate::logging::log_path().map(|p| p.display().to_string()),
+            quotas: self
+                .engine
+                .core
+                .meta
+                .quotas()
+                .iter()
+                .map(|q| strata_proto::control::QuotaStatus {
+                    rule: q.rule.describe(),
+                    limit_bytes: q.limit_bytes,
+                    used_bytes: q.used_bytes,
+                })
+                .collect(),
         }
     }
 }

@@ -544,6 +544,13 @@ impl Core {
         if existing.is_some() && exclusive {
             return fail(self, taken, Errno::Exists);
         }
+        let old_size = existing
+            .and_then(|id| self.meta.blob(id))
+            .map_or(0, |b| b.size);
+        let growth = (src.data().len() as u64).saturating_sub(old_size);
+        if let Err(e) = self.meta.quota_room(bucket, growth) {
+            return fail(self, taken, e);
+        }
         let now = now_ns();
         let id = match existing {
             Some(id) => id,
@@ -618,6 +625,17 @@ impl Core {
                 return Err(Errno::TooBig);
             }
         }
+        // A quota is checked before anything is created, like the limits.
+        let old_size = self
+            .meta
+            .blob_lookup(bucket, name)
+            .ok()
+            .and_then(|id| self.meta.blob(id))
+            .map_or(0, |b| b.size);
+        let end = offset
+            .unwrap_or(old_size)
+            .saturating_add(src.data().len() as u64);
+        self.meta.quota_room(bucket, end.saturating_sub(old_size))?;
         let id = self.blob_or_create(bucket, name, now)?;
         // Bytes may be written in place below: the get index forgets the
         // blob first (strata_transport_shm::index's invariant).

@@ -187,6 +187,29 @@ impl Core {
     /// allocates (block-rounded per page piece): absent pages, whole-page
     /// replacements (new extents before the old are freed), and holes or
     /// growth of existing page blobs. In-place overwrites cost nothing.
+    /// Bytes by which writing `[off, end)` grows the file's page blobs
+    /// (their logical sizes: what quotas count). Bounded by the pages of
+    /// the range.
+    pub fn write_growth(&self, id: BucketId, off: u64, end: u64) -> Result<u64> {
+        let rec = self.meta.file(id)?;
+        if end <= off {
+            return Ok(0);
+        }
+        let page = rec.page_bytes;
+        let mut growth = 0u64;
+        for p in off / page..=(end - 1) / page {
+            let ps = p * page;
+            let hi = end.min(ps + page) - ps;
+            let old = self
+                .meta
+                .page_blob(id, p)
+                .and_then(|b| self.meta.blob(b))
+                .map_or(0, |b| b.size);
+            growth += hi.saturating_sub(old);
+        }
+        Ok(growth)
+    }
+
     pub fn write_need(&self, id: BucketId, off: u64, end: u64) -> Result<u64> {
         let rec = self.meta.file(id)?;
         if end <= off {
@@ -469,6 +492,19 @@ impl Core {
             return Err(Errno::WriteThrough);
         }
         let page = rec.page_bytes;
+        // A quota (`quotas:`) caps the bytes the files under a prefix hold
+        // in the buffer: past it a DEFAULT write goes to the destination,
+        // other modes (no destination to go to) fail with `Quota`.
+        if self.meta.quota_of(id).is_some() {
+            let growth = self.write_growth(id, off, end)?;
+            if self.meta.quota_room(id, growth).is_err() {
+                return Err(if default {
+                    Errno::WriteThrough
+                } else {
+                    Errno::Quota
+                });
+            }
+        }
         let need = self.write_need(id, off, end)?;
         let replica = self.is_replica(id);
         if replica {
@@ -515,6 +551,11 @@ impl Core {
             return None;
         };
         let page = rec.page_bytes;
+        // A cached page of the destination counts against the path's quota:
+        // past it, reads go to the destination instead.
+        if self.meta.quota_room(id, len).is_err() {
+            return None;
+        }
         let block = self.block_max();
         let need = len.div_ceil(block) * block;
         let index = page_off / page;

@@ -206,6 +206,9 @@ pub struct Bucket {
     pub order: BTreeSet<Box<str>>,
     pub size_bytes: u64,
     pub ctime_ns: u64,
+    /// The quota this bucket's bytes count against (index into
+    /// [`MetaStore::quotas`]).
+    pub quota: Option<u32>,
     /// Present when the bucket is a tracked file (its blobs are pages).
     pub file: Option<Box<FileRecord>>,
 }
@@ -457,6 +460,35 @@ pub struct MetaStore {
     pub touched: Touched,
     /// The get index, when the daemon publishes one.
     index: Option<Box<dyn Published>>,
+    /// Byte limits (`quotas:` in the configuration), with their use.
+    quotas: Vec<Quota>,
+}
+
+/// What a quota limits: one native bucket by name, or the files under a
+/// path prefix (file buckets are named by path).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QuotaRule {
+    Bucket(String),
+    /// An absolute path without a trailing `/`.
+    Prefix(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quota {
+    pub rule: QuotaRule,
+    pub limit_bytes: u64,
+    /// Bytes of the blobs of the buckets it covers (logical sizes).
+    pub used_bytes: u64,
+}
+
+impl QuotaRule {
+    /// `bucket NAME` / `prefix PATH`, for messages and the status table.
+    pub fn describe(&self) -> String {
+        match self {
+            QuotaRule::Bucket(b) => format!("bucket {b}"),
+            QuotaRule::Prefix(p) => format!("prefix {p}"),
+        }
+    }
 }
 
 /// Blobs and buckets changed since the last [`MetaStore::take_touched`]:
@@ -504,6 +536,94 @@ impl MetaStore {
             next_gen: 1,
             touched: Touched::default(),
             index: None,
+            quotas: Vec::new(),
+        }
+    }
+
+    /// Installs the quotas (at start, before replay; again is allowed): every
+    /// bucket is matched anew and the use recounted. At most `u32::MAX` rules.
+    pub fn set_quotas(&mut self, rules: Vec<(QuotaRule, u64)>) {
+        assert!(rules.len() < u32::MAX as usize);
+        self.quotas = rules
+            .into_iter()
+            .map(|(rule, limit_bytes)| Quota {
+                rule: match rule {
+                    QuotaRule::Prefix(p) if p.len() > 1 => {
+                        QuotaRule::Prefix(p.trim_end_matches('/').to_string())
+                    }
+                    r => r,
+                },
+                limit_bytes,
+                used_bytes: 0,
+            })
+            .collect();
+        let ids: Vec<BucketId> = self.buckets.keys().copied().collect();
+        for id in ids {
+            let b = &self.buckets[&id];
+            let q = self.quota_for(&b.name);
+            let size = b.size_bytes;
+            if let Some(i) = q {
+                self.quotas[i as usize].used_bytes += size;
+            }
+            if let Some(b) = self.buckets.get_mut(&id) {
+                b.quota = q;
+            }
+        }
+    }
+
+    pub fn quotas(&self) -> &[Quota] {
+        &self.quotas
+    }
+
+    /// The quota a bucket of this name counts against: its own bucket rule,
+    /// else the longest prefix rule that covers the path.
+    fn quota_for(&self, name: &str) -> Option<u32> {
+        if self.quotas.is_empty() {
+            return None;
+        }
+        let mut best: Option<(usize, u32)> = None;
+        for (i, q) in self.quotas.iter().enumerate() {
+            match &q.rule {
+                QuotaRule::Bucket(b) if b == name => return Some(i as u32),
+                QuotaRule::Prefix(p) => {
+                    let covers = name == p
+                        || p == "/"
+                        || (name.starts_with(p.as_str())
+                            && name.as_bytes().get(p.len()) == Some(&b'/'));
+                    if covers && best.is_none_or(|(l, _)| p.len() > l) {
+                        best = Some((p.len(), i as u32));
+                    }
+                }
+                QuotaRule::Bucket(_) => {}
+            }
+        }
+        best.map(|(_, i)| i)
+    }
+
+    /// `Quota` when `growth` more bytes in `bucket` would pass its quota.
+    pub fn quota_room(&self, bucket: BucketId, growth: u64) -> Result<()> {
+        if growth == 0 || self.quotas.is_empty() {
+            return Ok(());
+        }
+        let Some(q) = self.buckets.get(&bucket).and_then(|b| b.quota) else {
+            return Ok(());
+        };
+        let q = &self.quotas[q as usize];
+        if q.used_bytes.saturating_add(growth) > q.limit_bytes {
+            return Err(Errno::Quota);
+        }
+        Ok(())
+    }
+
+    /// The quota `bucket` counts against, described (for error messages).
+    pub fn quota_of(&self, bucket: BucketId) -> Option<&Quota> {
+        let q = self.buckets.get(&bucket)?.quota?;
+        self.quotas.get(q as usize)
+    }
+
+    fn quota_add(&mut self, q: Option<u32>, old: u64, new: u64) {
+        if let Some(q) = q.and_then(|i| self.quotas.get_mut(i as usize)) {
+            q.used_bytes = q.used_bytes.saturating_sub(old).saturating_add(new);
         }
     }
 
@@ -671,6 +791,7 @@ impl MetaStore {
             order: BTreeSet::new(),
             size_bytes: 0,
             ctime_ns: now_ns,
+            quota: self.quota_for(name),
             file: None,
         };
         self.buckets.insert(id, b);
@@ -706,8 +827,17 @@ impl MetaStore {
         if self.bucket_by_name.contains_key(new_name) {
             return Err(Errno::Exists);
         }
+        let q_new = self.quota_for(new_name);
         let b = self.buckets.get_mut(&id).ok_or(Errno::NoBucket)?;
         let old = std::mem::replace(&mut b.name, new_name.into());
+        let (q_old, size) = (std::mem::replace(&mut b.quota, q_new), b.size_bytes);
+        if q_old != q_new {
+            // Its bytes now count against the new name's quota (a rename
+            // is never refused for it: the bytes are already held).
+            self.quota_add(q_old, size, 0);
+            self.quota_add(q_new, 0, size);
+        }
+        let b = self.buckets.get_mut(&id).ok_or(Errno::NoBucket)?;
         if self.touched.on {
             self.touched.buckets.insert(id);
             self.touched.blobs.extend(b.blobs.values().copied());
@@ -721,6 +851,7 @@ impl MetaStore {
     pub fn bucket_destroy(&mut self, id: BucketId) -> Result<Vec<Blob>> {
         let b = self.buckets.remove(&id).ok_or(Errno::NoBucket)?;
         self.bucket_by_name.remove(&b.name);
+        self.quota_add(b.quota, b.size_bytes, 0);
         for bid in b.blobs.values() {
             self.index_forget(*bid);
         }
@@ -794,6 +925,8 @@ impl MetaStore {
     pub fn blob_resized(&mut self, bucket: BucketId, old_size: u64, new_size: u64) {
         if let Some(b) = self.buckets.get_mut(&bucket) {
             b.size_bytes = b.size_bytes - old_size.min(b.size_bytes) + new_size;
+            let q = b.quota;
+            self.quota_add(q, old_size, new_size);
         }
     }
 
@@ -947,6 +1080,8 @@ impl MetaStore {
             b.blobs.remove(&blob.name);
             b.order.remove(&blob.name);
             b.size_bytes -= blob.size.min(b.size_bytes);
+            let q = b.quota;
+            self.quota_add(q, blob.size, 0);
         }
         Some(blob)
     }
@@ -1030,6 +1165,55 @@ mod tests {
                 ..Limits::default()
             },
         )
+    }
+
+    /// Resizes blob `name` of `b` to `size` as the engine does.
+    fn resize(m: &mut MetaStore, b: BucketId, name: &str, size: u64) {
+        let id = m
+            .blob_lookup(b, name)
+            .or_else(|_| m.blob_create(b, name, 0))
+            .unwrap();
+        let old = std::mem::replace(&mut m.blob_mut(id).unwrap().size, size);
+        m.blob_resized(b, old, size);
+    }
+
+    #[test]
+    fn quotas_count_bucket_and_prefix_bytes_through_resize_rename_remove_and_destroy() {
+        let mut m = MetaStore::new(0, Limits::default());
+        let (pre, _) = m.bucket_open("/d/old", true, false, 0).unwrap();
+        resize(&mut m, pre, "0", 300);
+        m.set_quotas(vec![
+            (QuotaRule::Bucket("cap".into()), 1000),
+            (QuotaRule::Prefix("/d/".into()), 2000),
+            (QuotaRule::Prefix("/d/sub".into()), 500),
+        ]);
+        // Buckets there before the quotas are counted when they are set.
+        assert_eq!(m.quotas()[1].used_bytes, 300);
+        let (cap, _) = m.bucket_open("cap", true, false, 0).unwrap();
+        let (other, _) = m.bucket_open("capx", true, false, 0).unwrap();
+        let (f, _) = m.bucket_open("/d/sub/f", true, false, 0).unwrap();
+        let (g, _) = m.bucket_open("/dx/g", true, false, 0).unwrap();
+        resize(&mut m, cap, "a", 600);
+        resize(&mut m, other, "a", 5000);
+        resize(&mut m, f, "0", 400);
+        resize(&mut m, g, "0", 9000);
+        let used = |m: &MetaStore| m.quotas().iter().map(|q| q.used_bytes).collect::<Vec<_>>();
+        // Exact bucket names; the longest covering prefix; `/dx` is not under `/d`.
+        assert_eq!(used(&m), vec![600, 300, 400]);
+        assert_eq!(m.quota_room(cap, 400), Ok(()));
+        assert_eq!(m.quota_room(cap, 401), Err(Errno::Quota));
+        assert_eq!(m.quota_room(other, 1 << 40), Ok(()));
+        assert_eq!(m.quota_room(f, 101), Err(Errno::Quota));
+        // Shrinking frees room; a rename moves the bytes to the new quota.
+        resize(&mut m, cap, "a", 100);
+        m.bucket_rename(f, "/d/f").unwrap();
+        assert_eq!(used(&m), vec![100, 700, 0]);
+        let id = m.blob_lookup(cap, "a").unwrap();
+        m.blob_remove(id);
+        m.bucket_destroy(pre).unwrap();
+        assert_eq!(used(&m), vec![0, 400, 0]);
+        m.bucket_rename(f, "/elsewhere").unwrap();
+        assert_eq!(used(&m), vec![0, 0, 0]);
     }
 
     #[test]

@@ -322,6 +322,18 @@ pub struct StatusReply {
     /// or a service manager's journal).
     #[serde(default)]
     pub log: Option<String>,
+    /// The configured quotas and their use.
+    #[serde(default)]
+    pub quotas: Vec<QuotaStatus>,
+}
+
+/// One quota (`quotas:` in the configuration).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct QuotaStatus {
+    /// `bucket NAME` or `prefix PATH`.
+    pub rule: String,
+    pub limit_bytes: u64,
+    pub used_bytes: u64,
 }
 
 /// The drain's pace: full speed, or yielding to busy clients.

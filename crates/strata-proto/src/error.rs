@@ -62,10 +62,12 @@ pub enum Errno {
     Stale = 26,
     #[error("a cluster node that holds this is down or unreachable: see `strata cluster status`")]
     NodeDown = 27,
+    #[error("over quota: the bucket or path prefix holds its configured limit of bytes (strata status shows the quotas)")]
+    Quota = 28,
 }
 
 impl Errno {
-    pub const ALL: [Errno; 27] = [
+    pub const ALL: [Errno; 28] = [
         Errno::Inval,
         Errno::NoBucket,
         Errno::NoBlob,
@@ -93,6 +95,7 @@ impl Errno {
         Errno::TooBig,
         Errno::Stale,
         Errno::NodeDown,
+        Errno::Quota,
     ];
 
     pub fn code(self) -> i32 {
@@ -133,6 +136,7 @@ impl Errno {
             Errno::TooBig => "STRATA_ETOOBIG",
             Errno::Stale => "STRATA_ESTALE",
             Errno::NodeDown => "STRATA_ENODEDOWN",
+            Errno::Quota => "STRATA_EQUOTA",
         }
     }
 }

@@ -58,7 +58,7 @@ fn to_py(e: strata_client::Error) -> PyErr {
     match e.errno {
         Errno::NoBucket | Errno::NoBlob | Errno::NoFile => NotFound::new_err(msg),
         Errno::Exists => AlreadyExists::new_err(msg),
-        Errno::NoSpace => NoSpace::new_err(msg),
+        Errno::NoSpace | Errno::Quota => NoSpace::new_err(msg),
         Errno::NodeDown => NodeDown::new_err(msg),
         Errno::NoDaemon | Errno::Shutdown => NoDaemon::new_err(msg),
         Errno::Inval | Errno::Name | Errno::TooBig | Errno::Range => InvalidArgument::new_err(msg),
