@@ -18,8 +18,11 @@ use std::io::{Cursor, Read, Write};
 use strata_transport_shm::codec;
 use strata_transport_shm::record::{RequestRecord, REQUEST_WIRE_BYTES};
 
+/// A fuzz target: arbitrary bytes in, a panic means a finding.
+pub type Target = fn(&[u8]);
+
 /// The targets by name (binaries `fuzz_<name>`, corpus `corpus/<name>`).
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("ring", ring),
     ("control", control),
     ("config", config),
