@@ -28,6 +28,8 @@ export CARGO_TARGET_DIR="$PWD/target/afl"
 cargo afl build --profile fuzz -p strata-fuzz --features afl --bins --quiet
 
 export AFL_NO_UI=1 AFL_SKIP_CPUFREQ=1 AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 AFL_QUIET=1
+# No core pinning: on a small machine another fuzzer or the tests may hold a core.
+export AFL_NO_AFFINITY=1
 # This machine's core pattern may pipe cores to a helper; AFL only needs
 # the crash signal.
 failed=0

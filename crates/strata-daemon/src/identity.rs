@@ -91,17 +91,32 @@ pub fn resolve_group(spec: &str) -> anyhow::Result<u32> {
 /// Whether the process `pid` (primary group `gid`, from `SO_PEERCRED`)
 /// belongs to group `group`: its primary group, or one of its
 /// supplementary groups as the kernel lists them in /proc.
-pub fn peer_in_group(pid: u32, gid: u32, group: u32) -> bool {
+/// `uid` is the peer's effective uid (also from `SO_PEERCRED`): the /proc
+/// entry must still be that process's (a pid reused by another user's
+/// process is not taken for it).
+pub fn peer_in_group(pid: u32, uid: u32, gid: u32, group: u32) -> bool {
     if gid == group {
         return true;
     }
     let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
         return false;
     };
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Groups:"))
-        .is_some_and(|g| g.split_whitespace().any(|x| x.parse() == Ok(group)))
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| {
+                v.split_whitespace()
+                    .filter_map(|x| x.parse::<u32>().ok())
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    // Uid: real, effective, saved, file system.
+    if field("Uid:").get(1) != Some(&uid) {
+        return false;
+    }
+    field("Groups:").contains(&group)
 }
 
 /// Gives `path` to group `gid` with `mode` (the runtime directory 0710, the
@@ -328,6 +343,36 @@ impl Identity {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_peer_is_in_a_group_by_its_primary_or_listed_groups_and_only_while_its_uid_holds() {
+        let pid = std::process::id();
+        let uid = rustix::process::geteuid().as_raw();
+        let gid = rustix::process::getegid().as_raw();
+        assert!(peer_in_group(pid, uid, gid, gid), "the primary group");
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let listed: Vec<u32> = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Groups:"))
+            .unwrap_or("")
+            .split_whitespace()
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        let other_primary = gid.wrapping_add(1);
+        if let Some(&g) = listed.iter().find(|&&g| g != other_primary) {
+            assert!(peer_in_group(pid, uid, other_primary, g), "a listed group");
+            // A pid now held by another uid's process is not believed.
+            assert!(!peer_in_group(pid, uid.wrapping_add(1), other_primary, g));
+        }
+        let absent = (1..u32::MAX)
+            .find(|g| !listed.contains(g) && *g != gid && *g != other_primary)
+            .unwrap();
+        assert!(!peer_in_group(pid, uid, other_primary, absent));
+        assert!(
+            !peer_in_group(u32::MAX - 1, uid, other_primary, absent),
+            "no such process"
+        );
+    }
     use super::*;
 
     #[test]

@@ -2389,7 +2389,12 @@ fn serve_conn(
     };
     let peer_uid = peer.uid.as_raw();
     let member = shared.group.is_some_and(|g| {
-        crate::identity::peer_in_group(peer.pid.as_raw_nonzero().get() as u32, peer.gid.as_raw(), g)
+        crate::identity::peer_in_group(
+            peer.pid.as_raw_nonzero().get() as u32,
+            peer.uid.as_raw(),
+            peer.gid.as_raw(),
+            g,
+        )
     });
     if peer_uid != me && !member {
         tracing::warn!(peer_uid, "refused a connection from another user");
