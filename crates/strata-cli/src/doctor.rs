@@ -95,6 +95,11 @@ pub fn run(cfg: Result<Config, String>) -> Vec<Finding> {
             }
         }
     }
+    if let Some(c) = &cfg {
+        for p in &c.adapter.include {
+            out.push(destination(p));
+        }
+    }
     out.push(io_uring());
     out.push(clock());
     if let Some(c) = &cfg {
@@ -312,6 +317,47 @@ fn sync_probe(check: &str, dir: &Path) -> Finding {
             ),
             "",
         ),
+    }
+}
+
+/// A destination directory of `adapter.include`: present and writable
+/// (where DEFAULT files drain to).
+fn destination(p: &Path) -> Finding {
+    let check = "destination";
+    match std::fs::metadata(p) {
+        Err(e) => finding(
+            check,
+            Verdict::Warn,
+            format!("{}: {e}", p.display()),
+            "create it, or fix adapter.include: files there cannot drain",
+        ),
+        Ok(m) if !m.is_dir() => finding(
+            check,
+            Verdict::Fail,
+            format!("{} is not a directory", p.display()),
+            "adapter.include names directories",
+        ),
+        Ok(_) => {
+            let access = rustix::fs::access(
+                p,
+                rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
+            );
+            let kind = fs_type(p).map(|(t, _)| t).unwrap_or("unknown");
+            match access {
+                Ok(()) => finding(
+                    check,
+                    Verdict::Ok,
+                    format!("{} writable ({kind})", p.display()),
+                    "",
+                ),
+                Err(e) => finding(
+                    check,
+                    Verdict::Fail,
+                    format!("{}: not writable ({e})", p.display()),
+                    "DEFAULT files under it cannot drain: fix its permissions or adapter.include",
+                ),
+            }
+        }
     }
 }
 
