@@ -322,7 +322,7 @@ fn strerror_of(e: Errno) -> &'static CStr {
             c"a cluster node that holds this is down or unreachable: see `strata cluster status`"
         }
         Errno::Quota => {
-            c"over quota: the bucket or path prefix holds its configured limit of bytes"
+            c"over quota: the bucket or path prefix holds its configured limit of bytes (strata status shows the quotas)"
         }
     }
 }
