@@ -66,7 +66,10 @@ fn compile_mpi_ranks(out: &Path) -> PathBuf {
 }
 
 fn daemon_answers(socket: &Path) -> bool {
-    strata_client::control_request(socket, &strata_proto::control::ControlRequest::Ping).is_ok()
+    matches!(
+        strata_client::control_request(socket, &strata_proto::control::ControlRequest::Ping),
+        Ok(strata_proto::control::ControlReply::Ok)
+    )
 }
 
 fn sh_quote(p: &Path) -> String {

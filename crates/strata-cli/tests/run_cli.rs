@@ -45,7 +45,10 @@ fn run_with_config(config: &Path, cwd: &Path, args: &[&str]) -> Command {
 }
 
 fn daemon_answers(socket: &Path) -> bool {
-    strata_client::control_request(socket, &strata_proto::control::ControlRequest::Ping).is_ok()
+    matches!(
+        strata_client::control_request(socket, &strata_proto::control::ControlRequest::Ping),
+        Ok(strata_proto::control::ControlReply::Ok)
+    )
 }
 
 #[test]

@@ -68,6 +68,16 @@ pub fn starting(socket: &Path) -> bool {
     )
 }
 
+/// Waits (up to [`REPLAY_TIMEOUT`]) while a daemon on `socket` says it is
+/// starting; then whether it answers.
+pub fn ready_after_start(socket: &Path) -> bool {
+    let t = Instant::now();
+    while starting(socket) && t.elapsed() < REPLAY_TIMEOUT {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    ping(socket)
+}
+
 /// Whether a daemon answers on `socket` (and has finished starting).
 pub fn ping(socket: &Path) -> bool {
     matches!(
@@ -274,7 +284,9 @@ impl SharedUse {
         flock(users.as_fd(), FlockOperation::LockShared).context("cannot lock the users lock")?;
         let marker = socket.with_extension("run-owned");
         let mut started = false;
-        if !ping(&socket) {
+        // A daemon still starting (replaying its journal) is waited for,
+        // not raced by a second one.
+        if !ping(&socket) && !ready_after_start(&socket) {
             let (_, ours) =
                 start_detached(daemon(), cfg).context("cannot start a private strata daemon")?;
             // `ours` is None when a daemon started by someone else won the race.

@@ -117,12 +117,15 @@ impl TestDaemon {
         self.child = Some(child);
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(60) {
-            if strata_client::control_request(
-                &self.socket,
-                &strata_proto::control::ControlRequest::Ping,
-            )
-            .is_ok()
-            {
+            // Ready, not just listening: a daemon still starting answers
+            // Ping with an error.
+            if matches!(
+                strata_client::control_request(
+                    &self.socket,
+                    &strata_proto::control::ControlRequest::Ping,
+                ),
+                Ok(strata_proto::control::ControlReply::Ok)
+            ) {
                 return;
             }
             if let Some(st) = self.child.as_mut().unwrap().try_wait().unwrap() {
