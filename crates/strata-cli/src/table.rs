@@ -90,8 +90,11 @@ pub fn status_command(
             (false, _) => status_table(&st),
         };
         let Some(every) = every else {
-            out.write_all(text.as_bytes())?;
-            return Ok(std::process::ExitCode::SUCCESS);
+            // A closed pipe (`strata status | head -1`) is not an error.
+            match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(e.into()),
+                _ => return Ok(std::process::ExitCode::SUCCESS),
+            }
         };
         if !json {
             // A terminal redraws in place; a pipe gets one table per refresh.
@@ -100,10 +103,11 @@ pub fn status_command(
                 every.as_secs_f64(),
                 humantime_now()
             );
+            // (errors show at the table's write below)
             if tty {
-                out.write_all(b"\x1b[H\x1b[2J")?;
+                let _ = out.write_all(b"\x1b[H\x1b[2J");
             }
-            out.write_all(head.as_bytes())?;
+            let _ = out.write_all(head.as_bytes());
         }
         // A closed pipe (`| head`) ends the watch quietly.
         if out
