@@ -13,7 +13,7 @@ use anyhow::{bail, Context, Result};
 use strata_cluster::{Membership, Node};
 use strata_config::Config;
 use strata_daemon::cluster::Args;
-use strata_net::{pb, rpc, Secret, TcpTransport, Transport};
+use strata_net::{pb, rpc, Secret, Transport};
 
 use crate::table::{format_size, Table};
 
@@ -77,14 +77,14 @@ struct Ctx {
 }
 
 impl Ctx {
-    fn new(cfg: &Config, membership: Membership, secret: Secret) -> Ctx {
-        Ctx {
+    fn new(cfg: &Config, membership: Membership, secret: Secret) -> Result<Ctx> {
+        Ok(Ctx {
             membership,
             secret,
             port: cfg.cluster.port,
             call_timeout: Duration::from_secs_f64(cfg.cluster.call_timeout_ms / 1e3),
-            transport: Arc::new(TcpTransport),
-        }
+            transport: strata_daemon::cluster::transport(cfg)?,
+        })
     }
 
     async fn client(&self, n: &Node) -> std::io::Result<rpc::Client> {
@@ -434,6 +434,12 @@ pub fn start(
             secret_path.display()
         );
     }
+    if strata_daemon::cluster::tls_for_start(&cfg)? {
+        eprintln!(
+            "strata: made the cluster's TLS certificate and key in {} (every node must read the same files)",
+            secret_path.parent().unwrap_or(Path::new("/")).display()
+        );
+    }
     let exe = std::env::current_exe().context("cannot find the strata executable")?;
     let deadline = Duration::from_secs_f64(cfg.cluster.start_timeout_ms / 1e3);
     let n = m.nodes.len();
@@ -485,7 +491,7 @@ pub fn start(
             eprintln!("strata: waiting up to {deadline:?} for all of them to agree …");
         }
     }
-    let ctx = Ctx::new(&cfg, m, secret);
+    let ctx = Ctx::new(&cfg, m, secret)?;
     let rt = runtime()?;
     rt.block_on(agree(&ctx, deadline))?;
     print!("{}", rt.block_on(status_table(&ctx))?.0);
@@ -632,7 +638,7 @@ async fn status_table(ctx: &Ctx) -> Result<(String, bool)> {
 fn ctx_for(config: Option<&Path>, h: &HostArgs) -> Result<Ctx> {
     let (cfg, m) = load(config, h)?;
     let secret = Secret::load(&cfg.resolved_cluster_secret_path())?;
-    Ok(Ctx::new(&cfg, m, secret))
+    Ctx::new(&cfg, m, secret)
 }
 
 /// `strata cluster status`: 0 when every node answers, 1 otherwise.

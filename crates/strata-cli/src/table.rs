@@ -246,13 +246,18 @@ fn cluster_lines(st: &StatusReply) -> String {
     };
     let up = c.peers.iter().filter(|p| p.state == "up").count();
     let mut out = format!(
-        "\ncluster: node {} ({}, {}) of {} from {}; {up}/{} up\n",
+        "\ncluster: node {} ({}, {}) of {} from {}; {up}/{} up{}\n",
         c.node,
         c.name,
         c.address,
         c.peers.len(),
         c.source,
-        c.peers.len()
+        c.peers.len(),
+        if c.tls {
+            format!("; TLS, {} bulk relays", c.tls_relays)
+        } else {
+            String::new()
+        }
     );
     let mut t = Table::new(&[
         "NODE",

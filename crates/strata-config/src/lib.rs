@@ -50,7 +50,8 @@
 //! cluster: { hosts: [], port: 7707, secret_file: auto, call_timeout: 10s,
 //!            heartbeat_interval: 1s, start_timeout: 1m, remote_tier: 256MiB,
 //!            toward_readers: false, files_at_owner: true, pages_where_written: true,
-//!            read_replicas: true, remote_read_ahead: false, shadow_sweep_interval: 1m }
+//!            read_replicas: true, remote_read_ahead: false, shadow_sweep_interval: 1m,
+//!            tls: false, tls_cert: auto, tls_key: auto, tls_ca: auto }
 //! ```
 //!
 //! ## Deliberately absent
@@ -738,6 +739,18 @@ pub struct ClusterConfig {
     /// an owner that could not tell this node a file went leaves them);
     /// 100ms..=1d.
     pub shadow_sweep_interval_ms: f64,
+    /// TLS (rustls, mutual) on every connection between daemons, beneath
+    /// the secret's handshake. Off by default (the secret already keeps
+    /// strangers out; TLS adds privacy and integrity on the wire, at a CPU
+    /// cost).
+    pub tls: bool,
+    /// This node's certificate chain (PEM); `None` = `auto` (see
+    /// [`Config::resolved_cluster_tls_files`]).
+    pub tls_cert: Option<PathBuf>,
+    /// Its private key (PEM, 0600); `None` = `auto`.
+    pub tls_key: Option<PathBuf>,
+    /// The CA a peer's chain must lead to (PEM); `None` = `auto`.
+    pub tls_ca: Option<PathBuf>,
 }
 
 impl Default for ClusterConfig {
@@ -756,6 +769,10 @@ impl Default for ClusterConfig {
             read_replicas: true,
             remote_read_ahead: false,
             shadow_sweep_interval_ms: 60_000.0,
+            tls: false,
+            tls_cert: None,
+            tls_key: None,
+            tls_ca: None,
         }
     }
 }
@@ -839,6 +856,27 @@ impl Config {
             .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
             .unwrap_or_else(|| PathBuf::from("/tmp"));
         base.join("strata").join("cluster.secret")
+    }
+
+    /// The TLS files (certificate chain, key, CA), resolving each `auto` to
+    /// a file next to the cluster secret (`cluster-tls.crt`,
+    /// `cluster-tls.key`, `cluster-tls-ca.crt`; `strata cluster start`
+    /// makes them when none exists).
+    pub fn resolved_cluster_tls_files(&self) -> (PathBuf, PathBuf, PathBuf) {
+        let secret = self.resolved_cluster_secret_path();
+        let dir = secret.parent().unwrap_or(std::path::Path::new("/"));
+        let k = &self.cluster;
+        (
+            k.tls_cert
+                .clone()
+                .unwrap_or_else(|| dir.join("cluster-tls.crt")),
+            k.tls_key
+                .clone()
+                .unwrap_or_else(|| dir.join("cluster-tls.key")),
+            k.tls_ca
+                .clone()
+                .unwrap_or_else(|| dir.join("cluster-tls-ca.crt")),
+        )
     }
 
     /// Whether the daemon keeps a journal: `journal.enabled`, else whether

@@ -80,6 +80,10 @@ pub(crate) const SCALAR_KEYS: &[&str] = &[
     "cluster.read_replicas",
     "cluster.remote_read_ahead",
     "cluster.shadow_sweep_interval",
+    "cluster.tls",
+    "cluster.tls_cert",
+    "cluster.tls_key",
+    "cluster.tls_ca",
 ];
 
 /// Keys of the `adapter` section that hold lists of paths.
@@ -150,6 +154,15 @@ fn parse_fraction(s: &str) -> Result<f64, String> {
         _ => Err(format!(
             "invalid number {s:?} (expected a number such as 0.5)"
         )),
+    }
+}
+
+/// `auto` (`None`) or a path ([`parse_path`]).
+fn parse_auto_path(s: &str) -> Result<Option<PathBuf>, String> {
+    if s.trim() == "auto" {
+        Ok(None)
+    } else {
+        parse_path(s).map(Some)
     }
 }
 
@@ -317,6 +330,10 @@ pub(crate) fn set_scalar(cfg: &mut Config, path: &str, v: &str) -> Result<(), St
                 Some(parse_path(v)?)
             }
         }
+        "cluster.tls" => cfg.cluster.tls = parse_bool(v)?,
+        "cluster.tls_cert" => cfg.cluster.tls_cert = parse_auto_path(v)?,
+        "cluster.tls_key" => cfg.cluster.tls_key = parse_auto_path(v)?,
+        "cluster.tls_ca" => cfg.cluster.tls_ca = parse_auto_path(v)?,
         "cluster.call_timeout" => cfg.cluster.call_timeout_ms = parse_duration_us(v)? / 1e3,
         "cluster.heartbeat_interval" => {
             cfg.cluster.heartbeat_interval_ms = parse_duration_us(v)? / 1e3

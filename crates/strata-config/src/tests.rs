@@ -922,6 +922,15 @@ fn cluster_keys() {
         "cluster.shadow_sweep_interval",
         Some(2),
     );
+    expect_err("cluster:\n  tls_key: k.pem\n", "cluster.tls_key", Some(2));
+    expect_err("cluster:\n  tls: maybe\n", "cluster.tls", Some(2));
+    let t = parse("cluster:\n  tls: true\n  tls_ca: /etc/ca.pem\n  secret_file: /s/k\n").unwrap();
+    assert!(t.cluster.tls && !d.cluster.tls);
+    let (cert, key, ca) = t.resolved_cluster_tls_files();
+    assert_eq!(cert, std::path::PathBuf::from("/s/cluster-tls.crt"));
+    assert_eq!(key, std::path::PathBuf::from("/s/cluster-tls.key"));
+    assert_eq!(ca, std::path::PathBuf::from("/etc/ca.pem"));
+    assert_eq!(parse(&t.to_yaml()).unwrap().cluster, t.cluster);
     let sw = parse("cluster:\n  shadow_sweep_interval: 2s\n").unwrap();
     assert_eq!(sw.cluster.shadow_sweep_interval_ms, 2000.0);
     assert_eq!(d.cluster.shadow_sweep_interval_ms, 60_000.0);

@@ -562,6 +562,15 @@ pub(crate) fn validate(c: &Config) -> R {
     if let Some(p) = &k.secret_file {
         absolute("cluster.secret_file", p)?;
     }
+    for (key, p) in [
+        ("cluster.tls_cert", &k.tls_cert),
+        ("cluster.tls_key", &k.tls_key),
+        ("cluster.tls_ca", &k.tls_ca),
+    ] {
+        if let Some(p) = p {
+            absolute(key, p)?;
+        }
+    }
     let ms = |key: &str, v: f64, min: f64, max: f64, range: &str| -> R {
         if !(v.is_finite() && v >= min && v <= max) {
             return fail(

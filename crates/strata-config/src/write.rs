@@ -585,6 +585,26 @@ pub(crate) fn to_yaml(c: &Config) -> String {
         &format_duration_us(k.shadow_sweep_interval_ms * 1e3),
         "how often pages held for files other nodes own are checked against their owners",
     );
+    o.line(
+        2,
+        "tls",
+        &k.tls.to_string(),
+        "TLS (mutual, rustls) on every connection between daemons",
+    );
+    let auto = |p: &Option<PathBuf>| p.as_ref().map_or("auto".to_string(), |p| path_str(p));
+    o.line(
+        2,
+        "tls_cert",
+        &auto(&k.tls_cert),
+        "certificate chain (PEM); auto = cluster-tls.crt next to the secret",
+    );
+    o.line(2, "tls_key", &auto(&k.tls_key), "its key (PEM, 0600)");
+    o.line(
+        2,
+        "tls_ca",
+        &auto(&k.tls_ca),
+        "a peer's chain must lead to this CA (host names are not checked)",
+    );
     if c.quotas.is_empty() {
         o.0.push_str("\n# byte limits per native bucket or path prefix: none\nquotas: []\n");
     } else {

@@ -131,7 +131,7 @@ impl Setup {
             port: cfg.cluster.port,
             call_timeout: Duration::from_secs_f64(cfg.cluster.call_timeout_ms / 1e3),
             heartbeat: Duration::from_secs_f64(cfg.cluster.heartbeat_interval_ms / 1e3),
-            transport: Arc::new(strata_net::TcpTransport),
+            transport: transport(cfg)?,
             remote_tier_bytes: cfg.cluster.remote_tier_bytes,
             files_at_owner: cfg.cluster.files_at_owner,
         })
@@ -140,6 +140,38 @@ impl Setup {
     fn endpoint(&self, id: NodeId) -> String {
         self.membership.nodes[id as usize].endpoint(self.port)
     }
+}
+
+/// The TLS files of `cfg` (`auto` resolved next to the secret).
+pub fn tls_files(cfg: &Config) -> strata_net::tls::TlsFiles {
+    let (cert, key, ca) = cfg.resolved_cluster_tls_files();
+    strata_net::tls::TlsFiles { cert, key, ca }
+}
+
+/// The way daemons (and `strata cluster`) reach each other: TCP, with TLS
+/// inside when `cluster.tls` is on (its files must exist and be valid: an
+/// error names the file and what to do).
+pub fn transport(cfg: &Config) -> anyhow::Result<Arc<dyn Transport>> {
+    let tcp: Arc<dyn Transport> = Arc::new(strata_net::TcpTransport);
+    if !cfg.cluster.tls {
+        return Ok(tcp);
+    }
+    let tls = strata_net::tls::Tls::load(&tls_files(cfg)).context("cluster.tls is on")?;
+    Ok(Arc::new(strata_net::tls::TlsTransport {
+        inner: tcp,
+        tls: Arc::new(tls),
+    }))
+}
+
+/// `cluster start` with `cluster.tls` on and every TLS file `auto`: makes
+/// the files when none exists (`true` then).
+pub fn tls_for_start(cfg: &Config) -> anyhow::Result<bool> {
+    let k = &cfg.cluster;
+    if !k.tls || k.tls_cert.is_some() || k.tls_key.is_some() || k.tls_ca.is_some() {
+        return Ok(false);
+    }
+    let (_, made) = strata_net::tls::load_or_generate(&tls_files(cfg))?;
+    Ok(made)
 }
 
 /// Loads the secret at `path`, or writes a new one there (0600) when there
@@ -225,6 +257,8 @@ impl State {
             name: m.nodes[self.setup.me as usize].name.clone(),
             address: self.setup.endpoint(self.setup.me),
             source: m.source.to_string(),
+            tls: self.setup.transport.tls().is_some(),
+            tls_relays: strata_net::tls::relays() as u64,
             peers: m
                 .nodes
                 .iter()

@@ -617,6 +617,16 @@ impl Collector for Scrape {
                 "Smoothed heartbeat round trip to the node",
                 &peer(&|p| p.rtt_us.map(|us| us / 1e6)),
             )?;
+            o.gauge(
+                "strata_cluster_tls",
+                "1 if connections to other daemons run in TLS",
+                if c.tls { 1.0 } else { 0.0 },
+            )?;
+            o.gauge(
+                "strata_cluster_tls_relays",
+                "Bulk connections relayed through TLS now",
+                c.tls_relays as f64,
+            )?;
         }
 
         // Quotas.

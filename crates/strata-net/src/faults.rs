@@ -171,6 +171,10 @@ impl Transport for FaultyTransport {
         self.inner.dial_socket(peer, deadline)
     }
 
+    fn tls(&self) -> Option<&Arc<crate::tls::Tls>> {
+        self.inner.tls()
+    }
+
     fn listen<'a>(&'a self, addr: &'a str) -> BoxFuture<'a, io::Result<Box<dyn Listener>>> {
         Box::pin(async move {
             let inner = self.inner.listen(addr).await?;

@@ -12,6 +12,8 @@
 //!   daemon and handed to the client that asked.
 //! - [`donate`] — remote tiers: memory a node lends another (the donor's
 //!   store and the requester's `TierBackend`), on bulk connections.
+//! - [`tls`] — optional TLS (rustls) under all of it: a transport wrapping
+//!   any other, and relays for the bulk sockets handed to clients.
 //! - [`rpc`] — the control RPC (tonic/gRPC, `proto/cluster.proto`) over
 //!   authenticated connections, every call with a deadline.
 //!
@@ -29,6 +31,7 @@ pub mod bulk;
 pub mod donate;
 pub mod faults;
 pub mod rpc;
+pub mod tls;
 pub mod transport;
 
 /// The generated protocol types and service stubs.

@@ -38,6 +38,11 @@ pub trait Transport: Send + Sync + 'static {
     /// A kernel socket to `peer` for the bulk path (blocking, handed to a
     /// client process), connected within `deadline`.
     fn dial_socket(&self, peer: &str, deadline: Duration) -> io::Result<std::net::TcpStream>;
+    /// The TLS this transport runs its streams in, if any (the bulk
+    /// listener, which accepts kernel sockets itself, needs it).
+    fn tls(&self) -> Option<&std::sync::Arc<crate::tls::Tls>> {
+        None
+    }
 }
 
 /// Accepts connections.

@@ -374,6 +374,13 @@ pub struct ClusterStatus {
     /// Where the node list came from (`--hosts`, `SLURM_JOB_NODELIST`, …).
     pub source: String,
     pub peers: Vec<PeerStatus>,
+    /// `cluster.tls`: connections to other daemons run in TLS.
+    #[serde(default)]
+    pub tls: bool,
+    /// Bulk connections relayed through TLS now (handed to clients, or
+    /// served from other nodes).
+    #[serde(default)]
+    pub tls_relays: u64,
 }
 
 /// What one node knows of another (heartbeats).

@@ -286,8 +286,19 @@ fn await_release(s: &mut TcpStream, deadline: Duration) -> io::Result<()> {
 }
 
 /// Serves one connection until its peer closes it or breaks the protocol.
-fn serve(mut s: TcpStream, st: &State, peer: &str) {
+fn serve(s: TcpStream, st: &State, peer: &str) {
     let setup = &st.setup;
+    // With TLS, the frames are served on the plaintext end of a relay.
+    let mut s = match setup.transport.tls() {
+        None => s,
+        Some(tls) => match tls.accept_relay(s, setup.call_timeout) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(peer, "bulk connection refused: {e}");
+                return;
+            }
+        },
+    };
     let (from, client) =
         match strata_net::bulk::accept_for(&mut s, &setup.secret, setup.call_timeout) {
             Ok((id, client)) if (id as usize) < setup.membership.nodes.len() && id != setup.me => {
