@@ -42,6 +42,8 @@ pub struct BedSpec {
     /// mount of the file system to drain to); default: `dest` inside the
     /// bed's own directory.
     pub dest_in: Option<PathBuf>,
+    /// `cluster.tls: true` (the auto files, made by `cluster start`).
+    pub tls: bool,
 }
 
 pub struct BedNode {
@@ -227,6 +229,9 @@ impl Bed {
             }
             if spec.toward_readers {
                 y.push_str("  toward_readers: true\n");
+            }
+            if spec.tls {
+                y.push_str("  tls: true\n");
             }
             y.push_str(&format!(
                 "  pages_where_written: {}\n",

@@ -342,6 +342,7 @@ pub fn run(a: CheckpointArgs) -> Result<()> {
             loopback: a.loopback,
             log: "warn".into(),
             dest_in: a.dest.clone(),
+            tls: false,
         })?;
         // Background flushing off: the timed `flush --wait` is the whole drain.
         for node in &bed.nodes {

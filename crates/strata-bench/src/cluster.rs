@@ -61,6 +61,10 @@ pub struct ClusterArgs {
     /// moved toward the reader against the same without remote tiers.
     #[arg(long)]
     pub remote_tiers: bool,
+    /// Run the beds with `cluster.tls: true` (every connection between
+    /// daemons in TLS; the raw TCP peers stay plain).
+    #[arg(long)]
+    pub tls: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -427,6 +431,7 @@ fn started(
         loopback: a.loopback,
         log: "warn".into(),
         dest_in: None,
+        tls: a.tls,
     })?;
     let o = bed.cli(&["cluster", "start", "--launcher", bed.launcher()])?;
     if !o.status.success() {

@@ -104,6 +104,9 @@ pub fn run(cfg: Result<Config, String>) -> Vec<Finding> {
     out.push(clock());
     if let Some(c) = &cfg {
         out.push(daemon(c));
+        if c.cluster.tls {
+            out.push(cluster_tls(c));
+        }
         if let Some(m) = c.daemon.metrics {
             out.push(if m.ip().is_loopback() {
                 finding("metrics", Verdict::Ok, format!("endpoint on {m}"), "")
@@ -416,6 +419,25 @@ fn clock() -> Finding {
             Verdict::Warn,
             format!("clocksource {src}: reading the clock is slow"),
             "use tsc if the hardware allows (clocksource= kernel parameter); strata reads the clock per request",
+        ),
+    }
+}
+
+/// `cluster.tls`: the files load (chain, key 0600, CA) as a daemon would.
+fn cluster_tls(c: &Config) -> Finding {
+    let files = strata_daemon::cluster::tls_files(c);
+    match strata_net::tls::Tls::load(&files) {
+        Ok(_) => finding(
+            "cluster tls",
+            Verdict::Ok,
+            format!("certificate {}, CA {}", files.cert.display(), files.ca.display()),
+            "",
+        ),
+        Err(e) => finding(
+            "cluster tls",
+            Verdict::Fail,
+            e.to_string(),
+            "run `strata cluster start` once with the tls_* keys on auto (it makes them), or point cluster.tls_cert, tls_key and tls_ca at your CA's files",
         ),
     }
 }

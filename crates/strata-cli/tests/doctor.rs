@@ -79,6 +79,38 @@ fn doctor_checks_a_running_daemon_and_names_what_is_wrong() {
         "{v:#}"
     );
 
+    // cluster.tls with files that are missing fails, naming the file and
+    // how to make them; valid ones pass.
+    let tls_dir = d.path().join("tls");
+    let tls_cfg = d.path().join("tls.yaml");
+    std::fs::write(
+        &tls_cfg,
+        format!(
+            "daemon:\n  socket: {}\n  shm_prefix: strata-doctor-y\ndevices:\n  - name: ram\n    kind: ram\n    capacity: 16MiB\ncluster:\n  secret_file: {}\n  tls: true\n",
+            d.socket.display(),
+            tls_dir.join("cluster.secret").display()
+        ),
+    )
+    .unwrap();
+    let (ok, v) = doctor(&d, &tls_cfg);
+    assert!(!ok, "{v:#}");
+    let t = find(&v, "cluster tls")[0];
+    assert_eq!(t["verdict"], "fail", "{v:#}");
+    assert!(
+        t["detail"].as_str().unwrap().contains("cluster-tls.crt"),
+        "{v:#}"
+    );
+    assert!(
+        t["todo"].as_str().unwrap().contains("cluster start"),
+        "{v:#}"
+    );
+    strata_net::tls::generate(&strata_net::tls::TlsFiles::auto_beside(
+        &tls_dir.join("cluster.secret"),
+    ))
+    .unwrap();
+    let (_, v) = doctor(&d, &tls_cfg);
+    assert_eq!(find(&v, "cluster tls")[0]["verdict"], "ok", "{v:#}");
+
     // A configuration error names its key and line.
     let bad = d.path().join("bad.yaml");
     std::fs::write(&bad, "daemon:\n  metrics: somewhere\n").unwrap();

@@ -529,7 +529,7 @@ fn relay_runtime() -> io::Result<&'static tokio::runtime::Runtime> {
         return Ok(rt);
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
+        .worker_threads(2)
         .thread_name("strata-tls-relay")
         .enable_all()
         .build()?;
@@ -586,7 +586,11 @@ fn relay(
     let slot = Slot;
     let rt = relay_runtime()?;
     let (app, ours) = loopback_pair()?;
-    crate::transport::tune_bulk_socket(&app)?;
+    // No Nagle delay on any of the three sockets (the network one may be
+    // freshly accepted, untuned): a delayed small record stalls a reply.
+    for sock in [&app, &ours, &s] {
+        crate::transport::tune_bulk_socket(sock)?;
+    }
     s.set_nonblocking(true)?;
     ours.set_nonblocking(true)?;
     // The caller's socket timeouts were for blocking use; the relay's are

@@ -41,6 +41,7 @@ pub fn bed_lending(
         loopback: std::env::var("CLUSTER_TEST_BED").is_ok_and(|v| v == "loopback"),
         log: "info".into(),
         dest_in: None,
+        tls: false,
     })
     .expect("test bed")
 }
@@ -67,6 +68,7 @@ pub fn bed_with_files_pages(n: usize, ram: &str, disk: Option<&str>, pages: bool
         loopback: std::env::var("CLUSTER_TEST_BED").is_ok_and(|v| v == "loopback"),
         log: "info".into(),
         dest_in: None,
+        tls: false,
     })
     .expect("test bed")
 }
