@@ -80,27 +80,77 @@ pub fn dial_for(
     Ok(s)
 }
 
-/// The owner's side of [`dial`]: the handshake and the dialer's node id,
-/// within `deadline` (the socket's timeouts are the caller's afterwards).
-pub fn accept(s: &mut TcpStream, secret: &Secret, deadline: Duration) -> io::Result<u32> {
-    accept_for(s, secret, deadline).map(|(node, _)| node)
+/// The owner's end of a bulk connection: the kernel socket itself, or a TLS
+/// session on it (`cluster.tls`). Frames are read and written through it;
+/// a write on the plain socket never raises SIGPIPE; a writer flushes after
+/// each frame (a TLS session buffers records until then).
+pub enum Served {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ServerConnection, TcpStream>>),
 }
 
-/// [`accept`]: the dialer's node id and the client it dialed for.
-pub fn accept_for(
-    s: &mut TcpStream,
+impl Served {
+    /// The kernel socket under it.
+    pub fn tcp(&self) -> &TcpStream {
+        match self {
+            Served::Plain(s) => s,
+            Served::Tls(t) => &t.sock,
+        }
+    }
+
+    pub fn set_read_timeout(&self, d: Option<Duration>) -> io::Result<()> {
+        self.tcp().set_read_timeout(d)
+    }
+}
+
+impl Read for Served {
+    fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Served::Plain(s) => s.read(b),
+            Served::Tls(t) => t.read(b),
+        }
+    }
+}
+
+impl Write for Served {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        match self {
+            Served::Plain(s) => strata_proto::bulk::NoSigPipe(&*s).write(b),
+            Served::Tls(t) => t.write(b),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Served::Plain(_) => Ok(()),
+            Served::Tls(t) => t.flush(),
+        }
+    }
+}
+
+/// The owner's side of [`dial_for`] on an accepted socket: TLS first when
+/// `tls` is given, then the secret's handshake and the dialer's hello, all
+/// within `deadline` (the socket's timeouts are the caller's afterwards).
+/// The stream to serve, the dialer's node id and the client it dialed for.
+pub fn accept_served(
+    s: TcpStream,
+    tls: Option<&std::sync::Arc<crate::tls::Tls>>,
     secret: &Secret,
     deadline: Duration,
-) -> io::Result<(u32, u64)> {
-    crate::transport::tune_bulk_socket(s)?;
+) -> io::Result<(Served, u32, u64)> {
+    crate::transport::tune_bulk_socket(&s)?;
     s.set_read_timeout(Some(deadline))?;
     s.set_write_timeout(Some(deadline))?;
-    auth::server_blocking(s, secret)?;
+    let mut served = match tls {
+        None => Served::Plain(s),
+        Some(t) => Served::Tls(Box::new(t.accept_blocking(s, deadline)?)),
+    };
+    auth::server_blocking(&mut served, secret)?;
+    served.flush()?;
     let mut hello = [0u8; 12];
-    s.read_exact(&mut hello)?;
+    served.read_exact(&mut hello)?;
     let node = u32::from_le_bytes(hello[..4].try_into().expect("4 bytes"));
     let client = u64::from_le_bytes(hello[4..].try_into().expect("8 bytes"));
-    Ok((node, client))
+    Ok((served, node, client))
 }
 
 #[cfg(test)]
@@ -123,8 +173,8 @@ mod tests {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap().to_string();
         let h = std::thread::spawn(move || {
-            let (mut s, _) = l.accept()?;
-            let id = accept(&mut s, &secret, Duration::from_secs(5))?;
+            let (s, _) = l.accept()?;
+            let (mut s, id, _) = accept_served(s, None, &secret, Duration::from_secs(5))?;
             // Echo one byte: the connection works after the handshake.
             let mut b = [0u8; 1];
             s.read_exact(&mut b)?;

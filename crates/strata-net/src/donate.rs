@@ -175,9 +175,14 @@ impl Donations {
 
     /// Serves one donation frame (its header `h` read) from node `from`.
     /// `Err` only when the connection must close (I/O, a broken frame).
-    pub fn serve(&self, s: &mut TcpStream, from: u32, h: &frame::Header) -> io::Result<()> {
+    pub fn serve(
+        &self,
+        s: &mut crate::bulk::Served,
+        from: u32,
+        h: &frame::Header,
+    ) -> io::Result<()> {
         if h.record_len as usize != don::RECORD_BYTES || h.arg_len != 0 {
-            frame::send_error(s, Errno::Malformed, "malformed donation frame");
+            frame::send_error_on(s, Errno::Malformed, "malformed donation frame");
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "malformed donation frame",
@@ -186,7 +191,7 @@ impl Donations {
         let mut b = [0u8; don::RECORD_BYTES];
         s.read_exact(&mut b)?;
         let Some(rec) = Record::decode(&b) else {
-            frame::send_error(s, Errno::Malformed, "unknown donation op");
+            frame::send_error_on(s, Errno::Malformed, "unknown donation op");
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "unknown donation op",
@@ -195,7 +200,7 @@ impl Donations {
         if (rec.op == Op::Write) != (h.data_len > 0)
             || (rec.op == Op::Write && h.data_len != rec.len)
         {
-            frame::send_error(s, Errno::Malformed, "donation data does not match its op");
+            frame::send_error_on(s, Errno::Malformed, "donation data does not match its op");
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "donation data mismatch",
@@ -212,7 +217,7 @@ impl Donations {
                 if rec.op == Op::Write {
                     skip(s, h.data_len)?;
                 }
-                frame::send_error(s, e, &m);
+                frame::send_error_on(s, e, &m);
                 return Ok(());
             }
         };
@@ -226,7 +231,7 @@ impl Donations {
                     s.read_exact(&mut buf)?;
                     if let Err(e) = d.mem.write_all_at(&buf, rec.off + done) {
                         skip(s, rec.len - done - n as u64)?;
-                        frame::send_error(
+                        frame::send_error_on(
                             s,
                             Errno::NoSpace,
                             &format!("the donor's memory is full: {e}"),
@@ -235,15 +240,16 @@ impl Donations {
                     }
                     done += n as u64;
                 }
-                don::write_reply(&mut frame::NoSigPipe(s), &reply, 0)
+                don::write_reply(s, &reply, 0)?;
+                s.flush()
             }
             (Op::Read, Some(d)) => {
                 if rec.len > frame::DATA_BYTES_MAX as u64 {
-                    frame::send_error(s, Errno::TooBig, "donation read over the frame bound");
+                    frame::send_error_on(s, Errno::TooBig, "donation read over the frame bound");
                     return Ok(());
                 }
-                let mut w = frame::NoSigPipe(&*s);
-                don::write_reply(&mut w, &reply, rec.len)?;
+                let w = &mut *s;
+                don::write_reply(w, &reply, rec.len)?;
                 let mut done = 0u64;
                 while done < rec.len {
                     let n = (rec.len - done).min(CHUNK_BYTES as u64) as usize;
@@ -252,7 +258,7 @@ impl Donations {
                     w.write_all(&buf)?;
                     done += n as u64;
                 }
-                Ok(())
+                w.flush()
             }
             (Op::Release, Some(d)) => {
                 let fl =
@@ -260,16 +266,20 @@ impl Donations {
                 if rec.len > 0 {
                     let _ = rustix::fs::fallocate(&d.mem, fl, rec.off, rec.len);
                 }
-                don::write_reply(&mut frame::NoSigPipe(s), &reply, 0)
+                don::write_reply(s, &reply, 0)?;
+                s.flush()
             }
-            _ => don::write_reply(&mut frame::NoSigPipe(s), &reply, 0),
+            _ => {
+                don::write_reply(s, &reply, 0)?;
+                s.flush()
+            }
         }
     }
 }
 
 /// Reads and drops `n` bytes (a refused write's data).
-fn skip(s: &mut TcpStream, n: u64) -> io::Result<()> {
-    let copied = io::copy(&mut (&*s).take(n), &mut io::sink())?;
+fn skip(s: &mut crate::bulk::Served, n: u64) -> io::Result<()> {
+    let copied = io::copy(&mut Read::by_ref(s).take(n), &mut io::sink())?;
     if copied < n {
         return Err(io::ErrorKind::UnexpectedEof.into());
     }
@@ -648,10 +658,11 @@ mod tests {
         let addr = l.local_addr().unwrap().to_string();
         std::thread::spawn(move || {
             for s in l.incoming() {
-                let Ok(mut s) = s else { return };
+                let Ok(s) = s else { return };
                 let (secret, store) = (secret.clone(), store.clone());
                 std::thread::spawn(move || {
-                    let Ok(from) = crate::bulk::accept(&mut s, &secret, Duration::from_secs(5))
+                    let Ok((mut s, from, _)) =
+                        crate::bulk::accept_served(s, None, &secret, Duration::from_secs(5))
                     else {
                         return;
                     };

@@ -218,6 +218,14 @@ pub fn error_body(e: Errno, message: &str) -> ([u8; 4], Vec<u8>) {
 
 /// Sends an error frame (best effort: the connection is usually closed
 /// after it, or the peer has gone).
+/// Sends an error frame on `w` (and flushes it), best effort: the
+/// connection is being closed anyway.
+pub fn send_error_on<W: Write>(w: &mut W, e: Errno, message: &str) {
+    let (rec, msg) = error_body(e, message);
+    let _ = write_frame(w, Kind::Error, &rec, &[&msg], &[]).and_then(|_| w.flush());
+}
+
+/// Sends an error frame on socket `s`, best effort (see [`send_error_on`]).
 pub fn send_error<S: std::os::fd::AsFd>(s: &S, e: Errno, message: &str) {
     let (rec, msg) = error_body(e, message);
     let _ = write_frame(&mut NoSigPipe(s), Kind::Error, &rec, &[&msg], &[]);

@@ -1,7 +1,7 @@
 //! The owner's side of the **bulk layer**: a listener on this node's bulk
 //! port (cluster port + `strata_net::bulk::BULK_PORT_OFFSET`) and one
 //! blocking thread per connection. A connection proves the cluster secret
-//! and names the node that dialed it (`strata_net::bulk::accept`), then
+//! and names the node that dialed it (`strata_net::bulk::accept_served`, in TLS with `cluster.tls`), then
 //! carries frames of `strata_proto::bulk`, one request at a time: the
 //! request goes to the poller as `Msg::Execute` (the engine's thread stays
 //! the only one touching its state), the reply and the bytes a read covered
@@ -20,6 +20,7 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use strata_net::bulk::Served;
 
 use anyhow::Context;
 use strata_proto::bulk::{self as frame, Kind};
@@ -147,7 +148,7 @@ const LEASED_PUT_BYTES_MIN: u64 = 64 << 10;
 /// data). A large put's data goes into a lease of the arena (returned with
 /// the record pointing there); everything else into `arg`.
 fn receive_body(
-    s: &mut TcpStream,
+    s: &mut Served,
     st: &State,
     record: &mut RequestRecord,
     arg_len: u64,
@@ -201,7 +202,7 @@ const SCRATCH_BYTES_MAX: u64 = 1 << 20;
 /// Sends the reply and the bytes of a read's extents straight from the
 /// tiers: a mapped tier (the RAM arena) from its memory, others through
 /// `scratch` (the pin keeps the extents in place meanwhile).
-fn send_reply(s: &TcpStream, st: &State, out: &ExecOut, scratch: &mut Vec<u8>) -> io::Result<()> {
+fn send_reply(s: &mut Served, st: &State, out: &ExecOut, scratch: &mut Vec<u8>) -> io::Result<()> {
     // Holes carry no bytes, nor do extents the caller reads from memory its
     // own node lends this one (`TIER_LENT`), nor a file's pages the caller
     // reads from the destination (`TIER_DEST`) or asks for again once read
@@ -229,16 +230,16 @@ fn send_reply(s: &TcpStream, st: &State, out: &ExecOut, scratch: &mut Vec<u8>) -
                 } else {
                     Errno::NodeDown
                 };
-                frame::send_error(s, code, &x.to_string());
+                frame::send_error_on(s, code, &x.to_string());
                 return Ok(());
             }
             fetched.push(v);
         }
     }
     let mut fetched = fetched.into_iter();
-    let mut w = frame::NoSigPipe(s);
+    let w = s;
     frame::write_head(
-        &mut w,
+        w,
         if out.held { Kind::Held } else { Kind::Reply },
         &out.record.to_wire(),
         &[&out.arg],
@@ -266,14 +267,14 @@ fn send_reply(s: &TcpStream, st: &State, out: &ExecOut, scratch: &mut Vec<u8>) -
             done += n;
         }
     }
-    Ok(())
+    w.flush()
 }
 
 /// After a `Held` reply: waits (≤ `deadline`) for the reader's `Release`
 /// and acknowledges it with an empty reply — the reader's proof that the
 /// extents stayed in place while it read them. Anything else ends the
 /// connection (the reader then reports its read failed).
-fn await_release(s: &mut TcpStream, deadline: Duration) -> io::Result<()> {
+fn await_release(s: &mut Served, deadline: Duration) -> io::Result<()> {
     s.set_read_timeout(Some(deadline))?;
     let h = frame::read_header(s)?;
     if h.kind != Kind::Release || h.record_len != 0 || h.arg_len != 0 || h.data_len != 0 {
@@ -282,41 +283,36 @@ fn await_release(s: &mut TcpStream, deadline: Duration) -> io::Result<()> {
             "expected the release of a held reply",
         ));
     }
-    frame::write_frame(&mut frame::NoSigPipe(&*s), Kind::Reply, &[], &[], &[])
+    frame::write_frame(s, Kind::Reply, &[], &[], &[])?;
+    s.flush()
 }
 
 /// Serves one connection until its peer closes it or breaks the protocol.
 fn serve(s: TcpStream, st: &State, peer: &str) {
     let setup = &st.setup;
-    // With TLS, the frames are served on the plaintext end of a relay.
-    let mut s = match setup.transport.tls() {
-        None => s,
-        Some(tls) => match tls.accept_relay(s, setup.call_timeout) {
-            Ok(p) => p,
-            Err(e) => {
-                tracing::warn!(peer, "bulk connection refused: {e}");
-                return;
-            }
-        },
+    // With TLS, frames are read and written through the session.
+    let (mut s, from, client) = match strata_net::bulk::accept_served(
+        s,
+        setup.transport.tls(),
+        &setup.secret,
+        setup.call_timeout,
+    ) {
+        Ok((s, id, client)) if (id as usize) < setup.membership.nodes.len() && id != setup.me => {
+            (s, id, client)
+        }
+        Ok((_, id, _)) => {
+            tracing::warn!(
+                peer,
+                id,
+                "bulk connection refused: not another node of this cluster"
+            );
+            return;
+        }
+        Err(e) => {
+            tracing::warn!(peer, "bulk connection refused: {e}");
+            return;
+        }
     };
-    let (from, client) =
-        match strata_net::bulk::accept_for(&mut s, &setup.secret, setup.call_timeout) {
-            Ok((id, client)) if (id as usize) < setup.membership.nodes.len() && id != setup.me => {
-                (id, client)
-            }
-            Ok((id, _)) => {
-                tracing::warn!(
-                    peer,
-                    id,
-                    "bulk connection refused: not another node of this cluster"
-                );
-                return;
-            }
-            Err(e) => {
-                tracing::warn!(peer, "bulk connection refused: {e}");
-                return;
-            }
-        };
     // This connection's requests run as its client's (pins, file holds).
     let holder = remote_holder(from, client);
     let mut arg = Vec::new();
@@ -332,7 +328,7 @@ fn serve(s: TcpStream, st: &State, peer: &str) {
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return,
             Err(e) => {
                 tracing::warn!(peer, "bulk frame refused: {e}");
-                frame::send_error(&s, Errno::Malformed, &e.to_string());
+                frame::send_error_on(&mut s, Errno::Malformed, &e.to_string());
                 return;
             }
         };
@@ -350,7 +346,7 @@ fn serve(s: TcpStream, st: &State, peer: &str) {
         if h.kind != Kind::Request || h.record_len as usize != REQUEST_WIRE_BYTES || h.data_len != 0
         {
             tracing::warn!(peer, ?h, "bulk frame refused: not a request");
-            frame::send_error(&s, Errno::Malformed, "expected a request frame");
+            frame::send_error_on(&mut s, Errno::Malformed, "expected a request frame");
             return;
         }
         let mut rec = [0u8; REQUEST_WIRE_BYTES];
@@ -359,7 +355,7 @@ fn serve(s: TcpStream, st: &State, peer: &str) {
             return;
         }
         let Some(mut record) = RequestRecord::from_wire(&rec) else {
-            frame::send_error(&s, Errno::Malformed, "malformed request record");
+            frame::send_error_on(&mut s, Errno::Malformed, "malformed request record");
             return;
         };
         let lease = match receive_body(&mut s, st, &mut record, h.arg_len as u64, &mut arg) {
@@ -381,11 +377,11 @@ fn serve(s: TcpStream, st: &State, peer: &str) {
         let out = match sent.ok().and_then(|_| wait_answer(answer)) {
             Some(out) => out,
             None => {
-                frame::send_error(&s, Errno::Shutdown, "the daemon is stopping");
+                frame::send_error_on(&mut s, Errno::Shutdown, "the daemon is stopping");
                 return;
             }
         };
-        let mut sent = send_reply(&s, st, &out, &mut scratch);
+        let mut sent = send_reply(&mut s, st, &out, &mut scratch);
         if out.held && sent.is_ok() {
             sent = await_release(&mut s, setup.call_timeout);
         }
