@@ -60,6 +60,8 @@ pub const CLUSTER_NAME: &str = "strata-cluster";
 pub const RELAYS_MAX: usize = 4096;
 /// How long a relay's second direction may run after the first ended.
 pub const RELAY_GRACE: Duration = Duration::from_secs(30);
+/// Plaintext a blocking session takes per write before it sends.
+const TLS_BUFFER_BYTES: usize = 1 << 20;
 /// Bytes a relay copies per read.
 const RELAY_CHUNK_BYTES: usize = 256 << 10;
 /// Strangers a loopback pair's listener may see before ours arrives.
@@ -263,6 +265,9 @@ impl Tls {
             }
             conn.complete_io(&mut s).map_err(tls_refused)?;
         }
+        // A reply's bytes are written in 1 MiB pieces (the default 64 KiB
+        // would cut them into many more encrypt-and-send rounds).
+        conn.set_buffer_limit(Some(TLS_BUFFER_BYTES));
         Ok(rustls::StreamOwned::new(conn, s))
     }
 }
