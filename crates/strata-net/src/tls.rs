@@ -60,6 +60,8 @@ pub const CLUSTER_NAME: &str = "strata-cluster";
 pub const RELAYS_MAX: usize = 4096;
 /// How long a relay's second direction may run after the first ended.
 pub const RELAY_GRACE: Duration = Duration::from_secs(30);
+/// How much longer than its deadline a dial waits for the relay's answer.
+const RELAY_ANSWER_MARGIN: Duration = Duration::from_secs(5);
 /// Plaintext a blocking session takes per write before it sends.
 const TLS_BUFFER_BYTES: usize = 1 << 20;
 /// Bytes a relay copies per read.
@@ -637,9 +639,15 @@ fn relay(
         }
         pump(tls, ours).await;
     });
-    match rx.recv() {
+    // The task answers within the deadline (its handshake has it); the
+    // margin covers a busy runtime.
+    match rx.recv_timeout(deadline + RELAY_ANSWER_MARGIN) {
         Ok(Ok(())) => Ok(app),
         Ok(Err(e)) => Err(e),
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("TLS relay: no handshake within {deadline:?}"),
+        )),
         Err(_) => Err(io::Error::other(
             "TLS relay: the relay ended during the handshake",
         )),
@@ -836,7 +844,7 @@ mod tests {
         let s = std::net::TcpStream::connect(tap_addr).unwrap();
         let mut p = t.dial_relay(s, Duration::from_secs(5)).unwrap();
         let secret_bytes: Vec<u8> = (0..1u32 << 18)
-            .flat_map(|i| (i ^ 0x5eC2E7).to_le_bytes())
+            .flat_map(|i| (i ^ 0x5EC2E7).to_le_bytes())
             .collect();
         p.write_all(&secret_bytes).unwrap();
         let mut back = [0u8; 16];
