@@ -292,6 +292,8 @@ fn two_users_cannot_reach_each_others_daemon_and_a_group_shares_one() {
     let out = run(strata_as(&acc, &c, &cfg_s).args(["daemon", "stop"]));
     assert!(!out.status.success(), "a member stopped the owner's daemon");
     ok(strata_as(&acc, &c, &cfg_s).arg("status"));
+    // A member follows the drain too: the event log is the group's (0640).
+    ok(strata_as(&acc, &c, &cfg_s).args(["drain", "log", "--tail", "5"]));
     // A non-member reaches neither the socket nor, through a link, the daemon.
     let out = run(strata_as(&acc, &b, &cfg_s).args(["get", "s", "k"]));
     assert!(
@@ -338,8 +340,10 @@ fn two_users_cannot_reach_each_others_daemon_and_a_group_shares_one() {
     for f in private_files(&base.join(&a), "s") {
         let md = std::fs::metadata(&f).unwrap();
         assert_eq!(md.mode() & 0o007, 0, "{} is open to others", f.display());
-        if f.file_name().unwrap() == "strata-tier.data" {
-            // Members' clients read the tier file directly; read-only.
+        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        if name == "strata-tier.data" || name.ends_with(".drain.log") {
+            // Members' clients read the tier file directly, and members
+            // follow the drain's event log; read-only.
             assert_eq!(md.mode() & 0o777, 0o640, "{}", f.display());
         } else {
             assert_eq!(md.mode() & 0o077, 0, "{} is open to the group", f.display());

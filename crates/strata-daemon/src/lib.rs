@@ -771,7 +771,16 @@ pub fn run_with(
     flush_io.pusher = Some(Arc::new(server::ViaPeers(shared.clone())));
     let log_path = drain::event_log_path(&socket);
     let log = match drain::EventLog::start(&log_path) {
-        Ok(l) => Some(l),
+        Ok(l) => {
+            // Members of `daemon.group` follow the drain of their files too
+            // (`strata drain status`, `drain log`): 0640, the group's.
+            if let Some(gid) = group {
+                if let Err(e) = identity::share_with_group(&log_path, gid, 0o640) {
+                    tracing::warn!(path = %log_path.display(), "cannot share the drain event log with the group: {e}");
+                }
+            }
+            Some(l)
+        }
         Err(e) => {
             tracing::warn!(path = %log_path.display(), "cannot open the drain event log: {e}");
             None
