@@ -101,24 +101,11 @@ impl Secret {
 
     /// Writes the secret to a new file, mode 0600 (never over an existing one).
     pub fn save(&self, path: &Path) -> Result<(), SecretError> {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        let werr = |error| SecretError::Write {
+        let hex: String = self.0.iter().map(|b| format!("{b:02x}")).collect();
+        write_new(path, format!("{hex}\n").as_bytes(), 0o600).map_err(|error| SecretError::Write {
             path: path.display().to_string(),
             error,
-        };
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(werr)?;
-        }
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(path)
-            .map_err(werr)?;
-        let hex: String = self.0.iter().map(|b| format!("{b:02x}")).collect();
-        writeln!(f, "{hex}").map_err(werr)?;
-        f.sync_all().map_err(werr)
+        })
     }
 
     fn mac(&self, label: &[u8], a: &[u8], b: &[u8]) -> HmacSha256 {
@@ -128,6 +115,23 @@ impl Secret {
         m.update(b);
         m
     }
+}
+
+/// Writes `bytes` to a new file at `path` with `mode` (its directory made
+/// first; never over an existing file), synced.
+pub(crate) fn write_new(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()
 }
 
 fn refused(why: &str) -> io::Error {

@@ -37,7 +37,7 @@
 //! frame or a call before both sides verified each other's certificate;
 //! every handshake has the caller's deadline.
 
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -449,22 +449,10 @@ pub fn generate(files: &TlsFiles) -> Result<(), TlsError> {
 }
 
 fn write_new(path: &Path, bytes: &[u8], mode: u32) -> Result<(), TlsError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let werr = |error| TlsError::Write {
+    crate::auth::write_new(path, bytes, mode).map_err(|error| TlsError::Write {
         path: path.display().to_string(),
         error,
-    };
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(werr)?;
-    }
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .open(path)
-        .map_err(werr)?;
-    f.write_all(bytes).map_err(werr)?;
-    f.sync_all().map_err(werr)
+    })
 }
 
 /// Loads the `auto` files at `files`, making them first when none exists
@@ -695,7 +683,7 @@ mod tests {
     use super::*;
     use crate::auth::Secret;
     use crate::transport::TcpTransport;
-    use std::io::Read;
+    use std::io::{Read, Write};
 
     fn files(dir: &Path) -> TlsFiles {
         TlsFiles::auto_beside(&dir.join("cluster.secret"))
