@@ -522,6 +522,8 @@ fn symlinks_case() -> Option<Case> {
             .step(step("mkdir real && ln -s real alias && echo x > alias/f && echo y >> real/f && cat alias/f real/f && ls alias && stat -c '%F %N' alias"))
             .step(step("ln -s target3 dangling && echo created > dangling && cat target3 && stat -c '%F' dangling target3"))
             .step(step("mkdir -p d/e && ln -s d/e de && echo q > de/../g && cat d/g && ls d && ln -s link link2 && cat link2"))
+            // absolute names (resolved by openat2 without /proc when no link is on the way)
+            .step(step("echo z > \"$PWD/alias/h\" && cat real/h && echo w >> \"$PWD/real/h\" && cat \"$PWD/alias/h\" && echo r > \"$PWD/de/../g2\" && cat d/g2 && stat -c '%s' \"$PWD/d/g2\" \"$PWD/alias/h\" && ls d"))
             .step(step("ln -s loop1 loop2 && ln -s loop2 loop1 && cat loop1 2>&1 | sed 's/.*: //'"))
             .step(step("python3 -c \"import os\nfor fl in (os.O_RDONLY | os.O_NOFOLLOW, os.O_WRONLY | os.O_CREAT | os.O_EXCL):\n    try:\n        os.open('link', fl)\n    except OSError as e: print('errno', e.errno)\nprint(os.path.samefile('link', 't.txt'), os.stat('link').st_ino == os.stat('t.txt').st_ino)\""))
             .step(step("mv link link3 && cat link3 && readlink link3 && rm link3 && cat t.txt && ls"))

@@ -121,23 +121,8 @@ fn without_the_secret_nothing_answers() {
     // A client with another secret: refused by every node, named.
     let other = bed.dir.path().join("other.secret");
     strata_net::Secret::generate().save(&other).unwrap();
-    let o = std::process::Command::new(cluster_util::strata_bin())
-        .arg("--config")
-        .arg(&bed.config_template)
-        .args(["cluster", "status", "--json", "--hosts", &bed.hosts])
-        .env("STRATA_CLUSTER_SECRET_FILE", &other)
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let rows: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
-    for r in &rows {
-        assert_eq!(r["state"], "down");
-        let e = r["error"].as_str().unwrap();
+    let env = [("STRATA_CLUSTER_SECRET_FILE", other.display().to_string())];
+    for e in stranger_status(&bed, &env) {
         assert!(e.contains("secret"), "{e}");
     }
     // The daemons logged the refusals and still serve the real members.
@@ -198,6 +183,33 @@ fn a_start_that_cannot_agree_names_the_missing_node() {
 }
 
 /// A bed of `n` nodes with its cluster started (the test says which bed ran).
+/// `cluster status --json` of the bed's hosts by a client with `env` set
+/// (another secret, no TLS, another CA): exit 1 and every node down; the
+/// reason each gives.
+fn stranger_status(bed: &Bed, env: &[(&str, String)]) -> Vec<String> {
+    let mut c = std::process::Command::new(cluster_util::strata_bin());
+    c.arg("--config")
+        .arg(&bed.config_template)
+        .args(["cluster", "status", "--json", "--hosts", &bed.hosts]);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let o = c.output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    rows.iter()
+        .map(|r| {
+            assert_eq!(r["state"], "down", "{r}");
+            r["error"].as_str().unwrap().to_string()
+        })
+        .collect()
+}
+
 fn started(n: usize, ram: &str, disk: Option<&str>, start_timeout: &str) -> Bed {
     started_with(cluster_util::bed(n, ram, disk, start_timeout))
 }
@@ -4014,30 +4026,7 @@ fn tls_between_daemons_carries_every_path_and_refuses_strangers() {
     assert_eq!(lines[0], lines[1], "the bytes read on node 1 are node 0's");
     assert_eq!(lines[2].trim(), "64");
     // Strangers: without TLS (the right secret), and with another CA.
-    let status_with = |env: &[(&str, String)]| {
-        let mut c = std::process::Command::new(cluster_util::strata_bin());
-        c.arg("--config")
-            .arg(&bed.config_template)
-            .args(["cluster", "status", "--json", "--hosts", &bed.hosts]);
-        for (k, v) in env {
-            c.env(k, v);
-        }
-        let o = c.output().unwrap();
-        assert_eq!(
-            o.status.code(),
-            Some(1),
-            "{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let rows: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
-        rows.iter()
-            .map(|r| {
-                assert_eq!(r["state"], "down", "{r}");
-                r["error"].as_str().unwrap().to_string()
-            })
-            .collect::<Vec<_>>()
-    };
-    for e in status_with(&[("STRATA_CLUSTER_TLS", "false".into())]) {
+    for e in stranger_status(&bed, &[("STRATA_CLUSTER_TLS", "false".into())]) {
         assert!(
             e.contains("secret") || e.contains("closed") || e.contains("TLS"),
             "{e}"
@@ -4046,11 +4035,14 @@ fn tls_between_daemons_carries_every_path_and_refuses_strangers() {
     let other = bed.dir.path().join("other-ca");
     let files = strata_net::tls::TlsFiles::auto_beside(&other.join("cluster.secret"));
     strata_net::tls::generate(&files).unwrap();
-    for e in status_with(&[
-        ("STRATA_CLUSTER_TLS_CERT", files.cert.display().to_string()),
-        ("STRATA_CLUSTER_TLS_KEY", files.key.display().to_string()),
-        ("STRATA_CLUSTER_TLS_CA", files.ca.display().to_string()),
-    ]) {
+    for e in stranger_status(
+        &bed,
+        &[
+            ("STRATA_CLUSTER_TLS_CERT", files.cert.display().to_string()),
+            ("STRATA_CLUSTER_TLS_KEY", files.key.display().to_string()),
+            ("STRATA_CLUSTER_TLS_CA", files.ca.display().to_string()),
+        ],
+    ) {
         assert!(e.contains("TLS") || e.contains("certificate"), "{e}");
     }
     let log = std::fs::read_to_string(bed.nodes[0].socket.with_extension("log")).unwrap();

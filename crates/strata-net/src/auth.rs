@@ -59,6 +59,15 @@ pub enum SecretError {
     Write { path: String, error: io::Error },
 }
 
+/// The permission bits of a file that must be its owner's alone (a secret,
+/// a TLS key) when its group or others have any of them; None when it is
+/// private (0600 or stricter).
+pub(crate) fn others_may_access(path: &Path) -> io::Result<Option<u32>> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path)?.permissions().mode() & 0o777;
+    Ok((mode & 0o077 != 0).then_some(mode))
+}
+
 impl Secret {
     /// A new random secret.
     pub fn generate() -> Secret {
@@ -73,15 +82,11 @@ impl Secret {
 
     /// Reads a secret file: hex, mode 0600 (or stricter).
     pub fn load(path: &Path) -> Result<Secret, SecretError> {
-        use std::os::unix::fs::PermissionsExt;
         let p = path.display().to_string();
-        let md = std::fs::metadata(path).map_err(|error| SecretError::Read {
-            path: p.clone(),
-            error,
-        })?;
-        let mode = md.permissions().mode() & 0o777;
-        if mode & 0o077 != 0 {
-            return Err(SecretError::Mode { path: p, mode });
+        match others_may_access(path) {
+            Err(error) => return Err(SecretError::Read { path: p, error }),
+            Ok(Some(mode)) => return Err(SecretError::Mode { path: p, mode }),
+            Ok(None) => {}
         }
         let text = std::fs::read_to_string(path).map_err(|error| SecretError::Read {
             path: p.clone(),

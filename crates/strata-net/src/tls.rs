@@ -156,18 +156,19 @@ fn certs(what: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>
 impl Tls {
     /// Loads `files`: an error names the file and what to do.
     pub fn load(files: &TlsFiles) -> Result<Tls, TlsError> {
-        use std::os::unix::fs::PermissionsExt;
         let chain = certs("the TLS certificate", &files.cert)?;
         let cas = certs("the TLS CA", &files.ca)?;
         let p = files.key.display().to_string();
-        let md = std::fs::metadata(&files.key).map_err(|error| TlsError::Read {
-            what: "the TLS key",
-            path: p.clone(),
-            error,
-        })?;
-        let mode = md.permissions().mode() & 0o777;
-        if mode & 0o077 != 0 {
-            return Err(TlsError::Mode { path: p, mode });
+        match crate::auth::others_may_access(&files.key) {
+            Err(error) => {
+                return Err(TlsError::Read {
+                    what: "the TLS key",
+                    path: p,
+                    error,
+                })
+            }
+            Ok(Some(mode)) => return Err(TlsError::Mode { path: p, mode }),
+            Ok(None) => {}
         }
         let key_pem = read_file("the TLS key", &files.key)?;
         let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|_| TlsError::Pem {
@@ -571,9 +572,6 @@ impl Drop for Slot {
     }
 }
 
-type Handshake =
-    Box<dyn FnOnce(tokio::net::TcpStream) -> BoxFuture<'static, io::Result<Conn>> + Send>;
-
 fn relay(
     s: std::net::TcpStream,
     deadline: Duration,
@@ -581,7 +579,6 @@ fn relay(
         + Send
         + 'static,
 ) -> io::Result<std::net::TcpStream> {
-    let handshake: Handshake = Box::new(handshake);
     if RELAYS.fetch_add(1, Ordering::Relaxed) >= RELAYS_MAX {
         RELAYS.fetch_sub(1, Ordering::Relaxed);
         return Err(io::Error::other(format!(
