@@ -153,9 +153,16 @@ struct FileStreams {
 }
 
 /// Sequential streams per file, bounded; no clock, no I/O.
+///
+/// `by_use` orders the files by their last read (`FileStreams::used`, unique
+/// per read), so that a new file at a full table replaces the least
+/// recently read one in O(log n). It was a scan of the whole table per new
+/// file: an mdtest-like read phase over more than 4096 files paid it on
+/// every read, ~10 µs of the daemon's one thread each (issue 18, t2s).
 #[derive(Debug, Default)]
 pub struct StreamTable {
     files: HashMap<BucketId, FileStreams>,
+    by_use: std::collections::BTreeMap<u64, BucketId>,
     clock: u64,
 }
 
@@ -176,16 +183,20 @@ impl StreamTable {
         self.clock += 1;
         let now = self.clock;
         if !self.files.contains_key(&file) && self.files.len() >= STREAM_FILES_MAX {
-            // Bounded scan, only when a new file arrives at a full table.
-            if let Some(old) = self
-                .files
-                .iter()
-                .min_by_key(|(_, f)| f.used)
-                .map(|(id, _)| *id)
-            {
+            // A new file at a full table: the least recently read one goes.
+            if let Some((_, old)) = self.by_use.pop_first() {
                 self.files.remove(&old);
             }
         }
+        let before = self.files.get(&file).map(|f| f.used);
+        if let Some(u) = before {
+            self.by_use.remove(&u);
+        }
+        self.by_use.insert(now, file);
+        debug_assert_eq!(
+            self.by_use.len(),
+            self.files.len() + usize::from(before.is_none())
+        );
         let fs = self.files.entry(file).or_default();
         fs.used = now;
         let end = off.saturating_add(len);
@@ -246,7 +257,9 @@ impl StreamTable {
     }
 
     pub fn forget(&mut self, file: BucketId) {
-        self.files.remove(&file);
+        if let Some(fs) = self.files.remove(&file) {
+            self.by_use.remove(&fs.used);
+        }
     }
 }
 
@@ -1355,6 +1368,29 @@ mod tests {
             t.on_read(BucketId(100 + i), 0, 4096, P, 8);
         }
         assert!(t.files.len() <= STREAM_FILES_MAX);
+        assert_eq!(t.by_use.len(), t.files.len());
+    }
+
+    #[test]
+    fn a_full_table_replaces_the_least_recently_read_file() {
+        let mut t = StreamTable::default();
+        let n = STREAM_FILES_MAX as u64;
+        for i in 0..n {
+            t.on_read(BucketId(i), 0, 4096, P, 8);
+        }
+        // file 0 read again: file 1 is now the least recently read
+        t.on_read(BucketId(0), 4096, 4096, P, 8);
+        t.forget(BucketId(5));
+        t.on_read(BucketId(n), 0, 4096, P, 8); // fills the slot file 5 left
+        t.on_read(BucketId(n + 1), 0, 4096, P, 8); // replaces file 1
+        assert!(t.files.contains_key(&BucketId(0)));
+        assert!(!t.files.contains_key(&BucketId(1)));
+        assert!(t.files.contains_key(&BucketId(2)));
+        assert!(!t.files.contains_key(&BucketId(5)));
+        assert_eq!(t.files.len(), STREAM_FILES_MAX);
+        assert_eq!(t.by_use.len(), t.files.len());
+        // file 0 kept its stream: the next sequential read continues it
+        assert_eq!(t.files[&BucketId(0)].streams[0].run, 2);
     }
 
     #[test]
