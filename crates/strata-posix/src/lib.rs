@@ -13,6 +13,9 @@
 //!   `strata:<id hex>:<accmode>:<persist>` whose kernel offset is the file
 //!   position and whose `F_GETFL` carries `O_APPEND`; descriptors inherited
 //!   over exec are classified on first use by `readlink(/proc/self/fd/N)`.
+//!   Every write of an entry goes through `store_entry`, which keeps per-id
+//!   bucket counts (`USES`): "is another descriptor of this file open?" is
+//!   answered without scanning the table when the count is zero.
 //! * `hooks` — the POSIX entry points, `stdio` — `fopencookie` streams,
 //!   `shim` + csrc/shim.c — the variadic entry points.
 //!
