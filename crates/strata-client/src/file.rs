@@ -358,6 +358,18 @@ fn dest_info(path: &str, fl: OpenFlags, cached: bool) -> Result<(DestInfo, bool)
     dest_look(path, fl).map(|i| (i, false))
 }
 
+/// [`dest_info`] for a record the daemon may drop (`Stale`: clean, held by
+/// nobody): always a fresh look. The resolver's note that the path was
+/// absent a moment ago must not judge it — the flusher may have written the
+/// file there since (the note was taken before the record's flush ended),
+/// and "absent" makes the daemon drop the record as removed outside strata
+/// and the open fail with ENOENT (CI: `git fsck`'s `multi-pack-index verify`
+/// child could not read `.git/config` that `git clone` had just written).
+fn dest_info_of_record(path: &str, fl: OpenFlags) -> Result<(DestInfo, bool)> {
+    note_dest_absent(None);
+    dest_info(path, fl, false)
+}
+
 /// The longest path [`note_dest_absent`] keeps.
 const SEEN_ABSENT_BYTES: usize = 4096;
 /// How long a [`note_dest_absent`] is trusted: the open it is for follows
@@ -619,7 +631,12 @@ impl Client {
                 let mut cached = e == Errno::NeedDest;
                 // Bounded: the second round never uses the cache.
                 loop {
-                    let (info, assumed) = match dest_info(path, fl, cached) {
+                    let looked = if e == Errno::Stale {
+                        dest_info_of_record(path, fl)
+                    } else {
+                        dest_info(path, fl, cached)
+                    };
+                    let (info, assumed) = match looked {
                         Ok(i) => i,
                         // A record that may be stale and no file at the
                         // destination: tell the daemon, which drops the
@@ -2252,6 +2269,30 @@ mod seen_absent_tests {
         use_dest_absent(true);
         assert!(!take_seen_absent("/d/c"), "disarming forgets");
         use_dest_absent(false);
+    }
+
+    #[test]
+    fn a_record_the_daemon_may_drop_is_judged_on_a_fresh_look_not_on_a_note() {
+        let dir = std::env::temp_dir().join(format!("strata-seen-record-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("flushed");
+        let path = p.to_str().unwrap();
+        // the resolver found nothing; then the flusher wrote the file there
+        use_dest_absent(true);
+        note_dest_absent(Some(path.as_bytes()));
+        std::fs::write(&p, b"flushed meanwhile").unwrap();
+        let fl = OpenFlags {
+            read: true,
+            ..OpenFlags::default()
+        };
+        let (info, assumed) = dest_info_of_record(path, fl).unwrap();
+        assert!(info.exists && !assumed, "{info:?}");
+        assert_eq!(info.size, 17);
+        // the plain look would have believed the note
+        note_dest_absent(Some(path.as_bytes()));
+        assert!(dest_info(path, fl, false).is_err());
+        use_dest_absent(false);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
