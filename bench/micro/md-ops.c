@@ -8,15 +8,19 @@
  *   open-read-close open(O_RDONLY) + read 4 KiB + close
  *   pread           pread 4 KiB of an open file (no path, no open)
  *   unlink          once per file, at the end
+ *   held-open, held-close  (with "held") all N files opened read-only and
+ *                   kept open, then all closed: the cost of an open and of a
+ *                   close while thousands of other files are open
  *
  * With 4 processes at once (DIR/d0..d3) it shows what a single daemon thread
  * and spinning waiters cost on 2 cores: run four copies in parallel.
  *
  * Build: cc -O2 -o md-ops md-ops.c
- * Run:   ./md-ops DIR [N=1000] [R=30] */
+ * Run:   ./md-ops DIR [N=1000] [R=30] [held]   (held: N up to the fd limit) */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -83,6 +87,28 @@ int main(int argc, char **argv) {
     t1 = now_ns();
     close(fd);
     printf("pread %.2f us\n", (t1 - t0) / n / rounds / 1e3);
+    if (argc > 4 && strcmp(argv[4], "held") == 0) {
+        int *fds = malloc(sizeof(int) * n);
+        t0 = now_ns();
+        for (int i = 0; i < n; i++) {
+            name(p, dir, i);
+            if ((fds[i] = open(p, O_RDONLY)) < 0) {
+                perror(p);
+                return 1;
+            }
+        }
+        t1 = now_ns();
+        printf("held-open %.2f us\n", (t1 - t0) / n / 1e3);
+        t0 = now_ns();
+        for (int i = 0; i < n; i++)
+            if (close(fds[i])) {
+                perror("close");
+                return 1;
+            }
+        t1 = now_ns();
+        printf("held-close %.2f us\n", (t1 - t0) / n / 1e3);
+        free(fds);
+    }
     t0 = now_ns();
     for (int i = 0; i < n; i++) {
         name(p, dir, i);
