@@ -767,7 +767,10 @@ pub(crate) fn set_tracked(
         store_entry(fd as usize, k, id);
         TRACKED_END.fetch_max(fd + 1, Ordering::AcqRel);
         if held {
-            mark_held(id);
+            // this descriptor is marked held already: others of the file?
+            if use_bucket(id).load(Ordering::Acquire) > 1 {
+                mark_held(id);
+            }
         }
     }
 }
@@ -814,10 +817,6 @@ pub(crate) fn set_kind_id(fd: c_int, k: u8, id: u64) {
 
 /// Every descriptor of file `id`: held by the current client.
 fn mark_held(id: u64) {
-    // the descriptor just set is one use: another needs a look
-    if use_bucket(id).load(Ordering::Acquire) <= 1 {
-        return;
-    }
     for fd in 0..tracked_end() {
         let k = KIND[fd].load(Ordering::Acquire);
         if k & K_TRACKED != 0 && k & K_HELD == 0 && ID[fd].load(Ordering::Relaxed) == id {
