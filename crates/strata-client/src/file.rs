@@ -2271,10 +2271,16 @@ mod seen_absent_tests {
         use_dest_absent(false);
     }
 
+    /// A fresh directory of this test process (`tag` tells the tests apart).
+    fn scratch_dir(tag: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("strata-seen-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
     #[test]
     fn a_record_the_daemon_may_drop_is_judged_on_a_fresh_look_not_on_a_note() {
-        let dir = std::env::temp_dir().join(format!("strata-seen-record-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = scratch_dir("record");
         let p = dir.join("flushed");
         let path = p.to_str().unwrap();
         // the resolver found nothing; then the flusher wrote the file there
@@ -2297,8 +2303,7 @@ mod seen_absent_tests {
 
     #[test]
     fn an_absent_note_makes_a_create_skip_the_look_and_a_plain_open_fail() {
-        let dir = std::env::temp_dir().join(format!("strata-seen-absent-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = scratch_dir("absent");
         let p = dir.join("f");
         let ps = p.to_str().unwrap();
         let create = OpenFlags {

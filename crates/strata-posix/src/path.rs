@@ -18,37 +18,35 @@ pub const PATH_BYTES: usize = 4096;
 /// (issue 18, t2s). Only `buf[..len]` is ever read, and it is always written
 /// first (`push`, `fix_root`).
 pub struct AbsPath {
-    buf: [std::mem::MaybeUninit<u8>; PATH_BYTES],
+    buf: RawBuf,
     len: usize,
 }
 
 impl AbsPath {
     fn new() -> AbsPath {
         AbsPath {
-            buf: [std::mem::MaybeUninit::uninit(); PATH_BYTES],
+            buf: RawBuf::new(),
             len: 0,
         }
     }
     pub fn bytes(&self) -> &[u8] {
-        debug_assert!(self.len <= PATH_BYTES);
-        // SAFETY: buf[..len] was written by push/fix_root before len grew
-        // over it (the invariant above); MaybeUninit<u8> has u8's layout.
-        unsafe { std::slice::from_raw_parts(self.buf.as_ptr() as *const u8, self.len) }
-    }
-    /// The byte before `len` (the caller checked len > 0).
-    fn last_byte(&self) -> u8 {
-        self.bytes()[self.len - 1]
-    }
-    fn put(&mut self, at: usize, src: &[u8]) {
-        for (d, &b) in self.buf[at..at + src.len()].iter_mut().zip(src) {
-            d.write(b);
-        }
+        // buf[..len] was written by push/fix_root before len grew over it
+        self.buf.get(self.len)
     }
     pub fn as_str(&self) -> Option<&str> {
         std::str::from_utf8(self.bytes()).ok()
     }
     pub fn as_path(&self) -> &std::path::Path {
         std::path::Path::new(OsStr::from_bytes(self.bytes()))
+    }
+    /// The byte before `len` (the caller checked len > 0).
+    fn last_byte(&self) -> u8 {
+        self.bytes()[self.len - 1]
+    }
+    fn put(&mut self, at: usize, src: &[u8]) {
+        for (d, &b) in self.buf.0[at..at + src.len()].iter_mut().zip(src) {
+            d.write(b);
+        }
     }
     /// Appends `rel`'s components. False if it does not fit.
     fn push(&mut self, rel: &[u8]) -> bool {
