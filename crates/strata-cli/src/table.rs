@@ -214,6 +214,12 @@ pub fn status_table(st: &StatusReply) -> String {
             ix.published, ix.entries, ix.direct_reads_total
         ));
     }
+    if let Some(ix) = &st.stat_index {
+        out.push_str(&format!(
+            "stat index: {} of {} entries published ({} published, {} forgotten on a change since start)\n",
+            ix.published, ix.entries, ix.published_total, ix.forgotten_total
+        ));
+    }
     if let Some(f) = &st.flush {
         out.push_str(&if f.yielding {
             format!(

@@ -54,6 +54,9 @@ pub(crate) struct ShmShared {
     /// The daemon's get index (None: it publishes none, or
     /// `STRATA_CLIENT_GET_INDEX=0`): small RAM blobs read without a request.
     pub index: Option<strata_transport_shm::index::IndexReader>,
+    /// The daemon's stat index (None: it publishes none, or
+    /// `STRATA_CLIENT_STAT_INDEX=0`): a stat by path without a request.
+    pub stat_index: Option<strata_transport_shm::stat_index::StatReader>,
     /// When the lifeline last showed the daemon up (ns since `epoch`):
     /// direct reads look again at most every `INDEX_ALIVE_CHECK_NS`.
     pub alive_checked_ns: AtomicU64,
@@ -98,6 +101,24 @@ impl ShmShared {
         Some(ix)
     }
 
+    /// The stat index, if the daemon is up (as [`ShmShared::index`]).
+    fn stat_index(&self) -> Option<&strata_transport_shm::stat_index::StatReader> {
+        let ix = self.stat_index.as_ref()?;
+        if self.ctl().state.load(Ordering::Acquire) != strata_transport_shm::layout::DAEMON_RUNNING
+        {
+            return None;
+        }
+        let now = self.epoch.elapsed().as_nanos() as u64;
+        let seen = self.alive_checked_ns.load(Ordering::Relaxed);
+        if now.saturating_sub(seen) > INDEX_ALIVE_CHECK_NS {
+            if !self.daemon_alive() {
+                return None;
+            }
+            self.alive_checked_ns.store(now, Ordering::Relaxed);
+        }
+        Some(ix)
+    }
+
     /// True while the daemon is up (its end of our lifeline is open).
     pub fn daemon_alive(&self) -> bool {
         if self.ctl().state.load(Ordering::SeqCst) != strata_transport_shm::layout::DAEMON_RUNNING {
@@ -122,6 +143,15 @@ impl ShmShared {
 pub struct ShmTransport {
     shared: ShmShared,
     chans: Vec<Mutex<Chan>>,
+}
+
+impl ShmTransport {
+    /// What `FileStat` by `path` would answer, read from the daemon's stat
+    /// index without a request; None: ask the daemon.
+    #[inline]
+    pub fn stat_indexed(&self, path: &str) -> Option<strata_proto::types::FileAttr> {
+        self.shared.stat_index()?.lookup(path.as_bytes())
+    }
 }
 
 static THREAD_COUNTER: AtomicUsize = AtomicUsize::new(0);
@@ -188,6 +218,7 @@ impl ShmTransport {
             arena_block_bytes: hello.arena_block_bytes.max(1),
             lease_bytes: hello.lease_bytes,
             index: open_index(&hello.index_segment),
+            stat_index: open_stat_index(&hello.stat_segment),
             alive_checked_ns: AtomicU64::new(0),
             epoch: std::time::Instant::now(),
         };
@@ -223,6 +254,16 @@ fn open_index(name: &str) -> Option<strata_transport_shm::index::IndexReader> {
         return None;
     }
     strata_transport_shm::index::IndexReader::open(name).ok()
+}
+
+/// Maps the daemon's stat index, unless there is none or the environment
+/// turns it off (`STRATA_CLIENT_STAT_INDEX=0`, to compare both ways). A
+/// failure only costs speed: every stat then asks the daemon.
+fn open_stat_index(name: &str) -> Option<strata_transport_shm::stat_index::StatReader> {
+    if name.is_empty() || std::env::var_os("STRATA_CLIENT_STAT_INDEX").is_some_and(|v| v == "0") {
+        return None;
+    }
+    strata_transport_shm::stat_index::StatReader::open(name).ok()
 }
 
 /// A channel held by one thread, with what it shares with the others.

@@ -20,6 +20,7 @@ pub(crate) const SCALAR_KEYS: &[&str] = &[
     "daemon.spin",
     "daemon.slot_arg_size",
     "daemon.get_index",
+    "daemon.stat_index",
     "daemon.metrics",
     "daemon.group",
     "placement.policy",
@@ -230,6 +231,7 @@ pub(crate) fn set_scalar(cfg: &mut Config, path: &str, v: &str) -> Result<(), St
         "daemon.spin" => d.spin_us = parse_duration_us(v)?,
         "daemon.slot_arg_size" => d.slot_arg_size_bytes = parse_size(v)?,
         "daemon.get_index" => d.get_index_entries = parse_u32(v)?,
+        "daemon.stat_index" => d.stat_index_entries = parse_u32(v)?,
         "daemon.group" => {
             d.group = match v.trim() {
                 "none" | "" => None,

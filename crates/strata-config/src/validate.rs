@@ -128,6 +128,13 @@ pub(crate) fn validate(c: &Config) -> R {
         1 << 19,
         int,
     )?;
+    range_u64(
+        "daemon.stat_index",
+        d.stat_index_entries.into(),
+        0,
+        1 << 19,
+        int,
+    )?;
     if d.slot_arg_size_bytes % (4 * KIB) != 0 {
         return fail(
             "daemon.slot_arg_size",

@@ -166,6 +166,12 @@ pub(crate) fn to_yaml(c: &Config) -> String {
     );
     o.line(
         2,
+        "stat_index",
+        &d.stat_index_entries.to_string(),
+        "entries of file attributes clients stat without a round trip, 0..=524288 (0: off)",
+    );
+    o.line(
+        2,
         "metrics",
         &d.metrics
             .map_or_else(|| "off".to_string(), |a| a.to_string()),

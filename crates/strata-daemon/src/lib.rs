@@ -35,6 +35,7 @@ pub mod logging;
 pub mod metrics;
 pub mod read_ahead;
 pub mod server;
+pub mod stat_index;
 
 /// The engine's modules the CLI reaches by their old paths.
 pub use strata_engine::{drain, trace};
@@ -243,7 +244,7 @@ fn is_own_segment(prefix: &str, name: &str) -> bool {
     let Some(rest) = name.strip_prefix(prefix).and_then(|r| r.strip_prefix('-')) else {
         return false;
     };
-    if rest == "ctl" || rest == "arena" || rest == "index" {
+    if rest == "ctl" || rest == "arena" || rest == "index" || rest == "statix" {
         return true;
     }
     let Some(ids) = rest.strip_prefix('c') else {
@@ -556,6 +557,21 @@ pub fn run_with(
             ),
         }
     }
+    // The stat index: off in a cluster (a record may be served by another
+    // node, whose changes this node's index would not see).
+    let mut stat_segment = String::new();
+    if cfg.daemon.stat_index_entries > 0 && cluster.is_none() {
+        let name = format!("{prefix}-statix");
+        match stat_index::StatIndex::create(&name, cfg.daemon.stat_index_entries) {
+            Ok(ix) => {
+                core.meta.set_stat_index(Box::new(ix));
+                stat_segment = name;
+            }
+            Err(e) => tracing::warn!(
+                "no stat index (every stat asks the daemon): cannot create /dev/shm/{name}: {e}"
+            ),
+        }
+    }
     let ctl_name = format!("{prefix}-ctl");
     let ctl = ShmSegment::create_or_replace(&ctl_name, layout::CTL_SEGMENT_BYTES)
         .with_context(|| format!("cannot create /dev/shm/{ctl_name}"))?;
@@ -634,6 +650,7 @@ pub fn run_with(
                 && cfg.cluster.read_replicas
                 && cfg.cluster.remote_read_ahead,
             index_segment,
+            stat_segment,
         },
         shm_prefix: prefix.clone(),
         clients_max: cfg.daemon.clients_max as u64,
@@ -843,7 +860,13 @@ mod sweep_tests {
     use super::is_own_segment;
     #[test]
     fn sweeps_only_its_own_segment_names() {
-        for n in ["strata-x-ctl", "strata-x-arena", "strata-x-c12-3456"] {
+        for n in [
+            "strata-x-ctl",
+            "strata-x-arena",
+            "strata-x-c12-3456",
+            "strata-x-index",
+            "strata-x-statix",
+        ] {
             assert!(is_own_segment("strata-x", n), "{n}");
         }
         for n in [

@@ -587,6 +587,19 @@ impl Collector for Scrape {
             )?;
         }
 
+        if let Some(x) = &s.stat_index {
+            o.gauge(
+                "strata_stat_index_published",
+                "File records clients may stat without a request",
+                x.published as f64,
+            )?;
+            o.counter(
+                "strata_stat_index_forgotten",
+                "Stat index entries forgotten because their record changed",
+                x.forgotten_total,
+            )?;
+        }
+
         // Cluster: this node's view of every node.
         if let Some(c) = &s.cluster {
             let peer = |f: &dyn Fn(&strata_proto::control::PeerStatus) -> Option<f64>| {
@@ -714,6 +727,7 @@ mod tests {
             organizer: None,
             cluster: None,
             get_index: None,
+            stat_index: None,
             flush: None,
             metrics: None,
             log: None,

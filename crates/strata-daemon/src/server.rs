@@ -1966,6 +1966,15 @@ impl Poller {
                     }
                 },
             ),
+            stat_index: self.engine.core.meta.stat_index().map(|ix| {
+                let (entries, published, published_total, forgotten_total) = ix.counts();
+                strata_proto::control::StatIndexStatus {
+                    entries,
+                    published,
+                    published_total,
+                    forgotten_total,
+                }
+            }),
             flush: self.engine.flusher.as_ref().map(|f| {
                 let st = f.settings();
                 strata_proto::control::FlushStatus {

@@ -155,6 +155,7 @@ impl crate::Engine {
                 }
             }
             Request::FileStat { file, dest } => {
+                let by_path = matches!(file, FileRef::Path(_));
                 let id = match file {
                     FileRef::Id(id) => BucketId(id),
                     FileRef::Path(path) => {
@@ -170,7 +171,12 @@ impl crate::Engine {
                         id
                     }
                 };
-                Reply::FileAttr(self.core.file_attr(id)?)
+                let a = self.core.file_attr(id)?;
+                if by_path {
+                    // the next stat of this path needs no request
+                    self.core.stat_offer(id);
+                }
+                Reply::FileAttr(a)
             }
             Request::FileWrite { file, at, data } => {
                 let id = BucketId(file);

@@ -169,6 +169,7 @@ impl Core {
             set_times(&fd, Some(atime), Some(mtime)).map_err(sys)?;
         }
         let dup = fd.try_clone().map_err(io)?;
+        self.meta.stat_forget(id);
         self.files.backings.by_file.insert(id, fd);
         tracing::debug!(
             ?id,
@@ -288,6 +289,7 @@ impl Core {
             }
         }
         if r.is_err() || !retire {
+            self.meta.stat_forget(id);
             self.files.backings.by_file.insert(id, fd);
         } else {
             tracing::debug!(?id, "a mapped file's shared backing retired");

@@ -74,6 +74,7 @@ impl Core {
     /// `FileOpen` / `FileHold`: client `client` holds file `id`.
     pub fn file_hold(&mut self, id: BucketId, client: u64) -> Result<()> {
         self.meta.file(id)?;
+        self.meta.stat_forget(id);
         let h = self.holds.by_file.entry(id).or_default();
         if h.contains(&client) || h.len() >= HOLDERS_PER_FILE_MAX {
             return Ok(());
@@ -107,6 +108,7 @@ impl Core {
     }
 
     fn drop_holder(&mut self, id: BucketId, client: u64) {
+        self.meta.stat_forget(id);
         let empty = match self.holds.by_file.get_mut(&id) {
             Some(h) => {
                 h.retain(|&c| c != client);
@@ -125,6 +127,10 @@ impl Core {
                 if let Err(e) = self.bucket_destroy(id) {
                     tracing::error!(?id, "cannot destroy an unlinked file: {e}");
                 }
+            } else {
+                // the last close: what a stat by path answers next (mdtest's
+                // stat phase follows its create phase)
+                self.stat_offer(id);
             }
         }
     }

@@ -81,6 +81,7 @@ impl Core {
     /// Adds `name` (free) as a further name of `id`.
     pub(crate) fn link_add(&mut self, id: BucketId, name: &str) {
         debug_assert!(self.meta.file_by_path(name).is_none());
+        self.meta.stat_forget(id);
         self.files.links.by_name.insert(name.to_string(), id);
         self.files
             .links
@@ -159,6 +160,7 @@ impl Core {
 
     /// Record `id` goes away: its further names and inode go with it.
     pub(crate) fn links_drop(&mut self, id: BucketId) {
+        self.meta.stat_forget(id);
         if let Some(set) = self.files.links.names.remove(&id) {
             for n in set {
                 self.files.links.by_name.remove(&n);

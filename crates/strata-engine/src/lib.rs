@@ -81,6 +81,7 @@ pub mod files_list;
 pub mod files_publish;
 pub mod files_replica;
 pub mod files_reval;
+pub mod files_statix;
 pub mod flush;
 pub mod flush_conc;
 pub mod journal;
@@ -100,6 +101,8 @@ pub mod trace;
 mod drain_tests;
 #[cfg(test)]
 mod engine_tests;
+#[cfg(test)]
+mod files_statix_tests;
 #[cfg(test)]
 mod files_tests;
 #[cfg(test)]
@@ -302,6 +305,12 @@ impl Engine {
             self.core
                 .meta
                 .index_harvest(&mut |b, hits| access.record_direct(b, now, hits));
+            // Debug builds (every test) check the stat index's invariant.
+            if cfg!(debug_assertions) {
+                if let Err(e) = self.core.stat_audit() {
+                    panic!("stat index out of step with the records: {e}");
+                }
+            }
         }
         if let Some(f) = self.flusher.as_mut() {
             f.tick(&mut self.core);

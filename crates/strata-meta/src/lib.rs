@@ -441,6 +441,25 @@ pub trait Published: Send {
     fn counts(&self) -> (u64, u64, u64, u64);
 }
 
+/// Where quiet file records' attributes are published for a `stat` by path
+/// that bypasses the daemon (the stat index of strata-transport-shm,
+/// installed by the daemon). The store tells it before any file record
+/// changes, is renamed or goes; the engine before a record's holders or
+/// names change — the index's invariant rests on that call coming first.
+pub trait StatPublished: Send {
+    /// Record `id` is about to change or go: its entry must be gone when
+    /// this returns.
+    fn forget(&mut self, id: BucketId);
+    /// Publishes `attr` (of record `attr.id`) under `path`.
+    fn publish(&mut self, path: &str, attr: &strata_proto::types::FileAttr);
+    /// What the entry of `id` says now: (path, attributes).
+    fn peek(&self, id: BucketId) -> Option<(Vec<u8>, strata_proto::types::FileAttr)>;
+    /// The records published now.
+    fn published_ids(&self) -> Vec<BucketId>;
+    /// (entries, published now, published ever, forgotten ever).
+    fn counts(&self) -> (u64, u64, u64, u64);
+}
+
 /// All buckets and blobs of this node.
 pub struct MetaStore {
     node_id: NodeId,
@@ -460,6 +479,8 @@ pub struct MetaStore {
     pub touched: Touched,
     /// The get index, when the daemon publishes one.
     index: Option<Box<dyn Published>>,
+    /// The stat index, when the daemon publishes one.
+    stat_index: Option<Box<dyn StatPublished>>,
     /// Byte limits (`quotas:` in the configuration), with their use.
     quotas: Vec<Quota>,
 }
@@ -536,6 +557,7 @@ impl MetaStore {
             next_gen: 1,
             touched: Touched::default(),
             index: None,
+            stat_index: None,
             quotas: Vec::new(),
         }
     }
@@ -634,6 +656,33 @@ impl MetaStore {
     /// Installs the get index (every later change of a blob forgets its entry).
     pub fn set_index(&mut self, index: Box<dyn Published>) {
         self.index = Some(index);
+    }
+
+    /// Installs the stat index (every later change of a file record
+    /// forgets its entry).
+    pub fn set_stat_index(&mut self, index: Box<dyn StatPublished>) {
+        self.stat_index = Some(index);
+    }
+
+    pub fn stat_index(&self) -> Option<&dyn StatPublished> {
+        self.stat_index.as_deref()
+    }
+
+    /// Tells the stat index record `id` changes now (see
+    /// [`StatPublished::forget`]).
+    #[inline]
+    pub fn stat_forget(&mut self, id: BucketId) {
+        if let Some(ix) = self.stat_index.as_mut() {
+            ix.forget(id);
+        }
+    }
+
+    /// Publishes `attr` under `path` (the caller checked the record is
+    /// quiet: see the engine's `stat_offer`).
+    pub fn stat_publish(&mut self, path: &str, attr: &strata_proto::types::FileAttr) {
+        if let Some(ix) = self.stat_index.as_mut() {
+            ix.publish(path, attr);
+        }
     }
 
     pub fn index_counts(&self) -> Option<(u64, u64, u64, u64)> {
@@ -828,6 +877,7 @@ impl MetaStore {
             return Err(Errno::Exists);
         }
         let q_new = self.quota_for(new_name);
+        self.stat_forget(id);
         let b = self.buckets.get_mut(&id).ok_or(Errno::NoBucket)?;
         let old = std::mem::replace(&mut b.name, new_name.into());
         let (q_old, size) = (std::mem::replace(&mut b.quota, q_new), b.size_bytes);
@@ -849,6 +899,7 @@ impl MetaStore {
 
     /// Removes the bucket and returns its blobs (the caller frees their space).
     pub fn bucket_destroy(&mut self, id: BucketId) -> Result<Vec<Blob>> {
+        self.stat_forget(id);
         let b = self.buckets.remove(&id).ok_or(Errno::NoBucket)?;
         self.bucket_by_name.remove(&b.name);
         self.quota_add(b.quota, b.size_bytes, 0);
@@ -1005,6 +1056,7 @@ impl MetaStore {
     /// Attaches a file record to a bucket that has none.
     pub fn file_attach(&mut self, id: BucketId, rec: FileRecord) -> Result<()> {
         rec.check().map_err(|_| Errno::Inval)?;
+        self.stat_forget(id);
         let b = self.buckets.get_mut(&id).ok_or(Errno::NoBucket)?;
         if b.file.is_some() {
             return Err(Errno::Exists);
@@ -1026,6 +1078,7 @@ impl MetaStore {
 
     /// Mutable access for access times only (not journaled).
     pub fn file_stats_mut(&mut self, id: BucketId) -> Result<&mut FileRecord> {
+        self.stat_forget(id);
         self.buckets
             .get_mut(&id)
             .and_then(|b| b.file.as_deref_mut())
@@ -1034,6 +1087,7 @@ impl MetaStore {
 
     pub fn file_mut(&mut self, id: BucketId) -> Result<&mut FileRecord> {
         self.touched.bucket(id);
+        self.stat_forget(id);
         self.buckets
             .get_mut(&id)
             .and_then(|b| b.file.as_deref_mut())

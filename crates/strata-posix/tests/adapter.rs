@@ -167,7 +167,7 @@ impl Drop for Daemon {
             let _ = c.kill();
             let _ = c.wait();
             // a SIGKILLed daemon leaves its segments: they go with the test
-            for suffix in ["-arena", "-ctl", "-index", ".lock"] {
+            for suffix in ["-arena", "-ctl", "-index", "-statix", ".lock"] {
                 let _ = std::fs::remove_file(format!("/dev/shm/{}{suffix}", self.shm_prefix));
             }
             let clients = format!("{}-c", self.shm_prefix);

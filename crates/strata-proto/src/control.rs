@@ -254,6 +254,11 @@ pub struct HelloReply {
     /// reads straight from the arena (`strata_transport_shm::index`).
     #[serde(default)]
     pub index_segment: String,
+    /// The stat index's segment (empty: none): attributes of quiet file
+    /// records the client reads for a stat by path
+    /// (`strata_transport_shm::stat_index`).
+    #[serde(default)]
+    pub stat_segment: String,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -312,6 +317,9 @@ pub struct StatusReply {
     /// the I/O log is on).
     #[serde(default)]
     pub get_index: Option<GetIndexStatus>,
+    /// The stat index (None: off — `daemon.stat_index: 0`, or a cluster).
+    #[serde(default)]
+    pub stat_index: Option<StatIndexStatus>,
     /// The background drain (None: no flusher).
     #[serde(default)]
     pub flush: Option<FlushStatus>,
@@ -362,6 +370,17 @@ pub struct GetIndexStatus {
     pub published_total: u64,
     /// Gets served without asking the daemon (counted every 100 ms).
     pub direct_reads_total: u64,
+}
+
+/// Attributes of quiet file records clients stat without a request.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct StatIndexStatus {
+    pub entries: u64,
+    /// Records published now.
+    pub published: u64,
+    pub published_total: u64,
+    /// Entries forgotten because their record changed.
+    pub forgotten_total: u64,
 }
 
 /// A cluster member's view of the cluster.

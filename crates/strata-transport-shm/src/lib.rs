@@ -18,6 +18,7 @@ pub mod codec;
 pub mod index;
 pub mod layout;
 pub mod record;
+pub mod stat_index;
 
 pub use codec::{decode_reply, decode_request, encode_reply, encode_request, op_of};
 pub use record::{

@@ -195,7 +195,7 @@ impl Drop for TestDaemon {
 /// The segments and lock of a dead daemon with shared-memory prefix
 /// `prefix` (a clean stop removes them itself; a SIGKILL leaves them).
 pub fn remove_shm(prefix: &str) {
-    for suffix in ["-arena", "-ctl", "-index", ".lock"] {
+    for suffix in ["-arena", "-ctl", "-index", "-statix", ".lock"] {
         let _ = std::fs::remove_file(format!("/dev/shm/{prefix}{suffix}"));
     }
     // the clients' segments: `<prefix>-c<id>-<pid>`
