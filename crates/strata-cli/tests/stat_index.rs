@@ -187,3 +187,35 @@ fn a_dead_daemon_s_index_is_not_read() {
         "a stat after the daemon died answered"
     );
 }
+
+/// The request budget of mdtest's read phase (open, read to the end,
+/// close): a read larger than the file is answered by one request (the
+/// reply's size says where the file ends), and a stat of a closed file by
+/// none.
+#[test]
+fn reading_a_small_file_whole_costs_one_request_and_its_stat_none() {
+    let d = TestDaemon::small();
+    let c = d.client();
+    let p = d.path().join("small").to_str().unwrap().to_string();
+    write_file(&c, &p, &[9u8; 4096]);
+    let fl = OpenFlags {
+        read: true,
+        ..OpenFlags::default()
+    };
+    let a = c.file_open(&p, fl, 0, Persist::Scratch, 4096).unwrap();
+    let mut buf = vec![0u8; 65536];
+    let before = requests(&d);
+    assert_eq!(c.file_read(a.id, 0, &mut buf).unwrap(), 4096);
+    assert_eq!(
+        requests(&d) - before,
+        1,
+        "one request for a read past the end"
+    );
+    assert!(buf[..4096].iter().all(|&b| b == 9));
+    assert_eq!(c.file_read(a.id, 4096, &mut buf).unwrap(), 0, "at the end");
+    c.file_close(a.id).unwrap();
+    published_reach(&d, 1);
+    let before = requests(&d);
+    assert_eq!(size_of(&c, &p), Some(4096));
+    assert_eq!(requests(&d) - before, 0, "a stat of a closed file");
+}

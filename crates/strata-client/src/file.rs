@@ -1161,11 +1161,11 @@ impl Client {
                 len: (buf.len() - done) as u64,
             };
             let rest = &mut buf[done..];
-            let (mut covered, exts, from_dest, from_remote) =
+            let (mut covered, exts, from_dest, from_remote, size) =
                 self.on_lane(Target::Id(id), None, |lane| {
                     let t = lane.submit(&req)?;
                     let r = lane.wait(t)?.map_err(|e| err(e, "file read"))?;
-                    let (_, covered, pin, exts) = extents_reply(r)?;
+                    let (size, covered, pin, exts) = extents_reply(r)?;
                     let mut covered = (covered as usize).min(rest.len());
                     let mut from_dest = Vec::new();
                     let mut from_remote = Vec::new();
@@ -1201,7 +1201,7 @@ impl Client {
                         }
                     }
                     lane.release(pin);
-                    res.map(|()| (covered, exts, from_dest, from_remote))
+                    res.map(|()| (covered, exts, from_dest, from_remote, size))
                 })?;
             let mut ask_again = false;
             if done == 0 {
@@ -1261,6 +1261,11 @@ impl Client {
             done += covered;
             if ask_again {
                 continue;
+            }
+            if covered > 0 && at + covered as u64 >= size {
+                // the end of the file as the daemon answered: a short read
+                // (asking again past it would cost a request to learn so)
+                break;
             }
             if covered == 0 {
                 if exts.last().is_some_and(|e| e.tier == TIER_PENDING) && waited < PENDING_WAIT_MAX
