@@ -299,3 +299,46 @@ echo rounds-ok
         );
     }
 }
+
+/// A descriptor inherited over exec (a shell redirection) is held once per
+/// process, not once per call: `seq > big` writes through its inherited
+/// stdout and `cat <&3` reads a whole file through its inherited stdin,
+/// each with one hold request (the stdio layer once asked on every call).
+#[test]
+fn an_inherited_descriptor_is_held_once_per_process() {
+    let d = TestDaemon::small();
+    let tmp = tempfile::Builder::new()
+        .prefix("strata-hold-")
+        .tempdir()
+        .unwrap();
+    let dir = tmp.path();
+    let script = "seq 1 40000 > big; exec 3<big; cat <&3 > copy; cmp big copy";
+    let argv = [
+        std::ffi::OsStr::new("sh"),
+        std::ffi::OsStr::new("-c"),
+        std::ffi::OsStr::new(script),
+    ];
+    let mut cmd = strata_run_cmd(&d, Mode::Scratch, dir, dir, &argv);
+    cmd.env("STRATA_INTERNAL_ADAPTER_DEBUG", "1");
+    let r = run_cmd(cmd, d.path());
+    r.assert_ok(script);
+    let mut holds: BTreeMap<String, u32> = BTreeMap::new();
+    for l in r.stderr.lines().filter(|l| l.contains(": hold id=")) {
+        // "strata-posix[PID]: hold id=ID -> …": one per (process, file)
+        let pid = l.split(']').next().unwrap_or("");
+        let id = l.split("hold id=").nth(1).and_then(|t| t.split(' ').next());
+        *holds
+            .entry(format!("{pid}] {}", id.unwrap_or("?")))
+            .or_default() += 1;
+    }
+    assert!(
+        holds.len() >= 2,
+        "seq and cat hold their inherited descriptors: {holds:?}\n{}",
+        tail(&r.stderr, 60)
+    );
+    assert!(
+        holds.values().all(|&n| n == 1),
+        "one hold per process and file: {holds:?}\n{}",
+        tail(&r.stderr, 60)
+    );
+}
