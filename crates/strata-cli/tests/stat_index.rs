@@ -138,7 +138,7 @@ fn a_closed_file_is_stat_without_a_request_and_every_change_is_seen() {
     write_file(&other, &q, &[4u8; 3]);
     assert_eq!(size_of(&c, &q), Some(3), "made again");
     let st = d.status().stat_index.expect("the index is on by default");
-    assert!(st.entries >= 65536 && st.forgotten_total >= 5, "{st:?}");
+    assert!(st.entries >= 32768 && st.forgotten_total >= 5, "{st:?}");
 }
 
 #[test]

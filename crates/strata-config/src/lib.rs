@@ -29,7 +29,7 @@
 //! node: { id: 0 }
 //! daemon: { socket: auto, shm_prefix: auto, log: info, clients_max: 256,
 //!           channels_per_client_max: 64, ring_depth: 64, spin: 50us, slot_arg_size: 8KiB,
-//!           get_index: 262144, stat_index: 65536 }
+//!           get_index: 262144, stat_index: 32768 }
 //! devices:            # absent = derived from the machine, see Config::machine_default
 //!   - { name: ram, kind: ram, capacity: 4GiB, block_size: 64B, bandwidth: 8GiB/s, latency: 1us, volatile: true }
 //!   - { name: disk0, kind: dir, path: ~/.cache/strata/tiers/disk0, capacity: 16GiB,
@@ -357,7 +357,7 @@ impl Default for DaemonConfig {
             spin_us: 50.0,
             slot_arg_size_bytes: 8 << 10,
             get_index_entries: 262_144,
-            stat_index_entries: 65_536,
+            stat_index_entries: 32_768,
             metrics: None,
             group: None,
         }
