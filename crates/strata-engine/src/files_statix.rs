@@ -2,7 +2,7 @@
 //! `stat` by path that bypasses the daemon (strata-transport-shm's
 //! `stat_index`), and an audit of what is published.
 //!
-//! A record is *quiet* when nobody holds it, it has one name, no shared
+//! A record is *quiet* when it is SCRATCH or WORKFLOW, nobody holds it, it has one name, no shared
 //! backing and no direct destination mapping, and `FileStat` by path would
 //! answer it without a look at the destination (`file_needs_revalidation`).
 //! Such a record changes only through a request, and every change goes
