@@ -54,6 +54,15 @@ TARGETS = {
 }
 
 
+
+def machine_free(text):
+    """`text` without this machine's home and checkout paths (results are committed)."""
+    text = str(text)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    text = text.replace(root + "/", "").replace(root, ".")
+    home = os.path.expanduser("~")
+    return text.replace(home, "~") if home not in ("", "/") else text
+
 def log(msg):
     print(f"[bench-all {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
@@ -596,7 +605,7 @@ def main():
     dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"], stdout=subprocess.PIPE, text=True).stdout.strip()
     date = datetime.date.today().isoformat()
     doc = {"date": date, "commit": commit + ("-dirty" if dirty else ""), "machine": machine(), "repeat": a.repeat,
-           "quick": a.quick, "slow_pfs": a.slow_pfs or None, "argv": " ".join(["scripts/bench_all.py"] + sys.argv[1:]),
+           "quick": a.quick, "slow_pfs": a.slow_pfs or None, "argv": " ".join(["scripts/bench_all.py"] + [machine_free(x) for x in sys.argv[1:]]),
            "load_before": open("/proc/loadavg").read().split()[:3], "targets": {}, "commands": []}
     r = Runner(a)
     started = time.monotonic()
@@ -618,7 +627,9 @@ def main():
                 log(f"  {key}: {doc['targets'][key]['spread']} -> {doc['targets'][key]['verdict']}")
     finally:
         shutil.rmtree(a.tmp, ignore_errors=True)
-    doc["commands"] = r.commands
+    doc["commands"] = [json.loads(machine_free(json.dumps(c))) for c in r.commands]
+    if doc.get("slow_pfs"):
+        doc["slow_pfs"] = machine_free(doc["slow_pfs"])
     doc["seconds"] = time.monotonic() - started
     os.makedirs(a.out, exist_ok=True)
     path = os.path.join(a.out, f"{date}-{doc['commit']}{'-quick' if a.quick else ''}.json")
