@@ -91,6 +91,8 @@ fn one_seed(seed: u64) -> (usize, usize) {
     let name = format!("strata-test-statix-engine-{}-{seed}", std::process::id());
     let w = StatWriter::create(&name, 64).unwrap();
     let reader = StatReader::open(&name).unwrap();
+    // both are mapped: the name goes (nothing left in /dev/shm)
+    strata_shm::ShmSegment::unlink(&name).unwrap();
     let mut core = f.core;
     core.meta.set_stat_index(Box::new(Ix(w)));
     let mut e = Engine::new(core, None);

@@ -503,6 +503,8 @@ mod tests {
         let name = format!("strata-test-statix-{}-{tag}", std::process::id());
         let w = StatWriter::create(&name, entries).unwrap();
         let r = StatReader::open(&name).unwrap();
+        // both are mapped: the name goes (nothing left in /dev/shm)
+        ShmSegment::unlink(&name).unwrap();
         (w, r)
     }
 
@@ -610,6 +612,7 @@ mod timing {
     fn publish_cost() {
         let name = format!("strata-test-statix-{}-cost", std::process::id());
         let mut w = StatWriter::create(&name, 32768).unwrap();
+        ShmSegment::unlink(&name).unwrap();
         let paths: Vec<String> = (0..4000)
             .map(|i| {
                 format!(
