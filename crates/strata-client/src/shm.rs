@@ -86,37 +86,32 @@ impl ShmShared {
     /// lifeline was open within `INDEX_ALIVE_CHECK_NS`.
     fn index(&self) -> Option<&strata_transport_shm::index::IndexReader> {
         let ix = self.index.as_ref()?;
-        if self.ctl().state.load(Ordering::Acquire) != strata_transport_shm::layout::DAEMON_RUNNING
-        {
-            return None;
-        }
-        let now = self.epoch.elapsed().as_nanos() as u64;
-        let seen = self.alive_checked_ns.load(Ordering::Relaxed);
-        if now.saturating_sub(seen) > INDEX_ALIVE_CHECK_NS {
-            if !self.daemon_alive() {
-                return None;
-            }
-            self.alive_checked_ns.store(now, Ordering::Relaxed);
-        }
-        Some(ix)
+        self.up_for_direct_reads().then_some(ix)
     }
 
     /// The stat index, if the daemon is up (as [`ShmShared::index`]).
     fn stat_index(&self) -> Option<&strata_transport_shm::stat_index::StatReader> {
         let ix = self.stat_index.as_ref()?;
+        self.up_for_direct_reads().then_some(ix)
+    }
+
+    /// Whether what the daemon publishes may be read without asking it: its
+    /// state word says running, and its end of the lifeline was open within
+    /// `INDEX_ALIVE_CHECK_NS` (looked at again when older).
+    fn up_for_direct_reads(&self) -> bool {
         if self.ctl().state.load(Ordering::Acquire) != strata_transport_shm::layout::DAEMON_RUNNING
         {
-            return None;
+            return false;
         }
         let now = self.epoch.elapsed().as_nanos() as u64;
         let seen = self.alive_checked_ns.load(Ordering::Relaxed);
         if now.saturating_sub(seen) > INDEX_ALIVE_CHECK_NS {
             if !self.daemon_alive() {
-                return None;
+                return false;
             }
             self.alive_checked_ns.store(now, Ordering::Relaxed);
         }
-        Some(ix)
+        true
     }
 
     /// True while the daemon is up (its end of our lifeline is open).
