@@ -914,8 +914,60 @@ impl Core {
 
     /// Full consistency check (tests and debug builds).
     pub fn check(&self) -> std::result::Result<(), String> {
+        let local = self.tiers.local_count();
         for b in self.meta.blobs() {
             b.check()?;
+            // Every byte a blob points to is allocated: a blob on freed
+            // space reads whatever the next owner writes there.
+            for e in b.extents.iter().filter(|e| !e.is_hole()) {
+                let t = e.tier as usize;
+                if t >= local {
+                    continue;
+                }
+                let alloc = self.tiers.tiers[t]
+                    .alloc
+                    .as_ref()
+                    .unwrap_or(&self.tiers.arena.alloc);
+                let r = strata_alloc::Range {
+                    off: e.phys_off,
+                    len: e.len,
+                };
+                if !alloc.is_allocated(r) {
+                    return Err(format!(
+                        "blob {} (gen {}) points at free space: tier {} bytes {}..{}",
+                        b.id.0,
+                        b.gen,
+                        t,
+                        e.phys_off,
+                        e.phys_off + e.len
+                    ));
+                }
+            }
+        }
+        // No two blobs (nor two extents of one) share a byte.
+        let mut spans: Vec<(u32, u64, u64, u64)> = self
+            .meta
+            .blobs()
+            .flat_map(|b| {
+                b.extents
+                    .iter()
+                    .filter(|e| !e.is_hole())
+                    .map(move |e| (e.tier, e.phys_off, e.phys_off + e.len, b.id.0))
+            })
+            .collect();
+        spans.sort_unstable();
+        for w in spans.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            if a.0 == b.0 && b.1 < a.2 {
+                return Err(format!(
+                    "blobs {} and {} share tier {} bytes {}..{}",
+                    a.3,
+                    b.3,
+                    a.0,
+                    b.1,
+                    a.2.min(b.2)
+                ));
+            }
         }
         self.tiers.arena.alloc.check_invariants();
         for t in &self.tiers.tiers {

@@ -598,6 +598,12 @@ fn start_batch(core: &mut Core, org: &mut Organizer, moves: Vec<strata_organize:
         if b.tier_mask() as u64 != m.from_mask {
             continue;
         }
+        // A page of a file whose fsync is being stashed stays where the
+        // stash job's snapshot saw it (the next round tries again).
+        if core.stash.copying(b.bucket) {
+            org.status.skipped_moves += 1;
+            continue;
+        }
         let (src, gen, size, crc) = (b.extents.clone(), b.gen, b.size, b.sealed_crc);
         let to = m.to;
         let mut dst: Vec<Extent> = Vec::with_capacity(src.len());
@@ -712,10 +718,14 @@ pub fn complete(core: &mut Core, org: &mut Organizer, done: MoveDone) {
             core.free_unreferenced(&job.dst);
             continue;
         }
-        let unchanged = core
-            .meta
-            .blob(job.blob)
-            .is_some_and(|b| b.gen == job.gen && b.size == job.size && b.extents == job.src);
+        // A stash job that started after this copy names the extents the
+        // move would free: the fsync wins, the copy is discarded.
+        let unchanged = core.meta.blob(job.blob).is_some_and(|b| {
+            b.gen == job.gen
+                && b.size == job.size
+                && b.extents == job.src
+                && !core.stash.copying(b.bucket)
+        });
         if !unchanged {
             org.status.discarded_moves += 1;
             core.free_unreferenced(&job.dst);

@@ -777,6 +777,7 @@ fn start_job(core: &mut Core, s: &mut Stash, file: BucketId) {
     let id = s.next_job;
     s.next_job += 1;
     s.in_flight.insert(file, InFlight { job_id: id, pin });
+    core.stash.copying.insert(file);
     if let Err(mpsc::SendError(job)) = tx.send(StashJob {
         id,
         file,
@@ -786,6 +787,7 @@ fn start_job(core: &mut Core, s: &mut Stash, file: BucketId) {
         sync_tiers,
     }) {
         s.in_flight.remove(&file);
+        core.stash.copying.remove(&file);
         core.unpin(STASH_OWNER, pin);
         for p in &job.pages {
             if let Some(d) = &p.dst {
@@ -825,6 +827,7 @@ pub fn complete(core: &mut Core, s: &mut Stash, done: StashDone) {
     match s.in_flight.get(&job.file) {
         Some(f) if f.job_id == job.id => {
             let f = s.in_flight.remove(&job.file).expect("checked");
+            core.stash.copying.remove(&job.file);
             core.unpin(STASH_OWNER, f.pin);
         }
         _ => {
@@ -848,6 +851,15 @@ pub fn complete(core: &mut Core, s: &mut Stash, done: StashDone) {
             .meta
             .blob(pg.blob)
             .is_some_and(|b| b.gen == pg.gen && b.bucket == job.file);
+        // Moved meanwhile (the organizer changes where the bytes are, never
+        // the bytes or the generation): the snapshot's extents may be freed
+        // space now, so the page is not pointed at them — its copy is
+        // dropped and the stash tries again.
+        let in_place = current
+            && core
+                .meta
+                .blob(pg.blob)
+                .is_some_and(|b| b.size == pg.size && b.extents == pg.src);
         if let Some((segs, data)) = inline {
             // The page stays where it is; its next record carries these bytes.
             let (Some(crc), true, Some(j)) = (crc, current, core.journal.as_mut()) else {
@@ -871,7 +883,7 @@ pub fn complete(core: &mut Core, s: &mut Stash, done: StashDone) {
             core.meta.touched.blob(pg.blob);
             continue;
         }
-        match (&pg.dst, current) {
+        match (&pg.dst, in_place) {
             (Some(d), true) => {
                 // Move the page onto its stashed copy (holes stay holes).
                 let block = core.tiers.tiers[d.0 as usize].block_bytes;
@@ -901,7 +913,8 @@ pub fn complete(core: &mut Core, s: &mut Stash, done: StashDone) {
                 free_target(core, d);
                 all = false;
             }
-            (None, ok) => all &= ok,
+            // kept where it was: those extents must still be the page's
+            (None, _) => all &= in_place,
         }
     }
     let all_pages_ok = all;

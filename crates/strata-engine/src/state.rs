@@ -300,6 +300,9 @@ pub struct StashWants {
     pub failed: HashMap<BucketId, String>,
     /// A stash service is attached (`stash::start`) and its thread lives.
     pub(crate) attached: bool,
+    /// Files whose stash job is in flight: their pages are not moved by the
+    /// organizer meanwhile (the job's snapshot names their extents).
+    pub(crate) copying: HashSet<BucketId>,
 }
 
 // ---- stash
@@ -314,6 +317,10 @@ impl StashWants {
         if self.queued.insert(id) {
             self.queue.push_back(id);
         }
+    }
+    /// Whether a stash job of file `id` is in flight.
+    pub(crate) fn copying(&self, id: BucketId) -> bool {
+        self.copying.contains(&id)
     }
     /// Wants not yet taken by the service.
     pub fn pending(&self) -> bool {
