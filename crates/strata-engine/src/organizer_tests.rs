@@ -457,6 +457,17 @@ fn read_file(core: &mut Core, id: BucketId, len: usize) -> Vec<u8> {
         .iter()
         .filter(|e| e.tier != strata_proto::types::TIER_HOLE)
     {
+        if e.tier == strata_proto::types::TIER_DEST {
+            // Read through, as a client does: the destination holds them.
+            use std::os::unix::fs::FileExt;
+            let path = core.meta.bucket(id).unwrap().name.to_string();
+            let d = &mut got[e.logical_off as usize..(e.logical_off + e.len) as usize];
+            let n = std::fs::File::open(&path)
+                .and_then(|f| f.read_at(d, e.logical_off))
+                .unwrap_or(0);
+            d[n..].fill(0);
+            continue;
+        }
         core.tiers
             .read(
                 e.tier as usize,
@@ -657,8 +668,12 @@ fn files_moved_stashed_and_rewritten_at_random_read_back_their_bytes() {
     }
 }
 
+/// Runs one seed; every other seed with the flusher writing the files to a
+/// destination directory (pages go clean, journal holds are released), its
+/// reports late and out of order too.
 fn moved_stashed_rewritten(seed: u64, ops: usize) {
     use crate::files::OpenArgs;
+    use crate::flush::{FlushIo, FlushSettings, Flusher};
     use strata_proto::types::DestInfo;
     let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let mut next = move |n: u64| {
@@ -669,6 +684,7 @@ fn moved_stashed_rewritten(seed: u64, ops: usize) {
     };
     let mut fx = fixture(2 * MIB, 64 * MIB, MIB);
     let (mut svc, mut org) = start(&mut fx, true);
+    let dest_dir = fx.dir.path().join("dest");
     let (core, org) = (&mut fx.core, &mut org);
     core.journal.as_mut().unwrap().inline_max_bytes = if seed.is_multiple_of(2) {
         256 * 1024
@@ -691,9 +707,26 @@ fn moved_stashed_rewritten(seed: u64, ops: usize) {
         dest: Some(DestInfo::default()),
         ..OpenArgs::default()
     };
-    let files: Vec<BucketId> = (0..3)
-        .map(|i| core.file_open(&format!("/dest/f{i}"), &a).unwrap())
+    let flushing = seed % 2 == 1;
+    std::fs::create_dir_all(&dest_dir).unwrap();
+    let paths: Vec<String> = (0..3)
+        .map(|i| dest_dir.join(format!("f{i}")).to_str().unwrap().to_string())
         .collect();
+    let files: Vec<BucketId> = paths
+        .iter()
+        .map(|p| core.file_open(p, &a).unwrap())
+        .collect();
+    let (flush_tx, flush_rx) = mpsc::channel();
+    let mut flusher = flushing.then(|| {
+        let s = FlushSettings {
+            enabled: true,
+            interval_ns: 1,
+            threads: 2,
+            ..Default::default()
+        };
+        let io = FlushIo::open(core, 0.0).unwrap();
+        Flusher::start(s, io, crate::report(flush_tx, Arc::new(|| {}), Done::Flush)).unwrap()
+    });
     let mut model: Vec<Vec<u8>> = vec![Vec::new(); files.len()];
     let mut syncs: Vec<(BucketId, u64)> = Vec::new();
     let mut late: Vec<Done> = Vec::new();
@@ -709,8 +742,7 @@ fn moved_stashed_rewritten(seed: u64, ops: usize) {
                 let len = 1 + next(12 * 1024);
                 stamp = stamp.wrapping_add(1);
                 let data = pattern(len as usize, stamp);
-                core.file_write(id, Some(off), Src::Bytes(&data), None)
-                    .unwrap();
+                write_like_a_client(core, id, off, &data);
                 let m = &mut model[f];
                 let end = (off + len) as usize;
                 if m.len() < end {
@@ -749,8 +781,12 @@ fn moved_stashed_rewritten(seed: u64, ops: usize) {
         // A poller round; each report is handled now or a few rounds late.
         crate::organizer::tick(core, org, Vec::new());
         crate::stash::tick(core, &mut svc.stash);
+        if let Some(f) = flusher.as_mut() {
+            core.files.kick = true;
+            f.tick(core);
+        }
         Journal::round(core);
-        while let Ok(m) = svc.rx.try_recv() {
+        while let Ok(m) = svc.rx.try_recv().or_else(|_| flush_rx.try_recv()) {
             late.push(m);
         }
         let mut k = 0;
@@ -767,6 +803,10 @@ fn moved_stashed_rewritten(seed: u64, ops: usize) {
                             d.job.id, d.job.file
                         ));
                         crate::stash::complete(core, &mut svc.stash, *d)
+                    }
+                    Done::Flush(d) => {
+                        log.push(format!("{op}: flush job done"));
+                        flusher.as_mut().expect("a flusher").complete(core, *d)
                     }
                     _ => {}
                 }
@@ -799,31 +839,38 @@ fn moved_stashed_rewritten(seed: u64, ops: usize) {
         }
         syncs.retain(|(id, t)| !core.file_sync_state(*id, *t).unwrap().done);
     }
-    for m in late.drain(..) {
-        match m {
-            Done::Organizer(d) => crate::organizer::complete(core, org, *d),
-            Done::Stash(d) => crate::stash::complete(core, &mut svc.stash, *d),
-            _ => {}
-        }
-    }
+    // Every report handled; then rounds until the fsyncs are done (and,
+    // with the flusher, nothing is dirty or in flight).
     for _ in 0..20_000 {
-        // A file whose pages kept changing under its stash jobs waits for
-        // the destination (`sync_via_destination`): no flusher runs here.
+        for m in late.drain(..) {
+            match m {
+                Done::Organizer(d) => crate::organizer::complete(core, org, *d),
+                Done::Stash(d) => crate::stash::complete(core, &mut svc.stash, *d),
+                Done::Flush(d) => flusher.as_mut().expect("a flusher").complete(core, *d),
+                _ => {}
+            }
+        }
+        // Without a flusher, a file whose pages kept changing under its
+        // stash jobs waits for the destination (`sync_via_destination`).
         syncs.retain(|(id, t)| {
-            !core.file_sync_state(*id, *t).unwrap().done && !core.meta.file(*id).unwrap().durable
+            !core.file_sync_state(*id, *t).unwrap().done
+                && (flushing || !core.meta.file(*id).unwrap().durable)
         });
-        if syncs.is_empty() {
+        let flushed = flusher
+            .as_ref()
+            .is_none_or(|f| f.in_flight() == 0 && core.files.dirty.is_empty());
+        if syncs.is_empty() && flushed {
             break;
         }
         crate::organizer::tick(core, org, Vec::new());
         crate::stash::tick(core, &mut svc.stash);
+        if let Some(f) = flusher.as_mut() {
+            core.files.kick = true;
+            f.tick(core);
+        }
         Journal::round(core);
-        while let Ok(m) = svc.rx.try_recv() {
-            match m {
-                Done::Organizer(d) => crate::organizer::complete(core, org, *d),
-                Done::Stash(d) => crate::stash::complete(core, &mut svc.stash, *d),
-                _ => {}
-            }
+        while let Ok(m) = svc.rx.try_recv().or_else(|_| flush_rx.try_recv()) {
+            late.push(m);
         }
         Journal::round(core);
         std::thread::sleep(std::time::Duration::from_micros(200));
@@ -839,6 +886,19 @@ fn moved_stashed_rewritten(seed: u64, ops: usize) {
         svc.stash.busy(&core.stash),
         &log[log.len().saturating_sub(12)..]
     );
+    if flushing {
+        assert!(
+            core.files.dirty.is_empty(),
+            "seed {seed}: the flush converged"
+        );
+        for (i, p) in paths.iter().enumerate() {
+            let at_dest = std::fs::read(p).unwrap_or_default();
+            assert!(
+                at_dest == model[i],
+                "seed {seed}: file {i} at the destination"
+            );
+        }
+    }
     let seq = crate::testutil::journal_seqs(core).0;
     pump(core, org, &mut svc, |c, _| {
         Journal::round(c);
@@ -851,4 +911,32 @@ fn moved_stashed_rewritten(seed: u64, ops: usize) {
         );
     }
     core.check().unwrap();
+}
+
+/// `FileWrite` as the client does it: a page whose bytes are at the
+/// destination is filled from there first (`NeedFill`), then written.
+fn write_like_a_client(core: &mut Core, id: BucketId, off: u64, data: &[u8]) {
+    use crate::state::{FillFrom, WriteOutcome};
+    use std::os::unix::fs::FileExt;
+    // Bounded: each round fills one page the write covers, or writes.
+    for _ in 0..64 {
+        match core
+            .file_write(id, Some(off), Src::Bytes(data), None)
+            .unwrap()
+        {
+            WriteOutcome::Done { .. } => return,
+            WriteOutcome::NeedFill { page_off } => {
+                let page = core.meta.file(id).unwrap().page_bytes;
+                let path = core.meta.bucket(id).unwrap().name.to_string();
+                let mut buf = vec![0u8; page as usize];
+                let n = std::fs::File::open(&path)
+                    .and_then(|f| f.read_at(&mut buf, page_off))
+                    .unwrap_or(0);
+                buf.truncate(n);
+                core.file_fill(id, page_off, Src::Bytes(&buf), None, FillFrom::Keep)
+                    .unwrap();
+            }
+        }
+    }
+    panic!("a write at {off} kept asking for fills");
 }
