@@ -682,7 +682,14 @@ fn moved_stashed_rewritten(seed: u64, ops: usize) {
         rng ^= rng << 17;
         rng % n.max(1)
     };
-    let mut fx = fixture(2 * MIB, 64 * MIB, MIB);
+    // Every fourth seed (flushing) on tiers too small for the files: clean
+    // pages are evicted, writes fill from or go through to the destination.
+    let pressure = seed % 4 == 3;
+    let mut fx = if pressure {
+        fixture(64 * 1024, 128 * 1024, MIB)
+    } else {
+        fixture(2 * MIB, 64 * MIB, MIB)
+    };
     let (mut svc, mut org) = start(&mut fx, true);
     let dest_dir = fx.dir.path().join("dest");
     let (core, org) = (&mut fx.core, &mut org);
@@ -742,7 +749,10 @@ fn moved_stashed_rewritten(seed: u64, ops: usize) {
                 let len = 1 + next(12 * 1024);
                 stamp = stamp.wrapping_add(1);
                 let data = pattern(len as usize, stamp);
-                write_like_a_client(core, id, off, &data);
+                if !write_like_a_client(core, id, off, &data) {
+                    log.push(format!("{op}: write f{f} {off}+{len} waits for a flush"));
+                    continue;
+                }
                 let m = &mut model[f];
                 let end = (off + len) as usize;
                 if m.len() < end {
@@ -914,17 +924,40 @@ fn moved_stashed_rewritten(seed: u64, ops: usize) {
 }
 
 /// `FileWrite` as the client does it: a page whose bytes are at the
-/// destination is filled from there first (`NeedFill`), then written.
-fn write_like_a_client(core: &mut Core, id: BucketId, off: u64, data: &[u8]) {
+/// destination is filled from there first (`NeedFill`), then written; when
+/// the buffer is full (`WriteThrough`) the bytes go to the destination once
+/// the daemon grants it. False: not written (the grant waits for a flush;
+/// a client would ask again later).
+fn write_like_a_client(core: &mut Core, id: BucketId, off: u64, data: &[u8]) -> bool {
+    use crate::files_evict::ThroughAnswer;
     use crate::state::{FillFrom, WriteOutcome};
-    use std::os::unix::fs::FileExt;
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
     // Bounded: each round fills one page the write covers, or writes.
     for _ in 0..64 {
-        match core
-            .file_write(id, Some(off), Src::Bytes(data), None)
-            .unwrap()
-        {
-            WriteOutcome::Done { .. } => return,
+        let outcome = match core.file_write(id, Some(off), Src::Bytes(data), None) {
+            Err(strata_proto::Errno::WriteThrough) => {
+                let len = data.len() as u64;
+                return match core.file_through(1, id, Some(off), len, true).unwrap() {
+                    ThroughAnswer::Wait { .. } => false,
+                    ThroughAnswer::Granted { at, mode, path } => {
+                        assert_eq!(at, off);
+                        let f = std::fs::OpenOptions::new()
+                            .write(true)
+                            .create(true)
+                            .truncate(false)
+                            .mode(mode)
+                            .open(&path)
+                            .unwrap();
+                        f.write_all_at(data, at).unwrap();
+                        core.file_through_done(1, id, at, len, false).unwrap();
+                        true
+                    }
+                };
+            }
+            other => other.unwrap(),
+        };
+        match outcome {
+            WriteOutcome::Done { .. } => return true,
             WriteOutcome::NeedFill { page_off } => {
                 let page = core.meta.file(id).unwrap().page_bytes;
                 let path = core.meta.bucket(id).unwrap().name.to_string();
