@@ -133,6 +133,17 @@ impl Journal {
                 .is_some_and(|i| i.gen == gen)
     }
 
+    /// Whether the journal's record of blob `id` carries its bytes (an
+    /// inline image, emitted or about to be): only a sealed version on a
+    /// tier supersedes it.
+    pub fn has_inline_image(&self, id: BlobId) -> bool {
+        self.inline_pending.contains_key(&id)
+            || self
+                .shadow_blobs
+                .get(&id)
+                .is_some_and(|s| s.inline.is_some())
+    }
+
     /// The stash copied page `id` at generation `gen`: its record will carry
     /// the bytes (emitted with the next batch).
     pub(crate) fn inline_add(&mut self, id: BlobId, image: InlineImage) {

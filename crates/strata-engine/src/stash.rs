@@ -316,6 +316,22 @@ impl StashIo {
     }
 
     /// Copies a job's pages; adds the tiers it needs synced to `sync`.
+    /// The seal CRC of a page wholly on non-volatile tiers: its data bytes
+    /// below its size in logical order (holes excluded), as `copy_page`
+    /// sums them.
+    fn sum_page(&mut self, pg: &StashPage, buf: &mut Vec<u8>) -> std::io::Result<u32> {
+        let mut h = crc32fast::Hasher::new();
+        for e in pg.src.iter().filter(|e| !e.is_hole()) {
+            let len = pg.size.saturating_sub(e.logical_off).min(e.len);
+            if len == 0 {
+                continue;
+            }
+            let src = self.tiers.backend(e.tier)?;
+            crate::journal::crc_of_tier_range(src, e.phys_off, len, &mut h, buf)?;
+        }
+        Ok(h.finalize())
+    }
+
     fn copy(&mut self, job: StashJob, sync: &mut HashSet<u32>) -> StashDone {
         let mut done = StashDone {
             crcs: Vec::with_capacity(job.pages.len()),
@@ -343,6 +359,13 @@ impl StashIo {
             }
             done.inline.push(None);
             match &pg.dst {
+                None if pg.sum => match self.sum_page(pg, &mut buf) {
+                    Ok(c) => done.crcs.push(Some(c)),
+                    Err(e) => {
+                        done.error = Some(format!("sum of a page on its tier: {e}"));
+                        return done;
+                    }
+                },
                 None => done.crcs.push(None),
                 Some((t, _)) => match self.copy_page(pg, &mut buf) {
                     Ok(c) => {
@@ -751,6 +774,13 @@ fn start_job(core: &mut Core, s: &mut Stash, file: BucketId) {
         let block = dst
             .as_ref()
             .map_or(1, |d| core.tiers.tiers[d.0 as usize].block_bytes);
+        let sum = !volatile
+            && data > 0
+            && core.meta.blob(bid).is_some_and(|b| b.sealed_crc.is_none())
+            && core
+                .journal
+                .as_ref()
+                .is_some_and(|j| j.has_inline_image(bid));
         pages.push(StashPage {
             blob: bid,
             gen: blob_gen,
@@ -760,6 +790,7 @@ fn start_job(core: &mut Core, s: &mut Stash, file: BucketId) {
             block,
             copy,
             inline: inline && volatile && data > 0,
+            sum,
         });
     }
     let pin = match core.pin(STASH_OWNER, keys) {
@@ -914,7 +945,15 @@ pub fn complete(core: &mut Core, s: &mut Stash, done: StashDone) {
                 all = false;
             }
             // kept where it was: those extents must still be the page's
-            (None, _) => all &= in_place,
+            (None, true) => {
+                if let (true, Some(c)) = (pg.sum, crc) {
+                    // synced with this job: the seal lets its record point here
+                    if let Some(b) = core.meta.blob_mut(pg.blob) {
+                        b.sealed_crc = Some(c);
+                    }
+                }
+            }
+            (None, false) => all = false,
         }
     }
     let all_pages_ok = all;

@@ -270,6 +270,11 @@ pub struct StashPage {
     /// The page's bytes ride inside its journal record (no target space):
     /// the stash copies its data into memory instead of onto a tier.
     pub inline: bool,
+    /// Wholly on non-volatile tiers, unsealed, and the journal's record
+    /// still carries an older version's bytes: the stash sums its data so
+    /// the page is sealed and its record points at the tier (a record
+    /// keeps its bytes until a sealed version supersedes them).
+    pub sum: bool,
 }
 
 // ---- stash
