@@ -111,6 +111,11 @@ fn acquire_daemon(config: Option<&Path>, cfg: &Config) -> Result<SharedUse> {
 // Signals
 
 static CHILD_PID: AtomicI32 = AtomicI32::new(0);
+/// A signal to forward that came before the child's pid was known (0:
+/// none): between `spawn` returning and the pid's store, the command may
+/// already run and be signalled through us (seen in CI: a SIGTERM lost, the
+/// command never ended).
+static PENDING_SIGNAL: AtomicI32 = AtomicI32::new(0);
 
 extern "C" fn forward_signal(
     sig: libc::c_int,
@@ -121,9 +126,34 @@ extern "C" fn forward_signal(
     // which shares our process group; forward only those sent to us.
     // SAFETY: the kernel passes a valid siginfo with SA_SIGINFO.
     let code = unsafe { (*info).si_code };
+    if code > 0 {
+        return;
+    }
     let pid = CHILD_PID.load(Ordering::SeqCst);
-    if code <= 0 && pid > 0 {
+    if pid > 0 {
         // SAFETY: kill is async-signal-safe.
+        unsafe { libc::kill(pid, sig) };
+        return;
+    }
+    // Atomics only: forwarded by `child_started`, or here if the pid was
+    // stored meanwhile (whoever swaps the signal out forwards it, once).
+    PENDING_SIGNAL.store(sig, Ordering::SeqCst);
+    let pid = CHILD_PID.load(Ordering::SeqCst);
+    if pid > 0 {
+        let sig = PENDING_SIGNAL.swap(0, Ordering::SeqCst);
+        if sig > 0 {
+            // SAFETY: kill is async-signal-safe.
+            unsafe { libc::kill(pid, sig) };
+        }
+    }
+}
+
+/// Stores the child's pid, then forwards a signal that came before it.
+fn child_started(pid: i32) {
+    CHILD_PID.store(pid, Ordering::SeqCst);
+    let sig = PENDING_SIGNAL.swap(0, Ordering::SeqCst);
+    if sig > 0 {
+        // SAFETY: kill takes plain integers; our own child's pid.
         unsafe { libc::kill(pid, sig) };
     }
 }
@@ -270,7 +300,15 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     install_forwarding();
     let status = match child_cmd.spawn() {
         Ok(mut child) => {
-            CHILD_PID.store(child.id() as i32, Ordering::SeqCst);
+            #[cfg(debug_assertions)]
+            if let Some(ms) = std::env::var("STRATA_INTERNAL_FAULT_RUN_PID_DELAY_MS")
+                .ok()
+                .and_then(|v| v.parse::<u64>().ok())
+            {
+                // tests: the window in which a signal came before the pid
+                std::thread::sleep(std::time::Duration::from_millis(ms));
+            }
+            child_started(child.id() as i32);
             let st = child.wait();
             CHILD_PID.store(0, Ordering::SeqCst);
             Some(st.context("waiting for the command")?)
