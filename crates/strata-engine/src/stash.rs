@@ -315,7 +315,6 @@ impl StashIo {
         Ok(((segs, data), crc))
     }
 
-    /// Copies a job's pages; adds the tiers it needs synced to `sync`.
     /// The seal CRC of a page wholly on non-volatile tiers: its data bytes
     /// below its size in logical order (holes excluded), as `copy_page`
     /// sums them.
@@ -332,6 +331,7 @@ impl StashIo {
         Ok(h.finalize())
     }
 
+    /// Copies a job's pages; adds the tiers it needs synced to `sync`.
     fn copy(&mut self, job: StashJob, sync: &mut HashSet<u32>) -> StashDone {
         let mut done = StashDone {
             crcs: Vec::with_capacity(job.pages.len()),
