@@ -383,20 +383,11 @@ fn deleting_a_blob_during_its_copy_returns_all_space_at_once() {
 
 #[test]
 fn dirty_file_pages_demoted_under_pressure_stay_dirty_and_read_back_identical() {
-    use crate::files::OpenArgs;
-    use strata_proto::types::DestInfo;
     let mut fx = fixture(4 * MIB, 64 * MIB, MIB);
     let (mut rx, mut org) = start(&mut fx, false);
     let (core, org) = (&mut fx.core, &mut org);
     // 64 KiB pages; 3.5 MiB written while the RAM tier holds 4 MiB.
-    let a = OpenArgs {
-        create: true,
-        mode: 0o640,
-        persist: strata_meta::Persist::Default,
-        page_shift: 16,
-        dest: Some(DestInfo::default()),
-        ..OpenArgs::default()
-    };
+    let a = default_file(16);
     let id = core.file_open("/dest/f", &a).unwrap();
     let data = pattern(7 * MIB as usize / 2, 4);
     core.file_write(id, Some(0), Src::Bytes(&data), None)
@@ -496,20 +487,11 @@ fn a_sealed_page_with_a_hole_is_promoted_from_the_dir_tier_and_survives_a_crash(
 }
 
 fn sealed_page_with_a_hole_moves(inline: bool) {
-    use crate::files::OpenArgs;
-    use strata_proto::types::DestInfo;
     let mut fx = fixture(4 * MIB, 64 * MIB, MIB);
     let (mut rx, mut org) = start(&mut fx, true);
     let (core, org) = (&mut fx.core, &mut org);
     core.journal.as_mut().unwrap().inline_max_bytes = if inline { MIB } else { 0 };
-    let a = OpenArgs {
-        create: true,
-        mode: 0o640,
-        persist: strata_meta::Persist::Default,
-        page_shift: 16,
-        dest: Some(DestInfo::default()),
-        ..OpenArgs::default()
-    };
+    let a = default_file(16);
     let id = core.file_open("/dest/sparse", &a).unwrap();
     let mut data = vec![0u8; 41_000];
     data[..1000].copy_from_slice(&pattern(1000, 5));
@@ -573,20 +555,11 @@ fn sealed_page_with_a_hole_moves(inline: bool) {
 /// sqlite's "file is not a database" in CI, page 1 read back as another page).
 #[test]
 fn a_move_racing_a_stash_job_of_the_same_page_is_discarded() {
-    use crate::files::OpenArgs;
-    use strata_proto::types::DestInfo;
     let mut fx = fixture(4 * MIB, 64 * MIB, MIB);
     let (mut svc, mut org) = start(&mut fx, true);
     let (core, org) = (&mut fx.core, &mut org);
     core.journal.as_mut().unwrap().inline_max_bytes = 0;
-    let a = OpenArgs {
-        create: true,
-        mode: 0o640,
-        persist: strata_meta::Persist::Default,
-        page_shift: 16,
-        dest: Some(DestInfo::default()),
-        ..OpenArgs::default()
-    };
+    let a = default_file(16);
     let id = core.file_open("/dest/db", &a).unwrap();
     let data = pattern(16_384, 7);
     core.file_write(id, Some(0), Src::Bytes(&data[..8192]), None)
@@ -677,9 +650,7 @@ fn files_moved_stashed_and_rewritten_at_random_read_back_their_bytes() {
 /// destination directory (pages go clean, journal holds are released), its
 /// reports late and out of order too.
 fn moved_stashed_rewritten(seed: u64, ops: usize) {
-    use crate::files::OpenArgs;
     use crate::flush::{FlushIo, FlushSettings, Flusher};
-    use strata_proto::types::DestInfo;
     let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let mut next = move |n: u64| {
         rng ^= rng << 13;
@@ -690,11 +661,12 @@ fn moved_stashed_rewritten(seed: u64, ops: usize) {
     // Every fourth seed (flushing) on tiers too small for the files: clean
     // pages are evicted, writes fill from or go through to the destination.
     let pressure = seed % 4 == 3;
-    let mut fx = if pressure {
-        fixture(64 * 1024, 128 * 1024, MIB)
+    let (ram, disk) = if pressure {
+        (64 * 1024, 128 * 1024)
     } else {
-        fixture(2 * MIB, 64 * MIB, MIB)
+        (2 * MIB, 64 * MIB)
     };
+    let mut fx = fixture(ram, disk, MIB);
     let (mut svc, mut org) = start(&mut fx, true);
     let dest_dir = fx.dir.path().join("dest");
     let (core, org) = (&mut fx.core, &mut org);
@@ -711,14 +683,7 @@ fn moved_stashed_rewritten(seed: u64, ops: usize) {
             ..org_cfg()
         });
     }
-    let a = OpenArgs {
-        create: true,
-        mode: 0o640,
-        persist: strata_meta::Persist::Default,
-        page_shift: 14,
-        dest: Some(DestInfo::default()),
-        ..OpenArgs::default()
-    };
+    let a = default_file(14);
     let flushing = seed % 2 == 1;
     std::fs::create_dir_all(&dest_dir).unwrap();
     let paths: Vec<String> = (0..3)
@@ -794,37 +759,15 @@ fn moved_stashed_rewritten(seed: u64, ops: usize) {
             _ => {}
         }
         // A poller round; each report is handled now or a few rounds late.
-        crate::organizer::tick(core, org, Vec::new());
-        crate::stash::tick(core, &mut svc.stash);
-        if let Some(f) = flusher.as_mut() {
-            core.files.kick = true;
-            f.tick(core);
-        }
-        Journal::round(core);
-        while let Ok(m) = svc.rx.try_recv().or_else(|_| flush_rx.try_recv()) {
-            late.push(m);
-        }
+        tick_all(core, org, &mut svc, flusher.as_mut(), &flush_rx, &mut late);
         let mut k = 0;
         while k < late.len() {
             if next(3) == 0 {
-                match late.swap_remove(k) {
-                    Done::Organizer(d) => {
-                        log.push(format!("{op}: organizer batch {} done", d.batch.id));
-                        crate::organizer::complete(core, org, *d)
-                    }
-                    Done::Stash(d) => {
-                        log.push(format!(
-                            "{op}: stash job {} of {:?} done",
-                            d.job.id, d.job.file
-                        ));
-                        crate::stash::complete(core, &mut svc.stash, *d)
-                    }
-                    Done::Flush(d) => {
-                        log.push(format!("{op}: flush job done"));
-                        flusher.as_mut().expect("a flusher").complete(core, *d)
-                    }
-                    _ => {}
-                }
+                let m = late.swap_remove(k);
+                log.push(format!(
+                    "{op}: {}",
+                    deliver(core, org, &mut svc, flusher.as_mut(), m)
+                ));
             } else {
                 k += 1;
             }
@@ -858,12 +801,7 @@ fn moved_stashed_rewritten(seed: u64, ops: usize) {
     // with the flusher, nothing is dirty or in flight).
     for _ in 0..20_000 {
         for m in late.drain(..) {
-            match m {
-                Done::Organizer(d) => crate::organizer::complete(core, org, *d),
-                Done::Stash(d) => crate::stash::complete(core, &mut svc.stash, *d),
-                Done::Flush(d) => flusher.as_mut().expect("a flusher").complete(core, *d),
-                _ => {}
-            }
+            deliver(core, org, &mut svc, flusher.as_mut(), m);
         }
         // Without a flusher, a file whose pages kept changing under its
         // stash jobs waits for the destination (`sync_via_destination`).
@@ -877,16 +815,7 @@ fn moved_stashed_rewritten(seed: u64, ops: usize) {
         if syncs.is_empty() && flushed {
             break;
         }
-        crate::organizer::tick(core, org, Vec::new());
-        crate::stash::tick(core, &mut svc.stash);
-        if let Some(f) = flusher.as_mut() {
-            core.files.kick = true;
-            f.tick(core);
-        }
-        Journal::round(core);
-        while let Ok(m) = svc.rx.try_recv().or_else(|_| flush_rx.try_recv()) {
-            late.push(m);
-        }
+        tick_all(core, org, &mut svc, flusher.as_mut(), &flush_rx, &mut late);
         Journal::round(core);
         std::thread::sleep(std::time::Duration::from_micros(200));
     }
@@ -947,11 +876,6 @@ fn moved_stashed_rewritten(seed: u64, ops: usize) {
             && c.meta.touched.is_empty()
     });
     drop(flusher);
-    let (ram, disk) = if pressure {
-        (64 * 1024, 128 * 1024)
-    } else {
-        (2 * MIB, 64 * MIB)
-    };
     let dir = fx.crash();
     let mut fx = fixture_in(dir, ram, disk, MIB);
     let (_svc, _org) = start(&mut fx, true);
@@ -1051,4 +975,66 @@ fn write_like_a_client(core: &mut Core, id: BucketId, off: u64, data: &[u8]) -> 
         }
     }
     panic!("a write at {off} kept asking for fills");
+}
+
+/// Open arguments creating a DEFAULT file (0640, no destination file yet)
+/// of 2^`page_shift`-byte pages.
+fn default_file(page_shift: u32) -> crate::files::OpenArgs {
+    crate::files::OpenArgs {
+        create: true,
+        mode: 0o640,
+        persist: strata_meta::Persist::Default,
+        page_shift,
+        dest: Some(strata_proto::types::DestInfo::default()),
+        ..crate::files::OpenArgs::default()
+    }
+}
+
+/// One poller round of the randomized test: each service starts what is
+/// due; their reports are collected in `late` (handled when the test says).
+fn tick_all(
+    core: &mut Core,
+    org: &mut Organizer,
+    svc: &mut Svc,
+    flusher: Option<&mut crate::flush::Flusher>,
+    flush_rx: &mpsc::Receiver<Done>,
+    late: &mut Vec<Done>,
+) {
+    crate::organizer::tick(core, org, Vec::new());
+    crate::stash::tick(core, &mut svc.stash);
+    if let Some(f) = flusher {
+        core.files.kick = true;
+        f.tick(core);
+    }
+    Journal::round(core);
+    while let Ok(m) = svc.rx.try_recv().or_else(|_| flush_rx.try_recv()) {
+        late.push(m);
+    }
+}
+
+/// Hands a service's report to its completion; says what it was.
+fn deliver(
+    core: &mut Core,
+    org: &mut Organizer,
+    svc: &mut Svc,
+    flusher: Option<&mut crate::flush::Flusher>,
+    m: Done,
+) -> String {
+    match m {
+        Done::Organizer(d) => {
+            let what = format!("organizer batch {} done", d.batch.id);
+            crate::organizer::complete(core, org, *d);
+            what
+        }
+        Done::Stash(d) => {
+            let what = format!("stash job {} of {:?} done", d.job.id, d.job.file);
+            crate::stash::complete(core, &mut svc.stash, *d);
+            what
+        }
+        Done::Flush(d) => {
+            flusher.expect("a flusher").complete(core, *d);
+            "flush job done".into()
+        }
+        _ => "other report".into(),
+    }
 }
